@@ -1,0 +1,59 @@
+# ergon: the two entry points of README.md (make demo, make test) and helpers.
+# Both install missing Debian packages, configure and build.
+
+DEB_PACKAGES := build-essential cmake pkg-config clang libclang-rt-14-dev \
+  libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 \
+  libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+
+.PHONY: all deps build build-asan demo test test-release test-asan fuzz bench e2e format clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DERGON_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+demo: build
+	@bash tools/demo.sh $(BUILD)/ergon
+
+test: test-release test-asan fuzz
+
+test-release: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ERGON_SANITIZED=1 ctest --output-on-failure -j $(JOBS)
+
+# Every parser has a libFuzzer target; CI runs each briefly (FUZZ_SECONDS).
+FUZZ_SECONDS ?= 15
+fuzz: deps
+	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DERGON_FUZZ=ON -DBUILD_TESTING=ON >/dev/null
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_all
+	bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
+bench: build
+	bash bench/run.sh $(BUILD)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

@@ -1,0 +1,63 @@
+/* plan.h: a plan: one SM clock per instruction of every stage; its file formats. */
+#ifndef ERGON_PLAN_H
+#define ERGON_PLAN_H
+
+#include "ergon/ergon.h"
+#include "ergon/pipeline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Opaque plan for S stages x M microbatches on a schedule. Clocks are stored
+ * per stage in the stage's execution order (2M each), as the
+ * freqs_pipeline_%05d.py files list them. */
+typedef struct erg_plan erg_plan;
+
+/* A plan with every clock 0 (unset). */
+ERG_API erg_status erg_plan_new(const erg_schedule *sched, int num_stages, int num_microbatches,
+                                erg_plan **out, erg_error *err);
+ERG_API erg_status erg_plan_copy(const erg_plan *src, erg_plan **out, erg_error *err);
+ERG_API void erg_plan_free(erg_plan *plan);
+
+ERG_API int erg_plan_num_stages(const erg_plan *plan);
+ERG_API int erg_plan_num_microbatches(const erg_plan *plan);
+ERG_API erg_schedule erg_plan_schedule(const erg_plan *plan);
+/* The 2M clocks of a stage in execution order (NULL if out of range). */
+ERG_API int *erg_plan_stage_freqs(erg_plan *plan, int stage);
+ERG_API const int *erg_plan_stage_freqs_const(const erg_plan *plan, int stage);
+/* Clock of (stage, kind, microbatch); 0 if out of range. */
+ERG_API int erg_plan_freq(const erg_plan *plan, int stage, erg_instr_kind kind, int microbatch);
+/* Set every clock to freq_mhz. */
+ERG_API void erg_plan_fill(erg_plan *plan, int freq_mhz);
+
+/* Optional annotations (NAN / NULL when unknown). */
+ERG_API void erg_plan_set_estimate(erg_plan *plan, double time_s, double energy_j);
+ERG_API void erg_plan_estimate(const erg_plan *plan, double *time_s, double *energy_j);
+ERG_API erg_status erg_plan_set_method(erg_plan *plan, const char *method, erg_error *err);
+ERG_API const char *erg_plan_method(const erg_plan *plan);
+
+/* Read a plan file: our JSON format (docs/formats.md) or the Perseus/Zeus
+ * `freqs_pipeline_%05d.py` Python literal (parsed as data, never evaluated).
+ * For .py files the schedule and M come from `sched_hint` (NULL = 1F1B) and
+ * the row lengths; errors name the file, line and column. */
+ERG_API erg_status erg_plan_read(const char *path, const erg_schedule *sched_hint,
+                                 erg_plan **out, erg_error *err);
+ERG_API erg_status erg_plan_parse(const char *text, size_t len, const char *name,
+                                  const erg_schedule *sched_hint, erg_plan **out,
+                                  erg_error *err);
+/* Write our JSON format. */
+ERG_API erg_status erg_plan_write_json(const erg_plan *plan, const char *path, erg_error *err);
+/* Write the freqs_pipeline_%05d.py literal; `trailer` (may be NULL) is
+ * appended verbatim after the closing bracket (Perseus comment lines). */
+ERG_API erg_status erg_plan_write_py(const erg_plan *plan, const char *trailer, const char *path,
+                                     erg_error *err);
+/* The same into a malloc'd string the caller releases with erg_free. */
+ERG_API erg_status erg_plan_format_py(const erg_plan *plan, const char *trailer, char **out,
+                                      erg_error *err);
+ERG_API erg_status erg_plan_format_json(const erg_plan *plan, char **out, erg_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,75 @@
+/* profile.h: a stage profile: (stage, instruction, clock) -> time_s, energy_j. */
+#ifndef ERGON_PROFILE_H
+#define ERGON_PROFILE_H
+
+#include "ergon/ergon.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Instruction kinds a pipeline stage runs. */
+typedef enum erg_instr_kind {
+    ERG_FORWARD = 0,
+    ERG_BACKWARD = 1,
+} erg_instr_kind;
+#define ERG_NUM_INSTR_KINDS 2
+
+/* "forward" / "backward". */
+ERG_API const char *erg_instr_kind_name(erg_instr_kind kind);
+
+/* One measured operating point. */
+typedef struct erg_profile_point {
+    int freq_mhz;    /* SM clock. */
+    double time_s;   /* Mean wall time of one instruction (one microbatch). */
+    double energy_j; /* Mean GPU energy of one instruction. */
+} erg_profile_point;
+
+/* Opaque profile: for every stage and instruction kind, the points in the
+ * order they were added (file order). Not thread-safe for writers; readers of
+ * a finished profile may share it. */
+typedef struct erg_profile erg_profile;
+
+/* Read the Perseus/Zeus stage-profile CSV: header with the columns
+ * `stage,instruction,frequency,time,energy` (any order, extra columns and
+ * instruction kinds other than forward/backward are ignored). Rejected with
+ * ERG_EPARSE and "file:line: what is wrong": missing column, non-numeric or
+ * negative value, duplicate (stage, instruction, frequency), a gap in the stage
+ * numbers, a stage without forward or backward rows, an empty file. */
+ERG_API erg_status erg_profile_read_csv(const char *path, erg_profile **out, erg_error *err);
+/* The same on an in-memory text; `name` is used in messages. */
+ERG_API erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
+                                         erg_profile **out, erg_error *err);
+/* Write the CSV (stage, then rows in insertion order, forward before backward
+ * at the same clock when both exist). */
+ERG_API erg_status erg_profile_write_csv(const erg_profile *p, const char *path, erg_error *err);
+
+/* An empty profile, for building one (simulator, client logs). */
+ERG_API erg_status erg_profile_new(erg_profile **out, erg_error *err);
+/* Add a point; fails with ERG_EINVAL on a duplicate or a negative value. */
+ERG_API erg_status erg_profile_add(erg_profile *p, int stage, erg_instr_kind kind,
+                                   const erg_profile_point *pt, erg_error *err);
+/* Check the whole profile is usable (stages 0..n-1, each with forward and
+ * backward points). */
+ERG_API erg_status erg_profile_validate(const erg_profile *p, erg_error *err);
+ERG_API void erg_profile_free(erg_profile *p);
+
+/* Number of stages (highest stage index + 1). */
+ERG_API int erg_profile_num_stages(const erg_profile *p);
+/* Number of points of (stage, kind); 0 when absent. */
+ERG_API size_t erg_profile_num_points(const erg_profile *p, int stage, erg_instr_kind kind);
+/* The points of (stage, kind) (valid until the profile changes), or NULL. */
+ERG_API const erg_profile_point *erg_profile_points(const erg_profile *p, int stage,
+                                                    erg_instr_kind kind);
+/* Find the point of (stage, kind) at freq_mhz; ERG_ENOTFOUND if absent. */
+ERG_API erg_status erg_profile_lookup(const erg_profile *p, int stage, erg_instr_kind kind,
+                                      int freq_mhz, erg_profile_point *out, erg_error *err);
+
+/* Published P2P blocking power of a GPU ("A40": 70.38 W, "A100": 83.64 W, case
+ * insensitive; "A100-SXM"/"a100_sxm" map to A100). ERG_ENOTFOUND otherwise. */
+ERG_API erg_status erg_blocking_power_w(const char *gpu, double *power_w, erg_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,73 @@
+/* internal.h: helpers shared by libergon's modules; no API promise. */
+#ifndef ERGON_CORE_INTERNAL_H
+#define ERGON_CORE_INTERNAL_H
+
+#include "ergon/ergon.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- allocation: every allocation in the library goes through these ---- */
+void *erg__malloc(size_t size);
+void *erg__calloc(size_t count, size_t size);
+void *erg__realloc(void *ptr, size_t size);
+/* realloc of count*size with overflow check. */
+void *erg__reallocarray(void *ptr, size_t count, size_t size);
+void erg__free(void *ptr);
+char *erg__strdup(const char *s);
+char *erg__strndup(const char *s, size_t n);
+/* Test hook: make the n-th allocation from now fail (0 = never). */
+void erg__alloc_fail_after(long n);
+
+/* ---- growable byte buffer with a size cap ---- */
+typedef struct erg__buf {
+    char *data;  /* NUL-terminated contents (may be NULL when empty). */
+    size_t len;  /* Bytes used, without the terminator. */
+    size_t cap;  /* Bytes allocated. */
+} erg__buf;
+erg_status erg__buf_append(erg__buf *b, const char *s, size_t n);
+erg_status erg__buf_printf(erg__buf *b, const char *fmt, ...) ERG_PRINTF(2, 3);
+void erg__buf_free(erg__buf *b);
+
+/* Read a whole file (at most max_bytes) into a NUL-terminated buffer. */
+erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t *len,
+                          erg_error *err);
+/* Write a buffer to path atomically (temp file + rename). */
+erg_status erg__write_file(const char *path, const char *data, size_t len, erg_error *err);
+/* mkdir -p; ok if it exists. */
+erg_status erg__mkdir_p(const char *path, erg_error *err);
+
+/* ---- numbers ---- */
+/* Python's float floor division a // b (CPython's float_floor_div rule). */
+double erg__floordiv_py(double a, double b);
+/* Shortest round-trip repr of a double, formatted like Python's repr()
+ * ("0.1", "3.456", "8.726700000000001", "1e-07", "10000.0", "inf").
+ * buf must hold at least 32 bytes. Returns buf. */
+char *erg__fmt_double_py(double v, char *buf, size_t size);
+/* Strict parsers: the whole token must be a finite number. */
+bool erg__parse_double(const char *s, double *out);
+bool erg__parse_long(const char *s, long *out);
+
+/* ---- CSV: a tokenizer over an in-memory text, tracking line numbers ---- */
+typedef struct erg__csv {
+    const char *p, *end;   /* Remaining text. */
+    long line;             /* 1-based number of the line last returned. */
+    char *fields_buf;      /* Copy of the current line, split in place. */
+    size_t fields_cap;
+    char **fields;         /* Pointers into fields_buf. */
+    size_t nfields, fields_alloc;
+} erg__csv;
+void erg__csv_init(erg__csv *c, const char *text, size_t len);
+/* Next non-empty line split at commas (fields trimmed of spaces and CR).
+ * Returns 1 with a line, 0 at the end, negative on allocation failure.
+ * Quoted fields are supported without embedded newlines. */
+int erg__csv_next(erg__csv *c);
+void erg__csv_free(erg__csv *c);
+
+#define ERG__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define ERG__MIN(a, b) ((a) < (b) ? (a) : (b))
+#define ERG__MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif

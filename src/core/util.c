@@ -1,0 +1,380 @@
+/* util.c: buffers, files, Python-compatible number formatting, strict parsing. */
+#include "core/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+erg_status erg__buf_append(erg__buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *d = erg__realloc(b->data, cap);
+        if (!d)
+            return ERG_ENOMEM;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return ERG_OK;
+}
+
+erg_status erg__buf_printf(erg__buf *b, const char *fmt, ...)
+{
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof(small), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return ERG_EINTERNAL;
+    if ((size_t)n < sizeof(small))
+        return erg__buf_append(b, small, (size_t)n);
+    char *big = erg__malloc((size_t)n + 1);
+    if (!big)
+        return ERG_ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    erg_status st = erg__buf_append(b, big, (size_t)n);
+    erg__free(big);
+    return st;
+}
+
+void erg__buf_free(erg__buf *b)
+{
+    erg__free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t *len,
+                          erg_error *err)
+{
+    *out = NULL;
+    if (len)
+        *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return erg_error_set(err, errno == ENOENT ? ERG_ENOTFOUND : ERG_EIO, "%s: cannot open: %s",
+                             path, strerror(errno));
+    erg__buf b = {0};
+    char chunk[65536];
+    size_t n;
+    erg_status st = ERG_OK;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        if (b.len + n > max_bytes) {
+            st = erg_error_set(err, ERG_EINVAL, "%s: file larger than the limit of %zu bytes",
+                               path, max_bytes);
+            break;
+        }
+        if (erg__buf_append(&b, chunk, n) != ERG_OK) {
+            st = erg_error_set(err, ERG_ENOMEM, "%s: out of memory reading the file", path);
+            break;
+        }
+    }
+    if (st == ERG_OK && ferror(f))
+        st = erg_error_set(err, ERG_EIO, "%s: read error: %s", path, strerror(errno));
+    fclose(f);
+    if (st != ERG_OK) {
+        erg__buf_free(&b);
+        return st;
+    }
+    if (!b.data) {
+        b.data = erg__calloc(1, 1);
+        if (!b.data)
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    *out = b.data;
+    if (len)
+        *len = b.len;
+    return ERG_OK;
+}
+
+erg_status erg__write_file(const char *path, const char *data, size_t len, erg_error *err)
+{
+    size_t plen = strlen(path);
+    char *tmp = erg__malloc(plen + 16);
+    if (!tmp)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    snprintf(tmp, plen + 16, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        erg_status st = erg_error_set(err, ERG_EIO, "%s: cannot create: %s", path, strerror(errno));
+        erg__free(tmp);
+        return st;
+    }
+    size_t w = len ? fwrite(data, 1, len, f) : 0;
+    int bad = (w != len) | (fflush(f) != 0);
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        erg_status st = erg_error_set(err, ERG_EIO, "%s: write failed: %s", path, strerror(errno));
+        unlink(tmp);
+        erg__free(tmp);
+        return st;
+    }
+    erg__free(tmp);
+    return ERG_OK;
+}
+
+erg_status erg__mkdir_p(const char *path, erg_error *err)
+{
+    char *p = erg__strdup(path);
+    if (!p)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    for (char *s = p + 1; *s; s++) {
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+                erg_status st =
+                    erg_error_set(err, ERG_EIO, "%s: cannot create directory: %s", p,
+                                  strerror(errno));
+                erg__free(p);
+                return st;
+            }
+            *s = '/';
+        }
+    }
+    erg_status st = ERG_OK;
+    if (mkdir(p, 0777) != 0 && errno != EEXIST)
+        st = erg_error_set(err, ERG_EIO, "%s: cannot create directory: %s", p, strerror(errno));
+    erg__free(p);
+    return st;
+}
+
+/* CPython's float floor division (Objects/floatobject.c, float_floor_div):
+ * it works from fmod so that e.g. 1.0 // 0.1 == 9.0, unlike floor(1.0/0.1). */
+double erg__floordiv_py(double a, double b)
+{
+    double mod = fmod(a, b);
+    double div = (a - mod) / b;
+    if (mod != 0.0) {
+        if ((b < 0) != (mod < 0))
+            div -= 1.0;
+    }
+    double floordiv;
+    if (div != 0.0) {
+        floordiv = floor(div);
+        if (div - floordiv > 0.5)
+            floordiv += 1.0;
+    } else {
+        floordiv = copysign(0.0, a / b);
+    }
+    return floordiv;
+}
+
+char *erg__fmt_double_py(double v, char *buf, size_t size)
+{
+    if (isnan(v)) {
+        snprintf(buf, size, "nan");
+        return buf;
+    }
+    if (isinf(v)) {
+        snprintf(buf, size, v < 0 ? "-inf" : "inf");
+        return buf;
+    }
+    if (v == 0.0) {
+        snprintf(buf, size, signbit(v) ? "-0.0" : "0.0");
+        return buf;
+    }
+    char tmp[40];
+    int prec;
+    for (prec = 1; prec <= 17; prec++) {
+        snprintf(tmp, sizeof(tmp), "%.*e", prec - 1, v);
+        if (strtod(tmp, NULL) == v)
+            break;
+    }
+    /* tmp is [-]d[.ddd]e[+-]xx: collect digits and exponent. */
+    char digits[24];
+    int nd = 0;
+    const char *s = tmp;
+    bool neg = false;
+    if (*s == '-') {
+        neg = true;
+        s++;
+    }
+    for (; *s && *s != 'e'; s++)
+        if (*s >= '0' && *s <= '9')
+            digits[nd++] = *s;
+    int exp10 = atoi(s + 1);
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    digits[nd] = '\0';
+    int decpt = exp10 + 1;
+    char out[64];
+    size_t o = 0;
+    if (neg)
+        out[o++] = '-';
+    if (decpt <= -4 || decpt > 16) {
+        out[o++] = digits[0];
+        if (nd > 1) {
+            out[o++] = '.';
+            for (int i = 1; i < nd; i++)
+                out[o++] = digits[i];
+        }
+        o += (size_t)snprintf(out + o, sizeof(out) - o, "e%c%02d", exp10 < 0 ? '-' : '+',
+                              exp10 < 0 ? -exp10 : exp10);
+    } else if (decpt <= 0) {
+        out[o++] = '0';
+        out[o++] = '.';
+        for (int i = 0; i < -decpt; i++)
+            out[o++] = '0';
+        for (int i = 0; i < nd; i++)
+            out[o++] = digits[i];
+    } else if (decpt >= nd) {
+        for (int i = 0; i < nd; i++)
+            out[o++] = digits[i];
+        for (int i = nd; i < decpt; i++)
+            out[o++] = '0';
+        out[o++] = '.';
+        out[o++] = '0';
+    } else {
+        for (int i = 0; i < decpt; i++)
+            out[o++] = digits[i];
+        out[o++] = '.';
+        for (int i = decpt; i < nd; i++)
+            out[o++] = digits[i];
+    }
+    out[o] = '\0';
+    snprintf(buf, size, "%s", out);
+    return buf;
+}
+
+bool erg__parse_double(const char *s, double *out)
+{
+    if (!s || !*s)
+        return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+bool erg__parse_long(const char *s, long *out)
+{
+    if (!s || !*s)
+        return false;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* ---- CSV ---- */
+
+void erg__csv_init(erg__csv *c, const char *text, size_t len)
+{
+    memset(c, 0, sizeof(*c));
+    c->p = text;
+    c->end = text + len;
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+int erg__csv_next(erg__csv *c)
+{
+    while (c->p < c->end) {
+        const char *nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
+        const char *le = nl ? nl : c->end;
+        size_t n = (size_t)(le - c->p);
+        const char *start = c->p;
+        c->p = nl ? nl + 1 : c->end;
+        c->line++;
+        if (n + 1 > c->fields_cap) {
+            size_t cap = n + 1 > 256 ? n + 1 : 256;
+            char *d = erg__realloc(c->fields_buf, cap);
+            if (!d)
+                return -1;
+            c->fields_buf = d;
+            c->fields_cap = cap;
+        }
+        memcpy(c->fields_buf, start, n);
+        c->fields_buf[n] = '\0';
+        /* A NUL byte inside the line truncates it; treat the rest as gone. */
+        char *line = c->fields_buf;
+        char *t = trim(line);
+        if (*t == '\0')
+            continue;
+        c->nfields = 0;
+        char *f = line;
+        for (;;) {
+            if (c->nfields == c->fields_alloc) {
+                size_t na = c->fields_alloc ? c->fields_alloc * 2 : 16;
+                char **d = erg__reallocarray(c->fields, na, sizeof(char *));
+                if (!d)
+                    return -1;
+                c->fields = d;
+                c->fields_alloc = na;
+            }
+            char *q = f;
+            while (*q == ' ' || *q == '\t')
+                q++;
+            char *next;
+            if (*q == '"') {
+                /* Quoted field: "" is a literal quote. */
+                char *w = q, *r = q + 1;
+                for (;;) {
+                    if (*r == '\0')
+                        break;
+                    if (*r == '"') {
+                        if (r[1] == '"') {
+                            *w++ = '"';
+                            r += 2;
+                            continue;
+                        }
+                        r++;
+                        break;
+                    }
+                    *w++ = *r++;
+                }
+                char *comma = strchr(r, ',');
+                *w = '\0';
+                c->fields[c->nfields++] = trim(q);
+                if (!comma)
+                    break;
+                next = comma + 1;
+            } else {
+                char *comma = strchr(q, ',');
+                if (comma)
+                    *comma = '\0';
+                c->fields[c->nfields++] = trim(q);
+                if (!comma)
+                    break;
+                next = comma + 1;
+            }
+            f = next;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+void erg__csv_free(erg__csv *c)
+{
+    erg__free(c->fields_buf);
+    erg__free(c->fields);
+    memset(c, 0, sizeof(*c));
+}

@@ -1,0 +1,359 @@
+/* profile.c: the stage profile container and its CSV reader/writer. */
+#include "ergon/profile.h"
+#include "core/internal.h"
+
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+#define ERG_MAX_STAGES 4096
+#define ERG_MAX_PROFILE_BYTES (256u << 20)
+
+typedef struct point_vec {
+    erg_profile_point *v;
+    size_t n, cap;
+    long *lines; /* Source line of each point (0 when added by API). */
+} point_vec;
+
+struct erg_profile {
+    point_vec (*stages)[ERG_NUM_INSTR_KINDS];
+    int nstages; /* highest stage + 1 */
+    int cap;
+};
+
+const char *erg_instr_kind_name(erg_instr_kind kind)
+{
+    return kind == ERG_FORWARD ? "forward" : kind == ERG_BACKWARD ? "backward" : "unknown";
+}
+
+erg_status erg_profile_new(erg_profile **out, erg_error *err)
+{
+    *out = erg__calloc(1, sizeof(erg_profile));
+    if (!*out)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    return ERG_OK;
+}
+
+void erg_profile_free(erg_profile *p)
+{
+    if (!p)
+        return;
+    for (int s = 0; s < p->cap; s++)
+        for (int k = 0; k < ERG_NUM_INSTR_KINDS; k++) {
+            erg__free(p->stages[s][k].v);
+            erg__free(p->stages[s][k].lines);
+        }
+    erg__free(p->stages);
+    erg__free(p);
+}
+
+static erg_status add_point(erg_profile *p, int stage, erg_instr_kind kind,
+                            const erg_profile_point *pt, long line, const char *name,
+                            erg_error *err)
+{
+    char where[300] = "";
+    if (name)
+        snprintf(where, sizeof(where), "%s:%ld: ", name, line);
+    if (stage < 0 || stage >= ERG_MAX_STAGES)
+        return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
+                             "%sstage %d out of range (0..%d)", where, stage, ERG_MAX_STAGES - 1);
+    if (kind != ERG_FORWARD && kind != ERG_BACKWARD)
+        return erg_error_set(err, ERG_EINVAL, "%sunknown instruction kind %d", where, (int)kind);
+    if (pt->freq_mhz <= 0)
+        return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
+                             "%sfrequency must be positive, got %d", where, pt->freq_mhz);
+    if (!(pt->time_s > 0) || !isfinite(pt->time_s))
+        return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
+                             "%stime must be a positive number of seconds, got %g", where,
+                             pt->time_s);
+    if (!(pt->energy_j >= 0) || !isfinite(pt->energy_j))
+        return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
+                             "%senergy must be a non-negative number of joules, got %g", where,
+                             pt->energy_j);
+    if (stage >= p->cap) {
+        int cap = p->cap ? p->cap : 8;
+        while (cap <= stage)
+            cap *= 2;
+        void *d = erg__reallocarray(p->stages, (size_t)cap, sizeof(*p->stages));
+        if (!d)
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        p->stages = d;
+        memset(&p->stages[p->cap], 0, (size_t)(cap - p->cap) * sizeof(*p->stages));
+        p->cap = cap;
+    }
+    point_vec *v = &p->stages[stage][kind];
+    for (size_t i = 0; i < v->n; i++)
+        if (v->v[i].freq_mhz == pt->freq_mhz) {
+            if (name && v->lines[i])
+                return erg_error_set(err, ERG_EPARSE,
+                                     "%sduplicate row: stage %d %s at %d MHz already on line %ld",
+                                     where, stage, erg_instr_kind_name(kind), pt->freq_mhz,
+                                     v->lines[i]);
+            return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
+                                 "%sduplicate point: stage %d %s at %d MHz", where, stage,
+                                 erg_instr_kind_name(kind), pt->freq_mhz);
+        }
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 16;
+        erg_profile_point *d = erg__reallocarray(v->v, cap, sizeof(*d));
+        if (!d)
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        v->v = d;
+        long *l = erg__reallocarray(v->lines, cap, sizeof(*l));
+        if (!l)
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        v->lines = l;
+        v->cap = cap;
+    }
+    v->v[v->n] = *pt;
+    v->lines[v->n] = line;
+    v->n++;
+    if (stage + 1 > p->nstages)
+        p->nstages = stage + 1;
+    return ERG_OK;
+}
+
+erg_status erg_profile_add(erg_profile *p, int stage, erg_instr_kind kind,
+                           const erg_profile_point *pt, erg_error *err)
+{
+    if (!p || !pt)
+        return erg_error_set(err, ERG_EINVAL, "erg_profile_add: NULL argument");
+    return add_point(p, stage, kind, pt, 0, NULL, err);
+}
+
+static erg_status validate(const erg_profile *p, const char *name, erg_error *err)
+{
+    const char *pre = name ? name : "profile";
+    if (p->nstages == 0)
+        return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
+                             "%s: no forward or backward rows", pre);
+    for (int s = 0; s < p->nstages; s++) {
+        bool f = p->stages[s][ERG_FORWARD].n > 0, b = p->stages[s][ERG_BACKWARD].n > 0;
+        if (!f && !b)
+            return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
+                                 "%s: stage %d is missing (stages must be numbered 0..%d without "
+                                 "gaps)",
+                                 pre, s, p->nstages - 1);
+        if (!f || !b)
+            return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
+                                 "%s: stage %d has no %s rows", pre, s, f ? "backward" : "forward");
+    }
+    return ERG_OK;
+}
+
+erg_status erg_profile_validate(const erg_profile *p, erg_error *err)
+{
+    if (!p)
+        return erg_error_set(err, ERG_EINVAL, "NULL profile");
+    return validate(p, NULL, err);
+}
+
+static const char *const required_cols[] = {"stage", "instruction", "frequency", "time", "energy"};
+
+erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
+                                 erg_profile **out, erg_error *err)
+{
+    *out = NULL;
+    if (!name)
+        name = "<profile>";
+    erg_profile *p;
+    erg_status st = erg_profile_new(&p, err);
+    if (st)
+        return st;
+    erg__csv c;
+    erg__csv_init(&c, text, len);
+    int col[5];
+    size_t ncols = 0;
+    int r = erg__csv_next(&c);
+    if (r < 0) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (r == 0) {
+        st = erg_error_set(err, ERG_EPARSE, "%s: empty file (expected a header line "
+                                            "'stage,instruction,frequency,time,energy')",
+                           name);
+        goto fail;
+    }
+    ncols = c.nfields;
+    for (size_t k = 0; k < 5; k++) {
+        col[k] = -1;
+        for (size_t i = 0; i < c.nfields; i++)
+            if (!strcmp(c.fields[i], required_cols[k]))
+                col[k] = (int)i;
+        if (col[k] < 0) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: missing column '%s' in the header (need "
+                               "stage,instruction,frequency,time,energy)",
+                               name, c.line, required_cols[k]);
+            goto fail;
+        }
+    }
+    while ((r = erg__csv_next(&c)) > 0) {
+        if (c.nfields != ncols) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: expected %zu fields, found %zu", name,
+                               c.line, ncols, c.nfields);
+            goto fail;
+        }
+        const char *inst = c.fields[col[1]];
+        erg_instr_kind kind;
+        if (!strcmp(inst, "forward"))
+            kind = ERG_FORWARD;
+        else if (!strcmp(inst, "backward"))
+            kind = ERG_BACKWARD;
+        else
+            continue; /* load/other instruction kinds are not planned */
+        long stage;
+        double freq, t, e;
+        if (!erg__parse_long(c.fields[col[0]], &stage)) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: stage '%s' is not an integer", name,
+                               c.line, c.fields[col[0]]);
+            goto fail;
+        }
+        if (stage < 0 || stage >= ERG_MAX_STAGES) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: stage %ld out of range (0..%d)", name,
+                               c.line, stage, ERG_MAX_STAGES - 1);
+            goto fail;
+        }
+        if (!erg__parse_double(c.fields[col[2]], &freq) || freq != floor(freq) || freq > 1e6) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: frequency '%s' is not an integer MHz",
+                               name, c.line, c.fields[col[2]]);
+            goto fail;
+        }
+        if (!erg__parse_double(c.fields[col[3]], &t)) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: time '%s' is not a number", name, c.line,
+                               c.fields[col[3]]);
+            goto fail;
+        }
+        if (!erg__parse_double(c.fields[col[4]], &e)) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: energy '%s' is not a number", name,
+                               c.line, c.fields[col[4]]);
+            goto fail;
+        }
+        if (freq <= 0 || t <= 0 || e < 0) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: negative or zero value (%s '%s')", name,
+                               c.line,
+                               freq <= 0  ? "frequency"
+                               : t <= 0   ? "time"
+                                          : "energy",
+                               freq <= 0 ? c.fields[col[2]]
+                               : t <= 0  ? c.fields[col[3]]
+                                         : c.fields[col[4]]);
+            goto fail;
+        }
+        erg_profile_point pt = {(int)freq, t, e};
+        st = add_point(p, (int)stage, kind, &pt, c.line, name, err);
+        if (st)
+            goto fail;
+    }
+    if (r < 0) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    st = validate(p, name, err);
+    if (st)
+        goto fail;
+    erg__csv_free(&c);
+    *out = p;
+    return ERG_OK;
+fail:
+    erg__csv_free(&c);
+    erg_profile_free(p);
+    return st;
+}
+
+erg_status erg_profile_read_csv(const char *path, erg_profile **out, erg_error *err)
+{
+    char *text;
+    size_t len;
+    *out = NULL;
+    erg_status st = erg__read_file(path, ERG_MAX_PROFILE_BYTES, &text, &len, err);
+    if (st)
+        return st;
+    st = erg_profile_parse_csv(text, len, path, out, err);
+    erg__free(text);
+    return st;
+}
+
+erg_status erg_profile_write_csv(const erg_profile *p, const char *path, erg_error *err)
+{
+    erg__buf b = {0};
+    erg_status st = erg__buf_printf(&b, "stage,instruction,frequency,time,energy\n");
+    char t[40], e[40];
+    for (int s = 0; s < p->nstages && !st; s++) {
+        const point_vec *f = &p->stages[s][ERG_FORWARD], *bw = &p->stages[s][ERG_BACKWARD];
+        /* Interleave forward and backward at each clock, in forward's order. */
+        size_t i = 0, j = 0;
+        while ((i < f->n || j < bw->n) && !st) {
+            const erg_profile_point *pt;
+            const char *kind;
+            if (i < f->n && (j >= bw->n || f->v[i].freq_mhz >= bw->v[j].freq_mhz)) {
+                pt = &f->v[i++];
+                kind = "forward";
+            } else {
+                pt = &bw->v[j++];
+                kind = "backward";
+            }
+            st = erg__buf_printf(&b, "%d,%s,%d,%s,%s\n", s, kind, pt->freq_mhz,
+                                 erg__fmt_double_py(pt->time_s, t, sizeof t),
+                                 erg__fmt_double_py(pt->energy_j, e, sizeof e));
+        }
+    }
+    if (st) {
+        erg__buf_free(&b);
+        return erg_error_set(err, st, "out of memory writing %s", path);
+    }
+    st = erg__write_file(path, b.data, b.len, err);
+    erg__buf_free(&b);
+    return st;
+}
+
+int erg_profile_num_stages(const erg_profile *p)
+{
+    return p ? p->nstages : 0;
+}
+
+size_t erg_profile_num_points(const erg_profile *p, int stage, erg_instr_kind kind)
+{
+    if (!p || stage < 0 || stage >= p->nstages || (unsigned)kind >= ERG_NUM_INSTR_KINDS)
+        return 0;
+    return p->stages[stage][kind].n;
+}
+
+const erg_profile_point *erg_profile_points(const erg_profile *p, int stage, erg_instr_kind kind)
+{
+    if (!erg_profile_num_points(p, stage, kind))
+        return NULL;
+    return p->stages[stage][kind].v;
+}
+
+erg_status erg_profile_lookup(const erg_profile *p, int stage, erg_instr_kind kind, int freq_mhz,
+                              erg_profile_point *out, erg_error *err)
+{
+    size_t n = erg_profile_num_points(p, stage, kind);
+    const erg_profile_point *v = erg_profile_points(p, stage, kind);
+    for (size_t i = 0; i < n; i++)
+        if (v[i].freq_mhz == freq_mhz) {
+            *out = v[i];
+            return ERG_OK;
+        }
+    return erg_error_set(err, ERG_ENOTFOUND, "the profile has no %s point at %d MHz for stage %d",
+                         erg_instr_kind_name(kind), freq_mhz, stage);
+}
+
+erg_status erg_blocking_power_w(const char *gpu, double *power_w, erg_error *err)
+{
+    static const struct {
+        const char *name;
+        double w;
+    } table[] = {{"a40", 70.38}, {"a100", 83.64}, {"a100-sxm", 83.64}, {"a100_sxm", 83.64}};
+    for (size_t i = 0; i < ERG__ARRAY_LEN(table); i++)
+        if (gpu && !strcasecmp(gpu, table[i].name)) {
+            *power_w = table[i].w;
+            return ERG_OK;
+        }
+    return erg_error_set(err, ERG_ENOTFOUND,
+                         "no published blocking power for GPU '%s' (known: A40, A100); give it "
+                         "with --blocking-power W",
+                         gpu ? gpu : "");
+}

@@ -1,0 +1,148 @@
+/* main.c: the ergon command-line tool: dispatch to one subcommand. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const cli_command commands[] = {
+    {"version", cmd_version, "print the version"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: ergon <command> [options]   (ergon <command> --help for details)\n\n"
+               "ergon plans and runs energy-efficient pipeline-parallel training.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nexit status: 0 success, 1 error in the input or the environment, 2 usage "
+               "error.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(argv[1], "--version"))
+        return cmd_version(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "ergon: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return CLI_USAGE;
+}
+
+int cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("ergon %s\n", erg_version());
+    return CLI_OK;
+}
+
+int cli_report(const char *what, const erg_error *err)
+{
+    if (what && *what)
+        fprintf(stderr, "ergon %s: %s\n", what, err->msg[0] ? err->msg : erg_strerror(err->status));
+    else
+        fprintf(stderr, "ergon: %s\n", err->msg[0] ? err->msg : erg_strerror(err->status));
+    return CLI_USER_ERROR;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "ergon %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(see 'ergon %s --help')\n", cmd);
+    return CLI_USAGE;
+}
+
+bool cli_parse_int(const char *cmd, const char *opt, const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || end == s || *end || errno || v < min || v > max) {
+        cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", opt, min, max,
+                        s ? s : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_double(const char *cmd, const char *opt, const char *s, double min, double max,
+                      double *out)
+{
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || end == s || *end || errno || !isfinite(v) || v < min || v > max) {
+        cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", opt, min, max,
+                        s ? s : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+double cli_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void cli_progress_init(cli_progress *p, const char *label)
+{
+    p->label = label;
+    p->start_s = cli_now_s();
+    p->last_draw_s = 0;
+    p->enabled = isatty(STDERR_FILENO) && !getenv("ERGON_NO_PROGRESS");
+}
+
+int cli_progress_cb(void *user, uint64_t done, uint64_t total)
+{
+    cli_progress *p = user;
+    if (!p || !p->enabled)
+        return 0;
+    double now = cli_now_s();
+    if (done < total && now - p->last_draw_s < 0.1)
+        return 0;
+    p->last_draw_s = now;
+    double frac = total ? (double)done / (double)total : 0.0;
+    if (frac > 1)
+        frac = 1;
+    int width = 30, fill = (int)(frac * width);
+    char bar[64];
+    for (int i = 0; i < width; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[width] = '\0';
+    double el = now - p->start_s;
+    double eta = frac > 0 ? el / frac - el : 0;
+    fprintf(stderr, "\r%s [%s] %5.1f%% %llu/%llu  %.1fs elapsed, ~%.0fs left ", p->label, bar,
+            frac * 100, (unsigned long long)done, (unsigned long long)total, el, eta);
+    fflush(stderr);
+    return 0;
+}
+
+void cli_progress_done(cli_progress *p)
+{
+    if (p->enabled)
+        fprintf(stderr, "\n");
+}
