@@ -1,0 +1,74 @@
+/* emulate.c: evaluate a plan with profiled per-instruction time and energy. */
+#include "core/internal.h"
+#include "ergon/emulate.h"
+
+#include <math.h>
+
+erg_status erg_emulate(const erg_profile *profile, const erg_dag *dag, const erg_plan *plan,
+                       double blocking_power_w, erg_emulation *out, double *start_s,
+                       double *dur_s, erg_error *err)
+{
+    if (!profile || !dag || !plan || !out)
+        return erg_error_set(err, ERG_EINVAL, "erg_emulate: NULL argument");
+    int S = erg_dag_num_stages(dag), M = erg_dag_num_microbatches(dag);
+    if (erg_plan_num_stages(plan) != S || erg_plan_num_microbatches(plan) != M)
+        return erg_error_set(err, ERG_EINVAL,
+                             "the plan is for S=%d stages, M=%d microbatches but the pipeline "
+                             "has S=%d, M=%d",
+                             erg_plan_num_stages(plan), erg_plan_num_microbatches(plan), S, M);
+    if (erg_profile_num_stages(profile) < S)
+        return erg_error_set(err, ERG_EINVAL, "the profile has %d stages, the plan needs %d",
+                             erg_profile_num_stages(profile), S);
+    if (!(blocking_power_w >= 0) || !isfinite(blocking_power_w))
+        return erg_error_set(err, ERG_EINVAL, "invalid blocking power %g W", blocking_power_w);
+    int n = erg_dag_num_instrs(dag);
+    double *dur = erg__calloc((size_t)n * 2, sizeof(double));
+    if (!dur)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    double *es = dur + n;
+    double compute_j = 0;
+    erg_status st = ERG_OK;
+    for (int s = 0; s < S && !st; s++) {
+        const int *f = erg_plan_stage_freqs_const(plan, s);
+        for (int k = 0; k < 2 * M; k++) {
+            int id = s * 2 * M + k;
+            int stage;
+            erg_instr in = erg_dag_instr(dag, id, &stage);
+            erg_profile_point pt;
+            st = erg_profile_lookup(profile, s, in.kind, f[k], &pt, err);
+            if (st) {
+                erg_error_set(err, st,
+                              "stage %d %s of microbatch %d runs at %d MHz, which the profile "
+                              "does not have",
+                              s, erg_instr_kind_name(in.kind), in.microbatch, f[k]);
+                break;
+            }
+            dur[id] = pt.time_s;
+            compute_j += pt.energy_j;
+        }
+    }
+    double T = 0;
+    if (!st)
+        st = erg_dag_cpm(dag, dur, es, NULL, &T, err);
+    if (!st) {
+        double idle_s = 0;
+        for (int s = 0; s < S; s++) {
+            double busy = 0;
+            for (int k = 0; k < 2 * M; k++)
+                busy += dur[s * 2 * M + k];
+            idle_s += T - busy;
+        }
+        out->time_s = T;
+        out->compute_energy_j = compute_j;
+        out->blocking_energy_j = blocking_power_w * idle_s;
+        out->energy_j = compute_j + out->blocking_energy_j;
+        for (int i = 0; i < n; i++) {
+            if (start_s)
+                start_s[i] = es[i];
+            if (dur_s)
+                dur_s[i] = dur[i];
+        }
+    }
+    erg__free(dur);
+    return st;
+}
