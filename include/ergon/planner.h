@@ -1,0 +1,88 @@
+/* planner.h: the Perseus time-energy frontier (Phillips-Dessouky crashing)
+ * and plan choice for a deadline or a straggler's slowdown. */
+#ifndef ERGON_PLANNER_H
+#define ERGON_PLANNER_H
+
+#include "ergon/ergon.h"
+#include "ergon/pipeline.h"
+#include "ergon/plan.h"
+#include "ergon/profile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Options of the frontier planner (lowtime-spec). Initialise with
+ * erg_perseus_opts_init, then set blocking_power_w. */
+typedef struct erg_perseus_opts {
+    double unit_s;                /* Quantisation unit (default 0.001 s). */
+    double blocking_power_w;      /* Power drawn while blocked on P2P (required, > 0). */
+    double noise_factor;          /* Soft Pareto filter factor (default 0.95). */
+    bool always_use_noise_factor; /* Use the soft filter straight away. */
+    erg_schedule schedule;        /* Default 1F1B. */
+    erg_progress_fn progress;     /* Optional progress callback (plans done / expected). */
+    void *progress_user;
+} erg_perseus_opts;
+
+ERG_API void erg_perseus_opts_init(erg_perseus_opts *opts);
+
+/* One point of a frontier. */
+typedef struct erg_frontier_point {
+    double time_s;        /* Iteration time: quantised makespan x unit. */
+    double energy_j;      /* cost_j + S * time_s * blocking power ("refined cost"). */
+    double cost_j;        /* Sum of the fitted effective energy of every instruction. */
+    double cost_change_j; /* Change of cost_j from the previous plan. */
+    long quant_time;      /* Makespan in units. */
+} erg_frontier_point;
+
+/* A frontier: plans from the slowest (index 0) to the fastest, each one time
+ * unit shorter than the previous one. Computed by erg_plan_perseus or read
+ * from a directory written by erg_frontier_write_dir. */
+typedef struct erg_frontier erg_frontier;
+
+/* Compute the whole frontier of per-instruction clock plans of an S-stage,
+ * M-microbatch pipeline from a profile. Memory is O(plans + changes), not
+ * O(plans x instructions). */
+ERG_API erg_status erg_plan_perseus(const erg_profile *profile, int num_stages,
+                                    int num_microbatches, const erg_perseus_opts *opts,
+                                    erg_frontier **out, erg_error *err);
+ERG_API void erg_frontier_free(erg_frontier *f);
+ERG_API size_t erg_frontier_size(const erg_frontier *f);
+ERG_API int erg_frontier_num_stages(const erg_frontier *f);
+ERG_API int erg_frontier_num_microbatches(const erg_frontier *f);
+ERG_API erg_status erg_frontier_get(const erg_frontier *f, size_t index, erg_frontier_point *out,
+                                    erg_error *err);
+/* The plan at `index` (caller frees with erg_plan_free). */
+ERG_API erg_status erg_frontier_plan(const erg_frontier *f, size_t index, erg_plan **out,
+                                     erg_error *err);
+
+/* Which files erg_frontier_write_dir writes. */
+enum {
+    ERG_FRONTIER_CSV = 1,  /* frontier.csv: time,energy (the published format) */
+    ERG_FRONTIER_PY = 2,   /* freqs_pipeline_%05d.py: Perseus/Zeus plan files */
+    ERG_FRONTIER_JSON = 4, /* plan_%05d.json: our plan format */
+    ERG_FRONTIER_ALL = 7,
+};
+/* Write the frontier into `dir` (created; existing files are replaced). */
+ERG_API erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int what,
+                                          erg_progress_fn progress, void *progress_user,
+                                          erg_error *err);
+/* Read a frontier directory: frontier.csv plus plan files (freqs_pipeline_%05d.py
+ * or plan_%05d.json) in the same order; plans are read when asked for. */
+ERG_API erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *sched_hint,
+                                         erg_frontier **out, erg_error *err);
+
+/* Plan choice: the minimum-energy plan whose iteration time is at most
+ * deadline_s. ERG_ENOTFOUND (with the fastest time in the message) when the
+ * deadline is below the fastest plan. */
+ERG_API erg_status erg_frontier_choose_deadline(const erg_frontier *f, double deadline_s,
+                                                size_t *index, erg_error *err);
+/* The same with deadline = slowdown x the fastest plan's time (slowdown >= 1;
+ * a straggler pipeline running slowdown x slower sets the pace). */
+ERG_API erg_status erg_frontier_choose_slowdown(const erg_frontier *f, double slowdown,
+                                                size_t *index, erg_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
