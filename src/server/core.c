@@ -609,7 +609,7 @@ static void advance(erg_server *srv, srv_job *j, bool replay)
         bool done = false;
         erg_status st = srv_sched_next(j->sched, &per_stage, &done, &err);
         if (!st && done) {
-            job_finish(srv, j, J_DONE, "[profiling-done] the scheduler has finished");
+            job_finish(srv, j, J_DONE, "the scheduler has finished");
             return;
         }
         if (!st)

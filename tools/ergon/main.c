@@ -12,6 +12,7 @@
 
 static const cli_command commands[] = {
     {"version", cmd_version, "print the version"},
+    {"serve", cmd_serve, "run the control-plane server (Perseus protocol + /v1 API)"},
 };
 
 static void usage(FILE *f)
