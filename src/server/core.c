@@ -1505,9 +1505,10 @@ static void h_straggler(erg_server *srv, const char *id, const char *body, size_
     db_event(srv, j->id, "straggler", det);
     srv_log(srv, ERG_LOG_INFO, "straggler", j->id, "%s", det);
     long from = j->state == J_RUNNING ? j->window + 1 : 0;
-    respond(rs, 200, json_pack("{s:s,s:s,s:f,s:i}", "job_id", j->id, sd ? "slowdown" : "deadline_s",
-                               "target", j->tval, "applies_from_window", (json_int_t)from));
-    /* "target" duplicates the value under a fixed name for scripts. */
+    json_t *o = json_pack("{s:s,s:i}", "job_id", j->id, "applies_from_window", (json_int_t)from);
+    if (o)
+        json_object_set_new(o, sd ? "slowdown" : "deadline_s", json_real(j->tval));
+    respond(rs, 200, o);
 out:
     json_decref(in);
 }

@@ -308,8 +308,11 @@ static erg_status check_plan(srv_sched *s, int **stages, int *lens, int n, const
     for (int st = 0; st < n; st++) {
         erg_status r = srv_expand(stages[st], lens[st], c->instrs[st], c->n_instrs[st],
                                   s->out[st], err);
-        if (r)
-            return erg_error_set(err, ERG_EINVAL, "plan %s, stage %d: %s", name, st, err->msg);
+        if (r) {
+            char why[ERG_ERROR_MSG_LEN];
+            snprintf(why, sizeof why, "%s", err->msg);
+            return erg_error_set(err, ERG_EINVAL, "plan %s, stage %d: %s", name, st, why);
+        }
         if (c->mode == SRV_MODE_FREQUENCY)
             for (int i = 0; i < lens[st]; i++)
                 if (!supported(s, stages[st][i]))
@@ -551,8 +554,11 @@ static erg_status frontier_next(srv_sched *s, erg_error *err)
         const int *f = erg_plan_stage_freqs_const(plan, stg);
         st = f ? srv_expand(f, 2 * M, c->instrs[stg], c->n_instrs[stg], s->out[stg], err)
                : erg_error_set(err, ERG_EINVAL, "frontier plan %zu lacks stage %d", idx, stg);
-        if (st)
-            erg_error_set(err, ERG_EINVAL, "frontier plan %zu, stage %d: %s", idx, stg, err->msg);
+        if (st) {
+            char why[ERG_ERROR_MSG_LEN];
+            snprintf(why, sizeof why, "%s", err->msg);
+            erg_error_set(err, ERG_EINVAL, "frontier plan %zu, stage %d: %s", idx, stg, why);
+        }
     }
     erg_plan_free(plan);
     if (!st)
