@@ -272,6 +272,33 @@ int main(int argc, char **argv)
     int status;
     char *m = NULL;
     erg_srv_client_request(c, "GET", "/metrics", NULL, &status, &m, &err);
+    /* Server-side handling time from the /metrics histogram (bucket bounds). */
+    static const char *const groups[] = {"schedule", "result", "register", "other"};
+    printf("\nserver-side handling time (lock queueing included, barrier waits excluded; "
+           "quantiles are histogram bucket bounds):\n\n| route    | count  | p50 <= ms | p99 <= ms |\n"
+           "|----------|--------|-----------|-----------|\n");
+    for (int g = 0; m && g < 4; g++) {
+        double le[32];
+        long cum[32];
+        int nb = 0;
+        char key[96];
+        snprintf(key, sizeof key, "ergon_request_duration_seconds_bucket{route=\"%s\",le=\"", groups[g]);
+        for (const char *p = strstr(m, key); p && nb < 32; p = strstr(p + 1, key)) {
+            const char *q = p + strlen(key);
+            le[nb] = !strncmp(q, "+Inf", 4) ? INFINITY : atof(q);
+            cum[nb++] = atol(strchr(q, '}') + 2);
+        }
+        if (!nb || !cum[nb - 1])
+            continue;
+        double p50 = 0, p99 = 0;
+        for (int b = nb - 1; b >= 0; b--) {
+            if (cum[b] >= 0.5 * cum[nb - 1])
+                p50 = le[b];
+            if (cum[b] >= 0.99 * cum[nb - 1])
+                p99 = le[b];
+        }
+        printf("| %-8s | %6ld | %9.2f | %9.2f |\n", groups[g], cum[nb - 1], 1e3 * p50, 1e3 * p99);
+    }
     const char *res = m ? strstr(m, "\nergon_results_total ") : NULL;
     printf("server: results acknowledged %ld (expected %ld)\n", res ? atol(res + 21) : -1L,
            (long)N * W);

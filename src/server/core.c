@@ -72,6 +72,8 @@ typedef struct srv_job {
     int **cur;           /* Per stage: schedule of window n. */
     char **cur_json;     /* Per stage: "[1410, 1410, ...]". */
     json_t **results;    /* Per rank: result of window n (NULL until reported). */
+    srv_result *parsed;  /* Per rank: its numbers, when have_parsed[r]. */
+    bool *have_parsed;
     int n_results;
     int tkind;           /* Straggler target: 0 none, 1 slowdown, 2 deadline_s. */
     double tval;
@@ -83,6 +85,10 @@ typedef struct srv_job {
     pthread_cond_t cond;
     struct srv_job *next;
 } srv_job;
+
+const double srv_hist_bounds[SRV_HIST_BUCKETS] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                   0.005,   0.01,   0.025,   0.05,   0.1,   0.25,
+                                                   0.5,     1,      2.5};
 
 /* ---- small helpers ---- */
 
@@ -227,6 +233,11 @@ static void job_free(srv_job *j)
     }
     for (int r = 0; j->results && r < j->world; r++)
         json_decref(j->results[r]);
+    for (int r = 0; j->parsed && r < j->world; r++)
+        if (j->have_parsed[r])
+            srv_result_free(&j->parsed[r]);
+    erg__free(j->parsed);
+    erg__free(j->have_parsed);
     for (int s = 0; s < j->pp; s++) {
         if (j->cur)
             erg__free(j->cur[s]);
@@ -298,9 +309,12 @@ static srv_job *job_alloc(const char *id, json_t *info, const char *sched, json_
     j->world = (int)json_integer_value(json_object_get(info, "world_size"));
     j->ranks = erg__calloc((size_t)j->world, sizeof *j->ranks);
     j->results = erg__calloc((size_t)j->world, sizeof *j->results);
+    j->parsed = erg__calloc((size_t)j->world, sizeof *j->parsed);
+    j->have_parsed = erg__calloc((size_t)j->world, sizeof *j->have_parsed);
     j->cur = erg__calloc((size_t)j->pp, sizeof *j->cur);
     j->cur_json = erg__calloc((size_t)j->pp, sizeof *j->cur_json);
-    if (!j->id || !j->sched_name || !j->ranks || !j->results || !j->cur || !j->cur_json) {
+    if (!j->id || !j->sched_name || !j->ranks || !j->results || !j->cur || !j->cur_json ||
+        !j->parsed || !j->have_parsed) {
         job_free(j);
         return NULL;
     }
@@ -504,8 +518,14 @@ static erg_status complete_window(erg_server *srv, srv_job *j, bool replay, erg_
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto out;
     }
-    for (int r = 0; !st && r < j->world; r++)
-        st = srv_result_from_json(j->results[r], &pr[r], err);
+    for (int r = 0; !st && r < j->world; r++) {
+        if (j->have_parsed[r]) {
+            pr[r] = j->parsed[r]; /* moved */
+            j->have_parsed[r] = false;
+        } else {
+            st = srv_result_from_json(j->results[r], &pr[r], err);
+        }
+    }
     for (int s = 0; !st && s < j->pp; s++) {
         int n = 0;
         grp[n++] = &pr[j->stage_rep[s]];
@@ -885,13 +905,15 @@ static json_t *floats(const json_t *v)
     return json_incref((json_t *)v);
 }
 
-static json_t *check_result(const srv_job *j, const json_t *in, long *rank, char *why, size_t wn)
+static void fail(srv_resp *rs, bool v1, int status, const char *fmt, ...) ERG_PRINTF(4, 5);
+static json_t *normalize_result(const json_t *in, srv_result *parsed, long *rank, char *why,
+                                size_t wn)
 {
     if (!json_is_object(in)) {
         snprintf(why, wn, "the body must be a ProfilingResult object");
         return NULL;
     }
-    if (!get_int(in, "rank", 0, j->world - 1, rank, why, wn))
+    if (!get_int(in, "rank", 0, 1 << 20, rank, why, wn))
         return NULL;
     json_t *o = json_pack("{s:i}", "rank", (json_int_t)*rank);
     static const char *const keys[] = {"iter_time", "iter_energy", "time_breakdown",
@@ -900,14 +922,12 @@ static json_t *check_result(const srv_job *j, const json_t *in, long *rank, char
         const json_t *v = json_object_get(in, keys[i]);
         json_object_set_new(o, keys[i], v ? floats(v) : i < 2 ? json_array() : json_object());
     }
-    srv_result r;
     erg_error e;
-    if (!o || srv_result_from_json(o, &r, &e)) {
+    if (!o || srv_result_from_json(o, parsed, &e)) {
         snprintf(why, wn, "%s", o ? e.msg : "out of memory");
         json_decref(o);
         return NULL;
     }
-    srv_result_free(&r);
     return o;
 }
 
@@ -925,7 +945,6 @@ static void respond(srv_resp *rs, int status, json_t *body)
     json_decref(body);
 }
 
-static void fail(srv_resp *rs, bool v1, int status, const char *fmt, ...) ERG_PRINTF(4, 5);
 static void fail(srv_resp *rs, bool v1, int status, const char *fmt, ...)
 {
     char msg[1024];
@@ -968,22 +987,57 @@ static bool query_get(const char *q, const char *key, char *out, size_t on)
     return false;
 }
 
-static json_t *parse_body(const char *body, size_t len, srv_resp *rs, bool v1)
+/* A request body parsed (and, for results, validated) before the server
+ * lock is taken, so the expensive part of a request runs in parallel. */
+typedef struct srv_body {
+    size_t len;
+    json_t *v;           /* Parsed body or NULL. */
+    char err[ERG_ERROR_MSG_LEN]; /* Why it did not parse. */
+    json_t *result;      /* Results: normalised ProfilingResult. */
+    srv_result parsed;   /* Results: its numbers. */
+    bool have_parsed;
+    long rank;           /* Results: the rank field (>= 0). */
+} srv_body;
+
+static void body_prepare(srv_body *b, const char *body, size_t len, bool is_result)
 {
+    memset(b, 0, sizeof *b);
+    b->len = len;
     if (!body || len == 0) {
-        fail(rs, v1, v1 ? 400 : 422, "the request needs a JSON body");
-        return NULL;
+        snprintf(b->err, sizeof b->err, "the request needs a JSON body");
+        return;
     }
     if (srv_json_depth(body, len) > 32) {
-        fail(rs, v1, v1 ? 400 : 422, "the JSON body is nested more than 32 levels deep");
-        return NULL;
+        snprintf(b->err, sizeof b->err, "the JSON body is nested more than 32 levels deep");
+        return;
     }
     json_error_t je;
-    json_t *v = json_loadb(body, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
-    if (!v)
-        fail(rs, v1, v1 ? 400 : 422, "malformed JSON at line %d, column %d: %s", je.line,
-             je.column, je.text);
-    return v;
+    b->v = json_loadb(body, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    if (!b->v) {
+        snprintf(b->err, sizeof b->err, "malformed JSON at line %d, column %d: %s", je.line,
+                 je.column, je.text);
+        return;
+    }
+    if (is_result)
+        b->result = normalize_result(b->v, &b->parsed, &b->rank, b->err, sizeof b->err);
+    b->have_parsed = b->result != NULL;
+}
+
+static void body_free(srv_body *b)
+{
+    json_decref(b->v);
+    json_decref(b->result);
+    if (b->have_parsed)
+        srv_result_free(&b->parsed);
+}
+
+static json_t *body_json(const srv_body *b, srv_resp *rs, bool v1)
+{
+    if (!b->v) {
+        fail(rs, v1, v1 ? 400 : 422, "%s", b->err);
+        return NULL;
+    }
+    return json_incref(b->v);
 }
 
 /* ---- handlers ---- */
@@ -998,9 +1052,9 @@ static void h_info(erg_server *srv, srv_resp *rs, bool v1)
     respond(rs, 200, o);
 }
 
-static void h_register_job(erg_server *srv, const char *body, size_t len, srv_resp *rs, bool v1)
+static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, bool v1)
 {
-    json_t *in = parse_body(body, len, rs, v1);
+    json_t *in = body_json(b, rs, v1);
     if (!in)
         return;
     char why[512];
@@ -1128,10 +1182,10 @@ static srv_job *lookup(erg_server *srv, const char *id, srv_resp *rs, bool v1)
     return j;
 }
 
-static void h_register_rank(erg_server *srv, const char *path_id, const char *body, size_t len,
+static void h_register_rank(erg_server *srv, const char *path_id, const srv_body *b,
                             srv_resp *rs, bool v1)
 {
-    json_t *in = parse_body(body, len, rs, v1);
+    json_t *in = body_json(b, rs, v1);
     if (!in)
         return;
     int vcode = v1 ? 400 : 422;
@@ -1333,7 +1387,9 @@ static void h_schedule(erg_server *srv, const char *id, const char *query, doubl
         double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + step;
         ts.tv_sec = (time_t)t;
         ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+        double tw = srv_now_mono();
         pthread_cond_timedwait(&j->cond, &srv->mu, &ts);
+        rs->waited_s += srv_now_mono() - tw;
     }
     rk->waiting--;
     j->waiters--;
@@ -1341,23 +1397,27 @@ static void h_schedule(erg_server *srv, const char *id, const char *query, doubl
     j->last_activity = srv_now_mono();
 }
 
-static void h_result(erg_server *srv, const char *id, const char *body, size_t len, srv_resp *rs,
+static void h_result(erg_server *srv, const char *id, const srv_body *b, srv_resp *rs,
                      bool v1)
 {
-    json_t *in = parse_body(body, len, rs, v1);
+    json_t *in = body_json(b, rs, v1);
     if (!in)
         return;
     int vcode = v1 ? 400 : 422;
     srv_job *j = lookup(srv, id, rs, v1);
-    char why[512];
-    long r = -1;
-    json_t *res = j ? check_result(j, in, &r, why, sizeof why) : NULL;
+    long r = b->rank;
+    json_t *res = NULL;
     if (!j)
         goto out;
-    if (!res) {
-        fail(rs, v1, vcode, "%s", why);
+    if (!b->result) {
+        fail(rs, v1, vcode, "%s", b->err);
         goto out;
     }
+    if (r >= j->world) {
+        fail(rs, v1, vcode, "field rank = %ld is out of range [0, %d]", r, j->world - 1);
+        goto out;
+    }
+    res = json_incref(b->result);
     long win = j->window;
     const json_t *wv = json_object_get(in, "window");
     if (v1 && wv) {
@@ -1407,6 +1467,9 @@ static void h_result(erg_server *srv, const char *id, const char *body, size_t l
     }
     j->results[r] = res;
     res = NULL;
+    /* Keep the numbers: complete_window then need not parse them again. */
+    if (srv_result_copy(&b->parsed, &j->parsed[r]) == ERG_OK)
+        j->have_parsed[r] = true;
     j->n_results++;
     srv->results_total++;
     respond(rs, 200, v1 ? json_pack("{s:i,s:i,s:b}", "rank", (json_int_t)r, "window",
@@ -1427,10 +1490,10 @@ out:
     json_decref(res);
 }
 
-static void h_heartbeat(erg_server *srv, const char *id, const char *body, size_t len,
+static void h_heartbeat(erg_server *srv, const char *id, const srv_body *b,
                         srv_resp *rs)
 {
-    json_t *in = parse_body(body, len, rs, true);
+    json_t *in = body_json(b, rs, true);
     if (!in)
         return;
     srv_job *j = lookup(srv, id, rs, true);
@@ -1448,10 +1511,10 @@ static void h_heartbeat(erg_server *srv, const char *id, const char *body, size_
     json_decref(in);
 }
 
-static void h_end(erg_server *srv, const char *id, const char *body, size_t len, bool abort,
+static void h_end(erg_server *srv, const char *id, const srv_body *b, bool abort,
                   srv_resp *rs)
 {
-    json_t *in = len ? parse_body(body, len, rs, true) : json_object();
+    json_t *in = b->len ? body_json(b, rs, true) : json_object();
     if (!in)
         return;
     srv_job *j = lookup(srv, id, rs, true);
@@ -1470,10 +1533,10 @@ static void h_end(erg_server *srv, const char *id, const char *body, size_t len,
     json_decref(in);
 }
 
-static void h_straggler(erg_server *srv, const char *id, const char *body, size_t len,
+static void h_straggler(erg_server *srv, const char *id, const srv_body *b,
                         srv_resp *rs)
 {
-    json_t *in = parse_body(body, len, rs, true);
+    json_t *in = body_json(b, rs, true);
     if (!in)
         return;
     srv_job *j = lookup(srv, id, rs, true);
@@ -1570,6 +1633,27 @@ static void h_metrics(erg_server *srv, srv_resp *rs)
     for (int c = 1; c < 6; c++)
         erg__buf_printf(&b, "ergon_http_requests_total{code=\"%dxx\"} %ld\n", c,
                         srv->requests_by_class[c]);
+    static const char *const groups[] = {"schedule", "result", "register", "other"};
+    erg__buf_printf(&b, "# HELP ergon_request_duration_seconds Server-side handling time of a "
+                        "request (lock queueing included, barrier waits excluded).\n"
+                        "# TYPE ergon_request_duration_seconds histogram\n");
+    for (int g = 0; g < 4; g++) {
+        long cum = 0;
+        char le[40];
+        for (int k = 0; k <= SRV_HIST_BUCKETS; k++) {
+            cum += srv->hist[g][k];
+            if (k < SRV_HIST_BUCKETS)
+                erg__fmt_double_py(srv_hist_bounds[k], le, sizeof le);
+            else
+                snprintf(le, sizeof le, "+Inf");
+            erg__buf_printf(&b, "ergon_request_duration_seconds_bucket{route=\"%s\",le=\"%s\"} %ld\n",
+                            groups[g], le, cum);
+        }
+        erg__buf_printf(&b, "ergon_request_duration_seconds_sum{route=\"%s\"} %s\n", groups[g],
+                        erg__fmt_double_py(srv->hist_sum[g], le, sizeof le));
+        erg__buf_printf(&b, "ergon_request_duration_seconds_count{route=\"%s\"} %ld\n", groups[g],
+                        cum);
+    }
     rs->status = 200;
     rs->ctype = "text/plain; version=0.0.4";
     rs->body = b.data ? b.data : erg__strdup("");
@@ -1583,6 +1667,13 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
     memset(rs, 0, sizeof *rs);
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     bool v1 = !strncmp(path, "/v1/", 4);
+    size_t pl = strlen(path);
+    bool is_result = !strncmp(path, "/result/", 8) ||
+                     (v1 && pl > 8 && !strcmp(path + pl - 8, "/results"));
+    srv_body pb;
+    double t0 = srv_now_mono();
+    body_prepare(&pb, post ? body : NULL, post ? len : 0, is_result);
+    const srv_body *b = &pb;
     pthread_mutex_lock(&srv->mu);
     if (!strcmp(path, "/info") || !strcmp(path, "/v1/info")) {
         if (get)
@@ -1598,7 +1689,7 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
         respond(rs, 200, json_pack("{s:s}", "status", srv->stopping ? "stopping" : "ok"));
     } else if (!strcmp(path, "/register_job") || !strcmp(path, "/v1/jobs")) {
         if (post)
-            h_register_job(srv, body, len, rs, v1);
+            h_register_job(srv, b, rs, v1);
         else if (get && v1) {
             json_t *a = json_array();
             for (srv_job *j = srv->jobs; a && j; j = j->next)
@@ -1610,7 +1701,7 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
             fail(rs, v1, 405, "use POST on %s", path);
     } else if (!strcmp(path, "/register_rank")) {
         if (post)
-            h_register_rank(srv, NULL, body, len, rs, false);
+            h_register_rank(srv, NULL, b, rs, false);
         else
             fail(rs, false, 405, "use POST on /register_rank");
     } else if (!strncmp(path, "/schedule/", 10)) {
@@ -1620,7 +1711,7 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
             fail(rs, false, 405, "use GET on /schedule/{job_id}");
     } else if (!strncmp(path, "/result/", 8)) {
         if (post)
-            h_result(srv, path + 8, body, len, rs, false);
+            h_result(srv, path + 8, b, rs, false);
         else
             fail(rs, false, 405, "use POST on /result/{job_id}");
     } else if (!strncmp(path, "/v1/jobs/", 9)) {
@@ -1639,17 +1730,17 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
                     respond(rs, 200, job_status(j));
             }
         } else if (!strcmp(act, "ranks") && post) {
-            h_register_rank(srv, id, body, len, rs, true);
+            h_register_rank(srv, id, b, rs, true);
         } else if (!strcmp(act, "schedule") && get) {
             h_schedule(srv, id, query, max_wait, rs, true);
         } else if (!strcmp(act, "results") && post) {
-            h_result(srv, id, body, len, rs, true);
+            h_result(srv, id, b, rs, true);
         } else if (!strcmp(act, "heartbeat") && post) {
-            h_heartbeat(srv, id, body, len, rs);
+            h_heartbeat(srv, id, b, rs);
         } else if ((!strcmp(act, "end") || !strcmp(act, "abort")) && post) {
-            h_end(srv, id, body, len, !strcmp(act, "abort"), rs);
+            h_end(srv, id, b, !strcmp(act, "abort"), rs);
         } else if (!strcmp(act, "straggler") && post) {
-            h_straggler(srv, id, body, len, rs);
+            h_straggler(srv, id, b, rs);
         } else if (!strcmp(act, "ranks") || !strcmp(act, "schedule") || !strcmp(act, "results") ||
                    !strcmp(act, "heartbeat") || !strcmp(act, "end") || !strcmp(act, "abort") ||
                    !strcmp(act, "straggler")) {
@@ -1669,7 +1760,17 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
     }
     if (rs->status >= 100 && rs->status < 600)
         srv->requests_by_class[rs->status / 100]++;
+    /* Server-side handling time (queueing on the lock included, barrier
+     * waits excluded) into the latency histogram. */
+    int group = strstr(path, "schedule") ? 0 : is_result ? 1 : strstr(path, "register") || (v1 && pl > 6 && !strcmp(path + pl - 6, "/ranks")) || !strcmp(path, "/v1/jobs") ? 2 : 3;
+    double dt = srv_now_mono() - t0 - rs->waited_s;
+    int bk = 0;
+    while (bk < SRV_HIST_BUCKETS && dt > srv_hist_bounds[bk])
+        bk++;
+    srv->hist[group][bk]++;
+    srv->hist_sum[group] += dt > 0 ? dt : 0;
     pthread_mutex_unlock(&srv->mu);
+    body_free(&pb);
     srv_log(srv, ERG_LOG_DEBUG, "request", NULL, "%s %.200s -> %d", method, path, rs->status);
 }
 
@@ -1712,9 +1813,14 @@ erg_status srv_db_open(erg_server *srv, erg_error *err)
         return db_fail(srv, err, "open");
     sqlite3_busy_timeout(srv->db, 5000);
     char *msg = NULL;
+    /* WAL; checkpoints are not run inside commits (they fsync and would stall
+     * every request behind the server lock) but by the housekeeping thread
+     * on its own connection (srv_checkpoint). */
     const char *pragmas = srv->opts.durable_sync
                               ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                              : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;";
+                                "PRAGMA wal_autocheckpoint=0;"
+                              : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                                "PRAGMA wal_autocheckpoint=0;";
     if (sqlite3_exec(srv->db, pragmas, NULL, NULL, &msg) != SQLITE_OK ||
         sqlite3_exec(srv->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
         erg_status st = erg_error_set(err, ERG_EDB, "database %s: %s", srv->db_path,
@@ -1723,6 +1829,25 @@ erg_status srv_db_open(erg_server *srv, erg_error *err)
         return st;
     }
     return ERG_OK;
+}
+
+void srv_checkpoint(erg_server *srv)
+{
+    if (!strcmp(srv->db_path, ":memory:") || !*srv->db_path)
+        return;
+    if (!srv->ckpt_db &&
+        sqlite3_open_v2(srv->db_path, &srv->ckpt_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
+        sqlite3_close(srv->ckpt_db);
+        srv->ckpt_db = NULL;
+        return;
+    }
+    sqlite3_busy_timeout(srv->ckpt_db, 100);
+    int log_frames = 0, done = 0;
+    sqlite3_wal_checkpoint_v2(srv->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log_frames, &done);
+    /* Once everything is copied, truncate the log when nobody is writing. */
+    if (log_frames > 4096 && done == log_frames)
+        sqlite3_wal_checkpoint_v2(srv->ckpt_db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
 }
 
 erg_status srv_restore(erg_server *srv, erg_error *err)

@@ -5,6 +5,8 @@
 #include "server/server_internal.h"
 
 struct MHD_Daemon;
+#define SRV_HIST_BUCKETS 15
+extern const double srv_hist_bounds[SRV_HIST_BUCKETS]; /* seconds */
 typedef struct srv_job srv_job;
 
 struct erg_server {
@@ -15,6 +17,7 @@ struct erg_server {
     pthread_mutex_t mu;       /* Protects everything below and the database. */
     pthread_mutex_t log_mu;   /* Serialises log callbacks. */
     sqlite3 *db;
+    sqlite3 *ckpt_db;         /* Housekeeping thread's connection (checkpoints). */
     srv_job *jobs;
     bool stopping;
     struct MHD_Daemon *mhd;
@@ -24,12 +27,15 @@ struct erg_server {
     pthread_cond_t hk_cond;
     long windows_completed, results_total, evicted_total;
     long requests_by_class[6];
+    long hist[4][SRV_HIST_BUCKETS + 1]; /* Handling time by route group and bucket. */
+    double hist_sum[4];
 };
 
 typedef struct srv_resp {
     int status;
     char *body;          /* erg__malloc'd */
     const char *ctype;
+    double waited_s;     /* Time spent waiting at a barrier. */
 } srv_resp;
 
 double srv_now_mono(void);
@@ -44,5 +50,6 @@ bool srv_db_has_result(erg_server *srv, const char *id, long window, long rank);
 void srv_housekeeping(erg_server *srv); /* with mu held */
 void srv_free_jobs(erg_server *srv);
 void srv_wake_all(erg_server *srv);    /* with mu held */
+void srv_checkpoint(erg_server *srv);  /* without mu: its own connection */
 
 #endif

@@ -258,6 +258,11 @@ static void *housekeeper(void *arg)
     pthread_mutex_lock(&srv->mu);
     while (!srv->stopping) {
         srv_housekeeping(srv);
+        pthread_mutex_unlock(&srv->mu);
+        srv_checkpoint(srv);
+        pthread_mutex_lock(&srv->mu);
+        if (srv->stopping)
+            break;
         double period = 1.0;
         if (srv->opts.rank_timeout_s > 0)
             period = fmin(period, srv->opts.rank_timeout_s / 4);
@@ -349,8 +354,12 @@ void erg_server_free(erg_server *srv)
         return;
     erg_server_stop(srv);
     srv_free_jobs(srv);
-    if (srv->db)
+    if (srv->ckpt_db)
+        sqlite3_close(srv->ckpt_db);
+    if (srv->db) {
+        sqlite3_wal_checkpoint_v2(srv->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
         sqlite3_close(srv->db);
+    }
     json_decref(srv->sched_args);
     erg__free(srv->host);
     erg__free(srv->db_path);

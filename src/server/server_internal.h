@@ -54,6 +54,7 @@ typedef struct srv_result {
 /* Validate a ProfilingResult object (already normalised) into r. */
 erg_status srv_result_from_json(const json_t *obj, srv_result *r, erg_error *err);
 void srv_result_free(srv_result *r);
+erg_status srv_result_copy(const srv_result *in, srv_result *out);
 /* 3D aggregation: max of times, sum of energies, element-wise over the common shape. */
 erg_status srv_result_aggregate(const srv_result *const *in, int n, srv_result *out,
                                 erg_error *err);

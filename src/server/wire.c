@@ -197,6 +197,47 @@ void srv_result_free(srv_result *r)
     memset(r, 0, sizeof *r);
 }
 
+static erg_status series_copy(const srv_series *in, srv_series *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!in->n_iters)
+        return ERG_OK;
+    out->vals = erg__calloc((size_t)in->n_iters, sizeof *out->vals);
+    out->n_occ = erg__calloc((size_t)in->n_iters, sizeof *out->n_occ);
+    if (!out->vals || !out->n_occ)
+        return ERG_ENOMEM;
+    for (int i = 0; i < in->n_iters; i++) {
+        out->vals[i] = erg__malloc(((size_t)in->n_occ[i] + 1) * sizeof(double));
+        if (!out->vals[i])
+            return ERG_ENOMEM;
+        memcpy(out->vals[i], in->vals[i], (size_t)in->n_occ[i] * sizeof(double));
+        out->n_occ[i] = in->n_occ[i];
+        out->n_iters = i + 1;
+    }
+    return ERG_OK;
+}
+
+erg_status srv_result_copy(const srv_result *in, srv_result *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t n = (size_t)in->n_iters + 1;
+    out->iter_time_s = erg__malloc(n * sizeof(double));
+    out->iter_energy_j = erg__malloc(n * sizeof(double));
+    if (!out->iter_time_s || !out->iter_energy_j)
+        goto oom;
+    memcpy(out->iter_time_s, in->iter_time_s, (size_t)in->n_iters * sizeof(double));
+    memcpy(out->iter_energy_j, in->iter_energy_j, (size_t)in->n_iters * sizeof(double));
+    out->n_iters = in->n_iters;
+    for (int c = 0; c < SRV_NUM_INSTR; c++)
+        if (series_copy(&in->time_bd[c], &out->time_bd[c]) ||
+            series_copy(&in->energy_bd[c], &out->energy_bd[c]))
+            goto oom;
+    return ERG_OK;
+oom:
+    srv_result_free(out);
+    return ERG_ENOMEM;
+}
+
 static erg_status number_array(const json_t *a, const char *what, double **out, int *n,
                                erg_error *err)
 {

@@ -10,7 +10,8 @@ cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/n
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$ERGON" serve --help | grep -q -- "--rank-timeout" || fail "--help lacks --rank-timeout"
+help=$("$ERGON" serve --help)
+grep -q -- "--rank-timeout" <<<"$help" || fail "--help lacks --rank-timeout"
 set +e
 "$ERGON" serve --bogus >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option must exit 2"
 "$ERGON" serve --port 99999 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad port must exit 2"
@@ -38,7 +39,8 @@ port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out.txt")
 [ -n "$port" ] || fail "server did not start: $(cat "$work/log.txt")"
 u="http://127.0.0.1:$port"
 
-curl -sf "$u/info" | grep -q '"mode":"frequency"' || fail "/info"
+info=$(curl -sf "$u/info")
+grep -q '"mode":"frequency"' <<<"$info" || fail "/info: $info"
 job=$(curl -sf -X POST "$u/register_job" -d '{"job_id":"","pp_degree":2,"dp_degree":1,"tp_degree":1,"world_size":2,"framework":"merak","model_name":"gpt3-xl","partition_method":"custom:0,8,14","microbatch_size":8,"num_microbatches":2}')
 job=${job//\"/}
 case "$job" in *+merak+gpt3-xl+custom:0,8,14+dp1+pp2+tp1+mbs8+nmb2+PointSolution) ;; *) fail "job id $job";; esac
@@ -57,12 +59,14 @@ for w in 0 1; do
     grep -q '"power_states":\[1000, 1000, 1000, 1000, 1000, 1200, 1200, 1200, 1200\]' "$work/s1" || fail "plan stage 1: $(cat "$work/s1")"
   fi
   for r in 0 1; do
-    curl -sf -X POST "$u/result/$job" -d "{\"rank\":$r,\"iter_time\":[1.5,1.25],\"iter_energy\":[300,290],\"time_breakdown\":{\"forward\":[[0.1,0.1],[0.1,0.1]],\"backward\":[[0.2,0.2],[0.2,0.2]]},\"energy_breakdown\":{\"forward\":[],\"backward\":[]}}" | grep -qx null || fail "result"
+    res=$(curl -sf -X POST "$u/result/$job" -d "{\"rank\":$r,\"iter_time\":[1.5,1.25],\"iter_energy\":[300,290],\"time_breakdown\":{\"forward\":[[0.1,0.1],[0.1,0.1]],\"backward\":[[0.2,0.2],[0.2,0.2]]},\"energy_breakdown\":{\"forward\":[],\"backward\":[]}}")
+    [ "$res" = null ] || fail "result: $res"
   done
 done
 code=$(curl -s -o "$work/end" -w '%{http_code}' "$u/schedule/$job?rank=0")
 [ "$code" = 500 ] && grep -q '\[profiling-done\]' "$work/end" || fail "end of job: $code $(cat "$work/end")"
-curl -sf "$u/metrics" | grep -q '^ergon_jobs{state="done"} 1$' || fail "metrics"
+metrics=$(curl -sf "$u/metrics")
+grep -q '^ergon_jobs{state="done"} 1$' <<<"$metrics" || fail "metrics: $metrics"
 d="$work/dump/$job"
 for f in perseus.json ranks.json 0.sched.json 0.prof.json 1.sched.json 1.prof.json; do
   [ -s "$d/$f" ] || fail "missing dump $f"
