@@ -18,9 +18,9 @@ set +e
 out=$("$ERGON" serve --db "$work/x.db" --scheduler PointSolution --mode frequency \
       --scheduler-args '{"solution_path": "/nonexistent"}' 2>&1); rc=$?
 [ $rc -eq 1 ] || fail "bad solution_path must exit 1 (got $rc)"
-echo "$out" | grep -q "/nonexistent" || fail "message must name the path: $out"
+grep -q "/nonexistent" <<<"$out" || fail "message must name the path: $out"
 out=$("$ERGON" serve --db "$work/x.db" --scheduler InstructionProfiler 2>&1); rc=$?
-[ $rc -eq 1 ] && echo "$out" | grep -q "mode" || fail "knob-agnostic scheduler without mode: $out"
+[ $rc -eq 1 ] && grep -q "mode" <<<"$out" || fail "knob-agnostic scheduler without mode: $out"
 set -e
 
 # A 2-stage plan: 2 microbatches, so 4 clocks per stage (kronos literal).
@@ -74,5 +74,6 @@ done
 grep -q '"iter_time": \[1.5, 1.25\]' "$d/1.prof.json" || fail "prof dump format: $(head -c 200 "$d/1.prof.json")"
 grep -q '"solution_path"' "$d/perseus.json" || fail "perseus.json"
 # Structured logs: one JSON object per line.
-head -1 "$work/log.txt" | grep -q '^{"ts":' || fail "log format: $(head -1 "$work/log.txt")"
+first=$(head -n 1 "$work/log.txt")
+grep -q '^{"ts":' <<<"$first" || fail "log format: $first"
 echo "ok"
