@@ -250,10 +250,13 @@ static erg_status build_spec(const erg_profile *prof, int s, erg_instr_kind kind
         sp->abc[1] = 0;
         sp->abc[2] = y[0];
     } else {
-        st = erg__perseus_fit(x, y, nc, o->unit_s, sp->abc, err);
+        erg_error ferr;
+        st = erg__perseus_fit(x, y, nc, o->unit_s, sp->abc, &ferr);
         if (st)
-            erg_error_set(err, st, "stage %d %s: %s (candidates after filtering: %d)", s,
-                          erg_instr_kind_name(kind), err ? err->msg : "fit failed", nc);
+            erg_error_set(err, st,
+                          "stage %d %s: %s (%d clocks left after filtering; the profile needs "
+                          "at least 4 Pareto-optimal clocks per instruction)",
+                          s, erg_instr_kind_name(kind), ferr.msg, nc);
     }
     erg__free(x);
     if (st)
