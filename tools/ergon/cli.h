@@ -51,5 +51,6 @@ int cmd_profile(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_choose(int argc, char **argv);
 
 #endif

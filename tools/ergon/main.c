@@ -12,6 +12,9 @@
 
 static const cli_command commands[] = {
     {"plan", cmd_plan, "compute plans: the Perseus frontier and baselines"},
+    {"emulate", cmd_emulate, "iteration time and energy of a plan, from a profile"},
+    {"sample", cmd_sample, "keep every N-th plan of a frontier directory"},
+    {"choose", cmd_choose, "the minimum-energy plan for a deadline or a slowdown"},
     {"version", cmd_version, "print the version"},
 };
 
