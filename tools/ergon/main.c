@@ -12,6 +12,7 @@
 
 static const cli_command commands[] = {
     {"version", cmd_version, "print the version"},
+    {"profile", cmd_profile, "make stage profiles (simulated GPU, client logs)"},
 };
 
 static void usage(FILE *f)
