@@ -1,5 +1,6 @@
 /* cmd_profile.c: `ergon profile`: make stage profiles (simulated GPU, client logs). */
 #include "cli.h"
+#include "ergon/client.h"
 #include "ergon/gpu.h"
 #include "ergon/profile.h"
 
@@ -26,6 +27,13 @@ static void usage_profile(FILE *f)
             "      --model    gpt3-xl (default) | gpt3-2.7b | gpt3-6.7b | bloom-3b | bert-large\n"
             "      --microbatch-size  sequences per microbatch (default: the model's)\n"
             "      --info     print the simulated GPU parameters (all GPUs, or --gpu) and exit\n"
+            "\n"
+            "logs  Turn the logs an ergon client wrote in DIR (instructions-<rank>.csv and\n"
+            "      time-energy-<rank>.csv, one pair per rank = stage) into a stage profile.\n"
+            "      Each record carries the SM clock that was active while it ran; rows are\n"
+            "      the mean time and energy per (stage, instruction, clock). Records whose\n"
+            "      clock was not yet applied (freq 0) are dropped.\n"
+            "      --stages   expect exactly S ranks (default: every rank found in DIR)\n"
             "\n"
             "exit status: 0 success, 1 bad input (named), 2 usage error.\n");
 }
@@ -116,6 +124,49 @@ static int profile_sim(int argc, char **argv)
     return CLI_OK;
 }
 
+static int profile_logs(int argc, char **argv)
+{
+    const char *dir = NULL, *out = NULL;
+    long stages = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_profile(stdout);
+            return CLI_OK;
+        }
+        if (a[0] != '-') {
+            if (dir)
+                return cli_usage_error("profile logs", "one directory only ('%s')", a);
+            dir = a;
+            continue;
+        }
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            return cli_usage_error("profile logs", "%s needs a value", a);
+        i++;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output"))
+            out = v;
+        else if (!strcmp(a, "--stages")) {
+            if (!cli_parse_int("profile logs", a, v, 1, 4096, &stages))
+                return CLI_USAGE;
+        } else
+            return cli_usage_error("profile logs", "unknown option '%s'", a);
+    }
+    if (!dir)
+        return cli_usage_error("profile logs", "the log directory is required");
+    if (!out)
+        return cli_usage_error("profile logs", "-o FILE is required");
+    erg_error err;
+    erg_profile *p = NULL;
+    if (erg_profile_from_logs(dir, (int)stages, &p, &err))
+        return cli_report("profile logs", &err);
+    erg_status st = erg_profile_write_csv(p, out, &err);
+    erg_profile_free(p);
+    if (st)
+        return cli_report("profile logs", &err);
+    return CLI_OK;
+}
+
 int cmd_profile(int argc, char **argv)
 {
     if (argc < 2) {
@@ -128,5 +179,7 @@ int cmd_profile(int argc, char **argv)
     }
     if (!strcmp(argv[1], "sim"))
         return profile_sim(argc - 1, argv + 1);
-    return cli_usage_error("profile", "unknown subcommand '%s' (sim)", argv[1]);
+    if (!strcmp(argv[1], "logs"))
+        return profile_logs(argc - 1, argv + 1);
+    return cli_usage_error("profile", "unknown subcommand '%s' (sim, logs)", argv[1]);
 }
