@@ -98,7 +98,7 @@ ERG_API erg_status erg_gpu_open_sim(const char *gpu, const char *model, int num_
  * missing required symbol gives ERG_ENOGPU "NVML unavailable: <reason>". */
 ERG_API erg_status erg_gpu_open_nvml(const char *lib_path, erg_gpu **out, erg_error *err);
 /* Open a back-end from a spec string: "sim:<gpu>[:<model>[:<n>]]", "nvml",
- * "nvml:<library path>". */
+ * "nvml:<library path>", "daemon:<ergond socket path>" (daemon.h). */
 ERG_API erg_status erg_gpu_open(const char *spec, erg_gpu **out, erg_error *err);
 /* Close; NULL is a no-op. Does not reset clocks: that is the caller's
  * decision (erg_gpu_restore_all). */

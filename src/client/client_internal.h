@@ -36,4 +36,11 @@ erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec 
                                 size_t nsamples, bool drop_warmup, const char *name,
                                 erg_error *err);
 
+/* Parse an instructions-<rank>.csv / time-energy-<rank>.csv text (`name`
+ * in messages). *out is allocated with erg__malloc. */
+erg_status erg__parse_instructions(const char *text, size_t len, const char *name,
+                                   erg__instr_rec **out, size_t *n, erg_error *err);
+erg_status erg__parse_energy(const char *text, size_t len, const char *name,
+                             erg__energy_sample **out, size_t *n, erg_error *err);
+
 #endif

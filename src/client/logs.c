@@ -136,14 +136,10 @@ static int col(const erg__csv *c, const char *name)
     return -1;
 }
 
-static erg_status read_instructions(const char *path, erg__instr_rec **out, size_t *n,
+erg_status erg__parse_instructions(const char *text, size_t len, const char *path, erg__instr_rec **out, size_t *n,
                                     erg_error *err)
 {
-    char *text = NULL;
-    size_t len = 0;
-    erg_status st = erg__read_file(path, LOG_MAX_BYTES, &text, &len, err);
-    if (st)
-        return st;
+    erg_status st = ERG_OK;
     erg__csv c;
     erg__csv_init(&c, text, len);
     erg__instr_rec *recs = NULL;
@@ -221,7 +217,6 @@ static erg_status read_instructions(const char *path, erg__instr_rec **out, size
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
 out:
     erg__csv_free(&c);
-    erg__free(text);
     if (st) {
         erg__free(recs);
         return st;
@@ -231,14 +226,10 @@ out:
     return ERG_OK;
 }
 
-static erg_status read_energy(const char *path, erg__energy_sample **out, size_t *n,
+erg_status erg__parse_energy(const char *text, size_t len, const char *path, erg__energy_sample **out, size_t *n,
                               erg_error *err)
 {
-    char *text = NULL;
-    size_t len = 0;
-    erg_status st = erg__read_file(path, LOG_MAX_BYTES, &text, &len, err);
-    if (st)
-        return st;
+    erg_status st = ERG_OK;
     erg__csv c;
     erg__csv_init(&c, text, len);
     erg__energy_sample *s = NULL;
@@ -284,7 +275,6 @@ static erg_status read_energy(const char *path, erg__energy_sample **out, size_t
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
 out:
     erg__csv_free(&c);
-    erg__free(text);
     if (st) {
         erg__free(s);
         return st;
@@ -292,6 +282,32 @@ out:
     *out = s;
     *n = ns;
     return ERG_OK;
+}
+
+static erg_status read_instructions(const char *path, erg__instr_rec **out, size_t *n,
+                                    erg_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    erg_status st = erg__read_file(path, LOG_MAX_BYTES, &text, &len, err);
+    if (st)
+        return st;
+    st = erg__parse_instructions(text, len, path, out, n, err);
+    erg__free(text);
+    return st;
+}
+
+static erg_status read_energy(const char *path, erg__energy_sample **out, size_t *n,
+                              erg_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    erg_status st = erg__read_file(path, LOG_MAX_BYTES, &text, &len, err);
+    if (st)
+        return st;
+    st = erg__parse_energy(text, len, path, out, n, err);
+    erg__free(text);
+    return st;
 }
 
 erg_status erg_profile_from_logs(const char *dir, int num_stages, erg_profile **out,

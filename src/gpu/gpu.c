@@ -1,4 +1,5 @@
 /* gpu.c: the GPU back-end front: argument checks, clock validation, dispatch to an ops table. */
+#include "ergon/daemon.h"
 #include "gpu/gpu_internal.h"
 
 #include <stdlib.h>
@@ -69,6 +70,8 @@ erg_status erg_gpu_open(const char *spec, erg_gpu **out, erg_error *err)
         return erg_gpu_open_nvml(NULL, out, err);
     if (!strncmp(spec, "nvml:", 5))
         return erg_gpu_open_nvml(spec + 5, out, err);
+    if (!strncmp(spec, "daemon:", 7))
+        return erg_gpu_open_daemon(spec + 7, out, err);
     if (strlen(spec) > 4096)
         return erg_error_set(err, ERG_EINVAL, "GPU spec is too long");
     if (!strcmp(spec, "sim") || !strncmp(spec, "sim:", 4)) {
@@ -103,8 +106,8 @@ erg_status erg_gpu_open(const char *spec, erg_gpu **out, erg_error *err)
         return erg_gpu_open_sim(gpu, model, (int)n, out, err);
     }
     return erg_error_set(err, ERG_EINVAL,
-                         "unknown GPU back-end '%s' (expected sim[:GPU[:MODEL[:N]]], nvml or "
-                         "nvml:LIBRARY)",
+                         "unknown GPU back-end '%s' (expected sim[:GPU[:MODEL[:N]]], nvml, "
+                         "nvml:LIBRARY or daemon:SOCKET)",
                          spec);
 }
 

@@ -45,6 +45,7 @@ double cli_now_s(void);
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_gpu(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);
 int cmd_sample(int argc, char **argv);

@@ -13,6 +13,7 @@
 static const cli_command commands[] = {
     {"version", cmd_version, "print the version"},
     {"profile", cmd_profile, "make stage profiles (simulated GPU, client logs)"},
+    {"gpu", cmd_gpu, "inspect GPUs, lock/reset clocks (sim, NVML, ergond)"},
 };
 
 static void usage(FILE *f)
