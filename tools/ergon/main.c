@@ -16,6 +16,8 @@ static const cli_command commands[] = {
     {"sample", cmd_sample, "keep every N-th plan of a frontier directory"},
     {"choose", cmd_choose, "the minimum-energy plan for a deadline or a slowdown"},
     {"version", cmd_version, "print the version"},
+    {"profile", cmd_profile, "make stage profiles (simulated GPU, client logs)"},
+    {"gpu", cmd_gpu, "inspect GPUs, lock/reset clocks (sim, NVML, ergond)"},
 };
 
 static void usage(FILE *f)
