@@ -6,12 +6,21 @@ build=${1:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
 data=${ERGON_DATA:-$here/../shared/data}
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F)"
-echo
-echo "## Perseus frontier planner (one core)"
-taskset -c 0 "$build/bench/bench_planner" "$data" "${BENCH_REPS:-3}"
 for b in "$build"/bench/bench_*; do
-  [ "$(basename "$b")" = bench_planner ] && continue
   [ -x "$b" ] || continue
-  echo; echo "## $(basename "$b")"
-  "$b" || true
+  name=$(basename "$b")
+  echo; echo "== $name"
+  case "$name" in
+    bench_planner)
+      echo "Perseus frontier planner (one core)"
+      taskset -c 0 "$b" "$data" "${BENCH_REPS:-3}" ;;
+    bench_client_overhead)
+      fake="$build/tests/fake_nvml/libnvidia-ml.so.1"
+      "$b"
+      if [ -r "$fake" ]; then
+        "$b" --nvml "$fake"
+        "$b" --nvml "$fake" --iters 20000 --work-us 100
+      fi ;;
+    *) "$b" ;;
+  esac
 done

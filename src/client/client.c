@@ -28,10 +28,13 @@
  * the 10-20 ms an NVML setter takes).
  *
  * Consecutive equal clocks are skipped on the producer side (`last_req`).
- * If the ring is ever full (the GPU is more than QCAP changes behind), the
- * newest request goes to `overflow` (an atomic slot, latest wins) and is
- * applied once the ring is drained: the GPU ends at the clock the training
- * loop asked for last, which is the only one that still matters.
+ * When the consumer finds several requests pending (the GPU is slower than
+ * the instructions), it applies only the newest and drops the rest: a clock
+ * meant for an instruction that has already finished is worthless, and
+ * applying every stale one in turn would leave the GPU ever further behind.
+ * If the ring is ever full, the newest request goes to `overflow` (an atomic
+ * slot, latest wins), which the consumer prefers over the ring. On stop,
+ * pending requests are dropped (the client resets the GPU anyway).
  *
  * RESTORE. Normal path: erg_client_close resets the SM (and memory) clocks.
  * Signals: the handler only stores the signal number; every clock thread
@@ -66,9 +69,11 @@ struct erg_client {
     _Atomic size_t head, tail;
     _Atomic int overflow; /* 0 = empty */
     int last_req;         /* producer-side dedupe */
-    _Atomic uint64_t requested, applied_seq;
+    _Atomic uint64_t requested;
+    _Atomic int busy;     /* the consumer has taken requests it has not applied yet */
     _Atomic int active_clock;
     _Atomic uint64_t changes;
+    _Atomic uint64_t coalesced; /* requests superseded before they were applied */
     _Atomic int stop;
     pthread_t thread;
     bool thread_started;
@@ -252,23 +257,29 @@ static void *clock_thread(void *arg)
     double next_sample = 0;
     for (;;) {
         bool worked = false;
+        atomic_store(&c->busy, 1);
         size_t h = atomic_load_explicit(&c->head, memory_order_relaxed);
         size_t t = atomic_load_explicit(&c->tail, memory_order_acquire);
-        while (h != t) {
-            int f = c->ring[h % QCAP];
-            apply_clock(c, f);
-            h++;
-            atomic_store_explicit(&c->head, h, memory_order_release);
-            atomic_fetch_add(&c->applied_seq, 1);
+        if (h != t) {
+            /* Coalesce: only the newest pending request still matters. */
+            int f = c->ring[(t - 1) % QCAP];
+            int ov = atomic_exchange(&c->overflow, 0);
+            if (ov)
+                f = ov > 0 ? ov : 0;
+            atomic_fetch_add(&c->coalesced, (t - h) - 1 + (ov ? 1 : 0));
+            atomic_store_explicit(&c->head, t, memory_order_release);
+            if (!atomic_load(&c->stop))
+                apply_clock(c, f);
             worked = true;
-            t = atomic_load_explicit(&c->tail, memory_order_acquire);
+        } else {
+            int ov = atomic_exchange(&c->overflow, 0);
+            if (ov) {
+                if (!atomic_load(&c->stop))
+                    apply_clock(c, ov > 0 ? ov : 0);
+                worked = true;
+            }
         }
-        int ov = atomic_exchange(&c->overflow, 0);
-        if (ov) {
-            apply_clock(c, ov > 0 ? ov : 0);
-            atomic_fetch_add(&c->applied_seq, 1);
-            worked = true;
-        }
+        atomic_store(&c->busy, 0);
         int sig = pending_signal;
         if (sig && !(c->flags & ERG_CLIENT_NO_SIGNALS) && !atomic_load(&c->restored_by_signal)) {
             erg_error e;
@@ -617,8 +628,9 @@ erg_status erg_client_sync(erg_client *c, double timeout_s, erg_error *err)
     if (!c)
         return erg_error_set(err, ERG_EINVAL, "NULL client");
     double end = mono_s() + timeout_s;
-    while (atomic_load(&c->applied_seq) < atomic_load(&c->requested) ||
-           atomic_load(&c->overflow)) {
+    /* Order matters: the consumer raises `busy` before it moves `head`. */
+    while (atomic_load(&c->head) != atomic_load(&c->tail) || atomic_load(&c->overflow) ||
+           atomic_load(&c->busy)) {
         if (mono_s() > end)
             return erg_error_set(err, ERG_ETIMEOUT,
                                  "GPU %d: clock changes still pending after %.3f s", c->dev,

@@ -6,6 +6,8 @@
  *                      one line "<function> <device> [args] = <return code>"
  *   FAKE_NVML_DENY     if set, setters fail with NO_PERMISSION (as for a
  *                      non-root user); they also fail when euid != 0
+ *   FAKE_NVML_SET_DELAY_US  setters sleep this long first (real NVML
+ *                      setters take 10-20 ms)
  * Devices: SM clocks 1410..210 MHz in 15 MHz steps at memory clock 1215 MHz
  * (the only one), power limit 100..400 W (default 400 W). Power is
  * 60 W + 300 W * clock / 1410 and the energy counter integrates it over real
@@ -84,6 +86,16 @@ static void integrate(struct fake_dev *d)
     double t = now_s();
     d->energy_mj += power_w(d) * (t - d->last_s) * 1000.0;
     d->last_s = t;
+}
+
+static void set_delay(void)
+{
+    const char *e = getenv("FAKE_NVML_SET_DELAY_US");
+    long us = e ? atol(e) : 0;
+    if (us > 0 && us < 10000000) {
+        struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static int denied(void)
@@ -217,6 +229,7 @@ nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t d, unsigned int m
 nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned int lo, unsigned int hi)
 {
     int r = 0;
+    set_delay();
     pthread_mutex_lock(&mu);
     if (!valid_dev(d))
         r = 2;
@@ -238,6 +251,7 @@ nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned int lo, unsig
 nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d)
 {
     int r = 0;
+    set_delay();
     pthread_mutex_lock(&mu);
     if (!valid_dev(d))
         r = 2;
