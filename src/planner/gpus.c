@@ -78,7 +78,7 @@ erg_status erg_gpu_table_parse(const char *text, size_t len, const char *name,
                                name, c.line, c.fields[col[5]]);
             goto fail;
         }
-        if (iv[1] < iv[0]) {
+        if (iv[1] > iv[0]) {
             st = erg_error_set(err, ERG_EPARSE,
                                "%s:%ld: filter_min_mhz %ld is above filter_max_mhz %ld", name,
                                c.line, iv[1], iv[0]);
