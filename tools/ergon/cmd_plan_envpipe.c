@@ -6,10 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-int cmd_plan_envpipe(int argc, char **argv);
-int cmd_plan_zeus_global(int argc, char **argv);
-int cmd_plan_zeus_stage(int argc, char **argv);
-int cmd_plan_uniform(int argc, char **argv);
 
 #define COMMON_HELP                                                                                \
     "  --profile P          stage profile CSV (stage,instruction,frequency,time,energy)\n"        \

@@ -12,6 +12,7 @@
 
 static const cli_command commands[] = {
     {"version", cmd_version, "print the version"},
+    {"show", cmd_show, "draw a plan's timeline or a time-energy frontier (PNG/SVG/PDF)"},
 };
 
 static void usage(FILE *f)
