@@ -86,6 +86,12 @@ typedef struct erg_envpipe_opts {
     int finish_limit;               /* Stop after finish_limit + 1 no-change iterations (10). */
     int max_iterations;             /* Hard cap on iterations (default 10000). */
     double unit_s;                  /* Perseus emulation: quantisation unit (0.001 s). */
+    /* Critical path rule of the real variant. 0 (default): CPM on the emulated
+     * pipeline. > 0: EnvPipe's measured-wait rule (§7.3-7.4) on emulated waits
+     * plus transfer_s per receive; threshold = this scale x the smallest
+     * non-zero last-stage wait (the scripts use 4, 8 or 10). */
+    double threshold_scale;
+    double transfer_s;              /* P2P transfer time added to every receive wait. */
     erg_envpipe_iter_fn on_iteration; /* Optional. */
     void *user;
 } erg_envpipe_opts;

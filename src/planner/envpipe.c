@@ -805,6 +805,7 @@ static erg_status plan_real(const erg_profile *profile, int S, int M, const erg_
         int maxit = o->max_iterations > 0 ? o->max_iterations : ERG_ENVPIPE_DEFAULT_MAX_ITERS;
         int finish = o->finish_limit >= 0 ? o->finish_limit : 10;
         int nochange = 0;
+        double mthr = -1;
         while (iters < maxit) {
             erg__eval ev;
             st = erg__ctab_eval(c, dag, plan, o->blocking_power_w, es, dur, NULL, &ev, err);
@@ -813,6 +814,26 @@ static erg_status plan_real(const erg_profile *profile, int S, int M, const erg_
             emulated_waits(dag, es, dur, wait);
             /* threshold: a wait shorter than 1 ns (relative to T) is no wait */
             double thr = 1e-9 * (ev.time_s > 1 ? ev.time_s : 1);
+            if (o->threshold_scale > 0) {
+                /* the measured-wait rule: every receive also pays the transfer */
+                for (int id = 0; id < n; id++) {
+                    int s = id / (2 * M);
+                    erg_instr in = L.order[id];
+                    if ((in.kind == ERG_FORWARD && s > 0) ||
+                        (in.kind == ERG_BACKWARD && s < S - 1))
+                        wait[id] += o->transfer_s;
+                }
+                if (mthr < 0) { /* computed once, from the first iteration (§7.3) */
+                    double mn = INFINITY;
+                    for (int k = 0; k < 2 * M; k++) {
+                        double w = wait[(S - 1) * 2 * M + k];
+                        if (w > 0 && w < mn)
+                            mn = w;
+                    }
+                    mthr = isfinite(mn) ? mn * o->threshold_scale : thr;
+                }
+                thr = mthr;
+            }
             int len = walk_path(&L, wait, thr, path);
             bool changed = apply_policy(plan, &L, path, len, o->reconfig, step, mx,
                                         snap_profile, &sx);
@@ -882,6 +903,12 @@ erg_status erg_plan_envpipe(const erg_profile *profile, int S, int M, const erg_
     if (o->gpu && (o->gpu->profile_step_mhz <= 0 || o->gpu->reconfig_step_mhz <= 0))
         return erg_error_set(err, ERG_EINVAL, "GPU %s has a non-positive clock step",
                              o->gpu->name);
+    if (!(o->threshold_scale >= 0) || !isfinite(o->threshold_scale) || !(o->transfer_s >= 0) ||
+        !isfinite(o->transfer_s))
+        return erg_error_set(err, ERG_EINVAL,
+                             "the wait threshold scale and the transfer time must be >= 0 "
+                             "(got %g, %g s)",
+                             o->threshold_scale, o->transfer_s);
     if (o->reconfig_step_mhz < 0)
         return erg_error_set(err, ERG_EINVAL, "the clock step must be positive (got %d MHz)",
                              o->reconfig_step_mhz);

@@ -332,7 +332,40 @@ TEST(gpu_table)
     ASSERT_EQ_INT(erg_gpu_table_parse(bad2, strlen(bad2), "g.csv", &t, &n, &e), ERG_EPARSE);
 }
 
-TAP_MAIN(TEST_ENTRY(perseus_emulation_reproduces_published_rows),
+
+/* The measured-wait rule offline: waits = emulated bubbles + a transfer
+ * time; it terminates and ends no slower than the unreconfigured plan. */
+TEST(measured_wait_rule_offline)
+{
+    erg_profile *p = load_profile("gpt3-175b+a40_bf16.csv");
+    erg_gpu_spec a40 = {"a40", 1740, 855, 90, 30, 300};
+    erg_envpipe_opts o;
+    erg_envpipe_opts_init(&o);
+    o.blocking_power_w = 70.38;
+    o.gpu = &a40;
+    o.reconfig = ERG_RECONFIG_DEFAULT;
+    erg_plan *p0, *p1;
+    erg_error e;
+    ASSERT_MSG(erg_plan_envpipe(p, 8, 12, &o, &p0, NULL, &e) == ERG_OK, "%s", e.msg);
+    o.reconfig = ERG_RECONFIG_BALANCED;
+    o.threshold_scale = 4;
+    o.transfer_s = 0.001;
+    erg_envpipe_info info;
+    ASSERT_MSG(erg_plan_envpipe(p, 8, 12, &o, &p1, &info, &e) == ERG_OK, "%s", e.msg);
+    double t0, e0, t1, e1;
+    erg_plan_estimate(p0, &t0, &e0);
+    erg_plan_estimate(p1, &t1, &e1);
+    ASSERT_MSG(t1 < t0, "reconfigured %g s, not reconfigured %g s", t1, t0);
+    ASSERT(info.iterations >= 11 && info.iterations < 10000);
+    o.transfer_s = -1;
+    erg_plan *p2 = NULL;
+    ASSERT_EQ_INT(erg_plan_envpipe(p, 8, 12, &o, &p2, NULL, &e), ERG_EINVAL);
+    erg_plan_free(p0);
+    erg_plan_free(p1);
+    erg_profile_free(p);
+}
+
+TAP_MAIN(TEST_ENTRY(measured_wait_rule_offline), TEST_ENTRY(perseus_emulation_reproduces_published_rows),
          TEST_ENTRY(readme_plan_path_is_the_envelope),
          TEST_ENTRY(modified_readme_plan_balanced_and_greedy),
          TEST_ENTRY(real_envpipe_on_a100_profile), TEST_ENTRY(bad_input_gets_a_clear_error),

@@ -42,6 +42,11 @@ static void envpipe_help(FILE *f)
             "  --unit-time S        perseus-emulation: quantisation unit (default 0.001 s)\n"
             "  --finish-limit N     stop after N+1 iterations without change (default 10)\n"
             "  --max-iterations N   hard cap on reconfiguration iterations (default 10000)\n"
+            "  --threshold-scale X  use EnvPipe's measured-wait rule for the critical path\n"
+            "                       instead of CPM: a unit whose receive wait is below X times\n"
+            "                       the smallest last-stage wait was not held up (EnvPipe: 4)\n"
+            "  --transfer-time S    P2P transfer time added to every receive wait (with\n"
+            "                       --threshold-scale; default 0)\n"
             "  --print-iterations   print every iteration's plan in EnvPipe's format\n"
             "                       (Stage 0 | [F0 1980 0.0] F1 1260 0.0 ...: clock MHz and wait\n"
             "                       ms; brackets = critical path)\n" COMMON_HELP
@@ -113,7 +118,7 @@ static int print_iteration(void *user, int it, const erg_plan *plan, const char 
 enum {
     OPT_PROFILE = 256, OPT_STAGES, OPT_MB, OPT_GPU, OPT_POWER, OPT_TABLE, OPT_OUT, OPT_QUIET,
     OPT_TYPE, OPT_SCHED, OPT_RECONFIG, OPT_VARIANT, OPT_STEP, OPT_INFLIGHT, OPT_UNIT, OPT_FINISH,
-    OPT_MAXIT, OPT_PRINT, OPT_ETA, OPT_MAXPOWER,
+    OPT_MAXIT, OPT_PRINT, OPT_ETA, OPT_MAXPOWER, OPT_THR, OPT_XFER,
 };
 
 static const struct option common_opts[] = {
@@ -135,6 +140,8 @@ static const struct option common_opts[] = {
     {"finish-limit", required_argument, 0, OPT_FINISH},
     {"max-iterations", required_argument, 0, OPT_MAXIT},
     {"print-iterations", no_argument, 0, OPT_PRINT},
+    {"threshold-scale", required_argument, 0, OPT_THR},
+    {"transfer-time", required_argument, 0, OPT_XFER},
     {"eta", required_argument, 0, OPT_ETA},
     {"max-power", required_argument, 0, OPT_MAXPOWER},
     {"help", no_argument, 0, 'h'},
@@ -209,6 +216,8 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
         case OPT_FINISH:
         case OPT_MAXIT:
         case OPT_PRINT:
+        case OPT_THR:
+        case OPT_XFER:
             if (!envpipe)
                 return cli_usage_error(cmd, "%s is an option of 'ergon plan envpipe'",
                                        argv[optind - 1]);
@@ -243,6 +252,12 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
             }
             if (c == OPT_PRINT)
                 p->print = true;
+            if (c == OPT_THR && !cli_parse_double(cmd, "--threshold-scale", optarg, 1e-6, 1e6,
+                                                  &p->eo.threshold_scale))
+                return CLI_USAGE;
+            if (c == OPT_XFER &&
+                !cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e3, &p->eo.transfer_s))
+                return CLI_USAGE;
             break;
         case OPT_ETA:
         case OPT_MAXPOWER:
