@@ -147,12 +147,16 @@ typedef struct erg_baseline_opts {
                                 any profiled instruction. */
     const erg_gpu_spec *gpu; /* Optional (P_max). */
     erg_schedule schedule;   /* Default 1F1B. */
+    double power_limit_step_w; /* zeus-global: > 0 = choose one power limit instead of one
+                                  clock, trying limits step, 2 step, ... up to P_max; under a
+                                  limit each instruction runs at its highest clock whose
+                                  average power (energy / time) fits. */
 } erg_baseline_opts;
 
 ERG_API void erg_baseline_opts_init(erg_baseline_opts *opts);
 
-/* zeus-global: one clock for every GPU (the clocks every stage has), the one
- * with the lowest Zeus cost. */
+/* zeus-global: one clock for every GPU (the clocks every stage has), or one
+ * power limit (power_limit_step_w > 0), the one with the lowest Zeus cost. */
 ERG_API erg_status erg_plan_zeus_global(const erg_profile *profile, int num_stages,
                                         int num_microbatches, const erg_baseline_opts *opts,
                                         erg_plan **out, erg_error *err);

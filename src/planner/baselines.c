@@ -113,6 +113,67 @@ erg_status erg_plan_all_max(const erg_profile *profile, int S, int M, const erg_
     return finish(&b, &o, "all-max", out, err);
 }
 
+/* Under a power limit L an instruction runs at its highest clock whose
+ * average power e/t is at most L (the lowest clock when none fits): how a
+ * power cap throttles the SM clock, read off a clock profile. */
+static int clock_under_limit(const erg__ctab *c, int s, erg_instr_kind kind, double limit_w)
+{
+    const erg__ckind *k = &c->k[s * 2 + (int)kind];
+    int f = k->freq[0];
+    for (int i = 0; i < k->n; i++)
+        if (k->t[i] > 0 && k->e[i] / k->t[i] <= limit_w)
+            f = k->freq[i];
+    return f;
+}
+
+static erg_status zeus_power_limit(bctx *b, const erg_baseline_opts *o, erg_plan **out,
+                                   erg_error *err)
+{
+    double step = o->power_limit_step_w, pmax = b->pmax_w / b->c->S;
+    if (!(step > 0) || !isfinite(step) || pmax / step > 100000) {
+        bctx_free(b);
+        return erg_error_set(err, ERG_EINVAL,
+                             "the power-limit step must be positive and at most 1e5 steps below "
+                             "P_max %g W (got %g W)",
+                             pmax, step);
+    }
+    int S = b->c->S, M = erg_plan_num_microbatches(b->plan);
+    double best = INFINITY, bestL = pmax;
+    int nsteps = (int)floor(pmax / step + 1e-9);
+    for (int i = nsteps; i >= 1; i--) { /* from the highest limit down: ties keep it */
+        double L = step * i;
+        for (int s = 0; s < S; s++) {
+            int *pf = erg_plan_stage_freqs(b->plan, s);
+            for (int k = 0; k < 2 * M; k++) {
+                erg_instr in = erg_dag_instr(b->dag, s * 2 * M + k, NULL);
+                pf[k] = clock_under_limit(b->c, s, in.kind, L);
+            }
+        }
+        erg__eval ev;
+        erg_status st =
+            erg__ctab_eval(b->c, b->dag, b->plan, o->blocking_power_w, NULL, NULL, NULL, &ev, err);
+        if (st) {
+            bctx_free(b);
+            return st;
+        }
+        double cost = o->eta * ev.energy_j + (1 - o->eta) * b->pmax_w * ev.time_s;
+        if (cost < best) {
+            best = cost;
+            bestL = L;
+        }
+    }
+    for (int s = 0; s < S; s++) {
+        int *pf = erg_plan_stage_freqs(b->plan, s);
+        for (int k = 0; k < 2 * M; k++) {
+            erg_instr in = erg_dag_instr(b->dag, s * 2 * M + k, NULL);
+            pf[k] = clock_under_limit(b->c, s, in.kind, bestL);
+        }
+    }
+    char method[64];
+    snprintf(method, sizeof method, "zeus-global-power-limit-%gW", bestL);
+    return finish(b, o, method, out, err);
+}
+
 /* zeus-global: Zeus picks one power limit for all GPUs by minimising
  * eta*E + (1-eta)*P_max*T over the limits it can set; with a clock profile
  * the knob is one SM clock for every GPU, tried exhaustively over the clocks
@@ -128,6 +189,8 @@ erg_status erg_plan_zeus_global(const erg_profile *profile, int S, int M,
     if (st)
         return st;
     st = zeus_pmax(&b, o, err);
+    if (!st && o->power_limit_step_w != 0)
+        return zeus_power_limit(&b, o, out, err);
     if (!st && b.c->ncommon == 0)
         st = erg_error_set(err, ERG_ENOTFOUND,
                            "no clock is in the profile of every stage, so no global clock exists");

@@ -125,5 +125,33 @@ TEST(no_common_clock_is_an_error)
     erg_profile_free(p);
 }
 
-TAP_MAIN(TEST_ENTRY(zeus_global_follows_eta), TEST_ENTRY(zeus_stage_keeps_pace_with_heaviest),
+
+TEST(zeus_global_power_limit)
+{
+    erg_profile *p = toy();
+    erg_baseline_opts o;
+    erg_baseline_opts_init(&o);
+    o.blocking_power_w = 10;
+    o.max_power_w = 100;
+    o.power_limit_step_w = 5;
+    o.eta = 0; /* time only: the highest limit, i.e. max clocks */
+    erg_plan *plan;
+    erg_error e;
+    ASSERT_MSG(erg_plan_zeus_global(p, 2, 4, &o, &plan, &e) == ERG_OK, "%s", e.msg);
+    ASSERT_EQ_INT(erg_plan_freq(plan, 1, ERG_FORWARD, 0), 1000);
+    ASSERT(strstr(erg_plan_method(plan), "power-limit"));
+    erg_plan_free(plan);
+    /* a limit of 75 W: stage 0 forward (100 W at 1000, 72.7 W at 900) runs at 900 */
+    o.max_power_w = 75;
+    o.power_limit_step_w = 75;
+    ASSERT_MSG(erg_plan_zeus_global(p, 2, 4, &o, &plan, &e) == ERG_OK, "%s", e.msg);
+    ASSERT_EQ_INT(erg_plan_freq(plan, 0, ERG_FORWARD, 0), 900);
+    ASSERT_EQ_INT(erg_plan_freq(plan, 1, ERG_BACKWARD, 0), 800); /* 320/5.2 = 61.5 W */
+    erg_plan_free(plan);
+    o.power_limit_step_w = -1;
+    ASSERT_EQ_INT(erg_plan_zeus_global(p, 2, 4, &o, &plan, &e), ERG_EINVAL);
+    erg_profile_free(p);
+}
+
+TAP_MAIN(TEST_ENTRY(zeus_global_power_limit), TEST_ENTRY(zeus_global_follows_eta), TEST_ENTRY(zeus_stage_keeps_pace_with_heaviest),
          TEST_ENTRY(uniform_picks_the_valley), TEST_ENTRY(no_common_clock_is_an_error))

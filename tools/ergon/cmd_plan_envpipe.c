@@ -74,6 +74,10 @@ static void baseline_help(FILE *f, const char *name)
         fprintf(f, "  --eta X              Zeus's energy/time knob in [0, 1] (default 0.5)\n"
                    "  --max-power W        P_max per GPU (default: the GPU table's power limit,\n"
                    "                       else the highest profiled average power)\n");
+    if (!strcmp(name, "zeus-global"))
+        fprintf(f, "  --power-limit-step W choose one power limit (multiples of W up to P_max)\n"
+                   "                       instead of one clock: under a limit each instruction\n"
+                   "                       runs at its highest clock whose average power fits\n");
     fprintf(f, "  --schedule S         1f1b (default) | gpipe\n" COMMON_HELP
                "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
 }
@@ -118,7 +122,7 @@ static int print_iteration(void *user, int it, const erg_plan *plan, const char 
 enum {
     OPT_PROFILE = 256, OPT_STAGES, OPT_MB, OPT_GPU, OPT_POWER, OPT_TABLE, OPT_OUT, OPT_QUIET,
     OPT_TYPE, OPT_SCHED, OPT_RECONFIG, OPT_VARIANT, OPT_STEP, OPT_INFLIGHT, OPT_UNIT, OPT_FINISH,
-    OPT_MAXIT, OPT_PRINT, OPT_ETA, OPT_MAXPOWER, OPT_THR, OPT_XFER,
+    OPT_MAXIT, OPT_PRINT, OPT_ETA, OPT_MAXPOWER, OPT_THR, OPT_XFER, OPT_PLSTEP,
 };
 
 static const struct option common_opts[] = {
@@ -144,6 +148,7 @@ static const struct option common_opts[] = {
     {"transfer-time", required_argument, 0, OPT_XFER},
     {"eta", required_argument, 0, OPT_ETA},
     {"max-power", required_argument, 0, OPT_MAXPOWER},
+    {"power-limit-step", required_argument, 0, OPT_PLSTEP},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -257,6 +262,13 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
                 return CLI_USAGE;
             if (c == OPT_XFER &&
                 !cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e3, &p->eo.transfer_s))
+                return CLI_USAGE;
+            break;
+        case OPT_PLSTEP:
+            if (strcmp(name, "zeus-global") != 0)
+                return cli_usage_error(cmd, "--power-limit-step is an option of zeus-global");
+            if (!cli_parse_double(cmd, "--power-limit-step", optarg, 1, 1e5,
+                                  &p->bo.power_limit_step_w))
                 return CLI_USAGE;
             break;
         case OPT_ETA:
