@@ -20,6 +20,10 @@ typedef struct erg_perseus_opts {
     double noise_factor;          /* Soft Pareto filter factor (default 0.95). */
     bool always_use_noise_factor; /* Use the soft filter straight away. */
     erg_schedule schedule;        /* Default 1F1B. */
+    /* Optional fixed cost-model coefficients instead of fitting: 6*S doubles,
+     * for stage s and kind k (0 forward, 1 backward) fits[(2*s+k)*3 + 0..2] =
+     * (a, b, c) of a*exp(b*d)+c. Used to replay a reference run's fits. */
+    const double *fits;
     erg_progress_fn progress;     /* Optional progress callback (plans done / expected). */
     void *progress_user;
 } erg_perseus_opts;

@@ -42,6 +42,9 @@ int cli_progress_cb(void *user, uint64_t done, uint64_t total);
 void cli_progress_done(cli_progress *p);
 double cli_now_s(void);
 
+/* Read cost-model coefficients (see fits.c); *out has 6*S doubles. */
+int cli_read_fits(const char *path, const char *case_name, int S, double **out);
+
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
 int cmd_profile(int argc, char **argv);

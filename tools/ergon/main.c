@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 static const cli_command commands[] = {
+    {"plan", cmd_plan, "compute plans: the Perseus frontier and baselines"},
     {"version", cmd_version, "print the version"},
     {"show", cmd_show, "draw a plan's timeline or a time-energy frontier (PNG/SVG/PDF)"},
 };
