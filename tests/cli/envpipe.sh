@@ -60,8 +60,11 @@ if "$ERGON" plan envpipe --help >/dev/null 2>&1; then
   check "plan envpipe perseus-emulation" 0 "$ERGON" plan envpipe --profile "$P" --microbatches 6 --blocking-power 60 --variant perseus-emulation --schedule 1f1b --unit-time 0.0001
   check "plan envpipe: M < S with ours" 1 "$ERGON" plan envpipe --profile "$P" --microbatches 3 --blocking-power 60
   has "M < S message" "M=3 < S=4"
-  check "plan envpipe: +15 MHz step off the profile" 1 "$ERGON" plan envpipe --profile "$P" --microbatches 6 --blocking-power 60 --variant perseus-emulation --step 7
-  has "missing clock message" "MHz"
+  # stage 0 made the bottleneck and its 1245 MHz rows removed: the +15 MHz raise from 1230 fails
+  awk -F, 'NR == 1 { print; next } $1 == 0 && $3 == 1245 { next }
+           $1 == 0 { printf "%s,%s,%s,%.6f,%.6f\n", $1, $2, $3, $4 * 1.6, $5 * 1.6; next } { print }' "$P" >"$T/gap.csv"
+  check "plan envpipe: +15 MHz step off the profile" 1 "$ERGON" plan envpipe --profile "$T/gap.csv" --microbatches 6 --blocking-power 60 --variant perseus-emulation --unit-time 0.0001
+  has "missing clock message" "1245 MHz"
   check "plan envpipe: bad type" 2 "$ERGON" plan envpipe --profile "$P" --microbatches 6 --blocking-power 60 --type fancy
   check "plan envpipe: eta is not an envpipe option" 2 "$ERGON" plan envpipe --profile "$P" --microbatches 6 --blocking-power 60 --eta 0.3
   check "plan envpipe: a100 clock table" 0 "$ERGON" plan envpipe --profile "$P" --microbatches 6 --blocking-power 60 --gpu a100 --gpu-table "${ERGON_SRC:-.}/data/gpus.csv"

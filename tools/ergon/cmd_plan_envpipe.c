@@ -31,7 +31,7 @@ static void envpipe_help(FILE *f)
             "('ours'), then raise clocks on the critical path until it is the envelope. The plan\n"
             "is evaluated with profiled times and energies (idle time at blocking power).\n\n"
             "  --type T             baseline | uniform | envelope (default envelope)\n"
-            "  --schedule S         1f1b | ours (default ours)\n"
+            "  --schedule S         1f1b | ours (default ours; 1f1b for perseus-emulation)\n"
             "  --reconfig R         default | greedy | balanced (default balanced)\n"
             "  --variant V          envpipe (default) | perseus-emulation: Perseus's emulation of\n"
             "                       EnvPipe (slowest Pareto clocks, +15 MHz steps on one critical\n"
@@ -158,7 +158,7 @@ static const struct option common_opts[] = {
 typedef struct popts {
     ecli_setup s;
     const char *out;
-    bool quiet, print;
+    bool quiet, print, schedule_set;
     erg_envpipe_opts eo;
     erg_baseline_opts bo;
 } popts;
@@ -208,6 +208,7 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
             if (erg_schedule_parse(optarg, &p->eo.schedule, &err))
                 return cli_usage_error(cmd, "%s", err.msg);
             p->bo.schedule.kind = p->eo.schedule;
+            p->schedule_set = true;
             if (!envpipe && p->eo.schedule == ERG_SCHED_ENVPIPE)
                 return cli_usage_error(cmd, "--schedule ours needs EnvPipe's warm-up counts: use "
                                            "'ergon plan envpipe'");
@@ -291,6 +292,8 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
     }
     if (optind < argc)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (p->eo.variant == ERG_ENVPIPE_PERSEUS_EMULATION && !p->schedule_set)
+        p->eo.schedule = ERG_SCHED_1F1B; /* what Perseus's emulation runs */
     return ecli_setup_load(cmd, &p->s, true);
 }
 

@@ -13,6 +13,7 @@
 static const cli_command commands[] = {
     {"plan", cmd_plan, "compute plans: the Perseus frontier and baselines"},
     {"version", cmd_version, "print the version"},
+    {"compare", cmd_compare, "every planning method on one profile, side by side"},
     {"show", cmd_show, "draw a plan's timeline or a time-energy frontier (PNG/SVG/PDF)"},
 };
 
