@@ -333,9 +333,11 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
 
 static void marker(cairo_t *cr, int shape, double x, double y, double r)
 {
+    cairo_new_path(cr); /* no line from the previous point */
     switch (shape % 6) {
     case 0:
         cairo_arc(cr, x, y, r, 0, 2 * M_PI);
+        cairo_close_path(cr);
         break;
     case 1:
         cairo_rectangle(cr, x - r, y - r, 2 * r, 2 * r);

@@ -33,9 +33,12 @@ static void compare_help(FILE *f)
             "                             all-max time (a method no published system has)\n\n"
             "columns: time_s, energy_j, saving_pct (energy saved vs all-max), slowdown_pct\n"
             "(time vs all-max), then the Perseus frontier read at the same iteration time as the\n"
-            "method (the least-energy frontier plan whose evaluated time is not longer):\n"
-            "perseus_energy_j, perseus_saving_pct, and the same for the ours-schedule frontier:\n"
-            "ours_energy_j, ours_saving_pct ('-' when the frontier has no plan that fast).\n\n"
+            "method: the plan Perseus picks for that deadline (least estimated energy among plans\n"
+            "whose estimated time fits), evaluated like every row: perseus_energy_j,\n"
+            "perseus_saving_pct, and the same for the ours-schedule frontier: ours_energy_j,\n"
+            "ours_saving_pct ('-' when the frontier has no plan that fast). The planner rounds\n"
+            "times down to --unit-time, so a picked plan's evaluated time can be slightly longer\n"
+            "than the deadline; the perseus rows show it.\n\n"
             "  --profile P          stage profile CSV\n"
             "  --stages S           pipeline stages (default: all of the profile's)\n"
             "  --microbatches M     microbatches per iteration\n"
@@ -62,6 +65,7 @@ typedef struct row {
 
 /* A frontier with every plan evaluated with the profile. */
 typedef struct evfront {
+    erg_frontier *f;
     size_t n;
     double *t, *e;
 } evfront;
@@ -116,18 +120,28 @@ static int eval_frontier(const char *cmd, const erg_profile *p, int S, int M, do
     }
 done:
     erg_dag_free(dag);
-    erg_frontier_free(f);
+    if (rc)
+        erg_frontier_free(f);
+    else
+        out->f = f;
     return rc;
 }
 
-/* The least evaluated energy among frontier plans no slower than t. */
+/* The plan Perseus picks for deadline t (erg_frontier_choose_deadline: the
+ * least estimated energy among plans whose estimated time fits), evaluated
+ * like every other row; -1 when no plan is that fast. */
+static long front_pick(const evfront *f, double t)
+{
+    size_t idx;
+    if (!f->f || erg_frontier_choose_deadline(f->f, t * (1 + 1e-12), &idx, NULL) != ERG_OK)
+        return -1;
+    return (long)idx;
+}
+
 static double front_at(const evfront *f, double t)
 {
-    double best = NAN;
-    for (size_t i = 0; i < f->n; i++)
-        if (f->t[i] <= t * (1 + 1e-12) && (isnan(best) || f->e[i] < best))
-            best = f->e[i];
-    return best;
+    long i = front_pick(f, t);
+    return i < 0 ? NAN : f->e[i];
 }
 
 static void fmt_num(char *buf, size_t size, double v, int dec)
@@ -373,32 +387,26 @@ int cmd_compare(int argc, char **argv)
                 r[i].fe = front_at(&f1, r[i].t);
                 r[i].fo = front_at(&fo, r[i].t);
             }
-            snprintf(r[n].method, sizeof r[n].method, "perseus");
-            r[n].t = r[0].t;
-            r[n].e = r[n].fe = front_at(&f1, r[0].t);
-            r[n].fo = front_at(&fo, r[0].t);
-            /* the time of the plan actually chosen */
-            for (size_t i = 0; i < f1.n; i++)
-                if (f1.e[i] == r[n].e && f1.t[i] <= r[0].t * (1 + 1e-12))
-                    r[n].t = f1.t[i];
-            if (!isnan(r[n].e))
-                n++;
-            if (fo.n) {
-                snprintf(r[n].method, sizeof r[n].method, "perseus-ours");
-                r[n].t = r[0].t;
-                r[n].e = r[n].fo = front_at(&fo, r[0].t);
+            /* the plans Perseus picks for the all-max time, as rows */
+            for (int k = 0; k < 2; k++) {
+                const evfront *ef = k ? &fo : &f1;
+                long i = front_pick(ef, r[0].t);
+                if (i < 0)
+                    continue;
+                snprintf(r[n].method, sizeof r[n].method, k ? "perseus-ours" : "perseus");
+                r[n].t = ef->t[i];
+                r[n].e = ef->e[i];
                 r[n].fe = front_at(&f1, r[0].t);
-                for (size_t i = 0; i < fo.n; i++)
-                    if (fo.e[i] == r[n].e && fo.t[i] <= r[0].t * (1 + 1e-12))
-                        r[n].t = fo.t[i];
-                if (!isnan(r[n].e))
-                    n++;
+                r[n].fo = front_at(&fo, r[0].t);
+                n++;
             }
         }
         free(f1.t);
         free(f1.e);
         free(fo.t);
         free(fo.e);
+        erg_frontier_free(f1.f);
+        erg_frontier_free(fo.f);
         if (rc) {
             ecli_setup_free(&s);
             return rc;
