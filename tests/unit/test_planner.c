@@ -355,7 +355,7 @@ static void brute_force_case(int S, int M, int nclk_f, int nclk_b, unsigned seed
     erg_error err;
     double p_w = 5;
     erg_profile *prof = tiny_profile2(S, nclk_f, nclk_b, p_w, seed);
-    erg_schedule sched = {ERG_SCHED_1F1B, 0};
+    erg_schedule sched = {.kind = ERG_SCHED_1F1B};
     erg_dag *dag;
     ASSERT_OK(erg_dag_new(&sched, S, M, &dag, &err));
     erg_plan *plan;

@@ -54,4 +54,13 @@ int cmd_emulate(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_choose(int argc, char **argv);
 
+/* EnvPipe, baselines, comparison and pictures (cmd_plan_envpipe.c, cmd_compare.c,
+ * cmd_show.c); the plan_* ones are methods of `ergon plan`. */
+int cmd_plan_envpipe(int argc, char **argv);
+int cmd_plan_zeus_global(int argc, char **argv);
+int cmd_plan_zeus_stage(int argc, char **argv);
+int cmd_plan_uniform(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+
 #endif

@@ -270,6 +270,10 @@ typedef struct plan_method {
 
 static const plan_method methods[] = {
     {"perseus", plan_perseus, "the whole time-energy frontier (Perseus)"},
+    {"envpipe", cmd_plan_envpipe, "EnvPipe (envelope, ours schedule, reconfiguration)"},
+    {"zeus-global", cmd_plan_zeus_global, "one clock (or power limit) for every GPU (Zeus)"},
+    {"zeus-stage", cmd_plan_zeus_stage, "one clock per stage (Zeus cost)"},
+    {"uniform", cmd_plan_uniform, "every stage at its energy-valley clock"},
 };
 
 static void plan_help(FILE *f)
