@@ -86,12 +86,6 @@ ERG_API erg_status erg_frontier_sample_dir(const char *in, const char *out, size
  * (NULL for a computed frontier). */
 ERG_API const char *erg_frontier_plan_path(const erg_frontier *f, size_t index);
 
-/* The all-max plan: every instruction at the highest clock its stage and
- * kind have in the profile (the baseline every saving is measured against). */
-ERG_API erg_status erg_plan_all_max(const erg_profile *profile, const erg_schedule *sched,
-                                    int num_stages, int num_microbatches, erg_plan **out,
-                                    erg_error *err);
-
 /* Plan choice: the minimum-energy plan whose iteration time is at most
  * deadline_s. ERG_ENOTFOUND (with the fastest time in the message) when the
  * deadline is below the fastest plan. */

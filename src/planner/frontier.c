@@ -589,48 +589,6 @@ erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every
     return st;
 }
 
-erg_status erg_plan_all_max(const erg_profile *prof, const erg_schedule *sched, int S, int M,
-                            erg_plan **out, erg_error *err)
-{
-    *out = NULL;
-    if (!prof || erg_profile_num_stages(prof) < S)
-        return erg_error_set(err, ERG_EINVAL, "the profile has %d stages but S=%d was asked for",
-                             prof ? erg_profile_num_stages(prof) : 0, S);
-    erg_plan *p;
-    erg_status st = erg_plan_new(sched, S, M, &p, err);
-    if (st)
-        return st;
-    erg_instr *order = erg__malloc(sizeof(erg_instr) * 2 * (size_t)M);
-    if (!order) {
-        erg_plan_free(p);
-        return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    }
-    erg_schedule sc = erg_plan_schedule(p);
-    for (int s = 0; s < S && !st; s++) {
-        st = erg_schedule_stage_order(&sc, S, M, s, order, err);
-        int fmax[2] = {0, 0};
-        for (int k = 0; k < 2; k++) {
-            size_t n = erg_profile_num_points(prof, s, (erg_instr_kind)k);
-            const erg_profile_point *pts = erg_profile_points(prof, s, (erg_instr_kind)k);
-            for (size_t i = 0; i < n; i++)
-                if (pts[i].freq_mhz > fmax[k])
-                    fmax[k] = pts[i].freq_mhz;
-        }
-        int *fq = erg_plan_stage_freqs(p, s);
-        for (int j = 0; j < 2 * M && !st; j++)
-            fq[j] = fmax[order[j].kind];
-    }
-    erg__free(order);
-    if (!st)
-        st = erg_plan_set_method(p, "all-max", err);
-    if (st) {
-        erg_plan_free(p);
-        return st;
-    }
-    *out = p;
-    return ERG_OK;
-}
-
 /* ---- plan choice ---- */
 
 erg_status erg_frontier_choose_deadline(const erg_frontier *f, double deadline_s, size_t *index,

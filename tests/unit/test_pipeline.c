@@ -16,7 +16,7 @@ static void order_str(const erg_instr *o, int n, char *buf, size_t size)
 
 TEST(one_f_one_b_matches_spec)
 {
-    erg_schedule s = {ERG_SCHED_1F1B, 0};
+    erg_schedule s = {.kind = ERG_SCHED_1F1B};
     erg_instr o[24];
     char buf[512];
     erg_error err;
@@ -36,7 +36,7 @@ TEST(one_f_one_b_matches_spec)
 
 TEST(dag_sizes_match_spec)
 {
-    erg_schedule s = {ERG_SCHED_1F1B, 0};
+    erg_schedule s = {.kind = ERG_SCHED_1F1B};
     erg_dag *d;
     erg_error err;
     ASSERT_OK(erg_dag_new(&s, 8, 12, &d, &err));
@@ -72,7 +72,7 @@ TEST(cpm_unit_durations)
     erg_error err;
     for (int S = 1; S <= 5; S++)
         for (int M = 1; M <= 7; M++) {
-            erg_schedule s = {ERG_SCHED_1F1B, 0};
+            erg_schedule s = {.kind = ERG_SCHED_1F1B};
             erg_dag *d;
             ASSERT_OK(erg_dag_new(&s, S, M, &d, &err));
             int n = erg_dag_num_instrs(d);
@@ -98,7 +98,7 @@ TEST(cpm_unit_durations)
 
 TEST(bad_pipeline_arguments)
 {
-    erg_schedule s = {ERG_SCHED_1F1B, 0};
+    erg_schedule s = {.kind = ERG_SCHED_1F1B};
     erg_dag *d;
     erg_error err;
     ASSERT_EQ_INT(erg_dag_new(&s, 0, 4, &d, &err), ERG_EINVAL);
@@ -110,7 +110,7 @@ TEST(bad_pipeline_arguments)
 
 TEST(plan_py_and_json_formats)
 {
-    erg_schedule s = {ERG_SCHED_1F1B, 0};
+    erg_schedule s = {.kind = ERG_SCHED_1F1B};
     erg_plan *p;
     erg_error err;
     ASSERT_OK(erg_plan_new(&s, 2, 2, &p, &err));
@@ -178,7 +178,7 @@ TEST(emulate_two_stage_pipeline)
         ASSERT_OK(erg_profile_add(prof, s, ERG_FORWARD, &f, &err));
         ASSERT_OK(erg_profile_add(prof, s, ERG_BACKWARD, &b, &err));
     }
-    erg_schedule sc = {ERG_SCHED_1F1B, 0};
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
     erg_dag *d;
     erg_plan *p;
     ASSERT_OK(erg_dag_new(&sc, 2, 2, &d, &err));

@@ -29,7 +29,7 @@ int cmd_emulate(int argc, char **argv)
     const char *profile = NULL, *planf = NULL, *gpu = NULL;
     double power = -1;
     bool json = false;
-    erg_schedule sched = {ERG_SCHED_1F1B, 0};
+    erg_schedule sched = {.kind = ERG_SCHED_1F1B};
     erg_error err = {0};
     int c;
     optind = 1;

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "ergon/emulate.h"
+#include "ergon/envpipe.h"
 #include "ergon/planner.h"
 
 #include <getopt.h>
@@ -178,7 +179,7 @@ static int plan_perseus(int argc, char **argv)
     cli_progress_done(&pr);
     erg_dag *dag = NULL;
     if (!st) {
-        st = erg_plan_all_max(prof, &o.schedule, (int)S, (int)M, &allmax, &err);
+        st = erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w, &allmax, &err);
         if (!st)
             st = erg_dag_new(&o.schedule, (int)S, (int)M, &dag, &err);
         if (!st)
