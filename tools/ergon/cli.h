@@ -48,5 +48,6 @@ int cmd_profile(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_shard(int argc, char **argv);
 
 #endif

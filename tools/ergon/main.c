@@ -12,6 +12,7 @@
 
 static const cli_command commands[] = {
     {"version", cmd_version, "print the version"},
+    {"shard", cmd_shard, "intra-operator parallelism planner (CFP): HLO in, sharding out"},
 };
 
 static void usage(FILE *f)
