@@ -1313,8 +1313,13 @@ static erg_status block_hashes(erg_shard *s, erg_error *err)
         uint64_t *lab = erg__malloc((size_t)(p->nmem ? p->nmem : 1) * sizeof(uint64_t));
         if (!lab)
             return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        int nl = 0;
         for (int mi = 0; mi < p->nmem; mi++) {
             const hlo_instr *in = &s->c->ins[p->mem[mi].ins];
+            /* Like CFP's fingerprint, only the dots: the ops a block absorbs at the model's
+             * edges (embedding gradients, loss) must not make the first layer differ. */
+            if (in->op != HLO_OP_DOT)
+                continue;
             uint64_t h = hstr(1469598103934665603ull, in->opcode);
             h = hstr(h, p->mem[mi].role);
             h = mix(h, (uint64_t)in->shape.kind * 31 + (uint64_t)in->shape.dtype);
@@ -1330,13 +1335,13 @@ static erg_status block_hashes(erg_shard *s, erg_error *err)
                 shard_spec_str(&p->mem[mi].out[k], in->shape.rank, buf, sizeof buf);
                 h = hstr(h, buf);
             }
-            lab[mi] = h;
+            lab[nl++] = h;
         }
-        qsort(lab, (size_t)p->nmem, sizeof *lab, cmp_u64);
+        qsort(lab, (size_t)nl, sizeof *lab, cmp_u64);
         uint64_t h = mix(0x1234, (uint64_t)p->K);
         for (int k = 0; k < p->K; k++)
             h = hstr(h, p->names[k]);
-        for (int mi = 0; mi < p->nmem; mi++)
+        for (int mi = 0; mi < nl; mi++)
             h = mix(h, lab[mi]);
         p->hash = h;
         erg__free(lab);

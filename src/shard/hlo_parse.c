@@ -696,6 +696,7 @@ static erg_status parse_computation(parser *p, hlo_comp *c)
                                in->op_names[j], in->name, c->name);
             in->ops[j] = k;
             erg__free(in->op_names[j]);
+            in->op_names[j] = NULL;
         }
         erg__free(in->op_names);
         in->op_names = NULL;
@@ -759,6 +760,7 @@ erg_status erg_hlo_parse(const char *text, size_t len, const char *filename, erg
     p->pos += 9;
     if ((st = parse_ident(p, &m->name, NULL)))
         goto fail;
+    m->header_end = p->pos;
     while (accept(p, ',')) {
         char *key;
         if ((st = parse_ident(p, &key, NULL)))
@@ -769,8 +771,8 @@ erg_status erg_hlo_parse(const char *text, size_t len, const char *filename, erg
         size_t o, l;
         if ((st = expect(p, '=')) || (st = scan_value(p, &o, &l)))
             goto fail;
+        m->header_end = p->pos;
     }
-    m->header_end = p->pos;
     while (peek(p) >= 0) {
         if (m->ncomps == m->capcomps) {
             int nc = m->capcomps ? m->capcomps * 2 : 8;

@@ -73,20 +73,30 @@ static erg_status search_dp(erg_shard *s, erg_shard_plan *p, erg_error *err)
                              "replicated values alone need %.3f GB per device, above the "
                              "budget of %.3f GB",
                              s->const_mem_bytes / 1e9, s->mem_budget / 1e9);
-    double unit = avail / NB;
+    /* When even the largest kept combinations fit together, memory cannot bind: one bucket. */
+    double worst = 0;
+    for (int i = 0; i < S; i++) {
+        double w = 0;
+        for (int c = 0; c < s->segs[i].nkeep; c++)
+            w = ERG__MAX(w, s->segs[i].keep_mem[c]);
+        worst += w;
+    }
+    int nb = worst <= avail ? 0 : NB;
+    double unit = nb ? avail / nb : INFINITY;
     if (unit <= 0)
         unit = 1;
     int maxk = 1;
     for (int i = 0; i < S; i++)
         maxk = ERG__MAX(maxk, s->segs[i].nkeep);
-    size_t layer = (size_t)maxk * (NB + 1);
+    size_t layer = (size_t)maxk * (size_t)(nb + 1);
     double *f = erg__malloc((size_t)S * layer * sizeof(double));
     int *arg = erg__malloc((size_t)S * layer * sizeof(int));
     size_t *ka = erg__calloc((size_t)s->norder, sizeof(size_t));
     size_t *kb = erg__calloc((size_t)s->norder, sizeof(size_t));
     double *cross = erg__malloc((size_t)maxk * (size_t)maxk * sizeof(double));
+    int *rel = erg__malloc((size_t)(s->nedges + 1) * sizeof(int));
     erg_status st = ERG_OK;
-    if (!f || !arg || !ka || !kb || !cross) {
+    if (!f || !arg || !ka || !kb || !cross || !rel) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto out;
     }
@@ -97,32 +107,36 @@ static erg_status search_dp(erg_shard *s, erg_shard_plan *p, erg_error *err)
     for (int si = 0; si < S; si++) {
         const segment *g = &s->segs[si];
         const segment *h = si ? &s->segs[si - 1] : NULL;
+        int nrel = 0;
+        for (int e = 0; h && e < s->nedges; e++) {
+            const pedge *E = &s->edges[e];
+            bool fwd = E->a >= h->first && E->a < h->first + h->n && E->b >= g->first &&
+                       E->b < g->first + g->n;
+            bool bwd = E->b >= h->first && E->b < h->first + h->n && E->a >= g->first &&
+                       E->a < g->first + g->n;
+            if (fwd || bwd)
+                rel[nrel++] = e;
+        }
         if (h) {
             for (int a = 0; a < h->nkeep; a++) {
                 decode(s, h, h->keep[a], ka);
                 for (int c = 0; c < g->nkeep; c++) {
                     decode(s, g, g->keep[c], ka);
                     double r = 0;
-                    for (int e = 0; e < s->nedges; e++) {
-                        const pedge *E = &s->edges[e];
-                        bool fwd = E->a >= h->first && E->a < h->first + h->n &&
-                                   E->b >= g->first && E->b < g->first + g->n;
-                        bool bwd = E->b >= h->first && E->b < h->first + h->n &&
-                                   E->a >= g->first && E->a < g->first + g->n;
-                        if (fwd || bwd)
-                            r += E->cost_s[ka[E->a] * (size_t)s->pbs[s->order[E->b]].K +
-                                           ka[E->b]];
+                    for (int x = 0; x < nrel; x++) {
+                        const pedge *E = &s->edges[rel[x]];
+                        r += E->cost_s[ka[E->a] * (size_t)s->pbs[s->order[E->b]].K + ka[E->b]];
                     }
                     cross[a * maxk + c] = r;
                 }
             }
         }
         for (int c = 0; c < g->nkeep; c++) {
-            double q = ceil(g->keep_mem[c] / unit - 1e-9);
-            if (q > NB)
+            double q = nb ? ceil(g->keep_mem[c] / unit - 1e-9) : 0;
+            if (q > nb)
                 continue;
             int qm = (int)q;
-            for (int m = qm; m <= NB; m++) {
+            for (int m = qm; m <= nb; m++) {
                 double best = INFINITY;
                 int barg = -1;
                 if (!h) {
@@ -130,7 +144,7 @@ static erg_status search_dp(erg_shard *s, erg_shard_plan *p, erg_error *err)
                         best = 0;
                 } else {
                     for (int a = 0; a < h->nkeep; a++) {
-                        double v = f[(size_t)(si - 1) * layer + (size_t)a * (NB + 1) + (m - qm)];
+                        double v = f[(size_t)(si - 1) * layer + (size_t)a * (nb + 1) + (m - qm)];
                         if (!isfinite(v))
                             continue;
                         v += cross[a * maxk + c];
@@ -141,8 +155,8 @@ static erg_status search_dp(erg_shard *s, erg_shard_plan *p, erg_error *err)
                     }
                 }
                 if (isfinite(best)) {
-                    f[(size_t)si * layer + (size_t)c * (NB + 1) + m] = best + g->keep_time[c];
-                    arg[(size_t)si * layer + (size_t)c * (NB + 1) + m] = barg;
+                    f[(size_t)si * layer + (size_t)c * (nb + 1) + m] = best + g->keep_time[c];
+                    arg[(size_t)si * layer + (size_t)c * (nb + 1) + m] = barg;
                 }
             }
         }
@@ -151,8 +165,8 @@ static erg_status search_dp(erg_shard *s, erg_shard_plan *p, erg_error *err)
     int bc = -1, bm = -1;
     const segment *last = &s->segs[S - 1];
     for (int c = 0; c < last->nkeep; c++)
-        for (int m = 0; m <= NB; m++) {
-            double v = f[(size_t)(S - 1) * layer + (size_t)c * (NB + 1) + m];
+        for (int m = 0; m <= nb; m++) {
+            double v = f[(size_t)(S - 1) * layer + (size_t)c * (nb + 1) + m];
             if (v < best) {
                 best = v;
                 bc = c;
@@ -169,8 +183,8 @@ static erg_status search_dp(erg_shard *s, erg_shard_plan *p, erg_error *err)
     for (int si = S - 1; si >= 0; si--) {
         const segment *g = &s->segs[si];
         decode(s, g, g->keep[bc], p->k);
-        int prev = arg[(size_t)si * layer + (size_t)bc * (NB + 1) + bm];
-        int qm = (int)ceil(g->keep_mem[bc] / unit - 1e-9);
+        int prev = arg[(size_t)si * layer + (size_t)bc * (nb + 1) + bm];
+        int qm = nb ? (int)ceil(g->keep_mem[bc] / unit - 1e-9) : 0;
         bm -= qm;
         bc = prev;
         if (si > 0 && bc < 0) {
@@ -184,6 +198,7 @@ out:
     erg__free(ka);
     erg__free(kb);
     erg__free(cross);
+    erg__free(rel);
     return st;
 }
 
