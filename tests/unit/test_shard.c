@@ -262,6 +262,47 @@ TEST(attention_head_split_by_hand)
     erg_hlo_free(m);
 }
 
+TEST(attention_2x2_megatron_output_by_hand)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_attention.hlo");
+    erg_shard *s = analyze(m, 2, 2);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "s"), erg_shard_block_of(s, "q"));
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP), *i = search(s, ERG_SHARD_ILP);
+    long bq = erg_shard_block_of(s, "q"), bv = erg_shard_block_of(s, "v"),
+         bo = erg_shard_block_of(s, "o"), by = erg_shard_block_of(s, "y");
+    /* Heads split over all 4 devices; then, unlike on 1x2, the row-parallel output projection
+     * wins: its all-reduce of y over both axes costs alpha + beta*1.5*512 KiB = 12.6 us, while
+     * moving o2's split from the hidden to the token dim takes one all-to-all per mesh axis,
+     * 2*(alpha + beta*0.25*256 KiB) = 20.4 us. */
+#define NAME(b) erg_shard_strategy_name(s, (size_t)(b), erg_shard_plan_strategy(d, (size_t)(b)))
+    ASSERT_STR_EQ(NAME(bq), "RS01 = RR x RS01");
+    ASSERT_STR_EQ(NAME(bv), "RS01 = RR x RS01");
+    ASSERT_STR_EQ(NAME(bo), "S01RR = S01RR x S01RR");
+    ASSERT_STR_EQ(NAME(by), "RR = RS01 x S01R");
+#undef NAME
+    double ar = ALPHA + 1.5 * 512 * 1024 / BW, a2a = 2 * (ALPHA + 0.25 * 256 * 1024 / BW);
+    ASSERT(ar < a2a);
+    const pblock *py = &s->pbs[s->order[by]];
+    ASSERT_NEAR(py->comm_s[erg_shard_plan_strategy(d, (size_t)by)], ar, 1e-12);
+    /* The alternative: same heads split, y data-parallel over both axes. */
+    size_t alt[4];
+    for (int b = 0; b < 4; b++)
+        alt[b] = erg_shard_plan_strategy(d, (size_t)b);
+    for (size_t k = 0; k < erg_shard_block_num_strategies(s, (size_t)by); k++)
+        if (!strcmp(erg_shard_strategy_name(s, (size_t)by, k), "S01R = S01R x RR"))
+            alt[by] = k;
+    double t_alt, m_alt;
+    erg_error err;
+    ASSERT_OK(erg_shard_evaluate(s, alt, &t_alt, &m_alt, &err));
+    ASSERT_NEAR(t_alt - erg_shard_plan_time_s(d), a2a - ar, 1e-9);
+    ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-12);
+    erg_shard_plan_free(d);
+    erg_shard_plan_free(i);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
 TEST(sharding_strings_match_xla_table)
 {
     /* spec §6.7 worked cases on a 2x2 mesh and a 1x4 mesh. */
@@ -439,6 +480,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(errors_name_line_and_co
          TEST_ENTRY(all_shared_modules_parse_fast),
          TEST_ENTRY(mlp_1x2_data_parallel_vs_megatron_by_hand),
          TEST_ENTRY(mlp_2x2_data_parallel_over_both_axes),
-         TEST_ENTRY(attention_head_split_by_hand), TEST_ENTRY(sharding_strings_match_xla_table),
+         TEST_ENTRY(attention_head_split_by_hand),
+         TEST_ENTRY(attention_2x2_megatron_output_by_hand), TEST_ENTRY(sharding_strings_match_xla_table),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache))
