@@ -978,7 +978,11 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
         erg__free(req);
         return oom(b);
     }
-    bool ok = true;
+    /* Joining must keep the work divided: a dot with a weight-like (unowned) operand joins
+     * only if every strategy splits it (otherwise it is an anchor with its own choices, e.g.
+     * the attention output projection); an activation x activation dot (attention) joins
+     * if some strategy splits it. */
+    bool ok = true, any_split = false;
     for (int k = 0; k < K && ok; k++) {
         spec l = spec_rep(), r = spec_rep();
         if (o0 == p)
@@ -997,20 +1001,33 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
             }
             spec o;
             int ar;
-            ok = dot_eval(s, i, &d, &l, &r, &o, &ar) && !ar &&
-                 shard_tiles(s, &o, in->shape.rank) > 1;
+            ok = dot_eval(s, i, &d, &l, &r, &o, &ar) && !ar;
+            bool split = ok && shard_tiles(s, &o, in->shape.rank) > 1;
+            any_split |= split;
+            if (o0 < 0 || o1 < 0)
+                ok = split;
         } else {
             int found = -1;
-            for (int t = -1; t < KQ && found < 0; t++) {
+            bool found_split = false;
+            for (int t = -1; t < KQ; t++) {
                 int kq = t < 0 ? (k < KQ ? k : 0) : t;
                 spec rr = *out_spec(s, in->ops[1], kq), o;
                 int ar;
+                /* The same strategy index first (like CFP's identity re-index), then the
+                 * first one that splits the dot, then any collective-free one. */
                 if (dot_eval(s, i, &d, &l, &rr, &o, &ar) && !ar &&
-                    shard_tiles(s, &o, in->shape.rank) > 1) {
+                    (found < 0 || shard_tiles(s, &o, in->shape.rank) > 1)) {
+                    bool split = shard_tiles(s, &o, in->shape.rank) > 1;
+                    if (found >= 0 && !split)
+                        continue;
                     found = kq;
                     r = rr;
+                    found_split = split;
+                    if (split || t < 0)
+                        break;
                 }
             }
+            any_split |= found_split;
             ok = found >= 0;
             sigma[k] = found;
         }
@@ -1018,6 +1035,7 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
         req[K + k] = r;
     }
     erg_status rc = ERG_OK;
+    ok = ok && any_split;
     if (ok) {
         if (q >= 0)
             rc = merge_blocks(b, p, q, sigma);

@@ -168,6 +168,9 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
     }
     P("\niteration time %.6f ms (search objective %.6f ms)%s\n", p->time_s * 1e3,
       p->objective_s * 1e3, p->timed_out ? ", ILP stopped at its time limit" : "");
+    if (p->method == ERG_SHARD_DP)
+        P("second pass (edges between non-adjacent segments): %d block%s changed\n", p->refined,
+          p->refined == 1 ? "" : "s");
     P("memory per device %.3f MB (budget %.3f MB)\n", p->mem_bytes / 1e6, s->mem_budget / 1e6);
     P("modelled throughput %.3f TFLOP/s (all devices)\n", p->tflops);
     P("search time %.6f s\n", p->search_s);

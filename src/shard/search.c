@@ -348,6 +348,40 @@ out:
     return st;
 }
 
+/* Second pass after the DP (spec §5.1, "both ends known"): the DP cannot see resharding
+ * edges between non-adjacent segments. Starting from its plan, change one block at a time to
+ * the strategy that lowers the whole-graph time (within the memory budget) until no single
+ * change helps. Returns the number of changes. */
+static int refine(const erg_shard *s, erg_shard_plan *p)
+{
+    int changes = 0;
+    double best, mem;
+    shard_eval(s, p->k, &best, &mem, NULL);
+    for (int sweep = 0; sweep < 50; sweep++) {
+        bool improved = false;
+        for (int b = 0; b < s->norder; b++) {
+            size_t keep = p->k[b];
+            for (int k = 0; k < s->pbs[s->order[b]].K; k++) {
+                if ((size_t)k == keep)
+                    continue;
+                p->k[b] = (size_t)k;
+                double t, m;
+                shard_eval(s, p->k, &t, &m, NULL);
+                if (t < best - 1e-15 && m <= s->mem_budget) {
+                    best = t;
+                    keep = (size_t)k;
+                    improved = true;
+                    changes++;
+                }
+            }
+            p->k[b] = keep;
+        }
+        if (!improved)
+            break;
+    }
+    return changes;
+}
+
 erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_limit_s,
                             erg_shard_plan **out, erg_error *err)
 {
@@ -366,6 +400,8 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
     double t0 = now_s();
     erg_status st = method == ERG_SHARD_DP ? search_dp(s, p, err)
                                            : search_ilp(s, p, time_limit_s, err);
+    if (!st && method == ERG_SHARD_DP)
+        p->refined = refine(s, p);
     p->search_s = now_s() - t0;
     if (st) {
         erg_shard_plan_free(p);

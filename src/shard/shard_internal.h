@@ -121,6 +121,7 @@ struct erg_shard_plan {
     double time_s, objective_s, mem_bytes, search_s, tflops;
     bool timed_out;
     int method;
+    int refined; /* block changes made by the DP's second pass */
 };
 
 /* Collective time (s) on the device's mesh axis for `bytes` (meaning per kind: AR tensor

@@ -237,8 +237,18 @@ TEST(attention_head_split_by_hand)
          by = erg_shard_block_of(s, "y");
     ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)bq, erg_shard_plan_strategy(d, (size_t)bq)),
                   "RS1 = RR x RS1");
-    ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)bo, erg_shard_plan_strategy(d, (size_t)bo)),
-                  "S1RR = S1RR x S1RR");
+    /* On 1x2, V and P·V join the block too (all of attention is one block). */
+    ASSERT_EQ_INT(bo, bq);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "v"), bq);
+    ASSERT_EQ_INT(erg_shard_num_blocks(s), 2);
+    for (int x = 0; x < s->n; x++)
+        if (!strcmp(s->c->ins[x].name, "o")) {
+            char buf[32];
+            const pblock *pb = &s->pbs[s->order[bq]];
+            shard_spec_str(&pb->mem[s->nodes[x].slot].out[erg_shard_plan_strategy(d, (size_t)bq)],
+                           3, buf, sizeof buf);
+            ASSERT_STR_EQ(buf, "S1RR"); /* P·V split on the head dim */
+        }
     ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)by, erg_shard_plan_strategy(d, (size_t)by)),
                   "S1R = S1R x RR");
     double comm = 0, bytes = 0;
@@ -382,11 +392,19 @@ TEST(bert_base_layers_repeat_and_round_trip)
         best = c > best ? c : best;
     }
     ASSERT_EQ_INT(best, 12);
-    /* First layer: Q, K, V projections, attention dots, output projection, FFN. The
-     * attention score dot cannot join the Q block here: the head split does not survive the
-     * (batch, heads) -> batch*heads reshape (see docs/shard.md), so it anchors its own. */
-    ASSERT(erg_shard_block_of(s, "dot.1149") >= 0);
-    ASSERT(erg_shard_block_of(s, "dot.1149") != erg_shard_block_of(s, "dot.1118"));
+    /* Spec §9.1: 4 blocks per layer (12 x 4 + the 3 head blocks), and in the first layer
+     * Q·Kᵀ (dot.1149) and P·V (dot.1177) join the block of the Q, K, V projections
+     * (dot.1139, dot.1118, dot.1037); the output projection and the FFN dots anchor their own. */
+    ASSERT_EQ_INT(erg_shard_num_blocks(s), 12 * 4 + 3);
+    long qkv = erg_shard_block_of(s, "dot.1139");
+    ASSERT(qkv >= 0);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dot.1118"), qkv);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dot.1037"), qkv);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dot.1149"), qkv);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dot.1177"), qkv);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dot.1182"), qkv + 1);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dot.1261"), qkv + 2);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dot.1275"), qkv + 3);
     profile(s, 80);
     erg_shard_plan *d = search(s, ERG_SHARD_DP), *i = search(s, ERG_SHARD_ILP);
     ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-9);
@@ -400,6 +418,33 @@ TEST(bert_base_layers_repeat_and_round_trip)
     erg_free(out);
     erg_shard_plan_free(d);
     erg_shard_plan_free(i);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+TEST(small_bert_attention_joins_qkv_block)
+{
+    erg_hlo_module *m = load_or_skip(HLO_DIR "/bert_single_device_training_fwd_bwd.hlo");
+    erg_shard *s = analyze(m, 1, 2);
+    /* One encoder layer (4 blocks) plus the MLM head (2 blocks). */
+    ASSERT_EQ_INT(erg_shard_num_blocks(s), 6);
+    long qkv = erg_shard_block_of(s, "dot.413");
+    static const char *const same[] = {"dot.394", "dot.315", "dot.421", "dot.449"};
+    for (size_t i = 0; i < 4; i++)
+        ASSERT_EQ_INT(erg_shard_block_of(s, same[i]), qkv);
+    /* Under the column strategy the heads are split: Q·Kᵀ is split on its batch (head) dim. */
+    const pblock *p = &s->pbs[s->order[qkv]];
+    int ins = -1;
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->c->ins[i].name, "dot.421"))
+            ins = i;
+    ASSERT(ins >= 0);
+    char buf[32];
+    for (int k = 0; k < p->K; k++)
+        if (!strcmp(p->names[k], "RS1 = RR x RS1")) {
+            shard_spec_str(&p->mem[s->nodes[ins].slot].out[k], 3, buf, sizeof buf);
+            ASSERT_STR_EQ(buf, "S1RR");
+        }
     erg_shard_free(s);
     erg_hlo_free(m);
 }
@@ -440,7 +485,14 @@ TEST(profiles_import_and_errors)
 
 TEST(blas_measurement_and_cache)
 {
-    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_mlp.hlo");
+    /* A small MLP so that timing its GEMMs takes milliseconds. */
+    const char *t = "HloModule small\nENTRY e {\n"
+                    "  x = f32[256,64]{1,0} parameter(0)\n"
+                    "  w = f32[64,128]{1,0} parameter(1)\n"
+                    "  h = f32[256,128]{1,0} dot(x, w), lhs_contracting_dims={1}, "
+                    "rhs_contracting_dims={0}\n"
+                    "  ROOT a = f32[256,128]{1,0} tanh(h)\n}\n";
+    erg_hlo_module *m = parse_ok(t);
     erg_shard *s = analyze(m, 1, 2);
     char path[] = "/tmp/ergon_gemm_XXXXXX";
     int fd = mkstemp(path);
@@ -460,7 +512,8 @@ TEST(blas_measurement_and_cache)
     size_t len = 0;
     ASSERT_OK(erg__read_file(path, 1 << 20, &text, &len, &err));
     ASSERT_CONTAINS(text, "batch,m,n,k,time_s\n");
-    ASSERT_CONTAINS(text, "1,4096,4096,1024,"); /* h under data split: 8192/2 x 4096 x 1024 */
+    ASSERT_CONTAINS(text, "1,128,128,64,"); /* h under the data split: 256/2 x 128 x 64 */
+    ASSERT_CONTAINS(text, "1,256,64,64,");  /* column split: 256 x 128/2 x 64 */
     erg__free(text);
     ASSERT_OK(erg_shard_profile(s, &o, NULL, NULL, &err));
     ASSERT_NEAR(s->pbs[s->order[0]].time_s[0], t0, 0);
@@ -483,4 +536,4 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(errors_name_line_and_co
          TEST_ENTRY(attention_head_split_by_hand),
          TEST_ENTRY(attention_2x2_megatron_output_by_hand), TEST_ENTRY(sharding_strings_match_xla_table),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
-         TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache))
+         TEST_ENTRY(small_bert_attention_joins_qkv_block), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache))
