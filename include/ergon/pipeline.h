@@ -18,10 +18,21 @@ typedef enum erg_schedule_kind {
 
 /* A schedule: its kind plus the options some kinds take. Zero-initialise and
  * set `kind`; zero options mean the kind's defaults. */
+/* Stages whose extra warm-up count an ERG_SCHED_ENVPIPE schedule can carry;
+ * stages beyond this run plain 1F1B warm-up. */
+#define ERG_SCHED_MAX_STAGES 64
+
 typedef struct erg_schedule {
     erg_schedule_kind kind;
     int max_inflight; /* ERG_SCHED_ENVPIPE: cap on forwards in flight per stage
-                         (activation memory); 0 = no cap. */
+                         (activation memory); 0 = no cap. Never cuts below the
+                         1F1B warm-up of S-s forwards. */
+    /* ERG_SCHED_ENVPIPE: r_s, the extra warm-up forwards of stage s
+     * (envpipe-spec §5.2/§5.4). Stage s runs k_s = min(M, S-s+r_s) forwards
+     * before its first backward. All zero = the 1F1B order. The EnvPipe planner
+     * (envpipe.h) computes them from a profile. Must give k_s >= k_{s+1}
+     * (otherwise the orders deadlock) and be >= 0. */
+    int extra_warmup[ERG_SCHED_MAX_STAGES];
 } erg_schedule;
 
 /* One instruction of a stage: a forward or backward of one microbatch. */

@@ -20,7 +20,7 @@ struct erg_plan {
 erg_status erg_plan_new(const erg_schedule *sched, int S, int M, erg_plan **out, erg_error *err)
 {
     *out = NULL;
-    erg_schedule def = {ERG_SCHED_1F1B, 0};
+    erg_schedule def = {.kind = ERG_SCHED_1F1B};
     if (!sched)
         sched = &def;
     if (S < 1 || M < 1 || (long long)S * M > (1 << 22))
@@ -351,6 +351,12 @@ erg_status erg_plan_format_json(const erg_plan *p, char **out, erg_error *err)
     json_object_set_new(root, "schedule", json_string(erg_schedule_name(p->sched.kind)));
     if (p->sched.max_inflight)
         json_object_set_new(root, "max_inflight", json_integer(p->sched.max_inflight));
+    if (p->sched.kind == ERG_SCHED_ENVPIPE) {
+        json_t *r = json_array();
+        for (int s = 0; s < p->S && s < ERG_SCHED_MAX_STAGES; s++)
+            json_array_append_new(r, json_integer(p->sched.extra_warmup[s]));
+        json_object_set_new(root, "extra_warmup", r);
+    }
     json_object_set_new(root, "num_stages", json_integer(p->S));
     json_object_set_new(root, "num_microbatches", json_integer(p->M));
     if (p->method)
@@ -428,7 +434,7 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
                            name);
         goto done;
     }
-    erg_schedule sched = {ERG_SCHED_1F1B, 0};
+    erg_schedule sched = {.kind = ERG_SCHED_1F1B};
     if (jsched) {
         if (!json_is_string(jsched) ||
             erg_schedule_parse(json_string_value(jsched), &sched.kind, err) != ERG_OK) {
@@ -439,6 +445,25 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
     json_t *mi = json_object_get(root, "max_inflight");
     if (json_is_integer(mi))
         sched.max_inflight = (int)json_integer_value(mi);
+    json_t *ew = json_object_get(root, "extra_warmup");
+    if (ew) {
+        if (!json_is_array(ew) || json_array_size(ew) > ERG_SCHED_MAX_STAGES) {
+            st = erg_error_set(err, ERG_EPARSE, "%s: extra_warmup must be a list of at most %d "
+                                                "integers", name, ERG_SCHED_MAX_STAGES);
+            goto done;
+        }
+        for (size_t i = 0; i < json_array_size(ew); i++) {
+            json_t *v = json_array_get(ew, i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                json_integer_value(v) > 65536) {
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s: extra_warmup[%zu] must be an integer in [0, 65536]", name,
+                                   i);
+                goto done;
+            }
+            sched.extra_warmup[i] = (int)json_integer_value(v);
+        }
+    }
     json_int_t S = json_integer_value(jS), M = json_integer_value(jM);
     if (S < 1 || M < 1 || S > 65536 || M > 65536 || (json_int_t)json_array_size(stages) != S) {
         st = erg_error_set(err, ERG_EPARSE,

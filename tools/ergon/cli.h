@@ -42,12 +42,27 @@ int cli_progress_cb(void *user, uint64_t done, uint64_t total);
 void cli_progress_done(cli_progress *p);
 double cli_now_s(void);
 
+/* Read cost-model coefficients (see fits.c); *out has 6*S doubles. */
+int cli_read_fits(const char *path, const char *case_name, int S, double **out);
+
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_gpu(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_choose(int argc, char **argv);
+
+/* EnvPipe, baselines, comparison and pictures (cmd_plan_envpipe.c, cmd_compare.c,
+ * cmd_show.c); the plan_* ones are methods of `ergon plan`. */
+int cmd_plan_envpipe(int argc, char **argv);
+int cmd_plan_zeus_global(int argc, char **argv);
+int cmd_plan_zeus_stage(int argc, char **argv);
+int cmd_plan_uniform(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_shard(int argc, char **argv);
 
 #endif

@@ -1,0 +1,182 @@
+/* envpipe.h: the EnvPipe planner (real and Perseus-emulation variants), the
+ * Zeus and uniform baselines, and the GPU clock table they read. */
+#ifndef ERGON_ENVPIPE_H
+#define ERGON_ENVPIPE_H
+
+#include "ergon/ergon.h"
+#include "ergon/pipeline.h"
+#include "ergon/plan.h"
+#include "ergon/profile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- GPU clock table (data/gpus.csv) ---- */
+
+/* One GPU model's clock constants (envpipe-spec §2.3). */
+typedef struct erg_gpu_spec {
+    char name[32];          /* Lower-case name, e.g. "a100". */
+    int filter_max_mhz;     /* EnvPipe keeps clocks f with min <= f <= max ... */
+    int filter_min_mhz;
+    int profile_step_mhz;   /* ... and f a multiple of this step (90). */
+    int reconfig_step_mhz;  /* Reconfiguration granularity (30). */
+    double max_power_w;     /* Board power limit: Zeus's P_max. */
+} erg_gpu_spec;
+
+/* Parse the CSV table (header gpu,filter_max_mhz,filter_min_mhz,profile_step_mhz,
+ * reconfig_step_mhz,max_power_w; lines starting with '#' are comments). *out
+ * is released with erg_free. ERG_EPARSE names the file, line and value. */
+ERG_API erg_status erg_gpu_table_parse(const char *text, size_t len, const char *name,
+                                       erg_gpu_spec **out, size_t *count, erg_error *err);
+ERG_API erg_status erg_gpu_table_read(const char *path, erg_gpu_spec **out, size_t *count,
+                                      erg_error *err);
+/* Find a GPU by name, case-insensitively; "a100-sxm", "A100_SXM" and
+ * "a100-pcie" fall back to "a100". ERG_ENOTFOUND lists the known names. */
+ERG_API erg_status erg_gpu_table_find(const erg_gpu_spec *table, size_t count, const char *gpu,
+                                      const erg_gpu_spec **out, erg_error *err);
+
+/* ---- EnvPipe ---- */
+
+typedef enum erg_envpipe_type {
+    ERG_ENVPIPE_BASELINE = 0, /* Every unit at the max clock; no profiling, r = 0. */
+    ERG_ENVPIPE_UNIFORM = 1,  /* Every unit of a stage at the stage's energy-optimal clock. */
+    ERG_ENVPIPE_ENVELOPE = 2, /* Optimal clocks inside, the outer envelope at max. */
+} erg_envpipe_type;
+
+typedef enum erg_envpipe_reconfig {
+    ERG_RECONFIG_DEFAULT = 0,  /* No reconfiguration. */
+    ERG_RECONFIG_GREEDY = 1,   /* Raise the latest non-max unit of the critical path. */
+    ERG_RECONFIG_BALANCED = 2, /* Raise every critical unit at the path's lowest clock. */
+} erg_envpipe_reconfig;
+
+typedef enum erg_envpipe_variant {
+    ERG_ENVPIPE_REAL = 0,              /* EnvPipe as the ATC'23 artifact runs it. */
+    ERG_ENVPIPE_PERSEUS_EMULATION = 1, /* Perseus's scripts/envpipe.py (lowtime-spec §7). */
+} erg_envpipe_variant;
+
+/* "baseline"/"uniform"/"envelope", "default"/"greedy"/"balanced",
+ * "envpipe"/"perseus-emulation"; ERG_EINVAL otherwise. */
+ERG_API erg_status erg_envpipe_type_parse(const char *s, erg_envpipe_type *out, erg_error *err);
+ERG_API erg_status erg_envpipe_reconfig_parse(const char *s, erg_envpipe_reconfig *out,
+                                              erg_error *err);
+ERG_API erg_status erg_envpipe_variant_parse(const char *s, erg_envpipe_variant *out,
+                                             erg_error *err);
+ERG_API const char *erg_envpipe_type_name(erg_envpipe_type t);
+ERG_API const char *erg_envpipe_reconfig_name(erg_envpipe_reconfig r);
+
+/* Called after every reconfiguration iteration with the current plan and its
+ * grid in EnvPipe's printed format (erg_envpipe_format_grid). Return non-zero
+ * to cancel (the planner returns ERG_ECANCELED). */
+typedef int (*erg_envpipe_iter_fn)(void *user, int iteration, const erg_plan *plan,
+                                   const char *grid);
+
+/* Options; initialise with erg_envpipe_opts_init (full EnvPipe:
+ * envelope / ours / balanced) and set blocking_power_w. */
+typedef struct erg_envpipe_opts {
+    erg_envpipe_variant variant;
+    erg_envpipe_type type;
+    erg_schedule_kind schedule;     /* ERG_SCHED_1F1B or ERG_SCHED_ENVPIPE ("ours"). */
+    erg_envpipe_reconfig reconfig;
+    double blocking_power_w;        /* Power while idle/blocked (required, >= 0). */
+    const erg_gpu_spec *gpu;        /* Clock filter; NULL = every clock of the profile. */
+    int reconfig_step_mhz;          /* 0 = the GPU's granularity (30 MHz) for balanced,
+                                       3x that for greedy. Perseus emulation: 0 = 15. */
+    int max_inflight;               /* Memory cap on forwards in flight per stage; 0 = none. */
+    int finish_limit;               /* Stop after finish_limit + 1 no-change iterations (10). */
+    int max_iterations;             /* Hard cap on iterations (default 10000). */
+    double unit_s;                  /* Perseus emulation: quantisation unit (0.001 s). */
+    /* Critical path rule of the real variant. 0 (default): CPM on the emulated
+     * pipeline. > 0: EnvPipe's measured-wait rule (§7.3-7.4) on emulated waits
+     * plus transfer_s per receive; threshold = this scale x the smallest
+     * non-zero last-stage wait (the scripts use 4, 8 or 10). */
+    double threshold_scale;
+    double transfer_s;              /* P2P transfer time added to every receive wait. */
+    erg_envpipe_iter_fn on_iteration; /* Optional. */
+    void *user;
+} erg_envpipe_opts;
+
+ERG_API void erg_envpipe_opts_init(erg_envpipe_opts *opts);
+
+/* What the planner found besides the plan. */
+typedef struct erg_envpipe_info {
+    int iterations;                          /* Reconfiguration iterations run. */
+    bool stuck;                              /* Stopped although the path left the envelope. */
+    int max_mhz[ERG_SCHED_MAX_STAGES];       /* Per-stage max clock used. */
+    int optimal_mhz[ERG_SCHED_MAX_STAGES];   /* Per-stage energy-valley clock (0 if none). */
+    int extra_warmup[ERG_SCHED_MAX_STAGES];  /* r_s of the "ours" schedule. */
+} erg_envpipe_info;
+
+/* Plan an S-stage, M-microbatch pipeline with EnvPipe on the emulated
+ * pipeline (profiled durations, CPM critical path). The plan's schedule
+ * carries r_s; its estimate is the profile evaluation (lowtime-spec §6.2).
+ * Errors: ERG_EINVAL (bad options, M < S with "ours", S > ERG_SCHED_MAX_STAGES),
+ * ERG_ENOTFOUND (a clock the method needs is missing from the profile).
+ * info may be NULL. Always terminates. */
+ERG_API erg_status erg_plan_envpipe(const erg_profile *profile, int num_stages,
+                                    int num_microbatches, const erg_envpipe_opts *opts,
+                                    erg_plan **out, erg_envpipe_info *info, erg_error *err);
+
+/* One measured reconfiguration step (envpipe-spec §7.3-7.5), what EnvPipe's
+ * stage 0 does after each real iteration. wait_s[id] is the time the
+ * instruction's stage waited in the receive before it (id = stage*2M + position
+ * in the stage order); threshold_s = scale x the smallest non-zero last-stage
+ * wait (computed here when threshold_s <= 0, with threshold_scale). Writes the
+ * critical path (end -> start) into path (2SM ints) and its length, raises
+ * clocks of `plan` by step_mhz capped at max_mhz[stage] and sets *changed. A
+ * path entirely inside the outer envelope changes nothing. */
+ERG_API erg_status erg_envpipe_reconfigure_step(erg_plan *plan, const double *wait_s,
+                                                double threshold_s, double threshold_scale,
+                                                erg_envpipe_reconfig policy, int step_mhz,
+                                                const int *max_mhz, int *path, int *path_len,
+                                                bool *changed, erg_error *err);
+
+/* EnvPipe's printed plan: one line per stage, "Stage s | " then each unit as
+ * "[F0 1980 0.0]" (on the path) or " F1 1260 0.0 " (wait in ms, 1 decimal).
+ * wait_s and path may be NULL. *out is released with erg_free. */
+ERG_API erg_status erg_envpipe_format_grid(const erg_plan *plan, const double *wait_s,
+                                           const int *path, int path_len, char **out,
+                                           erg_error *err);
+
+/* ---- Zeus and uniform baselines (emulated with profiled values) ---- */
+
+typedef struct erg_baseline_opts {
+    double blocking_power_w; /* Required, >= 0. */
+    double eta;              /* Zeus's knob in eta*E + (1-eta)*P_max*T (default 0.5). */
+    double max_power_w;      /* P_max; 0 = the GPU's, else the highest average power of
+                                any profiled instruction. */
+    const erg_gpu_spec *gpu; /* Optional (P_max). */
+    erg_schedule schedule;   /* Default 1F1B. */
+    double power_limit_step_w; /* zeus-global: > 0 = choose one power limit instead of one
+                                  clock, trying limits step, 2 step, ... up to P_max; under a
+                                  limit each instruction runs at its highest clock whose
+                                  average power (energy / time) fits. */
+} erg_baseline_opts;
+
+ERG_API void erg_baseline_opts_init(erg_baseline_opts *opts);
+
+/* zeus-global: one clock for every GPU (the clocks every stage has), or one
+ * power limit (power_limit_step_w > 0), the one with the lowest Zeus cost. */
+ERG_API erg_status erg_plan_zeus_global(const erg_profile *profile, int num_stages,
+                                        int num_microbatches, const erg_baseline_opts *opts,
+                                        erg_plan **out, erg_error *err);
+/* zeus-stage: one clock per stage. For each clock of the heaviest stage, every
+ * other stage takes its lowest clock that keeps pace with it (forward +
+ * backward no longer than the heaviest stage's); the lowest Zeus cost wins. */
+ERG_API erg_status erg_plan_zeus_stage(const erg_profile *profile, int num_stages,
+                                       int num_microbatches, const erg_baseline_opts *opts,
+                                       erg_plan **out, erg_error *err);
+/* uniform: every stage at its energy-minimal clock (the bottom of the stage's
+ * energy valley with the whole pipeline at that clock level). */
+ERG_API erg_status erg_plan_uniform(const erg_profile *profile, int num_stages,
+                                    int num_microbatches, const erg_baseline_opts *opts,
+                                    erg_plan **out, erg_error *err);
+/* all-max: every instruction at its stage's highest profiled clock. */
+ERG_API erg_status erg_plan_all_max(const erg_profile *profile, int num_stages,
+                                    int num_microbatches, const erg_schedule *sched,
+                                    double blocking_power_w, erg_plan **out, erg_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,918 @@
+/* envpipe.c: the EnvPipe planner (envpipe-spec) and Perseus's emulation of it (lowtime-spec §7). */
+#include "ergon/envpipe.h"
+#include "planner/ctab.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define ERG_ENVPIPE_DEFAULT_MAX_ITERS 10000
+
+/* ---- names and options ---- */
+
+erg_status erg_envpipe_type_parse(const char *s, erg_envpipe_type *out, erg_error *err)
+{
+    if (s && !strcasecmp(s, "baseline"))
+        *out = ERG_ENVPIPE_BASELINE;
+    else if (s && !strcasecmp(s, "uniform"))
+        *out = ERG_ENVPIPE_UNIFORM;
+    else if (s && !strcasecmp(s, "envelope"))
+        *out = ERG_ENVPIPE_ENVELOPE;
+    else
+        return erg_error_set(err, ERG_EINVAL,
+                             "unknown EnvPipe type '%s' (use baseline, uniform or envelope)",
+                             s ? s : "");
+    return ERG_OK;
+}
+
+erg_status erg_envpipe_reconfig_parse(const char *s, erg_envpipe_reconfig *out, erg_error *err)
+{
+    if (s && !strcasecmp(s, "default"))
+        *out = ERG_RECONFIG_DEFAULT;
+    else if (s && !strcasecmp(s, "greedy"))
+        *out = ERG_RECONFIG_GREEDY;
+    else if (s && !strcasecmp(s, "balanced"))
+        *out = ERG_RECONFIG_BALANCED;
+    else
+        return erg_error_set(err, ERG_EINVAL,
+                             "unknown reconfiguration '%s' (use default, greedy or balanced)",
+                             s ? s : "");
+    return ERG_OK;
+}
+
+erg_status erg_envpipe_variant_parse(const char *s, erg_envpipe_variant *out, erg_error *err)
+{
+    if (s && (!strcasecmp(s, "envpipe") || !strcasecmp(s, "real")))
+        *out = ERG_ENVPIPE_REAL;
+    else if (s && !strcasecmp(s, "perseus-emulation"))
+        *out = ERG_ENVPIPE_PERSEUS_EMULATION;
+    else
+        return erg_error_set(err, ERG_EINVAL,
+                             "unknown EnvPipe variant '%s' (use envpipe or perseus-emulation)",
+                             s ? s : "");
+    return ERG_OK;
+}
+
+const char *erg_envpipe_type_name(erg_envpipe_type t)
+{
+    return t == ERG_ENVPIPE_BASELINE ? "baseline" : t == ERG_ENVPIPE_UNIFORM ? "uniform"
+                                                                             : "envelope";
+}
+
+const char *erg_envpipe_reconfig_name(erg_envpipe_reconfig r)
+{
+    return r == ERG_RECONFIG_DEFAULT ? "default" : r == ERG_RECONFIG_GREEDY ? "greedy"
+                                                                            : "balanced";
+}
+
+void erg_envpipe_opts_init(erg_envpipe_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->variant = ERG_ENVPIPE_REAL;
+    o->type = ERG_ENVPIPE_ENVELOPE;
+    o->schedule = ERG_SCHED_ENVPIPE;
+    o->reconfig = ERG_RECONFIG_BALANCED;
+    o->finish_limit = 10;
+    o->max_iterations = ERG_ENVPIPE_DEFAULT_MAX_ITERS;
+    o->unit_s = 0.001;
+}
+
+/* ---- the grid: each stage's units in execution order ---- */
+
+typedef struct layout {
+    int S, M;
+    erg_instr *order; /* [S*2M] */
+} layout;
+
+static erg_status layout_init(layout *L, const erg_plan *plan, erg_error *err)
+{
+    L->S = erg_plan_num_stages(plan);
+    L->M = erg_plan_num_microbatches(plan);
+    L->order = erg__calloc((size_t)L->S * 2 * L->M, sizeof(erg_instr));
+    if (!L->order)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    erg_schedule sc = erg_plan_schedule(plan);
+    for (int s = 0; s < L->S; s++) {
+        erg_status st =
+            erg_schedule_stage_order(&sc, L->S, L->M, s, L->order + (size_t)s * 2 * L->M, err);
+        if (st) {
+            erg__free(L->order);
+            L->order = NULL;
+            return st;
+        }
+    }
+    return ERG_OK;
+}
+
+/* Id (stage*2M + position) of (s, kind, j). */
+static int layout_id(const layout *L, int s, erg_instr_kind kind, int j)
+{
+    const erg_instr *o = L->order + (size_t)s * 2 * L->M;
+    for (int k = 0; k < 2 * L->M; k++)
+        if (o[k].kind == kind && o[k].microbatch == j)
+            return s * 2 * L->M + k;
+    return -1;
+}
+
+static bool in_envelope(int S, int M, int s, erg_instr in)
+{
+    return s == S - 1 || (in.kind == ERG_FORWARD && in.microbatch == 0) ||
+           (in.kind == ERG_BACKWARD && in.microbatch == M - 1);
+}
+
+erg_status erg_envpipe_format_grid(const erg_plan *plan, const double *wait_s, const int *path,
+                                   int path_len, char **out, erg_error *err)
+{
+    *out = NULL;
+    layout L;
+    erg_status st = layout_init(&L, plan, err);
+    if (st)
+        return st;
+    int n = 2 * L.S * L.M;
+    bool *crit = erg__calloc((size_t)n, sizeof(bool));
+    if (!crit) {
+        erg__free(L.order);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    for (int i = 0; path && i < path_len; i++)
+        if (path[i] >= 0 && path[i] < n)
+            crit[path[i]] = true;
+    erg__buf b = {0};
+    for (int s = 0; s < L.S && !st; s++) {
+        const int *f = erg_plan_stage_freqs_const(plan, s);
+        st = erg__buf_printf(&b, "Stage %d |", s);
+        for (int k = 0; k < 2 * L.M && !st; k++) {
+            int id = s * 2 * L.M + k;
+            erg_instr in = L.order[id];
+            double w = wait_s ? wait_s[id] * 1e3 : 0.0;
+            st = erg__buf_printf(&b, crit[id] ? " [%c%d %d %.1f]" : "  %c%d %d %.1f ",
+                                 in.kind == ERG_FORWARD ? 'F' : 'B', in.microbatch, f[k], w);
+        }
+        if (!st)
+            st = erg__buf_append(&b, "\n", 1);
+    }
+    erg__free(crit);
+    erg__free(L.order);
+    if (st) {
+        erg__buf_free(&b);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    *out = b.data;
+    return ERG_OK;
+}
+
+/* ---- critical path and the reconfiguration policies ---- */
+
+/* EnvPipe's measured critical path (envpipe-spec §7.4): walk back from the
+ * last unit of stage 0. A unit that waited less than the threshold in its
+ * receive was not held up by another stage, so the path continues at the
+ * previous unit of the same stage; otherwise it moves to the producer of the
+ * input it waited for (F_j on stage s-1, B_j on stage s+1). Units without a
+ * receive (stage-0 forwards, last-stage backwards) always step along their
+ * row, so the walk ends at stage 0's F0. The list is ordered end -> start.
+ * With threshold 0+ and emulated waits (start minus the previous unit's end)
+ * this is a CPM critical path. Each step moves to a DAG predecessor, so the
+ * walk is at most 2SM long. */
+static int walk_path(const layout *L, const double *wait_s, double thr, int *path)
+{
+    int S = L->S, M = L->M, n = 2 * S * M, len = 0;
+    int id = 2 * M - 1; /* stage 0's last unit */
+    while (len < n) {
+        path[len++] = id;
+        int s = id / (2 * M), pos = id % (2 * M);
+        if (s == 0 && pos == 0)
+            break;
+        erg_instr in = L->order[id];
+        bool has_recv = (in.kind == ERG_FORWARD && s > 0) || (in.kind == ERG_BACKWARD && s < S - 1);
+        if (pos > 0 && (!has_recv || wait_s[id] < thr))
+            id--;
+        else if (has_recv)
+            id = layout_id(L, in.kind == ERG_FORWARD ? s - 1 : s + 1, in.kind, in.microbatch);
+        else
+            break; /* cannot happen: only stage 0's F0 has neither */
+        if (id < 0)
+            break;
+    }
+    return len;
+}
+
+typedef int (*snap_fn)(void *ctx, int s, erg_instr_kind kind, int cur, int target, int max);
+
+static int snap_plain(void *ctx, int s, erg_instr_kind kind, int cur, int target, int max)
+{
+    (void)ctx;
+    (void)s;
+    (void)kind;
+    (void)cur;
+    return target > max ? max : target;
+}
+
+/* The greedy and balanced policies (envpipe-spec §7.5) on a path; returns
+ * whether a clock changed. A path entirely in the outer envelope, or with
+ * nothing below max, changes nothing. */
+static bool apply_policy(erg_plan *plan, const layout *L, const int *path, int len,
+                         erg_envpipe_reconfig policy, int step, const int *max_mhz, snap_fn snap,
+                         void *ctx)
+{
+    int S = L->S, M = L->M;
+    bool all_env = true;
+    for (int i = 0; i < len && all_env; i++)
+        all_env = in_envelope(S, M, path[i] / (2 * M), L->order[path[i]]);
+    if (all_env || policy == ERG_RECONFIG_DEFAULT)
+        return false;
+    bool changed = false;
+    if (policy == ERG_RECONFIG_GREEDY) {
+        for (int i = 0; i < len; i++) {
+            int s = path[i] / (2 * M), k = path[i] % (2 * M);
+            int *f = erg_plan_stage_freqs(plan, s);
+            if (f[k] < max_mhz[s]) {
+                int nf = snap(ctx, s, L->order[path[i]].kind, f[k], f[k] + step, max_mhz[s]);
+                if (nf > f[k]) {
+                    f[k] = nf;
+                    changed = true;
+                    break;
+                }
+            }
+        }
+        return changed;
+    }
+    /* balanced: the lowest clock on the path (searching from the max). */
+    int m = INT32_MAX;
+    bool below = false;
+    for (int i = 0; i < len; i++) {
+        int s = path[i] / (2 * M), k = path[i] % (2 * M);
+        int f = erg_plan_stage_freqs_const(plan, s)[k];
+        if (f < max_mhz[s]) {
+            below = true;
+            if (f < m)
+                m = f;
+        }
+    }
+    if (!below)
+        return false;
+    for (int i = 0; i < len; i++) {
+        int s = path[i] / (2 * M), k = path[i] % (2 * M);
+        int *f = erg_plan_stage_freqs(plan, s);
+        if (f[k] == m && f[k] < max_mhz[s]) {
+            int nf = snap(ctx, s, L->order[path[i]].kind, f[k], f[k] + step, max_mhz[s]);
+            if (nf > f[k]) {
+                f[k] = nf;
+                changed = true;
+            }
+        }
+    }
+    return changed;
+}
+
+erg_status erg_envpipe_reconfigure_step(erg_plan *plan, const double *wait_s, double thr,
+                                        double scale, erg_envpipe_reconfig policy, int step,
+                                        const int *max_mhz, int *path, int *path_len,
+                                        bool *changed, erg_error *err)
+{
+    *changed = false;
+    *path_len = 0;
+    if (!plan || !wait_s || !max_mhz || !path)
+        return erg_error_set(err, ERG_EINVAL, "erg_envpipe_reconfigure_step: NULL argument");
+    if (step <= 0)
+        return erg_error_set(err, ERG_EINVAL, "the clock step must be positive (got %d MHz)",
+                             step);
+    layout L;
+    erg_status st = layout_init(&L, plan, err);
+    if (st)
+        return st;
+    int S = L.S, M = L.M;
+    for (int i = 0; i < 2 * S * M; i++)
+        if (!(wait_s[i] >= 0) || !isfinite(wait_s[i])) {
+            erg__free(L.order);
+            return erg_error_set(err, ERG_EINVAL, "wait of instruction %d is invalid (%g s)", i,
+                                 wait_s[i]);
+        }
+    if (!(thr > 0)) {
+        /* threshold = the smallest non-zero last-stage wait x scale (§7.3) */
+        double mn = INFINITY;
+        for (int k = 0; k < 2 * M; k++) {
+            double w = wait_s[(S - 1) * 2 * M + k];
+            if (w > 0 && w < mn)
+                mn = w;
+        }
+        if (!(scale > 0) || !isfinite(mn)) {
+            erg__free(L.order);
+            return erg_error_set(err, ERG_EINVAL,
+                                 "cannot derive a wait threshold: the last stage has no non-zero "
+                                 "wait or the scale %g is not positive",
+                                 scale);
+        }
+        thr = mn * scale;
+    }
+    *path_len = walk_path(&L, wait_s, thr, path);
+    *changed = apply_policy(plan, &L, path, *path_len, policy, step, max_mhz, snap_plain, NULL);
+    erg__free(L.order);
+    return ERG_OK;
+}
+
+/* ---- shared helpers ---- */
+
+static erg_status check_common(const erg_profile *profile, int S, int M, double power_w,
+                               erg_error *err)
+{
+    if (!profile)
+        return erg_error_set(err, ERG_EINVAL, "NULL profile");
+    if (S < 1 || M < 1)
+        return erg_error_set(err, ERG_EINVAL, "a pipeline needs S >= 1 and M >= 1 (got S=%d, M=%d)",
+                             S, M);
+    if (S > ERG_SCHED_MAX_STAGES)
+        return erg_error_set(err, ERG_EINVAL, "at most %d stages are supported (got %d)",
+                             ERG_SCHED_MAX_STAGES, S);
+    if (!(power_w >= 0) || !isfinite(power_w))
+        return erg_error_set(err, ERG_EINVAL, "invalid blocking power %g W", power_w);
+    return ERG_OK;
+}
+
+/* Emulated receive waits: start minus the previous unit's end on the same
+ * stage (minus 0 for the first unit); 0 for units without a receive. */
+static void emulated_waits(const erg_dag *dag, const double *es, const double *dur, double *wait)
+{
+    int S = erg_dag_num_stages(dag), M = erg_dag_num_microbatches(dag);
+    for (int s = 0; s < S; s++)
+        for (int k = 0; k < 2 * M; k++) {
+            int id = s * 2 * M + k;
+            erg_instr in = erg_dag_instr(dag, id, NULL);
+            bool has_recv =
+                (in.kind == ERG_FORWARD && s > 0) || (in.kind == ERG_BACKWARD && s < S - 1);
+            double prev_end = k ? es[id - 1] + dur[id - 1] : 0.0;
+            double w = es[id] - prev_end;
+            wait[id] = has_recv && w > 0 ? w : 0.0;
+        }
+}
+
+typedef struct snap_ctx {
+    const erg__ctab *c;
+} snap_ctx;
+
+/* The profile clock of (s, kind) nearest to target among those in
+ * (cur, max] (ties go up); cur when there is none. */
+static int snap_profile(void *vctx, int s, erg_instr_kind kind, int cur, int target, int max)
+{
+    const snap_ctx *x = vctx;
+    const erg__ckind *k = &x->c->k[s * 2 + (int)kind];
+    if (target > max)
+        target = max;
+    int best = cur;
+    long bd = -1;
+    for (int i = 0; i < k->n; i++) {
+        int f = k->freq[i];
+        if (f <= cur || f > max)
+            continue;
+        long d = labs((long)f - target);
+        if (bd < 0 || d < bd || (d == bd && f > best)) {
+            best = f;
+            bd = d;
+        }
+    }
+    return best;
+}
+
+static erg_status finish_plan(const erg__ctab *c, const erg_dag *dag, erg_plan *plan,
+                              double power_w, const char *method, erg_error *err)
+{
+    erg__eval ev;
+    erg_status st = erg__ctab_eval(c, dag, plan, power_w, NULL, NULL, NULL, &ev, err);
+    if (!st) {
+        erg_plan_set_estimate(plan, ev.time_s, ev.energy_j);
+        st = erg_plan_set_method(plan, method, err);
+    }
+    return st;
+}
+
+/* ---- Perseus's emulation of EnvPipe (lowtime-spec §7) ----
+ *
+ * Every instruction starts at the slowest Pareto-optimal clock of its
+ * (stage, kind) on quantised times; the outer envelope (last stage, F0 and
+ * B_{M-1} of every stage) is pinned at the profile's max clock. Each pass
+ * runs CPM on quantised durations, takes ONE critical path (from F(0,0), at
+ * every step the critical successor discovered first by a BFS from the
+ * source that visits same-stage successors before cross-stage ones), and
+ * raises every path instruction at the path's lowest clock by 15 MHz. It
+ * stops when the path lies in the envelope, or (unlike the reference, which
+ * spins to 10,000 passes) as soon as a pass changes nothing: the final plan is
+ * the same. A +15 MHz clock missing from the profile is an error (the
+ * reference crashes with a KeyError). */
+
+typedef struct cand {
+    long q;
+    double t, e;
+    int f;
+} cand;
+
+static int cmp_cand_t_desc(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    return (x->t < y->t) - (x->t > y->t);
+}
+
+/* The slowest Pareto candidate's clock of (s, kind) (lowtime-spec §1.4 with
+ * the hard filter): strict-dominance filter on raw (t, e), per quantised time
+ * the option with the largest energy (ties: larger t first), then max q. */
+static erg_status slowest_pareto(const erg_profile *p, int s, erg_instr_kind kind, double unit,
+                                 int *freq, erg_error *err)
+{
+    size_t n = erg_profile_num_points(p, s, kind);
+    const erg_profile_point *pt = erg_profile_points(p, s, kind);
+    cand *v = erg__calloc(n ? n : 1, sizeof *v);
+    if (!v)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool dom = false;
+        for (size_t j = 0; j < n && !dom; j++)
+            dom = pt[j].time_s < pt[i].time_s && pt[j].energy_j < pt[i].energy_j;
+        if (!dom)
+            v[m++] = (cand){(long)erg__floordiv_py(pt[i].time_s, unit), pt[i].time_s,
+                            pt[i].energy_j, pt[i].freq_mhz};
+    }
+    /* order by t descending, then a stable sort by e descending (insertion) */
+    for (size_t i = 1; i < m; i++) { /* stable: t descending */
+        cand x = v[i];
+        size_t j = i;
+        while (j > 0 && cmp_cand_t_desc(&v[j - 1], &x) > 0) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
+    for (size_t i = 1; i < m; i++) {
+        cand x = v[i];
+        size_t j = i;
+        while (j > 0 && v[j - 1].e < x.e) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
+    /* first seen per q wins; keep the one with the largest q */
+    long bestq = -1;
+    int bestf = 0;
+    for (size_t i = 0; i < m; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = v[j].q == v[i].q;
+        if (!seen && v[i].q > bestq) {
+            bestq = v[i].q;
+            bestf = v[i].f;
+        }
+    }
+    erg__free(v);
+    if (bestq < 0)
+        return erg_error_set(err, ERG_EINVAL, "stage %d has no %s points", s,
+                             erg_instr_kind_name(kind));
+    *freq = bestf;
+    return ERG_OK;
+}
+
+static erg_status plan_perseus_emulation(const erg_profile *profile, int S, int M,
+                                         const erg_envpipe_opts *o, erg_plan **out,
+                                         erg_envpipe_info *info, erg_error *err)
+{
+    if (!(o->unit_s > 0) || !isfinite(o->unit_s))
+        return erg_error_set(err, ERG_EINVAL, "the time unit must be positive (got %g s)",
+                             o->unit_s);
+    int step = o->reconfig_step_mhz > 0 ? o->reconfig_step_mhz : 15;
+    erg__ctab *c = NULL;
+    erg_dag *dag = NULL;
+    erg_plan *plan = NULL;
+    int n = 2 * S * M;
+    double *qd = NULL, *es = NULL, *lf = NULL;
+    int *disc = NULL, *queue = NULL, *path = NULL;
+    erg_schedule sched = {.kind = o->schedule};
+    sched.max_inflight = o->max_inflight;
+    erg_status st = erg__ctab_new(profile, S, &c, err);
+    if (!st)
+        st = erg_dag_new(&sched, S, M, &dag, err);
+    if (!st)
+        st = erg_plan_new(&sched, S, M, &plan, err);
+    if (st)
+        goto done;
+    qd = erg__calloc((size_t)n * 3, sizeof(double));
+    disc = erg__calloc((size_t)n * 3, sizeof(int));
+    if (!qd || !disc) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto done;
+    }
+    es = qd + n;
+    lf = es + n;
+    queue = disc + n;
+    path = queue + n;
+    /* the max clock of the profile (over the stages used) */
+    int fmax = 0;
+    for (int s = 0; s < S; s++)
+        for (int k = 0; k < 2; k++) {
+            const erg__ckind *ck = &c->k[s * 2 + k];
+            if (ck->freq[ck->n - 1] > fmax)
+                fmax = ck->freq[ck->n - 1];
+        }
+    int start[ERG_SCHED_MAX_STAGES][2];
+    for (int s = 0; s < S && !st; s++)
+        for (int k = 0; k < 2 && !st; k++) {
+            st = slowest_pareto(profile, s, (erg_instr_kind)k, o->unit_s, &start[s][k], err);
+            if (!st && erg__ctab_find(c, s, (erg_instr_kind)k, fmax) < 0)
+                st = erg_error_set(err, ERG_ENOTFOUND,
+                                   "stage %d has no %s point at the max clock %d MHz, where the "
+                                   "outer envelope runs",
+                                   s, erg_instr_kind_name((erg_instr_kind)k), fmax);
+        }
+    if (st)
+        goto done;
+    for (int id = 0; id < n; id++) {
+        int s;
+        erg_instr in = erg_dag_instr(dag, id, &s);
+        erg_plan_stage_freqs(plan, s)[id % (2 * M)] =
+            in_envelope(S, M, s, in) ? fmax : start[s][in.kind];
+    }
+    /* BFS discovery order from the source (F(0,0) is its only successor). */
+    for (int i = 0; i < n; i++)
+        disc[i] = -1;
+    int head = 0, tail = 0, next = 0;
+    disc[0] = next++;
+    queue[tail++] = 0;
+    while (head < tail) {
+        int u = queue[head++];
+        const int *sc;
+        int ns = erg_dag_successors(dag, u, &sc);
+        for (int j = 0; j < ns; j++)
+            if (disc[sc[j]] < 0) {
+                disc[sc[j]] = next++;
+                queue[tail++] = sc[j];
+            }
+    }
+    int maxit = o->max_iterations > 0 ? o->max_iterations : ERG_ENVPIPE_DEFAULT_MAX_ITERS;
+    int it = 0;
+    bool stuck = false;
+    for (; it < maxit; it++) {
+        for (int id = 0; id < n; id++) {
+            int s;
+            erg_instr in = erg_dag_instr(dag, id, &s);
+            int f = erg_plan_stage_freqs_const(plan, s)[id % (2 * M)];
+            int i = erg__ctab_find(c, s, in.kind, f);
+            qd[id] = erg__floordiv_py(c->k[s * 2 + in.kind].t[i], o->unit_s);
+        }
+        double T;
+        st = erg_dag_cpm(dag, qd, es, lf, &T, err);
+        if (st)
+            goto done;
+        int len = 0, u = 0;
+        for (;;) {
+            path[len++] = u;
+            const int *sc;
+            int ns = erg_dag_successors(dag, u, &sc);
+            int best = -1;
+            for (int j = 0; j < ns; j++) {
+                int v = sc[j];
+                if (es[u] + qd[u] == lf[v] - qd[v] && (best < 0 || disc[v] < disc[best]))
+                    best = v;
+            }
+            if (best < 0 || len >= n)
+                break;
+            u = best;
+        }
+        int fmin = fmax;
+        bool all_env = true;
+        for (int i = 0; i < len; i++) {
+            int s;
+            erg_instr in = erg_dag_instr(dag, path[i], &s);
+            int f = erg_plan_stage_freqs_const(plan, s)[path[i] % (2 * M)];
+            if (f < fmin)
+                fmin = f;
+            if (!in_envelope(S, M, s, in))
+                all_env = false;
+        }
+        bool changed = false;
+        for (int i = 0; i < len && fmin + step <= fmax; i++) {
+            int s;
+            erg_instr in = erg_dag_instr(dag, path[i], &s);
+            int *f = erg_plan_stage_freqs(plan, s) + path[i] % (2 * M);
+            if (*f != fmin)
+                continue;
+            if (erg__ctab_find(c, s, in.kind, fmin + step) < 0) {
+                st = erg_error_set(err, ERG_ENOTFOUND,
+                                   "stage %d %s has no point at %d MHz (EnvPipe's emulation "
+                                   "raises clocks in %d MHz steps from %d MHz)",
+                                   s, erg_instr_kind_name(in.kind), fmin + step, step, fmin);
+                goto done;
+            }
+            *f = fmin + step;
+            changed = true;
+        }
+        if (o->on_iteration) {
+            char *grid = NULL;
+            for (int i = 0; i < n; i++)
+                qd[i] *= o->unit_s; /* reuse: durations in seconds for the waits */
+            emulated_waits(dag, es, qd, lf);
+            for (int i = 0; i < n; i++)
+                lf[i] *= o->unit_s;
+            st = erg_envpipe_format_grid(plan, lf, path, len, &grid, err);
+            if (st)
+                goto done;
+            int stop = o->on_iteration(o->user, it + 1, plan, grid);
+            erg__free(grid);
+            if (stop) {
+                st = erg_error_set(err, ERG_ECANCELED, "canceled");
+                goto done;
+            }
+        }
+        if (all_env)
+            break;
+        if (!changed) {
+            stuck = true;
+            break;
+        }
+    }
+    if (info) {
+        info->iterations = it + 1;
+        info->stuck = stuck;
+        for (int s = 0; s < S; s++) {
+            info->max_mhz[s] = fmax;
+            info->optimal_mhz[s] = 0;
+            info->extra_warmup[s] = 0;
+        }
+    }
+    st = finish_plan(c, dag, plan, o->blocking_power_w, "envpipe-perseus-emulation", err);
+done:
+    erg__free(qd);
+    erg__free(disc);
+    erg_dag_free(dag);
+    erg__ctab_free(c);
+    if (st)
+        erg_plan_free(plan);
+    else
+        *out = plan;
+    return st;
+}
+
+/* ---- EnvPipe as the artifact runs it, on the emulated pipeline ----
+ *
+ * 1. Clock list per stage (§2.3): the profile's clocks (with forward and
+ *    backward points), filtered by the GPU table's rule when a GPU is given;
+ *    [0] is "max". In envelope mode the last stage stays at max.
+ * 2. Profiling (§4): for each list index k, the whole pipeline runs at clock k
+ *    (1F1B, r = 0); the stage's per-iteration energy includes its idle time at
+ *    blocking power. The energy-valley optimum is the argmin (ties: higher).
+ * 3. r_s (§5.4) from T_B at max and T_F at the optimum, capped by the memory
+ *    cap and by M - (S - s), then EnvPipe's clamp along the pipeline.
+ * 4. Initial clocks (§2.2), then reconfiguration (§7) on the emulated
+ *    pipeline: CPM critical path, envelope test, greedy or balanced, until
+ *    finish_limit + 1 consecutive iterations change nothing (never loops:
+ *    also capped at max_iterations). */
+static erg_status plan_real(const erg_profile *profile, int S, int M, const erg_envpipe_opts *o,
+                            erg_plan **out, erg_envpipe_info *info, erg_error *err)
+{
+    if (o->schedule != ERG_SCHED_1F1B && o->schedule != ERG_SCHED_ENVPIPE)
+        return erg_error_set(err, ERG_EINVAL, "EnvPipe runs on the 1f1b or ours schedule, not %s",
+                             erg_schedule_name(o->schedule));
+    if (o->schedule == ERG_SCHED_ENVPIPE && M < S)
+        return erg_error_set(err, ERG_EINVAL,
+                             "the EnvPipe 'ours' schedule needs at least as many microbatches "
+                             "as stages (got M=%d < S=%d)",
+                             M, S);
+    if (o->max_inflight < 0)
+        return erg_error_set(err, ERG_EINVAL, "max_inflight must be >= 0 (got %d)",
+                             o->max_inflight);
+    erg__ctab *c = NULL;
+    erg_dag *dag = NULL;
+    erg_plan *plan = NULL;
+    int n = 2 * S * M;
+    double *buf = NULL;
+    int *path = NULL;
+    int *list[ERG_SCHED_MAX_STAGES] = {0};
+    int nlist[ERG_SCHED_MAX_STAGES] = {0}, opt[ERG_SCHED_MAX_STAGES], mx[ERG_SCHED_MAX_STAGES];
+    int r[ERG_SCHED_MAX_STAGES] = {0};
+    erg_status st = erg__ctab_new(profile, S, &c, err);
+    if (st)
+        return st;
+    for (int s = 0; s < S && !st; s++) {
+        list[s] = erg__calloc((size_t)c->nboth[s], sizeof(int));
+        if (!list[s]) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            break;
+        }
+        for (int i = 0; i < c->nboth[s]; i++) {
+            int f = c->both[s][i];
+            if (o->gpu && (f % o->gpu->profile_step_mhz != 0 || f < o->gpu->filter_min_mhz ||
+                           f > o->gpu->filter_max_mhz))
+                continue;
+            list[s][nlist[s]++] = f;
+        }
+        if (nlist[s] == 0)
+            st = erg_error_set(err, ERG_ENOTFOUND,
+                               "stage %d: no profiled clock passes the %s filter (multiples of "
+                               "%d MHz in [%d, %d])",
+                               s, o->gpu->name, o->gpu->profile_step_mhz, o->gpu->filter_min_mhz,
+                               o->gpu->filter_max_mhz);
+        else
+            mx[s] = opt[s] = list[s][0];
+    }
+    if (st)
+        goto done;
+    buf = erg__calloc((size_t)n * 3 + (size_t)S, sizeof(double));
+    path = erg__calloc((size_t)n, sizeof(int));
+    if (!buf || !path) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto done;
+    }
+    double *es = buf, *dur = buf + n, *wait = buf + 2 * n, *stage_j = buf + 3 * n;
+    bool pin_last = o->type == ERG_ENVPIPE_ENVELOPE;
+    if (o->type != ERG_ENVPIPE_BASELINE) {
+        /* profiling: the pipeline at each clock level, 1F1B with r = 0 */
+        erg_schedule ps = {.kind = ERG_SCHED_1F1B};
+        st = erg_dag_new(&ps, S, M, &dag, err);
+        if (!st)
+            st = erg_plan_new(&ps, S, M, &plan, err);
+        int K = 0;
+        for (int s = 0; s < S; s++)
+            K = ERG__MAX(K, nlist[s]);
+        double best[ERG_SCHED_MAX_STAGES];
+        for (int k = 0; k < K && !st; k++) {
+            for (int s = 0; s < S; s++) {
+                int f = (pin_last && s == S - 1) ? mx[s] : list[s][ERG__MIN(k, nlist[s] - 1)];
+                int *pf = erg_plan_stage_freqs(plan, s);
+                for (int i = 0; i < 2 * M; i++)
+                    pf[i] = f;
+            }
+            erg__eval ev;
+            st = erg__ctab_eval(c, dag, plan, o->blocking_power_w, NULL, NULL, stage_j, &ev, err);
+            for (int s = 0; s < S && !st; s++) {
+                if (pin_last && s == S - 1)
+                    continue;
+                if (k < nlist[s] && (k == 0 || stage_j[s] < best[s])) {
+                    best[s] = stage_j[s];
+                    opt[s] = list[s][k];
+                }
+            }
+        }
+        erg_dag_free(dag);
+        erg_plan_free(plan);
+        dag = NULL;
+        plan = NULL;
+        if (st)
+            goto done;
+    }
+    /* r_s (§5.4) */
+    if (o->schedule == ERG_SCHED_ENVPIPE && o->type != ERG_ENVPIPE_BASELINE) {
+        for (int s = 0; s + 1 < S; s++) {
+            double tb = c->k[s * 2 + 1].t[erg__ctab_find(c, s, ERG_BACKWARD, mx[s])];
+            double tf = c->k[s * 2].t[erg__ctab_find(c, s, ERG_FORWARD, opt[s])];
+            double x = tf > 0 ? floor(tb * (S - s - 1) / tf) : (double)M;
+            long rs = x > M ? M : (long)x;
+            if (o->max_inflight > 0)
+                rs = ERG__MIN(rs, (long)ERG__MAX(0, o->max_inflight - (S - s)));
+            rs = ERG__MIN(rs, (long)(M - (S - s)));
+            r[s] = rs > 0 ? (int)rs : 0;
+        }
+        for (int i = 0; i + 1 < S; i++)
+            if (r[i] < r[i + 1] && r[i] + (S - i) != M)
+                r[i + 1] = r[i];
+    }
+    erg_schedule sched = {.kind = o->schedule, .max_inflight = o->max_inflight};
+    for (int s = 0; s < S; s++)
+        sched.extra_warmup[s] = r[s];
+    st = erg_dag_new(&sched, S, M, &dag, err);
+    if (!st)
+        st = erg_plan_new(&sched, S, M, &plan, err);
+    if (st)
+        goto done;
+    for (int id = 0; id < n; id++) {
+        int s;
+        erg_instr in = erg_dag_instr(dag, id, &s);
+        int f = mx[s];
+        if (o->type == ERG_ENVPIPE_UNIFORM)
+            f = opt[s];
+        else if (o->type == ERG_ENVPIPE_ENVELOPE && !in_envelope(S, M, s, in))
+            f = opt[s];
+        erg_plan_stage_freqs(plan, s)[id % (2 * M)] = f;
+    }
+    int iters = 0;
+    bool stuck = false;
+    if (o->reconfig != ERG_RECONFIG_DEFAULT) {
+        int gran = o->gpu ? o->gpu->reconfig_step_mhz : 30;
+        int step = o->reconfig_step_mhz > 0 ? o->reconfig_step_mhz
+                   : o->reconfig == ERG_RECONFIG_GREEDY ? 3 * gran
+                                                         : gran;
+        layout L;
+        st = layout_init(&L, plan, err);
+        if (st)
+            goto done;
+        snap_ctx sx = {c};
+        int maxit = o->max_iterations > 0 ? o->max_iterations : ERG_ENVPIPE_DEFAULT_MAX_ITERS;
+        int finish = o->finish_limit >= 0 ? o->finish_limit : 10;
+        int nochange = 0;
+        double mthr = -1;
+        while (iters < maxit) {
+            erg__eval ev;
+            st = erg__ctab_eval(c, dag, plan, o->blocking_power_w, es, dur, NULL, &ev, err);
+            if (st)
+                break;
+            emulated_waits(dag, es, dur, wait);
+            /* threshold: a wait shorter than 1 ns (relative to T) is no wait */
+            double thr = 1e-9 * (ev.time_s > 1 ? ev.time_s : 1);
+            if (o->threshold_scale > 0) {
+                /* the measured-wait rule: every receive also pays the transfer */
+                for (int id = 0; id < n; id++) {
+                    int s = id / (2 * M);
+                    erg_instr in = L.order[id];
+                    if ((in.kind == ERG_FORWARD && s > 0) ||
+                        (in.kind == ERG_BACKWARD && s < S - 1))
+                        wait[id] += o->transfer_s;
+                }
+                if (mthr < 0) { /* computed once, from the first iteration (§7.3) */
+                    double mn = INFINITY;
+                    for (int k = 0; k < 2 * M; k++) {
+                        double w = wait[(S - 1) * 2 * M + k];
+                        if (w > 0 && w < mn)
+                            mn = w;
+                    }
+                    mthr = isfinite(mn) ? mn * o->threshold_scale : thr;
+                }
+                thr = mthr;
+            }
+            int len = walk_path(&L, wait, thr, path);
+            bool changed = apply_policy(plan, &L, path, len, o->reconfig, step, mx,
+                                        snap_profile, &sx);
+            iters++;
+            if (o->on_iteration) {
+                char *grid = NULL;
+                st = erg_envpipe_format_grid(plan, wait, path, len, &grid, err);
+                if (st)
+                    break;
+                int stop = o->on_iteration(o->user, iters, plan, grid);
+                erg__free(grid);
+                if (stop) {
+                    st = erg_error_set(err, ERG_ECANCELED, "canceled");
+                    break;
+                }
+            }
+            if (changed) {
+                nochange = 0;
+                continue;
+            }
+            bool all_env = true;
+            for (int i = 0; i < len && all_env; i++)
+                all_env = in_envelope(S, M, path[i] / (2 * M), L.order[path[i]]);
+            stuck = !all_env;
+            if (++nochange > finish)
+                break;
+        }
+        erg__free(L.order);
+        if (st)
+            goto done;
+    }
+    if (info) {
+        info->iterations = iters;
+        info->stuck = stuck;
+        for (int s = 0; s < S; s++) {
+            info->max_mhz[s] = mx[s];
+            info->optimal_mhz[s] = o->type == ERG_ENVPIPE_BASELINE ? 0 : opt[s];
+            info->extra_warmup[s] = r[s];
+        }
+    }
+    st = finish_plan(c, dag, plan, o->blocking_power_w, "envpipe", err);
+done:
+    for (int s = 0; s < S; s++)
+        erg__free(list[s]);
+    erg__free(buf);
+    erg__free(path);
+    erg_dag_free(dag);
+    erg__ctab_free(c);
+    if (st)
+        erg_plan_free(plan);
+    else
+        *out = plan;
+    return st;
+}
+
+erg_status erg_plan_envpipe(const erg_profile *profile, int S, int M, const erg_envpipe_opts *o,
+                            erg_plan **out, erg_envpipe_info *info, erg_error *err)
+{
+    if (!out || !o)
+        return erg_error_set(err, ERG_EINVAL, "erg_plan_envpipe: NULL argument");
+    *out = NULL;
+    erg_status st = check_common(profile, S, M, o->blocking_power_w, err);
+    if (st)
+        return st;
+    if (info)
+        memset(info, 0, sizeof *info);
+    if (o->gpu && (o->gpu->profile_step_mhz <= 0 || o->gpu->reconfig_step_mhz <= 0))
+        return erg_error_set(err, ERG_EINVAL, "GPU %s has a non-positive clock step",
+                             o->gpu->name);
+    if (!(o->threshold_scale >= 0) || !isfinite(o->threshold_scale) || !(o->transfer_s >= 0) ||
+        !isfinite(o->transfer_s))
+        return erg_error_set(err, ERG_EINVAL,
+                             "the wait threshold scale and the transfer time must be >= 0 "
+                             "(got %g, %g s)",
+                             o->threshold_scale, o->transfer_s);
+    if (o->reconfig_step_mhz < 0)
+        return erg_error_set(err, ERG_EINVAL, "the clock step must be positive (got %d MHz)",
+                             o->reconfig_step_mhz);
+    if (o->variant == ERG_ENVPIPE_PERSEUS_EMULATION)
+        return plan_perseus_emulation(profile, S, M, o, out, info, err);
+    return plan_real(profile, S, M, o, out, info, err);
+}

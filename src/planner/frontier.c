@@ -1,0 +1,635 @@
+/* frontier.c: frontier storage (clock deltas + checkpoints), its directory
+ * format, and plan choice for a deadline or a slowdown. */
+#include "core/internal.h"
+#include "planner/frontier_internal.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define ERG__CKPT_EVERY 512
+
+struct erg_frontier {
+    int S, M, n; /* n = 2SM instructions */
+    erg_schedule sched;
+    double unit_s, power_w;
+    size_t np, cap;
+    erg_frontier_point *pts;
+    /* Computed frontiers: clock changes of plan k are chg_id/chg_f in
+     * [chg_off[k], chg_off[k+1]); checkpoint c holds the full clocks of plan
+     * c * ERG__CKPT_EVERY. */
+    int *initial;
+    size_t *chg_off;
+    int *chg_id, *chg_f;
+    size_t nchg, chg_cap;
+    int *ckpt;
+    size_t nckpt, ckpt_cap;
+    /* Frontiers read from a directory: one plan file per point. */
+    char **files;
+};
+
+erg_status erg__frontier_new(int S, int M, const erg_schedule *sched, double unit_s,
+                             double power_w, erg_frontier **out, erg_error *err)
+{
+    erg_frontier *f = erg__calloc(1, sizeof(*f));
+    if (!f)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    f->S = S;
+    f->M = M;
+    f->n = 2 * S * M;
+    if (sched)
+        f->sched = *sched;
+    f->unit_s = unit_s;
+    f->power_w = power_w;
+    f->initial = erg__calloc((size_t)f->n, sizeof(int));
+    f->chg_off = erg__calloc(1, sizeof(size_t));
+    if (!f->initial || !f->chg_off) {
+        erg_frontier_free(f);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    *out = f;
+    return ERG_OK;
+}
+
+void erg_frontier_free(erg_frontier *f)
+{
+    if (!f)
+        return;
+    erg__free(f->pts);
+    erg__free(f->initial);
+    erg__free(f->chg_off);
+    erg__free(f->chg_id);
+    erg__free(f->chg_f);
+    erg__free(f->ckpt);
+    if (f->files)
+        for (size_t i = 0; i < f->np; i++)
+            erg__free(f->files[i]);
+    erg__free(f->files);
+    erg__free(f);
+}
+
+erg_status erg__frontier_set_initial(erg_frontier *f, const int *freq, erg_error *err)
+{
+    (void)err;
+    memcpy(f->initial, freq, sizeof(int) * (size_t)f->n);
+    return ERG_OK;
+}
+
+static erg_status grow_points(erg_frontier *f, erg_error *err)
+{
+    if (f->np < f->cap)
+        return ERG_OK;
+    size_t cap = f->cap ? f->cap * 2 : 1024;
+    erg_frontier_point *p = erg__reallocarray(f->pts, cap, sizeof(*p));
+    if (!p)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory storing %zu plans", f->np);
+    f->pts = p;
+    if (!f->files) {
+        size_t *o = erg__reallocarray(f->chg_off, cap + 1, sizeof(size_t));
+        if (!o)
+            return erg_error_set(err, ERG_ENOMEM, "out of memory storing %zu plans", f->np);
+        f->chg_off = o;
+    } else {
+        char **fl = erg__reallocarray(f->files, cap, sizeof(char *));
+        if (!fl)
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        f->files = fl;
+    }
+    f->cap = cap;
+    return ERG_OK;
+}
+
+erg_status erg__frontier_begin_plan(erg_frontier *f, const erg_frontier_point *pt, erg_error *err)
+{
+    erg_status st = grow_points(f, err);
+    if (st)
+        return st;
+    f->pts[f->np] = *pt;
+    f->chg_off[f->np] = f->nchg;
+    return ERG_OK;
+}
+
+erg_status erg__frontier_add_change(erg_frontier *f, int instr, int freq, erg_error *err)
+{
+    if (f->nchg == f->chg_cap) {
+        size_t cap = f->chg_cap ? f->chg_cap * 2 : 4096;
+        int *a = erg__reallocarray(f->chg_id, cap, sizeof(int));
+        if (!a)
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        f->chg_id = a;
+        int *b = erg__reallocarray(f->chg_f, cap, sizeof(int));
+        if (!b)
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        f->chg_f = b;
+        f->chg_cap = cap;
+    }
+    f->chg_id[f->nchg] = instr;
+    f->chg_f[f->nchg] = freq;
+    f->nchg++;
+    return ERG_OK;
+}
+
+erg_status erg__frontier_end_plan(erg_frontier *f, const int *freq, erg_error *err)
+{
+    if (f->np % ERG__CKPT_EVERY == 0) {
+        size_t c = f->np / ERG__CKPT_EVERY;
+        if (c >= f->ckpt_cap) {
+            size_t cap = f->ckpt_cap ? f->ckpt_cap * 2 : 8;
+            int *p = erg__reallocarray(f->ckpt, cap * (size_t)f->n, sizeof(int));
+            if (!p)
+                return erg_error_set(err, ERG_ENOMEM, "out of memory");
+            f->ckpt = p;
+            f->ckpt_cap = cap;
+        }
+        memcpy(f->ckpt + c * (size_t)f->n, freq, sizeof(int) * (size_t)f->n);
+        f->nckpt = c + 1;
+    }
+    f->np++;
+    f->chg_off[f->np] = f->nchg;
+    return ERG_OK;
+}
+
+size_t erg_frontier_size(const erg_frontier *f)
+{
+    return f ? f->np : 0;
+}
+int erg_frontier_num_stages(const erg_frontier *f)
+{
+    return f->S;
+}
+int erg_frontier_num_microbatches(const erg_frontier *f)
+{
+    return f->M;
+}
+
+erg_status erg_frontier_get(const erg_frontier *f, size_t k, erg_frontier_point *out,
+                            erg_error *err)
+{
+    if (!f || k >= f->np)
+        return erg_error_set(err, ERG_EINVAL, "plan index %zu out of range (the frontier has %zu)",
+                             k, f ? f->np : 0);
+    *out = f->pts[k];
+    return ERG_OK;
+}
+
+/* Clocks of plan k into freq (computed frontiers). */
+static void replay(const erg_frontier *f, size_t k, int *freq)
+{
+    size_t c = k / ERG__CKPT_EVERY;
+    memcpy(freq, f->ckpt + c * (size_t)f->n, sizeof(int) * (size_t)f->n);
+    for (size_t j = c * ERG__CKPT_EVERY + 1; j <= k; j++)
+        for (size_t i = f->chg_off[j]; i < f->chg_off[j + 1]; i++)
+            freq[f->chg_id[i]] = f->chg_f[i];
+}
+
+erg_status erg_frontier_plan(const erg_frontier *f, size_t k, erg_plan **out, erg_error *err)
+{
+    *out = NULL;
+    if (!f || k >= f->np)
+        return erg_error_set(err, ERG_EINVAL, "plan index %zu out of range (the frontier has %zu)",
+                             k, f ? f->np : 0);
+    erg_status st;
+    if (f->files) {
+        st = erg_plan_read(f->files[k], &f->sched, out, err);
+        if (st)
+            return st;
+    } else {
+        st = erg_plan_new(&f->sched, f->S, f->M, out, err);
+        if (st)
+            return st;
+        int *freq = erg__malloc(sizeof(int) * (size_t)f->n);
+        if (!freq) {
+            erg_plan_free(*out);
+            *out = NULL;
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        }
+        replay(f, k, freq);
+        for (int s = 0; s < f->S; s++)
+            memcpy(erg_plan_stage_freqs(*out, s), freq + (size_t)s * 2 * f->M,
+                   sizeof(int) * 2 * (size_t)f->M);
+        erg__free(freq);
+    }
+    erg_plan_set_estimate(*out, f->pts[k].time_s, f->pts[k].energy_j);
+    return erg_plan_set_method(*out, "perseus", err);
+}
+
+/* ---- directory format ---- */
+
+static erg_status write_py_fast(const erg_frontier *f, size_t k, const int *freq, erg__buf *b,
+                                const char *path, erg_error *err)
+{
+    b->len = 0;
+    erg_status st = erg__buf_append(b, "[\n", 2);
+    char num[16];
+    for (int s = 0; s < f->S && !st; s++) {
+        st = erg__buf_append(b, "[", 1);
+        for (int j = 0; j < 2 * f->M && !st; j++) {
+            int n = snprintf(num, sizeof num, j ? ", %d" : "%d", freq[s * 2 * f->M + j]);
+            st = erg__buf_append(b, num, (size_t)n);
+        }
+        if (!st)
+            st = erg__buf_append(b, "],\n", 3);
+    }
+    char c1[40], c2[40], c3[40];
+    const erg_frontier_point *p = &f->pts[k];
+    if (!st)
+        st = erg__buf_printf(b,
+                             "]\n# Iteration %zu: cost change %s \n# Iteration %zu: total cost %s "
+                             "\n# Iteration %zu: refined cost %s \n",
+                             k, erg__fmt_double_py(p->cost_change_j, c1, sizeof c1), k,
+                             erg__fmt_double_py(p->cost_j, c2, sizeof c2), k,
+                             erg__fmt_double_py(p->energy_j, c3, sizeof c3));
+    if (st)
+        return erg_error_set(err, st, "out of memory");
+    return erg__write_file_direct(path, b->data, b->len, err);
+}
+
+static erg_status write_json_fast(const erg_frontier *f, size_t k, const int *freq,
+                                  const erg_instr *order, erg__buf *b, const char *path,
+                                  erg_error *err)
+{
+    b->len = 0;
+    char t[40], e[40];
+    const erg_frontier_point *p = &f->pts[k];
+    erg_status st = erg__buf_printf(
+        b,
+        "{\"format\": \"ergon-plan\", \"version\": 1, \"method\": \"perseus\", \"index\": %zu,\n"
+        " \"schedule\": \"%s\", \"num_stages\": %d, \"num_microbatches\": %d,\n"
+        " \"time_s\": %s, \"energy_j\": %s,\n \"stages\": [",
+        k, erg_schedule_name(f->sched.kind), f->S, f->M,
+        erg__fmt_double_py(p->time_s, t, sizeof t), erg__fmt_double_py(p->energy_j, e, sizeof e));
+    char num[24];
+    for (int s = 0; s < f->S && !st; s++) {
+        st = erg__buf_printf(b, "%s\n  {\"stage\": %d, \"order\": [", s ? "," : "", s);
+        for (int j = 0; j < 2 * f->M && !st; j++) {
+            erg_instr in = order[s * 2 * f->M + j];
+            int n = snprintf(num, sizeof num, "%s\"%c%d\"", j ? ", " : "",
+                             in.kind == ERG_FORWARD ? 'F' : 'B', in.microbatch);
+            st = erg__buf_append(b, num, (size_t)n);
+        }
+        if (!st)
+            st = erg__buf_append(b, "],\n   \"freq_mhz\": [", 19);
+        for (int j = 0; j < 2 * f->M && !st; j++) {
+            int n = snprintf(num, sizeof num, j ? ", %d" : "%d", freq[s * 2 * f->M + j]);
+            st = erg__buf_append(b, num, (size_t)n);
+        }
+        if (!st)
+            st = erg__buf_append(b, "]}", 2);
+    }
+    if (!st)
+        st = erg__buf_append(b, "\n ]}\n", 5);
+    if (st)
+        return erg_error_set(err, st, "out of memory");
+    return erg__write_file_direct(path, b->data, b->len, err);
+}
+
+erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int what,
+                                  erg_progress_fn progress, void *user, erg_error *err)
+{
+    if (!f || !dir)
+        return erg_error_set(err, ERG_EINVAL, "NULL argument");
+    if (f->files && (what & (ERG_FRONTIER_PY | ERG_FRONTIER_JSON)))
+        return erg_error_set(err, ERG_ENOTSUP,
+                             "a frontier read from a directory can only be written as CSV");
+    erg_status st = erg__mkdir_p(dir, err);
+    if (st)
+        return st;
+    size_t dl = strlen(dir);
+    char *path = erg__malloc(dl + 64);
+    erg__buf b = {0};
+    int *freq = erg__malloc(sizeof(int) * (size_t)f->n);
+    erg_instr *order = erg__malloc(sizeof(erg_instr) * (size_t)f->n);
+    if (!path || !freq || !order) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int s = 0; s < f->S && !st; s++)
+        st = erg_schedule_stage_order(&f->sched, f->S, f->M, s, order + (size_t)s * 2 * f->M, err);
+    if (st)
+        goto done;
+    if (what & ERG_FRONTIER_CSV) {
+        st = erg__buf_append(&b, "time,energy\n", 12);
+        char t[40], e[40];
+        for (size_t k = 0; k < f->np && !st; k++)
+            st = erg__buf_printf(&b, "%s,%s\n", erg__fmt_double_py(f->pts[k].time_s, t, sizeof t),
+                                 erg__fmt_double_py(f->pts[k].energy_j, e, sizeof e));
+        if (st) {
+            st = erg_error_set(err, st, "out of memory");
+            goto done;
+        }
+        snprintf(path, dl + 64, "%s/frontier.csv", dir);
+        st = erg__write_file(path, b.data, b.len, err);
+    }
+    if (!f->files && (what & (ERG_FRONTIER_PY | ERG_FRONTIER_JSON))) {
+        if (f->np)
+            memcpy(freq, f->ckpt, sizeof(int) * (size_t)f->n);
+        for (size_t k = 0; k < f->np && !st; k++) {
+            if (k > 0)
+                for (size_t i = f->chg_off[k]; i < f->chg_off[k + 1]; i++)
+                    freq[f->chg_id[i]] = f->chg_f[i];
+            if (what & ERG_FRONTIER_PY) {
+                snprintf(path, dl + 64, "%s/freqs_pipeline_%05zu.py", dir, k);
+                st = write_py_fast(f, k, freq, &b, path, err);
+            }
+            if (!st && (what & ERG_FRONTIER_JSON)) {
+                snprintf(path, dl + 64, "%s/plan_%05zu.json", dir, k);
+                st = write_json_fast(f, k, freq, order, &b, path, err);
+            }
+            if (!st && progress && (k % 64 == 0 || k + 1 == f->np) &&
+                progress(user, k + 1, f->np))
+                st = erg_error_set(err, ERG_ECANCELED, "canceled while writing plans");
+        }
+    }
+done:
+    erg__buf_free(&b);
+    erg__free(path);
+    erg__free(freq);
+    erg__free(order);
+    return st;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* List dir entries starting with prefix and ending with suffix, sorted. */
+static erg_status list_files(const char *dir, const char *prefix, const char *suffix,
+                             char ***out, size_t *count, erg_error *err)
+{
+    *out = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return erg_error_set(err, ERG_ENOTFOUND, "%s: cannot open the directory", dir);
+    struct dirent *e;
+    char **v = NULL;
+    size_t n = 0, cap = 0;
+    erg_status st = ERG_OK;
+    size_t pl = strlen(prefix), sl = strlen(suffix);
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < pl + sl || strncmp(e->d_name, prefix, pl) || strcmp(e->d_name + l - sl, suffix))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            char **nv = erg__reallocarray(v, cap, sizeof(char *));
+            if (!nv) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                break;
+            }
+            v = nv;
+        }
+        size_t len = strlen(dir) + l + 2;
+        v[n] = erg__malloc(len);
+        if (!v[n]) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            break;
+        }
+        snprintf(v[n], len, "%s/%s", dir, e->d_name);
+        n++;
+    }
+    closedir(d);
+    if (st) {
+        for (size_t i = 0; i < n; i++)
+            erg__free(v[i]);
+        erg__free(v);
+        return st;
+    }
+    if (n)
+        qsort(v, n, sizeof(char *), cmp_str);
+    *out = v;
+    *count = n;
+    return ERG_OK;
+}
+
+erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *hint, erg_frontier **out,
+                                 erg_error *err)
+{
+    *out = NULL;
+    size_t dl = strlen(dir);
+    char *path = erg__malloc(dl + 32);
+    if (!path)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    snprintf(path, dl + 32, "%s/frontier.csv", dir);
+    char *text = NULL;
+    size_t len;
+    erg_status st = erg__read_file(path, 1u << 30, &text, &len, err);
+    if (st) {
+        erg__free(path);
+        return st;
+    }
+    erg_frontier *f = NULL;
+    char **files = NULL;
+    size_t nfiles = 0;
+    erg__csv c;
+    erg__csv_init(&c, text, len);
+    st = list_files(dir, "freqs_pipeline_", ".py", &files, &nfiles, err);
+    if (!st && nfiles == 0) {
+        erg__free(files);
+        st = list_files(dir, "plan_", ".json", &files, &nfiles, err);
+    }
+    if (st)
+        goto done;
+    st = erg__frontier_new(0, 0, hint, 0, 0, &f, err);
+    if (st)
+        goto done;
+    f->files = erg__calloc(1, sizeof(char *));
+    if (!f->files) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto done;
+    }
+    int r = erg__csv_next(&c);
+    if (r <= 0 || c.nfields < 2 || strcmp(c.fields[0], "time") || strcmp(c.fields[1], "energy")) {
+        st = erg_error_set(err, ERG_EPARSE, "%s:1: expected the header 'time,energy'", path);
+        goto done;
+    }
+    while ((r = erg__csv_next(&c)) > 0) {
+        double t, e;
+        if (c.nfields != 2 || !erg__parse_double(c.fields[0], &t) ||
+            !erg__parse_double(c.fields[1], &e) || t <= 0) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: expected 'time,energy' with a positive time", path,
+                               c.line);
+            goto done;
+        }
+        if (f->np >= nfiles) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: more rows than plan files (%zu) in the directory", path,
+                               c.line, nfiles);
+            goto done;
+        }
+        st = grow_points(f, err);
+        if (st)
+            goto done;
+        erg_frontier_point p = {t, e, NAN, NAN, -1};
+        f->pts[f->np] = p;
+        f->files[f->np] = files[f->np];
+        files[f->np] = NULL;
+        f->np++;
+    }
+    if (r < 0)
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+    else if (f->np == 0)
+        st = erg_error_set(err, ERG_EPARSE, "%s: no plans", path);
+    else if (f->np != nfiles)
+        st = erg_error_set(err, ERG_EPARSE, "%s: %zu rows but %zu plan files", path, f->np,
+                           nfiles);
+    if (!st) {
+        erg_plan *p0;
+        st = erg_plan_read(f->files[0], hint, &p0, err);
+        if (!st) {
+            f->S = erg_plan_num_stages(p0);
+            f->M = erg_plan_num_microbatches(p0);
+            f->n = 2 * f->S * f->M;
+            f->sched = erg_plan_schedule(p0);
+            erg_plan_free(p0);
+        }
+    }
+done:
+    erg__csv_free(&c);
+    erg__free(text);
+    erg__free(path);
+    if (files) {
+        for (size_t i = 0; i < nfiles; i++)
+            erg__free(files[i]);
+        erg__free(files);
+    }
+    if (st) {
+        erg_frontier_free(f);
+        return st;
+    }
+    *out = f;
+    return ERG_OK;
+}
+
+const char *erg_frontier_plan_path(const erg_frontier *f, size_t k)
+{
+    return f && f->files && k < f->np ? f->files[k] : NULL;
+}
+
+static erg_status copy_file(const char *from, const char *to, erg_error *err)
+{
+    char *text;
+    size_t len;
+    erg_status st = erg__read_file(from, 1u << 30, &text, &len, err);
+    if (st)
+        return st;
+    st = erg__write_file(to, text, len, err);
+    erg__free(text);
+    return st;
+}
+
+erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every, size_t *kept,
+                                   size_t *total, erg_error *err)
+{
+    if (every < 1)
+        return erg_error_set(err, ERG_EINVAL, "the sampling distance must be at least 1");
+    struct stat sb;
+    if (stat(out, &sb) == 0)
+        return erg_error_set(err, ERG_EEXIST, "%s already exists; choose a new directory", out);
+    erg_frontier *f;
+    erg_status st = erg_frontier_read_dir(in, NULL, &f, err);
+    if (st)
+        return st;
+    st = erg__mkdir_p(out, err);
+    erg__buf csv = {0};
+    size_t n = 0;
+    char *path = erg__malloc(strlen(out) + 300);
+    if (!path)
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if (!st)
+        st = erg__buf_append(&csv, "time,energy\n", 12);
+    for (size_t k = 0; k < f->np && !st; k++) {
+        if (k % every != 0 && k + 1 != f->np)
+            continue;
+        const char *src = f->files[k];
+        const char *base = strrchr(src, '/');
+        base = base ? base + 1 : src;
+        snprintf(path, strlen(out) + 300, "%s/%s", out, base);
+        st = copy_file(src, path, err);
+        /* the JSON twin of a .py plan, when there is one */
+        size_t bl = strlen(src);
+        if (!st && bl > 3 && !strcmp(src + bl - 3, ".py")) {
+            char *twin = erg__malloc(bl + 16);
+            if (twin) {
+                snprintf(twin, bl + 16, "%s", src);
+                char *slash = strrchr(twin, '/');
+                char *name = slash ? slash + 1 : twin;
+                unsigned long idx;
+                if (sscanf(name, "freqs_pipeline_%lu.py", &idx) == 1) {
+                    snprintf(name, bl + 16 - (size_t)(name - twin), "plan_%05lu.json", idx);
+                    if (stat(twin, &sb) == 0) {
+                        snprintf(path, strlen(out) + 300, "%s/plan_%05lu.json", out, idx);
+                        st = copy_file(twin, path, err);
+                    }
+                }
+                erg__free(twin);
+            }
+        }
+        char t[40], e[40];
+        if (!st)
+            st = erg__buf_printf(&csv, "%s,%s\n", erg__fmt_double_py(f->pts[k].time_s, t, sizeof t),
+                                 erg__fmt_double_py(f->pts[k].energy_j, e, sizeof e));
+        n++;
+    }
+    if (!st) {
+        snprintf(path, strlen(out) + 300, "%s/frontier.csv", out);
+        st = erg__write_file(path, csv.data, csv.len, err);
+    }
+    if (kept)
+        *kept = n;
+    if (total)
+        *total = f->np;
+    erg__buf_free(&csv);
+    erg__free(path);
+    erg_frontier_free(f);
+    return st;
+}
+
+/* ---- plan choice ---- */
+
+erg_status erg_frontier_choose_deadline(const erg_frontier *f, double deadline_s, size_t *index,
+                                        erg_error *err)
+{
+    if (!f || f->np == 0)
+        return erg_error_set(err, ERG_EINVAL, "the frontier is empty");
+    if (!(deadline_s > 0) || !isfinite(deadline_s))
+        return erg_error_set(err, ERG_EINVAL, "the deadline must be a positive time, got %g s",
+                             deadline_s);
+    size_t best = SIZE_MAX;
+    double tmin = INFINITY;
+    /* A tiny relative slack so that a deadline equal to a printed time fits. */
+    double limit = deadline_s * (1 + 1e-12);
+    for (size_t k = 0; k < f->np; k++) {
+        if (f->pts[k].time_s < tmin)
+            tmin = f->pts[k].time_s;
+        if (f->pts[k].time_s <= limit &&
+            (best == SIZE_MAX || f->pts[k].energy_j < f->pts[best].energy_j))
+            best = k;
+    }
+    if (best == SIZE_MAX)
+        return erg_error_set(err, ERG_ENOTFOUND,
+                             "no plan meets the deadline of %.6g s: the fastest plan takes %.6g s",
+                             deadline_s, tmin);
+    *index = best;
+    return ERG_OK;
+}
+
+erg_status erg_frontier_choose_slowdown(const erg_frontier *f, double slowdown, size_t *index,
+                                        erg_error *err)
+{
+    if (!f || f->np == 0)
+        return erg_error_set(err, ERG_EINVAL, "the frontier is empty");
+    if (!(slowdown >= 1) || !isfinite(slowdown))
+        return erg_error_set(err, ERG_EINVAL,
+                             "the slowdown must be a factor >= 1 (e.g. 1.01 for 1%%), got %g",
+                             slowdown);
+    double tmin = INFINITY;
+    for (size_t k = 0; k < f->np; k++)
+        if (f->pts[k].time_s < tmin)
+            tmin = f->pts[k].time_s;
+    return erg_frontier_choose_deadline(f, tmin * slowdown, index, err);
+}

@@ -1,0 +1,33 @@
+/* maxflow.h: integer max-flow (Dinic) on a reusable arc list; planner-private. */
+#ifndef ERGON_MAXFLOW_H
+#define ERGON_MAXFLOW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A flow network with arcs stored in pairs (arc a, reverse a^1). All arrays
+ * are allocated once for the largest graph and reused: resetting costs
+ * O(nodes), adding an arc O(1). */
+typedef struct erg__flow {
+    int nodes, arcs;           /* in use */
+    int max_nodes, max_arcs;   /* allocated */
+    int *head;                 /* [max_nodes] first arc out of a node, -1 = none */
+    int *next;                 /* [max_arcs] next arc out of the same node */
+    int *to;                   /* [max_arcs] head node of the arc */
+    int64_t *res;              /* [max_arcs] residual capacity */
+    int *level, *iter, *queue; /* [max_nodes] Dinic work arrays */
+    int *stack;                /* [max_nodes] DFS path (arcs) */
+} erg__flow;
+
+int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs);
+void erg__flow_free(erg__flow *f);
+void erg__flow_reset(erg__flow *f, int nodes);
+/* Add u->v with capacity cap; returns the arc index (its reverse is idx^1). */
+int erg__flow_add(erg__flow *f, int u, int v, int64_t cap);
+/* Maximum flow from s to t on the current residual capacities (added to any
+ * flow already there); returns the amount pushed. */
+int64_t erg__flow_max(erg__flow *f, int s, int t);
+/* mark[v] = 1 for nodes reachable from s through arcs with residual >= min_res. */
+void erg__flow_reachable(erg__flow *f, int s, int64_t min_res, unsigned char *mark);
+
+#endif

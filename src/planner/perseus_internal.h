@@ -1,0 +1,26 @@
+/* perseus_internal.h: pieces of the frontier planner exposed to unit tests. */
+#ifndef ERGON_PERSEUS_INTERNAL_H
+#define ERGON_PERSEUS_INTERNAL_H
+
+#include "ergon/planner.h"
+
+/* One execution option of an operation spec after filtering. */
+typedef struct erg__cand {
+    int q;           /* quantised time in units */
+    int freq_mhz;
+    double time_s, energy_j;
+} erg__cand;
+
+/* Candidate filtering of lowtime-spec §1.4 (steps 1-4) with noise factor nf:
+ * writes the survivors sorted by q descending into out (room for n) and
+ * returns their count. */
+int erg__perseus_candidates(const erg_profile_point *pts, int n, double unit_s, double nf,
+                            erg__cand *out);
+
+/* Exponential fit cost(d) = a exp(b d) + c by Levenberg-Marquardt from the
+ * grid of starts of lowtime-spec §3.2, keeping the lowest-MSE accepted fit.
+ * Returns ERG_ENUMERIC when no start is accepted. */
+erg_status erg__perseus_fit(const double *x, const double *y, int m, double unit_s, double abc[3],
+                            erg_error *err);
+
+#endif

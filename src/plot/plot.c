@@ -1,0 +1,532 @@
+/* plot.c: cairo pictures of pipeline timelines and time-energy frontiers. */
+#include "core/internal.h"
+#include "ergon/emulate.h"
+#include "ergon/plot.h"
+
+#include <cairo-pdf.h>
+#include <cairo-svg.h>
+#include <cairo.h>
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+void erg_plot_opts_init(erg_plot_opts *o)
+{
+    memset(o, 0, sizeof *o);
+}
+
+/* ---- output surfaces ---- */
+
+typedef enum { FMT_PNG, FMT_SVG, FMT_PDF } out_fmt;
+
+static erg_status pick_format(const char *path, out_fmt *f, erg_error *err)
+{
+    const char *dot = path ? strrchr(path, '.') : NULL;
+    if (dot && !strcasecmp(dot, ".png"))
+        *f = FMT_PNG;
+    else if (dot && !strcasecmp(dot, ".svg"))
+        *f = FMT_SVG;
+    else if (dot && !strcasecmp(dot, ".pdf"))
+        *f = FMT_PDF;
+    else
+        return erg_error_set(err, ERG_EINVAL,
+                             "cannot tell the picture format of '%s' (use .png, .svg or .pdf)",
+                             path ? path : "");
+    return ERG_OK;
+}
+
+static erg_status open_surface(const char *path, out_fmt f, int w, int h, cairo_surface_t **out,
+                               erg_error *err)
+{
+    cairo_surface_t *s = f == FMT_PNG ? cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h)
+                         : f == FMT_SVG ? cairo_svg_surface_create(path, w, h)
+                                        : cairo_pdf_surface_create(path, w, h);
+    if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) {
+        erg_status st = erg_error_set(err, ERG_EIO, "cannot create %s: %s", path,
+                                      cairo_status_to_string(cairo_surface_status(s)));
+        cairo_surface_destroy(s);
+        return st;
+    }
+    *out = s;
+    return ERG_OK;
+}
+
+static erg_status close_surface(cairo_surface_t *s, cairo_t *cr, const char *path, out_fmt f,
+                                erg_error *err)
+{
+    erg_status st = ERG_OK;
+    cairo_status_t cs = cairo_status(cr);
+    cairo_destroy(cr);
+    if (cs == CAIRO_STATUS_SUCCESS && f == FMT_PNG)
+        cs = cairo_surface_write_to_png(s, path);
+    cairo_surface_finish(s);
+    if (cs == CAIRO_STATUS_SUCCESS)
+        cs = cairo_surface_status(s);
+    if (cs != CAIRO_STATUS_SUCCESS)
+        st = erg_error_set(err, ERG_EIO, "cannot write %s: %s", path, cairo_status_to_string(cs));
+    cairo_surface_destroy(s);
+    return st;
+}
+
+/* ---- drawing helpers ---- */
+
+/* A diverging blue-white-red colour map (like matplotlib's RdBu_r), x in [0, 1]. */
+static void colormap(double x, double *r, double *g, double *b)
+{
+    static const double stops[5][3] = {{0.02, 0.19, 0.38},
+                                       {0.26, 0.58, 0.76},
+                                       {0.97, 0.97, 0.97},
+                                       {0.84, 0.38, 0.30},
+                                       {0.40, 0.00, 0.12}};
+    if (!(x >= 0))
+        x = 0;
+    if (x > 1)
+        x = 1;
+    double p = x * 4;
+    int i = (int)p;
+    if (i >= 4)
+        i = 3;
+    double t = p - i;
+    *r = stops[i][0] + (stops[i + 1][0] - stops[i][0]) * t;
+    *g = stops[i][1] + (stops[i + 1][1] - stops[i][1]) * t;
+    *b = stops[i][2] + (stops[i + 1][2] - stops[i][2]) * t;
+}
+
+/* A "nice" tick step (1, 2 or 5 x 10^k) for about n ticks over span. */
+static double nice_step(double span, int n)
+{
+    if (!(span > 0))
+        return 1;
+    double raw = span / n, mag = pow(10, floor(log10(raw))), f = raw / mag;
+    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag;
+}
+
+static void fmt_tick(double v, double step, char *buf, size_t size)
+{
+    int dec = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
+    if (dec > 6)
+        dec = 6;
+    if (fabs(v) >= 1e5)
+        snprintf(buf, size, "%.4g", v);
+    else
+        snprintf(buf, size, "%.*f", dec, v);
+}
+
+static void text_at(cairo_t *cr, double x, double y, const char *s, double ax, double ay)
+{
+    cairo_text_extents_t te;
+    cairo_text_extents(cr, s, &te);
+    cairo_move_to(cr, x - te.width * ax - te.x_bearing, y - te.height * ay - te.y_bearing);
+    cairo_show_text(cr, s);
+}
+
+static void set_font(cairo_t *cr, double size, bool bold)
+{
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
+                           bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(cr, size);
+}
+
+/* Vertical colour bar with min/max labels. */
+static void colorbar(cairo_t *cr, double x, double y, double h, double lo, double hi,
+                     const char *unit, const char *title)
+{
+    int steps = 64;
+    for (int i = 0; i < steps; i++) {
+        double r, g, b;
+        colormap(1.0 - (i + 0.5) / steps, &r, &g, &b);
+        cairo_set_source_rgb(cr, r, g, b);
+        cairo_rectangle(cr, x, y + h * i / steps, 16, h / steps + 0.5);
+        cairo_fill(cr);
+    }
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    cairo_set_line_width(cr, 1);
+    cairo_rectangle(cr, x, y, 16, h);
+    cairo_stroke(cr);
+    set_font(cr, 11, false);
+    char buf[64];
+    int nt = 4;
+    for (int i = 0; i <= nt; i++) {
+        double v = hi - (hi - lo) * i / nt;
+        snprintf(buf, sizeof buf, "%.0f %s", v, unit);
+        text_at(cr, x + 20, y + h * i / nt, buf, 0, 0.5);
+    }
+    set_font(cr, 11, true);
+    text_at(cr, x, y - 8, title, 0, 1);
+}
+
+/* ---- timeline ---- */
+
+erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, double power_w,
+                             const erg_plot_opts *opts, const char *path, erg_error *err)
+{
+    if (!profile || !plan || !path)
+        return erg_error_set(err, ERG_EINVAL, "erg_plot_timeline: NULL argument");
+    erg_plot_opts def;
+    erg_plot_opts_init(&def);
+    if (!opts)
+        opts = &def;
+    out_fmt fmt;
+    erg_status st = pick_format(path, &fmt, err);
+    if (st)
+        return st;
+    int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan), n = 2 * S * M;
+    erg_schedule sc = erg_plan_schedule(plan);
+    erg_dag *dag = NULL;
+    st = erg_dag_new(&sc, S, M, &dag, err);
+    if (st)
+        return st;
+    double *start = erg__calloc((size_t)n * 4, sizeof(double));
+    if (!start) {
+        erg_dag_free(dag);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    double *dur = start + n, *lf = dur + n, *val = lf + n;
+    erg_emulation em;
+    st = erg_emulate(profile, dag, plan, power_w, &em, start, dur, err);
+    if (!st)
+        st = erg_dag_cpm(dag, dur, NULL, lf, NULL, err);
+    double lo = INFINITY, hi = -INFINITY;
+    for (int id = 0; id < n && !st; id++) {
+        int s;
+        erg_instr in = erg_dag_instr(dag, id, &s);
+        int f = erg_plan_stage_freqs_const(plan, s)[id % (2 * M)];
+        if (opts->color == ERG_PLOT_COLOR_POWER) {
+            erg_profile_point pt;
+            st = erg_profile_lookup(profile, s, in.kind, f, &pt, err);
+            val[id] = pt.time_s > 0 ? pt.energy_j / pt.time_s : 0;
+        } else {
+            val[id] = f;
+        }
+        lo = val[id] < lo ? val[id] : lo;
+        hi = val[id] > hi ? val[id] : hi;
+    }
+    if (st) {
+        erg__free(start);
+        erg_dag_free(dag);
+        return st;
+    }
+    if (hi - lo < 1e-9) {
+        lo -= 1;
+        hi += 1;
+    }
+    int W = opts->width_px > 0 ? opts->width_px : 1200;
+    double row_h = S <= 8 ? 36 : S <= 16 ? 24 : 14;
+    double ml = 70, mr = 130, mt = 48, mb = 56;
+    int H = opts->height_px > 0 ? opts->height_px : (int)(mt + mb + row_h * S);
+    if (W < ml + mr + 100)
+        W = (int)(ml + mr + 100);
+    cairo_surface_t *surf;
+    st = open_surface(path, fmt, W, H, &surf, err);
+    if (st) {
+        erg__free(start);
+        erg_dag_free(dag);
+        return st;
+    }
+    cairo_t *cr = cairo_create(surf);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    double T = em.time_s > 0 ? em.time_s : 1;
+    double pw = W - ml - mr, ph = row_h * S;
+    double xs = pw / T;
+    /* title */
+    char title[256];
+    if (opts->title)
+        snprintf(title, sizeof title, "%s", opts->title);
+    else
+        snprintf(title, sizeof title, "%s, %s schedule, S=%d, M=%d: %.4g s, %.6g J",
+                 erg_plan_method(plan) ? erg_plan_method(plan) : "plan",
+                 erg_schedule_name(sc.kind), S, M, em.time_s, em.energy_j);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    set_font(cr, 15, true);
+    text_at(cr, W / 2.0, 16, title, 0.5, 0.5);
+    set_font(cr, 11, false);
+    cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
+    text_at(cr, W / 2.0, 34, "boxes: F<m>/B<m> of microbatch m; grey: idle or blocked; dark line: critical path",
+            0.5, 0.5);
+    /* rows */
+    for (int s = 0; s < S; s++) {
+        double y = mt + row_h * s;
+        cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
+        cairo_rectangle(cr, ml, y + 1, pw, row_h - 2);
+        cairo_fill(cr);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        set_font(cr, 12, false);
+        char lab[32];
+        snprintf(lab, sizeof lab, "stage %d", s);
+        text_at(cr, ml - 8, y + row_h / 2, lab, 1, 0.5);
+    }
+    set_font(cr, row_h >= 30 ? 10 : 8, false);
+    for (int id = 0; id < n; id++) {
+        int s;
+        erg_instr in = erg_dag_instr(dag, id, &s);
+        double x = ml + start[id] * xs, w = dur[id] * xs, y = mt + row_h * s;
+        double r, g, b;
+        colormap((val[id] - lo) / (hi - lo), &r, &g, &b);
+        cairo_set_source_rgb(cr, r, g, b);
+        cairo_rectangle(cr, x, y + 3, w, row_h - 6);
+        cairo_fill_preserve(cr);
+        cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
+        cairo_set_line_width(cr, w > 4 ? 0.8 : 0.3);
+        cairo_stroke(cr);
+        char lab[16];
+        snprintf(lab, sizeof lab, "%c%d", in.kind == ERG_FORWARD ? 'F' : 'B', in.microbatch);
+        cairo_text_extents_t te;
+        cairo_text_extents(cr, lab, &te);
+        if (te.width + 4 < w) {
+            double lum = 0.3 * r + 0.59 * g + 0.11 * b;
+            cairo_set_source_rgb(cr, lum < 0.5 ? 1 : 0, lum < 0.5 ? 1 : 0, lum < 0.5 ? 1 : 0);
+            text_at(cr, x + w / 2, y + row_h / 2, lab, 0.5, 0.5);
+        }
+    }
+    /* critical path: edges u -> v with both critical and u ending as v starts */
+    if (!opts->no_critical_path) {
+        double eps = 1e-9 * (T > 1 ? T : 1);
+        cairo_set_source_rgba(cr, 0.05, 0.05, 0.05, 0.85);
+        cairo_set_line_width(cr, 2.2);
+        for (int u = 0; u < n; u++) {
+            if (fabs(lf[u] - start[u] - dur[u]) > eps)
+                continue;
+            const int *sc2;
+            int ns = erg_dag_successors(dag, u, &sc2);
+            for (int j = 0; j < ns; j++) {
+                int v = sc2[j];
+                if (fabs(lf[v] - start[v] - dur[v]) > eps ||
+                    fabs(start[u] + dur[u] - start[v]) > eps)
+                    continue;
+                int su = u / (2 * M), sv = v / (2 * M);
+                cairo_move_to(cr, ml + (start[u] + dur[u] / 2) * xs, mt + row_h * (su + 0.5));
+                cairo_line_to(cr, ml + (start[v] + dur[v] / 2) * xs, mt + row_h * (sv + 0.5));
+                cairo_stroke(cr);
+            }
+        }
+    }
+    /* time axis */
+    double ay = mt + ph + 4;
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_set_line_width(cr, 1);
+    cairo_move_to(cr, ml, ay);
+    cairo_line_to(cr, ml + pw, ay);
+    cairo_stroke(cr);
+    double step = nice_step(T, 10);
+    set_font(cr, 11, false);
+    for (double t = 0; t <= T * (1 + 1e-9); t += step) {
+        double x = ml + t * xs;
+        cairo_move_to(cr, x, ay);
+        cairo_line_to(cr, x, ay + 5);
+        cairo_stroke(cr);
+        char buf[32];
+        fmt_tick(t, step, buf, sizeof buf);
+        text_at(cr, x, ay + 8, buf, 0.5, 0);
+    }
+    text_at(cr, ml + pw / 2, ay + 34, "time (s)", 0.5, 0);
+    colorbar(cr, ml + pw + 18, mt + 14, ph > 60 ? ph - 20 : 40, lo, hi,
+             opts->color == ERG_PLOT_COLOR_POWER ? "W" : "MHz",
+             opts->color == ERG_PLOT_COLOR_POWER ? "avg power" : "SM clock");
+    st = close_surface(surf, cr, path, fmt, err);
+    erg__free(start);
+    erg_dag_free(dag);
+    return st;
+}
+
+/* ---- frontier ---- */
+
+static void marker(cairo_t *cr, int shape, double x, double y, double r)
+{
+    cairo_new_path(cr); /* no line from the previous point */
+    switch (shape % 6) {
+    case 0:
+        cairo_arc(cr, x, y, r, 0, 2 * M_PI);
+        cairo_close_path(cr);
+        break;
+    case 1:
+        cairo_rectangle(cr, x - r, y - r, 2 * r, 2 * r);
+        break;
+    case 2:
+        cairo_move_to(cr, x, y - r * 1.2);
+        cairo_line_to(cr, x + r * 1.1, y + r * 0.8);
+        cairo_line_to(cr, x - r * 1.1, y + r * 0.8);
+        cairo_close_path(cr);
+        break;
+    case 3:
+        cairo_move_to(cr, x, y - r * 1.3);
+        cairo_line_to(cr, x + r * 1.1, y);
+        cairo_line_to(cr, x, y + r * 1.3);
+        cairo_line_to(cr, x - r * 1.1, y);
+        cairo_close_path(cr);
+        break;
+    case 4:
+        cairo_move_to(cr, x, y + r * 1.2);
+        cairo_line_to(cr, x + r * 1.1, y - r * 0.8);
+        cairo_line_to(cr, x - r * 1.1, y - r * 0.8);
+        cairo_close_path(cr);
+        break;
+    default:
+        for (int i = 0; i < 5; i++) {
+            double a = -M_PI / 2 + i * 4 * M_PI / 5;
+            if (i == 0)
+                cairo_move_to(cr, x + r * 1.3 * cos(a), y + r * 1.3 * sin(a));
+            else
+                cairo_line_to(cr, x + r * 1.3 * cos(a), y + r * 1.3 * sin(a));
+        }
+        cairo_close_path(cr);
+        break;
+    }
+}
+
+static const double palette[][3] = {{0.12, 0.47, 0.71}, {0.84, 0.15, 0.16}, {0.17, 0.63, 0.17},
+                                    {1.00, 0.50, 0.05}, {0.58, 0.40, 0.74}, {0.55, 0.34, 0.29},
+                                    {0.89, 0.47, 0.76}, {0.50, 0.50, 0.50}, {0.74, 0.74, 0.13},
+                                    {0.09, 0.75, 0.81}};
+
+erg_status erg_plot_frontier(const erg_plot_series *series, size_t count,
+                             const erg_plot_opts *opts, const char *path, erg_error *err)
+{
+    if (!series || !count || !path)
+        return erg_error_set(err, ERG_EINVAL, "erg_plot_frontier: nothing to draw");
+    erg_plot_opts def;
+    erg_plot_opts_init(&def);
+    if (!opts)
+        opts = &def;
+    out_fmt fmt;
+    erg_status st = pick_format(path, &fmt, err);
+    if (st)
+        return st;
+    double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+    for (size_t i = 0; i < count; i++)
+        for (size_t k = 0; k < series[i].count; k++) {
+            const erg_plot_point *p = &series[i].points[k];
+            if (!isfinite(p->time_s) || !isfinite(p->energy_j))
+                return erg_error_set(err, ERG_EINVAL, "series '%s' point %zu is not finite",
+                                     series[i].name ? series[i].name : "", k);
+            x0 = fmin(x0, p->time_s);
+            x1 = fmax(x1, p->time_s);
+            y0 = fmin(y0, p->energy_j);
+            y1 = fmax(y1, p->energy_j);
+        }
+    if (!isfinite(x0))
+        return erg_error_set(err, ERG_EINVAL, "erg_plot_frontier: the series have no points");
+    double dx = x1 - x0, dy = y1 - y0;
+    if (dx <= 0)
+        dx = fabs(x0) > 0 ? fabs(x0) * 0.1 : 1;
+    if (dy <= 0)
+        dy = fabs(y0) > 0 ? fabs(y0) * 0.1 : 1;
+    x0 -= dx * 0.05;
+    x1 += dx * 0.05;
+    y0 -= dy * 0.08;
+    y1 += dy * 0.08;
+    int W = opts->width_px > 0 ? opts->width_px : 1000;
+    int H = opts->height_px > 0 ? opts->height_px : 640;
+    double ml = 90, mr = 250, mt = 40, mb = 60;
+    if (W < ml + mr + 100)
+        W = (int)(ml + mr + 100);
+    if (H < mt + mb + 100)
+        H = (int)(mt + mb + 100);
+    double pw = W - ml - mr, ph = H - mt - mb;
+    cairo_surface_t *surf;
+    st = open_surface(path, fmt, W, H, &surf, err);
+    if (st)
+        return st;
+    cairo_t *cr = cairo_create(surf);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+#define PX(t) (ml + ((t)-x0) / (x1 - x0) * pw)
+#define PY(e) (mt + ph - ((e)-y0) / (y1 - y0) * ph)
+    /* grid and ticks */
+    set_font(cr, 11, false);
+    double xs = nice_step(x1 - x0, 8), ys = nice_step(y1 - y0, 8);
+    for (double t = ceil(x0 / xs) * xs; t <= x1; t += xs) {
+        cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+        cairo_set_line_width(cr, 1);
+        cairo_move_to(cr, PX(t), mt);
+        cairo_line_to(cr, PX(t), mt + ph);
+        cairo_stroke(cr);
+        char buf[32];
+        fmt_tick(t, xs, buf, sizeof buf);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        text_at(cr, PX(t), mt + ph + 6, buf, 0.5, 0);
+    }
+    for (double e = ceil(y0 / ys) * ys; e <= y1; e += ys) {
+        cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+        cairo_move_to(cr, ml, PY(e));
+        cairo_line_to(cr, ml + pw, PY(e));
+        cairo_stroke(cr);
+        char buf[32];
+        fmt_tick(e, ys, buf, sizeof buf);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        text_at(cr, ml - 6, PY(e), buf, 1, 0.5);
+    }
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_rectangle(cr, ml, mt, pw, ph);
+    cairo_stroke(cr);
+    set_font(cr, 12, false);
+    text_at(cr, ml + pw / 2, mt + ph + 30, "iteration time (s)", 0.5, 0);
+    cairo_save(cr);
+    cairo_translate(cr, 22, mt + ph / 2);
+    cairo_rotate(cr, -M_PI / 2);
+    text_at(cr, 0, 0, "energy per iteration (J)", 0.5, 0.5);
+    cairo_restore(cr);
+    set_font(cr, 15, true);
+    text_at(cr, ml + pw / 2, 18, opts->title ? opts->title : "Iteration time vs energy", 0.5,
+            0.5);
+    /* series: lines first, then markers on top */
+    cairo_save(cr);
+    cairo_rectangle(cr, ml, mt, pw, ph);
+    cairo_clip(cr);
+    int marker_i = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < count; i++) {
+            const erg_plot_series *sr = &series[i];
+            const double *c = palette[i % ERG__ARRAY_LEN(palette)];
+            if (pass == 0 && sr->line) {
+                cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+                cairo_set_line_width(cr, 1.8);
+                for (size_t k = 0; k < sr->count; k++) {
+                    double x = PX(sr->points[k].time_s), y = PY(sr->points[k].energy_j);
+                    if (k == 0)
+                        cairo_move_to(cr, x, y);
+                    else
+                        cairo_line_to(cr, x, y);
+                }
+                cairo_stroke(cr);
+            } else if (pass == 1 && !sr->line) {
+                for (size_t k = 0; k < sr->count; k++) {
+                    marker(cr, marker_i, PX(sr->points[k].time_s), PY(sr->points[k].energy_j), 6);
+                    cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+                    cairo_fill_preserve(cr);
+                    cairo_set_source_rgb(cr, 0, 0, 0);
+                    cairo_set_line_width(cr, 1);
+                    cairo_stroke(cr);
+                }
+                marker_i++;
+            }
+        }
+    cairo_restore(cr);
+    /* legend */
+    set_font(cr, 12, false);
+    double lx = ml + pw + 16, ly = mt + 10;
+    marker_i = 0;
+    for (size_t i = 0; i < count; i++) {
+        const erg_plot_series *sr = &series[i];
+        const double *c = palette[i % ERG__ARRAY_LEN(palette)];
+        double y = ly + 20 * (double)i;
+        cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+        if (sr->line) {
+            cairo_set_line_width(cr, 2);
+            cairo_move_to(cr, lx, y);
+            cairo_line_to(cr, lx + 22, y);
+            cairo_stroke(cr);
+        } else {
+            marker(cr, marker_i++, lx + 11, y, 6);
+            cairo_fill_preserve(cr);
+            cairo_set_source_rgb(cr, 0, 0, 0);
+            cairo_set_line_width(cr, 1);
+            cairo_stroke(cr);
+        }
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        text_at(cr, lx + 30, y, sr->name ? sr->name : "", 0, 0.5);
+    }
+#undef PX
+#undef PY
+    return close_surface(surf, cr, path, fmt, err);
+}

@@ -1,0 +1,436 @@
+/* cmd_compare.c: `ergon compare`: every planning method on one profile, side by side. */
+#include "cli.h"
+#include "envpipe_common.h"
+
+#include "ergon/emulate.h"
+#include "ergon/planner.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+static void compare_help(FILE *f)
+{
+    fprintf(f,
+            "usage: ergon compare --profile P --microbatches M (--gpu G | --blocking-power W)\n"
+            "                     [--stages S] [--format text|csv|json] [-o FILE] [options]\n\n"
+            "Plan one pipeline with every method and print one table. Every plan is evaluated\n"
+            "the same way: profiled time and energy of each instruction, the longest path as the\n"
+            "iteration time, idle time at blocking power (lowtime-spec section 6.2).\n\n"
+            "methods (rows):\n"
+            "  all-max                    every instruction at the stage's highest clock (1F1B)\n"
+            "  envpipe                    EnvPipe: envelope, ours schedule, balanced reconfig\n"
+            "  envpipe-greedy             the same with greedy reconfiguration\n"
+            "  envpipe-perseus-emulation  Perseus's emulation of EnvPipe (unit 0.1 ms)\n"
+            "  zeus-global                one clock for every GPU (Zeus cost, eta 0.5)\n"
+            "  zeus-stage                 one clock per stage (Zeus cost)\n"
+            "  uniform                    every stage at its energy-valley clock\n"
+            "  perseus                    the Perseus frontier (1F1B) at the all-max time\n"
+            "  perseus-ours               the Perseus frontier on EnvPipe's ours schedule at the\n"
+            "                             all-max time (a method no published system has)\n\n"
+            "columns: time_s, energy_j, saving_pct (energy saved vs all-max), slowdown_pct\n"
+            "(time vs all-max), then the Perseus frontier read at the same iteration time as the\n"
+            "method: the plan Perseus picks for that deadline (least estimated energy among plans\n"
+            "whose estimated time fits), evaluated like every row: perseus_energy_j,\n"
+            "perseus_saving_pct, and the same for the ours-schedule frontier: ours_energy_j,\n"
+            "ours_saving_pct ('-' when the frontier has no plan that fast). The planner rounds\n"
+            "times down to --unit-time, so a picked plan's evaluated time can be slightly longer\n"
+            "than the deadline; the perseus rows show it.\n\n"
+            "  --profile P          stage profile CSV\n"
+            "  --stages S           pipeline stages (default: all of the profile's)\n"
+            "  --microbatches M     microbatches per iteration\n"
+            "  --gpu NAME           blocking power (A40, A100) and clock-table row (see 'ergon plan\n"
+            "                       envpipe --help')\n"
+            "  --blocking-power W   power while idle or blocked\n"
+            "  --gpu-table FILE     GPU clock table (default data/gpus.csv)\n"
+            "  --unit-time S        Perseus frontier quantisation unit (default 0.001 s)\n"
+            "  --no-frontier        skip the Perseus frontiers (fast)\n"
+            "  --frontier-dir DIR   also write both frontiers as DIR/1f1b/ and DIR/ours/ (CSV)\n"
+            "  --format F           text (default), csv or json\n"
+            "  -o, --out FILE       write the table to FILE instead of stdout\n"
+            "  -h, --help           this help\n"
+            "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
+}
+
+#define MAX_ROWS 16
+
+typedef struct row {
+    char method[48];
+    double t, e;
+    double fe, fo; /* frontier energies at the same time (NAN = none) */
+} row;
+
+/* A frontier with every plan evaluated with the profile. */
+typedef struct evfront {
+    erg_frontier *f;
+    size_t n;
+    double *t, *e;
+} evfront;
+
+static int eval_frontier(const char *cmd, const erg_profile *p, int S, int M, double power_w,
+                         double unit_s, const erg_schedule *sched, const char *dir,
+                         evfront *out)
+{
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    o.blocking_power_w = power_w;
+    o.unit_s = unit_s;
+    o.schedule = *sched;
+    cli_progress prog;
+    cli_progress_init(&prog, sched->kind == ERG_SCHED_1F1B ? "frontier 1f1b" : "frontier ours");
+    o.progress = cli_progress_cb;
+    o.progress_user = &prog;
+    erg_frontier *f = NULL;
+    erg_error err = {0};
+    erg_dag *dag = NULL;
+    int rc = CLI_OK;
+    if (erg_plan_perseus(p, S, M, &o, &f, &err) || erg_dag_new(sched, S, M, &dag, &err)) {
+        cli_progress_done(&prog);
+        erg_frontier_free(f);
+        return cli_report(cmd, &err);
+    }
+    cli_progress_done(&prog);
+    if (dir && erg_frontier_write_dir(f, dir, ERG_FRONTIER_CSV, NULL, NULL, &err)) {
+        rc = cli_report(cmd, &err);
+        goto done;
+    }
+    out->n = erg_frontier_size(f);
+    out->t = calloc(out->n ? out->n : 1, sizeof(double));
+    out->e = calloc(out->n ? out->n : 1, sizeof(double));
+    if (!out->t || !out->e) {
+        fprintf(stderr, "ergon %s: out of memory\n", cmd);
+        rc = CLI_USER_ERROR;
+        goto done;
+    }
+    for (size_t i = 0; i < out->n; i++) {
+        erg_plan *plan = NULL;
+        erg_emulation em;
+        if (erg_frontier_plan(f, i, &plan, &err) ||
+            erg_emulate(p, dag, plan, power_w, &em, NULL, NULL, &err)) {
+            erg_plan_free(plan);
+            rc = cli_report(cmd, &err);
+            goto done;
+        }
+        out->t[i] = em.time_s;
+        out->e[i] = em.energy_j;
+        erg_plan_free(plan);
+    }
+done:
+    erg_dag_free(dag);
+    if (rc)
+        erg_frontier_free(f);
+    else
+        out->f = f;
+    return rc;
+}
+
+/* The plan Perseus picks for deadline t (erg_frontier_choose_deadline: the
+ * least estimated energy among plans whose estimated time fits), evaluated
+ * like every other row; -1 when no plan is that fast. */
+static long front_pick(const evfront *f, double t)
+{
+    size_t idx;
+    if (!f->f || erg_frontier_choose_deadline(f->f, t * (1 + 1e-12), &idx, NULL) != ERG_OK)
+        return -1;
+    return (long)idx;
+}
+
+static double front_at(const evfront *f, double t)
+{
+    long i = front_pick(f, t);
+    return i < 0 ? NAN : f->e[i];
+}
+
+static void fmt_num(char *buf, size_t size, double v, int dec)
+{
+    if (isnan(v))
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.*f", dec, v);
+}
+
+static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecli_setup *s,
+                        bool frontier)
+{
+    double t0 = r[0].t, e0 = r[0].e;
+    if (!strcmp(fmt, "json")) {
+        fprintf(f, "{\"profile\": \"%s\", \"num_stages\": %ld, \"num_microbatches\": %ld, "
+                   "\"blocking_power_w\": %.17g, \"methods\": [\n",
+                s->profile_path, s->S, s->M, s->power_w);
+        for (int i = 0; i < n; i++) {
+            fprintf(f, "  {\"method\": \"%s\", \"time_s\": %.17g, \"energy_j\": %.17g, "
+                       "\"saving_pct\": %.17g, \"slowdown_pct\": %.17g",
+                    r[i].method, r[i].t, r[i].e, 100 * (1 - r[i].e / e0),
+                    100 * (r[i].t / t0 - 1));
+            if (frontier) {
+                if (isnan(r[i].fe))
+                    fprintf(f, ", \"perseus_energy_j\": null, \"perseus_saving_pct\": null");
+                else
+                    fprintf(f, ", \"perseus_energy_j\": %.17g, \"perseus_saving_pct\": %.17g",
+                            r[i].fe, 100 * (1 - r[i].fe / e0));
+                if (isnan(r[i].fo))
+                    fprintf(f, ", \"ours_energy_j\": null, \"ours_saving_pct\": null");
+                else
+                    fprintf(f, ", \"ours_energy_j\": %.17g, \"ours_saving_pct\": %.17g", r[i].fo,
+                            100 * (1 - r[i].fo / e0));
+            }
+            fprintf(f, "}%s\n", i + 1 < n ? "," : "");
+        }
+        fprintf(f, "]}\n");
+        return;
+    }
+    bool csv = !strcmp(fmt, "csv");
+    if (csv)
+        fprintf(f, "method,time_s,energy_j,saving_pct,slowdown_pct%s\n",
+                frontier ? ",perseus_energy_j,perseus_saving_pct,ours_energy_j,ours_saving_pct"
+                         : "");
+    else {
+        fprintf(f, "profile %s, S=%ld, M=%ld, blocking power %g W\n", s->profile_path, s->S, s->M,
+                s->power_w);
+        fprintf(f, "%-26s %10s %13s %8s %9s", "method", "time_s", "energy_j", "saving%",
+                "slowdown%");
+        if (frontier)
+            fprintf(f, " %13s %8s %13s %8s", "perseus_j", "saving%", "ours_j", "saving%");
+        fprintf(f, "\n");
+    }
+    for (int i = 0; i < n; i++) {
+        char a[32], b[32], c[32], d[32];
+        double sv = 100 * (1 - r[i].e / e0), sl = 100 * (r[i].t / t0 - 1);
+        fmt_num(a, sizeof a, r[i].fe, csv ? 6 : 1);
+        fmt_num(b, sizeof b, 100 * (1 - r[i].fe / e0), 2);
+        fmt_num(c, sizeof c, r[i].fo, csv ? 6 : 1);
+        fmt_num(d, sizeof d, 100 * (1 - r[i].fo / e0), 2);
+        if (csv) {
+            fprintf(f, "%s,%.6f,%.6f,%.4f,%.4f", r[i].method, r[i].t, r[i].e, sv, sl);
+            if (frontier)
+                fprintf(f, ",%s,%s,%s,%s", isnan(r[i].fe) ? "" : a, isnan(r[i].fe) ? "" : b,
+                        isnan(r[i].fo) ? "" : c, isnan(r[i].fo) ? "" : d);
+        } else {
+            fprintf(f, "%-26s %10.4f %13.1f %8.2f %9.2f", r[i].method, r[i].t, r[i].e, sv, sl);
+            if (frontier)
+                fprintf(f, " %13s %8s %13s %8s", a, b, c, d);
+        }
+        fprintf(f, "\n");
+    }
+}
+
+enum { C_PROFILE = 256, C_STAGES, C_MB, C_GPU, C_POWER, C_TABLE, C_UNIT, C_NOFRONT, C_FDIR,
+       C_FORMAT };
+
+int cmd_compare(int argc, char **argv)
+{
+    const char *cmd = "compare";
+    static const struct option opts[] = {
+        {"profile", required_argument, 0, C_PROFILE},
+        {"stages", required_argument, 0, C_STAGES},
+        {"microbatches", required_argument, 0, C_MB},
+        {"gpu", required_argument, 0, C_GPU},
+        {"blocking-power", required_argument, 0, C_POWER},
+        {"gpu-table", required_argument, 0, C_TABLE},
+        {"unit-time", required_argument, 0, C_UNIT},
+        {"no-frontier", no_argument, 0, C_NOFRONT},
+        {"frontier-dir", required_argument, 0, C_FDIR},
+        {"format", required_argument, 0, C_FORMAT},
+        {"out", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    ecli_setup s;
+    memset(&s, 0, sizeof s);
+    double unit_s = 0.001;
+    bool frontier = true;
+    const char *fdir = NULL, *format = "text", *out = NULL;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        switch (c) {
+        case C_PROFILE:
+            s.profile_path = optarg;
+            break;
+        case C_STAGES:
+            if (!cli_parse_int(cmd, "--stages", optarg, 1, ERG_SCHED_MAX_STAGES, &s.S))
+                return CLI_USAGE;
+            break;
+        case C_MB:
+            if (!cli_parse_int(cmd, "--microbatches", optarg, 1, 100000, &s.M))
+                return CLI_USAGE;
+            break;
+        case C_GPU:
+            s.gpu = optarg;
+            break;
+        case C_POWER:
+            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &s.power_w))
+                return CLI_USAGE;
+            s.have_power = true;
+            break;
+        case C_TABLE:
+            s.gpu_table = optarg;
+            break;
+        case C_UNIT:
+            if (!cli_parse_double(cmd, "--unit-time", optarg, 1e-6, 10, &unit_s))
+                return CLI_USAGE;
+            break;
+        case C_NOFRONT:
+            frontier = false;
+            break;
+        case C_FDIR:
+            fdir = optarg;
+            break;
+        case C_FORMAT:
+            if (strcmp(optarg, "text") && strcmp(optarg, "csv") && strcmp(optarg, "json"))
+                return cli_usage_error(cmd, "--format expects text, csv or json, got '%s'",
+                                       optarg);
+            format = optarg;
+            break;
+        case 'o':
+            out = optarg;
+            break;
+        case 'h':
+            compare_help(stdout);
+            return CLI_OK;
+        default:
+            return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (fdir && !frontier)
+        return cli_usage_error(cmd, "--frontier-dir and --no-frontier contradict each other");
+    int rc = ecli_setup_load(cmd, &s, true);
+    if (rc) {
+        ecli_setup_free(&s);
+        return rc;
+    }
+    int S = (int)s.S, M = (int)s.M;
+    row r[MAX_ROWS];
+    int n = 0;
+    erg_error err = {0};
+    erg_plan *plan = NULL;
+    erg_envpipe_info info;
+    memset(&info, 0, sizeof info);
+    erg_schedule ours = {.kind = ERG_SCHED_ENVPIPE};
+    /* all-max */
+    if (erg_plan_all_max(s.profile, S, M, NULL, s.power_w, &plan, &err))
+        goto fail;
+    snprintf(r[n].method, sizeof r[n].method, "all-max");
+    erg_plan_estimate(plan, &r[n].t, &r[n].e);
+    n++;
+    erg_plan_free(plan);
+    plan = NULL;
+    /* EnvPipe: balanced, greedy (real), Perseus's emulation */
+    for (int k = 0; k < 3; k++) {
+        erg_envpipe_opts eo;
+        erg_envpipe_opts_init(&eo);
+        eo.blocking_power_w = s.power_w;
+        eo.gpu = s.spec;
+        if (k == 1)
+            eo.reconfig = ERG_RECONFIG_GREEDY;
+        if (k == 2) {
+            eo.variant = ERG_ENVPIPE_PERSEUS_EMULATION;
+            eo.schedule = ERG_SCHED_1F1B;
+            eo.unit_s = 0.0001;
+        }
+        if (M < S && eo.schedule == ERG_SCHED_ENVPIPE)
+            continue; /* ours needs M >= S */
+        erg_envpipe_info ki;
+        if (erg_plan_envpipe(s.profile, S, M, &eo, &plan, &ki, &err))
+            goto fail;
+        if (k == 0) {
+            info = ki;
+            for (int st = 0; st < S; st++)
+                ours.extra_warmup[st] = ki.extra_warmup[st];
+        }
+        snprintf(r[n].method, sizeof r[n].method, "%s",
+                 k == 0 ? "envpipe" : k == 1 ? "envpipe-greedy" : "envpipe-perseus-emulation");
+        erg_plan_estimate(plan, &r[n].t, &r[n].e);
+        n++;
+        erg_plan_free(plan);
+        plan = NULL;
+    }
+    static const char *const bnames[] = {"zeus-global", "zeus-stage", "uniform"};
+    erg_status (*const bfn[])(const erg_profile *, int, int, const erg_baseline_opts *,
+                              erg_plan **, erg_error *) = {erg_plan_zeus_global,
+                                                           erg_plan_zeus_stage, erg_plan_uniform};
+    for (int k = 0; k < 3; k++) {
+        erg_baseline_opts bo;
+        erg_baseline_opts_init(&bo);
+        bo.blocking_power_w = s.power_w;
+        bo.gpu = s.spec;
+        if (bfn[k](s.profile, S, M, &bo, &plan, &err))
+            goto fail;
+        snprintf(r[n].method, sizeof r[n].method, "%s", bnames[k]);
+        erg_plan_estimate(plan, &r[n].t, &r[n].e);
+        n++;
+        erg_plan_free(plan);
+        plan = NULL;
+    }
+    for (int i = 0; i < n; i++)
+        r[i].fe = r[i].fo = NAN;
+    if (frontier) {
+        evfront f1 = {0}, fo = {0};
+        erg_schedule one = {.kind = ERG_SCHED_1F1B};
+        char d1[4096], d2[4096];
+        if (fdir) {
+            snprintf(d1, sizeof d1, "%s/1f1b", fdir);
+            snprintf(d2, sizeof d2, "%s/ours", fdir);
+        }
+        rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, &one, fdir ? d1 : NULL, &f1);
+        if (!rc && M >= S)
+            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, &ours, fdir ? d2 : NULL,
+                               &fo);
+        if (!rc) {
+            for (int i = 0; i < n; i++) {
+                r[i].fe = front_at(&f1, r[i].t);
+                r[i].fo = front_at(&fo, r[i].t);
+            }
+            /* the plans Perseus picks for the all-max time, as rows */
+            for (int k = 0; k < 2; k++) {
+                const evfront *ef = k ? &fo : &f1;
+                long i = front_pick(ef, r[0].t);
+                if (i < 0)
+                    continue;
+                snprintf(r[n].method, sizeof r[n].method, k ? "perseus-ours" : "perseus");
+                r[n].t = ef->t[i];
+                r[n].e = ef->e[i];
+                r[n].fe = front_at(&f1, r[0].t);
+                r[n].fo = front_at(&fo, r[0].t);
+                n++;
+            }
+        }
+        free(f1.t);
+        free(f1.e);
+        free(fo.t);
+        free(fo.e);
+        erg_frontier_free(f1.f);
+        erg_frontier_free(fo.f);
+        if (rc) {
+            ecli_setup_free(&s);
+            return rc;
+        }
+    }
+    FILE *f = stdout;
+    if (out && !(f = fopen(out, "w"))) {
+        fprintf(stderr, "ergon compare: cannot write %s\n", out);
+        ecli_setup_free(&s);
+        return CLI_USER_ERROR;
+    }
+    print_table(f, format, r, n, &s, frontier);
+    if (!strcmp(format, "text") && M >= S) {
+        fprintf(f, "EnvPipe ours schedule: extra warm-up forwards r =");
+        for (int st = 0; st < S; st++)
+            fprintf(f, " %d", info.extra_warmup[st]);
+        fprintf(f, "\n");
+    }
+    if (out)
+        fclose(f);
+    ecli_setup_free(&s);
+    return CLI_OK;
+fail:
+    erg_plan_free(plan);
+    ecli_setup_free(&s);
+    return cli_report(cmd, &err);
+}

@@ -1,0 +1,303 @@
+/* cmd_plan.c: `ergon plan METHOD ...`: the Perseus frontier (and the
+ * registered baseline planners). */
+#include "cli.h"
+
+#include "ergon/emulate.h"
+#include "ergon/envpipe.h"
+#include "ergon/planner.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static void plan_perseus_help(FILE *f)
+{
+    fprintf(f,
+            "usage: ergon plan perseus --profile P --stages S --microbatches M --out DIR\n"
+            "                          (--gpu A40|A100 | --blocking-power W) [options]\n\n"
+            "Compute the whole iteration-time/energy frontier of per-instruction clock plans\n"
+            "(Perseus, Phillips-Dessouky min-cut crashing), from the slowest plan to the fastest,\n"
+            "one time unit apart.\n\n"
+            "  --profile P          stage profile CSV (stage,instruction,frequency,time,energy)\n"
+            "  --stages S           pipeline stages (the profile's first S stages are used)\n"
+            "  --microbatches M     microbatches per iteration\n"
+            "  --out DIR            output directory (created):\n"
+            "                         frontier.csv            time,energy per plan (published format)\n"
+            "                         freqs_pipeline_%%05d.py  Perseus/Zeus/Merak plan files\n"
+            "                         plan_%%05d.json          ergon plan files (docs/formats.md)\n"
+            "  --gpu NAME           A40 (70.38 W) or A100 (83.64 W) blocking power\n"
+            "  --blocking-power W   power drawn while blocked on communication, for other GPUs\n"
+            "  --unit-time S        quantisation unit in seconds (default 0.001)\n"
+            "  --schedule NAME      1f1b (default), gpipe or ours\n"
+            "  --noise-factor X     soft Pareto filter factor (default 0.95)\n"
+            "  --always-use-noise-factor   use the soft filter straight away\n"
+            "  --fits FILE          use these cost-model coefficients instead of fitting (CSV\n"
+            "                       with stage,instruction,a,b,c; e.g. a reference run's fits)\n"
+            "  --fits-case NAME     rows of --fits whose 'case' column is NAME\n"
+            "  --formats LIST       comma list of csv,py,json (default csv,py,json)\n"
+            "  --quiet              no summary on stdout\n"
+            "  -h, --help           this help\n");
+}
+
+static int plan_perseus(int argc, char **argv)
+{
+    const char *cmd = "plan perseus";
+    static const struct option opts[] = {
+        {"profile", required_argument, 0, 'p'},
+        {"stages", required_argument, 0, 's'},
+        {"microbatches", required_argument, 0, 'm'},
+        {"out", required_argument, 0, 'o'},
+        {"gpu", required_argument, 0, 'g'},
+        {"blocking-power", required_argument, 0, 'w'},
+        {"unit-time", required_argument, 0, 'u'},
+        {"schedule", required_argument, 0, 'S'},
+        {"noise-factor", required_argument, 0, 'n'},
+        {"always-use-noise-factor", no_argument, 0, 'A'},
+        {"formats", required_argument, 0, 'F'},
+        {"quiet", no_argument, 0, 'q'},
+        {"fits", required_argument, 0, 'f'},
+        {"fits-case", required_argument, 0, 'C'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *fits = NULL, *fits_case = NULL;
+    const char *profile = NULL, *out = NULL, *gpu = NULL, *formats = "csv,py,json";
+    long S = 0, M = 0;
+    bool quiet = false, have_power = false;
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    erg_error err = {0};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p':
+            profile = optarg;
+            break;
+        case 's':
+            if (!cli_parse_int(cmd, "--stages", optarg, 1, 4096, &S))
+                return CLI_USAGE;
+            break;
+        case 'm':
+            if (!cli_parse_int(cmd, "--microbatches", optarg, 1, 100000, &M))
+                return CLI_USAGE;
+            break;
+        case 'o':
+            out = optarg;
+            break;
+        case 'g':
+            gpu = optarg;
+            break;
+        case 'w':
+            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &o.blocking_power_w))
+                return CLI_USAGE;
+            have_power = true;
+            break;
+        case 'u':
+            if (!cli_parse_double(cmd, "--unit-time", optarg, 1e-9, 1e3, &o.unit_s))
+                return CLI_USAGE;
+            break;
+        case 'S':
+            if (erg_schedule_parse(optarg, &o.schedule.kind, &err))
+                return cli_usage_error(cmd, "%s", err.msg);
+            break;
+        case 'n':
+            if (!cli_parse_double(cmd, "--noise-factor", optarg, 1e-9, 1, &o.noise_factor))
+                return CLI_USAGE;
+            break;
+        case 'A':
+            o.always_use_noise_factor = true;
+            break;
+        case 'F':
+            formats = optarg;
+            break;
+        case 'q':
+            quiet = true;
+            break;
+        case 'f':
+            fits = optarg;
+            break;
+        case 'C':
+            fits_case = optarg;
+            break;
+        case 'h':
+            plan_perseus_help(stdout);
+            return CLI_OK;
+        default:
+            return cli_usage_error(cmd, "unknown option");
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!profile || !S || !M || !out)
+        return cli_usage_error(cmd, "--profile, --stages, --microbatches and --out are required");
+    if (gpu && have_power)
+        return cli_usage_error(cmd, "give either --gpu or --blocking-power, not both");
+    if (gpu && erg_blocking_power_w(gpu, &o.blocking_power_w, &err))
+        return cli_usage_error(cmd, "%s", err.msg);
+    if (!gpu && !have_power)
+        return cli_usage_error(cmd, "the blocking power is needed: --gpu A40|A100 or "
+                                    "--blocking-power W");
+    int what = 0;
+    {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", formats);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            if (!strcasecmp(tok, "csv"))
+                what |= ERG_FRONTIER_CSV;
+            else if (!strcasecmp(tok, "py"))
+                what |= ERG_FRONTIER_PY;
+            else if (!strcasecmp(tok, "json"))
+                what |= ERG_FRONTIER_JSON;
+            else
+                return cli_usage_error(cmd, "--formats: unknown format '%s' (csv, py, json)", tok);
+        }
+    }
+    double *fitv = NULL;
+    if (fits) {
+        int rc = cli_read_fits(fits, fits_case, (int)S, &fitv);
+        if (rc)
+            return rc;
+        o.fits = fitv;
+    }
+    erg_profile *prof;
+    erg_plan *allmax = NULL;
+    erg_emulation em_max = {0};
+    if (erg_profile_read_csv(profile, &prof, &err)) {
+        free(fitv);
+        return cli_report(cmd, &err);
+    }
+    cli_progress pr;
+    cli_progress_init(&pr, "planning");
+    o.progress = cli_progress_cb;
+    o.progress_user = &pr;
+    double t0 = cli_now_s();
+    erg_frontier *f;
+    erg_status st = erg_plan_perseus(prof, (int)S, (int)M, &o, &f, &err);
+    cli_progress_done(&pr);
+    erg_dag *dag = NULL;
+    if (!st) {
+        st = erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w, &allmax, &err);
+        if (!st)
+            st = erg_dag_new(&o.schedule, (int)S, (int)M, &dag, &err);
+        if (!st)
+            st = erg_emulate(prof, dag, allmax, o.blocking_power_w, &em_max, NULL, NULL, &err);
+        erg_plan_free(allmax);
+        if (st)
+            erg_frontier_free(f);
+    }
+    if (st) {
+        erg_dag_free(dag);
+        erg_profile_free(prof);
+        free(fitv);
+        return cli_report(cmd, &err);
+    }
+    double t_plan = cli_now_s() - t0;
+    cli_progress_init(&pr, "writing ");
+    st = erg_frontier_write_dir(f, out, what, cli_progress_cb, &pr, &err);
+    cli_progress_done(&pr);
+    size_t n = erg_frontier_size(f);
+    if (st) {
+        erg_frontier_free(f);
+        erg_dag_free(dag);
+        erg_profile_free(prof);
+        free(fitv);
+        return cli_report(cmd, &err);
+    }
+    if (!quiet && n) {
+        erg_frontier_point a, b;
+        erg_frontier_get(f, 0, &a, &err);
+        erg_frontier_get(f, n - 1, &b, &err);
+        printf("%zu plans in %.2f s (%.0f plans/s), written to %s/\n", n, t_plan,
+               t_plan > 0 ? (double)n / t_plan : 0.0, out);
+        printf("slowest plan: %.6g s, %.6g J; fastest plan: %.6g s, %.6g J\n", a.time_s,
+               a.energy_j, b.time_s, b.energy_j);
+        printf("all-max clocks:           %.6g s, %.6g J (profiled values)\n", em_max.time_s,
+               em_max.energy_j);
+        size_t pick[2];
+        const char *label[2] = {"minimum-energy plan", "within 1% slowdown"};
+        bool ok[2];
+        ok[0] = !erg_frontier_choose_deadline(f, 1e300, &pick[0], &err);
+        ok[1] = !erg_frontier_choose_deadline(f, 1.01 * em_max.time_s, &pick[1], &err);
+        for (int i = 0; i < 2; i++) {
+            erg_plan *p = NULL;
+            erg_emulation em;
+            if (!ok[i]) {
+                printf("%-25s no plan is that fast\n", label[i]);
+                continue;
+            }
+            /* The planner's times are quantised down; for the 1% budget step
+             * to faster plans until the profiled time really fits. */
+            bool bad = false;
+            for (;;) {
+                if (erg_frontier_plan(f, pick[i], &p, &err) ||
+                    erg_emulate(prof, dag, p, o.blocking_power_w, &em, NULL, NULL, &err)) {
+                    bad = true;
+                    break;
+                }
+                if (i == 0 || em.time_s <= 1.01 * em_max.time_s || pick[i] + 1 >= n)
+                    break;
+                erg_plan_free(p);
+                p = NULL;
+                pick[i]++;
+            }
+            if (bad) {
+                printf("%-25s plan %zu: %s\n", label[i], pick[i], err.msg);
+            } else {
+                printf("%-25s plan %zu: %.6g s (%+.2f%%), %.6g J (%+.2f%% vs all-max; profiled "
+                       "values)\n",
+                       label[i], pick[i], em.time_s, 100 * (em.time_s / em_max.time_s - 1),
+                       em.energy_j, 100 * (em.energy_j / em_max.energy_j - 1));
+            }
+            erg_plan_free(p);
+        }
+    } else if (!quiet) {
+        printf("no plan: the pipeline cannot be made faster than its slowest state\n");
+    }
+    erg_frontier_free(f);
+    erg_dag_free(dag);
+    erg_profile_free(prof);
+    free(fitv);
+    return CLI_OK;
+}
+
+typedef struct plan_method {
+    const char *name;
+    cli_cmd_fn fn;
+    const char *summary;
+} plan_method;
+
+static const plan_method methods[] = {
+    {"perseus", plan_perseus, "the whole time-energy frontier (Perseus)"},
+    {"envpipe", cmd_plan_envpipe, "EnvPipe (envelope, ours schedule, reconfiguration)"},
+    {"zeus-global", cmd_plan_zeus_global, "one clock (or power limit) for every GPU (Zeus)"},
+    {"zeus-stage", cmd_plan_zeus_stage, "one clock per stage (Zeus cost)"},
+    {"uniform", cmd_plan_uniform, "every stage at its energy-valley clock"},
+};
+
+static void plan_help(FILE *f)
+{
+    fprintf(f, "usage: ergon plan METHOD [options]   (ergon plan METHOD --help)\n\nmethods:\n");
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        fprintf(f, "  %-12s %s\n", methods[i].name, methods[i].summary);
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    if (argc < 2) {
+        plan_help(stderr);
+        return CLI_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        plan_help(stdout);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (!strcmp(argv[1], methods[i].name))
+            return methods[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "ergon plan: unknown method '%s'\n", argv[1]);
+    plan_help(stderr);
+    return CLI_USAGE;
+}

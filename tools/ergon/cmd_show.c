@@ -1,0 +1,369 @@
+/* cmd_show.c: `ergon show plan|frontier`: pictures of a plan's timeline and of time-energy frontiers. */
+#include "cli.h"
+#include "envpipe_common.h"
+
+#include "ergon/plot.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+static void show_help(FILE *f)
+{
+    fprintf(f,
+            "usage: ergon show plan --profile P --plan FILE (--gpu G | --blocking-power W)\n"
+            "                       [--color clock|power] [--schedule S] -o OUT\n"
+            "       ergon show frontier [--frontier CSV_OR_DIR]... [--compare CSV] -o OUT\n\n"
+            "Draw pictures with cairo; the format follows OUT's extension: .png, .svg or .pdf.\n\n"
+            "show plan: the plan's pipeline timeline, emulated with the profile's times: one row\n"
+            "  per stage, each instruction a box labelled F<m>/B<m> and coloured by SM clock\n"
+            "  (or average power with --color power), idle time grey, the critical path as a\n"
+            "  dark line, a time axis and a colour legend.\n"
+            "  --plan FILE          ergon plan JSON or freqs_pipeline_%%05d.py file\n"
+            "  --schedule S         schedule of a .py plan (1f1b default, gpipe)\n"
+            "  --profile, --gpu, --blocking-power, --gpu-table  as for 'ergon plan'\n\n"
+            "show frontier: iteration time against energy.\n"
+            "  --frontier X         a frontier.csv (time,energy per plan) or a directory holding\n"
+            "                       one; drawn as a line; repeat for several, optionally NAME=X\n"
+            "  --compare CSV        the CSV of 'ergon compare --format csv': every method as a\n"
+            "                       marked point (columns method,time_s,energy_j)\n"
+            "  --point NAME=T,E     one more marked point (repeatable)\n\n"
+            "common:\n"
+            "  -o, --out OUT        the picture to write (.png, .svg, .pdf)\n"
+            "  --title TEXT         picture title\n"
+            "  --width PX           width in pixels/points (default 1200 plan, 1000 frontier)\n"
+            "  -h, --help           this help\n"
+            "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
+}
+
+/* A growable list of points read from a CSV file with two named columns. */
+typedef struct pts {
+    erg_plot_point *v;
+    size_t n, cap;
+    char **names; /* per point (compare CSV), may be NULL */
+} pts;
+
+static bool pts_add(pts *p, double t, double e, const char *name)
+{
+    if (p->n == p->cap) {
+        size_t nc = p->cap ? p->cap * 2 : 64;
+        erg_plot_point *nv = realloc(p->v, nc * sizeof *nv);
+        char **nn = realloc(p->names, nc * sizeof *nn);
+        if (!nv || !nn) {
+            free(nv ? nv : p->v);
+            free(nn ? nn : p->names);
+            p->v = NULL;
+            p->names = NULL;
+            return false;
+        }
+        p->v = nv;
+        p->names = nn;
+        p->cap = nc;
+    }
+    p->v[p->n] = (erg_plot_point){t, e};
+    p->names[p->n] = name ? strdup(name) : NULL;
+    p->n++;
+    return true;
+}
+
+static void pts_free(pts *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        free(p->names[i]);
+    free(p->v);
+    free(p->names);
+}
+
+static int split_csv(char *line, char **f, int max)
+{
+    int n = 0;
+    char *s = line;
+    for (;;) {
+        char *c = strchr(s, ',');
+        if (c)
+            *c = '\0';
+        while (*s == ' ')
+            s++;
+        size_t l = strlen(s);
+        while (l && (s[l - 1] == ' ' || s[l - 1] == '\r' || s[l - 1] == '\n'))
+            s[--l] = '\0';
+        if (n < max)
+            f[n++] = s;
+        if (!c)
+            break;
+        s = c + 1;
+    }
+    return n;
+}
+
+static bool parse_num(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Read columns tcol/ecol (and an optional name column) of a CSV. */
+static int read_points(const char *path, const char *tcol, const char *ecol, const char *ncol,
+                       pts *out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "ergon show: cannot open %s: %s\n", path, strerror(errno));
+        return CLI_USER_ERROR;
+    }
+    char line[4096];
+    char *fl[64];
+    int ti = -1, ei = -1, ni = -1, nf = 0;
+    long ln = 0;
+    int rc = CLI_OK;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        if (line[0] == '\n' || line[0] == '\r' || line[0] == '#')
+            continue;
+        int n = split_csv(line, fl, 64);
+        if (ti < 0) {
+            nf = n;
+            for (int i = 0; i < n; i++) {
+                if (!strcmp(fl[i], tcol))
+                    ti = i;
+                if (!strcmp(fl[i], ecol))
+                    ei = i;
+                if (ncol && !strcmp(fl[i], ncol))
+                    ni = i;
+            }
+            if (ti < 0 || ei < 0 || (ncol && ni < 0)) {
+                fprintf(stderr, "ergon show: %s:%ld: the header needs columns %s,%s%s%s\n", path,
+                        ln, tcol, ecol, ncol ? "," : "", ncol ? ncol : "");
+                rc = CLI_USER_ERROR;
+                break;
+            }
+            continue;
+        }
+        double t, e;
+        if (n != nf || !parse_num(fl[ti], &t) || !parse_num(fl[ei], &e)) {
+            fprintf(stderr, "ergon show: %s:%ld: expected %d fields with numeric %s and %s\n",
+                    path, ln, nf, tcol, ecol);
+            rc = CLI_USER_ERROR;
+            break;
+        }
+        if (!pts_add(out, t, e, ni >= 0 ? fl[ni] : NULL)) {
+            fprintf(stderr, "ergon show: out of memory\n");
+            rc = CLI_USER_ERROR;
+            break;
+        }
+    }
+    if (rc == CLI_OK && ti < 0) {
+        fprintf(stderr, "ergon show: %s is empty\n", path);
+        rc = CLI_USER_ERROR;
+    }
+    if (rc == CLI_OK && out->n == 0) {
+        fprintf(stderr, "ergon show: %s has no rows\n", path);
+        rc = CLI_USER_ERROR;
+    }
+    fclose(f);
+    return rc;
+}
+
+enum { S_PROFILE = 256, S_PLAN, S_GPU, S_POWER, S_TABLE, S_COLOR, S_SCHED, S_FRONTIER,
+       S_COMPARE, S_POINT, S_TITLE, S_WIDTH };
+
+#define MAX_SERIES 32
+
+int cmd_show(int argc, char **argv)
+{
+    const char *cmd = "show";
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        show_help(argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : CLI_OK;
+    }
+    bool is_plan = !strcmp(argv[1], "plan"), is_frontier = !strcmp(argv[1], "frontier");
+    if (!is_plan && !is_frontier)
+        return cli_usage_error(cmd, "unknown picture '%s' (use plan or frontier)", argv[1]);
+    static const struct option opts[] = {
+        {"profile", required_argument, 0, S_PROFILE}, {"plan", required_argument, 0, S_PLAN},
+        {"gpu", required_argument, 0, S_GPU}, {"blocking-power", required_argument, 0, S_POWER},
+        {"gpu-table", required_argument, 0, S_TABLE}, {"color", required_argument, 0, S_COLOR},
+        {"schedule", required_argument, 0, S_SCHED},
+        {"frontier", required_argument, 0, S_FRONTIER},
+        {"compare", required_argument, 0, S_COMPARE}, {"point", required_argument, 0, S_POINT},
+        {"title", required_argument, 0, S_TITLE}, {"width", required_argument, 0, S_WIDTH},
+        {"out", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    ecli_setup s;
+    memset(&s, 0, sizeof s);
+    erg_plot_opts po;
+    erg_plot_opts_init(&po);
+    erg_schedule sched = {.kind = ERG_SCHED_1F1B};
+    const char *plan_path = NULL, *out = NULL, *compare = NULL;
+    const char *frontiers[MAX_SERIES];
+    const char *points[MAX_SERIES];
+    int nfront = 0, npoints = 0;
+    erg_error err = {0};
+    long v;
+    int c;
+    optind = 2;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        bool plan_only = c == S_PROFILE || c == S_PLAN || c == S_GPU || c == S_POWER ||
+                         c == S_TABLE || c == S_COLOR || c == S_SCHED;
+        bool front_only = c == S_FRONTIER || c == S_COMPARE || c == S_POINT;
+        if ((plan_only && !is_plan) || (front_only && !is_frontier))
+            return cli_usage_error(cmd, "%s is not an option of 'show %s'", argv[optind - 1],
+                                   argv[1]);
+        switch (c) {
+        case S_PROFILE:
+            s.profile_path = optarg;
+            break;
+        case S_PLAN:
+            plan_path = optarg;
+            break;
+        case S_GPU:
+            s.gpu = optarg;
+            break;
+        case S_POWER:
+            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &s.power_w))
+                return CLI_USAGE;
+            s.have_power = true;
+            break;
+        case S_TABLE:
+            s.gpu_table = optarg;
+            break;
+        case S_COLOR:
+            if (!strcmp(optarg, "clock"))
+                po.color = ERG_PLOT_COLOR_CLOCK;
+            else if (!strcmp(optarg, "power"))
+                po.color = ERG_PLOT_COLOR_POWER;
+            else
+                return cli_usage_error(cmd, "--color expects clock or power, got '%s'", optarg);
+            break;
+        case S_SCHED:
+            if (erg_schedule_parse(optarg, &sched.kind, &err))
+                return cli_usage_error(cmd, "%s", err.msg);
+            break;
+        case S_FRONTIER:
+            if (nfront == MAX_SERIES - 2)
+                return cli_usage_error(cmd, "at most %d --frontier", MAX_SERIES - 2);
+            frontiers[nfront++] = optarg;
+            break;
+        case S_COMPARE:
+            compare = optarg;
+            break;
+        case S_POINT:
+            if (npoints == MAX_SERIES)
+                return cli_usage_error(cmd, "at most %d --point", MAX_SERIES);
+            points[npoints++] = optarg;
+            break;
+        case S_TITLE:
+            po.title = optarg;
+            break;
+        case S_WIDTH:
+            if (!cli_parse_int(cmd, "--width", optarg, 200, 20000, &v))
+                return CLI_USAGE;
+            po.width_px = (int)v;
+            break;
+        case 'o':
+            out = optarg;
+            break;
+        case 'h':
+            show_help(stdout);
+            return CLI_OK;
+        default:
+            return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!out)
+        return cli_usage_error(cmd, "-o OUT (.png, .svg or .pdf) is required");
+    int rc = CLI_OK;
+    if (is_plan) {
+        if (!plan_path)
+            return cli_usage_error(cmd, "--plan is required");
+        rc = ecli_setup_load(cmd, &s, false);
+        erg_plan *plan = NULL;
+        if (!rc && erg_plan_read(plan_path, &sched, &plan, &err))
+            rc = cli_report(cmd, &err);
+        if (!rc && erg_plan_num_stages(plan) > erg_profile_num_stages(s.profile)) {
+            fprintf(stderr, "ergon show: the plan has %d stages, the profile %d\n",
+                    erg_plan_num_stages(plan), erg_profile_num_stages(s.profile));
+            rc = CLI_USER_ERROR;
+        }
+        if (!rc && erg_plot_timeline(s.profile, plan, s.power_w, &po, out, &err))
+            rc = cli_report(cmd, &err);
+        erg_plan_free(plan);
+        ecli_setup_free(&s);
+        return rc;
+    }
+    /* frontier */
+    if (!nfront && !compare && !npoints)
+        return cli_usage_error(cmd, "give --frontier, --compare or --point");
+    pts data[MAX_SERIES];
+    erg_plot_series ser[3 * MAX_SERIES + 2];
+    char names[MAX_SERIES][256];
+    memset(data, 0, sizeof data);
+    size_t ns = 0;
+    int nd = 0;
+    for (int i = 0; i < nfront && !rc; i++) {
+        const char *arg = frontiers[i], *eq = strchr(arg, '=');
+        char file[4096];
+        snprintf(names[nd], sizeof names[nd], "Perseus frontier");
+        if (eq) {
+            snprintf(names[nd], sizeof names[nd], "%.*s", (int)(eq - arg), arg);
+            arg = eq + 1;
+        }
+        size_t l = strlen(arg);
+        if (l > 4 && !strcmp(arg + l - 4, ".csv"))
+            snprintf(file, sizeof file, "%s", arg);
+        else
+            snprintf(file, sizeof file, "%s/frontier.csv", arg);
+        rc = read_points(file, "time", "energy", NULL, &data[nd]);
+        if (!rc) {
+            ser[ns++] = (erg_plot_series){names[nd], data[nd].v, data[nd].n, true};
+            nd++;
+        }
+    }
+    pts cmp = {0};
+    if (!rc && compare) {
+        rc = read_points(compare, "time_s", "energy_j", "method", &cmp);
+        /* one marked series per method, in file order */
+        for (size_t i = 0; !rc && i < cmp.n && ns < MAX_SERIES + MAX_SERIES / 2; i++)
+            ser[ns++] = (erg_plot_series){cmp.names[i], &cmp.v[i], 1, false};
+    }
+    erg_plot_point extra[MAX_SERIES];
+    char extra_names[MAX_SERIES][128];
+    for (int i = 0; !rc && i < npoints; i++) {
+        const char *eq = strchr(points[i], '=');
+        char te[128];
+        char *comma;
+        if (!eq || (size_t)(eq - points[i]) >= sizeof extra_names[i]) {
+            rc = cli_usage_error(cmd, "--point expects NAME=TIME,ENERGY, got '%s'", points[i]);
+            break;
+        }
+        snprintf(extra_names[i], sizeof extra_names[i], "%.*s", (int)(eq - points[i]), points[i]);
+        snprintf(te, sizeof te, "%s", eq + 1);
+        comma = strchr(te, ',');
+        if (comma)
+            *comma = '\0';
+        if (!comma || !parse_num(te, &extra[i].time_s) ||
+            !parse_num(comma + 1, &extra[i].energy_j)) {
+            rc = cli_usage_error(cmd, "--point expects NAME=TIME,ENERGY, got '%s'", points[i]);
+            break;
+        }
+        ser[ns++] = (erg_plot_series){extra_names[i], &extra[i], 1, false};
+    }
+    if (!rc && erg_plot_frontier(ser, ns, &po, out, &err))
+        rc = cli_report(cmd, &err);
+    for (int i = 0; i < nd; i++)
+        pts_free(&data[i]);
+    pts_free(&cmp);
+    return rc;
+}
