@@ -3,6 +3,7 @@
 
 #include "ergon/pipeline.h"
 #include "ergon/plan.h"
+#include "ergon/planner.h"
 #include "ergon/profile.h"
 #include "ergon/server.h"
 #include "ergon/server_client.h"
@@ -862,21 +863,21 @@ TEST(profile_then_point_solution_8_processes)
     pid_t pids[8];
     for (int j = 0; j < 2; j++)
         jobs[j] = register_job(url, S, 1, M, "InstructionProfiler",
-                               "{\"minimum_power_state\": 850}", j ? "modelB" : "modelA");
+                               "{\"minimum_power_state\": 700}", j ? "modelB" : "modelA");
     for (int j = 0; j < 2; j++)
         for (int r = 0; r < S; r++) {
             rank_cfg rc = {url, jobs[j], r, S, M, r, 0, 0, 4, 0, NULL};
             pids[j * S + r] = fork_rank(&rc);
         }
     ASSERT_EQ_INT(wait_all(pids, 8), 0);
-    /* The profile CSV of job 0: 3 states (>= 850 MHz) x 4 stages x F/B. */
+    /* The profile CSV of job 0: 4 states (>= 700 MHz) x 4 stages x F/B. */
     char csv[1024];
     snprintf(csv, sizeof csv, "%s/%s/sim+modelA+uniform+dp1+tp1+pp4+mbs1+nmb4.csv", dump, jobs[0]);
     erg_profile *prof = NULL;
     erg_error err;
     ASSERT_OK(erg_profile_read_csv(csv, &prof, &err));
     ASSERT_EQ_INT(erg_profile_num_stages(prof), S);
-    ASSERT_EQ_INT(erg_profile_num_points(prof, 2, ERG_BACKWARD), 3);
+    ASSERT_EQ_INT(erg_profile_num_points(prof, 2, ERG_BACKWARD), 4);
     erg_profile_free(prof);
     char *text;
     size_t len;
@@ -894,9 +895,9 @@ TEST(profile_then_point_solution_8_processes)
              erg__fmt_double_py(ts / 12, t1, sizeof t1), erg__fmt_double_py(es / 12, e1, sizeof e1));
     ASSERT_CONTAINS(text, want);
     erg__free(text);
-    /* Windows 0-1 are all-max warm-ups, 2-4 the sweep; the layout is Perseus's. */
+    /* Windows 0-1 are all-max warm-ups, 2-5 the sweep; the layout is Perseus's. */
     char p[1024];
-    for (int w = 0; w < 5; w++) {
+    for (int w = 0; w < 6; w++) {
         snprintf(p, sizeof p, "%s/%s/%d.sched.json", dump, jobs[1], w);
         json_t *v = load_json(p);
         ASSERT_EQ_INT(json_array_size(v), 4);
@@ -915,7 +916,7 @@ TEST(profile_then_point_solution_8_processes)
         ASSERT(json_object_get(r3, "time_breakdown") && json_object_get(r3, "energy_breakdown"));
         json_decref(v);
     }
-    snprintf(p, sizeof p, "%s/%s/5.sched.json", dump, jobs[1]);
+    snprintf(p, sizeof p, "%s/%s/6.sched.json", dump, jobs[1]);
     ASSERT(!exists(p));
     snprintf(p, sizeof p, "%s/%s/perseus.json", dump, jobs[0]);
     json_t *pj = load_json(p);
@@ -923,19 +924,30 @@ TEST(profile_then_point_solution_8_processes)
     ASSERT_STR_EQ(json_string_value(json_object_get(pj, "mode")), "frequency");
     json_decref(pj);
 
-    /* Plans from the profile: every stage at 1200, and at 1000 MHz. */
-    char plans[600];
+    /* The measured profile feeds the planner through the CLI: `ergon plan
+     * perseus` (the whole frontier), then `ergon sample` keeps a few plans. */
+    char exe[1024], cmd[8192], plans[600], frontier[600];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ASSERT(el > 0);
+    exe[el] = 0;
+    *strrchr(exe, '/') = 0; /* build/tests */
+    *strrchr(exe, '/') = 0; /* build */
+    snprintf(frontier, sizeof frontier, "%s/frontier", d);
     snprintf(plans, sizeof plans, "%s/plans", d);
-    ASSERT_OK(erg__mkdir_p(plans, &err));
-    int clocks[2] = {1200, 1000};
-    for (int k = 0; k < 2; k++) {
-        erg_plan *pl = NULL;
-        ASSERT_OK(erg_plan_new(NULL, S, M, &pl, &err));
-        erg_plan_fill(pl, clocks[k]);
-        snprintf(p, sizeof p, "%s/freqs_pipeline_%05d.py", plans, k);
-        ASSERT_OK(erg_plan_write_py(pl, NULL, p, &err));
-        erg_plan_free(pl);
-    }
+    snprintf(cmd, sizeof cmd,
+             "'%s/ergon' plan perseus --profile '%s' --stages %d --microbatches %d --out '%s' "
+             "--blocking-power 80 --formats csv,py --quiet && '%s/ergon' sample '%s' '%s' -n 40 "
+             ">/dev/null",
+             exe, csv, S, M, frontier, exe, frontier, plans);
+    ASSERT_MSG(system(cmd) == 0, "%s failed", cmd);
+    int n_plans = 0;
+    DIR *dd = opendir(plans);
+    ASSERT(dd);
+    for (struct dirent *e; (e = readdir(dd));)
+        n_plans += strstr(e->d_name, ".py") != NULL;
+    closedir(dd);
+    ASSERT_MSG(n_plans >= 2 && n_plans <= 20, "%d sampled plans", n_plans);
+    printf("# the frontier of the measured profile, sampled: %d plans\n", n_plans);
     char args[800];
     snprintf(args, sizeof args, "{\"solution_path\": \"%s\", \"warmup_iters\": 1}", plans);
     char *pjobs[2];
@@ -947,18 +959,116 @@ TEST(profile_then_point_solution_8_processes)
             pids[j * S + r] = fork_rank(&rc);
         }
     ASSERT_EQ_INT(wait_all(pids, 8), 0);
-    for (int w = 0; w < 3; w++) {
+    /* Window 0 is the all-max warm-up; window 1 + i ran the i-th sampled plan,
+     * expanded over the pipe schedule (load/p2p inherit the compute clock). */
+    for (int w = 0; w <= n_plans; w++) {
         snprintf(p, sizeof p, "%s/%s/%d.sched.json", dump, pjobs[0], w);
         json_t *v = load_json(p);
-        json_t *ps = json_object_get(json_array_get(v, 2), "power_states");
-        for (size_t i = 0; i < json_array_size(ps); i++)
-            ASSERT_EQ_INT(json_integer_value(json_array_get(ps, i)), w == 0 ? 1410 : clocks[w - 1]);
+        if (w > 0) {
+            int **st = NULL, *lens = NULL, ns = 0;
+            char plan[1200];
+            snprintf(plan, sizeof plan, "%s/freqs_pipeline_%05d.py", plans, w - 1);
+            if (!exists(plan)) { /* sample keeps original numbers: find the w-th file */
+                struct dirent **list = NULL;
+                int nl = scandir(plans, &list, NULL, alphasort), k = 0;
+                for (int i = 0; i < nl; i++) {
+                    if (strstr(list[i]->d_name, ".py") && k++ == w - 1)
+                        snprintf(plan, sizeof plan, "%s/%s", plans, list[i]->d_name);
+                    free(list[i]);
+                }
+                free(list);
+            }
+            ASSERT_OK(srv_plan_load(plan, &st, &lens, &ns, &err));
+            for (int stage = 0; stage < S; stage++) {
+                json_t *ps = json_object_get(json_array_get(v, (size_t)stage), "power_states");
+                const char *names[256];
+                int n = pipe_schedule(S, M, stage, names), k = 0;
+                ASSERT_EQ_INT(json_array_size(ps), n);
+                int cur = st[stage][0];
+                for (int i = 0; i < n; i++) {
+                    if (!strcmp(names[i], "forward") || !strcmp(names[i], "backward"))
+                        cur = st[stage][k++];
+                    ASSERT_EQ_INT(json_integer_value(json_array_get(ps, (size_t)i)), cur);
+                }
+            }
+            srv_plan_stages_free(st, lens, ns);
+        }
         json_decref(v);
     }
+    snprintf(p, sizeof p, "%s/%s/%d.sched.json", dump, pjobs[0], n_plans + 1);
+    ASSERT(!exists(p));
+    /* Frontier on the planner's whole frontier: a straggler slowdown posted
+     * during the run switches to the plan erg_frontier_choose_slowdown picks. */
+    snprintf(args, sizeof args, "{\"frontier_dir\": \"%s\"}", frontier);
+    char *fjob = register_job(url, S, 1, M, "Frontier", args, "modelA");
+    for (int r = 0; r < S; r++) {
+        rank_cfg rc = {url, fjob, r, S, M, r, 0, 0, 2, 50, NULL};
+        pids[r] = fork_rank(&rc);
+    }
+    char *fesc = curl_easy_escape(NULL, fjob, 0), fpath[1200];
+    int st_code;
+    long straggler_from = -1;
+    for (int i = 0; i < 1000; i++) {
+        snprintf(fpath, sizeof fpath, "/v1/jobs/%s", fesc);
+        char *resp = http(url, "GET", fpath, NULL, &st_code);
+        json_t *v = json_loads(resp, 0, NULL);
+        long w = (long)json_integer_value(json_object_get(v, "window"));
+        json_decref(v);
+        erg_free(resp);
+        if (straggler_from < 0 && w >= 1) {
+            snprintf(fpath, sizeof fpath, "/v1/jobs/%s/straggler", fesc);
+            resp = http(url, "POST", fpath, "{\"slowdown\": 1.15}", &st_code);
+            ASSERT_EQ_INT(st_code, 200);
+            v = json_loads(resp, 0, NULL);
+            straggler_from = (long)json_integer_value(json_object_get(v, "applies_from_window"));
+            json_decref(v);
+            erg_free(resp);
+        }
+        if (straggler_from >= 0 && w > straggler_from) {
+            snprintf(fpath, sizeof fpath, "/v1/jobs/%s/end", fesc);
+            resp = http(url, "POST", fpath, NULL, &st_code);
+            ASSERT_EQ_INT(st_code, 200);
+            erg_free(resp);
+            break;
+        }
+        usleep(10000);
+    }
+    ASSERT(straggler_from >= 1);
+    ASSERT_EQ_INT(wait_all(pids, S), 0);
+    erg_frontier *fr = NULL;
+    ASSERT_OK(erg_frontier_read_dir(frontier, NULL, &fr, &err));
+    size_t want_idx[2];
+    ASSERT_OK(erg_frontier_choose_slowdown(fr, 1.0, &want_idx[0], &err));
+    ASSERT_OK(erg_frontier_choose_slowdown(fr, 1.15, &want_idx[1], &err));
+    ASSERT(want_idx[0] != want_idx[1]);
+    for (int k = 0; k < 2; k++) {
+        long w = k ? straggler_from : 0;
+        snprintf(p, sizeof p, "%s/%s/%ld.sched.json", dump, fjob, w);
+        json_t *v = load_json(p);
+        erg_plan *pl = NULL;
+        ASSERT_OK(erg_frontier_plan(fr, want_idx[k], &pl, &err));
+        for (int stage = 0; stage < S; stage++) {
+            json_t *ps = json_object_get(json_array_get(v, (size_t)stage), "power_states");
+            const char *names[256];
+            int n = pipe_schedule(S, M, stage, names), c2 = 0;
+            const int *fq = erg_plan_stage_freqs_const(pl, stage);
+            for (int i = 0; i < n; i++)
+                if (!strcmp(names[i], "forward") || !strcmp(names[i], "backward")) {
+                    ASSERT_EQ_INT(json_integer_value(json_array_get(ps, (size_t)i)), fq[c2]);
+                    c2++;
+                }
+        }
+        erg_plan_free(pl);
+        json_decref(v);
+    }
+    erg_frontier_free(fr);
+    curl_free(fesc);
+    erg_free(fjob);
+
     int status;
     char *m = http(url, "GET", "/metrics", NULL, &status);
-    ASSERT_CONTAINS(m, "ergon_jobs{state=\"done\"} 4");
-    /* the plans run at lower clocks use less energy in the model than all-max */
+    ASSERT_CONTAINS(m, "ergon_jobs{state=\"done\"} 5");
+    /* the planned clocks use less energy in the model than all-max */
     const char *sv = strstr(m, "\nergon_energy_saved_joules ");
     ASSERT(sv);
     ASSERT(atof(sv + 27) > 0);
