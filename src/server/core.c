@@ -1444,7 +1444,11 @@ static void h_result(erg_server *srv, const char *id, const srv_body *b, srv_res
         goto out;
     }
     if (j->state != J_RUNNING) {
-        fail(rs, v1, 409, "job %s is %s; it takes no results", j->id, state_names[j->state]);
+        char msg[700];
+        snprintf(msg, sizeof msg, "job %s is %s; it takes no results", j->id,
+                 state_names[j->state]);
+        respond(rs, 409, json_pack("{s:s,s:s}", v1 ? "error" : "detail", msg, "state",
+                                   state_names[j->state]));
         goto out;
     }
     if (win > j->window || !j->released) {

@@ -150,6 +150,8 @@ static int run_rank(const rank_cfg *c)
             usleep((useconds_t)c->report_delay_ms * 1000);
         erg_status st = erg_srv_client_report(cl, c->job, window, res, &err);
         erg_srv_result_free(res);
+        if (st == ERG_ESTATE && strstr(err.msg, "is done"))
+            continue; /* the job was ended meanwhile: the next fetch says so */
         if (st) {
             fprintf(stderr, "# rank %d: report: %s\n", c->rank, err.msg);
             return 14;
