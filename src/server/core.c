@@ -82,6 +82,7 @@ typedef struct srv_job {
     double baseline_j;   /* Energy per iteration of the last all-max window (0 = none). */
     double energy_j, saved_j;
     int waiters;
+    struct srv_waiter *parked; /* Suspended HTTP schedule requests. */
     pthread_cond_t cond;
     struct srv_job *next;
 } srv_job;
@@ -222,6 +223,8 @@ static erg_status db_save_job_state(erg_server *srv, srv_job *j)
 
 /* ---- jobs ---- */
 
+static void wake_parked(erg_server *srv, srv_job *j);
+
 static void job_free(srv_job *j)
 {
     if (!j)
@@ -288,6 +291,7 @@ static void job_finish(erg_server *srv, srv_job *j, int state, const char *msg)
     srv_log(srv, state == J_DONE ? ERG_LOG_INFO : ERG_LOG_WARNING, "job_end", j->id, "%s: %s",
             state_names[state], msg ? msg : "");
     pthread_cond_broadcast(&j->cond);
+    wake_parked(srv, j);
 }
 
 static srv_job *job_alloc(const char *id, json_t *info, const char *sched, json_t *args,
@@ -693,6 +697,7 @@ static void try_release(erg_server *srv, srv_job *j)
            (long long)j->window);
     srv_log(srv, ERG_LOG_DEBUG, "barrier", j->id, "window %ld released", j->window);
     pthread_cond_broadcast(&j->cond);
+    wake_parked(srv, j);
 }
 
 /* ---- validation of wire objects ---- */
@@ -1315,8 +1320,84 @@ static bool end_reply(srv_job *j, long r, srv_resp *rs, bool v1)
     return false;
 }
 
+/* Answer a schedule request if its answer is known now (ready, ended,
+ * stale, shutting down, or deadline passed); false when it must wait. */
+static bool schedule_try(erg_server *srv, srv_job *j, long r, long w, bool v1, bool expired,
+                         srv_resp *rs)
+{
+    if (srv->stopping) {
+        fail(rs, v1, 503, "the server is shutting down; retry");
+        return true;
+    }
+    if (end_reply(j, r, rs, v1))
+        return true;
+    if (j->state == J_RUNNING && j->window == w && j->released) {
+        schedule_reply(j, r, rs, v1);
+        return true;
+    }
+    if (j->state == J_RUNNING && j->window > w) {
+        fail(rs, v1, 409, "window %ld of job %s is over; rank %ld asked for it late", w, j->id, r);
+        return true;
+    }
+    if (expired) {
+        if (v1)
+            respond(rs, 202, json_pack("{s:i,s:i,s:b,s:b}", "rank", (json_int_t)r, "window",
+                                       (json_int_t)w, "pending", 1, "done", 0));
+        else
+            fail(rs, false, 503, "window %ld of job %s is not ready yet; retry", w, j->id);
+        return true;
+    }
+    return false;
+}
+
+/*
+ * Parked requests. Over HTTP a schedule request that must wait does not
+ * hold a thread: its connection is suspended (libmicrohttpd) and a waiter
+ * is queued on the job. Whatever may answer it (barrier released, job
+ * ended, deadline passed, shutdown) calls wake_parked, which builds every
+ * answer that is now known and resumes those connections. So a barrier of
+ * 1,000 ranks costs 1,000 formatted responses, not 1,000 thread wake-ups.
+ * Suspending happens under the server lock, before the waiter is visible,
+ * so a wake can never overtake its suspend.
+ */
+typedef struct srv_waiter {
+    long rank, window;
+    bool v1;
+    double deadline;
+    void *conn;
+    struct srv_waiter *next;
+} srv_waiter;
+
+static void wake_parked(erg_server *srv, srv_job *j)
+{
+    srv_waiter **pp = &j->parked;
+    double now = srv_now_mono();
+    while (*pp) {
+        srv_waiter *w = *pp;
+        srv_resp r2;
+        memset(&r2, 0, sizeof r2);
+        if (!schedule_try(srv, j, w->rank, w->window, w->v1, now >= w->deadline, &r2)) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        j->waiters--;
+        j->ranks[w->rank].waiting--;
+        j->ranks[w->rank].last_seen = now;
+        j->last_activity = now;
+        if (!r2.body) {
+            r2.status = 500;
+            r2.body = erg__strdup("{\"detail\":\"out of memory\"}");
+            r2.ctype = "application/json";
+        }
+        srv->requests_by_class[r2.status / 100]++;
+        srv->wake(w->conn, r2.status, r2.body, r2.ctype);
+        erg__free(w);
+    }
+}
+
 static void h_schedule(erg_server *srv, const char *id, const char *query, double max_wait,
-                       srv_resp *rs, bool v1)
+                       void *conn, srv_resp *rs, bool v1)
 {
     char buf[32];
     long r;
@@ -1351,36 +1432,33 @@ static void h_schedule(erg_server *srv, const char *id, const char *query, doubl
         w = 0;
     if (rk->asked < w)
         rk->asked = w;
+    rk->last_seen = srv_now_mono();
     try_release(srv, j);
     double deadline = srv_now_mono() + wait;
+    if (schedule_try(srv, j, r, w, v1, wait <= 0, rs))
+        return;
+    if (conn && srv->park && srv->wake) {
+        srv_waiter *wt = erg__calloc(1, sizeof *wt);
+        if (!wt) {
+            fail(rs, v1, 503, "out of memory; retry");
+            return;
+        }
+        *wt = (srv_waiter){r, w, v1, deadline, conn, j->parked};
+        srv->park(conn);
+        j->parked = wt;
+        j->waiters++;
+        rk->waiting++;
+        rs->parked = true;
+        return;
+    }
+    /* Direct calls (erg_server_handle): wait on the job's condition. */
     j->waiters++;
     rk->waiting++;
     for (;;) {
         rk->last_seen = srv_now_mono();
-        if (srv->stopping) {
-            fail(rs, v1, 503, "the server is shutting down; retry");
-            break;
-        }
-        if (end_reply(j, r, rs, v1))
-            break;
-        if (j->state == J_RUNNING && j->window == w && j->released) {
-            schedule_reply(j, r, rs, v1);
-            break;
-        }
-        if (j->state == J_RUNNING && j->window > w) {
-            fail(rs, v1, 409, "window %ld of job %s is over; rank %ld asked for it late", w, j->id,
-                 r);
-            break;
-        }
         double now = srv_now_mono();
-        if (now >= deadline) {
-            if (v1)
-                respond(rs, 202, json_pack("{s:i,s:i,s:b,s:b}", "rank", (json_int_t)r, "window",
-                                           (json_int_t)w, "pending", 1, "done", 0));
-            else
-                fail(rs, false, 503, "window %ld of job %s is not ready yet; retry", w, j->id);
+        if (schedule_try(srv, j, r, w, v1, now >= deadline, rs))
             break;
-        }
         double step = fmin(deadline - now, 1.0);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -1666,7 +1744,7 @@ static void h_metrics(erg_server *srv, srv_resp *rs)
 /* ---- routing ---- */
 
 void srv_dispatch(erg_server *srv, const char *method, const char *path, const char *query,
-                  const char *body, size_t len, double max_wait, srv_resp *rs)
+                  const char *body, size_t len, double max_wait, void *conn, srv_resp *rs)
 {
     memset(rs, 0, sizeof *rs);
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
@@ -1710,7 +1788,7 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
             fail(rs, false, 405, "use POST on /register_rank");
     } else if (!strncmp(path, "/schedule/", 10)) {
         if (get)
-            h_schedule(srv, path + 10, query, max_wait, rs, false);
+            h_schedule(srv, path + 10, query, max_wait, conn, rs, false);
         else
             fail(rs, false, 405, "use GET on /schedule/{job_id}");
     } else if (!strncmp(path, "/result/", 8)) {
@@ -1736,7 +1814,7 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
         } else if (!strcmp(act, "ranks") && post) {
             h_register_rank(srv, id, b, rs, true);
         } else if (!strcmp(act, "schedule") && get) {
-            h_schedule(srv, id, query, max_wait, rs, true);
+            h_schedule(srv, id, query, max_wait, conn, rs, true);
         } else if (!strcmp(act, "results") && post) {
             h_result(srv, id, b, rs, true);
         } else if (!strcmp(act, "heartbeat") && post) {
@@ -1756,6 +1834,11 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
         erg__free(id);
     } else {
         fail(rs, v1, 404, "no such endpoint %.200s", path);
+    }
+    if (rs->parked) {
+        pthread_mutex_unlock(&srv->mu);
+        body_free(&pb);
+        return;
     }
     if (!rs->body) {
         rs->status = 500;
@@ -1913,6 +1996,9 @@ erg_status srv_restore(erg_server *srv, erg_error *err)
 void srv_housekeeping(erg_server *srv)
 {
     double now = srv_now_mono();
+    for (srv_job *j = srv->jobs; j; j = j->next)
+        if (j->parked)
+            wake_parked(srv, j); /* deadlines */
     srv_job **pp = &srv->jobs;
     while (*pp) {
         srv_job *j = *pp;
@@ -1958,6 +2044,8 @@ void srv_free_jobs(erg_server *srv)
 
 void srv_wake_all(erg_server *srv)
 {
-    for (srv_job *j = srv->jobs; j; j = j->next)
+    for (srv_job *j = srv->jobs; j; j = j->next) {
         pthread_cond_broadcast(&j->cond);
+        wake_parked(srv, j);
+    }
 }

@@ -9,6 +9,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
+/* Event threads of the HTTP front end (requests are short; waits do not
+ * hold threads). */
+#define SRV_HTTP_THREADS 4
+
 void erg_server_opts_init(erg_server_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -136,7 +140,28 @@ fail:
 typedef struct conn_ctx {
     erg__buf body;
     bool too_big;
+    struct MHD_Connection *conn;
+    bool resp_ready;      /* A parked request's answer arrived. */
+    int resp_status;
+    char *resp_body;
+    const char *resp_ctype;
 } conn_ctx;
+
+static void park_conn(void *p)
+{
+    conn_ctx *ctx = p;
+    MHD_suspend_connection(ctx->conn);
+}
+
+static void wake_conn(void *p, int status, char *body, const char *ctype)
+{
+    conn_ctx *ctx = p;
+    ctx->resp_status = status;
+    ctx->resp_body = body;
+    ctx->resp_ctype = ctype;
+    ctx->resp_ready = true;
+    MHD_resume_connection(ctx->conn);
+}
 
 static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *ctype,
                                  const char *text)
@@ -180,6 +205,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx = erg__calloc(1, sizeof *ctx);
         if (!ctx)
             return MHD_NO;
+        ctx->conn = c;
         *con_cls = ctx;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         long n;
@@ -208,6 +234,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    if (ctx->resp_ready) {
+        enum MHD_Result ret = send_text(c, ctx->resp_status, ctx->resp_ctype, ctx->resp_body);
+        erg__free(ctx->resp_body);
+        ctx->resp_body = NULL;
+        ctx->resp_ready = false;
+        return ret;
+    }
     if (ctx->too_big) {
         char msg[128];
         snprintf(msg, sizeof msg, "{\"detail\":\"request body exceeds the limit of %zu bytes\"}",
@@ -220,8 +253,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     erg__buf q = {0};
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, &q);
     srv_resp rs;
-    srv_dispatch(srv, method, url, q.data, ctx->body.data, ctx->body.len, 1e9, &rs);
+    srv_dispatch(srv, method, url, q.data, ctx->body.data, ctx->body.len, 1e9, ctx, &rs);
     erg__buf_free(&q);
+    if (rs.parked)
+        return MHD_YES; /* suspended; wake_conn answers later */
     enum MHD_Result ret = send_text(c, rs.status, rs.ctype, rs.body);
     erg__free(rs.body);
     return ret;
@@ -236,6 +271,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn_ctx *ctx = *con_cls;
     if (ctx) {
         erg__buf_free(&ctx->body);
+        erg__free(ctx->resp_body);
         erg__free(ctx);
         *con_cls = NULL;
     }
@@ -287,8 +323,12 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     struct sockaddr_in6 a6;
     struct sockaddr_in a4;
     struct sockaddr *sa;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    /* A small pool of event-driven threads; waiting requests are suspended
+     * connections, not threads (core.c, "Parked requests"). */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    srv->park = park_conn;
+    srv->wake = wake_conn;
     memset(&a4, 0, sizeof a4);
     memset(&a6, 0, sizeof a6);
     if (inet_pton(AF_INET, srv->host, &a4.sin_addr) == 1) {
@@ -309,7 +349,7 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
         flags, (uint16_t)srv->opts.port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, sa,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)ceil(srv->opts.connection_timeout_s), MHD_OPTION_CONNECTION_LIMIT,
-        srv->opts.max_connections, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1u << 20),
+        srv->opts.max_connections, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
     if (!srv->mhd)
@@ -377,7 +417,7 @@ erg_status erg_server_handle(erg_server *srv, const char *method, const char *pa
 {
     srv_resp rs;
     srv_dispatch(srv, method ? method : "", path ? path : "", query, body, len,
-                 max_wait_s > 0 ? max_wait_s : 0, &rs);
+                 max_wait_s > 0 ? max_wait_s : 0, NULL, &rs);
     *http_status = rs.status;
     *resp_body = rs.body;
     *content_type = rs.ctype;
