@@ -365,7 +365,78 @@ TEST(measured_wait_rule_offline)
     erg_profile_free(p);
 }
 
-TAP_MAIN(TEST_ENTRY(measured_wait_rule_offline), TEST_ENTRY(perseus_emulation_reproduces_published_rows),
+
+typedef struct term_log {
+    int n;
+    int changed[4096];
+    int prev[1024];
+    int size;
+} term_log;
+
+static int log_changes(void *user, int it, const erg_plan *plan, const char *grid)
+{
+    (void)grid;
+    term_log *l = user;
+    int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan), k = 0, ch = 0;
+    for (int s = 0; s < S; s++)
+        for (int i = 0; i < 2 * M; i++, k++) {
+            int f = erg_plan_stage_freqs_const(plan, s)[i];
+            if (l->size && l->prev[k] != f)
+                ch = 1;
+            l->prev[k] = f;
+        }
+    l->size = k;
+    ASSERT_EQ_INT(it, l->n + 1);
+    l->changed[l->n++] = ch;
+    return 0;
+}
+
+/* envpipe-spec §7.7: reconfiguration ends after 11 consecutive iterations
+ * without change, and a raise resets the count. */
+TEST(terminates_after_eleven_quiet_iterations)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/envpipe_toy.csv", ERG_TEST_DATA_DIR);
+    erg_profile *p;
+    erg_error e;
+    ASSERT_MSG(erg_profile_read_csv(path, &p, &e) == ERG_OK, "%s", e.msg);
+    for (int pol = 0; pol < 2; pol++) {
+        erg_envpipe_opts o;
+        erg_envpipe_opts_init(&o);
+        o.blocking_power_w = 60;
+        o.reconfig = pol ? ERG_RECONFIG_GREEDY : ERG_RECONFIG_BALANCED;
+        term_log *l = calloc(1, sizeof *l);
+        o.on_iteration = log_changes;
+        o.user = l;
+        erg_plan *plan;
+        erg_envpipe_info info;
+        ASSERT_MSG(erg_plan_envpipe(p, 4, 8, &o, &plan, &info, &e) == ERG_OK, "%s", e.msg);
+        ASSERT_EQ_INT(info.iterations, l->n);
+        ASSERT(l->n >= 11);
+        /* the first iteration compares with the initial plan, which the log
+         * does not see: count from the second */
+        int quiet = 0;
+        for (int i = 1; i < l->n; i++) {
+            quiet = l->changed[i] ? 0 : quiet + 1;
+            if (i < l->n - 1)
+                ASSERT_MSG(quiet < 11, "still going after %d quiet iterations", quiet);
+        }
+        ASSERT_EQ_INT(quiet, l->n >= 12 ? 11 : l->n - 1);
+        /* a smaller finish limit stops sooner */
+        o.finish_limit = 2;
+        o.on_iteration = NULL;
+        erg_plan *p2;
+        erg_envpipe_info i2;
+        ASSERT_EQ_INT(erg_plan_envpipe(p, 4, 8, &o, &p2, &i2, &e), ERG_OK);
+        ASSERT_EQ_INT(i2.iterations, info.iterations - 8);
+        erg_plan_free(p2);
+        erg_plan_free(plan);
+        free(l);
+    }
+    erg_profile_free(p);
+}
+
+TAP_MAIN(TEST_ENTRY(terminates_after_eleven_quiet_iterations), TEST_ENTRY(measured_wait_rule_offline), TEST_ENTRY(perseus_emulation_reproduces_published_rows),
          TEST_ENTRY(readme_plan_path_is_the_envelope),
          TEST_ENTRY(modified_readme_plan_balanced_and_greedy),
          TEST_ENTRY(real_envpipe_on_a100_profile), TEST_ENTRY(bad_input_gets_a_clear_error),
