@@ -76,6 +76,16 @@ ERG_API erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir
 ERG_API erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *sched_hint,
                                          erg_frontier **out, erg_error *err);
 
+/* Keep every n-th plan (and the last) of a frontier directory `in` in a new
+ * directory `out` (which must not exist): its plan files under the same
+ * names and a frontier.csv of the kept rows. *kept and *total (may be NULL)
+ * receive the counts. */
+ERG_API erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every,
+                                           size_t *kept, size_t *total, erg_error *err);
+/* Path of the plan file behind `index` of a frontier read from a directory
+ * (NULL for a computed frontier). */
+ERG_API const char *erg_frontier_plan_path(const erg_frontier *f, size_t index);
+
 /* Plan choice: the minimum-energy plan whose iteration time is at most
  * deadline_s. ERG_ENOTFOUND (with the fastest time in the message) when the
  * deadline is below the fastest plan. */

@@ -505,6 +505,90 @@ done:
     return ERG_OK;
 }
 
+const char *erg_frontier_plan_path(const erg_frontier *f, size_t k)
+{
+    return f && f->files && k < f->np ? f->files[k] : NULL;
+}
+
+static erg_status copy_file(const char *from, const char *to, erg_error *err)
+{
+    char *text;
+    size_t len;
+    erg_status st = erg__read_file(from, 1u << 30, &text, &len, err);
+    if (st)
+        return st;
+    st = erg__write_file(to, text, len, err);
+    erg__free(text);
+    return st;
+}
+
+erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every, size_t *kept,
+                                   size_t *total, erg_error *err)
+{
+    if (every < 1)
+        return erg_error_set(err, ERG_EINVAL, "the sampling distance must be at least 1");
+    struct stat sb;
+    if (stat(out, &sb) == 0)
+        return erg_error_set(err, ERG_EEXIST, "%s already exists; choose a new directory", out);
+    erg_frontier *f;
+    erg_status st = erg_frontier_read_dir(in, NULL, &f, err);
+    if (st)
+        return st;
+    st = erg__mkdir_p(out, err);
+    erg__buf csv = {0};
+    size_t n = 0;
+    char *path = erg__malloc(strlen(out) + 300);
+    if (!path)
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if (!st)
+        st = erg__buf_append(&csv, "time,energy\n", 12);
+    for (size_t k = 0; k < f->np && !st; k++) {
+        if (k % every != 0 && k + 1 != f->np)
+            continue;
+        const char *src = f->files[k];
+        const char *base = strrchr(src, '/');
+        base = base ? base + 1 : src;
+        snprintf(path, strlen(out) + 300, "%s/%s", out, base);
+        st = copy_file(src, path, err);
+        /* the JSON twin of a .py plan, when there is one */
+        size_t bl = strlen(src);
+        if (!st && bl > 3 && !strcmp(src + bl - 3, ".py")) {
+            char *twin = erg__malloc(bl + 16);
+            if (twin) {
+                snprintf(twin, bl + 16, "%s", src);
+                char *slash = strrchr(twin, '/');
+                char *name = slash ? slash + 1 : twin;
+                unsigned long idx;
+                if (sscanf(name, "freqs_pipeline_%lu.py", &idx) == 1) {
+                    snprintf(name, bl + 16 - (size_t)(name - twin), "plan_%05lu.json", idx);
+                    if (stat(twin, &sb) == 0) {
+                        snprintf(path, strlen(out) + 300, "%s/plan_%05lu.json", out, idx);
+                        st = copy_file(twin, path, err);
+                    }
+                }
+                erg__free(twin);
+            }
+        }
+        char t[40], e[40];
+        if (!st)
+            st = erg__buf_printf(&csv, "%s,%s\n", erg__fmt_double_py(f->pts[k].time_s, t, sizeof t),
+                                 erg__fmt_double_py(f->pts[k].energy_j, e, sizeof e));
+        n++;
+    }
+    if (!st) {
+        snprintf(path, strlen(out) + 300, "%s/frontier.csv", out);
+        st = erg__write_file(path, csv.data, csv.len, err);
+    }
+    if (kept)
+        *kept = n;
+    if (total)
+        *total = f->np;
+    erg__buf_free(&csv);
+    erg__free(path);
+    erg_frontier_free(f);
+    return st;
+}
+
 /* ---- plan choice ---- */
 
 erg_status erg_frontier_choose_deadline(const erg_frontier *f, double deadline_s, size_t *index,

@@ -48,9 +48,11 @@ int cli_read_fits(const char *path, const char *case_name, int S, double **out);
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_gpu(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_choose(int argc, char **argv);
 
 /* EnvPipe, baselines, comparison and pictures (cmd_plan_envpipe.c, cmd_compare.c,
  * cmd_show.c); the plan_* ones are methods of `ergon plan`. */

@@ -2,6 +2,8 @@
  * registered baseline planners). */
 #include "cli.h"
 
+#include "ergon/emulate.h"
+#include "ergon/envpipe.h"
 #include "ergon/planner.h"
 
 #include <getopt.h>
@@ -161,6 +163,8 @@ static int plan_perseus(int argc, char **argv)
         o.fits = fitv;
     }
     erg_profile *prof;
+    erg_plan *allmax = NULL;
+    erg_emulation em_max = {0};
     if (erg_profile_read_csv(profile, &prof, &err)) {
         free(fitv);
         return cli_report(cmd, &err);
@@ -173,19 +177,35 @@ static int plan_perseus(int argc, char **argv)
     erg_frontier *f;
     erg_status st = erg_plan_perseus(prof, (int)S, (int)M, &o, &f, &err);
     cli_progress_done(&pr);
-    erg_profile_free(prof);
-    free(fitv);
-    if (st)
+    erg_dag *dag = NULL;
+    if (!st) {
+        st = erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w, &allmax, &err);
+        if (!st)
+            st = erg_dag_new(&o.schedule, (int)S, (int)M, &dag, &err);
+        if (!st)
+            st = erg_emulate(prof, dag, allmax, o.blocking_power_w, &em_max, NULL, NULL, &err);
+        erg_plan_free(allmax);
+        if (st)
+            erg_frontier_free(f);
+    }
+    if (st) {
+        erg_dag_free(dag);
+        erg_profile_free(prof);
+        free(fitv);
         return cli_report(cmd, &err);
+    }
     double t_plan = cli_now_s() - t0;
     cli_progress_init(&pr, "writing ");
     st = erg_frontier_write_dir(f, out, what, cli_progress_cb, &pr, &err);
     cli_progress_done(&pr);
+    size_t n = erg_frontier_size(f);
     if (st) {
         erg_frontier_free(f);
+        erg_dag_free(dag);
+        erg_profile_free(prof);
+        free(fitv);
         return cli_report(cmd, &err);
     }
-    size_t n = erg_frontier_size(f);
     if (!quiet && n) {
         erg_frontier_point a, b;
         erg_frontier_get(f, 0, &a, &err);
@@ -194,10 +214,52 @@ static int plan_perseus(int argc, char **argv)
                t_plan > 0 ? (double)n / t_plan : 0.0, out);
         printf("slowest plan: %.6g s, %.6g J; fastest plan: %.6g s, %.6g J\n", a.time_s,
                a.energy_j, b.time_s, b.energy_j);
+        printf("all-max clocks:           %.6g s, %.6g J (profiled values)\n", em_max.time_s,
+               em_max.energy_j);
+        size_t pick[2];
+        const char *label[2] = {"minimum-energy plan", "within 1% slowdown"};
+        bool ok[2];
+        ok[0] = !erg_frontier_choose_deadline(f, 1e300, &pick[0], &err);
+        ok[1] = !erg_frontier_choose_deadline(f, 1.01 * em_max.time_s, &pick[1], &err);
+        for (int i = 0; i < 2; i++) {
+            erg_plan *p = NULL;
+            erg_emulation em;
+            if (!ok[i]) {
+                printf("%-25s no plan is that fast\n", label[i]);
+                continue;
+            }
+            /* The planner's times are quantised down; for the 1% budget step
+             * to faster plans until the profiled time really fits. */
+            bool bad = false;
+            for (;;) {
+                if (erg_frontier_plan(f, pick[i], &p, &err) ||
+                    erg_emulate(prof, dag, p, o.blocking_power_w, &em, NULL, NULL, &err)) {
+                    bad = true;
+                    break;
+                }
+                if (i == 0 || em.time_s <= 1.01 * em_max.time_s || pick[i] + 1 >= n)
+                    break;
+                erg_plan_free(p);
+                p = NULL;
+                pick[i]++;
+            }
+            if (bad) {
+                printf("%-25s plan %zu: %s\n", label[i], pick[i], err.msg);
+            } else {
+                printf("%-25s plan %zu: %.6g s (%+.2f%%), %.6g J (%+.2f%% vs all-max; profiled "
+                       "values)\n",
+                       label[i], pick[i], em.time_s, 100 * (em.time_s / em_max.time_s - 1),
+                       em.energy_j, 100 * (em.energy_j / em_max.energy_j - 1));
+            }
+            erg_plan_free(p);
+        }
     } else if (!quiet) {
         printf("no plan: the pipeline cannot be made faster than its slowest state\n");
     }
     erg_frontier_free(f);
+    erg_dag_free(dag);
+    erg_profile_free(prof);
+    free(fitv);
     return CLI_OK;
 }
 

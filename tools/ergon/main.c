@@ -11,10 +11,15 @@
 #include <unistd.h>
 
 static const cli_command commands[] = {
-    {"plan", cmd_plan, "compute plans: the Perseus frontier and baselines"},
-    {"version", cmd_version, "print the version"},
+    {"profile", cmd_profile, "make stage profiles (simulated GPU, client logs)"},
+    {"plan", cmd_plan, "compute plans: the Perseus frontier, EnvPipe, Zeus baselines"},
+    {"emulate", cmd_emulate, "iteration time and energy of a plan, from a profile"},
+    {"choose", cmd_choose, "the minimum-energy plan for a deadline or a slowdown"},
+    {"sample", cmd_sample, "keep every N-th plan of a frontier directory"},
     {"compare", cmd_compare, "every planning method on one profile, side by side"},
     {"show", cmd_show, "draw a plan's timeline or a time-energy frontier (PNG/SVG/PDF)"},
+    {"gpu", cmd_gpu, "inspect GPUs, lock/reset clocks (sim, NVML, ergond)"},
+    {"version", cmd_version, "print the version"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Run the benchmarks (make bench). Results go to stdout as Markdown tables;
+# copy them into docs/benchmarks.md together with the machine description.
+set -euo pipefail
+build=${1:-build}
+here=$(cd "$(dirname "$0")/.." && pwd)
+data=${ERGON_DATA:-$here/../shared/data}
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F)"
+for b in "$build"/bench/bench_*; do
+  [ -x "$b" ] || continue
+  name=$(basename "$b")
+  echo; echo "== $name"
+  case "$name" in
+    bench_planner)
+      echo "Perseus frontier planner (one core)"
+      taskset -c 0 "$b" "$data" "${BENCH_REPS:-3}" ;;
+    bench_client_overhead)
+      fake="$build/tests/fake_nvml/libnvidia-ml.so.1"
+      "$b"
+      if [ -r "$fake" ]; then
+        "$b" --nvml "$fake"
+        "$b" --nvml "$fake" --iters 20000 --work-us 100
+      fi ;;
+    *) "$b" ;;
+  esac
+done

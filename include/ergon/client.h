@@ -1,0 +1,111 @@
+/* client.h: the run-time client a training loop calls: per-instruction clocks, measurement, logs. */
+#ifndef ERGON_CLIENT_H
+#define ERGON_CLIENT_H
+
+#include "ergon/ergon.h"
+#include "ergon/gpu.h"
+#include "ergon/plan.h"
+#include "ergon/profile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One training rank's client: applies a plan's clocks on one GPU while the
+ * training loop runs, measures, writes logs, and restores the GPU.
+ *
+ * Threads: the training thread calls the step/instruction hooks; a clock
+ * thread owned by the client receives clock changes through a lock-free
+ * single-producer queue and makes the (slow) GPU calls, and samples the
+ * energy counter. The hooks never wait on the GPU. All hooks of one client
+ * must be called from one thread at a time. */
+typedef struct erg_client erg_client;
+
+/* Flags of erg_client_new. */
+#define ERG_CLIENT_NO_SIGNALS 1u  /* Do not install SIGINT/SIGTERM/SIGHUP handlers. */
+#define ERG_CLIENT_NO_WATCHDOG 2u /* Do not fork the helper that restores clocks if the
+                                     process dies hard (SIGKILL, crash). */
+#define ERG_CLIENT_NO_ENERGY 4u   /* Do not sample the energy counter. */
+
+/* Create a client for device `device` of `gpu` (borrowed: it must outlive
+ * the client) as pipeline rank `rank` (= stage). log_dir (may be NULL)
+ * receives instructions-<rank>.csv and time-energy-<rank>.csv at
+ * erg_client_close / erg_client_flush_logs.
+ * Unless flags say otherwise, installs signal handlers that restore the
+ * clocks and then re-raise the signal, and forks a watchdog process that
+ * resets the GPU when this process dies without closing the client
+ * (NVML back-end only: the simulated GPU dies with the process). */
+ERG_API erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_dir,
+                                  unsigned flags, erg_client **out, erg_error *err);
+
+/* Use stage `stage` of `plan` (copied): instruction (kind, microbatch) runs
+ * at the plan's clock. Fails if a planned clock is not supported. */
+ERG_API erg_status erg_client_set_plan(erg_client *c, const erg_plan *plan, int stage,
+                                       erg_error *err);
+/* Read a plan file (JSON or freqs_pipeline .py, see plan.h) and use it. */
+ERG_API erg_status erg_client_load_plan(erg_client *c, const char *path, int stage,
+                                        erg_error *err);
+/* Run every instruction at one clock (0 = leave the clocks alone). Used by
+ * profiling mode. Requests the clock at once. */
+ERG_API erg_status erg_client_set_uniform_clock(erg_client *c, int freq_mhz, erg_error *err);
+
+/* Training-loop hooks. Non-blocking; ERG_EINVAL for a microbatch outside the
+ * plan, ERG_ESTATE for calls out of order (begin without end). */
+ERG_API erg_status erg_client_step_begin(erg_client *c);
+/* Ends the iteration; time_s / energy_j (may be NULL) receive its wall time
+ * and GPU energy. */
+ERG_API erg_status erg_client_step_end(erg_client *c, double *time_s, double *energy_j);
+ERG_API erg_status erg_client_instruction_begin(erg_client *c, erg_instr_kind kind,
+                                                int microbatch);
+ERG_API erg_status erg_client_instruction_end(erg_client *c, erg_instr_kind kind,
+                                              int microbatch);
+
+/* Wait (up to timeout_s) until every requested clock has been applied.
+ * ERG_ETIMEOUT otherwise. Returns the clock thread's first error if it had
+ * one (for example ERG_EPERM without privilege). */
+ERG_API erg_status erg_client_sync(erg_client *c, double timeout_s, erg_error *err);
+/* The SM clock the clock thread last applied (0 = none / reset). */
+ERG_API int erg_client_active_clock(const erg_client *c);
+/* Number of clock changes sent to the GPU so far. */
+ERG_API uint64_t erg_client_clock_changes(const erg_client *c);
+/* First error of the clock thread (ERG_OK if none), with its message. */
+ERG_API erg_status erg_client_clock_error(const erg_client *c, erg_error *err);
+
+/* Write the logs now (they are rewritten on each call). */
+ERG_API erg_status erg_client_flush_logs(erg_client *c, erg_error *err);
+/* Stop the clock thread, reset the GPU's clocks, write the logs, free.
+ * NULL is a no-op. Returns the first error (the client is freed anyway). */
+ERG_API erg_status erg_client_close(erg_client *c, erg_error *err);
+
+/* Turn a log directory written by clients (instructions-<rank>.csv +
+ * time-energy-<rank>.csv for ranks 0..S-1) into a stage profile: per
+ * (stage, instruction, clock) the mean time and energy, energy from the
+ * piecewise-linear cumulative energy curve. Only records whose clock was the
+ * same at their start and end count, labelled with that clock; the first
+ * 10% (rounded down) of each group are dropped as warm-up. num_stages 0 =
+ * every rank found. Errors name the file and line. */
+ERG_API erg_status erg_profile_from_logs(const char *dir, int num_stages, erg_profile **out,
+                                         erg_error *err);
+
+/* Profiling mode (control-plane-spec section 2.4): sweep the SM clock from
+ * the highest supported down to min_freq_mhz, running `iters` iterations at
+ * each through `run_iteration` (which calls the hooks of `c`), stop early once
+ * iteration energy went up five times in a row past the first third of the
+ * clocks (and always at min_freq_mhz), then measure the blocking power: the
+ * mean power over blocking_s seconds while the training thread sleeps, with
+ * the clocks reset (on the simulated GPU the device is marked blocked; on a
+ * real one the caller should run this while its peer holds a P2P receive
+ * or the GPU is otherwise idle; blocking_s 0 skips it, *blocking_power_w is
+ * then NAN). The first iteration at each clock is a warm-up and is not
+ * measured. The result is this rank's profile (stage `stage`); the clocks are
+ * reset afterwards. */
+typedef erg_status (*erg_iteration_fn)(void *user, erg_client *c);
+ERG_API erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int iters,
+                                      erg_iteration_fn run_iteration, void *user,
+                                      double blocking_s, erg_profile **out,
+                                      double *blocking_power_w, erg_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

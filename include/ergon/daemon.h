@@ -1,0 +1,50 @@
+/* daemon.h: ergond, the privileged GPU clock daemon: zeusd-compatible HTTP over a Unix socket. */
+#ifndef ERGON_DAEMON_H
+#define ERGON_DAEMON_H
+
+#include "ergon/ergon.h"
+#include "ergon/gpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The daemon serves HTTP/1.1 on a Unix socket (docs/ergond.md):
+ * - zeusd's endpoints for discovery, clocks, power limits and energy,
+ *   parameters in the query string;
+ * - writes are authorised from the peer's SO_PEERCRED uid/gid against a
+ *   per-GPU allow list read from a config file (root is always allowed);
+ * - clocks and limits are validated against what the GPU reports (fail
+ *   closed), requests are bounded (8 KiB head, 4 KiB body, 16 parameters);
+ * - a lease per client process: the GPUs a process changed are reset when
+ *   it exits, however it exits (pidfd), and when the daemon stops.
+ * Single-threaded; GPU calls run inline. */
+typedef struct erg_daemon erg_daemon;
+
+/* Log sink: level 0 info, 1 warning (refusals), 2 error. May be NULL. */
+typedef void (*erg_log_fn)(void *user, int level, const char *msg);
+
+/* Parse a config file (see docs/ergond.md) into a daemon for `gpu`
+ * (borrowed: it must outlive the daemon), create the socket at
+ * socket_path with permissions socket_mode (e.g. 0666: everyone may
+ * connect, only allowed peers may write). A stale socket file is replaced
+ * only if nothing answers on it. */
+ERG_API erg_status erg_daemon_new(const char *socket_path, unsigned socket_mode,
+                                  const char *config_path, erg_gpu *gpu, erg_log_fn log,
+                                  void *log_user, erg_daemon **out, erg_error *err);
+/* Serve until erg_daemon_stop. Then reset every leased GPU. */
+ERG_API erg_status erg_daemon_run(erg_daemon *d, erg_error *err);
+/* Ask the loop to stop; async-signal-safe. */
+ERG_API void erg_daemon_stop(erg_daemon *d);
+/* Close the socket (and remove its file) and free. NULL is a no-op. */
+ERG_API void erg_daemon_free(erg_daemon *d);
+
+/* Open the back-end that goes through a running ergond at socket_path: all
+ * reads and writes are requests to the daemon. Also reachable as
+ * erg_gpu_open("daemon:<socket path>"). */
+ERG_API erg_status erg_gpu_open_daemon(const char *socket_path, erg_gpu **out, erg_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,329 @@
+"""ergon: Python binding (ctypes over libergon, no compiled extension).
+
+Hooks for a training loop, plan loading and GPU back-ends:
+
+    import ergon
+    gpu = ergon.Gpu("nvml")                 # or "sim:a100:gpt3-xl:4", "daemon:/run/ergond/ergond.sock"
+    with ergon.Client(gpu, device=0, rank=stage, log_dir="logs") as c:
+        c.load_plan("freqs_pipeline_00042.py", stage)
+        for batch in data:
+            c.step_begin()
+            c.instruction_begin(ergon.FORWARD, 0); ...; c.instruction_end(ergon.FORWARD, 0)
+            ...
+            t, e = c.step_end()
+
+See ergon.integration for wrapping a pipeline engine's forward/backward calls.
+"""
+import ctypes
+import ctypes.util
+import os
+
+__all__ = ["ErgonError", "Gpu", "Client", "FORWARD", "BACKWARD", "load_library",
+           "version", "profile_from_logs", "sim_profile"]
+
+FORWARD = 0
+BACKWARD = 1
+
+#: libergon version this binding was written for (major, minor).
+API_VERSION = (0, 1)
+
+_STATUS_NAMES = {0: "OK", 1: "EINVAL", 2: "EPARSE", 3: "EIO", 4: "ENOMEM", 5: "ENOTSUP",
+                 6: "ENOTFOUND", 7: "EPERM", 8: "ESTATE", 9: "ENUMERIC", 10: "ENOGPU",
+                 11: "ENET", 12: "EDB", 13: "ETIMEOUT", 14: "ECANCELED", 15: "EEXIST",
+                 16: "EINTERNAL"}
+
+CLIENT_NO_SIGNALS = 1
+CLIENT_NO_WATCHDOG = 2
+CLIENT_NO_ENERGY = 4
+
+
+class ErgonError(Exception):
+    """A libergon call failed: .status (int), .name ("EPERM"), message."""
+
+    def __init__(self, status, message):
+        self.status = status
+        self.name = _STATUS_NAMES.get(status, str(status))
+        super().__init__("%s: %s" % (self.name, message))
+
+
+class _Error(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int), ("msg", ctypes.c_char * 512)]
+
+
+_lib = None
+
+
+def load_library(path=None):
+    """Load libergon: `path`, $ERGON_LIBRARY, or libergon.so(.0) on the loader path."""
+    global _lib
+    if _lib is not None and path is None:
+        return _lib
+    cands = [path] if path else []
+    if os.environ.get("ERGON_LIBRARY"):
+        cands.append(os.environ["ERGON_LIBRARY"])
+    cands += ["libergon.so.0", "libergon.so", ctypes.util.find_library("ergon")]
+    last = None
+    for c in cands:
+        if not c:
+            continue
+        try:
+            lib = ctypes.CDLL(c)
+            break
+        except OSError as e:
+            last = e
+    else:
+        raise ErgonError(10, "cannot load libergon (set ERGON_LIBRARY): %s" % last)
+    _declare(lib)
+    ver = lib.erg_version().decode()
+    major, minor = (int(x) for x in ver.split(".")[:2])
+    if (major, minor) != API_VERSION:
+        raise ErgonError(5, "libergon %s, this binding expects %d.%d" % ((ver,) + API_VERSION))
+    _lib = lib
+    return lib
+
+
+def _declare(lib):
+    P, I, D, U, E = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_uint, ctypes.POINTER(_Error)
+    S = ctypes.c_char_p
+    sig = {
+        "erg_version": (S, []),
+        "erg_free": (None, [P]),
+        "erg_gpu_open": (I, [S, ctypes.POINTER(P), E]),
+        "erg_gpu_close": (None, [P]),
+        "erg_gpu_count": (I, [P]),
+        "erg_gpu_backend_name": (S, [P]),
+        "erg_gpu_name": (I, [P, I, ctypes.c_char_p, ctypes.c_size_t, E]),
+        "erg_gpu_sm_clocks": (I, [P, I, ctypes.POINTER(ctypes.POINTER(I)), ctypes.POINTER(ctypes.c_size_t), E]),
+        "erg_gpu_lock_sm_clocks": (I, [P, I, I, I, E]),
+        "erg_gpu_reset_sm_clocks": (I, [P, I, E]),
+        "erg_gpu_energy_mj": (I, [P, I, ctypes.POINTER(ctypes.c_uint64), E]),
+        "erg_gpu_sim_set_activity": (I, [P, I, ctypes.c_bool, I, ctypes.POINTER(D), E]),
+        "erg_client_new": (I, [P, I, I, S, U, ctypes.POINTER(P), E]),
+        "erg_client_load_plan": (I, [P, S, I, E]),
+        "erg_client_set_uniform_clock": (I, [P, I, E]),
+        "erg_client_step_begin": (I, [P]),
+        "erg_client_step_end": (I, [P, ctypes.POINTER(D), ctypes.POINTER(D)]),
+        "erg_client_instruction_begin": (I, [P, I, I]),
+        "erg_client_instruction_end": (I, [P, I, I]),
+        "erg_client_sync": (I, [P, D, E]),
+        "erg_client_active_clock": (I, [P]),
+        "erg_client_clock_changes": (ctypes.c_uint64, [P]),
+        "erg_client_clock_error": (I, [P, E]),
+        "erg_client_flush_logs": (I, [P, E]),
+        "erg_client_close": (I, [P, E]),
+        "erg_profile_from_logs": (I, [S, I, ctypes.POINTER(P), E]),
+        "erg_sim_profile": (I, [S, S, I, I, I, ctypes.POINTER(P), E]),
+        "erg_profile_write_csv": (I, [P, S, E]),
+        "erg_profile_free": (None, [P]),
+        "erg_profile_num_stages": (I, [P]),
+    }
+    for name, (res, args) in sig.items():
+        f = getattr(lib, name)
+        f.restype = res
+        f.argtypes = args
+
+
+def _check(status, err=None, what=""):
+    if status != 0:
+        msg = err.msg.decode(errors="replace") if err is not None and err.msg else what
+        raise ErgonError(status, msg or _STATUS_NAMES.get(status, "error"))
+
+
+def version():
+    return load_library().erg_version().decode()
+
+
+class Gpu:
+    """A GPU back-end: "nvml", "nvml:LIB", "sim:GPU[:MODEL[:N]]", "daemon:SOCKET"."""
+
+    def __init__(self, spec="nvml"):
+        lib = load_library()
+        self._lib = lib
+        self._h = ctypes.c_void_p()
+        err = _Error()
+        _check(lib.erg_gpu_open(spec.encode(), ctypes.byref(self._h), ctypes.byref(err)), err)
+        self._clients = []
+
+    @property
+    def handle(self):
+        if not self._h:
+            raise ErgonError(8, "GPU back-end closed")
+        return self._h
+
+    def __len__(self):
+        return self._lib.erg_gpu_count(self.handle)
+
+    @property
+    def backend(self):
+        return self._lib.erg_gpu_backend_name(self.handle).decode()
+
+    def name(self, dev=0):
+        buf = ctypes.create_string_buffer(256)
+        err = _Error()
+        _check(self._lib.erg_gpu_name(self.handle, dev, buf, 256, ctypes.byref(err)), err)
+        return buf.value.decode()
+
+    def sm_clocks(self, dev=0):
+        p = ctypes.POINTER(ctypes.c_int)()
+        n = ctypes.c_size_t()
+        err = _Error()
+        _check(self._lib.erg_gpu_sm_clocks(self.handle, dev, ctypes.byref(p), ctypes.byref(n),
+                                           ctypes.byref(err)), err)
+        try:
+            return [p[i] for i in range(n.value)]
+        finally:
+            self._lib.erg_free(p)
+
+    def lock_sm_clock(self, dev, mhz):
+        err = _Error()
+        _check(self._lib.erg_gpu_lock_sm_clocks(self.handle, dev, mhz, mhz, ctypes.byref(err)), err)
+
+    def reset_sm_clocks(self, dev=0):
+        err = _Error()
+        _check(self._lib.erg_gpu_reset_sm_clocks(self.handle, dev, ctypes.byref(err)), err)
+
+    def energy_mj(self, dev=0):
+        v = ctypes.c_uint64()
+        err = _Error()
+        _check(self._lib.erg_gpu_energy_mj(self.handle, dev, ctypes.byref(v), ctypes.byref(err)), err)
+        return v.value
+
+    def sim_set_activity(self, dev, busy, kind=FORWARD):
+        """Simulated GPU only: mark an instruction running (returns its time in s) or idle."""
+        t = ctypes.c_double()
+        err = _Error()
+        _check(self._lib.erg_gpu_sim_set_activity(self.handle, dev, busy, kind, ctypes.byref(t),
+                                                  ctypes.byref(err)), err)
+        return t.value
+
+    def close(self):
+        # Clients borrow the back-end: close them first, in any order.
+        for c in list(self._clients):
+            c.close()
+        if self._h:
+            self._lib.erg_gpu_close(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Client:
+    """One training rank's client (see include/ergon/client.h)."""
+
+    def __init__(self, gpu, device=0, rank=0, log_dir=None, flags=0):
+        self._lib = load_library()
+        self._gpu = gpu
+        self._h = ctypes.c_void_p()
+        err = _Error()
+        _check(self._lib.erg_client_new(gpu.handle, device, rank,
+                                        log_dir.encode() if log_dir else None, flags,
+                                        ctypes.byref(self._h), ctypes.byref(err)), err)
+        gpu._clients.append(self)
+
+    @property
+    def handle(self):
+        if not self._h:
+            raise ErgonError(8, "client closed")
+        return self._h
+
+    def load_plan(self, path, stage):
+        err = _Error()
+        _check(self._lib.erg_client_load_plan(self.handle, os.fspath(path).encode(), stage,
+                                              ctypes.byref(err)), err)
+
+    def set_uniform_clock(self, mhz):
+        err = _Error()
+        _check(self._lib.erg_client_set_uniform_clock(self.handle, mhz, ctypes.byref(err)), err)
+
+    def step_begin(self):
+        _check(self._lib.erg_client_step_begin(self.handle), what="step_begin out of order")
+
+    def step_end(self):
+        t, e = ctypes.c_double(), ctypes.c_double()
+        _check(self._lib.erg_client_step_end(self.handle, ctypes.byref(t), ctypes.byref(e)),
+               what="step_end without step_begin (or inside an instruction)")
+        return t.value, e.value
+
+    def instruction_begin(self, kind, microbatch):
+        _check(self._lib.erg_client_instruction_begin(self.handle, kind, microbatch),
+               what="instruction_begin(%d, %d) refused" % (kind, microbatch))
+
+    def instruction_end(self, kind, microbatch):
+        _check(self._lib.erg_client_instruction_end(self.handle, kind, microbatch),
+               what="instruction_end(%d, %d) does not match the open instruction" % (kind, microbatch))
+
+    def sync(self, timeout_s=30.0):
+        err = _Error()
+        _check(self._lib.erg_client_sync(self.handle, timeout_s, ctypes.byref(err)), err)
+
+    @property
+    def active_clock(self):
+        return self._lib.erg_client_active_clock(self.handle)
+
+    @property
+    def clock_changes(self):
+        return self._lib.erg_client_clock_changes(self.handle)
+
+    def flush_logs(self):
+        err = _Error()
+        _check(self._lib.erg_client_flush_logs(self.handle, ctypes.byref(err)), err)
+
+    def close(self):
+        """Stop the clock thread, reset the clocks, write the logs. Idempotent."""
+        if not self._h:
+            return
+        err = _Error()
+        st = self._lib.erg_client_close(self._h, ctypes.byref(err))
+        self._h = ctypes.c_void_p()
+        if self in self._gpu._clients:
+            self._gpu._clients.remove(self)
+        _check(st, err)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def profile_from_logs(log_dir, out_csv, num_stages=0):
+    """`ergon profile logs`: client logs -> stage profile CSV."""
+    lib = load_library()
+    p = ctypes.c_void_p()
+    err = _Error()
+    _check(lib.erg_profile_from_logs(os.fspath(log_dir).encode(), num_stages, ctypes.byref(p),
+                                     ctypes.byref(err)), err)
+    try:
+        _check(lib.erg_profile_write_csv(p, os.fspath(out_csv).encode(), ctypes.byref(err)), err)
+        return lib.erg_profile_num_stages(p)
+    finally:
+        lib.erg_profile_free(p)
+
+
+def sim_profile(gpu, model, stages, out_csv, microbatch_size=0, min_freq_mhz=0):
+    """`ergon profile sim`: the simulated GPU's profile to a CSV."""
+    lib = load_library()
+    p = ctypes.c_void_p()
+    err = _Error()
+    _check(lib.erg_sim_profile(gpu.encode(), model.encode(), stages, microbatch_size,
+                               min_freq_mhz, ctypes.byref(p), ctypes.byref(err)), err)
+    try:
+        _check(lib.erg_profile_write_csv(p, os.fspath(out_csv).encode(), ctypes.byref(err)), err)
+    finally:
+        lib.erg_profile_free(p)

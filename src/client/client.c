@@ -1,0 +1,891 @@
+/* client.c: the training-loop client: hooks, the clock thread, restore on exit/signals/death. */
+#include "client/client_internal.h"
+#include "ergon/plan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * THE CLOCK QUEUE
+ *
+ * The training thread (producer) and the clock thread (consumer) share a
+ * single-producer single-consumer ring of clock requests. The producer
+ * writes the slot, then publishes it with a release store of `tail`; the
+ * consumer reads `tail` with acquire, applies the request (the slow GPU
+ * call), then releases the slot by storing `head`. Neither side ever takes a
+ * lock or makes a system call, so instruction_begin costs a few loads and
+ * stores. The consumer polls (sleeping 100 us between empty polls, far below
+ * the 10-20 ms an NVML setter takes).
+ *
+ * Consecutive equal clocks are skipped on the producer side (`last_req`).
+ * When the consumer finds several requests pending (the GPU is slower than
+ * the instructions), it applies only the newest and drops the rest: a clock
+ * meant for an instruction that has already finished is worthless, and
+ * applying every stale one in turn would leave the GPU ever further behind.
+ * If the ring is ever full, the newest request goes to `overflow` (an atomic
+ * slot, latest wins), which the consumer prefers over the ring. On stop,
+ * pending requests are dropped (the client resets the GPU anyway).
+ *
+ * RESTORE. Normal path: erg_client_close resets the SM (and memory) clocks.
+ * Signals: the handler only stores the signal number; every clock thread
+ * sees it within 100 us, resets its GPU, marks itself done, and the last one
+ * re-raises the signal with the default action. Hard death: a watchdog child
+ * (forked at creation, before our thread starts) waits for EOF on a pipe
+ * whose write end only the client process holds; EOF without the "clean
+ * close" byte means the process died, and the child reopens the back-end
+ * from its spec and resets the GPU. LIMITATION: forking from a process that
+ * already has other threads is only safe because the child execs nothing
+ * and touches only its own fresh state; the daemon lease (ergond) is the
+ * robust alternative.
+ */
+
+#define QCAP 1024u
+#define POLL_NS 100000L
+#define ENERGY_PERIOD_S 0.002
+
+struct erg_client {
+    erg_gpu *gpu;
+    int dev, rank;
+    char *log_dir;
+    unsigned flags;
+
+    /* plan: clocks[kind * M + microbatch] */
+    int *clocks;
+    int num_mb;
+    int uniform_clock;
+
+    /* queue */
+    int ring[QCAP];
+    _Atomic size_t head, tail;
+    _Atomic int overflow; /* 0 = empty */
+    int last_req;         /* producer-side dedupe */
+    _Atomic uint64_t requested;
+    _Atomic int busy;     /* the consumer has taken requests it has not applied yet */
+    _Atomic int active_clock;
+    _Atomic uint64_t changes;
+    _Atomic uint64_t coalesced; /* requests superseded before they were applied */
+    _Atomic int stop;
+    pthread_t thread;
+    bool thread_started;
+
+    /* clock thread error */
+    pthread_mutex_t err_mu;
+    erg_error clock_err;
+
+    /* measurement */
+    double epoch_offset_s; /* realtime - monotonic at creation */
+    bool in_step, in_instr;
+    double step_start_s;
+    uint64_t step_energy_mj;
+    erg__instr_rec *recs;
+    size_t nrecs, cap_recs;
+    pthread_mutex_t samples_mu;
+    erg__energy_sample *samples;
+    size_t nsamples, cap_samples;
+    bool sampling;
+
+    /* watchdog */
+    pid_t watchdog;
+    int watchdog_fd;
+    _Atomic int restored_by_signal;
+};
+
+/* ---- signal handling: a registry of live clients ---- */
+#define MAX_CLIENTS 64
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static erg_client *registry[MAX_CLIENTS];
+static volatile sig_atomic_t pending_signal = 0;
+static int handlers_installed = 0;
+static struct sigaction old_actions[3];
+static const int restore_signals[3] = {SIGINT, SIGTERM, SIGHUP};
+
+static void on_signal(int sig)
+{
+    pending_signal = sig;
+}
+
+static void install_handlers(void)
+{
+    if (handlers_installed++)
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; i++)
+        sigaction(restore_signals[i], &sa, &old_actions[i]);
+}
+
+static void uninstall_handlers(void)
+{
+    if (handlers_installed == 0 || --handlers_installed)
+        return;
+    for (int i = 0; i < 3; i++)
+        sigaction(restore_signals[i], &old_actions[i], NULL);
+}
+
+static void register_client(erg_client *c)
+{
+    pthread_mutex_lock(&reg_mu);
+    for (int i = 0; i < MAX_CLIENTS; i++)
+        if (!registry[i]) {
+            registry[i] = c;
+            break;
+        }
+    install_handlers();
+    pthread_mutex_unlock(&reg_mu);
+}
+
+static void unregister_client(erg_client *c)
+{
+    pthread_mutex_lock(&reg_mu);
+    for (int i = 0; i < MAX_CLIENTS; i++)
+        if (registry[i] == c)
+            registry[i] = NULL;
+    uninstall_handlers();
+    pthread_mutex_unlock(&reg_mu);
+}
+
+/* Called by a clock thread after it restored its GPU for a signal. */
+static void maybe_reraise(int sig)
+{
+    pthread_mutex_lock(&reg_mu);
+    bool all = true;
+    for (int i = 0; i < MAX_CLIENTS; i++)
+        if (registry[i] && !(registry[i]->flags & ERG_CLIENT_NO_SIGNALS) &&
+            !atomic_load(&registry[i]->restored_by_signal))
+            all = false;
+    if (all) {
+        /* Tell the watchdogs the GPUs are already clean, then die of the
+         * signal as the process would have without us. */
+        for (int i = 0; i < MAX_CLIENTS; i++)
+            if (registry[i] && registry[i]->watchdog_fd >= 0) {
+                ssize_t w = write(registry[i]->watchdog_fd, "q", 1);
+                (void)w;
+            }
+        for (int i = 0; i < 3; i++)
+            if (restore_signals[i] == sig)
+                sigaction(sig, &old_actions[i], NULL);
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        struct sigaction cur;
+        sigaction(sig, NULL, &cur);
+        if (cur.sa_handler == on_signal)
+            sigaction(sig, &dfl, NULL);
+        pthread_mutex_unlock(&reg_mu);
+        kill(getpid(), sig);
+        return;
+    }
+    pthread_mutex_unlock(&reg_mu);
+}
+
+/* ---- helpers ---- */
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double epoch_s(const erg_client *c)
+{
+    return mono_s() + c->epoch_offset_s;
+}
+
+static void set_clock_error(erg_client *c, const erg_error *e)
+{
+    pthread_mutex_lock(&c->err_mu);
+    if (c->clock_err.status == ERG_OK)
+        c->clock_err = *e;
+    pthread_mutex_unlock(&c->err_mu);
+}
+
+static void apply_clock(erg_client *c, int f)
+{
+    erg_error e;
+    erg_status st = f > 0 ? erg_gpu_lock_sm_clocks(c->gpu, c->dev, f, f, &e)
+                          : erg_gpu_reset_sm_clocks(c->gpu, c->dev, &e);
+    if (st)
+        set_clock_error(c, &e);
+    else {
+        atomic_store(&c->active_clock, f > 0 ? f : 0);
+        atomic_fetch_add(&c->changes, 1);
+    }
+}
+
+static void sample_energy(erg_client *c)
+{
+    uint64_t mj;
+    erg_error e;
+    if (erg_gpu_energy_mj(c->gpu, c->dev, &mj, &e) != ERG_OK)
+        return;
+    double j = (double)mj / 1000.0, t = epoch_s(c);
+    pthread_mutex_lock(&c->samples_mu);
+    if (c->nsamples && c->samples[c->nsamples - 1].energy_j == j) {
+        pthread_mutex_unlock(&c->samples_mu);
+        return;
+    }
+    if (c->nsamples == c->cap_samples) {
+        size_t nc = c->cap_samples ? 2 * c->cap_samples : 4096;
+        erg__energy_sample *ns = erg__reallocarray(c->samples, nc, sizeof *ns);
+        if (!ns) {
+            pthread_mutex_unlock(&c->samples_mu);
+            return;
+        }
+        c->samples = ns;
+        c->cap_samples = nc;
+    }
+    c->samples[c->nsamples++] = (erg__energy_sample){t, j};
+    pthread_mutex_unlock(&c->samples_mu);
+}
+
+static void *clock_thread(void *arg)
+{
+    erg_client *c = arg;
+    double next_sample = 0;
+    for (;;) {
+        bool worked = false;
+        atomic_store(&c->busy, 1);
+        size_t h = atomic_load_explicit(&c->head, memory_order_relaxed);
+        size_t t = atomic_load_explicit(&c->tail, memory_order_acquire);
+        if (h != t) {
+            /* Coalesce: only the newest pending request still matters. */
+            int f = c->ring[(t - 1) % QCAP];
+            int ov = atomic_exchange(&c->overflow, 0);
+            if (ov)
+                f = ov > 0 ? ov : 0;
+            atomic_fetch_add(&c->coalesced, (t - h) - 1 + (ov ? 1 : 0));
+            atomic_store_explicit(&c->head, t, memory_order_release);
+            if (!atomic_load(&c->stop))
+                apply_clock(c, f);
+            worked = true;
+        } else {
+            int ov = atomic_exchange(&c->overflow, 0);
+            if (ov) {
+                if (!atomic_load(&c->stop))
+                    apply_clock(c, ov > 0 ? ov : 0);
+                worked = true;
+            }
+        }
+        atomic_store(&c->busy, 0);
+        int sig = pending_signal;
+        if (sig && !(c->flags & ERG_CLIENT_NO_SIGNALS) && !atomic_load(&c->restored_by_signal)) {
+            erg_error e;
+            erg_gpu_reset_sm_clocks(c->gpu, c->dev, &e);
+            atomic_store(&c->active_clock, 0);
+            atomic_store(&c->restored_by_signal, 1);
+            if (c->log_dir)
+                erg_client_flush_logs(c, &e);
+            maybe_reraise(sig);
+        }
+        if (c->sampling) {
+            double now = mono_s();
+            if (now >= next_sample) {
+                sample_energy(c);
+                next_sample = now + ENERGY_PERIOD_S;
+            }
+        }
+        if (atomic_load(&c->stop) &&
+            atomic_load(&c->head) == atomic_load(&c->tail) && !atomic_load(&c->overflow))
+            break;
+        if (!worked) {
+            struct timespec ts = {0, POLL_NS};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+/* Producer side: queue a clock change (0 = reset) unless it repeats. */
+static void request_clock(erg_client *c, int f)
+{
+    if (f == c->last_req)
+        return;
+    c->last_req = f;
+    atomic_fetch_add_explicit(&c->requested, 1, memory_order_relaxed);
+    size_t t = atomic_load_explicit(&c->tail, memory_order_relaxed);
+    size_t h = atomic_load_explicit(&c->head, memory_order_acquire);
+    if (t - h >= QCAP) {
+        atomic_store(&c->overflow, f > 0 ? f : -1);
+        return;
+    }
+    c->ring[t % QCAP] = f;
+    atomic_store_explicit(&c->tail, t + 1, memory_order_release);
+}
+
+/* ---- watchdog ---- */
+
+static void watchdog_main(int fd, const char *spec, int dev)
+{
+    /* Only our pipe end stays open; wait for the parent to go away. */
+    char b = 0;
+    ssize_t r;
+    do
+        r = read(fd, &b, 1);
+    while (r < 0 && errno == EINTR);
+    if (r == 1 && b == 'q')
+        _exit(0);
+    erg_gpu *g = NULL;
+    if (erg_gpu_open(spec, &g, NULL) == ERG_OK) {
+        erg_gpu_reset_sm_clocks(g, dev, NULL);
+        erg_gpu_close(g);
+    }
+    _exit(0);
+}
+
+static void start_watchdog(erg_client *c)
+{
+    c->watchdog = -1;
+    c->watchdog_fd = -1;
+    if ((c->flags & ERG_CLIENT_NO_WATCHDOG) || strcmp(erg_gpu_backend_name(c->gpu), "nvml"))
+        return;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return;
+    char spec[4200];
+    snprintf(spec, sizeof spec, "%s", erg_gpu_spec(c->gpu));
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return;
+    }
+    if (pid == 0) {
+        close(fds[1]);
+        setsid(); /* survive a terminal's SIGINT/SIGHUP aimed at the job */
+        signal(SIGINT, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        watchdog_main(fds[0], spec, c->dev);
+    }
+    close(fds[0]);
+    c->watchdog = pid;
+    c->watchdog_fd = fds[1];
+}
+
+static void stop_watchdog(erg_client *c)
+{
+    if (c->watchdog_fd >= 0) {
+        ssize_t w = write(c->watchdog_fd, "q", 1);
+        (void)w;
+        close(c->watchdog_fd);
+        c->watchdog_fd = -1;
+    }
+    if (c->watchdog > 0) {
+        int status;
+        while (waitpid(c->watchdog, &status, 0) < 0 && errno == EINTR)
+            ;
+        c->watchdog = -1;
+    }
+}
+
+/* ---- public API ---- */
+
+erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_dir,
+                          unsigned flags, erg_client **out, erg_error *err)
+{
+    if (!gpu || !out)
+        return erg_error_set(err, ERG_EINVAL, "erg_client_new: NULL argument");
+    if (device < 0 || device >= erg_gpu_count(gpu))
+        return erg_error_set(err, ERG_EINVAL, "GPU %d does not exist (%d on %s)", device,
+                             erg_gpu_count(gpu), erg_gpu_backend_name(gpu));
+    if (rank < 0)
+        return erg_error_set(err, ERG_EINVAL, "rank %d is negative", rank);
+    erg_client *c = erg__calloc(1, sizeof *c);
+    if (!c)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    c->gpu = gpu;
+    c->dev = device;
+    c->rank = rank;
+    c->flags = flags;
+    c->last_req = -1;
+    c->watchdog = -1;
+    c->watchdog_fd = -1;
+    c->sampling = !(flags & ERG_CLIENT_NO_ENERGY);
+    pthread_mutex_init(&c->err_mu, NULL);
+    pthread_mutex_init(&c->samples_mu, NULL);
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    c->epoch_offset_s = ((double)rt.tv_sec + (double)rt.tv_nsec * 1e-9) - mono_s();
+    erg_status st = ERG_OK;
+    if (log_dir) {
+        if (!(c->log_dir = erg__strdup(log_dir))) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto fail;
+        }
+        if ((st = erg__mkdir_p(log_dir, err)))
+            goto fail;
+    }
+    c->cap_recs = 4096;
+    c->recs = erg__malloc(c->cap_recs * sizeof *c->recs);
+    if (!c->recs) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    start_watchdog(c);
+    if (pthread_create(&c->thread, NULL, clock_thread, c) != 0) {
+        st = erg_error_set(err, ERG_EINTERNAL, "cannot start the clock thread: %s",
+                           strerror(errno));
+        goto fail;
+    }
+    c->thread_started = true;
+    if (!(flags & ERG_CLIENT_NO_SIGNALS))
+        register_client(c);
+    else {
+        pthread_mutex_lock(&reg_mu);
+        for (int i = 0; i < MAX_CLIENTS; i++)
+            if (!registry[i]) {
+                registry[i] = c;
+                break;
+            }
+        pthread_mutex_unlock(&reg_mu);
+    }
+    *out = c;
+    return ERG_OK;
+fail:
+    stop_watchdog(c);
+    pthread_mutex_destroy(&c->err_mu);
+    pthread_mutex_destroy(&c->samples_mu);
+    erg__free(c->recs);
+    erg__free(c->log_dir);
+    erg__free(c);
+    return st;
+}
+
+static erg_status check_clock_supported(erg_client *c, int f, erg_error *err)
+{
+    int *clocks = NULL;
+    size_t n = 0;
+    erg_status st = erg_gpu_sm_clocks(c->gpu, c->dev, &clocks, &n, err);
+    if (st)
+        return st;
+    bool ok = false;
+    for (size_t i = 0; i < n; i++)
+        ok |= clocks[i] == f;
+    int lo = n ? clocks[n - 1] : 0, hi = n ? clocks[0] : 0;
+    erg__free(clocks);
+    if (!ok)
+        return erg_error_set(err, ERG_EINVAL,
+                             "clock %d MHz is not supported by GPU %d (supported %d..%d MHz)", f,
+                             c->dev, lo, hi);
+    return ERG_OK;
+}
+
+erg_status erg_client_set_plan(erg_client *c, const erg_plan *plan, int stage, erg_error *err)
+{
+    if (!c || !plan)
+        return erg_error_set(err, ERG_EINVAL, "erg_client_set_plan: NULL argument");
+    if (c->in_step)
+        return erg_error_set(err, ERG_ESTATE, "cannot change the plan inside an iteration");
+    int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan);
+    if (stage < 0 || stage >= S)
+        return erg_error_set(err, ERG_EINVAL, "stage %d is not in the plan's [0, %d]", stage,
+                             S - 1);
+    int *clocks = erg__calloc((size_t)2 * (size_t)M, sizeof *clocks);
+    if (!clocks)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    for (int k = 0; k < 2; k++)
+        for (int m = 0; m < M; m++) {
+            int f = erg_plan_freq(plan, stage, (erg_instr_kind)k, m);
+            erg_status st = f > 0 ? check_clock_supported(c, f, err) : ERG_OK;
+            if (st) {
+                erg__free(clocks);
+                return st;
+            }
+            clocks[k * M + m] = f;
+        }
+    erg__free(c->clocks);
+    c->clocks = clocks;
+    c->num_mb = M;
+    c->uniform_clock = 0;
+    return ERG_OK;
+}
+
+erg_status erg_client_load_plan(erg_client *c, const char *path, int stage, erg_error *err)
+{
+    erg_plan *plan = NULL;
+    erg_status st = erg_plan_read(path, NULL, &plan, err);
+    if (st)
+        return st;
+    st = erg_client_set_plan(c, plan, stage, err);
+    erg_plan_free(plan);
+    return st;
+}
+
+erg_status erg_client_set_uniform_clock(erg_client *c, int freq_mhz, erg_error *err)
+{
+    if (!c)
+        return erg_error_set(err, ERG_EINVAL, "NULL client");
+    if (freq_mhz < 0)
+        return erg_error_set(err, ERG_EINVAL, "clock %d MHz is negative", freq_mhz);
+    if (freq_mhz > 0) {
+        erg_status st = check_clock_supported(c, freq_mhz, err);
+        if (st)
+            return st;
+    }
+    erg__free(c->clocks);
+    c->clocks = NULL;
+    c->num_mb = 0;
+    c->uniform_clock = freq_mhz;
+    if (freq_mhz > 0)
+        request_clock(c, freq_mhz);
+    return ERG_OK;
+}
+
+erg_status erg_client_step_begin(erg_client *c)
+{
+    if (!c)
+        return ERG_EINVAL;
+    if (c->in_step)
+        return ERG_ESTATE;
+    c->in_step = true;
+    c->step_start_s = mono_s();
+    uint64_t mj = 0;
+    if (erg_gpu_energy_mj(c->gpu, c->dev, &mj, NULL) != ERG_OK)
+        mj = 0;
+    c->step_energy_mj = mj;
+    return ERG_OK;
+}
+
+erg_status erg_client_step_end(erg_client *c, double *time_s, double *energy_j)
+{
+    if (!c)
+        return ERG_EINVAL;
+    if (!c->in_step || c->in_instr)
+        return ERG_ESTATE;
+    c->in_step = false;
+    double t = mono_s() - c->step_start_s;
+    uint64_t mj = 0;
+    double e = NAN;
+    if (erg_gpu_energy_mj(c->gpu, c->dev, &mj, NULL) == ERG_OK && c->step_energy_mj)
+        e = (double)erg_counter_delta(c->step_energy_mj, mj, 64) / 1000.0;
+    if (time_s)
+        *time_s = t;
+    if (energy_j)
+        *energy_j = e;
+    return ERG_OK;
+}
+
+erg_status erg_client_instruction_begin(erg_client *c, erg_instr_kind kind, int microbatch)
+{
+    if (!c)
+        return ERG_EINVAL;
+    if (c->in_instr)
+        return ERG_ESTATE;
+    if ((kind != ERG_FORWARD && kind != ERG_BACKWARD) || microbatch < 0 ||
+        (c->clocks && microbatch >= c->num_mb))
+        return ERG_EINVAL;
+    int f = c->clocks ? c->clocks[kind * c->num_mb + microbatch] : c->uniform_clock;
+    if (f > 0)
+        request_clock(c, f);
+    if (c->nrecs == c->cap_recs) {
+        size_t nc = 2 * c->cap_recs;
+        erg__instr_rec *nr = erg__reallocarray(c->recs, nc, sizeof *nr);
+        if (!nr)
+            return ERG_ENOMEM;
+        c->recs = nr;
+        c->cap_recs = nc;
+    }
+    erg__instr_rec *r = &c->recs[c->nrecs];
+    r->kind = (int)kind;
+    r->microbatch = microbatch;
+    r->freq_start = atomic_load_explicit(&c->active_clock, memory_order_relaxed);
+    r->start_s = epoch_s(c);
+    c->in_instr = true;
+    return ERG_OK;
+}
+
+erg_status erg_client_instruction_end(erg_client *c, erg_instr_kind kind, int microbatch)
+{
+    if (!c)
+        return ERG_EINVAL;
+    if (!c->in_instr)
+        return ERG_ESTATE;
+    erg__instr_rec *r = &c->recs[c->nrecs];
+    if (r->kind != (int)kind || r->microbatch != microbatch)
+        return ERG_ESTATE;
+    r->end_s = epoch_s(c);
+    r->freq_end = atomic_load_explicit(&c->active_clock, memory_order_relaxed);
+    c->nrecs++;
+    c->in_instr = false;
+    return ERG_OK;
+}
+
+erg_status erg_client_sync(erg_client *c, double timeout_s, erg_error *err)
+{
+    if (!c)
+        return erg_error_set(err, ERG_EINVAL, "NULL client");
+    double end = mono_s() + timeout_s;
+    /* Order matters: the consumer raises `busy` before it moves `head`. */
+    while (atomic_load(&c->head) != atomic_load(&c->tail) || atomic_load(&c->overflow) ||
+           atomic_load(&c->busy)) {
+        if (mono_s() > end)
+            return erg_error_set(err, ERG_ETIMEOUT,
+                                 "GPU %d: clock changes still pending after %.3f s", c->dev,
+                                 timeout_s);
+        struct timespec ts = {0, POLL_NS};
+        nanosleep(&ts, NULL);
+    }
+    return erg_client_clock_error(c, err);
+}
+
+int erg_client_active_clock(const erg_client *c)
+{
+    return c ? atomic_load(&((erg_client *)c)->active_clock) : 0;
+}
+
+uint64_t erg_client_clock_changes(const erg_client *c)
+{
+    return c ? atomic_load(&((erg_client *)c)->changes) : 0;
+}
+
+erg_status erg_client_clock_error(const erg_client *c, erg_error *err)
+{
+    if (!c)
+        return erg_error_set(err, ERG_EINVAL, "NULL client");
+    erg_client *m = (erg_client *)c;
+    pthread_mutex_lock(&m->err_mu);
+    erg_error e = m->clock_err;
+    pthread_mutex_unlock(&m->err_mu);
+    if (e.status && err)
+        *err = e;
+    return e.status;
+}
+
+/* Samples snapshot for aggregation / logs (caller frees). */
+static erg_status copy_samples(erg_client *c, erg__energy_sample **out, size_t *n, erg_error *err)
+{
+    pthread_mutex_lock(&c->samples_mu);
+    size_t k = c->nsamples;
+    erg__energy_sample *s = erg__malloc((k ? k : 1) * sizeof *s);
+    if (s && k)
+        memcpy(s, c->samples, k * sizeof *s);
+    pthread_mutex_unlock(&c->samples_mu);
+    if (!s)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    *out = s;
+    *n = k;
+    return ERG_OK;
+}
+
+erg_status erg_client_flush_logs(erg_client *c, erg_error *err)
+{
+    if (!c)
+        return erg_error_set(err, ERG_EINVAL, "NULL client");
+    if (!c->log_dir)
+        return ERG_OK;
+    erg__buf b = {0};
+    erg_status st = erg__buf_printf(&b, "instruction,microbatch,start,end,freq_start,freq_end\n");
+    for (size_t i = 0; !st && i < c->nrecs; i++) {
+        const erg__instr_rec *r = &c->recs[i];
+        st = erg__buf_printf(&b, "%s,%d,%.6f,%.6f,%d,%d\n",
+                             erg_instr_kind_name((erg_instr_kind)r->kind), r->microbatch,
+                             r->start_s, r->end_s, r->freq_start, r->freq_end);
+    }
+    char path[4200];
+    if (!st) {
+        snprintf(path, sizeof path, "%s/instructions-%d.csv", c->log_dir, c->rank);
+        st = erg__write_file(path, b.data ? b.data : "", b.len, err);
+    } else
+        erg_error_set(err, st, "out of memory writing logs");
+    erg__buf_free(&b);
+    if (st)
+        return st;
+    erg__energy_sample *s = NULL;
+    size_t n = 0;
+    if ((st = copy_samples(c, &s, &n, err)))
+        return st;
+    erg__buf e = {0};
+    st = erg__buf_printf(&e, "time,energy\n");
+    for (size_t i = 0; !st && i < n; i++)
+        st = erg__buf_printf(&e, "%.6f,%.3f\n", s[i].time_s, s[i].energy_j);
+    erg__free(s);
+    if (!st) {
+        snprintf(path, sizeof path, "%s/time-energy-%d.csv", c->log_dir, c->rank);
+        st = erg__write_file(path, e.data ? e.data : "", e.len, err);
+    } else
+        erg_error_set(err, st, "out of memory writing logs");
+    erg__buf_free(&e);
+    return st;
+}
+
+erg_status erg_client_close(erg_client *c, erg_error *err)
+{
+    if (!c)
+        return ERG_OK;
+    erg_status first = ERG_OK;
+    if (c->thread_started) {
+        atomic_store(&c->stop, 1);
+        pthread_join(c->thread, NULL);
+    }
+    if (c->sampling)
+        sample_energy(c); /* a last sample covers the last instruction */
+    first = erg_client_clock_error(c, err);
+    erg_error e;
+    erg_status st = erg_gpu_reset_sm_clocks(c->gpu, c->dev, &e);
+    if (st && !first) {
+        first = st;
+        if (err)
+            *err = e;
+    }
+    st = erg_client_flush_logs(c, &e);
+    if (st && !first) {
+        first = st;
+        if (err)
+            *err = e;
+    }
+    stop_watchdog(c);
+    if (!(c->flags & ERG_CLIENT_NO_SIGNALS))
+        unregister_client(c);
+    else {
+        pthread_mutex_lock(&reg_mu);
+        for (int i = 0; i < MAX_CLIENTS; i++)
+            if (registry[i] == c)
+                registry[i] = NULL;
+        pthread_mutex_unlock(&reg_mu);
+    }
+    pthread_mutex_destroy(&c->err_mu);
+    pthread_mutex_destroy(&c->samples_mu);
+    erg__free(c->clocks);
+    erg__free(c->recs);
+    erg__free(c->samples);
+    erg__free(c->log_dir);
+    erg__free(c);
+    return first;
+}
+
+/* ---- profiling mode ---- */
+
+erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int iters,
+                              erg_iteration_fn run_iteration, void *user, double blocking_s,
+                              erg_profile **out, double *blocking_power_w, erg_error *err)
+{
+    if (!c || !run_iteration || !out)
+        return erg_error_set(err, ERG_EINVAL, "erg_client_profile: NULL argument");
+    if (iters < 1 || iters > 100000)
+        return erg_error_set(err, ERG_EINVAL, "iterations per clock %d not in [1, 100000]",
+                             iters);
+    if (!(blocking_s >= 0 && blocking_s <= 3600))
+        return erg_error_set(err, ERG_EINVAL, "blocking measurement %g s not in [0, 3600]",
+                             blocking_s);
+    if (c->in_step)
+        return erg_error_set(err, ERG_ESTATE, "profiling must start outside an iteration");
+    if (!c->sampling)
+        return erg_error_set(err, ERG_ESTATE, "profiling needs energy sampling (client created "
+                                              "with ERG_CLIENT_NO_ENERGY)");
+    int *clocks = NULL;
+    size_t n = 0;
+    erg_status st = erg_gpu_sm_clocks(c->gpu, c->dev, &clocks, &n, err);
+    if (st)
+        return st;
+    size_t nuse = 0;
+    while (nuse < n && clocks[nuse] >= min_freq_mhz)
+        nuse++;
+    erg_profile *p = NULL;
+    erg__energy_sample *samples = NULL;
+    if (nuse == 0) {
+        st = erg_error_set(err, ERG_EINVAL, "no supported clock at or above %d MHz",
+                           min_freq_mhz);
+        goto out;
+    }
+    if ((st = erg_profile_new(&p, err)))
+        goto out;
+    /* Early stop: energy of an iteration went up five times in a row once
+     * past the first third of the clock list (control-plane-spec 2.4). */
+    double prev_e = NAN;
+    int ups = 0;
+    for (size_t i = 0; i < nuse; i++) {
+        if ((st = erg_client_set_uniform_clock(c, clocks[i], err)))
+            goto out;
+        if ((st = erg_client_sync(c, 30.0, err)))
+            goto out;
+        /* one warm-up iteration, not measured */
+        if ((st = run_iteration(user, c)))
+            goto fn_failed;
+        size_t first_rec = c->nrecs;
+        double esum = 0;
+        int ecount = 0;
+        for (int it = 0; it < iters; it++) {
+            double t = 0, e = NAN;
+            if ((st = erg_client_step_begin(c)))
+                goto fn_failed;
+            if ((st = run_iteration(user, c)))
+                goto fn_failed;
+            if ((st = erg_client_step_end(c, &t, &e)))
+                goto fn_failed;
+            if (isfinite(e)) {
+                esum += e;
+                ecount++;
+            }
+        }
+        sample_energy(c);
+        size_t ns = 0;
+        erg__free(samples);
+        samples = NULL;
+        if ((st = copy_samples(c, &samples, &ns, err)))
+            goto out;
+        /* No warm-up drop inside the window: the window's warm-up ran above. */
+        erg__instr_rec *recs = c->recs + first_rec;
+        size_t nrec = c->nrecs - first_rec;
+        for (size_t k = 0; k < nrec; k++)
+            if (recs[k].freq_start != clocks[i] || recs[k].freq_end != clocks[i])
+                recs[k].freq_start = 0; /* not at the swept clock: excluded */
+        if ((st = erg__aggregate_stage(p, stage, recs, nrec, samples, ns, false, "profiling", err)))
+            goto out;
+        double e_mean = ecount ? esum / ecount : NAN;
+        if (isfinite(prev_e) && isfinite(e_mean) && e_mean > prev_e)
+            ups++;
+        else
+            ups = 0;
+        prev_e = e_mean;
+        if (ups >= 5 && i + 1 >= nuse / 3)
+            break;
+    }
+    if ((st = erg_client_set_uniform_clock(c, 0, err)))
+        goto out;
+    request_clock(c, 0);
+    if ((st = erg_client_sync(c, 30.0, err)))
+        goto out;
+    if (blocking_power_w)
+        *blocking_power_w = NAN;
+    if (blocking_s > 0) {
+        erg_gpu_sim_set_activity(c->gpu, c->dev, false, ERG_FORWARD, NULL, NULL);
+        uint64_t e0, e1;
+        if ((st = erg_gpu_energy_mj(c->gpu, c->dev, &e0, err)))
+            goto out;
+        double t0 = mono_s();
+        struct timespec ts = {(time_t)blocking_s,
+                              (long)((blocking_s - floor(blocking_s)) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+        if ((st = erg_gpu_energy_mj(c->gpu, c->dev, &e1, err)))
+            goto out;
+        double dt = mono_s() - t0;
+        if (blocking_power_w && dt > 0)
+            *blocking_power_w = (double)erg_counter_delta(e0, e1, 64) / 1000.0 / dt;
+    }
+    *out = p;
+    p = NULL;
+    goto out;
+fn_failed:
+    if (err && err->status != st)
+        erg_error_set(err, st, "profiling: the iteration callback failed: %s",
+                      erg_strerror(st));
+out:
+    erg__free(samples);
+    erg__free(clocks);
+    erg_profile_free(p);
+    return st;
+}

@@ -1,0 +1,46 @@
+/* client_internal.h: records the client keeps and the aggregation that turns them into profiles. */
+#ifndef ERGON_CLIENT_INTERNAL_H
+#define ERGON_CLIENT_INTERNAL_H
+
+#include "core/internal.h"
+#include "ergon/client.h"
+
+/* One timed instruction. Times are epoch seconds. */
+typedef struct erg__instr_rec {
+    int kind;        /* erg_instr_kind, or -1 for an instruction we do not profile. */
+    int microbatch;  /* Microbatch index, -1 if unknown. */
+    double start_s, end_s;
+    int freq_start;  /* SM clock applied when it began (0 = unknown / not locked). */
+    int freq_end;    /* ... and when it ended. */
+} erg__instr_rec;
+
+/* One energy counter sample: epoch seconds, cumulative joules. */
+typedef struct erg__energy_sample {
+    double time_s;
+    double energy_j;
+} erg__energy_sample;
+
+/* Energy between t0 and t1 from the piecewise-linear cumulative curve of
+ * `n` samples (time non-decreasing). ERG_EINVAL if [t0, t1] is not inside
+ * the sampled range. */
+erg_status erg__energy_between(const erg__energy_sample *s, size_t n, double t0, double t1,
+                               double *energy_j);
+
+/* Add to `p` the rows of one stage: group records by (kind, clock) where
+ * freq_start == freq_end > 0, drop the first 10% (rounded down) of each group
+ * in record order if drop_warmup, and add the mean time and energy, clocks
+ * in descending order. A record outside the sampled energy range is an
+ * error. `name` is used in messages. */
+erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec *recs,
+                                size_t nrecs, const erg__energy_sample *samples,
+                                size_t nsamples, bool drop_warmup, const char *name,
+                                erg_error *err);
+
+/* Parse an instructions-<rank>.csv / time-energy-<rank>.csv text (`name`
+ * in messages). *out is allocated with erg__malloc. */
+erg_status erg__parse_instructions(const char *text, size_t len, const char *name,
+                                   erg__instr_rec **out, size_t *n, erg_error *err);
+erg_status erg__parse_energy(const char *text, size_t len, const char *name,
+                             erg__energy_sample **out, size_t *n, erg_error *err);
+
+#endif

@@ -1,0 +1,74 @@
+/* daemon_internal.h: ergond's bounded HTTP request parser, query parser and config parser. */
+#ifndef ERGON_DAEMON_INTERNAL_H
+#define ERGON_DAEMON_INTERNAL_H
+
+#include "core/internal.h"
+#include "ergon/daemon.h"
+
+#include <sys/types.h>
+
+#define ERG__HTTP_MAX_HEAD 8192
+#define ERG__HTTP_MAX_BODY 4096
+#define ERG__HTTP_MAX_HEADERS 32
+#define ERG__QUERY_MAX 16
+
+typedef struct erg__http_req {
+    char method[8];         /* "GET", "POST". */
+    char path[256];         /* Percent-decoded path. */
+    char query[1024];       /* Raw query string (after '?'), may be empty. */
+    size_t head_len;        /* Bytes of the request line and headers, blank line included. */
+    size_t content_length;  /* Body bytes that follow. */
+} erg__http_req;
+
+/* Parse the head of a request in buf[0..len). Returns 1 when the head and
+ * its body are complete, 0 when more bytes are needed, or a negative HTTP
+ * status (-400 malformed, -413 body too large, -414 target too long, -431
+ * head too large, -501 method not implemented, -505 version) on error. Never
+ * reads past len. */
+int erg__http_parse(const char *buf, size_t len, erg__http_req *req);
+
+typedef struct erg__query {
+    int n;
+    char key[ERG__QUERY_MAX][32];
+    char val[ERG__QUERY_MAX][256];
+} erg__query;
+
+/* Split and percent-decode a query string. -1 on malformed escapes, NUL
+ * bytes, too many or too long parameters, duplicate keys; 0 otherwise. */
+int erg__query_parse(const char *q, erg__query *out);
+/* Value of key or NULL. */
+const char *erg__query_get(const erg__query *q, const char *key);
+
+/* One allow-list entry: a principal allowed on a set of GPUs. */
+typedef struct erg__allow {
+    uint64_t gpus;  /* Bit i = GPU i; all ones for '*'. */
+    int is_gid;     /* 1: id is a gid, 0: a uid. */
+    unsigned id;
+} erg__allow;
+
+typedef struct erg__config {
+    erg__allow *allow;
+    size_t n;
+} erg__config;
+
+/* Parse config text (docs/ergond.md). Errors name file:line. */
+erg_status erg__config_parse(const char *text, size_t len, const char *name, erg__config *out,
+                             erg_error *err);
+void erg__config_free(erg__config *c);
+/* May (uid, gid) change GPU `gpu`? Root always may. */
+bool erg__config_allows(const erg__config *c, unsigned uid, unsigned gid, int gpu);
+
+/* Parse "0,1,3" into a bit mask of GPUs below count; -1 on empty entries,
+ * out-of-range or non-numeric ids. Duplicates collapse. */
+int erg__parse_gpu_ids(const char *s, int count, uint64_t *mask);
+
+/* Handle one parsed request from peer (uid, gid, pid) and write the full
+ * HTTP response into resp. Used by the server loop and the fuzz target. */
+void erg__daemon_handle(erg_daemon *d, const erg__http_req *req, unsigned uid, unsigned gid,
+                        pid_t pid, erg__buf *resp);
+
+/* A daemon with no socket, for the fuzz target: config text + back-end. */
+erg_status erg__daemon_new_detached(const char *config_text, erg_gpu *gpu, erg_daemon **out,
+                                    erg_error *err);
+
+#endif

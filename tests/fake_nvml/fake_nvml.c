@@ -1,0 +1,342 @@
+/* fake_nvml.c: a fake libnvidia-ml.so.1: A100-like devices, permissions, energy, a call log. */
+/*
+ * Environment:
+ *   FAKE_NVML_DEVICES  number of devices (default 2, at most 8)
+ *   FAKE_NVML_LOG      file to which every state-changing call is appended,
+ *                      one line "<function> <device> [args] = <return code>"
+ *   FAKE_NVML_DENY     if set, setters fail with NO_PERMISSION (as for a
+ *                      non-root user); they also fail when euid != 0
+ *   FAKE_NVML_SET_DELAY_US  setters sleep this long first (real NVML
+ *                      setters take 10-20 ms)
+ * Devices: SM clocks 1410..210 MHz in 15 MHz steps at memory clock 1215 MHz
+ * (the only one), power limit 100..400 W (default 400 W). Power is
+ * 60 W + 300 W * clock / 1410 and the energy counter integrates it over real
+ * time. Lock requests outside the list, or min > max, give INVALID_ARGUMENT.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int nvmlReturn_t;
+typedef struct fake_dev *nvmlDevice_t;
+
+#define NDEV_MAX 8
+#define SM_MAX 1410
+#define SM_MIN 210
+#define SM_STEP 15
+#define MEM_CLOCK 1215
+
+struct fake_dev {
+    int index;
+    unsigned lock_min, lock_max; /* 0 = unlocked */
+    unsigned mem_lock;
+    unsigned limit_mw;
+    double energy_mj;
+    double last_s;
+};
+
+static struct fake_dev devs[NDEV_MAX];
+static int ndev = 0;
+static int init_count = 0;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void log_call(const char *fmt, ...)
+{
+    const char *path = getenv("FAKE_NVML_LOG");
+    if (!path || !*path)
+        return;
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (n > (int)sizeof line - 2)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    ssize_t w = write(fd, line, (size_t)n);
+    (void)w;
+    close(fd);
+}
+
+static double power_w(const struct fake_dev *d)
+{
+    unsigned f = d->lock_max ? d->lock_max : SM_MAX;
+    return 60.0 + 300.0 * f / SM_MAX;
+}
+
+static void integrate(struct fake_dev *d)
+{
+    double t = now_s();
+    d->energy_mj += power_w(d) * (t - d->last_s) * 1000.0;
+    d->last_s = t;
+}
+
+static void set_delay(void)
+{
+    const char *e = getenv("FAKE_NVML_SET_DELAY_US");
+    long us = e ? atol(e) : 0;
+    if (us > 0 && us < 10000000) {
+        struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int denied(void)
+{
+    return geteuid() != 0 || getenv("FAKE_NVML_DENY") != NULL;
+}
+
+static int valid_dev(nvmlDevice_t d)
+{
+    return d && d >= devs && d < devs + ndev && init_count > 0;
+}
+
+static int valid_clock(unsigned f)
+{
+    return f >= SM_MIN && f <= SM_MAX && (SM_MAX - f) % SM_STEP == 0;
+}
+
+nvmlReturn_t nvmlInit_v2(void)
+{
+    pthread_mutex_lock(&mu);
+    if (init_count++ == 0) {
+        const char *e = getenv("FAKE_NVML_DEVICES");
+        ndev = e ? atoi(e) : 2;
+        if (ndev < 0)
+            ndev = 0;
+        if (ndev > NDEV_MAX)
+            ndev = NDEV_MAX;
+        for (int i = 0; i < ndev; i++) {
+            memset(&devs[i], 0, sizeof devs[i]);
+            devs[i].index = i;
+            devs[i].limit_mw = 400000;
+            devs[i].energy_mj = 5e8 + i * 1e6;
+            devs[i].last_s = now_s();
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    log_call("nvmlInit_v2 = 0");
+    return 0;
+}
+
+nvmlReturn_t nvmlInit(void)
+{
+    return nvmlInit_v2();
+}
+
+nvmlReturn_t nvmlShutdown(void)
+{
+    pthread_mutex_lock(&mu);
+    int r = init_count > 0 ? 0 : 1;
+    if (init_count > 0)
+        init_count--;
+    pthread_mutex_unlock(&mu);
+    log_call("nvmlShutdown = %d", r);
+    return r;
+}
+
+const char *nvmlErrorString(nvmlReturn_t r)
+{
+    switch (r) {
+    case 0: return "Success";
+    case 1: return "Uninitialized";
+    case 2: return "Invalid Argument";
+    case 3: return "Not Supported";
+    case 4: return "Insufficient Permissions";
+    case 6: return "Not Found";
+    case 7: return "Insufficient Size";
+    default: return "Unknown Error";
+    }
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
+{
+    if (!init_count)
+        return 1;
+    if (!count)
+        return 2;
+    *count = (unsigned)ndev;
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d)
+{
+    if (!init_count)
+        return 1;
+    if (!d || i >= (unsigned)ndev)
+        return 2;
+    *d = &devs[i];
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int len)
+{
+    if (!valid_dev(d) || !name)
+        return 2;
+    snprintf(name, len, "Fake NVIDIA A100-SXM4-40GB");
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t d, unsigned int *count,
+                                                unsigned int *clocks)
+{
+    if (!valid_dev(d) || !count)
+        return 2;
+    if (*count < 1 || !clocks) {
+        *count = 1;
+        return 7;
+    }
+    clocks[0] = MEM_CLOCK;
+    *count = 1;
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t d, unsigned int mem,
+                                                  unsigned int *count, unsigned int *clocks)
+{
+    if (!valid_dev(d) || !count)
+        return 2;
+    if (mem != MEM_CLOCK)
+        return 6;
+    unsigned n = (SM_MAX - SM_MIN) / SM_STEP + 1;
+    if (*count < n || !clocks) {
+        *count = n;
+        return 7;
+    }
+    for (unsigned i = 0; i < n; i++)
+        clocks[i] = SM_MAX - i * SM_STEP;
+    *count = n;
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned int lo, unsigned int hi)
+{
+    int r = 0;
+    set_delay();
+    pthread_mutex_lock(&mu);
+    if (!valid_dev(d))
+        r = 2;
+    else if (denied())
+        r = 4;
+    else if (lo > hi || !valid_clock(lo) || !valid_clock(hi))
+        r = 2;
+    else {
+        integrate(d);
+        d->lock_min = lo;
+        d->lock_max = hi;
+    }
+    pthread_mutex_unlock(&mu);
+    log_call("nvmlDeviceSetGpuLockedClocks %d %u %u = %d", valid_dev(d) ? d->index : -1, lo, hi,
+             r);
+    return r;
+}
+
+nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d)
+{
+    int r = 0;
+    set_delay();
+    pthread_mutex_lock(&mu);
+    if (!valid_dev(d))
+        r = 2;
+    else if (denied())
+        r = 4;
+    else {
+        integrate(d);
+        d->lock_min = d->lock_max = 0;
+    }
+    pthread_mutex_unlock(&mu);
+    log_call("nvmlDeviceResetGpuLockedClocks %d = %d", valid_dev(d) ? d->index : -1, r);
+    return r;
+}
+
+nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t d, unsigned int lo, unsigned int hi)
+{
+    int r = !valid_dev(d) ? 2 : denied() ? 4 : (lo != MEM_CLOCK || hi != MEM_CLOCK) ? 2 : 0;
+    if (!r)
+        d->mem_lock = hi;
+    log_call("nvmlDeviceSetMemoryLockedClocks %d %u %u = %d", valid_dev(d) ? d->index : -1, lo,
+             hi, r);
+    return r;
+}
+
+nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t d)
+{
+    int r = !valid_dev(d) ? 2 : denied() ? 4 : 0;
+    if (!r)
+        d->mem_lock = 0;
+    log_call("nvmlDeviceResetMemoryLockedClocks %d = %d", valid_dev(d) ? d->index : -1, r);
+    return r;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t d, unsigned int *lo,
+                                                          unsigned int *hi)
+{
+    if (!valid_dev(d) || !lo || !hi)
+        return 2;
+    *lo = 100000;
+    *hi = 400000;
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t d, unsigned int *mw)
+{
+    if (!valid_dev(d) || !mw)
+        return 2;
+    *mw = 400000;
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned int *mw)
+{
+    if (!valid_dev(d) || !mw)
+        return 2;
+    *mw = d->limit_mw;
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t d, unsigned int mw)
+{
+    int r = !valid_dev(d) ? 2 : denied() ? 4 : (mw < 100000 || mw > 400000) ? 2 : 0;
+    if (!r)
+        d->limit_mw = mw;
+    log_call("nvmlDeviceSetPowerManagementLimit %d %u = %d", valid_dev(d) ? d->index : -1, mw, r);
+    return r;
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long long *mj)
+{
+    if (!valid_dev(d) || !mj)
+        return 2;
+    pthread_mutex_lock(&mu);
+    integrate(d);
+    *mj = (unsigned long long)d->energy_mj;
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw)
+{
+    if (!valid_dev(d) || !mw)
+        return 2;
+    pthread_mutex_lock(&mu);
+    *mw = (unsigned)(power_w(d) * 1000.0);
+    pthread_mutex_unlock(&mu);
+    return 0;
+}

@@ -1,0 +1,41 @@
+/* fuzz_daemon_request.c: ergond's HTTP request parser and dispatcher on arbitrary bytes. */
+#include "daemon/daemon_internal.h"
+#include "ergon/gpu.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static erg_gpu *gpu;
+    static erg_daemon *d;
+    if (!gpu) {
+        if (erg_gpu_open("sim:a100:gpt3-xl:2", &gpu, NULL) ||
+            erg__daemon_new_detached("allow 0 uid:1000\n", gpu, &d, NULL))
+            return 0;
+    }
+    erg__http_req req;
+    int r = erg__http_parse((const char *)data, size, &req);
+    if (r == 1) {
+        erg__buf resp = {0};
+        /* As a non-root allowed user and as an unknown one. */
+        erg__daemon_handle(d, &req, 1000, 1000, getpid(), &resp);
+        erg__daemon_handle(d, &req, 1001, 1001, getpid(), &resp);
+        erg__buf_free(&resp);
+    }
+    erg__query q;
+    char tmp[1100];
+    size_t n = size < sizeof tmp - 1 ? size : sizeof tmp - 1;
+    memcpy(tmp, data, n);
+    tmp[n] = '\0';
+    erg__query_parse(tmp, &q);
+    uint64_t mask;
+    erg__parse_gpu_ids(tmp, 8, &mask);
+    erg__config cfg;
+    if (erg__config_parse((const char *)data, size, "fuzz.conf", &cfg, NULL) == ERG_OK)
+        erg__config_free(&cfg);
+    return 0;
+}

@@ -1,0 +1,157 @@
+"""Tests of the ctypes binding against the built libergon (simulated GPU and fake NVML)."""
+import csv
+import json
+import os
+import sys
+import tempfile
+import time
+import unittest
+
+import ergon
+from ergon.integration import PipelineHooks, instrument_deepspeed
+
+
+class Binding(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_version_and_errors(self):
+        self.assertTrue(ergon.version().startswith("0.1"))
+        with self.assertRaises(ergon.ErgonError) as cm:
+            ergon.Gpu("sim:rtx9090")
+        self.assertEqual(cm.exception.name, "ENOTFOUND")
+        self.assertIn("rtx9090", str(cm.exception))
+
+    def test_sim_gpu_reads(self):
+        with ergon.Gpu("sim:a40:gpt3-xl:2") as g:
+            self.assertEqual(len(g), 2)
+            self.assertEqual(g.backend, "sim")
+            clocks = g.sm_clocks(0)
+            self.assertEqual(clocks[0], 1740)
+            self.assertEqual(clocks[0] - clocks[1], 15)
+            self.assertIn("A40", g.name(1))
+            e0 = g.energy_mj(0)
+            time.sleep(0.05)
+            self.assertGreater(g.energy_mj(0), e0)
+
+    def test_plan_hooks_and_logs(self):
+        plan = os.path.join(self.dir, "plan.py")
+        # freqs_pipeline format: one list per stage, 2M clocks in 1F1B order (M = 2).
+        with open(plan, "w") as f:
+            f.write("[[1410, 1395, 1380, 1365], [1200, 1200, 1005, 1005]]\n")
+        logs = os.path.join(self.dir, "logs")
+        g = ergon.Gpu("sim:a100:bert-large:2")
+        c = ergon.Client(g, device=1, rank=1, log_dir=logs, flags=ergon.CLIENT_NO_SIGNALS)
+        c.load_plan(plan, 1)
+        hooks = PipelineHooks(c)
+
+        def work(kind):
+            t = g.sim_set_activity(1, True, kind)
+            time.sleep(t)
+            g.sim_set_activity(1, False)
+
+        fwd = hooks.forward(lambda: work(ergon.FORWARD))
+        bwd = hooks.backward(lambda: work(ergon.BACKWARD))
+        for _ in range(2):
+            with hooks.step():
+                fwd(); fwd(); bwd(); bwd()   # GPipe-like call order; microbatches counted
+        t, e = hooks.last_step
+        self.assertGreater(t, 0)
+        self.assertGreater(e, 0)
+        c.sync()
+        self.assertEqual(c.active_clock, 1005)
+        # stage 1 (1F1B order F0 B0 F1 B1): F0=B0=1200, F1=B1=1005; called F0 F1 B0 B1
+        # twice: 1200 1005 1200 1005 per step
+        self.assertEqual(c.clock_changes, 8)
+        with self.assertRaises(ergon.ErgonError):
+            c.instruction_end(ergon.FORWARD, 0)
+        c.close()
+        c.close()  # idempotent
+        g.close()
+        with open(os.path.join(logs, "instructions-1.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual(len(rows), 8)
+        self.assertEqual(rows[0]["instruction"], "forward")
+        self.assertEqual([r["microbatch"] for r in rows[:4]], ["0", "1", "0", "1"])
+        self.assertTrue({r["freq_end"] for r in rows} <= {"0", "1200", "1005"})
+
+    def test_profile_from_logs_names_missing_rank(self):
+        logs = os.path.join(self.dir, "logs")
+        g = ergon.Gpu("sim:a100:bert-large:2")
+        with ergon.Client(g, device=1, rank=1, log_dir=logs, flags=ergon.CLIENT_NO_SIGNALS):
+            pass
+        with self.assertRaises(ergon.ErgonError) as cm:
+            ergon.profile_from_logs(logs, os.path.join(self.dir, "p.csv"))
+        self.assertIn("ranks are not 0..1", str(cm.exception))
+
+    def test_sim_profile(self):
+        out = os.path.join(self.dir, "sim.csv")
+        ergon.sim_profile("a100", "gpt3-xl", 4, out)
+        with open(out) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual(len(rows), 4 * 2 * 38)
+
+    def test_gpu_closed_before_client_is_safe(self):
+        g = ergon.Gpu("sim:a100")
+        c = ergon.Client(g, flags=ergon.CLIENT_NO_SIGNALS)
+        g.close()  # closes the client first
+        with self.assertRaises(ergon.ErgonError):
+            c.step_begin()
+
+    @unittest.skipUnless(os.environ.get("ERGON_FAKE_NVML"), "fake NVML not built")
+    def test_fake_nvml_permission_error(self):
+        os.environ["ERGON_NVML_LIBRARY"] = os.environ["ERGON_FAKE_NVML"]
+        os.environ["FAKE_NVML_DENY"] = "1"
+        try:
+            with ergon.Gpu("nvml") as g:
+                with self.assertRaises(ergon.ErgonError) as cm:
+                    g.lock_sm_clock(0, 1410)
+                self.assertEqual(cm.exception.name, "EPERM")
+                self.assertIn("Insufficient Permissions", str(cm.exception))
+        finally:
+            del os.environ["FAKE_NVML_DENY"]
+
+    def test_deepspeed_style_engine(self):
+        calls = []
+
+        class ForwardPass: pass
+        class BackwardPass: pass
+        class OptimizerStep: pass
+
+        class FakeEngine:
+            def _exec_forward_pass(self, buffer_id):
+                calls.append(("F", buffer_id))
+            def _exec_backward_pass(self, buffer_id):
+                calls.append(("B", buffer_id))
+            def _exec_optimizer_step(self):
+                calls.append(("S",))
+            _INSTRUCTION_MAP = {ForwardPass: _exec_forward_pass, BackwardPass: _exec_backward_pass,
+                                OptimizerStep: _exec_optimizer_step}
+            def train_batch(self):
+                for cmd, kw in [(ForwardPass, {"buffer_id": 0}), (ForwardPass, {"buffer_id": 1}),
+                                (BackwardPass, {"buffer_id": 0}), (BackwardPass, {"buffer_id": 1}),
+                                (OptimizerStep, {})]:
+                    self._INSTRUCTION_MAP[cmd](self, **kw)
+                return 1.5
+
+        plan = os.path.join(self.dir, "plan.json")
+        with ergon.Gpu("sim:a100:gpt3-xl:1") as g:
+            c = ergon.Client(g, flags=ergon.CLIENT_NO_SIGNALS)
+            c.set_uniform_clock(1305)
+            eng = FakeEngine()
+            hooks = instrument_deepspeed(eng, c)
+            self.assertEqual(eng.train_batch(), 1.5)
+            self.assertEqual(calls, [("F", 0), ("F", 1), ("B", 0), ("B", 1), ("S",)])
+            self.assertIsNotNone(hooks.last_step)
+            self.assertIs(FakeEngine._INSTRUCTION_MAP[ForwardPass], FakeEngine._exec_forward_pass)
+            c.sync()
+            self.assertEqual(c.active_clock, 1305)
+            c.close()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,139 @@
+/* test_profile.c: the stage-profile CSV reader: good input, and every error
+ * message for bad input (file:line: what is wrong). */
+#include "ergon/profile.h"
+#include "tap.h"
+
+#include <stdlib.h>
+
+static erg_status parse(const char *text, erg_profile **p, erg_error *err)
+{
+    return erg_profile_parse_csv(text, strlen(text), "p.csv", p, err);
+}
+
+#define HDR "stage,instruction,frequency,time,energy\n"
+
+static void expect_error(const char *text, const char *msg)
+{
+    erg_profile *p = (erg_profile *)1;
+    erg_error err;
+    ASSERT_EQ_INT(parse(text, &p, &err), ERG_EPARSE);
+    ASSERT(p == NULL);
+    ASSERT_CONTAINS(err.msg, msg);
+}
+
+TEST(reads_a_good_profile)
+{
+    const char *t = HDR "0,forward,1410,0.1,30\n0,backward,1410,0.2,60\n"
+                        "0,load,1410,0.01,1\n0,forward,1395,0.11,29\n"
+                        "1,forward,1410,0.1,30\n1,backward,1410,0.2,61\n";
+    erg_profile *p;
+    erg_error err;
+    ASSERT_OK(parse(t, &p, &err));
+    ASSERT_EQ_INT(erg_profile_num_stages(p), 2);
+    ASSERT_EQ_INT(erg_profile_num_points(p, 0, ERG_FORWARD), 2);
+    erg_profile_point pt;
+    ASSERT_OK(erg_profile_lookup(p, 1, ERG_BACKWARD, 1410, &pt, &err));
+    ASSERT_NEAR(pt.energy_j, 61, 0);
+    ASSERT_EQ_INT(erg_profile_lookup(p, 1, ERG_BACKWARD, 1395, &pt, &err), ERG_ENOTFOUND);
+    ASSERT_CONTAINS(err.msg, "1395 MHz");
+    erg_profile_free(p);
+}
+
+TEST(columns_in_any_order_with_extras)
+{
+    const char *t = "energy,time,frequency,note,instruction,stage\n30,0.1,1410,x,forward,0\n"
+                    "60,0.2,1410,y,backward,0\n";
+    erg_profile *p;
+    erg_error err;
+    ASSERT_OK(parse(t, &p, &err));
+    erg_profile_free(p);
+}
+
+TEST(error_messages)
+{
+    expect_error("", "p.csv: empty file");
+    expect_error("\n\n", "p.csv: empty file");
+    expect_error("stage,instruction,frequency,time\n0,forward,1,1\n",
+                 "p.csv:1: missing column 'energy'");
+    expect_error(HDR "0,forward,1410,abc,30\n", "p.csv:2: time 'abc' is not a number");
+    expect_error(HDR "0,forward,1410,0.1,\n", "p.csv:2: energy '' is not a number");
+    expect_error(HDR "x,forward,1410,0.1,30\n", "p.csv:2: stage 'x' is not an integer");
+    expect_error(HDR "0,forward,14.5,0.1,30\n", "p.csv:2: frequency '14.5' is not an integer");
+    expect_error(HDR "0,forward,1410,-0.1,30\n", "p.csv:2: negative or zero value (time '-0.1')");
+    expect_error(HDR "0,forward,1410,0.1,-3\n", "p.csv:2: negative or zero value (energy '-3')");
+    expect_error(HDR "0,forward,1410,0.1,30,7\n", "p.csv:2: expected 5 fields, found 6");
+    expect_error(HDR "0,forward,1410,0.1,30\n0,backward,1410,0.2,60\n0,forward,1410,0.1,31\n",
+                 "p.csv:4: duplicate row: stage 0 forward at 1410 MHz already on line 2");
+    expect_error(HDR "0,forward,1410,0.1,30\n0,backward,1410,0.2,60\n2,forward,1410,0.1,30\n"
+                     "2,backward,1410,0.2,60\n",
+                 "stage 1 is missing");
+    expect_error(HDR "0,forward,1410,0.1,30\n", "stage 0 has no backward rows");
+    expect_error(HDR "0,backward,1410,0.1,30\n", "stage 0 has no forward rows");
+    expect_error(HDR "0,load,1410,0.1,30\n", "no forward or backward rows");
+    expect_error(HDR "99999,forward,1410,0.1,30\n", "p.csv:2: stage 99999 out of range");
+    expect_error(HDR "0,forward,1410,nan,30\n", "time 'nan' is not a number");
+    expect_error(HDR "0,forward,1410,1e999,30\n", "time '1e999' is not a number");
+}
+
+TEST(missing_file)
+{
+    erg_profile *p;
+    erg_error err;
+    ASSERT_EQ_INT(erg_profile_read_csv("/nonexistent/x.csv", &p, &err), ERG_ENOTFOUND);
+    ASSERT_CONTAINS(err.msg, "/nonexistent/x.csv: cannot open");
+}
+
+TEST(write_and_read_back)
+{
+    erg_profile *p;
+    erg_error err;
+    ASSERT_OK(erg_profile_new(&p, &err));
+    for (int s = 0; s < 3; s++)
+        for (int f = 1410; f >= 1380; f -= 15) {
+            erg_profile_point a = {f, 0.1 + 0.001 * s + (1410 - f) * 1e-4, 30.0 / 3};
+            erg_profile_point b = {f, 0.2 + (1410 - f) * 1e-4, 61.25};
+            ASSERT_OK(erg_profile_add(p, s, ERG_FORWARD, &a, &err));
+            ASSERT_OK(erg_profile_add(p, s, ERG_BACKWARD, &b, &err));
+        }
+    erg_profile_point dup = {1410, 1, 1};
+    ASSERT_EQ_INT(erg_profile_add(p, 0, ERG_FORWARD, &dup, &err), ERG_EINVAL);
+    char path[] = "/tmp/ergon_prof_XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    close(fd);
+    ASSERT_OK(erg_profile_write_csv(p, path, &err));
+    erg_profile *q;
+    ASSERT_OK(erg_profile_read_csv(path, &q, &err));
+    ASSERT_EQ_INT(erg_profile_num_stages(q), 3);
+    for (int s = 0; s < 3; s++)
+        for (int k = 0; k < 2; k++) {
+            size_t n = erg_profile_num_points(p, s, (erg_instr_kind)k);
+            ASSERT_EQ_INT(erg_profile_num_points(q, s, (erg_instr_kind)k), n);
+            const erg_profile_point *a = erg_profile_points(p, s, (erg_instr_kind)k);
+            const erg_profile_point *b = erg_profile_points(q, s, (erg_instr_kind)k);
+            for (size_t i = 0; i < n; i++) {
+                ASSERT_EQ_INT(a[i].freq_mhz, b[i].freq_mhz);
+                ASSERT(a[i].time_s == b[i].time_s); /* repr round-trips exactly */
+                ASSERT(a[i].energy_j == b[i].energy_j);
+            }
+        }
+    unlink(path);
+    erg_profile_free(p);
+    erg_profile_free(q);
+}
+
+TEST(blocking_power_table)
+{
+    double w;
+    erg_error err;
+    ASSERT_OK(erg_blocking_power_w("A40", &w, &err));
+    ASSERT_NEAR(w, 70.38, 0);
+    ASSERT_OK(erg_blocking_power_w("a100", &w, &err));
+    ASSERT_NEAR(w, 83.64, 0);
+    ASSERT_EQ_INT(erg_blocking_power_w("T4", &w, &err), ERG_ENOTFOUND);
+    ASSERT_CONTAINS(err.msg, "--blocking-power");
+}
+
+TAP_MAIN(TEST_ENTRY(reads_a_good_profile), TEST_ENTRY(columns_in_any_order_with_extras),
+         TEST_ENTRY(error_messages), TEST_ENTRY(missing_file), TEST_ENTRY(write_and_read_back),
+         TEST_ENTRY(blocking_power_table))

@@ -1,0 +1,189 @@
+/* cmd_profile.c: `ergon profile`: make stage profiles (simulated GPU, client logs). */
+#include "cli.h"
+#include "ergon/client.h"
+#include "ergon/gpu.h"
+#include "ergon/profile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage_profile(FILE *f)
+{
+    fprintf(f,
+            "usage: ergon profile sim --gpu GPU --stages S [--model MODEL] [--microbatch-size B]\n"
+            "                         [--min-freq MHZ] -o profile.csv\n"
+            "       ergon profile sim --info [--gpu GPU]\n"
+            "       ergon profile logs DIR [--stages S] -o profile.csv\n"
+            "\n"
+            "sim   Write the stage profile (stage,instruction,frequency,time,energy) of MODEL\n"
+            "      split into S pipeline stages on a simulated GPU, from ergon's DVFS model\n"
+            "      (docs/sim-gpu.md): every supported clock from the maximum down to MHZ\n"
+            "      (default: the GPU's usual profiling floor, 855 MHz on A100/A40), forward\n"
+            "      and backward per stage, times in s and energies in J per microbatch.\n"
+            "      The blocking (P2P wait) power the planner needs is printed to stderr.\n"
+            "      --gpu      a100 | a40 | h100 | v100 (A100 and A40 are calibrated on the\n"
+            "                 Perseus profiles; H100 and V100 are extrapolated)\n"
+            "      --model    gpt3-xl (default) | gpt3-2.7b | gpt3-6.7b | bloom-3b | bert-large\n"
+            "      --microbatch-size  sequences per microbatch (default: the model's)\n"
+            "      --info     print the simulated GPU parameters (all GPUs, or --gpu) and exit\n"
+            "\n"
+            "logs  Turn the logs an ergon client wrote in DIR (instructions-<rank>.csv and\n"
+            "      time-energy-<rank>.csv, one pair per rank = stage) into a stage profile.\n"
+            "      Each record carries the SM clock that was active when it began and when\n"
+            "      it ended; only records with the same clock at both ends count, labelled\n"
+            "      with that clock (never with a hard-coded list). Rows are the mean time and\n"
+            "      energy per (stage, instruction, clock) after dropping the first 10%% of\n"
+            "      each group; energy comes from the cumulative energy samples, linearly\n"
+            "      interpolated. Perseus-style logs (instruction,start,end plus a frequency\n"
+            "      column; forward_microstep/backward_microstep) are accepted too.\n"
+            "      --stages   expect exactly S ranks (default: every rank found in DIR)\n"
+            "\n"
+            "exit status: 0 success, 1 bad input (named), 2 usage error.\n");
+}
+
+static void print_info(const erg_sim_gpu_info *g)
+{
+    printf("%s (%s)%s\n", g->name, g->full_name, g->calibrated ? "" : " [extrapolated]");
+    printf("  sm clocks          %d..%d MHz, step %d MHz (profile floor %d MHz)\n",
+           g->min_freq_mhz, g->max_freq_mhz, g->step_mhz, g->profile_min_freq_mhz);
+    printf("  memory clock       %d MHz\n", g->mem_freq_mhz);
+    printf("  static power       %.2f W\n", g->static_power_w);
+    printf("  dynamic power      %.2f W at max clock, voltage +%.0f%% from %.0f MHz\n",
+           g->dynamic_power_w, g->voltage_rise * 100, g->knee_freq_mhz);
+    printf("  memory power       %.2f W\n", g->memory_power_w);
+    printf("  power cap          %.2f W\n", g->power_cap_w);
+    printf("  blocking power     %.2f W\n", g->blocking_power_w);
+    printf("  throughput         %.1f TFLOP/s at max clock, %.0f GB/s\n", g->tflops_at_max,
+           g->mem_bandwidth_gbs);
+}
+
+static int profile_sim(int argc, char **argv)
+{
+    const char *gpu = NULL, *model = "gpt3-xl", *out = NULL;
+    long stages = 0, mbs = 0, fmin = 0;
+    bool info = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_profile(stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--info")) {
+            info = true;
+            continue;
+        }
+        if (!v)
+            return cli_usage_error("profile sim", "%s needs a value", a);
+        i++;
+        if (!strcmp(a, "--gpu"))
+            gpu = v;
+        else if (!strcmp(a, "--model"))
+            model = v;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
+            out = v;
+        else if (!strcmp(a, "--stages")) {
+            if (!cli_parse_int("profile sim", a, v, 1, 1024, &stages))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--microbatch-size")) {
+            if (!cli_parse_int("profile sim", a, v, 1, 4096, &mbs))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--min-freq")) {
+            if (!cli_parse_int("profile sim", a, v, 1, 100000, &fmin))
+                return CLI_USAGE;
+        } else
+            return cli_usage_error("profile sim", "unknown option '%s'", a);
+    }
+    erg_error err;
+    if (info) {
+        if (gpu) {
+            const erg_sim_gpu_info *g;
+            if (erg_sim_gpu_find(gpu, &g, &err))
+                return cli_report("profile sim", &err);
+            print_info(g);
+        } else
+            for (size_t i = 0; i < erg_sim_gpu_count(); i++)
+                print_info(erg_sim_gpu_at(i));
+        return CLI_OK;
+    }
+    if (!gpu)
+        return cli_usage_error("profile sim", "--gpu is required");
+    if (!stages)
+        return cli_usage_error("profile sim", "--stages is required");
+    if (!out)
+        return cli_usage_error("profile sim", "-o FILE is required");
+    const erg_sim_gpu_info *g;
+    if (erg_sim_gpu_find(gpu, &g, &err))
+        return cli_report("profile sim", &err);
+    erg_profile *p = NULL;
+    if (erg_sim_profile(gpu, model, (int)stages, (int)mbs, (int)fmin, &p, &err))
+        return cli_report("profile sim", &err);
+    erg_status st = erg_profile_write_csv(p, out, &err);
+    erg_profile_free(p);
+    if (st)
+        return cli_report("profile sim", &err);
+    fprintf(stderr, "# simulated %s, %s, %ld stages: blocking power %.2f W (planner: "
+                    "--blocking-power %.2f)\n",
+            g->name, model, stages, g->blocking_power_w, g->blocking_power_w);
+    return CLI_OK;
+}
+
+static int profile_logs(int argc, char **argv)
+{
+    const char *dir = NULL, *out = NULL;
+    long stages = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_profile(stdout);
+            return CLI_OK;
+        }
+        if (a[0] != '-') {
+            if (dir)
+                return cli_usage_error("profile logs", "one directory only ('%s')", a);
+            dir = a;
+            continue;
+        }
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            return cli_usage_error("profile logs", "%s needs a value", a);
+        i++;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output"))
+            out = v;
+        else if (!strcmp(a, "--stages")) {
+            if (!cli_parse_int("profile logs", a, v, 1, 4096, &stages))
+                return CLI_USAGE;
+        } else
+            return cli_usage_error("profile logs", "unknown option '%s'", a);
+    }
+    if (!dir)
+        return cli_usage_error("profile logs", "the log directory is required");
+    if (!out)
+        return cli_usage_error("profile logs", "-o FILE is required");
+    erg_error err;
+    erg_profile *p = NULL;
+    if (erg_profile_from_logs(dir, (int)stages, &p, &err))
+        return cli_report("profile logs", &err);
+    erg_status st = erg_profile_write_csv(p, out, &err);
+    erg_profile_free(p);
+    if (st)
+        return cli_report("profile logs", &err);
+    return CLI_OK;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage_profile(stderr);
+        return CLI_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage_profile(stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(argv[1], "sim"))
+        return profile_sim(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "logs"))
+        return profile_logs(argc - 1, argv + 1);
+    return cli_usage_error("profile", "unknown subcommand '%s' (sim, logs)", argv[1]);
+}
