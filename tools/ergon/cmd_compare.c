@@ -90,7 +90,10 @@ static int eval_frontier(const char *cmd, const erg_profile *p, int S, int M, do
     if (erg_plan_perseus(p, S, M, &o, &f, &err) || erg_dag_new(sched, S, M, &dag, &err)) {
         cli_progress_done(&prog);
         erg_frontier_free(f);
-        return cli_report(cmd, &err);
+        fprintf(stderr, "ergon %s: the Perseus frontier on %s failed: %s\n(use --no-frontier to "
+                        "compare the other methods)\n",
+                cmd, erg_schedule_name(sched->kind), err.msg);
+        return CLI_USER_ERROR;
     }
     cli_progress_done(&prog);
     if (dir && erg_frontier_write_dir(f, dir, ERG_FRONTIER_CSV, NULL, NULL, &err)) {
