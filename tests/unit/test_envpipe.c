@@ -436,7 +436,53 @@ TEST(terminates_after_eleven_quiet_iterations)
     erg_profile_free(p);
 }
 
-TAP_MAIN(TEST_ENTRY(terminates_after_eleven_quiet_iterations), TEST_ENTRY(measured_wait_rule_offline), TEST_ENTRY(perseus_emulation_reproduces_published_rows),
+
+/* envpipe-spec §5.3's toy timing model: S = 4, M = 8, F = 10 and B = 20 on
+ * every stage at max, 30 % slower at the low clock, no communication cost. */
+static double toy_time(erg_schedule_kind kind, const int *r, int mode)
+{
+    const char *csv = "stage,instruction,frequency,time,energy\n"
+                      "0,forward,2,10,1\n0,backward,2,20,1\n0,forward,1,13,1\n0,backward,1,26,1\n"
+                      "1,forward,2,10,1\n1,backward,2,20,1\n1,forward,1,13,1\n1,backward,1,26,1\n"
+                      "2,forward,2,10,1\n2,backward,2,20,1\n2,forward,1,13,1\n2,backward,1,26,1\n"
+                      "3,forward,2,10,1\n3,backward,2,20,1\n3,forward,1,13,1\n3,backward,1,26,1\n";
+    erg_profile *p;
+    erg_error e;
+    ASSERT_EQ_INT(erg_profile_parse_csv(csv, strlen(csv), "toy", &p, &e), ERG_OK);
+    erg_schedule sc = {.kind = kind};
+    for (int s = 0; s < 4; s++)
+        sc.extra_warmup[s] = r[s];
+    erg_dag *dag;
+    erg_plan *plan;
+    ASSERT_MSG(erg_dag_new(&sc, 4, 8, &dag, &e) == ERG_OK, "%s", e.msg);
+    ASSERT_EQ_INT(erg_plan_new(&sc, 4, 8, &plan, &e), ERG_OK);
+    for (int id = 0; id < 64; id++) {
+        int s;
+        erg_instr in = erg_dag_instr(dag, id, &s);
+        bool env = s == 3 || (in.kind == ERG_FORWARD && in.microbatch == 0) ||
+                   (in.kind == ERG_BACKWARD && in.microbatch == 7);
+        /* mode 0: all max; 1: envelope clocks; 2: everything slow */
+        erg_plan_stage_freqs(plan, s)[id % 16] = mode == 0 ? 2 : mode == 2 ? 1 : env ? 2 : 1;
+    }
+    erg_emulation em;
+    ASSERT_EQ_INT(erg_emulate(p, dag, plan, 0, &em, NULL, NULL, &e), ERG_OK);
+    erg_plan_free(plan);
+    erg_dag_free(dag);
+    erg_profile_free(p);
+    return em.time_s;
+}
+
+TEST(spec_toy_timing_model)
+{
+    int zero[4] = {0, 0, 0, 0}, r[4] = {4, 3, 1, 0};
+    ASSERT_NEAR(toy_time(ERG_SCHED_1F1B, zero, 0), 330, 1e-9);
+    ASSERT_NEAR(toy_time(ERG_SCHED_ENVPIPE, r, 0), 330, 1e-9);
+    ASSERT_NEAR(toy_time(ERG_SCHED_1F1B, zero, 1), 392, 1e-9);
+    ASSERT_NEAR(toy_time(ERG_SCHED_ENVPIPE, r, 1), 381, 1e-9);
+    ASSERT_NEAR(toy_time(ERG_SCHED_1F1B, zero, 2), 429, 1e-9);
+}
+
+TAP_MAIN(TEST_ENTRY(spec_toy_timing_model), TEST_ENTRY(terminates_after_eleven_quiet_iterations), TEST_ENTRY(measured_wait_rule_offline), TEST_ENTRY(perseus_emulation_reproduces_published_rows),
          TEST_ENTRY(readme_plan_path_is_the_envelope),
          TEST_ENTRY(modified_readme_plan_balanced_and_greedy),
          TEST_ENTRY(real_envpipe_on_a100_profile), TEST_ENTRY(bad_input_gets_a_clear_error),
