@@ -482,7 +482,35 @@ TEST(spec_toy_timing_model)
     ASSERT_NEAR(toy_time(ERG_SCHED_1F1B, zero, 2), 429, 1e-9);
 }
 
-TAP_MAIN(TEST_ENTRY(spec_toy_timing_model), TEST_ENTRY(terminates_after_eleven_quiet_iterations), TEST_ENTRY(measured_wait_rule_offline), TEST_ENTRY(perseus_emulation_reproduces_published_rows),
+
+TEST(waits_parser)
+{
+    double w[32];
+    erg_plan *p = readme_plan(w);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/envpipe_readme_waits.csv", ERG_TEST_DATA_DIR);
+    double got[32];
+    erg_error e;
+    ASSERT_MSG(erg_envpipe_waits_read(path, p, got, &e) == ERG_OK, "%s", e.msg);
+    for (int i = 0; i < 32; i++)
+        ASSERT_NEAR(got[i], w[i], 1e-12);
+    const char *dup = "stage,instruction,microbatch,wait_ms\n0,F,0,1\n0,forward,0,2\n";
+    ASSERT_EQ_INT(erg_envpipe_waits_parse(dup, strlen(dup), "w.csv", p, got, &e), ERG_EPARSE);
+    ASSERT_MSG(strstr(e.msg, "w.csv:3:") && strstr(e.msg, "twice"), "%s", e.msg);
+    const char *neg = "stage,instruction,microbatch,wait_ms\n0,F,0,-1\n";
+    ASSERT_EQ_INT(erg_envpipe_waits_parse(neg, strlen(neg), "w.csv", p, got, &e), ERG_EPARSE);
+    ASSERT(strstr(e.msg, "'-1'"));
+    const char *range = "stage,instruction,microbatch,wait_ms\n4,F,0,1\n";
+    ASSERT_EQ_INT(erg_envpipe_waits_parse(range, strlen(range), "w.csv", p, got, &e), ERG_EPARSE);
+    const char *kind = "stage,instruction,microbatch,wait_ms\n0,X,0,1\n";
+    ASSERT_EQ_INT(erg_envpipe_waits_parse(kind, strlen(kind), "w.csv", p, got, &e), ERG_EPARSE);
+    const char *hdr = "stage,kind,microbatch,wait_ms\n";
+    ASSERT_EQ_INT(erg_envpipe_waits_parse(hdr, strlen(hdr), "w.csv", p, got, &e), ERG_EPARSE);
+    ASSERT(strstr(e.msg, "instruction"));
+    erg_plan_free(p);
+}
+
+TAP_MAIN(TEST_ENTRY(waits_parser), TEST_ENTRY(spec_toy_timing_model), TEST_ENTRY(terminates_after_eleven_quiet_iterations), TEST_ENTRY(measured_wait_rule_offline), TEST_ENTRY(perseus_emulation_reproduces_published_rows),
          TEST_ENTRY(readme_plan_path_is_the_envelope),
          TEST_ENTRY(modified_readme_plan_balanced_and_greedy),
          TEST_ENTRY(real_envpipe_on_a100_profile), TEST_ENTRY(bad_input_gets_a_clear_error),
