@@ -62,5 +62,6 @@ int cmd_plan_zeus_stage(int argc, char **argv);
 int cmd_plan_uniform(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_show(int argc, char **argv);
+int cmd_shard(int argc, char **argv);
 
 #endif

@@ -19,6 +19,7 @@ static const cli_command commands[] = {
     {"compare", cmd_compare, "every planning method on one profile, side by side"},
     {"show", cmd_show, "draw a plan's timeline or a time-energy frontier (PNG/SVG/PDF)"},
     {"gpu", cmd_gpu, "inspect GPUs, lock/reset clocks (sim, NVML, ergond)"},
+    {"shard", cmd_shard, "intra-operator parallelism planner (CFP): HLO in, sharding out"},
     {"version", cmd_version, "print the version"},
 };
 
