@@ -155,14 +155,32 @@ static void fmt_num(char *buf, size_t size, double v, int dec)
         snprintf(buf, size, "%.*f", dec, v);
 }
 
+/* A JSON string literal (quotes, backslashes and control characters escaped). */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
 static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecli_setup *s,
                         bool frontier)
 {
     double t0 = r[0].t, e0 = r[0].e;
     if (!strcmp(fmt, "json")) {
-        fprintf(f, "{\"profile\": \"%s\", \"num_stages\": %ld, \"num_microbatches\": %ld, "
+        fprintf(f, "{\"profile\": ");
+        json_str(f, s->profile_path);
+        fprintf(f, ", \"num_stages\": %ld, \"num_microbatches\": %ld, "
                    "\"blocking_power_w\": %.17g, \"methods\": [\n",
-                s->profile_path, s->S, s->M, s->power_w);
+                s->S, s->M, s->power_w);
         for (int i = 0; i < n; i++) {
             fprintf(f, "  {\"method\": \"%s\", \"time_s\": %.17g, \"energy_j\": %.17g, "
                        "\"saving_pct\": %.17g, \"slowdown_pct\": %.17g",
