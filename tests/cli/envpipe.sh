@@ -109,6 +109,8 @@ if "$ERGON" compare --help >/dev/null 2>&1; then
   check "compare csv with frontiers" 0 "$ERGON" compare --profile "$P" --microbatches 6 --blocking-power 60 --format csv -o "$T/c.csv"
   head -1 "$T/c.csv" | grep -q '^method,time_s,energy_j,saving_pct,slowdown_pct,perseus_energy_j' && echo "ok - compare csv header" || { echo "not ok - compare csv header"; fail=1; }
   grep -q '^perseus-ours,' "$T/c.csv" && echo "ok - perseus-ours row" || { echo "not ok - perseus-ours row"; cat "$T/c.csv"; fail=1; }
+  check "compare --ablation" 0 "$ERGON" compare --profile "$P" --microbatches 6 --blocking-power 60 --no-frontier --ablation
+  has "ablation rows" "envpipe-no-reconfig"
   check "compare json" 0 "$ERGON" compare --profile "$P" --microbatches 6 --blocking-power 60 --format json --no-frontier
   has "json methods" '"methods"'
   check "show frontier from compare" 0 "$ERGON" show frontier --compare "$T/c.csv" -o "$T/c.png"
