@@ -28,4 +28,20 @@ grep -q rtx9090 "$tmp/err" || fail "unknown gpu not named"
 "$ERGON" profile sim --gpu a100 -o "$tmp/x.csv" 2>/dev/null; [ $? -eq 2 ] || fail "missing --stages"
 "$ERGON" profile sim --gpu a100 --stages x -o "$tmp/x.csv" 2>/dev/null; [ $? -eq 2 ] || fail "bad --stages"
 "$ERGON" profile sim --gpu a100 --stages 2 --bogus 1 2>/dev/null; [ $? -eq 2 ] || fail "unknown option"
+# Profiling mode on the simulated GPU: measured values close to the model's.
+"$ERGON" profile run --gpu sim:a100:bert-large:4 --stage 3 --min-freq 1380 --iters 2 \
+  --blocking-s 0.2 -o "$tmp/run.csv" 2>"$tmp/err" || fail "profile run: $(cat "$tmp/err")"
+grep -q 'blocking power of stage 3: 8[34]\.' "$tmp/err" || fail "blocking power: $(cat "$tmp/err")"
+[ "$(($(wc -l <"$tmp/run.csv") - 1))" -eq 6 ] || fail "profile run rows: $(cat "$tmp/run.csv")"
+"$ERGON" profile sim --gpu a100 --model bert-large --stages 4 --min-freq 1380 -o "$tmp/ref.csv" 2>/dev/null
+python3 - "$tmp/run.csv" "$tmp/ref.csv" <<'PY' || fail "measured profile differs from the model"
+import csv, sys
+run = {(r["stage"], r["instruction"], r["frequency"]): r for r in csv.DictReader(open(sys.argv[1]))}
+ref = {(r["stage"], r["instruction"], r["frequency"]): r for r in csv.DictReader(open(sys.argv[2]))}
+for k, r in run.items():
+    for col in ("time", "energy"):
+        a, b = float(r[col]), float(ref[k][col])
+        assert abs(a / b - 1) < 0.15, (k, col, a, b)
+PY
+"$ERGON" profile run --gpu nvml -o "$tmp/x.csv" 2>/dev/null; [ $? -eq 2 ] || fail "profile run on nvml"
 echo ok
