@@ -51,7 +51,8 @@
 
 #define QCAP 1024u
 #define POLL_NS 100000L
-#define ENERGY_PERIOD_S 0.002
+#define ENERGY_PERIOD_S 0.002        /* NVML and the simulated GPU */
+#define ENERGY_PERIOD_DAEMON_S 0.02  /* through ergond: one HTTP request per sample */
 
 struct erg_client {
     erg_gpu *gpu;
@@ -255,6 +256,8 @@ static void *clock_thread(void *arg)
 {
     erg_client *c = arg;
     double next_sample = 0;
+    double period = strcmp(erg_gpu_backend_name(c->gpu), "daemon") ? ENERGY_PERIOD_S
+                                                                  : ENERGY_PERIOD_DAEMON_S;
     for (;;) {
         bool worked = false;
         atomic_store(&c->busy, 1);
@@ -294,7 +297,7 @@ static void *clock_thread(void *arg)
             double now = mono_s();
             if (now >= next_sample) {
                 sample_energy(c);
-                next_sample = now + ENERGY_PERIOD_S;
+                next_sample = now + period;
             }
         }
         if (atomic_load(&c->stop) &&

@@ -34,6 +34,8 @@ grep -q rtx9090 "$tmp/err" || fail "unknown gpu not named"
 grep -q 'blocking power of stage 3: 8[34]\.' "$tmp/err" || fail "blocking power: $(cat "$tmp/err")"
 [ "$(($(wc -l <"$tmp/run.csv") - 1))" -eq 6 ] || fail "profile run rows: $(cat "$tmp/run.csv")"
 "$ERGON" profile sim --gpu a100 --model bert-large --stages 4 --min-freq 1380 -o "$tmp/ref.csv" 2>/dev/null
+"$ERGON" profile run --gpu nvml -o "$tmp/x.csv" 2>/dev/null; [ $? -eq 2 ] || fail "profile run on nvml"
+command -v python3 >/dev/null || { echo "ok (python3 missing: model comparison skipped)"; exit 0; }
 python3 - "$tmp/run.csv" "$tmp/ref.csv" <<'PY' || fail "measured profile differs from the model"
 import csv, sys
 run = {(r["stage"], r["instruction"], r["frequency"]): r for r in csv.DictReader(open(sys.argv[1]))}
@@ -43,5 +45,4 @@ for k, r in run.items():
         a, b = float(r[col]), float(ref[k][col])
         assert abs(a / b - 1) < 0.15, (k, col, a, b)
 PY
-"$ERGON" profile run --gpu nvml -o "$tmp/x.csv" 2>/dev/null; [ $? -eq 2 ] || fail "profile run on nvml"
 echo ok
