@@ -50,6 +50,8 @@
  */
 
 #define QCAP 1024u
+#define REC_CHUNK 1024u
+#define REC_MAX_CHUNKS 65536u
 #define POLL_NS 100000L
 #define ENERGY_PERIOD_S 0.002        /* NVML and the simulated GPU */
 #define ENERGY_PERIOD_DAEMON_S 0.02  /* through ergond: one HTTP request per sample */
@@ -88,8 +90,12 @@ struct erg_client {
     bool in_step, in_instr;
     double step_start_s;
     uint64_t step_energy_mj;
-    erg__instr_rec *recs;
-    size_t nrecs, cap_recs;
+    erg__instr_rec **chunks;      /* REC_MAX_CHUNKS slots, filled as needed, never moved */
+    _Atomic size_t nrecs;         /* committed records (release-stored by the producer) */
+    _Atomic(erg__instr_rec *) spare; /* a chunk the clock thread allocated in advance */
+    erg__instr_rec *cur;          /* the open instruction's record */
+    erg__instr_rec scratch;       /* where records go once the store is full */
+    uint64_t dropped;             /* records not stored (store full / no memory) */
     pthread_mutex_t samples_mu;
     erg__energy_sample *samples;
     size_t nsamples, cap_samples;
@@ -205,6 +211,19 @@ static double epoch_s(const erg_client *c)
     return mono_s() + c->epoch_offset_s;
 }
 
+static erg__instr_rec *rec_at(erg_client *c, size_t i)
+{
+    return &c->chunks[i / REC_CHUNK][i % REC_CHUNK];
+}
+
+static void free_chunks(erg_client *c)
+{
+    for (size_t i = 0; c->chunks && i < REC_MAX_CHUNKS && c->chunks[i]; i++)
+        erg__free(c->chunks[i]);
+    erg__free(c->chunks);
+    erg__free(atomic_exchange(&c->spare, NULL));
+}
+
 static void set_clock_error(erg_client *c, const erg_error *e)
 {
     pthread_mutex_lock(&c->err_mu);
@@ -292,6 +311,15 @@ static void *clock_thread(void *arg)
             if (c->log_dir)
                 erg_client_flush_logs(c, &e);
             maybe_reraise(sig);
+        }
+        if (!atomic_load_explicit(&c->spare, memory_order_relaxed)) {
+            erg__instr_rec *fresh = erg__malloc(REC_CHUNK * sizeof *fresh);
+            if (fresh) {
+                memset(fresh, 0, REC_CHUNK * sizeof *fresh); /* fault the pages in here */
+                erg__instr_rec *expect = NULL;
+                if (!atomic_compare_exchange_strong(&c->spare, &expect, fresh))
+                    erg__free(fresh);
+            }
         }
         if (c->sampling) {
             double now = mono_s();
@@ -431,9 +459,8 @@ erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_di
         if ((st = erg__mkdir_p(log_dir, err)))
             goto fail;
     }
-    c->cap_recs = 4096;
-    c->recs = erg__malloc(c->cap_recs * sizeof *c->recs);
-    if (!c->recs) {
+    c->chunks = erg__calloc(REC_MAX_CHUNKS, sizeof *c->chunks);
+    if (!c->chunks || !(c->chunks[0] = erg__malloc(REC_CHUNK * sizeof(erg__instr_rec)))) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto fail;
     }
@@ -461,7 +488,7 @@ fail:
     stop_watchdog(c);
     pthread_mutex_destroy(&c->err_mu);
     pthread_mutex_destroy(&c->samples_mu);
-    erg__free(c->recs);
+    free_chunks(c);
     erg__free(c->log_dir);
     erg__free(c);
     return st;
@@ -593,15 +620,21 @@ erg_status erg_client_instruction_begin(erg_client *c, erg_instr_kind kind, int 
     int f = c->clocks ? c->clocks[kind * c->num_mb + microbatch] : c->uniform_clock;
     if (f > 0)
         request_clock(c, f);
-    if (c->nrecs == c->cap_recs) {
-        size_t nc = 2 * c->cap_recs;
-        erg__instr_rec *nr = erg__reallocarray(c->recs, nc, sizeof *nr);
-        if (!nr)
-            return ERG_ENOMEM;
-        c->recs = nr;
-        c->cap_recs = nc;
+    size_t idx = atomic_load_explicit(&c->nrecs, memory_order_relaxed);
+    size_t ch = idx / REC_CHUNK;
+    erg__instr_rec *r = &c->scratch;
+    if (ch < REC_MAX_CHUNKS) {
+        if (!c->chunks[ch]) {
+            /* Normally the clock thread has a chunk ready; malloc only if not. */
+            erg__instr_rec *fresh = atomic_exchange(&c->spare, NULL);
+            if (!fresh)
+                fresh = erg__malloc(REC_CHUNK * sizeof *fresh);
+            c->chunks[ch] = fresh;
+        }
+        if (c->chunks[ch])
+            r = &c->chunks[ch][idx % REC_CHUNK];
     }
-    erg__instr_rec *r = &c->recs[c->nrecs];
+    c->cur = r;
     r->kind = (int)kind;
     r->microbatch = microbatch;
     r->freq_start = atomic_load_explicit(&c->active_clock, memory_order_relaxed);
@@ -616,12 +649,16 @@ erg_status erg_client_instruction_end(erg_client *c, erg_instr_kind kind, int mi
         return ERG_EINVAL;
     if (!c->in_instr)
         return ERG_ESTATE;
-    erg__instr_rec *r = &c->recs[c->nrecs];
+    erg__instr_rec *r = c->cur;
     if (r->kind != (int)kind || r->microbatch != microbatch)
         return ERG_ESTATE;
     r->end_s = epoch_s(c);
     r->freq_end = atomic_load_explicit(&c->active_clock, memory_order_relaxed);
-    c->nrecs++;
+    if (r == &c->scratch)
+        c->dropped++;
+    else /* publish: the log writer may read it from the clock thread */
+        atomic_store_explicit(&c->nrecs, atomic_load_explicit(&c->nrecs, memory_order_relaxed) + 1,
+                              memory_order_release);
     c->in_instr = false;
     return ERG_OK;
 }
@@ -691,8 +728,9 @@ erg_status erg_client_flush_logs(erg_client *c, erg_error *err)
         return ERG_OK;
     erg__buf b = {0};
     erg_status st = erg__buf_printf(&b, "instruction,microbatch,start,end,freq_start,freq_end\n");
-    for (size_t i = 0; !st && i < c->nrecs; i++) {
-        const erg__instr_rec *r = &c->recs[i];
+    size_t nrecs = atomic_load_explicit(&c->nrecs, memory_order_acquire);
+    for (size_t i = 0; !st && i < nrecs; i++) {
+        const erg__instr_rec *r = rec_at(c, i);
         st = erg__buf_printf(&b, "%s,%d,%.6f,%.6f,%d,%d\n",
                              erg_instr_kind_name((erg_instr_kind)r->kind), r->microbatch,
                              r->start_s, r->end_s, r->freq_start, r->freq_end);
@@ -762,7 +800,7 @@ erg_status erg_client_close(erg_client *c, erg_error *err)
     pthread_mutex_destroy(&c->err_mu);
     pthread_mutex_destroy(&c->samples_mu);
     erg__free(c->clocks);
-    erg__free(c->recs);
+    free_chunks(c);
     erg__free(c->samples);
     erg__free(c->log_dir);
     erg__free(c);
@@ -817,7 +855,7 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
         /* one warm-up iteration, not measured */
         if ((st = run_iteration(user, c)))
             goto fn_failed;
-        size_t first_rec = c->nrecs;
+        size_t first_rec = atomic_load(&c->nrecs);
         double esum = 0;
         int ecount = 0;
         for (int it = 0; it < iters; it++) {
@@ -840,12 +878,20 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
         if ((st = copy_samples(c, &samples, &ns, err)))
             goto out;
         /* No warm-up drop inside the window: the window's warm-up ran above. */
-        erg__instr_rec *recs = c->recs + first_rec;
-        size_t nrec = c->nrecs - first_rec;
-        for (size_t k = 0; k < nrec; k++)
+        size_t nrec = atomic_load(&c->nrecs) - first_rec;
+        erg__instr_rec *recs = erg__malloc((nrec ? nrec : 1) * sizeof *recs);
+        if (!recs) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t k = 0; k < nrec; k++) {
+            recs[k] = *rec_at(c, first_rec + k);
             if (recs[k].freq_start != clocks[i] || recs[k].freq_end != clocks[i])
                 recs[k].freq_start = 0; /* not at the swept clock: excluded */
-        if ((st = erg__aggregate_stage(p, stage, recs, nrec, samples, ns, false, "profiling", err)))
+        }
+        st = erg__aggregate_stage(p, stage, recs, nrec, samples, ns, false, "profiling", err);
+        erg__free(recs);
+        if (st)
             goto out;
         double e_mean = ecount ? esum / ecount : NAN;
         if (isfinite(prev_e) && isfinite(e_mean) && e_mean > prev_e)
