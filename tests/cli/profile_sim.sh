@@ -40,9 +40,12 @@ python3 - "$tmp/run.csv" "$tmp/ref.csv" <<'PY' || fail "measured profile differs
 import csv, sys
 run = {(r["stage"], r["instruction"], r["frequency"]): r for r in csv.DictReader(open(sys.argv[1]))}
 ref = {(r["stage"], r["instruction"], r["frequency"]): r for r in csv.DictReader(open(sys.argv[2]))}
+# Sleeping can only overshoot (a loaded machine adds milliseconds), and the simulated
+# GPU stays busy meanwhile: time may grow, power (energy / time) must match.
 for k, r in run.items():
-    for col in ("time", "energy"):
-        a, b = float(r[col]), float(ref[k][col])
-        assert abs(a / b - 1) < 0.15, (k, col, a, b)
+    t, e = float(r["time"]), float(r["energy"])
+    tr, er = float(ref[k]["time"]), float(ref[k]["energy"])
+    assert 0.98 * tr <= t <= 2.0 * tr, (k, "time", t, tr)
+    assert abs((e / t) / (er / tr) - 1) < 0.05, (k, "power", e / t, er / tr)
 PY
 echo ok
