@@ -464,6 +464,10 @@ erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_di
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto fail;
     }
+    /* A first energy sample now, so that every instruction starts inside the
+     * sampled range (the clock thread may be scheduled late). */
+    if (c->sampling)
+        sample_energy(c);
     start_watchdog(c);
     if (pthread_create(&c->thread, NULL, clock_thread, c) != 0) {
         st = erg_error_set(err, ERG_EINTERNAL, "cannot start the clock thread: %s",
@@ -726,9 +730,12 @@ erg_status erg_client_flush_logs(erg_client *c, erg_error *err)
         return erg_error_set(err, ERG_EINVAL, "NULL client");
     if (!c->log_dir)
         return ERG_OK;
+    /* Records first, then a sample: every record written ends before it. */
+    size_t nrecs = atomic_load_explicit(&c->nrecs, memory_order_acquire);
+    if (c->sampling)
+        sample_energy(c);
     erg__buf b = {0};
     erg_status st = erg__buf_printf(&b, "instruction,microbatch,start,end,freq_start,freq_end\n");
-    size_t nrecs = atomic_load_explicit(&c->nrecs, memory_order_acquire);
     for (size_t i = 0; !st && i < nrecs; i++) {
         const erg__instr_rec *r = rec_at(c, i);
         st = erg__buf_printf(&b, "%s,%d,%.6f,%.6f,%d,%d\n",

@@ -29,7 +29,7 @@ sock="$tmp/ergond.sock"
 export FAKE_NVML_LOG="$tmp/nvml.log"
 "$ERGOND" --socket "$sock" --config "$tmp/conf" --gpu "nvml:$ERGON_FAKE_NVML" 2>"$tmp/dlog" &
 dpid=$!
-for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+for _ in $(seq 100); do curl -s -o /dev/null --unix-socket "$sock" http://x/time && break; sleep 0.05; done
 [ -S "$sock" ] || fail "no socket"
 [ "$(stat -c %a "$sock")" = 666 ] || fail "socket mode $(stat -c %a "$sock")"
 
