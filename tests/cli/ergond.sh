@@ -81,6 +81,18 @@ kill -KILL "$hpid"; wait "$hpid" 2>/dev/null
 wait_log "ResetGpuLockedClocks 0 = 0" || fail "no reset after SIGKILL"
 grep -q "pid $hpid exited: GPU 0 restored" "$tmp/dlog" || fail "lease log line for pid $hpid"
 
+# SIGTERM of a holder: it resets the clock itself (which releases its lease).
+: >"$tmp/nvml.log"
+setpriv --reuid="$(id -u "$ALLOWED")" --regid="$(id -g "$ALLOWED")" --clear-groups \
+  "$ERGON" gpu lock --gpu "daemon:$sock" --clock 1095 --hold >"$tmp/hold.out" 2>&1 &
+hpid=$!
+wait_log "SetGpuLockedClocks 0 1095 1095 = 0" || fail "hold 2: no lock"
+kill -TERM "$hpid"; wait "$hpid"; rc=$?
+[ $rc -eq 0 ] || fail "holder exit after SIGTERM: $rc"
+wait_log "ResetGpuLockedClocks 0 = 0" || fail "no reset after SIGTERM"
+sleep 0.2
+[ "$(grep -c ResetGpuLockedClocks "$tmp/nvml.log")" -eq 1 ] || fail "reset twice after SIGTERM"
+
 # 10,000 random requests, then it still serves.
 python3 - "$sock" <<'PY' || fail "fuzzing the daemon"
 import os, random, socket, sys
