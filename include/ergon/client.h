@@ -26,6 +26,10 @@ typedef struct erg_client erg_client;
 #define ERG_CLIENT_NO_WATCHDOG 2u /* Do not fork the helper that restores clocks if the
                                      process dies hard (SIGKILL, crash). */
 #define ERG_CLIENT_NO_ENERGY 4u   /* Do not sample the energy counter. */
+#define ERG_CLIENT_LOCK_MEMORY 8u /* Lock the memory clock at its maximum while the client
+                                     lives, as Perseus does in frequency mode (ignored
+                                     where the GPU cannot, e.g. before Ampere); it is
+                                     reset with the SM clock. */
 
 /* Create a client for device `device` of `gpu` (borrowed: it must outlive
  * the client) as pipeline rank `rank` (= stage). log_dir (may be NULL)

@@ -96,6 +96,7 @@ struct erg_client {
     erg__instr_rec *cur;          /* the open instruction's record */
     erg__instr_rec scratch;       /* where records go once the store is full */
     uint64_t dropped;             /* records not stored (store full / no memory) */
+    bool mem_locked;              /* we locked the memory clock (ERG_CLIENT_LOCK_MEMORY) */
     pthread_mutex_t samples_mu;
     erg__energy_sample *samples;
     size_t nsamples, cap_samples;
@@ -306,6 +307,8 @@ static void *clock_thread(void *arg)
         if (sig && !(c->flags & ERG_CLIENT_NO_SIGNALS) && !atomic_load(&c->restored_by_signal)) {
             erg_error e;
             erg_gpu_reset_sm_clocks(c->gpu, c->dev, &e);
+            if (c->mem_locked)
+                erg_gpu_reset_mem_clocks(c->gpu, c->dev, &e);
             atomic_store(&c->active_clock, 0);
             atomic_store(&c->restored_by_signal, 1);
             if (c->log_dir)
@@ -358,7 +361,7 @@ static void request_clock(erg_client *c, int f)
 
 /* ---- watchdog ---- */
 
-static void watchdog_main(int fd, const char *spec, int dev)
+static void watchdog_main(int fd, const char *spec, int dev, bool mem)
 {
     /* Only our pipe end stays open; wait for the parent to go away. */
     char b = 0;
@@ -371,6 +374,8 @@ static void watchdog_main(int fd, const char *spec, int dev)
     erg_gpu *g = NULL;
     if (erg_gpu_open(spec, &g, NULL) == ERG_OK) {
         erg_gpu_reset_sm_clocks(g, dev, NULL);
+        if (mem)
+            erg_gpu_reset_mem_clocks(g, dev, NULL);
         erg_gpu_close(g);
     }
     _exit(0);
@@ -399,7 +404,7 @@ static void start_watchdog(erg_client *c)
         signal(SIGINT, SIG_IGN);
         signal(SIGHUP, SIG_IGN);
         signal(SIGTERM, SIG_IGN);
-        watchdog_main(fds[0], spec, c->dev);
+        watchdog_main(fds[0], spec, c->dev, c->mem_locked);
     }
     close(fds[0]);
     c->watchdog = pid;
@@ -464,6 +469,23 @@ erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_di
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto fail;
     }
+    if (flags & ERG_CLIENT_LOCK_MEMORY) {
+        int *mem = NULL;
+        size_t nm = 0;
+        erg_error e;
+        st = erg_gpu_mem_clocks(gpu, device, &mem, &nm, &e);
+        if (!st)
+            st = erg_gpu_lock_mem_clocks(gpu, device, mem[0], mem[0], &e);
+        erg__free(mem);
+        if (st == ERG_OK)
+            c->mem_locked = true;
+        else if (st != ERG_ENOTSUP) {
+            if (err)
+                *err = e;
+            goto fail;
+        }
+        st = ERG_OK;
+    }
     /* A first energy sample now, so that every instruction starts inside the
      * sampled range (the clock thread may be scheduled late). */
     if (c->sampling)
@@ -490,6 +512,8 @@ erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_di
     return ERG_OK;
 fail:
     stop_watchdog(c);
+    if (c->mem_locked)
+        erg_gpu_reset_mem_clocks(gpu, device, NULL);
     pthread_mutex_destroy(&c->err_mu);
     pthread_mutex_destroy(&c->samples_mu);
     free_chunks(c);
@@ -784,6 +808,11 @@ erg_status erg_client_close(erg_client *c, erg_error *err)
     erg_error e;
     erg_status st = erg_gpu_reset_sm_clocks(c->gpu, c->dev, &e);
     if (st && !first) {
+        first = st;
+        if (err)
+            *err = e;
+    }
+    if (c->mem_locked && (st = erg_gpu_reset_mem_clocks(c->gpu, c->dev, &e)) && !first) {
         first = st;
         if (err)
             *err = e;

@@ -224,6 +224,31 @@ TEST(exact_nvml_calls_for_two_stages_four_microbatches)
     rm_tmp();
 }
 
+TEST(memory_clock_locked_at_max_and_reset)
+{
+    char log[512];
+    use_fake_nvml(log, sizeof log);
+    erg_error err;
+    erg_gpu *g = NULL;
+    ASSERT_OK(erg_gpu_open("nvml", &g, &err));
+    erg_client *c = NULL;
+    ASSERT_OK(erg_client_new(g, 1, 0, NULL, ERG_CLIENT_LOCK_MEMORY | ERG_CLIENT_NO_WATCHDOG, &c,
+                             &err));
+    ASSERT_OK(erg_client_set_uniform_clock(c, 1005, &err));
+    ASSERT_OK(erg_client_sync(c, 5, &err));
+    ASSERT_OK(erg_client_close(c, &err));
+    erg_gpu_close(g);
+    char *text = slurp(log);
+    ASSERT_STR_EQ(text, "nvmlInit_v2 = 0\n"
+                        "nvmlDeviceSetMemoryLockedClocks 1 1215 1215 = 0\n"
+                        "nvmlDeviceSetGpuLockedClocks 1 1005 1005 = 0\n"
+                        "nvmlDeviceResetGpuLockedClocks 1 = 0\n"
+                        "nvmlDeviceResetMemoryLockedClocks 1 = 0\n"
+                        "nvmlShutdown = 0\n");
+    free(text);
+    rm_tmp();
+}
+
 TEST(plan_with_unsupported_clock_or_bad_microbatch_is_refused)
 {
     erg_error err;
@@ -467,6 +492,7 @@ TAP_MAIN(TEST_ENTRY(nvml_reads_devices_clocks_energy),
          TEST_ENTRY(nvml_missing_library_or_symbol_degrades),
          TEST_ENTRY(exact_nvml_calls_for_two_stages_four_microbatches),
          TEST_ENTRY(plan_with_unsupported_clock_or_bad_microbatch_is_refused),
+         TEST_ENTRY(memory_clock_locked_at_max_and_reset),
          TEST_ENTRY(clocks_restored_after_sigterm), TEST_ENTRY(clocks_restored_after_sighup),
          TEST_ENTRY(clocks_restored_after_sigkill_by_watchdog),
          TEST_ENTRY(sim_logs_give_the_model_profile),
