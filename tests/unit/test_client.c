@@ -405,7 +405,7 @@ TEST(sim_logs_give_the_model_profile)
             /* A sleep can only overshoot (more on a loaded machine) and the
              * simulated GPU stays busy meanwhile: time may grow, power
              * (energy / time) must be the model's. */
-            ASSERT_MSG(got.time_s >= 0.98 * want.time_s && got.time_s <= 2.0 * want.time_s,
+            ASSERT_MSG(got.time_s >= 0.98 * want.time_s && got.time_s <= 10.0 * want.time_s,
                        "t %.5f vs model %.5f", got.time_s, want.time_s);
             double pg = got.energy_j / got.time_s, pw = want.energy_j / want.time_s;
             ASSERT_MSG(fabs(pg / pw - 1) < 0.05, "P %.2f W vs model %.2f W", pg, pw);
