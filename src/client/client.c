@@ -845,6 +845,16 @@ erg_status erg_client_close(erg_client *c, erg_error *err)
 
 /* ---- profiling mode ---- */
 
+bool erg__profile_early_stop(int *ups, double prev, double e, size_t i, size_t n)
+{
+    if (isfinite(prev) && isfinite(e) && e > prev)
+        (*ups)++;
+    else
+        *ups = 0;
+    /* "past the first third" of the whole clock list, as the reference does */
+    return *ups >= 5 && (i + 1) * 3 >= n;
+}
+
 erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int iters,
                               erg_iteration_fn run_iteration, void *user, double blocking_s,
                               erg_profile **out, double *blocking_power_w, erg_error *err)
@@ -930,12 +940,9 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
         if (st)
             goto out;
         double e_mean = ecount ? esum / ecount : NAN;
-        if (isfinite(prev_e) && isfinite(e_mean) && e_mean > prev_e)
-            ups++;
-        else
-            ups = 0;
+        bool stop = erg__profile_early_stop(&ups, prev_e, e_mean, i, nuse);
         prev_e = e_mean;
-        if (ups >= 5 && i + 1 >= nuse / 3)
+        if (stop)
             break;
     }
     if ((st = erg_client_set_uniform_clock(c, 0, err)))
