@@ -21,20 +21,25 @@
  * The training thread (producer) and the clock thread (consumer) share a
  * single-producer single-consumer ring of clock requests. The producer
  * writes the slot, then publishes it with a release store of `tail`; the
- * consumer reads `tail` with acquire, applies the request (the slow GPU
- * call), then releases the slot by storing `head`. Neither side ever takes a
+ * consumer reads `tail` with acquire, reads the newest slot, releases the
+ * slots by storing `head`, then makes the (slow) GPU call. Neither side ever takes a
  * lock or makes a system call, so instruction_begin costs a few loads and
  * stores. The consumer polls (sleeping 100 us between empty polls, far below
  * the 10-20 ms an NVML setter takes).
  *
  * Consecutive equal clocks are skipped on the producer side (`last_req`).
- * When the consumer finds several requests pending (the GPU is slower than
- * the instructions), it applies only the newest and drops the rest: a clock
- * meant for an instruction that has already finished is worthless, and
- * applying every stale one in turn would leave the GPU ever further behind.
- * If the ring is ever full, the newest request goes to `overflow` (an atomic
- * slot, latest wins), which the consumer prefers over the ring. On stop,
- * pending requests are dropped (the client resets the GPU anyway).
+ * Every request carries an increasing number. When the consumer finds
+ * several requests pending (the GPU is slower than the instructions), it
+ * applies only the newest and drops the rest: a clock meant for an
+ * instruction that has already finished is worthless, and applying every
+ * stale one in turn would leave the GPU ever further behind. If the ring is
+ * ever full, the producer puts the request in `overflow` (one atomic 64-bit
+ * slot holding number and clock, latest wins). The consumer takes the ring's
+ * newest entry and the overflow slot, applies whichever has the higher
+ * number, and remembers the number applied so that an older request found
+ * later (left in the ring while the overflow slot held a newer one) is
+ * skipped. So the GPU always ends at the clock the training loop asked for
+ * last. On stop, pending requests are dropped (the client resets the GPU).
  *
  * RESTORE. Normal path: erg_client_close resets the SM (and memory) clocks.
  * Signals: the handler only stores the signal number; every clock thread
@@ -68,10 +73,15 @@ struct erg_client {
     int uniform_clock;
 
     /* queue */
-    int ring[QCAP];
+    struct {
+        uint64_t seq;     /* request number, increasing */
+        int freq;         /* MHz, 0 = reset */
+    } ring[QCAP];
     _Atomic size_t head, tail;
-    _Atomic int overflow; /* 0 = empty */
+    _Atomic uint64_t overflow; /* seq << 20 | (freq + 1); 0 = empty */
     int last_req;         /* producer-side dedupe */
+    uint64_t next_seq;    /* producer: number of the next request */
+    uint64_t applied_seq; /* consumer: newest request applied (or superseded) */
     _Atomic uint64_t requested;
     _Atomic int busy;     /* the consumer has taken requests it has not applied yet */
     _Atomic int active_clock;
@@ -283,24 +293,29 @@ static void *clock_thread(void *arg)
         atomic_store(&c->busy, 1);
         size_t h = atomic_load_explicit(&c->head, memory_order_relaxed);
         size_t t = atomic_load_explicit(&c->tail, memory_order_acquire);
-        if (h != t) {
-            /* Coalesce: only the newest pending request still matters. */
-            int f = c->ring[(t - 1) % QCAP];
-            int ov = atomic_exchange(&c->overflow, 0);
-            if (ov)
-                f = ov > 0 ? ov : 0;
-            atomic_fetch_add(&c->coalesced, (t - h) - 1 + (ov ? 1 : 0));
-            atomic_store_explicit(&c->head, t, memory_order_release);
-            if (!atomic_load(&c->stop))
-                apply_clock(c, f);
-            worked = true;
-        } else {
-            int ov = atomic_exchange(&c->overflow, 0);
-            if (ov) {
-                if (!atomic_load(&c->stop))
-                    apply_clock(c, ov > 0 ? ov : 0);
-                worked = true;
+        uint64_t ov = atomic_exchange(&c->overflow, 0);
+        if (h != t || ov) {
+            /* Coalesce: apply only the newest request we can see (by its
+             * number, whether it came through the ring or the overflow
+             * slot), and never one older than what was already applied. */
+            uint64_t best_seq = 0;
+            int best_f = 0;
+            if (h != t) {
+                best_seq = c->ring[(t - 1) % QCAP].seq;
+                best_f = c->ring[(t - 1) % QCAP].freq;
             }
+            if (ov && (ov >> 20) > best_seq) {
+                best_seq = ov >> 20;
+                best_f = (int)(ov & 0xFFFFF) - 1;
+            }
+            atomic_store_explicit(&c->head, t, memory_order_release);
+            if (best_seq > c->applied_seq) {
+                atomic_fetch_add(&c->coalesced, best_seq - c->applied_seq - 1);
+                c->applied_seq = best_seq;
+                if (!atomic_load(&c->stop))
+                    apply_clock(c, best_f);
+            }
+            worked = true;
         }
         atomic_store(&c->busy, 0);
         int sig = pending_signal;
@@ -349,13 +364,16 @@ static void request_clock(erg_client *c, int f)
         return;
     c->last_req = f;
     atomic_fetch_add_explicit(&c->requested, 1, memory_order_relaxed);
+    uint64_t seq = ++c->next_seq;
     size_t t = atomic_load_explicit(&c->tail, memory_order_relaxed);
     size_t h = atomic_load_explicit(&c->head, memory_order_acquire);
     if (t - h >= QCAP) {
-        atomic_store(&c->overflow, f > 0 ? f : -1);
+        /* Ring full: the overflow slot keeps the newest request. */
+        atomic_store(&c->overflow, seq << 20 | (uint64_t)(f + 1));
         return;
     }
-    c->ring[t % QCAP] = f;
+    c->ring[t % QCAP].seq = seq;
+    c->ring[t % QCAP].freq = f;
     atomic_store_explicit(&c->tail, t + 1, memory_order_release);
 }
 

@@ -451,6 +451,47 @@ TEST(profiling_mode_sweeps_and_measures_blocking_power)
     erg_gpu_close(g);
 }
 
+/* A tight loop against a slow GPU overflows the ring: the GPU must still end
+ * at the last clock asked for, and far fewer changes reach the driver. */
+TEST(queue_coalesces_and_ends_at_the_last_request)
+{
+    char log[512];
+    use_fake_nvml(log, sizeof log);
+    setenv("FAKE_NVML_SET_DELAY_US", "300", 1);
+    unsetenv("FAKE_NVML_LOG");
+    erg_error err;
+    erg_gpu *g = NULL;
+    ASSERT_OK(erg_gpu_open("nvml", &g, &err));
+    erg_schedule sched = {ERG_SCHED_GPIPE, 0};
+    erg_plan *plan = NULL;
+    const int M = 50;
+    ASSERT_OK(erg_plan_new(&sched, 1, M, &plan, &err));
+    int *f = erg_plan_stage_freqs(plan, 0);
+    for (int i = 0; i < 2 * M; i++)
+        f[i] = 1410 - 15 * (i % 60);
+    erg_client *c = NULL;
+    ASSERT_OK(erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_SIGNALS | ERG_CLIENT_NO_WATCHDOG, &c,
+                             &err));
+    ASSERT_OK(erg_client_set_plan(c, plan, 0, &err));
+    int last = 0;
+    for (int it = 0; it < 1000; it++)
+        for (int i = 0; i < 2 * M; i++) {
+            erg_instr_kind k = i < M ? ERG_FORWARD : ERG_BACKWARD;
+            int mb = i % M;
+            ASSERT_OK(erg_client_instruction_begin(c, k, mb));
+            ASSERT_OK(erg_client_instruction_end(c, k, mb));
+            last = erg_plan_freq(plan, 0, k, mb);
+        }
+    ASSERT_OK(erg_client_sync(c, 10, &err));
+    ASSERT_EQ_INT(erg_client_active_clock(c), last);
+    ASSERT_MSG(erg_client_clock_changes(c) < 100000 / 4, "%llu changes applied",
+               (unsigned long long)erg_client_clock_changes(c));
+    ASSERT_OK(erg_client_close(c, &err));
+    erg_plan_free(plan);
+    erg_gpu_close(g);
+    rm_tmp();
+}
+
 TEST(early_stop_rule)
 {
     /* 12 clocks: energy falls, then rises from index 4 on. */
@@ -534,4 +575,4 @@ TAP_MAIN(TEST_ENTRY(nvml_reads_devices_clocks_energy),
          TEST_ENTRY(clocks_restored_after_sigkill_by_watchdog),
          TEST_ENTRY(sim_logs_give_the_model_profile),
          TEST_ENTRY(profiling_mode_sweeps_and_measures_blocking_power),
-         TEST_ENTRY(early_stop_rule), TEST_ENTRY(bad_logs_are_refused_with_file_and_line))
+         TEST_ENTRY(queue_coalesces_and_ends_at_the_last_request), TEST_ENTRY(early_stop_rule), TEST_ENTRY(bad_logs_are_refused_with_file_and_line))
