@@ -27,7 +27,8 @@ as() { local u=$1; shift; setpriv --reuid="$(id -u "$u")" --regid="$(id -g "$u")
 printf '# test allow list\nallow 0 user:%s\n' "$ALLOWED" >"$tmp/conf"
 sock="$tmp/ergond.sock"
 export FAKE_NVML_LOG="$tmp/nvml.log"
-"$ERGOND" --socket "$sock" --config "$tmp/conf" --gpu "nvml:$ERGON_FAKE_NVML" 2>"$tmp/dlog" &
+"$ERGOND" --socket "$sock" --config "$tmp/conf" --gpu "nvml:$ERGON_FAKE_NVML" \
+  --lock-file "$tmp/admin.lock" 2>"$tmp/dlog" &
 dpid=$!
 for _ in $(seq 100); do curl -s -o /dev/null --unix-socket "$sock" http://x/time && break; sleep 0.05; done
 [ -S "$sock" ] || fail "no socket"
@@ -68,6 +69,13 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$sock" "http://x/no
 [ "$code" = 404 ] || fail "unknown path: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$sock" -H "X-Big: $(head -c 9000 /dev/zero | tr '\0' a)" "http://x/time")
 [ "$code" = 431 ] || fail "huge header: $code"
+
+# The admin lock file disables writes, not reads.
+touch "$tmp/admin.lock"
+as "$ALLOWED" "$ERGON" gpu lock --gpu "daemon:$sock" --clock 1305 2>"$tmp/err"; [ $? -eq 1 ] || fail "admin lock: exit"
+grep -q "disabled by the administrator" "$tmp/err" || fail "admin lock message: $(cat "$tmp/err")"
+as "$ALLOWED" "$ERGON" gpu energy --gpu "daemon:$sock" >/dev/null || fail "admin lock blocks reads"
+rm -f "$tmp/admin.lock"
 
 # SIGKILL of a client that holds a clock: the daemon's pidfd lease resets it.
 : >"$tmp/nvml.log"
