@@ -70,7 +70,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const int M = 64;
-    erg_schedule sched = {ERG_SCHED_1F1B, 0};
+    erg_schedule sched = {.kind = ERG_SCHED_1F1B};
     erg_plan *plan = NULL;
     if (erg_plan_new(&sched, 1, M, &plan, &err)) {
         fprintf(stderr, "%s\n", err.msg);

@@ -161,7 +161,7 @@ TEST(nvml_missing_library_or_symbol_degrades)
 /* Run `iters` iterations of `stage`'s 1F1B order with the client's hooks. */
 static void run_stage(erg_client *c, int S, int M, int stage, int iters)
 {
-    erg_schedule sched = {ERG_SCHED_1F1B, 0};
+    erg_schedule sched = {.kind = ERG_SCHED_1F1B};
     erg_instr order[64];
     erg_error err;
     ASSERT_OK(erg_schedule_stage_order(&sched, S, M, stage, order, &err));
@@ -181,7 +181,7 @@ TEST(exact_nvml_calls_for_two_stages_four_microbatches)
     char log[512];
     use_fake_nvml(log, sizeof log);
     erg_error err;
-    erg_schedule sched = {ERG_SCHED_1F1B, 0};
+    erg_schedule sched = {.kind = ERG_SCHED_1F1B};
     erg_plan *plan = NULL;
     ASSERT_OK(erg_plan_new(&sched, 2, 4, &plan, &err));
     /* Clocks in each stage's execution order. */
@@ -255,7 +255,7 @@ TEST(plan_with_unsupported_clock_or_bad_microbatch_is_refused)
     erg_error err;
     erg_gpu *g = NULL;
     ASSERT_OK(erg_gpu_open("sim:a100:gpt3-xl:2", &g, &err));
-    erg_schedule sched = {ERG_SCHED_1F1B, 0};
+    erg_schedule sched = {.kind = ERG_SCHED_1F1B};
     erg_plan *plan = NULL;
     ASSERT_OK(erg_plan_new(&sched, 2, 4, &plan, &err));
     erg_plan_fill(plan, 1411);
@@ -462,7 +462,7 @@ TEST(queue_coalesces_and_ends_at_the_last_request)
     erg_error err;
     erg_gpu *g = NULL;
     ASSERT_OK(erg_gpu_open("nvml", &g, &err));
-    erg_schedule sched = {ERG_SCHED_GPIPE, 0};
+    erg_schedule sched = {.kind = ERG_SCHED_GPIPE};
     erg_plan *plan = NULL;
     const int M = 50;
     ASSERT_OK(erg_plan_new(&sched, 1, M, &plan, &err));
