@@ -11,8 +11,9 @@ command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 
 ALLOWED="ergta$$"; DENIED="ergtd$$"
 tmp=$(mktemp -d); chmod 755 "$tmp"
-dpid=""
+dpid=""; hpid=""
 cleanup() {
+  [ -n "$hpid" ] && kill -KILL "$hpid" 2>/dev/null && wait "$hpid" 2>/dev/null
   [ -n "$dpid" ] && kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
   userdel "$ALLOWED" 2>/dev/null; userdel "$DENIED" 2>/dev/null
   rm -rf "$tmp"
@@ -85,9 +86,9 @@ hpid=$!
 wait_log "SetGpuLockedClocks 0 1200 1200 = 0" || fail "hold: no lock"
 sleep 0.2
 grep -q "ResetGpuLockedClocks" "$tmp/nvml.log" && fail "reset while the holder is alive"
-kill -KILL "$hpid"; wait "$hpid" 2>/dev/null
+kill -KILL "$hpid"; wait "$hpid" 2>/dev/null; killed=$hpid; hpid=""
 wait_log "ResetGpuLockedClocks 0 = 0" || fail "no reset after SIGKILL"
-grep -q "pid $hpid exited: GPU 0 restored" "$tmp/dlog" || fail "lease log line for pid $hpid"
+grep -q "pid $killed exited: GPU 0 restored" "$tmp/dlog" || fail "lease log line for pid $killed"
 
 # SIGTERM of a holder: it resets the clock itself (which releases its lease).
 : >"$tmp/nvml.log"
@@ -95,7 +96,7 @@ setpriv --reuid="$(id -u "$ALLOWED")" --regid="$(id -g "$ALLOWED")" --clear-grou
   "$ERGON" gpu lock --gpu "daemon:$sock" --clock 1095 --hold >"$tmp/hold.out" 2>&1 &
 hpid=$!
 wait_log "SetGpuLockedClocks 0 1095 1095 = 0" || fail "hold 2: no lock"
-kill -TERM "$hpid"; wait "$hpid"; rc=$?
+kill -TERM "$hpid"; wait "$hpid"; rc=$?; hpid=""
 [ $rc -eq 0 ] || fail "holder exit after SIGTERM: $rc"
 wait_log "ResetGpuLockedClocks 0 = 0" || fail "no reset after SIGTERM"
 sleep 0.2
