@@ -164,13 +164,15 @@ static void wake_conn(void *p, int status, char *body, const char *ctype)
 }
 
 static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *ctype,
-                                 const char *text)
+                                 const char *text, bool close)
 {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", ctype);
+    if (close)
+        MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
@@ -218,7 +220,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             srv->requests_by_class[4]++;
             pthread_mutex_unlock(&srv->mu);
             ctx->too_big = true;
-            return send_text(c, 413, "application/json", msg);
+            return send_text(c, 413, "application/json", msg, false);
         }
         return MHD_YES;
     }
@@ -235,7 +237,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (ctx->resp_ready) {
-        enum MHD_Result ret = send_text(c, ctx->resp_status, ctx->resp_ctype, ctx->resp_body);
+        /* A resumed connection is closed after its answer: with epoll,
+         * libmicrohttpd 0.9.75 may not notice the next request on it
+         * (observed: 30 s stalls until the connection timeout). */
+        enum MHD_Result ret =
+            send_text(c, ctx->resp_status, ctx->resp_ctype, ctx->resp_body, true);
         erg__free(ctx->resp_body);
         ctx->resp_body = NULL;
         ctx->resp_ready = false;
@@ -248,7 +254,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pthread_mutex_lock(&srv->mu);
         srv->requests_by_class[4]++;
         pthread_mutex_unlock(&srv->mu);
-        return send_text(c, 413, "application/json", msg);
+        return send_text(c, 413, "application/json", msg, false);
     }
     erg__buf q = {0};
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, &q);
@@ -257,7 +263,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     erg__buf_free(&q);
     if (rs.parked)
         return MHD_YES; /* suspended; wake_conn answers later */
-    enum MHD_Result ret = send_text(c, rs.status, rs.ctype, rs.body);
+    enum MHD_Result ret = send_text(c, rs.status, rs.ctype, rs.body, false);
     erg__free(rs.body);
     return ret;
 }
