@@ -960,6 +960,16 @@ static void fail(srv_resp *rs, bool v1, int status, const char *fmt, ...)
     respond(rs, status, json_pack("{s:s}", v1 ? "error" : "detail", msg));
 }
 
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* The value of key in a raw query string (percent-decoding; '+' is a space
+ * in queries), truncated to on - 1 bytes. */
 static bool query_get(const char *q, const char *key, char *out, size_t on)
 {
     size_t kl = strlen(key);
@@ -970,15 +980,10 @@ static bool query_get(const char *q, const char *key, char *out, size_t on)
             size_t o = 0;
             for (size_t i = kl + 1; i < len && o + 1 < on; i++) {
                 char c = q[i];
-                if (c == '%' && i + 2 < len + 0 + 1 && i + 2 <= len - 1 + 1) {
-                    char hex[3] = {q[i + 1], q[i + 2], 0};
-                    char *end;
-                    long v = strtol(hex, &end, 16);
-                    if (*end || i + 2 >= len + 1) {
-                        out[o++] = c;
-                        continue;
-                    }
-                    out[o++] = (char)v;
+                int hi, lo;
+                if (c == '%' && i + 2 < len &&
+                    (hi = hexval(q[i + 1])) >= 0 && (lo = hexval(q[i + 2])) >= 0) {
+                    out[o++] = (char)(hi * 16 + lo);
                     i += 2;
                 } else {
                     out[o++] = c == '+' ? ' ' : c;
