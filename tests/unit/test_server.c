@@ -81,6 +81,7 @@ typedef struct rank_cfg {
     int iters;             /* iterations per window */
     int report_delay_ms;   /* sleep before each report */
     const char *ack_log;   /* append "window\n" per acknowledged report */
+    double slow;           /* this GPU's compute is slower by this factor (0 = 1) */
 } rank_cfg;
 
 /* Run one simulated rank to the end of its job; returns 0 on success. */
@@ -127,7 +128,8 @@ static int run_rank(const rank_cfg *c)
             for (int i = 0; i < n; i++) {
                 int f = states[i];
                 bool fw = !strcmp(ps[i], "forward"), bw = !strcmp(ps[i], "backward");
-                double t = fw || bw ? sim_time(c->pp, bw, f)
+                double slow = c->slow > 0 ? c->slow : 1;
+                double t = fw || bw ? sim_time(c->pp, bw, f) * slow
                                     : !strcmp(ps[i], "step") ? 0.002
                                                              : 0.0005;
                 double e = (fw || bw ? sim_power(f) : 80.0) * t;
@@ -138,7 +140,7 @@ static int run_rank(const rank_cfg *c)
             for (int i = 0; i < n; i++) {
                 bool fw = !strcmp(ps[i], "forward"), bw = !strcmp(ps[i], "backward");
                 if (fw || bw) {
-                    double t = sim_time(c->pp, bw, states[i]);
+                    double t = sim_time(c->pp, bw, states[i]) * (c->slow > 0 ? c->slow : 1);
                     erg_srv_result_add_sample(res, ps[i], t, t * sim_power(states[i]), &err);
                 } else if (!strcmp(ps[i], "load")) {
                     erg_srv_result_add_sample(res, "load", 0.0005, NAN, &err);
@@ -868,7 +870,7 @@ TEST(profile_then_point_solution_8_processes)
                                "{\"minimum_power_state\": 700}", j ? "modelB" : "modelA");
     for (int j = 0; j < 2; j++)
         for (int r = 0; r < S; r++) {
-            rank_cfg rc = {url, jobs[j], r, S, M, r, 0, 0, 4, 0, NULL};
+            rank_cfg rc = {url, jobs[j], r, S, M, r, 0, 0, 4, 0, NULL, 1.0};
             pids[j * S + r] = fork_rank(&rc);
         }
     ASSERT_EQ_INT(wait_all(pids, 8), 0);
@@ -957,7 +959,7 @@ TEST(profile_then_point_solution_8_processes)
         pjobs[j] = register_job(url, S, 1, M, "PointSolution", args, j ? "modelB" : "modelA");
     for (int j = 0; j < 2; j++)
         for (int r = 0; r < S; r++) {
-            rank_cfg rc = {url, pjobs[j], r, S, M, r, 0, 0, 3, 0, NULL};
+            rank_cfg rc = {url, pjobs[j], r, S, M, r, 0, 0, 3, 0, NULL, 1.0};
             pids[j * S + r] = fork_rank(&rc);
         }
     ASSERT_EQ_INT(wait_all(pids, 8), 0);
@@ -1004,7 +1006,7 @@ TEST(profile_then_point_solution_8_processes)
     snprintf(args, sizeof args, "{\"frontier_dir\": \"%s\"}", frontier);
     char *fjob = register_job(url, S, 1, M, "Frontier", args, "modelA");
     for (int r = 0; r < S; r++) {
-        rank_cfg rc = {url, fjob, r, S, M, r, 0, 0, 2, 50, NULL};
+        rank_cfg rc = {url, fjob, r, S, M, r, 0, 0, 2, 50, NULL, 1.0};
         pids[r] = fork_rank(&rc);
     }
     char *fesc = curl_easy_escape(NULL, fjob, 0), fpath[1200];
@@ -1082,6 +1084,59 @@ TEST(profile_then_point_solution_8_processes)
     }
 }
 
+/* Data parallelism (the 3D wrapper): 2 stages x 2 replicas, replica 1 is
+ * 20 % slower; the profile holds, per stage, the max of the replicas' times
+ * and the sum of their energies. */
+TEST(data_parallel_results_are_aggregated_per_stage)
+{
+    const char *d = mktmp();
+    char db[512], dump[512], url[64];
+    snprintf(db, sizeof db, "%s/s.db", d);
+    snprintf(dump, sizeof dump, "%s/dump", d);
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0};
+    int port;
+    pid_t srv = start_server(&c, &port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    const int S = 2, M = 2;
+    char *job = register_job(url, S, 2, M, "InstructionProfiler",
+                             "{\"minimum_power_state\": 1000}", "dp");
+    pid_t pids[4];
+    for (int r = 0; r < 4; r++) {
+        /* Merak's grid: pp varies fastest, so rank = dp * S + pp. */
+        rank_cfg rc = {url, job, r, S, M, r % S, r / S, 0, 3, 0, NULL, r / S ? 1.2 : 1.0};
+        pids[r] = fork_rank(&rc);
+    }
+    ASSERT_EQ_INT(wait_all(pids, 4), 0);
+    stop_server(srv);
+    char csv[1024];
+    snprintf(csv, sizeof csv, "%s/%s/sim+dp+uniform+dp2+tp1+pp2+mbs1+nmb2.csv", dump, job);
+    char *text;
+    size_t len;
+    erg_error err;
+    ASSERT_OK(erg__read_file(csv, 1 << 20, &text, &len, &err));
+    /* stage 1 forward at 1200 MHz: mean over the kept iterations of the
+     * per-sample max (the slow replica) and sum (both replicas) */
+    double t = sim_time(1, 0, 1200), ts = 0, es = 0;
+    for (int k = 0; k < 2 * M; k++) { /* 2 kept iterations x M samples */
+        ts += t * 1.2;
+        es += t * sim_power(1200) + t * 1.2 * sim_power(1200);
+    }
+    char want[160], a[40], b[40];
+    snprintf(want, sizeof want, "1,forward,1200,%s,%s\n", erg__fmt_double_py(ts / (2 * M), a, sizeof a),
+             erg__fmt_double_py(es / (2 * M), b, sizeof b));
+    ASSERT_CONTAINS(text, want);
+    erg__free(text);
+    /* every rank of a stage got the same schedule */
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s/3.sched.json", dump, job);
+    json_t *v = load_json(p);
+    ASSERT_EQ_INT(json_array_size(v), 4);
+    ASSERT(json_equal(json_object_get(json_array_get(v, 1), "power_states"),
+                      json_object_get(json_array_get(v, 3), "power_states")));
+    json_decref(v);
+    erg_free(job);
+}
+
 /* Kill -9 the server while a window is half reported, restart it on the
  * same database: no acknowledged result is lost and the job completes. */
 TEST(crash_and_restart_mid_window)
@@ -1100,41 +1155,49 @@ TEST(crash_and_restart_mid_window)
     pid_t pids[4];
     for (int r = 0; r < S; r++) {
         /* rank 3 reports late, so windows stay half reported for a while */
-        rank_cfg rc = {url, job, r, S, M, r, 0, 0, 2, r == 3 ? 400 : 0, acks};
+        rank_cfg rc = {url, job, r, S, M, r, 0, 0, 2, r == 3 ? 400 : 0, acks, 1.0};
         pids[r] = fork_rank(&rc);
     }
-    /* Wait until window 1 has some but not all results. */
-    erg_srv_client *cl = NULL;
-    erg_error err;
-    ASSERT_OK(erg_srv_client_new(url, NULL, &cl, &err));
+    /* Three times: wait until window k (1, 2, 3) has some but not all of
+     * its results, kill -9 the server, restart it on the same database. */
     char spath[1024];
     char *esc = curl_easy_escape(NULL, job, 0);
     snprintf(spath, sizeof spath, "/v1/jobs/%s", esc);
-    bool killed = false;
-    for (int i = 0; i < 400 && !killed; i++) {
-        int status;
-        char *resp = NULL;
-        ASSERT_OK(erg_srv_client_request(cl, "GET", spath, NULL, &status, &resp, &err));
-        json_t *v = json_loads(resp, 0, NULL);
-        long w = (long)json_integer_value(json_object_get(v, "window"));
-        long nres = (long)json_integer_value(json_object_get(v, "results_in_window"));
-        json_decref(v);
-        erg_free(resp);
-        if (w == 1 && nres >= 1 && nres < S) {
-            kill(srv, SIGKILL);
-            waitpid(srv, NULL, 0);
-            killed = true;
-        } else {
-            usleep(10000);
-        }
-    }
-    erg_srv_client_free(cl);
-    ASSERT_MSG(killed, "never saw a half-reported window");
-    usleep(300000);
     c.port = port;
-    int port2;
-    srv = start_server(&c, &port2);
-    ASSERT_EQ_INT(port2, port);
+    for (long target = 1; target <= 3; target++) {
+        erg_srv_client *cl = NULL;
+        erg_error err;
+        erg_srv_client_opts co;
+        erg_srv_client_opts_init(&co);
+        co.backoff_max_s = 0.2;
+        ASSERT_OK(erg_srv_client_new(url, &co, &cl, &err));
+        bool killed = false;
+        for (int i = 0; i < 1000 && !killed; i++) {
+            int status;
+            char *resp = NULL;
+            ASSERT_OK(erg_srv_client_request(cl, "GET", spath, NULL, &status, &resp, &err));
+            json_t *v = json_loads(resp, 0, NULL);
+            long w = (long)json_integer_value(json_object_get(v, "window"));
+            long nres = (long)json_integer_value(json_object_get(v, "results_in_window"));
+            json_decref(v);
+            erg_free(resp);
+            if (w == target && nres >= 1 && nres < S) {
+                kill(srv, SIGKILL);
+                waitpid(srv, NULL, 0);
+                killed = true;
+            } else {
+                ASSERT_MSG(w <= target, "window %ld passed before the kill in window %ld", w,
+                           target);
+                usleep(5000);
+            }
+        }
+        erg_srv_client_free(cl);
+        ASSERT_MSG(killed, "never saw window %ld half reported", target);
+        usleep(200000);
+        int port2;
+        srv = start_server(&c, &port2);
+        ASSERT_EQ_INT(port2, port);
+    }
     ASSERT_EQ_INT(wait_all(pids, S), 0);
     /* The job finished: 4 windows of 4 results each, all dumped. */
     int status;
@@ -1333,5 +1396,6 @@ TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(plan_files_both_literal_for
          TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(scheduler_errors_reach_ranks),
          TEST_ENTRY(huge_bodies_and_slow_clients),
          TEST_ENTRY(profile_then_point_solution_8_processes),
+         TEST_ENTRY(data_parallel_results_are_aggregated_per_stage),
          TEST_ENTRY(crash_and_restart_mid_window), TEST_ENTRY(frontier_switches_plan_for_straggler),
          TEST_ENTRY(rank_timeout_aborts_and_idle_jobs_are_evicted))
