@@ -236,7 +236,7 @@ static void job_free(srv_job *j)
     }
     for (int r = 0; j->results && r < j->world; r++)
         json_decref(j->results[r]);
-    for (int r = 0; j->parsed && r < j->world; r++)
+    for (int r = 0; j->parsed && j->have_parsed && r < j->world; r++)
         if (j->have_parsed[r])
             srv_result_free(&j->parsed[r]);
     erg__free(j->parsed);

@@ -740,6 +740,94 @@ TEST(bad_input_gets_4xx_with_message)
     erg_server_free(srv);
 }
 
+/* Every allocation of a whole job's life (register, ranks, windows,
+ * results, the end) failing in turn: each request still gets an answer
+ * (an error or the normal one) and nothing crashes. */
+TEST(allocation_failures_are_answered)
+{
+    /* n = 1, 2, ...: the n-th allocation of the library (erg__malloc) fails.
+     * A run is clean when every answer is the normal one and the job ends;
+     * a failure may also be absorbed (a cache that is simply not filled), so
+     * stop after 30 clean runs in a row: past the sequence's last
+     * allocation, every run is clean. jansson's own allocations are not
+     * failed: routed through the same hook, jansson 2.14's json_loadb
+     * crashes on a failed allocation (seen under ASan). */
+    const char *ps = "[\"forward\",\"backward\"]";
+    bool clean = false;
+    int clean_streak = 0;
+    long n = 1;
+    for (; n < 20000 && clean_streak < 30; n++) {
+        erg_server *srv = mem_server("AllMaxFrequency", "{\"num_iters\":2}");
+        erg__alloc_fail_after(n);
+        int st, bad = 0;
+        char *resp = NULL;
+        const char *ct;
+        erg_server_handle(srv, "POST", "/register_job", NULL, JOB2, strlen(JOB2), 0, &st, &resp,
+                          &ct);
+        ASSERT(resp && st >= 200 && st < 600);
+        char id[512] = "";
+        if (st == 200) {
+            json_t *v = json_loads(resp, JSON_DECODE_ANY, NULL);
+            if (json_is_string(v))
+                snprintf(id, sizeof id, "%s", json_string_value(v));
+            json_decref(v);
+        } else {
+            bad++;
+        }
+        erg_free(resp);
+        for (int w = 0; w < 2 && id[0]; w++) {
+            for (int r = 0; r < 2; r++) {
+                char body[1024];
+                snprintf(body, sizeof body,
+                         "{\"job_id\":\"%s\",\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,"
+                         "\"tp_rank\":0,\"pipe_schedule\":%s,\"power_state_range\":[1410]}",
+                         id, r, r, ps);
+                resp = NULL;
+                erg_server_handle(srv, "POST", "/register_rank", NULL, body, strlen(body), 0,
+                                  &st, &resp, &ct);
+                ASSERT(resp && st >= 200 && st < 600);
+                bad += st != 200;
+                erg_free(resp);
+            }
+            for (int r = 0; r < 2; r++) {
+                char path[700];
+                snprintf(path, sizeof path, "/schedule/%s", id);
+                resp = NULL;
+                erg_server_handle(srv, "GET", path, r ? "rank=1" : "rank=0", NULL, 0, 0, &st,
+                                  &resp, &ct);
+                ASSERT(resp && st >= 200 && st < 600);
+                bad += st != 200 && !(r == 0 && st == 503); /* rank 0 waits for rank 1 */
+                erg_free(resp);
+            }
+            for (int r = 0; r < 2; r++) {
+                char body[1024], path[700];
+                snprintf(path, sizeof path, "/result/%s", id);
+                snprintf(body, sizeof body,
+                         "{\"rank\":%d,\"iter_time\":[1.0,2.0],\"iter_energy\":[3,4],"
+                         "\"time_breakdown\":{\"forward\":[[0.1],[0.2]]}}",
+                         r);
+                resp = NULL;
+                erg_server_handle(srv, "POST", path, NULL, body, strlen(body), 0, &st, &resp,
+                                  &ct);
+                ASSERT(resp && st >= 200 && st < 600);
+                bad += st != 200;
+                erg_free(resp);
+            }
+        }
+        char path[700];
+        snprintf(path, sizeof path, "/schedule/%s", id);
+        resp = NULL;
+        erg_server_handle(srv, "GET", path, "rank=0", NULL, 0, 0, &st, &resp, &ct);
+        clean = !bad && id[0] && st == 500 && resp && strstr(resp, "[profiling-done]");
+        clean_streak = clean ? clean_streak + 1 : 0;
+        erg_free(resp);
+        erg__alloc_fail_after(0);
+        erg_server_free(srv);
+    }
+    ASSERT_MSG(clean_streak >= 30, "no clean run up to n = %ld", n);
+    printf("# %ld allocation failure points exercised\n", n - 31);
+}
+
 TEST(scheduler_errors_reach_ranks)
 {
     /* A plan whose length does not match the ranks' pipe schedules: the
@@ -1393,7 +1481,8 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
 TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(plan_files_both_literal_formats),
          TEST_ENTRY(python_json_output_matches_real_dump), TEST_ENTRY(zeus_global_sweeps_and_ends),
          TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(two_frequencies_and_allmax),
-         TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(scheduler_errors_reach_ranks),
+         TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(allocation_failures_are_answered),
+         TEST_ENTRY(scheduler_errors_reach_ranks),
          TEST_ENTRY(huge_bodies_and_slow_clients),
          TEST_ENTRY(profile_then_point_solution_8_processes),
          TEST_ENTRY(data_parallel_results_are_aggregated_per_stage),
