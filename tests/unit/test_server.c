@@ -21,6 +21,14 @@
 #include <arpa/inet.h>
 #include <time.h>
 #include <curl/curl.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+/* Leaks so far in this (forked) test process; tests end with _exit, which
+ * skips LeakSanitizer's exit-time check. */
+#define CHECK_NO_LEAKS() ASSERT_MSG(__lsan_do_recoverable_leak_check() == 0, "memory leaked")
+#else
+#define CHECK_NO_LEAKS() ((void)0)
+#endif
 
 /* ---------------------------------------------------------------------
  * A simulated GPU and training rank (our own simple model, not a real GPU):
@@ -738,6 +746,7 @@ TEST(bad_input_gets_4xx_with_message)
     erg_free(resp);
     free(id);
     erg_server_free(srv);
+    CHECK_NO_LEAKS();
 }
 
 /* Every allocation of a whole job's life (register, ranks, windows,
@@ -825,6 +834,7 @@ TEST(allocation_failures_are_answered)
         erg_server_free(srv);
     }
     ASSERT_MSG(clean_streak >= 30, "no clean run up to n = %ld", n);
+    CHECK_NO_LEAKS();
     printf("# %ld allocation failure points exercised\n", n - 31);
 }
 
