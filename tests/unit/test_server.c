@@ -1,6 +1,7 @@
 /* test_server.c: the control-plane server: schedulers, wire parsing, bad input, and multi-process runs (profiling then plans, crash and restart, stragglers) on loopback. */
 #include "tap.h"
 
+#include "ergon/gpu.h"
 #include "ergon/pipeline.h"
 #include "ergon/plan.h"
 #include "ergon/planner.h"
@@ -31,23 +32,33 @@
 #endif
 
 /* ---------------------------------------------------------------------
- * A simulated GPU and training rank (our own simple model, not a real GPU):
- * compute instruction time t(f) = t0 * (1410/f)^0.9 with t0 growing with
- * the stage, power P(f) = 80 + 220 (f/1410)^2.5 W, energy = P t. Loads,
- * P2P and the optimizer step take fixed times at 80 W.
+ * A simulated training rank on the simulated GPU's DVFS model (gpu.h:
+ * erg_sim_eval, an A100 running GPT-3 XL split into S stages): compute
+ * instruction (stage, kind) at clock f takes t and draws P; its energy is
+ * P t. Loads, P2P and the optimizer step take fixed times at 80 W. Time is
+ * simulated: nothing sleeps.
  * --------------------------------------------------------------------- */
-#define FMAX 1410.0
-static double sim_t0(int stage, int kind) /* kind: 0 forward, 1 backward */
+static void sim_eval(int S, int stage, int kind, int f, double *t, double *p)
 {
-    return (kind ? 0.020 : 0.010) * (1 + 0.1 * stage);
+    const erg_sim_gpu_info *g = NULL;
+    erg_sim_work w;
+    erg_error err;
+    ASSERT_OK(erg_sim_gpu_find("a100", &g, &err));
+    ASSERT_OK(erg_sim_model_work("gpt3-xl", S, 0, stage, kind ? ERG_BACKWARD : ERG_FORWARD, &w,
+                                 &err));
+    ASSERT_OK(erg_sim_eval(g, &w, f, t, p, &err));
 }
-static double sim_time(int stage, int kind, int f)
+static double sim_time(int S, int stage, int kind, int f)
 {
-    return sim_t0(stage, kind) * pow(FMAX / f, 0.9);
+    double t, p;
+    sim_eval(S, stage, kind, f, &t, &p);
+    return t;
 }
-static double sim_power(int f)
+static double sim_power(int S, int stage, int kind, int f)
 {
-    return 80 + 220 * pow(f / FMAX, 2.5);
+    double t, p;
+    sim_eval(S, stage, kind, f, &t, &p);
+    return p;
 }
 
 static char tmpdir_[256];
@@ -80,8 +91,8 @@ static int pipe_schedule(int S, int M, int s, const char **out)
     return n;
 }
 
-static const int STATES[] = {1410, 1200, 1000, 800};
-#define NSTATES 4
+static const int STATES[] = {1410, 1320, 1230, 1140, 1050, 960, 870};
+#define NSTATES 7
 
 typedef struct rank_cfg {
     const char *url, *job;
@@ -137,10 +148,10 @@ static int run_rank(const rank_cfg *c)
                 int f = states[i];
                 bool fw = !strcmp(ps[i], "forward"), bw = !strcmp(ps[i], "backward");
                 double slow = c->slow > 0 ? c->slow : 1;
-                double t = fw || bw ? sim_time(c->pp, bw, f) * slow
+                double t = fw || bw ? sim_time(c->S, c->pp, bw, f) * slow
                                     : !strcmp(ps[i], "step") ? 0.002
                                                              : 0.0005;
-                double e = (fw || bw ? sim_power(f) : 80.0) * t;
+                double e = (fw || bw ? sim_power(c->S, c->pp, bw, f) : 80.0) * t;
                 T += t;
                 E += e;
             }
@@ -148,8 +159,9 @@ static int run_rank(const rank_cfg *c)
             for (int i = 0; i < n; i++) {
                 bool fw = !strcmp(ps[i], "forward"), bw = !strcmp(ps[i], "backward");
                 if (fw || bw) {
-                    double t = sim_time(c->pp, bw, states[i]) * (c->slow > 0 ? c->slow : 1);
-                    erg_srv_result_add_sample(res, ps[i], t, t * sim_power(states[i]), &err);
+                    double t = sim_time(c->S, c->pp, bw, states[i]) * (c->slow > 0 ? c->slow : 1);
+                    erg_srv_result_add_sample(res, ps[i], t,
+                                              t * sim_power(c->S, c->pp, bw, states[i]), &err);
                 } else if (!strcmp(ps[i], "load")) {
                     erg_srv_result_add_sample(res, "load", 0.0005, NAN, &err);
                 }
@@ -436,10 +448,10 @@ static void fake_results(srv_result *r, int **sched)
         json_t *o = json_object();
         json_t *it = json_array(), *ie = json_array(), *fw = json_array();
         for (int i = 0; i < 4; i++) {
-            double t = sim_time(s, 0, sched[s][0]) + sim_time(s, 1, sched[s][2]);
+            double t = sim_time(2, s, 0, sched[s][0]) + sim_time(2, s, 1, sched[s][2]);
             json_array_append_new(it, json_real(t));
-            json_array_append_new(ie, json_real(t * sim_power(sched[s][0])));
-            json_array_append_new(fw, json_pack("[f]", sim_time(s, 0, sched[s][0])));
+            json_array_append_new(ie, json_real(t * sim_power(2, s, 0, sched[s][0])));
+            json_array_append_new(fw, json_pack("[f]", sim_time(2, s, 0, sched[s][0])));
         }
         json_object_set_new(o, "iter_time", it);
         json_object_set_new(o, "iter_energy", ie);
@@ -489,15 +501,15 @@ TEST(zeus_global_sweeps_and_ends)
     ASSERT_EQ_INT(w, 4);
     ASSERT_EQ_INT(seen[0][0], 1410);
     ASSERT_EQ_INT(seen[1][0], 1410);
-    ASSERT_EQ_INT(seen[2][1], 1200);
-    ASSERT_EQ_INT(seen[3][0], 1000);
+    ASSERT_EQ_INT(seen[2][1], 1320);
+    ASSERT_EQ_INT(seen[3][0], 1230);
     char p[512];
     snprintf(p, sizeof p, "%s/ZeusGlobalPowerLimit.json", d);
     json_t *v = load_json(p);
     ASSERT_EQ_INT(json_object_size(v), 3);
     double t1410 = json_real_value(json_object_get(json_object_get(v, "1410"), "time"));
     /* time = 1 / throughput = slowest stage's iteration time */
-    ASSERT_NEAR(t1410, sim_time(1, 0, 1410) + sim_time(1, 1, 1410), 1e-12);
+    ASSERT_NEAR(t1410, sim_time(2, 1, 0, 1410) + sim_time(2, 1, 1, 1410), 1e-12);
     json_decref(v);
 }
 
@@ -536,18 +548,18 @@ TEST(two_frequencies_and_allmax)
     ASSERT_EQ_INT(run_sched("AllMaxFrequency3D", "{\"num_iters\": 3}", &f, 8, seen), 3);
     srv_sched *s = NULL;
     erg_error err;
-    json_t *a = json_pack("{s:i,s:i}", "forward_freq", 1200, "backward_freq", 800);
+    json_t *a = json_pack("{s:i,s:i}", "forward_freq", 1320, "backward_freq", 1140);
     ASSERT_OK(srv_sched_new("TwoFrequencies", a, &f.c, &s, &err));
     int **per;
     bool done;
     ASSERT_OK(srv_sched_next(s, &per, &done, &err));
     ASSERT(!done);
-    ASSERT_EQ_INT(per[0][0], 1200);
-    ASSERT_EQ_INT(per[0][1], 1200); /* p2p inherits the forward clock */
-    ASSERT_EQ_INT(per[0][2], 800);
+    ASSERT_EQ_INT(per[0][0], 1320);
+    ASSERT_EQ_INT(per[0][1], 1320); /* p2p inherits the forward clock */
+    ASSERT_EQ_INT(per[0][2], 1140);
     srv_sched_free(s);
     json_decref(a);
-    a = json_pack("{s:i,s:i}", "forward_freq", 1234, "backward_freq", 800);
+    a = json_pack("{s:i,s:i}", "forward_freq", 1234, "backward_freq", 1140);
     ASSERT_EQ_INT(srv_sched_new("TwoFrequencies", a, &f.c, &s, &err), ERG_EINVAL);
     json_decref(a);
     a = json_pack("{s:i}", "bogus", 1);
@@ -972,34 +984,34 @@ TEST(profile_then_point_solution_8_processes)
             pids[j * S + r] = fork_rank(&rc);
         }
     ASSERT_EQ_INT(wait_all(pids, 8), 0);
-    /* The profile CSV of job 0: 4 states (>= 700 MHz) x 4 stages x F/B. */
+    /* The profile CSV of job 0: 7 states (>= 700 MHz) x 4 stages x F/B. */
     char csv[1024];
     snprintf(csv, sizeof csv, "%s/%s/sim+modelA+uniform+dp1+tp1+pp4+mbs1+nmb4.csv", dump, jobs[0]);
     erg_profile *prof = NULL;
     erg_error err;
     ASSERT_OK(erg_profile_read_csv(csv, &prof, &err));
     ASSERT_EQ_INT(erg_profile_num_stages(prof), S);
-    ASSERT_EQ_INT(erg_profile_num_points(prof, 2, ERG_BACKWARD), 4);
+    ASSERT_EQ_INT(erg_profile_num_points(prof, 2, ERG_BACKWARD), NSTATES);
     erg_profile_free(prof);
     char *text;
     size_t len;
     ASSERT_OK(erg__read_file(csv, 1 << 20, &text, &len, &err));
     ASSERT(!strncmp(text, "stage,instruction,frequency,time,energy\n", 40));
-    /* the measured time of stage 3 backward at 1000 MHz is the model's */
+    /* the measured time of stage 3 backward at 1050 MHz is the model's */
     char want[128], t1[40], e1[40];
     /* mean over iterations 1..3 (the first is dropped) of 4 samples each */
-    double ts = 0, es = 0, t = sim_time(3, 1, 1000);
+    double ts = 0, es = 0, t = sim_time(S, 3, 1, 1050);
     for (int k = 0; k < 12; k++) {
         ts += t;
-        es += t * sim_power(1000);
+        es += t * sim_power(S, 3, 1, 1050);
     }
-    snprintf(want, sizeof want, "3,backward,1000,%s,%s\n",
+    snprintf(want, sizeof want, "3,backward,1050,%s,%s\n",
              erg__fmt_double_py(ts / 12, t1, sizeof t1), erg__fmt_double_py(es / 12, e1, sizeof e1));
     ASSERT_CONTAINS(text, want);
     erg__free(text);
-    /* Windows 0-1 are all-max warm-ups, 2-5 the sweep; the layout is Perseus's. */
+    /* Windows 0-1 are all-max warm-ups, 2-8 the sweep; the layout is Perseus's. */
     char p[1024];
-    for (int w = 0; w < 6; w++) {
+    for (int w = 0; w < 2 + NSTATES; w++) {
         snprintf(p, sizeof p, "%s/%s/%d.sched.json", dump, jobs[1], w);
         json_t *v = load_json(p);
         ASSERT_EQ_INT(json_array_size(v), 4);
@@ -1018,7 +1030,7 @@ TEST(profile_then_point_solution_8_processes)
         ASSERT(json_object_get(r3, "time_breakdown") && json_object_get(r3, "energy_breakdown"));
         json_decref(v);
     }
-    snprintf(p, sizeof p, "%s/%s/6.sched.json", dump, jobs[1]);
+    snprintf(p, sizeof p, "%s/%s/%d.sched.json", dump, jobs[1], 2 + NSTATES);
     ASSERT(!exists(p));
     snprintf(p, sizeof p, "%s/%s/perseus.json", dump, jobs[0]);
     json_t *pj = load_json(p);
@@ -1212,15 +1224,15 @@ TEST(data_parallel_results_are_aggregated_per_stage)
     size_t len;
     erg_error err;
     ASSERT_OK(erg__read_file(csv, 1 << 20, &text, &len, &err));
-    /* stage 1 forward at 1200 MHz: mean over the kept iterations of the
+    /* stage 1 forward at 1230 MHz: mean over the kept iterations of the
      * per-sample max (the slow replica) and sum (both replicas) */
-    double t = sim_time(1, 0, 1200), ts = 0, es = 0;
+    double t = sim_time(S, 1, 0, 1230), ts = 0, es = 0, pw = sim_power(S, 1, 0, 1230);
     for (int k = 0; k < 2 * M; k++) { /* 2 kept iterations x M samples */
         ts += t * 1.2;
-        es += t * sim_power(1200) + t * 1.2 * sim_power(1200);
+        es += t * pw + t * 1.2 * pw;
     }
     char want[160], a[40], b[40];
-    snprintf(want, sizeof want, "1,forward,1200,%s,%s\n", erg__fmt_double_py(ts / (2 * M), a, sizeof a),
+    snprintf(want, sizeof want, "1,forward,1230,%s,%s\n", erg__fmt_double_py(ts / (2 * M), a, sizeof a),
              erg__fmt_double_py(es / (2 * M), b, sizeof b));
     ASSERT_CONTAINS(text, want);
     erg__free(text);
