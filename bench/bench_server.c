@@ -2,6 +2,7 @@
 #include "ergon/server.h"
 #include "ergon/server_client.h"
 
+#include <curl/curl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@ static double now_s(void)
 }
 
 static int N = 1000, PP = 8, W = 3, H = 5, M = 8;
+static double PACED_RATE = 2000, PACED_S = 3;
 static char url[64], job[512];
 
 typedef struct rank_stats {
@@ -129,6 +131,130 @@ out:
     return NULL;
 }
 
+/* ---- paced phase: a second job whose window-0 schedule is released; one
+ * thread drives N keep-alive connections (libcurl multi) that fetch it at a
+ * fixed total rate. Latency counts from the intended send time (open loop:
+ * a slow answer delays nothing else and is not hidden). ---- */
+static char pjob[512];
+
+static void *paced_setup(void *arg)
+{
+    int r = (int)(intptr_t)arg;
+    erg_srv_client *c = NULL;
+    erg_error err;
+    erg_srv_client_opts o;
+    erg_srv_client_opts_init(&o);
+    o.schedule_wait_s = 60;
+    if (erg_srv_client_new(url, &o, &c, &err))
+        return (void *)1;
+    const char *ps[] = {"forward", "backward"};
+    static const int states[] = {1410, 1200};
+    int *st = NULL;
+    size_t ns;
+    long win;
+    bool done;
+    void *ret = NULL;
+    if (erg_srv_client_register_rank(c, pjob, r, r / PP, r % PP, 0, ps, 2, states, 2, &err) ||
+        erg_srv_client_fetch_schedule(c, pjob, r, &st, &ns, &win, &done, &err) || done)
+        ret = (void *)1;
+    erg_free(st);
+    erg_srv_client_free(c);
+    return ret;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *user)
+{
+    (void)p;
+    (void)user;
+    return size * n;
+}
+
+static int cmp_d(const void *a, const void *b);
+static void report(const char *what, double *v, size_t n);
+
+static int paced_phase(void)
+{
+    CURLM *m = curl_multi_init();
+    CURL **h = calloc((size_t)N, sizeof *h);
+    double *start = calloc((size_t)N, sizeof *start);
+    bool *busy = calloc((size_t)N, sizeof *busy);
+    char *esc = curl_easy_escape(NULL, pjob, 0);
+    for (int r = 0; r < N; r++) {
+        char u[1024];
+        snprintf(u, sizeof u, "%s/v1/jobs/%s/schedule?rank=%d&wait=0", url, esc, r);
+        h[r] = curl_easy_init();
+        curl_easy_setopt(h[r], CURLOPT_URL, u);
+        curl_easy_setopt(h[r], CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(h[r], CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h[r], CURLOPT_PRIVATE, (void *)(intptr_t)r);
+    }
+    curl_free(esc);
+    size_t cap = (size_t)(PACED_RATE * PACED_S) + 16, nl = 0;
+    double *lat = calloc(cap, sizeof *lat);
+    long sent = 0, errors = 0, skipped = 0;
+    int running = 0, rr = 0;
+    double t0 = now_s(), next = t0, end = t0 + PACED_S;
+    for (;;) {
+        double now = now_s();
+        while (now >= next && next < end) {
+            int r = -1;
+            for (int k = 0; k < N && r < 0; k++, rr = (rr + 1) % N)
+                if (!busy[rr])
+                    r = rr;
+            if (r >= 0 && nl + (size_t)sent < cap * 2) {
+                start[r] = next;
+                busy[r] = true;
+                curl_multi_add_handle(m, h[r]);
+                sent++;
+            } else {
+                skipped++;
+            }
+            next += 1.0 / PACED_RATE;
+        }
+        curl_multi_perform(m, &running);
+        CURLMsg *msg;
+        int q;
+        while ((msg = curl_multi_info_read(m, &q))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            void *pv;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &pv);
+            int r = (int)(intptr_t)pv;
+            long code = 0;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+            if (msg->data.result != CURLE_OK || code != 200)
+                errors++;
+            if (nl < cap)
+                lat[nl++] = now_s() - start[r];
+            curl_multi_remove_handle(m, msg->easy_handle);
+            busy[r] = false;
+        }
+        if (next >= end && running == 0)
+            break;
+        double wait_ms = (next - now_s()) * 1000;
+        curl_multi_poll(m, NULL, 0, wait_ms < 0 ? 0 : wait_ms > 10 ? 10 : (int)wait_ms, NULL);
+    }
+    double wall = now_s() - t0;
+    printf("\npaced schedule fetches: %d keep-alive connections, %.0f requests/s offered for "
+           "%.0f s (one client thread, libcurl multi)\n\n",
+           N, PACED_RATE, PACED_S);
+    printf("| %-28s | %6s | %8s | %8s | %8s | %8s |\n", "request", "count", "p50 ms", "p99 ms",
+           "max ms", "mean ms");
+    printf("|------------------------------|--------|----------|----------|----------|----------|\n");
+    if (nl)
+        report("schedule fetch (paced)", lat, nl);
+    printf("\nachieved %.0f requests/s; errors: %ld; not sent (all connections busy): %ld\n",
+           (double)nl / wall, errors, skipped);
+    for (int r = 0; r < N; r++)
+        curl_easy_cleanup(h[r]);
+    curl_multi_cleanup(m);
+    free(h);
+    free(start);
+    free(busy);
+    free(lat);
+    return errors ? 1 : 0;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -154,14 +280,19 @@ int main(int argc, char **argv)
             W = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--stages") && i + 1 < argc)
             PP = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--paced-rate") && i + 1 < argc)
+            PACED_RATE = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--paced-seconds") && i + 1 < argc)
+            PACED_S = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--ranks N] [--windows W] [--stages S]\n"
+            fprintf(stderr, "usage: %s [--ranks N] [--windows W] [--stages S] [--paced-rate R] "
+                            "[--paced-seconds T]\n"
                             "Load benchmark of ergon's control-plane server on loopback.\n",
                     argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
-    if (N < 1 || PP < 1 || N % PP || W < 1) {
+    if (N < 1 || PP < 1 || N % PP || W < 1 || !(PACED_RATE > 0) || !(PACED_S >= 0)) {
         fprintf(stderr, "--ranks must be a positive multiple of --stages\n");
         return 2;
     }
@@ -303,11 +434,35 @@ int main(int argc, char **argv)
     printf("server: results acknowledged %ld (expected %ld)\n", res ? atol(res + 21) : -1L,
            (long)N * W);
     erg_free(m);
+    /* The paced phase: a fresh job of N ranks, barrier once, then paced fetches. */
+    int paced_err = 0;
+    if (PACED_S > 0) {
+        erg_srv_job_desc d2 = {PP, N / PP, 1, N, "bench", "paced", "uniform", 1, 1, NULL, NULL,
+                               NULL};
+        char *id2 = NULL;
+        if (erg_srv_client_register_job(c, &d2, &id2, &err)) {
+            fprintf(stderr, "register job: %s\n", err.msg);
+            return 1;
+        }
+        snprintf(pjob, sizeof pjob, "%s", id2);
+        erg_free(id2);
+        for (int r = 0; r < N; r++)
+            pthread_create(&th[r], &attr, paced_setup, (void *)(intptr_t)r);
+        for (int r = 0; r < N; r++) {
+            void *rv;
+            pthread_join(th[r], &rv);
+            paced_err |= rv != NULL;
+        }
+        if (paced_err)
+            fprintf(stderr, "paced phase: a rank failed to register or fetch\n");
+        else
+            paced_err = paced_phase();
+    }
     erg_srv_client_free(c);
     erg_server_free(srv);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) {
     }
-    return errors ? 1 : 0;
+    return errors || paced_err ? 1 : 0;
 }
