@@ -255,6 +255,109 @@ static int paced_phase(void)
     return errors ? 1 : 0;
 }
 
+/* Run every handle of hs[0..n) at once on one multi handle; t_sent[i] gets
+ * the time its request was sent (after its connection was made), t_done[i]
+ * the time its answer was complete. Returns the number of non-200 answers. */
+static int run_all(CURL **hs, int n, double *t_sent, double *t_done)
+{
+    CURLM *m = curl_multi_init();
+    for (int i = 0; i < n; i++) {
+        curl_easy_setopt(hs[i], CURLOPT_PRIVATE, (void *)(intptr_t)i);
+        t_sent[i] = now_s();
+        curl_multi_add_handle(m, hs[i]);
+    }
+    int running = 1, bad = 0;
+    while (running) {
+        curl_multi_perform(m, &running);
+        CURLMsg *msg;
+        int q;
+        while ((msg = curl_multi_info_read(m, &q))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            void *pv;
+            long code = 0;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &pv);
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+            t_done[(intptr_t)pv] = now_s();
+            /* When the request really left: after connecting. */
+            curl_off_t pre = 0;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRETRANSFER_TIME_T, &pre);
+            t_sent[(intptr_t)pv] += (double)pre * 1e-6;
+            bad += msg->data.result != CURLE_OK || code != 200;
+            curl_multi_remove_handle(m, msg->easy_handle);
+        }
+        if (running)
+            curl_multi_poll(m, NULL, 0, 100, NULL);
+    }
+    curl_multi_cleanup(m);
+    return bad;
+}
+
+/* Barriers seen from one event-driven client: every rank reports window w,
+ * then all N schedule requests for window w+1 are sent at once; the
+ * barrier-release latency of a rank is its answer's arrival minus the time
+ * the last request was sent. */
+static int multi_barrier_phase(void)
+{
+    const int rounds = 5;
+    CURL **post = calloc((size_t)N, sizeof *post), **get = calloc((size_t)N, sizeof *get);
+    double *ts = calloc((size_t)N, sizeof(double)), *td = calloc((size_t)N, sizeof(double));
+    double *lat = calloc((size_t)N * rounds, sizeof(double));
+    char *esc = curl_easy_escape(NULL, pjob, 0);
+    int bad = 0;
+    size_t nl = 0;
+    for (int r = 0; r < N; r++) {
+        char u[1024];
+        post[r] = curl_easy_init();
+        get[r] = curl_easy_init();
+        snprintf(u, sizeof u, "%s/v1/jobs/%s/results", url, esc);
+        curl_easy_setopt(post[r], CURLOPT_URL, u);
+        snprintf(u, sizeof u, "%s/v1/jobs/%s/schedule?rank=%d&wait=60", url, esc, r);
+        curl_easy_setopt(get[r], CURLOPT_URL, u);
+        for (int k = 0; k < 2; k++) {
+            CURL *e = k ? get[r] : post[r];
+            curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+            curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+        }
+    }
+    double wall0 = now_s();
+    for (int w = 0; w < rounds && !bad; w++) {
+        for (int r = 0; r < N; r++) {
+            char body[160];
+            snprintf(body, sizeof body,
+                     "{\"rank\":%d,\"window\":%d,\"iter_time\":[1.0],\"iter_energy\":[100.0]}",
+                     r, w);
+            curl_easy_setopt(post[r], CURLOPT_COPYPOSTFIELDS, body);
+        }
+        bad += run_all(post, N, ts, td);
+        bad += run_all(get, N, ts, td);
+        double last = 0;
+        for (int r = 0; r < N; r++)
+            last = fmax(last, ts[r]);
+        for (int r = 0; r < N; r++)
+            lat[nl++] = fmax(0, td[r] - last);
+    }
+    double wall = now_s() - wall0;
+    printf("\nbarriers from one event-driven client (libcurl multi): %d rounds of N results "
+           "then N schedule requests at once, %.2f s\n\n| %-28s | %6s | %8s | %8s | %8s | %8s |\n"
+           "|------------------------------|--------|----------|----------|----------|----------|\n",
+           rounds, wall, "request", "count", "p50 ms", "p99 ms", "max ms", "mean ms");
+    if (nl)
+        report("schedule: barrier release", lat, nl);
+    printf("\nerrors: %d\n", bad);
+    for (int r = 0; r < N; r++) {
+        curl_easy_cleanup(post[r]);
+        curl_easy_cleanup(get[r]);
+    }
+    curl_free(esc);
+    free(post);
+    free(get);
+    free(ts);
+    free(td);
+    free(lat);
+    return bad ? 1 : 0;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -297,8 +400,8 @@ int main(int argc, char **argv)
         return 2;
     }
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)(4 * N + 64)) {
-        rl.rlim_cur = rl.rlim_max < (rlim_t)(4 * N + 64) ? rl.rlim_max : (rlim_t)(4 * N + 64);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)(8 * N + 64)) {
+        rl.rlim_cur = rl.rlim_max < (rlim_t)(8 * N + 64) ? rl.rlim_max : (rlim_t)(8 * N + 64);
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     char dir[] = "/tmp/ergon-bench-server-XXXXXX";
@@ -315,7 +418,7 @@ int main(int argc, char **argv)
     char args[64];
     snprintf(args, sizeof args, "{\"num_iters\": %d}", W);
     o.scheduler_args = args;
-    o.max_connections = (unsigned)(2 * N + 16);
+    o.max_connections = (unsigned)(4 * N + 64);
     erg_server *srv = NULL;
     erg_error err;
     if (erg_server_new(&o, &srv, &err) || erg_server_start(srv, &err)) {
@@ -437,8 +540,8 @@ int main(int argc, char **argv)
     /* The paced phase: a fresh job of N ranks, barrier once, then paced fetches. */
     int paced_err = 0;
     if (PACED_S > 0) {
-        erg_srv_job_desc d2 = {PP, N / PP, 1, N, "bench", "paced", "uniform", 1, 1, NULL, NULL,
-                               NULL};
+        erg_srv_job_desc d2 = {PP, N / PP, 1, N, "bench", "paced", "uniform", 1, 1,
+                               "AllMaxFrequency", "{\"num_iters\": 10}", NULL};
         char *id2 = NULL;
         if (erg_srv_client_register_job(c, &d2, &id2, &err)) {
             fprintf(stderr, "register job: %s\n", err.msg);
@@ -456,7 +559,7 @@ int main(int argc, char **argv)
         if (paced_err)
             fprintf(stderr, "paced phase: a rank failed to register or fetch\n");
         else
-            paced_err = paced_phase();
+            paced_err = paced_phase() | multi_barrier_phase();
     }
     erg_srv_client_free(c);
     erg_server_free(srv);
