@@ -65,6 +65,43 @@ TEST(parses_grammar_variants)
     erg_hlo_free(m);
 }
 
+TEST(parses_while_fusion_conditional)
+{
+    const char *t =
+        "HloModule loop, num_partitions=4\n"
+        "%cond (p: (s32[], f32[4])) -> pred[] {\n  %p = (s32[], f32[4]) parameter(0)\n"
+        "  %i = s32[] get-tuple-element(%p), index=0\n  %n = s32[] constant(32)\n"
+        "  ROOT %lt = pred[] compare(%i, %n), direction=LT\n}\n"
+        "%body (p: (s32[], f32[4])) -> (s32[], f32[4]) {\n  %p = (s32[], f32[4]) parameter(0)\n"
+        "  ROOT %t = (s32[], f32[4]) tuple(%i2, %x)\n"
+        "  %i2 = s32[] get-tuple-element(%p), index=0\n"
+        "  %x = f32[4] get-tuple-element(%p), index=1\n}\n"
+        "%fused (a: f32[4]) -> f32[4] {\n  %a = f32[4] parameter(0)\n"
+        "  ROOT %e = f32[4] exponential(%a)\n}\n"
+        "ENTRY %main (x: f32[4]) -> f32[4] {\n  %x = f32[4]{0} parameter(0)\n"
+        "  %z = s32[] constant(0)\n  %init = (s32[], f32[4]) tuple(%z, %x)\n"
+        "  %w = (s32[], f32[4]) while(%init), condition=%cond, body=%body, "
+        "backend_config={\"known_trip_count\":{\"n\":\"32\"}}\n"
+        "  %g = f32[4] get-tuple-element(%w), index=1\n"
+        "  %f = f32[4] fusion(%g), kind=kLoop, calls=%fused\n"
+        "  %pr = pred[] constant(true)\n"
+        "  ROOT %c = f32[4] conditional(%pr, %f, %f), true_computation=%fused, "
+        "false_computation=%fused\n}\n";
+    erg_hlo_module *m = parse_ok(t);
+    ASSERT_EQ_INT(erg_hlo_num_computations(m), 4);
+    ASSERT_EQ_INT(erg_hlo_count_opcode(m, "while"), 1);
+    /* No dot: the analysis says so instead of failing obscurely. */
+    erg_shard *s = NULL;
+    erg_error err;
+    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_ENOTFOUND);
+    ASSERT_CONTAINS(err.msg, "nothing to shard");
+    erg_hlo_free(m);
+    /* A body naming a computation that does not exist. */
+    parse_fails("HloModule m\nENTRY e {\n  a = (f32[2]) parameter(0)\n"
+                "  ROOT w = (f32[2]) while(a), condition=c, body=b\n}\n",
+                "condition=c of 'w' names no computation");
+}
+
 TEST(errors_name_line_and_column)
 {
     parse_fails("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] add(a, c)\n}\n",
@@ -529,7 +566,7 @@ TEST(blas_measurement_and_cache)
     erg_hlo_free(m);
 }
 
-TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(errors_name_line_and_column),
+TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_conditional), TEST_ENTRY(errors_name_line_and_column),
          TEST_ENTRY(all_shared_modules_parse_fast),
          TEST_ENTRY(mlp_1x2_data_parallel_vs_megatron_by_hand),
          TEST_ENTRY(mlp_2x2_data_parallel_over_both_axes),
