@@ -107,6 +107,15 @@ typedef struct erg_shard_plan erg_shard_plan;
 ERG_API erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_limit_s,
                                     erg_shard_plan **out, erg_error *err);
 ERG_API void erg_shard_plan_free(erg_shard_plan *p);
+/* Alpa's ILP at operator granularity on the same cost model: every block member picks its
+ * own row of its block's plan table; every operand edge carries a resharding matrix. Gives the
+ * objective (s; INFINITY when the time limit hit before any solution), the solve time, whether
+ * the limit was hit, the fraction of blocks whose members all chose the same row, and the
+ * number of ILP variables (may be NULL). Its optimum is <= the block optimum. */
+ERG_API erg_status erg_shard_search_ops_ilp(erg_shard *s, double time_limit_s,
+                                            double *objective_s, double *search_s,
+                                            bool *timed_out, double *uniform_blocks,
+                                            size_t *num_variables, erg_error *err);
 /* Strategy of block b in the plan. */
 ERG_API size_t erg_shard_plan_strategy(const erg_shard_plan *p, size_t b);
 /* Modelled iteration time (s) of the plan: what the search minimised, re-evaluated on the

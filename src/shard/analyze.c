@@ -1620,6 +1620,8 @@ void erg_shard_free(erg_shard *s)
             erg__free(b->mem[mi].req);
             erg__free(b->mem[mi].colls);
             erg__free(b->mem[mi].coll_k);
+            erg__free(b->mem[mi].cost_s);
+            erg__free(b->mem[mi].mem_b);
         }
         erg__free(b->mem);
         for (int k = 0; b->names && k < b->K; k++)

@@ -505,6 +505,11 @@ static void free_costs(erg_shard *s)
         erg__free(b->mem_bytes);
         erg__free(b->flops);
         b->time_s = b->comm_s = b->comm_bytes = b->mem_bytes = b->flops = NULL;
+        for (int mi = 0; mi < b->nmem; mi++) {
+            erg__free(b->mem[mi].cost_s);
+            erg__free(b->mem[mi].mem_b);
+            b->mem[mi].cost_s = b->mem[mi].mem_b = NULL;
+        }
     }
     for (int e = 0; e < s->nedges; e++) {
         erg__free(s->edges[e].cost_s);
@@ -734,26 +739,35 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
             goto done;
         }
         for (int mi = 0; mi < p->nmem; mi++) {
-            const member *m = &p->mem[mi];
+            member *m = &p->mem[mi];
             const hlo_instr *in = &s->c->ins[m->ins];
             const node *nd = &s->nodes[m->ins];
+            m->cost_s = erg__calloc((size_t)K, sizeof(double));
+            m->mem_b = erg__calloc((size_t)K, sizeof(double));
+            if (!m->cost_s || !m->mem_b) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                goto done;
+            }
             for (int k = 0; k < K; k++) {
-                double ct, fl;
+                double ct, fl, mb = 0;
                 if ((st = member_compute(s, &T, m, K, k, &ct, &fl, err)))
                     goto done;
                 p->time_s[k] += ct;
+                m->cost_s[k] += ct;
                 p->flops[k] += fl;
                 int tiles = shard_tiles(s, &m->out[k], in->shape.rank);
                 if (in->op == HLO_OP_PARAMETER)
-                    p->mem_bytes[k] += hlo_shape_bytes(&in->shape) / tiles *
-                                       (nd->weight ? s->opt_factor : 1);
+                    mb = hlo_shape_bytes(&in->shape) / tiles * (nd->weight ? s->opt_factor : 1);
                 else if (in->op == HLO_OP_DOT && (nd->is_anchor || !strcmp(m->role, "dot")))
-                    p->mem_bytes[k] += hlo_shape_bytes(&in->shape) / tiles;
+                    mb = hlo_shape_bytes(&in->shape) / tiles;
+                p->mem_bytes[k] += mb;
+                m->mem_b[k] = mb;
             }
             for (int c = 0; c < m->ncolls; c++) {
                 double ct = shard_coll_time(s, m->colls[c].kind, m->colls[c].axis,
                                             m->colls[c].bytes);
                 int n = axis_n(s, m->colls[c].axis);
+                m->cost_s[m->coll_k[c]] += ct;
                 p->time_s[m->coll_k[c]] += ct;
                 p->comm_s[m->coll_k[c]] += ct;
                 p->comm_bytes[m->coll_k[c]] += coll_factor(m->colls[c].kind, n) *
@@ -804,6 +818,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                         double bytes;
                         double c = shard_reshard(s, &s->c->ins[u].shape,
                                                  &Q->mem[s->nodes[u].slot].out[k], &r, &bytes);
+                        Q->mem[s->nodes[u].slot].cost_s[k] += c;
                         Q->time_s[k] += c;
                         Q->comm_s[k] += c;
                         Q->comm_bytes[k] += bytes;

@@ -43,6 +43,8 @@ typedef struct member {
     int *coll_k;  /* strategy of each collective */
     int ncolls, capcolls;
     const char *role; /* "anchor", "twin", "dot", "follow", "merge", "adopt" */
+    double *cost_s;   /* [K] own compute + collectives + gathers for replicated consumers */
+    double *mem_b;    /* [K] own memory per device */
 } member;
 
 typedef struct pblock {

@@ -5,6 +5,11 @@
 #include <time.h>
 
 #define HLO_DIR ERG_SHARED_DATA_DIR "/hlo"
+#define ASSERT_OK_E(call, e)                                                                       \
+    do {                                                                                           \
+        erg_status _st = (call);                                                                   \
+        ASSERT_MSG(_st == ERG_OK, "%s failed: %s", #call, (e).msg);                                \
+    } while (0)
 
 static erg_hlo_module *parse_ok(const char *t)
 {
@@ -224,6 +229,17 @@ TEST(mlp_1x2_data_parallel_vs_megatron_by_hand)
     ASSERT_EQ_INT(erg_shard_plan_strategy(i, 1), 2);
     ASSERT_NEAR(erg_shard_plan_memory_bytes(d), 224 * MIB, 1);
     ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-12);
+    /* Alpa's per-operator ILP on the same costs: never worse than the block plan (members of
+     * a block may take different rows of its plan table). */
+    double obj, secs, uni;
+    bool lim;
+    size_t nvar = 0;
+    erg_error e2;
+    ASSERT_OK_E(erg_shard_search_ops_ilp(s, 60, &obj, &secs, &lim, &uni, &nvar, &e2), e2);
+    ASSERT(!lim);
+    ASSERT(nvar > 2 * 3);
+    ASSERT(obj <= erg_shard_plan_time_s(d) + 1e-12);
+    ASSERT(obj > 0.5 * erg_shard_plan_time_s(d));
     erg_shard_plan_free(d);
     erg_shard_plan_free(i);
     /* Too small for anything. */
@@ -343,6 +359,10 @@ TEST(attention_2x2_megatron_output_by_hand)
     erg_error err;
     ASSERT_OK(erg_shard_evaluate(s, alt, &t_alt, &m_alt, &err));
     ASSERT_NEAR(t_alt - erg_shard_plan_time_s(d), a2a - ar, 1e-9);
+    double obj, secs, uni;
+    bool lim;
+    ASSERT_OK_E(erg_shard_search_ops_ilp(s, 60, &obj, &secs, &lim, &uni, NULL, &err), err);
+    ASSERT(obj <= erg_shard_plan_time_s(d) + 1e-12);
     ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-12);
     erg_shard_plan_free(d);
     erg_shard_plan_free(i);
