@@ -1406,7 +1406,8 @@ static erg_status find_segments(erg_shard *s, erg_error *err)
 {
     int n = s->norder;
     int best_p = 0, best_s = 0, best_l = 0;
-    for (int p = 1; p <= 64 && 2 * p <= n; p++) {
+    /* Brute force is O(64 n^2): beyond 4096 blocks, chunks only. */
+    for (int p = 1; p <= 64 && 2 * p <= n && n <= 4096; p++) {
         for (int st = 0; st + 2 * p <= n; st++) {
             int L = 1;
             while (st + (L + 1) * p <= n) {

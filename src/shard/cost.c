@@ -539,8 +539,25 @@ static void decode(const erg_shard *s, const segment *g, long c, size_t *k)
 }
 
 /* Sum of block and intra-segment edge costs for combination c of segment g. */
-static void seg_cost(const erg_shard *s, const segment *g, const size_t *k, double *time_s,
-                     double *mem, double *comm_s, double *comm_bytes)
+/* Indices of the edges with both ends inside segment g (caller frees); -1 on OOM. */
+static int seg_edges(const erg_shard *s, const segment *g, int **out)
+{
+    *out = erg__malloc((size_t)(s->nedges + 1) * sizeof(int));
+    if (!*out)
+        return -1;
+    int n = 0;
+    for (int e = 0; e < s->nedges; e++) {
+        const pedge *E = &s->edges[e];
+        if (E->a >= g->first && E->a < g->first + g->n && E->b >= g->first &&
+            E->b < g->first + g->n)
+            (*out)[n++] = e;
+    }
+    return n;
+}
+
+static void seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel,
+                     const size_t *k, double *time_s, double *mem, double *comm_s,
+                     double *comm_bytes)
 {
     double t = 0, m = 0, cs = 0, cb = 0;
     for (int i = 0; i < g->n; i++) {
@@ -551,10 +568,11 @@ static void seg_cost(const erg_shard *s, const segment *g, const size_t *k, doub
         cs += p->comm_s[kk];
         cb += p->comm_bytes[kk];
     }
-    for (int e = 0; e < s->nedges; e++) {
-        const pedge *E = &s->edges[e];
-        if (E->a < g->first || E->a >= g->first + g->n || E->b < g->first ||
-            E->b >= g->first + g->n)
+    int n = rel ? nrel : s->nedges;
+    for (int x = 0; x < n; x++) {
+        const pedge *E = &s->edges[rel ? rel[x] : x];
+        if (!rel && (E->a < g->first || E->a >= g->first + g->n || E->b < g->first ||
+                     E->b >= g->first + g->n))
             continue;
         int Kb = s->pbs[s->order[E->b]].K;
         double c = E->cost_s[k[E->a] * (size_t)Kb + k[E->b]];
@@ -874,16 +892,19 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
             nc *= s->pbs[s->order[g->first + i]].K;
         g->ncombo = nc;
         ci *bt = erg__malloc((size_t)nc * sizeof(ci)), *bm = erg__malloc((size_t)nc * sizeof(ci));
-        if (!bt || !bm) {
+        int *rel = NULL;
+        int nrel = seg_edges(s, g, &rel);
+        if (!bt || !bm || nrel < 0) {
             erg__free(bt);
             erg__free(bm);
+            erg__free(rel);
             st = erg_error_set(err, ERG_ENOMEM, "out of memory");
             goto done;
         }
         for (long c = 0; c < nc; c++) {
             decode(s, g, c, kv);
             double t, m;
-            seg_cost(s, g, kv, &t, &m, NULL, NULL);
+            seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL);
             for (int x = 0; x < nimp; x++)
                 if (imp[x].seg == g->unique && imp[x].combo == c) {
                     t = imp[x].time_s;
@@ -893,6 +914,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
             bt[c] = (ci){c, t};
             bm[c] = (ci){c, m};
         }
+        erg__free(rel);
         qsort(bt, (size_t)nc, sizeof *bt, cmp_ci);
         qsort(bm, (size_t)nc, sizeof *bm, cmp_ci);
         int cap = (int)ERG__MIN((long)2 * keep, nc);
@@ -917,19 +939,28 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                     g->keep[g->nkeep++] = c;
             }
         }
-        /* Times/memories of kept combinations (recomputed: bt/bm are sorted copies). */
-        for (int y = 0; y < g->nkeep; y++) {
-            for (long x = 0; x < nc; x++)
-                if (bt[x].c == g->keep[y]) {
-                    g->keep_time[y] = bt[x].v;
-                    break;
-                }
-            for (long x = 0; x < nc; x++)
-                if (bm[x].c == g->keep[y]) {
-                    g->keep_mem[y] = bm[x].v;
-                    break;
-                }
+        /* Times/memories of the kept combinations: bt/bm are sorted copies, so index them by
+         * combination first. */
+        double *tv = erg__malloc((size_t)nc * sizeof(double)),
+               *mv = erg__malloc((size_t)nc * sizeof(double));
+        if (!tv || !mv) {
+            erg__free(tv);
+            erg__free(mv);
+            erg__free(bt);
+            erg__free(bm);
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto done;
         }
+        for (long x = 0; x < nc; x++) {
+            tv[bt[x].c] = bt[x].v;
+            mv[bm[x].c] = bm[x].v;
+        }
+        for (int y = 0; y < g->nkeep; y++) {
+            g->keep_time[y] = tv[g->keep[y]];
+            g->keep_mem[y] = mv[g->keep[y]];
+        }
+        erg__free(tv);
+        erg__free(mv);
         erg__free(bt);
         erg__free(bm);
     }
@@ -1035,7 +1066,7 @@ erg_status erg_shard_profile_report(const erg_shard *s, size_t max_rows, char **
             fmt_combo(s, g, g->keep[y], cb, sizeof cb);
             decode(s, g, g->keep[y], kv);
             double t, m, cs, cby;
-            seg_cost(s, g, kv, &t, &m, &cs, &cby);
+            seg_cost(s, g, NULL, -1, kv, &t, &m, &cs, &cby);
             P("  %-24s %12.4f %12.4f %12.4f %14.3f %12.3f\n", cb, g->keep_time[y] * 1e3,
               (t - cs) * 1e3, cs * 1e3, cby / 1e6, g->keep_mem[y] / 1e6);
         }
@@ -1072,16 +1103,18 @@ erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **tex
     ci *rows = erg__malloc((size_t)nc * sizeof(ci));
     double *bytes = erg__malloc((size_t)nc * sizeof(double));
     size_t *kv = erg__calloc((size_t)s->norder, sizeof(size_t));
+    int *rel = NULL;
+    int nrel = seg_edges(s, g, &rel);
     erg__buf b = {0};
     erg_status st = ERG_OK;
-    if (!rows || !bytes || !kv) {
+    if (!rows || !bytes || !kv || nrel < 0) {
         st = ERG_ENOMEM;
         goto fail;
     }
     for (long c = 0; c < nc; c++) {
         decode(s, g, c, kv);
         double t, m, cs, cb;
-        seg_cost(s, g, kv, &t, &m, &cs, &cb);
+        seg_cost(s, g, rel, nrel, kv, &t, &m, &cs, &cb);
         rows[c] = (ci){c, cs};
         bytes[c] = cb;
     }
@@ -1110,12 +1143,14 @@ erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **tex
     erg__free(rows);
     erg__free(bytes);
     erg__free(kv);
+    erg__free(rel);
     *text = b.data;
     return ERG_OK;
 fail:
     erg__free(rows);
     erg__free(bytes);
     erg__free(kv);
+    erg__free(rel);
     erg__buf_free(&b);
     return erg_error_set(err, ERG_ENOMEM, "out of memory");
 }
