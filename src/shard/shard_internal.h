@@ -137,6 +137,8 @@ void shard_spec_str(const spec *sp, int rank, char *buf, size_t size);
 /* Whole-graph evaluation of a strategy vector (indexed by position in order[]). */
 void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
                 double *flops);
+/* Spec of an emitted sharding string (the inverse of the emitter); false if not ours. */
+bool shard_parse_sharding(const erg_shard *s, const char *text, size_t len, int rank, spec *out);
 erg_status shard_load_devices(const char *path, const char *name, device_params *out,
                               erg_error *err);
 

@@ -433,6 +433,70 @@ TEST(sharding_strings_match_xla_table)
     erg_hlo_free(m);
 }
 
+/* Annotate, re-parse, and read every sharding back: it must be the plan's spec. */
+static void check_round_trip(erg_shard *s, const erg_shard_plan *p)
+{
+    char *out = NULL;
+    erg_error err;
+    ASSERT_OK(erg_shard_annotate(s, p, &out, &err));
+    erg_hlo_module *m2 = NULL;
+    ASSERT_OK(erg_hlo_parse(out, strlen(out), "annotated.hlo", &m2, &err));
+    const hlo_comp *c2 = &m2->comps[m2->entry];
+    ASSERT_EQ_INT(c2->n, s->n);
+    int checked = 0;
+    for (int i = 0; i < s->n; i++) {
+        const hlo_instr *in = &c2->ins[i];
+        ASSERT_STR_EQ(in->name, s->c->ins[i].name);
+        const hlo_attr *a = hlo_find_attr(in, "sharding");
+        const node *nd = &s->nodes[i];
+        if (nd->pb < 0 || in->shape.kind != HLO_ARRAY) {
+            if (a && in->shape.kind == HLO_ARRAY && s->c->ins[i].op == HLO_OP_PARAMETER)
+                ASSERT(!strncmp(m2->text + a->off, "{replicated}", a->len));
+            continue;
+        }
+        ASSERT_MSG(a != NULL, "%s has no sharding", in->name);
+        spec got, want = s->pbs[nd->pb].mem[nd->slot].out[p->k[s->pos_of[nd->pb]]];
+        ASSERT_MSG(shard_parse_sharding(s, m2->text + a->off, a->len, in->shape.rank, &got),
+                   "%s: cannot read back %.*s", in->name, (int)a->len, m2->text + a->off);
+        char g[64], w[64];
+        shard_spec_str(&got, in->shape.rank, g, sizeof g);
+        shard_spec_str(&want, in->shape.rank, w, sizeof w);
+        ASSERT_MSG(!strcmp(g, w), "%s: emitted %s, plan %s", in->name, g, w);
+        checked++;
+    }
+    ASSERT(checked > 0);
+    erg_hlo_free(m2);
+    erg_free(out);
+}
+
+TEST(annotations_round_trip_to_plan_specs)
+{
+    static const char *const files[] = {ERG_TEST_DATA_DIR "/shard_mlp.hlo",
+                                        ERG_TEST_DATA_DIR "/shard_attention.hlo",
+                                        HLO_DIR "/bert_single_device_training_fwd_bwd.hlo",
+                                        HLO_DIR "/gpt2_tp-1_n_layer-2.hlo"};
+    static const int meshes[][2] = {{1, 2}, {2, 2}, {1, 4}, {4, 2}};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        if (access(files[f], R_OK))
+            continue;
+        erg_hlo_module *m = load_or_skip(files[f]);
+        for (size_t q = 0; q < sizeof meshes / sizeof meshes[0]; q++) {
+            erg_shard *s = analyze(m, meshes[q][0], meshes[q][1]);
+            profile(s, 80);
+            erg_shard_plan *p = search(s, ERG_SHARD_DP);
+            check_round_trip(s, p);
+            /* Every strategy of the first block, others fixed. */
+            for (size_t k = 0; k < erg_shard_block_num_strategies(s, 0); k++) {
+                p->k[0] = k;
+                check_round_trip(s, p);
+            }
+            erg_shard_plan_free(p);
+            erg_shard_free(s);
+        }
+        erg_hlo_free(m);
+    }
+}
+
 TEST(bert_base_layers_repeat_and_round_trip)
 {
     erg_hlo_module *m = load_or_skip(HLO_DIR "/baseline_bert_1.hlo");
@@ -592,5 +656,6 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(mlp_2x2_data_parallel_over_both_axes),
          TEST_ENTRY(attention_head_split_by_hand),
          TEST_ENTRY(attention_2x2_megatron_output_by_hand), TEST_ENTRY(sharding_strings_match_xla_table),
+         TEST_ENTRY(annotations_round_trip_to_plan_specs),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache))
