@@ -57,9 +57,11 @@ ERG_API long erg_shard_block_of(const erg_shard *s, const char *name);
 /* Segment i: first block index and block count; its unique segment id. */
 ERG_API void erg_shard_segment(const erg_shard *s, size_t i, size_t *first_block,
                                size_t *num_blocks, size_t *unique_id);
-/* The analysis report (blocks, members, per-strategy plans, segments, strategy map).
- * *text is freed with erg_free. */
-ERG_API erg_status erg_shard_report(const erg_shard *s, char **text, erg_error *err);
+/* The analysis report (blocks, their dots' per-strategy plans, merge points, multi-block
+ * values, segments, strategy map). With all_members, every member of every block is listed
+ * with its role and its spec under each strategy. *text is freed with erg_free. */
+ERG_API erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text,
+                                    erg_error *err);
 
 /* ---- costs ----------------------------------------------------------------------------- */
 

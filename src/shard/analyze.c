@@ -1706,7 +1706,7 @@ void erg_shard_segment(const erg_shard *s, size_t i, size_t *first_block, size_t
         *unique_id = (size_t)s->segs[i].unique;
 }
 
-erg_status erg_shard_report(const erg_shard *s, char **text, erg_error *err)
+erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, erg_error *err)
 {
     if (!s || !text)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_report: NULL argument");
@@ -1758,10 +1758,32 @@ erg_status erg_shard_report(const erg_shard *s, char **text, erg_error *err)
             }
             P("\n");
         }
-        int others = 0;
-        for (int mi = 0; mi < p->nmem; mi++)
+        int others = 0, merges = 0;
+        for (int mi = 0; mi < p->nmem; mi++) {
             others += s->c->ins[p->mem[mi].ins].op != HLO_OP_DOT;
-        P("  + %d other members:", others);
+            merges += !strcmp(p->mem[mi].role, "merge");
+        }
+        if (all_members) {
+            for (int mi = 0; mi < p->nmem; mi++) {
+                const member *mm = &p->mem[mi];
+                const hlo_instr *in = &s->c->ins[mm->ins];
+                if (in->op == HLO_OP_DOT)
+                    continue;
+                P("  %-6s %-24s Plan:", mm->role, in->name);
+                for (int k = 0; k < p->K; k++) {
+                    char buf[80];
+                    shard_spec_str(&mm->out[k], in->shape.kind == HLO_ARRAY ? in->shape.rank : 0,
+                                   buf, sizeof buf);
+                    bool ar = false;
+                    for (int c = 0; c < mm->ncolls; c++)
+                        ar |= mm->coll_k[c] == k;
+                    P(" %s%s%s", buf, ar ? "+AR" : "", k + 1 < p->K ? "," : "");
+                }
+                P("\n");
+            }
+            continue;
+        }
+        P("  + %d other members (%d merge point%s):", others, merges, merges == 1 ? "" : "s");
         int shown = 0;
         for (int mi = 0; mi < p->nmem && shown < 6; mi++) {
             if (s->c->ins[p->mem[mi].ins].op == HLO_OP_DOT)
@@ -1771,6 +1793,32 @@ erg_status erg_shard_report(const erg_shard *s, char **text, erg_error *err)
         }
         P("%s\n", others > shown ? " ..." : "");
     }
+    /* Multi-block values: unowned values whose users lie in two or more blocks. */
+    int nmulti = 0, shown_multi = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (s->nodes[i].pb >= 0 || s->nodes[i].sink)
+            continue;
+        int first = -1;
+        bool multi = false;
+        for (int u = 0; u < s->nodes[i].nusers; u++) {
+            int q = s->nodes[s->nodes[i].users[u]].pb;
+            if (q < 0)
+                continue;
+            if (first >= 0 && q != first)
+                multi = true;
+            first = q;
+        }
+        if (!multi)
+            continue;
+        if (nmulti++ == 0)
+            P("\nmulti-block values (replicated, consumed by several blocks):");
+        if (shown_multi < 8) {
+            P(" %s", s->c->ins[i].name);
+            shown_multi++;
+        }
+    }
+    if (nmulti)
+        P("%s (%d)\n", nmulti > shown_multi ? " ..." : "", nmulti);
     P("\nunique segments: %d of %d segments\n", s->nuniq, s->nseg);
     for (int i = 0; i < s->nseg; i++) {
         const segment *g = &s->segs[i];

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     erg_shard *s = NULL;
     if (erg_shard_analyze(m, 1, 2, &s, &err) == ERG_OK) {
         char *t = NULL;
-        if (erg_shard_report(s, &t, &err) == ERG_OK)
+        if (erg_shard_report(s, true, &t, &err) == ERG_OK)
             erg_free(t);
         erg_shard_free(s);
     }

@@ -570,6 +570,28 @@ TEST(small_bert_attention_joins_qkv_block)
     erg_hlo_free(m);
 }
 
+TEST(report_lists_blocks_members_and_segments)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_mlp.hlo");
+    erg_shard *s = analyze(m, 1, 2);
+    char *t = NULL;
+    erg_error err;
+    ASSERT_OK(erg_shard_report(s, false, &t, &err));
+    ASSERT_CONTAINS(t, "PB 0: anchor h, 3 strategies, 11 members (1 anchor, 2 twins, 0 joined dots)");
+    ASSERT_CONTAINS(t, "  twin   dw1                      Plan: RR+AR, RS1, S1R\n");
+    ASSERT_CONTAINS(t, "(1 merge point)");
+    ASSERT_CONTAINS(t, "multi-block values (replicated, consumed by several blocks): dout (1)");
+    ASSERT_CONTAINS(t, "segments (0, 2) mapped to (0, 2)");
+    erg_free(t);
+    ASSERT_OK(erg_shard_report(s, true, &t, &err));
+    /* The relu mask follows h: split like h under data and column, replicated under row. */
+    ASSERT_CONTAINS(t, "  follow mask                     Plan: S1R, RS1, RR\n");
+    ASSERT_CONTAINS(t, "  merge  dh                       Plan: S1R, RS1, RR\n");
+    erg_free(t);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
 TEST(profiles_import_and_errors)
 {
     erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_mlp.hlo");
@@ -658,4 +680,5 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(attention_2x2_megatron_output_by_hand), TEST_ENTRY(sharding_strings_match_xla_table),
          TEST_ENTRY(annotations_round_trip_to_plan_specs),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
-         TEST_ENTRY(small_bert_attention_joins_qkv_block), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache))
+         TEST_ENTRY(small_bert_attention_joins_qkv_block),
+         TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache))

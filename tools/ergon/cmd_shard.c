@@ -30,6 +30,8 @@ static void usage(FILE *f)
             "options:\n"
             "  --hlo FILE          HLO text module (required)\n"
             "  --mesh AxB          logical device mesh, e.g. 1x4, 2x2 (required)\n"
+            "  --members           analyze: list every member of every block with its spec\n"
+            "                      under each strategy (default: the dots and a summary)\n"
             "cost options:\n"
             "  --device NAME       row of the device table: a100-nvlink (default), a100-pcie,\n"
             "                      h100, v100\n"
@@ -80,11 +82,16 @@ int cmd_shard(int argc, char **argv)
     erg_shard_cost_options_init(&co);
     double time_limit = 600, d;
     long rows = 20, l;
+    bool members = false;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return CLI_OK;
+        }
+        if (!strcmp(a, "--members")) {
+            members = true;
+            continue;
         }
         if (i + 1 >= argc)
             return cli_usage_error("shard", "option '%s' needs a value (or is unknown)", a);
@@ -171,7 +178,7 @@ int cmd_shard(int argc, char **argv)
     }
     double t_an = cli_now_s() - t0;
     if (!strcmp(sub, "analyze")) {
-        if (erg_shard_report(s, &text, &err)) {
+        if (erg_shard_report(s, members, &text, &err)) {
             rc = cli_report("shard", &err);
             goto out;
         }
