@@ -1630,6 +1630,7 @@ void erg_shard_free(erg_shard *s)
         erg__free(b->names);
         erg__free(b->time_s);
         erg__free(b->comm_s);
+        erg__free(b->intr_s);
         erg__free(b->comm_bytes);
         erg__free(b->mem_bytes);
         erg__free(b->flops);

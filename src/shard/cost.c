@@ -501,10 +501,11 @@ static void free_costs(erg_shard *s)
         pblock *b = &s->pbs[p];
         erg__free(b->time_s);
         erg__free(b->comm_s);
+        erg__free(b->intr_s);
         erg__free(b->comm_bytes);
         erg__free(b->mem_bytes);
         erg__free(b->flops);
-        b->time_s = b->comm_s = b->comm_bytes = b->mem_bytes = b->flops = NULL;
+        b->time_s = b->comm_s = b->intr_s = b->comm_bytes = b->mem_bytes = b->flops = NULL;
         for (int mi = 0; mi < b->nmem; mi++) {
             erg__free(b->mem[mi].cost_s);
             erg__free(b->mem[mi].mem_b);
@@ -557,15 +558,16 @@ static int seg_edges(const erg_shard *s, const segment *g, int **out)
 
 static void seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel,
                      const size_t *k, double *time_s, double *mem, double *comm_s,
-                     double *comm_bytes)
+                     double *comm_bytes, double *intr_s)
 {
-    double t = 0, m = 0, cs = 0, cb = 0;
+    double t = 0, m = 0, cs = 0, cb = 0, is = 0;
     for (int i = 0; i < g->n; i++) {
         const pblock *p = &s->pbs[s->order[g->first + i]];
         size_t kk = k[g->first + i];
         t += p->time_s[kk];
         m += p->mem_bytes[kk];
         cs += p->comm_s[kk];
+        is += p->intr_s[kk];
         cb += p->comm_bytes[kk];
     }
     int n = rel ? nrel : s->nedges;
@@ -586,6 +588,8 @@ static void seg_cost(const erg_shard *s, const segment *g, const int *rel, int n
         *comm_s = cs;
     if (comm_bytes)
         *comm_bytes = cb;
+    if (intr_s)
+        *intr_s = is;
 }
 
 typedef struct ci {
@@ -749,10 +753,12 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
         int K = p->K;
         p->time_s = erg__calloc((size_t)K, sizeof(double));
         p->comm_s = erg__calloc((size_t)K, sizeof(double));
+        p->intr_s = erg__calloc((size_t)K, sizeof(double));
         p->comm_bytes = erg__calloc((size_t)K, sizeof(double));
         p->mem_bytes = erg__calloc((size_t)K, sizeof(double));
         p->flops = erg__calloc((size_t)K, sizeof(double));
-        if (!p->time_s || !p->comm_s || !p->comm_bytes || !p->mem_bytes || !p->flops) {
+        if (!p->time_s || !p->comm_s || !p->intr_s || !p->comm_bytes || !p->mem_bytes ||
+            !p->flops) {
             st = erg_error_set(err, ERG_ENOMEM, "out of memory");
             goto done;
         }
@@ -786,6 +792,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                                             m->colls[c].bytes);
                 int n = axis_n(s, m->colls[c].axis);
                 m->cost_s[m->coll_k[c]] += ct;
+                p->intr_s[m->coll_k[c]] += ct;
                 p->time_s[m->coll_k[c]] += ct;
                 p->comm_s[m->coll_k[c]] += ct;
                 p->comm_bytes[m->coll_k[c]] += coll_factor(m->colls[c].kind, n) *
@@ -904,7 +911,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
         for (long c = 0; c < nc; c++) {
             decode(s, g, c, kv);
             double t, m;
-            seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL);
+            seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
             for (int x = 0; x < nimp; x++)
                 if (imp[x].seg == g->unique && imp[x].combo == c) {
                     t = imp[x].time_s;
@@ -1059,16 +1066,16 @@ erg_status erg_shard_profile_report(const erg_shard *s, size_t max_rows, char **
             continue;
         P("\nunique segment %d: blocks (%d, %d), %ld combinations, %d kept%s\n", si, g->first,
           g->first + g->n, g->ncombo, g->nkeep, g->imported ? " (imported times)" : "");
-        P("  %-24s %12s %12s %12s %14s %12s\n", "strategies", "time_ms", "compute_ms",
-          "comm_ms", "comm_MB", "memory_MB");
+        P("  %-24s %12s %12s %12s %12s %14s %12s\n", "strategies", "time_ms", "compute_ms",
+          "intrinsic_ms", "reshard_ms", "comm_MB", "memory_MB");
         for (int y = 0; y < g->nkeep && (size_t)y < max_rows; y++) {
             char cb[200];
             fmt_combo(s, g, g->keep[y], cb, sizeof cb);
             decode(s, g, g->keep[y], kv);
-            double t, m, cs, cby;
-            seg_cost(s, g, NULL, -1, kv, &t, &m, &cs, &cby);
-            P("  %-24s %12.4f %12.4f %12.4f %14.3f %12.3f\n", cb, g->keep_time[y] * 1e3,
-              (t - cs) * 1e3, cs * 1e3, cby / 1e6, g->keep_mem[y] / 1e6);
+            double t, m, cs, cby, is;
+            seg_cost(s, g, NULL, -1, kv, &t, &m, &cs, &cby, &is);
+            P("  %-24s %12.4f %12.4f %12.4f %12.4f %14.3f %12.3f\n", cb, g->keep_time[y] * 1e3,
+              (t - cs) * 1e3, is * 1e3, (cs - is) * 1e3, cby / 1e6, g->keep_mem[y] / 1e6);
         }
     }
 #undef P
@@ -1114,7 +1121,7 @@ erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **tex
     for (long c = 0; c < nc; c++) {
         decode(s, g, c, kv);
         double t, m, cs, cb;
-        seg_cost(s, g, rel, nrel, kv, &t, &m, &cs, &cb);
+        seg_cost(s, g, rel, nrel, kv, &t, &m, &cs, &cb, NULL);
         rows[c] = (ci){c, cs};
         bytes[c] = cb;
     }

@@ -58,6 +58,7 @@ typedef struct pblock {
     /* costs (filled by erg_shard_profile) */
     double *time_s;    /* [K] compute + intrinsic comm + intra-block resharding */
     double *comm_s;    /* [K] communication part of time_s */
+    double *intr_s;    /* [K] intrinsic collectives part of comm_s (rest: resharding) */
     double *comm_bytes;/* [K] */
     double *mem_bytes; /* [K] per device */
     double *flops;     /* [K] total FLOPs (whole model, not per device) */
