@@ -103,7 +103,43 @@ typedef struct dotinfo {
     int lrank, rrank;
     int nls, nrs;
     int ls[HLO_MAX_RANK], rs[HLO_MAX_RANK]; /* space dims */
+    /* output dim of batch pair k, lhs space dim k, rhs space dim k */
+    int ob[HLO_MAX_RANK], ols[HLO_MAX_RANK], ors[HLO_MAX_RANK];
 } dotinfo;
+
+bool shard_conv_labels(const erg_hlo_module *m, const hlo_instr *in, int lrank, int rrank,
+                       int orank, int idx[6])
+{
+    /* dim_labels=b01f_01io->b01f: lhs batch 'b' and feature 'f', rhs input 'i' and output
+     * 'o' features, output 'b' and 'f'; digits are spatial. Grouped convolutions are not
+     * handled (replicated). */
+    char *v = hlo_attr_str(m, in, "dim_labels");
+    char *fg = hlo_attr_str(m, in, "feature_group_count");
+    char *bg = hlo_attr_str(m, in, "batch_group_count");
+    bool ok = v && (!fg || !strcmp(fg, "1")) && (!bg || !strcmp(bg, "1"));
+    erg__free(fg);
+    erg__free(bg);
+    if (ok) {
+        char *us = strchr(v, '_'), *ar = strstr(v, "->");
+        ok = us && ar && us < ar && (int)(us - v) == lrank && (int)(ar - us - 1) == rrank &&
+             (int)strlen(ar + 2) == orank;
+        if (ok) {
+            const char *parts[3] = {v, us + 1, ar + 2};
+            const int lens[3] = {lrank, rrank, orank};
+            const char want[6] = {'b', 'f', 'i', 'o', 'b', 'f'};
+            for (int q = 0; q < 6 && ok; q++) {
+                int part = q / 2 == 0 ? 0 : q / 2 == 1 ? 1 : 2;
+                idx[q] = -1;
+                for (int k = 0; k < lens[part]; k++)
+                    if (parts[part][k] == want[q])
+                        idx[q] = k;
+                ok = idx[q] >= 0;
+            }
+        }
+    }
+    erg__free(v);
+    return ok;
+}
 
 static bool dot_info(const erg_shard *s, int i, dotinfo *d)
 {
@@ -116,6 +152,25 @@ static bool dot_info(const erg_shard *s, int i, dotinfo *d)
         return false;
     d->lrank = L->rank;
     d->rrank = R->rank;
+    if (in->op == HLO_OP_CONVOLUTION) {
+        /* A convolution as a dot: batch -> M, input feature -> K, output feature -> N;
+         * spatial dims belong to no role, so a split on them is never valid. */
+        int idx[6];
+        if (!shard_conv_labels(s->m, in, L->rank, R->rank, in->shape.rank, idx))
+            return false;
+        d->nc = 1;
+        d->lc[0] = idx[1];
+        d->rc[0] = idx[2];
+        d->nls = 1;
+        d->ls[0] = idx[0];
+        d->ols[0] = idx[4];
+        d->nrs = 1;
+        d->rs[0] = idx[3];
+        d->ors[0] = idx[5];
+        return true;
+    }
+    if (in->op != HLO_OP_DOT)
+        return false;
     int nb = hlo_attr_ints(s->m, in, "lhs_batch_dims", d->lb, HLO_MAX_RANK);
     int nb2 = hlo_attr_ints(s->m, in, "rhs_batch_dims", d->rb, HLO_MAX_RANK);
     int nc = hlo_attr_ints(s->m, in, "lhs_contracting_dims", d->lc, HLO_MAX_RANK);
@@ -149,6 +204,12 @@ static bool dot_info(const erg_shard *s, int i, dotinfo *d)
     for (int k = 0; k < R->rank; k++)
         if (!rused[k])
             d->rs[d->nrs++] = k;
+    for (int k = 0; k < d->nb; k++)
+        d->ob[k] = k;
+    for (int k = 0; k < d->nls; k++)
+        d->ols[k] = d->nb + k;
+    for (int k = 0; k < d->nrs; k++)
+        d->ors[k] = d->nb + d->nls + k;
     return d->nb + d->nls + d->nrs == in->shape.rank;
 }
 
@@ -181,7 +242,7 @@ static bool dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l,
         bool ok = false;
         for (int k = 0; k < d->nb; k++)
             if (la == d->lb[k] && ra == d->rb[k]) {
-                od = k;
+                od = d->ob[k];
                 ok = true;
             }
         for (int k = 0; k < d->nc && !ok; k++)
@@ -191,12 +252,12 @@ static bool dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l,
             }
         for (int k = 0; k < d->nls && !ok; k++)
             if (la == d->ls[k] && ra < 0) {
-                od = d->nb + k;
+                od = d->ols[k];
                 ok = true;
             }
         for (int k = 0; k < d->nrs && !ok; k++)
             if (ra == d->rs[k] && la < 0) {
-                od = d->nb + d->nls + k;
+                od = d->ors[k];
                 ok = true;
             }
         if (!ok)
@@ -1336,7 +1397,7 @@ static erg_status block_hashes(erg_shard *s, erg_error *err)
             const hlo_instr *in = &s->c->ins[p->mem[mi].ins];
             /* Like CFP's fingerprint, only the dots: the ops a block absorbs at the model's
              * edges (embedding gradients, loss) must not make the first layer differ. */
-            if (in->op != HLO_OP_DOT)
+            if (in->op != HLO_OP_DOT && in->op != HLO_OP_CONVOLUTION)
                 continue;
             uint64_t h = hstr(1469598103934665603ull, in->opcode);
             h = hstr(h, p->mem[mi].role);
@@ -1516,7 +1577,7 @@ erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_
         node *nd = &s->nodes[i];
         if (nd->pb >= 0 || nd->sink)
             continue;
-        if (in->op == HLO_OP_DOT) {
+        if (in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION) {
             if (b->twin_pb[i] >= 0) {
                 int p = b->twin_pb[i];
                 if ((st = set_dot_member(b, p, i, b->twin_req[i], "twin")))
@@ -1720,10 +1781,10 @@ erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, e
     } while (0)
     size_t ndots = 0, nowned = 0;
     for (int i = 0; i < s->n; i++) {
-        ndots += s->c->ins[i].op == HLO_OP_DOT;
+        ndots += s->c->ins[i].op == HLO_OP_DOT || s->c->ins[i].op == HLO_OP_CONVOLUTION;
         nowned += s->nodes[i].pb >= 0;
     }
-    P("module %s, entry %s: %d instructions, %zu dots; mesh %dx%d\n", s->m->name, s->c->name,
+    P("module %s, entry %s: %d instructions, %zu dots/convolutions; mesh %dx%d\n", s->m->name, s->c->name,
       s->n, ndots, s->mesh[0], s->mesh[1]);
     P("ParallelBlocks: %d (%zu instructions owned, %zu replicated/multi-block)\n", s->norder,
       nowned, (size_t)s->n - nowned);
@@ -1745,7 +1806,7 @@ erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, e
         for (int mi = 0; mi < p->nmem; mi++) {
             const member *mm = &p->mem[mi];
             const hlo_instr *in = &s->c->ins[mm->ins];
-            bool isdot = in->op == HLO_OP_DOT;
+            bool isdot = in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION;
             if (!isdot)
                 continue;
             P("  %-6s %-24s Plan:", mm->role, in->name);
@@ -1761,14 +1822,15 @@ erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, e
         }
         int others = 0, merges = 0;
         for (int mi = 0; mi < p->nmem; mi++) {
-            others += s->c->ins[p->mem[mi].ins].op != HLO_OP_DOT;
+            others += s->c->ins[p->mem[mi].ins].op != HLO_OP_DOT &&
+                      s->c->ins[p->mem[mi].ins].op != HLO_OP_CONVOLUTION;
             merges += !strcmp(p->mem[mi].role, "merge");
         }
         if (all_members) {
             for (int mi = 0; mi < p->nmem; mi++) {
                 const member *mm = &p->mem[mi];
                 const hlo_instr *in = &s->c->ins[mm->ins];
-                if (in->op == HLO_OP_DOT)
+                if (in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION)
                     continue;
                 P("  %-6s %-24s Plan:", mm->role, in->name);
                 for (int k = 0; k < p->K; k++) {
@@ -1787,7 +1849,8 @@ erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, e
         P("  + %d other members (%d merge point%s):", others, merges, merges == 1 ? "" : "s");
         int shown = 0;
         for (int mi = 0; mi < p->nmem && shown < 6; mi++) {
-            if (s->c->ins[p->mem[mi].ins].op == HLO_OP_DOT)
+            if (s->c->ins[p->mem[mi].ins].op == HLO_OP_DOT ||
+                s->c->ins[p->mem[mi].ins].op == HLO_OP_CONVOLUTION)
                 continue;
             P(" %s", s->c->ins[p->mem[mi].ins].name);
             shown++;

@@ -429,8 +429,47 @@ static void dot_local(const erg_shard *s, const hlo_instr *in, const spec *l, co
     dims[3] = K;
 }
 
+/* Devices a dim is split over under spec code c. */
+static int code_size(const erg_shard *s, int8_t c)
+{
+    return c == SP_R ? 1 : c == SP_BOTH ? s->mesh[0] * s->mesh[1] : s->mesh[c];
+}
+
+/* Convolution as a GEMM: M = output elements / output features, N = output features,
+ * K = filter elements / output features; per device under the operand specs. */
+static bool conv_gemm(const erg_shard *s, const hlo_instr *in, const spec *l, const spec *r,
+                      int64_t dims[4])
+{
+    const hlo_shape *L = &s->c->ins[in->ops[0]].shape, *R = &s->c->ins[in->ops[1]].shape;
+    int idx[6];
+    if (!shard_conv_labels(s->m, in, L->rank, R->rank, in->shape.rank, idx))
+        return false;
+    double out = (double)hlo_shape_elems(&in->shape), filt = (double)hlo_shape_elems(R);
+    int64_t of = in->shape.dims[idx[5]];
+    int64_t M = (int64_t)(out / (double)of), N = of, K = (int64_t)(filt / (double)of);
+    if (l) {
+        int64_t bl = L->dims[idx[0]], fl = L->dims[idx[1]], ol = R->dims[idx[3]];
+        int64_t b2 = bl / code_size(s, l->d[idx[0]]);
+        int64_t f2 = fl / code_size(s, l->d[idx[1]]);
+        int64_t o2 = ol / code_size(s, r->d[idx[3]]);
+        M = M / bl * b2;
+        K = K / fl * f2;
+        N = o2;
+    }
+    dims[0] = 1;
+    dims[1] = M > 0 ? M : 1;
+    dims[2] = N > 0 ? N : 1;
+    dims[3] = K > 0 ? K : 1;
+    return true;
+}
+
 static double dot_flops(const erg_shard *s, const hlo_instr *in)
 {
+    if (in->op == HLO_OP_CONVOLUTION) {
+        int64_t d[4];
+        return conv_gemm(s, in, NULL, NULL, d) ? 2.0 * (double)d[1] * (double)d[2] * (double)d[3]
+                                               : 0;
+    }
     const hlo_shape *L = &s->c->ins[in->ops[0]].shape;
     int64_t lc[HLO_MAX_RANK];
     int nc = hlo_attr_ints(s->m, in, "lhs_contracting_dims", lc, HLO_MAX_RANK);
@@ -449,11 +488,14 @@ static erg_status member_compute(const erg_shard *s, timer_ctx *t, const member 
     *time_s = 0;
     if (in->shape.kind != HLO_ARRAY)
         return ERG_OK;
-    if (in->op == HLO_OP_DOT && in->nops == 2) {
+    if ((in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION) && in->nops == 2) {
         double f = dot_flops(s, in);
         *flops = f;
         int64_t d[4];
-        dot_local(s, in, &m->req[k], &m->req[K + k], d);
+        if (in->op == HLO_OP_DOT)
+            dot_local(s, in, &m->req[k], &m->req[K + k], d);
+        else if (!conv_gemm(s, in, &m->req[k], &m->req[K + k], d))
+            d[0] = d[1] = d[2] = d[3] = 1;
         double per_dev = 2.0 * (double)d[0] * (double)d[1] * (double)d[2] * (double)d[3];
         if (t && t->mode != ERG_SHARD_COMPUTE_MODEL)
             return time_gemm(t, d[0], d[1], d[2], d[3], time_s, err);
@@ -782,7 +824,8 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 int tiles = shard_tiles(s, &m->out[k], in->shape.rank);
                 if (in->op == HLO_OP_PARAMETER)
                     mb = hlo_shape_bytes(&in->shape) / tiles * (nd->weight ? s->opt_factor : 1);
-                else if (in->op == HLO_OP_DOT && (nd->is_anchor || !strcmp(m->role, "dot")))
+                else if ((in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION) &&
+                         (nd->is_anchor || !strcmp(m->role, "dot")))
                     mb = hlo_shape_bytes(&in->shape) / tiles;
                 p->mem_bytes[k] += mb;
                 m->mem_b[k] = mb;
@@ -822,10 +865,11 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 memset(r.d, (unsigned char)SP_R, sizeof r.d);
                 member fake = {.ins = v, .out = &r, .req = NULL};
                 double ct = 0, fl = 0;
-                if (in->op != HLO_OP_DOT && (st = member_compute(s, NULL, &fake, 1, 0, &ct, &fl,
+                bool contr = in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION;
+                if (!contr && (st = member_compute(s, NULL, &fake, 1, 0, &ct, &fl,
                                                                   err)))
                     goto done;
-                if (in->op == HLO_OP_DOT) {
+                if (contr) {
                     fl = in->nops == 2 ? dot_flops(s, in) : 0;
                     ct = fl / (s->dev.peak_flops * s->dev.eff);
                 }

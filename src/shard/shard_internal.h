@@ -140,6 +140,10 @@ void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem
                 double *flops);
 /* Spec of an emitted sharding string (the inverse of the emitter); false if not ours. */
 bool shard_parse_sharding(const erg_shard *s, const char *text, size_t len, int rank, spec *out);
+/* Convolution dim_labels: idx = {lhs b, lhs f, rhs i, rhs o, out b, out f}; false for
+ * missing labels or grouped convolutions. */
+bool shard_conv_labels(const erg_hlo_module *m, const hlo_instr *in, int lrank, int rrank,
+                       int orank, int idx[6]);
 erg_status shard_load_devices(const char *path, const char *name, device_params *out,
                               erg_error *err);
 

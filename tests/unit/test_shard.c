@@ -497,6 +497,41 @@ TEST(annotations_round_trip_to_plan_specs)
     }
 }
 
+TEST(convolution_strategies_by_hand)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_conv.hlo");
+    erg_shard *s = analyze(m, 1, 4);
+    /* Convolutions as dots: batch -> M (data), output feature -> N (column), input feature ->
+     * K (row, all-reduce); spatial dims are never split. */
+    ASSERT_EQ_INT(erg_shard_num_blocks(s), 2);
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, 0), "S1RRR = S1RRR x RRRR");
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, 1), "RRRS1 = RRRR x RRRS1");
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, 2), "RRRR = RRRS1 x RRS1R");
+    ASSERT_EQ_INT(erg_shard_block_of(s, "r1"), 0);
+    profile(s, 80);
+    /* FLOPs of c1: 2 * (16*32*32 outputs per feature) * 128 features * (3*3*64). */
+    const pblock *p0 = &s->pbs[s->order[0]], *p1 = &s->pbs[s->order[1]];
+    ASSERT_NEAR(p0->flops[0], 2.0 * 16 * 32 * 32 * 128 * 3 * 3 * 64, 0);
+    /* Megatron-style pair (column, row): one all-reduce of c2's 4 MiB output, factor
+     * 2(n-1)/n = 1.5 on 4 devices; the data-parallel pair moves nothing (forward only). */
+    ASSERT_NEAR(p0->comm_bytes[1] + p1->comm_bytes[2], 1.5 * 4 * MIB, 1e-6);
+    ASSERT_NEAR(p0->comm_bytes[0] + p1->comm_bytes[0], 0, 0);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP), *i = search(s, ERG_SHARD_ILP);
+    ASSERT_EQ_INT(erg_shard_plan_strategy(d, 0), 0);
+    ASSERT_EQ_INT(erg_shard_plan_strategy(d, 1), 0);
+    ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-12);
+    check_round_trip(s, d);
+    char *out = NULL;
+    erg_error err;
+    ASSERT_OK(erg_shard_annotate(s, d, &out, &err));
+    ASSERT_CONTAINS(strstr(out, "%c1 ="), "sharding={devices=[4,1,1,1]0,1,2,3}");
+    erg_free(out);
+    erg_shard_plan_free(d);
+    erg_shard_plan_free(i);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
 TEST(bert_base_layers_repeat_and_round_trip)
 {
     erg_hlo_module *m = load_or_skip(HLO_DIR "/baseline_bert_1.hlo");
@@ -679,6 +714,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(attention_head_split_by_hand),
          TEST_ENTRY(attention_2x2_megatron_output_by_hand), TEST_ENTRY(sharding_strings_match_xla_table),
          TEST_ENTRY(annotations_round_trip_to_plan_specs),
+         TEST_ENTRY(convolution_strategies_by_hand),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),
          TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache))
