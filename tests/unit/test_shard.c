@@ -707,6 +707,62 @@ TEST(blas_measurement_and_cache)
     erg_hlo_free(m);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define LEAK_CHECK() ASSERT_MSG(__lsan_do_recoverable_leak_check() == 0, "leak after n=%ld", n)
+#else
+#define LEAK_CHECK() ((void)0)
+#endif
+
+/* Fail the n-th allocation for n = 1, 2, ... through the whole pipeline: every call returns
+ * OK or ENOMEM, never crashes, and nothing leaks (checked under ASan). */
+TEST(allocation_failures_are_clean)
+{
+    char *text = NULL;
+    size_t len = 0;
+    erg_error err;
+    ASSERT_OK(erg__read_file(ERG_TEST_DATA_DIR "/shard_mlp.hlo", 1 << 20, &text, &len, &err));
+    bool completed = false;
+    for (long n = 1; n < 100000 && !completed; n += (n < 400 ? 1 : 7)) {
+        erg_hlo_module *m = NULL;
+        erg_shard *s = NULL;
+        erg_shard_plan *p = NULL, *q = NULL;
+        char *a = NULL, *j = NULL, *r = NULL;
+        erg__alloc_fail_after(n);
+        erg_status st = erg_hlo_parse(text, len, "mlp.hlo", &m, &err);
+        if (!st)
+            st = erg_shard_analyze(m, 2, 2, &s, &err);
+        if (!st) {
+            erg_shard_cost_options o;
+            erg_shard_cost_options_init(&o);
+            st = erg_shard_profile(s, &o, NULL, NULL, &err);
+        }
+        if (!st)
+            st = erg_shard_search(s, ERG_SHARD_DP, 10, &p, &err);
+        if (!st)
+            st = erg_shard_search(s, ERG_SHARD_ILP, 10, &q, &err);
+        if (!st)
+            st = erg_shard_annotate(s, p, &a, &err);
+        if (!st)
+            st = erg_shard_plan_json(s, p, &j, &err);
+        if (!st)
+            st = erg_shard_report(s, true, &r, &err);
+        erg__alloc_fail_after(0);
+        ASSERT_MSG(st == ERG_OK || st == ERG_ENOMEM, "n=%ld: status %d (%s)", n, (int)st, err.msg);
+        completed = st == ERG_OK;
+        erg_free(a);
+        erg_free(j);
+        erg_free(r);
+        erg_shard_plan_free(p);
+        erg_shard_plan_free(q);
+        erg_shard_free(s);
+        erg_hlo_free(m);
+        LEAK_CHECK();
+    }
+    ASSERT(completed);
+    erg__free(text);
+}
+
 TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_conditional), TEST_ENTRY(errors_name_line_and_column),
          TEST_ENTRY(all_shared_modules_parse_fast),
          TEST_ENTRY(mlp_1x2_data_parallel_vs_megatron_by_hand),
@@ -717,4 +773,5 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(convolution_strategies_by_hand),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),
-         TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache))
+         TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache),
+         TEST_ENTRY(allocation_failures_are_clean))
