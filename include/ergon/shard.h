@@ -42,6 +42,13 @@ typedef struct erg_shard erg_shard;
  * segments. mesh0, mesh1 >= 1 and mesh0*mesh1 >= 2. The module must outlive *out. */
 ERG_API erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1,
                                      erg_shard **out, erg_error *err);
+/* The same for any computation of the module (NULL = ENTRY). For the body of a `while`
+ * (scanned layers), the trip count comes from backend_config known_trip_count or the loop
+ * condition's compare with a constant; every iteration uses the same plan and times are
+ * multiplied by the trip count (memory is per iteration). ENOTFOUND for an unknown name. */
+ERG_API erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *computation,
+                                                 int mesh0, int mesh1, erg_shard **out,
+                                                 erg_error *err);
 ERG_API void erg_shard_free(erg_shard *s);
 /* Counts. */
 ERG_API size_t erg_shard_num_blocks(const erg_shard *s);

@@ -1523,8 +1523,82 @@ static erg_status find_segments(erg_shard *s, erg_error *err)
 
 /* ---- public ---- */
 
+/* Trip count of the while loop whose body is computation `ci`: backend_config
+ * "known_trip_count":{"n":"N"}, else the loop condition's compare(i, constant(N)),
+ * direction=LT; 0 when `ci` is no loop body or the count is unknown. *loop names the
+ * while instruction (or NULL). */
+static long trip_count(const erg_hlo_module *m, int ci, const char **loop)
+{
+    *loop = NULL;
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c].n; i++) {
+            const hlo_instr *in = &m->comps[c].ins[i];
+            if (in->op != HLO_OP_WHILE)
+                continue;
+            char *body = hlo_attr_str(m, in, "body");
+            bool match = body && hlo_find_comp(m, body) == ci;
+            erg__free(body);
+            if (!match)
+                continue;
+            *loop = in->name;
+            const hlo_attr *a = hlo_find_attr(in, "backend_config");
+            if (a) {
+                const char *t = m->text + a->off, *e = t + a->len;
+                const char *k = NULL;
+                for (const char *q = t; q + 16 <= e; q++)
+                    if (!memcmp(q, "known_trip_count", 16)) {
+                        k = q + 16;
+                        break;
+                    }
+                while (k && k < e && *k != '"' && !(*k >= '0' && *k <= '9'))
+                    k++;
+                /* skip {"n":" */
+                while (k && k < e && !(*k >= '0' && *k <= '9'))
+                    k++;
+                if (k && k < e) {
+                    long v = 0;
+                    while (k < e && *k >= '0' && *k <= '9' && v < 1000000000)
+                        v = v * 10 + (*k++ - '0');
+                    if (v > 0)
+                        return v;
+                }
+            }
+            char *cond = hlo_attr_str(m, in, "condition");
+            int cc = cond ? hlo_find_comp(m, cond) : -1;
+            erg__free(cond);
+            if (cc < 0)
+                return 0;
+            const hlo_comp *C = &m->comps[cc];
+            for (int j = 0; j < C->n; j++) {
+                const hlo_instr *cmp = &C->ins[j];
+                char *dir = hlo_attr_str(m, cmp, "direction");
+                bool lt = dir && !strcmp(dir, "LT");
+                erg__free(dir);
+                if (strcmp(cmp->opcode, "compare") || !lt || cmp->nops != 2)
+                    continue;
+                const hlo_instr *k2 = &C->ins[cmp->ops[1]];
+                if (k2->op == HLO_OP_CONSTANT && k2->lit_len > 0 && k2->lit_len < 20) {
+                    char buf[24];
+                    memcpy(buf, m->text + k2->lit_off, k2->lit_len);
+                    buf[k2->lit_len] = '\0';
+                    long v;
+                    if (erg__parse_long(buf, &v) && v > 0)
+                        return v;
+                }
+            }
+            return 0;
+        }
+    return 0;
+}
+
 erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_shard **out,
                              erg_error *err)
+{
+    return erg_shard_analyze_computation(m, NULL, mesh0, mesh1, out, err);
+}
+
+erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *computation,
+                                         int mesh0, int mesh1, erg_shard **out, erg_error *err)
 {
     if (!m || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_analyze: NULL argument");
@@ -1533,11 +1607,24 @@ erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_
         return erg_error_set(err, ERG_EINVAL,
                              "mesh %dx%d: both sizes must be >= 1 and their product >= 2",
                              mesh0, mesh1);
+    int ci = m->entry;
+    if (computation) {
+        ci = hlo_find_comp(m, computation);
+        if (ci < 0)
+            return erg_error_set(err, ERG_ENOTFOUND, "%s: no computation named '%s'",
+                                 m->filename, computation);
+    }
     erg_shard *s = erg__calloc(1, sizeof *s);
     if (!s)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     s->m = m;
-    s->c = &m->comps[m->entry];
+    s->c = &m->comps[ci];
+    s->trips = 1;
+    if (ci != m->entry) {
+        long t = trip_count(m, ci, &s->loop);
+        if (t > 0)
+            s->trips = t;
+    }
     s->mesh[0] = mesh0;
     s->mesh[1] = mesh1;
     s->n = s->c->n;
@@ -1641,10 +1728,20 @@ erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_
         }
     }
     if (s->norder == 0) {
+        char hint[200] = "";
+        for (int i = 0; i < s->n && !hint[0]; i++) {
+            if (s->c->ins[i].op != HLO_OP_WHILE)
+                continue;
+            char *body = hlo_attr_str(m, &s->c->ins[i], "body");
+            if (body)
+                snprintf(hint, sizeof hint, "; its loop '%s' has body '%s': analyse that with "
+                         "--computation %s", s->c->ins[i].name, body, body);
+            erg__free(body);
+        }
         st = erg_error_set(err, ERG_ENOTFOUND,
-                           "%s: no dot in the ENTRY computation has a valid strategy on the "
-                           "%dx%d mesh, nothing to shard",
-                           m->filename, mesh0, mesh1);
+                           "%s: no dot in computation '%s' has a valid strategy on the %dx%d "
+                           "mesh, nothing to shard%s",
+                           m->filename, s->c->name, mesh0, mesh1, hint);
         goto done;
     }
     if ((st = block_hashes(s, err)) || (st = find_segments(s, err)))
@@ -1784,8 +1881,36 @@ erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, e
         ndots += s->c->ins[i].op == HLO_OP_DOT || s->c->ins[i].op == HLO_OP_CONVOLUTION;
         nowned += s->nodes[i].pb >= 0;
     }
-    P("module %s, entry %s: %d instructions, %zu dots/convolutions; mesh %dx%d\n", s->m->name, s->c->name,
-      s->n, ndots, s->mesh[0], s->mesh[1]);
+P("module %s, %s %s: %d instructions, %zu dots/convolutions; mesh %dx%d\n", s->m->name,
+      s->c == &s->m->comps[s->m->entry] ? "entry" : "computation", s->c->name, s->n, ndots,
+      s->mesh[0], s->mesh[1]);
+    if (s->loop)
+        P("loop body of '%s': %ld iterations, one plan for all of them (costs x %ld)\n", s->loop,
+          s->trips, s->trips);
+    {
+        /* Loops in this computation, so that their bodies can be analysed on their own. */
+        for (int i = 0; i < s->n; i++) {
+            const hlo_instr *in = &s->c->ins[i];
+            if (in->op != HLO_OP_WHILE)
+                continue;
+            char *body = hlo_attr_str(s->m, in, "body");
+            int bi = body ? hlo_find_comp(s->m, body) : -1;
+            const char *lp;
+            long t = bi >= 0 ? trip_count(s->m, bi, &lp) : 0;
+            size_t nd = 0;
+            for (int j = 0; bi >= 0 && j < s->m->comps[bi].n; j++)
+                nd += s->m->comps[bi].ins[j].op == HLO_OP_DOT;
+            if (t > 0)
+                P("while %s: body %s (%zu dots), %ld iterations; analyse it with "
+                  "--computation %s\n",
+                  in->name, body ? body : "?", nd, t, body ? body : "?");
+            else
+                P("while %s: body %s (%zu dots), unknown trip count; analyse it with "
+                  "--computation %s\n",
+                  in->name, body ? body : "?", nd, body ? body : "?");
+            erg__free(body);
+        }
+    }
     P("ParallelBlocks: %d (%zu instructions owned, %zu replicated/multi-block)\n", s->norder,
       nowned, (size_t)s->n - nowned);
     for (int oi = 0; oi < s->norder; oi++) {

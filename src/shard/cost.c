@@ -930,6 +930,33 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 }
         }
     }
+    /* A loop body runs `trips` times with one plan: scale times, volumes and FLOPs (memory
+     * stays per iteration). */
+    if (s->trips > 1) {
+        double f = (double)s->trips;
+        for (int oi = 0; oi < s->norder; oi++) {
+            pblock *p = &s->pbs[s->order[oi]];
+            for (int k = 0; k < p->K; k++) {
+                p->time_s[k] *= f;
+                p->comm_s[k] *= f;
+                p->intr_s[k] *= f;
+                p->comm_bytes[k] *= f;
+                p->flops[k] *= f;
+            }
+            for (int mi = 0; mi < p->nmem; mi++)
+                for (int k = 0; k < p->K; k++)
+                    p->mem[mi].cost_s[k] *= f;
+        }
+        for (int e = 0; e < s->nedges; e++) {
+            int Ka = s->pbs[s->order[s->edges[e].a]].K, Kb = s->pbs[s->order[s->edges[e].b]].K;
+            for (int x = 0; x < Ka * Kb; x++) {
+                s->edges[e].cost_s[x] *= f;
+                s->edges[e].bytes[x] *= f;
+            }
+        }
+        s->const_time_s *= f;
+        s->const_flops *= f;
+    }
     /* Segments: enumerate combinations, apply imported profiles, keep the best. */
     kv = erg__calloc((size_t)s->norder, sizeof(size_t));
     if (!kv) {
@@ -958,7 +985,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
             seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
             for (int x = 0; x < nimp; x++)
                 if (imp[x].seg == g->unique && imp[x].combo == c) {
-                    t = imp[x].time_s;
+                    t = imp[x].time_s * (double)s->trips;
                     m = imp[x].mem;
                     g->imported = true;
                 }

@@ -508,7 +508,8 @@ erg_status erg_shard_search_ops_ilp(erg_shard *s, double time_limit_s, double *o
                 for (int kv = 0; kv < Kv; kv++) {
                     double bytes;
                     cost[ku * Kv + kv] = shard_reshard(s, &s->c->ins[u].shape, &mu->out[ku],
-                                                       &mv->req[j * Kv + kv], &bytes);
+                                                       &mv->req[j * Kv + kv], &bytes) *
+                                         (double)s->trips;
                     any |= cost[ku * Kv + kv] > 0;
                 }
             if (!any)

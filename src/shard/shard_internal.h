@@ -92,6 +92,8 @@ typedef struct device_params {
 struct erg_shard {
     const erg_hlo_module *m;
     const hlo_comp *c;
+    long trips;       /* loop body: iterations (costs are multiplied), else 1 */
+    const char *loop; /* the while instruction whose body this is, or NULL */
     int mesh[2];
     int n;           /* instructions in the entry computation */
     node *nodes;

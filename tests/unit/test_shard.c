@@ -441,7 +441,9 @@ static void check_round_trip(erg_shard *s, const erg_shard_plan *p)
     ASSERT_OK(erg_shard_annotate(s, p, &out, &err));
     erg_hlo_module *m2 = NULL;
     ASSERT_OK(erg_hlo_parse(out, strlen(out), "annotated.hlo", &m2, &err));
-    const hlo_comp *c2 = &m2->comps[m2->entry];
+    int ci = hlo_find_comp(m2, s->c->name);
+    ASSERT(ci >= 0);
+    const hlo_comp *c2 = &m2->comps[ci];
     ASSERT_EQ_INT(c2->n, s->n);
     int checked = 0;
     for (int i = 0; i < s->n; i++) {
@@ -529,6 +531,52 @@ TEST(convolution_strategies_by_hand)
     erg_shard_plan_free(d);
     erg_shard_plan_free(i);
     erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+TEST(scanned_layers_while_body_by_hand)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_scan.hlo");
+    erg_shard *s = NULL;
+    erg_error err;
+    /* ENTRY holds only the loop: a clear pointer to the body. */
+    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 2, &s, &err), ERG_ENOTFOUND);
+    ASSERT_CONTAINS(err.msg, "its loop 'loop' has body 'body'");
+    ASSERT_EQ_INT(erg_shard_analyze_computation(m, "nope", 1, 2, &s, &err), ERG_ENOTFOUND);
+    ASSERT_OK(erg_shard_analyze_computation(m, "body", 1, 2, &s, &err));
+    /* Trip count 8 from the condition's compare with constant(8). */
+    ASSERT_EQ_INT(s->trips, 8);
+    ASSERT_EQ_INT(erg_shard_num_blocks(s), 2);
+    profile(s, 80);
+    /* Megatron pair (column, row): one all-reduce of y (2 MiB, factor 1 on 2 devices) per
+     * iteration, 8 iterations, one plan for all. */
+    const pblock *p0 = &s->pbs[s->order[0]], *p1 = &s->pbs[s->order[1]];
+    ASSERT_NEAR(p0->comm_bytes[1] + p1->comm_bytes[2], 8 * 2 * MIB, 1e-6);
+    ASSERT_NEAR(p0->comm_s[1] + p1->comm_s[2], 8 * (ALPHA + 2 * MIB / BW), 1e-12);
+    /* Forward only and replicated loop state: data parallel needs nothing. */
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    ASSERT_EQ_INT(erg_shard_plan_strategy(d, 0), 0);
+    ASSERT_EQ_INT(erg_shard_plan_strategy(d, 1), 0);
+    check_round_trip(s, d);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    /* known_trip_count wins over the condition. */
+    char *text = NULL;
+    size_t len = 0;
+    ASSERT_OK(erg__read_file(ERG_TEST_DATA_DIR "/shard_scan.hlo", 1 << 20, &text, &len, &err));
+    char *w = strstr(text, "body=%body");
+    ASSERT(w);
+    erg__buf b = {0};
+    ASSERT_OK(erg__buf_append(&b, text, (size_t)(w - text) + 10));
+    ASSERT_OK(erg__buf_printf(&b, ", backend_config={\"known_trip_count\":{\"n\":\"12\"}}"));
+    ASSERT_OK(erg__buf_append(&b, w + 10, strlen(w + 10)));
+    erg_hlo_module *m2 = parse_ok(b.data);
+    ASSERT_OK(erg_shard_analyze_computation(m2, "body", 1, 2, &s, &err));
+    ASSERT_EQ_INT(s->trips, 12);
+    erg_shard_free(s);
+    erg_hlo_free(m2);
+    erg__buf_free(&b);
+    erg__free(text);
     erg_hlo_free(m);
 }
 
@@ -771,6 +819,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(attention_2x2_megatron_output_by_hand), TEST_ENTRY(sharding_strings_match_xla_table),
          TEST_ENTRY(annotations_round_trip_to_plan_specs),
          TEST_ENTRY(convolution_strategies_by_hand),
+         TEST_ENTRY(scanned_layers_while_body_by_hand),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),
          TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache),

@@ -30,6 +30,9 @@ static void usage(FILE *f)
             "options:\n"
             "  --hlo FILE          HLO text module (required)\n"
             "  --mesh AxB          logical device mesh, e.g. 1x4, 2x2 (required)\n"
+            "  --computation NAME  analyse this computation instead of ENTRY, e.g. a while body\n"
+            "                      (scanned layers: one plan for all iterations, times x trip\n"
+            "                      count from known_trip_count or the loop condition)\n"
             "  --members           analyze: list every member of every block with its spec\n"
             "                      under each strategy (default: the dots and a summary)\n"
             "cost options:\n"
@@ -77,7 +80,8 @@ int cmd_shard(int argc, char **argv)
         strcmp(sub, "comm"))
         return cli_usage_error("shard", "unknown action '%s' (analyze, profile, search, comm)",
                                sub);
-    const char *hlo = NULL, *mesh = NULL, *method = "dp", *out_hlo = NULL, *out_json = NULL;
+    const char *hlo = NULL, *mesh = NULL, *method = "dp", *out_hlo = NULL, *out_json = NULL,
+               *computation = NULL;
     erg_shard_cost_options co;
     erg_shard_cost_options_init(&co);
     double time_limit = 600, d;
@@ -108,6 +112,8 @@ int cmd_shard(int argc, char **argv)
             co.cache_path = v;
         else if (!strcmp(a, "--profiles"))
             co.profiles_path = v;
+        else if (!strcmp(a, "--computation"))
+            computation = v;
         else if (!strcmp(a, "--out-hlo"))
             out_hlo = v;
         else if (!strcmp(a, "--out-json"))
@@ -172,7 +178,7 @@ int cmd_shard(int argc, char **argv)
     }
     double t_parse = cli_now_s() - t0;
     t0 = cli_now_s();
-    if (erg_shard_analyze(m, m0, m1, &s, &err)) {
+    if (erg_shard_analyze_computation(m, computation, m0, m1, &s, &err)) {
         rc = cli_report("shard", &err);
         goto out;
     }
