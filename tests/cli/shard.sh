@@ -42,6 +42,13 @@ if [ -z "${ERGON_SANITIZED:-}" ]; then
   rc=$?; [ $rc = 0 ] || { [ $rc = 1 ] && grep -q "cuBLAS unavailable" "$T/e.txt"; } || fail "cublas: $(cat $T/e.txt)"
 fi
 
+# Scanned layers: the ENTRY points at the loop body; the body is analysed with its trip count.
+out=$($E shard analyze --hlo "$D/shard_scan.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "scan entry exit"
+echo "$out" | grep -q "analyse that with --computation body" || fail "scan hint: $out"
+$E shard analyze --hlo "$D/shard_scan.hlo" --mesh 1x2 --computation body 2>/dev/null \
+  | grep -q "loop body of 'loop': 8 iterations" || fail "scan body analysis"
+$E shard analyze --hlo "$D/shard_scan.hlo" --mesh 1x2 --computation nope >/dev/null 2>&1; [ $? = 1 ] || fail "unknown computation"
+
 # Golden analysis of the 2-layer BERT module (skips without shared data).
 B="$ERGON_DATA/hlo/bert_single_device_training_fwd_bwd.hlo"
 [ -r "$B" ] || { echo "SKIP: $B absent"; exit 77; }
