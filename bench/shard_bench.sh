@@ -1,6 +1,6 @@
 #!/bin/bash
 # shard_bench.sh: CFP planner timings (analysis, profiling, DP vs block ILP vs per-operator
-# ILP) on the shared HLO modules; prints the markdown table of docs/benchmarks-cfp.md.
+# ILP) on the shared HLO modules; prints the markdown table of docs/benchmarks.md.
 # usage: bash bench/shard_bench.sh [path/to/ergon] [shared data dir] [ILP time limit s]
 set -u
 E=${1:-build/ergon}
