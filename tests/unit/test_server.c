@@ -513,6 +513,26 @@ TEST(zeus_global_sweeps_and_ends)
     json_decref(v);
 }
 
+TEST(zeus_deploy_optimum_keeps_running)
+{
+    fake_job f;
+    fake_init(&f, 4);
+    f.c.job_dir = (char *)mktmp();
+    int seen[64][2];
+    /* warm-up + 3 candidates, then the optimum for ever */
+    int w = run_sched("ZeusGlobalPowerLimit", "{\"deploy_optimum\": true}", &f, 10, seen);
+    ASSERT_EQ_INT(w, 10);
+    for (int k = 4; k < 10; k++) {
+        ASSERT_EQ_INT(seen[k][0], seen[4][0]);
+        ASSERT_EQ_INT(seen[k][1], seen[4][0]);
+    }
+    ASSERT(seen[4][0] == 1410 || seen[4][0] == 1320 || seen[4][0] == 1230);
+    w = run_sched("ZeusLocalPowerState", "{\"deploy_optimum\": true}", &f, 40, seen);
+    ASSERT_EQ_INT(w, 40);
+    ASSERT_EQ_INT(seen[39][0], seen[38][0]);
+    ASSERT_EQ_INT(seen[39][1], seen[38][1]);
+}
+
 TEST(zeus_local_balances_stages)
 {
     fake_job f;
@@ -1502,7 +1522,7 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
 
 TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(plan_files_both_literal_formats),
          TEST_ENTRY(python_json_output_matches_real_dump), TEST_ENTRY(zeus_global_sweeps_and_ends),
-         TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(two_frequencies_and_allmax),
+         TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(zeus_deploy_optimum_keeps_running), TEST_ENTRY(two_frequencies_and_allmax),
          TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(allocation_failures_are_answered),
          TEST_ENTRY(scheduler_errors_reach_ranks),
          TEST_ENTRY(huge_bodies_and_slow_clients),

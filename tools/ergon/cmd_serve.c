@@ -191,7 +191,9 @@ int cmd_serve(int argc, char **argv)
         erg_server_free(srv);
         return cli_report("serve", &err);
     }
-    printf("ergon serve: listening on http://%s:%d\n", o.host, erg_server_port(srv));
+    bool v6 = strchr(o.host, ':') != NULL;
+    printf("ergon serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", o.host, v6 ? "]" : "",
+           erg_server_port(srv));
     fflush(stdout);
     int sig = 0;
     sigwait(&set, &sig);
