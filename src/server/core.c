@@ -72,8 +72,7 @@ typedef struct srv_job {
     int **cur;           /* Per stage: schedule of window n. */
     char **cur_json;     /* Per stage: "[1410, 1410, ...]". */
     json_t **results;    /* Per rank: result of window n (NULL until reported). */
-    srv_result *parsed;  /* Per rank: its numbers, when have_parsed[r]. */
-    bool *have_parsed;
+    srv_result **parsed; /* Per rank: its numbers (NULL until reported). */
     int n_results;
     int tkind;           /* Straggler target: 0 none, 1 slowdown, 2 deadline_s. */
     double tval;
@@ -236,11 +235,12 @@ static void job_free(srv_job *j)
     }
     for (int r = 0; j->results && r < j->world; r++)
         json_decref(j->results[r]);
-    for (int r = 0; j->parsed && j->have_parsed && r < j->world; r++)
-        if (j->have_parsed[r])
-            srv_result_free(&j->parsed[r]);
+    for (int r = 0; j->parsed && r < j->world; r++)
+        if (j->parsed[r]) {
+            srv_result_free(j->parsed[r]);
+            erg__free(j->parsed[r]);
+        }
     erg__free(j->parsed);
-    erg__free(j->have_parsed);
     for (int s = 0; s < j->pp; s++) {
         if (j->cur)
             erg__free(j->cur[s]);
@@ -314,11 +314,10 @@ static srv_job *job_alloc(const char *id, json_t *info, const char *sched, json_
     j->ranks = erg__calloc((size_t)j->world, sizeof *j->ranks);
     j->results = erg__calloc((size_t)j->world, sizeof *j->results);
     j->parsed = erg__calloc((size_t)j->world, sizeof *j->parsed);
-    j->have_parsed = erg__calloc((size_t)j->world, sizeof *j->have_parsed);
     j->cur = erg__calloc((size_t)j->pp, sizeof *j->cur);
     j->cur_json = erg__calloc((size_t)j->pp, sizeof *j->cur_json);
     if (!j->id || !j->sched_name || !j->ranks || !j->results || !j->cur || !j->cur_json ||
-        !j->parsed || !j->have_parsed) {
+        !j->parsed) {
         job_free(j);
         return NULL;
     }
@@ -523,9 +522,10 @@ static erg_status complete_window(erg_server *srv, srv_job *j, bool replay, erg_
         goto out;
     }
     for (int r = 0; !st && r < j->world; r++) {
-        if (j->have_parsed[r]) {
-            pr[r] = j->parsed[r]; /* moved */
-            j->have_parsed[r] = false;
+        if (j->parsed[r]) {
+            pr[r] = *j->parsed[r]; /* moved */
+            erg__free(j->parsed[r]);
+            j->parsed[r] = NULL;
         } else {
             st = srv_result_from_json(j->results[r], &pr[r], err);
         }
@@ -1118,6 +1118,16 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
             }
         }
     }
+    int held = 0;
+    for (srv_job *o = srv->jobs; o; o = o->next)
+        held++;
+    if (held >= srv->opts.max_jobs) {
+        fail(rs, v1, 503,
+             "the server holds %d jobs (--max-jobs); end or abort some, or wait for idle jobs to "
+             "be evicted",
+             held);
+        goto out;
+    }
     /* The Perseus job id: local time + the job's fields + scheduler. */
     char ts[32];
     time_t now = time(NULL);
@@ -1555,8 +1565,11 @@ static void h_result(erg_server *srv, const char *id, const srv_body *b, srv_res
     j->results[r] = res;
     res = NULL;
     /* Keep the numbers: complete_window then need not parse them again. */
-    if (srv_result_copy(&b->parsed, &j->parsed[r]) == ERG_OK)
-        j->have_parsed[r] = true;
+    srv_result *pc = erg__malloc(sizeof *pc);
+    if (pc && srv_result_copy(&b->parsed, pc) == ERG_OK)
+        j->parsed[r] = pc;
+    else
+        erg__free(pc);
     j->n_results++;
     srv->results_total++;
     respond(rs, 200, v1 ? json_pack("{s:i,s:i,s:b}", "rank", (json_int_t)r, "window",

@@ -30,6 +30,7 @@ void erg_server_opts_init(erg_server_opts *o)
     o->connection_timeout_s = 30;
     o->max_body_bytes = 16u << 20;
     o->max_connections = 4096;
+    o->max_jobs = 1000;
 }
 
 static char *dup_or_null(const char *s)
@@ -49,10 +50,10 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
         return erg_error_set(err, ERG_EINVAL, "port %d is not in [0, 65535]", opts->port);
     if (!(opts->job_idle_timeout_s > 0) || opts->rank_timeout_s < 0 ||
         !(opts->connection_timeout_s > 0) || opts->max_body_bytes < 1024 ||
-        opts->max_connections < 1)
+        opts->max_connections < 1 || opts->max_jobs < 1)
         return erg_error_set(err, ERG_EINVAL,
                              "timeouts must be positive (rank timeout >= 0), the body limit at "
-                             "least 1024 bytes and the connection limit at least 1");
+                             "least 1024 bytes and the connection and job limits at least 1");
     if ((unsigned)opts->log_level > ERG_LOG_ERROR)
         return erg_error_set(err, ERG_EINVAL, "unknown log level %d", (int)opts->log_level);
     erg_server *srv = erg__calloc(1, sizeof *srv);

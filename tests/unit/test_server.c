@@ -875,6 +875,34 @@ TEST(allocation_failures_are_answered)
     printf("# %ld allocation failure points exercised\n", n - 31);
 }
 
+TEST(job_limit)
+{
+    erg_server_opts o;
+    erg_server_opts_init(&o);
+    o.db_path = ":memory:";
+    o.dump_data = false;
+    o.max_jobs = 2;
+    erg_server *srv = NULL;
+    erg_error err;
+    ASSERT_OK(erg_server_new(&o, &srv, &err));
+    char *resp;
+    ASSERT_EQ_INT(call(srv, "POST", "/register_job", NULL, JOB2, NULL), 200);
+    ASSERT_EQ_INT(call(srv, "POST", "/register_job", NULL, JOB2, NULL), 200);
+    ASSERT_EQ_INT(call(srv, "POST", "/register_job", NULL, JOB2, &resp), 503);
+    ASSERT_CONTAINS(resp, "--max-jobs");
+    erg_free(resp);
+    /* the two ids differ although registered in the same second */
+    ASSERT_EQ_INT(call(srv, "GET", "/v1/jobs", NULL, NULL, &resp), 200);
+    json_t *v = json_loads(resp, 0, NULL);
+    json_t *jobs = json_object_get(v, "jobs");
+    ASSERT_EQ_INT(json_array_size(jobs), 2);
+    ASSERT(strcmp(json_string_value(json_object_get(json_array_get(jobs, 0), "job_id")),
+                  json_string_value(json_object_get(json_array_get(jobs, 1), "job_id"))));
+    json_decref(v);
+    erg_free(resp);
+    erg_server_free(srv);
+}
+
 TEST(scheduler_errors_reach_ranks)
 {
     /* A plan whose length does not match the ranks' pipe schedules: the
@@ -1536,7 +1564,7 @@ TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(plan_files_both_literal_for
          TEST_ENTRY(python_json_output_matches_real_dump), TEST_ENTRY(zeus_global_sweeps_and_ends),
          TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(zeus_deploy_optimum_keeps_running), TEST_ENTRY(two_frequencies_and_allmax),
          TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(allocation_failures_are_answered),
-         TEST_ENTRY(scheduler_errors_reach_ranks),
+         TEST_ENTRY(job_limit), TEST_ENTRY(scheduler_errors_reach_ranks),
          TEST_ENTRY(huge_bodies_and_slow_clients),
          TEST_ENTRY(profile_then_point_solution_8_processes),
          TEST_ENTRY(data_parallel_results_are_aggregated_per_stage),
