@@ -338,6 +338,26 @@ TEST(expand_follows_spec)
     ASSERT_CONTAINS(err.msg, "3 clocks");
 }
 
+TEST(schedule_to_client_plan)
+{
+    const char *ps[64];
+    int n = pipe_schedule(4, 3, 1, ps), states[64];
+    for (int i = 0; i < n; i++)
+        states[i] = 1000 + i; /* distinct, so the order shows */
+    erg_plan *p = NULL;
+    erg_error err;
+    ASSERT_OK(erg_srv_schedule_to_plan(ps, states, (size_t)n, 4, 3, 1, NULL, &p, &err));
+    const int *f = erg_plan_stage_freqs_const(p, 1);
+    for (int i = 0, k = 0; i < n; i++)
+        if (!strcmp(ps[i], "forward") || !strcmp(ps[i], "backward"))
+            ASSERT_EQ_INT(f[k++], states[i]);
+    ASSERT_EQ_INT(erg_plan_stage_freqs_const(p, 0)[0], 0);
+    erg_plan_free(p);
+    ASSERT_EQ_INT(erg_srv_schedule_to_plan(ps, states, (size_t)n, 4, 2, 1, NULL, &p, &err),
+                  ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "6 forward/backward");
+}
+
 TEST(plan_files_both_literal_formats)
 {
     const char *d = mktmp();
@@ -1560,7 +1580,8 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
     stop_server(srv);
 }
 
-TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(plan_files_both_literal_formats),
+TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(schedule_to_client_plan),
+         TEST_ENTRY(plan_files_both_literal_formats),
          TEST_ENTRY(python_json_output_matches_real_dump), TEST_ENTRY(zeus_global_sweeps_and_ends),
          TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(zeus_deploy_optimum_keeps_running), TEST_ENTRY(two_frequencies_and_allmax),
          TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(allocation_failures_are_answered),
