@@ -64,6 +64,7 @@ static const arg_spec arg_specs[] = {
     {K_TWOFREQ, "backward_freq", 'i', true},
     {K_PROFILER, "warmup_step_ratio", 'd', false},
     {K_PROFILER, "minimum_power_state", 'i', false},
+    {K_PROFILER, "energy_from_iterations", 'b', false},
     {K_POINT, "warmup_iters", 'i', false},
     {K_POINT, "solution_path", 's', false},
     {K_POINT, "reverse", 'b', false},
@@ -215,6 +216,7 @@ struct srv_sched {
     int fwd, bwd;
     /* InstructionProfiler, Zeus */
     double ratio;
+    bool energy_from_iters; /* no energy samples: time x mean iteration power */
     int min_state;
     erg__buf csv;
     /* PointSolution */
@@ -459,6 +461,7 @@ erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_c
         break;
     case K_PROFILER:
         s->min_state = (int)arg_i(args, "minimum_power_state", 850);
+        s->energy_from_iters = json_is_true(json_object_get(args, "energy_from_iterations"));
         if (!ctx->job_dir) {
             st = erg_error_set(err, ERG_EINVAL,
                                "InstructionProfiler writes its profile into the dump directory: "
@@ -730,6 +733,19 @@ static erg_status profiler_observe(srv_sched *s, const srv_result *r, erg_error 
         for (int kind = SRV_I_FORWARD; kind <= SRV_I_BACKWARD; kind++) {
             double t = srv_series_mean(&r[stg].time_bd[kind], d);
             double e = srv_series_mean(&r[stg].energy_bd[kind], d);
+            if (isnan(e) && s->energy_from_iters && !isnan(t)) {
+                /* Approximation: the instruction draws the iteration's mean
+                 * power (it includes communication and idle time). */
+                double p = 0;
+                int cnt = 0;
+                for (int i = d; i < r[stg].n_iters; i++)
+                    if (r[stg].iter_time_s[i] > 0) {
+                        p += r[stg].iter_energy_j[i] / r[stg].iter_time_s[i];
+                        cnt++;
+                    }
+                if (cnt)
+                    e = t * p / cnt;
+            }
             if (erg__buf_printf(&s->csv, "%d,%s,%d,%s,%s\n", stg, srv_instr_names[kind], state,
                                 erg__fmt_double_py(t, a, sizeof a),
                                 erg__fmt_double_py(e, b, sizeof b)))

@@ -553,6 +553,40 @@ TEST(zeus_deploy_optimum_keeps_running)
     ASSERT_EQ_INT(seen[39][1], seen[38][1]);
 }
 
+TEST(profiler_energy_from_iterations)
+{
+    /* Results without energy samples: nan by default (as Perseus), or time x
+     * the mean iteration power when asked. */
+    fake_job f;
+    fake_init(&f, 2);
+    f.c.mode = SRV_MODE_FREQUENCY;
+    char *d = (char *)mktmp();
+    f.c.job_dir = d;
+    f.c.profile_csv_name = (char *)"p.csv";
+    int seen[8][2];
+    for (int k = 0; k < 2; k++) {
+        ASSERT_EQ_INT(run_sched("InstructionProfiler",
+                                k ? "{\"energy_from_iterations\": true, \"minimum_power_state\": 1300}"
+                                  : "{\"minimum_power_state\": 1300}",
+                                &f, 8, seen),
+                      4);
+        char p[600], *text;
+        size_t len;
+        erg_error err;
+        snprintf(p, sizeof p, "%s/p.csv", d);
+        ASSERT_OK(erg__read_file(p, 1 << 20, &text, &len, &err));
+        /* stage 1 forward at 1320: the fake iteration is F + B at the same
+         * clock with energy t P(F) */
+        double tf = sim_time(2, 1, 0, 1320), tb = sim_time(2, 1, 1, 1320);
+        double pw = ((tf + tb) * sim_power(2, 1, 0, 1320)) / (tf + tb);
+        char want[160], a[40], b[40];
+        snprintf(want, sizeof want, "1,forward,1320,%s,%s\n", erg__fmt_double_py(tf, a, sizeof a),
+                 k ? erg__fmt_double_py(tf * (pw * 3) / 3, b, sizeof b) : "nan");
+        ASSERT_CONTAINS(text, want);
+        erg__free(text);
+    }
+}
+
 TEST(zeus_local_balances_stages)
 {
     fake_job f;
@@ -1583,7 +1617,8 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
 TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(schedule_to_client_plan),
          TEST_ENTRY(plan_files_both_literal_formats),
          TEST_ENTRY(python_json_output_matches_real_dump), TEST_ENTRY(zeus_global_sweeps_and_ends),
-         TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(zeus_deploy_optimum_keeps_running), TEST_ENTRY(two_frequencies_and_allmax),
+         TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(zeus_deploy_optimum_keeps_running),
+         TEST_ENTRY(profiler_energy_from_iterations), TEST_ENTRY(two_frequencies_and_allmax),
          TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(allocation_failures_are_answered),
          TEST_ENTRY(job_limit), TEST_ENTRY(scheduler_errors_reach_ranks),
          TEST_ENTRY(huge_bodies_and_slow_clients),
