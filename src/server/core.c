@@ -2036,12 +2036,14 @@ void srv_housekeeping(erg_server *srv)
                 }
             }
         }
-        if (j->waiters == 0 && now - j->last_activity > srv->opts.job_idle_timeout_s) {
-            if (j->state == J_REGISTERING || j->state == J_RUNNING)
-                job_finish(srv, j, J_ABORTED, "evicted after being idle");
+        double idle = now - j->last_activity;
+        if (idle > srv->opts.job_idle_timeout_s &&
+            (j->state == J_REGISTERING || j->state == J_RUNNING))
+            job_finish(srv, j, J_ABORTED, "evicted after being idle"); /* answers parked ones */
+        if (j->waiters == 0 && idle > srv->opts.job_idle_timeout_s) {
             erg_error e;
             db_run(srv, &e, "UPDATE jobs SET evicted=1 WHERE job_id=?", "t", j->id);
-            srv_log(srv, ERG_LOG_INFO, "evict", j->id, "idle for %.0f s", now - j->last_activity);
+            srv_log(srv, ERG_LOG_INFO, "evict", j->id, "idle for %.0f s", idle);
             srv->evicted_total++;
             *pp = j->next;
             job_free(j);

@@ -1599,6 +1599,16 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
     c.idle_s = 0.3;
     srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    /* a rank parked at a barrier of a job that goes idle is told, then the
+     * job is evicted */
+    char *pjob = register_job(url, 2, 1, 1, NULL, NULL, "parked");
+    ASSERT_OK(erg_srv_client_new(url, NULL, &cl, &err));
+    ASSERT_OK(erg_srv_client_register_rank(cl, pjob, 0, 0, 0, 0, ps, 2, STATES, 2, &err));
+    ASSERT_EQ_INT(erg_srv_client_fetch_schedule(cl, pjob, 0, &states, &n, &w, &done, &err),
+                  ERG_ECANCELED);
+    ASSERT_CONTAINS(err.msg, "evicted");
+    erg_srv_client_free(cl);
+    erg_free(pjob);
     job = register_job(url, 2, 1, 1, NULL, NULL, "idle");
     usleep(1500000);
     char path[1024];
