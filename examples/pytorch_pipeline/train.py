@@ -198,6 +198,7 @@ class Stage:
         """One iteration in this stage's order; returns the iteration loss (last stage)."""
         s, S, last = self.s, self.S, self.s == self.S - 1
         self.M = M
+        self.wait_s = 0.0
         inputs, outputs, sends, losses = {}, {}, [], {}
         for kind, mb in order:
             x_data, target = self.data.microbatch(step, mb, M)
@@ -206,7 +207,9 @@ class Stage:
                     x = x_data
                 else:
                     x = torch.empty(self.shapes[s - 1])
+                    t0 = time.monotonic()
                     dist.recv(x, src=s - 1, group=self.act[s - 1])
+                    self.wait_s += time.monotonic() - t0
                     x.requires_grad_()
                 inputs[mb] = x
                 out = self.fwd(x, target if last else None)
@@ -219,7 +222,9 @@ class Stage:
                 g = None
                 if not last:
                     g = torch.empty(self.shapes[s])
+                    t0 = time.monotonic()
                     dist.recv(g, src=s + 1, group=self.grad[s])
+                    self.wait_s += time.monotonic() - t0
                 self.bwd(outputs.pop(mb), g)
                 x = inputs.pop(mb)
                 if s > 0:
@@ -386,7 +391,8 @@ def train(args, stage, client, gpu, S, M, rank):
                 t0 = time.monotonic()
                 loss = stage.run_step(step, order, M)
                 t, e = time.monotonic() - t0, float("nan")
-            row = {"step": step, "time_s": t, "energy_j": e, "clock": clock}
+            row = {"step": step, "time_s": t, "energy_j": e, "clock": clock,
+                   "recv_wait_s": stage.wait_s}
             if loss is not None:
                 row["loss"], row["loss_hex"] = loss, loss.hex()
                 print("step %d loss %.6f time %.3f s" % (step, loss, t), flush=True)
