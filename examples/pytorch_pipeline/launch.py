@@ -9,7 +9,7 @@ Like torchrun, when one rank fails the others are stopped (SIGTERM, then SIGKILL
 grace period), so a dead rank never leaves the rest blocked. Exit status: 0 when every rank
 exited 0; 124 on timeout (printed as a possible deadlock); otherwise the first failing
 rank's status (128+signal for a signal). --kill-rank sends SIGKILL to one rank after
---kill-after seconds (for testing the clock-restore path).
+--kill-after seconds, or once --kill-when-file exists (for testing the clock-restore path).
 """
 import argparse
 import os
@@ -46,6 +46,8 @@ def main():
     ap.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL")
     ap.add_argument("--kill-rank", type=int, default=-1)
     ap.add_argument("--kill-after", type=float, default=0.0)
+    ap.add_argument("--kill-when-file", default="",
+                    help="with --kill-rank: kill once this file exists (instead of a delay)")
     ap.add_argument("script", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.script[1:] if a.script and a.script[0] == "--" else a.script
@@ -76,7 +78,8 @@ def main():
                 rc = 128 - c if c < 0 else c
                 break
             now = time.monotonic() - start
-            if a.kill_rank >= 0 and not killed and now >= a.kill_after:
+            if (a.kill_rank >= 0 and not killed and now >= a.kill_after
+                    and (not a.kill_when_file or os.path.exists(a.kill_when_file))):
                 print("launch: SIGKILL to rank %d" % a.kill_rank, file=sys.stderr, flush=True)
                 procs[a.kill_rank].kill()
                 killed = True

@@ -101,6 +101,10 @@ def parse_args(argv=None):
     p.add_argument("--out", help="directory for result-RANK.json")
     p.add_argument("--p2p-timeout", type=float, default=60.0,
                    help="seconds a send/receive may wait before the run fails")
+    p.add_argument("--p2p", choices=["split", "shared-blocking"], default="split",
+                   help="split: activation and gradient groups per neighbour pair, isend "
+                        "(deadlock-free); shared-blocking: one group per pair and blocking "
+                        "sends, the naive design (a negative control for the deadlock test)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
     p.add_argument("--deadlock-check", action="store_true",
                    help="run M in {S, S+1, 2S} x {1f1b, ours max, ours dec} for --steps each, "
@@ -169,6 +173,13 @@ class Stage:
         self.act, self.grad = groups
         self.data = models.SyntheticData(args.model, args.microbatch_size, args.seed)
         self.hooks, self.pacer = hooks, pacer
+        self.blocking = args.p2p == "shared-blocking"
+
+    def send(self, t, dst, group):
+        if self.blocking:
+            dist.send(t, dst=dst, group=group)
+            return None
+        return dist.isend(t, dst=dst, group=group)
 
     def reset(self, M):
         """A fresh model (same seed) for an M-microbatch run."""
@@ -217,7 +228,7 @@ class Stage:
                 if last:
                     losses[mb] = out.detach()
                 else:
-                    sends.append(dist.isend(out.detach(), dst=s + 1, group=self.act[s]))
+                    sends.append(self.send(out.detach(), s + 1, self.act[s]))
             else:
                 g = None
                 if not last:
@@ -228,9 +239,10 @@ class Stage:
                 self.bwd(outputs.pop(mb), g)
                 x = inputs.pop(mb)
                 if s > 0:
-                    sends.append(dist.isend(x.grad, dst=s - 1, group=self.grad[s - 1]))
+                    sends.append(self.send(x.grad, s - 1, self.grad[s - 1]))
         for w in sends:
-            w.wait()
+            if w is not None:
+                w.wait()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         if last:
@@ -315,6 +327,8 @@ def main(argv=None):
     # Two groups per neighbour pair: activations and gradients never share a channel.
     act = [dist.new_group([s, s + 1]) for s in range(S - 1)]
     grad = [dist.new_group([s, s + 1]) for s in range(S - 1)]
+    if args.p2p == "shared-blocking":
+        grad = act
 
     gpu, sim = open_gpu(args, S)
     client = hooks = pacer = None
