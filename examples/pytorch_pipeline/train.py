@@ -79,7 +79,8 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=10, help="iterations")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--schedule", default="1f1b", help="1f1b or ours (EnvPipe)")
+    p.add_argument("--schedule", default="",
+                   help="1f1b or ours (EnvPipe); default: the JSON plan's schedule, else 1f1b")
     p.add_argument("--extra-warmup", default="",
                    help="ours: r_s per stage, comma list, or 'max' (every non-last stage runs "
                         "all its forwards first), or 'dec' (r_s = S-1-s); default: the plan's")
@@ -357,19 +358,19 @@ def main(argv=None):
 
 
 def resolve_schedule(args, S, M):
+    """The order: --schedule/--extra-warmup when given, else the JSON plan's schedule, else
+    1F1B. A plan's clocks are per (kind, microbatch), so they apply to any order."""
     sched = None
     if args.plan and args.plan.endswith(".json"):
         sched, pS, pM = ergon.plan_schedule(args.plan)
         if (pS, pM) != (S, M):
             raise SystemExit("plan %s is for S=%d M=%d, this run is S=%d M=%d"
                              % (args.plan, pS, pM, S, M))
-        if args.schedule and ergon.Schedule(args.schedule).kind != sched.kind:
-            print("note: using the plan's schedule %s" % sched.name, flush=True)
-    if sched is None:
-        sched = ergon.Schedule(args.schedule or "1f1b")
-        if sched.kind == ergon.SCHED_ENVPIPE:
-            sched = ergon.Schedule(sched.kind, parse_extra_warmup(args.extra_warmup, S, M))
-    elif args.extra_warmup:
+    if args.schedule:
+        sched = ergon.Schedule(args.schedule)
+    elif sched is None:
+        sched = ergon.Schedule("1f1b")
+    if sched.kind == ergon.SCHED_ENVPIPE and (args.extra_warmup or not any(sched.extra_warmup)):
         sched = ergon.Schedule(sched.kind, parse_extra_warmup(args.extra_warmup, S, M))
     return sched
 
