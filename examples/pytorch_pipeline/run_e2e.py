@@ -91,10 +91,10 @@ def main():
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--microbatches", type=int, default=8)
     ap.add_argument("--steps", type=int, default=6, help="iterations of each training run")
-    ap.add_argument("--sweep", default="1410:1005:45", help="profiling clocks HI:LO:STEP")
+    ap.add_argument("--sweep", default="1410:1050:60", help="profiling clocks HI:LO:STEP")
     ap.add_argument("--window-steps", type=int, default=2)
     ap.add_argument("--sim-gpu", default="a100")
-    ap.add_argument("--sim-model", default="gpt3-xl")
+    ap.add_argument("--sim-model", default="gpt3-2.7b")
     ap.add_argument("--gpu", default="auto")
     ap.add_argument("--slowdown", type=float, default=1.01)
     ap.add_argument("--time-tolerance", type=float, default=0.01,

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# e2e_story.sh: the `make e2e` story, small: profile a 2-stage PyTorch pipeline on the
+# simulated GPU (clock sweep with client logs), `ergon profile logs`, `ergon plan perseus`,
+# `ergon choose --slowdown 1.01`, train at all-max and with the plan, compare with
+# `ergon emulate`. run_e2e.py exits 1 unless: losses bitwise identical, less energy,
+# iteration time within the budget (+2% for noise: other tests share the CPU), measured
+# time and energy within 5% of the emulation.
+source "$(dirname "$0")/e2e_lib.bash"
+
+timeout -k 5 170 "$PY" "$EX/run_e2e.py" --ergon "$ERGON" --out "$tmp/out" --stages 2 \
+  --microbatches 4 --sim-model gpt3-xl --sweep 1410:1095:105 --window-steps 1 --steps 4 --time-tolerance 0.02 \
+  --timeout 60 >"$tmp/log.txt" 2>&1
+rc=$?
+sed -n '/== 7/,$p' "$tmp/log.txt"
+[ $rc -eq 0 ] || { cat "$tmp/log.txt"; fail "run_e2e.py exit $rc"; }
+# The profile came from the sweep (4 clocks x 2 stages x forward/backward), and the chosen
+# plan really lowers some clocks below the maximum.
+"$PY" - "$tmp/out" <<'PY' || fail "profile or plan not as expected"
+import csv, json, sys
+d = sys.argv[1]
+rows = list(csv.DictReader(open(d + "/profile.csv")))
+clocks = sorted({int(r["frequency"]) for r in rows})
+assert clocks == [1095, 1200, 1305, 1410], clocks
+assert len(rows) == 16, len(rows)
+plan = json.load(open(d + "/plan.json"))
+f = [x for s in plan["stages"] for x in s["freq_mhz"]]
+assert min(f) < 1410 and set(f) <= set(clocks), sorted(set(f))
+s = json.load(open(d + "/summary.json"))
+assert all(s["checks"].values()), s["checks"]
+print("profile clocks %s; plan clocks %s" % (clocks, sorted(set(f))))
+PY
+echo "PASS"
