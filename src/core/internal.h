@@ -36,6 +36,11 @@ erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t
                           erg_error *err);
 /* Write a buffer to path atomically (temp file + rename). */
 erg_status erg__write_file(const char *path, const char *data, size_t len, erg_error *err);
+/* Write a buffer to path directly (create or truncate): for many small
+ * files in a fresh output directory, where a temp file + rename per file
+ * costs more than the write. */
+erg_status erg__write_file_direct(const char *path, const char *data, size_t len,
+                                  erg_error *err);
 /* mkdir -p; ok if it exists. */
 erg_status erg__mkdir_p(const char *path, erg_error *err);
 

@@ -243,7 +243,7 @@ static erg_status write_py_fast(const erg_frontier *f, size_t k, const int *freq
                              erg__fmt_double_py(p->energy_j, c3, sizeof c3));
     if (st)
         return erg_error_set(err, st, "out of memory");
-    return erg__write_file(path, b->data, b->len, err);
+    return erg__write_file_direct(path, b->data, b->len, err);
 }
 
 static erg_status write_json_fast(const erg_frontier *f, size_t k, const int *freq,
@@ -282,7 +282,7 @@ static erg_status write_json_fast(const erg_frontier *f, size_t k, const int *fr
         st = erg__buf_append(b, "\n ]}\n", 5);
     if (st)
         return erg_error_set(err, st, "out of memory");
-    return erg__write_file(path, b->data, b->len, err);
+    return erg__write_file_direct(path, b->data, b->len, err);
 }
 
 erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int what,

@@ -52,6 +52,7 @@ int cmd_gpu(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_choose(int argc, char **argv);
 
 /* EnvPipe, baselines, comparison and pictures (cmd_plan_envpipe.c, cmd_compare.c,
@@ -62,5 +63,6 @@ int cmd_plan_zeus_stage(int argc, char **argv);
 int cmd_plan_uniform(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_show(int argc, char **argv);
+int cmd_shard(int argc, char **argv);
 
 #endif

@@ -19,7 +19,9 @@ static const cli_command commands[] = {
     {"compare", cmd_compare, "every planning method on one profile, side by side"},
     {"show", cmd_show, "draw a plan's timeline or a time-energy frontier (PNG/SVG/PDF)"},
     {"gpu", cmd_gpu, "inspect GPUs, lock/reset clocks (sim, NVML, ergond)"},
+    {"shard", cmd_shard, "intra-operator parallelism planner (CFP): HLO in, sharding out"},
     {"version", cmd_version, "print the version"},
+    {"serve", cmd_serve, "run the control-plane server (Perseus protocol + /v1 API)"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,140 @@
+/* shard.h: the intra-operator parallelism planner (CFP): HLO text in, ParallelBlocks and
+ * repeated segments, per-block strategy costs, a DP (and an ILP baseline) search, and the
+ * plan written back as sharding={...} annotations. See docs/shard.md. */
+#ifndef ERGON_SHARD_H
+#define ERGON_SHARD_H
+
+#include "ergon/ergon.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- HLO text modules ---------------------------------------------------------------- */
+
+/* A parsed HLO module (opaque). It keeps a copy of the text for re-emission. */
+typedef struct erg_hlo_module erg_hlo_module;
+
+/* Parse HLO text (`len` bytes, need not be NUL-terminated). `filename` is used in
+ * messages only ("f.hlo:12:7: expected ')'..."). On success *out owns the module. */
+ERG_API erg_status erg_hlo_parse(const char *text, size_t len, const char *filename,
+                                 erg_hlo_module **out, erg_error *err);
+/* Read and parse a file (at most 256 MiB). */
+ERG_API erg_status erg_hlo_load(const char *path, erg_hlo_module **out, erg_error *err);
+/* NULL is a no-op. */
+ERG_API void erg_hlo_free(erg_hlo_module *m);
+/* The name after `HloModule`. */
+ERG_API const char *erg_hlo_name(const erg_hlo_module *m);
+ERG_API size_t erg_hlo_num_computations(const erg_hlo_module *m);
+/* Instructions in all computations. */
+ERG_API size_t erg_hlo_num_instructions(const erg_hlo_module *m);
+/* Instructions in all computations whose opcode is `opcode` ("dot"). */
+ERG_API size_t erg_hlo_count_opcode(const erg_hlo_module *m, const char *opcode);
+
+/* ---- analysis: ParallelBlocks and segments ------------------------------------------- */
+
+/* The analysis of one module on one logical device mesh (m0 x m1), and everything the
+ * later passes add to it (costs, plans). Opaque. */
+typedef struct erg_shard erg_shard;
+
+/* Build the operator graph of the ENTRY computation, the ParallelBlocks (anchors, backward
+ * twins, propagation, merge points), their strategies on the mesh, and the repeated
+ * segments. mesh0, mesh1 >= 1 and mesh0*mesh1 >= 2. The module must outlive *out. */
+ERG_API erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1,
+                                     erg_shard **out, erg_error *err);
+ERG_API void erg_shard_free(erg_shard *s);
+/* Counts. */
+ERG_API size_t erg_shard_num_blocks(const erg_shard *s);
+ERG_API size_t erg_shard_num_segments(const erg_shard *s);
+ERG_API size_t erg_shard_num_unique_segments(const erg_shard *s);
+/* Block b: number of strategies, of members, the anchor's instruction name, strategy name. */
+ERG_API size_t erg_shard_block_num_strategies(const erg_shard *s, size_t b);
+ERG_API size_t erg_shard_block_num_members(const erg_shard *s, size_t b);
+ERG_API const char *erg_shard_block_anchor(const erg_shard *s, size_t b);
+ERG_API const char *erg_shard_strategy_name(const erg_shard *s, size_t b, size_t k);
+/* Index of the block that owns instruction `name` of the entry computation, or -1. */
+ERG_API long erg_shard_block_of(const erg_shard *s, const char *name);
+/* Segment i: first block index and block count; its unique segment id. */
+ERG_API void erg_shard_segment(const erg_shard *s, size_t i, size_t *first_block,
+                               size_t *num_blocks, size_t *unique_id);
+/* The analysis report (blocks, members, per-strategy plans, segments, strategy map).
+ * *text is freed with erg_free. */
+ERG_API erg_status erg_shard_report(const erg_shard *s, char **text, erg_error *err);
+
+/* ---- costs ----------------------------------------------------------------------------- */
+
+typedef enum erg_shard_compute {
+    ERG_SHARD_COMPUTE_MODEL = 0,  /* roofline with the device's peak FLOP/s and bandwidth */
+    ERG_SHARD_COMPUTE_BLAS = 1,   /* time each local dot shape with CBLAS sgemm on the CPU */
+    ERG_SHARD_COMPUTE_CUBLAS = 2, /* time with cuBLAS, loaded at run time (ENOGPU if absent) */
+} erg_shard_compute;
+
+typedef struct erg_shard_cost_options {
+    const char *devices_path; /* device/cluster table (CSV); NULL = the built-in table */
+    const char *device;       /* row name, e.g. "a100-nvlink" (default) */
+    erg_shard_compute compute;
+    const char *cache_path;   /* measured compute cache (CSV); NULL = no cache */
+    const char *profiles_path;/* imported per-segment table (CSV); NULL = none */
+    double mem_budget_bytes;  /* per device; 0 = the device's memory */
+    double optimizer_factor;  /* bytes kept per weight byte (weight+grad+Adam: 4) */
+    int keep;                 /* combinations kept per segment for the DP (0 = 64) */
+} erg_shard_cost_options;
+
+ERG_API void erg_shard_cost_options_init(erg_shard_cost_options *o);
+/* Cost every block strategy and every segment combination. Calls progress (may be NULL)
+ * during measurement. */
+ERG_API erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
+                                     erg_progress_fn progress, void *user, erg_error *err);
+/* Per unique segment and combination: compute, communication, memory (text table). */
+ERG_API erg_status erg_shard_profile_report(const erg_shard *s, size_t max_rows, char **text,
+                                            erg_error *err);
+/* CFP's communication-volume experiment: per combination of the first repeated segment
+ * (or the whole model when it has none): bytes moved per device and modelled time. */
+ERG_API erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **text,
+                                         erg_error *err);
+
+/* ---- search ---------------------------------------------------------------------------- */
+
+typedef enum erg_shard_method {
+    ERG_SHARD_DP = 0,  /* CFP: DP over segments with a memory dimension */
+    ERG_SHARD_ILP = 1, /* Alpa: ILP over blocks (GLPK) on the same costs */
+} erg_shard_method;
+
+typedef struct erg_shard_plan erg_shard_plan;
+
+/* Search a plan (one strategy per block). time_limit_s bounds the ILP (0 = 600 s).
+ * ERG_ENOTFOUND when nothing fits the memory budget. */
+ERG_API erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_limit_s,
+                                    erg_shard_plan **out, erg_error *err);
+ERG_API void erg_shard_plan_free(erg_shard_plan *p);
+/* Strategy of block b in the plan. */
+ERG_API size_t erg_shard_plan_strategy(const erg_shard_plan *p, size_t b);
+/* Modelled iteration time (s) of the plan: what the search minimised, re-evaluated on the
+ * whole block graph (includes edges the DP cannot see). */
+ERG_API double erg_shard_plan_time_s(const erg_shard_plan *p);
+/* The search objective as the method saw it (DP: chain cost; ILP: its objective). */
+ERG_API double erg_shard_plan_objective_s(const erg_shard_plan *p);
+ERG_API double erg_shard_plan_memory_bytes(const erg_shard_plan *p);
+ERG_API double erg_shard_plan_search_s(const erg_shard_plan *p);
+/* Modelled TFLOP/s summed over devices: total FLOPs / time. */
+ERG_API double erg_shard_plan_tflops(const erg_shard_plan *p);
+/* True when the ILP stopped at its time limit (result may not be optimal). */
+ERG_API bool erg_shard_plan_timed_out(const erg_shard_plan *p);
+/* Evaluate any strategy vector (one per block) on the whole block graph. */
+ERG_API erg_status erg_shard_evaluate(const erg_shard *s, const size_t *strategies,
+                                      double *time_s, double *memory_bytes, erg_error *err);
+/* Human-readable plan summary (solution vector, cost, memory, TFLOP/s). */
+ERG_API erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p,
+                                           char **text, erg_error *err);
+/* The plan as JSON. */
+ERG_API erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p,
+                                       char **json, erg_error *err);
+/* The module text with sharding={...} on every instruction the plan decides, and
+ * num_partitions on the HloModule line. */
+ERG_API erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char **text,
+                                      erg_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,223 @@
+"""ctypes binding of libergon's control-plane client (include/ergon/server_client.h).
+
+Talks to `ergon serve` over its /v1 API with retries and exponential backoff:
+
+    from ergon.server_client import ServerClient
+    c = ServerClient("http://127.0.0.1:7787")
+    job = c.register_job(pp_degree=4, framework="torch", model_name="gpt3",
+                         partition_method="uniform", microbatch_size=1, num_microbatches=8)
+    c.register_rank(job, rank=0, dp_rank=0, pp_rank=0, tp_rank=0,
+                    pipe_schedule=["load", "forward", "p2p", ...], power_states=[1410, 1395])
+    while True:
+        got = c.fetch_schedule(job, rank=0)      # None when the job has ended
+        if got is None:
+            break
+        window, states = got
+        ...run the window, then:
+        c.report(job, window, rank=0, iterations=[(time_s, energy_j, {"forward": [(t, e), ...]})])
+
+The library is found like the rest of the binding: $ERGON_LIBRARY, else libergon.so(.0)
+on the loader path.
+"""
+import ctypes
+import ctypes.util
+import math
+import os
+
+__all__ = ["ServerClient", "ServerError"]
+
+try:  # share the package's exception type when the package provides one
+    from . import ErgonError as _Base  # type: ignore
+except Exception:  # pragma: no cover - standalone use
+    class _Base(Exception):
+        def __init__(self, status, message):
+            self.status = status
+            super().__init__(message)
+
+
+class ServerError(_Base):
+    """A client call failed: .status is the erg_status code (11 network, 14 aborted...)."""
+
+
+class _Error(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int), ("msg", ctypes.c_char * 512)]
+
+
+class _Opts(ctypes.Structure):
+    _fields_ = [("request_timeout_s", ctypes.c_double), ("max_retries", ctypes.c_int),
+                ("backoff_initial_s", ctypes.c_double), ("backoff_max_s", ctypes.c_double),
+                ("schedule_wait_s", ctypes.c_double), ("schedule_timeout_s", ctypes.c_double)]
+
+
+class _JobDesc(ctypes.Structure):
+    _fields_ = [("pp_degree", ctypes.c_int), ("dp_degree", ctypes.c_int),
+                ("tp_degree", ctypes.c_int), ("world_size", ctypes.c_int),
+                ("framework", ctypes.c_char_p), ("model_name", ctypes.c_char_p),
+                ("partition_method", ctypes.c_char_p), ("microbatch_size", ctypes.c_int),
+                ("num_microbatches", ctypes.c_int), ("scheduler", ctypes.c_char_p),
+                ("scheduler_args_json", ctypes.c_char_p), ("mode", ctypes.c_char_p)]
+
+
+_lib = None
+
+
+def _load():
+    global _lib
+    if _lib is not None:
+        return _lib
+    cands = [os.environ.get("ERGON_LIBRARY"), "libergon.so.0", "libergon.so",
+             ctypes.util.find_library("ergon")]
+    last = None
+    for c in cands:
+        if not c:
+            continue
+        try:
+            lib = ctypes.CDLL(c)
+            break
+        except OSError as e:
+            last = e
+    else:
+        raise ServerError(10, "cannot load libergon (set ERGON_LIBRARY): %s" % last)
+    P, I, D, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_char_p
+    E = ctypes.POINTER(_Error)
+    sigs = {
+        "erg_srv_client_opts_init": (None, [ctypes.POINTER(_Opts)]),
+        "erg_srv_client_new": (I, [S, ctypes.POINTER(_Opts), ctypes.POINTER(P), E]),
+        "erg_srv_client_free": (None, [P]),
+        "erg_srv_client_register_job": (I, [P, ctypes.POINTER(_JobDesc), ctypes.POINTER(P), E]),
+        "erg_srv_client_register_rank": (I, [P, S, I, I, I, I, ctypes.POINTER(S), ctypes.c_size_t,
+                                             ctypes.POINTER(I), ctypes.c_size_t, E]),
+        "erg_srv_client_fetch_schedule": (I, [P, S, I, ctypes.POINTER(ctypes.POINTER(I)),
+                                              ctypes.POINTER(ctypes.c_size_t),
+                                              ctypes.POINTER(ctypes.c_long),
+                                              ctypes.POINTER(ctypes.c_bool), E]),
+        "erg_srv_result_new": (I, [I, ctypes.POINTER(P), E]),
+        "erg_srv_result_free": (None, [P]),
+        "erg_srv_result_add_iteration": (I, [P, D, D, E]),
+        "erg_srv_result_add_sample": (I, [P, S, D, D, E]),
+        "erg_srv_client_report": (I, [P, S, ctypes.c_long, P, E]),
+        "erg_srv_client_heartbeat": (I, [P, S, I, E]),
+        "erg_srv_client_end_job": (I, [P, S, ctypes.c_bool, S, E]),
+        "erg_srv_client_set_straggler": (I, [P, S, D, D, E]),
+        "erg_free": (None, [P]),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(lib, name)
+        f.restype = res
+        f.argtypes = args
+    _lib = lib
+    return lib
+
+
+def _b(s):
+    return None if s is None else s.encode()
+
+
+class ServerClient:
+    """One connection to `ergon serve` (not thread-safe: one per thread)."""
+
+    def __init__(self, url, request_timeout_s=None, max_retries=None, backoff_initial_s=None,
+                 backoff_max_s=None, schedule_wait_s=None, schedule_timeout_s=None):
+        lib = _load()
+        opts = _Opts()
+        lib.erg_srv_client_opts_init(ctypes.byref(opts))
+        for k, v in (("request_timeout_s", request_timeout_s), ("max_retries", max_retries),
+                     ("backoff_initial_s", backoff_initial_s), ("backoff_max_s", backoff_max_s),
+                     ("schedule_wait_s", schedule_wait_s),
+                     ("schedule_timeout_s", schedule_timeout_s)):
+            if v is not None:
+                setattr(opts, k, v)
+        self._h = ctypes.c_void_p()
+        self._call(lib.erg_srv_client_new, url.encode(), ctypes.byref(opts),
+                   ctypes.byref(self._h))
+
+    def _call(self, fn, *args):
+        err = _Error()
+        st = fn(*args, ctypes.byref(err))
+        if st:
+            raise ServerError(st, err.msg.decode(errors="replace"))
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _lib.erg_srv_client_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def register_job(self, pp_degree, framework, model_name, partition_method,
+                     microbatch_size, num_microbatches, dp_degree=1, tp_degree=1,
+                     scheduler=None, scheduler_args=None, mode=None):
+        """Register a job (rank 0 only); returns the server's job id."""
+        import json
+        d = _JobDesc(pp_degree, dp_degree, tp_degree, pp_degree * dp_degree * tp_degree,
+                     _b(framework), _b(model_name), _b(partition_method), microbatch_size,
+                     num_microbatches, _b(scheduler),
+                     _b(json.dumps(scheduler_args)) if scheduler_args is not None else None,
+                     _b(mode))
+        out = ctypes.c_void_p()
+        self._call(_lib.erg_srv_client_register_job, self._h, ctypes.byref(d), ctypes.byref(out))
+        s = ctypes.cast(out, ctypes.c_char_p).value.decode()
+        _lib.erg_free(out)
+        return s
+
+    def register_rank(self, job_id, rank, dp_rank, pp_rank, tp_rank, pipe_schedule,
+                      power_states):
+        names = (ctypes.c_char_p * len(pipe_schedule))(*[_b(x) for x in pipe_schedule])
+        states = (ctypes.c_int * len(power_states))(*power_states)
+        self._call(_lib.erg_srv_client_register_rank, self._h, _b(job_id), rank, dp_rank,
+                   pp_rank, tp_rank, names, len(pipe_schedule), states, len(power_states))
+
+    def fetch_schedule(self, job_id, rank):
+        """Wait at the window barrier: (window, [power state per instruction]), or None
+        when the job has ended. Raises ServerError (status 14) for an aborted job."""
+        ps = ctypes.POINTER(ctypes.c_int)()
+        n = ctypes.c_size_t()
+        window = ctypes.c_long()
+        done = ctypes.c_bool()
+        self._call(_lib.erg_srv_client_fetch_schedule, self._h, _b(job_id), rank,
+                   ctypes.byref(ps), ctypes.byref(n), ctypes.byref(window), ctypes.byref(done))
+        if done.value:
+            return None
+        states = [ps[i] for i in range(n.value)]
+        _lib.erg_free(ps)
+        return window.value, states
+
+    def report(self, job_id, window, rank, iterations):
+        """iterations: [(time_s, energy_j, {instruction: [(time_s, energy_j or None), ...]})]."""
+        r = ctypes.c_void_p()
+        self._call(_lib.erg_srv_result_new, rank, ctypes.byref(r))
+        try:
+            for it in iterations:
+                t, e = it[0], it[1]
+                samples = it[2] if len(it) > 2 else {}
+                self._call(_lib.erg_srv_result_add_iteration, r, float(t), float(e))
+                for name, lst in samples.items():
+                    for s in lst:
+                        se = s[1] if len(s) > 1 and s[1] is not None else math.nan
+                        self._call(_lib.erg_srv_result_add_sample, r, _b(name), float(s[0]),
+                                   float(se))
+            self._call(_lib.erg_srv_client_report, self._h, _b(job_id), window, r)
+        finally:
+            _lib.erg_srv_result_free(r)
+
+    def heartbeat(self, job_id, rank):
+        self._call(_lib.erg_srv_client_heartbeat, self._h, _b(job_id), rank)
+
+    def end_job(self, job_id, reason=None):
+        self._call(_lib.erg_srv_client_end_job, self._h, _b(job_id), False, _b(reason))
+
+    def abort_job(self, job_id, reason=None):
+        self._call(_lib.erg_srv_client_end_job, self._h, _b(job_id), True, _b(reason))
+
+    def set_straggler(self, job_id, slowdown=None, deadline_s=None):
+        """Frontier jobs: a straggler slowdown (>= 1) or an iteration deadline (s)."""
+        if (slowdown is None) == (deadline_s is None):
+            raise ValueError("give exactly one of slowdown or deadline_s")
+        self._call(_lib.erg_srv_client_set_straggler, self._h, _b(job_id),
+                   float(slowdown or 0), float(deadline_s or 0))

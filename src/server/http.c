@@ -1,0 +1,385 @@
+/* http.c: the server's life cycle, its libmicrohttpd front end and the housekeeping thread. */
+#include "server/core.h"
+
+#include <arpa/inet.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+void erg_server_opts_init(erg_server_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 7787;
+    o->db_path = "ergon-server.sqlite";
+    o->dump_dir = "dump";
+    o->dump_data = true;
+    o->scheduler = "AllMaxFrequency";
+    o->scheduler_args = "{}";
+    o->mode = NULL;
+    o->log_level = ERG_LOG_INFO;
+    o->rank_timeout_s = 0;
+    o->job_idle_timeout_s = 604800;
+    o->connection_timeout_s = 30;
+    o->max_body_bytes = 16u << 20;
+    o->max_connections = 4096;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? erg__strdup(s) : NULL;
+}
+
+erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_error *err)
+{
+    *out = NULL;
+    erg_server_opts def;
+    if (!opts) {
+        erg_server_opts_init(&def);
+        opts = &def;
+    }
+    if (opts->port < 0 || opts->port > 65535)
+        return erg_error_set(err, ERG_EINVAL, "port %d is not in [0, 65535]", opts->port);
+    if (!(opts->job_idle_timeout_s > 0) || opts->rank_timeout_s < 0 ||
+        !(opts->connection_timeout_s > 0) || opts->max_body_bytes < 1024 ||
+        opts->max_connections < 1)
+        return erg_error_set(err, ERG_EINVAL,
+                             "timeouts must be positive (rank timeout >= 0), the body limit at "
+                             "least 1024 bytes and the connection limit at least 1");
+    if ((unsigned)opts->log_level > ERG_LOG_ERROR)
+        return erg_error_set(err, ERG_EINVAL, "unknown log level %d", (int)opts->log_level);
+    erg_server *srv = erg__calloc(1, sizeof *srv);
+    if (!srv)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    srv->opts = *opts;
+    pthread_mutex_init(&srv->mu, NULL);
+    pthread_mutex_init(&srv->log_mu, NULL);
+    pthread_cond_init(&srv->hk_cond, NULL);
+    srv->host = dup_or_null(opts->host ? opts->host : "127.0.0.1");
+    srv->db_path = dup_or_null(opts->db_path ? opts->db_path : ":memory:");
+    srv->dump_dir = dup_or_null(opts->dump_dir ? opts->dump_dir : "dump");
+    srv->scheduler = dup_or_null(opts->scheduler ? opts->scheduler : "AllMaxFrequency");
+    erg_status st = ERG_OK;
+    if (!srv->host || !srv->db_path || !srv->dump_dir || !srv->scheduler) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    srv->opts.host = srv->host;
+    srv->opts.db_path = srv->db_path;
+    srv->opts.dump_dir = srv->dump_dir;
+    srv->opts.scheduler = srv->scheduler;
+    srv->opts.scheduler_args = NULL;
+    srv->opts.mode = NULL;
+    json_error_t je;
+    srv->sched_args = json_loads(opts->scheduler_args ? opts->scheduler_args : "{}", 0, &je);
+    if (!srv->sched_args || !json_is_object(srv->sched_args)) {
+        st = erg_error_set(err, ERG_EINVAL, "scheduler arguments must be a JSON object: %s",
+                           srv->sched_args ? "got another JSON value" : je.text);
+        goto fail;
+    }
+    if ((st = srv_sched_check_args(srv->scheduler, srv->sched_args, err)))
+        goto fail;
+    /* Mode resolution (spec §1.1): fixed-knob schedulers impose theirs. */
+    int want = SRV_MODE_ANY;
+    if (opts->mode && *opts->mode && strcmp(opts->mode, "unspecified")) {
+        if (!strcmp(opts->mode, "frequency"))
+            want = SRV_MODE_FREQUENCY;
+        else if (!strcmp(opts->mode, "power limit") || !strcmp(opts->mode, "power-limit"))
+            want = SRV_MODE_POWER;
+        else {
+            st = erg_error_set(err, ERG_EINVAL,
+                               "mode must be \"frequency\" or \"power limit\", not '%.64s'",
+                               opts->mode);
+            goto fail;
+        }
+    }
+    const srv_sched_class *cls = srv_sched_find(srv->scheduler);
+    if (cls->fixed_mode != SRV_MODE_ANY) {
+        if (want != SRV_MODE_ANY && want != cls->fixed_mode) {
+            st = erg_error_set(err, ERG_EINVAL, "scheduler %s runs in %s mode, not %s",
+                               srv->scheduler, srv_mode_name(cls->fixed_mode),
+                               srv_mode_name(want));
+            goto fail;
+        }
+        srv->mode = cls->fixed_mode;
+    } else {
+        if (want == SRV_MODE_ANY) {
+            st = erg_error_set(err, ERG_EINVAL,
+                               "scheduler %s works with either knob: give the mode "
+                               "(\"frequency\" or \"power limit\")",
+                               srv->scheduler);
+            goto fail;
+        }
+        srv->mode = want;
+    }
+    if (opts->dump_data && (st = erg__mkdir_p(srv->dump_dir, err)))
+        goto fail;
+    if ((st = srv_db_open(srv, err)))
+        goto fail;
+    pthread_mutex_lock(&srv->mu);
+    st = srv_restore(srv, err);
+    pthread_mutex_unlock(&srv->mu);
+    if (st)
+        goto fail;
+    *out = srv;
+    return ERG_OK;
+fail:
+    erg_server_free(srv);
+    return st;
+}
+
+/* ---- libmicrohttpd glue ---- */
+
+typedef struct conn_ctx {
+    erg__buf body;
+    bool too_big;
+} conn_ctx;
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *ctype,
+                                 const char *text)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", ctype);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    erg__buf *q = cls;
+    if (q->len > 4096)
+        return MHD_NO;
+    /* Re-encode the few bytes that matter for our parser. */
+    erg__buf_printf(q, "%s%s=", q->len ? "&" : "", key);
+    for (const char *p = value ? value : ""; *p; p++) {
+        if (*p == '&' || *p == '%' || *p == '+' || *p == '=')
+            erg__buf_printf(q, "%%%02X", (unsigned char)*p);
+        else
+            erg__buf_append(q, p, 1);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    erg_server *srv = cls;
+    conn_ctx *ctx = *con_cls;
+    if (!ctx) {
+        ctx = erg__calloc(1, sizeof *ctx);
+        if (!ctx)
+            return MHD_NO;
+        *con_cls = ctx;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        long n;
+        if (cl && erg__parse_long(cl, &n) && (size_t)n > srv->opts.max_body_bytes) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "{\"detail\":\"request body of %ld bytes exceeds the limit of %zu bytes\"}",
+                     n, srv->opts.max_body_bytes);
+            pthread_mutex_lock(&srv->mu);
+            srv->requests_by_class[4]++;
+            pthread_mutex_unlock(&srv->mu);
+            ctx->too_big = true;
+            return send_text(c, 413, "application/json", msg);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!ctx->too_big) {
+            if (ctx->body.len + *upload_size > srv->opts.max_body_bytes) {
+                ctx->too_big = true;
+                erg__buf_free(&ctx->body);
+            } else if (erg__buf_append(&ctx->body, upload_data, *upload_size)) {
+                return MHD_NO;
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (ctx->too_big) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "{\"detail\":\"request body exceeds the limit of %zu bytes\"}",
+                 srv->opts.max_body_bytes);
+        pthread_mutex_lock(&srv->mu);
+        srv->requests_by_class[4]++;
+        pthread_mutex_unlock(&srv->mu);
+        return send_text(c, 413, "application/json", msg);
+    }
+    erg__buf q = {0};
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, &q);
+    srv_resp rs;
+    srv_dispatch(srv, method, url, q.data, ctx->body.data, ctx->body.len, 1e9, &rs);
+    erg__buf_free(&q);
+    enum MHD_Result ret = send_text(c, rs.status, rs.ctype, rs.body);
+    erg__free(rs.body);
+    return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    conn_ctx *ctx = *con_cls;
+    if (ctx) {
+        erg__buf_free(&ctx->body);
+        erg__free(ctx);
+        *con_cls = NULL;
+    }
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    erg_server *srv = cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = 0;
+    srv_log(srv, ERG_LOG_DEBUG, "http", NULL, "%s", msg);
+}
+
+static void *housekeeper(void *arg)
+{
+    erg_server *srv = arg;
+    pthread_mutex_lock(&srv->mu);
+    while (!srv->stopping) {
+        srv_housekeeping(srv);
+        pthread_mutex_unlock(&srv->mu);
+        srv_checkpoint(srv);
+        pthread_mutex_lock(&srv->mu);
+        if (srv->stopping)
+            break;
+        double period = 1.0;
+        if (srv->opts.rank_timeout_s > 0)
+            period = fmin(period, srv->opts.rank_timeout_s / 4);
+        period = fmin(period, srv->opts.job_idle_timeout_s / 4);
+        if (period < 0.05)
+            period = 0.05;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + period;
+        ts.tv_sec = (time_t)t;
+        ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+        pthread_cond_timedwait(&srv->hk_cond, &srv->mu, &ts);
+    }
+    pthread_mutex_unlock(&srv->mu);
+    return NULL;
+}
+
+erg_status erg_server_start(erg_server *srv, erg_error *err)
+{
+    if (srv->mhd)
+        return erg_error_set(err, ERG_ESTATE, "the server is already listening");
+    struct sockaddr_in6 a6;
+    struct sockaddr_in a4;
+    struct sockaddr *sa;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    memset(&a4, 0, sizeof a4);
+    memset(&a6, 0, sizeof a6);
+    if (inet_pton(AF_INET, srv->host, &a4.sin_addr) == 1) {
+        a4.sin_family = AF_INET;
+        a4.sin_port = htons((uint16_t)srv->opts.port);
+        sa = (struct sockaddr *)&a4;
+    } else if (inet_pton(AF_INET6, srv->host, &a6.sin6_addr) == 1) {
+        a6.sin6_family = AF_INET6;
+        a6.sin6_port = htons((uint16_t)srv->opts.port);
+        sa = (struct sockaddr *)&a6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        return erg_error_set(err, ERG_EINVAL, "host '%.64s' is not a numeric IPv4 or IPv6 address",
+                             srv->host);
+    }
+    srv->stopping = false;
+    srv->mhd = MHD_start_daemon(
+        flags, (uint16_t)srv->opts.port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, sa,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)ceil(srv->opts.connection_timeout_s), MHD_OPTION_CONNECTION_LIMIT,
+        srv->opts.max_connections, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1u << 20),
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
+    if (!srv->mhd)
+        return erg_error_set(err, ERG_ENET, "cannot listen on %s port %d (in use?)", srv->host,
+                             srv->opts.port);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    srv->port = di ? di->port : srv->opts.port;
+    if (pthread_create(&srv->hk, NULL, housekeeper, srv) == 0)
+        srv->hk_running = true;
+    srv_log(srv, ERG_LOG_INFO, "listen", NULL, "listening on %s port %d, scheduler %s, mode %s",
+            srv->host, srv->port, srv->scheduler, srv_mode_name(srv->mode));
+    return ERG_OK;
+}
+
+int erg_server_port(const erg_server *srv)
+{
+    return srv && srv->mhd ? srv->port : 0;
+}
+
+void erg_server_stop(erg_server *srv)
+{
+    if (!srv)
+        return;
+    pthread_mutex_lock(&srv->mu);
+    srv->stopping = true;
+    srv_wake_all(srv);
+    pthread_cond_broadcast(&srv->hk_cond);
+    pthread_mutex_unlock(&srv->mu);
+    if (srv->hk_running) {
+        pthread_join(srv->hk, NULL);
+        srv->hk_running = false;
+    }
+    if (srv->mhd) {
+        MHD_stop_daemon(srv->mhd);
+        srv->mhd = NULL;
+    }
+}
+
+void erg_server_free(erg_server *srv)
+{
+    if (!srv)
+        return;
+    erg_server_stop(srv);
+    srv_free_jobs(srv);
+    if (srv->ckpt_db)
+        sqlite3_close(srv->ckpt_db);
+    if (srv->db) {
+        sqlite3_wal_checkpoint_v2(srv->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        sqlite3_close(srv->db);
+    }
+    json_decref(srv->sched_args);
+    erg__free(srv->host);
+    erg__free(srv->db_path);
+    erg__free(srv->dump_dir);
+    erg__free(srv->scheduler);
+    pthread_mutex_destroy(&srv->mu);
+    pthread_mutex_destroy(&srv->log_mu);
+    pthread_cond_destroy(&srv->hk_cond);
+    erg__free(srv);
+}
+
+erg_status erg_server_handle(erg_server *srv, const char *method, const char *path,
+                             const char *query, const char *body, size_t len, double max_wait_s,
+                             int *http_status, char **resp_body, const char **content_type)
+{
+    srv_resp rs;
+    srv_dispatch(srv, method ? method : "", path ? path : "", query, body, len,
+                 max_wait_s > 0 ? max_wait_s : 0, &rs);
+    *http_status = rs.status;
+    *resp_body = rs.body;
+    *content_type = rs.ctype;
+    return rs.body ? ERG_OK : ERG_ENOMEM;
+}

@@ -1,0 +1,113 @@
+/* server_internal.h: private types shared by the control-plane server's files. */
+#ifndef ERGON_SERVER_INTERNAL_H
+#define ERGON_SERVER_INTERNAL_H
+
+#include "core/internal.h"
+#include "ergon/server.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <sqlite3.h>
+
+/* ---- Perseus wire enums ---- */
+enum {
+    SRV_I_LOAD,
+    SRV_I_FORWARD,
+    SRV_I_BACKWARD,
+    SRV_I_P2P,
+    SRV_I_CC,
+    SRV_I_STEP,
+    SRV_I_LOW,
+    SRV_I_HIGH,
+    SRV_I_OTHER,
+    SRV_I_PURE_BACKWARD,
+    SRV_NUM_INSTR
+};
+extern const char *const srv_instr_names[SRV_NUM_INSTR];
+int srv_instr_code(const char *name); /* -1 when unknown */
+
+enum { SRV_MODE_FREQUENCY = 0, SRV_MODE_POWER = 1, SRV_MODE_ANY = -1 };
+const char *srv_mode_name(int mode);
+
+/* ---- Python-compatible JSON text (json.dumps defaults: ", " and ": ",
+ * floats as repr(), ensure_ascii) ---- */
+erg_status srv_json_py(const json_t *v, erg__buf *out);
+/* Maximum nesting depth of a JSON text (strings skipped); for cheap
+ * rejection before parsing. */
+int srv_json_depth(const char *s, size_t len);
+
+/* ---- a measurement of one window by one rank or (aggregated) stage ---- */
+typedef struct srv_series {
+    int n_iters;     /* Iterations with samples. */
+    int *n_occ;      /* Samples per iteration. */
+    double **vals;   /* vals[i][k]. */
+} srv_series;
+
+typedef struct srv_result {
+    int n_iters;
+    double *iter_time_s;
+    double *iter_energy_j;
+    srv_series time_bd[SRV_NUM_INSTR];
+    srv_series energy_bd[SRV_NUM_INSTR];
+} srv_result;
+
+/* Validate a ProfilingResult object (already normalised) into r. */
+erg_status srv_result_from_json(const json_t *obj, srv_result *r, erg_error *err);
+void srv_result_free(srv_result *r);
+erg_status srv_result_copy(const srv_result *in, srv_result *out);
+/* 3D aggregation: max of times, sum of energies, element-wise over the common shape. */
+erg_status srv_result_aggregate(const srv_result *const *in, int n, srv_result *out,
+                                erg_error *err);
+/* Mean of the samples of iterations [drop, n) of one series; NAN when empty. */
+double srv_series_mean(const srv_series *s, int drop);
+double srv_mean(const double *v, int from, int to);
+
+/* ---- schedulers ---- */
+typedef struct srv_sched_ctx {
+    int num_stages;
+    int *n_instrs;           /* Per stage: length of its pipe_schedule. */
+    int **instrs;            /* Per stage: instruction codes. */
+    int *states;             /* Supported power states, descending. */
+    int n_states;
+    int mode;                /* SRV_MODE_FREQUENCY / SRV_MODE_POWER. */
+    char *job_dir;           /* Dump directory of the job, or NULL when not dumping. */
+    char *profile_csv_name;  /* InstructionProfiler's CSV file name. */
+} srv_sched_ctx;
+
+typedef struct srv_sched srv_sched;
+
+typedef struct srv_sched_class {
+    const char *name;
+    int fixed_mode; /* SRV_MODE_ANY when knob-agnostic. */
+} srv_sched_class;
+
+/* Look up a scheduler class by name (NULL when unknown). */
+const srv_sched_class *srv_sched_find(const char *name);
+/* Check the arguments of a scheduler before any job exists (names, types,
+ * files that must exist). */
+erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error *err);
+erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_ctx *ctx,
+                         srv_sched **out, erg_error *err);
+void srv_sched_free(srv_sched *s);
+/* The schedule of the next window: per stage one power state per
+ * instruction (arrays owned by the scheduler until the next call), or
+ * *done = true when the scheduler has finished. */
+erg_status srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error *err);
+/* Results of the window last returned by srv_sched_next, one per stage. */
+erg_status srv_sched_observe(srv_sched *s, const srv_result *per_stage, erg_error *err);
+/* Frontier: set the straggler target (kind 0 none, 1 slowdown, 2 deadline_s). */
+void srv_sched_set_target(srv_sched *s, int kind, double value);
+/* Frontier: the plan index used by the last schedule (-1 when none). */
+long srv_sched_choice(const srv_sched *s);
+/* Plan -> per-instruction expansion (spec §1.6). */
+erg_status srv_expand(const int *plan, int n_plan, const int *instrs, int n_instrs, int *out,
+                      erg_error *err);
+
+/* Parse a plan file in either literal format (kronos: lists of ints; master:
+ * lists of ("forward"|"backward", int) pairs) or our JSON: per stage the
+ * clocks of its compute instructions in order. */
+erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_stages,
+                         erg_error *err);
+void srv_plan_stages_free(int **stages, int *lens, int n);
+
+#endif

@@ -1,0 +1,1106 @@
+/* cost.c: block and segment costs: alpha-beta collectives, roofline or measured (BLAS,
+ * cuBLAS) compute, resharding between specs, memory, and imported per-segment profiles. */
+#include "shard/shard_internal.h"
+
+#include <cblas.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/*
+ * Cost model (cfp-spec §3.2, §3.3, §4.3), per device, in seconds:
+ *  - collective on mesh axis d with n devices (alpha_d s, beta_d s/byte):
+ *      all-reduce  alpha + beta * 2(n-1)/n * B   (B = tensor bytes per device)
+ *      all-gather  alpha + beta * (n-1)/n * B    (B = gathered bytes per device)
+ *      all-to-all  alpha + beta * (n-1)/(2n) * B (B = full tensor bytes; Alpa's n/2 penalty)
+ *    "both axes" uses n = m0*m1, the larger alpha and the larger beta (slower link).
+ *  - resharding src -> dst, per mesh axis: same dim or newly split: free (local slice);
+ *    split dim lost: all-gather; moved to another dim: all-to-all. Costs add over axes.
+ *  - compute: dot FLOPs / tiles / (peak * efficiency), other ops 2 * output bytes / tiles /
+ *    memory bandwidth; or, for dots, the measured time of the local GEMM.
+ *  - memory per device: weights * optimizer factor / tiles + forward dot outputs / tiles;
+ *    unowned values are replicated (a constant).
+ */
+
+static const char builtin_devices[] =
+    "name,peak_tflops,efficiency,mem_bw_gbs,mem_gb,alpha0_us,bw0_gbs,alpha1_us,bw1_gbs\n"
+    "a100-nvlink,312,0.6,2039,80,10,300,10,300\n"
+    "a100-pcie,312,0.6,1935,40,15,24,15,24\n"
+    "h100,989,0.6,3350,80,8,450,8,450\n"
+    "v100,125,0.6,900,16,10,150,10,150\n";
+
+erg_status shard_load_devices(const char *path, const char *name, device_params *out,
+                              erg_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    erg_status st;
+    const char *src = path ? path : "built-in device table";
+    if (path) {
+        if ((st = erg__read_file(path, 1 << 20, &text, &len, err)))
+            return st;
+    } else {
+        text = erg__strdup(builtin_devices);
+        if (!text)
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        len = strlen(text);
+    }
+    if (!name)
+        name = "a100-nvlink";
+    erg__csv c;
+    erg__csv_init(&c, text, len);
+    int r;
+    bool header = true, found = false;
+    st = ERG_OK;
+    while ((r = erg__csv_next(&c)) > 0) {
+        if (header) {
+            header = false;
+            if (c.nfields != 9 || strcmp(c.fields[0], "name")) {
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: expected the header "
+                                   "name,peak_tflops,efficiency,mem_bw_gbs,mem_gb,alpha0_us,"
+                                   "bw0_gbs,alpha1_us,bw1_gbs",
+                                   src, c.line);
+                break;
+            }
+            continue;
+        }
+        if (c.nfields != 9) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: expected 9 fields, got %zu", src, c.line,
+                               c.nfields);
+            break;
+        }
+        double v[8];
+        for (int i = 0; i < 8; i++)
+            if (!erg__parse_double(c.fields[i + 1], &v[i]) || v[i] < 0 ||
+                ((i != 4 && i != 6) && v[i] <= 0)) {
+                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: field %d '%s' is not a valid number",
+                                   src, c.line, i + 2, c.fields[i + 1]);
+                goto out;
+            }
+        if (strcmp(c.fields[0], name))
+            continue;
+        memset(out, 0, sizeof *out);
+        snprintf(out->name, sizeof out->name, "%s", c.fields[0]);
+        out->peak_flops = v[0] * 1e12;
+        out->eff = v[1];
+        out->mem_bw = v[2] * 1e9;
+        out->mem_bytes = v[3] * 1e9;
+        out->alpha[0] = v[4] * 1e-6;
+        out->beta[0] = 1.0 / (v[5] * 1e9);
+        out->alpha[1] = v[6] * 1e-6;
+        out->beta[1] = 1.0 / (v[7] * 1e9);
+        found = true;
+    }
+    if (r < 0)
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if (!st && !found)
+        st = erg_error_set(err, ERG_ENOTFOUND, "%s: no device named '%s'", src, name);
+out:
+    erg__csv_free(&c);
+    erg__free(text);
+    return st;
+}
+
+static int axis_n(const erg_shard *s, int axis)
+{
+    return axis == SP_BOTH ? s->mesh[0] * s->mesh[1] : s->mesh[axis];
+}
+
+static double coll_factor(int kind, int n)
+{
+    switch (kind) {
+    case COLL_AR:
+        return 2.0 * (n - 1) / n;
+    case COLL_AG:
+        return (double)(n - 1) / n;
+    default:
+        return (double)(n - 1) / (2.0 * n);
+    }
+}
+
+double shard_coll_time(const erg_shard *s, int kind, int axis, double bytes)
+{
+    int n = axis_n(s, axis);
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    double a, b;
+    if (axis == SP_BOTH) {
+        a = ERG__MAX(s->dev.alpha[0], s->dev.alpha[1]);
+        b = ERG__MAX(s->dev.beta[0], s->dev.beta[1]);
+    } else {
+        a = s->dev.alpha[axis];
+        b = s->dev.beta[axis];
+    }
+    return a + b * coll_factor(kind, n) * bytes;
+}
+
+static bool uses(int8_t code, int a) { return code == a || code == SP_BOTH; }
+
+double shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, const spec *dst,
+                     double *bytes)
+{
+    *bytes = 0;
+    if (sh->kind != HLO_ARRAY || sh->rank == 0)
+        return 0;
+    double full = hlo_shape_bytes(sh), t = 0;
+    int tiles = shard_tiles(s, src, sh->rank);
+    for (int a = 0; a < 2; a++) {
+        if (s->mesh[a] <= 1)
+            continue;
+        int ds = -1, dd = -1;
+        for (int k = 0; k < sh->rank; k++) {
+            if (uses(src->d[k], a))
+                ds = k;
+            if (uses(dst->d[k], a))
+                dd = k;
+        }
+        if (ds < 0 || ds == dd)
+            continue;
+        int n = s->mesh[a];
+        if (dd < 0) {
+            double B = full / tiles * n;
+            t += shard_coll_time(s, COLL_AG, a, B);
+            *bytes += coll_factor(COLL_AG, n) * B;
+        } else {
+            double B = full / tiles * n;
+            t += shard_coll_time(s, COLL_A2A, a, B);
+            *bytes += coll_factor(COLL_A2A, n) * B;
+        }
+    }
+    return t;
+}
+
+/* ---- measured GEMM timing (BLAS on the CPU, cuBLAS at run time) ---- */
+
+typedef struct gemm_key {
+    int64_t b, m, n, k;
+    double time_s;
+} gemm_key;
+
+typedef struct timer_ctx {
+    gemm_key *tab;
+    int n, cap;
+    erg_shard_compute mode;
+    /* cuBLAS */
+    void *hcudart, *hcublas, *handle;
+    int (*cudaMalloc)(void **, size_t);
+    int (*cudaFree)(void *);
+    int (*cudaDeviceSynchronize)(void);
+    int (*cublasCreate)(void **);
+    int (*cublasDestroy)(void *);
+    int (*cublasSgemm)(void *, int, int, int, int, int, const float *, const float *, int,
+                       const float *, int, const float *, float *, int);
+} timer_ctx;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static erg_status cublas_open(timer_ctx *t, erg_error *err)
+{
+    const char *rt[] = {"libcudart.so", "libcudart.so.12", "libcudart.so.11.0"};
+    const char *bl[] = {"libcublas.so", "libcublas.so.12", "libcublas.so.11"};
+    for (size_t i = 0; i < ERG__ARRAY_LEN(rt) && !t->hcudart; i++)
+        t->hcudart = dlopen(rt[i], RTLD_NOW | RTLD_LOCAL);
+    for (size_t i = 0; i < ERG__ARRAY_LEN(bl) && !t->hcublas; i++)
+        t->hcublas = dlopen(bl[i], RTLD_NOW | RTLD_LOCAL);
+    if (!t->hcudart || !t->hcublas)
+        return erg_error_set(err, ERG_ENOGPU,
+                             "cuBLAS unavailable: could not load libcudart/libcublas (no CUDA "
+                             "runtime on this machine)");
+    *(void **)&t->cudaMalloc = dlsym(t->hcudart, "cudaMalloc");
+    *(void **)&t->cudaFree = dlsym(t->hcudart, "cudaFree");
+    *(void **)&t->cudaDeviceSynchronize = dlsym(t->hcudart, "cudaDeviceSynchronize");
+    *(void **)&t->cublasCreate = dlsym(t->hcublas, "cublasCreate_v2");
+    *(void **)&t->cublasDestroy = dlsym(t->hcublas, "cublasDestroy_v2");
+    *(void **)&t->cublasSgemm = dlsym(t->hcublas, "cublasSgemm_v2");
+    if (!t->cudaMalloc || !t->cudaFree || !t->cudaDeviceSynchronize || !t->cublasCreate ||
+        !t->cublasDestroy || !t->cublasSgemm)
+        return erg_error_set(err, ERG_ENOGPU, "cuBLAS unavailable: missing symbols");
+    if (t->cublasCreate(&t->handle) != 0)
+        return erg_error_set(err, ERG_ENOGPU, "cuBLAS unavailable: cublasCreate failed (no GPU?)");
+    return ERG_OK;
+}
+
+static void cublas_close(timer_ctx *t)
+{
+    if (t->handle && t->cublasDestroy)
+        t->cublasDestroy(t->handle);
+    if (t->hcublas)
+        dlclose(t->hcublas);
+    if (t->hcudart)
+        dlclose(t->hcudart);
+}
+
+static erg_status time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_t k,
+                            double *out, erg_error *err)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->tab[i].b == b && t->tab[i].m == m && t->tab[i].n == n && t->tab[i].k == k) {
+            *out = t->tab[i].time_s;
+            return ERG_OK;
+        }
+    if (m <= 0 || n <= 0 || k <= 0 || b <= 0 || (double)m * (double)k > 4e8 ||
+        (double)k * (double)n > 4e8 || (double)m * (double)n > 4e8)
+        return erg_error_set(err, ERG_EINVAL, "GEMM %lldx%lldx%lld too large to time",
+                             (long long)m, (long long)n, (long long)k);
+    double best = INFINITY;
+    if (t->mode == ERG_SHARD_COMPUTE_BLAS) {
+        float *A = erg__calloc((size_t)(m * k), sizeof(float));
+        float *B = erg__calloc((size_t)(k * n), sizeof(float));
+        float *C = erg__calloc((size_t)(m * n), sizeof(float));
+        if (!A || !B || !C) {
+            erg__free(A);
+            erg__free(B);
+            erg__free(C);
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        }
+        for (int64_t i = 0; i < m * k; i++)
+            A[i] = (float)(i % 7) * 0.1f;
+        for (int64_t i = 0; i < k * n; i++)
+            B[i] = (float)(i % 5) * 0.1f;
+        for (int rep = 0; rep < 3; rep++) {
+            double t0 = now_s();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
+                        A, (int)k, B, (int)n, 0.0f, C, (int)n);
+            double dt = now_s() - t0;
+            best = ERG__MIN(best, dt);
+        }
+        erg__free(A);
+        erg__free(B);
+        erg__free(C);
+    } else {
+        void *A = NULL, *B = NULL, *C = NULL;
+        if (t->cudaMalloc(&A, (size_t)(m * k) * 4) || t->cudaMalloc(&B, (size_t)(k * n) * 4) ||
+            t->cudaMalloc(&C, (size_t)(m * n) * 4)) {
+            if (A)
+                t->cudaFree(A);
+            if (B)
+                t->cudaFree(B);
+            return erg_error_set(err, ERG_ENOGPU, "cudaMalloc failed");
+        }
+        float one = 1, zero = 0;
+        for (int rep = 0; rep < 4; rep++) {
+            t->cudaDeviceSynchronize();
+            double t0 = now_s();
+            t->cublasSgemm(t->handle, 0, 0, (int)n, (int)m, (int)k, &one, B, (int)n, A, (int)k,
+                           &zero, C, (int)n);
+            t->cudaDeviceSynchronize();
+            double dt = now_s() - t0;
+            if (rep)
+                best = ERG__MIN(best, dt);
+        }
+        t->cudaFree(A);
+        t->cudaFree(B);
+        t->cudaFree(C);
+    }
+    best *= (double)b;
+    if (t->n == t->cap) {
+        int nc = t->cap ? t->cap * 2 : 64;
+        gemm_key *g = erg__reallocarray(t->tab, (size_t)nc, sizeof *g);
+        if (!g)
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        t->tab = g;
+        t->cap = nc;
+    }
+    t->tab[t->n++] = (gemm_key){b, m, n, k, best};
+    *out = best;
+    return ERG_OK;
+}
+
+static erg_status cache_load(timer_ctx *t, const char *path, erg_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    erg_error e2;
+    if (erg__read_file(path, 64 << 20, &text, &len, &e2))
+        return ERG_OK; /* no cache yet */
+    erg__csv c;
+    erg__csv_init(&c, text, len);
+    erg_status st = ERG_OK;
+    int r;
+    bool header = true;
+    while ((r = erg__csv_next(&c)) > 0) {
+        if (header) {
+            header = false;
+            continue;
+        }
+        long v[4];
+        double ts;
+        if (c.nfields != 5 || !erg__parse_long(c.fields[0], &v[0]) ||
+            !erg__parse_long(c.fields[1], &v[1]) || !erg__parse_long(c.fields[2], &v[2]) ||
+            !erg__parse_long(c.fields[3], &v[3]) || !erg__parse_double(c.fields[4], &ts) ||
+            ts < 0) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: expected batch,m,n,k,time_s", path,
+                               c.line);
+            break;
+        }
+        if (t->n == t->cap) {
+            int nc = t->cap ? t->cap * 2 : 64;
+            gemm_key *g = erg__reallocarray(t->tab, (size_t)nc, sizeof *g);
+            if (!g) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                break;
+            }
+            t->tab = g;
+            t->cap = nc;
+        }
+        t->tab[t->n++] = (gemm_key){v[0], v[1], v[2], v[3], ts};
+    }
+    erg__csv_free(&c);
+    erg__free(text);
+    return st;
+}
+
+static erg_status cache_save(timer_ctx *t, const char *path, erg_error *err)
+{
+    erg__buf b = {0};
+    erg_status st = erg__buf_printf(&b, "batch,m,n,k,time_s\n");
+    for (int i = 0; i < t->n && !st; i++) {
+        char num[40];
+        erg__fmt_double_py(t->tab[i].time_s, num, sizeof num);
+        st = erg__buf_printf(&b, "%lld,%lld,%lld,%lld,%s\n", (long long)t->tab[i].b,
+                             (long long)t->tab[i].m, (long long)t->tab[i].n,
+                             (long long)t->tab[i].k, num);
+    }
+    if (!st)
+        st = erg__write_file(path, b.data, b.len, err);
+    else
+        erg_error_set(err, st, "out of memory");
+    erg__buf_free(&b);
+    return st;
+}
+
+/* ---- per-member costs ---- */
+
+/* Local GEMM shape of a dot member under its specs: batch, M, N, K per device. */
+static void dot_local(const erg_shard *s, const hlo_instr *in, const spec *l, const spec *r,
+                      int64_t dims[4])
+{
+    const hlo_shape *L = &s->c->ins[in->ops[0]].shape, *R = &s->c->ins[in->ops[1]].shape;
+    int64_t lb[HLO_MAX_RANK], lc[HLO_MAX_RANK], rc[HLO_MAX_RANK];
+    int nb = hlo_attr_ints(s->m, in, "lhs_batch_dims", lb, HLO_MAX_RANK);
+    int nc = hlo_attr_ints(s->m, in, "lhs_contracting_dims", lc, HLO_MAX_RANK);
+    int nc2 = hlo_attr_ints(s->m, in, "rhs_contracting_dims", rc, HLO_MAX_RANK);
+    bool lk[HLO_MAX_RANK] = {0}, lbm[HLO_MAX_RANK] = {0}, rk[HLO_MAX_RANK] = {0};
+    for (int i = 0; i < nc; i++)
+        if (lc[i] >= 0 && lc[i] < L->rank)
+            lk[lc[i]] = true;
+    for (int i = 0; i < nb; i++)
+        if (lb[i] >= 0 && lb[i] < L->rank)
+            lbm[lb[i]] = true;
+    for (int i = 0; i < nc2; i++)
+        if (rc[i] >= 0 && rc[i] < R->rank)
+            rk[rc[i]] = true;
+    int64_t B = 1, M = 1, K = 1;
+    for (int i = 0; i < L->rank; i++) {
+        int64_t d = L->dims[i];
+        if (l->d[i] != SP_R)
+            d /= l->d[i] == SP_BOTH ? s->mesh[0] * s->mesh[1] : s->mesh[l->d[i]];
+        if (lbm[i])
+            B *= d;
+        else if (lk[i])
+            K *= d;
+        else
+            M *= d;
+    }
+    int64_t N = 1;
+    int64_t rbatch = 1;
+    for (int i = 0; i < R->rank; i++) {
+        int64_t d = R->dims[i];
+        if (r->d[i] != SP_R)
+            d /= r->d[i] == SP_BOTH ? s->mesh[0] * s->mesh[1] : s->mesh[r->d[i]];
+        if (!rk[i])
+            N *= d;
+    }
+    (void)rbatch;
+    /* rhs batch dims were counted in N; divide them out. */
+    if (nb > 0 && B > 0)
+        N /= B;
+    dims[0] = B;
+    dims[1] = M;
+    dims[2] = N ? N : 1;
+    dims[3] = K;
+}
+
+static double dot_flops(const erg_shard *s, const hlo_instr *in)
+{
+    const hlo_shape *L = &s->c->ins[in->ops[0]].shape;
+    int64_t lc[HLO_MAX_RANK];
+    int nc = hlo_attr_ints(s->m, in, "lhs_contracting_dims", lc, HLO_MAX_RANK);
+    double k = 1;
+    for (int i = 0; i < nc; i++)
+        if (lc[i] >= 0 && lc[i] < L->rank)
+            k *= (double)L->dims[lc[i]];
+    return 2.0 * (double)hlo_shape_elems(&in->shape) * k;
+}
+
+static erg_status member_compute(const erg_shard *s, timer_ctx *t, const member *m, int K, int k,
+                                 double *time_s, double *flops, erg_error *err)
+{
+    const hlo_instr *in = &s->c->ins[m->ins];
+    *flops = 0;
+    *time_s = 0;
+    if (in->shape.kind != HLO_ARRAY)
+        return ERG_OK;
+    if (in->op == HLO_OP_DOT && in->nops == 2) {
+        double f = dot_flops(s, in);
+        *flops = f;
+        int64_t d[4];
+        dot_local(s, in, &m->req[k], &m->req[K + k], d);
+        double per_dev = 2.0 * (double)d[0] * (double)d[1] * (double)d[2] * (double)d[3];
+        if (t && t->mode != ERG_SHARD_COMPUTE_MODEL)
+            return time_gemm(t, d[0], d[1], d[2], d[3], time_s, err);
+        *time_s = per_dev / (s->dev.peak_flops * s->dev.eff);
+        return ERG_OK;
+    }
+    if (in->op == HLO_OP_PARAMETER || in->op == HLO_OP_CONSTANT)
+        return ERG_OK;
+    double bytes = hlo_shape_bytes(&in->shape) / shard_tiles(s, &m->out[k], in->shape.rank);
+    *time_s = 2.0 * bytes / s->dev.mem_bw;
+    return ERG_OK;
+}
+
+static pedge *edge_get(erg_shard *s, int **emap, int a, int b, erg_error *err)
+{
+    int n = s->norder;
+    int idx = (*emap)[a * n + b];
+    if (idx >= 0)
+        return &s->edges[idx];
+    pedge *e = erg__reallocarray(s->edges, (size_t)s->nedges + 1, sizeof *e);
+    if (!e) {
+        erg_error_set(err, ERG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->edges = e;
+    pedge *ne = &s->edges[s->nedges];
+    int Ka = s->pbs[s->order[a]].K, Kb = s->pbs[s->order[b]].K;
+    ne->a = a;
+    ne->b = b;
+    ne->cost_s = erg__calloc((size_t)(Ka * Kb), sizeof(double));
+    ne->bytes = erg__calloc((size_t)(Ka * Kb), sizeof(double));
+    if (!ne->cost_s || !ne->bytes) {
+        erg__free(ne->cost_s);
+        erg__free(ne->bytes);
+        erg_error_set(err, ERG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    (*emap)[a * n + b] = s->nedges++;
+    return ne;
+}
+
+static void free_costs(erg_shard *s)
+{
+    for (int p = 0; p < s->npb; p++) {
+        pblock *b = &s->pbs[p];
+        erg__free(b->time_s);
+        erg__free(b->comm_s);
+        erg__free(b->comm_bytes);
+        erg__free(b->mem_bytes);
+        erg__free(b->flops);
+        b->time_s = b->comm_s = b->comm_bytes = b->mem_bytes = b->flops = NULL;
+    }
+    for (int e = 0; e < s->nedges; e++) {
+        erg__free(s->edges[e].cost_s);
+        erg__free(s->edges[e].bytes);
+    }
+    erg__free(s->edges);
+    s->edges = NULL;
+    s->nedges = 0;
+    for (int i = 0; i < s->nseg; i++) {
+        erg__free(s->segs[i].keep);
+        erg__free(s->segs[i].keep_time);
+        erg__free(s->segs[i].keep_mem);
+        s->segs[i].keep = NULL;
+        s->segs[i].keep_time = s->segs[i].keep_mem = NULL;
+        s->segs[i].nkeep = 0;
+    }
+    s->profiled = false;
+}
+
+static void decode(const erg_shard *s, const segment *g, long c, size_t *k)
+{
+    for (int i = g->n - 1; i >= 0; i--) {
+        int K = s->pbs[s->order[g->first + i]].K;
+        k[g->first + i] = (size_t)(c % K);
+        c /= K;
+    }
+}
+
+/* Sum of block and intra-segment edge costs for combination c of segment g. */
+static void seg_cost(const erg_shard *s, const segment *g, const size_t *k, double *time_s,
+                     double *mem, double *comm_s, double *comm_bytes)
+{
+    double t = 0, m = 0, cs = 0, cb = 0;
+    for (int i = 0; i < g->n; i++) {
+        const pblock *p = &s->pbs[s->order[g->first + i]];
+        size_t kk = k[g->first + i];
+        t += p->time_s[kk];
+        m += p->mem_bytes[kk];
+        cs += p->comm_s[kk];
+        cb += p->comm_bytes[kk];
+    }
+    for (int e = 0; e < s->nedges; e++) {
+        const pedge *E = &s->edges[e];
+        if (E->a < g->first || E->a >= g->first + g->n || E->b < g->first ||
+            E->b >= g->first + g->n)
+            continue;
+        int Kb = s->pbs[s->order[E->b]].K;
+        double c = E->cost_s[k[E->a] * (size_t)Kb + k[E->b]];
+        t += c;
+        cs += c;
+        cb += E->bytes[k[E->a] * (size_t)Kb + k[E->b]];
+    }
+    *time_s = t;
+    *mem = m;
+    if (comm_s)
+        *comm_s = cs;
+    if (comm_bytes)
+        *comm_bytes = cb;
+}
+
+typedef struct ci {
+    long c;
+    double v;
+} ci;
+static int cmp_ci(const void *a, const void *b)
+{
+    double x = ((const ci *)a)->v, y = ((const ci *)b)->v;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct imported {
+    int seg; /* unique segment id */
+    long combo;
+    double time_s, mem;
+} imported;
+
+static erg_status load_profiles(erg_shard *s, const char *path, imported **out, int *nout,
+                                erg_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    erg_status st = erg__read_file(path, 256 << 20, &text, &len, err);
+    if (st)
+        return st;
+    erg__csv c;
+    erg__csv_init(&c, text, len);
+    int r, n = 0, cap = 0;
+    imported *v = NULL;
+    bool header = true;
+    while ((r = erg__csv_next(&c)) > 0) {
+        if (header) {
+            header = false;
+            if (c.nfields != 4 || strcmp(c.fields[0], "segment") ||
+                strcmp(c.fields[1], "strategies")) {
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: expected the header segment,strategies,time_s,"
+                                   "memory_bytes",
+                                   path, c.line);
+                break;
+            }
+            continue;
+        }
+        long seg;
+        double ts, mem;
+        if (c.nfields != 4 || !erg__parse_long(c.fields[0], &seg) ||
+            !erg__parse_double(c.fields[2], &ts) || !erg__parse_double(c.fields[3], &mem) ||
+            ts < 0 || mem < 0) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: expected segment,strategies,time_s,memory_bytes with "
+                               "non-negative numbers",
+                               path, c.line);
+            break;
+        }
+        if (seg < 0 || seg >= s->nseg || s->segs[seg].unique != seg) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: segment %ld is not a unique segment of this analysis "
+                               "(see 'ergon shard analyze')",
+                               path, c.line, seg);
+            break;
+        }
+        const segment *g = &s->segs[seg];
+        long combo = 0;
+        const char *q = c.fields[1];
+        int cnt = 0;
+        while (*q) {
+            char *e;
+            long k = strtol(q, &e, 10);
+            if (e == q || cnt >= g->n || k < 0 || k >= s->pbs[s->order[g->first + cnt]].K) {
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: strategies '%s' must be %d indices joined by '-', "
+                                   "each below its block's strategy count",
+                                   path, c.line, c.fields[1], g->n);
+                goto out;
+            }
+            combo = combo * s->pbs[s->order[g->first + cnt]].K + k;
+            cnt++;
+            q = e;
+            if (*q == '-')
+                q++;
+            else if (*q) {
+                cnt = -1;
+                break;
+            }
+        }
+        if (cnt != g->n) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: strategies '%s' must list %d indices",
+                               path, c.line, c.fields[1], g->n);
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            imported *nv = erg__reallocarray(v, (size_t)cap, sizeof *nv);
+            if (!nv) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                break;
+            }
+            v = nv;
+        }
+        v[n++] = (imported){(int)seg, combo, ts, mem};
+    }
+    if (r < 0 && !st)
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+out:
+    erg__csv_free(&c);
+    erg__free(text);
+    if (st) {
+        erg__free(v);
+        return st;
+    }
+    *out = v;
+    *nout = n;
+    return ERG_OK;
+}
+
+void erg_shard_cost_options_init(erg_shard_cost_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->compute = ERG_SHARD_COMPUTE_MODEL;
+    o->optimizer_factor = 4;
+    o->keep = 64;
+}
+
+erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
+                             erg_progress_fn progress, void *user, erg_error *err)
+{
+    if (!s || !o)
+        return erg_error_set(err, ERG_EINVAL, "erg_shard_profile: NULL argument");
+    double t0 = now_s();
+    free_costs(s);
+    erg_status st = shard_load_devices(o->devices_path, o->device, &s->dev, err);
+    if (st)
+        return st;
+    s->opt_factor = o->optimizer_factor > 0 ? o->optimizer_factor : 4;
+    s->mem_budget = o->mem_budget_bytes > 0 ? o->mem_budget_bytes : s->dev.mem_bytes;
+    int keep = o->keep > 0 ? o->keep : 64;
+    timer_ctx T = {0};
+    T.mode = o->compute;
+    imported *imp = NULL;
+    int nimp = 0;
+    int *emap = NULL;
+    size_t *kv = NULL;
+    if (o->compute == ERG_SHARD_COMPUTE_CUBLAS && (st = cublas_open(&T, err)))
+        goto done;
+    if (o->compute != ERG_SHARD_COMPUTE_MODEL && o->cache_path &&
+        (st = cache_load(&T, o->cache_path, err)))
+        goto done;
+    if (o->profiles_path && (st = load_profiles(s, o->profiles_path, &imp, &nimp, err)))
+        goto done;
+    snprintf(s->cost_source, sizeof s->cost_source, "%s, %s compute%s", s->dev.name,
+             o->compute == ERG_SHARD_COMPUTE_MODEL  ? "roofline"
+             : o->compute == ERG_SHARD_COMPUTE_BLAS ? "CPU BLAS measured"
+                                                    : "cuBLAS measured",
+             o->profiles_path ? ", imported profiles" : "");
+    /* Blocks. */
+    s->const_time_s = s->const_mem_bytes = s->const_flops = 0;
+    uint64_t total = (uint64_t)s->norder, done_n = 0;
+    for (int oi = 0; oi < s->norder; oi++) {
+        pblock *p = &s->pbs[s->order[oi]];
+        int K = p->K;
+        p->time_s = erg__calloc((size_t)K, sizeof(double));
+        p->comm_s = erg__calloc((size_t)K, sizeof(double));
+        p->comm_bytes = erg__calloc((size_t)K, sizeof(double));
+        p->mem_bytes = erg__calloc((size_t)K, sizeof(double));
+        p->flops = erg__calloc((size_t)K, sizeof(double));
+        if (!p->time_s || !p->comm_s || !p->comm_bytes || !p->mem_bytes || !p->flops) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto done;
+        }
+        for (int mi = 0; mi < p->nmem; mi++) {
+            const member *m = &p->mem[mi];
+            const hlo_instr *in = &s->c->ins[m->ins];
+            const node *nd = &s->nodes[m->ins];
+            for (int k = 0; k < K; k++) {
+                double ct, fl;
+                if ((st = member_compute(s, &T, m, K, k, &ct, &fl, err)))
+                    goto done;
+                p->time_s[k] += ct;
+                p->flops[k] += fl;
+                int tiles = shard_tiles(s, &m->out[k], in->shape.rank);
+                if (in->op == HLO_OP_PARAMETER)
+                    p->mem_bytes[k] += hlo_shape_bytes(&in->shape) / tiles *
+                                       (nd->weight ? s->opt_factor : 1);
+                else if (in->op == HLO_OP_DOT && (nd->is_anchor || !strcmp(m->role, "dot")))
+                    p->mem_bytes[k] += hlo_shape_bytes(&in->shape) / tiles;
+            }
+            for (int c = 0; c < m->ncolls; c++) {
+                double ct = shard_coll_time(s, m->colls[c].kind, m->colls[c].axis,
+                                            m->colls[c].bytes);
+                int n = axis_n(s, m->colls[c].axis);
+                p->time_s[m->coll_k[c]] += ct;
+                p->comm_s[m->coll_k[c]] += ct;
+                p->comm_bytes[m->coll_k[c]] += coll_factor(m->colls[c].kind, n) *
+                                               m->colls[c].bytes;
+            }
+        }
+        if (progress && progress(user, ++done_n, total)) {
+            st = erg_error_set(err, ERG_ECANCELED, "canceled");
+            goto done;
+        }
+    }
+    /* Edges: every operand edge whose ends disagree. */
+    emap = erg__malloc((size_t)s->norder * (size_t)s->norder * sizeof(int));
+    if (!emap) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < (size_t)s->norder * (size_t)s->norder; i++)
+        emap[i] = -1;
+    for (int v = 0; v < s->n; v++) {
+        const hlo_instr *in = &s->c->ins[v];
+        const node *nv = &s->nodes[v];
+        if (nv->pb < 0) {
+            /* Unowned: replicated compute, and owned operands must be gathered. */
+            if (!nv->sink) {
+                spec r;
+                memset(r.d, (unsigned char)SP_R, sizeof r.d);
+                member fake = {.ins = v, .out = &r, .req = NULL};
+                double ct = 0, fl = 0;
+                if (in->op != HLO_OP_DOT && (st = member_compute(s, NULL, &fake, 1, 0, &ct, &fl,
+                                                                  err)))
+                    goto done;
+                if (in->op == HLO_OP_DOT) {
+                    fl = in->nops == 2 ? dot_flops(s, in) : 0;
+                    ct = fl / (s->dev.peak_flops * s->dev.eff);
+                }
+                s->const_time_s += ct;
+                s->const_flops += fl;
+                if (in->op == HLO_OP_PARAMETER)
+                    s->const_mem_bytes += hlo_shape_bytes(&in->shape);
+                for (int j = 0; j < in->nops; j++) {
+                    int u = in->ops[j];
+                    int q = s->nodes[u].pb;
+                    if (q < 0)
+                        continue;
+                    pblock *Q = &s->pbs[q];
+                    for (int k = 0; k < Q->K; k++) {
+                        double bytes;
+                        double c = shard_reshard(s, &s->c->ins[u].shape,
+                                                 &Q->mem[s->nodes[u].slot].out[k], &r, &bytes);
+                        Q->time_s[k] += c;
+                        Q->comm_s[k] += c;
+                        Q->comm_bytes[k] += bytes;
+                    }
+                }
+            }
+            continue;
+        }
+        pblock *P = &s->pbs[nv->pb];
+        const member *mv = &P->mem[nv->slot];
+        for (int j = 0; j < in->nops; j++) {
+            int u = in->ops[j];
+            int q = s->nodes[u].pb;
+            if (q < 0)
+                continue; /* replicated -> anything is a local slice */
+            const hlo_shape *sh = &s->c->ins[u].shape;
+            const member *mu = &s->pbs[q].mem[s->nodes[u].slot];
+            if (q == nv->pb) {
+                for (int k = 0; k < P->K; k++) {
+                    double bytes;
+                    double c = shard_reshard(s, sh, &mu->out[k], &mv->req[j * P->K + k], &bytes);
+                    P->time_s[k] += c;
+                    P->comm_s[k] += c;
+                    P->comm_bytes[k] += bytes;
+                }
+                continue;
+            }
+            pblock *Q = &s->pbs[q];
+            pedge *E = edge_get(s, &emap, s->pos_of[q], s->pos_of[nv->pb], err);
+            if (!E) {
+                st = ERG_ENOMEM;
+                goto done;
+            }
+            for (int kq = 0; kq < Q->K; kq++)
+                for (int kp = 0; kp < P->K; kp++) {
+                    double bytes;
+                    double c = shard_reshard(s, sh, &mu->out[kq], &mv->req[j * P->K + kp], &bytes);
+                    E->cost_s[kq * P->K + kp] += c;
+                    E->bytes[kq * P->K + kp] += bytes;
+                }
+        }
+    }
+    /* Segments: enumerate combinations, apply imported profiles, keep the best. */
+    kv = erg__calloc((size_t)s->norder, sizeof(size_t));
+    if (!kv) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int si = 0; si < s->nseg; si++) {
+        segment *g = &s->segs[si];
+        long nc = 1;
+        for (int i = 0; i < g->n; i++)
+            nc *= s->pbs[s->order[g->first + i]].K;
+        g->ncombo = nc;
+        ci *bt = erg__malloc((size_t)nc * sizeof(ci)), *bm = erg__malloc((size_t)nc * sizeof(ci));
+        if (!bt || !bm) {
+            erg__free(bt);
+            erg__free(bm);
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto done;
+        }
+        for (long c = 0; c < nc; c++) {
+            decode(s, g, c, kv);
+            double t, m;
+            seg_cost(s, g, kv, &t, &m, NULL, NULL);
+            for (int x = 0; x < nimp; x++)
+                if (imp[x].seg == g->unique && imp[x].combo == c) {
+                    t = imp[x].time_s;
+                    m = imp[x].mem;
+                    g->imported = true;
+                }
+            bt[c] = (ci){c, t};
+            bm[c] = (ci){c, m};
+        }
+        qsort(bt, (size_t)nc, sizeof *bt, cmp_ci);
+        qsort(bm, (size_t)nc, sizeof *bm, cmp_ci);
+        int cap = (int)ERG__MIN((long)2 * keep, nc);
+        g->keep = erg__malloc((size_t)cap * sizeof(long));
+        g->keep_time = erg__malloc((size_t)cap * sizeof(double));
+        g->keep_mem = erg__malloc((size_t)cap * sizeof(double));
+        if (!g->keep || !g->keep_time || !g->keep_mem) {
+            erg__free(bt);
+            erg__free(bm);
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto done;
+        }
+        g->nkeep = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            ci *arr = pass ? bm : bt;
+            for (long x = 0; x < ERG__MIN((long)keep, nc); x++) {
+                long c = arr[x].c;
+                bool dup = false;
+                for (int y = 0; y < g->nkeep && !dup; y++)
+                    dup = g->keep[y] == c;
+                if (!dup && g->nkeep < cap)
+                    g->keep[g->nkeep++] = c;
+            }
+        }
+        /* Times/memories of kept combinations (recomputed: bt/bm are sorted copies). */
+        for (int y = 0; y < g->nkeep; y++) {
+            for (long x = 0; x < nc; x++)
+                if (bt[x].c == g->keep[y]) {
+                    g->keep_time[y] = bt[x].v;
+                    break;
+                }
+            for (long x = 0; x < nc; x++)
+                if (bm[x].c == g->keep[y]) {
+                    g->keep_mem[y] = bm[x].v;
+                    break;
+                }
+        }
+        erg__free(bt);
+        erg__free(bm);
+    }
+    if (o->compute != ERG_SHARD_COMPUTE_MODEL && o->cache_path &&
+        (st = cache_save(&T, o->cache_path, err)))
+        goto done;
+    s->profiled = true;
+    s->profile_s = now_s() - t0;
+done:
+    erg__free(T.tab);
+    cublas_close(&T);
+    erg__free(imp);
+    erg__free(emap);
+    erg__free(kv);
+    if (st)
+        free_costs(s);
+    return st;
+}
+
+void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
+                double *flops)
+{
+    double t = s->const_time_s, m = s->const_mem_bytes, f = s->const_flops;
+    for (int oi = 0; oi < s->norder; oi++) {
+        const pblock *p = &s->pbs[s->order[oi]];
+        t += p->time_s[k[oi]];
+        m += p->mem_bytes[k[oi]];
+        f += p->flops[k[oi]];
+    }
+    for (int e = 0; e < s->nedges; e++) {
+        const pedge *E = &s->edges[e];
+        int Kb = s->pbs[s->order[E->b]].K;
+        t += E->cost_s[k[E->a] * (size_t)Kb + k[E->b]];
+    }
+    *time_s = t;
+    *mem_bytes = m;
+    if (flops)
+        *flops = f;
+}
+
+erg_status erg_shard_evaluate(const erg_shard *s, const size_t *strategies, double *time_s,
+                              double *memory_bytes, erg_error *err)
+{
+    if (!s || !strategies || !time_s || !memory_bytes)
+        return erg_error_set(err, ERG_EINVAL, "erg_shard_evaluate: NULL argument");
+    if (!s->profiled)
+        return erg_error_set(err, ERG_ESTATE, "erg_shard_evaluate: run erg_shard_profile first");
+    for (int i = 0; i < s->norder; i++)
+        if (strategies[i] >= (size_t)s->pbs[s->order[i]].K)
+            return erg_error_set(err, ERG_EINVAL, "block %d has no strategy %zu", i,
+                                 strategies[i]);
+    shard_eval(s, strategies, time_s, memory_bytes, NULL);
+    return ERG_OK;
+}
+
+static void fmt_combo(const erg_shard *s, const segment *g, long c, char *buf, size_t size)
+{
+    size_t k[64];
+    long cc = c;
+    int n = ERG__MIN(g->n, 64);
+    for (int i = n - 1; i >= 0; i--) {
+        int K = s->pbs[s->order[g->first + i]].K;
+        k[i] = (size_t)(cc % K);
+        cc /= K;
+    }
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && at + 8 < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%zu", i ? "-" : "", k[i]);
+}
+
+erg_status erg_shard_profile_report(const erg_shard *s, size_t max_rows, char **text,
+                                    erg_error *err)
+{
+    if (!s || !text)
+        return erg_error_set(err, ERG_EINVAL, "erg_shard_profile_report: NULL argument");
+    if (!s->profiled)
+        return erg_error_set(err, ERG_ESTATE, "run erg_shard_profile first");
+    erg__buf b = {0};
+    erg_status st = ERG_OK;
+    size_t *kv = erg__calloc((size_t)s->norder, sizeof(size_t));
+    if (!kv)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+#define P(...)                                                                                     \
+    do {                                                                                           \
+        if ((st = erg__buf_printf(&b, __VA_ARGS__)))                                               \
+            goto fail;                                                                             \
+    } while (0)
+    P("costs: %s; mesh %dx%d; memory budget %.3f GB per device; profiling %.3f s\n",
+      s->cost_source, s->mesh[0], s->mesh[1], s->mem_budget / 1e9, s->profile_s);
+    P("replicated remainder: %.6f ms, %.3f MB per device\n", s->const_time_s * 1e3,
+      s->const_mem_bytes / 1e6);
+    for (int si = 0; si < s->nseg; si++) {
+        const segment *g = &s->segs[si];
+        if (g->unique != si)
+            continue;
+        P("\nunique segment %d: blocks (%d, %d), %ld combinations, %d kept%s\n", si, g->first,
+          g->first + g->n, g->ncombo, g->nkeep, g->imported ? " (imported times)" : "");
+        P("  %-24s %12s %12s %12s %14s %12s\n", "strategies", "time_ms", "compute_ms",
+          "comm_ms", "comm_MB", "memory_MB");
+        for (int y = 0; y < g->nkeep && (size_t)y < max_rows; y++) {
+            char cb[200];
+            fmt_combo(s, g, g->keep[y], cb, sizeof cb);
+            decode(s, g, g->keep[y], kv);
+            double t, m, cs, cby;
+            seg_cost(s, g, kv, &t, &m, &cs, &cby);
+            P("  %-24s %12.4f %12.4f %12.4f %14.3f %12.3f\n", cb, g->keep_time[y] * 1e3,
+              (t - cs) * 1e3, cs * 1e3, cby / 1e6, g->keep_mem[y] / 1e6);
+        }
+    }
+#undef P
+    erg__free(kv);
+    *text = b.data;
+    return ERG_OK;
+fail:
+    erg__free(kv);
+    erg__buf_free(&b);
+    return erg_error_set(err, st, "out of memory");
+}
+
+erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **text,
+                                 erg_error *err)
+{
+    if (!s || !text)
+        return erg_error_set(err, ERG_EINVAL, "erg_shard_comm_report: NULL argument");
+    if (!s->profiled)
+        return erg_error_set(err, ERG_ESTATE, "run erg_shard_profile first");
+    /* The first segment that repeats, else the largest-cost first segment. */
+    int pick = 0;
+    for (int si = 0; si < s->nseg; si++)
+        if (s->segs[si].unique != si) {
+            pick = s->segs[si].unique;
+            break;
+        }
+    const segment *g = &s->segs[pick];
+    long nc = g->ncombo;
+    int reps = 0;
+    for (int si = 0; si < s->nseg; si++)
+        reps += s->segs[si].unique == pick;
+    ci *rows = erg__malloc((size_t)nc * sizeof(ci));
+    double *bytes = erg__malloc((size_t)nc * sizeof(double));
+    size_t *kv = erg__calloc((size_t)s->norder, sizeof(size_t));
+    erg__buf b = {0};
+    erg_status st = ERG_OK;
+    if (!rows || !bytes || !kv) {
+        st = ERG_ENOMEM;
+        goto fail;
+    }
+    for (long c = 0; c < nc; c++) {
+        decode(s, g, c, kv);
+        double t, m, cs, cb;
+        seg_cost(s, g, kv, &t, &m, &cs, &cb);
+        rows[c] = (ci){c, cs};
+        bytes[c] = cb;
+    }
+    qsort(rows, (size_t)nc, sizeof *rows, cmp_ci);
+#define P(...)                                                                                     \
+    do {                                                                                           \
+        if ((st = erg__buf_printf(&b, __VA_ARGS__)))                                               \
+            goto fail;                                                                             \
+    } while (0)
+    P("communication per combination of segment %d (blocks %d..%d, occurs %d time%s), mesh "
+      "%dx%d, %s\n",
+      pick, g->first, g->first + g->n - 1, reps, reps == 1 ? "" : "s", s->mesh[0], s->mesh[1],
+      s->dev.name);
+    P("anchors:");
+    for (int i = 0; i < g->n; i++)
+        P(" %s", s->c->ins[s->pbs[s->order[g->first + i]].anchor].name);
+    P("\n%-6s %-24s %14s %12s\n", "rank", "strategies", "comm_MB", "comm_ms");
+    for (long x = 0; x < nc && (size_t)x < max_rows; x++) {
+        char cb[200];
+        fmt_combo(s, g, rows[x].c, cb, sizeof cb);
+        P("%-6ld %-24s %14.3f %12.4f\n", x + 1, cb, bytes[rows[x].c] / 1e6, rows[x].v * 1e3);
+    }
+    if ((size_t)nc > max_rows)
+        P("... %ld more combinations\n", nc - (long)max_rows);
+#undef P
+    erg__free(rows);
+    erg__free(bytes);
+    erg__free(kv);
+    *text = b.data;
+    return ERG_OK;
+fail:
+    erg__free(rows);
+    erg__free(bytes);
+    erg__free(kv);
+    erg__buf_free(&b);
+    return erg_error_set(err, ERG_ENOMEM, "out of memory");
+}

@@ -1,0 +1,240 @@
+/* emit.c: a plan as text, as JSON, and as the input module annotated with sharding={...}
+ * (cfp-spec §6.7). */
+#include "shard/shard_internal.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Sharding strings use XLA's explicit device-list form on the mesh (m0, m1) with device
+ * id d(i, j) = i*m1 + j. Tile dims t[k] are the sizes of the mesh axes dim k is split over;
+ * when they cover fewer devices than the mesh, a trailing dim holds the replicas and
+ * last_tile_dim_replicate is added. Device ids are listed in row-major order of the tile
+ * index; the replicated mesh axes run along the trailing dim.
+ */
+static erg_status sharding_str(const erg_shard *s, const hlo_shape *sh, const spec *sp,
+                               erg__buf *b)
+{
+    int m0 = s->mesh[0], m1 = s->mesh[1], D = m0 * m1;
+    if (sh->kind != HLO_ARRAY || sh->rank == 0 || shard_tiles(s, sp, sh->rank) == 1)
+        return erg__buf_printf(b, "{replicated}");
+    int rank = sh->rank, t[HLO_MAX_RANK + 1];
+    int P = 1;
+    bool used[2] = {false, false};
+    for (int k = 0; k < rank; k++) {
+        int8_t c = sp->d[k];
+        t[k] = c == SP_R ? 1 : c == SP_BOTH ? D : (c == 0 ? m0 : m1);
+        if (c == 0 || c == SP_BOTH)
+            used[0] = true;
+        if (c == 1 || c == SP_BOTH)
+            used[1] = true;
+        P *= t[k];
+    }
+    int nt = rank;
+    if (P < D)
+        t[nt++] = D / P;
+    erg_status st = erg__buf_printf(b, "{devices=[");
+    for (int k = 0; k < nt && !st; k++)
+        st = erg__buf_printf(b, "%s%d", k ? "," : "", t[k]);
+    if (!st)
+        st = erg__buf_printf(b, "]");
+    int idx[HLO_MAX_RANK + 1] = {0};
+    for (int n = 0; n < D && !st; n++) {
+        int i = 0, j = 0;
+        for (int k = 0; k < rank; k++) {
+            int8_t c = sp->d[k];
+            if (c == 0)
+                i = idx[k];
+            else if (c == 1)
+                j = idx[k];
+            else if (c == SP_BOTH) {
+                i = idx[k] / m1;
+                j = idx[k] % m1;
+            }
+        }
+        if (nt > rank) {
+            int r = idx[rank];
+            if (!used[0] && !used[1]) {
+                i = r / m1;
+                j = r % m1;
+            } else if (!used[0]) {
+                i = r;
+            } else {
+                j = r;
+            }
+        }
+        st = erg__buf_printf(b, "%s%d", n ? "," : "", i * m1 + j);
+        for (int k = nt - 1; k >= 0; k--) {
+            if (++idx[k] < t[k])
+                break;
+            idx[k] = 0;
+        }
+    }
+    if (!st)
+        st = erg__buf_printf(b, "%s}", nt > rank ? " last_tile_dim_replicate" : "");
+    return st;
+}
+
+static const spec *spec_of(const erg_shard *s, const erg_shard_plan *p, int ins)
+{
+    const node *nd = &s->nodes[ins];
+    if (nd->pb < 0 || s->pos_of[nd->pb] < 0)
+        return NULL;
+    return &s->pbs[nd->pb].mem[nd->slot].out[p->k[s->pos_of[nd->pb]]];
+}
+
+erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char **text,
+                              erg_error *err)
+{
+    if (!s || !p || !text)
+        return erg_error_set(err, ERG_EINVAL, "erg_shard_annotate: NULL argument");
+    const erg_hlo_module *m = s->m;
+    erg__buf b = {0};
+    erg_status st = ERG_OK;
+    size_t at = 0;
+    spec rep;
+    memset(rep.d, (unsigned char)SP_R, sizeof rep.d);
+    /* Header: add num_partitions. */
+    if ((st = erg__buf_append(&b, m->text, m->header_end)))
+        goto fail;
+    if (!m->has_num_partitions &&
+        (st = erg__buf_printf(&b, ", num_partitions=%d", s->mesh[0] * s->mesh[1])))
+        goto fail;
+    at = m->header_end;
+    /* Instructions of the entry computation are in text order. */
+    for (int i = 0; i < s->n; i++) {
+        const hlo_instr *in = &s->c->ins[i];
+        const spec *sp = spec_of(s, p, i);
+        bool root = i == s->c->root;
+        bool decide = sp || in->op == HLO_OP_PARAMETER || root;
+        if (!decide)
+            continue;
+        const hlo_attr *old = hlo_find_attr(in, "sharding");
+        size_t cut = old ? old->off : in->end;
+        if ((st = erg__buf_append(&b, m->text + at, cut - at)))
+            goto fail;
+        if (!old && (st = erg__buf_printf(&b, ", sharding=")))
+            goto fail;
+        if (in->shape.kind == HLO_TUPLE) {
+            /* Tuple: one element per operand of a tuple instruction, else replicated. */
+            if ((st = erg__buf_printf(&b, "{")))
+                goto fail;
+            for (int e = 0; e < in->shape.nelems; e++) {
+                const spec *es = NULL;
+                if (in->op == HLO_OP_TUPLE && e < in->nops)
+                    es = spec_of(s, p, in->ops[e]);
+                if ((st = erg__buf_printf(&b, "%s", e ? ", " : "")) ||
+                    (st = sharding_str(s, &in->shape.elems[e], es ? es : &rep, &b)))
+                    goto fail;
+            }
+            if ((st = erg__buf_printf(&b, "}")))
+                goto fail;
+        } else if ((st = sharding_str(s, &in->shape, sp ? sp : &rep, &b))) {
+            goto fail;
+        }
+        at = old ? old->off + old->len : in->end;
+    }
+    if ((st = erg__buf_append(&b, m->text + at, m->len - at)))
+        goto fail;
+    *text = b.data;
+    return ERG_OK;
+fail:
+    erg__buf_free(&b);
+    return erg_error_set(err, st, "out of memory");
+}
+
+erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, char **text,
+                                   erg_error *err)
+{
+    if (!s || !p || !text)
+        return erg_error_set(err, ERG_EINVAL, "erg_shard_plan_describe: NULL argument");
+    erg__buf b = {0};
+    erg_status st = ERG_OK;
+#define P(...)                                                                                     \
+    do {                                                                                           \
+        if ((st = erg__buf_printf(&b, __VA_ARGS__)))                                               \
+            goto fail;                                                                             \
+    } while (0)
+    P("method %s, mesh %dx%d, %s\n", p->method == ERG_SHARD_DP ? "dp (CFP)" : "ilp (Alpa, GLPK)",
+      s->mesh[0], s->mesh[1], s->cost_source);
+    P("solution vector:");
+    for (int si = 0; si < s->nseg; si++) {
+        const segment *g = &s->segs[si];
+        P(" [");
+        for (int i = 0; i < g->n; i++)
+            P("%s%zu", i ? "," : "", p->k[g->first + i]);
+        P("]");
+    }
+    P("\niteration time %.6f ms (search objective %.6f ms)%s\n", p->time_s * 1e3,
+      p->objective_s * 1e3, p->timed_out ? ", ILP stopped at its time limit" : "");
+    if (p->method == ERG_SHARD_DP)
+        P("second pass (edges between non-adjacent segments): %d block%s changed\n", p->refined,
+          p->refined == 1 ? "" : "s");
+    P("memory per device %.3f MB (budget %.3f MB)\n", p->mem_bytes / 1e6, s->mem_budget / 1e6);
+    P("modelled throughput %.3f TFLOP/s (all devices)\n", p->tflops);
+    P("search time %.6f s\n", p->search_s);
+    P("strategies per block:\n");
+    for (int oi = 0; oi < s->norder; oi++) {
+        const pblock *pb = &s->pbs[s->order[oi]];
+        P("  PB %-3d %-22s %zu: %s\n", oi, s->c->ins[pb->anchor].name, p->k[oi],
+          pb->names[p->k[oi]]);
+    }
+#undef P
+    *text = b.data;
+    return ERG_OK;
+fail:
+    erg__buf_free(&b);
+    return erg_error_set(err, st, "out of memory");
+}
+
+erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char **json,
+                               erg_error *err)
+{
+    if (!s || !p || !json)
+        return erg_error_set(err, ERG_EINVAL, "erg_shard_plan_json: NULL argument");
+    json_t *root = json_object(), *blocks = json_array(), *segs = json_array();
+    if (!root || !blocks || !segs)
+        goto oom;
+    json_object_set_new(root, "module", json_string(s->m->name));
+    json_object_set_new(root, "mesh", json_pack("[ii]", s->mesh[0], s->mesh[1]));
+    json_object_set_new(root, "method", json_string(p->method == ERG_SHARD_DP ? "dp" : "ilp"));
+    json_object_set_new(root, "costs", json_string(s->cost_source));
+    json_object_set_new(root, "time_s", json_real(p->time_s));
+    json_object_set_new(root, "objective_s", json_real(p->objective_s));
+    json_object_set_new(root, "memory_bytes", json_real(p->mem_bytes));
+    json_object_set_new(root, "memory_budget_bytes", json_real(s->mem_budget));
+    json_object_set_new(root, "tflops", json_real(p->tflops));
+    json_object_set_new(root, "search_s", json_real(p->search_s));
+    json_object_set_new(root, "timed_out", json_boolean(p->timed_out));
+    for (int oi = 0; oi < s->norder; oi++) {
+        const pblock *pb = &s->pbs[s->order[oi]];
+        json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:i}", "anchor", s->c->ins[pb->anchor].name,
+                              "strategy", (int)p->k[oi], "num_strategies", pb->K, "name",
+                              pb->names[p->k[oi]], "members", pb->nmem);
+        if (!o || json_array_append_new(blocks, o))
+            goto oom;
+    }
+    for (int si = 0; si < s->nseg; si++) {
+        const segment *g = &s->segs[si];
+        json_t *o = json_pack("{s:i, s:i, s:i}", "first_block", g->first, "num_blocks", g->n,
+                              "unique", g->unique);
+        if (!o || json_array_append_new(segs, o))
+            goto oom;
+    }
+    json_object_set_new(root, "blocks", blocks);
+    json_object_set_new(root, "segments", segs);
+    blocks = segs = NULL;
+    char *t = json_dumps(root, JSON_INDENT(2));
+    json_decref(root);
+    if (!t)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    *json = erg__strdup(t);
+    free(t);
+    return *json ? ERG_OK : erg_error_set(err, ERG_ENOMEM, "out of memory");
+oom:
+    json_decref(root);
+    json_decref(blocks);
+    json_decref(segs);
+    return erg_error_set(err, ERG_ENOMEM, "out of memory");
+}

@@ -1,0 +1,91 @@
+/* hlo.h: the in-memory form of a parsed XLA HLO text module (private to src/shard/). */
+#ifndef ERGON_SHARD_HLO_H
+#define ERGON_SHARD_HLO_H
+
+#include "core/internal.h"
+#include "ergon/shard.h"
+
+#define HLO_MAX_RANK 16
+
+enum hlo_shape_kind { HLO_ARRAY = 0, HLO_TUPLE = 1, HLO_TOKEN = 2 };
+
+typedef struct hlo_shape {
+    int kind;       /* enum hlo_shape_kind */
+    int dtype;      /* index into the dtype table (hlo_dtype_name) */
+    int rank;
+    int64_t dims[HLO_MAX_RANK];
+    int nelems;     /* tuple elements */
+    struct hlo_shape *elems;
+} hlo_shape;
+
+/* Opcodes the analysis distinguishes; everything else is HLO_OP_OTHER plus its text. */
+typedef enum hlo_op {
+    HLO_OP_OTHER = 0,
+    HLO_OP_PARAMETER, HLO_OP_CONSTANT, HLO_OP_IOTA, HLO_OP_BROADCAST, HLO_OP_TRANSPOSE,
+    HLO_OP_RESHAPE, HLO_OP_BITCAST, HLO_OP_COPY, HLO_OP_CONVERT, HLO_OP_REDUCE, HLO_OP_DOT,
+    HLO_OP_CONVOLUTION, HLO_OP_GTE, HLO_OP_TUPLE, HLO_OP_CUSTOM_CALL, HLO_OP_ELEMENTWISE,
+    HLO_OP_SLICE, HLO_OP_PAD, HLO_OP_CONCATENATE, HLO_OP_GATHER, HLO_OP_SCATTER,
+    HLO_OP_CALL, HLO_OP_WHILE, HLO_OP_FUSION, HLO_OP_COLLECTIVE, HLO_OP_RNG,
+} hlo_op;
+
+typedef struct hlo_attr {
+    char *key;
+    size_t off, len; /* value text in the module text */
+} hlo_attr;
+
+typedef struct hlo_instr {
+    char *name;     /* without '%' */
+    char *opcode;   /* as written */
+    hlo_op op;
+    hlo_shape shape;
+    int nops;
+    int *ops;       /* operand indices in the same computation */
+    char **op_names;/* operand names until resolution, then NULL */
+    int nattrs;
+    hlo_attr *attrs;
+    size_t start, end;   /* text span of the whole instruction */
+    size_t lit_off, lit_len; /* text inside the parens of constant/parameter */
+    long param_num;
+    bool root;
+} hlo_instr;
+
+typedef struct hlo_comp {
+    char *name;
+    bool entry;
+    int n, cap;
+    hlo_instr *ins;
+    int root;
+    size_t start;
+    /* name -> index, open addressing */
+    int *slots;
+    size_t nslots;
+} hlo_comp;
+
+struct erg_hlo_module {
+    char *text;
+    size_t len;
+    char *filename;
+    char *name;
+    size_t header_end;  /* end of the HloModule header line's attributes */
+    bool has_num_partitions;
+    int ncomps, capcomps;
+    hlo_comp *comps;
+    int entry;
+};
+
+const char *hlo_dtype_name(int dtype);
+/* Bytes per element (sub-byte types round up to 1). */
+double hlo_dtype_bytes(int dtype);
+int64_t hlo_shape_elems(const hlo_shape *s);
+double hlo_shape_bytes(const hlo_shape *s);
+const hlo_attr *hlo_find_attr(const hlo_instr *in, const char *key);
+/* Parse an attribute value of the form {1,2,3} into ints; returns count or -1. */
+int hlo_attr_ints(const erg_hlo_module *m, const hlo_instr *in, const char *key, int64_t *out,
+                  int max);
+/* Copy of an attribute value (caller frees with erg__free) or NULL. */
+char *hlo_attr_str(const erg_hlo_module *m, const hlo_instr *in, const char *key);
+/* 1-based line and column of a text offset. */
+void hlo_line_col(const erg_hlo_module *m, size_t off, long *line, long *col);
+int hlo_find_comp(const erg_hlo_module *m, const char *name);
+
+#endif

@@ -1,0 +1,141 @@
+/* shard_internal.h: ParallelBlocks, specs, costs and plans shared by src/shard/ files. */
+#ifndef ERGON_SHARD_INTERNAL_H
+#define ERGON_SHARD_INTERNAL_H
+
+#include "shard/hlo.h"
+
+/* A sharding spec: for each tensor dim the mesh axes it is split over:
+ * SP_R (replicated), 0, 1, or SP_BOTH (split over both axes, "S01"). */
+#define SP_R ((int8_t)-1)
+#define SP_BOTH ((int8_t)2)
+typedef struct spec {
+    int8_t d[HLO_MAX_RANK];
+} spec;
+
+/* A collective a member needs under one strategy (its own, "intrinsic" communication). */
+enum { COLL_AR = 0, COLL_AG = 1, COLL_A2A = 2 };
+typedef struct coll {
+    int kind;     /* COLL_* */
+    int axis;     /* 0, 1 or SP_BOTH */
+    double bytes; /* see cost.c for what the bytes mean per kind */
+} coll;
+
+/* Per instruction of the entry computation. */
+typedef struct node {
+    int pb;        /* owning ParallelBlock or -1 */
+    int slot;      /* member index inside the block */
+    int nusers;
+    int *users;    /* instruction indices */
+    int topo;      /* position in topological order */
+    bool sink;     /* tuple / ROOT: takes any spec without cost */
+    bool boundary; /* custom-call/gather/...: needs replicated operands */
+    bool weight;   /* parameter reached from an anchor's rhs chain */
+    bool is_anchor, is_twin, is_dotmember;
+} node;
+
+/* Member data: for each strategy k, the output spec, the spec each operand must arrive in,
+ * and the intrinsic collectives. */
+typedef struct member {
+    int ins;
+    spec *out;    /* [K] */
+    spec *req;    /* [nops*K], operand j under k at req[j*K+k] */
+    coll *colls;  /* [ncolls] */
+    int *coll_k;  /* strategy of each collective */
+    int ncolls, capcolls;
+    const char *role; /* "anchor", "twin", "dot", "follow", "merge", "adopt" */
+} member;
+
+typedef struct pblock {
+    int id;         /* creation order, stable */
+    bool alive;     /* false after being merged into another block */
+    int anchor;     /* instruction index */
+    int K;
+    char **names;   /* [K] strategy names */
+    int nmem, capmem;
+    member *mem;
+    /* costs (filled by erg_shard_profile) */
+    double *time_s;    /* [K] compute + intrinsic comm + intra-block resharding */
+    double *comm_s;    /* [K] communication part of time_s */
+    double *comm_bytes;/* [K] */
+    double *mem_bytes; /* [K] per device */
+    double *flops;     /* [K] total FLOPs (whole model, not per device) */
+    uint64_t hash;
+} pblock;
+
+/* A resharding edge between two live blocks: cost[ka*Kb + kb]. */
+typedef struct pedge {
+    int a, b;        /* block indices in erg_shard.order */
+    double *cost_s;  /* [Ka*Kb] */
+    double *bytes;   /* [Ka*Kb] */
+} pedge;
+
+typedef struct segment {
+    int first, n;     /* in order[] */
+    int unique;       /* unique segment id (index of the first occurrence segment) */
+    /* combinations (filled by profiling) */
+    long ncombo;      /* product of Ks */
+    int nkeep;
+    long *keep;       /* kept combination indices */
+    double *keep_time, *keep_mem;
+    bool imported;    /* times from --profiles */
+} segment;
+
+typedef struct device_params {
+    char name[64];
+    double peak_flops, eff, mem_bw, mem_bytes;
+    double alpha[2], beta[2]; /* s, s/byte per mesh axis */
+} device_params;
+
+struct erg_shard {
+    const erg_hlo_module *m;
+    const hlo_comp *c;
+    int mesh[2];
+    int n;           /* instructions in the entry computation */
+    node *nodes;
+    int *topo;       /* instruction indices in topological order */
+    int npb, cappb;
+    pblock *pbs;     /* all created blocks */
+    int norder;
+    int *order;      /* live blocks in creation order (indices into pbs) */
+    int *pos_of;     /* pbs index -> position in order (or -1) */
+    int nedges;
+    pedge *edges;
+    int nseg;
+    segment *segs;
+    int nuniq;
+    /* costs */
+    bool profiled;
+    device_params dev;
+    double const_time_s;  /* unowned instructions */
+    double const_mem_bytes;
+    double const_flops;
+    double mem_budget;
+    double opt_factor;
+    char cost_source[128];
+    double profile_s;
+};
+
+struct erg_shard_plan {
+    int n;
+    size_t *k;          /* per position in order[] */
+    double time_s, objective_s, mem_bytes, search_s, tflops;
+    bool timed_out;
+    int method;
+    int refined; /* block changes made by the DP's second pass */
+};
+
+/* Collective time (s) on the device's mesh axis for `bytes` (meaning per kind: AR tensor
+ * size per device, AG gathered size per device, A2A full size). */
+double shard_coll_time(const erg_shard *s, int kind, int axis, double bytes);
+/* Bytes a resharding src -> dst of a tensor of `full_bytes` moves per device, and its time. */
+double shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, const spec *dst,
+                     double *bytes);
+int shard_tiles(const erg_shard *s, const spec *sp, int rank);
+void shard_spec_str(const spec *sp, int rank, char *buf, size_t size);
+/* Whole-graph evaluation of a strategy vector (indexed by position in order[]). */
+void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
+                double *flops);
+erg_status shard_load_devices(const char *path, const char *name, device_params *out,
+                              erg_error *err);
+
+#endif

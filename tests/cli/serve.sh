@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# serve.sh: `ergon serve` as a Perseus client sees it: options, start-up errors, and a
+# kronos-protocol job (raw job id with + : , in the path) from registration to [profiling-done].
+set -euo pipefail
+: "${ERGON:?path of the ergon binary}"
+command -v curl >/dev/null || { echo "# SKIP: curl not installed"; exit 77; }
+work=$(mktemp -d)
+pid=""
+cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$work"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+help=$("$ERGON" serve --help)
+grep -q -- "--rank-timeout" <<<"$help" || fail "--help lacks --rank-timeout"
+set +e
+"$ERGON" serve --bogus >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option must exit 2"
+"$ERGON" serve --port 99999 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad port must exit 2"
+out=$("$ERGON" serve --db "$work/x.db" --scheduler PointSolution --mode frequency \
+      --scheduler-args '{"solution_path": "/nonexistent"}' 2>&1); rc=$?
+[ $rc -eq 1 ] || fail "bad solution_path must exit 1 (got $rc)"
+grep -q "/nonexistent" <<<"$out" || fail "message must name the path: $out"
+out=$("$ERGON" serve --db "$work/x.db" --scheduler InstructionProfiler 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "mode" <<<"$out" || fail "knob-agnostic scheduler without mode: $out"
+set -e
+
+# A 2-stage plan: 2 microbatches, so 4 clocks per stage (kronos literal).
+cat > "$work/plan.py" <<'PY'
+[[1200, 1200, 1000, 1000],
+ [1000, 1000, 1200, 1200],]
+# estimated: 1.23 s
+PY
+cd "$work"
+"$ERGON" serve --port 0 --db "$work/s.db" --dump "$work/dump" --scheduler PointSolution \
+  --scheduler-args "{\"solution_path\": \"$work/plan.py\", \"warmup_iters\": 1}" --mode frequency \
+  >"$work/out.txt" 2>"$work/log.txt" &
+pid=$!
+for _ in $(seq 50); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
+port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out.txt")
+[ -n "$port" ] || fail "server did not start: $(cat "$work/log.txt")"
+u="http://127.0.0.1:$port"
+
+info=$(curl -sf "$u/info")
+grep -q '"mode":"frequency"' <<<"$info" || fail "/info: $info"
+job=$(curl -sf -X POST "$u/register_job" -d '{"job_id":"","pp_degree":2,"dp_degree":1,"tp_degree":1,"world_size":2,"framework":"merak","model_name":"gpt3-xl","partition_method":"custom:0,8,14","microbatch_size":8,"num_microbatches":2}')
+job=${job//\"/}
+case "$job" in *+merak+gpt3-xl+custom:0,8,14+dp1+pp2+tp1+mbs8+nmb2+PointSolution) ;; *) fail "job id $job";; esac
+for r in 0 1; do
+  curl -sf -X POST "$u/register_rank" -d "{\"job_id\":\"$job\",\"rank\":$r,\"dp_rank\":0,\"pp_rank\":$r,\"tp_rank\":0,\"pipe_schedule\":[\"load\",\"forward\",\"p2p\",\"forward\",\"p2p\",\"backward\",\"p2p\",\"backward\",\"step\"],\"power_state_range\":[1410,1200,1000]}" >/dev/null
+done
+# Two windows (warm-up, plan), then [profiling-done] as HTTP 500.
+for w in 0 1; do
+  curl -s "$u/schedule/$job?rank=0" >"$work/s0" & c0=$!
+  curl -s "$u/schedule/$job?rank=1" >"$work/s1" & c1=$!
+  wait $c0 $c1
+  if [ $w = 0 ]; then
+    grep -q '"power_states":\[1410, 1410, 1410, 1410, 1410, 1410, 1410, 1410, 1410\]' "$work/s0" || fail "warm-up: $(cat "$work/s0")"
+  else
+    grep -q '"power_states":\[1200, 1200, 1200, 1200, 1200, 1000, 1000, 1000, 1000\]' "$work/s0" || fail "plan stage 0: $(cat "$work/s0")"
+    grep -q '"power_states":\[1000, 1000, 1000, 1000, 1000, 1200, 1200, 1200, 1200\]' "$work/s1" || fail "plan stage 1: $(cat "$work/s1")"
+  fi
+  for r in 0 1; do
+    res=$(curl -sf -X POST "$u/result/$job" -d "{\"rank\":$r,\"iter_time\":[1.5,1.25],\"iter_energy\":[300,290],\"time_breakdown\":{\"forward\":[[0.1,0.1],[0.1,0.1]],\"backward\":[[0.2,0.2],[0.2,0.2]]},\"energy_breakdown\":{\"forward\":[],\"backward\":[]}}")
+    [ "$res" = null ] || fail "result: $res"
+  done
+done
+code=$(curl -s -o "$work/end" -w '%{http_code}' "$u/schedule/$job?rank=0")
+[ "$code" = 500 ] && grep -q '\[profiling-done\]' "$work/end" || fail "end of job: $code $(cat "$work/end")"
+metrics=$(curl -sf "$u/metrics")
+grep -q '^ergon_jobs{state="done"} 1$' <<<"$metrics" || fail "metrics: $metrics"
+d="$work/dump/$job"
+for f in perseus.json ranks.json 0.sched.json 0.prof.json 1.sched.json 1.prof.json; do
+  [ -s "$d/$f" ] || fail "missing dump $f"
+done
+grep -q '"iter_time": \[1.5, 1.25\]' "$d/1.prof.json" || fail "prof dump format: $(head -c 200 "$d/1.prof.json")"
+grep -q '"solution_path"' "$d/perseus.json" || fail "perseus.json"
+# Structured logs: one JSON object per line.
+first=$(head -n 1 "$work/log.txt")
+grep -q '^{"ts":' <<<"$first" || fail "log format: $first"
+echo "ok"

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# serve_python.sh: the Python binding of the server client (python/ergon/server_client.py)
+# drives a 2-rank job through `ergon serve` to its end, plus an error path.
+set -euo pipefail
+: "${ERGON:?}" "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
+command -v python3 >/dev/null || { echo "# SKIP: python3 not installed"; exit 77; }
+lib="$ERGON_BIN_DIR/libergon.so"
+[ -e "$lib" ] || { echo "FAIL: $lib missing"; exit 1; }
+work=$(mktemp -d)
+pid=""
+cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$work"; }
+trap cleanup EXIT
+cd "$work"
+"$ERGON" serve --port 0 --db "$work/s.db" --dump "$work/dump" --scheduler AllMaxFrequency \
+  --scheduler-args '{"num_iters": 2}' >"$work/out.txt" 2>"$work/log.txt" &
+pid=$!
+for _ in $(seq 50); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
+port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out.txt")
+[ -n "$port" ] || { echo "FAIL: server did not start"; exit 1; }
+# ASan builds: the binding loads an instrumented library into python.
+pre=""
+if [ -n "${ERGON_SANITIZED:-}" ]; then
+  pre=$(gcc -print-file-name=libasan.so 2>/dev/null || true)
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
+fi
+LD_PRELOAD="$pre" ERGON_LIBRARY="$lib" PYTHONPATH="$ERGON_SRC/python" python3 - "$port" <<'PY'
+import sys, threading
+from ergon.server_client import ServerClient, ServerError
+url = "http://127.0.0.1:%s" % sys.argv[1]
+c = ServerClient(url)
+job = c.register_job(pp_degree=2, framework="torch", model_name="py", partition_method="uniform",
+                     microbatch_size=1, num_microbatches=2)
+assert "+torch+py+uniform+dp1+pp2+tp1+mbs1+nmb2+AllMaxFrequency" in job, job
+sched = ["forward", "forward", "p2p", "backward", "backward", "step"]
+seen = {}
+def rank(r):
+    with ServerClient(url, schedule_wait_s=2) as cl:
+        cl.register_rank(job, rank=r, dp_rank=0, pp_rank=r, tp_rank=0, pipe_schedule=sched,
+                         power_states=[1410, 1200])
+        while True:
+            got = cl.fetch_schedule(job, r)
+            if got is None:
+                break
+            window, states = got
+            assert states == [1410] * len(sched), states
+            seen.setdefault(r, []).append(window)
+            cl.report(job, window, r, [(1.0, 200.0, {"forward": [(0.1, 20.0), (0.1, None)]})] * 3)
+ts = [threading.Thread(target=rank, args=(r,)) for r in (0, 1)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+assert seen == {0: [0, 1], 1: [0, 1]}, seen
+try:
+    c.set_straggler(job, slowdown=1.2)
+    raise SystemExit("set_straggler on a non-Frontier job must fail")
+except ServerError as e:
+    assert "Frontier" in str(e), e
+try:
+    c.fetch_schedule("no-such-job", 0)
+    raise SystemExit("unknown job must fail")
+except ServerError as e:
+    assert e.status == 6, e.status
+c.close()
+print("python ok")
+PY
+echo ok

@@ -1,0 +1,1337 @@
+/* test_server.c: the control-plane server: schedulers, wire parsing, bad input, and multi-process runs (profiling then plans, crash and restart, stragglers) on loopback. */
+#include "tap.h"
+
+#include "ergon/pipeline.h"
+#include "ergon/plan.h"
+#include "ergon/planner.h"
+#include "ergon/profile.h"
+#include "ergon/server.h"
+#include "ergon/server_client.h"
+#include "server/core.h"
+#include "server/server_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <time.h>
+#include <curl/curl.h>
+
+/* ---------------------------------------------------------------------
+ * A simulated GPU and training rank (our own simple model, not a real GPU):
+ * compute instruction time t(f) = t0 * (1410/f)^0.9 with t0 growing with
+ * the stage, power P(f) = 80 + 220 (f/1410)^2.5 W, energy = P t. Loads,
+ * P2P and the optimizer step take fixed times at 80 W.
+ * --------------------------------------------------------------------- */
+#define FMAX 1410.0
+static double sim_t0(int stage, int kind) /* kind: 0 forward, 1 backward */
+{
+    return (kind ? 0.020 : 0.010) * (1 + 0.1 * stage);
+}
+static double sim_time(int stage, int kind, int f)
+{
+    return sim_t0(stage, kind) * pow(FMAX / f, 0.9);
+}
+static double sim_power(int f)
+{
+    return 80 + 220 * pow(f / FMAX, 2.5);
+}
+
+static char tmpdir_[256];
+static const char *mktmp(void)
+{
+    snprintf(tmpdir_, sizeof tmpdir_, "/tmp/ergon-test-server-XXXXXX");
+    ASSERT(mkdtemp(tmpdir_));
+    return tmpdir_;
+}
+
+/* Pipe schedule of a stage: Merak-like: load+forward+p2p, backward+p2p, step. */
+static int pipe_schedule(int S, int M, int s, const char **out)
+{
+    erg_instr order[256];
+    erg_error err;
+    erg_schedule sch = {0};
+    ASSERT_OK(erg_schedule_stage_order(&sch, S, M, s, order, &err));
+    int n = 0;
+    for (int i = 0; i < 2 * M; i++) {
+        if (order[i].kind == ERG_FORWARD) {
+            if (s == 0)
+                out[n++] = "load";
+            out[n++] = "forward";
+        } else {
+            out[n++] = "backward";
+        }
+        out[n++] = "p2p";
+    }
+    out[n++] = "step";
+    return n;
+}
+
+static const int STATES[] = {1410, 1200, 1000, 800};
+#define NSTATES 4
+
+typedef struct rank_cfg {
+    const char *url, *job;
+    int rank, S, M, pp, dp, tp;
+    int iters;             /* iterations per window */
+    int report_delay_ms;   /* sleep before each report */
+    const char *ack_log;   /* append "window\n" per acknowledged report */
+} rank_cfg;
+
+/* Run one simulated rank to the end of its job; returns 0 on success. */
+static int run_rank(const rank_cfg *c)
+{
+    erg_error err;
+    erg_srv_client *cl = NULL;
+    erg_srv_client_opts o;
+    erg_srv_client_opts_init(&o);
+    o.schedule_wait_s = 5;
+    o.max_retries = 40;
+    o.backoff_max_s = 0.5;
+    if (erg_srv_client_new(c->url, &o, &cl, &err))
+        return 10;
+    const char *ps[512];
+    int n = pipe_schedule(c->S, c->M, c->pp, ps);
+    if (erg_srv_client_register_rank(cl, c->job, c->rank, c->dp, c->pp, c->tp, ps, (size_t)n,
+                                     STATES, NSTATES, &err)) {
+        fprintf(stderr, "# rank %d: %s\n", c->rank, err.msg);
+        return 11;
+    }
+    for (int guard = 0; guard < 1000; guard++) {
+        int *states = NULL;
+        size_t ns = 0;
+        long window = -1;
+        bool done = false;
+        if (erg_srv_client_fetch_schedule(cl, c->job, c->rank, &states, &ns, &window, &done,
+                                          &err)) {
+            fprintf(stderr, "# rank %d: fetch: %s\n", c->rank, err.msg);
+            return 12;
+        }
+        if (done)
+            break;
+        if ((int)ns != n) {
+            fprintf(stderr, "# rank %d: schedule of %zu entries for %d instructions\n", c->rank,
+                    ns, n);
+            erg_free(states);
+            return 13;
+        }
+        erg_srv_result *res = NULL;
+        erg_srv_result_new(c->rank, &res, &err);
+        for (int it = 0; it < c->iters; it++) {
+            double T = 0, E = 0;
+            for (int i = 0; i < n; i++) {
+                int f = states[i];
+                bool fw = !strcmp(ps[i], "forward"), bw = !strcmp(ps[i], "backward");
+                double t = fw || bw ? sim_time(c->pp, bw, f)
+                                    : !strcmp(ps[i], "step") ? 0.002
+                                                             : 0.0005;
+                double e = (fw || bw ? sim_power(f) : 80.0) * t;
+                T += t;
+                E += e;
+            }
+            erg_srv_result_add_iteration(res, T, E, &err);
+            for (int i = 0; i < n; i++) {
+                bool fw = !strcmp(ps[i], "forward"), bw = !strcmp(ps[i], "backward");
+                if (fw || bw) {
+                    double t = sim_time(c->pp, bw, states[i]);
+                    erg_srv_result_add_sample(res, ps[i], t, t * sim_power(states[i]), &err);
+                } else if (!strcmp(ps[i], "load")) {
+                    erg_srv_result_add_sample(res, "load", 0.0005, NAN, &err);
+                }
+            }
+        }
+        erg_free(states);
+        if (c->report_delay_ms)
+            usleep((useconds_t)c->report_delay_ms * 1000);
+        erg_status st = erg_srv_client_report(cl, c->job, window, res, &err);
+        erg_srv_result_free(res);
+        if (st == ERG_ESTATE && strstr(err.msg, "is done"))
+            continue; /* the job was ended meanwhile: the next fetch says so */
+        if (st) {
+            fprintf(stderr, "# rank %d: report: %s\n", c->rank, err.msg);
+            return 14;
+        }
+        if (c->ack_log) {
+            FILE *f = fopen(c->ack_log, "a");
+            if (f) {
+                fprintf(f, "%d %ld\n", c->rank, window);
+                fclose(f);
+            }
+        }
+    }
+    erg_srv_client_free(cl);
+    return 0;
+}
+
+static pid_t fork_rank(const rank_cfg *c)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        _exit(run_rank(c));
+    }
+    return pid;
+}
+
+static int wait_all(pid_t *pids, int n)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        int st = 0;
+        waitpid(pids[i], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+            fprintf(stderr, "# child %d exited with %d\n", i, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+/* The server in a child process (so the test can kill -9 it). */
+typedef struct srv_cfg {
+    const char *db, *dump, *scheduler, *args, *mode;
+    int port;
+    double rank_timeout_s, idle_s, conn_timeout_s;
+} srv_cfg;
+
+static pid_t start_server(const srv_cfg *c, int *port)
+{
+    int p[2];
+    ASSERT(pipe(p) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(p[0]);
+        erg_server_opts o;
+        erg_server_opts_init(&o);
+        o.port = c->port;
+        o.db_path = c->db;
+        o.dump_dir = c->dump;
+        o.scheduler = c->scheduler ? c->scheduler : "AllMaxFrequency";
+        o.scheduler_args = c->args ? c->args : "{}";
+        o.mode = c->mode;
+        if (c->rank_timeout_s > 0)
+            o.rank_timeout_s = c->rank_timeout_s;
+        if (c->idle_s > 0)
+            o.job_idle_timeout_s = c->idle_s;
+        if (c->conn_timeout_s > 0)
+            o.connection_timeout_s = c->conn_timeout_s;
+        erg_server *srv = NULL;
+        erg_error err;
+        int port_out = -1;
+        if (erg_server_new(&o, &srv, &err) || erg_server_start(srv, &err)) {
+            fprintf(stderr, "# server: %s\n", err.msg);
+        } else {
+            port_out = erg_server_port(srv);
+        }
+        if (write(p[1], &port_out, sizeof port_out) != sizeof port_out)
+            _exit(1);
+        if (port_out < 0)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    int got = -1;
+    ssize_t r = read(p[0], &got, sizeof got);
+    close(p[0]);
+    ASSERT_MSG(r == sizeof got && got > 0, "the server did not start");
+    *port = got;
+    return pid;
+}
+
+static void stop_server(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
+static char *http(const char *url, const char *method, const char *path, const char *body,
+                  int *status)
+{
+    erg_srv_client *c = NULL;
+    erg_error err;
+    ASSERT_OK(erg_srv_client_new(url, NULL, &c, &err));
+    char *resp = NULL;
+    ASSERT_OK(erg_srv_client_request(c, method, path, body, status, &resp, &err));
+    erg_srv_client_free(c);
+    return resp;
+}
+
+static char *register_job(const char *url, int S, int dp, int M, const char *sched,
+                          const char *args, const char *model)
+{
+    erg_srv_client *c = NULL;
+    erg_error err;
+    ASSERT_OK(erg_srv_client_new(url, NULL, &c, &err));
+    erg_srv_job_desc d = {S, dp, 1, S * dp, "sim", model, "uniform", 1, M, sched, args,
+                          "frequency"};
+    char *id = NULL;
+    ASSERT_OK(erg_srv_client_register_job(c, &d, &id, &err));
+    erg_srv_client_free(c);
+    return id;
+}
+
+static json_t *load_json(const char *path)
+{
+    json_error_t je;
+    json_t *v = json_load_file(path, 0, &je);
+    ASSERT_MSG(v, "%s: %s", path, je.text);
+    return v;
+}
+
+static bool exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Unit tests of the pieces.
+ * --------------------------------------------------------------------- */
+
+TEST(expand_follows_spec)
+{
+    /* load F p2p F B p2p B step; plan F=1,2 B=3,4 in execution order. */
+    int instrs[] = {SRV_I_LOAD, SRV_I_FORWARD, SRV_I_P2P, SRV_I_FORWARD, SRV_I_BACKWARD,
+                    SRV_I_P2P,  SRV_I_BACKWARD, SRV_I_STEP};
+    int plan[] = {1000, 1100, 1200, 1300}, out[8];
+    erg_error err;
+    ASSERT_OK(srv_expand(plan, 4, instrs, 8, out, &err));
+    int want[] = {1000, 1000, 1000, 1100, 1200, 1200, 1300, 1300};
+    for (int i = 0; i < 8; i++)
+        ASSERT_EQ_INT(out[i], want[i]);
+    ASSERT_EQ_INT(srv_expand(plan, 3, instrs, 8, out, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "3 clocks");
+}
+
+TEST(plan_files_both_literal_formats)
+{
+    const char *d = mktmp();
+    char p1[512], p2[512], p3[512];
+    snprintf(p1, sizeof p1, "%s/a.py", d);
+    snprintf(p2, sizeof p2, "%s/b.py", d);
+    snprintf(p3, sizeof p3, "%s/c.py", d);
+    FILE *f = fopen(p1, "w");
+    fprintf(f, "[[1410, 1200,],\n [1000, 800]]\n# (cost estimate) 1.0\n");
+    fclose(f);
+    f = fopen(p2, "w");
+    fprintf(f, "[\n  [(\"forward\", 1410), ('backward', 1200)],  # stage 0\n"
+               "  [[\"forward\", 1000], (\"load\", 5), (\"backward\", 800),],\n]\n");
+    fclose(f);
+    f = fopen(p3, "w");
+    fprintf(f, "[[(\"forward\", 1410), (\"backward\" 1200)]]\n");
+    fclose(f);
+    int **st = NULL, *len = NULL, n = 0;
+    erg_error err;
+    for (int k = 0; k < 2; k++) {
+        ASSERT_OK(srv_plan_load(k ? p2 : p1, &st, &len, &n, &err));
+        ASSERT_EQ_INT(n, 2);
+        ASSERT_EQ_INT(len[0], 2);
+        ASSERT_EQ_INT(len[1], 2);
+        ASSERT_EQ_INT(st[0][0], 1410);
+        ASSERT_EQ_INT(st[0][1], 1200);
+        ASSERT_EQ_INT(st[1][0], 1000);
+        ASSERT_EQ_INT(st[1][1], 800);
+        srv_plan_stages_free(st, len, n);
+    }
+    ASSERT_EQ_INT(srv_plan_load(p3, &st, &len, &n, &err), ERG_EPARSE);
+    ASSERT_CONTAINS(err.msg, "c.py:1");
+}
+
+TEST(python_json_output_matches_real_dump)
+{
+    /* Our dump writer must produce the same text as Perseus (Python's
+     * json.dumps): re-serialising the real dump must give it back byte for
+     * byte. */
+    const char *names[] = {"perseus.json", "0.sched.json", "2.sched.json", "0.prof.json",
+                           "2.prof.json"};
+    char path[1024];
+    snprintf(path, sizeof path, "%s/perseus-sosp24/dump-example", ERG_SHARED_DATA_DIR);
+    if (!exists(path))
+        SKIP("reference data absent: %s", path);
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/perseus-sosp24/dump-example/%s", ERG_SHARED_DATA_DIR,
+                 names[i]);
+        char *text = NULL;
+        size_t len = 0;
+        erg_error err;
+        ASSERT_OK(erg__read_file(path, 1u << 26, &text, &len, &err));
+        while (len && (text[len - 1] == '\n'))
+            text[--len] = 0;
+        json_t *v = json_loadb(text, len, 0, NULL);
+        ASSERT(v);
+        erg__buf b = {0};
+        ASSERT_EQ_INT(srv_json_py(v, &b), ERG_OK);
+        ASSERT_EQ_INT(b.len, len);
+        ASSERT_MSG(!memcmp(b.data, text, len), "%s differs after re-serialisation", names[i]);
+        /* And our result validator accepts every real ProfilingResult. */
+        if (strstr(names[i], "prof")) {
+            for (size_t r = 0; r < json_array_size(v); r++) {
+                srv_result res;
+                ASSERT_OK(srv_result_from_json(json_array_get(v, r), &res, &err));
+                ASSERT_EQ_INT(res.n_iters, 30);
+                ASSERT(res.time_bd[SRV_I_FORWARD].n_iters == 30);
+                srv_result_free(&res);
+            }
+        }
+        erg__buf_free(&b);
+        json_decref(v);
+        erg__free(text);
+    }
+}
+
+/* A scheduler context for 2 stages of [F p2p B]. */
+typedef struct fake_job {
+    srv_sched_ctx c;
+    int n[2];
+    int *ins[2];
+    int st[4];
+    int ins0[3];
+} fake_job;
+
+static void fake_init(fake_job *f, int nstates)
+{
+    memset(f, 0, sizeof *f);
+    int ins[3] = {SRV_I_FORWARD, SRV_I_P2P, SRV_I_BACKWARD};
+    memcpy(f->ins0, ins, sizeof ins);
+    f->n[0] = f->n[1] = 3;
+    f->ins[0] = f->ins[1] = f->ins0;
+    for (int i = 0; i < nstates; i++)
+        f->st[i] = STATES[i];
+    f->c.num_stages = 2;
+    f->c.n_instrs = f->n;
+    f->c.instrs = f->ins;
+    f->c.states = f->st;
+    f->c.n_states = nstates;
+    f->c.mode = SRV_MODE_POWER;
+}
+
+/* Per-stage results where stage s at state v has forward time and iteration
+ * time from the sim model and energy P t. */
+static void fake_results(srv_result *r, int **sched)
+{
+    for (int s = 0; s < 2; s++) {
+        json_t *o = json_object();
+        json_t *it = json_array(), *ie = json_array(), *fw = json_array();
+        for (int i = 0; i < 4; i++) {
+            double t = sim_time(s, 0, sched[s][0]) + sim_time(s, 1, sched[s][2]);
+            json_array_append_new(it, json_real(t));
+            json_array_append_new(ie, json_real(t * sim_power(sched[s][0])));
+            json_array_append_new(fw, json_pack("[f]", sim_time(s, 0, sched[s][0])));
+        }
+        json_object_set_new(o, "iter_time", it);
+        json_object_set_new(o, "iter_energy", ie);
+        json_object_set_new(o, "time_breakdown", json_pack("{s:o}", "forward", fw));
+        erg_error err;
+        ASSERT_OK(srv_result_from_json(o, &r[s], &err));
+        json_decref(o);
+    }
+}
+
+static int run_sched(const char *name, const char *args, fake_job *f, int max_windows,
+                     int seen[][2])
+{
+    srv_sched *s = NULL;
+    erg_error err;
+    json_t *a = json_loads(args, 0, NULL);
+    ASSERT_OK(srv_sched_new(name, a, &f->c, &s, &err));
+    json_decref(a);
+    int w = 0;
+    for (; w < max_windows; w++) {
+        int **per = NULL;
+        bool done = false;
+        ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+        if (done)
+            break;
+        seen[w][0] = per[0][0];
+        seen[w][1] = per[1][0];
+        srv_result r[2];
+        fake_results(r, per);
+        ASSERT_OK(srv_sched_observe(s, r, &err));
+        srv_result_free(&r[0]);
+        srv_result_free(&r[1]);
+    }
+    srv_sched_free(s);
+    return w;
+}
+
+TEST(zeus_global_sweeps_and_ends)
+{
+    fake_job f;
+    fake_init(&f, 4);
+    char *d = (char *)mktmp();
+    f.c.job_dir = d;
+    int seen[32][2];
+    int w = run_sched("ZeusGlobalPowerLimit", "{\"eta_knob\": 0.5}", &f, 32, seen);
+    /* one warm-up + every state but the lowest, then the end */
+    ASSERT_EQ_INT(w, 4);
+    ASSERT_EQ_INT(seen[0][0], 1410);
+    ASSERT_EQ_INT(seen[1][0], 1410);
+    ASSERT_EQ_INT(seen[2][1], 1200);
+    ASSERT_EQ_INT(seen[3][0], 1000);
+    char p[512];
+    snprintf(p, sizeof p, "%s/ZeusGlobalPowerLimit.json", d);
+    json_t *v = load_json(p);
+    ASSERT_EQ_INT(json_object_size(v), 3);
+    double t1410 = json_real_value(json_object_get(json_object_get(v, "1410"), "time"));
+    /* time = 1 / throughput = slowest stage's iteration time */
+    ASSERT_NEAR(t1410, sim_time(1, 0, 1410) + sim_time(1, 1, 1410), 1e-12);
+    json_decref(v);
+}
+
+TEST(zeus_local_balances_stages)
+{
+    fake_job f;
+    fake_init(&f, 4);
+    char *d = (char *)mktmp();
+    f.c.job_dir = d;
+    int seen[64][2];
+    int w = run_sched("ZeusLocalPowerState", "{}", &f, 64, seen);
+    ASSERT(w > 2 && w < 64);
+    char p[512];
+    snprintf(p, sizeof p, "%s/ZeusLocalPowerState.json", d);
+    json_t *v = load_json(p);
+    /* stage 1 is slower in the model: it is the heaviest */
+    ASSERT_EQ_INT(json_integer_value(json_object_get(v, "heaviest_stage")), 1);
+    json_t *res = json_object_get(v, "profiling_results");
+    ASSERT(json_object_size(res) >= 1);
+    /* at the first heaviest-stage state (1410), the lighter stage 0 runs at
+     * a lower or equal state */
+    json_t *bal = json_object_get(json_object_get(res, "1410"), "balanced_power_states");
+    ASSERT(bal);
+    ASSERT_EQ_INT(json_integer_value(json_array_get(bal, 1)), 1410);
+    ASSERT(json_integer_value(json_array_get(bal, 0)) <= 1410);
+    ASSERT(json_object_get(v, "optimal_heaviest_stage_power_state"));
+    json_decref(v);
+}
+
+TEST(two_frequencies_and_allmax)
+{
+    fake_job f;
+    fake_init(&f, 4);
+    f.c.mode = SRV_MODE_FREQUENCY;
+    int seen[8][2];
+    ASSERT_EQ_INT(run_sched("AllMaxFrequency3D", "{\"num_iters\": 3}", &f, 8, seen), 3);
+    srv_sched *s = NULL;
+    erg_error err;
+    json_t *a = json_pack("{s:i,s:i}", "forward_freq", 1200, "backward_freq", 800);
+    ASSERT_OK(srv_sched_new("TwoFrequencies", a, &f.c, &s, &err));
+    int **per;
+    bool done;
+    ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+    ASSERT(!done);
+    ASSERT_EQ_INT(per[0][0], 1200);
+    ASSERT_EQ_INT(per[0][1], 1200); /* p2p inherits the forward clock */
+    ASSERT_EQ_INT(per[0][2], 800);
+    srv_sched_free(s);
+    json_decref(a);
+    a = json_pack("{s:i,s:i}", "forward_freq", 1234, "backward_freq", 800);
+    ASSERT_EQ_INT(srv_sched_new("TwoFrequencies", a, &f.c, &s, &err), ERG_EINVAL);
+    json_decref(a);
+    a = json_pack("{s:i}", "bogus", 1);
+    ASSERT_EQ_INT(srv_sched_check_args("AllMax", a, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "bogus");
+    json_decref(a);
+    a = json_object();
+    ASSERT_EQ_INT(srv_sched_check_args("NoSuchScheduler", a, &err), ERG_EINVAL);
+    json_decref(a);
+}
+
+/* ---------------------------------------------------------------------
+ * Bad input through the request handlers (no sockets).
+ * --------------------------------------------------------------------- */
+
+static erg_server *mem_server(const char *sched, const char *args)
+{
+    erg_server_opts o;
+    erg_server_opts_init(&o);
+    o.db_path = ":memory:";
+    o.dump_data = false;
+    o.scheduler = sched;
+    o.scheduler_args = args;
+    o.mode = "frequency";
+    erg_server *srv = NULL;
+    erg_error err;
+    ASSERT_OK(erg_server_new(&o, &srv, &err));
+    return srv;
+}
+
+static int call(erg_server *srv, const char *method, const char *path, const char *query,
+                const char *body, char **out)
+{
+    int status = 0;
+    char *resp = NULL;
+    const char *ct;
+    ASSERT_EQ_INT(erg_server_handle(srv, method, path, query, body, body ? strlen(body) : 0, 0,
+                                    &status, &resp, &ct),
+                  ERG_OK);
+    ASSERT(resp && ct);
+    if (out)
+        *out = resp;
+    else
+        erg_free(resp);
+    return status;
+}
+
+static const char *JOB2 = "{\"job_id\":\"\",\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,"
+                          "\"world_size\":2,\"framework\":\"f\",\"model_name\":\"m\","
+                          "\"partition_method\":\"p\",\"microbatch_size\":1,"
+                          "\"num_microbatches\":1}";
+
+static char *reg_job(erg_server *srv)
+{
+    char *resp;
+    ASSERT_EQ_INT(call(srv, "POST", "/register_job", NULL, JOB2, &resp), 200);
+    json_t *v = json_loads(resp, JSON_DECODE_ANY, NULL);
+    ASSERT(json_is_string(v));
+    char *id = strdup(json_string_value(v));
+    json_decref(v);
+    erg_free(resp);
+    return id;
+}
+
+static int reg_rank(erg_server *srv, const char *id, int r, const char *sched_list)
+{
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"job_id\":\"%s\",\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,\"tp_rank\":0,"
+             "\"pipe_schedule\":%s,\"power_state_range\":[1000,1410,1200]}",
+             id, r, r, sched_list);
+    return call(srv, "POST", "/register_rank", NULL, body, NULL);
+}
+
+TEST(bad_input_gets_4xx_with_message)
+{
+    erg_server *srv = mem_server("AllMaxFrequency", "{\"num_iters\":1}");
+    char *resp;
+    /* malformed JSON, wrong types, missing fields, bad world size */
+    ASSERT_EQ_INT(call(srv, "POST", "/register_job", NULL, "{\"job_id\": ", &resp), 422);
+    ASSERT_CONTAINS(resp, "malformed JSON");
+    erg_free(resp);
+    ASSERT_EQ_INT(call(srv, "POST", "/register_job", NULL, "[1,2]", &resp), 422);
+    erg_free(resp);
+    ASSERT_EQ_INT(call(srv, "POST", "/v1/jobs", NULL, "{\"pp_degree\":\"2\"}", &resp), 400);
+    ASSERT_CONTAINS(resp, "pp_degree must be an integer");
+    erg_free(resp);
+    ASSERT_EQ_INT(call(srv, "POST", "/v1/jobs", NULL,
+                       "{\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":3,"
+                       "\"framework\":\"f\",\"model_name\":\"m\",\"partition_method\":\"p\","
+                       "\"microbatch_size\":1,\"num_microbatches\":1}",
+                       &resp),
+                  400);
+    ASSERT_CONTAINS(resp, "world_size 3");
+    erg_free(resp);
+    ASSERT_EQ_INT(call(srv, "POST", "/v1/jobs", NULL,
+                       "{\"pp_degree\":1,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":1,"
+                       "\"framework\":\"../etc\",\"model_name\":\"m/x\",\"partition_method\":\"p\","
+                       "\"microbatch_size\":1,\"num_microbatches\":1}",
+                       &resp),
+                  400);
+    ASSERT_CONTAINS(resp, "without '/'");
+    erg_free(resp);
+    /* deep nesting */
+    char deep[400];
+    memset(deep, '[', 300);
+    deep[300] = 0;
+    ASSERT_EQ_INT(call(srv, "POST", "/register_job", NULL, deep, &resp), 422);
+    ASSERT_CONTAINS(resp, "nested");
+    erg_free(resp);
+    /* unknown job, unknown endpoint, wrong method */
+    ASSERT_EQ_INT(call(srv, "GET", "/schedule/nope", "rank=0", NULL, &resp), 404);
+    ASSERT_CONTAINS(resp, "unknown job");
+    erg_free(resp);
+    ASSERT_EQ_INT(call(srv, "GET", "/nothing", NULL, NULL, NULL), 404);
+    ASSERT_EQ_INT(call(srv, "GET", "/register_job", NULL, NULL, NULL), 405);
+    ASSERT_EQ_INT(call(srv, "GET", "/v1/jobs/x/results", NULL, NULL, NULL), 405);
+
+    char *id = reg_job(srv);
+    const char *ps = "[\"forward\",\"backward\"]";
+    /* rank out of range, bad instruction, duplicate power state */
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"job_id\":\"%s\",\"rank\":5,\"dp_rank\":0,\"pp_rank\":0,\"tp_rank\":0,"
+             "\"pipe_schedule\":[\"forward\"],\"power_state_range\":[1410]}",
+             id);
+    ASSERT_EQ_INT(call(srv, "POST", "/register_rank", NULL, body, &resp), 422);
+    ASSERT_CONTAINS(resp, "rank = 5");
+    erg_free(resp);
+    ASSERT_EQ_INT(reg_rank(srv, id, 0, "[\"forward\",\"jump\"]"), 422);
+    snprintf(body, sizeof body,
+             "{\"job_id\":\"%s\",\"rank\":0,\"dp_rank\":0,\"pp_rank\":0,\"tp_rank\":0,"
+             "\"pipe_schedule\":[\"forward\"],\"power_state_range\":[1410,1410]}",
+             id);
+    ASSERT_EQ_INT(call(srv, "POST", "/register_rank", NULL, body, &resp), 422);
+    ASSERT_CONTAINS(resp, "twice");
+    erg_free(resp);
+    ASSERT_EQ_INT(reg_rank(srv, id, 0, ps), 200);
+    ASSERT_EQ_INT(reg_rank(srv, id, 0, ps), 200); /* idempotent retry */
+    ASSERT_EQ_INT(reg_rank(srv, id, 0, "[\"forward\"]"), 409);
+    /* schedule for an unregistered rank; results before the window started */
+    ASSERT_EQ_INT(call(srv, "GET", "/schedule/x", "rank=abc", NULL, NULL), 422);
+    char path[512];
+    snprintf(path, sizeof path, "/schedule/%s", id);
+    ASSERT_EQ_INT(call(srv, "GET", path, "rank=1", NULL, &resp), 404);
+    ASSERT_CONTAINS(resp, "has not registered");
+    erg_free(resp);
+    ASSERT_EQ_INT(reg_rank(srv, id, 1, ps), 200);
+    /* barrier pending (no wait) */
+    ASSERT_EQ_INT(call(srv, "GET", path, "rank=0", NULL, NULL), 503);
+    char rpath[512];
+    snprintf(rpath, sizeof rpath, "/result/%s", id);
+    const char *good = "{\"rank\":0,\"iter_time\":[1.0],\"iter_energy\":[2.0],"
+                       "\"time_breakdown\":{},\"energy_breakdown\":{}}";
+    ASSERT_EQ_INT(call(srv, "POST", rpath, NULL, good, &resp), 409);
+    ASSERT_CONTAINS(resp, "has not started");
+    erg_free(resp);
+    ASSERT_EQ_INT(call(srv, "GET", path, "rank=1", NULL, &resp), 200);
+    ASSERT_CONTAINS(resp, "[1410, 1410]");
+    erg_free(resp);
+    ASSERT_EQ_INT(call(srv, "GET", path, "rank=0", NULL, NULL), 200);
+    /* results of the wrong shape or types */
+    ASSERT_EQ_INT(call(srv, "POST", rpath, NULL,
+                       "{\"rank\":0,\"iter_time\":[1.0,2.0],\"iter_energy\":[2.0]}", &resp),
+                  422);
+    ASSERT_CONTAINS(resp, "iter_energy has 1");
+    erg_free(resp);
+    ASSERT_EQ_INT(call(srv, "POST", rpath, NULL,
+                       "{\"rank\":0,\"iter_time\":[\"x\"],\"iter_energy\":[2.0]}", NULL),
+                  422);
+    ASSERT_EQ_INT(call(srv, "POST", rpath, NULL,
+                       "{\"rank\":0,\"iter_time\":[1],\"iter_energy\":[2],"
+                       "\"time_breakdown\":{\"fly\":[[1]]}}",
+                       &resp),
+                  422);
+    ASSERT_CONTAINS(resp, "not a pipe instruction");
+    erg_free(resp);
+    ASSERT_EQ_INT(call(srv, "POST", rpath, NULL, good, NULL), 200);
+    ASSERT_EQ_INT(call(srv, "POST", rpath, NULL, good, &resp), 409); /* twice */
+    ASSERT_CONTAINS(resp, "already reported");
+    erg_free(resp);
+    ASSERT_EQ_INT(call(srv, "POST", rpath, NULL, "{\"rank\":1,\"iter_time\":[1.0],\"iter_energy\":[2.0]}", NULL), 200);
+    /* AllMax with num_iters 1: the job is over */
+    ASSERT_EQ_INT(call(srv, "GET", path, "rank=0", NULL, &resp), 500);
+    ASSERT_CONTAINS(resp, "[profiling-done]");
+    erg_free(resp);
+    char vpath[600];
+    snprintf(vpath, sizeof vpath, "/v1/jobs/%s/schedule", id);
+    ASSERT_EQ_INT(call(srv, "GET", vpath, "rank=1", NULL, &resp), 200);
+    ASSERT_CONTAINS(resp, "\"done\":true");
+    erg_free(resp);
+    /* the server still serves after all of that */
+    ASSERT_EQ_INT(call(srv, "GET", "/info", NULL, NULL, NULL), 200);
+    ASSERT_EQ_INT(call(srv, "GET", "/metrics", NULL, NULL, &resp), 200);
+    ASSERT_CONTAINS(resp, "ergon_jobs{state=\"done\"} 1");
+    erg_free(resp);
+    free(id);
+    erg_server_free(srv);
+}
+
+TEST(scheduler_errors_reach_ranks)
+{
+    /* A plan whose length does not match the ranks' pipe schedules: the
+     * ranks get 400 with the reason at their first schedule request. */
+    const char *d = mktmp();
+    char plan[512], args[700];
+    snprintf(plan, sizeof plan, "%s/p.py", d);
+    FILE *f = fopen(plan, "w");
+    fprintf(f, "[[1410, 1410, 1200, 1200], [1410, 1410, 1200, 1200]]\n");
+    fclose(f);
+    snprintf(args, sizeof args, "{\"solution_path\":\"%s\",\"warmup_iters\":0}", plan);
+    erg_server *srv = mem_server("PointSolution", args);
+    char *id = reg_job(srv);
+    ASSERT_EQ_INT(reg_rank(srv, id, 0, "[\"forward\",\"backward\"]"), 200);
+    ASSERT_EQ_INT(reg_rank(srv, id, 1, "[\"forward\",\"backward\"]"), 200);
+    char path[512], *resp;
+    snprintf(path, sizeof path, "/schedule/%s", id);
+    ASSERT_EQ_INT(call(srv, "GET", path, "rank=0", NULL, &resp), 400);
+    ASSERT_CONTAINS(resp, "4 clocks");
+    erg_free(resp);
+    free(id);
+    erg_server_free(srv);
+    /* A bad solution_path is refused when the server starts. */
+    erg_server_opts o;
+    erg_server_opts_init(&o);
+    o.db_path = ":memory:";
+    o.dump_data = false;
+    o.scheduler = "PointSolution";
+    o.scheduler_args = "{\"solution_path\":\"/nonexistent/plan.py\"}";
+    o.mode = "frequency";
+    erg_error err;
+    ASSERT_EQ_INT(erg_server_new(&o, &srv, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "/nonexistent/plan.py");
+    o.scheduler = "AllMaxPowerLimit";
+    o.scheduler_args = "{}";
+    ASSERT_EQ_INT(erg_server_new(&o, &srv, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "power limit");
+    o.scheduler = "InstructionProfiler";
+    o.mode = NULL;
+    ASSERT_EQ_INT(erg_server_new(&o, &srv, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "mode");
+}
+
+/* ---------------------------------------------------------------------
+ * Over sockets.
+ * --------------------------------------------------------------------- */
+
+static int raw_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    return fd;
+}
+
+TEST(huge_bodies_and_slow_clients)
+{
+    const char *d = mktmp();
+    char db[512], dump[512], url[64];
+    snprintf(db, sizeof db, "%s/s.db", d);
+    snprintf(dump, sizeof dump, "%s/dump", d);
+    srv_cfg c = {db, dump, NULL, NULL, NULL, 0, 0, 0, 1.0};
+    int port;
+    pid_t srv = start_server(&c, &port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    /* A slow client: half a request line, then silence. */
+    int slow = raw_connect(port);
+    ASSERT(write(slow, "GET /inf", 8) == 8);
+    /* A body over the limit (declared up front): 413 at once. */
+    int big = raw_connect(port);
+    const char *hdr = "POST /register_job HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n"
+                      "Content-Type: application/json\r\n\r\n";
+    ASSERT(write(big, hdr, strlen(hdr)) == (ssize_t)strlen(hdr));
+    char buf[512] = {0};
+    ssize_t n = read(big, buf, sizeof buf - 1);
+    ASSERT(n > 0);
+    ASSERT_CONTAINS(buf, "413");
+    close(big);
+    /* A chunked body over the limit (no length up front). */
+    int status;
+    size_t blen = (16u << 20) + 100;
+    char *body = malloc(blen + 1);
+    memset(body, ' ', blen);
+    body[blen] = 0;
+    body[0] = '{';
+    body[blen - 1] = '}';
+    char *resp = http(url, "POST", "/register_job", body, &status);
+    ASSERT_EQ_INT(status, 413);
+    erg_free(resp);
+    free(body);
+    /* Meanwhile normal requests work. */
+    resp = http(url, "GET", "/info", NULL, &status);
+    ASSERT_EQ_INT(status, 200);
+    ASSERT_CONTAINS(resp, "AllMaxFrequency");
+    erg_free(resp);
+    /* The slow client is dropped after the connection timeout (1 s). */
+    struct timeval tv = {5, 0};
+    setsockopt(slow, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    n = read(slow, buf, sizeof buf);
+    ASSERT_MSG(n <= 0, "the server answered a half request");
+    close(slow);
+    resp = http(url, "GET", "/healthz", NULL, &status);
+    ASSERT_EQ_INT(status, 200);
+    erg_free(resp);
+    stop_server(srv);
+}
+
+/* Two jobs x four ranks: InstructionProfiler, then PointSolution with plans
+ * built from the measured profile; the dumps have Perseus's layout. */
+TEST(profile_then_point_solution_8_processes)
+{
+    const char *d = mktmp();
+    char db[512], dump[512], url[64];
+    snprintf(db, sizeof db, "%s/s.db", d);
+    snprintf(dump, sizeof dump, "%s/dump", d);
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0};
+    int port;
+    pid_t srv = start_server(&c, &port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    const int S = 4, M = 4;
+    char *jobs[2];
+    pid_t pids[8];
+    for (int j = 0; j < 2; j++)
+        jobs[j] = register_job(url, S, 1, M, "InstructionProfiler",
+                               "{\"minimum_power_state\": 700}", j ? "modelB" : "modelA");
+    for (int j = 0; j < 2; j++)
+        for (int r = 0; r < S; r++) {
+            rank_cfg rc = {url, jobs[j], r, S, M, r, 0, 0, 4, 0, NULL};
+            pids[j * S + r] = fork_rank(&rc);
+        }
+    ASSERT_EQ_INT(wait_all(pids, 8), 0);
+    /* The profile CSV of job 0: 4 states (>= 700 MHz) x 4 stages x F/B. */
+    char csv[1024];
+    snprintf(csv, sizeof csv, "%s/%s/sim+modelA+uniform+dp1+tp1+pp4+mbs1+nmb4.csv", dump, jobs[0]);
+    erg_profile *prof = NULL;
+    erg_error err;
+    ASSERT_OK(erg_profile_read_csv(csv, &prof, &err));
+    ASSERT_EQ_INT(erg_profile_num_stages(prof), S);
+    ASSERT_EQ_INT(erg_profile_num_points(prof, 2, ERG_BACKWARD), 4);
+    erg_profile_free(prof);
+    char *text;
+    size_t len;
+    ASSERT_OK(erg__read_file(csv, 1 << 20, &text, &len, &err));
+    ASSERT(!strncmp(text, "stage,instruction,frequency,time,energy\n", 40));
+    /* the measured time of stage 3 backward at 1000 MHz is the model's */
+    char want[128], t1[40], e1[40];
+    /* mean over iterations 1..3 (the first is dropped) of 4 samples each */
+    double ts = 0, es = 0, t = sim_time(3, 1, 1000);
+    for (int k = 0; k < 12; k++) {
+        ts += t;
+        es += t * sim_power(1000);
+    }
+    snprintf(want, sizeof want, "3,backward,1000,%s,%s\n",
+             erg__fmt_double_py(ts / 12, t1, sizeof t1), erg__fmt_double_py(es / 12, e1, sizeof e1));
+    ASSERT_CONTAINS(text, want);
+    erg__free(text);
+    /* Windows 0-1 are all-max warm-ups, 2-5 the sweep; the layout is Perseus's. */
+    char p[1024];
+    for (int w = 0; w < 6; w++) {
+        snprintf(p, sizeof p, "%s/%s/%d.sched.json", dump, jobs[1], w);
+        json_t *v = load_json(p);
+        ASSERT_EQ_INT(json_array_size(v), 4);
+        json_t *e0 = json_array_get(v, 0);
+        ASSERT_EQ_INT(json_object_size(e0), 2);
+        int want_state = w < 2 ? 1410 : STATES[w - 2];
+        ASSERT_EQ_INT(json_integer_value(json_array_get(json_object_get(e0, "power_states"), 0)),
+                      want_state);
+        json_decref(v);
+        snprintf(p, sizeof p, "%s/%s/%d.prof.json", dump, jobs[1], w);
+        v = load_json(p);
+        ASSERT_EQ_INT(json_array_size(v), 4);
+        json_t *r3 = json_array_get(v, 3);
+        ASSERT_EQ_INT(json_integer_value(json_object_get(r3, "rank")), 3);
+        ASSERT_EQ_INT(json_array_size(json_object_get(r3, "iter_time")), 4);
+        ASSERT(json_object_get(r3, "time_breakdown") && json_object_get(r3, "energy_breakdown"));
+        json_decref(v);
+    }
+    snprintf(p, sizeof p, "%s/%s/6.sched.json", dump, jobs[1]);
+    ASSERT(!exists(p));
+    snprintf(p, sizeof p, "%s/%s/perseus.json", dump, jobs[0]);
+    json_t *pj = load_json(p);
+    ASSERT_STR_EQ(json_string_value(json_object_get(pj, "scheduler")), "InstructionProfiler");
+    ASSERT_STR_EQ(json_string_value(json_object_get(pj, "mode")), "frequency");
+    json_decref(pj);
+
+    /* The measured profile feeds the planner through the CLI: `ergon plan
+     * perseus` (the whole frontier), then `ergon sample` keeps a few plans. */
+    char exe[1024], cmd[8192], plans[600], frontier[600];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ASSERT(el > 0);
+    exe[el] = 0;
+    *strrchr(exe, '/') = 0; /* build/tests */
+    *strrchr(exe, '/') = 0; /* build */
+    snprintf(frontier, sizeof frontier, "%s/frontier", d);
+    snprintf(plans, sizeof plans, "%s/plans", d);
+    snprintf(cmd, sizeof cmd,
+             "'%s/ergon' plan perseus --profile '%s' --stages %d --microbatches %d --out '%s' "
+             "--blocking-power 80 --formats csv,py --quiet && '%s/ergon' sample '%s' '%s' -n 40 "
+             ">/dev/null",
+             exe, csv, S, M, frontier, exe, frontier, plans);
+    ASSERT_MSG(system(cmd) == 0, "%s failed", cmd);
+    int n_plans = 0;
+    DIR *dd = opendir(plans);
+    ASSERT(dd);
+    for (struct dirent *e; (e = readdir(dd));)
+        n_plans += strstr(e->d_name, ".py") != NULL;
+    closedir(dd);
+    ASSERT_MSG(n_plans >= 2 && n_plans <= 20, "%d sampled plans", n_plans);
+    printf("# the frontier of the measured profile, sampled: %d plans\n", n_plans);
+    char args[800];
+    snprintf(args, sizeof args, "{\"solution_path\": \"%s\", \"warmup_iters\": 1}", plans);
+    char *pjobs[2];
+    for (int j = 0; j < 2; j++)
+        pjobs[j] = register_job(url, S, 1, M, "PointSolution", args, j ? "modelB" : "modelA");
+    for (int j = 0; j < 2; j++)
+        for (int r = 0; r < S; r++) {
+            rank_cfg rc = {url, pjobs[j], r, S, M, r, 0, 0, 3, 0, NULL};
+            pids[j * S + r] = fork_rank(&rc);
+        }
+    ASSERT_EQ_INT(wait_all(pids, 8), 0);
+    /* Window 0 is the all-max warm-up; window 1 + i ran the i-th sampled plan,
+     * expanded over the pipe schedule (load/p2p inherit the compute clock). */
+    for (int w = 0; w <= n_plans; w++) {
+        snprintf(p, sizeof p, "%s/%s/%d.sched.json", dump, pjobs[0], w);
+        json_t *v = load_json(p);
+        if (w > 0) {
+            int **st = NULL, *lens = NULL, ns = 0;
+            char plan[1200];
+            snprintf(plan, sizeof plan, "%s/freqs_pipeline_%05d.py", plans, w - 1);
+            if (!exists(plan)) { /* sample keeps original numbers: find the w-th file */
+                struct dirent **list = NULL;
+                int nl = scandir(plans, &list, NULL, alphasort), k = 0;
+                for (int i = 0; i < nl; i++) {
+                    if (strstr(list[i]->d_name, ".py") && k++ == w - 1)
+                        snprintf(plan, sizeof plan, "%s/%s", plans, list[i]->d_name);
+                    free(list[i]);
+                }
+                free(list);
+            }
+            ASSERT_OK(srv_plan_load(plan, &st, &lens, &ns, &err));
+            for (int stage = 0; stage < S; stage++) {
+                json_t *ps = json_object_get(json_array_get(v, (size_t)stage), "power_states");
+                const char *names[256];
+                int n = pipe_schedule(S, M, stage, names), k = 0;
+                ASSERT_EQ_INT(json_array_size(ps), n);
+                int cur = st[stage][0];
+                for (int i = 0; i < n; i++) {
+                    if (!strcmp(names[i], "forward") || !strcmp(names[i], "backward"))
+                        cur = st[stage][k++];
+                    ASSERT_EQ_INT(json_integer_value(json_array_get(ps, (size_t)i)), cur);
+                }
+            }
+            srv_plan_stages_free(st, lens, ns);
+        }
+        json_decref(v);
+    }
+    snprintf(p, sizeof p, "%s/%s/%d.sched.json", dump, pjobs[0], n_plans + 1);
+    ASSERT(!exists(p));
+    /* Frontier on the planner's whole frontier: a straggler slowdown posted
+     * during the run switches to the plan erg_frontier_choose_slowdown picks. */
+    snprintf(args, sizeof args, "{\"frontier_dir\": \"%s\"}", frontier);
+    char *fjob = register_job(url, S, 1, M, "Frontier", args, "modelA");
+    for (int r = 0; r < S; r++) {
+        rank_cfg rc = {url, fjob, r, S, M, r, 0, 0, 2, 50, NULL};
+        pids[r] = fork_rank(&rc);
+    }
+    char *fesc = curl_easy_escape(NULL, fjob, 0), fpath[1200];
+    int st_code;
+    long straggler_from = -1;
+    for (int i = 0; i < 1000; i++) {
+        snprintf(fpath, sizeof fpath, "/v1/jobs/%s", fesc);
+        char *resp = http(url, "GET", fpath, NULL, &st_code);
+        json_t *v = json_loads(resp, 0, NULL);
+        long w = (long)json_integer_value(json_object_get(v, "window"));
+        json_decref(v);
+        erg_free(resp);
+        if (straggler_from < 0 && w >= 1) {
+            snprintf(fpath, sizeof fpath, "/v1/jobs/%s/straggler", fesc);
+            resp = http(url, "POST", fpath, "{\"slowdown\": 1.15}", &st_code);
+            ASSERT_EQ_INT(st_code, 200);
+            v = json_loads(resp, 0, NULL);
+            straggler_from = (long)json_integer_value(json_object_get(v, "applies_from_window"));
+            json_decref(v);
+            erg_free(resp);
+        }
+        if (straggler_from >= 0 && w > straggler_from) {
+            snprintf(fpath, sizeof fpath, "/v1/jobs/%s/end", fesc);
+            resp = http(url, "POST", fpath, NULL, &st_code);
+            ASSERT_EQ_INT(st_code, 200);
+            erg_free(resp);
+            break;
+        }
+        usleep(10000);
+    }
+    ASSERT(straggler_from >= 1);
+    ASSERT_EQ_INT(wait_all(pids, S), 0);
+    erg_frontier *fr = NULL;
+    ASSERT_OK(erg_frontier_read_dir(frontier, NULL, &fr, &err));
+    size_t want_idx[2];
+    ASSERT_OK(erg_frontier_choose_slowdown(fr, 1.0, &want_idx[0], &err));
+    ASSERT_OK(erg_frontier_choose_slowdown(fr, 1.15, &want_idx[1], &err));
+    ASSERT(want_idx[0] != want_idx[1]);
+    for (int k = 0; k < 2; k++) {
+        long w = k ? straggler_from : 0;
+        snprintf(p, sizeof p, "%s/%s/%ld.sched.json", dump, fjob, w);
+        json_t *v = load_json(p);
+        erg_plan *pl = NULL;
+        ASSERT_OK(erg_frontier_plan(fr, want_idx[k], &pl, &err));
+        for (int stage = 0; stage < S; stage++) {
+            json_t *ps = json_object_get(json_array_get(v, (size_t)stage), "power_states");
+            const char *names[256];
+            int n = pipe_schedule(S, M, stage, names), c2 = 0;
+            const int *fq = erg_plan_stage_freqs_const(pl, stage);
+            for (int i = 0; i < n; i++)
+                if (!strcmp(names[i], "forward") || !strcmp(names[i], "backward")) {
+                    ASSERT_EQ_INT(json_integer_value(json_array_get(ps, (size_t)i)), fq[c2]);
+                    c2++;
+                }
+        }
+        erg_plan_free(pl);
+        json_decref(v);
+    }
+    erg_frontier_free(fr);
+    curl_free(fesc);
+    erg_free(fjob);
+
+    int status;
+    char *m = http(url, "GET", "/metrics", NULL, &status);
+    ASSERT_CONTAINS(m, "ergon_jobs{state=\"done\"} 5");
+    /* the planned clocks use less energy in the model than all-max */
+    const char *sv = strstr(m, "\nergon_energy_saved_joules ");
+    ASSERT(sv);
+    ASSERT(atof(sv + 27) > 0);
+    erg_free(m);
+    stop_server(srv);
+    for (int j = 0; j < 2; j++) {
+        erg_free(jobs[j]);
+        erg_free(pjobs[j]);
+    }
+}
+
+/* Kill -9 the server while a window is half reported, restart it on the
+ * same database: no acknowledged result is lost and the job completes. */
+TEST(crash_and_restart_mid_window)
+{
+    const char *d = mktmp();
+    char db[512], dump[512], url[64], acks[600];
+    snprintf(db, sizeof db, "%s/s.db", d);
+    snprintf(dump, sizeof dump, "%s/dump", d);
+    snprintf(acks, sizeof acks, "%s/acks.txt", d);
+    srv_cfg c = {db, dump, "AllMaxFrequency", "{\"num_iters\": 4}", NULL, 0, 0, 0, 0};
+    int port;
+    pid_t srv = start_server(&c, &port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    const int S = 4, M = 2;
+    char *job = register_job(url, S, 1, M, NULL, NULL, "crash");
+    pid_t pids[4];
+    for (int r = 0; r < S; r++) {
+        /* rank 3 reports late, so windows stay half reported for a while */
+        rank_cfg rc = {url, job, r, S, M, r, 0, 0, 2, r == 3 ? 400 : 0, acks};
+        pids[r] = fork_rank(&rc);
+    }
+    /* Wait until window 1 has some but not all results. */
+    erg_srv_client *cl = NULL;
+    erg_error err;
+    ASSERT_OK(erg_srv_client_new(url, NULL, &cl, &err));
+    char spath[1024];
+    char *esc = curl_easy_escape(NULL, job, 0);
+    snprintf(spath, sizeof spath, "/v1/jobs/%s", esc);
+    bool killed = false;
+    for (int i = 0; i < 400 && !killed; i++) {
+        int status;
+        char *resp = NULL;
+        ASSERT_OK(erg_srv_client_request(cl, "GET", spath, NULL, &status, &resp, &err));
+        json_t *v = json_loads(resp, 0, NULL);
+        long w = (long)json_integer_value(json_object_get(v, "window"));
+        long nres = (long)json_integer_value(json_object_get(v, "results_in_window"));
+        json_decref(v);
+        erg_free(resp);
+        if (w == 1 && nres >= 1 && nres < S) {
+            kill(srv, SIGKILL);
+            waitpid(srv, NULL, 0);
+            killed = true;
+        } else {
+            usleep(10000);
+        }
+    }
+    erg_srv_client_free(cl);
+    ASSERT_MSG(killed, "never saw a half-reported window");
+    usleep(300000);
+    c.port = port;
+    int port2;
+    srv = start_server(&c, &port2);
+    ASSERT_EQ_INT(port2, port);
+    ASSERT_EQ_INT(wait_all(pids, S), 0);
+    /* The job finished: 4 windows of 4 results each, all dumped. */
+    int status;
+    char *resp = http(url, "GET", spath, NULL, &status);
+    ASSERT_CONTAINS(resp, "\"state\":\"done\"");
+    erg_free(resp);
+    stop_server(srv);
+    sqlite3 *h = NULL;
+    ASSERT(sqlite3_open(db, &h) == SQLITE_OK);
+    FILE *f = fopen(acks, "r");
+    ASSERT(f);
+    int r;
+    long w;
+    int nacks = 0;
+    while (fscanf(f, "%d %ld", &r, &w) == 2) {
+        sqlite3_stmt *q;
+        sqlite3_prepare_v2(h, "SELECT COUNT(*) FROM results WHERE job_id=? AND window=? AND rank=?",
+                           -1, &q, NULL);
+        sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(q, 2, w);
+        sqlite3_bind_int(q, 3, r);
+        ASSERT(sqlite3_step(q) == SQLITE_ROW);
+        ASSERT_MSG(sqlite3_column_int(q, 0) == 1, "acknowledged result (rank %d, window %ld) lost",
+                   r, w);
+        sqlite3_finalize(q);
+        nacks++;
+    }
+    fclose(f);
+    ASSERT_EQ_INT(nacks, 16);
+    sqlite3_close(h);
+    for (int k = 0; k < 4; k++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s/%d.prof.json", dump, job, k);
+        json_t *v = load_json(p);
+        ASSERT_EQ_INT(json_array_size(v), 4);
+        json_decref(v);
+    }
+    curl_free(esc);
+    erg_free(job);
+}
+
+/* Frontier: the straggler endpoint switches to the minimum-energy plan that
+ * meets the new deadline at the next window. */
+TEST(frontier_switches_plan_for_straggler)
+{
+    const char *d = mktmp();
+    char fdir[600], p[1024];
+    snprintf(fdir, sizeof fdir, "%s/frontier", d);
+    erg_error err;
+    ASSERT_OK(erg__mkdir_p(fdir, &err));
+    /* Three plans, slowest first: (time, energy) = (1.4, 70), (1.2, 80), (1.0, 100). */
+    const int clocks[3] = {1000, 1200, 1410};
+    snprintf(p, sizeof p, "%s/frontier.csv", fdir);
+    FILE *f = fopen(p, "w");
+    fprintf(f, "time,energy\n1.4,70\n1.2,80\n1.0,100\n");
+    fclose(f);
+    for (int k = 0; k < 3; k++) {
+        erg_plan *pl = NULL;
+        ASSERT_OK(erg_plan_new(NULL, 2, 2, &pl, &err));
+        erg_plan_fill(pl, clocks[k]);
+        snprintf(p, sizeof p, "%s/freqs_pipeline_%05d.py", fdir, k);
+        ASSERT_OK(erg_plan_write_py(pl, NULL, p, &err));
+        erg_plan_free(pl);
+    }
+    char args[800];
+    snprintf(args, sizeof args, "{\"frontier_dir\": \"%s\"}", fdir);
+    erg_server *srv = mem_server("Frontier", args);
+    char *resp;
+    char body[2048];
+    ASSERT_EQ_INT(call(srv, "POST", "/v1/jobs", NULL,
+                       "{\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":2,"
+                       "\"framework\":\"f\",\"model_name\":\"m\",\"partition_method\":\"p\","
+                       "\"microbatch_size\":1,\"num_microbatches\":2}",
+                       &resp),
+                  201);
+    json_t *v = json_loads(resp, 0, NULL);
+    char id[512];
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(v, "job_id")));
+    json_decref(v);
+    erg_free(resp);
+    char base[700];
+    snprintf(base, sizeof base, "/v1/jobs/%s", id);
+    for (int r = 0; r < 2; r++) {
+        snprintf(body, sizeof body,
+                 "{\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,\"tp_rank\":0,\"pipe_schedule\":"
+                 "[\"forward\",\"forward\",\"p2p\",\"backward\",\"backward\"],"
+                 "\"power_state_range\":[1410,1200,1000]}",
+                 r, r);
+        snprintf(p, sizeof p, "%s/ranks", base);
+        ASSERT_EQ_INT(call(srv, "POST", p, NULL, body, NULL), 200);
+    }
+    /* slowdown -> expected clock of the window after it is set */
+    const struct {
+        const char *target;
+        int clock;
+    } steps[] = {{NULL, 1410},
+                 {"{\"slowdown\": 1.25}", 1200},
+                 {"{\"deadline_s\": 5}", 1000},
+                 {"{\"deadline_s\": 0.5}", 1410}, /* impossible: fastest */
+                 {"{\"slowdown\": 1.0}", 1410}};
+    char sp[800], rp[800], stp[800];
+    snprintf(sp, sizeof sp, "%s/schedule", base);
+    snprintf(rp, sizeof rp, "%s/results", base);
+    snprintf(stp, sizeof stp, "%s/straggler", base);
+    for (int w = 0; w < 5; w++) {
+        for (int r = 0; r < 2; r++) {
+            char q[32];
+            snprintf(q, sizeof q, "rank=%d", r);
+            int st = call(srv, "GET", sp, q, NULL, &resp);
+            if (r == 0)
+                ASSERT_EQ_INT(st, 202); /* rank 1 has not asked yet */
+            else {
+                ASSERT_EQ_INT(st, 200);
+                char want[64];
+                snprintf(want, sizeof want, "[%d, %d, %d, %d, %d]", steps[w].clock,
+                         steps[w].clock, steps[w].clock, steps[w].clock, steps[w].clock);
+                ASSERT_CONTAINS(resp, want);
+            }
+            erg_free(resp);
+        }
+        if (w + 1 < 5) {
+            ASSERT_EQ_INT(call(srv, "POST", stp, NULL, steps[w + 1].target, &resp), 200);
+            ASSERT_CONTAINS(resp, "applies_from_window");
+            erg_free(resp);
+        }
+        for (int r = 0; r < 2; r++) {
+            snprintf(body, sizeof body,
+                     "{\"rank\":%d,\"window\":%d,\"iter_time\":[1.0],\"iter_energy\":[50.0]}", r,
+                     w);
+            ASSERT_EQ_INT(call(srv, "POST", rp, NULL, body, NULL), 200);
+            ASSERT_EQ_INT(call(srv, "POST", rp, NULL, body, &resp), 200); /* retry: duplicate */
+            ASSERT_CONTAINS(resp, "\"duplicate\":true");
+            erg_free(resp);
+        }
+    }
+    ASSERT_EQ_INT(call(srv, "POST", stp, NULL, "{\"slowdown\": 0.5}", NULL), 400);
+    ASSERT_EQ_INT(call(srv, "POST", stp, NULL, "{}", NULL), 400);
+    snprintf(p, sizeof p, "%s/end", base);
+    ASSERT_EQ_INT(call(srv, "POST", p, NULL, NULL, NULL), 200);
+    ASSERT_EQ_INT(call(srv, "GET", sp, "rank=0", NULL, &resp), 200);
+    ASSERT_CONTAINS(resp, "\"done\":true");
+    erg_free(resp);
+    erg_server_free(srv);
+}
+
+TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
+{
+    const char *d = mktmp();
+    char db[512], dump[512], url[64];
+    snprintf(db, sizeof db, "%s/s.db", d);
+    snprintf(dump, sizeof dump, "%s/dump", d);
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0.5, 0, 0};
+    int port;
+    pid_t srv = start_server(&c, &port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    char *job = register_job(url, 2, 1, 1, NULL, NULL, "timeout");
+    erg_srv_client *cl = NULL;
+    erg_error err;
+    ASSERT_OK(erg_srv_client_new(url, NULL, &cl, &err));
+    const char *ps[] = {"forward", "backward"};
+    ASSERT_OK(erg_srv_client_register_rank(cl, job, 0, 0, 0, 0, ps, 2, STATES, 2, &err));
+    /* rank 1 never registers: rank 0's wait ends with the job aborted */
+    int *states;
+    size_t n;
+    long w;
+    bool done;
+    ASSERT_EQ_INT(erg_srv_client_fetch_schedule(cl, job, 0, &states, &n, &w, &done, &err),
+                  ERG_ECANCELED);
+    ASSERT_CONTAINS(err.msg, "did not register");
+    erg_srv_client_free(cl);
+    erg_free(job);
+    stop_server(srv);
+    /* idle eviction */
+    c.rank_timeout_s = 0;
+    c.idle_s = 0.3;
+    srv = start_server(&c, &port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    job = register_job(url, 2, 1, 1, NULL, NULL, "idle");
+    usleep(1500000);
+    char path[1024];
+    char *esc = curl_easy_escape(NULL, job, 0);
+    snprintf(path, sizeof path, "/v1/jobs/%s", esc);
+    int status;
+    char *resp = http(url, "GET", path, NULL, &status);
+    ASSERT_EQ_INT(status, 404);
+    ASSERT_CONTAINS(resp, "evicted");
+    erg_free(resp);
+    curl_free(esc);
+    erg_free(job);
+    stop_server(srv);
+}
+
+TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(plan_files_both_literal_formats),
+         TEST_ENTRY(python_json_output_matches_real_dump), TEST_ENTRY(zeus_global_sweeps_and_ends),
+         TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(two_frequencies_and_allmax),
+         TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(scheduler_errors_reach_ranks),
+         TEST_ENTRY(huge_bodies_and_slow_clients),
+         TEST_ENTRY(profile_then_point_solution_8_processes),
+         TEST_ENTRY(crash_and_restart_mid_window), TEST_ENTRY(frontier_switches_plan_for_straggler),
+         TEST_ENTRY(rank_timeout_aborts_and_idle_jobs_are_evicted))

@@ -1,0 +1,254 @@
+/* cmd_shard.c: `ergon shard analyze|profile|search|comm`: the CFP intra-operator planner. */
+#include "cli.h"
+#include "ergon/shard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ergon shard analyze --hlo FILE --mesh AxB\n"
+            "       ergon shard profile --hlo FILE --mesh AxB [cost options] [--rows N]\n"
+            "       ergon shard search  --hlo FILE --mesh AxB [cost options] [--method dp|ilp|both]\n"
+            "                           [--time-limit S] [--out-hlo FILE] [--out-json FILE]\n"
+            "       ergon shard comm    --hlo FILE --mesh AxB [cost options] [--rows N]\n"
+            "\n"
+            "Plans intra-operator parallelism for an XLA HLO text module (CFP): ParallelBlocks\n"
+            "(anchors, backward twins, communication-free propagation), repeated segments,\n"
+            "per-segment strategy costs, a DP search with a memory budget (and Alpa's ILP on\n"
+            "the same costs as a baseline), and the plan written back as sharding={...}.\n"
+            "\n"
+            "  analyze   print every ParallelBlock with its members and per-strategy plans,\n"
+            "            the segments and how they map to unique ones, the strategy map\n"
+            "  profile   cost every unique segment's strategy combinations (table)\n"
+            "  search    search a plan; print solution vector, time, memory, TFLOP/s\n"
+            "  comm      communication volume and time of each combination of the first\n"
+            "            repeated segment (CFP's comm-volume experiment)\n"
+            "\n"
+            "options:\n"
+            "  --hlo FILE          HLO text module (required)\n"
+            "  --mesh AxB          logical device mesh, e.g. 1x4, 2x2 (required)\n"
+            "cost options:\n"
+            "  --device NAME       row of the device table: a100-nvlink (default), a100-pcie,\n"
+            "                      h100, v100\n"
+            "  --devices FILE      device table CSV (default: built in; data/shard_devices.csv)\n"
+            "  --compute MODE      model (roofline, default) | blas (time local GEMMs with\n"
+            "                      OpenBLAS) | cublas (cuBLAS loaded at run time; fails if absent)\n"
+            "  --cache FILE        measured GEMM cache (CSV batch,m,n,k,time_s), read and updated\n"
+            "  --profiles FILE     imported table segment,strategies,time_s,memory_bytes\n"
+            "                      (strategies: indices joined by '-'); overrides modelled rows\n"
+            "  --mem-gb X          memory budget per device in GB (default: the device's)\n"
+            "  --optimizer-factor X  bytes kept per weight byte (default 4: weight, grad, Adam)\n"
+            "  --keep N            combinations kept per segment for the DP (default 64)\n"
+            "search options:\n"
+            "  --method M          dp (default), ilp, or both (prints the gap)\n"
+            "  --time-limit S      ILP time limit in seconds (default 600)\n"
+            "  --out-hlo FILE      write the module with sharding annotations\n"
+            "  --out-json FILE     write the plan as JSON\n"
+            "  --rows N            rows per table (default 20)\n"
+            "\nSee docs/shard.md. Exit status: 0 ok, 1 input error, 2 usage error.\n");
+}
+
+static int write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f)) {
+        fprintf(stderr, "ergon shard: cannot write '%s'\n", path);
+        if (f)
+            fclose(f);
+        return CLI_USER_ERROR;
+    }
+    return CLI_OK;
+}
+
+int cmd_shard(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : CLI_OK;
+    }
+    const char *sub = argv[1];
+    if (strcmp(sub, "analyze") && strcmp(sub, "profile") && strcmp(sub, "search") &&
+        strcmp(sub, "comm"))
+        return cli_usage_error("shard", "unknown action '%s' (analyze, profile, search, comm)",
+                               sub);
+    const char *hlo = NULL, *mesh = NULL, *method = "dp", *out_hlo = NULL, *out_json = NULL;
+    erg_shard_cost_options co;
+    erg_shard_cost_options_init(&co);
+    double time_limit = 600, d;
+    long rows = 20, l;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return CLI_OK;
+        }
+        if (i + 1 >= argc)
+            return cli_usage_error("shard", "option '%s' needs a value (or is unknown)", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--hlo"))
+            hlo = v;
+        else if (!strcmp(a, "--mesh"))
+            mesh = v;
+        else if (!strcmp(a, "--device"))
+            co.device = v;
+        else if (!strcmp(a, "--devices"))
+            co.devices_path = v;
+        else if (!strcmp(a, "--cache"))
+            co.cache_path = v;
+        else if (!strcmp(a, "--profiles"))
+            co.profiles_path = v;
+        else if (!strcmp(a, "--out-hlo"))
+            out_hlo = v;
+        else if (!strcmp(a, "--out-json"))
+            out_json = v;
+        else if (!strcmp(a, "--method")) {
+            if (strcmp(v, "dp") && strcmp(v, "ilp") && strcmp(v, "both"))
+                return cli_usage_error("shard", "--method expects dp, ilp or both, got '%s'", v);
+            method = v;
+        } else if (!strcmp(a, "--compute")) {
+            if (!strcmp(v, "model"))
+                co.compute = ERG_SHARD_COMPUTE_MODEL;
+            else if (!strcmp(v, "blas"))
+                co.compute = ERG_SHARD_COMPUTE_BLAS;
+            else if (!strcmp(v, "cublas"))
+                co.compute = ERG_SHARD_COMPUTE_CUBLAS;
+            else
+                return cli_usage_error("shard", "--compute expects model, blas or cublas, got "
+                                                "'%s'",
+                                       v);
+        } else if (!strcmp(a, "--mem-gb")) {
+            if (!cli_parse_double("shard", a, v, 1e-9, 1e9, &d))
+                return CLI_USAGE;
+            co.mem_budget_bytes = d * 1e9;
+        } else if (!strcmp(a, "--optimizer-factor")) {
+            if (!cli_parse_double("shard", a, v, 1, 100, &d))
+                return CLI_USAGE;
+            co.optimizer_factor = d;
+        } else if (!strcmp(a, "--time-limit")) {
+            if (!cli_parse_double("shard", a, v, 0.001, 86400, &time_limit))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--keep")) {
+            if (!cli_parse_int("shard", a, v, 1, 4096, &l))
+                return CLI_USAGE;
+            co.keep = (int)l;
+        } else if (!strcmp(a, "--rows")) {
+            if (!cli_parse_int("shard", a, v, 1, 1000000, &rows))
+                return CLI_USAGE;
+        } else {
+            return cli_usage_error("shard", "unknown option '%s'", a);
+        }
+    }
+    if (!hlo)
+        return cli_usage_error("shard", "--hlo FILE is required");
+    if (!mesh)
+        return cli_usage_error("shard", "--mesh AxB is required");
+    int m0 = 0, m1 = 0;
+    char tail;
+    if (sscanf(mesh, "%dx%d%c", &m0, &m1, &tail) != 2 || m0 < 1 || m1 < 1 || m0 > 1024 ||
+        m1 > 1024 || m0 * m1 < 2)
+        return cli_usage_error("shard", "--mesh expects AxB with A,B >= 1 and A*B >= 2, got '%s'",
+                               mesh);
+    erg_error err;
+    erg_hlo_module *m = NULL;
+    erg_shard *s = NULL;
+    erg_shard_plan *p = NULL, *q = NULL;
+    char *text = NULL;
+    int rc = CLI_OK;
+    double t0 = cli_now_s();
+    if (erg_hlo_load(hlo, &m, &err)) {
+        rc = cli_report("shard", &err);
+        goto out;
+    }
+    double t_parse = cli_now_s() - t0;
+    t0 = cli_now_s();
+    if (erg_shard_analyze(m, m0, m1, &s, &err)) {
+        rc = cli_report("shard", &err);
+        goto out;
+    }
+    double t_an = cli_now_s() - t0;
+    if (!strcmp(sub, "analyze")) {
+        if (erg_shard_report(s, &text, &err)) {
+            rc = cli_report("shard", &err);
+            goto out;
+        }
+        fputs(text, stdout);
+        fprintf(stderr, "parse %.3f s, analysis %.3f s\n", t_parse, t_an);
+        goto out;
+    }
+    cli_progress pr;
+    cli_progress_init(&pr, "profile");
+    if (erg_shard_profile(s, &co, cli_progress_cb, &pr, &err)) {
+        cli_progress_done(&pr);
+        rc = cli_report("shard", &err);
+        goto out;
+    }
+    cli_progress_done(&pr);
+    if (!strcmp(sub, "profile") || !strcmp(sub, "comm")) {
+        erg_status st = !strcmp(sub, "profile") ? erg_shard_profile_report(s, (size_t)rows, &text,
+                                                                          &err)
+                                                : erg_shard_comm_report(s, (size_t)rows, &text,
+                                                                        &err);
+        if (st) {
+            rc = cli_report("shard", &err);
+            goto out;
+        }
+        fputs(text, stdout);
+        goto out;
+    }
+    bool both = !strcmp(method, "both");
+    erg_shard_method first = !strcmp(method, "ilp") ? ERG_SHARD_ILP : ERG_SHARD_DP;
+    if (erg_shard_search(s, first, time_limit, &p, &err)) {
+        rc = cli_report("shard", &err);
+        goto out;
+    }
+    if (erg_shard_plan_describe(s, p, &text, &err)) {
+        rc = cli_report("shard", &err);
+        goto out;
+    }
+    fputs(text, stdout);
+    erg_free(text);
+    text = NULL;
+    if (both) {
+        if (erg_shard_search(s, ERG_SHARD_ILP, time_limit, &q, &err)) {
+            rc = cli_report("shard", &err);
+            goto out;
+        }
+        double td = erg_shard_plan_time_s(p), ti = erg_shard_plan_time_s(q);
+        printf("\nILP (GLPK): iteration time %.6f ms, memory %.3f MB, search %.6f s%s\n",
+               ti * 1e3, erg_shard_plan_memory_bytes(q) / 1e6, erg_shard_plan_search_s(q),
+               erg_shard_plan_timed_out(q) ? " (time limit hit)" : "");
+        printf("gap DP - ILP: %.6f ms (%.4f%%); DP search %.1fx faster\n", (td - ti) * 1e3,
+               ti > 0 ? (td - ti) / ti * 100 : 0,
+               erg_shard_plan_search_s(p) > 0
+                   ? erg_shard_plan_search_s(q) / erg_shard_plan_search_s(p)
+                   : 0);
+    }
+    if (out_hlo) {
+        if (erg_shard_annotate(s, p, &text, &err)) {
+            rc = cli_report("shard", &err);
+            goto out;
+        }
+        if ((rc = write_text(out_hlo, text)))
+            goto out;
+        erg_free(text);
+        text = NULL;
+    }
+    if (out_json) {
+        if (erg_shard_plan_json(s, p, &text, &err)) {
+            rc = cli_report("shard", &err);
+            goto out;
+        }
+        if ((rc = write_text(out_json, text)))
+            goto out;
+    }
+out:
+    erg_free(text);
+    erg_shard_plan_free(p);
+    erg_shard_plan_free(q);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+    return rc;
+}
