@@ -51,11 +51,11 @@ def _import_ergon():
         import ergon  # noqa: F401
     except ImportError:
         sys.path.insert(0, os.path.join(root, "python"))
+        import ergon  # noqa: F811
     if not os.environ.get("ERGON_LIBRARY"):
         lib = os.path.join(root, "build", "libergon.so.0")
         if os.path.exists(lib):
             os.environ["ERGON_LIBRARY"] = lib
-    import ergon
     import ergon.integration
     return ergon
 
@@ -110,6 +110,17 @@ def parse_args(argv=None):
     p.add_argument("--deadlock-check", action="store_true",
                    help="run M in {S, S+1, 2S} x {1f1b, ours max, ours dec} for --steps each, "
                         "check the losses agree between schedules, print one line per case")
+    p.add_argument("--server", default="",
+                   help="URL of `ergon serve` (e.g. http://127.0.0.1:7787): the clocks of every "
+                        "window come from the server's scheduler (/v1 API), results go back")
+    p.add_argument("--scheduler", default="",
+                   help="with --server: the job's scheduler (default: the server's), e.g. "
+                        "InstructionProfiler, PointSolution, Frontier")
+    p.add_argument("--scheduler-args", default="", help="with --server: JSON object")
+    p.add_argument("--power-states", default="",
+                   help="with --server: the clocks the job offers the server, 'HI:LO:STEP' or a "
+                        "comma list (default: every clock the GPU supports)")
+    p.add_argument("--job-file", default="", help="with --server: rank 0 writes the job id here")
     p.add_argument("--stall-rank", type=int, default=-1,
                    help="testing: this rank stops (sleeps) at --stall-step, holding its clock")
     p.add_argument("--stall-step", type=int, default=1)
@@ -166,14 +177,39 @@ class Pacer:
         return run
 
 
+class Recorder:
+    """Per-instruction (time_s, energy_j) samples for the server's ProfilingResult: wall
+    time around the instruction and the GPU energy counter's difference."""
+
+    def __init__(self, gpu, dev):
+        self.gpu, self.dev = gpu, dev
+        self.samples = {"forward": [], "backward": []}
+
+    def wrap(self, kind, fn):
+        name = "forward" if kind == ergon.FORWARD else "backward"
+
+        def run(*args):
+            e0, t0 = self.gpu.energy_mj(self.dev), time.monotonic()
+            try:
+                return fn(*args)
+            finally:
+                t = time.monotonic() - t0
+                self.samples[name].append((t, (self.gpu.energy_mj(self.dev) - e0) / 1000.0))
+        return run
+
+    def take(self):
+        s, self.samples = self.samples, {"forward": [], "backward": []}
+        return s
+
+
 class Stage:
     """One rank's stage: module, optimizer, groups, hooks."""
 
-    def __init__(self, args, S, stage, groups, hooks=None, pacer=None):
+    def __init__(self, args, S, stage, groups, hooks=None, pacer=None, recorder=None):
         self.args, self.S, self.s = args, S, stage
         self.act, self.grad = groups
         self.data = models.SyntheticData(args.model, args.microbatch_size, args.seed)
-        self.hooks, self.pacer = hooks, pacer
+        self.hooks, self.pacer, self.recorder = hooks, pacer, recorder
         self.blocking = args.p2p == "shared-blocking"
 
     def send(self, t, dst, group):
@@ -193,6 +229,9 @@ class Stage:
         fwd, bwd = self._forward, self._backward
         if self.pacer:
             fwd, bwd = self.pacer.wrap(ergon.FORWARD, fwd), self.pacer.wrap(ergon.BACKWARD, bwd)
+        if self.recorder:
+            fwd = self.recorder.wrap(ergon.FORWARD, fwd)
+            bwd = self.recorder.wrap(ergon.BACKWARD, bwd)
         if self.hooks:
             fwd, bwd = self.hooks.forward(fwd), self.hooks.backward(bwd)
         self.fwd, self.bwd = fwd, bwd
@@ -208,7 +247,7 @@ class Stage:
 
     def run_step(self, step, order, M):
         """One iteration in this stage's order; returns the iteration loss (last stage)."""
-        s, S, last = self.s, self.S, self.s == self.S - 1
+        s, last = self.s, self.s == self.S - 1
         self.M = M
         self.wait_s = 0.0
         inputs, outputs, sends, losses = {}, {}, [], {}
@@ -342,9 +381,14 @@ def main(argv=None):
             if not sim:
                 raise SystemExit("--pace on needs the simulated GPU")
             pacer = Pacer(gpu, client, dev)
-    stage = Stage(args, S, rank, (act, grad), hooks, pacer)
+    recorder = Recorder(gpu, dev) if (args.server and gpu is not None) else None
+    if args.server and gpu is None:
+        raise SystemExit("--server needs a GPU back-end (not --gpu none)")
+    stage = Stage(args, S, rank, (act, grad), hooks, pacer, recorder)
     try:
-        if args.deadlock_check:
+        if args.server:
+            rc = train_server(args, stage, client, gpu, dev, S, M, rank)
+        elif args.deadlock_check:
             rc = deadlock_check(args, stage, S, rank)
         else:
             rc = train(args, stage, client, gpu, S, M, rank)
@@ -423,6 +467,124 @@ def train(args, stage, client, gpu, S, M, rank):
     if client is not None:
         client.sync(10.0)
         res["clock_changes"] = client.clock_changes
+    if args.out:
+        with open(os.path.join(args.out, "result-%d.json" % rank), "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+def write_stage_plan(path, sched, S, M, stage, clocks):
+    """A JSON plan (docs/formats.md) whose stage `stage` runs `clocks` (one per instruction
+    in the stage's order); the other stages are filled with the same top clock (the client
+    reads only its own stage)."""
+    top = max(clocks)
+    stages = [{"stage": s, "freq_mhz": list(clocks) if s == stage else [top] * (2 * M)}
+              for s in range(S)]
+    plan = {"format": "ergon-plan", "version": 1, "schedule": sched.name, "num_stages": S,
+            "num_microbatches": M, "method": "server", "stages": stages}
+    if sched.kind == ergon.SCHED_ENVPIPE:
+        plan["extra_warmup"] = sched.extra_warmup[:S]
+    with open(path, "w") as f:
+        json.dump(plan, f)
+
+
+def apply_power_states(client, states, sched, S, M, rank, path):
+    """A window's schedule from the server: one clock per instruction of this stage's order
+    (0 = leave the clock alone: the previous instruction's, or unlocked at the start)."""
+    if len(states) != 2 * M:
+        raise SystemExit("server sent %d power states for %d instructions" % (len(states), 2 * M))
+    if all(v == states[0] for v in states):
+        client.set_uniform_clock(states[0])
+        return
+    clocks, cur = [], next((v for v in states if v > 0), 0)
+    for v in states:
+        cur = v if v > 0 else cur
+        clocks.append(cur)
+    write_stage_plan(path, sched, S, M, rank, clocks)
+    client.load_plan(path, rank)
+
+
+def train_server(args, stage, client, gpu, dev, S, M, rank):
+    """Windows driven by `ergon serve` (/v1 API through ergon.server_client): rank 0
+    registers the job and broadcasts its id, every rank registers its instruction list and
+    the clocks it offers, then: fetch the window's clocks (barrier), run --window-steps
+    iterations, report time, energy and per-instruction samples; until the job ends. A rank
+    whose training fails aborts the job; heartbeats every iteration let a server started
+    with --rank-timeout abort it when a rank dies silently."""
+    from ergon.server_client import ServerClient
+    sched = resolve_schedule(args, S, M)
+    order = sched.stage_order(S, M, rank)
+    sc = ServerClient(args.server, schedule_wait_s=5)
+    job = None
+    if rank == 0:
+        job = sc.register_job(
+            pp_degree=S, framework="torch", model_name=args.model, partition_method="uniform",
+            microbatch_size=args.microbatch_size, num_microbatches=M,
+            scheduler=args.scheduler or None,
+            scheduler_args=json.loads(args.scheduler_args) if args.scheduler_args else None,
+            mode="frequency")
+        if args.job_file:
+            with open(args.job_file, "w") as f:
+                f.write(job + "\n")
+        print("server job %s" % job, flush=True)
+    box = [job]
+    dist.broadcast_object_list(box, src=0)
+    job = box[0]
+    states = (parse_clocks(args.power_states) if args.power_states else gpu.sm_clocks(dev))
+    pipe = ["forward" if k == ergon.FORWARD else "backward" for k, _ in order]
+    sc.register_rank(job, rank=rank, dp_rank=0, pp_rank=rank, tp_rank=0, pipe_schedule=pipe,
+                     power_states=states)
+    plan_path = os.path.join(args.out or ".", ".window-plan-%d.json" % rank)
+    stage.reset(M)
+    rows, step, windows = [], 0, 0
+    t_start = time.time()
+    try:
+        while True:
+            got = sc.fetch_schedule(job, rank)
+            if got is None:
+                break
+            window, ps = got
+            apply_power_states(client, ps, sched, S, M, rank, plan_path)
+            client.sync(10.0)
+            its = []
+            for _ in range(args.window_steps):
+                if rank == args.stall_rank and step == args.stall_step:
+                    print("rank %d stalls at step %d (test)" % (rank, step), flush=True)
+                    time.sleep(3600)
+                sc.heartbeat(job, rank)
+                stage.recorder.take()
+                with stage.hooks.step():
+                    loss = stage.run_step(step, order, M)
+                t, e = stage.hooks.last_step
+                its.append((t, e, stage.recorder.take()))
+                row = {"step": step, "time_s": t, "energy_j": e, "window": window,
+                       "clock": ps[0] if len(set(ps)) == 1 else None,
+                       "recv_wait_s": stage.wait_s}
+                if loss is not None:
+                    row["loss"], row["loss_hex"] = loss, loss.hex()
+                    print("window %d step %d loss %.6f time %.3f s" % (window, step, loss, t),
+                          flush=True)
+                rows.append(row)
+                step += 1
+            sc.report(job, window, rank, its)
+            windows += 1
+    except BaseException as ex:
+        try:
+            sc.abort_job(job, "rank %d: %s" % (rank, str(ex)[:200] or type(ex).__name__))
+        except Exception:
+            pass
+        raise
+    finally:
+        if os.path.exists(plan_path):
+            os.unlink(plan_path)
+        sc.close()
+    res = {"rank": rank, "stages": S, "microbatches": M, "schedule": sched.name,
+           "extra_warmup": sched.extra_warmup[:S], "order": order, "server": args.server,
+           "job_id": job, "windows": windows, "gpu": gpu.backend,
+           "paced": stage.pacer is not None,
+           "overruns": stage.pacer.overruns if stage.pacer else 0,
+           "instructions": stage.pacer.instructions if stage.pacer else 0,
+           "wall_s": time.time() - t_start, "steps": rows}
     if args.out:
         with open(os.path.join(args.out, "result-%d.json" % rank), "w") as f:
             json.dump(res, f, indent=1)
