@@ -4,53 +4,97 @@
 # clock locked, rank 1 gets SIGKILL (its client's watchdog must reset GPU 1) and the
 # launcher stops the others with SIGTERM (their clients' signal path must reset theirs).
 # The fake libnvidia-ml logs every state-changing call: the last clock call of every GPU
-# must be a reset. (The server part of the story, the job marked aborted, needs
-# `ergon serve`: checked only when this build has it, see docs/e2e.md.)
+# must be a reset. Run twice: with a local plan file, and (when this build has `ergon serve`)
+# with the clocks of every window coming from a server job, which must end up "aborted".
 source "$(dirname "$0")/e2e_lib.bash"
 [ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || { echo "SKIP: fake NVML not built"; exit 77; }
 
 S=3 M=4
-export FAKE_NVML_DEVICES=$S FAKE_NVML_LOG="$tmp/nvml.log"
+export FAKE_NVML_DEVICES=$S
 "$ERGON" profile sim --gpu a100 --model gpt3-xl --stages $S -o "$tmp/sim.csv" 2>/dev/null || fail "profile sim"
 "$ERGON" plan perseus --profile "$tmp/sim.csv" --stages $S --microbatches $M --blocking-power 83.64 \
   --out "$tmp/frontier" --formats csv,json --quiet || fail "plan perseus"
 "$ERGON" choose --frontier "$tmp/frontier" --slowdown 1.05 --out "$tmp/plan.json" >/dev/null || fail "choose"
 
-launch_pid=""
-cleanup() { [ -n "$launch_pid" ] && kill "$launch_pid" 2>/dev/null; rm -rf "$tmp"; }
+launch_pid="" srv_pid=""
+cleanup() {
+  [ -n "$launch_pid" ] && kill "$launch_pid" 2>/dev/null
+  [ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null && wait "$srv_pid" 2>/dev/null
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
-timeout -k 5 90 "$PY" "$EX/launch.py" --nproc $S --timeout 60 --kill-rank 1 \
-  --kill-when-file "$tmp/kill" -- "$EX/train.py" --microbatches $M --steps 100000 \
-  --gpu "nvml:$ERGON_FAKE_NVML" --plan "$tmp/plan.json" >"$tmp/out.txt" 2>&1 &
-launch_pid=$!
-# Wait until every GPU has had a clock locked by the plan and rank 1 changed it a few times.
-for _ in $(seq 600); do
-  ok=1
-  for d in 0 1 2; do
-    [ "$(grep -c "^nvmlDeviceSetGpuLockedClocks $d .* = 0" "$tmp/nvml.log" 2>/dev/null)" -ge 3 ] || ok=0
+
+# kill_run NAME TRAIN_ARGS...: start S ranks on fake GPUs, SIGKILL rank 1 once every GPU has
+# had at least 3 clock locks, check that every GPU's last clock call is a reset.
+kill_run() {
+  local name=$1; shift
+  export FAKE_NVML_LOG="$tmp/$name-nvml.log"
+  rm -f "$tmp/kill"
+  timeout -k 5 90 "$PY" "$EX/launch.py" --nproc $S --timeout 60 --kill-rank 1 \
+    --kill-when-file "$tmp/kill" -- "$EX/train.py" --microbatches $M --steps 100000 \
+    --gpu "nvml:$ERGON_FAKE_NVML" "$@" >"$tmp/$name-out.txt" 2>&1 &
+  launch_pid=$!
+  local ok=0 d n
+  for _ in $(seq 600); do
+    ok=1
+    for d in 0 1 2; do
+      n=$(grep -c "^nvmlDeviceSetGpuLockedClocks $d .* = 0" "$FAKE_NVML_LOG" 2>/dev/null)
+      [ "${n:-0}" -ge 3 ] || ok=0
+    done
+    [ $ok = 1 ] && break
+    kill -0 "$launch_pid" 2>/dev/null || { cat "$tmp/$name-out.txt"; fail "$name: the run ended before the kill"; }
+    sleep 0.1
   done
-  [ $ok = 1 ] && break
-  kill -0 "$launch_pid" 2>/dev/null || { cat "$tmp/out.txt"; fail "the run ended before the kill"; }
-  sleep 0.1
-done
-[ $ok = 1 ] || { cat "$tmp/out.txt"; fail "clocks were never locked on all $S GPUs"; }
-before=$(wc -l <"$tmp/nvml.log")
-touch "$tmp/kill"
-wait "$launch_pid"; rc=$?; launch_pid=""
-cat "$tmp/out.txt" | grep -v '^step '
-[ $rc -eq 137 ] || fail "launcher exit $rc, expected 137 (rank 1 killed by SIGKILL)"
-grep -q "SIGKILL to rank 1" "$tmp/out.txt" || fail "rank 1 was not killed"
-for d in 0 1 2; do
-  last=$(grep -E "^nvmlDevice(Set|Reset)GpuLockedClocks $d " "$tmp/nvml.log" | tail -1)
-  case "$last" in
-    "nvmlDeviceResetGpuLockedClocks $d = 0") echo "GPU $d: clocks reset ($last)";;
-    *) tail -20 "$tmp/nvml.log"; fail "GPU $d: last clock call is '$last', not a reset";;
-  esac
-done
-# GPU 1's reset came after the kill (its owner could not do it: the watchdog did).
-tail -n +"$((before + 1))" "$tmp/nvml.log" | grep -q "^nvmlDeviceResetGpuLockedClocks 1 = 0" ||
-  fail "no reset of GPU 1 after rank 1 was killed"
-if "$ERGON" serve --help >/dev/null 2>&1; then
-  echo "note: \`ergon serve\` exists but the trainer's server path is not wired yet: job-abort check skipped"
+  [ $ok = 1 ] || { cat "$tmp/$name-out.txt"; fail "$name: clocks were never locked on all $S GPUs"; }
+  local before; before=$(wc -l <"$FAKE_NVML_LOG")
+  touch "$tmp/kill"
+  wait "$launch_pid"; local rc=$?; launch_pid=""
+  grep -v '^step \|^window ' "$tmp/$name-out.txt" | grep -v '^ \|^Traceback\|^RuntimeError'
+  [ $rc -eq 137 ] || fail "$name: launcher exit $rc, expected 137 (rank 1 killed by SIGKILL)"
+  grep -q "SIGKILL to rank 1" "$tmp/$name-out.txt" || fail "$name: rank 1 was not killed"
+  for d in 0 1 2; do
+    local last; last=$(grep -E "^nvmlDevice(Set|Reset)GpuLockedClocks $d " "$FAKE_NVML_LOG" | tail -1)
+    case "$last" in
+      "nvmlDeviceResetGpuLockedClocks $d = 0") echo "$name: GPU $d: clocks reset ($last)";;
+      *) tail -20 "$FAKE_NVML_LOG"; fail "$name: GPU $d: last clock call is '$last', not a reset";;
+    esac
+  done
+  # GPU 1's reset came after the kill (its owner could not do it: the watchdog did).
+  tail -n +"$((before + 1))" "$FAKE_NVML_LOG" | grep -q "^nvmlDeviceResetGpuLockedClocks 1 = 0" ||
+    fail "$name: no reset of GPU 1 after rank 1 was killed"
+}
+
+kill_run plan --plan "$tmp/plan.json"
+
+if ! "$ERGON" serve --help >/dev/null 2>&1; then
+  echo "note: this build has no \`ergon serve\`: the server part (job marked aborted) is skipped"
+  echo "PASS"; exit 0
 fi
+# The server runs TwoFrequencies (forward 1200 MHz, backward 1305 MHz: clocks change every
+# instruction), aborts a job whose rank is silent for 5 s, and the surviving ranks abort the
+# job themselves when their neighbour's connection breaks.
+"$ERGON" serve --port 0 --db "$tmp/s.db" --dump "$tmp/dump" --scheduler TwoFrequencies \
+  --scheduler-args '{"forward_freq": 1200, "backward_freq": 1305}' --rank-timeout 5 \
+  >"$tmp/srv.txt" 2>"$tmp/srv.log" &
+srv_pid=$!
+for _ in $(seq 50); do grep -q listening "$tmp/srv.txt" 2>/dev/null && break; sleep 0.1; done
+url=$(sed -n 's/.*listening on \(http[^ ]*\)$/\1/p' "$tmp/srv.txt")
+[ -n "$url" ] || { cat "$tmp/srv.log"; fail "ergon serve did not start"; }
+kill_run server --server "$url" --window-steps 2 --job-file "$tmp/job.txt"
+job=$(cat "$tmp/job.txt")
+state=""
+for _ in $(seq 100); do
+  state=$("$PY" - "$url" "$job" <<'PY'
+import json, sys, urllib.parse, urllib.request
+url, job = sys.argv[1], sys.argv[2]
+with urllib.request.urlopen("%s/v1/jobs/%s" % (url, urllib.parse.quote(job, safe="")), timeout=5) as r:
+    d = json.load(r)
+print(d["state"], d.get("message", ""))
+PY
+)
+  case "$state" in aborted*) break;; esac
+  sleep 0.2
+done
+echo "server: job $job: $state"
+case "$state" in aborted*) ;; *) cat "$tmp/srv.log" | tail -5; fail "the server did not mark the job aborted ($state)";; esac
 echo "PASS"
