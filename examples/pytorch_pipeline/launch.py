@@ -59,6 +59,11 @@ def main():
     for r in range(a.nproc):
         env = dict(env0, RANK=str(r), LOCAL_RANK=str(r))
         procs.append(subprocess.Popen([sys.executable] + cmd, env=env))
+    # SIGTERM/SIGHUP to the launcher stop the ranks too (never leave them orphaned).
+    def on_signal(sig, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     start = time.monotonic()
     killed = False
     rc = 0
@@ -91,6 +96,7 @@ def main():
                 break
             time.sleep(0.05)
     except KeyboardInterrupt:
+        print("launch: interrupted; stopping every rank", file=sys.stderr, flush=True)
         stop(procs, a.grace)
         rc = 130
     return rc

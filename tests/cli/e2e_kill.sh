@@ -64,6 +64,17 @@ kill_run() {
     fail "$name: no reset of GPU 1 after rank 1 was killed"
 }
 
+# job_state URL JOB: "<state> <message>" of a server job (GET /v1/jobs/{id}).
+job_state() {
+  "$PY" - "$1" "$2" <<'PY'
+import json, sys, urllib.parse, urllib.request
+url, job = sys.argv[1], sys.argv[2]
+with urllib.request.urlopen("%s/v1/jobs/%s" % (url, urllib.parse.quote(job, safe="")), timeout=5) as r:
+    d = json.load(r)
+print(d["state"], d.get("message", ""))
+PY
+}
+
 kill_run plan --plan "$tmp/plan.json"
 
 if ! "$ERGON" serve --help >/dev/null 2>&1; then
@@ -84,17 +95,36 @@ kill_run server --server "$url" --window-steps 2 --job-file "$tmp/job.txt"
 job=$(cat "$tmp/job.txt")
 state=""
 for _ in $(seq 100); do
-  state=$("$PY" - "$url" "$job" <<'PY'
-import json, sys, urllib.parse, urllib.request
-url, job = sys.argv[1], sys.argv[2]
-with urllib.request.urlopen("%s/v1/jobs/%s" % (url, urllib.parse.quote(job, safe="")), timeout=5) as r:
-    d = json.load(r)
-print(d["state"], d.get("message", ""))
-PY
-)
+  state=$(job_state "$url" "$job")
   case "$state" in aborted*) break;; esac
   sleep 0.2
 done
 echo "server: job $job: $state"
 case "$state" in aborted*) ;; *) cat "$tmp/srv.log" | tail -5; fail "the server did not mark the job aborted ($state)";; esac
+
+# A rank that hangs without dying (it sleeps at step 3: no request, no heartbeat, its
+# neighbours block in their receives) is noticed by the server alone (--rank-timeout 5).
+export FAKE_NVML_LOG="$tmp/stall-nvml.log"
+timeout -k 5 90 "$PY" "$EX/launch.py" --nproc $S --timeout 60 -- "$EX/train.py" \
+  --microbatches $M --steps 100000 --gpu "nvml:$ERGON_FAKE_NVML" --server "$url" \
+  --window-steps 2 --job-file "$tmp/job2.txt" --stall-rank 1 --stall-step 3 \
+  >"$tmp/stall-out.txt" 2>&1 &
+launch_pid=$!
+state=""
+for _ in $(seq 300); do
+  if [ -s "$tmp/job2.txt" ]; then
+    state=$(job_state "$url" "$(cat "$tmp/job2.txt")")
+    case "$state" in aborted*) break;; esac
+  fi
+  sleep 0.1
+done
+echo "server: stalled job: $state"
+kill -TERM "$launch_pid" 2>/dev/null; wait "$launch_pid"; launch_pid=""
+case "$state" in aborted*) ;; *) cat "$tmp/stall-out.txt"; fail "the server did not abort the job of a silent rank ($state)";; esac
+grep -q "rank 1 stalls at step 3" "$tmp/stall-out.txt" || fail "rank 1 did not stall"
+for d in 0 1 2; do
+  last=$(grep -E "^nvmlDevice(Set|Reset)GpuLockedClocks $d " "$FAKE_NVML_LOG" | tail -1)
+  [ "$last" = "nvmlDeviceResetGpuLockedClocks $d = 0" ] || fail "stall: GPU $d: last clock call '$last'"
+done
+echo "stall: every GPU's clocks reset after the launcher was stopped"
 echo "PASS"
