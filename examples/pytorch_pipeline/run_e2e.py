@@ -245,6 +245,26 @@ def story(a, S, M, common, p, url):
     launch(a, S, common + ["--steps", str(a.steps), "--plan", p("plan.json"),
                            "--out", p("planned")], a.timeout)
 
+    served = None
+    if url:
+        print("\n== 5b. the same choice served: a Frontier job (slowdown %.2f) on the server, "
+              "one window of %d iterations" % (a.slowdown, a.steps), flush=True)
+        launch(a, S, common + ["--server", url, "--scheduler", "Frontier", "--scheduler-args",
+                               json.dumps({"frontier_dir": os.path.abspath(p("frontier")),
+                                           "slowdown": a.slowdown}),
+                               "--window-steps", str(a.steps), "--max-windows", "1",
+                               "--job-file", p("job-frontier.txt"), "--out", p("served")],
+               a.timeout)
+        served = load_results(p("served"), S)
+        job2 = open(p("job-frontier.txt")).read().strip()
+        st = job_state(url, job2)
+        plan = json.load(open(p("plan.json")))
+        same_clocks = all(r["power_states"][0] == plan["stages"][i]["freq_mhz"]
+                          for i, r in enumerate(served))
+        print("server: job %s is %s; Frontier choice %s; its clocks %s plan.json's"
+              % (job2, st.get("state"), st.get("frontier_choice"),
+                 "equal" if same_clocks else "DIFFER FROM"), flush=True)
+
     print("\n== 6. emulation on the measured profile", flush=True)
     em_max = emulate(a.ergon, p("profile.csv"), p("all-max.json"), blocking_w)
     em_plan = emulate(a.ergon, p("profile.csv"), p("plan.json"), blocking_w)
@@ -288,6 +308,15 @@ def story(a, S, M, common, p, url):
         print("%4d %12.6f %12.6f  %s" % (i, lm, lp, "identical" if hm == hp else "DIFFERENT"))
         same &= hm == hp
     checks.insert(0, ("losses bitwise identical step by step", same))
+    if served is not None:
+        t_srv, e_srv, _, _, loss_srv = iteration_stats(served, 1)
+        print("\nserved by the Frontier job: time %.4f s (%+.2f%% vs all-max), energy %.2f J "
+              "(%+.2f%%); losses %s"
+              % (t_srv, 100 * (t_srv / t_max - 1), e_srv, 100 * (e_srv / e_max - 1),
+                 "bitwise identical to all-max" if [h for _, h in loss_srv] ==
+                 [h for _, h in loss_max] else "DIFFERENT"))
+        checks.insert(1, ("Frontier job ran the chosen plan's clocks, same losses",
+                          same_clocks and [h for _, h in loss_srv] == [h for _, h in loss_max]))
     checks.insert(1, ("planned run uses less energy than all-max", e_plan < e_max))
     checks.insert(2, ("planned iteration time within %.0f%% (+%.0f%% noise) of all-max"
                       % ((a.slowdown - 1) * 100, a.time_tolerance * 100),

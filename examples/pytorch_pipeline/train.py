@@ -121,6 +121,9 @@ def parse_args(argv=None):
                    help="with --server: the clocks the job offers the server, 'HI:LO:STEP' or a "
                         "comma list (default: every clock the GPU supports)")
     p.add_argument("--job-file", default="", help="with --server: rank 0 writes the job id here")
+    p.add_argument("--max-windows", type=int, default=0,
+                   help="with --server: stop after this many windows and end the job (for "
+                        "schedulers that never end, e.g. Frontier); 0 = until the server ends it")
     p.add_argument("--stall-rank", type=int, default=-1,
                    help="testing: this rank stops (sleeps) at --stall-step, holding its clock")
     p.add_argument("--stall-step", type=int, default=1)
@@ -536,7 +539,7 @@ def train_server(args, stage, client, gpu, dev, S, M, rank):
                      power_states=states)
     plan_path = os.path.join(args.out or ".", ".window-plan-%d.json" % rank)
     stage.reset(M)
-    rows, step, windows = [], 0, 0
+    rows, step, windows, states_seen = [], 0, 0, []
     t_start = time.time()
     try:
         while True:
@@ -568,6 +571,14 @@ def train_server(args, stage, client, gpu, dev, S, M, rank):
                 step += 1
             sc.report(job, window, rank, its)
             windows += 1
+            states_seen.append(ps)
+            if args.max_windows and windows >= args.max_windows:
+                # Every rank has reported before rank 0 ends the job (a result for an ended
+                # job is refused).
+                dist.barrier()
+                if rank == 0:
+                    sc.end_job(job, "trainer: %d windows done" % windows)
+                break
     except BaseException as ex:
         try:
             sc.abort_job(job, "rank %d: %s" % (rank, str(ex)[:200] or type(ex).__name__))
@@ -580,7 +591,7 @@ def train_server(args, stage, client, gpu, dev, S, M, rank):
         sc.close()
     res = {"rank": rank, "stages": S, "microbatches": M, "schedule": sched.name,
            "extra_warmup": sched.extra_warmup[:S], "order": order, "server": args.server,
-           "job_id": job, "windows": windows, "gpu": gpu.backend,
+           "job_id": job, "windows": windows, "power_states": states_seen, "gpu": gpu.backend,
            "paced": stage.pacer is not None,
            "overruns": stage.pacer.overruns if stage.pacer else 0,
            "instructions": stage.pacer.instructions if stage.pacer else 0,
