@@ -48,7 +48,7 @@ build-asan: deps
 demo: build
 	@bash tools/demo.sh $(BUILD)/ergon
 
-test: test-release test-asan fuzz
+test: fuzz test-release test-asan
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -17,8 +17,10 @@ extern "C" {
  * Threads: the training thread calls the step/instruction hooks; a clock
  * thread owned by the client receives clock changes through a lock-free
  * single-producer queue and makes the (slow) GPU calls, and samples the
- * energy counter. The hooks never wait on the GPU. All hooks of one client
- * must be called from one thread at a time. */
+ * energy counter. The instruction hooks never touch the GPU; the step hooks
+ * read the energy counter once each (a fast NVML read, or a request to
+ * ergond through the daemon back-end). All hooks of one client must be
+ * called from one thread at a time. */
 typedef struct erg_client erg_client;
 
 /* Flags of erg_client_new. */
@@ -26,6 +28,10 @@ typedef struct erg_client erg_client;
 #define ERG_CLIENT_NO_WATCHDOG 2u /* Do not fork the helper that restores clocks if the
                                      process dies hard (SIGKILL, crash). */
 #define ERG_CLIENT_NO_ENERGY 4u   /* Do not sample the energy counter. */
+#define ERG_CLIENT_LOCK_MEMORY 8u /* Lock the memory clock at its maximum while the client
+                                     lives, as Perseus does in frequency mode (ignored
+                                     where the GPU cannot, e.g. before Ampere); it is
+                                     reset with the SM clock. */
 
 /* Create a client for device `device` of `gpu` (borrowed: it must outlive
  * the client) as pipeline rank `rank` (= stage). log_dir (may be NULL)
@@ -49,8 +55,8 @@ ERG_API erg_status erg_client_load_plan(erg_client *c, const char *path, int sta
  * profiling mode. Requests the clock at once. */
 ERG_API erg_status erg_client_set_uniform_clock(erg_client *c, int freq_mhz, erg_error *err);
 
-/* Training-loop hooks. Non-blocking; ERG_EINVAL for a microbatch outside the
- * plan, ERG_ESTATE for calls out of order (begin without end). */
+/* Training-loop hooks. ERG_EINVAL for a microbatch outside the plan,
+ * ERG_ESTATE for calls out of order (begin without end). */
 ERG_API erg_status erg_client_step_begin(erg_client *c);
 /* Ends the iteration; time_s / energy_j (may be NULL) receive its wall time
  * and GPU energy. */

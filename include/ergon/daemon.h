@@ -32,6 +32,9 @@ typedef void (*erg_log_fn)(void *user, int level, const char *msg);
 ERG_API erg_status erg_daemon_new(const char *socket_path, unsigned socket_mode,
                                   const char *config_path, erg_gpu *gpu, erg_log_fn log,
                                   void *log_user, erg_daemon **out, erg_error *err);
+/* Admin lock: while the file at `path` exists, every write is refused with
+ * 503 (reads still work). NULL disables the check. Call before run. */
+ERG_API erg_status erg_daemon_set_lock_file(erg_daemon *d, const char *path, erg_error *err);
 /* Serve until erg_daemon_stop. Then reset every leased GPU. */
 ERG_API erg_status erg_daemon_run(erg_daemon *d, erg_error *err);
 /* Ask the loop to stop; async-signal-safe. */

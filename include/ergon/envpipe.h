@@ -131,6 +131,21 @@ ERG_API erg_status erg_envpipe_reconfigure_step(erg_plan *plan, const double *wa
                                                 const int *max_mhz, int *path, int *path_len,
                                                 bool *changed, erg_error *err);
 
+/* Measured receive waits for erg_envpipe_reconfigure_step from a CSV with the
+ * header stage,instruction,microbatch,wait_ms (instruction forward/backward
+ * or F/B): exactly one row per instruction of `plan`. wait_s gets 2SM values
+ * in the plan's id order. ERG_EPARSE names the file, line and value. */
+ERG_API erg_status erg_envpipe_waits_parse(const char *text, size_t len, const char *name,
+                                           const erg_plan *plan, double *wait_s, erg_error *err);
+ERG_API erg_status erg_envpipe_waits_read(const char *path, const erg_plan *plan, double *wait_s,
+                                          erg_error *err);
+
+/* EnvPipe's per-stage max clock (index 0 of its clock list): the highest
+ * profiled clock with forward and backward points that passes the GPU's
+ * filter (gpu may be NULL). max_mhz has num_stages entries. */
+ERG_API erg_status erg_envpipe_max_clocks(const erg_profile *profile, int num_stages,
+                                          const erg_gpu_spec *gpu, int *max_mhz, erg_error *err);
+
 /* EnvPipe's printed plan: one line per stage, "Stage s | " then each unit as
  * "[F0 1980 0.0]" (on the path) or " F1 1260 0.0 " (wait in ms, 1 decimal).
  * wait_s and path may be NULL. *out is released with erg_free. */

@@ -42,6 +42,13 @@ typedef struct erg_shard erg_shard;
  * segments. mesh0, mesh1 >= 1 and mesh0*mesh1 >= 2. The module must outlive *out. */
 ERG_API erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1,
                                      erg_shard **out, erg_error *err);
+/* The same for any computation of the module (NULL = ENTRY). For the body of a `while`
+ * (scanned layers), the trip count comes from backend_config known_trip_count or the loop
+ * condition's compare with a constant; every iteration uses the same plan and times are
+ * multiplied by the trip count (memory is per iteration). ENOTFOUND for an unknown name. */
+ERG_API erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *computation,
+                                                 int mesh0, int mesh1, erg_shard **out,
+                                                 erg_error *err);
 ERG_API void erg_shard_free(erg_shard *s);
 /* Counts. */
 ERG_API size_t erg_shard_num_blocks(const erg_shard *s);
@@ -57,9 +64,11 @@ ERG_API long erg_shard_block_of(const erg_shard *s, const char *name);
 /* Segment i: first block index and block count; its unique segment id. */
 ERG_API void erg_shard_segment(const erg_shard *s, size_t i, size_t *first_block,
                                size_t *num_blocks, size_t *unique_id);
-/* The analysis report (blocks, members, per-strategy plans, segments, strategy map).
- * *text is freed with erg_free. */
-ERG_API erg_status erg_shard_report(const erg_shard *s, char **text, erg_error *err);
+/* The analysis report (blocks, their dots' per-strategy plans, merge points, multi-block
+ * values, segments, strategy map). With all_members, every member of every block is listed
+ * with its role and its spec under each strategy. *text is freed with erg_free. */
+ERG_API erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text,
+                                    erg_error *err);
 
 /* ---- costs ----------------------------------------------------------------------------- */
 
@@ -107,6 +116,15 @@ typedef struct erg_shard_plan erg_shard_plan;
 ERG_API erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_limit_s,
                                     erg_shard_plan **out, erg_error *err);
 ERG_API void erg_shard_plan_free(erg_shard_plan *p);
+/* Alpa's ILP at operator granularity on the same cost model: every block member picks its
+ * own row of its block's plan table; every operand edge carries a resharding matrix. Gives the
+ * objective (s; INFINITY when the time limit hit before any solution), the solve time, whether
+ * the limit was hit, the fraction of blocks whose members all chose the same row, and the
+ * number of ILP variables (may be NULL). Its optimum is <= the block optimum. */
+ERG_API erg_status erg_shard_search_ops_ilp(erg_shard *s, double time_limit_s,
+                                            double *objective_s, double *search_s,
+                                            bool *timed_out, double *uniform_blocks,
+                                            size_t *num_variables, erg_error *err);
 /* Strategy of block b in the plan. */
 ERG_API size_t erg_shard_plan_strategy(const erg_shard_plan *p, size_t b);
 /* Modelled iteration time (s) of the plan: what the search minimised, re-evaluated on the

@@ -43,6 +43,7 @@ SCHED_MAX_STAGES = 64
 CLIENT_NO_SIGNALS = 1
 CLIENT_NO_WATCHDOG = 2
 CLIENT_NO_ENERGY = 4
+CLIENT_LOCK_MEMORY = 8
 
 
 class ErgonError(Exception):
@@ -68,6 +69,9 @@ class _Instr(ctypes.Structure):
 
 
 _lib = None
+
+# erg_iteration_fn: erg_status (*)(void *user, erg_client *c)
+_ITER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
 
 def load_library(path=None):
@@ -128,6 +132,8 @@ def _declare(lib):
         "erg_client_clock_error": (I, [P, E]),
         "erg_client_flush_logs": (I, [P, E]),
         "erg_client_close": (I, [P, E]),
+        "erg_client_profile": (I, [P, I, I, I, _ITER_FN, P, D, ctypes.POINTER(P),
+                                   ctypes.POINTER(D), E]),
         "erg_profile_from_logs": (I, [S, I, ctypes.POINTER(P), E]),
         "erg_sim_profile": (I, [S, S, I, I, I, ctypes.POINTER(P), E]),
         "erg_profile_write_csv": (I, [P, S, E]),
@@ -299,6 +305,47 @@ class Client:
     @property
     def clock_changes(self):
         return self._lib.erg_client_clock_changes(self.handle)
+
+    def profile(self, stage, run_iteration, min_freq_mhz=0, iters=3, blocking_s=1.0,
+                out_csv=None):
+        """Profiling mode (client.h erg_client_profile): sweep the SM clock from the
+        highest down to min_freq_mhz running `run_iteration(client)` (one training
+        iteration using this client's instruction hooks) `iters` times per clock after
+        a warm-up, with the early stop; then measure the blocking power. Writes the
+        profile to out_csv if given; returns the blocking power in W (nan if
+        blocking_s is 0). An exception raised by run_iteration stops the sweep and is
+        re-raised."""
+        lib = self._lib
+        raised = []
+
+        def cb(user, handle):
+            try:
+                run_iteration(self)
+                return 0
+            except ErgonError as e:
+                raised.append(e)
+                return e.status or 16
+            except BaseException as e:  # noqa: B902 - re-raised below
+                raised.append(e)
+                return 14  # ERG_ECANCELED
+
+        fn = _ITER_FN(cb)
+        prof = ctypes.c_void_p()
+        pb = ctypes.c_double()
+        err = _Error()
+        st = lib.erg_client_profile(self.handle, stage, min_freq_mhz, iters, fn, None,
+                                    blocking_s, ctypes.byref(prof), ctypes.byref(pb),
+                                    ctypes.byref(err))
+        if raised:
+            raise raised[0]
+        _check(st, err)
+        try:
+            if out_csv:
+                _check(lib.erg_profile_write_csv(prof, os.fspath(out_csv).encode(),
+                                                 ctypes.byref(err)), err)
+        finally:
+            lib.erg_profile_free(prof)
+        return pb.value
 
     def flush_logs(self):
         err = _Error()

@@ -21,20 +21,25 @@
  * The training thread (producer) and the clock thread (consumer) share a
  * single-producer single-consumer ring of clock requests. The producer
  * writes the slot, then publishes it with a release store of `tail`; the
- * consumer reads `tail` with acquire, applies the request (the slow GPU
- * call), then releases the slot by storing `head`. Neither side ever takes a
+ * consumer reads `tail` with acquire, reads the newest slot, releases the
+ * slots by storing `head`, then makes the (slow) GPU call. Neither side ever takes a
  * lock or makes a system call, so instruction_begin costs a few loads and
  * stores. The consumer polls (sleeping 100 us between empty polls, far below
  * the 10-20 ms an NVML setter takes).
  *
  * Consecutive equal clocks are skipped on the producer side (`last_req`).
- * When the consumer finds several requests pending (the GPU is slower than
- * the instructions), it applies only the newest and drops the rest: a clock
- * meant for an instruction that has already finished is worthless, and
- * applying every stale one in turn would leave the GPU ever further behind.
- * If the ring is ever full, the newest request goes to `overflow` (an atomic
- * slot, latest wins), which the consumer prefers over the ring. On stop,
- * pending requests are dropped (the client resets the GPU anyway).
+ * Every request carries an increasing number. When the consumer finds
+ * several requests pending (the GPU is slower than the instructions), it
+ * applies only the newest and drops the rest: a clock meant for an
+ * instruction that has already finished is worthless, and applying every
+ * stale one in turn would leave the GPU ever further behind. If the ring is
+ * ever full, the producer puts the request in `overflow` (one atomic 64-bit
+ * slot holding number and clock, latest wins). The consumer takes the ring's
+ * newest entry and the overflow slot, applies whichever has the higher
+ * number, and remembers the number applied so that an older request found
+ * later (left in the ring while the overflow slot held a newer one) is
+ * skipped. So the GPU always ends at the clock the training loop asked for
+ * last. On stop, pending requests are dropped (the client resets the GPU).
  *
  * RESTORE. Normal path: erg_client_close resets the SM (and memory) clocks.
  * Signals: the handler only stores the signal number; every clock thread
@@ -50,8 +55,11 @@
  */
 
 #define QCAP 1024u
+#define REC_CHUNK 1024u
+#define REC_MAX_CHUNKS 65536u
 #define POLL_NS 100000L
-#define ENERGY_PERIOD_S 0.002
+#define ENERGY_PERIOD_S 0.002        /* NVML and the simulated GPU */
+#define ENERGY_PERIOD_DAEMON_S 0.02  /* through ergond: one HTTP request per sample */
 
 struct erg_client {
     erg_gpu *gpu;
@@ -65,10 +73,15 @@ struct erg_client {
     int uniform_clock;
 
     /* queue */
-    int ring[QCAP];
+    struct {
+        uint64_t seq;     /* request number, increasing */
+        int freq;         /* MHz, 0 = reset */
+    } ring[QCAP];
     _Atomic size_t head, tail;
-    _Atomic int overflow; /* 0 = empty */
+    _Atomic uint64_t overflow; /* seq << 20 | (freq + 1); 0 = empty */
     int last_req;         /* producer-side dedupe */
+    uint64_t next_seq;    /* producer: number of the next request */
+    uint64_t applied_seq; /* consumer: newest request applied (or superseded) */
     _Atomic uint64_t requested;
     _Atomic int busy;     /* the consumer has taken requests it has not applied yet */
     _Atomic int active_clock;
@@ -87,8 +100,13 @@ struct erg_client {
     bool in_step, in_instr;
     double step_start_s;
     uint64_t step_energy_mj;
-    erg__instr_rec *recs;
-    size_t nrecs, cap_recs;
+    erg__instr_rec **chunks;      /* REC_MAX_CHUNKS slots, filled as needed, never moved */
+    _Atomic size_t nrecs;         /* committed records (release-stored by the producer) */
+    _Atomic(erg__instr_rec *) spare; /* a chunk the clock thread allocated in advance */
+    erg__instr_rec *cur;          /* the open instruction's record */
+    erg__instr_rec scratch;       /* where records go once the store is full */
+    uint64_t dropped;             /* records not stored (store full / no memory) */
+    bool mem_locked;              /* we locked the memory clock (ERG_CLIENT_LOCK_MEMORY) */
     pthread_mutex_t samples_mu;
     erg__energy_sample *samples;
     size_t nsamples, cap_samples;
@@ -204,6 +222,19 @@ static double epoch_s(const erg_client *c)
     return mono_s() + c->epoch_offset_s;
 }
 
+static erg__instr_rec *rec_at(erg_client *c, size_t i)
+{
+    return &c->chunks[i / REC_CHUNK][i % REC_CHUNK];
+}
+
+static void free_chunks(erg_client *c)
+{
+    for (size_t i = 0; c->chunks && i < REC_MAX_CHUNKS && c->chunks[i]; i++)
+        erg__free(c->chunks[i]);
+    erg__free(c->chunks);
+    erg__free(atomic_exchange(&c->spare, NULL));
+}
+
 static void set_clock_error(erg_client *c, const erg_error *e)
 {
     pthread_mutex_lock(&c->err_mu);
@@ -255,46 +286,64 @@ static void *clock_thread(void *arg)
 {
     erg_client *c = arg;
     double next_sample = 0;
+    double period = strcmp(erg_gpu_backend_name(c->gpu), "daemon") ? ENERGY_PERIOD_S
+                                                                  : ENERGY_PERIOD_DAEMON_S;
     for (;;) {
         bool worked = false;
         atomic_store(&c->busy, 1);
         size_t h = atomic_load_explicit(&c->head, memory_order_relaxed);
         size_t t = atomic_load_explicit(&c->tail, memory_order_acquire);
-        if (h != t) {
-            /* Coalesce: only the newest pending request still matters. */
-            int f = c->ring[(t - 1) % QCAP];
-            int ov = atomic_exchange(&c->overflow, 0);
-            if (ov)
-                f = ov > 0 ? ov : 0;
-            atomic_fetch_add(&c->coalesced, (t - h) - 1 + (ov ? 1 : 0));
-            atomic_store_explicit(&c->head, t, memory_order_release);
-            if (!atomic_load(&c->stop))
-                apply_clock(c, f);
-            worked = true;
-        } else {
-            int ov = atomic_exchange(&c->overflow, 0);
-            if (ov) {
-                if (!atomic_load(&c->stop))
-                    apply_clock(c, ov > 0 ? ov : 0);
-                worked = true;
+        uint64_t ov = atomic_exchange(&c->overflow, 0);
+        if (h != t || ov) {
+            /* Coalesce: apply only the newest request we can see (by its
+             * number, whether it came through the ring or the overflow
+             * slot), and never one older than what was already applied. */
+            uint64_t best_seq = 0;
+            int best_f = 0;
+            if (h != t) {
+                best_seq = c->ring[(t - 1) % QCAP].seq;
+                best_f = c->ring[(t - 1) % QCAP].freq;
             }
+            if (ov && (ov >> 20) > best_seq) {
+                best_seq = ov >> 20;
+                best_f = (int)(ov & 0xFFFFF) - 1;
+            }
+            atomic_store_explicit(&c->head, t, memory_order_release);
+            if (best_seq > c->applied_seq) {
+                atomic_fetch_add(&c->coalesced, best_seq - c->applied_seq - 1);
+                c->applied_seq = best_seq;
+                if (!atomic_load(&c->stop))
+                    apply_clock(c, best_f);
+            }
+            worked = true;
         }
         atomic_store(&c->busy, 0);
         int sig = pending_signal;
         if (sig && !(c->flags & ERG_CLIENT_NO_SIGNALS) && !atomic_load(&c->restored_by_signal)) {
             erg_error e;
             erg_gpu_reset_sm_clocks(c->gpu, c->dev, &e);
+            if (c->mem_locked)
+                erg_gpu_reset_mem_clocks(c->gpu, c->dev, &e);
             atomic_store(&c->active_clock, 0);
             atomic_store(&c->restored_by_signal, 1);
             if (c->log_dir)
                 erg_client_flush_logs(c, &e);
             maybe_reraise(sig);
         }
+        if (!atomic_load_explicit(&c->spare, memory_order_relaxed)) {
+            erg__instr_rec *fresh = erg__malloc(REC_CHUNK * sizeof *fresh);
+            if (fresh) {
+                memset(fresh, 0, REC_CHUNK * sizeof *fresh); /* fault the pages in here */
+                erg__instr_rec *expect = NULL;
+                if (!atomic_compare_exchange_strong(&c->spare, &expect, fresh))
+                    erg__free(fresh);
+            }
+        }
         if (c->sampling) {
             double now = mono_s();
             if (now >= next_sample) {
                 sample_energy(c);
-                next_sample = now + ENERGY_PERIOD_S;
+                next_sample = now + period;
             }
         }
         if (atomic_load(&c->stop) &&
@@ -315,19 +364,22 @@ static void request_clock(erg_client *c, int f)
         return;
     c->last_req = f;
     atomic_fetch_add_explicit(&c->requested, 1, memory_order_relaxed);
+    uint64_t seq = ++c->next_seq;
     size_t t = atomic_load_explicit(&c->tail, memory_order_relaxed);
     size_t h = atomic_load_explicit(&c->head, memory_order_acquire);
     if (t - h >= QCAP) {
-        atomic_store(&c->overflow, f > 0 ? f : -1);
+        /* Ring full: the overflow slot keeps the newest request. */
+        atomic_store(&c->overflow, seq << 20 | (uint64_t)(f + 1));
         return;
     }
-    c->ring[t % QCAP] = f;
+    c->ring[t % QCAP].seq = seq;
+    c->ring[t % QCAP].freq = f;
     atomic_store_explicit(&c->tail, t + 1, memory_order_release);
 }
 
 /* ---- watchdog ---- */
 
-static void watchdog_main(int fd, const char *spec, int dev)
+static void watchdog_main(int fd, const char *spec, int dev, bool mem)
 {
     /* Only our pipe end stays open; wait for the parent to go away. */
     char b = 0;
@@ -340,6 +392,8 @@ static void watchdog_main(int fd, const char *spec, int dev)
     erg_gpu *g = NULL;
     if (erg_gpu_open(spec, &g, NULL) == ERG_OK) {
         erg_gpu_reset_sm_clocks(g, dev, NULL);
+        if (mem)
+            erg_gpu_reset_mem_clocks(g, dev, NULL);
         erg_gpu_close(g);
     }
     _exit(0);
@@ -368,7 +422,7 @@ static void start_watchdog(erg_client *c)
         signal(SIGINT, SIG_IGN);
         signal(SIGHUP, SIG_IGN);
         signal(SIGTERM, SIG_IGN);
-        watchdog_main(fds[0], spec, c->dev);
+        watchdog_main(fds[0], spec, c->dev, c->mem_locked);
     }
     close(fds[0]);
     c->watchdog = pid;
@@ -428,12 +482,32 @@ erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_di
         if ((st = erg__mkdir_p(log_dir, err)))
             goto fail;
     }
-    c->cap_recs = 4096;
-    c->recs = erg__malloc(c->cap_recs * sizeof *c->recs);
-    if (!c->recs) {
+    c->chunks = erg__calloc(REC_MAX_CHUNKS, sizeof *c->chunks);
+    if (!c->chunks || !(c->chunks[0] = erg__malloc(REC_CHUNK * sizeof(erg__instr_rec)))) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto fail;
     }
+    if (flags & ERG_CLIENT_LOCK_MEMORY) {
+        int *mem = NULL;
+        size_t nm = 0;
+        erg_error e;
+        st = erg_gpu_mem_clocks(gpu, device, &mem, &nm, &e);
+        if (!st)
+            st = erg_gpu_lock_mem_clocks(gpu, device, mem[0], mem[0], &e);
+        erg__free(mem);
+        if (st == ERG_OK)
+            c->mem_locked = true;
+        else if (st != ERG_ENOTSUP) {
+            if (err)
+                *err = e;
+            goto fail;
+        }
+        st = ERG_OK;
+    }
+    /* A first energy sample now, so that every instruction starts inside the
+     * sampled range (the clock thread may be scheduled late). */
+    if (c->sampling)
+        sample_energy(c);
     start_watchdog(c);
     if (pthread_create(&c->thread, NULL, clock_thread, c) != 0) {
         st = erg_error_set(err, ERG_EINTERNAL, "cannot start the clock thread: %s",
@@ -456,9 +530,11 @@ erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_di
     return ERG_OK;
 fail:
     stop_watchdog(c);
+    if (c->mem_locked)
+        erg_gpu_reset_mem_clocks(gpu, device, NULL);
     pthread_mutex_destroy(&c->err_mu);
     pthread_mutex_destroy(&c->samples_mu);
-    erg__free(c->recs);
+    free_chunks(c);
     erg__free(c->log_dir);
     erg__free(c);
     return st;
@@ -590,15 +666,21 @@ erg_status erg_client_instruction_begin(erg_client *c, erg_instr_kind kind, int 
     int f = c->clocks ? c->clocks[kind * c->num_mb + microbatch] : c->uniform_clock;
     if (f > 0)
         request_clock(c, f);
-    if (c->nrecs == c->cap_recs) {
-        size_t nc = 2 * c->cap_recs;
-        erg__instr_rec *nr = erg__reallocarray(c->recs, nc, sizeof *nr);
-        if (!nr)
-            return ERG_ENOMEM;
-        c->recs = nr;
-        c->cap_recs = nc;
+    size_t idx = atomic_load_explicit(&c->nrecs, memory_order_relaxed);
+    size_t ch = idx / REC_CHUNK;
+    erg__instr_rec *r = &c->scratch;
+    if (ch < REC_MAX_CHUNKS) {
+        if (!c->chunks[ch]) {
+            /* Normally the clock thread has a chunk ready; malloc only if not. */
+            erg__instr_rec *fresh = atomic_exchange(&c->spare, NULL);
+            if (!fresh)
+                fresh = erg__malloc(REC_CHUNK * sizeof *fresh);
+            c->chunks[ch] = fresh;
+        }
+        if (c->chunks[ch])
+            r = &c->chunks[ch][idx % REC_CHUNK];
     }
-    erg__instr_rec *r = &c->recs[c->nrecs];
+    c->cur = r;
     r->kind = (int)kind;
     r->microbatch = microbatch;
     r->freq_start = atomic_load_explicit(&c->active_clock, memory_order_relaxed);
@@ -613,12 +695,16 @@ erg_status erg_client_instruction_end(erg_client *c, erg_instr_kind kind, int mi
         return ERG_EINVAL;
     if (!c->in_instr)
         return ERG_ESTATE;
-    erg__instr_rec *r = &c->recs[c->nrecs];
+    erg__instr_rec *r = c->cur;
     if (r->kind != (int)kind || r->microbatch != microbatch)
         return ERG_ESTATE;
     r->end_s = epoch_s(c);
     r->freq_end = atomic_load_explicit(&c->active_clock, memory_order_relaxed);
-    c->nrecs++;
+    if (r == &c->scratch)
+        c->dropped++;
+    else /* publish: the log writer may read it from the clock thread */
+        atomic_store_explicit(&c->nrecs, atomic_load_explicit(&c->nrecs, memory_order_relaxed) + 1,
+                              memory_order_release);
     c->in_instr = false;
     return ERG_OK;
 }
@@ -686,10 +772,14 @@ erg_status erg_client_flush_logs(erg_client *c, erg_error *err)
         return erg_error_set(err, ERG_EINVAL, "NULL client");
     if (!c->log_dir)
         return ERG_OK;
+    /* Records first, then a sample: every record written ends before it. */
+    size_t nrecs = atomic_load_explicit(&c->nrecs, memory_order_acquire);
+    if (c->sampling)
+        sample_energy(c);
     erg__buf b = {0};
     erg_status st = erg__buf_printf(&b, "instruction,microbatch,start,end,freq_start,freq_end\n");
-    for (size_t i = 0; !st && i < c->nrecs; i++) {
-        const erg__instr_rec *r = &c->recs[i];
+    for (size_t i = 0; !st && i < nrecs; i++) {
+        const erg__instr_rec *r = rec_at(c, i);
         st = erg__buf_printf(&b, "%s,%d,%.6f,%.6f,%d,%d\n",
                              erg_instr_kind_name((erg_instr_kind)r->kind), r->microbatch,
                              r->start_s, r->end_s, r->freq_start, r->freq_end);
@@ -740,6 +830,11 @@ erg_status erg_client_close(erg_client *c, erg_error *err)
         if (err)
             *err = e;
     }
+    if (c->mem_locked && (st = erg_gpu_reset_mem_clocks(c->gpu, c->dev, &e)) && !first) {
+        first = st;
+        if (err)
+            *err = e;
+    }
     st = erg_client_flush_logs(c, &e);
     if (st && !first) {
         first = st;
@@ -759,7 +854,7 @@ erg_status erg_client_close(erg_client *c, erg_error *err)
     pthread_mutex_destroy(&c->err_mu);
     pthread_mutex_destroy(&c->samples_mu);
     erg__free(c->clocks);
-    erg__free(c->recs);
+    free_chunks(c);
     erg__free(c->samples);
     erg__free(c->log_dir);
     erg__free(c);
@@ -767,6 +862,16 @@ erg_status erg_client_close(erg_client *c, erg_error *err)
 }
 
 /* ---- profiling mode ---- */
+
+bool erg__profile_early_stop(int *ups, double prev, double e, size_t i, size_t n)
+{
+    if (isfinite(prev) && isfinite(e) && e > prev)
+        (*ups)++;
+    else
+        *ups = 0;
+    /* "past the first third" of the whole clock list, as the reference does */
+    return *ups >= 5 && (i + 1) * 3 >= n;
+}
 
 erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int iters,
                               erg_iteration_fn run_iteration, void *user, double blocking_s,
@@ -814,7 +919,7 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
         /* one warm-up iteration, not measured */
         if ((st = run_iteration(user, c)))
             goto fn_failed;
-        size_t first_rec = c->nrecs;
+        size_t first_rec = atomic_load(&c->nrecs);
         double esum = 0;
         int ecount = 0;
         for (int it = 0; it < iters; it++) {
@@ -837,20 +942,25 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
         if ((st = copy_samples(c, &samples, &ns, err)))
             goto out;
         /* No warm-up drop inside the window: the window's warm-up ran above. */
-        erg__instr_rec *recs = c->recs + first_rec;
-        size_t nrec = c->nrecs - first_rec;
-        for (size_t k = 0; k < nrec; k++)
+        size_t nrec = atomic_load(&c->nrecs) - first_rec;
+        erg__instr_rec *recs = erg__malloc((nrec ? nrec : 1) * sizeof *recs);
+        if (!recs) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t k = 0; k < nrec; k++) {
+            recs[k] = *rec_at(c, first_rec + k);
             if (recs[k].freq_start != clocks[i] || recs[k].freq_end != clocks[i])
                 recs[k].freq_start = 0; /* not at the swept clock: excluded */
-        if ((st = erg__aggregate_stage(p, stage, recs, nrec, samples, ns, false, "profiling", err)))
+        }
+        st = erg__aggregate_stage(p, stage, recs, nrec, samples, ns, false, "profiling", err);
+        erg__free(recs);
+        if (st)
             goto out;
         double e_mean = ecount ? esum / ecount : NAN;
-        if (isfinite(prev_e) && isfinite(e_mean) && e_mean > prev_e)
-            ups++;
-        else
-            ups = 0;
+        bool stop = erg__profile_early_stop(&ups, prev_e, e_mean, i, nuse);
         prev_e = e_mean;
-        if (ups >= 5 && i + 1 >= nuse / 3)
+        if (stop)
             break;
     }
     if ((st = erg_client_set_uniform_clock(c, 0, err)))

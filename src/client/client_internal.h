@@ -36,6 +36,13 @@ erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec 
                                 size_t nsamples, bool drop_warmup, const char *name,
                                 erg_error *err);
 
+/* Profiling mode's early stop (control-plane-spec 2.4): after the window of
+ * clock index i (0-based, clocks descending) of n with mean iteration energy
+ * e, given the previous window's energy prev (NAN for the first) and the
+ * running count *ups of consecutive increases: true when the energy went up
+ * five times in a row and at least the first third of the clocks is done. */
+bool erg__profile_early_stop(int *ups, double prev, double e, size_t i, size_t n);
+
 /* Parse an instructions-<rank>.csv / time-energy-<rank>.csv text (`name`
  * in messages). *out is allocated with erg__malloc. */
 erg_status erg__parse_instructions(const char *text, size_t len, const char *name,

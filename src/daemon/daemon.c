@@ -64,6 +64,7 @@ struct erg_daemon {
     void *log_user;
     int listen_fd;
     char *socket_path;
+    char *lock_file;     /* writes refused while it exists (NULL = no admin lock) */
     int stop_pipe[2];
     conn *conns[MAX_CONNS];
     lease leases[MAX_LEASES];
@@ -329,6 +330,13 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
                          unsigned uid, unsigned gid, pid_t pid, erg__buf *resp)
 {
     int count = erg_gpu_count(d->gpu);
+    if (d->lock_file && access(d->lock_file, F_OK) == 0) {
+        dlog(d, 1, "refused %s for uid %u pid %d: writes disabled (%s exists)", op, uid, (int)pid,
+             d->lock_file);
+        respond_error(resp, 503, "writes are disabled by the administrator (%s exists)",
+                      d->lock_file);
+        return;
+    }
     /* authorisation first, for every GPU named */
     for (int g = 0; g < count; g++)
         if ((mask >> g) & 1 && !erg__config_allows(&d->cfg, uid, gid, g)) {
@@ -696,6 +704,18 @@ fail:
     return st;
 }
 
+erg_status erg_daemon_set_lock_file(erg_daemon *d, const char *path, erg_error *err)
+{
+    if (!d)
+        return erg_error_set(err, ERG_EINVAL, "NULL daemon");
+    char *copy = NULL;
+    if (path && !(copy = erg__strdup(path)))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    erg__free(d->lock_file);
+    d->lock_file = copy;
+    return ERG_OK;
+}
+
 void erg_daemon_stop(erg_daemon *d)
 {
     if (d && d->stop_pipe[1] >= 0) {
@@ -881,6 +901,7 @@ void erg_daemon_free(erg_daemon *d)
         if (d->stop_pipe[i] >= 0)
             close(d->stop_pipe[i]);
     erg__free(d->socket_path);
+    erg__free(d->lock_file);
     erg__config_free(&d->cfg);
     erg__free(d);
 }

@@ -311,6 +311,141 @@ erg_status erg_envpipe_reconfigure_step(erg_plan *plan, const double *wait_s, do
     return ERG_OK;
 }
 
+/* ---- measured waits and max clocks (for the run-time reconfiguration) ---- */
+
+#define ERG_MAX_WAITS_BYTES (64u << 20)
+
+erg_status erg_envpipe_waits_parse(const char *text, size_t len, const char *name,
+                                   const erg_plan *plan, double *wait_s, erg_error *err)
+{
+    if (!text || !plan || !wait_s)
+        return erg_error_set(err, ERG_EINVAL, "erg_envpipe_waits_parse: NULL argument");
+    if (!name)
+        name = "<waits>";
+    layout L;
+    erg_status st = layout_init(&L, plan, err);
+    if (st)
+        return st;
+    int S = L.S, M = L.M, n = 2 * S * M;
+    bool *seen = erg__calloc((size_t)n, sizeof(bool));
+    if (!seen) {
+        erg__free(L.order);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    static const char *const cols[4] = {"stage", "instruction", "microbatch", "wait_ms"};
+    int col[4];
+    size_t ncols = 0;
+    bool header = false;
+    int rows = 0, r;
+    erg__csv c;
+    erg__csv_init(&c, text, len);
+    while (!st && (r = erg__csv_next(&c)) > 0) {
+        if (!header) {
+            ncols = c.nfields;
+            for (int k = 0; k < 4 && !st; k++) {
+                col[k] = -1;
+                for (size_t i = 0; i < c.nfields; i++)
+                    if (!strcmp(c.fields[i], cols[k]))
+                        col[k] = (int)i;
+                if (col[k] < 0)
+                    st = erg_error_set(err, ERG_EPARSE,
+                                       "%s:%ld: missing column '%s' (need "
+                                       "stage,instruction,microbatch,wait_ms)",
+                                       name, c.line, cols[k]);
+            }
+            header = true;
+            continue;
+        }
+        if (c.nfields != ncols) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: expected %zu fields, found %zu", name,
+                               c.line, ncols, c.nfields);
+            break;
+        }
+        long sv, mb;
+        double w;
+        const char *in = c.fields[col[1]];
+        erg_instr_kind kind;
+        if (!strcmp(in, "forward") || !strcmp(in, "F"))
+            kind = ERG_FORWARD;
+        else if (!strcmp(in, "backward") || !strcmp(in, "B"))
+            kind = ERG_BACKWARD;
+        else {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: instruction '%s' is not forward, backward, F or B", name,
+                               c.line, in);
+            break;
+        }
+        if (!erg__parse_long(c.fields[col[0]], &sv) || sv < 0 || sv >= S ||
+            !erg__parse_long(c.fields[col[2]], &mb) || mb < 0 || mb >= M) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: stage '%s' or microbatch '%s' out of range (S=%d, M=%d)",
+                               name, c.line, c.fields[col[0]], c.fields[col[2]], S, M);
+            break;
+        }
+        if (!erg__parse_double(c.fields[col[3]], &w) || w < 0) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: wait_ms must be a number >= 0, got '%s'",
+                               name, c.line, c.fields[col[3]]);
+            break;
+        }
+        int id = layout_id(&L, (int)sv, kind, (int)mb);
+        if (seen[id]) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: stage %ld %s %ld listed twice", name,
+                               c.line, sv, erg_instr_kind_name(kind), mb);
+            break;
+        }
+        seen[id] = true;
+        wait_s[id] = w / 1e3;
+        rows++;
+    }
+    if (!st && r < 0)
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if (!st && rows != n)
+        st = erg_error_set(err, ERG_EPARSE, "%s: %d waits for a plan with %d instructions", name,
+                           rows, n);
+    erg__csv_free(&c);
+    erg__free(seen);
+    erg__free(L.order);
+    return st;
+}
+
+erg_status erg_envpipe_waits_read(const char *path, const erg_plan *plan, double *wait_s,
+                                  erg_error *err)
+{
+    char *text;
+    size_t len;
+    erg_status st = erg__read_file(path, ERG_MAX_WAITS_BYTES, &text, &len, err);
+    if (st)
+        return st;
+    st = erg_envpipe_waits_parse(text, len, path, plan, wait_s, err);
+    erg__free(text);
+    return st;
+}
+
+erg_status erg_envpipe_max_clocks(const erg_profile *profile, int S, const erg_gpu_spec *gpu,
+                                  int *max_mhz, erg_error *err)
+{
+    if (!max_mhz)
+        return erg_error_set(err, ERG_EINVAL, "NULL argument");
+    erg__ctab *c;
+    erg_status st = erg__ctab_new(profile, S, &c, err);
+    if (st)
+        return st;
+    for (int s = 0; s < S && !st; s++) {
+        max_mhz[s] = 0;
+        for (int i = 0; i < c->nboth[s] && !max_mhz[s]; i++) {
+            int f = c->both[s][i];
+            if (!gpu || (gpu->profile_step_mhz > 0 && f % gpu->profile_step_mhz == 0 &&
+                         f >= gpu->filter_min_mhz && f <= gpu->filter_max_mhz))
+                max_mhz[s] = f;
+        }
+        if (!max_mhz[s])
+            st = erg_error_set(err, ERG_ENOTFOUND, "stage %d: no profiled clock passes the %s filter",
+                               s, gpu ? gpu->name : "");
+    }
+    erg__ctab_free(c);
+    return st;
+}
+
 /* ---- shared helpers ---- */
 
 static erg_status check_common(const erg_profile *profile, int S, int M, double power_w,

@@ -103,7 +103,43 @@ typedef struct dotinfo {
     int lrank, rrank;
     int nls, nrs;
     int ls[HLO_MAX_RANK], rs[HLO_MAX_RANK]; /* space dims */
+    /* output dim of batch pair k, lhs space dim k, rhs space dim k */
+    int ob[HLO_MAX_RANK], ols[HLO_MAX_RANK], ors[HLO_MAX_RANK];
 } dotinfo;
+
+bool shard_conv_labels(const erg_hlo_module *m, const hlo_instr *in, int lrank, int rrank,
+                       int orank, int idx[6])
+{
+    /* dim_labels=b01f_01io->b01f: lhs batch 'b' and feature 'f', rhs input 'i' and output
+     * 'o' features, output 'b' and 'f'; digits are spatial. Grouped convolutions are not
+     * handled (replicated). */
+    char *v = hlo_attr_str(m, in, "dim_labels");
+    char *fg = hlo_attr_str(m, in, "feature_group_count");
+    char *bg = hlo_attr_str(m, in, "batch_group_count");
+    bool ok = v && (!fg || !strcmp(fg, "1")) && (!bg || !strcmp(bg, "1"));
+    erg__free(fg);
+    erg__free(bg);
+    if (ok) {
+        char *us = strchr(v, '_'), *ar = strstr(v, "->");
+        ok = us && ar && us < ar && (int)(us - v) == lrank && (int)(ar - us - 1) == rrank &&
+             (int)strlen(ar + 2) == orank;
+        if (ok) {
+            const char *parts[3] = {v, us + 1, ar + 2};
+            const int lens[3] = {lrank, rrank, orank};
+            const char want[6] = {'b', 'f', 'i', 'o', 'b', 'f'};
+            for (int q = 0; q < 6 && ok; q++) {
+                int part = q / 2 == 0 ? 0 : q / 2 == 1 ? 1 : 2;
+                idx[q] = -1;
+                for (int k = 0; k < lens[part]; k++)
+                    if (parts[part][k] == want[q])
+                        idx[q] = k;
+                ok = idx[q] >= 0;
+            }
+        }
+    }
+    erg__free(v);
+    return ok;
+}
 
 static bool dot_info(const erg_shard *s, int i, dotinfo *d)
 {
@@ -116,6 +152,25 @@ static bool dot_info(const erg_shard *s, int i, dotinfo *d)
         return false;
     d->lrank = L->rank;
     d->rrank = R->rank;
+    if (in->op == HLO_OP_CONVOLUTION) {
+        /* A convolution as a dot: batch -> M, input feature -> K, output feature -> N;
+         * spatial dims belong to no role, so a split on them is never valid. */
+        int idx[6];
+        if (!shard_conv_labels(s->m, in, L->rank, R->rank, in->shape.rank, idx))
+            return false;
+        d->nc = 1;
+        d->lc[0] = idx[1];
+        d->rc[0] = idx[2];
+        d->nls = 1;
+        d->ls[0] = idx[0];
+        d->ols[0] = idx[4];
+        d->nrs = 1;
+        d->rs[0] = idx[3];
+        d->ors[0] = idx[5];
+        return true;
+    }
+    if (in->op != HLO_OP_DOT)
+        return false;
     int nb = hlo_attr_ints(s->m, in, "lhs_batch_dims", d->lb, HLO_MAX_RANK);
     int nb2 = hlo_attr_ints(s->m, in, "rhs_batch_dims", d->rb, HLO_MAX_RANK);
     int nc = hlo_attr_ints(s->m, in, "lhs_contracting_dims", d->lc, HLO_MAX_RANK);
@@ -149,6 +204,12 @@ static bool dot_info(const erg_shard *s, int i, dotinfo *d)
     for (int k = 0; k < R->rank; k++)
         if (!rused[k])
             d->rs[d->nrs++] = k;
+    for (int k = 0; k < d->nb; k++)
+        d->ob[k] = k;
+    for (int k = 0; k < d->nls; k++)
+        d->ols[k] = d->nb + k;
+    for (int k = 0; k < d->nrs; k++)
+        d->ors[k] = d->nb + d->nls + k;
     return d->nb + d->nls + d->nrs == in->shape.rank;
 }
 
@@ -181,7 +242,7 @@ static bool dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l,
         bool ok = false;
         for (int k = 0; k < d->nb; k++)
             if (la == d->lb[k] && ra == d->rb[k]) {
-                od = k;
+                od = d->ob[k];
                 ok = true;
             }
         for (int k = 0; k < d->nc && !ok; k++)
@@ -191,12 +252,12 @@ static bool dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l,
             }
         for (int k = 0; k < d->nls && !ok; k++)
             if (la == d->ls[k] && ra < 0) {
-                od = d->nb + k;
+                od = d->ols[k];
                 ok = true;
             }
         for (int k = 0; k < d->nrs && !ok; k++)
             if (ra == d->rs[k] && la < 0) {
-                od = d->nb + d->nls + k;
+                od = d->ors[k];
                 ok = true;
             }
         if (!ok)
@@ -1336,7 +1397,7 @@ static erg_status block_hashes(erg_shard *s, erg_error *err)
             const hlo_instr *in = &s->c->ins[p->mem[mi].ins];
             /* Like CFP's fingerprint, only the dots: the ops a block absorbs at the model's
              * edges (embedding gradients, loss) must not make the first layer differ. */
-            if (in->op != HLO_OP_DOT)
+            if (in->op != HLO_OP_DOT && in->op != HLO_OP_CONVOLUTION)
                 continue;
             uint64_t h = hstr(1469598103934665603ull, in->opcode);
             h = hstr(h, p->mem[mi].role);
@@ -1406,7 +1467,8 @@ static erg_status find_segments(erg_shard *s, erg_error *err)
 {
     int n = s->norder;
     int best_p = 0, best_s = 0, best_l = 0;
-    for (int p = 1; p <= 64 && 2 * p <= n; p++) {
+    /* Brute force is O(64 n^2): beyond 4096 blocks, chunks only. */
+    for (int p = 1; p <= 64 && 2 * p <= n && n <= 4096; p++) {
         for (int st = 0; st + 2 * p <= n; st++) {
             int L = 1;
             while (st + (L + 1) * p <= n) {
@@ -1461,8 +1523,82 @@ static erg_status find_segments(erg_shard *s, erg_error *err)
 
 /* ---- public ---- */
 
+/* Trip count of the while loop whose body is computation `ci`: backend_config
+ * "known_trip_count":{"n":"N"}, else the loop condition's compare(i, constant(N)),
+ * direction=LT; 0 when `ci` is no loop body or the count is unknown. *loop names the
+ * while instruction (or NULL). */
+static long trip_count(const erg_hlo_module *m, int ci, const char **loop)
+{
+    *loop = NULL;
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c].n; i++) {
+            const hlo_instr *in = &m->comps[c].ins[i];
+            if (in->op != HLO_OP_WHILE)
+                continue;
+            char *body = hlo_attr_str(m, in, "body");
+            bool match = body && hlo_find_comp(m, body) == ci;
+            erg__free(body);
+            if (!match)
+                continue;
+            *loop = in->name;
+            const hlo_attr *a = hlo_find_attr(in, "backend_config");
+            if (a) {
+                const char *t = m->text + a->off, *e = t + a->len;
+                const char *k = NULL;
+                for (const char *q = t; q + 16 <= e; q++)
+                    if (!memcmp(q, "known_trip_count", 16)) {
+                        k = q + 16;
+                        break;
+                    }
+                while (k && k < e && *k != '"' && !(*k >= '0' && *k <= '9'))
+                    k++;
+                /* skip {"n":" */
+                while (k && k < e && !(*k >= '0' && *k <= '9'))
+                    k++;
+                if (k && k < e) {
+                    long v = 0;
+                    while (k < e && *k >= '0' && *k <= '9' && v < 1000000000)
+                        v = v * 10 + (*k++ - '0');
+                    if (v > 0)
+                        return v;
+                }
+            }
+            char *cond = hlo_attr_str(m, in, "condition");
+            int cc = cond ? hlo_find_comp(m, cond) : -1;
+            erg__free(cond);
+            if (cc < 0)
+                return 0;
+            const hlo_comp *C = &m->comps[cc];
+            for (int j = 0; j < C->n; j++) {
+                const hlo_instr *cmp = &C->ins[j];
+                char *dir = hlo_attr_str(m, cmp, "direction");
+                bool lt = dir && !strcmp(dir, "LT");
+                erg__free(dir);
+                if (strcmp(cmp->opcode, "compare") || !lt || cmp->nops != 2)
+                    continue;
+                const hlo_instr *k2 = &C->ins[cmp->ops[1]];
+                if (k2->op == HLO_OP_CONSTANT && k2->lit_len > 0 && k2->lit_len < 20) {
+                    char buf[24];
+                    memcpy(buf, m->text + k2->lit_off, k2->lit_len);
+                    buf[k2->lit_len] = '\0';
+                    long v;
+                    if (erg__parse_long(buf, &v) && v > 0)
+                        return v;
+                }
+            }
+            return 0;
+        }
+    return 0;
+}
+
 erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_shard **out,
                              erg_error *err)
+{
+    return erg_shard_analyze_computation(m, NULL, mesh0, mesh1, out, err);
+}
+
+erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *computation,
+                                         int mesh0, int mesh1, erg_shard **out, erg_error *err)
 {
     if (!m || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_analyze: NULL argument");
@@ -1471,11 +1607,24 @@ erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_
         return erg_error_set(err, ERG_EINVAL,
                              "mesh %dx%d: both sizes must be >= 1 and their product >= 2",
                              mesh0, mesh1);
+    int ci = m->entry;
+    if (computation) {
+        ci = hlo_find_comp(m, computation);
+        if (ci < 0)
+            return erg_error_set(err, ERG_ENOTFOUND, "%s: no computation named '%s'",
+                                 m->filename, computation);
+    }
     erg_shard *s = erg__calloc(1, sizeof *s);
     if (!s)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     s->m = m;
-    s->c = &m->comps[m->entry];
+    s->c = &m->comps[ci];
+    s->trips = 1;
+    if (ci != m->entry) {
+        long t = trip_count(m, ci, &s->loop);
+        if (t > 0)
+            s->trips = t;
+    }
     s->mesh[0] = mesh0;
     s->mesh[1] = mesh1;
     s->n = s->c->n;
@@ -1515,7 +1664,7 @@ erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_
         node *nd = &s->nodes[i];
         if (nd->pb >= 0 || nd->sink)
             continue;
-        if (in->op == HLO_OP_DOT) {
+        if (in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION) {
             if (b->twin_pb[i] >= 0) {
                 int p = b->twin_pb[i];
                 if ((st = set_dot_member(b, p, i, b->twin_req[i], "twin")))
@@ -1579,10 +1728,20 @@ erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_
         }
     }
     if (s->norder == 0) {
+        char hint[200] = "";
+        for (int i = 0; i < s->n && !hint[0]; i++) {
+            if (s->c->ins[i].op != HLO_OP_WHILE)
+                continue;
+            char *body = hlo_attr_str(m, &s->c->ins[i], "body");
+            if (body)
+                snprintf(hint, sizeof hint, "; its loop '%s' has body '%s': analyse that with "
+                         "--computation %s", s->c->ins[i].name, body, body);
+            erg__free(body);
+        }
         st = erg_error_set(err, ERG_ENOTFOUND,
-                           "%s: no dot in the ENTRY computation has a valid strategy on the "
-                           "%dx%d mesh, nothing to shard",
-                           m->filename, mesh0, mesh1);
+                           "%s: no dot in computation '%s' has a valid strategy on the %dx%d "
+                           "mesh, nothing to shard%s",
+                           m->filename, s->c->name, mesh0, mesh1, hint);
         goto done;
     }
     if ((st = block_hashes(s, err)) || (st = find_segments(s, err)))
@@ -1620,6 +1779,8 @@ void erg_shard_free(erg_shard *s)
             erg__free(b->mem[mi].req);
             erg__free(b->mem[mi].colls);
             erg__free(b->mem[mi].coll_k);
+            erg__free(b->mem[mi].cost_s);
+            erg__free(b->mem[mi].mem_b);
         }
         erg__free(b->mem);
         for (int k = 0; b->names && k < b->K; k++)
@@ -1627,6 +1788,7 @@ void erg_shard_free(erg_shard *s)
         erg__free(b->names);
         erg__free(b->time_s);
         erg__free(b->comm_s);
+        erg__free(b->intr_s);
         erg__free(b->comm_bytes);
         erg__free(b->mem_bytes);
         erg__free(b->flops);
@@ -1703,7 +1865,7 @@ void erg_shard_segment(const erg_shard *s, size_t i, size_t *first_block, size_t
         *unique_id = (size_t)s->segs[i].unique;
 }
 
-erg_status erg_shard_report(const erg_shard *s, char **text, erg_error *err)
+erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, erg_error *err)
 {
     if (!s || !text)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_report: NULL argument");
@@ -1716,11 +1878,39 @@ erg_status erg_shard_report(const erg_shard *s, char **text, erg_error *err)
     } while (0)
     size_t ndots = 0, nowned = 0;
     for (int i = 0; i < s->n; i++) {
-        ndots += s->c->ins[i].op == HLO_OP_DOT;
+        ndots += s->c->ins[i].op == HLO_OP_DOT || s->c->ins[i].op == HLO_OP_CONVOLUTION;
         nowned += s->nodes[i].pb >= 0;
     }
-    P("module %s, entry %s: %d instructions, %zu dots; mesh %dx%d\n", s->m->name, s->c->name,
-      s->n, ndots, s->mesh[0], s->mesh[1]);
+P("module %s, %s %s: %d instructions, %zu dots/convolutions; mesh %dx%d\n", s->m->name,
+      s->c == &s->m->comps[s->m->entry] ? "entry" : "computation", s->c->name, s->n, ndots,
+      s->mesh[0], s->mesh[1]);
+    if (s->loop)
+        P("loop body of '%s': %ld iterations, one plan for all of them (costs x %ld)\n", s->loop,
+          s->trips, s->trips);
+    {
+        /* Loops in this computation, so that their bodies can be analysed on their own. */
+        for (int i = 0; i < s->n; i++) {
+            const hlo_instr *in = &s->c->ins[i];
+            if (in->op != HLO_OP_WHILE)
+                continue;
+            char *body = hlo_attr_str(s->m, in, "body");
+            int bi = body ? hlo_find_comp(s->m, body) : -1;
+            const char *lp;
+            long t = bi >= 0 ? trip_count(s->m, bi, &lp) : 0;
+            size_t nd = 0;
+            for (int j = 0; bi >= 0 && j < s->m->comps[bi].n; j++)
+                nd += s->m->comps[bi].ins[j].op == HLO_OP_DOT;
+            if (t > 0)
+                P("while %s: body %s (%zu dots), %ld iterations; analyse it with "
+                  "--computation %s\n",
+                  in->name, body ? body : "?", nd, t, body ? body : "?");
+            else
+                P("while %s: body %s (%zu dots), unknown trip count; analyse it with "
+                  "--computation %s\n",
+                  in->name, body ? body : "?", nd, body ? body : "?");
+            erg__free(body);
+        }
+    }
     P("ParallelBlocks: %d (%zu instructions owned, %zu replicated/multi-block)\n", s->norder,
       nowned, (size_t)s->n - nowned);
     for (int oi = 0; oi < s->norder; oi++) {
@@ -1741,7 +1931,7 @@ erg_status erg_shard_report(const erg_shard *s, char **text, erg_error *err)
         for (int mi = 0; mi < p->nmem; mi++) {
             const member *mm = &p->mem[mi];
             const hlo_instr *in = &s->c->ins[mm->ins];
-            bool isdot = in->op == HLO_OP_DOT;
+            bool isdot = in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION;
             if (!isdot)
                 continue;
             P("  %-6s %-24s Plan:", mm->role, in->name);
@@ -1755,19 +1945,69 @@ erg_status erg_shard_report(const erg_shard *s, char **text, erg_error *err)
             }
             P("\n");
         }
-        int others = 0;
-        for (int mi = 0; mi < p->nmem; mi++)
-            others += s->c->ins[p->mem[mi].ins].op != HLO_OP_DOT;
-        P("  + %d other members:", others);
+        int others = 0, merges = 0;
+        for (int mi = 0; mi < p->nmem; mi++) {
+            others += s->c->ins[p->mem[mi].ins].op != HLO_OP_DOT &&
+                      s->c->ins[p->mem[mi].ins].op != HLO_OP_CONVOLUTION;
+            merges += !strcmp(p->mem[mi].role, "merge");
+        }
+        if (all_members) {
+            for (int mi = 0; mi < p->nmem; mi++) {
+                const member *mm = &p->mem[mi];
+                const hlo_instr *in = &s->c->ins[mm->ins];
+                if (in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION)
+                    continue;
+                P("  %-6s %-24s Plan:", mm->role, in->name);
+                for (int k = 0; k < p->K; k++) {
+                    char buf[80];
+                    shard_spec_str(&mm->out[k], in->shape.kind == HLO_ARRAY ? in->shape.rank : 0,
+                                   buf, sizeof buf);
+                    bool ar = false;
+                    for (int c = 0; c < mm->ncolls; c++)
+                        ar |= mm->coll_k[c] == k;
+                    P(" %s%s%s", buf, ar ? "+AR" : "", k + 1 < p->K ? "," : "");
+                }
+                P("\n");
+            }
+            continue;
+        }
+        P("  + %d other members (%d merge point%s):", others, merges, merges == 1 ? "" : "s");
         int shown = 0;
         for (int mi = 0; mi < p->nmem && shown < 6; mi++) {
-            if (s->c->ins[p->mem[mi].ins].op == HLO_OP_DOT)
+            if (s->c->ins[p->mem[mi].ins].op == HLO_OP_DOT ||
+                s->c->ins[p->mem[mi].ins].op == HLO_OP_CONVOLUTION)
                 continue;
             P(" %s", s->c->ins[p->mem[mi].ins].name);
             shown++;
         }
         P("%s\n", others > shown ? " ..." : "");
     }
+    /* Multi-block values: unowned values whose users lie in two or more blocks. */
+    int nmulti = 0, shown_multi = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (s->nodes[i].pb >= 0 || s->nodes[i].sink)
+            continue;
+        int first = -1;
+        bool multi = false;
+        for (int u = 0; u < s->nodes[i].nusers; u++) {
+            int q = s->nodes[s->nodes[i].users[u]].pb;
+            if (q < 0)
+                continue;
+            if (first >= 0 && q != first)
+                multi = true;
+            first = q;
+        }
+        if (!multi)
+            continue;
+        if (nmulti++ == 0)
+            P("\nmulti-block values (replicated, consumed by several blocks):");
+        if (shown_multi < 8) {
+            P(" %s", s->c->ins[i].name);
+            shown_multi++;
+        }
+    }
+    if (nmulti)
+        P("%s (%d)\n", nmulti > shown_multi ? " ..." : "", nmulti);
     P("\nunique segments: %d of %d segments\n", s->nuniq, s->nseg);
     for (int i = 0; i < s->nseg; i++) {
         const segment *g = &s->segs[i];

@@ -429,8 +429,47 @@ static void dot_local(const erg_shard *s, const hlo_instr *in, const spec *l, co
     dims[3] = K;
 }
 
+/* Devices a dim is split over under spec code c. */
+static int code_size(const erg_shard *s, int8_t c)
+{
+    return c == SP_R ? 1 : c == SP_BOTH ? s->mesh[0] * s->mesh[1] : s->mesh[c];
+}
+
+/* Convolution as a GEMM: M = output elements / output features, N = output features,
+ * K = filter elements / output features; per device under the operand specs. */
+static bool conv_gemm(const erg_shard *s, const hlo_instr *in, const spec *l, const spec *r,
+                      int64_t dims[4])
+{
+    const hlo_shape *L = &s->c->ins[in->ops[0]].shape, *R = &s->c->ins[in->ops[1]].shape;
+    int idx[6];
+    if (!shard_conv_labels(s->m, in, L->rank, R->rank, in->shape.rank, idx))
+        return false;
+    double out = (double)hlo_shape_elems(&in->shape), filt = (double)hlo_shape_elems(R);
+    int64_t of = in->shape.dims[idx[5]];
+    int64_t M = (int64_t)(out / (double)of), N = of, K = (int64_t)(filt / (double)of);
+    if (l) {
+        int64_t bl = L->dims[idx[0]], fl = L->dims[idx[1]], ol = R->dims[idx[3]];
+        int64_t b2 = bl / code_size(s, l->d[idx[0]]);
+        int64_t f2 = fl / code_size(s, l->d[idx[1]]);
+        int64_t o2 = ol / code_size(s, r->d[idx[3]]);
+        M = M / bl * b2;
+        K = K / fl * f2;
+        N = o2;
+    }
+    dims[0] = 1;
+    dims[1] = M > 0 ? M : 1;
+    dims[2] = N > 0 ? N : 1;
+    dims[3] = K > 0 ? K : 1;
+    return true;
+}
+
 static double dot_flops(const erg_shard *s, const hlo_instr *in)
 {
+    if (in->op == HLO_OP_CONVOLUTION) {
+        int64_t d[4];
+        return conv_gemm(s, in, NULL, NULL, d) ? 2.0 * (double)d[1] * (double)d[2] * (double)d[3]
+                                               : 0;
+    }
     const hlo_shape *L = &s->c->ins[in->ops[0]].shape;
     int64_t lc[HLO_MAX_RANK];
     int nc = hlo_attr_ints(s->m, in, "lhs_contracting_dims", lc, HLO_MAX_RANK);
@@ -449,11 +488,14 @@ static erg_status member_compute(const erg_shard *s, timer_ctx *t, const member 
     *time_s = 0;
     if (in->shape.kind != HLO_ARRAY)
         return ERG_OK;
-    if (in->op == HLO_OP_DOT && in->nops == 2) {
+    if ((in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION) && in->nops == 2) {
         double f = dot_flops(s, in);
         *flops = f;
         int64_t d[4];
-        dot_local(s, in, &m->req[k], &m->req[K + k], d);
+        if (in->op == HLO_OP_DOT)
+            dot_local(s, in, &m->req[k], &m->req[K + k], d);
+        else if (!conv_gemm(s, in, &m->req[k], &m->req[K + k], d))
+            d[0] = d[1] = d[2] = d[3] = 1;
         double per_dev = 2.0 * (double)d[0] * (double)d[1] * (double)d[2] * (double)d[3];
         if (t && t->mode != ERG_SHARD_COMPUTE_MODEL)
             return time_gemm(t, d[0], d[1], d[2], d[3], time_s, err);
@@ -501,10 +543,16 @@ static void free_costs(erg_shard *s)
         pblock *b = &s->pbs[p];
         erg__free(b->time_s);
         erg__free(b->comm_s);
+        erg__free(b->intr_s);
         erg__free(b->comm_bytes);
         erg__free(b->mem_bytes);
         erg__free(b->flops);
-        b->time_s = b->comm_s = b->comm_bytes = b->mem_bytes = b->flops = NULL;
+        b->time_s = b->comm_s = b->intr_s = b->comm_bytes = b->mem_bytes = b->flops = NULL;
+        for (int mi = 0; mi < b->nmem; mi++) {
+            erg__free(b->mem[mi].cost_s);
+            erg__free(b->mem[mi].mem_b);
+            b->mem[mi].cost_s = b->mem[mi].mem_b = NULL;
+        }
     }
     for (int e = 0; e < s->nedges; e++) {
         erg__free(s->edges[e].cost_s);
@@ -534,22 +582,41 @@ static void decode(const erg_shard *s, const segment *g, long c, size_t *k)
 }
 
 /* Sum of block and intra-segment edge costs for combination c of segment g. */
-static void seg_cost(const erg_shard *s, const segment *g, const size_t *k, double *time_s,
-                     double *mem, double *comm_s, double *comm_bytes)
+/* Indices of the edges with both ends inside segment g (caller frees); -1 on OOM. */
+static int seg_edges(const erg_shard *s, const segment *g, int **out)
 {
-    double t = 0, m = 0, cs = 0, cb = 0;
+    *out = erg__malloc((size_t)(s->nedges + 1) * sizeof(int));
+    if (!*out)
+        return -1;
+    int n = 0;
+    for (int e = 0; e < s->nedges; e++) {
+        const pedge *E = &s->edges[e];
+        if (E->a >= g->first && E->a < g->first + g->n && E->b >= g->first &&
+            E->b < g->first + g->n)
+            (*out)[n++] = e;
+    }
+    return n;
+}
+
+static void seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel,
+                     const size_t *k, double *time_s, double *mem, double *comm_s,
+                     double *comm_bytes, double *intr_s)
+{
+    double t = 0, m = 0, cs = 0, cb = 0, is = 0;
     for (int i = 0; i < g->n; i++) {
         const pblock *p = &s->pbs[s->order[g->first + i]];
         size_t kk = k[g->first + i];
         t += p->time_s[kk];
         m += p->mem_bytes[kk];
         cs += p->comm_s[kk];
+        is += p->intr_s[kk];
         cb += p->comm_bytes[kk];
     }
-    for (int e = 0; e < s->nedges; e++) {
-        const pedge *E = &s->edges[e];
-        if (E->a < g->first || E->a >= g->first + g->n || E->b < g->first ||
-            E->b >= g->first + g->n)
+    int n = rel ? nrel : s->nedges;
+    for (int x = 0; x < n; x++) {
+        const pedge *E = &s->edges[rel ? rel[x] : x];
+        if (!rel && (E->a < g->first || E->a >= g->first + g->n || E->b < g->first ||
+                     E->b >= g->first + g->n))
             continue;
         int Kb = s->pbs[s->order[E->b]].K;
         double c = E->cost_s[k[E->a] * (size_t)Kb + k[E->b]];
@@ -563,6 +630,8 @@ static void seg_cost(const erg_shard *s, const segment *g, const size_t *k, doub
         *comm_s = cs;
     if (comm_bytes)
         *comm_bytes = cb;
+    if (intr_s)
+        *intr_s = is;
 }
 
 typedef struct ci {
@@ -726,34 +795,47 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
         int K = p->K;
         p->time_s = erg__calloc((size_t)K, sizeof(double));
         p->comm_s = erg__calloc((size_t)K, sizeof(double));
+        p->intr_s = erg__calloc((size_t)K, sizeof(double));
         p->comm_bytes = erg__calloc((size_t)K, sizeof(double));
         p->mem_bytes = erg__calloc((size_t)K, sizeof(double));
         p->flops = erg__calloc((size_t)K, sizeof(double));
-        if (!p->time_s || !p->comm_s || !p->comm_bytes || !p->mem_bytes || !p->flops) {
+        if (!p->time_s || !p->comm_s || !p->intr_s || !p->comm_bytes || !p->mem_bytes ||
+            !p->flops) {
             st = erg_error_set(err, ERG_ENOMEM, "out of memory");
             goto done;
         }
         for (int mi = 0; mi < p->nmem; mi++) {
-            const member *m = &p->mem[mi];
+            member *m = &p->mem[mi];
             const hlo_instr *in = &s->c->ins[m->ins];
             const node *nd = &s->nodes[m->ins];
+            m->cost_s = erg__calloc((size_t)K, sizeof(double));
+            m->mem_b = erg__calloc((size_t)K, sizeof(double));
+            if (!m->cost_s || !m->mem_b) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                goto done;
+            }
             for (int k = 0; k < K; k++) {
-                double ct, fl;
+                double ct, fl, mb = 0;
                 if ((st = member_compute(s, &T, m, K, k, &ct, &fl, err)))
                     goto done;
                 p->time_s[k] += ct;
+                m->cost_s[k] += ct;
                 p->flops[k] += fl;
                 int tiles = shard_tiles(s, &m->out[k], in->shape.rank);
                 if (in->op == HLO_OP_PARAMETER)
-                    p->mem_bytes[k] += hlo_shape_bytes(&in->shape) / tiles *
-                                       (nd->weight ? s->opt_factor : 1);
-                else if (in->op == HLO_OP_DOT && (nd->is_anchor || !strcmp(m->role, "dot")))
-                    p->mem_bytes[k] += hlo_shape_bytes(&in->shape) / tiles;
+                    mb = hlo_shape_bytes(&in->shape) / tiles * (nd->weight ? s->opt_factor : 1);
+                else if ((in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION) &&
+                         (nd->is_anchor || !strcmp(m->role, "dot")))
+                    mb = hlo_shape_bytes(&in->shape) / tiles;
+                p->mem_bytes[k] += mb;
+                m->mem_b[k] = mb;
             }
             for (int c = 0; c < m->ncolls; c++) {
                 double ct = shard_coll_time(s, m->colls[c].kind, m->colls[c].axis,
                                             m->colls[c].bytes);
                 int n = axis_n(s, m->colls[c].axis);
+                m->cost_s[m->coll_k[c]] += ct;
+                p->intr_s[m->coll_k[c]] += ct;
                 p->time_s[m->coll_k[c]] += ct;
                 p->comm_s[m->coll_k[c]] += ct;
                 p->comm_bytes[m->coll_k[c]] += coll_factor(m->colls[c].kind, n) *
@@ -783,10 +865,11 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 memset(r.d, (unsigned char)SP_R, sizeof r.d);
                 member fake = {.ins = v, .out = &r, .req = NULL};
                 double ct = 0, fl = 0;
-                if (in->op != HLO_OP_DOT && (st = member_compute(s, NULL, &fake, 1, 0, &ct, &fl,
+                bool contr = in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION;
+                if (!contr && (st = member_compute(s, NULL, &fake, 1, 0, &ct, &fl,
                                                                   err)))
                     goto done;
-                if (in->op == HLO_OP_DOT) {
+                if (contr) {
                     fl = in->nops == 2 ? dot_flops(s, in) : 0;
                     ct = fl / (s->dev.peak_flops * s->dev.eff);
                 }
@@ -804,6 +887,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                         double bytes;
                         double c = shard_reshard(s, &s->c->ins[u].shape,
                                                  &Q->mem[s->nodes[u].slot].out[k], &r, &bytes);
+                        Q->mem[s->nodes[u].slot].cost_s[k] += c;
                         Q->time_s[k] += c;
                         Q->comm_s[k] += c;
                         Q->comm_bytes[k] += bytes;
@@ -846,6 +930,33 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 }
         }
     }
+    /* A loop body runs `trips` times with one plan: scale times, volumes and FLOPs (memory
+     * stays per iteration). */
+    if (s->trips > 1) {
+        double f = (double)s->trips;
+        for (int oi = 0; oi < s->norder; oi++) {
+            pblock *p = &s->pbs[s->order[oi]];
+            for (int k = 0; k < p->K; k++) {
+                p->time_s[k] *= f;
+                p->comm_s[k] *= f;
+                p->intr_s[k] *= f;
+                p->comm_bytes[k] *= f;
+                p->flops[k] *= f;
+            }
+            for (int mi = 0; mi < p->nmem; mi++)
+                for (int k = 0; k < p->K; k++)
+                    p->mem[mi].cost_s[k] *= f;
+        }
+        for (int e = 0; e < s->nedges; e++) {
+            int Ka = s->pbs[s->order[s->edges[e].a]].K, Kb = s->pbs[s->order[s->edges[e].b]].K;
+            for (int x = 0; x < Ka * Kb; x++) {
+                s->edges[e].cost_s[x] *= f;
+                s->edges[e].bytes[x] *= f;
+            }
+        }
+        s->const_time_s *= f;
+        s->const_flops *= f;
+    }
     /* Segments: enumerate combinations, apply imported profiles, keep the best. */
     kv = erg__calloc((size_t)s->norder, sizeof(size_t));
     if (!kv) {
@@ -859,25 +970,29 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
             nc *= s->pbs[s->order[g->first + i]].K;
         g->ncombo = nc;
         ci *bt = erg__malloc((size_t)nc * sizeof(ci)), *bm = erg__malloc((size_t)nc * sizeof(ci));
-        if (!bt || !bm) {
+        int *rel = NULL;
+        int nrel = seg_edges(s, g, &rel);
+        if (!bt || !bm || nrel < 0) {
             erg__free(bt);
             erg__free(bm);
+            erg__free(rel);
             st = erg_error_set(err, ERG_ENOMEM, "out of memory");
             goto done;
         }
         for (long c = 0; c < nc; c++) {
             decode(s, g, c, kv);
             double t, m;
-            seg_cost(s, g, kv, &t, &m, NULL, NULL);
+            seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
             for (int x = 0; x < nimp; x++)
                 if (imp[x].seg == g->unique && imp[x].combo == c) {
-                    t = imp[x].time_s;
+                    t = imp[x].time_s * (double)s->trips;
                     m = imp[x].mem;
                     g->imported = true;
                 }
             bt[c] = (ci){c, t};
             bm[c] = (ci){c, m};
         }
+        erg__free(rel);
         qsort(bt, (size_t)nc, sizeof *bt, cmp_ci);
         qsort(bm, (size_t)nc, sizeof *bm, cmp_ci);
         int cap = (int)ERG__MIN((long)2 * keep, nc);
@@ -902,19 +1017,28 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                     g->keep[g->nkeep++] = c;
             }
         }
-        /* Times/memories of kept combinations (recomputed: bt/bm are sorted copies). */
-        for (int y = 0; y < g->nkeep; y++) {
-            for (long x = 0; x < nc; x++)
-                if (bt[x].c == g->keep[y]) {
-                    g->keep_time[y] = bt[x].v;
-                    break;
-                }
-            for (long x = 0; x < nc; x++)
-                if (bm[x].c == g->keep[y]) {
-                    g->keep_mem[y] = bm[x].v;
-                    break;
-                }
+        /* Times/memories of the kept combinations: bt/bm are sorted copies, so index them by
+         * combination first. */
+        double *tv = erg__malloc((size_t)nc * sizeof(double)),
+               *mv = erg__malloc((size_t)nc * sizeof(double));
+        if (!tv || !mv) {
+            erg__free(tv);
+            erg__free(mv);
+            erg__free(bt);
+            erg__free(bm);
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto done;
         }
+        for (long x = 0; x < nc; x++) {
+            tv[bt[x].c] = bt[x].v;
+            mv[bm[x].c] = bm[x].v;
+        }
+        for (int y = 0; y < g->nkeep; y++) {
+            g->keep_time[y] = tv[g->keep[y]];
+            g->keep_mem[y] = mv[g->keep[y]];
+        }
+        erg__free(tv);
+        erg__free(mv);
         erg__free(bt);
         erg__free(bm);
     }
@@ -1013,16 +1137,16 @@ erg_status erg_shard_profile_report(const erg_shard *s, size_t max_rows, char **
             continue;
         P("\nunique segment %d: blocks (%d, %d), %ld combinations, %d kept%s\n", si, g->first,
           g->first + g->n, g->ncombo, g->nkeep, g->imported ? " (imported times)" : "");
-        P("  %-24s %12s %12s %12s %14s %12s\n", "strategies", "time_ms", "compute_ms",
-          "comm_ms", "comm_MB", "memory_MB");
+        P("  %-24s %12s %12s %12s %12s %14s %12s\n", "strategies", "time_ms", "compute_ms",
+          "intrinsic_ms", "reshard_ms", "comm_MB", "memory_MB");
         for (int y = 0; y < g->nkeep && (size_t)y < max_rows; y++) {
             char cb[200];
             fmt_combo(s, g, g->keep[y], cb, sizeof cb);
             decode(s, g, g->keep[y], kv);
-            double t, m, cs, cby;
-            seg_cost(s, g, kv, &t, &m, &cs, &cby);
-            P("  %-24s %12.4f %12.4f %12.4f %14.3f %12.3f\n", cb, g->keep_time[y] * 1e3,
-              (t - cs) * 1e3, cs * 1e3, cby / 1e6, g->keep_mem[y] / 1e6);
+            double t, m, cs, cby, is;
+            seg_cost(s, g, NULL, -1, kv, &t, &m, &cs, &cby, &is);
+            P("  %-24s %12.4f %12.4f %12.4f %12.4f %14.3f %12.3f\n", cb, g->keep_time[y] * 1e3,
+              (t - cs) * 1e3, is * 1e3, (cs - is) * 1e3, cby / 1e6, g->keep_mem[y] / 1e6);
         }
     }
 #undef P
@@ -1057,16 +1181,18 @@ erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **tex
     ci *rows = erg__malloc((size_t)nc * sizeof(ci));
     double *bytes = erg__malloc((size_t)nc * sizeof(double));
     size_t *kv = erg__calloc((size_t)s->norder, sizeof(size_t));
+    int *rel = NULL;
+    int nrel = seg_edges(s, g, &rel);
     erg__buf b = {0};
     erg_status st = ERG_OK;
-    if (!rows || !bytes || !kv) {
+    if (!rows || !bytes || !kv || nrel < 0) {
         st = ERG_ENOMEM;
         goto fail;
     }
     for (long c = 0; c < nc; c++) {
         decode(s, g, c, kv);
         double t, m, cs, cb;
-        seg_cost(s, g, kv, &t, &m, &cs, &cb);
+        seg_cost(s, g, rel, nrel, kv, &t, &m, &cs, &cb, NULL);
         rows[c] = (ci){c, cs};
         bytes[c] = cb;
     }
@@ -1095,12 +1221,14 @@ erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **tex
     erg__free(rows);
     erg__free(bytes);
     erg__free(kv);
+    erg__free(rel);
     *text = b.data;
     return ERG_OK;
 fail:
     erg__free(rows);
     erg__free(bytes);
     erg__free(kv);
+    erg__free(rel);
     erg__buf_free(&b);
     return erg_error_set(err, ERG_ENOMEM, "out of memory");
 }

@@ -76,6 +76,88 @@ static erg_status sharding_str(const erg_shard *s, const hlo_shape *sh, const sp
     return st;
 }
 
+/* Inverse of sharding_str for one array: recover the spec from `{replicated}` or
+ * `{devices=[t...]ids [last_tile_dim_replicate]}` on this mesh. The axis of a tiled dim is
+ * read from the device-id stride between its first two tiles (m1 for axis 0, 1 for axis 1);
+ * a dim tiled over all devices is S01. Returns false for anything else. */
+bool shard_parse_sharding(const erg_shard *s, const char *text, size_t len, int rank, spec *out)
+{
+    int m0 = s->mesh[0], m1 = s->mesh[1], D = m0 * m1;
+    memset(out->d, (unsigned char)SP_R, sizeof out->d);
+    char buf[4096];
+    if (len >= sizeof buf)
+        return false;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    if (!strcmp(buf, "{replicated}"))
+        return true;
+    const char *p = buf;
+    if (strncmp(p, "{devices=[", 10))
+        return false;
+    p += 10;
+    int t[HLO_MAX_RANK + 1], nt = 0;
+    for (;;) {
+        char *e;
+        long v = strtol(p, &e, 10);
+        if (e == p || v < 1 || v > D || nt > rank)
+            return false;
+        t[nt++] = (int)v;
+        p = e;
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+        if (*p != ']')
+            return false;
+        p++;
+        break;
+    }
+    int ids[4096], nid = 0;
+    for (;;) {
+        char *e;
+        long v = strtol(p, &e, 10);
+        if (e == p || v < 0 || v >= D || nid >= 4096)
+            return false;
+        ids[nid++] = (int)v;
+        p = e;
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+        break;
+    }
+    bool rep = !strncmp(p, " last_tile_dim_replicate", 24);
+    if (rep)
+        p += 24;
+    if (strcmp(p, "}") || nid != D || nt != rank + (rep ? 1 : 0))
+        return false;
+    int prod = 1;
+    for (int k = 0; k < nt; k++)
+        prod *= t[k];
+    if (prod != D)
+        return false;
+    for (int k = 0; k < rank; k++) {
+        if (t[k] == 1)
+            continue;
+        if (t[k] == D && D > 1 && m0 > 1 && m1 > 1) {
+            out->d[k] = SP_BOTH;
+            continue;
+        }
+        /* Row-major stride of dim k in the id list. */
+        int stride = 1;
+        for (int q = k + 1; q < nt; q++)
+            stride *= t[q];
+        int step = ids[stride] - ids[0];
+        if (t[k] == m0 && step == m1 && m0 > 1)
+            out->d[k] = 0;
+        else if (t[k] == m1 && step == 1 && m1 > 1)
+            out->d[k] = 1;
+        else
+            return false;
+    }
+    return true;
+}
+
 static const spec *spec_of(const erg_shard *s, const erg_shard_plan *p, int ins)
 {
     const node *nd = &s->nodes[ins];

@@ -519,7 +519,9 @@ static erg_status parse_instr(parser *p, hlo_instr *in)
         return st;
     size_t opat;
     if ((st = parse_ident(p, &in->opcode, &opat)))
-        return fail_at(p, opat, "expected an opcode after the shape of '%s'", in->name);
+        return st == ERG_ENOMEM ? st
+                                : fail_at(p, opat, "expected an opcode after the shape of '%s'",
+                                          in->name);
     in->op = classify(in->opcode);
     if ((st = expect(p, '(')))
         return st;

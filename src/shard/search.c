@@ -412,6 +412,186 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
     return ERG_OK;
 }
 
+/*
+ * Alpa's ILP at operator granularity (cfp-spec §5.2), on the same cost model: every block
+ * member is its own decision node choosing one of its block's K plan rows (its output spec,
+ * operand specs and collectives under that row) independently of the other members; every
+ * operand edge between two members carries the resharding matrix between their rows. Block
+ * plans are the special case where all members of a block agree, so this optimum is at most
+ * the block optimum; how often blocks stay uniform in its solution tests CFP's premise.
+ */
+erg_status erg_shard_search_ops_ilp(erg_shard *s, double time_limit_s, double *objective_s,
+                                    double *search_s, bool *timed_out, double *uniform_blocks,
+                                    size_t *num_variables, erg_error *err)
+{
+    if (!s || !objective_s || !search_s || !timed_out || !uniform_blocks)
+        return erg_error_set(err, ERG_EINVAL, "erg_shard_search_ops_ilp: NULL argument");
+    if (!s->profiled)
+        return erg_error_set(err, ERG_ESTATE, "run erg_shard_profile first");
+    if (time_limit_s <= 0)
+        time_limit_s = 600;
+    double t0 = now_s();
+    *timed_out = false;
+    *objective_s = INFINITY;
+    *uniform_blocks = 0;
+    glp_prob *lp = glp_create_prob();
+    int *base = erg__calloc((size_t)s->n, sizeof(int));
+    int *ia = NULL, *ja = NULL;
+    double *ar = NULL;
+    long nnz = 0, cap = 0;
+    erg_status st = ERG_OK;
+    if (!base) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto out;
+    }
+    glp_set_obj_dir(lp, GLP_MIN);
+#define PUSH(r, c, v)                                                                              \
+    do {                                                                                           \
+        if (nnz + 1 >= cap) {                                                                      \
+            long nc = cap ? cap * 2 : 1 << 16;                                                     \
+            int *ni = erg__reallocarray(ia, (size_t)nc, sizeof(int));                              \
+            if (ni)                                                                                \
+                ia = ni;                                                                           \
+            int *nj = erg__reallocarray(ja, (size_t)nc, sizeof(int));                              \
+            if (nj)                                                                                \
+                ja = nj;                                                                           \
+            double *na = erg__reallocarray(ar, (size_t)nc, sizeof(double));                        \
+            if (na)                                                                                \
+                ar = na;                                                                           \
+            if (!ni || !nj || !na) {                                                               \
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");                              \
+                goto out;                                                                          \
+            }                                                                                      \
+            cap = nc;                                                                              \
+        }                                                                                          \
+        ++nnz;                                                                                     \
+        ia[nnz] = (r), ja[nnz] = (c), ar[nnz] = (v);                                               \
+    } while (0)
+    int memrow = glp_add_rows(lp, 1);
+    glp_set_row_bnds(lp, memrow, GLP_UP, 0, (s->mem_budget - s->const_mem_bytes) / 1e9);
+    for (int v = 0; v < s->n; v++) {
+        const node *nd = &s->nodes[v];
+        if (nd->pb < 0 || s->pos_of[nd->pb] < 0)
+            continue;
+        const pblock *P = &s->pbs[nd->pb];
+        const member *m = &P->mem[nd->slot];
+        int c0 = glp_add_cols(lp, P->K);
+        base[v] = c0;
+        int r = glp_add_rows(lp, 1);
+        glp_set_row_bnds(lp, r, GLP_FX, 1, 1);
+        for (int k = 0; k < P->K; k++) {
+            glp_set_col_kind(lp, c0 + k, GLP_BV);
+            glp_set_obj_coef(lp, c0 + k, m->cost_s[k] * 1e6);
+            PUSH(r, c0 + k, 1.0);
+            if (m->mem_b[k] > 0)
+                PUSH(memrow, c0 + k, m->mem_b[k] / 1e9);
+        }
+    }
+    for (int v = 0; v < s->n; v++) {
+        if (!base[v])
+            continue;
+        const hlo_instr *in = &s->c->ins[v];
+        const pblock *P = &s->pbs[s->nodes[v].pb];
+        const member *mv = &P->mem[s->nodes[v].slot];
+        for (int j = 0; j < in->nops; j++) {
+            int u = in->ops[j];
+            if (!base[u])
+                continue;
+            const pblock *Q = &s->pbs[s->nodes[u].pb];
+            const member *mu = &Q->mem[s->nodes[u].slot];
+            int Ku = Q->K, Kv = P->K;
+            double cost[64 * 64];
+            bool any = false;
+            if (Ku > 64 || Kv > 64)
+                continue;
+            for (int ku = 0; ku < Ku; ku++)
+                for (int kv = 0; kv < Kv; kv++) {
+                    double bytes;
+                    cost[ku * Kv + kv] = shard_reshard(s, &s->c->ins[u].shape, &mu->out[ku],
+                                                       &mv->req[j * Kv + kv], &bytes) *
+                                         (double)s->trips;
+                    any |= cost[ku * Kv + kv] > 0;
+                }
+            if (!any)
+                continue;
+            int e0 = glp_add_cols(lp, Ku * Kv);
+            for (int x = 0; x < Ku * Kv; x++) {
+                glp_set_col_bnds(lp, e0 + x, GLP_LO, 0, 0);
+                glp_set_obj_coef(lp, e0 + x, cost[x] * 1e6);
+            }
+            int r0 = glp_add_rows(lp, Ku + Kv);
+            for (int ku = 0; ku < Ku; ku++) {
+                glp_set_row_bnds(lp, r0 + ku, GLP_FX, 0, 0);
+                for (int kv = 0; kv < Kv; kv++)
+                    PUSH(r0 + ku, e0 + ku * Kv + kv, 1.0);
+                PUSH(r0 + ku, base[u] + ku, -1.0);
+            }
+            for (int kv = 0; kv < Kv; kv++) {
+                glp_set_row_bnds(lp, r0 + Ku + kv, GLP_FX, 0, 0);
+                for (int ku = 0; ku < Ku; ku++)
+                    PUSH(r0 + Ku + kv, e0 + ku * Kv + kv, 1.0);
+                PUSH(r0 + Ku + kv, base[v] + kv, -1.0);
+            }
+        }
+    }
+#undef PUSH
+    if (num_variables)
+        *num_variables = (size_t)glp_get_num_cols(lp);
+    glp_load_matrix(lp, (int)nnz, ia, ja, ar);
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.presolve = GLP_ON;
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.tm_lim = (int)ERG__MIN(time_limit_s * 1000, 2e9);
+    int rc = glp_intopt(lp, &parm);
+    int status = glp_mip_status(lp);
+    if (rc == GLP_ETMLIM || rc == GLP_EMIPGAP)
+        *timed_out = true;
+    if (status == GLP_NOFEAS || rc == GLP_ENOPFS) {
+        st = erg_error_set(err, ERG_ENOTFOUND, "no operator plan fits the memory budget");
+        goto out;
+    }
+    if (status == GLP_OPT || status == GLP_FEAS) {
+        *objective_s = glp_mip_obj_val(lp) * 1e-6 + s->const_time_s;
+        int uniform = 0;
+        for (int oi = 0; oi < s->norder; oi++) {
+            const pblock *P = &s->pbs[s->order[oi]];
+            int first = -1;
+            bool same = true;
+            for (int mi = 0; mi < P->nmem && same; mi++) {
+                int v = P->mem[mi].ins, kk = 0;
+                for (int k = 0; k < P->K; k++)
+                    if (glp_mip_col_val(lp, base[v] + k) > 0.5)
+                        kk = k;
+                /* Members whose rows are all alike do not count as a choice. */
+                bool alike = true;
+                for (int k = 1; k < P->K && alike; k++)
+                    alike = !memcmp(&P->mem[mi].out[k], &P->mem[mi].out[0], sizeof(spec)) &&
+                            P->mem[mi].cost_s[k] == P->mem[mi].cost_s[0];
+                if (alike)
+                    continue;
+                if (first < 0)
+                    first = kk;
+                else if (kk != first)
+                    same = false;
+            }
+            uniform += same;
+        }
+        *uniform_blocks = s->norder ? (double)uniform / s->norder : 1;
+    } else if (!*timed_out) {
+        st = erg_error_set(err, ERG_ENUMERIC, "GLPK failed (glp_intopt code %d, status %d)", rc,
+                           status);
+    }
+out:
+    *search_s = now_s() - t0;
+    glp_delete_prob(lp);
+    erg__free(base);
+    erg__free(ia);
+    erg__free(ja);
+    erg__free(ar);
+    return st;
+}
+
 void erg_shard_plan_free(erg_shard_plan *p)
 {
     if (!p)

@@ -43,6 +43,8 @@ typedef struct member {
     int *coll_k;  /* strategy of each collective */
     int ncolls, capcolls;
     const char *role; /* "anchor", "twin", "dot", "follow", "merge", "adopt" */
+    double *cost_s;   /* [K] own compute + collectives + gathers for replicated consumers */
+    double *mem_b;    /* [K] own memory per device */
 } member;
 
 typedef struct pblock {
@@ -56,6 +58,7 @@ typedef struct pblock {
     /* costs (filled by erg_shard_profile) */
     double *time_s;    /* [K] compute + intrinsic comm + intra-block resharding */
     double *comm_s;    /* [K] communication part of time_s */
+    double *intr_s;    /* [K] intrinsic collectives part of comm_s (rest: resharding) */
     double *comm_bytes;/* [K] */
     double *mem_bytes; /* [K] per device */
     double *flops;     /* [K] total FLOPs (whole model, not per device) */
@@ -89,6 +92,8 @@ typedef struct device_params {
 struct erg_shard {
     const erg_hlo_module *m;
     const hlo_comp *c;
+    long trips;       /* loop body: iterations (costs are multiplied), else 1 */
+    const char *loop; /* the while instruction whose body this is, or NULL */
     int mesh[2];
     int n;           /* instructions in the entry computation */
     node *nodes;
@@ -135,6 +140,12 @@ void shard_spec_str(const spec *sp, int rank, char *buf, size_t size);
 /* Whole-graph evaluation of a strategy vector (indexed by position in order[]). */
 void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
                 double *flops);
+/* Spec of an emitted sharding string (the inverse of the emitter); false if not ours. */
+bool shard_parse_sharding(const erg_shard *s, const char *text, size_t len, int rank, spec *out);
+/* Convolution dim_labels: idx = {lhs b, lhs f, rhs i, rhs o, out b, out f}; false for
+ * missing labels or grouped convolutions. */
+bool shard_conv_labels(const erg_hlo_module *m, const hlo_instr *in, int lrank, int rrank,
+                       int orank, int idx[6]);
 erg_status shard_load_devices(const char *path, const char *name, device_params *out,
                               erg_error *err);
 

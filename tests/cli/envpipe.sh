@@ -3,6 +3,8 @@
 set -u
 : "${ERGON:?}" "${ERGON_TEST_DATA:?}"
 P="$ERGON_TEST_DATA/envpipe_toy.csv"
+# cairo's text rendering loads fontconfig, whose process-lifetime caches LeakSanitizer reports.
+export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan-fontconfig.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0
@@ -71,6 +73,26 @@ if "$ERGON" plan envpipe --help >/dev/null 2>&1; then
   has "a100 max is 1350" "1350"
   check "plan envpipe: unknown GPU falls back to the profile" 0 "$ERGON" plan envpipe --profile "$P" --microbatches 6 --blocking-power 60 --gpu tpu9
   has "note on unknown GPU" "using the profile's clocks"
+  # one measured reconfiguration step on EnvPipe's README plan (envpipe-spec §7.6)
+  R="$ERGON_TEST_DATA/envpipe_rtx3090_toy.csv"
+  check "measured step: README plan" 0 "$ERGON" plan envpipe --profile "$R" --gpu rtx3090 --blocking-power 60 \
+    --from-plan "$ERGON_TEST_DATA/envpipe_readme_plan.json" --waits "$ERGON_TEST_DATA/envpipe_readme_waits.csv"
+  has "README brackets" "Stage 3 | \[F0 1980 59.5\] \[B0 1980 0.0\] \[F1 1980 0.6\]"
+  has "README plan unchanged" "unchanged"
+  sed 's/^1,B,1,63.0/1,B,1,1.0/; s/^1,B,2,62.2/1,B,2,1.0/; s/^1,B,3,50.9/1,B,3,1.0/' \
+    "$ERGON_TEST_DATA/envpipe_readme_waits.csv" >"$T/mw.csv"
+  check "measured step: modified, balanced" 0 "$ERGON" plan envpipe --profile "$R" --gpu rtx3090 --blocking-power 60 \
+    --from-plan "$ERGON_TEST_DATA/envpipe_readme_plan.json" --waits "$T/mw.csv" --out "$T/mp.json"
+  has "balanced raises S1 B0-B2 and S2 B0 to 1290" "Stage 1 | .*\[B0 1290 109.1\] \[B1 1290 1.0\] \[B2 1290 1.0\]"
+  has "S2 B0 raised" "Stage 2 | .*\[B0 1290 32.8\]"
+  check "measured step: modified, greedy" 0 "$ERGON" plan envpipe --profile "$R" --gpu rtx3090 --blocking-power 60 \
+    --from-plan "$ERGON_TEST_DATA/envpipe_readme_plan.json" --waits "$T/mw.csv" --reconfig greedy
+  has "greedy raises S1 B2 to 1350" "\[B1 1260 1.0\] \[B2 1350 1.0\]"
+  head -n 10 "$ERGON_TEST_DATA/envpipe_readme_waits.csv" >"$T/short.csv"
+  check "measured step: missing waits" 1 "$ERGON" plan envpipe --profile "$R" --blocking-power 60 \
+    --from-plan "$ERGON_TEST_DATA/envpipe_readme_plan.json" --waits "$T/short.csv"
+  has "missing waits message" "9 waits for a plan with 32 instructions"
+  check "measured step: --waits alone" 2 "$ERGON" plan envpipe --profile "$R" --blocking-power 60 --waits "$T/short.csv"
   for m in zeus-global zeus-stage uniform; do
     check "plan $m" 0 "$ERGON" plan $m --profile "$P" --microbatches 6 --blocking-power 60
   done
@@ -87,6 +109,8 @@ if "$ERGON" compare --help >/dev/null 2>&1; then
   check "compare csv with frontiers" 0 "$ERGON" compare --profile "$P" --microbatches 6 --blocking-power 60 --format csv -o "$T/c.csv"
   head -1 "$T/c.csv" | grep -q '^method,time_s,energy_j,saving_pct,slowdown_pct,perseus_energy_j' && echo "ok - compare csv header" || { echo "not ok - compare csv header"; fail=1; }
   grep -q '^perseus-ours,' "$T/c.csv" && echo "ok - perseus-ours row" || { echo "not ok - perseus-ours row"; cat "$T/c.csv"; fail=1; }
+  check "compare --ablation" 0 "$ERGON" compare --profile "$P" --microbatches 6 --blocking-power 60 --no-frontier --ablation
+  has "ablation rows" "envpipe-no-reconfig"
   check "compare json" 0 "$ERGON" compare --profile "$P" --microbatches 6 --blocking-power 60 --format json --no-frontier
   has "json methods" '"methods"'
   check "show frontier from compare" 0 "$ERGON" show frontier --compare "$T/c.csv" -o "$T/c.png"

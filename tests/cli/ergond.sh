@@ -11,8 +11,9 @@ command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 
 ALLOWED="ergta$$"; DENIED="ergtd$$"
 tmp=$(mktemp -d); chmod 755 "$tmp"
-dpid=""
+dpid=""; hpid=""
 cleanup() {
+  [ -n "$hpid" ] && kill -KILL "$hpid" 2>/dev/null && wait "$hpid" 2>/dev/null
   [ -n "$dpid" ] && kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
   userdel "$ALLOWED" 2>/dev/null; userdel "$DENIED" 2>/dev/null
   rm -rf "$tmp"
@@ -27,9 +28,10 @@ as() { local u=$1; shift; setpriv --reuid="$(id -u "$u")" --regid="$(id -g "$u")
 printf '# test allow list\nallow 0 user:%s\n' "$ALLOWED" >"$tmp/conf"
 sock="$tmp/ergond.sock"
 export FAKE_NVML_LOG="$tmp/nvml.log"
-"$ERGOND" --socket "$sock" --config "$tmp/conf" --gpu "nvml:$ERGON_FAKE_NVML" 2>"$tmp/dlog" &
+"$ERGOND" --socket "$sock" --config "$tmp/conf" --gpu "nvml:$ERGON_FAKE_NVML" \
+  --lock-file "$tmp/admin.lock" 2>"$tmp/dlog" &
 dpid=$!
-for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+for _ in $(seq 100); do curl -s -o /dev/null --unix-socket "$sock" http://x/time && break; sleep 0.05; done
 [ -S "$sock" ] || fail "no socket"
 [ "$(stat -c %a "$sock")" = 666 ] || fail "socket mode $(stat -c %a "$sock")"
 
@@ -69,6 +71,13 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$sock" "http://x/no
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$sock" -H "X-Big: $(head -c 9000 /dev/zero | tr '\0' a)" "http://x/time")
 [ "$code" = 431 ] || fail "huge header: $code"
 
+# The admin lock file disables writes, not reads.
+touch "$tmp/admin.lock"
+as "$ALLOWED" "$ERGON" gpu lock --gpu "daemon:$sock" --clock 1305 2>"$tmp/err"; [ $? -eq 1 ] || fail "admin lock: exit"
+grep -q "disabled by the administrator" "$tmp/err" || fail "admin lock message: $(cat "$tmp/err")"
+as "$ALLOWED" "$ERGON" gpu energy --gpu "daemon:$sock" >/dev/null || fail "admin lock blocks reads"
+rm -f "$tmp/admin.lock"
+
 # SIGKILL of a client that holds a clock: the daemon's pidfd lease resets it.
 : >"$tmp/nvml.log"
 setpriv --reuid="$(id -u "$ALLOWED")" --regid="$(id -g "$ALLOWED")" --clear-groups \
@@ -77,9 +86,21 @@ hpid=$!
 wait_log "SetGpuLockedClocks 0 1200 1200 = 0" || fail "hold: no lock"
 sleep 0.2
 grep -q "ResetGpuLockedClocks" "$tmp/nvml.log" && fail "reset while the holder is alive"
-kill -KILL "$hpid"; wait "$hpid" 2>/dev/null
+kill -KILL "$hpid"; wait "$hpid" 2>/dev/null; killed=$hpid; hpid=""
 wait_log "ResetGpuLockedClocks 0 = 0" || fail "no reset after SIGKILL"
-grep -q "pid $hpid exited: GPU 0 restored" "$tmp/dlog" || fail "lease log line for pid $hpid"
+grep -q "pid $killed exited: GPU 0 restored" "$tmp/dlog" || fail "lease log line for pid $killed"
+
+# SIGTERM of a holder: it resets the clock itself (which releases its lease).
+: >"$tmp/nvml.log"
+setpriv --reuid="$(id -u "$ALLOWED")" --regid="$(id -g "$ALLOWED")" --clear-groups \
+  "$ERGON" gpu lock --gpu "daemon:$sock" --clock 1095 --hold >"$tmp/hold.out" 2>&1 &
+hpid=$!
+wait_log "SetGpuLockedClocks 0 1095 1095 = 0" || fail "hold 2: no lock"
+kill -TERM "$hpid"; wait "$hpid"; rc=$?; hpid=""
+[ $rc -eq 0 ] || fail "holder exit after SIGTERM: $rc"
+wait_log "ResetGpuLockedClocks 0 = 0" || fail "no reset after SIGTERM"
+sleep 0.2
+[ "$(grep -c ResetGpuLockedClocks "$tmp/nvml.log")" -eq 1 ] || fail "reset twice after SIGTERM"
 
 # 10,000 random requests, then it still serves.
 python3 - "$sock" <<'PY' || fail "fuzzing the daemon"

@@ -14,7 +14,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     erg_shard *s = NULL;
     if (erg_shard_analyze(m, 1, 2, &s, &err) == ERG_OK) {
         char *t = NULL;
-        if (erg_shard_report(s, &t, &err) == ERG_OK)
+        if (erg_shard_report(s, true, &t, &err) == ERG_OK)
+            erg_free(t);
+        erg_shard_free(s);
+    }
+    /* A computation named "body" (the seed corpus's while body): trip counts, loop reports. */
+    if (erg_shard_analyze_computation(m, "body", 2, 2, &s, &err) == ERG_OK) {
+        char *t = NULL;
+        if (erg_shard_report(s, false, &t, &err) == ERG_OK)
             erg_free(t);
         erg_shard_free(s);
     }

@@ -88,6 +88,31 @@ class Binding(unittest.TestCase):
             ergon.profile_from_logs(logs, os.path.join(self.dir, "p.csv"))
         self.assertIn("ranks are not 0..1", str(cm.exception))
 
+    def test_profiling_mode_from_python(self):
+        with ergon.Gpu("sim:a100:bert-large:4") as g:
+            c = ergon.Client(g, device=2, rank=2, flags=ergon.CLIENT_NO_SIGNALS)
+
+            def iteration(client):
+                for kind in (ergon.FORWARD, ergon.BACKWARD):
+                    client.instruction_begin(kind, 0)
+                    time.sleep(g.sim_set_activity(2, True, kind))
+                    g.sim_set_activity(2, False)
+                    client.instruction_end(kind, 0)
+
+            out = os.path.join(self.dir, "p.csv")
+            pb = c.profile(2, iteration, min_freq_mhz=1380, iters=1, blocking_s=0.2, out_csv=out)
+            self.assertAlmostEqual(pb, 83.64, delta=2.0)
+            with open(out) as f:
+                rows = list(csv.DictReader(f))
+            self.assertEqual(sorted({r["frequency"] for r in rows}), ["1380", "1395", "1410"])
+            self.assertEqual({r["stage"] for r in rows}, {"2"})
+
+            def broken(client):
+                raise ValueError("boom")
+            with self.assertRaises(ValueError):
+                c.profile(2, broken, min_freq_mhz=1380, iters=1, blocking_s=0)
+            c.close()
+
     def test_sim_profile(self):
         out = os.path.join(self.dir, "sim.csv")
         ergon.sim_profile("a100", "gpt3-xl", 4, out)

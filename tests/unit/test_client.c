@@ -1,4 +1,5 @@
 /* test_client.c: GPU back-ends (fake NVML, sim) and the client: call sequences, restore, logs. */
+#include "client/client_internal.h"
 #include "ergon/client.h"
 #include "ergon/gpu.h"
 #include "ergon/pipeline.h"
@@ -224,6 +225,31 @@ TEST(exact_nvml_calls_for_two_stages_four_microbatches)
     rm_tmp();
 }
 
+TEST(memory_clock_locked_at_max_and_reset)
+{
+    char log[512];
+    use_fake_nvml(log, sizeof log);
+    erg_error err;
+    erg_gpu *g = NULL;
+    ASSERT_OK(erg_gpu_open("nvml", &g, &err));
+    erg_client *c = NULL;
+    ASSERT_OK(erg_client_new(g, 1, 0, NULL, ERG_CLIENT_LOCK_MEMORY | ERG_CLIENT_NO_WATCHDOG, &c,
+                             &err));
+    ASSERT_OK(erg_client_set_uniform_clock(c, 1005, &err));
+    ASSERT_OK(erg_client_sync(c, 5, &err));
+    ASSERT_OK(erg_client_close(c, &err));
+    erg_gpu_close(g);
+    char *text = slurp(log);
+    ASSERT_STR_EQ(text, "nvmlInit_v2 = 0\n"
+                        "nvmlDeviceSetMemoryLockedClocks 1 1215 1215 = 0\n"
+                        "nvmlDeviceSetGpuLockedClocks 1 1005 1005 = 0\n"
+                        "nvmlDeviceResetGpuLockedClocks 1 = 0\n"
+                        "nvmlDeviceResetMemoryLockedClocks 1 = 0\n"
+                        "nvmlShutdown = 0\n");
+    free(text);
+    rm_tmp();
+}
+
 TEST(plan_with_unsupported_clock_or_bad_microbatch_is_refused)
 {
     erg_error err;
@@ -377,10 +403,13 @@ TEST(sim_logs_give_the_model_profile)
             erg_profile_point got, want;
             ASSERT_OK(erg_profile_lookup(p, 0, (erg_instr_kind)k, clocks[i], &got, &err));
             ASSERT_OK(erg_profile_lookup(model, 0, (erg_instr_kind)k, clocks[i], &want, &err));
-            ASSERT_MSG(fabs(got.time_s / want.time_s - 1) < 0.10, "t %.5f vs model %.5f",
-                       got.time_s, want.time_s);
-            ASSERT_MSG(fabs(got.energy_j / want.energy_j - 1) < 0.10, "E %.4f vs model %.4f",
-                       got.energy_j, want.energy_j);
+            /* A sleep can only overshoot (more on a loaded machine) and the
+             * simulated GPU stays busy meanwhile: time may grow, power
+             * (energy / time) must be the model's. */
+            ASSERT_MSG(got.time_s >= 0.98 * want.time_s && got.time_s <= 10.0 * want.time_s,
+                       "t %.5f vs model %.5f", got.time_s, want.time_s);
+            double pg = got.energy_j / got.time_s, pw = want.energy_j / want.time_s;
+            ASSERT_MSG(fabs(pg / pw - 1) < 0.05, "P %.2f W vs model %.2f W", pg, pw);
         }
     erg_profile_free(p);
     erg_profile_free(model);
@@ -407,15 +436,93 @@ TEST(profiling_mode_sweeps_and_measures_blocking_power)
     ASSERT_OK(erg_client_profile(c, 0, 1300, 2, one_iteration, g, 0.2, &p, &pb, &err));
     ASSERT_MSG(fabs(pb - 83.64) < 2.0, "blocking power %.2f W", pb);
     size_t n = erg_profile_num_points(p, 0, ERG_FORWARD);
-    ASSERT_EQ_INT(n, 8); /* 1410..1305 */
+    /* 1410..1305; energy falls with the clock there, so no early stop unless a
+     * badly loaded machine makes the sleeps (and so the energies) noisy */
+    ASSERT_MSG(n >= 6 && n <= 8, "%zu clocks", n);
     const erg_profile_point *pt = erg_profile_points(p, 0, ERG_FORWARD);
     ASSERT_EQ_INT(pt[0].freq_mhz, 1410);
-    ASSERT_EQ_INT(pt[7].freq_mhz, 1305);
-    ASSERT(pt[7].time_s > pt[0].time_s);
+    for (size_t i = 1; i < n; i++)
+        ASSERT_EQ_INT(pt[i].freq_mhz, 1410 - 15 * (int)i);
+    /* lower clock, lower power (robust to sleep overshoot, unlike time) */
+    ASSERT(pt[n - 1].energy_j / pt[n - 1].time_s < pt[0].energy_j / pt[0].time_s);
     ASSERT_EQ_INT(erg_client_active_clock(c), 0); /* reset after profiling */
     erg_profile_free(p);
     ASSERT_OK(erg_client_close(c, &err));
     erg_gpu_close(g);
+}
+
+/* A tight loop against a slow GPU overflows the ring: the GPU must still end
+ * at the last clock asked for, and far fewer changes reach the driver. */
+TEST(queue_coalesces_and_ends_at_the_last_request)
+{
+    char log[512];
+    use_fake_nvml(log, sizeof log);
+    setenv("FAKE_NVML_SET_DELAY_US", "300", 1);
+    unsetenv("FAKE_NVML_LOG");
+    erg_error err;
+    erg_gpu *g = NULL;
+    ASSERT_OK(erg_gpu_open("nvml", &g, &err));
+    erg_schedule sched = {.kind = ERG_SCHED_GPIPE};
+    erg_plan *plan = NULL;
+    const int M = 50;
+    ASSERT_OK(erg_plan_new(&sched, 1, M, &plan, &err));
+    int *f = erg_plan_stage_freqs(plan, 0);
+    for (int i = 0; i < 2 * M; i++)
+        f[i] = 1410 - 15 * (i % 60);
+    erg_client *c = NULL;
+    ASSERT_OK(erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_SIGNALS | ERG_CLIENT_NO_WATCHDOG, &c,
+                             &err));
+    ASSERT_OK(erg_client_set_plan(c, plan, 0, &err));
+    int last = 0;
+    for (int it = 0; it < 1000; it++)
+        for (int i = 0; i < 2 * M; i++) {
+            erg_instr_kind k = i < M ? ERG_FORWARD : ERG_BACKWARD;
+            int mb = i % M;
+            ASSERT_OK(erg_client_instruction_begin(c, k, mb));
+            ASSERT_OK(erg_client_instruction_end(c, k, mb));
+            last = erg_plan_freq(plan, 0, k, mb);
+        }
+    ASSERT_OK(erg_client_sync(c, 10, &err));
+    ASSERT_EQ_INT(erg_client_active_clock(c), last);
+    ASSERT_MSG(erg_client_clock_changes(c) < 100000 / 4, "%llu changes applied",
+               (unsigned long long)erg_client_clock_changes(c));
+    ASSERT_OK(erg_client_close(c, &err));
+    erg_plan_free(plan);
+    erg_gpu_close(g);
+    rm_tmp();
+}
+
+TEST(early_stop_rule)
+{
+    /* 12 clocks: energy falls, then rises from index 4 on. */
+    static const double e[12] = {10, 9, 8, 7, 7.5, 8, 8.5, 9, 9.5, 10, 11, 12};
+    int ups = 0;
+    double prev = NAN;
+    size_t stop_at = 99;
+    for (size_t i = 0; i < 12; i++) {
+        if (erg__profile_early_stop(&ups, prev, e[i], i, 12)) {
+            stop_at = i;
+            break;
+        }
+        prev = e[i];
+    }
+    ASSERT_EQ_INT(stop_at, 8); /* ups at 4,5,6,7,8 */
+    /* Not before the first third: 5 increases from the start of 30 clocks. */
+    ups = 0;
+    prev = NAN;
+    stop_at = 99;
+    for (size_t i = 0; i < 30; i++) {
+        if (erg__profile_early_stop(&ups, prev, (double)i, i, 30)) {
+            stop_at = i;
+            break;
+        }
+        prev = (double)i;
+    }
+    ASSERT_EQ_INT(stop_at, 9); /* 5 ups by i = 5, but (i+1)*3 >= 30 first at i = 9 */
+    /* A NAN (no energy) breaks the run. */
+    ups = 4;
+    ASSERT(!erg__profile_early_stop(&ups, 1.0, NAN, 20, 30));
+    ASSERT_EQ_INT(ups, 0);
 }
 
 TEST(bad_logs_are_refused_with_file_and_line)
@@ -463,8 +570,9 @@ TAP_MAIN(TEST_ENTRY(nvml_reads_devices_clocks_energy),
          TEST_ENTRY(nvml_missing_library_or_symbol_degrades),
          TEST_ENTRY(exact_nvml_calls_for_two_stages_four_microbatches),
          TEST_ENTRY(plan_with_unsupported_clock_or_bad_microbatch_is_refused),
+         TEST_ENTRY(memory_clock_locked_at_max_and_reset),
          TEST_ENTRY(clocks_restored_after_sigterm), TEST_ENTRY(clocks_restored_after_sighup),
          TEST_ENTRY(clocks_restored_after_sigkill_by_watchdog),
          TEST_ENTRY(sim_logs_give_the_model_profile),
          TEST_ENTRY(profiling_mode_sweeps_and_measures_blocking_power),
-         TEST_ENTRY(bad_logs_are_refused_with_file_and_line))
+         TEST_ENTRY(queue_coalesces_and_ends_at_the_last_request), TEST_ENTRY(early_stop_rule), TEST_ENTRY(bad_logs_are_refused_with_file_and_line))

@@ -365,7 +365,152 @@ TEST(measured_wait_rule_offline)
     erg_profile_free(p);
 }
 
-TAP_MAIN(TEST_ENTRY(measured_wait_rule_offline), TEST_ENTRY(perseus_emulation_reproduces_published_rows),
+
+typedef struct term_log {
+    int n;
+    int changed[4096];
+    int prev[1024];
+    int size;
+} term_log;
+
+static int log_changes(void *user, int it, const erg_plan *plan, const char *grid)
+{
+    (void)grid;
+    term_log *l = user;
+    int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan), k = 0, ch = 0;
+    for (int s = 0; s < S; s++)
+        for (int i = 0; i < 2 * M; i++, k++) {
+            int f = erg_plan_stage_freqs_const(plan, s)[i];
+            if (l->size && l->prev[k] != f)
+                ch = 1;
+            l->prev[k] = f;
+        }
+    l->size = k;
+    ASSERT_EQ_INT(it, l->n + 1);
+    l->changed[l->n++] = ch;
+    return 0;
+}
+
+/* envpipe-spec §7.7: reconfiguration ends after 11 consecutive iterations
+ * without change, and a raise resets the count. */
+TEST(terminates_after_eleven_quiet_iterations)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/envpipe_toy.csv", ERG_TEST_DATA_DIR);
+    erg_profile *p;
+    erg_error e;
+    ASSERT_MSG(erg_profile_read_csv(path, &p, &e) == ERG_OK, "%s", e.msg);
+    for (int pol = 0; pol < 2; pol++) {
+        erg_envpipe_opts o;
+        erg_envpipe_opts_init(&o);
+        o.blocking_power_w = 60;
+        o.reconfig = pol ? ERG_RECONFIG_GREEDY : ERG_RECONFIG_BALANCED;
+        term_log *l = calloc(1, sizeof *l);
+        o.on_iteration = log_changes;
+        o.user = l;
+        erg_plan *plan;
+        erg_envpipe_info info;
+        ASSERT_MSG(erg_plan_envpipe(p, 4, 8, &o, &plan, &info, &e) == ERG_OK, "%s", e.msg);
+        ASSERT_EQ_INT(info.iterations, l->n);
+        ASSERT(l->n >= 11);
+        /* the first iteration compares with the initial plan, which the log
+         * does not see: count from the second */
+        int quiet = 0;
+        for (int i = 1; i < l->n; i++) {
+            quiet = l->changed[i] ? 0 : quiet + 1;
+            if (i < l->n - 1)
+                ASSERT_MSG(quiet < 11, "still going after %d quiet iterations", quiet);
+        }
+        ASSERT_EQ_INT(quiet, l->n >= 12 ? 11 : l->n - 1);
+        /* a smaller finish limit stops sooner */
+        o.finish_limit = 2;
+        o.on_iteration = NULL;
+        erg_plan *p2;
+        erg_envpipe_info i2;
+        ASSERT_EQ_INT(erg_plan_envpipe(p, 4, 8, &o, &p2, &i2, &e), ERG_OK);
+        ASSERT_EQ_INT(i2.iterations, info.iterations - 8);
+        erg_plan_free(p2);
+        erg_plan_free(plan);
+        free(l);
+    }
+    erg_profile_free(p);
+}
+
+
+/* envpipe-spec §5.3's toy timing model: S = 4, M = 8, F = 10 and B = 20 on
+ * every stage at max, 30 % slower at the low clock, no communication cost. */
+static double toy_time(erg_schedule_kind kind, const int *r, int mode)
+{
+    const char *csv = "stage,instruction,frequency,time,energy\n"
+                      "0,forward,2,10,1\n0,backward,2,20,1\n0,forward,1,13,1\n0,backward,1,26,1\n"
+                      "1,forward,2,10,1\n1,backward,2,20,1\n1,forward,1,13,1\n1,backward,1,26,1\n"
+                      "2,forward,2,10,1\n2,backward,2,20,1\n2,forward,1,13,1\n2,backward,1,26,1\n"
+                      "3,forward,2,10,1\n3,backward,2,20,1\n3,forward,1,13,1\n3,backward,1,26,1\n";
+    erg_profile *p;
+    erg_error e;
+    ASSERT_EQ_INT(erg_profile_parse_csv(csv, strlen(csv), "toy", &p, &e), ERG_OK);
+    erg_schedule sc = {.kind = kind};
+    for (int s = 0; s < 4; s++)
+        sc.extra_warmup[s] = r[s];
+    erg_dag *dag;
+    erg_plan *plan;
+    ASSERT_MSG(erg_dag_new(&sc, 4, 8, &dag, &e) == ERG_OK, "%s", e.msg);
+    ASSERT_EQ_INT(erg_plan_new(&sc, 4, 8, &plan, &e), ERG_OK);
+    for (int id = 0; id < 64; id++) {
+        int s;
+        erg_instr in = erg_dag_instr(dag, id, &s);
+        bool env = s == 3 || (in.kind == ERG_FORWARD && in.microbatch == 0) ||
+                   (in.kind == ERG_BACKWARD && in.microbatch == 7);
+        /* mode 0: all max; 1: envelope clocks; 2: everything slow */
+        erg_plan_stage_freqs(plan, s)[id % 16] = mode == 0 ? 2 : mode == 2 ? 1 : env ? 2 : 1;
+    }
+    erg_emulation em;
+    ASSERT_EQ_INT(erg_emulate(p, dag, plan, 0, &em, NULL, NULL, &e), ERG_OK);
+    erg_plan_free(plan);
+    erg_dag_free(dag);
+    erg_profile_free(p);
+    return em.time_s;
+}
+
+TEST(spec_toy_timing_model)
+{
+    int zero[4] = {0, 0, 0, 0}, r[4] = {4, 3, 1, 0};
+    ASSERT_NEAR(toy_time(ERG_SCHED_1F1B, zero, 0), 330, 1e-9);
+    ASSERT_NEAR(toy_time(ERG_SCHED_ENVPIPE, r, 0), 330, 1e-9);
+    ASSERT_NEAR(toy_time(ERG_SCHED_1F1B, zero, 1), 392, 1e-9);
+    ASSERT_NEAR(toy_time(ERG_SCHED_ENVPIPE, r, 1), 381, 1e-9);
+    ASSERT_NEAR(toy_time(ERG_SCHED_1F1B, zero, 2), 429, 1e-9);
+}
+
+
+TEST(waits_parser)
+{
+    double w[32];
+    erg_plan *p = readme_plan(w);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/envpipe_readme_waits.csv", ERG_TEST_DATA_DIR);
+    double got[32];
+    erg_error e;
+    ASSERT_MSG(erg_envpipe_waits_read(path, p, got, &e) == ERG_OK, "%s", e.msg);
+    for (int i = 0; i < 32; i++)
+        ASSERT_NEAR(got[i], w[i], 1e-12);
+    const char *dup = "stage,instruction,microbatch,wait_ms\n0,F,0,1\n0,forward,0,2\n";
+    ASSERT_EQ_INT(erg_envpipe_waits_parse(dup, strlen(dup), "w.csv", p, got, &e), ERG_EPARSE);
+    ASSERT_MSG(strstr(e.msg, "w.csv:3:") && strstr(e.msg, "twice"), "%s", e.msg);
+    const char *neg = "stage,instruction,microbatch,wait_ms\n0,F,0,-1\n";
+    ASSERT_EQ_INT(erg_envpipe_waits_parse(neg, strlen(neg), "w.csv", p, got, &e), ERG_EPARSE);
+    ASSERT(strstr(e.msg, "'-1'"));
+    const char *range = "stage,instruction,microbatch,wait_ms\n4,F,0,1\n";
+    ASSERT_EQ_INT(erg_envpipe_waits_parse(range, strlen(range), "w.csv", p, got, &e), ERG_EPARSE);
+    const char *kind = "stage,instruction,microbatch,wait_ms\n0,X,0,1\n";
+    ASSERT_EQ_INT(erg_envpipe_waits_parse(kind, strlen(kind), "w.csv", p, got, &e), ERG_EPARSE);
+    const char *hdr = "stage,kind,microbatch,wait_ms\n";
+    ASSERT_EQ_INT(erg_envpipe_waits_parse(hdr, strlen(hdr), "w.csv", p, got, &e), ERG_EPARSE);
+    ASSERT(strstr(e.msg, "instruction"));
+    erg_plan_free(p);
+}
+
+TAP_MAIN(TEST_ENTRY(waits_parser), TEST_ENTRY(spec_toy_timing_model), TEST_ENTRY(terminates_after_eleven_quiet_iterations), TEST_ENTRY(measured_wait_rule_offline), TEST_ENTRY(perseus_emulation_reproduces_published_rows),
          TEST_ENTRY(readme_plan_path_is_the_envelope),
          TEST_ENTRY(modified_readme_plan_balanced_and_greedy),
          TEST_ENTRY(real_envpipe_on_a100_profile), TEST_ENTRY(bad_input_gets_a_clear_error),

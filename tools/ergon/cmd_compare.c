@@ -48,6 +48,9 @@ static void compare_help(FILE *f)
             "  --gpu-table FILE     GPU clock table (default data/gpus.csv)\n"
             "  --unit-time S        Perseus frontier quantisation unit (default 0.001 s)\n"
             "  --no-frontier        skip the Perseus frontiers (fast)\n"
+            "  --ablation           add EnvPipe's ablation rows (its Figure 10):\n"
+            "                       envpipe-uniform-1f1b (uniform, 1f1b, default) and\n"
+            "                       envpipe-no-reconfig (envelope, ours, default)\n"
             "  --frontier-dir DIR   also write both frontiers as DIR/1f1b/ and DIR/ours/ (CSV)\n"
             "  --format F           text (default), csv or json\n"
             "  -o, --out FILE       write the table to FILE instead of stdout\n"
@@ -90,7 +93,10 @@ static int eval_frontier(const char *cmd, const erg_profile *p, int S, int M, do
     if (erg_plan_perseus(p, S, M, &o, &f, &err) || erg_dag_new(sched, S, M, &dag, &err)) {
         cli_progress_done(&prog);
         erg_frontier_free(f);
-        return cli_report(cmd, &err);
+        fprintf(stderr, "ergon %s: the Perseus frontier on %s failed: %s\n(use --no-frontier to "
+                        "compare the other methods)\n",
+                cmd, erg_schedule_name(sched->kind), err.msg);
+        return CLI_USER_ERROR;
     }
     cli_progress_done(&prog);
     if (dir && erg_frontier_write_dir(f, dir, ERG_FRONTIER_CSV, NULL, NULL, &err)) {
@@ -152,14 +158,32 @@ static void fmt_num(char *buf, size_t size, double v, int dec)
         snprintf(buf, size, "%.*f", dec, v);
 }
 
+/* A JSON string literal (quotes, backslashes and control characters escaped). */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
 static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecli_setup *s,
                         bool frontier)
 {
     double t0 = r[0].t, e0 = r[0].e;
     if (!strcmp(fmt, "json")) {
-        fprintf(f, "{\"profile\": \"%s\", \"num_stages\": %ld, \"num_microbatches\": %ld, "
+        fprintf(f, "{\"profile\": ");
+        json_str(f, s->profile_path);
+        fprintf(f, ", \"num_stages\": %ld, \"num_microbatches\": %ld, "
                    "\"blocking_power_w\": %.17g, \"methods\": [\n",
-                s->profile_path, s->S, s->M, s->power_w);
+                s->S, s->M, s->power_w);
         for (int i = 0; i < n; i++) {
             fprintf(f, "  {\"method\": \"%s\", \"time_s\": %.17g, \"energy_j\": %.17g, "
                        "\"saving_pct\": %.17g, \"slowdown_pct\": %.17g",
@@ -218,7 +242,7 @@ static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecl
 }
 
 enum { C_PROFILE = 256, C_STAGES, C_MB, C_GPU, C_POWER, C_TABLE, C_UNIT, C_NOFRONT, C_FDIR,
-       C_FORMAT };
+       C_FORMAT, C_ABLATION };
 
 int cmd_compare(int argc, char **argv)
 {
@@ -234,6 +258,7 @@ int cmd_compare(int argc, char **argv)
         {"no-frontier", no_argument, 0, C_NOFRONT},
         {"frontier-dir", required_argument, 0, C_FDIR},
         {"format", required_argument, 0, C_FORMAT},
+        {"ablation", no_argument, 0, C_ABLATION},
         {"out", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -241,7 +266,7 @@ int cmd_compare(int argc, char **argv)
     ecli_setup s;
     memset(&s, 0, sizeof s);
     double unit_s = 0.001;
-    bool frontier = true;
+    bool frontier = true, ablation = false;
     const char *fdir = NULL, *format = "text", *out = NULL;
     int c;
     optind = 1;
@@ -279,6 +304,9 @@ int cmd_compare(int argc, char **argv)
             break;
         case C_FDIR:
             fdir = optarg;
+            break;
+        case C_ABLATION:
+            ablation = true;
             break;
         case C_FORMAT:
             if (strcmp(optarg, "text") && strcmp(optarg, "csv") && strcmp(optarg, "json"))
@@ -321,8 +349,9 @@ int cmd_compare(int argc, char **argv)
     n++;
     erg_plan_free(plan);
     plan = NULL;
-    /* EnvPipe: balanced, greedy (real), Perseus's emulation */
-    for (int k = 0; k < 3; k++) {
+    /* EnvPipe: balanced, greedy (real), Perseus's emulation; with --ablation
+     * also EnvPipe's Figure 10 steps: uniform/1f1b and envelope/ours/default */
+    for (int k = 0; k < (ablation ? 5 : 3); k++) {
         erg_envpipe_opts eo;
         erg_envpipe_opts_init(&eo);
         eo.blocking_power_w = s.power_w;
@@ -334,6 +363,13 @@ int cmd_compare(int argc, char **argv)
             eo.schedule = ERG_SCHED_1F1B;
             eo.unit_s = 0.0001;
         }
+        if (k == 3) {
+            eo.type = ERG_ENVPIPE_UNIFORM;
+            eo.schedule = ERG_SCHED_1F1B;
+            eo.reconfig = ERG_RECONFIG_DEFAULT;
+        }
+        if (k == 4)
+            eo.reconfig = ERG_RECONFIG_DEFAULT;
         if (M < S && eo.schedule == ERG_SCHED_ENVPIPE)
             continue; /* ours needs M >= S */
         erg_envpipe_info ki;
@@ -344,8 +380,10 @@ int cmd_compare(int argc, char **argv)
             for (int st = 0; st < S; st++)
                 ours.extra_warmup[st] = ki.extra_warmup[st];
         }
-        snprintf(r[n].method, sizeof r[n].method, "%s",
-                 k == 0 ? "envpipe" : k == 1 ? "envpipe-greedy" : "envpipe-perseus-emulation");
+        static const char *const enames[] = {"envpipe", "envpipe-greedy",
+                                             "envpipe-perseus-emulation",
+                                             "envpipe-uniform-1f1b", "envpipe-no-reconfig"};
+        snprintf(r[n].method, sizeof r[n].method, "%s", enames[k]);
         erg_plan_estimate(plan, &r[n].t, &r[n].e);
         n++;
         erg_plan_free(plan);

@@ -1,6 +1,5 @@
 /* cmd_gpu.c: `ergon gpu`: inspect GPUs and set clocks through any back-end (sim, NVML, ergond). */
 #include "cli.h"
-#include "ergon/daemon.h"
 #include "ergon/gpu.h"
 
 #include <inttypes.h>

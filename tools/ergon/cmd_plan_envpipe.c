@@ -4,6 +4,7 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 
@@ -47,6 +48,12 @@ static void envpipe_help(FILE *f)
             "                       the smallest last-stage wait was not held up (EnvPipe: 4)\n"
             "  --transfer-time S    P2P transfer time added to every receive wait (with\n"
             "                       --threshold-scale; default 0)\n"
+            "  --from-plan FILE     with --waits: one measured reconfiguration step on this\n"
+            "                       plan (JSON; what EnvPipe does after a real iteration)\n"
+            "  --waits CSV          measured receive waits: stage,instruction,microbatch,wait_ms\n"
+            "                       (one row per instruction); the threshold is\n"
+            "                       --threshold-scale (default 4) x the smallest non-zero\n"
+            "                       last-stage wait\n"
             "  --print-iterations   print every iteration's plan in EnvPipe's format\n"
             "                       (Stage 0 | [F0 1980 0.0] F1 1260 0.0 ...: clock MHz and wait\n"
             "                       ms; brackets = critical path)\n" COMMON_HELP
@@ -122,7 +129,7 @@ static int print_iteration(void *user, int it, const erg_plan *plan, const char 
 enum {
     OPT_PROFILE = 256, OPT_STAGES, OPT_MB, OPT_GPU, OPT_POWER, OPT_TABLE, OPT_OUT, OPT_QUIET,
     OPT_TYPE, OPT_SCHED, OPT_RECONFIG, OPT_VARIANT, OPT_STEP, OPT_INFLIGHT, OPT_UNIT, OPT_FINISH,
-    OPT_MAXIT, OPT_PRINT, OPT_ETA, OPT_MAXPOWER, OPT_THR, OPT_XFER, OPT_PLSTEP,
+    OPT_MAXIT, OPT_PRINT, OPT_ETA, OPT_MAXPOWER, OPT_THR, OPT_XFER, OPT_PLSTEP, OPT_FROM, OPT_WAITS,
 };
 
 static const struct option common_opts[] = {
@@ -149,6 +156,8 @@ static const struct option common_opts[] = {
     {"eta", required_argument, 0, OPT_ETA},
     {"max-power", required_argument, 0, OPT_MAXPOWER},
     {"power-limit-step", required_argument, 0, OPT_PLSTEP},
+    {"from-plan", required_argument, 0, OPT_FROM},
+    {"waits", required_argument, 0, OPT_WAITS},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -159,6 +168,7 @@ typedef struct popts {
     ecli_setup s;
     const char *out;
     bool quiet, print, schedule_set;
+    const char *from_plan, *waits;
     erg_envpipe_opts eo;
     erg_baseline_opts bo;
 } popts;
@@ -224,6 +234,8 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
         case OPT_PRINT:
         case OPT_THR:
         case OPT_XFER:
+        case OPT_FROM:
+        case OPT_WAITS:
             if (!envpipe)
                 return cli_usage_error(cmd, "%s is an option of 'ergon plan envpipe'",
                                        argv[optind - 1]);
@@ -258,6 +270,10 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
             }
             if (c == OPT_PRINT)
                 p->print = true;
+            if (c == OPT_FROM)
+                p->from_plan = optarg;
+            if (c == OPT_WAITS)
+                p->waits = optarg;
             if (c == OPT_THR && !cli_parse_double(cmd, "--threshold-scale", optarg, 1e-6, 1e6,
                                                   &p->eo.threshold_scale))
                 return CLI_USAGE;
@@ -294,13 +310,77 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (p->eo.variant == ERG_ENVPIPE_PERSEUS_EMULATION && !p->schedule_set)
         p->eo.schedule = ERG_SCHED_1F1B; /* what Perseus's emulation runs */
-    return ecli_setup_load(cmd, &p->s, true);
+    if (!p->from_plan != !p->waits)
+        return cli_usage_error(cmd, "--from-plan and --waits go together");
+    return ecli_setup_load(cmd, &p->s, !p->waits);
 }
 
 static void envpipe_help2(FILE *f, const char *name)
 {
     (void)name;
     envpipe_help(f);
+}
+
+/* --from-plan + --waits: one measured reconfiguration step (envpipe-spec §7.3-7.5). */
+static int measured_step(const char *cmd, popts *p)
+{
+    erg_error err = {0};
+    erg_schedule hint = {.kind = p->schedule_set ? p->eo.schedule : ERG_SCHED_1F1B};
+    erg_plan *plan = NULL;
+    double *wait = NULL;
+    int *path = NULL, rc = CLI_OK;
+    if (erg_plan_read(p->from_plan, &hint, &plan, &err))
+        return cli_report(cmd, &err);
+    int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan);
+    int maxf[ERG_SCHED_MAX_STAGES];
+    if (S > ERG_SCHED_MAX_STAGES || S > erg_profile_num_stages(p->s.profile)) {
+        fprintf(stderr, "ergon %s: the plan has %d stages, the profile %d\n", cmd, S,
+                erg_profile_num_stages(p->s.profile));
+        erg_plan_free(plan);
+        return CLI_USER_ERROR;
+    }
+    wait = calloc((size_t)2 * S * M, sizeof(double));
+    path = calloc((size_t)2 * S * M, sizeof(int));
+    if (!wait || !path) {
+        fprintf(stderr, "ergon %s: out of memory\n", cmd);
+        rc = CLI_USER_ERROR;
+        goto done;
+    }
+    if (erg_envpipe_waits_read(p->waits, plan, wait, &err) ||
+        erg_envpipe_max_clocks(p->s.profile, S, p->s.spec, maxf, &err)) {
+        rc = cli_report(cmd, &err);
+        goto done;
+    }
+    int gran = p->s.spec ? p->s.spec->reconfig_step_mhz : 30;
+    int step = p->eo.reconfig_step_mhz > 0 ? p->eo.reconfig_step_mhz
+               : p->eo.reconfig == ERG_RECONFIG_GREEDY ? 3 * gran
+                                                       : gran;
+    double scale = p->eo.threshold_scale > 0 ? p->eo.threshold_scale : 4;
+    int len = 0;
+    bool changed = false;
+    if (erg_envpipe_reconfigure_step(plan, wait, 0, scale, p->eo.reconfig, step, maxf, path, &len,
+                                     &changed, &err)) {
+        rc = cli_report(cmd, &err);
+        goto done;
+    }
+    if (!p->quiet) {
+        char *grid = NULL;
+        if (erg_envpipe_format_grid(plan, wait, path, len, &grid, &err)) {
+            rc = cli_report(cmd, &err);
+            goto done;
+        }
+        printf("%s%s\n", grid,
+               changed ? "changed: clocks on the critical path were raised"
+                       : "unchanged: the critical path is the outer envelope or already at max");
+        erg_free(grid);
+    }
+    if (p->out)
+        rc = ecli_write_plan(cmd, plan, p->out);
+done:
+    free(wait);
+    free(path);
+    erg_plan_free(plan);
+    return rc;
 }
 
 int cmd_plan_envpipe(int argc, char **argv)
@@ -311,6 +391,11 @@ int cmd_plan_envpipe(int argc, char **argv)
     if (rc) {
         ecli_setup_free(&p.s);
         return rc < 0 ? CLI_OK : rc;
+    }
+    if (p.waits) {
+        rc = measured_step(cmd, &p);
+        ecli_setup_free(&p.s);
+        return rc;
     }
     iter_print ip = {p.print};
     p.eo.blocking_power_w = p.s.power_w;

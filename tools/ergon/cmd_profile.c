@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void usage_profile(FILE *f)
 {
@@ -15,6 +16,8 @@ static void usage_profile(FILE *f)
             "                         [--min-freq MHZ] -o profile.csv\n"
             "       ergon profile sim --info [--gpu GPU]\n"
             "       ergon profile logs DIR [--stages S] -o profile.csv\n"
+            "       ergon profile run --gpu sim:GPU[:MODEL[:N]] [--stage S] [--iters N]\n"
+            "                         [--min-freq MHZ] [--blocking-s SEC] -o profile.csv\n"
             "\n"
             "sim   Write the stage profile (stage,instruction,frequency,time,energy) of MODEL\n"
             "      split into S pipeline stages on a simulated GPU, from ergon's DVFS model\n"
@@ -38,6 +41,14 @@ static void usage_profile(FILE *f)
             "      interpolated. Perseus-style logs (instruction,start,end plus a frequency\n"
             "      column; forward_microstep/backward_microstep) are accepted too.\n"
             "      --stages   expect exactly S ranks (default: every rank found in DIR)\n"
+            "\n"
+            "run   Profiling mode on the simulated GPU: sweep the SM clock from the highest\n"
+            "      down to MHZ (default: the lowest supported) running N measured\n"
+            "      iterations (one forward + one backward) per clock after one warm-up,\n"
+            "      measuring with the energy counter, stop early after five energy\n"
+            "      increases in a row past the first third, then measure the blocking\n"
+            "      power for SEC seconds (default 1; printed to stderr). Real GPUs are\n"
+            "      profiled the same way from the training loop (erg_client_profile).\n"
             "\n"
             "exit status: 0 success, 1 bad input (named), 2 usage error.\n");
 }
@@ -128,6 +139,101 @@ static int profile_sim(int argc, char **argv)
     return CLI_OK;
 }
 
+typedef struct sim_loop {
+    erg_gpu *gpu;
+    int dev;
+} sim_loop;
+
+/* One simulated training iteration: a forward and a backward of microbatch
+ * 0, each keeping the simulated GPU busy for the model's time. */
+static erg_status sim_iteration(void *user, erg_client *c)
+{
+    sim_loop *l = user;
+    for (int k = 0; k < 2; k++) {
+        erg_error err;
+        double t = 0;
+        erg_status st = erg_client_instruction_begin(c, (erg_instr_kind)k, 0);
+        if (!st)
+            st = erg_gpu_sim_set_activity(l->gpu, l->dev, true, (erg_instr_kind)k, &t, &err);
+        if (st)
+            return st;
+        struct timespec ts = {(time_t)t, (long)((t - (double)(time_t)t) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+        if ((st = erg_gpu_sim_set_activity(l->gpu, l->dev, false, ERG_FORWARD, NULL, &err)) ||
+            (st = erg_client_instruction_end(c, (erg_instr_kind)k, 0)))
+            return st;
+    }
+    return ERG_OK;
+}
+
+static int profile_run(int argc, char **argv)
+{
+    const char *spec = NULL, *out = NULL;
+    long stage = 0, iters = 3, fmin = 0;
+    double blocking_s = 1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_profile(stdout);
+            return CLI_OK;
+        }
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            return cli_usage_error("profile run", "%s needs a value", a);
+        i++;
+        if (!strcmp(a, "--gpu"))
+            spec = v;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
+            out = v;
+        else if (!strcmp(a, "--stage")) {
+            if (!cli_parse_int("profile run", a, v, 0, 63, &stage))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--iters")) {
+            if (!cli_parse_int("profile run", a, v, 1, 10000, &iters))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--min-freq")) {
+            if (!cli_parse_int("profile run", a, v, 1, 100000, &fmin))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--blocking-s")) {
+            if (!cli_parse_double("profile run", a, v, 0, 600, &blocking_s))
+                return CLI_USAGE;
+        } else
+            return cli_usage_error("profile run", "unknown option '%s'", a);
+    }
+    if (!spec || strncmp(spec, "sim", 3))
+        return cli_usage_error("profile run", "--gpu sim:GPU[:MODEL[:N]] is required (a real "
+                                              "GPU is profiled from the training loop, see "
+                                              "docs/runtime.md)");
+    if (!out)
+        return cli_usage_error("profile run", "-o FILE is required");
+    erg_error err;
+    erg_gpu *g = NULL;
+    if (erg_gpu_open(spec, &g, &err))
+        return cli_report("profile run", &err);
+    if (stage >= erg_gpu_count(g)) {
+        erg_gpu_close(g);
+        return cli_usage_error("profile run", "--stage %ld: the spec has %d stage(s)", stage,
+                               erg_gpu_count(g));
+    }
+    int rc = CLI_OK;
+    erg_client *c = NULL;
+    erg_profile *p = NULL;
+    double pb = 0;
+    sim_loop loop = {g, (int)stage};
+    if (erg_client_new(g, (int)stage, (int)stage, NULL, ERG_CLIENT_NO_SIGNALS, &c, &err) ||
+        erg_client_profile(c, (int)stage, (int)fmin, (int)iters, sim_iteration, &loop,
+                           blocking_s, &p, &pb, &err) ||
+        erg_profile_write_csv(p, out, &err))
+        rc = cli_report("profile run", &err);
+    else if (blocking_s > 0)
+        fprintf(stderr, "# measured blocking power of stage %ld: %.2f W\n", stage, pb);
+    erg_profile_free(p);
+    erg_client_close(c, NULL);
+    erg_gpu_close(g);
+    return rc;
+}
+
 static int profile_logs(int argc, char **argv)
 {
     const char *dir = NULL, *out = NULL;
@@ -185,5 +291,7 @@ int cmd_profile(int argc, char **argv)
         return profile_sim(argc - 1, argv + 1);
     if (!strcmp(argv[1], "logs"))
         return profile_logs(argc - 1, argv + 1);
-    return cli_usage_error("profile", "unknown subcommand '%s' (sim, logs)", argv[1]);
+    if (!strcmp(argv[1], "run"))
+        return profile_run(argc - 1, argv + 1);
+    return cli_usage_error("profile", "unknown subcommand '%s' (sim, logs, run)", argv[1]);
 }

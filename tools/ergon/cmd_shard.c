@@ -30,6 +30,11 @@ static void usage(FILE *f)
             "options:\n"
             "  --hlo FILE          HLO text module (required)\n"
             "  --mesh AxB          logical device mesh, e.g. 1x4, 2x2 (required)\n"
+            "  --computation NAME  analyse this computation instead of ENTRY, e.g. a while body\n"
+            "                      (scanned layers: one plan for all iterations, times x trip\n"
+            "                      count from known_trip_count or the loop condition)\n"
+            "  --members           analyze: list every member of every block with its spec\n"
+            "                      under each strategy (default: the dots and a summary)\n"
             "cost options:\n"
             "  --device NAME       row of the device table: a100-nvlink (default), a100-pcie,\n"
             "                      h100, v100\n"
@@ -43,7 +48,8 @@ static void usage(FILE *f)
             "  --optimizer-factor X  bytes kept per weight byte (default 4: weight, grad, Adam)\n"
             "  --keep N            combinations kept per segment for the DP (default 64)\n"
             "search options:\n"
-            "  --method M          dp (default), ilp, or both (prints the gap)\n"
+            "  --method M          dp (default), ilp, or both: DP and block ILP (prints the gap)\n"
+            "                      plus Alpa's per-operator ILP on the same costs\n"
             "  --time-limit S      ILP time limit in seconds (default 600)\n"
             "  --out-hlo FILE      write the module with sharding annotations\n"
             "  --out-json FILE     write the plan as JSON\n"
@@ -74,16 +80,22 @@ int cmd_shard(int argc, char **argv)
         strcmp(sub, "comm"))
         return cli_usage_error("shard", "unknown action '%s' (analyze, profile, search, comm)",
                                sub);
-    const char *hlo = NULL, *mesh = NULL, *method = "dp", *out_hlo = NULL, *out_json = NULL;
+    const char *hlo = NULL, *mesh = NULL, *method = "dp", *out_hlo = NULL, *out_json = NULL,
+               *computation = NULL;
     erg_shard_cost_options co;
     erg_shard_cost_options_init(&co);
     double time_limit = 600, d;
     long rows = 20, l;
+    bool members = false;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return CLI_OK;
+        }
+        if (!strcmp(a, "--members")) {
+            members = true;
+            continue;
         }
         if (i + 1 >= argc)
             return cli_usage_error("shard", "option '%s' needs a value (or is unknown)", a);
@@ -100,6 +112,8 @@ int cmd_shard(int argc, char **argv)
             co.cache_path = v;
         else if (!strcmp(a, "--profiles"))
             co.profiles_path = v;
+        else if (!strcmp(a, "--computation"))
+            computation = v;
         else if (!strcmp(a, "--out-hlo"))
             out_hlo = v;
         else if (!strcmp(a, "--out-json"))
@@ -164,13 +178,13 @@ int cmd_shard(int argc, char **argv)
     }
     double t_parse = cli_now_s() - t0;
     t0 = cli_now_s();
-    if (erg_shard_analyze(m, m0, m1, &s, &err)) {
+    if (erg_shard_analyze_computation(m, computation, m0, m1, &s, &err)) {
         rc = cli_report("shard", &err);
         goto out;
     }
     double t_an = cli_now_s() - t0;
     if (!strcmp(sub, "analyze")) {
-        if (erg_shard_report(s, &text, &err)) {
+        if (erg_shard_report(s, members, &text, &err)) {
             rc = cli_report("shard", &err);
             goto out;
         }
@@ -225,6 +239,17 @@ int cmd_shard(int argc, char **argv)
                erg_shard_plan_search_s(p) > 0
                    ? erg_shard_plan_search_s(q) / erg_shard_plan_search_s(p)
                    : 0);
+        double obj, secs, uni; /* uni: ties make it noisy, not printed */
+        bool lim;
+        size_t nvar = 0;
+        if (erg_shard_search_ops_ilp(s, time_limit, &obj, &secs, &lim, &uni, &nvar, &err)) {
+            rc = cli_report("shard", &err);
+            goto out;
+        }
+        printf("per-operator ILP (Alpa granularity, GLPK, %zu variables): objective %.6f ms, "
+               "search %.3f s%s; DP search %.0fx faster\n",
+               nvar, obj * 1e3, secs, lim ? " (time limit hit: best found, not proven optimal)" : "",
+               erg_shard_plan_search_s(p) > 0 ? secs / erg_shard_plan_search_s(p) : 0);
     }
     if (out_hlo) {
         if (erg_shard_annotate(s, p, &text, &err)) {

@@ -25,7 +25,9 @@ static void show_help(FILE *f)
             "  dark line, a time axis and a colour legend.\n"
             "  --plan FILE          ergon plan JSON or freqs_pipeline_%%05d.py file\n"
             "  --schedule S         schedule of a .py plan (1f1b default, gpipe)\n"
-            "  --profile, --gpu, --blocking-power, --gpu-table  as for 'ergon plan'\n\n"
+            "  --profile P          the stage profile the plan is evaluated with\n"
+            "  --gpu NAME           A40 or A100: their blocking power, or\n"
+            "  --blocking-power W   power while idle or blocked\n\n"
             "show frontier: iteration time against energy.\n"
             "  --frontier X         a frontier.csv (time,energy per plan) or a directory holding\n"
             "                       one; drawn as a line; repeat for several, optionally NAME=X\n"
@@ -173,7 +175,7 @@ static int read_points(const char *path, const char *tcol, const char *ecol, con
     return rc;
 }
 
-enum { S_PROFILE = 256, S_PLAN, S_GPU, S_POWER, S_TABLE, S_COLOR, S_SCHED, S_FRONTIER,
+enum { S_PROFILE = 256, S_PLAN, S_GPU, S_POWER, S_COLOR, S_SCHED, S_FRONTIER,
        S_COMPARE, S_POINT, S_TITLE, S_WIDTH };
 
 #define MAX_SERIES 32
@@ -191,7 +193,7 @@ int cmd_show(int argc, char **argv)
     static const struct option opts[] = {
         {"profile", required_argument, 0, S_PROFILE}, {"plan", required_argument, 0, S_PLAN},
         {"gpu", required_argument, 0, S_GPU}, {"blocking-power", required_argument, 0, S_POWER},
-        {"gpu-table", required_argument, 0, S_TABLE}, {"color", required_argument, 0, S_COLOR},
+        {"color", required_argument, 0, S_COLOR},
         {"schedule", required_argument, 0, S_SCHED},
         {"frontier", required_argument, 0, S_FRONTIER},
         {"compare", required_argument, 0, S_COMPARE}, {"point", required_argument, 0, S_POINT},
@@ -214,7 +216,7 @@ int cmd_show(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         bool plan_only = c == S_PROFILE || c == S_PLAN || c == S_GPU || c == S_POWER ||
-                         c == S_TABLE || c == S_COLOR || c == S_SCHED;
+                         c == S_COLOR || c == S_SCHED;
         bool front_only = c == S_FRONTIER || c == S_COMPARE || c == S_POINT;
         if ((plan_only && !is_plan) || (front_only && !is_frontier))
             return cli_usage_error(cmd, "%s is not an option of 'show %s'", argv[optind - 1],
@@ -233,9 +235,6 @@ int cmd_show(int argc, char **argv)
             if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &s.power_w))
                 return CLI_USAGE;
             s.have_power = true;
-            break;
-        case S_TABLE:
-            s.gpu_table = optarg;
             break;
         case S_COLOR:
             if (!strcmp(optarg, "clock"))
@@ -288,6 +287,7 @@ int cmd_show(int argc, char **argv)
     if (is_plan) {
         if (!plan_path)
             return cli_usage_error(cmd, "--plan is required");
+        s.no_table = true;
         rc = ecli_setup_load(cmd, &s, false);
         erg_plan *plan = NULL;
         if (!rc && erg_plan_read(plan_path, &sched, &plan, &err))

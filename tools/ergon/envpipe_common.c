@@ -57,7 +57,12 @@ int ecli_setup_load(const char *cmd, ecli_setup *s, bool need_m)
                 s->profile_path, ps, s->S);
         return CLI_USER_ERROR;
     }
+    if (s->no_table)
+        return CLI_OK;
     const char *tp = s->gpu_table ? s->gpu_table : ecli_default_gpu_table();
+    if (s->gpu && !tp)
+        fprintf(stderr, "ergon %s: note: no GPU clock table found (--gpu-table or "
+                        "$ERGON_GPU_TABLE); using the profile's clocks\n", cmd);
     if (s->gpu && tp) {
         if (erg_gpu_table_read(tp, &s->table, &s->table_n, &err))
             return cli_report(cmd, &err);

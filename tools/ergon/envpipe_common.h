@@ -19,6 +19,7 @@ typedef struct ecli_setup {
     erg_gpu_spec *table;
     size_t table_n;
     const erg_gpu_spec *spec; /* the GPU's row, NULL when unknown */
+    bool no_table;            /* do not look up the clock table (pictures) */
 } ecli_setup;
 
 /* Load the profile, default S to the profile's stages, resolve the blocking

@@ -35,6 +35,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ergond --socket PATH --config FILE [--gpu SPEC] [--socket-mode MODE]\n"
+            "              [--lock-file PATH]\n"
             "\n"
             "The privileged GPU clock daemon: serves zeusd-compatible HTTP on a Unix socket\n"
             "so unprivileged training processes can lock clocks and set power limits.\n"
@@ -49,6 +50,8 @@ static void usage(FILE *f)
             "  --gpu SPEC          GPU back-end: nvml (default), nvml:LIBRARY, sim:GPU[:MODEL[:N]]\n"
             "  --socket-mode MODE  octal permissions of the socket (default 0666: anyone may\n"
             "                      connect and read; only allowed peers may write)\n"
+            "  --lock-file PATH    admin switch: while PATH exists, every write is refused\n"
+            "                      (503); reads still work\n"
             "\n"
             "Logs go to stderr. SIGTERM/SIGINT stop it cleanly.\n"
             "exit status: 0 stopped cleanly, 1 start-up or runtime error, 2 usage error.\n");
@@ -56,7 +59,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    const char *sock = NULL, *config = NULL, *spec = "nvml";
+    const char *sock = NULL, *config = NULL, *spec = "nvml", *lock_file = NULL;
     unsigned long mode = 0666;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -75,6 +78,8 @@ int main(int argc, char **argv)
             config = v;
         else if (!strcmp(a, "--gpu"))
             spec = v;
+        else if (!strcmp(a, "--lock-file"))
+            lock_file = v;
         else if (!strcmp(a, "--socket-mode")) {
             char *end;
             errno = 0;
@@ -101,6 +106,12 @@ int main(int argc, char **argv)
     }
     if (erg_daemon_new(sock, (unsigned)mode, config, gpu, log_stderr, NULL, &the_daemon, &err)) {
         fprintf(stderr, "ergond: %s\n", err.msg);
+        erg_gpu_close(gpu);
+        return 1;
+    }
+    if (lock_file && erg_daemon_set_lock_file(the_daemon, lock_file, &err)) {
+        fprintf(stderr, "ergond: %s\n", err.msg);
+        erg_daemon_free(the_daemon);
         erg_gpu_close(gpu);
         return 1;
     }

@@ -1,0 +1,170 @@
+/* test_daemon.c: ergond's parsers, and the daemon back-end against an in-process daemon. */
+#include "daemon/daemon_internal.h"
+#include "ergon/client.h"
+#include "ergon/daemon.h"
+#include "ergon/gpu.h"
+#include "tap.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+TEST(http_parser_bounds_and_cases)
+{
+    erg__http_req r;
+    const char *ok = "POST /gpu/set_power_limit?gpu_ids=0&power_limit_mw=1 HTTP/1.1\r\n"
+                     "Host: x\r\nContent-Length: 3\r\n\r\nabc";
+    ASSERT_EQ_INT(erg__http_parse(ok, strlen(ok), &r), 1);
+    ASSERT_STR_EQ(r.method, "POST");
+    ASSERT_STR_EQ(r.path, "/gpu/set_power_limit");
+    ASSERT_STR_EQ(r.query, "gpu_ids=0&power_limit_mw=1");
+    ASSERT_EQ_INT(r.content_length, 3);
+    /* body not there yet / head not complete */
+    ASSERT_EQ_INT(erg__http_parse(ok, strlen(ok) - 1, &r), 0);
+    ASSERT_EQ_INT(erg__http_parse(ok, 20, &r), 0);
+    const char *bad[] = {
+        "GET /x HTTP/1.1\r\nContent-Length: 99999\r\n\r\n",   /* -413 */
+        "GET /x HTTP/2.0\r\n\r\n",                            /* -505 */
+        "BREW /x HTTP/1.1\r\n\r\n",                           /* -501 */
+        "GET x HTTP/1.1\r\n\r\n",                             /* -400 */
+        "GET /%zz HTTP/1.1\r\n\r\n",                          /* -400 */
+        "GET /x HTTP/1.1\r\nNoColon\r\n\r\n",                 /* -400 */
+        "GET /x HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", /* -400 */
+        "GET /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",            /* -501 */
+    };
+    const int want[] = {-413, -505, -501, -400, -400, -400, -400, -501};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ASSERT_MSG(erg__http_parse(bad[i], strlen(bad[i]), &r) == want[i], "case %zu: %d", i,
+                   erg__http_parse(bad[i], strlen(bad[i]), &r));
+    /* a head that never ends within the cap */
+    char big[ERG__HTTP_MAX_HEAD + 10];
+    memset(big, 'a', sizeof big);
+    memcpy(big, "GET /x HTTP/1.1\r\nA: ", 20);
+    ASSERT_EQ_INT(erg__http_parse(big, sizeof big, &r), -431);
+}
+
+TEST(query_and_gpu_ids)
+{
+    erg__query q;
+    ASSERT_EQ_INT(erg__query_parse("a=1&b=%41+c&flag", &q), 0);
+    ASSERT_EQ_INT(q.n, 3);
+    ASSERT_STR_EQ(erg__query_get(&q, "b"), "A c");
+    ASSERT_STR_EQ(erg__query_get(&q, "flag"), "");
+    ASSERT(erg__query_get(&q, "zz") == NULL);
+    ASSERT_EQ_INT(erg__query_parse("a=1&a=2", &q), -1);
+    ASSERT_EQ_INT(erg__query_parse("a=1&&b=2", &q), -1);
+    ASSERT_EQ_INT(erg__query_parse("a=%0", &q), -1);
+    ASSERT_EQ_INT(erg__query_parse("a=%00", &q), -1);
+    ASSERT_EQ_INT(erg__query_parse("=1", &q), -1);
+    uint64_t m;
+    ASSERT_EQ_INT(erg__parse_gpu_ids("0,2,2", 4, &m), 0);
+    ASSERT(m == 5);
+    ASSERT_EQ_INT(erg__parse_gpu_ids("0,,1", 4, &m), -1);
+    ASSERT_EQ_INT(erg__parse_gpu_ids("4", 4, &m), -1);
+    ASSERT_EQ_INT(erg__parse_gpu_ids("-1", 4, &m), -1);
+    ASSERT_EQ_INT(erg__parse_gpu_ids("", 4, &m), -1);
+    ASSERT_EQ_INT(erg__parse_gpu_ids("99999999999999", 4, &m), -1);
+}
+
+TEST(config_allow_list)
+{
+    erg__config c;
+    erg_error err;
+    const char *t = "# comment\n\nallow 0,2 uid:1000 gid:50\nallow * user:root # trailing\n";
+    ASSERT_OK(erg__config_parse(t, strlen(t), "c.conf", &c, &err));
+    ASSERT(erg__config_allows(&c, 1000, 1, 0));
+    ASSERT(!erg__config_allows(&c, 1000, 1, 1));
+    ASSERT(erg__config_allows(&c, 7, 50, 2));
+    ASSERT(!erg__config_allows(&c, 7, 51, 2));
+    ASSERT(erg__config_allows(&c, 0, 0, 5)); /* root */
+    erg__config_free(&c);
+    const char *bad[] = {"deny 0 uid:1\n", "allow 0\n", "allow x uid:1\n", "allow 0 uid:x\n",
+                         "allow 0 user:no-such-user-ergon\n", "allow 0 pid:3\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASSERT_EQ_INT(erg__config_parse(bad[i], strlen(bad[i]), "c.conf", &c, &err), ERG_EPARSE);
+        ASSERT_CONTAINS(err.msg, "c.conf:1:");
+    }
+}
+
+static void *serve(void *arg)
+{
+    erg_daemon_run(arg, NULL);
+    return NULL;
+}
+
+TEST(daemon_backend_round_trip)
+{
+    char dir[] = "/tmp/ergon-test-daemon-XXXXXX";
+    ASSERT(mkdtemp(dir));
+    char sock[256], conf[256];
+    snprintf(sock, sizeof sock, "%s/s", dir);
+    snprintf(conf, sizeof conf, "%s/c", dir);
+    FILE *f = fopen(conf, "w");
+    fprintf(f, "allow 0 uid:12345\n");
+    fclose(f);
+    erg_error err;
+    erg_gpu *sim = NULL;
+    ASSERT_OK(erg_gpu_open("sim:a40:gpt3-xl:2", &sim, &err));
+    erg_daemon *d = NULL;
+    ASSERT_OK(erg_daemon_new(sock, 0600, conf, sim, NULL, NULL, &d, &err));
+    /* a second daemon on the same live socket is refused */
+    erg_daemon *d2 = NULL;
+    ASSERT_EQ_INT(erg_daemon_new(sock, 0600, conf, sim, NULL, NULL, &d2, &err), ERG_EEXIST);
+    pthread_t th;
+    ASSERT(pthread_create(&th, NULL, serve, d) == 0);
+
+    char spec[300];
+    snprintf(spec, sizeof spec, "daemon:%s", sock);
+    erg_gpu *g = NULL;
+    ASSERT_OK(erg_gpu_open(spec, &g, &err));
+    ASSERT_STR_EQ(erg_gpu_backend_name(g), "daemon");
+    ASSERT_EQ_INT(erg_gpu_count(g), 2);
+    char name[128];
+    ASSERT_OK(erg_gpu_name(g, 1, name, sizeof name, &err));
+    ASSERT_CONTAINS(name, "A40");
+    int *clocks = NULL;
+    size_t n = 0;
+    ASSERT_OK(erg_gpu_sm_clocks(g, 0, &clocks, &n, &err));
+    ASSERT_EQ_INT(clocks[0], 1740);
+    ASSERT_EQ_INT(n, (1740 - 210) / 15 + 1);
+    erg_free(clocks);
+    uint64_t e0, e1;
+    uint32_t mw, lo, hi, def, cur;
+    ASSERT_OK(erg_gpu_energy_mj(g, 0, &e0, &err));
+    usleep(30000);
+    ASSERT_OK(erg_gpu_energy_mj(g, 0, &e1, &err));
+    ASSERT(e1 > e0);
+    ASSERT_OK(erg_gpu_power_mw(g, 0, &mw, &err));
+    ASSERT(mw > 60000 && mw < 80000); /* A40 blocking power 70.38 W */
+    ASSERT_OK(erg_gpu_power_limits(g, 0, &lo, &hi, &def, &cur, &err));
+    ASSERT(hi == 300000 && def == 300000 && cur == 300000 && lo == 120000);
+    /* The training-loop client through the daemon. */
+    erg_client *c = NULL;
+    ASSERT_OK(erg_client_new(g, 1, 1, NULL, ERG_CLIENT_NO_SIGNALS, &c, &err));
+    ASSERT_OK(erg_client_set_uniform_clock(c, 1200, &err));
+    ASSERT_OK(erg_client_sync(c, 5, &err));
+    ASSERT_EQ_INT(erg_client_active_clock(c), 1200);
+    ASSERT_OK(erg_gpu_set_power_limit(g, 1, 250000, &err));
+    ASSERT_OK(erg_gpu_power_limits(g, 1, NULL, NULL, NULL, &cur, &err));
+    ASSERT_EQ_INT(cur, 250000);
+    ASSERT_OK(erg_gpu_reset_power_limit(g, 1, &err));
+    ASSERT_OK(erg_client_close(c, &err));
+    /* Daemon-side validation comes back with its message. */
+    ASSERT_EQ_INT(erg_gpu_lock_sm_clocks(g, 0, 1745, 1745, &err), ERG_EINVAL);
+    erg_gpu_close(g);
+    erg_daemon_stop(d);
+    pthread_join(th, NULL);
+    erg_daemon_free(d);
+    ASSERT(access(sock, F_OK) != 0); /* socket removed */
+    /* Daemon gone: a clear error. */
+    ASSERT_EQ_INT(erg_gpu_open(spec, &g, &err), ERG_ENOGPU);
+    ASSERT_CONTAINS(err.msg, "ergond unreachable");
+    erg_gpu_close(sim);
+    unlink(conf);
+    rmdir(dir);
+}
+
+TAP_MAIN(TEST_ENTRY(http_parser_bounds_and_cases), TEST_ENTRY(query_and_gpu_ids),
+         TEST_ENTRY(config_allow_list), TEST_ENTRY(daemon_backend_round_trip))
