@@ -18,7 +18,9 @@ Steps (each prints the command it runs):
   7. the table: iteration time and energy (measured and emulated) and both loss curves.
 Exit status 0 when every check holds: losses bitwise identical step by step, the planned
 run uses less energy, its iteration time is within the slowdown budget (plus --time-tolerance
-for measurement noise), and measurement and emulation agree within 5%.
+for measurement noise), and measurement and emulation agree within 5%; 1 when a check fails;
+3 when the machine was too loaded to measure (more than 5% of the instructions took longer
+on the CPU than on the simulated GPU).
 """
 import argparse
 import glob
@@ -49,6 +51,23 @@ def launch(args, nproc, train_args, timeout):
 
 def load_results(d, S):
     return [json.load(open(os.path.join(d, "result-%d.json" % r))) for r in range(S)]
+
+
+class TooLoaded(Exception):
+    """The CPU could not keep up with the simulated GPU: timings mean nothing."""
+
+
+def check_pace(results, what, limit=0.05):
+    """On the simulated GPU every instruction is held for its simulated time; if the CPU
+    compute of more than `limit` of them took longer (an overloaded machine), the measured
+    times are the machine's, not the model's: stop rather than plan from them."""
+    over = sum(r.get("overruns", 0) for r in results)
+    n = sum(r.get("instructions", 0) for r in results)
+    if n and over > limit * n:
+        raise TooLoaded("%s: %d of %d instructions ran longer on the CPU than on the simulated "
+                        "GPU (load average %.1f on %d CPUs); timings would measure this "
+                        "machine's load, not the clocks" % (what, over, n, os.getloadavg()[0],
+                                                           os.cpu_count() or 1))
 
 
 def iteration_stats(results, skip):
@@ -137,6 +156,9 @@ def main():
               "profiling sweep below takes InstructionProfiler's place", flush=True)
     try:
         return story(a, S, M, common, p, url)
+    except TooLoaded as e:
+        print("\nSTOPPED: %s. Run again on a quieter machine." % e, flush=True)
+        return 3
     finally:
         if server is not None:
             server.send_signal(signal.SIGTERM)
@@ -217,6 +239,7 @@ def story(a, S, M, common, p, url):
     else:
         shutil.copy(p("profile-logs.csv"), p("profile.csv"))
     sweep = load_results(p("sweep"), S)
+    check_pace(sweep, "profiling")
     backend = sweep[0]["gpu"]
     blocking_w = 83.64
     if backend == "sim":
@@ -256,6 +279,7 @@ def story(a, S, M, common, p, url):
                                "--job-file", p("job-frontier.txt"), "--out", p("served")],
                a.timeout)
         served = load_results(p("served"), S)
+        check_pace(served, "served run")
         job2 = open(p("job-frontier.txt")).read().strip()
         st = job_state(url, job2)
         plan = json.load(open(p("plan.json")))
@@ -265,6 +289,8 @@ def story(a, S, M, common, p, url):
               % (job2, st.get("state"), st.get("frontier_choice"),
                  "equal" if same_clocks else "DIFFER FROM"), flush=True)
 
+    check_pace(load_results(p("all-max"), S), "all-max run")
+    check_pace(load_results(p("planned"), S), "planned run")
     print("\n== 6. emulation on the measured profile", flush=True)
     em_max = emulate(a.ergon, p("profile.csv"), p("all-max.json"), blocking_w)
     em_plan = emulate(a.ergon, p("profile.csv"), p("plan.json"), blocking_w)
