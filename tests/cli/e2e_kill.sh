@@ -8,6 +8,8 @@
 # with the clocks of every window coming from a server job, which must end up "aborted".
 source "$(dirname "$0")/e2e_lib.bash"
 [ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || { echo "SKIP: fake NVML not built"; exit 77; }
+# The fake NVML, like the real one, refuses clock changes to non-root processes.
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (the fake NVML refuses clock changes otherwise)"; exit 77; }
 
 S=3 M=4
 export FAKE_NVML_DEVICES=$S
