@@ -388,6 +388,7 @@ def main(argv=None):
     if args.server and gpu is None:
         raise SystemExit("--server needs a GPU back-end (not --gpu none)")
     stage = Stage(args, S, rank, (act, grad), hooks, pacer, recorder)
+    rc = 1
     try:
         if args.server:
             rc = train_server(args, stage, client, gpu, dev, S, M, rank)
@@ -396,10 +397,16 @@ def main(argv=None):
         else:
             rc = train(args, stage, client, gpu, S, M, rank)
     finally:
-        if client is not None:
-            client.close()
-        if gpu is not None:
-            gpu.close()
+        # Close (resets the clocks) on every path; a failure here must not hide the error
+        # that brought us here, and fails an otherwise good run.
+        for obj in (client, gpu):
+            if obj is not None:
+                try:
+                    obj.close()
+                except ergon.ErgonError as e:
+                    print("ergon: closing the %s: %s" % (type(obj).__name__.lower(), e),
+                          file=sys.stderr, flush=True)
+                    rc = 1
     dist.destroy_process_group()
     return rc
 
@@ -460,6 +467,8 @@ def train(args, stage, client, gpu, S, M, rank):
                 print("step %d loss %.6f time %.3f s" % (step, loss, t), flush=True)
             rows.append(row)
             step += 1
+            if step == 1 and client is not None:
+                check_clocks(client)
     res = {"rank": rank, "stages": S, "microbatches": M, "schedule": sched.name,
            "extra_warmup": sched.extra_warmup[:S], "order": order,
            "plan": args.plan, "clock": args.clock, "gpu": gpu.backend if gpu else "none",
@@ -600,6 +609,19 @@ def train_server(args, stage, client, gpu, dev, S, M, rank):
         with open(os.path.join(args.out, "result-%d.json" % rank), "w") as f:
             json.dump(res, f, indent=1)
     return 0
+
+
+def check_clocks(client):
+    """After the first iteration: did the client's clock changes work? (Without privilege
+    NVML refuses them; the client's clock thread records the error.)"""
+    try:
+        client.sync(10.0)
+    except ergon.ErgonError as e:
+        msg = str(e)
+    else:
+        return
+    raise SystemExit("ergon: the GPU clocks could not be changed: %s\n(without root or "
+                     "CAP_SYS_ADMIN, run ergond and use --gpu daemon:SOCKET)" % msg)
 
 
 def client_dev(client, gpu, rank):

@@ -79,6 +79,16 @@ PY
 
 kill_run plan --plan "$tmp/plan.json"
 
+# Without permission to change clocks (FAKE_NVML_DENY, as for a non-root user on real NVML)
+# the run stops after its first iteration with a clear message, not silently at max clocks.
+FAKE_NVML_DENY=1 FAKE_NVML_LOG="$tmp/deny.log" launch $S 60 --microbatches $M --steps 50 \
+  --gpu "nvml:$ERGON_FAKE_NVML" --plan "$tmp/plan.json" >"$tmp/deny.txt" 2>&1
+rc=$?
+[ $rc -ne 0 ] || fail "a run without permission to change clocks succeeded"
+grep -q "the GPU clocks could not be changed: EPERM" "$tmp/deny.txt" || {
+  cat "$tmp/deny.txt"; fail "no clear permission error"; }
+echo "without permission: $(grep -m1 'could not be changed' "$tmp/deny.txt")"
+
 if ! "$ERGON" serve --help >/dev/null 2>&1; then
   echo "note: this build has no \`ergon serve\`: the server part (job marked aborted) is skipped"
   echo "PASS"; exit 0
