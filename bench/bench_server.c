@@ -2,6 +2,7 @@
 #include "ergon/server.h"
 #include "ergon/server_client.h"
 
+#include <curl/curl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@ static double now_s(void)
 }
 
 static int N = 1000, PP = 8, W = 3, H = 5, M = 8;
+static double PACED_RATE = 2000, PACED_S = 3;
 static char url[64], job[512];
 
 typedef struct rank_stats {
@@ -129,6 +131,233 @@ out:
     return NULL;
 }
 
+/* ---- paced phase: a second job whose window-0 schedule is released; one
+ * thread drives N keep-alive connections (libcurl multi) that fetch it at a
+ * fixed total rate. Latency counts from the intended send time (open loop:
+ * a slow answer delays nothing else and is not hidden). ---- */
+static char pjob[512];
+
+static void *paced_setup(void *arg)
+{
+    int r = (int)(intptr_t)arg;
+    erg_srv_client *c = NULL;
+    erg_error err;
+    erg_srv_client_opts o;
+    erg_srv_client_opts_init(&o);
+    o.schedule_wait_s = 60;
+    if (erg_srv_client_new(url, &o, &c, &err))
+        return (void *)1;
+    const char *ps[] = {"forward", "backward"};
+    static const int states[] = {1410, 1200};
+    int *st = NULL;
+    size_t ns;
+    long win;
+    bool done;
+    void *ret = NULL;
+    if (erg_srv_client_register_rank(c, pjob, r, r / PP, r % PP, 0, ps, 2, states, 2, &err) ||
+        erg_srv_client_fetch_schedule(c, pjob, r, &st, &ns, &win, &done, &err) || done)
+        ret = (void *)1;
+    erg_free(st);
+    erg_srv_client_free(c);
+    return ret;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *user)
+{
+    (void)p;
+    (void)user;
+    return size * n;
+}
+
+static int cmp_d(const void *a, const void *b);
+static void report(const char *what, double *v, size_t n);
+
+static int paced_phase(void)
+{
+    CURLM *m = curl_multi_init();
+    CURL **h = calloc((size_t)N, sizeof *h);
+    double *start = calloc((size_t)N, sizeof *start);
+    bool *busy = calloc((size_t)N, sizeof *busy);
+    char *esc = curl_easy_escape(NULL, pjob, 0);
+    for (int r = 0; r < N; r++) {
+        char u[1024];
+        snprintf(u, sizeof u, "%s/v1/jobs/%s/schedule?rank=%d&wait=0", url, esc, r);
+        h[r] = curl_easy_init();
+        curl_easy_setopt(h[r], CURLOPT_URL, u);
+        curl_easy_setopt(h[r], CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(h[r], CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h[r], CURLOPT_PRIVATE, (void *)(intptr_t)r);
+    }
+    curl_free(esc);
+    size_t cap = (size_t)(PACED_RATE * PACED_S) + 16, nl = 0;
+    double *lat = calloc(cap, sizeof *lat);
+    long sent = 0, errors = 0, skipped = 0;
+    int running = 0, rr = 0;
+    double t0 = now_s(), next = t0, end = t0 + PACED_S;
+    for (;;) {
+        double now = now_s();
+        while (now >= next && next < end) {
+            int r = -1;
+            for (int k = 0; k < N && r < 0; k++, rr = (rr + 1) % N)
+                if (!busy[rr])
+                    r = rr;
+            if (r >= 0 && nl + (size_t)sent < cap * 2) {
+                start[r] = next;
+                busy[r] = true;
+                curl_multi_add_handle(m, h[r]);
+                sent++;
+            } else {
+                skipped++;
+            }
+            next += 1.0 / PACED_RATE;
+        }
+        curl_multi_perform(m, &running);
+        CURLMsg *msg;
+        int q;
+        while ((msg = curl_multi_info_read(m, &q))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            void *pv;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &pv);
+            int r = (int)(intptr_t)pv;
+            long code = 0;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+            if (msg->data.result != CURLE_OK || code != 200)
+                errors++;
+            if (nl < cap)
+                lat[nl++] = now_s() - start[r];
+            curl_multi_remove_handle(m, msg->easy_handle);
+            busy[r] = false;
+        }
+        if (next >= end && running == 0)
+            break;
+        double wait_ms = (next - now_s()) * 1000;
+        curl_multi_poll(m, NULL, 0, wait_ms < 0 ? 0 : wait_ms > 10 ? 10 : (int)wait_ms, NULL);
+    }
+    double wall = now_s() - t0;
+    printf("\npaced schedule fetches: %d keep-alive connections, %.0f requests/s offered for "
+           "%.0f s (one client thread, libcurl multi)\n\n",
+           N, PACED_RATE, PACED_S);
+    printf("| %-28s | %6s | %8s | %8s | %8s | %8s |\n", "request", "count", "p50 ms", "p99 ms",
+           "max ms", "mean ms");
+    printf("|------------------------------|--------|----------|----------|----------|----------|\n");
+    if (nl)
+        report("schedule fetch (paced)", lat, nl);
+    printf("\nachieved %.0f requests/s; errors: %ld; not sent (all connections busy): %ld\n",
+           (double)nl / wall, errors, skipped);
+    for (int r = 0; r < N; r++)
+        curl_easy_cleanup(h[r]);
+    curl_multi_cleanup(m);
+    free(h);
+    free(start);
+    free(busy);
+    free(lat);
+    return errors ? 1 : 0;
+}
+
+/* Run every handle of hs[0..n) at once on one multi handle; t_sent[i] gets
+ * the time its request was sent (after its connection was made), t_done[i]
+ * the time its answer was complete. Returns the number of non-200 answers. */
+static int run_all(CURL **hs, int n, double *t_sent, double *t_done)
+{
+    CURLM *m = curl_multi_init();
+    for (int i = 0; i < n; i++) {
+        curl_easy_setopt(hs[i], CURLOPT_PRIVATE, (void *)(intptr_t)i);
+        t_sent[i] = now_s();
+        curl_multi_add_handle(m, hs[i]);
+    }
+    int running = 1, bad = 0;
+    while (running) {
+        curl_multi_perform(m, &running);
+        CURLMsg *msg;
+        int q;
+        while ((msg = curl_multi_info_read(m, &q))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            void *pv;
+            long code = 0;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &pv);
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+            t_done[(intptr_t)pv] = now_s();
+            /* When the request really left: after connecting. */
+            curl_off_t pre = 0;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRETRANSFER_TIME_T, &pre);
+            t_sent[(intptr_t)pv] += (double)pre * 1e-6;
+            bad += msg->data.result != CURLE_OK || code != 200;
+            curl_multi_remove_handle(m, msg->easy_handle);
+        }
+        if (running)
+            curl_multi_poll(m, NULL, 0, 100, NULL);
+    }
+    curl_multi_cleanup(m);
+    return bad;
+}
+
+/* Barriers seen from one event-driven client: every rank reports window w,
+ * then all N schedule requests for window w+1 are sent at once; the
+ * barrier-release latency of a rank is its answer's arrival minus the time
+ * the last request was sent. */
+static int multi_barrier_phase(void)
+{
+    const int rounds = 5;
+    CURL **post = calloc((size_t)N, sizeof *post), **get = calloc((size_t)N, sizeof *get);
+    double *ts = calloc((size_t)N, sizeof(double)), *td = calloc((size_t)N, sizeof(double));
+    double *lat = calloc((size_t)N * rounds, sizeof(double));
+    char *esc = curl_easy_escape(NULL, pjob, 0);
+    int bad = 0;
+    size_t nl = 0;
+    for (int r = 0; r < N; r++) {
+        char u[1024];
+        post[r] = curl_easy_init();
+        get[r] = curl_easy_init();
+        snprintf(u, sizeof u, "%s/v1/jobs/%s/results", url, esc);
+        curl_easy_setopt(post[r], CURLOPT_URL, u);
+        snprintf(u, sizeof u, "%s/v1/jobs/%s/schedule?rank=%d&wait=60", url, esc, r);
+        curl_easy_setopt(get[r], CURLOPT_URL, u);
+        for (int k = 0; k < 2; k++) {
+            CURL *e = k ? get[r] : post[r];
+            curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+            curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+        }
+    }
+    double wall0 = now_s();
+    for (int w = 0; w < rounds && !bad; w++) {
+        for (int r = 0; r < N; r++) {
+            char body[160];
+            snprintf(body, sizeof body,
+                     "{\"rank\":%d,\"window\":%d,\"iter_time\":[1.0],\"iter_energy\":[100.0]}",
+                     r, w);
+            curl_easy_setopt(post[r], CURLOPT_COPYPOSTFIELDS, body);
+        }
+        bad += run_all(post, N, ts, td);
+        bad += run_all(get, N, ts, td);
+        double last = 0;
+        for (int r = 0; r < N; r++)
+            last = fmax(last, ts[r]);
+        for (int r = 0; r < N; r++)
+            lat[nl++] = fmax(0, td[r] - last);
+    }
+    double wall = now_s() - wall0;
+    printf("\nbarriers from one event-driven client (libcurl multi): %d rounds of N results "
+           "then N schedule requests at once, %.2f s\n\n| %-28s | %6s | %8s | %8s | %8s | %8s |\n"
+           "|------------------------------|--------|----------|----------|----------|----------|\n",
+           rounds, wall, "request", "count", "p50 ms", "p99 ms", "max ms", "mean ms");
+    if (nl)
+        report("schedule: barrier release", lat, nl);
+    printf("\nerrors: %d\n", bad);
+    for (int r = 0; r < N; r++) {
+        curl_easy_cleanup(post[r]);
+        curl_easy_cleanup(get[r]);
+    }
+    curl_free(esc);
+    free(post);
+    free(get);
+    free(ts);
+    free(td);
+    free(lat);
+    return bad ? 1 : 0;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -154,20 +383,25 @@ int main(int argc, char **argv)
             W = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--stages") && i + 1 < argc)
             PP = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--paced-rate") && i + 1 < argc)
+            PACED_RATE = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--paced-seconds") && i + 1 < argc)
+            PACED_S = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--ranks N] [--windows W] [--stages S]\n"
+            fprintf(stderr, "usage: %s [--ranks N] [--windows W] [--stages S] [--paced-rate R] "
+                            "[--paced-seconds T]\n"
                             "Load benchmark of ergon's control-plane server on loopback.\n",
                     argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
-    if (N < 1 || PP < 1 || N % PP || W < 1) {
+    if (N < 1 || PP < 1 || N % PP || W < 1 || !(PACED_RATE > 0) || !(PACED_S >= 0)) {
         fprintf(stderr, "--ranks must be a positive multiple of --stages\n");
         return 2;
     }
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)(4 * N + 64)) {
-        rl.rlim_cur = rl.rlim_max < (rlim_t)(4 * N + 64) ? rl.rlim_max : (rlim_t)(4 * N + 64);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)(8 * N + 64)) {
+        rl.rlim_cur = rl.rlim_max < (rlim_t)(8 * N + 64) ? rl.rlim_max : (rlim_t)(8 * N + 64);
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     char dir[] = "/tmp/ergon-bench-server-XXXXXX";
@@ -184,7 +418,7 @@ int main(int argc, char **argv)
     char args[64];
     snprintf(args, sizeof args, "{\"num_iters\": %d}", W);
     o.scheduler_args = args;
-    o.max_connections = (unsigned)(2 * N + 16);
+    o.max_connections = (unsigned)(4 * N + 64);
     erg_server *srv = NULL;
     erg_error err;
     if (erg_server_new(&o, &srv, &err) || erg_server_start(srv, &err)) {
@@ -303,11 +537,35 @@ int main(int argc, char **argv)
     printf("server: results acknowledged %ld (expected %ld)\n", res ? atol(res + 21) : -1L,
            (long)N * W);
     erg_free(m);
+    /* The paced phase: a fresh job of N ranks, barrier once, then paced fetches. */
+    int paced_err = 0;
+    if (PACED_S > 0) {
+        erg_srv_job_desc d2 = {PP, N / PP, 1, N, "bench", "paced", "uniform", 1, 1,
+                               "AllMaxFrequency", "{\"num_iters\": 10}", NULL};
+        char *id2 = NULL;
+        if (erg_srv_client_register_job(c, &d2, &id2, &err)) {
+            fprintf(stderr, "register job: %s\n", err.msg);
+            return 1;
+        }
+        snprintf(pjob, sizeof pjob, "%s", id2);
+        erg_free(id2);
+        for (int r = 0; r < N; r++)
+            pthread_create(&th[r], &attr, paced_setup, (void *)(intptr_t)r);
+        for (int r = 0; r < N; r++) {
+            void *rv;
+            pthread_join(th[r], &rv);
+            paced_err |= rv != NULL;
+        }
+        if (paced_err)
+            fprintf(stderr, "paced phase: a rank failed to register or fetch\n");
+        else
+            paced_err = paced_phase() | multi_barrier_phase();
+    }
     erg_srv_client_free(c);
     erg_server_free(srv);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) {
     }
-    return errors ? 1 : 0;
+    return errors || paced_err ? 1 : 0;
 }

@@ -39,6 +39,7 @@ typedef struct erg_server_opts {
     double connection_timeout_s; /* Idle/slow HTTP connections are closed after this (30). */
     size_t max_body_bytes;       /* Larger request bodies get 413 (default 16 MiB). */
     unsigned max_connections;    /* Concurrent connections (default 4096). */
+    int max_jobs;                /* Jobs held at once; more get 503 (default 1000). */
     bool durable_sync;           /* SQLite synchronous=FULL (power-loss safe) instead of NORMAL. */
     erg_log_fn log;              /* Optional log sink (NULL = no logs). */
     void *log_user;

@@ -3,6 +3,7 @@
 #define ERGON_SERVER_CLIENT_H
 
 #include "ergon/ergon.h"
+#include "ergon/plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -87,6 +88,19 @@ ERG_API erg_status erg_srv_client_end_job(erg_srv_client *c, const char *job_id,
 ERG_API erg_status erg_srv_client_set_straggler(erg_srv_client *c, const char *job_id,
                                                 double slowdown, double deadline_s,
                                                 erg_error *err);
+/* Bridge to the run-time client (client.h): turn a fetched schedule into a
+ * plan for erg_client_set_plan(c, plan, stage). The states of the
+ * "forward" and "backward" entries of pipe_schedule (n entries, as
+ * registered) become stage `stage`'s 2M clocks in execution order (the
+ * order of a plan's stage); other stages stay 0 (unset). sched may be NULL
+ * (1F1B). ERG_EINVAL when the schedule does not have 2 x num_microbatches
+ * compute entries. The caller frees *out with erg_plan_free. */
+ERG_API erg_status erg_srv_schedule_to_plan(const char *const *pipe_schedule,
+                                            const int *power_states, size_t n, int num_stages,
+                                            int num_microbatches, int stage,
+                                            const erg_schedule *sched, erg_plan **out,
+                                            erg_error *err);
+
 /* Any request, with the retry policy (path is sent as given; body may be
  * NULL for GET). *response (erg_free) and *http_status are set when the
  * server answered; the status is ERG_OK for any HTTP answer. */

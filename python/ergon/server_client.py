@@ -138,9 +138,9 @@ class ServerClient:
             raise ServerError(st, err.msg.decode(errors="replace"))
 
     def close(self):
-        if getattr(self, "_h", None):
+        if getattr(self, "_h", None) and _lib is not None:
             _lib.erg_srv_client_free(self._h)
-            self._h = None
+        self._h = None
 
     __del__ = close
 

@@ -523,3 +523,32 @@ erg_status erg_srv_client_request(erg_srv_client *c, const char *method, const c
         erg__buf_free(&resp);
     return st;
 }
+
+erg_status erg_srv_schedule_to_plan(const char *const *pipe_schedule, const int *power_states,
+                                    size_t n, int num_stages, int num_microbatches, int stage,
+                                    const erg_schedule *sched, erg_plan **out, erg_error *err)
+{
+    *out = NULL;
+    if (stage < 0 || stage >= num_stages || num_microbatches < 1)
+        return erg_error_set(err, ERG_EINVAL, "stage %d of %d stages, %d microbatches", stage,
+                             num_stages, num_microbatches);
+    size_t compute = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(pipe_schedule[i], "forward") || !strcmp(pipe_schedule[i], "backward"))
+            compute++;
+    if (compute != (size_t)(2 * num_microbatches))
+        return erg_error_set(err, ERG_EINVAL,
+                             "the schedule has %zu forward/backward entries; a stage of %d "
+                             "microbatches has %d",
+                             compute, num_microbatches, 2 * num_microbatches);
+    erg_plan *p = NULL;
+    erg_status st = erg_plan_new(sched, num_stages, num_microbatches, &p, err);
+    if (st)
+        return st;
+    int *f = erg_plan_stage_freqs(p, stage);
+    for (size_t i = 0, k = 0; i < n; i++)
+        if (!strcmp(pipe_schedule[i], "forward") || !strcmp(pipe_schedule[i], "backward"))
+            f[k++] = power_states[i];
+    *out = p;
+    return ERG_OK;
+}

@@ -72,8 +72,7 @@ typedef struct srv_job {
     int **cur;           /* Per stage: schedule of window n. */
     char **cur_json;     /* Per stage: "[1410, 1410, ...]". */
     json_t **results;    /* Per rank: result of window n (NULL until reported). */
-    srv_result *parsed;  /* Per rank: its numbers, when have_parsed[r]. */
-    bool *have_parsed;
+    srv_result **parsed; /* Per rank: its numbers (NULL until reported). */
     int n_results;
     int tkind;           /* Straggler target: 0 none, 1 slowdown, 2 deadline_s. */
     double tval;
@@ -82,6 +81,7 @@ typedef struct srv_job {
     double baseline_j;   /* Energy per iteration of the last all-max window (0 = none). */
     double energy_j, saved_j;
     int waiters;
+    struct srv_waiter *parked; /* Suspended HTTP schedule requests. */
     pthread_cond_t cond;
     struct srv_job *next;
 } srv_job;
@@ -222,6 +222,8 @@ static erg_status db_save_job_state(erg_server *srv, srv_job *j)
 
 /* ---- jobs ---- */
 
+static void wake_parked(erg_server *srv, srv_job *j);
+
 static void job_free(srv_job *j)
 {
     if (!j)
@@ -234,10 +236,11 @@ static void job_free(srv_job *j)
     for (int r = 0; j->results && r < j->world; r++)
         json_decref(j->results[r]);
     for (int r = 0; j->parsed && r < j->world; r++)
-        if (j->have_parsed[r])
-            srv_result_free(&j->parsed[r]);
+        if (j->parsed[r]) {
+            srv_result_free(j->parsed[r]);
+            erg__free(j->parsed[r]);
+        }
     erg__free(j->parsed);
-    erg__free(j->have_parsed);
     for (int s = 0; s < j->pp; s++) {
         if (j->cur)
             erg__free(j->cur[s]);
@@ -288,6 +291,7 @@ static void job_finish(erg_server *srv, srv_job *j, int state, const char *msg)
     srv_log(srv, state == J_DONE ? ERG_LOG_INFO : ERG_LOG_WARNING, "job_end", j->id, "%s: %s",
             state_names[state], msg ? msg : "");
     pthread_cond_broadcast(&j->cond);
+    wake_parked(srv, j);
 }
 
 static srv_job *job_alloc(const char *id, json_t *info, const char *sched, json_t *args,
@@ -310,11 +314,10 @@ static srv_job *job_alloc(const char *id, json_t *info, const char *sched, json_
     j->ranks = erg__calloc((size_t)j->world, sizeof *j->ranks);
     j->results = erg__calloc((size_t)j->world, sizeof *j->results);
     j->parsed = erg__calloc((size_t)j->world, sizeof *j->parsed);
-    j->have_parsed = erg__calloc((size_t)j->world, sizeof *j->have_parsed);
     j->cur = erg__calloc((size_t)j->pp, sizeof *j->cur);
     j->cur_json = erg__calloc((size_t)j->pp, sizeof *j->cur_json);
     if (!j->id || !j->sched_name || !j->ranks || !j->results || !j->cur || !j->cur_json ||
-        !j->parsed || !j->have_parsed) {
+        !j->parsed) {
         job_free(j);
         return NULL;
     }
@@ -519,9 +522,10 @@ static erg_status complete_window(erg_server *srv, srv_job *j, bool replay, erg_
         goto out;
     }
     for (int r = 0; !st && r < j->world; r++) {
-        if (j->have_parsed[r]) {
-            pr[r] = j->parsed[r]; /* moved */
-            j->have_parsed[r] = false;
+        if (j->parsed[r]) {
+            pr[r] = *j->parsed[r]; /* moved */
+            erg__free(j->parsed[r]);
+            j->parsed[r] = NULL;
         } else {
             st = srv_result_from_json(j->results[r], &pr[r], err);
         }
@@ -693,6 +697,7 @@ static void try_release(erg_server *srv, srv_job *j)
            (long long)j->window);
     srv_log(srv, ERG_LOG_DEBUG, "barrier", j->id, "window %ld released", j->window);
     pthread_cond_broadcast(&j->cond);
+    wake_parked(srv, j);
 }
 
 /* ---- validation of wire objects ---- */
@@ -955,6 +960,16 @@ static void fail(srv_resp *rs, bool v1, int status, const char *fmt, ...)
     respond(rs, status, json_pack("{s:s}", v1 ? "error" : "detail", msg));
 }
 
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* The value of key in a raw query string (percent-decoding; '+' is a space
+ * in queries), truncated to on - 1 bytes. */
 static bool query_get(const char *q, const char *key, char *out, size_t on)
 {
     size_t kl = strlen(key);
@@ -965,15 +980,10 @@ static bool query_get(const char *q, const char *key, char *out, size_t on)
             size_t o = 0;
             for (size_t i = kl + 1; i < len && o + 1 < on; i++) {
                 char c = q[i];
-                if (c == '%' && i + 2 < len + 0 + 1 && i + 2 <= len - 1 + 1) {
-                    char hex[3] = {q[i + 1], q[i + 2], 0};
-                    char *end;
-                    long v = strtol(hex, &end, 16);
-                    if (*end || i + 2 >= len + 1) {
-                        out[o++] = c;
-                        continue;
-                    }
-                    out[o++] = (char)v;
+                int hi, lo;
+                if (c == '%' && i + 2 < len &&
+                    (hi = hexval(q[i + 1])) >= 0 && (lo = hexval(q[i + 2])) >= 0) {
+                    out[o++] = (char)(hi * 16 + lo);
                     i += 2;
                 } else {
                     out[o++] = c == '+' ? ' ' : c;
@@ -1107,6 +1117,16 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
                 goto out;
             }
         }
+    }
+    int held = 0;
+    for (srv_job *o = srv->jobs; o; o = o->next)
+        held++;
+    if (held >= srv->opts.max_jobs) {
+        fail(rs, v1, 503,
+             "the server holds %d jobs (--max-jobs); end or abort some, or wait for idle jobs to "
+             "be evicted",
+             held);
+        goto out;
     }
     /* The Perseus job id: local time + the job's fields + scheduler. */
     char ts[32];
@@ -1315,8 +1335,84 @@ static bool end_reply(srv_job *j, long r, srv_resp *rs, bool v1)
     return false;
 }
 
+/* Answer a schedule request if its answer is known now (ready, ended,
+ * stale, shutting down, or deadline passed); false when it must wait. */
+static bool schedule_try(erg_server *srv, srv_job *j, long r, long w, bool v1, bool expired,
+                         srv_resp *rs)
+{
+    if (srv->stopping) {
+        fail(rs, v1, 503, "the server is shutting down; retry");
+        return true;
+    }
+    if (end_reply(j, r, rs, v1))
+        return true;
+    if (j->state == J_RUNNING && j->window == w && j->released) {
+        schedule_reply(j, r, rs, v1);
+        return true;
+    }
+    if (j->state == J_RUNNING && j->window > w) {
+        fail(rs, v1, 409, "window %ld of job %s is over; rank %ld asked for it late", w, j->id, r);
+        return true;
+    }
+    if (expired) {
+        if (v1)
+            respond(rs, 202, json_pack("{s:i,s:i,s:b,s:b}", "rank", (json_int_t)r, "window",
+                                       (json_int_t)w, "pending", 1, "done", 0));
+        else
+            fail(rs, false, 503, "window %ld of job %s is not ready yet; retry", w, j->id);
+        return true;
+    }
+    return false;
+}
+
+/*
+ * Parked requests. Over HTTP a schedule request that must wait does not
+ * hold a thread: its connection is suspended (libmicrohttpd) and a waiter
+ * is queued on the job. Whatever may answer it (barrier released, job
+ * ended, deadline passed, shutdown) calls wake_parked, which builds every
+ * answer that is now known and resumes those connections. So a barrier of
+ * 1,000 ranks costs 1,000 formatted responses, not 1,000 thread wake-ups.
+ * Suspending happens under the server lock, before the waiter is visible,
+ * so a wake can never overtake its suspend.
+ */
+typedef struct srv_waiter {
+    long rank, window;
+    bool v1;
+    double deadline;
+    void *conn;
+    struct srv_waiter *next;
+} srv_waiter;
+
+static void wake_parked(erg_server *srv, srv_job *j)
+{
+    srv_waiter **pp = &j->parked;
+    double now = srv_now_mono();
+    while (*pp) {
+        srv_waiter *w = *pp;
+        srv_resp r2;
+        memset(&r2, 0, sizeof r2);
+        if (!schedule_try(srv, j, w->rank, w->window, w->v1, now >= w->deadline, &r2)) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        j->waiters--;
+        j->ranks[w->rank].waiting--;
+        j->ranks[w->rank].last_seen = now;
+        j->last_activity = now;
+        if (!r2.body) {
+            r2.status = 500;
+            r2.body = erg__strdup("{\"detail\":\"out of memory\"}");
+            r2.ctype = "application/json";
+        }
+        srv->requests_by_class[r2.status / 100]++;
+        srv->wake(w->conn, r2.status, r2.body, r2.ctype);
+        erg__free(w);
+    }
+}
+
 static void h_schedule(erg_server *srv, const char *id, const char *query, double max_wait,
-                       srv_resp *rs, bool v1)
+                       void *conn, srv_resp *rs, bool v1)
 {
     char buf[32];
     long r;
@@ -1351,36 +1447,33 @@ static void h_schedule(erg_server *srv, const char *id, const char *query, doubl
         w = 0;
     if (rk->asked < w)
         rk->asked = w;
+    rk->last_seen = srv_now_mono();
     try_release(srv, j);
     double deadline = srv_now_mono() + wait;
+    if (schedule_try(srv, j, r, w, v1, wait <= 0, rs))
+        return;
+    if (conn && srv->park && srv->wake) {
+        srv_waiter *wt = erg__calloc(1, sizeof *wt);
+        if (!wt) {
+            fail(rs, v1, 503, "out of memory; retry");
+            return;
+        }
+        *wt = (srv_waiter){r, w, v1, deadline, conn, j->parked};
+        srv->park(conn);
+        j->parked = wt;
+        j->waiters++;
+        rk->waiting++;
+        rs->parked = true;
+        return;
+    }
+    /* Direct calls (erg_server_handle): wait on the job's condition. */
     j->waiters++;
     rk->waiting++;
     for (;;) {
         rk->last_seen = srv_now_mono();
-        if (srv->stopping) {
-            fail(rs, v1, 503, "the server is shutting down; retry");
-            break;
-        }
-        if (end_reply(j, r, rs, v1))
-            break;
-        if (j->state == J_RUNNING && j->window == w && j->released) {
-            schedule_reply(j, r, rs, v1);
-            break;
-        }
-        if (j->state == J_RUNNING && j->window > w) {
-            fail(rs, v1, 409, "window %ld of job %s is over; rank %ld asked for it late", w, j->id,
-                 r);
-            break;
-        }
         double now = srv_now_mono();
-        if (now >= deadline) {
-            if (v1)
-                respond(rs, 202, json_pack("{s:i,s:i,s:b,s:b}", "rank", (json_int_t)r, "window",
-                                           (json_int_t)w, "pending", 1, "done", 0));
-            else
-                fail(rs, false, 503, "window %ld of job %s is not ready yet; retry", w, j->id);
+        if (schedule_try(srv, j, r, w, v1, now >= deadline, rs))
             break;
-        }
         double step = fmin(deadline - now, 1.0);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -1472,8 +1565,11 @@ static void h_result(erg_server *srv, const char *id, const srv_body *b, srv_res
     j->results[r] = res;
     res = NULL;
     /* Keep the numbers: complete_window then need not parse them again. */
-    if (srv_result_copy(&b->parsed, &j->parsed[r]) == ERG_OK)
-        j->have_parsed[r] = true;
+    srv_result *pc = erg__malloc(sizeof *pc);
+    if (pc && srv_result_copy(&b->parsed, pc) == ERG_OK)
+        j->parsed[r] = pc;
+    else
+        erg__free(pc);
     j->n_results++;
     srv->results_total++;
     respond(rs, 200, v1 ? json_pack("{s:i,s:i,s:b}", "rank", (json_int_t)r, "window",
@@ -1666,7 +1762,7 @@ static void h_metrics(erg_server *srv, srv_resp *rs)
 /* ---- routing ---- */
 
 void srv_dispatch(erg_server *srv, const char *method, const char *path, const char *query,
-                  const char *body, size_t len, double max_wait, srv_resp *rs)
+                  const char *body, size_t len, double max_wait, void *conn, srv_resp *rs)
 {
     memset(rs, 0, sizeof *rs);
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
@@ -1710,7 +1806,7 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
             fail(rs, false, 405, "use POST on /register_rank");
     } else if (!strncmp(path, "/schedule/", 10)) {
         if (get)
-            h_schedule(srv, path + 10, query, max_wait, rs, false);
+            h_schedule(srv, path + 10, query, max_wait, conn, rs, false);
         else
             fail(rs, false, 405, "use GET on /schedule/{job_id}");
     } else if (!strncmp(path, "/result/", 8)) {
@@ -1736,7 +1832,7 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
         } else if (!strcmp(act, "ranks") && post) {
             h_register_rank(srv, id, b, rs, true);
         } else if (!strcmp(act, "schedule") && get) {
-            h_schedule(srv, id, query, max_wait, rs, true);
+            h_schedule(srv, id, query, max_wait, conn, rs, true);
         } else if (!strcmp(act, "results") && post) {
             h_result(srv, id, b, rs, true);
         } else if (!strcmp(act, "heartbeat") && post) {
@@ -1756,6 +1852,11 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
         erg__free(id);
     } else {
         fail(rs, v1, 404, "no such endpoint %.200s", path);
+    }
+    if (rs->parked) {
+        pthread_mutex_unlock(&srv->mu);
+        body_free(&pb);
+        return;
     }
     if (!rs->body) {
         rs->status = 500;
@@ -1913,6 +2014,9 @@ erg_status srv_restore(erg_server *srv, erg_error *err)
 void srv_housekeeping(erg_server *srv)
 {
     double now = srv_now_mono();
+    for (srv_job *j = srv->jobs; j; j = j->next)
+        if (j->parked)
+            wake_parked(srv, j); /* deadlines */
     srv_job **pp = &srv->jobs;
     while (*pp) {
         srv_job *j = *pp;
@@ -1932,12 +2036,14 @@ void srv_housekeeping(erg_server *srv)
                 }
             }
         }
-        if (j->waiters == 0 && now - j->last_activity > srv->opts.job_idle_timeout_s) {
-            if (j->state == J_REGISTERING || j->state == J_RUNNING)
-                job_finish(srv, j, J_ABORTED, "evicted after being idle");
+        double idle = now - j->last_activity;
+        if (idle > srv->opts.job_idle_timeout_s &&
+            (j->state == J_REGISTERING || j->state == J_RUNNING))
+            job_finish(srv, j, J_ABORTED, "evicted after being idle"); /* answers parked ones */
+        if (j->waiters == 0 && idle > srv->opts.job_idle_timeout_s) {
             erg_error e;
             db_run(srv, &e, "UPDATE jobs SET evicted=1 WHERE job_id=?", "t", j->id);
-            srv_log(srv, ERG_LOG_INFO, "evict", j->id, "idle for %.0f s", now - j->last_activity);
+            srv_log(srv, ERG_LOG_INFO, "evict", j->id, "idle for %.0f s", idle);
             srv->evicted_total++;
             *pp = j->next;
             job_free(j);
@@ -1958,6 +2064,8 @@ void srv_free_jobs(erg_server *srv)
 
 void srv_wake_all(erg_server *srv)
 {
-    for (srv_job *j = srv->jobs; j; j = j->next)
+    for (srv_job *j = srv->jobs; j; j = j->next) {
         pthread_cond_broadcast(&j->cond);
+        wake_parked(srv, j);
+    }
 }

@@ -27,6 +27,10 @@ struct erg_server {
     pthread_cond_t hk_cond;
     long windows_completed, results_total, evicted_total;
     long requests_by_class[6];
+    /* Set by the HTTP front end: suspend a connection / resume it with an
+     * answer (body ownership passes to wake). Called with mu held. */
+    void (*park)(void *conn);
+    void (*wake)(void *conn, int status, char *body, const char *ctype);
     long hist[4][SRV_HIST_BUCKETS + 1]; /* Handling time by route group and bucket. */
     double hist_sum[4];
 };
@@ -36,13 +40,14 @@ typedef struct srv_resp {
     char *body;          /* erg__malloc'd */
     const char *ctype;
     double waited_s;     /* Time spent waiting at a barrier. */
+    bool parked;         /* The request was suspended; no answer yet. */
 } srv_resp;
 
 double srv_now_mono(void);
 void srv_log(erg_server *srv, erg_log_level lvl, const char *event, const char *job_id,
              const char *fmt, ...) ERG_PRINTF(5, 6);
 void srv_dispatch(erg_server *srv, const char *method, const char *path, const char *query,
-                  const char *body, size_t len, double max_wait, srv_resp *rs);
+                  const char *body, size_t len, double max_wait, void *conn, srv_resp *rs);
 erg_status srv_db_open(erg_server *srv, erg_error *err);
 erg_status srv_restore(erg_server *srv, erg_error *err);
 bool srv_db_has_job(erg_server *srv, const char *id);

@@ -9,6 +9,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
+/* Event threads of the HTTP front end (requests are short; waits do not
+ * hold threads). */
+#define SRV_HTTP_THREADS 4
+
 void erg_server_opts_init(erg_server_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -26,6 +30,7 @@ void erg_server_opts_init(erg_server_opts *o)
     o->connection_timeout_s = 30;
     o->max_body_bytes = 16u << 20;
     o->max_connections = 4096;
+    o->max_jobs = 1000;
 }
 
 static char *dup_or_null(const char *s)
@@ -45,10 +50,10 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
         return erg_error_set(err, ERG_EINVAL, "port %d is not in [0, 65535]", opts->port);
     if (!(opts->job_idle_timeout_s > 0) || opts->rank_timeout_s < 0 ||
         !(opts->connection_timeout_s > 0) || opts->max_body_bytes < 1024 ||
-        opts->max_connections < 1)
+        opts->max_connections < 1 || opts->max_jobs < 1)
         return erg_error_set(err, ERG_EINVAL,
                              "timeouts must be positive (rank timeout >= 0), the body limit at "
-                             "least 1024 bytes and the connection limit at least 1");
+                             "least 1024 bytes and the connection and job limits at least 1");
     if ((unsigned)opts->log_level > ERG_LOG_ERROR)
         return erg_error_set(err, ERG_EINVAL, "unknown log level %d", (int)opts->log_level);
     erg_server *srv = erg__calloc(1, sizeof *srv);
@@ -136,16 +141,39 @@ fail:
 typedef struct conn_ctx {
     erg__buf body;
     bool too_big;
+    struct MHD_Connection *conn;
+    bool resp_ready;      /* A parked request's answer arrived. */
+    int resp_status;
+    char *resp_body;
+    const char *resp_ctype;
 } conn_ctx;
 
+static void park_conn(void *p)
+{
+    conn_ctx *ctx = p;
+    MHD_suspend_connection(ctx->conn);
+}
+
+static void wake_conn(void *p, int status, char *body, const char *ctype)
+{
+    conn_ctx *ctx = p;
+    ctx->resp_status = status;
+    ctx->resp_body = body;
+    ctx->resp_ctype = ctype;
+    ctx->resp_ready = true;
+    MHD_resume_connection(ctx->conn);
+}
+
 static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *ctype,
-                                 const char *text)
+                                 const char *text, bool close)
 {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", ctype);
+    if (close)
+        MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
@@ -180,6 +208,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx = erg__calloc(1, sizeof *ctx);
         if (!ctx)
             return MHD_NO;
+        ctx->conn = c;
         *con_cls = ctx;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         long n;
@@ -192,7 +221,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             srv->requests_by_class[4]++;
             pthread_mutex_unlock(&srv->mu);
             ctx->too_big = true;
-            return send_text(c, 413, "application/json", msg);
+            return send_text(c, 413, "application/json", msg, false);
         }
         return MHD_YES;
     }
@@ -208,6 +237,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    if (ctx->resp_ready) {
+        /* A resumed connection is closed after its answer: with epoll,
+         * libmicrohttpd 0.9.75 may not notice the next request on it
+         * (observed: 30 s stalls until the connection timeout). */
+        enum MHD_Result ret =
+            send_text(c, ctx->resp_status, ctx->resp_ctype, ctx->resp_body, true);
+        erg__free(ctx->resp_body);
+        ctx->resp_body = NULL;
+        ctx->resp_ready = false;
+        return ret;
+    }
     if (ctx->too_big) {
         char msg[128];
         snprintf(msg, sizeof msg, "{\"detail\":\"request body exceeds the limit of %zu bytes\"}",
@@ -215,14 +255,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pthread_mutex_lock(&srv->mu);
         srv->requests_by_class[4]++;
         pthread_mutex_unlock(&srv->mu);
-        return send_text(c, 413, "application/json", msg);
+        return send_text(c, 413, "application/json", msg, false);
     }
     erg__buf q = {0};
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, &q);
     srv_resp rs;
-    srv_dispatch(srv, method, url, q.data, ctx->body.data, ctx->body.len, 1e9, &rs);
+    srv_dispatch(srv, method, url, q.data, ctx->body.data, ctx->body.len, 1e9, ctx, &rs);
     erg__buf_free(&q);
-    enum MHD_Result ret = send_text(c, rs.status, rs.ctype, rs.body);
+    if (rs.parked)
+        return MHD_YES; /* suspended; wake_conn answers later */
+    enum MHD_Result ret = send_text(c, rs.status, rs.ctype, rs.body, false);
     erg__free(rs.body);
     return ret;
 }
@@ -236,6 +278,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn_ctx *ctx = *con_cls;
     if (ctx) {
         erg__buf_free(&ctx->body);
+        erg__free(ctx->resp_body);
         erg__free(ctx);
         *con_cls = NULL;
     }
@@ -287,8 +330,12 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     struct sockaddr_in6 a6;
     struct sockaddr_in a4;
     struct sockaddr *sa;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    /* A small pool of event-driven threads; waiting requests are suspended
+     * connections, not threads (core.c, "Parked requests"). */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    srv->park = park_conn;
+    srv->wake = wake_conn;
     memset(&a4, 0, sizeof a4);
     memset(&a6, 0, sizeof a6);
     if (inet_pton(AF_INET, srv->host, &a4.sin_addr) == 1) {
@@ -309,7 +356,7 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
         flags, (uint16_t)srv->opts.port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, sa,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)ceil(srv->opts.connection_timeout_s), MHD_OPTION_CONNECTION_LIMIT,
-        srv->opts.max_connections, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1u << 20),
+        srv->opts.max_connections, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
     if (!srv->mhd)
@@ -377,7 +424,7 @@ erg_status erg_server_handle(erg_server *srv, const char *method, const char *pa
 {
     srv_resp rs;
     srv_dispatch(srv, method ? method : "", path ? path : "", query, body, len,
-                 max_wait_s > 0 ? max_wait_s : 0, &rs);
+                 max_wait_s > 0 ? max_wait_s : 0, NULL, &rs);
     *http_status = rs.status;
     *resp_body = rs.body;
     *content_type = rs.ctype;

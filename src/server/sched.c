@@ -64,14 +64,17 @@ static const arg_spec arg_specs[] = {
     {K_TWOFREQ, "backward_freq", 'i', true},
     {K_PROFILER, "warmup_step_ratio", 'd', false},
     {K_PROFILER, "minimum_power_state", 'i', false},
+    {K_PROFILER, "energy_from_iterations", 'b', false},
     {K_POINT, "warmup_iters", 'i', false},
     {K_POINT, "solution_path", 's', false},
     {K_POINT, "reverse", 'b', false},
     {K_ZGLOBAL, "eta_knob", 'd', false},
     {K_ZGLOBAL, "warmup_step_ratio", 'd', false},
+    {K_ZGLOBAL, "deploy_optimum", 'b', false},
     {K_ZLOCAL, "eta_knob", 'd', false},
     {K_ZLOCAL, "balanced_phase", 's', false},
     {K_ZLOCAL, "warmup_step_ratio", 'd', false},
+    {K_ZLOCAL, "deploy_optimum", 'b', false},
     {K_FRONTIER, "frontier_dir", 's', true},
     {K_FRONTIER, "warmup_iters", 'i', false},
     {K_FRONTIER, "slowdown", 'd', false},
@@ -213,6 +216,7 @@ struct srv_sched {
     int fwd, bwd;
     /* InstructionProfiler, Zeus */
     double ratio;
+    bool energy_from_iters; /* no energy samples: time x mean iteration power */
     int min_state;
     erg__buf csv;
     /* PointSolution */
@@ -236,6 +240,10 @@ struct srv_sched {
     int zl_stage;      /* 0 warm-up pending, 1 first window at i, 2 inner windows */
     int n_points;
     zl_point *points;
+    /* Zeus: keep running the optimum after the search (deploy_optimum). */
+    bool deploy;
+    bool deploying;
+    int *opt_states; /* per stage */
     /* Frontier */
     erg_frontier *frontier;
     int tkind;
@@ -282,6 +290,7 @@ void srv_sched_free(srv_sched *s)
     erg__free(s->z_power);
     erg__free(s->z_tput);
     erg__free(s->idx);
+    erg__free(s->opt_states);
     erg__free(s->found);
     erg__free(s->prev_d);
     erg__free(s->prev_t);
@@ -432,6 +441,10 @@ erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_c
     s->num_iters = arg_i(args, "num_iters", 1);
     s->ratio = arg_d(args, "warmup_step_ratio", 0.1);
     s->eta = arg_d(args, "eta_knob", 0.5);
+    s->deploy = json_is_true(json_object_get(args, "deploy_optimum"));
+    s->opt_states = erg__calloc((size_t)ctx->num_stages, sizeof(int));
+    if (!s->opt_states)
+        goto oom;
     switch (s->kind) {
     case K_ALLMAX:
         break;
@@ -448,6 +461,7 @@ erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_c
         break;
     case K_PROFILER:
         s->min_state = (int)arg_i(args, "minimum_power_state", 850);
+        s->energy_from_iters = json_is_true(json_object_get(args, "energy_from_iterations"));
         if (!ctx->job_dir) {
             st = erg_error_set(err, ERG_EINVAL,
                                "InstructionProfiler writes its profile into the dump directory: "
@@ -582,6 +596,13 @@ erg_status srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error 
     }
     long k = s->step;
     erg_status st = ERG_OK;
+    if (s->deploying) {
+        for (int stg = 0; stg < c->num_stages; stg++)
+            for (int i = 0; i < c->n_instrs[stg]; i++)
+                s->out[stg][i] = s->opt_states[stg];
+        s->step++;
+        return ERG_OK;
+    }
     switch (s->kind) {
     case K_ALLMAX:
         uniform(s, max_state(s));
@@ -712,6 +733,19 @@ static erg_status profiler_observe(srv_sched *s, const srv_result *r, erg_error 
         for (int kind = SRV_I_FORWARD; kind <= SRV_I_BACKWARD; kind++) {
             double t = srv_series_mean(&r[stg].time_bd[kind], d);
             double e = srv_series_mean(&r[stg].energy_bd[kind], d);
+            if (isnan(e) && s->energy_from_iters && !isnan(t)) {
+                /* Approximation: the instruction draws the iteration's mean
+                 * power (it includes communication and idle time). */
+                double p = 0;
+                int cnt = 0;
+                for (int i = d; i < r[stg].n_iters; i++)
+                    if (r[stg].iter_time_s[i] > 0) {
+                        p += r[stg].iter_energy_j[i] / r[stg].iter_time_s[i];
+                        cnt++;
+                    }
+                if (cnt)
+                    e = t * p / cnt;
+            }
             if (erg__buf_printf(&s->csv, "%d,%s,%d,%s,%s\n", stg, srv_instr_names[kind], state,
                                 erg__fmt_double_py(t, a, sizeof a),
                                 erg__fmt_double_py(e, b, sizeof b)))
@@ -747,7 +781,16 @@ static erg_status zglobal_observe(srv_sched *s, const srv_result *r, erg_error *
     else
         erg_error_set(err, st, "out of memory");
     erg__buf_free(&b);
-    s->done = true;
+    int best = 0;
+    for (int j = 1; j < s->n_cand; j++)
+        if (zeus_cost(s, s->z_tput[j], s->z_power[j]) < zeus_cost(s, s->z_tput[best], s->z_power[best]))
+            best = j;
+    for (int stg = 0; stg < s->ctx->num_stages; stg++)
+        s->opt_states[stg] = s->cand[best];
+    if (s->deploy)
+        s->deploying = true;
+    else
+        s->done = true;
     return st;
 }
 
@@ -787,7 +830,16 @@ static erg_status zlocal_finish(srv_sched *s, erg_error *err)
     else
         erg_error_set(err, st, "out of memory");
     erg__buf_free(&b);
-    s->done = true;
+    if (s->n_points)
+        for (int stg = 0; stg < s->ctx->num_stages; stg++)
+            s->opt_states[stg] = s->points[best].balanced[stg];
+    else
+        for (int stg = 0; stg < s->ctx->num_stages; stg++)
+            s->opt_states[stg] = max_state(s);
+    if (s->deploy)
+        s->deploying = true;
+    else
+        s->done = true;
     return st;
 }
 
@@ -886,6 +938,8 @@ static erg_status zlocal_observe(srv_sched *s, const srv_result *r, erg_error *e
 
 erg_status srv_sched_observe(srv_sched *s, const srv_result *per_stage, erg_error *err)
 {
+    if (s->deploying)
+        return ERG_OK;
     switch (s->kind) {
     case K_ALLMAX:
         if (s->step >= s->num_iters)

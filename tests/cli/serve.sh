@@ -76,4 +76,24 @@ grep -q '"solution_path"' "$d/perseus.json" || fail "perseus.json"
 # Structured logs: one JSON object per line.
 first=$(head -n 1 "$work/log.txt")
 grep -q '^{"ts":' <<<"$first" || fail "log format: $first"
+
+# A rank waiting at a barrier longer than the connection timeout keeps its
+# connection (Perseus clients wait without a timeout of their own).
+kill "$pid"; wait "$pid" 2>/dev/null || true
+"$ERGON" serve --port 0 --db "$work/s2.db" --no-dump --connection-timeout 1 \
+  >"$work/out2.txt" 2>"$work/log2.txt" &
+pid=$!
+for _ in $(seq 50); do grep -q listening "$work/out2.txt" 2>/dev/null && break; sleep 0.1; done
+port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out2.txt")
+u="http://127.0.0.1:$port"
+job=$(curl -sf -X POST "$u/register_job" -d '{"job_id":"","pp_degree":2,"dp_degree":1,"tp_degree":1,"world_size":2,"framework":"m","model_name":"g","partition_method":"c","microbatch_size":1,"num_microbatches":1}')
+job=${job//\"/}
+for r in 0 1; do
+  curl -sf -X POST "$u/register_rank" -d "{\"job_id\":\"$job\",\"rank\":$r,\"dp_rank\":0,\"pp_rank\":$r,\"tp_rank\":0,\"pipe_schedule\":[\"forward\",\"backward\"],\"power_state_range\":[1410]}" >/dev/null
+done
+curl -s "$u/schedule/$job?rank=0" >"$work/w0" & c0=$!
+sleep 2.5
+curl -s "$u/schedule/$job?rank=1" >"$work/w1"
+wait $c0
+grep -q '"power_states":\[1410, 1410\]' "$work/w0" || fail "rank 0 lost its barrier wait: $(cat "$work/w0")"
 echo "ok"

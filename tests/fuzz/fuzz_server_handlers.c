@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * body is replaced by the id of a job the harness registered (2 ranks), so
  * the fuzzer reaches the rank, schedule and result handlers. The server
  * lives across inputs (state accumulates, like a real server) and is
- * rebuilt every 2000 inputs to bound its memory.
+ * rebuilt every 200 inputs to bound its memory.
  */
 static erg_server *srv;
 static char job_id[512];
@@ -29,7 +29,7 @@ static void handle(const char *method, const char *path, const char *query, cons
 
 static void setup(void)
 {
-    if (srv && ++count % 2000)
+    if (srv && ++count % 200)
         return;
     erg_server_free(srv);
     srv = NULL;

@@ -1,6 +1,7 @@
 /* test_server.c: the control-plane server: schedulers, wire parsing, bad input, and multi-process runs (profiling then plans, crash and restart, stragglers) on loopback. */
 #include "tap.h"
 
+#include "ergon/gpu.h"
 #include "ergon/pipeline.h"
 #include "ergon/plan.h"
 #include "ergon/planner.h"
@@ -21,25 +22,43 @@
 #include <arpa/inet.h>
 #include <time.h>
 #include <curl/curl.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+/* Leaks so far in this (forked) test process; tests end with _exit, which
+ * skips LeakSanitizer's exit-time check. */
+#define CHECK_NO_LEAKS() ASSERT_MSG(__lsan_do_recoverable_leak_check() == 0, "memory leaked")
+#else
+#define CHECK_NO_LEAKS() ((void)0)
+#endif
 
 /* ---------------------------------------------------------------------
- * A simulated GPU and training rank (our own simple model, not a real GPU):
- * compute instruction time t(f) = t0 * (1410/f)^0.9 with t0 growing with
- * the stage, power P(f) = 80 + 220 (f/1410)^2.5 W, energy = P t. Loads,
- * P2P and the optimizer step take fixed times at 80 W.
+ * A simulated training rank on the simulated GPU's DVFS model (gpu.h:
+ * erg_sim_eval, an A100 running GPT-3 XL split into S stages): compute
+ * instruction (stage, kind) at clock f takes t and draws P; its energy is
+ * P t. Loads, P2P and the optimizer step take fixed times at 80 W. Time is
+ * simulated: nothing sleeps.
  * --------------------------------------------------------------------- */
-#define FMAX 1410.0
-static double sim_t0(int stage, int kind) /* kind: 0 forward, 1 backward */
+static void sim_eval(int S, int stage, int kind, int f, double *t, double *p)
 {
-    return (kind ? 0.020 : 0.010) * (1 + 0.1 * stage);
+    const erg_sim_gpu_info *g = NULL;
+    erg_sim_work w;
+    erg_error err;
+    ASSERT_OK(erg_sim_gpu_find("a100", &g, &err));
+    ASSERT_OK(erg_sim_model_work("gpt3-xl", S, 0, stage, kind ? ERG_BACKWARD : ERG_FORWARD, &w,
+                                 &err));
+    ASSERT_OK(erg_sim_eval(g, &w, f, t, p, &err));
 }
-static double sim_time(int stage, int kind, int f)
+static double sim_time(int S, int stage, int kind, int f)
 {
-    return sim_t0(stage, kind) * pow(FMAX / f, 0.9);
+    double t, p;
+    sim_eval(S, stage, kind, f, &t, &p);
+    return t;
 }
-static double sim_power(int f)
+static double sim_power(int S, int stage, int kind, int f)
 {
-    return 80 + 220 * pow(f / FMAX, 2.5);
+    double t, p;
+    sim_eval(S, stage, kind, f, &t, &p);
+    return p;
 }
 
 static char tmpdir_[256];
@@ -72,8 +91,8 @@ static int pipe_schedule(int S, int M, int s, const char **out)
     return n;
 }
 
-static const int STATES[] = {1410, 1200, 1000, 800};
-#define NSTATES 4
+static const int STATES[] = {1410, 1320, 1230, 1140, 1050, 960, 870};
+#define NSTATES 7
 
 typedef struct rank_cfg {
     const char *url, *job;
@@ -81,6 +100,7 @@ typedef struct rank_cfg {
     int iters;             /* iterations per window */
     int report_delay_ms;   /* sleep before each report */
     const char *ack_log;   /* append "window\n" per acknowledged report */
+    double slow;           /* this GPU's compute is slower by this factor (0 = 1) */
 } rank_cfg;
 
 /* Run one simulated rank to the end of its job; returns 0 on success. */
@@ -127,10 +147,11 @@ static int run_rank(const rank_cfg *c)
             for (int i = 0; i < n; i++) {
                 int f = states[i];
                 bool fw = !strcmp(ps[i], "forward"), bw = !strcmp(ps[i], "backward");
-                double t = fw || bw ? sim_time(c->pp, bw, f)
+                double slow = c->slow > 0 ? c->slow : 1;
+                double t = fw || bw ? sim_time(c->S, c->pp, bw, f) * slow
                                     : !strcmp(ps[i], "step") ? 0.002
                                                              : 0.0005;
-                double e = (fw || bw ? sim_power(f) : 80.0) * t;
+                double e = (fw || bw ? sim_power(c->S, c->pp, bw, f) : 80.0) * t;
                 T += t;
                 E += e;
             }
@@ -138,8 +159,9 @@ static int run_rank(const rank_cfg *c)
             for (int i = 0; i < n; i++) {
                 bool fw = !strcmp(ps[i], "forward"), bw = !strcmp(ps[i], "backward");
                 if (fw || bw) {
-                    double t = sim_time(c->pp, bw, states[i]);
-                    erg_srv_result_add_sample(res, ps[i], t, t * sim_power(states[i]), &err);
+                    double t = sim_time(c->S, c->pp, bw, states[i]) * (c->slow > 0 ? c->slow : 1);
+                    erg_srv_result_add_sample(res, ps[i], t,
+                                              t * sim_power(c->S, c->pp, bw, states[i]), &err);
                 } else if (!strcmp(ps[i], "load")) {
                     erg_srv_result_add_sample(res, "load", 0.0005, NAN, &err);
                 }
@@ -316,6 +338,26 @@ TEST(expand_follows_spec)
     ASSERT_CONTAINS(err.msg, "3 clocks");
 }
 
+TEST(schedule_to_client_plan)
+{
+    const char *ps[64];
+    int n = pipe_schedule(4, 3, 1, ps), states[64];
+    for (int i = 0; i < n; i++)
+        states[i] = 1000 + i; /* distinct, so the order shows */
+    erg_plan *p = NULL;
+    erg_error err;
+    ASSERT_OK(erg_srv_schedule_to_plan(ps, states, (size_t)n, 4, 3, 1, NULL, &p, &err));
+    const int *f = erg_plan_stage_freqs_const(p, 1);
+    for (int i = 0, k = 0; i < n; i++)
+        if (!strcmp(ps[i], "forward") || !strcmp(ps[i], "backward"))
+            ASSERT_EQ_INT(f[k++], states[i]);
+    ASSERT_EQ_INT(erg_plan_stage_freqs_const(p, 0)[0], 0);
+    erg_plan_free(p);
+    ASSERT_EQ_INT(erg_srv_schedule_to_plan(ps, states, (size_t)n, 4, 2, 1, NULL, &p, &err),
+                  ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "6 forward/backward");
+}
+
 TEST(plan_files_both_literal_formats)
 {
     const char *d = mktmp();
@@ -426,10 +468,10 @@ static void fake_results(srv_result *r, int **sched)
         json_t *o = json_object();
         json_t *it = json_array(), *ie = json_array(), *fw = json_array();
         for (int i = 0; i < 4; i++) {
-            double t = sim_time(s, 0, sched[s][0]) + sim_time(s, 1, sched[s][2]);
+            double t = sim_time(2, s, 0, sched[s][0]) + sim_time(2, s, 1, sched[s][2]);
             json_array_append_new(it, json_real(t));
-            json_array_append_new(ie, json_real(t * sim_power(sched[s][0])));
-            json_array_append_new(fw, json_pack("[f]", sim_time(s, 0, sched[s][0])));
+            json_array_append_new(ie, json_real(t * sim_power(2, s, 0, sched[s][0])));
+            json_array_append_new(fw, json_pack("[f]", sim_time(2, s, 0, sched[s][0])));
         }
         json_object_set_new(o, "iter_time", it);
         json_object_set_new(o, "iter_energy", ie);
@@ -479,16 +521,70 @@ TEST(zeus_global_sweeps_and_ends)
     ASSERT_EQ_INT(w, 4);
     ASSERT_EQ_INT(seen[0][0], 1410);
     ASSERT_EQ_INT(seen[1][0], 1410);
-    ASSERT_EQ_INT(seen[2][1], 1200);
-    ASSERT_EQ_INT(seen[3][0], 1000);
+    ASSERT_EQ_INT(seen[2][1], 1320);
+    ASSERT_EQ_INT(seen[3][0], 1230);
     char p[512];
     snprintf(p, sizeof p, "%s/ZeusGlobalPowerLimit.json", d);
     json_t *v = load_json(p);
     ASSERT_EQ_INT(json_object_size(v), 3);
     double t1410 = json_real_value(json_object_get(json_object_get(v, "1410"), "time"));
     /* time = 1 / throughput = slowest stage's iteration time */
-    ASSERT_NEAR(t1410, sim_time(1, 0, 1410) + sim_time(1, 1, 1410), 1e-12);
+    ASSERT_NEAR(t1410, sim_time(2, 1, 0, 1410) + sim_time(2, 1, 1, 1410), 1e-12);
     json_decref(v);
+}
+
+TEST(zeus_deploy_optimum_keeps_running)
+{
+    fake_job f;
+    fake_init(&f, 4);
+    f.c.job_dir = (char *)mktmp();
+    int seen[64][2];
+    /* warm-up + 3 candidates, then the optimum for ever */
+    int w = run_sched("ZeusGlobalPowerLimit", "{\"deploy_optimum\": true}", &f, 10, seen);
+    ASSERT_EQ_INT(w, 10);
+    for (int k = 4; k < 10; k++) {
+        ASSERT_EQ_INT(seen[k][0], seen[4][0]);
+        ASSERT_EQ_INT(seen[k][1], seen[4][0]);
+    }
+    ASSERT(seen[4][0] == 1410 || seen[4][0] == 1320 || seen[4][0] == 1230);
+    w = run_sched("ZeusLocalPowerState", "{\"deploy_optimum\": true}", &f, 40, seen);
+    ASSERT_EQ_INT(w, 40);
+    ASSERT_EQ_INT(seen[39][0], seen[38][0]);
+    ASSERT_EQ_INT(seen[39][1], seen[38][1]);
+}
+
+TEST(profiler_energy_from_iterations)
+{
+    /* Results without energy samples: nan by default (as Perseus), or time x
+     * the mean iteration power when asked. */
+    fake_job f;
+    fake_init(&f, 2);
+    f.c.mode = SRV_MODE_FREQUENCY;
+    char *d = (char *)mktmp();
+    f.c.job_dir = d;
+    f.c.profile_csv_name = (char *)"p.csv";
+    int seen[8][2];
+    for (int k = 0; k < 2; k++) {
+        ASSERT_EQ_INT(run_sched("InstructionProfiler",
+                                k ? "{\"energy_from_iterations\": true, \"minimum_power_state\": 1300}"
+                                  : "{\"minimum_power_state\": 1300}",
+                                &f, 8, seen),
+                      4);
+        char p[600], *text;
+        size_t len;
+        erg_error err;
+        snprintf(p, sizeof p, "%s/p.csv", d);
+        ASSERT_OK(erg__read_file(p, 1 << 20, &text, &len, &err));
+        /* stage 1 forward at 1320: the fake iteration is F + B at the same
+         * clock with energy t P(F) */
+        double tf = sim_time(2, 1, 0, 1320), tb = sim_time(2, 1, 1, 1320);
+        double pw = ((tf + tb) * sim_power(2, 1, 0, 1320)) / (tf + tb);
+        char want[160], a[40], b[40];
+        snprintf(want, sizeof want, "1,forward,1320,%s,%s\n", erg__fmt_double_py(tf, a, sizeof a),
+                 k ? erg__fmt_double_py(tf * (pw * 3) / 3, b, sizeof b) : "nan");
+        ASSERT_CONTAINS(text, want);
+        erg__free(text);
+    }
 }
 
 TEST(zeus_local_balances_stages)
@@ -526,18 +622,18 @@ TEST(two_frequencies_and_allmax)
     ASSERT_EQ_INT(run_sched("AllMaxFrequency3D", "{\"num_iters\": 3}", &f, 8, seen), 3);
     srv_sched *s = NULL;
     erg_error err;
-    json_t *a = json_pack("{s:i,s:i}", "forward_freq", 1200, "backward_freq", 800);
+    json_t *a = json_pack("{s:i,s:i}", "forward_freq", 1320, "backward_freq", 1140);
     ASSERT_OK(srv_sched_new("TwoFrequencies", a, &f.c, &s, &err));
     int **per;
     bool done;
     ASSERT_OK(srv_sched_next(s, &per, &done, &err));
     ASSERT(!done);
-    ASSERT_EQ_INT(per[0][0], 1200);
-    ASSERT_EQ_INT(per[0][1], 1200); /* p2p inherits the forward clock */
-    ASSERT_EQ_INT(per[0][2], 800);
+    ASSERT_EQ_INT(per[0][0], 1320);
+    ASSERT_EQ_INT(per[0][1], 1320); /* p2p inherits the forward clock */
+    ASSERT_EQ_INT(per[0][2], 1140);
     srv_sched_free(s);
     json_decref(a);
-    a = json_pack("{s:i,s:i}", "forward_freq", 1234, "backward_freq", 800);
+    a = json_pack("{s:i,s:i}", "forward_freq", 1234, "backward_freq", 1140);
     ASSERT_EQ_INT(srv_sched_new("TwoFrequencies", a, &f.c, &s, &err), ERG_EINVAL);
     json_decref(a);
     a = json_pack("{s:i}", "bogus", 1);
@@ -553,11 +649,11 @@ TEST(two_frequencies_and_allmax)
  * Bad input through the request handlers (no sockets).
  * --------------------------------------------------------------------- */
 
-static erg_server *mem_server(const char *sched, const char *args)
+static erg_server *db_server(const char *sched, const char *args, const char *db)
 {
     erg_server_opts o;
     erg_server_opts_init(&o);
-    o.db_path = ":memory:";
+    o.db_path = db;
     o.dump_data = false;
     o.scheduler = sched;
     o.scheduler_args = args;
@@ -566,6 +662,11 @@ static erg_server *mem_server(const char *sched, const char *args)
     erg_error err;
     ASSERT_OK(erg_server_new(&o, &srv, &err));
     return srv;
+}
+
+static erg_server *mem_server(const char *sched, const char *args)
+{
+    return db_server(sched, args, ":memory:");
 }
 
 static int call(erg_server *srv, const char *method, const char *path, const char *query,
@@ -736,6 +837,124 @@ TEST(bad_input_gets_4xx_with_message)
     erg_free(resp);
     free(id);
     erg_server_free(srv);
+    CHECK_NO_LEAKS();
+}
+
+/* Every allocation of a whole job's life (register, ranks, windows,
+ * results, the end) failing in turn: each request still gets an answer
+ * (an error or the normal one) and nothing crashes. */
+TEST(allocation_failures_are_answered)
+{
+    /* n = 1, 2, ...: the n-th allocation of the library (erg__malloc) fails.
+     * A run is clean when every answer is the normal one and the job ends;
+     * a failure may also be absorbed (a cache that is simply not filled), so
+     * stop after 30 clean runs in a row: past the sequence's last
+     * allocation, every run is clean. jansson's own allocations are not
+     * failed: routed through the same hook, jansson 2.14's json_loadb
+     * crashes on a failed allocation (seen under ASan). */
+    const char *ps = "[\"forward\",\"backward\"]";
+    bool clean = false;
+    int clean_streak = 0;
+    long n = 1;
+    for (; n < 20000 && clean_streak < 30; n++) {
+        erg_server *srv = mem_server("AllMaxFrequency", "{\"num_iters\":2}");
+        erg__alloc_fail_after(n);
+        int st, bad = 0;
+        char *resp = NULL;
+        const char *ct;
+        erg_server_handle(srv, "POST", "/register_job", NULL, JOB2, strlen(JOB2), 0, &st, &resp,
+                          &ct);
+        ASSERT(resp && st >= 200 && st < 600);
+        char id[512] = "";
+        if (st == 200) {
+            json_t *v = json_loads(resp, JSON_DECODE_ANY, NULL);
+            if (json_is_string(v))
+                snprintf(id, sizeof id, "%s", json_string_value(v));
+            json_decref(v);
+        } else {
+            bad++;
+        }
+        erg_free(resp);
+        for (int w = 0; w < 2 && id[0]; w++) {
+            for (int r = 0; r < 2; r++) {
+                char body[1024];
+                snprintf(body, sizeof body,
+                         "{\"job_id\":\"%s\",\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,"
+                         "\"tp_rank\":0,\"pipe_schedule\":%s,\"power_state_range\":[1410]}",
+                         id, r, r, ps);
+                resp = NULL;
+                erg_server_handle(srv, "POST", "/register_rank", NULL, body, strlen(body), 0,
+                                  &st, &resp, &ct);
+                ASSERT(resp && st >= 200 && st < 600);
+                bad += st != 200;
+                erg_free(resp);
+            }
+            for (int r = 0; r < 2; r++) {
+                char path[700];
+                snprintf(path, sizeof path, "/schedule/%s", id);
+                resp = NULL;
+                erg_server_handle(srv, "GET", path, r ? "rank=1" : "rank=0", NULL, 0, 0, &st,
+                                  &resp, &ct);
+                ASSERT(resp && st >= 200 && st < 600);
+                bad += st != 200 && !(r == 0 && st == 503); /* rank 0 waits for rank 1 */
+                erg_free(resp);
+            }
+            for (int r = 0; r < 2; r++) {
+                char body[1024], path[700];
+                snprintf(path, sizeof path, "/result/%s", id);
+                snprintf(body, sizeof body,
+                         "{\"rank\":%d,\"iter_time\":[1.0,2.0],\"iter_energy\":[3,4],"
+                         "\"time_breakdown\":{\"forward\":[[0.1],[0.2]]}}",
+                         r);
+                resp = NULL;
+                erg_server_handle(srv, "POST", path, NULL, body, strlen(body), 0, &st, &resp,
+                                  &ct);
+                ASSERT(resp && st >= 200 && st < 600);
+                bad += st != 200;
+                erg_free(resp);
+            }
+        }
+        char path[700];
+        snprintf(path, sizeof path, "/schedule/%s", id);
+        resp = NULL;
+        erg_server_handle(srv, "GET", path, "rank=0", NULL, 0, 0, &st, &resp, &ct);
+        clean = !bad && id[0] && st == 500 && resp && strstr(resp, "[profiling-done]");
+        clean_streak = clean ? clean_streak + 1 : 0;
+        erg_free(resp);
+        erg__alloc_fail_after(0);
+        erg_server_free(srv);
+    }
+    ASSERT_MSG(clean_streak >= 30, "no clean run up to n = %ld", n);
+    CHECK_NO_LEAKS();
+    printf("# %ld allocation failure points exercised\n", n - 31);
+}
+
+TEST(job_limit)
+{
+    erg_server_opts o;
+    erg_server_opts_init(&o);
+    o.db_path = ":memory:";
+    o.dump_data = false;
+    o.max_jobs = 2;
+    erg_server *srv = NULL;
+    erg_error err;
+    ASSERT_OK(erg_server_new(&o, &srv, &err));
+    char *resp;
+    ASSERT_EQ_INT(call(srv, "POST", "/register_job", NULL, JOB2, NULL), 200);
+    ASSERT_EQ_INT(call(srv, "POST", "/register_job", NULL, JOB2, NULL), 200);
+    ASSERT_EQ_INT(call(srv, "POST", "/register_job", NULL, JOB2, &resp), 503);
+    ASSERT_CONTAINS(resp, "--max-jobs");
+    erg_free(resp);
+    /* the two ids differ although registered in the same second */
+    ASSERT_EQ_INT(call(srv, "GET", "/v1/jobs", NULL, NULL, &resp), 200);
+    json_t *v = json_loads(resp, 0, NULL);
+    json_t *jobs = json_object_get(v, "jobs");
+    ASSERT_EQ_INT(json_array_size(jobs), 2);
+    ASSERT(strcmp(json_string_value(json_object_get(json_array_get(jobs, 0), "job_id")),
+                  json_string_value(json_object_get(json_array_get(jobs, 1), "job_id"))));
+    json_decref(v);
+    erg_free(resp);
+    erg_server_free(srv);
 }
 
 TEST(scheduler_errors_reach_ranks)
@@ -868,38 +1087,38 @@ TEST(profile_then_point_solution_8_processes)
                                "{\"minimum_power_state\": 700}", j ? "modelB" : "modelA");
     for (int j = 0; j < 2; j++)
         for (int r = 0; r < S; r++) {
-            rank_cfg rc = {url, jobs[j], r, S, M, r, 0, 0, 4, 0, NULL};
+            rank_cfg rc = {url, jobs[j], r, S, M, r, 0, 0, 4, 0, NULL, 1.0};
             pids[j * S + r] = fork_rank(&rc);
         }
     ASSERT_EQ_INT(wait_all(pids, 8), 0);
-    /* The profile CSV of job 0: 4 states (>= 700 MHz) x 4 stages x F/B. */
+    /* The profile CSV of job 0: 7 states (>= 700 MHz) x 4 stages x F/B. */
     char csv[1024];
     snprintf(csv, sizeof csv, "%s/%s/sim+modelA+uniform+dp1+tp1+pp4+mbs1+nmb4.csv", dump, jobs[0]);
     erg_profile *prof = NULL;
     erg_error err;
     ASSERT_OK(erg_profile_read_csv(csv, &prof, &err));
     ASSERT_EQ_INT(erg_profile_num_stages(prof), S);
-    ASSERT_EQ_INT(erg_profile_num_points(prof, 2, ERG_BACKWARD), 4);
+    ASSERT_EQ_INT(erg_profile_num_points(prof, 2, ERG_BACKWARD), NSTATES);
     erg_profile_free(prof);
     char *text;
     size_t len;
     ASSERT_OK(erg__read_file(csv, 1 << 20, &text, &len, &err));
     ASSERT(!strncmp(text, "stage,instruction,frequency,time,energy\n", 40));
-    /* the measured time of stage 3 backward at 1000 MHz is the model's */
+    /* the measured time of stage 3 backward at 1050 MHz is the model's */
     char want[128], t1[40], e1[40];
     /* mean over iterations 1..3 (the first is dropped) of 4 samples each */
-    double ts = 0, es = 0, t = sim_time(3, 1, 1000);
+    double ts = 0, es = 0, t = sim_time(S, 3, 1, 1050);
     for (int k = 0; k < 12; k++) {
         ts += t;
-        es += t * sim_power(1000);
+        es += t * sim_power(S, 3, 1, 1050);
     }
-    snprintf(want, sizeof want, "3,backward,1000,%s,%s\n",
+    snprintf(want, sizeof want, "3,backward,1050,%s,%s\n",
              erg__fmt_double_py(ts / 12, t1, sizeof t1), erg__fmt_double_py(es / 12, e1, sizeof e1));
     ASSERT_CONTAINS(text, want);
     erg__free(text);
-    /* Windows 0-1 are all-max warm-ups, 2-5 the sweep; the layout is Perseus's. */
+    /* Windows 0-1 are all-max warm-ups, 2-8 the sweep; the layout is Perseus's. */
     char p[1024];
-    for (int w = 0; w < 6; w++) {
+    for (int w = 0; w < 2 + NSTATES; w++) {
         snprintf(p, sizeof p, "%s/%s/%d.sched.json", dump, jobs[1], w);
         json_t *v = load_json(p);
         ASSERT_EQ_INT(json_array_size(v), 4);
@@ -918,7 +1137,7 @@ TEST(profile_then_point_solution_8_processes)
         ASSERT(json_object_get(r3, "time_breakdown") && json_object_get(r3, "energy_breakdown"));
         json_decref(v);
     }
-    snprintf(p, sizeof p, "%s/%s/6.sched.json", dump, jobs[1]);
+    snprintf(p, sizeof p, "%s/%s/%d.sched.json", dump, jobs[1], 2 + NSTATES);
     ASSERT(!exists(p));
     snprintf(p, sizeof p, "%s/%s/perseus.json", dump, jobs[0]);
     json_t *pj = load_json(p);
@@ -957,7 +1176,7 @@ TEST(profile_then_point_solution_8_processes)
         pjobs[j] = register_job(url, S, 1, M, "PointSolution", args, j ? "modelB" : "modelA");
     for (int j = 0; j < 2; j++)
         for (int r = 0; r < S; r++) {
-            rank_cfg rc = {url, pjobs[j], r, S, M, r, 0, 0, 3, 0, NULL};
+            rank_cfg rc = {url, pjobs[j], r, S, M, r, 0, 0, 3, 0, NULL, 1.0};
             pids[j * S + r] = fork_rank(&rc);
         }
     ASSERT_EQ_INT(wait_all(pids, 8), 0);
@@ -1004,7 +1223,7 @@ TEST(profile_then_point_solution_8_processes)
     snprintf(args, sizeof args, "{\"frontier_dir\": \"%s\"}", frontier);
     char *fjob = register_job(url, S, 1, M, "Frontier", args, "modelA");
     for (int r = 0; r < S; r++) {
-        rank_cfg rc = {url, fjob, r, S, M, r, 0, 0, 2, 50, NULL};
+        rank_cfg rc = {url, fjob, r, S, M, r, 0, 0, 2, 50, NULL, 1.0};
         pids[r] = fork_rank(&rc);
     }
     char *fesc = curl_easy_escape(NULL, fjob, 0), fpath[1200];
@@ -1082,6 +1301,59 @@ TEST(profile_then_point_solution_8_processes)
     }
 }
 
+/* Data parallelism (the 3D wrapper): 2 stages x 2 replicas, replica 1 is
+ * 20 % slower; the profile holds, per stage, the max of the replicas' times
+ * and the sum of their energies. */
+TEST(data_parallel_results_are_aggregated_per_stage)
+{
+    const char *d = mktmp();
+    char db[512], dump[512], url[64];
+    snprintf(db, sizeof db, "%s/s.db", d);
+    snprintf(dump, sizeof dump, "%s/dump", d);
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0};
+    int port;
+    pid_t srv = start_server(&c, &port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    const int S = 2, M = 2;
+    char *job = register_job(url, S, 2, M, "InstructionProfiler",
+                             "{\"minimum_power_state\": 1000}", "dp");
+    pid_t pids[4];
+    for (int r = 0; r < 4; r++) {
+        /* Merak's grid: pp varies fastest, so rank = dp * S + pp. */
+        rank_cfg rc = {url, job, r, S, M, r % S, r / S, 0, 3, 0, NULL, r / S ? 1.2 : 1.0};
+        pids[r] = fork_rank(&rc);
+    }
+    ASSERT_EQ_INT(wait_all(pids, 4), 0);
+    stop_server(srv);
+    char csv[1024];
+    snprintf(csv, sizeof csv, "%s/%s/sim+dp+uniform+dp2+tp1+pp2+mbs1+nmb2.csv", dump, job);
+    char *text;
+    size_t len;
+    erg_error err;
+    ASSERT_OK(erg__read_file(csv, 1 << 20, &text, &len, &err));
+    /* stage 1 forward at 1230 MHz: mean over the kept iterations of the
+     * per-sample max (the slow replica) and sum (both replicas) */
+    double t = sim_time(S, 1, 0, 1230), ts = 0, es = 0, pw = sim_power(S, 1, 0, 1230);
+    for (int k = 0; k < 2 * M; k++) { /* 2 kept iterations x M samples */
+        ts += t * 1.2;
+        es += t * pw + t * 1.2 * pw;
+    }
+    char want[160], a[40], b[40];
+    snprintf(want, sizeof want, "1,forward,1230,%s,%s\n", erg__fmt_double_py(ts / (2 * M), a, sizeof a),
+             erg__fmt_double_py(es / (2 * M), b, sizeof b));
+    ASSERT_CONTAINS(text, want);
+    erg__free(text);
+    /* every rank of a stage got the same schedule */
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s/3.sched.json", dump, job);
+    json_t *v = load_json(p);
+    ASSERT_EQ_INT(json_array_size(v), 4);
+    ASSERT(json_equal(json_object_get(json_array_get(v, 1), "power_states"),
+                      json_object_get(json_array_get(v, 3), "power_states")));
+    json_decref(v);
+    erg_free(job);
+}
+
 /* Kill -9 the server while a window is half reported, restart it on the
  * same database: no acknowledged result is lost and the job completes. */
 TEST(crash_and_restart_mid_window)
@@ -1100,41 +1372,49 @@ TEST(crash_and_restart_mid_window)
     pid_t pids[4];
     for (int r = 0; r < S; r++) {
         /* rank 3 reports late, so windows stay half reported for a while */
-        rank_cfg rc = {url, job, r, S, M, r, 0, 0, 2, r == 3 ? 400 : 0, acks};
+        rank_cfg rc = {url, job, r, S, M, r, 0, 0, 2, r == 3 ? 400 : 0, acks, 1.0};
         pids[r] = fork_rank(&rc);
     }
-    /* Wait until window 1 has some but not all results. */
-    erg_srv_client *cl = NULL;
-    erg_error err;
-    ASSERT_OK(erg_srv_client_new(url, NULL, &cl, &err));
+    /* Three times: wait until window k (1, 2, 3) has some but not all of
+     * its results, kill -9 the server, restart it on the same database. */
     char spath[1024];
     char *esc = curl_easy_escape(NULL, job, 0);
     snprintf(spath, sizeof spath, "/v1/jobs/%s", esc);
-    bool killed = false;
-    for (int i = 0; i < 400 && !killed; i++) {
-        int status;
-        char *resp = NULL;
-        ASSERT_OK(erg_srv_client_request(cl, "GET", spath, NULL, &status, &resp, &err));
-        json_t *v = json_loads(resp, 0, NULL);
-        long w = (long)json_integer_value(json_object_get(v, "window"));
-        long nres = (long)json_integer_value(json_object_get(v, "results_in_window"));
-        json_decref(v);
-        erg_free(resp);
-        if (w == 1 && nres >= 1 && nres < S) {
-            kill(srv, SIGKILL);
-            waitpid(srv, NULL, 0);
-            killed = true;
-        } else {
-            usleep(10000);
-        }
-    }
-    erg_srv_client_free(cl);
-    ASSERT_MSG(killed, "never saw a half-reported window");
-    usleep(300000);
     c.port = port;
-    int port2;
-    srv = start_server(&c, &port2);
-    ASSERT_EQ_INT(port2, port);
+    for (long target = 1; target <= 3; target++) {
+        erg_srv_client *cl = NULL;
+        erg_error err;
+        erg_srv_client_opts co;
+        erg_srv_client_opts_init(&co);
+        co.backoff_max_s = 0.2;
+        ASSERT_OK(erg_srv_client_new(url, &co, &cl, &err));
+        bool killed = false;
+        for (int i = 0; i < 1000 && !killed; i++) {
+            int status;
+            char *resp = NULL;
+            ASSERT_OK(erg_srv_client_request(cl, "GET", spath, NULL, &status, &resp, &err));
+            json_t *v = json_loads(resp, 0, NULL);
+            long w = (long)json_integer_value(json_object_get(v, "window"));
+            long nres = (long)json_integer_value(json_object_get(v, "results_in_window"));
+            json_decref(v);
+            erg_free(resp);
+            if (w == target && nres >= 1 && nres < S) {
+                kill(srv, SIGKILL);
+                waitpid(srv, NULL, 0);
+                killed = true;
+            } else {
+                ASSERT_MSG(w <= target, "window %ld passed before the kill in window %ld", w,
+                           target);
+                usleep(5000);
+            }
+        }
+        erg_srv_client_free(cl);
+        ASSERT_MSG(killed, "never saw window %ld half reported", target);
+        usleep(200000);
+        int port2;
+        srv = start_server(&c, &port2);
+        ASSERT_EQ_INT(port2, port);
+    }
     ASSERT_EQ_INT(wait_all(pids, S), 0);
     /* The job finished: 4 windows of 4 results each, all dumped. */
     int status;
@@ -1199,9 +1479,10 @@ TEST(frontier_switches_plan_for_straggler)
         ASSERT_OK(erg_plan_write_py(pl, NULL, p, &err));
         erg_plan_free(pl);
     }
-    char args[800];
+    char args[800], db[700];
     snprintf(args, sizeof args, "{\"frontier_dir\": \"%s\"}", fdir);
-    erg_server *srv = mem_server("Frontier", args);
+    snprintf(db, sizeof db, "%s/state.sqlite", d);
+    erg_server *srv = db_server("Frontier", args, db);
     char *resp;
     char body[2048];
     ASSERT_EQ_INT(call(srv, "POST", "/v1/jobs", NULL,
@@ -1240,6 +1521,12 @@ TEST(frontier_switches_plan_for_straggler)
     snprintf(rp, sizeof rp, "%s/results", base);
     snprintf(stp, sizeof stp, "%s/straggler", base);
     for (int w = 0; w < 5; w++) {
+        if (w == 2 || w == 4) {
+            /* Restart on the same database: the straggler targets of past and
+             * current windows are replayed with the scheduler. */
+            erg_server_free(srv);
+            srv = db_server("Frontier", args, db);
+        }
         for (int r = 0; r < 2; r++) {
             char q[32];
             snprintf(q, sizeof q, "rank=%d", r);
@@ -1312,6 +1599,16 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
     c.idle_s = 0.3;
     srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    /* a rank parked at a barrier of a job that goes idle is told, then the
+     * job is evicted */
+    char *pjob = register_job(url, 2, 1, 1, NULL, NULL, "parked");
+    ASSERT_OK(erg_srv_client_new(url, NULL, &cl, &err));
+    ASSERT_OK(erg_srv_client_register_rank(cl, pjob, 0, 0, 0, 0, ps, 2, STATES, 2, &err));
+    ASSERT_EQ_INT(erg_srv_client_fetch_schedule(cl, pjob, 0, &states, &n, &w, &done, &err),
+                  ERG_ECANCELED);
+    ASSERT_CONTAINS(err.msg, "evicted");
+    erg_srv_client_free(cl);
+    erg_free(pjob);
     job = register_job(url, 2, 1, 1, NULL, NULL, "idle");
     usleep(1500000);
     char path[1024];
@@ -1327,11 +1624,15 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
     stop_server(srv);
 }
 
-TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(plan_files_both_literal_formats),
+TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(schedule_to_client_plan),
+         TEST_ENTRY(plan_files_both_literal_formats),
          TEST_ENTRY(python_json_output_matches_real_dump), TEST_ENTRY(zeus_global_sweeps_and_ends),
-         TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(two_frequencies_and_allmax),
-         TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(scheduler_errors_reach_ranks),
+         TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(zeus_deploy_optimum_keeps_running),
+         TEST_ENTRY(profiler_energy_from_iterations), TEST_ENTRY(two_frequencies_and_allmax),
+         TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(allocation_failures_are_answered),
+         TEST_ENTRY(job_limit), TEST_ENTRY(scheduler_errors_reach_ranks),
          TEST_ENTRY(huge_bodies_and_slow_clients),
          TEST_ENTRY(profile_then_point_solution_8_processes),
+         TEST_ENTRY(data_parallel_results_are_aggregated_per_stage),
          TEST_ENTRY(crash_and_restart_mid_window), TEST_ENTRY(frontier_switches_plan_for_straggler),
          TEST_ENTRY(rank_timeout_aborts_and_idle_jobs_are_evicted))

@@ -31,6 +31,7 @@ static const struct {
     {"--max-body", "ERGON_MAX_BODY", "BYTES", "largest request body (default 16777216)"},
     {"--max-connections", "ERGON_MAX_CONNECTIONS", "N", "concurrent connections (default 4096)"},
     {"--durable", "ERGON_DURABLE", "", "SQLite synchronous=FULL: survive power loss, not only crashes"},
+    {"--max-jobs", "ERGON_MAX_JOBS", "N", "jobs held at once; more registrations get 503 (default 1000)"},
 };
 
 static void serve_help(void)
@@ -174,6 +175,11 @@ int cmd_serve(int argc, char **argv)
             return CLI_USAGE;
         o.max_connections = (unsigned)lv;
     }
+    if (val[15]) {
+        if (!cli_parse_int("serve", "--max-jobs", val[15], 1, 1000000, &lv))
+            return CLI_USAGE;
+        o.max_jobs = (int)lv;
+    }
     o.durable_sync = durable;
     o.log = log_line;
 
@@ -191,7 +197,9 @@ int cmd_serve(int argc, char **argv)
         erg_server_free(srv);
         return cli_report("serve", &err);
     }
-    printf("ergon serve: listening on http://%s:%d\n", o.host, erg_server_port(srv));
+    bool v6 = strchr(o.host, ':') != NULL;
+    printf("ergon serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", o.host, v6 ? "]" : "",
+           erg_server_port(srv));
     fflush(stdout);
     int sig = 0;
     sigwait(&set, &sig);
