@@ -4,23 +4,38 @@
 DEB_PACKAGES := build-essential cmake pkg-config clang libclang-rt-14-dev \
   libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 \
   libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3
+# PyTorch (CPU, gloo) for the end-to-end example (examples/pytorch_pipeline); only
+# `make e2e` and `make test-e2e` install it, so `make test` stays light (the e2e tests
+# skip without it).
+E2E_PACKAGES := python3-torch python3-torchvision
+E2E_PYTHON := /usr/bin/python3
+E2E_OUT ?= e2e-out
+E2E_ARGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 
-.PHONY: all deps build build-asan demo test test-release test-asan fuzz bench e2e format clean
+.PHONY: all deps e2e-deps build build-asan demo test test-release test-asan test-e2e fuzz bench e2e format clean
 
 all: build
 
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# $(call install_missing,PACKAGES): apt-get install the ones not installed yet.
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(DEB_PACKAGES))
+
+e2e-deps: deps
+	$(call install_missing,$(E2E_PACKAGES))
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -42,6 +57,15 @@ test-asan: build-asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ERGON_SANITIZED=1 ctest --output-on-failure -j $(JOBS)
 
+# The whole story with a real PyTorch job (docs/e2e.md): profile, plan, choose, train
+# at all-max and with the plan, compare. No GPU needed (simulated GPU).
+e2e: build e2e-deps
+	$(E2E_PYTHON) examples/pytorch_pipeline/run_e2e.py --ergon $(BUILD)/ergon --out $(E2E_OUT) $(E2E_ARGS)
+
+# Only the end-to-end tests (tests/cli/e2e_*.sh), with PyTorch installed.
+test-e2e: build e2e-deps
+	cd $(BUILD) && ctest --output-on-failure -R 'cli/e2e_'
+
 # Every parser has a libFuzzer target; CI runs each briefly (FUZZ_SECONDS).
 FUZZ_SECONDS ?= 15
 fuzz: deps
@@ -56,4 +80,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz $(E2E_OUT)

@@ -19,7 +19,8 @@ import ctypes.util
 import os
 
 __all__ = ["ErgonError", "Gpu", "Client", "FORWARD", "BACKWARD", "load_library",
-           "version", "profile_from_logs", "sim_profile"]
+           "version", "profile_from_logs", "sim_profile", "Schedule", "schedule_order",
+           "plan_schedule", "SCHED_1F1B", "SCHED_GPIPE", "SCHED_ENVPIPE"]
 
 FORWARD = 0
 BACKWARD = 1
@@ -31,6 +32,13 @@ _STATUS_NAMES = {0: "OK", 1: "EINVAL", 2: "EPARSE", 3: "EIO", 4: "ENOMEM", 5: "E
                  6: "ENOTFOUND", 7: "EPERM", 8: "ESTATE", 9: "ENUMERIC", 10: "ENOGPU",
                  11: "ENET", 12: "EDB", 13: "ETIMEOUT", 14: "ECANCELED", 15: "EEXIST",
                  16: "EINTERNAL"}
+
+#: Schedule kinds (erg_schedule_kind in pipeline.h).
+SCHED_1F1B = 0
+SCHED_GPIPE = 1
+SCHED_ENVPIPE = 2
+#: ERG_SCHED_MAX_STAGES: stages whose extra warm-up an EnvPipe schedule carries.
+SCHED_MAX_STAGES = 64
 
 CLIENT_NO_SIGNALS = 1
 CLIENT_NO_WATCHDOG = 2
@@ -49,6 +57,15 @@ class ErgonError(Exception):
 
 class _Error(ctypes.Structure):
     _fields_ = [("status", ctypes.c_int), ("msg", ctypes.c_char * 512)]
+
+
+class _Schedule(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("max_inflight", ctypes.c_int),
+                ("extra_warmup", ctypes.c_int * SCHED_MAX_STAGES)]
+
+
+class _Instr(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("microbatch", ctypes.c_int)]
 
 
 _lib = None
@@ -122,6 +139,15 @@ def _declare(lib):
         "erg_profile_write_csv": (I, [P, S, E]),
         "erg_profile_free": (None, [P]),
         "erg_profile_num_stages": (I, [P]),
+        "erg_schedule_parse": (I, [S, ctypes.POINTER(I), E]),
+        "erg_schedule_name": (S, [I]),
+        "erg_schedule_stage_order": (I, [ctypes.POINTER(_Schedule), I, I, I,
+                                         ctypes.POINTER(_Instr), E]),
+        "erg_plan_read": (I, [S, ctypes.POINTER(_Schedule), ctypes.POINTER(P), E]),
+        "erg_plan_free": (None, [P]),
+        "erg_plan_schedule": (_Schedule, [P]),
+        "erg_plan_num_stages": (I, [P]),
+        "erg_plan_num_microbatches": (I, [P]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
@@ -347,6 +373,78 @@ class Client:
             self.close()
         except Exception:
             pass
+
+
+class Schedule:
+    """A pipeline schedule (erg_schedule): kind "1f1b", "gpipe" or "ours"/"envpipe",
+    EnvPipe's extra warm-up forwards r_s per stage and its in-flight cap."""
+
+    def __init__(self, kind="1f1b", extra_warmup=(), max_inflight=0):
+        lib = load_library()
+        if isinstance(kind, str):
+            k = ctypes.c_int()
+            err = _Error()
+            _check(lib.erg_schedule_parse(kind.encode(), ctypes.byref(k), ctypes.byref(err)), err)
+            kind = k.value
+        if len(extra_warmup) > SCHED_MAX_STAGES:
+            raise ErgonError(1, "at most %d extra warm-up values" % SCHED_MAX_STAGES)
+        self.kind = int(kind)
+        self.extra_warmup = [int(r) for r in extra_warmup]
+        self.max_inflight = int(max_inflight)
+
+    @property
+    def name(self):
+        return load_library().erg_schedule_name(self.kind).decode()
+
+    def _struct(self):
+        st = _Schedule()
+        st.kind = self.kind
+        st.max_inflight = self.max_inflight
+        for i, r in enumerate(self.extra_warmup):
+            st.extra_warmup[i] = r
+        return st
+
+    def stage_order(self, num_stages, num_microbatches, stage):
+        """This stage's instructions in execution order: a list of 2*M
+        (kind, microbatch) pairs, kind FORWARD or BACKWARD."""
+        return schedule_order(self, num_stages, num_microbatches, stage)
+
+    def __repr__(self):
+        r = self.extra_warmup if any(self.extra_warmup) else []
+        return "Schedule(%r, extra_warmup=%r, max_inflight=%d)" % (self.name, r, self.max_inflight)
+
+
+def schedule_order(schedule, num_stages, num_microbatches, stage):
+    """erg_schedule_stage_order: the execution order of `stage` (0-based) as a list
+    of (kind, microbatch) pairs. `schedule` is a Schedule or a kind name."""
+    lib = load_library()
+    if not isinstance(schedule, Schedule):
+        schedule = Schedule(schedule)
+    if num_microbatches < 1 or num_microbatches > (1 << 24):
+        raise ErgonError(1, "number of microbatches out of range: %d" % num_microbatches)
+    st = schedule._struct()
+    out = (_Instr * (2 * num_microbatches))()
+    err = _Error()
+    _check(lib.erg_schedule_stage_order(ctypes.byref(st), num_stages, num_microbatches, stage,
+                                        out, ctypes.byref(err)), err)
+    return [(i.kind, i.microbatch) for i in out]
+
+
+def plan_schedule(path):
+    """Read a plan file and return (Schedule, num_stages, num_microbatches): the
+    order the plan was made for (a .py plan names none: 1F1B)."""
+    lib = load_library()
+    p = ctypes.c_void_p()
+    err = _Error()
+    _check(lib.erg_plan_read(os.fspath(path).encode(), None, ctypes.byref(p), ctypes.byref(err)),
+           err)
+    try:
+        st = lib.erg_plan_schedule(p)
+        S = lib.erg_plan_num_stages(p)
+        sched = Schedule(st.kind, list(st.extra_warmup)[:max(S, 0)], st.max_inflight)
+        return sched, S, lib.erg_plan_num_microbatches(p)
+    finally:
+        lib.erg_plan_free(p)
 
 
 def profile_from_logs(log_dir, out_csv, num_stages=0):

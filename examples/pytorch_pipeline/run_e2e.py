@@ -1,0 +1,372 @@
+#!/usr/bin/python3
+"""run_e2e.py: the whole story of `make e2e` on one machine: profile the training job under
+ergon, build the stage profile, plan the Perseus frontier, choose the plan for a 1% slowdown
+budget, train with all-max clocks and with the plan, and compare.
+
+    python3 run_e2e.py [--ergon build/ergon] [--out e2e-out] [--stages 4] [--microbatches 8]
+
+Steps (each prints the command it runs):
+  0. control plane: `ergon serve` when this build has it (see docs/e2e.md), else the client
+     runs in local mode and the sweep below plays InstructionProfiler's part;
+  1. profiling sweep: the trainer runs a few iterations at each clock of --sweep, the ergon
+     client logs every instruction with the clock that was active (client logs);
+  2. `ergon profile logs` -> profile.csv;
+  3. `ergon plan perseus` -> frontier/;
+  4. `ergon choose --slowdown 1.01` -> plan.json;
+  5. train at all-max clocks, then with plan.json (same seed, same data);
+  6. `ergon emulate` of both plans on the measured profile;
+  7. the table: iteration time and energy (measured and emulated) and both loss curves.
+Exit status 0 when every check holds: losses bitwise identical step by step, the planned
+run uses less energy, its iteration time is within the slowdown budget (plus --time-tolerance
+for measurement noise), and measurement and emulation agree within 5%; 1 when a check fails;
+3 when the machine was too loaded to measure (more than 5% of the instructions took longer
+on the CPU than on the simulated GPU).
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PY = sys.executable
+
+
+def run(cmd, **kw):
+    print("$ " + " ".join(cmd), flush=True)
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def launch(args, nproc, train_args, timeout):
+    cmd = [PY, os.path.join(HERE, "launch.py"), "--nproc", str(nproc), "--timeout", str(timeout),
+           "--", os.path.join(HERE, "train.py")] + train_args
+    run(cmd)
+
+
+def load_results(d, S):
+    return [json.load(open(os.path.join(d, "result-%d.json" % r))) for r in range(S)]
+
+
+class TooLoaded(Exception):
+    """The CPU could not keep up with the simulated GPU: timings mean nothing."""
+
+
+def check_pace(results, what, limit=0.05):
+    """On the simulated GPU every instruction is held for its simulated time; if the CPU
+    compute of more than `limit` of them took longer (an overloaded machine), the measured
+    times are the machine's, not the model's: stop rather than plan from them."""
+    over = sum(r.get("overruns", 0) for r in results)
+    n = sum(r.get("instructions", 0) for r in results)
+    if n and over > limit * n:
+        raise TooLoaded("%s: %d of %d instructions ran longer on the CPU than on the simulated "
+                        "GPU (load average %.1f on %d CPUs); timings would measure this "
+                        "machine's load, not the clocks" % (what, over, n, os.getloadavg()[0],
+                                                           os.cpu_count() or 1))
+
+
+def iteration_stats(results, skip):
+    """Per step: time = slowest rank, energy = sum over ranks. Returns the minimum and the
+    mean of time and energy over the steps after `skip`, and the last rank's losses. The
+    minimum is what the checks use: on a shared machine other processes can only add time
+    (and idle energy) to a step, never remove it."""
+    n = len(results[0]["steps"])
+    times = [max(r["steps"][i]["time_s"] for r in results) for i in range(n)]
+    energies = [sum(r["steps"][i]["energy_j"] for r in results) for i in range(n)]
+    k = min(skip, n - 1)
+    t, e = times[k:], energies[k:]
+    return (min(t), min(e), sum(t) / len(t), sum(e) / len(e),
+            [(s["loss"], s["loss_hex"]) for s in results[-1]["steps"]])
+
+
+def all_max_plan(plan_path, profile_csv, out_path):
+    """The all-max plan for the chosen plan's pipeline: every instruction at its stage's
+    highest profiled clock."""
+    top = {}
+    with open(profile_csv) as f:
+        next(f)
+        for line in f:
+            st, _, fr = line.split(",")[:3]
+            top[int(st)] = max(top.get(int(st), 0), int(fr))
+    plan = json.load(open(plan_path))
+    plan["method"] = "all-max"
+    for st in plan["stages"]:
+        st["freq_mhz"] = [top[st["stage"]]] * len(st["freq_mhz"])
+    for k in ("time_s", "energy_j"):
+        plan.pop(k, None)
+    json.dump(plan, open(out_path, "w"), indent=1)
+
+
+def emulate(ergon, profile, plan, blocking_w):
+    out = subprocess.run([ergon, "emulate", "--profile", profile, "--plan", plan,
+                          "--blocking-power", str(blocking_w), "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    d = json.loads(out)
+    return d["time_s"], d["energy_j"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ergon", default=os.path.join(ROOT, "build", "ergon"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "e2e-out"))
+    ap.add_argument("--model", default="llama", choices=["llama", "resnet"])
+    ap.add_argument("--stages", type=int, default=4)
+    ap.add_argument("--microbatches", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=6, help="iterations of each training run")
+    ap.add_argument("--sweep", default="1410:1050:60", help="profiling clocks HI:LO:STEP")
+    ap.add_argument("--window-steps", type=int, default=2)
+    ap.add_argument("--sim-gpu", default="a100")
+    ap.add_argument("--sim-model", default="gpt3-2.7b")
+    ap.add_argument("--gpu", default="auto")
+    ap.add_argument("--slowdown", type=float, default=1.01)
+    ap.add_argument("--time-tolerance", type=float, default=0.01,
+                    help="measurement noise allowed on top of the slowdown budget")
+    ap.add_argument("--timeout", type=float, default=300, help="per training run, seconds")
+    ap.add_argument("--no-server", action="store_true",
+                    help="do not use `ergon serve` even when this build has it (local mode)")
+    a = ap.parse_args()
+
+    S, M = a.stages, a.microbatches
+    if os.path.isdir(a.out):
+        shutil.rmtree(a.out)
+    os.makedirs(a.out)
+    env_lib = os.path.join(os.path.dirname(os.path.abspath(a.ergon)), "libergon.so.0")
+    if os.path.exists(env_lib):
+        os.environ["ERGON_LIBRARY"] = env_lib
+    common = ["--model", a.model, "--microbatches", str(M), "--gpu", a.gpu,
+              "--sim-gpu", a.sim_gpu, "--sim-model", a.sim_model]
+    p = lambda *x: os.path.join(a.out, *x)  # noqa: E731
+
+    print("== 0. control plane", flush=True)
+    server, url = None, None
+    has_serve = subprocess.run([a.ergon, "serve", "--help"], capture_output=True).returncode == 0
+    if has_serve and not a.no_server:
+        server, url = start_server(a.ergon, p)
+        print("ergon serve: %s (InstructionProfiler, dumps in %s)" % (url, p("dump")), flush=True)
+    elif has_serve:
+        print("--no-server: the client runs in local mode and the profiling sweep below takes "
+              "InstructionProfiler's place", flush=True)
+    else:
+        print("`ergon serve` is not in this build: the client runs in local mode and the "
+              "profiling sweep below takes InstructionProfiler's place", flush=True)
+    try:
+        return story(a, S, M, common, p, url)
+    except TooLoaded as e:
+        print("\nSTOPPED: %s. Run again on a quieter machine." % e, flush=True)
+        return 3
+    finally:
+        if server is not None:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+
+def start_server(ergon, p):
+    srv = subprocess.Popen([ergon, "serve", "--port", "0", "--db", p("server.sqlite"),
+                            "--dump", p("dump"), "--scheduler", "InstructionProfiler",
+                            "--mode", "frequency", "--rank-timeout", "300"],
+                           stdout=subprocess.PIPE, stderr=open(p("server.log"), "w"), text=True)
+    line = srv.stdout.readline()
+    if "listening on " not in line:
+        srv.kill()
+        raise SystemExit("ergon serve did not start: %r (see %s)" % (line, p("server.log")))
+    return srv, line.split("listening on ")[1].strip()
+
+
+def job_state(url, job):
+    with urllib.request.urlopen("%s/v1/jobs/%s" % (url, urllib.parse.quote(job, safe="")),
+                                timeout=10) as r:
+        return json.load(r)
+
+
+def compare_profiles(a_csv, b_csv):
+    """Largest relative difference of time and of energy between two profiles' common rows."""
+    def rows(path):
+        out = {}
+        with open(path) as f:
+            next(f)
+            for line in f:
+                st, ins, fr, t, e = line.strip().split(",")[:5]
+                out[(int(st), ins, int(fr))] = (float(t), float(e))
+        return out
+    x, y = rows(a_csv), rows(b_csv)
+    common = set(x) & set(y)
+    dt = max((abs(x[k][0] / y[k][0] - 1) for k in common), default=float("nan"))
+    de = max((abs(x[k][1] / y[k][1] - 1) for k in common), default=float("nan"))
+    return len(common), dt, de
+
+
+def story(a, S, M, common, p, url):
+    hi, lo, _ = (int(x) for x in a.sweep.split(":"))
+    if url:
+        print("\n== 1. profiling: InstructionProfiler job on the server (clocks %s, 2 warm-up "
+              "windows, %d iterations per window)" % (a.sweep, a.window_steps), flush=True)
+        launch(a, S, common + ["--server", url, "--scheduler", "InstructionProfiler",
+                               "--scheduler-args", json.dumps({"minimum_power_state": lo}),
+                               "--power-states", a.sweep, "--window-steps", str(a.window_steps),
+                               "--log-dir", p("logs"), "--out", p("sweep"),
+                               "--job-file", p("job.txt")], a.timeout * 3)
+    else:
+        print("\n== 1. profiling sweep (clocks %s, %d+1 iterations each)"
+              % (a.sweep, a.window_steps), flush=True)
+        launch(a, S, common + ["--sweep", a.sweep, "--window-steps", str(a.window_steps),
+                               "--log-dir", p("logs"), "--out", p("sweep")], a.timeout * 3)
+
+    print("\n== 2. stage profile", flush=True)
+    run([a.ergon, "profile", "logs", p("logs"), "-o", p("profile-logs.csv")])
+    job = None
+    if url:
+        job = open(p("job.txt")).read().strip()
+        csvs = glob.glob(os.path.join(p("dump"), glob.escape(job), "*.csv"))
+        if len(csvs) != 1:
+            raise SystemExit("expected one InstructionProfiler CSV in %s, found %s"
+                             % (p("dump", job), csvs))
+        shutil.copy(csvs[0], p("profile.csv"))
+        n, dt, de = compare_profiles(p("profile.csv"), p("profile-logs.csv"))
+        print("profile.csv = the server's InstructionProfiler output (%s)" % csvs[0])
+        print("cross-check with `ergon profile logs` on the client logs: %d common rows, "
+              "largest difference %.1f%% in time, %.1f%% in energy" % (n, 100 * dt, 100 * de))
+        st = job_state(url, job)
+        print("server: job %s is %s after %s windows" % (job, st.get("state"), st.get("window")))
+    else:
+        shutil.copy(p("profile-logs.csv"), p("profile.csv"))
+    sweep = load_results(p("sweep"), S)
+    check_pace(sweep, "profiling")
+    backend = sweep[0]["gpu"]
+    blocking_w = 83.64
+    if backend == "sim":
+        info = subprocess.run([a.ergon, "profile", "sim", "--info", "--gpu", a.sim_gpu],
+                              capture_output=True, text=True).stdout
+        for line in info.splitlines():
+            if "blocking" in line.lower():
+                nums = [w for w in line.replace("W", " ").split() if _isfloat(w)]
+                if nums:
+                    blocking_w = float(nums[-1])
+    print("blocking power: %.2f W" % blocking_w)
+
+    print("\n== 3. Perseus frontier", flush=True)
+    run([a.ergon, "plan", "perseus", "--profile", p("profile.csv"), "--stages", str(S),
+         "--microbatches", str(M), "--blocking-power", str(blocking_w), "--out", p("frontier"),
+         "--formats", "csv,json"])
+
+    print("\n== 4. plan for a %.0f%% slowdown budget" % ((a.slowdown - 1) * 100), flush=True)
+    run([a.ergon, "choose", "--frontier", p("frontier"), "--slowdown", str(a.slowdown),
+         "--out", p("plan.json")])
+    all_max_plan(p("plan.json"), p("profile.csv"), p("all-max.json"))
+
+    print("\n== 5. training: all-max clocks, then the plan", flush=True)
+    launch(a, S, common + ["--steps", str(a.steps), "--clock", "max", "--out", p("all-max")],
+           a.timeout)
+    launch(a, S, common + ["--steps", str(a.steps), "--plan", p("plan.json"),
+                           "--out", p("planned")], a.timeout)
+
+    served = None
+    if url:
+        print("\n== 5b. the same choice served: a Frontier job (slowdown %.2f) on the server, "
+              "one window of %d iterations" % (a.slowdown, a.steps), flush=True)
+        launch(a, S, common + ["--server", url, "--scheduler", "Frontier", "--scheduler-args",
+                               json.dumps({"frontier_dir": os.path.abspath(p("frontier")),
+                                           "slowdown": a.slowdown}),
+                               "--window-steps", str(a.steps), "--max-windows", "1",
+                               "--job-file", p("job-frontier.txt"), "--out", p("served")],
+               a.timeout)
+        served = load_results(p("served"), S)
+        check_pace(served, "served run")
+        job2 = open(p("job-frontier.txt")).read().strip()
+        st = job_state(url, job2)
+        plan = json.load(open(p("plan.json")))
+        same_clocks = all(r["power_states"][0] == plan["stages"][i]["freq_mhz"]
+                          for i, r in enumerate(served))
+        print("server: job %s is %s; Frontier choice %s; its clocks %s plan.json's"
+              % (job2, st.get("state"), st.get("frontier_choice"),
+                 "equal" if same_clocks else "DIFFER FROM"), flush=True)
+
+    check_pace(load_results(p("all-max"), S), "all-max run")
+    check_pace(load_results(p("planned"), S), "planned run")
+    print("\n== 6. emulation on the measured profile", flush=True)
+    em_max = emulate(a.ergon, p("profile.csv"), p("all-max.json"), blocking_w)
+    em_plan = emulate(a.ergon, p("profile.csv"), p("plan.json"), blocking_w)
+
+    t_max, e_max, tm_max, em_max_mean, loss_max = iteration_stats(load_results(p("all-max"), S), 1)
+    t_plan, e_plan, tm_plan, em_plan_mean, loss_plan = iteration_stats(
+        load_results(p("planned"), S), 1)
+    over = sum(r["overruns"] for r in load_results(p("planned"), S) + load_results(p("all-max"), S))
+
+    print("\n== 7. results: %s, S=%d, M=%d, GPU back-end %s%s" % (
+        a.model, S, M, backend,
+        " (simulated %s %s: clocks change time and energy through ergon's DVFS model; the "
+        "math runs on the CPU)" % (a.sim_gpu, a.sim_model) if backend == "sim" else ""))
+    print("iteration time (slowest rank) and energy (sum over ranks): the minimum over steps "
+          "1..%d (step 0 is warm-up; the mean in parentheses)\n" % (a.steps - 1))
+    print("%-9s %20s %22s %12s %12s %8s %8s" % ("run", "time_s (mean)", "energy_j (mean)",
+                                               "emul time_s", "emul energy", "dt", "dE"))
+    rows = [("all-max", t_max, e_max, tm_max, em_max_mean, em_max),
+            ("planned", t_plan, e_plan, tm_plan, em_plan_mean, em_plan)]
+    checks = []
+    for name, t, e, tm, emn, (et, ee) in rows:
+        print("%-9s %8.4f (%8.4f) %10.2f (%9.2f) %12.4f %12.2f %+7.2f%% %+7.2f%%"
+              % (name, t, tm, e, emn, et, ee, 100 * (t / et - 1), 100 * (e / ee - 1)))
+        checks.append(("%s: measured time within 5%% of emulation" % name, abs(t / et - 1) <= 0.05))
+        checks.append(("%s: measured energy within 5%% of emulation" % name,
+                       abs(e / ee - 1) <= 0.05))
+    print("\nplanned vs all-max: time %+.2f%%, energy %+.2f%% (emulated: time %+.2f%%, "
+          "energy %+.2f%%)" % (100 * (t_plan / t_max - 1), 100 * (e_plan / e_max - 1),
+                               100 * (em_plan[0] / em_max[0] - 1),
+                               100 * (em_plan[1] / em_max[1] - 1)))
+    if over:
+        print("note: %d instructions ran longer on the CPU than on the simulated GPU" % over)
+    load = os.getloadavg()[0]
+    if load > (os.cpu_count() or 1):
+        print("note: load average %.1f on %d CPUs: other processes share this machine, "
+              "wall-clock timings are noisy" % (load, os.cpu_count() or 1))
+    print("\nloss curves (bitwise comparison of the float32 loss of every step):")
+    print("%4s %12s %12s  %s" % ("step", "all-max", "planned", "bitwise"))
+    same = len(loss_max) == len(loss_plan)
+    for i, ((lm, hm), (lp, hp)) in enumerate(zip(loss_max, loss_plan)):
+        print("%4d %12.6f %12.6f  %s" % (i, lm, lp, "identical" if hm == hp else "DIFFERENT"))
+        same &= hm == hp
+    checks.insert(0, ("losses bitwise identical step by step", same))
+    if served is not None:
+        t_srv, e_srv, _, _, loss_srv = iteration_stats(served, 1)
+        print("\nserved by the Frontier job: time %.4f s (%+.2f%% vs all-max), energy %.2f J "
+              "(%+.2f%%); losses %s"
+              % (t_srv, 100 * (t_srv / t_max - 1), e_srv, 100 * (e_srv / e_max - 1),
+                 "bitwise identical to all-max" if [h for _, h in loss_srv] ==
+                 [h for _, h in loss_max] else "DIFFERENT"))
+        checks.insert(1, ("Frontier job ran the chosen plan's clocks, same losses",
+                          same_clocks and [h for _, h in loss_srv] == [h for _, h in loss_max]))
+    checks.insert(1, ("planned run uses less energy than all-max", e_plan < e_max))
+    checks.insert(2, ("planned iteration time within %.0f%% (+%.0f%% noise) of all-max"
+                      % ((a.slowdown - 1) * 100, a.time_tolerance * 100),
+                      t_plan <= t_max * (a.slowdown + a.time_tolerance)))
+    print()
+    for what, ok in checks:
+        print("%-4s %s" % ("ok" if ok else "FAIL", what))
+    summary = {"backend": backend, "server": url, "job_id": job, "stages": S, "microbatches": M, "all_max": {
+        "time_s": t_max, "energy_j": e_max, "emulated": em_max}, "planned": {
+        "time_s": t_plan, "energy_j": e_plan, "emulated": em_plan},
+        "losses_all_max": [x[1] for x in loss_max], "losses_planned": [x[1] for x in loss_plan],
+        "checks": {w: ok for w, ok in checks}}
+    json.dump(summary, open(p("summary.json"), "w"), indent=1)
+    print("\noutputs in %s/ (summary.json, profile.csv, frontier/, plan.json, logs/)" % a.out)
+    return 0 if all(ok for _, ok in checks) else 1
+
+
+def _isfloat(w):
+    try:
+        float(w)
+        return True
+    except ValueError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,664 @@
+#!/usr/bin/python3
+"""train.py: a pipeline-parallel trainer on torch.distributed (gloo), one process per stage,
+whose schedule order comes from libergon and whose every forward and backward goes through
+ergon's hooks (per-instruction GPU clocks, time and energy measurement).
+
+Start it like any torchrun job (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT):
+
+    torchrun --nproc-per-node 4 train.py --model llama --microbatches 8 --steps 20
+    python3 launch.py --nproc 4 -- train.py ...          # the same, with a timeout
+
+With WORLD_SIZE 1 and --stages S it runs the one-process reference: every stage in this
+process, microbatch by microbatch (forward then backward), for checking the pipeline's math.
+
+HOW THE PIPELINE WORKS
+  * Stage s runs the order erg_schedule_stage_order gives it (1F1B or EnvPipe's "ours"),
+    so this trainer and the planner can never disagree about the order.
+  * Point-to-point transfers use two process groups per neighbour pair: one that carries
+    activations s -> s+1, one that carries gradients s+1 -> s (envpipe-spec 9.4 option A).
+    A send is posted (isend) right after the unit that produced it and completed at the end
+    of the step; a receive is posted, blocking, right before the unit that consumes it.
+    Sends never wait for anything but the transport, and receives wait only for a unit
+    that the schedule orders earlier (the orders form an acyclic graph with the
+    cross-stage edges), so the run cannot deadlock whatever the transport buffers: a send
+    and a receive with the same neighbour are on different groups and never serialise.
+  * The optimizer steps once per iteration (synchronous pipeline): gradients accumulate
+    over the microbatches in backward order, which is microbatch order in every schedule,
+    so 1F1B, "ours" and the reference compute bitwise the same losses.
+
+GPU CLOCKS
+  The GPU back-end is NVML when one opens, else ergon's simulated GPU ("sim:a100:gpt3-xl:S",
+  device s = stage s). The simulated GPU only models time and energy; the torch compute
+  runs on the CPU. With --pace (the default on the simulated GPU) each instruction is
+  padded to the time the simulated GPU takes for it at the clock that is applied, and the
+  device is marked busy meanwhile, so the clock changes iteration time and energy the way
+  the model says. The math never depends on the clock.
+"""
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _import_ergon():
+    """ergon from the source tree (python/) unless it is installed."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    try:
+        import ergon  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, os.path.join(root, "python"))
+        import ergon  # noqa: F811
+    if not os.environ.get("ERGON_LIBRARY"):
+        lib = os.path.join(root, "build", "libergon.so.0")
+        if os.path.exists(lib):
+            os.environ["ERGON_LIBRARY"] = lib
+    import ergon.integration
+    return ergon
+
+
+ergon = _import_ergon()
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+sys.path.insert(0, HERE)
+import models  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="llama", choices=["llama", "resnet"])
+    p.add_argument("--stages", type=int, default=0,
+                   help="pipeline stages (default WORLD_SIZE; with WORLD_SIZE 1: the reference)")
+    p.add_argument("--microbatches", type=int, default=4, help="microbatches per iteration (M)")
+    p.add_argument("--microbatch-size", type=int, default=4)
+    p.add_argument("--steps", type=int, default=10, help="iterations")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--schedule", default="",
+                   help="1f1b or ours (EnvPipe); default: the JSON plan's schedule, else 1f1b")
+    p.add_argument("--extra-warmup", default="",
+                   help="ours: r_s per stage, comma list, or 'max' (every non-last stage runs "
+                        "all its forwards first), or 'dec' (r_s = S-1-s); default: the plan's")
+    p.add_argument("--plan", help="plan file (JSON or freqs_pipeline .py): per-instruction clocks")
+    p.add_argument("--clock", default="",
+                   help="one clock for everything: MHz, or 'max' (all-max run)")
+    p.add_argument("--sweep", default="",
+                   help="profiling sweep: clocks 'HI:LO:STEP' (MHz) or a comma list; "
+                        "--window-steps iterations at each, after one warm-up iteration")
+    p.add_argument("--window-steps", type=int, default=3)
+    p.add_argument("--gpu", default="auto",
+                   help="ergon GPU spec: auto (nvml, else sim), nvml, nvml:LIB, sim:GPU:MODEL:N, "
+                        "daemon:SOCKET, or none (no ergon client at all)")
+    p.add_argument("--sim-gpu", default="a100")
+    p.add_argument("--sim-model", default="gpt3-xl")
+    p.add_argument("--pace", choices=["auto", "on", "off"], default="auto",
+                   help="pad instructions to the simulated GPU's time (auto: on with sim)")
+    p.add_argument("--log-dir", help="ergon client logs (instructions-R.csv, time-energy-R.csv)")
+    p.add_argument("--out", help="directory for result-RANK.json")
+    p.add_argument("--p2p-timeout", type=float, default=60.0,
+                   help="seconds a send/receive may wait before the run fails")
+    p.add_argument("--p2p", choices=["split", "shared-blocking"], default="split",
+                   help="split: activation and gradient groups per neighbour pair, isend "
+                        "(deadlock-free); shared-blocking: one group per pair and blocking "
+                        "sends, the naive design (a negative control for the deadlock test)")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
+    p.add_argument("--deadlock-check", action="store_true",
+                   help="run M in {S, S+1, 2S} x {1f1b, ours max, ours dec} for --steps each, "
+                        "check the losses agree between schedules, print one line per case")
+    p.add_argument("--server", default="",
+                   help="URL of `ergon serve` (e.g. http://127.0.0.1:7787): the clocks of every "
+                        "window come from the server's scheduler (/v1 API), results go back")
+    p.add_argument("--scheduler", default="",
+                   help="with --server: the job's scheduler (default: the server's), e.g. "
+                        "InstructionProfiler, PointSolution, Frontier")
+    p.add_argument("--scheduler-args", default="", help="with --server: JSON object")
+    p.add_argument("--power-states", default="",
+                   help="with --server: the clocks the job offers the server, 'HI:LO:STEP' or a "
+                        "comma list (default: every clock the GPU supports)")
+    p.add_argument("--job-file", default="", help="with --server: rank 0 writes the job id here")
+    p.add_argument("--max-windows", type=int, default=0,
+                   help="with --server: stop after this many windows and end the job (for "
+                        "schedulers that never end, e.g. Frontier); 0 = until the server ends it")
+    p.add_argument("--stall-rank", type=int, default=-1,
+                   help="testing: this rank stops (sleeps) at --stall-step, holding its clock")
+    p.add_argument("--stall-step", type=int, default=1)
+    return p.parse_args(argv)
+
+
+def parse_extra_warmup(spec, S, M):
+    if spec in ("", "0"):
+        return [0] * S
+    if spec == "max":
+        return [max(0, M - (S - s)) if s < S - 1 else 0 for s in range(S)]
+    if spec == "dec":
+        return [S - 1 - s for s in range(S)]
+    r = [int(x) for x in spec.split(",")]
+    if len(r) != S:
+        raise SystemExit("--extra-warmup: %d values for %d stages" % (len(r), S))
+    return r
+
+
+def parse_clocks(spec):
+    if ":" in spec:
+        hi, lo, step = (int(x) for x in spec.split(":"))
+        if step <= 0 or lo > hi:
+            raise SystemExit("--sweep HI:LO:STEP needs HI >= LO and STEP > 0")
+        return list(range(hi, lo - 1, -step))
+    return [int(x) for x in spec.split(",") if x]
+
+
+class Pacer:
+    """Simulated GPU: hold each instruction for the time the model gives at the applied
+    clock, with the device marked busy (drawing the model's power) meanwhile."""
+
+    def __init__(self, gpu, client, dev):
+        self.gpu, self.client, self.dev = gpu, client, dev
+        self.overruns = 0      # instructions whose real compute took longer than simulated
+        self.instructions = 0
+
+    def wrap(self, kind, fn):
+        def run(*args):
+            t0 = time.monotonic()
+            self.client.sync(10.0)   # the clock requested by instruction_begin is applied
+            t_sim = self.gpu.sim_set_activity(self.dev, True, kind)
+            try:
+                r = fn(*args)
+            finally:
+                rest = t_sim - (time.monotonic() - t0)
+                self.instructions += 1
+                if rest > 0:
+                    time.sleep(rest)
+                else:
+                    self.overruns += 1
+                self.gpu.sim_set_activity(self.dev, False)
+            return r
+        return run
+
+
+class Recorder:
+    """Per-instruction (time_s, energy_j) samples for the server's ProfilingResult: wall
+    time around the instruction and the GPU energy counter's difference."""
+
+    def __init__(self, gpu, dev):
+        self.gpu, self.dev = gpu, dev
+        self.samples = {"forward": [], "backward": []}
+
+    def wrap(self, kind, fn):
+        name = "forward" if kind == ergon.FORWARD else "backward"
+
+        def run(*args):
+            e0, t0 = self.gpu.energy_mj(self.dev), time.monotonic()
+            try:
+                return fn(*args)
+            finally:
+                t = time.monotonic() - t0
+                self.samples[name].append((t, (self.gpu.energy_mj(self.dev) - e0) / 1000.0))
+        return run
+
+    def take(self):
+        s, self.samples = self.samples, {"forward": [], "backward": []}
+        return s
+
+
+class Stage:
+    """One rank's stage: module, optimizer, groups, hooks."""
+
+    def __init__(self, args, S, stage, groups, hooks=None, pacer=None, recorder=None):
+        self.args, self.S, self.s = args, S, stage
+        self.act, self.grad = groups
+        self.data = models.SyntheticData(args.model, args.microbatch_size, args.seed)
+        self.hooks, self.pacer, self.recorder = hooks, pacer, recorder
+        self.blocking = args.p2p == "shared-blocking"
+
+    def send(self, t, dst, group):
+        if self.blocking:
+            dist.send(t, dst=dst, group=group)
+            return None
+        return dist.isend(t, dst=dst, group=group)
+
+    def reset(self, M):
+        """A fresh model (same seed) for an M-microbatch run."""
+        a = self.args
+        stages = models.build_stages(a.model, self.S, a.seed)
+        self.shapes = models.boundary_shapes(stages, self.data, M)
+        self.module = stages[self.s]
+        self.module.train()
+        self.opt = torch.optim.SGD(self.module.parameters(), lr=a.lr, momentum=0.9)
+        fwd, bwd = self._forward, self._backward
+        if self.pacer:
+            fwd, bwd = self.pacer.wrap(ergon.FORWARD, fwd), self.pacer.wrap(ergon.BACKWARD, bwd)
+        if self.recorder:
+            fwd = self.recorder.wrap(ergon.FORWARD, fwd)
+            bwd = self.recorder.wrap(ergon.BACKWARD, bwd)
+        if self.hooks:
+            fwd, bwd = self.hooks.forward(fwd), self.hooks.backward(bwd)
+        self.fwd, self.bwd = fwd, bwd
+
+    def _forward(self, x, target):
+        y = self.module(x)
+        if target is not None:
+            return self.data.loss(y, target) / self.M
+        return y
+
+    def _backward(self, out, g):
+        torch.autograd.backward(out, g)
+
+    def run_step(self, step, order, M):
+        """One iteration in this stage's order; returns the iteration loss (last stage)."""
+        s, last = self.s, self.s == self.S - 1
+        self.M = M
+        self.wait_s = 0.0
+        inputs, outputs, sends, losses = {}, {}, [], {}
+        for kind, mb in order:
+            x_data, target = self.data.microbatch(step, mb, M)
+            if kind == ergon.FORWARD:
+                if s == 0:
+                    x = x_data
+                else:
+                    x = torch.empty(self.shapes[s - 1])
+                    t0 = time.monotonic()
+                    dist.recv(x, src=s - 1, group=self.act[s - 1])
+                    self.wait_s += time.monotonic() - t0
+                    x.requires_grad_()
+                inputs[mb] = x
+                out = self.fwd(x, target if last else None)
+                outputs[mb] = out
+                if last:
+                    losses[mb] = out.detach()
+                else:
+                    sends.append(self.send(out.detach(), s + 1, self.act[s]))
+            else:
+                g = None
+                if not last:
+                    g = torch.empty(self.shapes[s])
+                    t0 = time.monotonic()
+                    dist.recv(g, src=s + 1, group=self.grad[s])
+                    self.wait_s += time.monotonic() - t0
+                self.bwd(outputs.pop(mb), g)
+                x = inputs.pop(mb)
+                if s > 0:
+                    sends.append(self.send(x.grad, s - 1, self.grad[s - 1]))
+        for w in sends:
+            if w is not None:
+                w.wait()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        if last:
+            total = torch.zeros((), dtype=torch.float32)
+            for mb in range(M):
+                total = total + losses[mb]
+            return float(total)
+        return None
+
+
+def reference_losses(args, S, M, steps):
+    """Every stage in one process, microbatch by microbatch: the math the pipeline must
+    reproduce bitwise."""
+    stages = models.build_stages(args.model, S, args.seed)
+    data = models.SyntheticData(args.model, args.microbatch_size, args.seed)
+    opts = [torch.optim.SGD(st.parameters(), lr=args.lr, momentum=0.9) for st in stages]
+    out = []
+    for step in range(steps):
+        losses = []
+        for mb in range(M):
+            x, target = data.microbatch(step, mb, M)
+            for st in stages:
+                x = st(x)
+            loss = data.loss(x, target) / M
+            loss.backward()
+            losses.append(loss.detach())
+        for o in opts:
+            o.step()
+            o.zero_grad(set_to_none=True)
+        total = torch.zeros((), dtype=torch.float32)
+        for l in losses:
+            total = total + l
+        out.append(float(total))
+    return out
+
+
+def open_gpu(args, S):
+    spec = args.gpu
+    if spec == "none":
+        return None, False
+    if spec == "auto":
+        try:
+            g = ergon.Gpu("nvml")
+            return g, False
+        except ergon.ErgonError as e:
+            if os.environ.get("RANK", "0") == "0":
+                print("ergon: %s; using the simulated GPU sim:%s:%s:%d (it models the clock's "
+                      "effect on time and energy; the compute runs on the CPU)"
+                      % (e, args.sim_gpu, args.sim_model, S), flush=True)
+            spec = "sim:%s:%s:%d" % (args.sim_gpu, args.sim_model, S)
+    g = ergon.Gpu(spec)
+    return g, g.backend == "sim"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
+    S = args.stages or world
+    M = args.microbatches
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+
+    if world == 1 and S > 1:
+        losses = reference_losses(args, S, M, args.steps)
+        res = {"mode": "reference", "stages": S, "microbatches": M, "losses": losses,
+               "loss_hex": [l.hex() for l in losses]}
+        if args.out:
+            with open(os.path.join(args.out, "reference.json"), "w") as f:
+                json.dump(res, f, indent=1)
+        for i, l in enumerate(losses):
+            print("reference step %d loss %.6f (%s)" % (i, l, l.hex()))
+        return 0
+    if S != world:
+        raise SystemExit("--stages %d but WORLD_SIZE %d (one process per stage)" % (S, world))
+
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=args.p2p_timeout))
+    # Two groups per neighbour pair: activations and gradients never share a channel.
+    act = [dist.new_group([s, s + 1]) for s in range(S - 1)]
+    grad = [dist.new_group([s, s + 1]) for s in range(S - 1)]
+    if args.p2p == "shared-blocking":
+        grad = act
+
+    gpu, sim = open_gpu(args, S)
+    client = hooks = pacer = None
+    if gpu is not None:
+        dev = rank if sim else local_rank
+        client = ergon.Client(gpu, device=dev, rank=rank, log_dir=args.log_dir)
+        hooks = ergon.integration.PipelineHooks(client)
+        pace = args.pace == "on" or (args.pace == "auto" and sim)
+        if pace:
+            if not sim:
+                raise SystemExit("--pace on needs the simulated GPU")
+            pacer = Pacer(gpu, client, dev)
+    recorder = Recorder(gpu, dev) if (args.server and gpu is not None) else None
+    if args.server and gpu is None:
+        raise SystemExit("--server needs a GPU back-end (not --gpu none)")
+    stage = Stage(args, S, rank, (act, grad), hooks, pacer, recorder)
+    rc = 1
+    try:
+        if args.server:
+            rc = train_server(args, stage, client, gpu, dev, S, M, rank)
+        elif args.deadlock_check:
+            rc = deadlock_check(args, stage, S, rank)
+        else:
+            rc = train(args, stage, client, gpu, S, M, rank)
+    finally:
+        # Close (resets the clocks) on every path; a failure here must not hide the error
+        # that brought us here, and fails an otherwise good run.
+        for obj in (client, gpu):
+            if obj is not None:
+                try:
+                    obj.close()
+                except ergon.ErgonError as e:
+                    print("ergon: closing the %s: %s" % (type(obj).__name__.lower(), e),
+                          file=sys.stderr, flush=True)
+                    rc = 1
+    dist.destroy_process_group()
+    return rc
+
+
+def resolve_schedule(args, S, M):
+    """The order: --schedule/--extra-warmup when given, else the JSON plan's schedule, else
+    1F1B. A plan's clocks are per (kind, microbatch), so they apply to any order."""
+    sched = None
+    if args.plan and args.plan.endswith(".json"):
+        sched, pS, pM = ergon.plan_schedule(args.plan)
+        if (pS, pM) != (S, M):
+            raise SystemExit("plan %s is for S=%d M=%d, this run is S=%d M=%d"
+                             % (args.plan, pS, pM, S, M))
+    if args.schedule:
+        sched = ergon.Schedule(args.schedule)
+    elif sched is None:
+        sched = ergon.Schedule("1f1b")
+    if sched.kind == ergon.SCHED_ENVPIPE and (args.extra_warmup or not any(sched.extra_warmup)):
+        sched = ergon.Schedule(sched.kind, parse_extra_warmup(args.extra_warmup, S, M))
+    return sched
+
+
+def train(args, stage, client, gpu, S, M, rank):
+    sched = resolve_schedule(args, S, M)
+    order = sched.stage_order(S, M, rank)
+    windows = [(None, args.steps)]
+    if args.sweep:
+        windows = [(c, args.window_steps + 1) for c in parse_clocks(args.sweep)]
+    if client is not None:
+        if args.plan:
+            client.load_plan(args.plan, rank)
+        elif args.clock:
+            clocks = gpu.sm_clocks(client_dev(client, gpu, rank))
+            client.set_uniform_clock(max(clocks) if args.clock == "max" else int(args.clock))
+    stage.reset(M)
+    rows = []
+    step = 0
+    t_start = time.time()
+    for clock, n in windows:
+        if clock is not None and client is not None:
+            client.set_uniform_clock(clock)
+        for _ in range(n):
+            if rank == args.stall_rank and step == args.stall_step:
+                print("rank %d stalls at step %d (test)" % (rank, step), flush=True)
+                time.sleep(3600)
+            if stage.hooks:
+                with stage.hooks.step():
+                    loss = stage.run_step(step, order, M)
+                t, e = stage.hooks.last_step
+            else:
+                t0 = time.monotonic()
+                loss = stage.run_step(step, order, M)
+                t, e = time.monotonic() - t0, float("nan")
+            row = {"step": step, "time_s": t, "energy_j": e, "clock": clock,
+                   "recv_wait_s": stage.wait_s}
+            if loss is not None:
+                row["loss"], row["loss_hex"] = loss, loss.hex()
+                print("step %d loss %.6f time %.3f s" % (step, loss, t), flush=True)
+            rows.append(row)
+            step += 1
+            if step == 1 and client is not None:
+                check_clocks(client)
+    res = {"rank": rank, "stages": S, "microbatches": M, "schedule": sched.name,
+           "extra_warmup": sched.extra_warmup[:S], "order": order,
+           "plan": args.plan, "clock": args.clock, "gpu": gpu.backend if gpu else "none",
+           "paced": stage.pacer is not None,
+           "overruns": stage.pacer.overruns if stage.pacer else 0,
+           "instructions": stage.pacer.instructions if stage.pacer else 0,
+           "wall_s": time.time() - t_start, "steps": rows}
+    if client is not None:
+        client.sync(10.0)
+        res["clock_changes"] = client.clock_changes
+    if args.out:
+        with open(os.path.join(args.out, "result-%d.json" % rank), "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+def write_stage_plan(path, sched, S, M, stage, clocks):
+    """A JSON plan (docs/formats.md) whose stage `stage` runs `clocks` (one per instruction
+    in the stage's order); the other stages are filled with the same top clock (the client
+    reads only its own stage)."""
+    top = max(clocks)
+    stages = [{"stage": s, "freq_mhz": list(clocks) if s == stage else [top] * (2 * M)}
+              for s in range(S)]
+    plan = {"format": "ergon-plan", "version": 1, "schedule": sched.name, "num_stages": S,
+            "num_microbatches": M, "method": "server", "stages": stages}
+    if sched.kind == ergon.SCHED_ENVPIPE:
+        plan["extra_warmup"] = sched.extra_warmup[:S]
+    with open(path, "w") as f:
+        json.dump(plan, f)
+
+
+def apply_power_states(client, states, sched, S, M, rank, path):
+    """A window's schedule from the server: one clock per instruction of this stage's order
+    (0 = leave the clock alone: the previous instruction's, or unlocked at the start)."""
+    if len(states) != 2 * M:
+        raise SystemExit("server sent %d power states for %d instructions" % (len(states), 2 * M))
+    if all(v == states[0] for v in states):
+        client.set_uniform_clock(states[0])
+        return
+    clocks, cur = [], next((v for v in states if v > 0), 0)
+    for v in states:
+        cur = v if v > 0 else cur
+        clocks.append(cur)
+    write_stage_plan(path, sched, S, M, rank, clocks)
+    client.load_plan(path, rank)
+
+
+def train_server(args, stage, client, gpu, dev, S, M, rank):
+    """Windows driven by `ergon serve` (/v1 API through ergon.server_client): rank 0
+    registers the job and broadcasts its id, every rank registers its instruction list and
+    the clocks it offers, then: fetch the window's clocks (barrier), run --window-steps
+    iterations, report time, energy and per-instruction samples; until the job ends. A rank
+    whose training fails aborts the job; heartbeats every iteration let a server started
+    with --rank-timeout abort it when a rank dies silently."""
+    from ergon.server_client import ServerClient
+    sched = resolve_schedule(args, S, M)
+    order = sched.stage_order(S, M, rank)
+    sc = ServerClient(args.server, schedule_wait_s=5)
+    job = None
+    if rank == 0:
+        job = sc.register_job(
+            pp_degree=S, framework="torch", model_name=args.model, partition_method="uniform",
+            microbatch_size=args.microbatch_size, num_microbatches=M,
+            scheduler=args.scheduler or None,
+            scheduler_args=json.loads(args.scheduler_args) if args.scheduler_args else None,
+            mode="frequency")
+        if args.job_file:
+            with open(args.job_file, "w") as f:
+                f.write(job + "\n")
+        print("server job %s" % job, flush=True)
+    box = [job]
+    dist.broadcast_object_list(box, src=0)
+    job = box[0]
+    states = (parse_clocks(args.power_states) if args.power_states else gpu.sm_clocks(dev))
+    pipe = ["forward" if k == ergon.FORWARD else "backward" for k, _ in order]
+    sc.register_rank(job, rank=rank, dp_rank=0, pp_rank=rank, tp_rank=0, pipe_schedule=pipe,
+                     power_states=states)
+    plan_path = os.path.join(args.out or ".", ".window-plan-%d.json" % rank)
+    stage.reset(M)
+    rows, step, windows, states_seen = [], 0, 0, []
+    t_start = time.time()
+    try:
+        while True:
+            got = sc.fetch_schedule(job, rank)
+            if got is None:
+                break
+            window, ps = got
+            apply_power_states(client, ps, sched, S, M, rank, plan_path)
+            client.sync(10.0)
+            its = []
+            for _ in range(args.window_steps):
+                if rank == args.stall_rank and step == args.stall_step:
+                    print("rank %d stalls at step %d (test)" % (rank, step), flush=True)
+                    time.sleep(3600)
+                sc.heartbeat(job, rank)
+                stage.recorder.take()
+                with stage.hooks.step():
+                    loss = stage.run_step(step, order, M)
+                t, e = stage.hooks.last_step
+                its.append((t, e, stage.recorder.take()))
+                row = {"step": step, "time_s": t, "energy_j": e, "window": window,
+                       "clock": ps[0] if len(set(ps)) == 1 else None,
+                       "recv_wait_s": stage.wait_s}
+                if loss is not None:
+                    row["loss"], row["loss_hex"] = loss, loss.hex()
+                    print("window %d step %d loss %.6f time %.3f s" % (window, step, loss, t),
+                          flush=True)
+                rows.append(row)
+                step += 1
+            sc.report(job, window, rank, its)
+            windows += 1
+            states_seen.append(ps)
+            if args.max_windows and windows >= args.max_windows:
+                # Every rank has reported before rank 0 ends the job (a result for an ended
+                # job is refused).
+                dist.barrier()
+                if rank == 0:
+                    sc.end_job(job, "trainer: %d windows done" % windows)
+                break
+    except BaseException as ex:
+        try:
+            sc.abort_job(job, "rank %d: %s" % (rank, str(ex)[:200] or type(ex).__name__))
+        except Exception:
+            pass
+        raise
+    finally:
+        if os.path.exists(plan_path):
+            os.unlink(plan_path)
+        sc.close()
+    res = {"rank": rank, "stages": S, "microbatches": M, "schedule": sched.name,
+           "extra_warmup": sched.extra_warmup[:S], "order": order, "server": args.server,
+           "job_id": job, "windows": windows, "power_states": states_seen, "gpu": gpu.backend,
+           "paced": stage.pacer is not None,
+           "overruns": stage.pacer.overruns if stage.pacer else 0,
+           "instructions": stage.pacer.instructions if stage.pacer else 0,
+           "wall_s": time.time() - t_start, "steps": rows}
+    if args.out:
+        with open(os.path.join(args.out, "result-%d.json" % rank), "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+def check_clocks(client):
+    """After the first iteration: did the client's clock changes work? (Without privilege
+    NVML refuses them; the client's clock thread records the error.)"""
+    try:
+        client.sync(10.0)
+    except ergon.ErgonError as e:
+        msg = str(e)
+    else:
+        return
+    raise SystemExit("ergon: the GPU clocks could not be changed: %s\n(without root or "
+                     "CAP_SYS_ADMIN, run ergond and use --gpu daemon:SOCKET)" % msg)
+
+
+def client_dev(client, gpu, rank):
+    return rank if gpu.backend == "sim" else int(os.environ.get("LOCAL_RANK", rank))
+
+
+def deadlock_check(args, stage, S, rank):
+    """Every (M, schedule) case of the deadlock test in one process group."""
+    failures = 0
+    for M in sorted({S, S + 1, 2 * S}):
+        ref = None
+        for name, r in (("1f1b", ""), ("ours", "max"), ("ours", "dec")):
+            sched = ergon.Schedule(name)
+            if sched.kind == ergon.SCHED_ENVPIPE:
+                sched = ergon.Schedule(sched.kind, parse_extra_warmup(r, S, M))
+            order = sched.stage_order(S, M, rank)
+            stage.reset(M)
+            t0 = time.monotonic()
+            losses = []
+            for step in range(args.steps):
+                if stage.hooks:
+                    with stage.hooks.step():
+                        losses.append(stage.run_step(step, order, M))
+                else:
+                    losses.append(stage.run_step(step, order, M))
+            dt = time.monotonic() - t0
+            if rank == S - 1:
+                hexes = [l.hex() for l in losses]
+                same = ref is None or hexes == ref
+                ref = ref or hexes
+                failures += not same
+                print("S=%d M=%d %-4s r=%-12s %d steps %.2f s  losses %s  %s"
+                      % (S, M, sched.name, ",".join(map(str, sched.extra_warmup[:S])),
+                         args.steps, dt, " ".join("%.5f" % l for l in losses),
+                         "same as 1f1b" if same else "DIFFERENT FROM 1f1b"), flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
