@@ -4,9 +4,8 @@
 DEB_PACKAGES := build-essential cmake pkg-config clang libclang-rt-14-dev \
   libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 \
   libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3
-# PyTorch (CPU, gloo) for the end-to-end example (examples/pytorch_pipeline); only
-# `make e2e` and `make test-e2e` install it, so `make test` stays light (the e2e tests
-# skip without it).
+# PyTorch (CPU, gloo) for the end-to-end example (examples/pytorch_pipeline): `make test`,
+# `make e2e` and `make test-e2e` install it (the e2e tests skip, saying so, without it).
 E2E_PACKAGES := python3-torch python3-torchvision
 E2E_PYTHON := /usr/bin/python3
 E2E_OUT ?= e2e-out
@@ -50,7 +49,7 @@ demo: build
 
 test: fuzz test-release test-asan
 
-test-release: build
+test-release: build e2e-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: build-asan
