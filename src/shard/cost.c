@@ -569,6 +569,7 @@ static void free_costs(erg_shard *s)
         s->segs[i].keep_time = s->segs[i].keep_mem = NULL;
         s->segs[i].nkeep = 0;
     }
+    shard_dp_free(s);
     s->profiled = false;
 }
 
@@ -746,6 +747,111 @@ out:
     *out = v;
     *nout = n;
     return ERG_OK;
+}
+
+/* Per segment: every combination's time and memory (block costs plus intra-segment edges,
+ * or an imported profile row), the `keep` fastest plus `keep` smallest for the report and
+ * the fallback DP, and the exact DP tables (search.c). */
+static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, int keep,
+                                 erg_error *err)
+{
+    erg_status st = ERG_OK;
+    size_t *kv = erg__calloc((size_t)s->norder + 1, sizeof(size_t));
+    double **tvs = erg__calloc((size_t)s->nseg + 1, sizeof(double *));
+    double **mvs = erg__calloc((size_t)s->nseg + 1, sizeof(double *));
+    ci *bt = NULL, *bm = NULL;
+    int *rel = NULL;
+    if (!kv || !tvs || !mvs) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int si = 0; si < s->nseg; si++) {
+        segment *g = &s->segs[si];
+        erg__free(g->keep);
+        erg__free(g->keep_time);
+        erg__free(g->keep_mem);
+        g->keep = NULL;
+        g->keep_time = g->keep_mem = NULL;
+        g->nkeep = 0;
+        g->imported = false;
+        long nc = 1;
+        for (int i = 0; i < g->n; i++)
+            nc *= s->pbs[s->order[g->first + i]].K;
+        g->ncombo = nc;
+        bt = erg__malloc((size_t)nc * sizeof(ci));
+        bm = erg__malloc((size_t)nc * sizeof(ci));
+        tvs[si] = erg__malloc((size_t)nc * sizeof(double));
+        mvs[si] = erg__malloc((size_t)nc * sizeof(double));
+        int nrel = seg_edges(s, g, &rel);
+        if (!bt || !bm || !tvs[si] || !mvs[si] || nrel < 0) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto done;
+        }
+        double *tv = tvs[si], *mv = mvs[si];
+        for (long c = 0; c < nc; c++) {
+            decode(s, g, c, kv);
+            double t, m;
+            seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
+            for (int x = 0; x < nimp; x++)
+                if (imp[x].seg == g->unique && imp[x].combo == c) {
+                    t = imp[x].time_s * (double)s->trips;
+                    m = imp[x].mem;
+                    g->imported = true;
+                }
+            bt[c] = (ci){c, t};
+            bm[c] = (ci){c, m};
+            tv[c] = t;
+            mv[c] = m;
+        }
+        erg__free(rel);
+        rel = NULL;
+        qsort(bt, (size_t)nc, sizeof *bt, cmp_ci);
+        qsort(bm, (size_t)nc, sizeof *bm, cmp_ci);
+        int cap = (int)ERG__MIN((long)2 * keep, nc);
+        g->keep = erg__malloc((size_t)cap * sizeof(long));
+        g->keep_time = erg__malloc((size_t)cap * sizeof(double));
+        g->keep_mem = erg__malloc((size_t)cap * sizeof(double));
+        if (!g->keep || !g->keep_time || !g->keep_mem) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto done;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            ci *arr = pass ? bm : bt;
+            for (long x = 0; x < ERG__MIN((long)keep, nc); x++) {
+                long c = arr[x].c;
+                bool dup = false;
+                for (int y = 0; y < g->nkeep && !dup; y++)
+                    dup = g->keep[y] == c;
+                if (!dup && g->nkeep < cap)
+                    g->keep[g->nkeep++] = c;
+            }
+        }
+        for (int y = 0; y < g->nkeep; y++) {
+            g->keep_time[y] = tv[g->keep[y]];
+            g->keep_mem[y] = mv[g->keep[y]];
+        }
+        erg__free(bt);
+        erg__free(bm);
+        bt = bm = NULL;
+    }
+    st = shard_dp_prepare(s, tvs, mvs, err);
+done:
+    for (int si = 0; tvs && mvs && si < s->nseg; si++) {
+        erg__free(tvs[si]);
+        erg__free(mvs[si]);
+    }
+    erg__free(tvs);
+    erg__free(mvs);
+    erg__free(bt);
+    erg__free(bm);
+    erg__free(rel);
+    erg__free(kv);
+    return st;
+}
+
+erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err)
+{
+    return segments_build(s, NULL, 0, keep > 0 ? keep : 64, err);
 }
 
 void erg_shard_cost_options_init(erg_shard_cost_options *o)
@@ -958,90 +1064,8 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
         s->const_flops *= f;
     }
     /* Segments: enumerate combinations, apply imported profiles, keep the best. */
-    kv = erg__calloc((size_t)s->norder, sizeof(size_t));
-    if (!kv) {
-        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if ((st = segments_build(s, imp, nimp, keep, err)))
         goto done;
-    }
-    for (int si = 0; si < s->nseg; si++) {
-        segment *g = &s->segs[si];
-        long nc = 1;
-        for (int i = 0; i < g->n; i++)
-            nc *= s->pbs[s->order[g->first + i]].K;
-        g->ncombo = nc;
-        ci *bt = erg__malloc((size_t)nc * sizeof(ci)), *bm = erg__malloc((size_t)nc * sizeof(ci));
-        int *rel = NULL;
-        int nrel = seg_edges(s, g, &rel);
-        if (!bt || !bm || nrel < 0) {
-            erg__free(bt);
-            erg__free(bm);
-            erg__free(rel);
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            goto done;
-        }
-        for (long c = 0; c < nc; c++) {
-            decode(s, g, c, kv);
-            double t, m;
-            seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
-            for (int x = 0; x < nimp; x++)
-                if (imp[x].seg == g->unique && imp[x].combo == c) {
-                    t = imp[x].time_s * (double)s->trips;
-                    m = imp[x].mem;
-                    g->imported = true;
-                }
-            bt[c] = (ci){c, t};
-            bm[c] = (ci){c, m};
-        }
-        erg__free(rel);
-        qsort(bt, (size_t)nc, sizeof *bt, cmp_ci);
-        qsort(bm, (size_t)nc, sizeof *bm, cmp_ci);
-        int cap = (int)ERG__MIN((long)2 * keep, nc);
-        g->keep = erg__malloc((size_t)cap * sizeof(long));
-        g->keep_time = erg__malloc((size_t)cap * sizeof(double));
-        g->keep_mem = erg__malloc((size_t)cap * sizeof(double));
-        if (!g->keep || !g->keep_time || !g->keep_mem) {
-            erg__free(bt);
-            erg__free(bm);
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            goto done;
-        }
-        g->nkeep = 0;
-        for (int pass = 0; pass < 2; pass++) {
-            ci *arr = pass ? bm : bt;
-            for (long x = 0; x < ERG__MIN((long)keep, nc); x++) {
-                long c = arr[x].c;
-                bool dup = false;
-                for (int y = 0; y < g->nkeep && !dup; y++)
-                    dup = g->keep[y] == c;
-                if (!dup && g->nkeep < cap)
-                    g->keep[g->nkeep++] = c;
-            }
-        }
-        /* Times/memories of the kept combinations: bt/bm are sorted copies, so index them by
-         * combination first. */
-        double *tv = erg__malloc((size_t)nc * sizeof(double)),
-               *mv = erg__malloc((size_t)nc * sizeof(double));
-        if (!tv || !mv) {
-            erg__free(tv);
-            erg__free(mv);
-            erg__free(bt);
-            erg__free(bm);
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            goto done;
-        }
-        for (long x = 0; x < nc; x++) {
-            tv[bt[x].c] = bt[x].v;
-            mv[bm[x].c] = bm[x].v;
-        }
-        for (int y = 0; y < g->nkeep; y++) {
-            g->keep_time[y] = tv[g->keep[y]];
-            g->keep_mem[y] = mv[g->keep[y]];
-        }
-        erg__free(tv);
-        erg__free(mv);
-        erg__free(bt);
-        erg__free(bm);
-    }
     if (o->compute != ERG_SHARD_COMPUTE_MODEL && o->cache_path &&
         (st = cache_save(&T, o->cache_path, err)))
         goto done;

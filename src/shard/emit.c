@@ -250,12 +250,15 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
     }
     P("\niteration time %.6f ms (search objective %.6f ms)%s\n", p->time_s * 1e3,
       p->objective_s * 1e3, p->timed_out ? ", ILP stopped at its time limit" : "");
-    if (p->method == ERG_SHARD_DP)
-        P("second pass (edges between non-adjacent segments): %d block%s changed\n", p->refined,
+    if (p->method == ERG_SHARD_DP && p->exact)
+        P("DP exact: every resharding edge is in its state (frontier DP), no second pass\n");
+    else if (p->method == ERG_SHARD_DP)
+        P("frontier too large for the exact DP: adjacent-segment DP, then a second pass "
+          "(edges between non-adjacent segments): %d block%s changed\n", p->refined,
           p->refined == 1 ? "" : "s");
     P("memory per device %.3f MB (budget %.3f MB)\n", p->mem_bytes / 1e6, s->mem_budget / 1e6);
     P("modelled throughput %.3f TFLOP/s (all devices)\n", p->tflops);
-    P("search time %.6f s\n", p->search_s);
+    P("search time %.9f s\n", p->search_s);
     P("strategies per block:\n");
     for (int oi = 0; oi < s->norder; oi++) {
         const pblock *pb = &s->pbs[s->order[oi]];
