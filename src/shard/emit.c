@@ -250,7 +250,10 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
     }
     P("\niteration time %.6f ms (search objective %.6f ms)%s\n", p->time_s * 1e3,
       p->objective_s * 1e3, p->timed_out ? ", ILP stopped at its time limit" : "");
-    if (p->method == ERG_SHARD_DP && p->exact)
+    if (p->method == ERG_SHARD_DP && p->ve)
+        P("DP exact: segment frontier too large, blocks eliminated one by one (every "
+          "resharding edge seen), no second pass\n");
+    else if (p->method == ERG_SHARD_DP && p->exact)
         P("DP exact: every resharding edge is in its state (frontier DP), no second pass\n");
     else if (p->method == ERG_SHARD_DP)
         P("frontier too large for the exact DP: adjacent-segment DP, then a second pass "

@@ -241,6 +241,7 @@ out:
 
 void shard_dp_free(erg_shard *s)
 {
+    shard_ve_free(s);
     for (int i = 0; s->segs && i < s->nseg; i++) {
         segment *g = &s->segs[i];
         erg__free(g->ifc);
@@ -496,7 +497,14 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, 
     s->dp_ready = true;
     goto out;
 toobig:
-    shard_dp_free(s); /* too large a frontier: the search uses the chain DP */
+    /* Too large a frontier: with additive costs and memory that cannot bind, eliminate
+     * blocks instead (ve.c); otherwise the search uses the chain DP and a second pass. */
+    shard_dp_free(s);
+    bool additive = true;
+    for (int i = 0; i < S; i++)
+        additive &= !s->segs[i].imported;
+    if (additive && !s->dp_membind)
+        st = shard_ve_prepare(s, err);
     goto out;
 oom:
     shard_dp_free(s);
@@ -879,8 +887,12 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
     if (method == ERG_SHARD_ILP) {
         st = search_ilp(s, p, time_limit_s, err);
     } else {
-        bool too_big = !s->dp_ready;
-        if (s->dp_ready && !s->dp_membind)
+        bool too_big = !s->dp_ready && !s->ve;
+        if (!s->dp_ready && s->ve) {
+            p->objective_s = shard_ve_search(s, p->k) + s->const_time_s;
+            p->ve = true;
+            st = ERG_OK;
+        } else if (s->dp_ready && !s->dp_membind)
             st = search_dp_exact_fast(s, p, err);
         else if (s->dp_ready)
             st = search_dp_exact_mem(s, p, &too_big, err);

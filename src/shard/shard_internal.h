@@ -110,6 +110,8 @@ typedef struct dp_entry {
     long c;      /* combination index */
 } dp_entry;
 
+typedef struct shard_ve shard_ve; /* ve.c */
+
 typedef struct device_params {
     char name[64];
     double peak_flops, eff, mem_bw, mem_bytes;
@@ -148,6 +150,7 @@ struct erg_shard {
     /* exact DP (search.c): tables built, memory can bind, the transition work per search */
     bool dp_ready, dp_membind;
     double dp_work;
+    shard_ve *ve; /* block-level elimination (ve.c) when the segment frontier is too large */
 };
 
 struct erg_shard_plan {
@@ -158,6 +161,7 @@ struct erg_shard_plan {
     int method;
     int refined; /* block changes made by the DP's second pass */
     bool exact;  /* DP: the frontier DP saw every edge (no second pass needed) */
+    bool ve;     /* DP: solved by block-level elimination (segment frontier too large) */
 };
 
 /* Collective time (s) on the device's mesh axis for `bytes` (meaning per kind: AR tensor
@@ -177,6 +181,13 @@ void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem
  * adjacent-segment DP plus a second pass). ERG_ENOMEM on allocation failure. */
 erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, erg_error *err);
 void shard_dp_free(erg_shard *s);
+/* Block-level variable elimination (ve.c): exact for additive costs when memory cannot
+ * bind. prepare leaves s->ve NULL when the elimination tables would be too large. search
+ * writes the strategies into k (per position in order[]) and returns the part of the time
+ * it cannot attribute to a block (the sum of the constant factors). */
+erg_status shard_ve_prepare(erg_shard *s, erg_error *err);
+void shard_ve_free(erg_shard *s);
+double shard_ve_search(const erg_shard *s, size_t *k);
 /* Recompute every segment's combination table from the current block and edge costs
  * (no imported profiles) and the DP tables; for tests that change costs by hand. */
 erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err);

@@ -1,0 +1,409 @@
+/* ve.c: exact block-level search by variable elimination, for block graphs whose
+ * cross-segment edges make the segment frontier DP too large (cfp-spec §5.1). */
+#include "shard/shard_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * When the costs are additive (roofline model or measured GEMMs, no imported segment
+ * profiles) and memory cannot bind, the plan time is
+ *     sum_b time[b][k_b] + sum_(a,b) edge[a,b][k_a][k_b]
+ * i.e. a pairwise min-sum problem over the block graph. Variable elimination solves it
+ * exactly: blocks are eliminated one at a time; eliminating v combines every factor whose
+ * scope holds v into one table over their other blocks (min over k_v), remembering the
+ * argmin; back-substitution in reverse order recovers the strategies. The cost is the sum,
+ * over eliminations, of the product of the K of the combined scope, so the order matters:
+ * greedy "min weight" (the smallest product first) keeps BERT-base on 1x8, whose forward
+ * attention blocks are tied to backward blocks a dozen segments later (a segment frontier
+ * of 3^80 states), at about 8,000 table entries in all. The order, the scopes, the index
+ * strides and every table are laid out once when the costs are built (shard_ve_prepare);
+ * a search only runs the min-sum loops over them, without allocation.
+ */
+
+#define VE_MAX_SCOPE 16
+#define VE_MAX_TABLE (1L << 16)
+#define VE_MAX_TOTAL (1L << 24)
+#define VE_MAX_IN 128
+#define VE_MAX_BLOCKS 4096
+
+typedef struct ve_factor {
+    int n;                   /* scope size */
+    int vars[VE_MAX_SCOPE];  /* block positions, mixed radix, first most significant */
+    const double *tab;       /* input factors: block times or edge costs; else own */
+    double *own;
+    bool alive;
+} ve_factor;
+
+typedef struct ve_step {
+    int v;        /* block eliminated */
+    int nin;
+    int *in;      /* factors combined */
+    int out;      /* factor produced (scope: the union minus v) */
+    long size;    /* entries of out */
+    long *st;     /* [nin * (nscope + 1)]: stride of each out-scope var, then of v */
+    long *sv;     /* [nin] stride of v in each input */
+    long *sq;     /* [nscope * nin] stride of out-scope var q in input j at sq[q*nin + j] */
+    int *rad;     /* [nscope] K of each out-scope var */
+    long *inl;    /* [nin] the inputs again, inside ve->ints (after compaction) */
+    int Kv;
+    unsigned char *arg; /* [size] argmin k_v */
+} ve_step;
+
+struct shard_ve {
+    int nf, capf;
+    ve_factor *f;
+    int nsteps;
+    ve_step *steps;
+    double work;
+    /* After prepare, every table and index array lives in these two blocks (in the order a
+     * search reads them), so that a search walks contiguous memory. */
+    double *tabs;
+    long *ints;
+};
+
+void shard_ve_free(erg_shard *s)
+{
+    shard_ve *ve = s->ve;
+    if (!ve)
+        return;
+    for (int i = 0; !ve->tabs && i < ve->nf; i++)
+        erg__free(ve->f[i].own);
+    for (int i = 0; i < ve->nsteps; i++) {
+        erg__free(ve->steps[i].in);
+        erg__free(ve->steps[i].st);
+        if (!ve->ints) {
+            erg__free(ve->steps[i].sv);
+            erg__free(ve->steps[i].sq);
+        }
+        erg__free(ve->steps[i].rad);
+        erg__free(ve->steps[i].arg);
+    }
+    erg__free(ve->f);
+    erg__free(ve->steps);
+    erg__free(ve->tabs);
+    erg__free(ve->ints);
+    erg__free(ve);
+    s->ve = NULL;
+}
+
+static int K_of(const erg_shard *s, int b) { return s->pbs[s->order[b]].K; }
+
+static ve_factor *add_factor(shard_ve *ve)
+{
+    if (ve->nf == ve->capf) {
+        int nc = ve->capf ? 2 * ve->capf : 64;
+        ve_factor *nf = erg__reallocarray(ve->f, (size_t)nc, sizeof *nf);
+        if (!nf)
+            return NULL;
+        ve->f = nf;
+        ve->capf = nc;
+    }
+    ve_factor *f = &ve->f[ve->nf++];
+    memset(f, 0, sizeof *f);
+    f->alive = true;
+    return f;
+}
+
+/* Union of the scopes of the alive factors holding v, without v; false if too large. */
+static bool scope_of(const erg_shard *s, const shard_ve *ve, int v, int *vars, int *n,
+                     double *weight)
+{
+    int m = 0;
+    for (int i = 0; i < ve->nf; i++) {
+        const ve_factor *f = &ve->f[i];
+        if (!f->alive)
+            continue;
+        bool has = false;
+        for (int j = 0; j < f->n && !has; j++)
+            has = f->vars[j] == v;
+        if (!has)
+            continue;
+        for (int j = 0; j < f->n; j++) {
+            int u = f->vars[j];
+            if (u == v)
+                continue;
+            bool dup = false;
+            for (int q = 0; q < m && !dup; q++)
+                dup = vars[q] == u;
+            if (!dup) {
+                if (m == VE_MAX_SCOPE)
+                    return false;
+                vars[m++] = u;
+            }
+        }
+    }
+    double w = K_of(s, v);
+    for (int q = 0; q < m; q++)
+        w *= K_of(s, vars[q]);
+    *n = m;
+    *weight = w;
+    return true;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Copy the input tables, the produced tables and the per-step index arrays into two
+ * contiguous blocks (ve->tabs, ve->ints) and free the scattered copies. Input factors then
+ * hold a copy of the costs, so prepare runs again whenever costs change. */
+static int compact(const erg_shard *s, shard_ve *ve)
+{
+    (void)s;
+    size_t nd = 0, nl = 0;
+    for (int i = 0; i < ve->nf; i++) {
+        const ve_factor *f = &ve->f[i];
+        long size = 1;
+        for (int q = 0; q < f->n; q++)
+            size *= K_of(s, f->vars[q]);
+        nd += (size_t)size;
+    }
+    for (int i = 0; i < ve->nsteps; i++) {
+        const ve_step *S = &ve->steps[i];
+        int n = ve->f[S->out].n;
+        nl += (size_t)S->nin * (size_t)(n + 1) + (size_t)n + (size_t)S->nin;
+    }
+    ve->tabs = erg__malloc((nd + 1) * sizeof(double));
+    ve->ints = erg__malloc((nl + 1) * sizeof(long));
+    if (!ve->tabs || !ve->ints) {
+        erg__free(ve->tabs);
+        erg__free(ve->ints);
+        ve->tabs = NULL;
+        ve->ints = NULL;
+        return -1;
+    }
+    size_t at = 0, al = 0;
+    for (int i = 0; i < ve->nf; i++) {
+        ve_factor *f = &ve->f[i];
+        long size = 1;
+        for (int q = 0; q < f->n; q++)
+            size *= K_of(s, f->vars[q]);
+        memcpy(ve->tabs + at, f->tab, (size_t)size * sizeof(double));
+        erg__free(f->own);
+        f->own = NULL;
+        f->tab = ve->tabs + at;
+        at += (size_t)size;
+    }
+    for (int i = 0; i < ve->nsteps; i++) {
+        ve_step *S = &ve->steps[i];
+        int n = ve->f[S->out].n;
+        ve->f[S->out].own = (double *)ve->f[S->out].tab; /* inside ve->tabs: not freed */
+        long *sv = ve->ints + al, *sq = sv + S->nin, *in = sq + (size_t)n * S->nin;
+        memcpy(sv, S->sv, (size_t)S->nin * sizeof(long));
+        memcpy(sq, S->sq, (size_t)n * S->nin * sizeof(long));
+        for (int j = 0; j < S->nin; j++)
+            in[j] = S->in[j];
+        al += (size_t)S->nin * (size_t)(n + 1) + (size_t)S->nin;
+        erg__free(S->sv);
+        erg__free(S->sq);
+        S->sv = sv;
+        S->sq = sq;
+        S->inl = in;
+    }
+    (void)nl;
+    return 0;
+}
+
+erg_status shard_ve_prepare(erg_shard *s, erg_error *err)
+{
+    shard_ve_free(s);
+    int N = s->norder;
+    shard_ve *ve = erg__calloc(1, sizeof *ve);
+    bool *done = erg__calloc((size_t)N + 1, sizeof(bool));
+    if (!ve || !done) {
+        erg__free(ve);
+        erg__free(done);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    s->ve = ve;
+    if (N > VE_MAX_BLOCKS)
+        goto toobig;
+    ve->steps = erg__calloc((size_t)N + 1, sizeof(ve_step));
+    if (!ve->steps)
+        goto oom;
+    for (int b = 0; b < N; b++) {
+        if (K_of(s, b) > 255)
+            goto toobig;
+        ve_factor *f = add_factor(ve);
+        if (!f)
+            goto oom;
+        f->n = 1;
+        f->vars[0] = b;
+        f->tab = s->pbs[s->order[b]].time_s;
+    }
+    for (int e = 0; e < s->nedges; e++) {
+        ve_factor *f = add_factor(ve);
+        if (!f)
+            goto oom;
+        f->n = 2;
+        f->vars[0] = s->edges[e].a;
+        f->vars[1] = s->edges[e].b;
+        f->tab = s->edges[e].cost_s;
+    }
+    double total = 0;
+    for (int step = 0; step < N; step++) {
+        /* Greedy min weight: the block whose elimination table is smallest. */
+        int best = -1, bn = 0, vars[VE_MAX_SCOPE], bvars[VE_MAX_SCOPE];
+        double bw = INFINITY;
+        for (int v = 0; v < N; v++) {
+            int n;
+            double w;
+            if (done[v] || !scope_of(s, ve, v, vars, &n, &w))
+                continue;
+            if (w < bw) {
+                bw = w;
+                best = v;
+                bn = n;
+                memcpy(bvars, vars, sizeof vars);
+            }
+        }
+        if (best < 0 || bw / K_of(s, best) > VE_MAX_TABLE)
+            goto toobig;
+        total += bw;
+        if (total > VE_MAX_TOTAL)
+            goto toobig;
+        qsort(bvars, (size_t)bn, sizeof(int), cmp_int);
+        ve_step *S = &ve->steps[ve->nsteps++];
+        S->v = best;
+        S->in = erg__malloc((size_t)(ve->nf + 1) * sizeof(int));
+        if (!S->in)
+            goto oom;
+        for (int i = 0; i < ve->nf; i++) {
+            ve_factor *f = &ve->f[i];
+            if (!f->alive)
+                continue;
+            for (int j = 0; j < f->n; j++)
+                if (f->vars[j] == best) {
+                    S->in[S->nin++] = i;
+                    f->alive = false;
+                    break;
+                }
+        }
+        if (S->nin > VE_MAX_IN)
+            goto toobig;
+        ve_factor *o = add_factor(ve);
+        if (!o)
+            goto oom;
+        S->out = (int)(o - ve->f);
+        o->n = bn;
+        memcpy(o->vars, bvars, sizeof bvars);
+        S->size = 1;
+        for (int q = 0; q < bn; q++)
+            S->size *= K_of(s, bvars[q]);
+        o->own = erg__malloc((size_t)S->size * sizeof(double));
+        S->arg = erg__malloc((size_t)S->size);
+        S->st = erg__calloc((size_t)S->nin * (size_t)(bn + 1), sizeof(long));
+        if (!o->own || !S->arg || !S->st)
+            goto oom;
+        o->tab = o->own;
+        for (int j = 0; j < S->nin; j++) {
+            const ve_factor *f = &ve->f[S->in[j]];
+            long stride = 1;
+            for (int q = f->n - 1; q >= 0; q--) {
+                int u = f->vars[q];
+                long *slot = &S->st[(size_t)j * (bn + 1) + bn]; /* v */
+                for (int r = 0; r < bn; r++)
+                    if (bvars[r] == u)
+                        slot = &S->st[(size_t)j * (bn + 1) + r];
+                *slot = stride;
+                stride *= K_of(s, u);
+            }
+        }
+        S->sv = erg__malloc((size_t)S->nin * sizeof(long));
+        S->sq = erg__malloc((size_t)(bn * S->nin + 1) * sizeof(long));
+        S->rad = erg__malloc((size_t)(bn + 1) * sizeof(int));
+        if (!S->sv || !S->sq || !S->rad)
+            goto oom;
+        for (int j = 0; j < S->nin; j++) {
+            S->sv[j] = S->st[(size_t)j * (bn + 1) + bn];
+            for (int q = 0; q < bn; q++)
+                S->sq[q * S->nin + j] = S->st[(size_t)j * (bn + 1) + q];
+        }
+        for (int q = 0; q < bn; q++)
+            S->rad[q] = K_of(s, bvars[q]);
+        S->Kv = K_of(s, best);
+        /* Touch the tables now, so that a search does not page-fault on them. */
+        memset(o->own, 0, (size_t)S->size * sizeof(double));
+        memset(S->arg, 0, (size_t)S->size);
+        done[best] = true;
+    }
+    ve->work = total;
+    erg__free(done);
+    if (compact(s, ve))
+        goto oom;
+    return ERG_OK;
+toobig:
+    erg__free(done);
+    shard_ve_free(s);
+    return ERG_OK;
+oom:
+    erg__free(done);
+    shard_ve_free(s);
+    return erg_error_set(err, ERG_ENOMEM, "out of memory");
+}
+
+double shard_ve_search(const erg_shard *s, size_t *k)
+{
+    shard_ve *ve = s->ve;
+    double constant = 0;
+    long idx[VE_MAX_IN];
+    const double *tabs[VE_MAX_IN];
+    int d[VE_MAX_SCOPE];
+    for (int si = 0; si < ve->nsteps; si++) {
+        const ve_step *S = &ve->steps[si];
+        ve_factor *o = &ve->f[S->out];
+        int n = o->n, nin = S->nin, Kv = S->Kv;
+        const long *sv = S->sv, *sq = S->sq;
+        const int *rad = S->rad;
+        double *out = o->own;
+        unsigned char *arg = S->arg;
+        for (int j = 0; j < nin; j++) {
+            tabs[j] = ve->f[S->inl[j]].tab;
+            idx[j] = 0;
+        }
+        for (int q = 0; q < n; q++)
+            d[q] = 0;
+        for (long pos = 0; pos < S->size; pos++) {
+            double best = INFINITY;
+            int barg = 0;
+            for (int kv = 0; kv < Kv; kv++) {
+                double sum = 0;
+                for (int j = 0; j < nin; j++)
+                    sum += tabs[j][idx[j] + kv * sv[j]];
+                if (sum < best) {
+                    best = sum;
+                    barg = kv;
+                }
+            }
+            out[pos] = best;
+            arg[pos] = (unsigned char)barg;
+            /* next assignment of the out scope (last var fastest) */
+            for (int q = n - 1; q >= 0; q--) {
+                const long *st = sq + (size_t)q * nin;
+                for (int j = 0; j < nin; j++)
+                    idx[j] += st[j];
+                if (++d[q] < rad[q])
+                    break;
+                for (int j = 0; j < nin; j++)
+                    idx[j] -= st[j] * rad[q];
+                d[q] = 0;
+            }
+        }
+        if (n == 0)
+            constant += out[0];
+    }
+    /* Back-substitution: each step's scope is eliminated later, so already assigned. */
+    for (int si = ve->nsteps - 1; si >= 0; si--) {
+        const ve_step *S = &ve->steps[si];
+        const ve_factor *o = &ve->f[S->out];
+        long pos = 0;
+        for (int q = 0; q < o->n; q++)
+            pos = pos * S->rad[q] + (long)k[o->vars[q]];
+        k[S->v] = S->arg[pos];
+    }
+    return constant;
+}
