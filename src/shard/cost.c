@@ -749,6 +749,39 @@ out:
     return ERG_OK;
 }
 
+/* True when segment g repeats segment u (an earlier occurrence of its unique segment) with
+ * bitwise identical block costs and intra-segment edges, so its combination table is u's
+ * (the first BERT layer differs slightly: it also holds embedding ops). rel: g's edges. */
+static bool same_costs(const erg_shard *s, const segment *g, const segment *u, const int *rel,
+                       int nrel)
+{
+    if (u == g || u->n != g->n || u->ncombo != g->ncombo || u->first >= g->first)
+        return false;
+    for (int i = 0; i < g->n; i++) {
+        const pblock *a = &s->pbs[s->order[g->first + i]], *b = &s->pbs[s->order[u->first + i]];
+        size_t K = (size_t)a->K;
+        if (a->K != b->K || memcmp(a->time_s, b->time_s, K * sizeof(double)) ||
+            memcmp(a->mem_bytes, b->mem_bytes, K * sizeof(double)))
+            return false;
+    }
+    int n = 0;
+    for (int e = 0; e < s->nedges; e++) {
+        const pedge *E = &s->edges[e];
+        if (E->a < u->first || E->a >= u->first + u->n || E->b < u->first ||
+            E->b >= u->first + u->n)
+            continue;
+        if (n >= nrel)
+            return false;
+        const pedge *F = &s->edges[rel[n++]];
+        if (F->a - g->first != E->a - u->first || F->b - g->first != E->b - u->first)
+            return false;
+        size_t KK = (size_t)s->pbs[s->order[E->a]].K * (size_t)s->pbs[s->order[E->b]].K;
+        if (memcmp(E->cost_s, F->cost_s, KK * sizeof(double)))
+            return false;
+    }
+    return n == nrel;
+}
+
 /* Per segment: every combination's time and memory (block costs plus intra-segment edges,
  * or an imported profile row), the `keep` fastest plus `keep` smallest for the report and
  * the fallback DP, and the exact DP tables (search.c). */
@@ -788,7 +821,23 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
             goto done;
         }
         double *tv = tvs[si], *mv = mvs[si];
-        for (long c = 0; c < nc; c++) {
+        int from = -1; /* the latest earlier occurrence of the same unique segment */
+        for (int j = si - 1; j >= 0 && from < 0; j--)
+            if (s->segs[j].unique == g->unique)
+                from = j;
+        bool reuse = from >= 0 && same_costs(s, g, &s->segs[from], rel, nrel);
+        if (reuse) {
+            /* A repeat of its unique segment with identical block and edge costs (the 12
+             * BERT layers): its combinations are that segment's, costed once. */
+            memcpy(tv, tvs[from], (size_t)nc * sizeof(double));
+            memcpy(mv, mvs[from], (size_t)nc * sizeof(double));
+            g->imported = s->segs[from].imported;
+            for (long c = 0; c < nc; c++) {
+                bt[c] = (ci){c, tv[c]};
+                bm[c] = (ci){c, mv[c]};
+            }
+        }
+        for (long c = 0; !reuse && c < nc; c++) {
             decode(s, g, c, kv);
             double t, m;
             seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
@@ -1151,8 +1200,10 @@ erg_status erg_shard_profile_report(const erg_shard *s, size_t max_rows, char **
         if ((st = erg__buf_printf(&b, __VA_ARGS__)))                                               \
             goto fail;                                                                             \
     } while (0)
-    P("costs: %s; mesh %dx%d; memory budget %.3f GB per device; profiling %.3f s\n",
-      s->cost_source, s->mesh[0], s->mesh[1], s->mem_budget / 1e9, s->profile_s);
+    P("costs: %s; mesh %dx%d; memory budget %.3f GB per device; profiling %.3f s (DP tables "
+      "%.3f s)\n",
+      s->cost_source, s->mesh[0], s->mesh[1], s->mem_budget / 1e9, s->profile_s,
+      s->dp_prepare_s);
     P("replicated remainder: %.6f ms, %.3f MB per device\n", s->const_time_s * 1e3,
       s->const_mem_bytes / 1e6);
     for (int si = 0; si < s->nseg; si++) {

@@ -262,6 +262,8 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
     P("memory per device %.3f MB (budget %.3f MB)\n", p->mem_bytes / 1e6, s->mem_budget / 1e6);
     P("modelled throughput %.3f TFLOP/s (all devices)\n", p->tflops);
     P("search time %.9f s\n", p->search_s);
+    if (p->method == ERG_SHARD_DP)
+        P("DP tables (built while profiling) %.6f s\n", s->dp_prepare_s);
     P("strategies per block:\n");
     for (int oi = 0; oi < s->norder; oi++) {
         const pblock *pb = &s->pbs[s->order[oi]];

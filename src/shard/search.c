@@ -297,6 +297,7 @@ static long radix_size(const erg_shard *s, const int *blocks, int n)
 
 erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, erg_error *err)
 {
+    double t0 = now_s();
     shard_dp_free(s);
     int N = s->norder, S = s->nseg;
     erg_status st = ERG_OK;
@@ -518,6 +519,7 @@ out:
     erg__free(where);
     erg__free(kv);
     erg__free(sedge);
+    s->dp_prepare_s = now_s() - t0;
     return st;
 }
 

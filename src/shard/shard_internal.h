@@ -150,6 +150,7 @@ struct erg_shard {
     /* exact DP (search.c): tables built, memory can bind, the transition work per search */
     bool dp_ready, dp_membind;
     double dp_work;
+    double dp_prepare_s; /* time spent building the DP tables (part of profile_s) */
     shard_ve *ve; /* block-level elimination (ve.c) when the segment frontier is too large */
 };
 

@@ -89,6 +89,8 @@ void shard_ve_free(erg_shard *s)
 }
 
 static int K_of(const erg_shard *s, int b) { return s->pbs[s->order[b]].K; }
+static int a_word(int b) { return b / 64; }
+static uint64_t a_bit(int b) { return (uint64_t)1 << (b % 64); }
 
 static ve_factor *add_factor(shard_ve *ve)
 {
@@ -106,40 +108,34 @@ static ve_factor *add_factor(shard_ve *ve)
     return f;
 }
 
-/* Union of the scopes of the alive factors holding v, without v; false if too large. */
-static bool scope_of(const erg_shard *s, const shard_ve *ve, int v, int *vars, int *n,
-                     double *weight)
+/* Elimination graph: adjacency bitsets (blocks sharing a factor) and, per block, the
+ * product of the K of its block and its neighbours (the size of its elimination table). */
+typedef struct ve_graph {
+    int n, words;
+    uint64_t *adj; /* [n * words] */
+    double *weight;
+} ve_graph;
+
+static void graph_weight(const erg_shard *s, ve_graph *G, int v)
 {
-    int m = 0;
-    for (int i = 0; i < ve->nf; i++) {
-        const ve_factor *f = &ve->f[i];
-        if (!f->alive)
-            continue;
-        bool has = false;
-        for (int j = 0; j < f->n && !has; j++)
-            has = f->vars[j] == v;
-        if (!has)
-            continue;
-        for (int j = 0; j < f->n; j++) {
-            int u = f->vars[j];
-            if (u == v)
-                continue;
-            bool dup = false;
-            for (int q = 0; q < m && !dup; q++)
-                dup = vars[q] == u;
-            if (!dup) {
-                if (m == VE_MAX_SCOPE)
-                    return false;
-                vars[m++] = u;
-            }
-        }
-    }
     double w = K_of(s, v);
-    for (int q = 0; q < m; q++)
-        w *= K_of(s, vars[q]);
-    *n = m;
-    *weight = w;
-    return true;
+    int deg = 0;
+    const uint64_t *row = G->adj + (size_t)v * G->words;
+    for (int x = 0; x < G->words; x++)
+        for (uint64_t bits = row[x]; bits; bits &= bits - 1) {
+            int u = x * 64 + __builtin_ctzll(bits);
+            w *= K_of(s, u);
+            deg++;
+        }
+    G->weight[v] = deg > VE_MAX_SCOPE ? INFINITY : w;
+}
+
+static void graph_link(ve_graph *G, int a, int b)
+{
+    if (a == b)
+        return;
+    G->adj[(size_t)a * G->words + a_word(b)] |= a_bit(b);
+    G->adj[(size_t)b * G->words + a_word(a)] |= a_bit(a);
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -214,6 +210,7 @@ erg_status shard_ve_prepare(erg_shard *s, erg_error *err)
     int N = s->norder;
     shard_ve *ve = erg__calloc(1, sizeof *ve);
     bool *done = erg__calloc((size_t)N + 1, sizeof(bool));
+    ve_graph G = {0};
     if (!ve || !done) {
         erg__free(ve);
         erg__free(done);
@@ -244,28 +241,43 @@ erg_status shard_ve_prepare(erg_shard *s, erg_error *err)
         f->vars[1] = s->edges[e].b;
         f->tab = s->edges[e].cost_s;
     }
+    G.n = N;
+    G.words = (N + 63) / 64;
+    G.adj = erg__calloc((size_t)N * (size_t)G.words + 1, sizeof(uint64_t));
+    G.weight = erg__malloc((size_t)(N + 1) * sizeof(double));
+    if (!G.adj || !G.weight)
+        goto oom;
+    for (int e = 0; e < s->nedges; e++)
+        graph_link(&G, s->edges[e].a, s->edges[e].b);
+    for (int v = 0; v < N; v++)
+        graph_weight(s, &G, v);
     double total = 0;
     for (int step = 0; step < N; step++) {
         /* Greedy min weight: the block whose elimination table is smallest. */
-        int best = -1, bn = 0, vars[VE_MAX_SCOPE], bvars[VE_MAX_SCOPE];
+        int best = -1, bn = 0, bvars[VE_MAX_SCOPE];
         double bw = INFINITY;
-        for (int v = 0; v < N; v++) {
-            int n;
-            double w;
-            if (done[v] || !scope_of(s, ve, v, vars, &n, &w))
-                continue;
-            if (w < bw) {
-                bw = w;
+        for (int v = 0; v < N; v++)
+            if (!done[v] && G.weight[v] < bw) {
+                bw = G.weight[v];
                 best = v;
-                bn = n;
-                memcpy(bvars, vars, sizeof vars);
             }
-        }
         if (best < 0 || bw / K_of(s, best) > VE_MAX_TABLE)
             goto toobig;
         total += bw;
         if (total > VE_MAX_TOTAL)
             goto toobig;
+        const uint64_t *row = G.adj + (size_t)best * G.words;
+        for (int x = 0; x < G.words; x++)
+            for (uint64_t bits = row[x]; bits; bits &= bits - 1)
+                bvars[bn++] = x * 64 + __builtin_ctzll(bits);
+        /* Eliminating best connects its neighbours and removes it from the graph. */
+        for (int i = 0; i < bn; i++) {
+            for (int j = i + 1; j < bn; j++)
+                graph_link(&G, bvars[i], bvars[j]);
+            G.adj[(size_t)bvars[i] * G.words + a_word(best)] &= ~a_bit(best);
+        }
+        for (int i = 0; i < bn; i++)
+            graph_weight(s, &G, bvars[i]);
         qsort(bvars, (size_t)bn, sizeof(int), cmp_int);
         ve_step *S = &ve->steps[ve->nsteps++];
         S->v = best;
@@ -333,15 +345,21 @@ erg_status shard_ve_prepare(erg_shard *s, erg_error *err)
     }
     ve->work = total;
     erg__free(done);
+    erg__free(G.adj);
+    erg__free(G.weight);
     if (compact(s, ve))
         goto oom;
     return ERG_OK;
 toobig:
     erg__free(done);
+    erg__free(G.adj);
+    erg__free(G.weight);
     shard_ve_free(s);
     return ERG_OK;
 oom:
     erg__free(done);
+    erg__free(G.adj);
+    erg__free(G.weight);
     shard_ve_free(s);
     return erg_error_set(err, ERG_ENOMEM, "out of memory");
 }
