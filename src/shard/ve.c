@@ -344,11 +344,11 @@ erg_status shard_ve_prepare(erg_shard *s, erg_error *err)
         done[best] = true;
     }
     ve->work = total;
+    if (compact(s, ve))
+        goto oom;
     erg__free(done);
     erg__free(G.adj);
     erg__free(G.weight);
-    if (compact(s, ve))
-        goto oom;
     return ERG_OK;
 toobig:
     erg__free(done);
