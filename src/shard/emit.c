@@ -297,6 +297,11 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
     json_object_set_new(root, "tflops", json_real(p->tflops));
     json_object_set_new(root, "search_s", json_real(p->search_s));
     json_object_set_new(root, "timed_out", json_boolean(p->timed_out));
+    /* DP: how it searched: "frontier" (segment DP), "elimination" (block-level) or "chain"
+     * (adjacent segments plus a second pass; not guaranteed optimal). */
+    if (p->method == ERG_SHARD_DP)
+        json_object_set_new(root, "dp_kind",
+                            json_string(p->ve ? "elimination" : p->exact ? "frontier" : "chain"));
     for (int oi = 0; oi < s->norder; oi++) {
         const pblock *pb = &s->pbs[s->order[oi]];
         json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:i}", "anchor", s->c->ins[pb->anchor].name,
