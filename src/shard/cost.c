@@ -1201,7 +1201,7 @@ erg_status erg_shard_profile_report(const erg_shard *s, size_t max_rows, char **
             goto fail;                                                                             \
     } while (0)
     P("costs: %s; mesh %dx%d; memory budget %.3f GB per device; profiling %.3f s (DP tables "
-      "%.3f s)\n",
+      "%.6f s)\n",
       s->cost_source, s->mesh[0], s->mesh[1], s->mem_budget / 1e9, s->profile_s,
       s->dp_prepare_s);
     P("replicated remainder: %.6f ms, %.3f MB per device\n", s->const_time_s * 1e3,

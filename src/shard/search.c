@@ -9,13 +9,16 @@
 #include <time.h>
 
 /*
- * DP. Segments in order; each offers its kept combinations c (time T[s][c], memory M[s][c]).
- * Memory is quantised into NB buckets of budget/NB (rounded up, so the DP never exceeds the
- * budget). f[s][c][m] = least time of segments 0..s with s using c and m buckets used:
+ * DP (CFP, §5.1). The main search is the exact frontier DP further down
+ * (search_dp_exact_*); when its frontier is too large, ve.c eliminates blocks one by one
+ * (additive costs, memory that cannot bind), and only when neither applies the chain DP
+ * below runs. Chain DP: segments in order; each offers its kept combinations c (time
+ * T[s][c], memory M[s][c]). Memory is quantised into NB buckets of budget/NB (rounded up, so
+ * the DP never exceeds the budget). f[s][c][m] = least time of segments 0..s with s using c
+ * and m buckets used:
  *   f[s][c][m] = T[s][c] + min_{c'} ( Rcross(s-1, c', s, c) + f[s-1][c'][m - q(M[s][c])] )
  * Rcross sums the resharding edges between blocks of adjacent segments. Edges that skip a
- * segment are invisible to the DP; the returned plan is re-evaluated on the whole graph, and
- * the difference is reported as the gap to the ILP.
+ * segment are invisible to it; a second pass (refine) then changes one block at a time.
  *
  * ILP (Alpa, §5.2): binary s[b][k]; for every block pair with a resharding matrix,
  * continuous e[a,b][ka][kb] >= 0 whose row sums equal s[a] and column sums equal s[b] (with
