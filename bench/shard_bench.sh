@@ -3,8 +3,8 @@
 # ILP) on the shared HLO modules; prints the markdown table of docs/benchmarks.md.
 # usage: bash bench/shard_bench.sh [path/to/ergon] [shared data dir] [ILP time limit s] [runs]
 # DP and block-ILP search times, profile and DP-table times are the best of `runs` separate
-# processes (default 5): the
-# development machine is shared, so single sub-millisecond timings are noisy.
+# processes (default 5): the development machine is shared, so single sub-millisecond
+# timings are noisy.
 set -u
 E=${1:-build/ergon}
 H=${2:-../shared/data}/hlo
