@@ -149,8 +149,22 @@ static int cmp_int(const void *a, const void *b)
  * hold a copy of the costs, so prepare runs again whenever costs change. */
 static int compact(const erg_shard *s, shard_ve *ve)
 {
-    (void)s;
+    int N = s->norder;
     size_t nd = 0, nl = 0;
+    /* Each block's own time (unary factor i < N) is added into the table of one edge that
+     * holds the block (factors N..N+nedges-1), when there is one, so that the search sums
+     * one table fewer per entry; fold[i] is that edge factor, or -1. */
+    int *fold = erg__malloc((size_t)(ve->nf + 1) * sizeof(int));
+    if (!fold)
+        return -1;
+    for (int i = 0; i < ve->nf; i++)
+        fold[i] = -1;
+    for (int e = 0; e < s->nedges; e++)
+        for (int q = 0; q < 2; q++) {
+            int b = ve->f[N + e].vars[q];
+            if (fold[b] < 0)
+                fold[b] = N + e;
+        }
     for (int i = 0; i < ve->nf; i++) {
         const ve_factor *f = &ve->f[i];
         long size = 1;
@@ -170,6 +184,7 @@ static int compact(const erg_shard *s, shard_ve *ve)
         erg__free(ve->ints);
         ve->tabs = NULL;
         ve->ints = NULL;
+        erg__free(fold);
         return -1;
     }
     size_t at = 0, al = 0;
@@ -179,28 +194,51 @@ static int compact(const erg_shard *s, shard_ve *ve)
         for (int q = 0; q < f->n; q++)
             size *= K_of(s, f->vars[q]);
         memcpy(ve->tabs + at, f->tab, (size_t)size * sizeof(double));
-        erg__free(f->own);
-        f->own = NULL;
         f->tab = ve->tabs + at;
         at += (size_t)size;
+    }
+    for (int b = 0; b < N; b++) {
+        if (fold[b] < 0)
+            continue;
+        ve_factor *E = &ve->f[fold[b]];
+        double *t = (double *)E->tab;
+        int Kb = K_of(s, E->vars[1]);
+        for (int ka = 0; ka < K_of(s, E->vars[0]); ka++)
+            for (int kb = 0; kb < Kb; kb++)
+                t[ka * Kb + kb] += ve->f[b].tab[E->vars[0] == b ? ka : kb];
+    }
+    for (int i = 0; i < ve->nf; i++) {
+        erg__free(ve->f[i].own);
+        ve->f[i].own = NULL;
     }
     for (int i = 0; i < ve->nsteps; i++) {
         ve_step *S = &ve->steps[i];
         int n = ve->f[S->out].n;
         ve->f[S->out].own = (double *)ve->f[S->out].tab; /* inside ve->tabs: not freed */
-        long *sv = ve->ints + al, *sq = sv + S->nin, *in = sq + (size_t)n * S->nin;
-        memcpy(sv, S->sv, (size_t)S->nin * sizeof(long));
-        memcpy(sq, S->sq, (size_t)n * S->nin * sizeof(long));
+        int nin = 0;
         for (int j = 0; j < S->nin; j++)
-            in[j] = S->in[j];
-        al += (size_t)S->nin * (size_t)(n + 1) + (size_t)S->nin;
+            nin += !(S->in[j] < N && fold[S->in[j]] >= 0);
+        long *sv = ve->ints + al, *sq = sv + nin, *in = sq + (size_t)n * nin;
+        int jj = 0;
+        for (int j = 0; j < S->nin; j++) {
+            if (S->in[j] < N && fold[S->in[j]] >= 0)
+                continue;
+            sv[jj] = S->sv[j];
+            for (int q = 0; q < n; q++)
+                sq[(size_t)q * nin + jj] = S->sq[(size_t)q * S->nin + j];
+            in[jj] = S->in[j];
+            jj++;
+        }
+        al += (size_t)nin * (size_t)(n + 1) + (size_t)nin;
         erg__free(S->sv);
         erg__free(S->sq);
         S->sv = sv;
         S->sq = sq;
         S->inl = in;
+        S->nin = nin;
     }
     (void)nl;
+    erg__free(fold);
     return 0;
 }
 
