@@ -792,9 +792,10 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
     size_t *kv = erg__calloc((size_t)s->norder + 1, sizeof(size_t));
     double **tvs = erg__calloc((size_t)s->nseg + 1, sizeof(double *));
     double **mvs = erg__calloc((size_t)s->nseg + 1, sizeof(double *));
+    int *same_as = erg__malloc((size_t)(s->nseg + 1) * sizeof(int));
     ci *bt = NULL, *bm = NULL;
     int *rel = NULL;
-    if (!kv || !tvs || !mvs) {
+    if (!kv || !tvs || !mvs || !same_as) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
@@ -826,6 +827,7 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
             if (s->segs[j].unique == g->unique)
                 from = j;
         bool reuse = from >= 0 && same_costs(s, g, &s->segs[from], rel, nrel);
+        same_as[si] = reuse ? from : -1;
         if (reuse) {
             /* A repeat of its unique segment with identical block and edge costs (the 12
              * BERT layers): its combinations are that segment's, costed once. */
@@ -883,7 +885,7 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
         erg__free(bm);
         bt = bm = NULL;
     }
-    st = shard_dp_prepare(s, tvs, mvs, err);
+    st = shard_dp_prepare(s, tvs, mvs, same_as, err);
 done:
     for (int si = 0; tvs && mvs && si < s->nseg; si++) {
         erg__free(tvs[si]);
@@ -891,6 +893,7 @@ done:
     }
     erg__free(tvs);
     erg__free(mvs);
+    erg__free(same_as);
     erg__free(bt);
     erg__free(bm);
     erg__free(rel);

@@ -298,7 +298,8 @@ static long radix_size(const erg_shard *s, const int *blocks, int n)
     return r;
 }
 
-erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, erg_error *err)
+erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
+                            const int *same_as, erg_error *err)
 {
     double t0 = now_s();
     shard_dp_free(s);
@@ -337,6 +338,24 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, 
     }
     s->dp_membind = worst > s->mem_budget;
     double avail = s->mem_budget - s->const_mem_bytes;
+    /* Sizes first (cheap): give up before building any table when a frontier or a step
+     * would exceed the limits. */
+    {
+        double nprev_d = 1;
+        for (int si = 0; si < S; si++) {
+            const segment *g = &s->segs[si];
+            double keys = 1, states = 1;
+            for (int b = g->first; b < g->first + g->n; b++)
+                if (outside[b])
+                    keys *= s->pbs[s->order[b]].K;
+            for (int b = 0; b < g->first + g->n; b++)
+                if (lastseg[b] > si)
+                    states *= s->pbs[s->order[b]].K;
+            if (keys > DP_MAX_STATES || states > DP_MAX_STATES || nprev_d * keys > DP_MAX_WORK)
+                goto toobig;
+            nprev_d = states;
+        }
+    }
     double work = 0;
     const int *prev = NULL;
     int nprevb = 0;
@@ -355,6 +374,26 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, 
         if (g->nkeys < 0)
             goto toobig;
         long nc = g->ncombo;
+        int from = same_as ? same_as[si] : -1;
+        if (from >= 0 && from < si && s->segs[from].nifc == g->nifc &&
+            s->segs[from].nkeys == g->nkeys) {
+            const segment *u = &s->segs[from];
+            bool same = true;
+            for (int i = 0; i < g->nifc && same; i++)
+                same = g->ifc[i] - g->first == u->ifc[i] - u->first;
+            if (same) {
+                /* Same combination table and interface as an earlier occurrence (a repeated
+                 * layer): its key table is this one's. */
+                long w = u->koff[u->nkeys];
+                g->koff = erg__malloc((size_t)(g->nkeys + 1) * sizeof(long));
+                g->ent = erg__malloc((size_t)(w + 1) * sizeof(dp_entry));
+                if (!g->koff || !g->ent)
+                    goto oom;
+                memcpy(g->koff, u->koff, (size_t)(g->nkeys + 1) * sizeof(long));
+                memcpy(g->ent, u->ent, (size_t)w * sizeof(dp_entry));
+                goto frontier;
+            }
+        }
         g->koff = erg__calloc((size_t)g->nkeys + 1, sizeof(long));
         g->ent = erg__malloc((size_t)(nc + 1) * sizeof(dp_entry));
         long *keyof = erg__malloc((size_t)(nc + 1) * sizeof(long));
@@ -410,6 +449,7 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, 
                 }
         }
         g->koff[g->nkeys] = w;
+    frontier:
         /* Frontier after this segment and the transition tables. */
         g->fr = erg__malloc((size_t)(nprevb + g->nifc + 1) * sizeof(int));
         if (!g->fr)

@@ -177,10 +177,12 @@ void shard_spec_str(const spec *sp, int rank, char *buf, size_t size);
 void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
                 double *flops);
 /* Build the exact DP tables of every segment from the combination times/memories of
- * erg_shard_profile (search.c). tv/mv: per segment, arrays of ncombo values. Sets
+ * erg_shard_profile (search.c). tv/mv: per segment, arrays of ncombo values; same_as (may
+ * be NULL): per segment, an earlier segment with identical tv/mv, or -1. Sets
  * s->dp_ready (false when the frontier would be too large: the search then falls back to the
  * adjacent-segment DP plus a second pass). ERG_ENOMEM on allocation failure. */
-erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, erg_error *err);
+erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
+                            const int *same_as, erg_error *err);
 void shard_dp_free(erg_shard *s);
 /* Block-level variable elimination (ve.c): exact for additive costs when memory cannot
  * bind. prepare leaves s->ve NULL when the elimination tables would be too large. search
