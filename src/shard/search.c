@@ -234,13 +234,16 @@ out:
  * Memory: the state is (frontier assignment, Pareto front of (time, memory)); a candidate
  * whose memory exceeds the budget is dropped and a dominated one (no less memory, no less
  * time) is pruned, so the answer is the exact optimum under the exact budget (no buckets).
- * When a frontier would exceed DP_MAX_WORK transitions per step the tables are not built
- * and the search falls back to the adjacent-segment DP plus a second pass (search_dp_chain).
+ * When a frontier would exceed DP_MAX_STATES states or DP_MAX_WORK transitions per step,
+ * the tables are not built: with additive costs and memory that cannot bind, ve.c eliminates
+ * blocks instead (exact); otherwise, and when a binding-memory step would hold more than
+ * DP_MAX_CANDIDATES entries, the search falls back to the adjacent-segment DP plus a second
+ * pass (search_dp_chain, not guaranteed optimal).
  */
 
 #define DP_MAX_STATES (1L << 16)
 #define DP_MAX_WORK (1L << 22)
-#define DP_MAX_CANDIDATES (1L << 24)
+#define DP_MAX_CANDIDATES (1L << 21)
 
 void shard_dp_free(erg_shard *s)
 {

@@ -24,7 +24,7 @@
 
 #define VE_MAX_SCOPE 16
 #define VE_MAX_TABLE (1L << 16)
-#define VE_MAX_TOTAL (1L << 24)
+#define VE_MAX_TOTAL (1L << 22)
 #define VE_MAX_IN 128
 #define VE_MAX_BLOCKS 4096
 
