@@ -544,13 +544,13 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
     s->dp_ready = true;
     goto out;
 toobig:
-    /* Too large a frontier: with additive costs and memory that cannot bind, eliminate
-     * blocks instead (ve.c); otherwise the search uses the chain DP and a second pass. */
+    /* Too large a frontier: with additive costs, eliminate blocks instead (ve.c; exact when
+     * its plan fits the budget); otherwise the search uses the chain DP and a second pass. */
     shard_dp_free(s);
     bool additive = true;
     for (int i = 0; i < S; i++)
         additive &= !s->segs[i].imported;
-    if (additive && !s->dp_membind)
+    if (additive)
         st = shard_ve_prepare(s, err);
     goto out;
 oom:
@@ -937,8 +937,14 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
     } else {
         bool too_big = !s->dp_ready && !s->ve;
         if (!s->dp_ready && s->ve) {
+            /* Elimination ignores memory. Its plan is the unconstrained optimum, so when it
+             * fits the budget it is also the optimum under the budget; when it does not, the
+             * chain DP (which has a memory dimension) and the second pass take over. */
             p->objective_s = shard_ve_search(s, p->k) + s->const_time_s;
-            p->ve = true;
+            double t, m;
+            shard_eval(s, p->k, &t, &m, NULL);
+            p->ve = m <= s->mem_budget * (1 + 1e-12);
+            too_big = !p->ve;
             st = ERG_OK;
         } else if (s->dp_ready && !s->dp_membind)
             st = search_dp_exact_fast(s, p, err);

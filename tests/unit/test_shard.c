@@ -855,6 +855,43 @@ TEST(dp_equals_ilp_on_shared_models)
     }
 }
 
+TEST(dp_bert_base_1x8_under_memory_budgets)
+{
+    /* Elimination has no memory dimension: its plan is the unconstrained optimum, hence also
+     * the optimum under any budget it fits (0.74 GB: equal to the ILP). Under a budget it
+     * does not fit (0.72 GB) the DP falls back to the chain DP + second pass: within budget,
+     * no better than the unconstrained optimum, and flagged as not exact. */
+    erg_hlo_module *m = load_or_skip(HLO_DIR "/baseline_bert_1.hlo");
+    erg_shard *s = analyze(m, 1, 8);
+    profile(s, 80);
+    erg_shard_plan *free_plan = search(s, ERG_SHARD_DP);
+    double t_free = erg_shard_plan_time_s(free_plan);
+    double m_free = erg_shard_plan_memory_bytes(free_plan);
+    erg_shard_plan_free(free_plan);
+    ASSERT(m_free > 0.725e9 && m_free < 0.74e9);
+    profile(s, 0.74);
+    ASSERT(s->dp_membind && !s->dp_ready && s->ve);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP), *q = search(s, ERG_SHARD_ILP);
+    ASSERT(d->exact && d->ve);
+    ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(q), 1e-12 * t_free);
+    ASSERT_NEAR(erg_shard_plan_time_s(d), t_free, 1e-12 * t_free);
+    erg_shard_plan_free(d);
+    erg_shard_plan_free(q);
+    profile(s, 0.72);
+    d = search(s, ERG_SHARD_DP);
+    ASSERT(!d->exact && !d->ve);
+    ASSERT(erg_shard_plan_memory_bytes(d) <= 0.72e9);
+    ASSERT(erg_shard_plan_time_s(d) >= t_free);
+    char *j = NULL;
+    erg_error err;
+    ASSERT_OK(erg_shard_plan_json(s, d, &j, &err));
+    ASSERT_CONTAINS(j, "\"dp_kind\": \"chain\"");
+    erg_free(j);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
 TEST(dp_exact_with_random_costs_skip_edges_and_memory)
 {
     erg_hlo_module *m = load_or_skip(HLO_DIR "/gpt2_tp-1_n_layer-2.hlo");
@@ -1044,5 +1081,6 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache),
          TEST_ENTRY(dp_equals_ilp_on_shared_models),
          TEST_ENTRY(dp_exact_with_random_costs_skip_edges_and_memory),
+         TEST_ENTRY(dp_bert_base_1x8_under_memory_budgets),
          TEST_ENTRY(bert_base_1x8_attention_dots_anchor_their_own_blocks),
          TEST_ENTRY(allocation_failures_are_clean))
