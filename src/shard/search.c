@@ -915,6 +915,73 @@ static int refine(const erg_shard *s, erg_shard_plan *p)
     return changes;
 }
 
+/*
+ * Fallback under a binding budget when the segment frontier is too large (BERT-base 1x8 with
+ * a tight budget): elimination has no memory dimension, but it minimises
+ *     L(lambda) = min over plans of  time + lambda * memory,
+ * and for every lambda >= 0, L(lambda) - lambda * budget is a lower bound on the best time
+ * within the budget (Lagrangian relaxation). Doubling lambda until the plan fits, then
+ * bisecting, gives feasible plans (each improved by the second pass) and the bound. The best
+ * of these and of the chain DP's plan is kept; when it meets the bound it is optimal.
+ */
+static erg_status lagrange(erg_shard *s, erg_shard_plan *p, erg_error *err)
+{
+    size_t *k = erg__calloc((size_t)s->norder + 1, sizeof(size_t));
+    erg_shard_plan tmp = *p;
+    if (!k)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    tmp.k = k;
+    double avail = s->mem_budget - s->const_mem_bytes;
+    double best_t = INFINITY, best_m = 0, lb = -INFINITY;
+    if (p->time_s > 0) {
+        shard_eval(s, p->k, &best_t, &best_m, NULL);
+        if (best_m > s->mem_budget * (1 + 1e-12))
+            best_t = INFINITY;
+    }
+    double lo = 0, hi = 0, t, m, blk_m;
+    /* lambda in s/byte: start where memory weighs like time. */
+    double lam = 1e-3 / ERG__MAX(avail, 1.0);
+    for (int it = 0; it < 100; it++) {
+        if (it > 0 && hi == 0)
+            lam *= 4; /* still infeasible: weigh memory more */
+        else if (it > 0)
+            lam = 0.5 * (lo + hi);
+        if (hi > 0 && hi - lo <= 1e-6 * hi)
+            break;
+        shard_ve_set_lambda(s, lam);
+        double v = shard_ve_search(s, k);
+        shard_eval(s, k, &t, &m, NULL);
+        blk_m = m - s->const_mem_bytes;
+        /* v = the least time + lam * block memory over all plans */
+        lb = ERG__MAX(lb, v + s->const_time_s - lam * avail);
+        if (blk_m <= avail * (1 + 1e-12)) {
+            hi = lam;
+            memcpy(tmp.k, k, (size_t)s->norder * sizeof(size_t));
+            refine(s, &tmp);
+            double t2, m2;
+            shard_eval(s, tmp.k, &t2, &m2, NULL);
+            if (m2 <= s->mem_budget * (1 + 1e-12) && t2 < best_t) {
+                best_t = t2;
+                memcpy(p->k, tmp.k, (size_t)s->norder * sizeof(size_t));
+            }
+        } else {
+            lo = lam;
+        }
+        if (hi == 0 && lam > 1e12)
+            break;
+    }
+    shard_ve_set_lambda(s, 0);
+    erg__free(k);
+    p->lower_bound_s = isfinite(lb) ? lb : 0;
+    if (!isfinite(best_t))
+        return erg_error_set(err, ERG_ENOTFOUND,
+                             "no plan fits the memory budget of %.3f GB per device",
+                             s->mem_budget / 1e9);
+    p->objective_s = best_t;
+    p->exact = best_t <= lb + 1e-12 * best_t;
+    return ERG_OK;
+}
+
 erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_limit_s,
                             erg_shard_plan **out, erg_error *err)
 {
@@ -954,6 +1021,12 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
             st = search_dp_chain(s, p, err);
             if (!st)
                 p->refined = refine(s, p);
+            if (s->ve && (st == ERG_OK || st == ERG_ENOTFOUND)) {
+                if (st == ERG_ENOTFOUND)
+                    memset(p->k, 0, (size_t)s->norder * sizeof(size_t));
+                p->time_s = st ? 0 : 1; /* lagrange: whether p->k holds a plan */
+                st = lagrange(s, p, err);
+            }
         } else {
             p->exact = true;
         }

@@ -161,6 +161,7 @@ struct erg_shard_plan {
     bool timed_out;
     int method;
     int refined; /* block changes made by the DP's second pass */
+    double lower_bound_s; /* chain fallback with elimination: Lagrangian lower bound, or 0 */
     bool exact;  /* DP: the frontier DP saw every edge (no second pass needed) */
     bool ve;     /* DP: solved by block-level elimination (segment frontier too large) */
 };
@@ -191,6 +192,8 @@ void shard_dp_free(erg_shard *s);
 erg_status shard_ve_prepare(erg_shard *s, erg_error *err);
 void shard_ve_free(erg_shard *s);
 double shard_ve_search(const erg_shard *s, size_t *k);
+/* Reload the elimination's block tables as time + lambda * memory (0 restores time only). */
+void shard_ve_set_lambda(const erg_shard *s, double lambda);
 /* Recompute every segment's combination table from the current block and edge costs
  * (no imported profiles) and the DP tables; for tests that change costs by hand. */
 erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err);

@@ -61,6 +61,7 @@ struct shard_ve {
      * search reads them), so that a search walks contiguous memory. */
     double *tabs;
     long *ints;
+    int *fold; /* [N] edge factor that holds block b's own time, or -1 */
 };
 
 void shard_ve_free(erg_shard *s)
@@ -84,6 +85,7 @@ void shard_ve_free(erg_shard *s)
     erg__free(ve->steps);
     erg__free(ve->tabs);
     erg__free(ve->ints);
+    erg__free(ve->fold);
     erg__free(ve);
     s->ve = NULL;
 }
@@ -144,6 +146,37 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* (Re)load the input tables from the costs: block b's table is time + lambda * memory (a
+ * Lagrangian weight for the memory budget; 0 = time only), folded into edge fold[b] when it
+ * has one; edge tables are the resharding costs. Needs ve->tabs (compact). */
+static void load_inputs(const erg_shard *s, shard_ve *ve, double lambda)
+{
+    int N = s->norder;
+    for (int b = 0; b < N; b++) {
+        const pblock *p = &s->pbs[s->order[b]];
+        double *t = (double *)ve->f[b].tab;
+        for (int k = 0; k < p->K; k++)
+            t[k] = p->time_s[k] + lambda * p->mem_bytes[k];
+    }
+    for (int e = 0; e < s->nedges; e++) {
+        ve_factor *E = &ve->f[N + e];
+        size_t KK = (size_t)K_of(s, E->vars[0]) * (size_t)K_of(s, E->vars[1]);
+        memcpy((double *)E->tab, s->edges[e].cost_s, KK * sizeof(double));
+    }
+    for (int b = 0; b < N; b++) {
+        if (ve->fold[b] < 0)
+            continue;
+        ve_factor *E = &ve->f[ve->fold[b]];
+        double *t = (double *)E->tab;
+        int Kb = K_of(s, E->vars[1]);
+        for (int ka = 0; ka < K_of(s, E->vars[0]); ka++)
+            for (int kb = 0; kb < Kb; kb++)
+                t[ka * Kb + kb] += ve->f[b].tab[E->vars[0] == b ? ka : kb];
+    }
+}
+
+void shard_ve_set_lambda(const erg_shard *s, double lambda) { load_inputs(s, s->ve, lambda); }
+
 /* Copy the input tables, the produced tables and the per-step index arrays into two
  * contiguous blocks (ve->tabs, ve->ints) and free the scattered copies. Input factors then
  * hold a copy of the costs, so prepare runs again whenever costs change. */
@@ -197,16 +230,8 @@ static int compact(const erg_shard *s, shard_ve *ve)
         f->tab = ve->tabs + at;
         at += (size_t)size;
     }
-    for (int b = 0; b < N; b++) {
-        if (fold[b] < 0)
-            continue;
-        ve_factor *E = &ve->f[fold[b]];
-        double *t = (double *)E->tab;
-        int Kb = K_of(s, E->vars[1]);
-        for (int ka = 0; ka < K_of(s, E->vars[0]); ka++)
-            for (int kb = 0; kb < Kb; kb++)
-                t[ka * Kb + kb] += ve->f[b].tab[E->vars[0] == b ? ka : kb];
-    }
+    ve->fold = fold;
+    load_inputs(s, ve, 0);
     for (int i = 0; i < ve->nf; i++) {
         erg__free(ve->f[i].own);
         ve->f[i].own = NULL;
@@ -238,7 +263,6 @@ static int compact(const erg_shard *s, shard_ve *ve)
         S->nin = nin;
     }
     (void)nl;
-    erg__free(fold);
     return 0;
 }
 

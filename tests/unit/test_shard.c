@@ -859,8 +859,9 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
 {
     /* Elimination has no memory dimension: its plan is the unconstrained optimum, hence also
      * the optimum under any budget it fits (0.74 GB: equal to the ILP). Under a budget it
-     * does not fit (0.72 GB) the DP falls back to the chain DP + second pass: within budget,
-     * no better than the unconstrained optimum, and flagged as not exact. */
+     * does not fit (0.72 GB) the DP falls back to the chain DP + second pass and a Lagrangian
+     * elimination: within budget, no better than the unconstrained optimum, with a lower
+     * bound. */
     erg_hlo_module *m = load_or_skip(HLO_DIR "/baseline_bert_1.hlo");
     erg_shard *s = analyze(m, 1, 8);
     profile(s, 80);
@@ -879,13 +880,17 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
     erg_shard_plan_free(q);
     profile(s, 0.72);
     d = search(s, ERG_SHARD_DP);
-    ASSERT(!d->exact && !d->ve);
+    ASSERT(!d->ve);
     ASSERT(erg_shard_plan_memory_bytes(d) <= 0.72e9);
     ASSERT(erg_shard_plan_time_s(d) >= t_free);
+    /* The Lagrangian bound: below the plan, above half of it (0.33 % below here). */
+    ASSERT(d->lower_bound_s > 0.5 * erg_shard_plan_time_s(d));
+    ASSERT(d->lower_bound_s <= erg_shard_plan_time_s(d) * (1 + 1e-12));
     char *j = NULL;
     erg_error err;
     ASSERT_OK(erg_shard_plan_json(s, d, &j, &err));
-    ASSERT_CONTAINS(j, "\"dp_kind\": \"chain\"");
+    ASSERT_CONTAINS(j, "\"dp_kind\": \"chain+lagrange\"");
+    ASSERT_CONTAINS(j, "\"lower_bound_s\":");
     erg_free(j);
     erg_shard_plan_free(d);
     erg_shard_free(s);
