@@ -86,7 +86,9 @@ typedef struct erg_shard_cost_options {
     const char *profiles_path;/* imported per-segment table (CSV); NULL = none */
     double mem_budget_bytes;  /* per device; 0 = the device's memory */
     double optimizer_factor;  /* bytes kept per weight byte (weight+grad+Adam: 4) */
-    int keep;                 /* combinations kept per segment for the DP (0 = 64) */
+    int keep;                 /* combinations per segment listed by the profile report and
+                               * kept by the fallback chain DP (0 = 64); the exact DP keeps
+                               * every combination not dominated in (time, memory) */
 } erg_shard_cost_options;
 
 ERG_API void erg_shard_cost_options_init(erg_shard_cost_options *o);
@@ -105,7 +107,7 @@ ERG_API erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, ch
 /* ---- search ---------------------------------------------------------------------------- */
 
 typedef enum erg_shard_method {
-    ERG_SHARD_DP = 0,  /* CFP: DP over segments with a memory dimension */
+    ERG_SHARD_DP = 0,  /* CFP: exact DP over segments with a memory dimension (see search.c) */
     ERG_SHARD_ILP = 1, /* Alpa: ILP over blocks (GLPK) on the same costs */
 } erg_shard_method;
 

@@ -1805,6 +1805,7 @@ void erg_shard_free(erg_shard *s)
         erg__free(s->edges[e].bytes);
     }
     erg__free(s->edges);
+    shard_dp_free(s);
     for (int i = 0; i < s->nseg; i++) {
         erg__free(s->segs[i].keep);
         erg__free(s->segs[i].keep_time);

@@ -569,6 +569,7 @@ static void free_costs(erg_shard *s)
         s->segs[i].keep_time = s->segs[i].keep_mem = NULL;
         s->segs[i].nkeep = 0;
     }
+    shard_dp_free(s);
     s->profiled = false;
 }
 
@@ -746,6 +747,163 @@ out:
     *out = v;
     *nout = n;
     return ERG_OK;
+}
+
+/* True when segment g repeats segment u (an earlier occurrence of its unique segment) with
+ * bitwise identical block costs and intra-segment edges, so its combination table is u's
+ * (the first BERT layer differs slightly: it also holds embedding ops). rel: g's edges. */
+static bool same_costs(const erg_shard *s, const segment *g, const segment *u, const int *rel,
+                       int nrel)
+{
+    if (u == g || u->n != g->n || u->ncombo != g->ncombo || u->first >= g->first)
+        return false;
+    for (int i = 0; i < g->n; i++) {
+        const pblock *a = &s->pbs[s->order[g->first + i]], *b = &s->pbs[s->order[u->first + i]];
+        size_t K = (size_t)a->K;
+        if (a->K != b->K || memcmp(a->time_s, b->time_s, K * sizeof(double)) ||
+            memcmp(a->mem_bytes, b->mem_bytes, K * sizeof(double)))
+            return false;
+    }
+    int n = 0;
+    for (int e = 0; e < s->nedges; e++) {
+        const pedge *E = &s->edges[e];
+        if (E->a < u->first || E->a >= u->first + u->n || E->b < u->first ||
+            E->b >= u->first + u->n)
+            continue;
+        if (n >= nrel)
+            return false;
+        const pedge *F = &s->edges[rel[n++]];
+        if (F->a - g->first != E->a - u->first || F->b - g->first != E->b - u->first)
+            return false;
+        size_t KK = (size_t)s->pbs[s->order[E->a]].K * (size_t)s->pbs[s->order[E->b]].K;
+        if (memcmp(E->cost_s, F->cost_s, KK * sizeof(double)))
+            return false;
+    }
+    return n == nrel;
+}
+
+/* Per segment: every combination's time and memory (block costs plus intra-segment edges,
+ * or an imported profile row), the `keep` fastest plus `keep` smallest for the report and
+ * the fallback DP, and the exact DP tables (search.c). */
+static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, int keep,
+                                 erg_error *err)
+{
+    erg_status st = ERG_OK;
+    size_t *kv = erg__calloc((size_t)s->norder + 1, sizeof(size_t));
+    double **tvs = erg__calloc((size_t)s->nseg + 1, sizeof(double *));
+    double **mvs = erg__calloc((size_t)s->nseg + 1, sizeof(double *));
+    int *same_as = erg__malloc((size_t)(s->nseg + 1) * sizeof(int));
+    ci *bt = NULL, *bm = NULL;
+    int *rel = NULL;
+    if (!kv || !tvs || !mvs || !same_as) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int si = 0; si < s->nseg; si++) {
+        segment *g = &s->segs[si];
+        erg__free(g->keep);
+        erg__free(g->keep_time);
+        erg__free(g->keep_mem);
+        g->keep = NULL;
+        g->keep_time = g->keep_mem = NULL;
+        g->nkeep = 0;
+        g->imported = false;
+        long nc = 1;
+        for (int i = 0; i < g->n; i++)
+            nc *= s->pbs[s->order[g->first + i]].K;
+        g->ncombo = nc;
+        bt = erg__malloc((size_t)nc * sizeof(ci));
+        bm = erg__malloc((size_t)nc * sizeof(ci));
+        tvs[si] = erg__malloc((size_t)nc * sizeof(double));
+        mvs[si] = erg__malloc((size_t)nc * sizeof(double));
+        int nrel = seg_edges(s, g, &rel);
+        if (!bt || !bm || !tvs[si] || !mvs[si] || nrel < 0) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto done;
+        }
+        double *tv = tvs[si], *mv = mvs[si];
+        int from = -1; /* the latest earlier occurrence of the same unique segment */
+        for (int j = si - 1; j >= 0 && from < 0; j--)
+            if (s->segs[j].unique == g->unique)
+                from = j;
+        bool reuse = from >= 0 && same_costs(s, g, &s->segs[from], rel, nrel);
+        same_as[si] = reuse ? from : -1;
+        if (reuse) {
+            /* A repeat of its unique segment with identical block and edge costs (the 12
+             * BERT layers): its combinations are that segment's, costed once. */
+            memcpy(tv, tvs[from], (size_t)nc * sizeof(double));
+            memcpy(mv, mvs[from], (size_t)nc * sizeof(double));
+            g->imported = s->segs[from].imported;
+            for (long c = 0; c < nc; c++) {
+                bt[c] = (ci){c, tv[c]};
+                bm[c] = (ci){c, mv[c]};
+            }
+        }
+        for (long c = 0; !reuse && c < nc; c++) {
+            decode(s, g, c, kv);
+            double t, m;
+            seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
+            for (int x = 0; x < nimp; x++)
+                if (imp[x].seg == g->unique && imp[x].combo == c) {
+                    t = imp[x].time_s * (double)s->trips;
+                    m = imp[x].mem;
+                    g->imported = true;
+                }
+            bt[c] = (ci){c, t};
+            bm[c] = (ci){c, m};
+            tv[c] = t;
+            mv[c] = m;
+        }
+        erg__free(rel);
+        rel = NULL;
+        qsort(bt, (size_t)nc, sizeof *bt, cmp_ci);
+        qsort(bm, (size_t)nc, sizeof *bm, cmp_ci);
+        int cap = (int)ERG__MIN((long)2 * keep, nc);
+        g->keep = erg__malloc((size_t)cap * sizeof(long));
+        g->keep_time = erg__malloc((size_t)cap * sizeof(double));
+        g->keep_mem = erg__malloc((size_t)cap * sizeof(double));
+        if (!g->keep || !g->keep_time || !g->keep_mem) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto done;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            ci *arr = pass ? bm : bt;
+            for (long x = 0; x < ERG__MIN((long)keep, nc); x++) {
+                long c = arr[x].c;
+                bool dup = false;
+                for (int y = 0; y < g->nkeep && !dup; y++)
+                    dup = g->keep[y] == c;
+                if (!dup && g->nkeep < cap)
+                    g->keep[g->nkeep++] = c;
+            }
+        }
+        for (int y = 0; y < g->nkeep; y++) {
+            g->keep_time[y] = tv[g->keep[y]];
+            g->keep_mem[y] = mv[g->keep[y]];
+        }
+        erg__free(bt);
+        erg__free(bm);
+        bt = bm = NULL;
+    }
+    st = shard_dp_prepare(s, tvs, mvs, same_as, err);
+done:
+    for (int si = 0; tvs && mvs && si < s->nseg; si++) {
+        erg__free(tvs[si]);
+        erg__free(mvs[si]);
+    }
+    erg__free(tvs);
+    erg__free(mvs);
+    erg__free(same_as);
+    erg__free(bt);
+    erg__free(bm);
+    erg__free(rel);
+    erg__free(kv);
+    return st;
+}
+
+erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err)
+{
+    return segments_build(s, NULL, 0, keep > 0 ? keep : 64, err);
 }
 
 void erg_shard_cost_options_init(erg_shard_cost_options *o)
@@ -958,90 +1116,8 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
         s->const_flops *= f;
     }
     /* Segments: enumerate combinations, apply imported profiles, keep the best. */
-    kv = erg__calloc((size_t)s->norder, sizeof(size_t));
-    if (!kv) {
-        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if ((st = segments_build(s, imp, nimp, keep, err)))
         goto done;
-    }
-    for (int si = 0; si < s->nseg; si++) {
-        segment *g = &s->segs[si];
-        long nc = 1;
-        for (int i = 0; i < g->n; i++)
-            nc *= s->pbs[s->order[g->first + i]].K;
-        g->ncombo = nc;
-        ci *bt = erg__malloc((size_t)nc * sizeof(ci)), *bm = erg__malloc((size_t)nc * sizeof(ci));
-        int *rel = NULL;
-        int nrel = seg_edges(s, g, &rel);
-        if (!bt || !bm || nrel < 0) {
-            erg__free(bt);
-            erg__free(bm);
-            erg__free(rel);
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            goto done;
-        }
-        for (long c = 0; c < nc; c++) {
-            decode(s, g, c, kv);
-            double t, m;
-            seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
-            for (int x = 0; x < nimp; x++)
-                if (imp[x].seg == g->unique && imp[x].combo == c) {
-                    t = imp[x].time_s * (double)s->trips;
-                    m = imp[x].mem;
-                    g->imported = true;
-                }
-            bt[c] = (ci){c, t};
-            bm[c] = (ci){c, m};
-        }
-        erg__free(rel);
-        qsort(bt, (size_t)nc, sizeof *bt, cmp_ci);
-        qsort(bm, (size_t)nc, sizeof *bm, cmp_ci);
-        int cap = (int)ERG__MIN((long)2 * keep, nc);
-        g->keep = erg__malloc((size_t)cap * sizeof(long));
-        g->keep_time = erg__malloc((size_t)cap * sizeof(double));
-        g->keep_mem = erg__malloc((size_t)cap * sizeof(double));
-        if (!g->keep || !g->keep_time || !g->keep_mem) {
-            erg__free(bt);
-            erg__free(bm);
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            goto done;
-        }
-        g->nkeep = 0;
-        for (int pass = 0; pass < 2; pass++) {
-            ci *arr = pass ? bm : bt;
-            for (long x = 0; x < ERG__MIN((long)keep, nc); x++) {
-                long c = arr[x].c;
-                bool dup = false;
-                for (int y = 0; y < g->nkeep && !dup; y++)
-                    dup = g->keep[y] == c;
-                if (!dup && g->nkeep < cap)
-                    g->keep[g->nkeep++] = c;
-            }
-        }
-        /* Times/memories of the kept combinations: bt/bm are sorted copies, so index them by
-         * combination first. */
-        double *tv = erg__malloc((size_t)nc * sizeof(double)),
-               *mv = erg__malloc((size_t)nc * sizeof(double));
-        if (!tv || !mv) {
-            erg__free(tv);
-            erg__free(mv);
-            erg__free(bt);
-            erg__free(bm);
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            goto done;
-        }
-        for (long x = 0; x < nc; x++) {
-            tv[bt[x].c] = bt[x].v;
-            mv[bm[x].c] = bm[x].v;
-        }
-        for (int y = 0; y < g->nkeep; y++) {
-            g->keep_time[y] = tv[g->keep[y]];
-            g->keep_mem[y] = mv[g->keep[y]];
-        }
-        erg__free(tv);
-        erg__free(mv);
-        erg__free(bt);
-        erg__free(bm);
-    }
     if (o->compute != ERG_SHARD_COMPUTE_MODEL && o->cache_path &&
         (st = cache_save(&T, o->cache_path, err)))
         goto done;
@@ -1127,8 +1203,10 @@ erg_status erg_shard_profile_report(const erg_shard *s, size_t max_rows, char **
         if ((st = erg__buf_printf(&b, __VA_ARGS__)))                                               \
             goto fail;                                                                             \
     } while (0)
-    P("costs: %s; mesh %dx%d; memory budget %.3f GB per device; profiling %.3f s\n",
-      s->cost_source, s->mesh[0], s->mesh[1], s->mem_budget / 1e9, s->profile_s);
+    P("costs: %s; mesh %dx%d; memory budget %.3f GB per device; profiling %.3f s (DP tables "
+      "%.6f s)\n",
+      s->cost_source, s->mesh[0], s->mesh[1], s->mem_budget / 1e9, s->profile_s,
+      s->dp_prepare_s);
     P("replicated remainder: %.6f ms, %.3f MB per device\n", s->const_time_s * 1e3,
       s->const_mem_bytes / 1e6);
     for (int si = 0; si < s->nseg; si++) {

@@ -250,12 +250,26 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
     }
     P("\niteration time %.6f ms (search objective %.6f ms)%s\n", p->time_s * 1e3,
       p->objective_s * 1e3, p->timed_out ? ", ILP stopped at its time limit" : "");
-    if (p->method == ERG_SHARD_DP)
-        P("second pass (edges between non-adjacent segments): %d block%s changed\n", p->refined,
+    if (p->method == ERG_SHARD_DP && p->lower_bound_s > 0)
+        P("segment frontier too large and the budget binds: chain DP + second pass, and "
+          "elimination with a Lagrangian memory weight; best plan %.4f%% above the lower bound "
+          "%.6f ms%s\n",
+          (p->time_s / p->lower_bound_s - 1) * 100, p->lower_bound_s * 1e3,
+          p->exact ? " (optimal)" : "");
+    else if (p->method == ERG_SHARD_DP && p->ve)
+        P("DP exact: segment frontier too large, blocks eliminated one by one (every "
+          "resharding edge seen), no second pass\n");
+    else if (p->method == ERG_SHARD_DP && p->exact)
+        P("DP exact: every resharding edge is in its state (frontier DP), no second pass\n");
+    else if (p->method == ERG_SHARD_DP)
+        P("frontier too large for the exact DP: adjacent-segment DP, then a second pass "
+          "(edges between non-adjacent segments): %d block%s changed\n", p->refined,
           p->refined == 1 ? "" : "s");
     P("memory per device %.3f MB (budget %.3f MB)\n", p->mem_bytes / 1e6, s->mem_budget / 1e6);
     P("modelled throughput %.3f TFLOP/s (all devices)\n", p->tflops);
-    P("search time %.6f s\n", p->search_s);
+    P("search time %.9f s\n", p->search_s);
+    if (p->method == ERG_SHARD_DP)
+        P("DP tables (built while profiling) %.6f s\n", s->dp_prepare_s);
     P("strategies per block:\n");
     for (int oi = 0; oi < s->norder; oi++) {
         const pblock *pb = &s->pbs[s->order[oi]];
@@ -289,6 +303,16 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
     json_object_set_new(root, "tflops", json_real(p->tflops));
     json_object_set_new(root, "search_s", json_real(p->search_s));
     json_object_set_new(root, "timed_out", json_boolean(p->timed_out));
+    /* DP: how it searched: "frontier" (segment DP), "elimination" (block-level) or "chain"
+     * (adjacent segments plus a second pass; not guaranteed optimal). */
+    if (p->method == ERG_SHARD_DP)
+        json_object_set_new(root, "dp_kind",
+                            json_string(p->lower_bound_s > 0 ? "chain+lagrange"
+                                        : p->ve                 ? "elimination"
+                                        : p->exact              ? "frontier"
+                                                                : "chain"));
+    if (p->method == ERG_SHARD_DP && p->lower_bound_s > 0)
+        json_object_set_new(root, "lower_bound_s", json_real(p->lower_bound_s));
     for (int oi = 0; oi < s->norder; oi++) {
         const pblock *pb = &s->pbs[s->order[oi]];
         json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:i}", "anchor", s->c->ins[pb->anchor].name,

@@ -9,13 +9,16 @@
 #include <time.h>
 
 /*
- * DP. Segments in order; each offers its kept combinations c (time T[s][c], memory M[s][c]).
- * Memory is quantised into NB buckets of budget/NB (rounded up, so the DP never exceeds the
- * budget). f[s][c][m] = least time of segments 0..s with s using c and m buckets used:
+ * DP (CFP, §5.1). The main search is the exact frontier DP further down
+ * (search_dp_exact_*); when its frontier is too large, ve.c eliminates blocks one by one
+ * (additive costs, memory that cannot bind), and only when neither applies the chain DP
+ * below runs. Chain DP: segments in order; each offers its kept combinations c (time
+ * T[s][c], memory M[s][c]). Memory is quantised into NB buckets of budget/NB (rounded up, so
+ * the DP never exceeds the budget). f[s][c][m] = least time of segments 0..s with s using c
+ * and m buckets used:
  *   f[s][c][m] = T[s][c] + min_{c'} ( Rcross(s-1, c', s, c) + f[s-1][c'][m - q(M[s][c])] )
  * Rcross sums the resharding edges between blocks of adjacent segments. Edges that skip a
- * segment are invisible to the DP; the returned plan is re-evaluated on the whole graph, and
- * the difference is reported as the gap to the ILP.
+ * segment are invisible to it; a second pass (refine) then changes one block at a time.
  *
  * ILP (Alpa, §5.2): binary s[b][k]; for every block pair with a resharding matrix,
  * continuous e[a,b][ka][kb] >= 0 whose row sums equal s[a] and column sums equal s[b] (with
@@ -64,7 +67,9 @@ static void plan_finish(const erg_shard *s, erg_shard_plan *p)
     p->tflops = p->time_s > 0 ? f / p->time_s / 1e12 : 0;
 }
 
-static erg_status search_dp(erg_shard *s, erg_shard_plan *p, erg_error *err)
+/* The adjacent-segment DP over the kept combinations with memory buckets: the fallback when
+ * the frontier of the exact DP would be too large (see above). */
+static erg_status search_dp_chain(erg_shard *s, erg_shard_plan *p, erg_error *err)
 {
     int S = s->nseg;
     double avail = s->mem_budget - s->const_mem_bytes;
@@ -199,6 +204,534 @@ out:
     erg__free(kb);
     erg__free(cross);
     erg__free(rel);
+    return st;
+}
+
+/*
+ * Exact DP over the segment sequence (cfp-spec §5.1, with the "carry the state" fix for
+ * edges that skip segments).
+ *
+ * Segment s offers combinations c with time T[s][c] (blocks + intra-segment resharding, or
+ * an imported profile) and memory M[s][c]. A resharding edge between blocks of two segments
+ * couples them. The DP walks the segments in order and carries, as its state, the strategies
+ * of the *frontier*: the blocks of the segments done so far that still have an edge to a
+ * later segment. Adjacent-segment edges make the frontier the previous segment's exit
+ * blocks (CFP's chain); an edge that skips segments keeps its first block in the frontier
+ * until its other end is reached, so its cost is charged exactly, at the step of its later
+ * end. Every edge is charged once, so the DP value is the whole-graph time of its plan.
+ *
+ * Two reductions make this cheap, and both are exact:
+ *  - Interface keys. Within a segment only the blocks with an edge to another segment
+ *    ("interface") matter to the rest of the graph. Combinations with the same interface
+ *    assignment (key) compete only on (time, memory): per key only the Pareto front is kept,
+ *    and when memory cannot bind (the largest combinations of all segments fit together)
+ *    only the fastest. A 4-block BERT layer without outside edges has one key.
+ *  - Transition tables. For the step into segment s, the resharding between each frontier
+ *    state x and key y (cross[x][y]) and the index of the next state are computed once when
+ *    the costs are built, so a search is additions and comparisons over precomputed arrays
+ *    with no allocation (when memory cannot bind). Repeated segments (12 identical BERT
+ *    layers) reduce to the same small key tables.
+ * Memory: the state is (frontier assignment, Pareto front of (time, memory)); a candidate
+ * whose memory exceeds the budget is dropped and a dominated one (no less memory, no less
+ * time) is pruned, so the answer is the exact optimum under the exact budget (no buckets).
+ * When a frontier would exceed DP_MAX_STATES states or DP_MAX_WORK transitions per step,
+ * the tables are not built: with additive costs and memory that cannot bind, ve.c eliminates
+ * blocks instead (exact); otherwise, and when a binding-memory step would hold more than
+ * DP_MAX_CANDIDATES entries, the search falls back to the adjacent-segment DP plus a second
+ * pass (search_dp_chain, not guaranteed optimal).
+ */
+
+#define DP_MAX_STATES (1L << 16)
+#define DP_MAX_WORK (1L << 22)
+#define DP_MAX_CANDIDATES (1L << 21)
+
+void shard_dp_free(erg_shard *s)
+{
+    shard_ve_free(s);
+    for (int i = 0; s->segs && i < s->nseg; i++) {
+        segment *g = &s->segs[i];
+        erg__free(g->ifc);
+        erg__free(g->koff);
+        erg__free(g->ent);
+        erg__free(g->fr);
+        erg__free(g->xpart);
+        erg__free(g->ypart);
+        erg__free(g->cross);
+        erg__free(g->val);
+        erg__free(g->argx);
+        erg__free(g->argy);
+        g->ifc = g->fr = NULL;
+        g->koff = g->xpart = g->ypart = g->argx = g->argy = NULL;
+        g->ent = NULL;
+        g->cross = g->val = NULL;
+        g->nifc = g->nfr = 0;
+        g->nkeys = g->nstate = g->nprev = 0;
+    }
+    s->dp_ready = false;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const dp_entry *x = a, *y = b;
+    if (x->m != y->m)
+        return x->m < y->m ? -1 : 1;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return (x->c > y->c) - (x->c < y->c);
+}
+
+/* Strategy of digit i of mixed-radix index x over blocks list (first most significant). */
+static void digits(const erg_shard *s, const int *blocks, int n, long x, int *out)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        int K = s->pbs[s->order[blocks[i]]].K;
+        out[i] = (int)(x % K);
+        x /= K;
+    }
+}
+
+static long radix_size(const erg_shard *s, const int *blocks, int n)
+{
+    long r = 1;
+    for (int i = 0; i < n; i++) {
+        r *= s->pbs[s->order[blocks[i]]].K;
+        if (r > DP_MAX_STATES)
+            return -1;
+    }
+    return r;
+}
+
+erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
+                            const int *same_as, erg_error *err)
+{
+    double t0 = now_s();
+    shard_dp_free(s);
+    int N = s->norder, S = s->nseg;
+    erg_status st = ERG_OK;
+    int *segof = erg__malloc((size_t)(N + 1) * sizeof(int));
+    int *lastseg = erg__malloc((size_t)(N + 1) * sizeof(int));
+    bool *outside = erg__calloc((size_t)N + 1, sizeof(bool));
+    int *dg = erg__malloc((size_t)(N + 1) * sizeof(int));
+    int *dx = erg__malloc((size_t)(N + 1) * sizeof(int));
+    int *where = erg__malloc((size_t)(N + 1) * sizeof(int)); /* block -> index in fr/ifc */
+    size_t *kv = erg__calloc((size_t)N + 1, sizeof(size_t));
+    int *sedge = erg__malloc((size_t)(s->nedges + 1) * sizeof(int));
+    if (!segof || !lastseg || !outside || !dg || !dx || !where || !kv || !sedge)
+        goto oom;
+    for (int i = 0; i < S; i++)
+        for (int b = 0; b < s->segs[i].n; b++)
+            segof[s->segs[i].first + b] = i;
+    for (int b = 0; b < N; b++)
+        lastseg[b] = segof[b];
+    for (int e = 0; e < s->nedges; e++) {
+        int a = s->edges[e].a, b = s->edges[e].b;
+        if (segof[a] == segof[b])
+            continue;
+        outside[a] = outside[b] = true;
+        lastseg[a] = ERG__MAX(lastseg[a], segof[b]);
+        lastseg[b] = ERG__MAX(lastseg[b], segof[a]);
+    }
+    /* Memory binds unless the largest combinations of all segments fit together. */
+    double worst = s->const_mem_bytes;
+    for (int i = 0; i < S; i++) {
+        double w = 0;
+        for (long c = 0; c < s->segs[i].ncombo; c++)
+            w = ERG__MAX(w, mv[i][c]);
+        worst += w;
+    }
+    s->dp_membind = worst > s->mem_budget;
+    double avail = s->mem_budget - s->const_mem_bytes;
+    /* Sizes first (cheap): give up before building any table when a frontier or a step
+     * would exceed the limits. */
+    {
+        double nprev_d = 1;
+        for (int si = 0; si < S; si++) {
+            const segment *g = &s->segs[si];
+            double keys = 1, states = 1;
+            for (int b = g->first; b < g->first + g->n; b++)
+                if (outside[b])
+                    keys *= s->pbs[s->order[b]].K;
+            for (int b = 0; b < g->first + g->n; b++)
+                if (lastseg[b] > si)
+                    states *= s->pbs[s->order[b]].K;
+            if (keys > DP_MAX_STATES || states > DP_MAX_STATES || nprev_d * keys > DP_MAX_WORK)
+                goto toobig;
+            nprev_d = states;
+        }
+    }
+    double work = 0;
+    const int *prev = NULL;
+    int nprevb = 0;
+    long nprev = 1;
+    for (int si = 0; si < S; si++) {
+        segment *g = &s->segs[si];
+        /* Interface blocks and key tables. */
+        g->ifc = erg__malloc((size_t)(g->n + 1) * sizeof(int));
+        if (!g->ifc)
+            goto oom;
+        g->nifc = 0;
+        for (int b = g->first; b < g->first + g->n; b++)
+            if (outside[b])
+                g->ifc[g->nifc++] = b;
+        g->nkeys = radix_size(s, g->ifc, g->nifc);
+        if (g->nkeys < 0)
+            goto toobig;
+        long nc = g->ncombo;
+        int from = same_as ? same_as[si] : -1;
+        if (from >= 0 && from < si && s->segs[from].nifc == g->nifc &&
+            s->segs[from].nkeys == g->nkeys) {
+            const segment *u = &s->segs[from];
+            bool same = true;
+            for (int i = 0; i < g->nifc && same; i++)
+                same = g->ifc[i] - g->first == u->ifc[i] - u->first;
+            if (same) {
+                /* Same combination table and interface as an earlier occurrence (a repeated
+                 * layer): its key table is this one's. */
+                long w = u->koff[u->nkeys];
+                g->koff = erg__malloc((size_t)(g->nkeys + 1) * sizeof(long));
+                g->ent = erg__malloc((size_t)(w + 1) * sizeof(dp_entry));
+                if (!g->koff || !g->ent)
+                    goto oom;
+                memcpy(g->koff, u->koff, (size_t)(g->nkeys + 1) * sizeof(long));
+                memcpy(g->ent, u->ent, (size_t)w * sizeof(dp_entry));
+                goto frontier;
+            }
+        }
+        g->koff = erg__calloc((size_t)g->nkeys + 1, sizeof(long));
+        g->ent = erg__malloc((size_t)(nc + 1) * sizeof(dp_entry));
+        long *keyof = erg__malloc((size_t)(nc + 1) * sizeof(long));
+        long *fill = erg__calloc((size_t)g->nkeys + 1, sizeof(long));
+        if (!g->koff || !g->ent || !keyof || !fill) {
+            erg__free(keyof);
+            erg__free(fill);
+            goto oom;
+        }
+        for (long c = 0; c < nc; c++) {
+            long cc = c;
+            for (int i = g->n - 1; i >= 0; i--) {
+                int K = s->pbs[s->order[g->first + i]].K;
+                kv[g->first + i] = (size_t)(cc % K);
+                cc /= K;
+            }
+            long y = 0;
+            for (int i = 0; i < g->nifc; i++)
+                y = y * s->pbs[s->order[g->ifc[i]]].K + (long)kv[g->ifc[i]];
+            keyof[c] = y;
+            g->koff[y + 1]++;
+        }
+        for (long y = 0; y < g->nkeys; y++)
+            g->koff[y + 1] += g->koff[y];
+        for (long c = 0; c < nc; c++) {
+            long y = keyof[c];
+            g->ent[g->koff[y] + fill[y]++] = (dp_entry){tv[si][c], mv[si][c], c};
+        }
+        erg__free(keyof);
+        erg__free(fill);
+        /* Per key: drop what exceeds the budget, keep the Pareto front (or the fastest). */
+        long w = 0;
+        for (long y = 0; y < g->nkeys; y++) {
+            dp_entry *E = g->ent + g->koff[y];
+            long n = g->koff[y + 1] - g->koff[y];
+            g->koff[y] = w;
+            if (!s->dp_membind) {
+                long best = -1;
+                for (long i = 0; i < n; i++)
+                    if (best < 0 || E[i].t < E[best].t ||
+                        (E[i].t == E[best].t && E[i].m < E[best].m))
+                        best = i;
+                if (best >= 0)
+                    g->ent[w++] = E[best];
+                continue;
+            }
+            qsort(E, (size_t)n, sizeof *E, cmp_entry);
+            double tbest = INFINITY;
+            for (long i = 0; i < n; i++)
+                if (E[i].m <= avail * (1 + 1e-12) && E[i].t < tbest) {
+                    tbest = E[i].t;
+                    g->ent[w++] = E[i];
+                }
+        }
+        g->koff[g->nkeys] = w;
+    frontier:
+        /* Frontier after this segment and the transition tables. */
+        g->fr = erg__malloc((size_t)(nprevb + g->nifc + 1) * sizeof(int));
+        if (!g->fr)
+            goto oom;
+        g->nfr = 0;
+        for (int i = 0; i < nprevb; i++)
+            if (lastseg[prev[i]] > si)
+                g->fr[g->nfr++] = prev[i];
+        for (int i = 0; i < g->nifc; i++)
+            if (lastseg[g->ifc[i]] > si)
+                g->fr[g->nfr++] = g->ifc[i];
+        g->nstate = radix_size(s, g->fr, g->nfr);
+        g->nprev = nprev;
+        work += (double)nprev * (double)g->nkeys;
+        if (g->nstate < 0 || (double)nprev * (double)g->nkeys > DP_MAX_WORK)
+            goto toobig;
+        g->xpart = erg__calloc((size_t)nprev, sizeof(long));
+        g->ypart = erg__calloc((size_t)g->nkeys, sizeof(long));
+        g->cross = erg__calloc((size_t)(nprev * g->nkeys), sizeof(double));
+        g->val = erg__malloc((size_t)g->nstate * sizeof(double));
+        g->argx = erg__malloc((size_t)g->nstate * sizeof(long));
+        g->argy = erg__malloc((size_t)g->nstate * sizeof(long));
+        if (!g->xpart || !g->ypart || !g->cross || !g->val || !g->argx || !g->argy)
+            goto oom;
+        /* Stride of each frontier block in the new state index. */
+        for (int b = 0; b < N; b++)
+            where[b] = -1;
+        long *frs = erg__malloc((size_t)(g->nfr + 1) * sizeof(long));
+        if (!frs)
+            goto oom;
+        long stride = 1;
+        for (int i = g->nfr - 1; i >= 0; i--) {
+            where[g->fr[i]] = i;
+            frs[i] = stride;
+            stride *= s->pbs[s->order[g->fr[i]]].K;
+        }
+        for (long x = 0; x < nprev; x++) {
+            digits(s, prev, nprevb, x, dx);
+            long v = 0;
+            for (int i = 0; i < nprevb; i++)
+                if (where[prev[i]] >= 0)
+                    v += frs[where[prev[i]]] * dx[i];
+            g->xpart[x] = v;
+        }
+        for (long y = 0; y < g->nkeys; y++) {
+            digits(s, g->ifc, g->nifc, y, dg);
+            long v = 0;
+            for (int i = 0; i < g->nifc; i++)
+                if (where[g->ifc[i]] >= 0)
+                    v += frs[where[g->ifc[i]]] * dg[i];
+            g->ypart[y] = v;
+        }
+        erg__free(frs);
+        /* Edges between the previous frontier and this segment. */
+        int ns = 0;
+        for (int e = 0; e < s->nedges; e++) {
+            int a = s->edges[e].a, b = s->edges[e].b;
+            if ((segof[a] < si && segof[b] == si) || (segof[b] < si && segof[a] == si))
+                sedge[ns++] = e;
+        }
+        if (ns) {
+            for (int b = 0; b < N; b++)
+                where[b] = -1;
+            for (int i = 0; i < nprevb; i++)
+                where[prev[i]] = i;
+            for (int i = 0; i < g->nifc; i++)
+                where[g->ifc[i]] = i;
+            for (long x = 0; x < nprev; x++) {
+                digits(s, prev, nprevb, x, dx);
+                for (long y = 0; y < g->nkeys; y++) {
+                    digits(s, g->ifc, g->nifc, y, dg);
+                    double r = 0;
+                    for (int q = 0; q < ns; q++) {
+                        const pedge *E = &s->edges[sedge[q]];
+                        int Kb = s->pbs[s->order[E->b]].K;
+                        int ka = segof[E->a] == si ? dg[where[E->a]] : dx[where[E->a]];
+                        int kb = segof[E->b] == si ? dg[where[E->b]] : dx[where[E->b]];
+                        r += E->cost_s[(size_t)ka * Kb + kb];
+                    }
+                    g->cross[x * g->nkeys + y] = r;
+                }
+            }
+        }
+        prev = g->fr;
+        nprevb = g->nfr;
+        nprev = g->nstate;
+    }
+    s->dp_work = work;
+    s->dp_ready = true;
+    goto out;
+toobig:
+    /* Too large a frontier: with additive costs, eliminate blocks instead (ve.c; exact when
+     * its plan fits the budget); otherwise the search uses the chain DP and a second pass. */
+    shard_dp_free(s);
+    bool additive = true;
+    for (int i = 0; i < S; i++)
+        additive &= !s->segs[i].imported;
+    if (additive)
+        st = shard_ve_prepare(s, err);
+    goto out;
+oom:
+    shard_dp_free(s);
+    st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+out:
+    erg__free(segof);
+    erg__free(lastseg);
+    erg__free(outside);
+    erg__free(dg);
+    erg__free(dx);
+    erg__free(where);
+    erg__free(kv);
+    erg__free(sedge);
+    s->dp_prepare_s = now_s() - t0;
+    return st;
+}
+
+/* The search over the tables of shard_dp_prepare when memory cannot bind: one value per
+ * frontier state, precomputed transitions, no allocation. */
+static erg_status search_dp_exact_fast(erg_shard *s, erg_shard_plan *p, erg_error *err)
+{
+    int S = s->nseg;
+    const double *pv = NULL;
+    for (int si = 0; si < S; si++) {
+        segment *g = &s->segs[si];
+        double *val = g->val;
+        long *ax = g->argx, *ay = g->argy;
+        for (long n = 0; n < g->nstate; n++)
+            val[n] = INFINITY;
+        long nk = g->nkeys;
+        const long *koff = g->koff, *yp = g->ypart;
+        const dp_entry *ent = g->ent;
+        for (long x = 0; x < g->nprev; x++) {
+            double vx = pv ? pv[x] : 0;
+            if (vx == INFINITY)
+                continue;
+            const double *cr = g->cross + x * nk;
+            long xp = g->xpart[x];
+            for (long y = 0; y < nk; y++) {
+                if (koff[y] == koff[y + 1])
+                    continue;
+                double v = vx + cr[y] + ent[koff[y]].t;
+                long n = xp + yp[y];
+                if (v < val[n]) {
+                    val[n] = v;
+                    ax[n] = x;
+                    ay[n] = y;
+                }
+            }
+        }
+        pv = val;
+    }
+    double best = S ? pv[0] : 0;
+    if (!(best < INFINITY))
+        return erg_error_set(err, ERG_ENOTFOUND,
+                             "no plan fits the memory budget of %.3f GB per device",
+                             s->mem_budget / 1e9);
+    p->objective_s = best + s->const_time_s;
+    long n = 0;
+    for (int si = S - 1; si >= 0; si--) {
+        const segment *g = &s->segs[si];
+        long y = g->argy[n];
+        decode(s, g, g->ent[g->koff[y]].c, p->k);
+        n = g->argx[n];
+    }
+    return ERG_OK;
+}
+
+/* One Pareto entry of a DP state: time, memory, and where it came from. */
+typedef struct dp_cand {
+    long n;      /* state index (candidates only) */
+    double t, m;
+    long ex;     /* entry index in the previous step's pool, -1 at the start */
+    long ey;     /* index into the segment's ent[] */
+} dp_cand;
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const dp_cand *x = a, *y = b;
+    if (x->n != y->n)
+        return x->n < y->n ? -1 : 1;
+    if (x->m != y->m)
+        return x->m < y->m ? -1 : 1;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return (x->ey > y->ey) - (x->ey < y->ey);
+}
+
+/* The same DP when memory can bind: each state keeps the Pareto front of (time, memory). */
+static erg_status search_dp_exact_mem(erg_shard *s, erg_shard_plan *p, bool *too_big,
+                                      erg_error *err)
+{
+    int S = s->nseg;
+    double avail = (s->mem_budget - s->const_mem_bytes) * (1 + 1e-12);
+    dp_cand **pool = erg__calloc((size_t)S + 1, sizeof(dp_cand *));
+    long **soff = erg__calloc((size_t)S + 1, sizeof(long *));
+    dp_cand *cand = NULL;
+    erg_status st = ERG_OK;
+    *too_big = false;
+    if (!pool || !soff)
+        goto oom;
+    static const dp_cand start = {0, 0, 0, -1, -1};
+    const dp_cand *ppool = &start;
+    long start_off[2] = {0, 1};
+    const long *poff = start_off;
+    for (int si = 0; si < S; si++) {
+        const segment *g = &s->segs[si];
+        long ncand = 0;
+        for (long x = 0; x < g->nprev; x++)
+            ncand += (poff[x + 1] - poff[x]) * g->koff[g->nkeys];
+        if (ncand > DP_MAX_CANDIDATES) {
+            *too_big = true;
+            goto out;
+        }
+        erg__free(cand);
+        cand = erg__malloc((size_t)(ncand + 1) * sizeof(dp_cand));
+        if (!cand)
+            goto oom;
+        long nc = 0;
+        for (long x = 0; x < g->nprev; x++)
+            for (long ex = poff[x]; ex < poff[x + 1]; ex++)
+                for (long y = 0; y < g->nkeys; y++)
+                    for (long ey = g->koff[y]; ey < g->koff[y + 1]; ey++) {
+                        double m = ppool[ex].m + g->ent[ey].m;
+                        if (m > avail)
+                            continue;
+                        cand[nc++] = (dp_cand){g->xpart[x] + g->ypart[y],
+                                               ppool[ex].t + g->cross[x * g->nkeys + y] +
+                                                   g->ent[ey].t,
+                                               m, ex, ey};
+                    }
+        qsort(cand, (size_t)nc, sizeof *cand, cmp_cand);
+        pool[si] = erg__malloc((size_t)(nc + 1) * sizeof(dp_cand));
+        soff[si] = erg__calloc((size_t)g->nstate + 1, sizeof(long));
+        if (!pool[si] || !soff[si])
+            goto oom;
+        long w = 0;
+        for (long i = 0; i < nc;) {
+            long n = cand[i].n;
+            double tbest = INFINITY;
+            for (; i < nc && cand[i].n == n; i++)
+                if (cand[i].t < tbest) {
+                    tbest = cand[i].t;
+                    pool[si][w++] = cand[i];
+                }
+            soff[si][n + 1] = w;
+        }
+        for (long n = 0; n < g->nstate; n++)
+            if (soff[si][n + 1] < soff[si][n])
+                soff[si][n + 1] = soff[si][n];
+        ppool = pool[si];
+        poff = soff[si];
+    }
+    long bi = -1;
+    for (long e = poff[0]; e < poff[1]; e++)
+        if (bi < 0 || ppool[e].t < ppool[bi].t)
+            bi = e;
+    if (bi < 0) {
+        st = erg_error_set(err, ERG_ENOTFOUND,
+                           "no plan fits the memory budget of %.3f GB per device",
+                           s->mem_budget / 1e9);
+        goto out;
+    }
+    p->objective_s = ppool[bi].t + s->const_time_s;
+    for (int si = S - 1; si >= 0; si--) {
+        const dp_cand *c = &pool[si][bi];
+        decode(s, &s->segs[si], s->segs[si].ent[c->ey].c, p->k);
+        bi = c->ex;
+    }
+    goto out;
+oom:
+    st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+out:
+    for (int si = 0; pool && si < S; si++)
+        erg__free(pool[si]);
+    for (int si = 0; soff && si < S; si++)
+        erg__free(soff[si]);
+    erg__free(pool);
+    erg__free(soff);
+    erg__free(cand);
     return st;
 }
 
@@ -382,6 +915,73 @@ static int refine(const erg_shard *s, erg_shard_plan *p)
     return changes;
 }
 
+/*
+ * Fallback under a binding budget when the segment frontier is too large (BERT-base 1x8 with
+ * a tight budget): elimination has no memory dimension, but it minimises
+ *     L(lambda) = min over plans of  time + lambda * memory,
+ * and for every lambda >= 0, L(lambda) - lambda * budget is a lower bound on the best time
+ * within the budget (Lagrangian relaxation). Doubling lambda until the plan fits, then
+ * bisecting, gives feasible plans (each improved by the second pass) and the bound. The best
+ * of these and of the chain DP's plan is kept; when it meets the bound it is optimal.
+ */
+static erg_status lagrange(erg_shard *s, erg_shard_plan *p, erg_error *err)
+{
+    size_t *k = erg__calloc((size_t)s->norder + 1, sizeof(size_t));
+    erg_shard_plan tmp = *p;
+    if (!k)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    tmp.k = k;
+    double avail = s->mem_budget - s->const_mem_bytes;
+    double best_t = INFINITY, best_m = 0, lb = -INFINITY;
+    if (p->time_s > 0) {
+        shard_eval(s, p->k, &best_t, &best_m, NULL);
+        if (best_m > s->mem_budget * (1 + 1e-12))
+            best_t = INFINITY;
+    }
+    double lo = 0, hi = 0, t, m, blk_m;
+    /* lambda in s/byte: start where memory weighs like time. */
+    double lam = 1e-3 / ERG__MAX(avail, 1.0);
+    for (int it = 0; it < 100; it++) {
+        if (it > 0 && hi == 0)
+            lam *= 4; /* still infeasible: weigh memory more */
+        else if (it > 0)
+            lam = 0.5 * (lo + hi);
+        if (hi > 0 && hi - lo <= 1e-6 * hi)
+            break;
+        shard_ve_set_lambda(s, lam);
+        double v = shard_ve_search(s, k);
+        shard_eval(s, k, &t, &m, NULL);
+        blk_m = m - s->const_mem_bytes;
+        /* v = the least time + lam * block memory over all plans */
+        lb = ERG__MAX(lb, v + s->const_time_s - lam * avail);
+        if (blk_m <= avail * (1 + 1e-12)) {
+            hi = lam;
+            memcpy(tmp.k, k, (size_t)s->norder * sizeof(size_t));
+            refine(s, &tmp);
+            double t2, m2;
+            shard_eval(s, tmp.k, &t2, &m2, NULL);
+            if (m2 <= s->mem_budget * (1 + 1e-12) && t2 < best_t) {
+                best_t = t2;
+                memcpy(p->k, tmp.k, (size_t)s->norder * sizeof(size_t));
+            }
+        } else {
+            lo = lam;
+        }
+        if (hi == 0 && lam > 1e12)
+            break;
+    }
+    shard_ve_set_lambda(s, 0);
+    erg__free(k);
+    p->lower_bound_s = isfinite(lb) ? lb : 0;
+    if (!isfinite(best_t))
+        return erg_error_set(err, ERG_ENOTFOUND,
+                             "no plan fits the memory budget of %.3f GB per device",
+                             s->mem_budget / 1e9);
+    p->objective_s = best_t;
+    p->exact = best_t <= lb + 1e-12 * best_t;
+    return ERG_OK;
+}
+
 erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_limit_s,
                             erg_shard_plan **out, erg_error *err)
 {
@@ -398,10 +998,39 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
     if (plan_new(s, method, &p))
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     double t0 = now_s();
-    erg_status st = method == ERG_SHARD_DP ? search_dp(s, p, err)
-                                           : search_ilp(s, p, time_limit_s, err);
-    if (!st && method == ERG_SHARD_DP)
-        p->refined = refine(s, p);
+    erg_status st;
+    if (method == ERG_SHARD_ILP) {
+        st = search_ilp(s, p, time_limit_s, err);
+    } else {
+        bool too_big = !s->dp_ready && !s->ve;
+        if (!s->dp_ready && s->ve) {
+            /* Elimination ignores memory. Its plan is the unconstrained optimum, so when it
+             * fits the budget it is also the optimum under the budget; when it does not, the
+             * chain DP (which has a memory dimension) and the second pass take over. */
+            p->objective_s = shard_ve_search(s, p->k) + s->const_time_s;
+            double t, m;
+            shard_eval(s, p->k, &t, &m, NULL);
+            p->ve = m <= s->mem_budget * (1 + 1e-12);
+            too_big = !p->ve;
+            st = ERG_OK;
+        } else if (s->dp_ready && !s->dp_membind)
+            st = search_dp_exact_fast(s, p, err);
+        else if (s->dp_ready)
+            st = search_dp_exact_mem(s, p, &too_big, err);
+        if (too_big) {
+            st = search_dp_chain(s, p, err);
+            if (!st)
+                p->refined = refine(s, p);
+            if (s->ve && (st == ERG_OK || st == ERG_ENOTFOUND)) {
+                if (st == ERG_ENOTFOUND)
+                    memset(p->k, 0, (size_t)s->norder * sizeof(size_t));
+                p->time_s = st ? 0 : 1; /* lagrange: whether p->k holds a plan */
+                st = lagrange(s, p, err);
+            }
+        } else {
+            p->exact = true;
+        }
+    }
     p->search_s = now_s() - t0;
     if (st) {
         erg_shard_plan_free(p);

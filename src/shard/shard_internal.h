@@ -81,7 +81,36 @@ typedef struct segment {
     long *keep;       /* kept combination indices */
     double *keep_time, *keep_mem;
     bool imported;    /* times from --profiles */
+    /* Exact DP tables (search.c, cfp-spec §5.1): the blocks of this segment that have a
+     * resharding edge to a block of another segment ("interface"), and per assignment of
+     * their strategies ("key", mixed radix, first block most significant) the combinations
+     * that are not dominated: ent[koff[y] .. koff[y+1]) sorted by memory ascending with time
+     * strictly decreasing (one entry, the fastest, when memory cannot bind). */
+    int nifc;
+    int *ifc;         /* positions in order[] */
+    long nkeys;
+    long *koff;       /* [nkeys + 1] */
+    struct dp_entry *ent;
+    /* The transition into this segment: frontier before it (prev) and after it (fr) are the
+     * blocks of earlier segments (and of this one) with an edge to a later segment. State x
+     * of prev and key y give the new state xpart[x] + ypart[y]; cross[x * nkeys + y] is the
+     * resharding between the prev blocks and this segment. */
+    int nfr;
+    int *fr;
+    long nstate, nprev;
+    long *xpart, *ypart;
+    double *cross;
+    /* DP workspace when memory cannot bind: best time per state and its argmins. */
+    double *val;
+    long *argx, *argy;
 } segment;
+
+typedef struct dp_entry {
+    double t, m; /* segment combination time (s) and memory per device (bytes) */
+    long c;      /* combination index */
+} dp_entry;
+
+typedef struct shard_ve shard_ve; /* ve.c */
 
 typedef struct device_params {
     char name[64];
@@ -118,6 +147,11 @@ struct erg_shard {
     double opt_factor;
     char cost_source[128];
     double profile_s;
+    /* exact DP (search.c): tables built, memory can bind, the transition work per search */
+    bool dp_ready, dp_membind;
+    double dp_work;
+    double dp_prepare_s; /* time spent building the DP tables (part of profile_s) */
+    shard_ve *ve; /* block-level elimination (ve.c) when the segment frontier is too large */
 };
 
 struct erg_shard_plan {
@@ -127,6 +161,9 @@ struct erg_shard_plan {
     bool timed_out;
     int method;
     int refined; /* block changes made by the DP's second pass */
+    double lower_bound_s; /* chain fallback with elimination: Lagrangian lower bound, or 0 */
+    bool exact;  /* DP: the frontier DP saw every edge (no second pass needed) */
+    bool ve;     /* DP: solved by block-level elimination (segment frontier too large) */
 };
 
 /* Collective time (s) on the device's mesh axis for `bytes` (meaning per kind: AR tensor
@@ -140,6 +177,26 @@ void shard_spec_str(const spec *sp, int rank, char *buf, size_t size);
 /* Whole-graph evaluation of a strategy vector (indexed by position in order[]). */
 void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
                 double *flops);
+/* Build the exact DP tables of every segment from the combination times/memories of
+ * erg_shard_profile (search.c). tv/mv: per segment, arrays of ncombo values; same_as (may
+ * be NULL): per segment, an earlier segment with identical tv/mv, or -1. Sets
+ * s->dp_ready (false when the frontier would be too large: the search then falls back to the
+ * adjacent-segment DP plus a second pass). ERG_ENOMEM on allocation failure. */
+erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
+                            const int *same_as, erg_error *err);
+void shard_dp_free(erg_shard *s);
+/* Block-level variable elimination (ve.c): exact for additive costs when memory cannot
+ * bind. prepare leaves s->ve NULL when the elimination tables would be too large. search
+ * writes the strategies into k (per position in order[]) and returns the part of the time
+ * it cannot attribute to a block (the sum of the constant factors). */
+erg_status shard_ve_prepare(erg_shard *s, erg_error *err);
+void shard_ve_free(erg_shard *s);
+double shard_ve_search(const erg_shard *s, size_t *k);
+/* Reload the elimination's block tables as time + lambda * memory (0 restores time only). */
+void shard_ve_set_lambda(const erg_shard *s, double lambda);
+/* Recompute every segment's combination table from the current block and edge costs
+ * (no imported profiles) and the DP tables; for tests that change costs by hand. */
+erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err);
 /* Spec of an emitted sharding string (the inverse of the emitter); false if not ours. */
 bool shard_parse_sharding(const erg_shard *s, const char *text, size_t len, int rank, spec *out);
 /* Convolution dim_labels: idx = {lhs b, lhs f, rhs i, rhs o, out b, out f}; false for

@@ -1,4 +1,5 @@
-/* fuzz_hlo.c: the HLO text parser, and the analysis of what parses, on arbitrary bytes. */
+/* fuzz_hlo.c: the HLO text parser, and the analysis, costs and DP search of what parses, on
+ * arbitrary bytes. */
 #include "ergon/shard.h"
 
 #include <stdint.h>
@@ -16,6 +17,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char *t = NULL;
         if (erg_shard_report(s, true, &t, &err) == ERG_OK)
             erg_free(t);
+        /* Costs and the DP (frontier, elimination or chain), small graphs only; a tight
+         * budget as well, so that the memory dimension is exercised. */
+        erg_shard_cost_options o;
+        erg_shard_cost_options_init(&o);
+        erg_shard_plan *p = NULL;
+        for (int pass = 0; pass < 2 && erg_shard_num_blocks(s) <= 32; pass++) {
+            o.mem_budget_bytes = pass ? 1e6 : 0;
+            if (erg_shard_profile(s, &o, NULL, NULL, &err) == ERG_OK &&
+                erg_shard_search(s, ERG_SHARD_DP, 1, &p, &err) == ERG_OK)
+                erg_shard_plan_free(p);
+            p = NULL;
+        }
         erg_shard_free(s);
     }
     /* A computation named "body" (the seed corpus's while body): trip counts, loop reports. */

@@ -764,6 +764,267 @@ TEST(blas_measurement_and_cache)
 
 /* Fail the n-th allocation for n = 1, 2, ... through the whole pipeline: every call returns
  * OK or ENOMEM, never crashes, and nothing leaks (checked under ASan). */
+/* ---- the exact DP: DP == ILP on the shared models, random costs, skip edges ------------- */
+
+static unsigned long long rng_state;
+static double rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* Random block times (and memories) and edge costs; zero for some edge entries so that
+ * free resharding competes with paid. */
+static void randomize_costs(erg_shard *s, bool mem)
+{
+    for (int b = 0; b < s->norder; b++) {
+        pblock *p = &s->pbs[s->order[b]];
+        for (int k = 0; k < p->K; k++) {
+            p->time_s[k] = 1e-4 * rnd();
+            if (mem)
+                p->mem_bytes[k] = 1e8 * (0.1 + rnd());
+        }
+    }
+    for (int e = 0; e < s->nedges; e++) {
+        const pedge *E = &s->edges[e];
+        int KK = s->pbs[s->order[E->a]].K * s->pbs[s->order[E->b]].K;
+        for (int x = 0; x < KK; x++)
+            E->cost_s[x] = rnd() < 0.3 ? 0 : 2e-4 * rnd();
+    }
+}
+
+/* An extra resharding edge between blocks a and b (positions), random costs. */
+static void add_edge(erg_shard *s, int a, int b)
+{
+    pedge *e = erg__reallocarray(s->edges, (size_t)s->nedges + 1, sizeof *e);
+    ASSERT(e);
+    s->edges = e;
+    int KK = s->pbs[s->order[a]].K * s->pbs[s->order[b]].K;
+    pedge *ne = &s->edges[s->nedges++];
+    ne->a = a;
+    ne->b = b;
+    ne->cost_s = erg__calloc((size_t)KK, sizeof(double));
+    ne->bytes = erg__calloc((size_t)KK, sizeof(double));
+    ASSERT(ne->cost_s && ne->bytes);
+    for (int x = 0; x < KK; x++)
+        ne->cost_s[x] = 3e-4 * rnd();
+}
+
+static int segment_of(const erg_shard *s, int b)
+{
+    for (int i = 0; i < s->nseg; i++)
+        if (b >= s->segs[i].first && b < s->segs[i].first + s->segs[i].n)
+            return i;
+    return -1;
+}
+
+TEST(dp_equals_ilp_on_shared_models)
+{
+    /* cfp-spec §5.1 vs §5.2 on the same cost model: the DP's plan must be the ILP optimum. On
+     * BERT-base 1x8 the attention blocks of each layer are tied to backward blocks a dozen
+     * segments later, so the segment frontier is too large and blocks are eliminated one by
+     * one instead; every other case is a frontier DP over segments. */
+    static const struct {
+        const char *file;
+        int m0, m1;
+        bool ve;
+    } cases[] = {
+        {"baseline_bert_1.hlo", 1, 4, false}, {"baseline_bert_1.hlo", 2, 2, false},
+        {"baseline_bert_1.hlo", 1, 8, true},  {"gpt2_tp-1_n_layer-2.hlo", 1, 4, false},
+        {"gpt2_tp-1_n_layer-2.hlo", 2, 2, false}, {"gpt2_tp-1_n_layer-2.hlo", 1, 8, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", HLO_DIR, cases[i].file);
+        erg_hlo_module *m = load_or_skip(path);
+        erg_shard *s = analyze(m, cases[i].m0, cases[i].m1);
+        profile(s, 80);
+        erg_shard_plan *d = search(s, ERG_SHARD_DP), *q = search(s, ERG_SHARD_ILP);
+        double td = erg_shard_plan_time_s(d), ti = erg_shard_plan_time_s(q);
+        ASSERT_MSG(fabs(td - ti) <= 1e-12 * ti, "%s %dx%d: DP %.9f ms, ILP %.9f ms",
+                   cases[i].file, cases[i].m0, cases[i].m1, td * 1e3, ti * 1e3);
+        ASSERT(d->exact);
+        ASSERT_EQ_INT(d->ve, cases[i].ve);
+        ASSERT_EQ_INT(d->refined, 0);
+        /* Exact: what the DP minimised is the whole-graph time of its plan. */
+        ASSERT_NEAR(erg_shard_plan_objective_s(d), td, 1e-12 * td);
+        erg_shard_plan_free(d);
+        erg_shard_plan_free(q);
+        erg_shard_free(s);
+        erg_hlo_free(m);
+    }
+}
+
+TEST(dp_bert_base_1x8_under_memory_budgets)
+{
+    /* Elimination has no memory dimension: its plan is the unconstrained optimum, hence also
+     * the optimum under any budget it fits (0.74 GB: equal to the ILP). Under a budget it
+     * does not fit (0.72 GB) the DP falls back to the chain DP + second pass and a Lagrangian
+     * elimination: within budget, no better than the unconstrained optimum, with a lower
+     * bound. */
+    erg_hlo_module *m = load_or_skip(HLO_DIR "/baseline_bert_1.hlo");
+    erg_shard *s = analyze(m, 1, 8);
+    profile(s, 80);
+    erg_shard_plan *free_plan = search(s, ERG_SHARD_DP);
+    double t_free = erg_shard_plan_time_s(free_plan);
+    double m_free = erg_shard_plan_memory_bytes(free_plan);
+    erg_shard_plan_free(free_plan);
+    ASSERT(m_free > 0.725e9 && m_free < 0.74e9);
+    profile(s, 0.74);
+    ASSERT(s->dp_membind && !s->dp_ready && s->ve);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP), *q = search(s, ERG_SHARD_ILP);
+    ASSERT(d->exact && d->ve);
+    ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(q), 1e-12 * t_free);
+    ASSERT_NEAR(erg_shard_plan_time_s(d), t_free, 1e-12 * t_free);
+    erg_shard_plan_free(d);
+    erg_shard_plan_free(q);
+    profile(s, 0.72);
+    d = search(s, ERG_SHARD_DP);
+    ASSERT(!d->ve);
+    ASSERT(erg_shard_plan_memory_bytes(d) <= 0.72e9);
+    ASSERT(erg_shard_plan_time_s(d) >= t_free);
+    /* The Lagrangian bound: below the plan, above half of it (0.33 % below here). */
+    ASSERT(d->lower_bound_s > 0.5 * erg_shard_plan_time_s(d));
+    ASSERT(d->lower_bound_s <= erg_shard_plan_time_s(d) * (1 + 1e-12));
+    char *j = NULL;
+    erg_error err;
+    ASSERT_OK(erg_shard_plan_json(s, d, &j, &err));
+    ASSERT_CONTAINS(j, "\"dp_kind\": \"chain+lagrange\"");
+    ASSERT_CONTAINS(j, "\"lower_bound_s\":");
+    erg_free(j);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+TEST(dp_exact_with_random_costs_skip_edges_and_memory)
+{
+    erg_hlo_module *m = load_or_skip(HLO_DIR "/gpt2_tp-1_n_layer-2.hlo");
+    erg_shard *s = analyze(m, 1, 4);
+    ASSERT(s->nseg >= 3);
+    profile(s, 80);
+    /* Edges the chain DP cannot see: from the first block to the last segment (skipping
+     * one), and from the first segment's middle to the second's end. */
+    int last = s->norder - 1, mid = s->segs[0].n / 2;
+    ASSERT(segment_of(s, last) - segment_of(s, 0) >= 2);
+    rng_state = 12345;
+    add_edge(s, 0, last);
+    add_edge(s, mid, s->segs[1].first + s->segs[1].n - 1);
+    erg_error err;
+    int binding = 0;
+    for (int round = 0; round < 24; round++) {
+        bool mem = round % 2 == 1;
+        randomize_costs(s, mem);
+        if (mem) {
+            /* A budget between the smallest and the largest block memories. */
+            double lo = s->const_mem_bytes, hi = s->const_mem_bytes;
+            for (int b = 0; b < s->norder; b++) {
+                const pblock *p = &s->pbs[s->order[b]];
+                double mn = INFINITY, mx = 0;
+                for (int k = 0; k < p->K; k++) {
+                    mn = fmin(mn, p->mem_bytes[k]);
+                    mx = fmax(mx, p->mem_bytes[k]);
+                }
+                lo += mn;
+                hi += mx;
+            }
+            s->mem_budget = lo + (0.1 + 0.3 * rnd()) * (hi - lo);
+        } else {
+            s->mem_budget = 80e9;
+        }
+        ASSERT_OK_E(shard_segments_rebuild(s, 64, &err), err);
+        ASSERT(s->dp_ready);
+        binding += s->dp_membind;
+        erg_shard_plan *d = NULL, *q = NULL;
+        erg_status sd = erg_shard_search(s, ERG_SHARD_DP, 60, &d, &err);
+        erg_status sq = erg_shard_search(s, ERG_SHARD_ILP, 60, &q, &err);
+        ASSERT_EQ_INT(sd, sq);
+        if (sd == ERG_OK) {
+            double td = erg_shard_plan_time_s(d), ti = erg_shard_plan_time_s(q);
+            ASSERT_MSG(fabs(td - ti) <= 1e-9 * ti, "round %d: DP %.12g, ILP %.12g", round, td,
+                       ti);
+            ASSERT(d->exact && !d->ve);
+            ASSERT_NEAR(erg_shard_plan_objective_s(d), td, 1e-12 * td);
+            ASSERT(erg_shard_plan_memory_bytes(d) <= s->mem_budget * (1 + 1e-12));
+            /* The old chain DP (adjacent segments only) must see the skip edges to be
+             * optimal; the frontier carries block 0 until the last segment. */
+            ASSERT(s->segs[0].nfr >= 1);
+        }
+        erg_shard_plan_free(d);
+        erg_shard_plan_free(q);
+    }
+    ASSERT(binding >= 6);
+    /* Block-level elimination (the fallback for large frontiers) on the same random graphs:
+     * optimal too, and its value is the whole-graph time. */
+    for (int round = 0; round < 12; round++) {
+        randomize_costs(s, false);
+        s->mem_budget = 80e9;
+        ASSERT_OK_E(shard_segments_rebuild(s, 64, &err), err);
+        ASSERT_OK_E(shard_ve_prepare(s, &err), err);
+        ASSERT(s->ve);
+        size_t k[64];
+        ASSERT(s->norder <= 64);
+        double v = shard_ve_search(s, k) + s->const_time_s, t, mm;
+        shard_eval(s, k, &t, &mm, NULL);
+        ASSERT_NEAR(v, t, 1e-12 * t);
+        erg_shard_plan *q = search(s, ERG_SHARD_ILP);
+        ASSERT_NEAR(t, erg_shard_plan_time_s(q), 1e-9 * t);
+        erg_shard_plan_free(q);
+    }
+    /* Allocation failures in the table builders and the memory-bound search are clean. */
+    randomize_costs(s, true);
+    s->mem_budget = s->const_mem_bytes + 0.6e9;
+    bool completed = false;
+    for (long n = 1; n < 5000 && !completed; n += n < 200 ? 1 : 13) {
+        erg_shard_plan *d = NULL;
+        erg__alloc_fail_after(n);
+        erg_status st = shard_segments_rebuild(s, 64, &err);
+        if (!st)
+            st = shard_ve_prepare(s, &err);
+        if (!st)
+            st = erg_shard_search(s, ERG_SHARD_DP, 10, &d, &err);
+        erg__alloc_fail_after(0);
+        ASSERT_MSG(st == ERG_OK || st == ERG_ENOMEM || st == ERG_ENOTFOUND, "n=%ld: %d (%s)",
+                   n, (int)st, err.msg);
+        completed = st != ERG_ENOMEM;
+        erg_shard_plan_free(d);
+    }
+    ASSERT(completed);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+TEST(bert_base_1x8_attention_dots_anchor_their_own_blocks)
+{
+    /* Spec §1.3: a reshape keeps a split only on the most-major dim of its group and only if
+     * that dim divides by the mesh axis; §3.1: no strategy that needs padding. On 1x8 the
+     * QKV projections' splits (tokens 512 = batch 4 x 128, features 768 = 12 heads x 64)
+     * reach the head reshape on batch 4 or heads 12, neither divisible by 8, so no strategy
+     * carries a split into Q·Kᵀ / P·V without communication: they anchor their own blocks
+     * (with their own 4 strategies), and so do the Q, K and V projections. On 1x4 and 2x2
+     * they join the QKV block (bert_base_layers_repeat_and_round_trip). */
+    erg_hlo_module *m = load_or_skip(HLO_DIR "/baseline_bert_1.hlo");
+    erg_shard *s = analyze(m, 1, 8);
+    long q = erg_shard_block_of(s, "dot.1139"), qk = erg_shard_block_of(s, "dot.1149"),
+         pv = erg_shard_block_of(s, "dot.1177");
+    ASSERT(q >= 0 && qk >= 0 && pv >= 0);
+    ASSERT(qk != q && pv != q && pv != qk);
+    ASSERT_STR_EQ(erg_shard_block_anchor(s, (size_t)qk), "dot.1149");
+    ASSERT_STR_EQ(erg_shard_block_anchor(s, (size_t)pv), "dot.1177");
+    ASSERT(erg_shard_block_of(s, "dot.1118") != q);
+    ASSERT(erg_shard_block_of(s, "dot.1037") != q);
+    /* 8 forward blocks per layer (Q, K, V, Q·Kᵀ, P·V, output projection, FFN1, FFN2). */
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dot.1182"), pv + 1);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dot.1434"), q + 8);
+    /* The attention dots' strategies on 1x8: a split of the query or key sequence (128), of
+     * the contracting head dim (64) or of the flattened batch x heads (48): */
+    ASSERT_EQ_INT(erg_shard_block_num_strategies(s, (size_t)qk), 4);
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)qk, 3), "S1RR = S1RR x S1RR");
+    ASSERT_EQ_INT(erg_shard_num_blocks(s), 195);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
 TEST(allocation_failures_are_clean)
 {
     char *text = NULL;
@@ -823,4 +1084,8 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),
          TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache),
+         TEST_ENTRY(dp_equals_ilp_on_shared_models),
+         TEST_ENTRY(dp_exact_with_random_costs_skip_edges_and_memory),
+         TEST_ENTRY(dp_bert_base_1x8_under_memory_budgets),
+         TEST_ENTRY(bert_base_1x8_attention_dots_anchor_their_own_blocks),
          TEST_ENTRY(allocation_failures_are_clean))
