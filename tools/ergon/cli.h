@@ -29,6 +29,11 @@ bool cli_parse_int(const char *cmd, const char *opt, const char *s, long min, lo
 bool cli_parse_double(const char *cmd, const char *opt, const char *s, double min, double max,
                       double *out);
 
+/* Resolve the blocking power from --gpu NAME (published value) or
+ * --blocking-power W (power_w >= 0 when given): exactly one is needed.
+ * Prints a usage error and returns false otherwise. */
+bool cli_blocking_power(const char *cmd, const char *gpu, double *power_w);
+
 /* A progress bar on stderr when it is a terminal (quiet otherwise);
  * usable as an erg_progress_fn with a cli_progress * as user data. */
 typedef struct cli_progress {

@@ -66,13 +66,8 @@ int cmd_emulate(int argc, char **argv)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (!profile || !planf)
         return cli_usage_error(cmd, "--profile and --plan are required");
-    if (gpu && power >= 0)
-        return cli_usage_error(cmd, "give either --gpu or --blocking-power, not both");
-    if (gpu && erg_blocking_power_w(gpu, &power, &err))
-        return cli_usage_error(cmd, "%s", err.msg);
-    if (power < 0)
-        return cli_usage_error(cmd, "the blocking power is needed: --gpu A40|A100 or "
-                                    "--blocking-power W");
+    if (!cli_blocking_power(cmd, gpu, &power))
+        return CLI_USAGE;
     erg_profile *prof = NULL;
     erg_plan *plan = NULL;
     erg_dag *dag = NULL;

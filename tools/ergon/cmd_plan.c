@@ -133,13 +133,10 @@ static int plan_perseus(int argc, char **argv)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (!profile || !S || !M || !out)
         return cli_usage_error(cmd, "--profile, --stages, --microbatches and --out are required");
-    if (gpu && have_power)
-        return cli_usage_error(cmd, "give either --gpu or --blocking-power, not both");
-    if (gpu && erg_blocking_power_w(gpu, &o.blocking_power_w, &err))
-        return cli_usage_error(cmd, "%s", err.msg);
-    if (!gpu && !have_power)
-        return cli_usage_error(cmd, "the blocking power is needed: --gpu A40|A100 or "
-                                    "--blocking-power W");
+    if (!have_power)
+        o.blocking_power_w = -1;
+    if (!cli_blocking_power(cmd, gpu, &o.blocking_power_w))
+        return CLI_USAGE;
     int what = 0;
     {
         char buf[64];

@@ -1,6 +1,8 @@
 /* main.c: the ergon command-line tool: dispatch to one subcommand. */
 #include "cli.h"
 
+#include "ergon/profile.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -108,6 +110,24 @@ bool cli_parse_double(const char *cmd, const char *opt, const char *s, double mi
         return false;
     }
     *out = v;
+    return true;
+}
+
+bool cli_blocking_power(const char *cmd, const char *gpu, double *power_w)
+{
+    erg_error err = {0};
+    if (gpu && *power_w >= 0) {
+        cli_usage_error(cmd, "give either --gpu or --blocking-power, not both");
+        return false;
+    }
+    if (gpu && erg_blocking_power_w(gpu, power_w, &err)) {
+        cli_usage_error(cmd, "%s", err.msg);
+        return false;
+    }
+    if (*power_w < 0) {
+        cli_usage_error(cmd, "the blocking power is needed: --gpu A40|A100 or --blocking-power W");
+        return false;
+    }
     return true;
 }
 
