@@ -15,8 +15,9 @@ Hooks for a training loop, plan loading and GPU back-ends:
 See ergon.integration for wrapping a pipeline engine's forward/backward calls.
 """
 import ctypes
-import ctypes.util
 import os
+
+from . import _libfind
 
 __all__ = ["ErgonError", "Gpu", "Client", "FORWARD", "BACKWARD", "load_library",
            "version", "profile_from_logs", "sim_profile", "Schedule", "schedule_order",
@@ -75,25 +76,16 @@ _ITER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
 
 def load_library(path=None):
-    """Load libergon: `path`, $ERGON_LIBRARY, or libergon.so(.0) on the loader path."""
+    """Load libergon: `path`, $ERGON_LIBRARY, the directory it was installed to (packages,
+    `make install`), or libergon.so.0 on the loader path. Raises ErgonError(ENOGPU) naming
+    what to install when there is none."""
     global _lib
     if _lib is not None and path is None:
         return _lib
-    cands = [path] if path else []
-    if os.environ.get("ERGON_LIBRARY"):
-        cands.append(os.environ["ERGON_LIBRARY"])
-    cands += ["libergon.so.0", "libergon.so", ctypes.util.find_library("ergon")]
-    last = None
-    for c in cands:
-        if not c:
-            continue
-        try:
-            lib = ctypes.CDLL(c)
-            break
-        except OSError as e:
-            last = e
-    else:
-        raise ErgonError(10, "cannot load libergon (set ERGON_LIBRARY): %s" % last)
+    try:
+        lib = _libfind.load(path)
+    except OSError as e:
+        raise ErgonError(10, str(e)) from None
     _declare(lib)
     ver = lib.erg_version().decode()
     major, minor = (int(x) for x in ver.split(".")[:2])
