@@ -52,6 +52,6 @@ if [ $lintian = 1 ]; then
   fi
   # Errors and warnings fail the build; overrides are in packaging/debian/*.lintian-overrides.
   echo "build-deb.sh: lintian $(basename "$changes")"
-  lintian --fail-on error,warning --no-tag-display-limit "$changes"
+  lintian --fail-on error,warning --tag-display-limit 0 "$changes"
 fi
 rm -rf "$out/src"
