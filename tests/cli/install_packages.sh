@@ -160,6 +160,9 @@ as 65534 65534 /usr/bin/ergon gpu lock --gpu "daemon:$sock" --clock 1305 >"$tmp/
 grep -qi "denied\|permission\|may not" "$tmp/out" || fail "refusal does not say why: $(cat "$tmp/out")"
 as 65534 65534 /usr/bin/ergon gpu list --gpu "daemon:$sock" >/dev/null 2>&1 && fail "a client outside the group ergon reached the daemon"
 grep -q "SetGpuLockedClocks" "$tmp/nvml.log" 2>/dev/null && fail "a refused request reached NVML"
+# A supplementary member of the group ergon reaches the daemon (reads).
+setpriv --reuid=65534 --regid=65534 --groups="$gid" /usr/bin/ergon gpu list --gpu "daemon:$sock" >"$tmp/out" 2>&1 ||
+  fail "a supplementary member of ergon cannot reach the daemon: $(cat "$tmp/out")"
 # A member of the group ergon (as its primary group) locks a clock and holds it.
 as 65534 "$gid" /usr/bin/ergon gpu lock --gpu "daemon:$sock" --clock 1305 --hold >"$tmp/hold" 2>&1 &
 hpid=$!
