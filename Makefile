@@ -10,8 +10,9 @@ E2E_PACKAGES := python3-torch python3-torchvision
 E2E_PYTHON := /usr/bin/python3
 E2E_OUT ?= e2e-out
 E2E_ARGS ?=
-# Debian's packaging tools for `make deb` and the package test (tests/cli/install_packages.sh).
-DEB_TOOLS := debhelper dh-python lintian
+# Debian's packaging tools for `make deb` and the package test (tests/cli/install_packages.sh;
+# adduser: the ergond package depends on it).
+DEB_TOOLS := debhelper dh-python lintian adduser
 DEB_OUT ?= build-deb
 PREFIX ?= /usr/local
 DESTDIR ?=

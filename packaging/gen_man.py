@@ -57,6 +57,9 @@ def body(lines):
     out = []
     blocks, cur = [], []
     for ln in lines:
+        if ln.startswith("exit status") and cur:  # its own paragraph
+            blocks.append(cur)
+            cur = []
         if ln.strip():
             cur.append(ln.rstrip())
         elif cur:
@@ -94,8 +97,9 @@ def page(name, section, summary, version, synopsis, content, see_also):
     out += [esc(u) for u in synopsis]
     out += [".fi", ".SH DESCRIPTION"]
     out += content
-    out += [".SH SEE ALSO", ",\n".join(".BR %s (%s)" % s for s in see_also)]
-    out.append("The Markdown documentation in %s (docs/ in the source tree)." % SEE_ALSO_DOCS)
+    out += [".SH SEE ALSO", ",\n".join(".BR %s (%s)" % s for s in see_also), ".PP",
+            "The Markdown documentation in %s (package ergon; docs/ in the source tree)."
+            % SEE_ALSO_DOCS]
     return "\n".join(out) + "\n"
 
 
@@ -198,8 +202,8 @@ def main():
     synopsis, rest = split_usage(text)
     content = body(rest)
     content += [".SH FILES", ".TP", ".I /etc/ergond.conf",
-                "the allow list of the packaged service (members of the group \\fBergon\\fR may "
-                "change every GPU)", ".TP", ".I /run/ergond/ergond.sock",
+                "the allow list of the packaged service (default: \\fBallow * group:ergon\\fR, see "
+                "docs/install.md)", ".TP", ".I /run/ergond/ergond.sock",
                 "the socket of the packaged service (ergond.service)"]
     with open(os.path.join(a.out, "man8", "ergond.8"), "w") as f:
         f.write(page("ergond", 8, "the privileged GPU clock daemon of ergon", a.version,

@@ -9,6 +9,7 @@
 #   BINDIR/ergon, SBINDIR/ergond                        the CLI and the clock daemon
 #   MANDIR/man1/ergon.1, ergon-COMMAND.1, man8/ergond.8 generated from the --help texts
 #   DATADIR/bash-completion/completions/{ergon,ergond}
+#   DOCDIR (share/doc/ergon)/*.md                       the documentation
 #   ERGON_PYTHON_DIR/ergon/                             the Python binding (+ _install.py: LIBDIR)
 #   ERGON_SYSTEMD_UNITDIR/ergond.service                the systemd unit
 #   SYSCONFDIR/ergond.conf                              default allow list (kept if present)
@@ -115,6 +116,10 @@ if(ERGON_MANPAGES AND TARGET ergond AND ERGON_PYTHON)
   install(DIRECTORY ${CMAKE_BINARY_DIR}/man/man1 ${CMAKE_BINARY_DIR}/man/man8
           DESTINATION ${CMAKE_INSTALL_MANDIR})
 endif()
+
+# --- The Markdown documentation (man pages point at it).
+file(GLOB _ergon_docs ${CMAKE_SOURCE_DIR}/docs/*.md)
+install(FILES ${_ergon_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # --- Bash completion.
 install(FILES ${ERGON_PKG_DIR}/bash-completion/ergon ${ERGON_PKG_DIR}/bash-completion/ergond

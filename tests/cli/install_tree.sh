@@ -34,7 +34,8 @@ R="$tmp/root$prefix"; L="$tmp/root$libdir"
 for f in "$L/libergon.so.0" "$L/libergon.so" "$R/include/ergon/ergon.h" "$L/pkgconfig/ergon.pc" \
          "$L/cmake/ergon/ergonConfig.cmake" "$L/cmake/ergon/ergonConfigVersion.cmake" \
          "$L/cmake/ergon/ergonTargets.cmake" "$R/bin/ergon" "$R/sbin/ergond" \
-         "$R/share/bash-completion/completions/ergon" "$R/share/bash-completion/completions/ergond"; do
+         "$R/share/bash-completion/completions/ergon" "$R/share/bash-completion/completions/ergond" \
+         "$R/share/doc/ergon/install.md" "$R/share/doc/ergon/ergond.md"; do
   [ -e "$f" ] || fail "not installed: ${f#$tmp/root}"
 done
 [ "$(readlink "$L/libergon.so.0")" = "libergon.so.0.1.0" ] || fail "libergon.so.0 -> $(readlink "$L/libergon.so.0")"
