@@ -35,6 +35,20 @@ ERG_API erg_status erg_daemon_new(const char *socket_path, unsigned socket_mode,
 /* Admin lock: while the file at `path` exists, every write is refused with
  * 503 (reads still work). NULL disables the check. Call before run. */
 ERG_API erg_status erg_daemon_set_lock_file(erg_daemon *d, const char *path, erg_error *err);
+/* Persist leases in DIR/leases (created 0700 if missing; DIR and its parents
+ * must pass the StrictModes check: owned by root or the daemon's user, not
+ * writable by group or others). Reads the state an earlier daemon left:
+ * holders still alive (same pid and start time) are re-adopted, what dead
+ * holders or interrupted changes touched is reset; with no state file (or an
+ * unreadable one) every GPU is reset; state from an earlier boot is dropped.
+ * Then every lease change is written (temp + fsync + rename) before the
+ * client gets its answer. Call before run. Without it leases live in memory
+ * only. */
+ERG_API erg_status erg_daemon_set_state_dir(erg_daemon *d, const char *dir, erg_error *err);
+/* At most per_uid connections at once from one non-root uid (default 8,
+ * range 1..56); non-root uids together never take the last 8 of the 64
+ * slots, which stay free for root. Call before run. */
+ERG_API erg_status erg_daemon_set_conn_limit(erg_daemon *d, int per_uid, erg_error *err);
 /* Serve until erg_daemon_stop. Then reset every leased GPU. */
 ERG_API erg_status erg_daemon_run(erg_daemon *d, erg_error *err);
 /* Ask the loop to stop; async-signal-safe. */

@@ -88,6 +88,53 @@ TEST(config_allow_list)
     }
 }
 
+TEST(lease_state_parse_bounds)
+{
+    erg__state s;
+    erg_error err;
+    const char *ok = "# c\nergond-leases 1\nboot 0a-f1\nlease 42 7 1000 3 5\n\npending 63 2\n";
+    ASSERT_OK(erg__state_parse(ok, strlen(ok), "L", &s, &err));
+    ASSERT_STR_EQ(s.boot, "0a-f1");
+    ASSERT_EQ_INT(s.n, 2);
+    ASSERT_EQ_INT(s.rec[0].pid, 42);
+    ASSERT(s.rec[0].start == 7 && s.rec[0].uid == 1000 && s.rec[0].gpu == 3);
+    ASSERT(s.rec[0].bits == 5 && !s.rec[0].pending);
+    ASSERT(s.rec[1].pending && s.rec[1].gpu == 63 && s.rec[1].bits == 2);
+    erg__state_free(&s);
+    const char *bad[] = {
+        "",                                           /* no header */
+        "ergond-leases 2\n",                          /* unknown version */
+        "lease 1 1 0 0 1\n",                          /* record before the header */
+        "ergond-leases 1\nlease 0 1 0 0 1\n",         /* pid 0 */
+        "ergond-leases 1\nlease 1 1 0 64 1\n",        /* GPU 64 */
+        "ergond-leases 1\nlease 1 1 0 0 8\n",         /* bits */
+        "ergond-leases 1\nlease 1 1 0 0 0\n",         /* no bits */
+        "ergond-leases 1\nlease 1 -1 0 0 1\n",        /* negative */
+        "ergond-leases 1\nlease 1 0x1 0 0 1\n",       /* hex */
+        "ergond-leases 1\nlease 1 1 0 0\n",           /* short */
+        "ergond-leases 1\nlease 1 1 0 0 1 1\n",       /* long */
+        "ergond-leases 1\nlease 99999999999 1 0 0 1\n", /* pid range */
+        "ergond-leases 1\npending 0\n",               /* short */
+        "ergond-leases 1\nboot XYZ\n",                /* not a boot id */
+        "ergond-leases 1\nboot a\nboot b\n",         /* repeated */
+        "ergond-leases 1\nhold 1\n",                  /* unknown record */
+    };
+    for (size_t i = 0; i < ERG__ARRAY_LEN(bad); i++) {
+        ASSERT_EQ_INT(erg__state_parse(bad[i], strlen(bad[i]), "L", &s, &err), ERG_EPARSE);
+        ASSERT_CONTAINS(err.msg, "L");
+    }
+    ASSERT_EQ_INT(erg__state_parse("ergond-leases 1\nlease x\n", 22, "L", &s, &err), ERG_EPARSE);
+    ASSERT_CONTAINS(err.msg, "L:2: expected 'lease PID");
+    char nul[] = "ergond-leases 1\nlease 1\0 1 0 0 1\n";
+    ASSERT_EQ_INT(erg__state_parse(nul, sizeof nul - 1, "L", &s, &err), ERG_EPARSE);
+    /* our own start time is readable and stable */
+    unsigned long long a = 0, b = 0;
+    ASSERT_EQ_INT(erg__proc_start_ticks(getpid(), &a), 0);
+    ASSERT_EQ_INT(erg__proc_start_ticks(getpid(), &b), 0);
+    ASSERT(a == b && a > 0);
+    ASSERT_EQ_INT(erg__proc_start_ticks(-1, &a), -1);
+}
+
 static void *serve(void *arg)
 {
     erg_daemon_run(arg, NULL);
@@ -167,4 +214,5 @@ TEST(daemon_backend_round_trip)
 }
 
 TAP_MAIN(TEST_ENTRY(http_parser_bounds_and_cases), TEST_ENTRY(query_and_gpu_ids),
-         TEST_ENTRY(config_allow_list), TEST_ENTRY(daemon_backend_round_trip))
+         TEST_ENTRY(config_allow_list), TEST_ENTRY(lease_state_parse_bounds),
+         TEST_ENTRY(daemon_backend_round_trip))

@@ -35,7 +35,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ergond --socket PATH --config FILE [--gpu SPEC] [--socket-mode MODE]\n"
-            "              [--lock-file PATH]\n"
+            "              [--lock-file PATH] [--state-dir DIR]\n"
             "\n"
             "The privileged GPU clock daemon: serves zeusd-compatible HTTP on a Unix socket\n"
             "so unprivileged training processes can lock clocks and set power limits.\n"
@@ -52,6 +52,10 @@ static void usage(FILE *f)
             "                      connect and read; only allowed peers may write)\n"
             "  --lock-file PATH    admin switch: while PATH exists, every write is refused\n"
             "                      (503); reads still work\n"
+            "  --state-dir DIR     where leases are persisted (default /var/lib/ergond;\n"
+            "                      created 0700): a restarted ergond re-adopts live holders\n"
+            "                      and resets what dead ones held; with no state there it\n"
+            "                      resets every GPU at start-up\n"
             "\n"
             "Logs go to stderr. SIGTERM/SIGINT stop it cleanly.\n"
             "exit status: 0 stopped cleanly, 1 start-up or runtime error, 2 usage error.\n");
@@ -60,6 +64,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     const char *sock = NULL, *config = NULL, *spec = "nvml", *lock_file = NULL;
+    const char *state_dir = "/var/lib/ergond";
     unsigned long mode = 0666;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -80,6 +85,13 @@ int main(int argc, char **argv)
             spec = v;
         else if (!strcmp(a, "--lock-file"))
             lock_file = v;
+        else if (!strcmp(a, "--state-dir")) {
+            if (!*v) {
+                fprintf(stderr, "ergond: --state-dir needs a directory\n");
+                return 2;
+            }
+            state_dir = v;
+        }
         else if (!strcmp(a, "--socket-mode")) {
             char *end;
             errno = 0;
@@ -109,7 +121,8 @@ int main(int argc, char **argv)
         erg_gpu_close(gpu);
         return 1;
     }
-    if (lock_file && erg_daemon_set_lock_file(the_daemon, lock_file, &err)) {
+    if ((lock_file && erg_daemon_set_lock_file(the_daemon, lock_file, &err)) ||
+        erg_daemon_set_state_dir(the_daemon, state_dir, &err)) {
         fprintf(stderr, "ergond: %s\n", err.msg);
         erg_daemon_free(the_daemon);
         erg_gpu_close(gpu);
