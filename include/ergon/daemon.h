@@ -26,8 +26,9 @@ typedef void (*erg_log_fn)(void *user, int level, const char *msg);
 
 /* Parse a config file (see docs/ergond.md) into a daemon for `gpu`
  * (borrowed: it must outlive the daemon), create the socket at
- * socket_path with permissions socket_mode (e.g. 0666: everyone may
- * connect, only allowed peers may write). A stale socket file is replaced
+ * socket_path with permissions socket_mode (e.g. 0660 with
+ * erg_daemon_set_socket_group: root and that group may connect; 0666:
+ * everyone may connect; only allowed peers may write). A stale socket file is replaced
  * only if nothing answers on it. */
 ERG_API erg_status erg_daemon_new(const char *socket_path, unsigned socket_mode,
                                   const char *config_path, erg_gpu *gpu, erg_log_fn log,
@@ -45,6 +46,9 @@ ERG_API erg_status erg_daemon_set_lock_file(erg_daemon *d, const char *path, erg
  * client gets its answer. Call before run. Without it leases live in memory
  * only. */
 ERG_API erg_status erg_daemon_set_state_dir(erg_daemon *d, const char *dir, erg_error *err);
+/* Give the socket file to group gid (its mode is the socket_mode given to
+ * erg_daemon_new, e.g. 0660: root and the group may connect). */
+ERG_API erg_status erg_daemon_set_socket_group(erg_daemon *d, unsigned gid, erg_error *err);
 /* At most per_uid connections at once from one non-root uid (default 8,
  * range 1..56); non-root uids together never take the last 8 of the 64
  * slots, which stay free for root. Call before run. */

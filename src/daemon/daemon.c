@@ -981,6 +981,16 @@ erg_status erg_daemon_set_state_dir(erg_daemon *d, const char *dir, erg_error *e
     return st;
 }
 
+erg_status erg_daemon_set_socket_group(erg_daemon *d, unsigned gid, erg_error *err)
+{
+    if (!d || !d->socket_path)
+        return erg_error_set(err, ERG_EINVAL, "erg_daemon_set_socket_group: no socket");
+    if (lchown(d->socket_path, (uid_t)-1, (gid_t)gid) != 0)
+        return erg_error_set(err, ERG_EIO, "cannot give socket %s to gid %u: %s",
+                             d->socket_path, gid, strerror(errno));
+    return ERG_OK;
+}
+
 erg_status erg_daemon_set_conn_limit(erg_daemon *d, int per_uid, erg_error *err)
 {
     if (!d)
@@ -1057,11 +1067,17 @@ static void accept_conns(erg_daemon *d)
         } else if (cred.uid != 0 && non_root >= MAX_CONNS - ROOT_RESERVED)
             full = "too many connections (the last slots are kept for root)";
         if (full) {
+            /* Read what already arrived (closing with unread data makes the
+             * peer's read fail with ECONNRESET before it sees the answer). */
+            char sink[1024];
+            for (int k = 0; k < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; k++)
+                ;
             erg__buf r = {0};
             respond_error(&r, 503, "%s", full);
             if (r.data)
                 send_all(fd, r.data, r.len);
             erg__buf_free(&r);
+            shutdown(fd, SHUT_WR);
             close(fd);
             continue;
         }
