@@ -25,16 +25,21 @@ typedef struct erg_daemon erg_daemon;
 typedef void (*erg_log_fn)(void *user, int level, const char *msg);
 
 /* Parse a config file (see docs/ergond.md) into a daemon for `gpu`
- * (borrowed: it must outlive the daemon), create the socket at
+ * (borrowed: it must outlive the daemon) and create the socket at
  * socket_path with permissions socket_mode (e.g. 0660 with
  * erg_daemon_set_socket_group: root and that group may connect; 0666:
- * everyone may connect; only allowed peers may write). A stale socket file is replaced
- * only if nothing answers on it. */
+ * everyone may connect; only allowed peers may write). A stale socket file
+ * is replaced only if nothing answers on it. Like sshd's StrictModes, the
+ * config must be a regular file owned by root or the calling user and not
+ * writable by group or others, and so must every directory above it (sticky
+ * ones such as /tmp excepted): otherwise ERG_EPERM, with a message naming
+ * the file, the culprit and the fix. */
 ERG_API erg_status erg_daemon_new(const char *socket_path, unsigned socket_mode,
                                   const char *config_path, erg_gpu *gpu, erg_log_fn log,
                                   void *log_user, erg_daemon **out, erg_error *err);
 /* Admin lock: while the file at `path` exists, every write is refused with
- * 503 (reads still work). NULL disables the check. Call before run. */
+ * 503 (reads still work). Its directory must pass the same StrictModes check
+ * as the config (else ERG_EPERM). NULL disables the check. Call before run. */
 ERG_API erg_status erg_daemon_set_lock_file(erg_daemon *d, const char *path, erg_error *err);
 /* Persist leases in DIR/leases (created 0700 if missing; DIR and its parents
  * must pass the StrictModes check: owned by root or the daemon's user, not

@@ -745,7 +745,8 @@ erg_status erg_daemon_new(const char *socket_path, unsigned socket_mode, const c
         return erg_error_set(err, ERG_EINVAL, "socket path '%s' is too long", socket_path);
     char *text = NULL;
     size_t len = 0;
-    erg_status st = erg__read_file(config_path, 1 << 20, &text, &len, err);
+    /* StrictModes: a config another user can change could grant itself GPU access. */
+    erg_status st = erg__read_secure_file(config_path, "config file", 1 << 20, &text, &len, err);
     if (st)
         return st;
     erg_daemon *d = NULL;
@@ -814,6 +815,24 @@ erg_status erg_daemon_set_lock_file(erg_daemon *d, const char *path, erg_error *
     char *copy = NULL;
     if (path && !(copy = erg__strdup(path)))
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if (copy) {
+        /* Whoever can create or remove the file there controls writes. */
+        char *slash = strrchr(copy, '/');
+        erg_status st;
+        if (!slash)
+            st = erg__check_secure_dirs(".", "lock file", path, err);
+        else if (slash == copy)
+            st = erg__check_secure_dirs("/", "lock file", path, err);
+        else {
+            *slash = '\0';
+            st = erg__check_secure_dirs(copy, "lock file", path, err);
+            *slash = '/';
+        }
+        if (st) {
+            erg__free(copy);
+            return st;
+        }
+    }
     erg__free(d->lock_file);
     d->lock_file = copy;
     return ERG_OK;

@@ -314,24 +314,28 @@ static erg_status check_inode(const struct stat *sb, const char *what, const cha
                               const char *whose, erg_error *err)
 {
     bool dir = S_ISDIR(sb->st_mode);
-    if (!trusted_owner(sb->st_uid)) {
-        char who[96];
+    bool bad_owner = !trusted_owner(sb->st_uid);
+    bool bad_mode = (sb->st_mode & 022) && !(dir && (sb->st_mode & S_ISVTX));
+    if (!bad_owner && !bad_mode)
+        return ERG_OK;
+    char owner[200] = "", mode[160] = "", who[96];
+    if (bad_owner) {
         owner_name(sb->st_uid, who, sizeof who);
-        return erg_error_set(err, ERG_EPERM,
-                             "refusing %s %s: %s%s is owned by %s, not by root or ergond's own "
-                             "user (uid %u); a file another user controls could grant itself "
-                             "GPU access (chown root %s)",
-                             what, whose, dir ? "directory " : "", path, who,
-                             (unsigned)geteuid(), path);
+        snprintf(owner, sizeof owner, "is owned by %s, not by root or ergond's own user (uid %u)",
+                 who, (unsigned)geteuid());
     }
-    if ((sb->st_mode & 022) && !(dir && (sb->st_mode & S_ISVTX)))
-        return erg_error_set(err, ERG_EPERM,
-                             "refusing %s %s: %s%s is writable by %s (mode %04o); ergond, like "
-                             "sshd's StrictModes, only trusts what its owner alone can change "
-                             "(chmod go-w %s)",
-                             what, whose, dir ? "directory " : "", path, writers(sb->st_mode),
-                             (unsigned)(sb->st_mode & 07777), path);
-    return ERG_OK;
+    if (bad_mode)
+        snprintf(mode, sizeof mode, "is writable by %s (mode %04o)", writers(sb->st_mode),
+                 (unsigned)(sb->st_mode & 07777));
+    char fix[700];
+    snprintf(fix, sizeof fix, "%s%s%s%s%s", bad_owner ? "chown root " : "", bad_owner ? path : "",
+             bad_owner && bad_mode ? "; " : "", bad_mode ? "chmod go-w " : "",
+             bad_mode ? path : "");
+    return erg_error_set(err, ERG_EPERM,
+                         "refusing %s %s: %s%s %s%s%s; like sshd's StrictModes, ergond only "
+                         "trusts what root or its own user alone can change (fix: %s)",
+                         what, whose, dir ? "directory " : "", path, owner,
+                         bad_owner && bad_mode ? " and " : "", mode, fix);
 }
 
 erg_status erg__check_secure_dirs(const char *path, const char *what, const char *whose,

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 TEST(http_parser_bounds_and_cases)
@@ -135,6 +136,86 @@ TEST(lease_state_parse_bounds)
     ASSERT_EQ_INT(erg__proc_start_ticks(-1, &a), -1);
 }
 
+/* Issue 15 item 18: like sshd's StrictModes, a config (or a directory above
+ * it) that another user could change is refused with a clear message. */
+TEST(config_refused_when_writable_by_others)
+{
+    char dir[] = "/tmp/ergon-test-strict-XXXXXX";
+    ASSERT(mkdtemp(dir));
+    char sub[300], conf[340], sock[340];
+    snprintf(sub, sizeof sub, "%s/etc", dir);
+    snprintf(conf, sizeof conf, "%s/ergond.conf", sub);
+    snprintf(sock, sizeof sock, "%s/s", dir);
+    ASSERT_EQ_INT(mkdir(sub, 0755), 0);
+    FILE *f = fopen(conf, "w");
+    ASSERT(f);
+    fprintf(f, "allow * uid:12345\n");
+    fclose(f);
+    erg_error err;
+    erg_gpu *sim = NULL;
+    ASSERT_OK(erg_gpu_open("sim:a40:gpt3-xl:2", &sim, &err));
+    erg_daemon *d = NULL;
+    static const struct {
+        mode_t file, dir;
+        const char *msg;
+    } cases[] = {
+        {0666, 0755, "is writable by its group and everyone (mode 0666)"},
+        {0646, 0755, "is writable by everyone (mode 0646)"},
+        {0664, 0755, "is writable by its group (mode 0664)"},
+        {0644, 0777, "directory"},
+        {0644, 0775, "is writable by its group (mode 0775)"},
+    };
+    for (size_t i = 0; i < ERG__ARRAY_LEN(cases); i++) {
+        ASSERT_EQ_INT(chmod(conf, cases[i].file), 0);
+        ASSERT_EQ_INT(chmod(sub, cases[i].dir), 0);
+        ASSERT_EQ_INT(erg_daemon_new(sock, 0600, conf, sim, NULL, NULL, &d, &err), ERG_EPERM);
+        ASSERT_CONTAINS(err.msg, "refusing config file");
+        ASSERT_CONTAINS(err.msg, conf);
+        ASSERT_CONTAINS(err.msg, cases[i].msg);
+        ASSERT_CONTAINS(err.msg, "StrictModes");
+        ASSERT(d == NULL);
+    }
+    ASSERT_CONTAINS(err.msg, sub); /* the directory is named */
+    ASSERT_CONTAINS(err.msg, "chmod go-w");
+    /* A sticky world-writable directory (like /tmp) is fine; so is 0644 in 0755. */
+    ASSERT_EQ_INT(chmod(sub, 01777), 0);
+    ASSERT_EQ_INT(chmod(conf, 0644), 0);
+    ASSERT_OK(erg_daemon_new(sock, 0600, conf, sim, NULL, NULL, &d, &err));
+    erg_daemon_free(d);
+    d = NULL;
+    ASSERT_EQ_INT(chmod(sub, 0755), 0);
+    ASSERT_OK(erg_daemon_new(sock, 0600, conf, sim, NULL, NULL, &d, &err));
+    /* The admin lock file's directory is checked the same way. */
+    ASSERT_EQ_INT(chmod(sub, 0777), 0);
+    char lock[360];
+    snprintf(lock, sizeof lock, "%s/disable", sub);
+    ASSERT_EQ_INT(erg_daemon_set_lock_file(d, lock, &err), ERG_EPERM);
+    ASSERT_CONTAINS(err.msg, "refusing lock file");
+    ASSERT_EQ_INT(chmod(sub, 0755), 0);
+    ASSERT_OK(erg_daemon_set_lock_file(d, lock, &err));
+    erg_daemon_free(d);
+    d = NULL;
+    /* Owned by another (non-root) user: refused, when we can make it so. */
+    if (geteuid() == 0) {
+        ASSERT_EQ_INT(chown(conf, 12345, 12345), 0);
+        ASSERT_EQ_INT(erg_daemon_new(sock, 0600, conf, sim, NULL, NULL, &d, &err), ERG_EPERM);
+        ASSERT_CONTAINS(err.msg, "is owned by uid 12345");
+        ASSERT_EQ_INT(chown(conf, 0, 0), 0);
+        ASSERT_EQ_INT(chown(sub, 12345, 12345), 0);
+        ASSERT_EQ_INT(erg_daemon_new(sock, 0600, conf, sim, NULL, NULL, &d, &err), ERG_EPERM);
+        ASSERT_CONTAINS(err.msg, "directory");
+        ASSERT_CONTAINS(err.msg, "is owned by uid 12345");
+        ASSERT_EQ_INT(chown(sub, 0, 0), 0);
+    }
+    /* Not a regular file. */
+    ASSERT_EQ_INT(erg_daemon_new(sock, 0600, sub, sim, NULL, NULL, &d, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "is not a regular file");
+    erg_gpu_close(sim);
+    unlink(conf);
+    rmdir(sub);
+    rmdir(dir);
+}
+
 static void *serve(void *arg)
 {
     erg_daemon_run(arg, NULL);
@@ -151,6 +232,7 @@ TEST(daemon_backend_round_trip)
     FILE *f = fopen(conf, "w");
     fprintf(f, "allow 0 uid:12345\n");
     fclose(f);
+    chmod(conf, 0644); /* whatever the umask: a group-writable config is refused */
     erg_error err;
     erg_gpu *sim = NULL;
     ASSERT_OK(erg_gpu_open("sim:a40:gpt3-xl:2", &sim, &err));
@@ -215,4 +297,5 @@ TEST(daemon_backend_round_trip)
 
 TAP_MAIN(TEST_ENTRY(http_parser_bounds_and_cases), TEST_ENTRY(query_and_gpu_ids),
          TEST_ENTRY(config_allow_list), TEST_ENTRY(lease_state_parse_bounds),
+         TEST_ENTRY(config_refused_when_writable_by_others),
          TEST_ENTRY(daemon_backend_round_trip))
