@@ -241,10 +241,12 @@ static void lease_take(erg_daemon *d, lease *l, int gpu, int what)
             l->what[gpu] |= o->what[gpu];
             o->what[gpu] = 0;
             lease_drop_if_empty(d, o);
+            d->dirty = true;
         }
     }
+    if ((l->what[gpu] & what) != what)
+        d->dirty = true;
     l->what[gpu] |= (uint8_t)what;
-    d->dirty = true;
 }
 
 static void lease_release(erg_daemon *d, pid_t pid, int gpu, int what)
@@ -450,6 +452,7 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
         return;
     }
     lease *l = NULL;
+    bool wrote_pending = false;
     if (set_sm || set_mem || set_pl) {
         l = lease_of(d, pid, uid, true);
         if (!l) {
@@ -457,13 +460,17 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
             return;
         }
         /* Write-ahead: a crash during the driver calls leaves "pending"
-         * records, which a restarted daemon resets. */
+         * records, which a restarted daemon resets. Not needed (and no
+         * fsync) when this process already holds what it changes: the
+         * recorded lease covers a crash then. */
         int what = set_sm ? CH_SM : set_mem ? CH_MEM : CH_PL;
         for (int g = 0; g < count; g++)
-            if ((mask >> g) & 1)
+            if ((mask >> g) & 1 && (l->what[g] & what) != what) {
                 d->pending[g] |= (uint8_t)what;
+                wrote_pending = true;
+            }
         erg_error se;
-        if (state_sync(d, true, &se)) {
+        if (wrote_pending && state_sync(d, true, &se)) {
             memset(d->pending, 0, sizeof d->pending);
             lease_drop_if_empty(d, l);
             respond_error(resp, 503, "cannot record the lease, so nothing was changed: %s",
@@ -524,8 +531,9 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
             dlog(d, 0, "%s on GPU %d for uid %u pid %d", op, g, uid, (int)pid);
         }
     }
-    if (l) {
+    if (l)
         lease_drop_if_empty(d, l);
+    if (wrote_pending) {
         memset(d->pending, 0, sizeof d->pending);
         d->dirty = true;
     }

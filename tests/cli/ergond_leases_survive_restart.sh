@@ -67,6 +67,28 @@ wait_gpu 0 "0 0" || fail "GPU 0 not reset after its holder died (restarted ergon
 grep -q "pid $dead1 exited: GPU 0 restored" "$tmp/dlog2" || fail "no lease expiry line"
 grep -q "^lease " "$state/leases" && fail "expired lease still in the state file"
 
+# 1b. A holder changing a clock it already holds does not rewrite the state (no fsync per
+# clock change); a new GPU does.
+python3 - "$sock" "$state/leases" <<'PY' || fail "repeated set by one holder"
+import os, socket, sys
+sock, leases = sys.argv[1], sys.argv[2]
+def post(q):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sock)
+    s.sendall(("POST /gpu/set_gpu_locked_clocks?%s HTTP/1.1\r\nHost: x\r\n\r\n" % q).encode())
+    r = s.recv(4096).decode()
+    s.close()
+    assert " 200 " in r.split("\r\n")[0], r
+post("gpu_ids=1&min_clock_mhz=1200&max_clock_mhz=1200")
+ino = os.stat(leases).st_ino
+assert ("lease %d " % os.getpid()) in open(leases).read()
+post("gpu_ids=1&min_clock_mhz=1110&max_clock_mhz=1110")
+assert os.stat(leases).st_ino == ino, "state rewritten for a clock the process already held"
+post("gpu_ids=0&min_clock_mhz=1110&max_clock_mhz=1110")
+assert os.stat(leases).st_ino != ino, "state not rewritten for a new GPU"
+PY
+wait_gpu 1 "0 0" && wait_gpu 0 "0 0" || fail "python holder's GPUs not reset after it exited"
+
 # 2. The holder dies while ergond is down: reset at start-up.
 hold 1 1095; h2=$!
 wait_gpu 1 "1095 1095" || fail "no lock on GPU 1"
@@ -103,6 +125,22 @@ lock_gpu0
 printf 'ergond-leases 1\nboot %s\npending 0 1\n' "$boot" >"$state/leases"
 start_daemon
 wait_gpu 0 "0 0" || fail "pending change not reset"
+kill -TERM "$dpid"; wait "$dpid"; dpid=""
+
+# 4b. Write-ahead for real: ergond is SIGKILLed while the driver call is in progress (the fake
+# NVML's setter sleeps); the pending record is there and the restarted ergond resets the GPU.
+export FAKE_NVML_SET_DELAY_US=800000
+start_daemon
+curl -s -o /dev/null -m 5 -X POST --unix-socket "$sock" \
+  "http://x/gpu/set_gpu_locked_clocks?gpu_ids=1&min_clock_mhz=1200&max_clock_mhz=1200" & cpid=$!
+for _ in $(seq 100); do grep -q "^pending 1 1$" "$state/leases" && break; sleep 0.02; done
+grep -q "^pending 1 1$" "$state/leases" || fail "no pending record while the driver call runs"
+kill9_daemon; wait "$cpid" 2>/dev/null
+unset FAKE_NVML_SET_DELAY_US
+: >"$tmp/nvml.log"
+start_daemon
+grep -q "a change on GPU 1 was in progress when ergond stopped: resetting it" "$tmp/dlog$n" || fail "pending change of a killed ergond not noticed"
+grep -q "ResetGpuLockedClocks 1 = 0" "$tmp/nvml.log" || fail "pending change of a killed ergond not reset"
 kill -TERM "$dpid"; wait "$dpid"; dpid=""
 
 # 5. A missing or corrupt state file: every GPU is reset; an earlier boot's state is dropped.
