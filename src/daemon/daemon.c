@@ -32,9 +32,26 @@
  * An explicit reset by P releases the GPU. On kernels without pidfd_open the
  * loop checks kill(pid, 0) twice a second instead (PID reuse could then delay
  * a reset; documented). When the daemon stops, all leased GPUs are reset.
+ *
+ * PERSISTENCE. With a state directory (erg_daemon_set_state_dir), every
+ * lease change is written to DIR/leases (temp file, fsync, rename, fsync of
+ * the directory) before the client gets its answer; a change about to be
+ * made is first recorded as "pending". A restarted daemon (after SIGKILL, a
+ * crash, an OOM kill) reads it back: a holder that is still alive, the same
+ * process (pid and start time from /proc/PID/stat, so a reused pid does not
+ * count), is re-adopted with a new pidfd; what a dead holder or a pending
+ * change touched is reset. A missing or unreadable state means an earlier
+ * daemon may have left anything: every GPU is reset. State from an earlier
+ * boot (boot_id) is dropped: the driver reset the GPUs at boot.
+ *
+ * CONNECTION LIMITS. At most MAX_CONNS connections; one uid may hold at most
+ * per_uid_limit of them, and uids other than root together never take the
+ * last ROOT_RESERVED slots, so one local user cannot lock others or root out.
  */
 
 #define MAX_CONNS 64
+#define ROOT_RESERVED 8
+#define DEFAULT_CONNS_PER_UID 8
 #define MAX_LEASES 256
 #define CONN_TIMEOUT_S 5.0
 #define CONN_BUF (ERG__HTTP_MAX_HEAD + ERG__HTTP_MAX_BODY)
@@ -52,6 +69,8 @@ typedef struct conn {
 
 typedef struct lease {
     pid_t pid;
+    unsigned long long start; /* start time of pid (clock ticks after boot), 0 if unknown */
+    unsigned uid;
     int pidfd;          /* -1: fall back to kill(pid, 0) */
     uint8_t what[64];   /* per GPU: CH_* bits this process changed */
     bool used;
@@ -69,6 +88,12 @@ struct erg_daemon {
     conn *conns[MAX_CONNS];
     lease leases[MAX_LEASES];
     uint64_t requests;
+    int conns_per_uid;   /* connections one non-root uid may hold at once */
+    char *state_path;    /* DIR/leases, NULL = leases are not persisted */
+    char boot_id[ERG__BOOT_ID_MAX + 1];
+    uint8_t pending[64]; /* per GPU: CH_* bits a request is changing right now */
+    bool dirty;          /* leases changed since the state was last written */
+    bool save_failed;    /* the last write of the state failed (logged once) */
 };
 
 static void dlog(erg_daemon *d, int level, const char *fmt, ...) ERG_PRINTF(3, 4);
@@ -173,7 +198,7 @@ static int pidfd_open_compat(pid_t pid)
     return -1;
 }
 
-static lease *lease_of(erg_daemon *d, pid_t pid, bool create)
+static lease *lease_of(erg_daemon *d, pid_t pid, unsigned uid, bool create)
 {
     lease *freel = NULL;
     for (int i = 0; i < MAX_LEASES; i++) {
@@ -186,14 +211,17 @@ static lease *lease_of(erg_daemon *d, pid_t pid, bool create)
         return NULL;
     memset(freel, 0, sizeof *freel);
     freel->pid = pid;
+    freel->uid = uid;
     freel->pidfd = pidfd_open_compat(pid);
     if (freel->pidfd < 0 && kill(pid, 0) != 0)
         return NULL; /* the process is already gone: nothing to hold */
+    if (erg__proc_start_ticks(pid, &freel->start))
+        freel->start = 0;
     freel->used = true;
     return freel;
 }
 
-static void lease_drop_if_empty(lease *l)
+static void lease_drop_if_empty(erg_daemon *d, lease *l)
 {
     for (int g = 0; g < 64; g++)
         if (l->what[g])
@@ -201,6 +229,7 @@ static void lease_drop_if_empty(lease *l)
     if (l->pidfd >= 0)
         close(l->pidfd);
     l->used = false;
+    d->dirty = true;
 }
 
 /* Record that pid changed `what` on gpu: move the GPU into pid's lease. */
@@ -211,47 +240,104 @@ static void lease_take(erg_daemon *d, lease *l, int gpu, int what)
         if (o->used && o != l && o->what[gpu]) {
             l->what[gpu] |= o->what[gpu];
             o->what[gpu] = 0;
-            lease_drop_if_empty(o);
+            lease_drop_if_empty(d, o);
+            d->dirty = true;
         }
     }
+    if ((l->what[gpu] & what) != what)
+        d->dirty = true;
     l->what[gpu] |= (uint8_t)what;
 }
 
 static void lease_release(erg_daemon *d, pid_t pid, int gpu, int what)
 {
-    lease *l = lease_of(d, pid, false);
+    lease *l = lease_of(d, pid, 0, false);
     if (!l)
         return;
+    if (l->what[gpu] & what)
+        d->dirty = true;
     l->what[gpu] &= (uint8_t)~what;
-    lease_drop_if_empty(l);
+    lease_drop_if_empty(d, l);
+}
+
+/* Reset what `what` says on GPU g; `who` names the cause in error lines. */
+static void restore_gpu(erg_daemon *d, int g, int what, const char *who)
+{
+    erg_error e;
+    if (what & CH_SM) {
+        if (erg_gpu_reset_sm_clocks(d->gpu, g, &e))
+            dlog(d, 2, "%s: GPU %d SM clock reset failed: %s", who, g, e.msg);
+    }
+    if (what & CH_MEM) {
+        erg_status st = erg_gpu_reset_mem_clocks(d->gpu, g, &e);
+        if (st && st != ERG_ENOTSUP)
+            dlog(d, 2, "%s: GPU %d memory clock reset failed: %s", who, g, e.msg);
+    }
+    if (what & CH_PL) {
+        if (erg_gpu_reset_power_limit(d->gpu, g, &e))
+            dlog(d, 2, "%s: GPU %d power limit reset failed: %s", who, g, e.msg);
+    }
 }
 
 static void lease_expire(erg_daemon *d, lease *l, const char *why)
 {
+    char who[48];
+    snprintf(who, sizeof who, "lease of pid %d", (int)l->pid);
     for (int g = 0; g < 64 && g < erg_gpu_count(d->gpu); g++) {
         if (!l->what[g])
             continue;
-        erg_error e;
-        if (l->what[g] & CH_SM) {
-            if (erg_gpu_reset_sm_clocks(d->gpu, g, &e))
-                dlog(d, 2, "lease of pid %d: GPU %d SM clock reset failed: %s", (int)l->pid, g,
-                     e.msg);
-        }
-        if (l->what[g] & CH_MEM) {
-            erg_status st = erg_gpu_reset_mem_clocks(d->gpu, g, &e);
-            if (st && st != ERG_ENOTSUP)
-                dlog(d, 2, "lease of pid %d: GPU %d memory clock reset failed: %s", (int)l->pid,
-                     g, e.msg);
-        }
-        if (l->what[g] & CH_PL) {
-            if (erg_gpu_reset_power_limit(d->gpu, g, &e))
-                dlog(d, 2, "lease of pid %d: GPU %d power limit reset failed: %s", (int)l->pid, g,
-                     e.msg);
-        }
+        restore_gpu(d, g, l->what[g], who);
         dlog(d, 0, "pid %d %s: GPU %d restored", (int)l->pid, why, g);
         l->what[g] = 0;
+        d->dirty = true;
     }
-    lease_drop_if_empty(l);
+    lease_drop_if_empty(d, l);
+}
+
+/* ---- persistence ---- */
+
+/* Write the leases (and pending changes) to the state file if they changed
+ * (or `force`). Failures are logged once until a write succeeds again. */
+static erg_status state_sync(erg_daemon *d, bool force, erg_error *err)
+{
+    if (!d->state_path || (!d->dirty && !force))
+        return ERG_OK;
+    erg__buf b = {0};
+    erg__buf_printf(&b, "# ergond lease state: rewritten on every lease change; do not edit\n"
+                        "ergond-leases 1\n");
+    if (d->boot_id[0])
+        erg__buf_printf(&b, "boot %s\n", d->boot_id);
+    for (int i = 0; i < MAX_LEASES; i++) {
+        const lease *l = &d->leases[i];
+        if (!l->used)
+            continue;
+        for (int g = 0; g < 64; g++)
+            if (l->what[g])
+                erg__buf_printf(&b, "lease %d %llu %u %d %u\n", (int)l->pid, l->start, l->uid, g,
+                                (unsigned)l->what[g]);
+    }
+    for (int g = 0; g < 64; g++)
+        if (d->pending[g])
+            erg__buf_printf(&b, "pending %d %u\n", g, (unsigned)d->pending[g]);
+    erg_error e;
+    erg_status st = b.data ? erg__write_file_durable(d->state_path, b.data, b.len, &e)
+                           : erg_error_set(&e, ERG_ENOMEM, "out of memory");
+    erg__buf_free(&b);
+    if (st) {
+        if (!d->save_failed)
+            dlog(d, 2, "cannot record leases in %s: %s (a restarted ergond would not know "
+                       "them; retrying)",
+                 d->state_path, e.msg);
+        d->save_failed = true;
+        if (err)
+            *err = e;
+        return st;
+    }
+    if (d->save_failed)
+        dlog(d, 0, "leases recorded in %s again", d->state_path);
+    d->save_failed = false;
+    d->dirty = false;
+    return ERG_OK;
 }
 
 /* ---- request handling ---- */
@@ -366,10 +452,29 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
         return;
     }
     lease *l = NULL;
+    bool wrote_pending = false;
     if (set_sm || set_mem || set_pl) {
-        l = lease_of(d, pid, true);
+        l = lease_of(d, pid, uid, true);
         if (!l) {
             respond_error(resp, 503, "cannot track process %d for its lease", (int)pid);
+            return;
+        }
+        /* Write-ahead: a crash during the driver calls leaves "pending"
+         * records, which a restarted daemon resets. Not needed (and no
+         * fsync) when this process already holds what it changes: the
+         * recorded lease covers a crash then. */
+        int what = set_sm ? CH_SM : set_mem ? CH_MEM : CH_PL;
+        for (int g = 0; g < count; g++)
+            if ((mask >> g) & 1 && (l->what[g] & what) != what) {
+                d->pending[g] |= (uint8_t)what;
+                wrote_pending = true;
+            }
+        erg_error se;
+        if (wrote_pending && state_sync(d, true, &se)) {
+            memset(d->pending, 0, sizeof d->pending);
+            lease_drop_if_empty(d, l);
+            respond_error(resp, 503, "cannot record the lease, so nothing was changed: %s",
+                          se.msg);
             return;
         }
     }
@@ -427,7 +532,12 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
         }
     }
     if (l)
-        lease_drop_if_empty(l);
+        lease_drop_if_empty(d, l);
+    if (wrote_pending) {
+        memset(d->pending, 0, sizeof d->pending);
+        d->dirty = true;
+    }
+    state_sync(d, false, NULL); /* before the answer: an acknowledged lease survives a crash */
     if (worst == 200)
         respond(resp, 200, "");
     else {
@@ -612,6 +722,7 @@ static erg_status daemon_alloc(const char *cfg_text, size_t cfg_len, const char 
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     d->gpu = gpu;
     d->listen_fd = -1;
+    d->conns_per_uid = DEFAULT_CONNS_PER_UID;
     d->stop_pipe[0] = d->stop_pipe[1] = -1;
     erg_status st = erg__config_parse(cfg_text, cfg_len, cfg_name, &d->cfg, err);
     if (st) {
@@ -642,7 +753,8 @@ erg_status erg_daemon_new(const char *socket_path, unsigned socket_mode, const c
         return erg_error_set(err, ERG_EINVAL, "socket path '%s' is too long", socket_path);
     char *text = NULL;
     size_t len = 0;
-    erg_status st = erg__read_file(config_path, 1 << 20, &text, &len, err);
+    /* StrictModes: a config another user can change could grant itself GPU access. */
+    erg_status st = erg__read_secure_file(config_path, "config file", 1 << 20, &text, &len, err);
     if (st)
         return st;
     erg_daemon *d = NULL;
@@ -711,8 +823,210 @@ erg_status erg_daemon_set_lock_file(erg_daemon *d, const char *path, erg_error *
     char *copy = NULL;
     if (path && !(copy = erg__strdup(path)))
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if (copy) {
+        /* Whoever can create or remove the file there controls writes. */
+        char *slash = strrchr(copy, '/');
+        erg_status st;
+        if (!slash)
+            st = erg__check_secure_dirs(".", "lock file", path, err);
+        else if (slash == copy)
+            st = erg__check_secure_dirs("/", "lock file", path, err);
+        else {
+            *slash = '\0';
+            st = erg__check_secure_dirs(copy, "lock file", path, err);
+            *slash = '/';
+        }
+        if (st) {
+            erg__free(copy);
+            return st;
+        }
+    }
     erg__free(d->lock_file);
     d->lock_file = copy;
+    return ERG_OK;
+}
+
+/* Is the process that held a lease (pid, start time) still the same live
+ * process? On success *pidfd is a pidfd for it (or -1 without pidfd_open). */
+static bool holder_alive(pid_t pid, unsigned long long start, int *pidfd)
+{
+    *pidfd = -1;
+    if (start == 0)
+        return false; /* its identity was never known: cannot tell it from a reused pid */
+    int fd = pidfd_open_compat(pid);
+    if (fd < 0 && kill(pid, 0) != 0 && errno == ESRCH)
+        return false;
+    /* Read the start time after opening the pidfd: if it matches, the
+     * process that has the pid now started before the pidfd was opened, so
+     * the pidfd refers to it. */
+    unsigned long long now_start;
+    if (erg__proc_start_ticks(pid, &now_start) || now_start != start) {
+        if (fd >= 0)
+            close(fd);
+        return false;
+    }
+    *pidfd = fd;
+    return true;
+}
+
+static void reset_everything(erg_daemon *d, const char *why)
+{
+    dlog(d, 1, "%s: resetting clocks and power limits of every GPU, since an earlier ergond may "
+               "have left changes that nobody would undo",
+         why);
+    for (int g = 0; g < erg_gpu_count(d->gpu); g++) {
+        restore_gpu(d, g, CH_SM | CH_MEM | CH_PL, "start-up reset");
+        dlog(d, 0, "start-up: GPU %d restored", g);
+    }
+}
+
+/* Apply a lease state read at start-up: re-adopt live holders, reset what
+ * dead holders and pending changes touched. */
+static void recover(erg_daemon *d, const erg__state *s)
+{
+    int count = erg_gpu_count(d->gpu);
+    uint8_t reset[64] = {0};
+    for (size_t i = 0; i < s->n; i++) {
+        const erg__lease_rec *r = &s->rec[i];
+        if (r->gpu >= count) {
+            dlog(d, 1, "%s: GPU %d is not present any more; its lease is dropped", d->state_path,
+                 r->gpu);
+            continue;
+        }
+        if (r->pending) {
+            dlog(d, 1, "a change on GPU %d was in progress when ergond stopped: resetting it",
+                 r->gpu);
+            reset[r->gpu] |= (uint8_t)r->bits;
+            continue;
+        }
+        lease *l = NULL;
+        for (int k = 0; k < MAX_LEASES && !l; k++)
+            if (d->leases[k].used && d->leases[k].pid == r->pid &&
+                d->leases[k].start == r->start)
+                l = &d->leases[k];
+        int fd = -1;
+        if (!l && holder_alive(r->pid, r->start, &fd)) {
+            for (int k = 0; k < MAX_LEASES && !l; k++)
+                if (!d->leases[k].used)
+                    l = &d->leases[k];
+            if (!l) {
+                if (fd >= 0)
+                    close(fd);
+            } else {
+                memset(l, 0, sizeof *l);
+                l->pid = r->pid;
+                l->start = r->start;
+                l->uid = r->uid;
+                l->pidfd = fd;
+                l->used = true;
+            }
+        }
+        if (l) {
+            lease_take(d, l, r->gpu, (int)r->bits);
+            dlog(d, 0, "pid %d (uid %u) still holds GPU %d: lease re-adopted", (int)r->pid,
+                 r->uid, r->gpu);
+        } else {
+            reset[r->gpu] |= (uint8_t)r->bits;
+            dlog(d, 0, "pid %d (uid %u) exited while ergond was down: resetting GPU %d",
+                 (int)r->pid, r->uid, r->gpu);
+        }
+    }
+    for (int g = 0; g < count; g++) {
+        if (!reset[g])
+            continue;
+        restore_gpu(d, g, reset[g], "start-up reset");
+        /* what was reset is nobody's any more */
+        for (int k = 0; k < MAX_LEASES; k++)
+            if (d->leases[k].used && (d->leases[k].what[g] & reset[g])) {
+                d->leases[k].what[g] &= (uint8_t)~reset[g];
+                lease_drop_if_empty(d, &d->leases[k]);
+            }
+        dlog(d, 0, "start-up: GPU %d restored", g);
+    }
+}
+
+erg_status erg_daemon_set_state_dir(erg_daemon *d, const char *dir, erg_error *err)
+{
+    if (!d || !dir || !*dir)
+        return erg_error_set(err, ERG_EINVAL, "erg_daemon_set_state_dir: NULL argument");
+    if (d->state_path)
+        return erg_error_set(err, ERG_ESTATE, "the state directory is already set");
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (errno != ENOENT || mkdir(dir, 0700) != 0)
+            return erg_error_set(err, ERG_EIO, "state directory %s: %s", dir, strerror(errno));
+        dlog(d, 0, "created state directory %s", dir);
+    } else if (!S_ISDIR(sb.st_mode))
+        return erg_error_set(err, ERG_EINVAL, "state directory %s is not a directory", dir);
+    erg_status st = erg__check_secure_dirs(dir, "state directory", dir, err);
+    if (st)
+        return st;
+    size_t n = strlen(dir) + sizeof "/leases";
+    if (!(d->state_path = erg__malloc(n)))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    snprintf(d->state_path, n, "%s/leases", dir);
+    erg__boot_id(d->boot_id, sizeof d->boot_id);
+
+    char *text = NULL;
+    size_t len = 0;
+    erg_error e;
+    st = erg__read_secure_file(d->state_path, "lease state", 4 << 20, &text, &len, &e);
+    if (st == ERG_ENOTFOUND) {
+        char why[600];
+        snprintf(why, sizeof why, "no lease state in %s (first start, or it was removed)", dir);
+        reset_everything(d, why);
+    } else if (st) {
+        dlog(d, 2, "%s", e.msg);
+        reset_everything(d, "the lease state cannot be trusted");
+    } else {
+        erg__state s;
+        st = erg__state_parse(text, len, d->state_path, &s, &e);
+        if (st) {
+            dlog(d, 2, "%s", e.msg);
+            reset_everything(d, "the lease state cannot be read");
+        } else if (s.boot[0] && d->boot_id[0] && strcmp(s.boot, d->boot_id)) {
+            dlog(d, 0, "%s was written before the last boot: its %zu lease record(s) are dropped "
+                       "(the GPUs were reset when the driver loaded)",
+                 d->state_path, s.n);
+        } else
+            recover(d, &s);
+        erg__state_free(&s);
+    }
+    erg__free(text);
+    int held = 0;
+    for (int k = 0; k < MAX_LEASES; k++)
+        held += d->leases[k].used;
+    dlog(d, 0, "lease state in %s: %d live holder%s re-adopted", d->state_path, held,
+         held == 1 ? "" : "s");
+    /* Write it now: a failure here (read-only or full disk) is a start-up
+     * error rather than a daemon that silently cannot keep its promise. */
+    st = state_sync(d, true, err);
+    if (st) {
+        erg__free(d->state_path);
+        d->state_path = NULL;
+    }
+    return st;
+}
+
+erg_status erg_daemon_set_socket_group(erg_daemon *d, unsigned gid, erg_error *err)
+{
+    if (!d || !d->socket_path)
+        return erg_error_set(err, ERG_EINVAL, "erg_daemon_set_socket_group: no socket");
+    if (lchown(d->socket_path, (uid_t)-1, (gid_t)gid) != 0)
+        return erg_error_set(err, ERG_EIO, "cannot give socket %s to gid %u: %s",
+                             d->socket_path, gid, strerror(errno));
+    return ERG_OK;
+}
+
+erg_status erg_daemon_set_conn_limit(erg_daemon *d, int per_uid, erg_error *err)
+{
+    if (!d)
+        return erg_error_set(err, ERG_EINVAL, "NULL daemon");
+    if (per_uid < 1 || per_uid > MAX_CONNS - ROOT_RESERVED)
+        return erg_error_set(err, ERG_EINVAL,
+                             "connections per uid must be in [1, %d], got %d",
+                             MAX_CONNS - ROOT_RESERVED, per_uid);
+    d->conns_per_uid = per_uid;
     return ERG_OK;
 }
 
@@ -754,18 +1068,43 @@ static void accept_conns(erg_daemon *d)
             return;
         struct ucred cred;
         socklen_t cl = sizeof cred;
-        int slot = -1;
-        for (int i = 0; i < MAX_CONNS && slot < 0; i++)
-            if (!d->conns[i])
-                slot = i;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || slot < 0) {
-            if (slot < 0) {
-                erg__buf r = {0};
-                respond_error(&r, 503, "too many connections");
-                if (r.data)
-                    send_all(fd, r.data, r.len);
-                erg__buf_free(&r);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) {
+            close(fd);
+            continue;
+        }
+        int slot = -1, mine = 0, non_root = 0;
+        for (int i = 0; i < MAX_CONNS; i++) {
+            if (!d->conns[i]) {
+                if (slot < 0)
+                    slot = i;
+                continue;
             }
+            mine += d->conns[i]->uid == cred.uid;
+            non_root += d->conns[i]->uid != 0;
+        }
+        const char *full = NULL;
+        char why[160];
+        if (slot < 0)
+            full = "too many connections";
+        else if (cred.uid != 0 && mine >= d->conns_per_uid) {
+            snprintf(why, sizeof why,
+                     "too many connections from uid %u (at most %d at once per uid)",
+                     (unsigned)cred.uid, d->conns_per_uid);
+            full = why;
+        } else if (cred.uid != 0 && non_root >= MAX_CONNS - ROOT_RESERVED)
+            full = "too many connections (the last slots are kept for root)";
+        if (full) {
+            /* Read what already arrived (closing with unread data makes the
+             * peer's read fail with ECONNRESET before it sees the answer). */
+            char sink[1024];
+            for (int k = 0; k < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; k++)
+                ;
+            erg__buf r = {0};
+            respond_error(&r, 503, "%s", full);
+            if (r.data)
+                send_all(fd, r.data, r.len);
+            erg__buf_free(&r);
+            shutdown(fd, SHUT_WR);
             close(fd);
             continue;
         }
@@ -875,10 +1214,12 @@ erg_status erg_daemon_run(erg_daemon *d, erg_error *err)
                 if (d->leases[i].used && d->leases[i].pidfd < 0 &&
                     kill(d->leases[i].pid, 0) != 0 && errno == ESRCH)
                     lease_expire(d, &d->leases[i], "exited");
+        state_sync(d, false, NULL);
     }
     for (int i = 0; i < MAX_LEASES; i++)
         if (d->leases[i].used)
             lease_expire(d, &d->leases[i], "still held at shutdown");
+    state_sync(d, false, NULL);
     dlog(d, 0, "ergond stopped after %llu requests", (unsigned long long)d->requests);
     return ERG_OK;
 }
@@ -902,6 +1243,7 @@ void erg_daemon_free(erg_daemon *d)
             close(d->stop_pipe[i]);
     erg__free(d->socket_path);
     erg__free(d->lock_file);
+    erg__free(d->state_path);
     erg__config_free(&d->cfg);
     erg__free(d);
 }

@@ -71,4 +71,50 @@ void erg__daemon_handle(erg_daemon *d, const erg__http_req *req, unsigned uid, u
 erg_status erg__daemon_new_detached(const char *config_text, erg_gpu *gpu, erg_daemon **out,
                                     erg_error *err);
 
+/* ---- lease state, process identity, StrictModes (state.c) ---- */
+
+#define ERG__BOOT_ID_MAX 36
+#define ERG__STATE_MAX_RECORDS (256 * 64 + 64)
+
+/* One line of the lease state file: "lease PID START UID GPU BITS" (a
+ * process holds what BITS says on GPU) or "pending GPU BITS" (a change that
+ * was being made when the state was written). */
+typedef struct erg__lease_rec {
+    pid_t pid;
+    unsigned long long start; /* start time of pid, clock ticks after boot */
+    unsigned uid;
+    int gpu;
+    unsigned bits;            /* 1 SM clocks, 2 memory clocks, 4 power limit */
+    bool pending;
+} erg__lease_rec;
+
+typedef struct erg__state {
+    char boot[ERG__BOOT_ID_MAX + 1]; /* boot id the state was written in; "" if unknown */
+    erg__lease_rec *rec;
+    size_t n;
+} erg__state;
+
+/* Parse a lease state file (docs/ergond.md). Errors name file:line. */
+erg_status erg__state_parse(const char *text, size_t len, const char *name, erg__state *out,
+                            erg_error *err);
+void erg__state_free(erg__state *s);
+/* Write path atomically and durably: temp file (0600), fsync, rename, fsync dir. */
+erg_status erg__write_file_durable(const char *path, const char *data, size_t len,
+                                   erg_error *err);
+/* Start time of pid in clock ticks after boot (/proc/PID/stat field 22); -1 if unknown. */
+int erg__proc_start_ticks(pid_t pid, unsigned long long *out);
+/* This boot's id (/proc/sys/kernel/random/boot_id), "" if unknown. */
+void erg__boot_id(char *buf, size_t size);
+
+/* StrictModes: `path` (a directory) and each directory above it must be
+ * owned by root or the daemon's euid and not writable by group or others
+ * (sticky directories such as /tmp excepted). `what`/`whose` name the file
+ * in the message ("config file", "/etc/ergond.conf"). */
+erg_status erg__check_secure_dirs(const char *path, const char *what, const char *whose,
+                                  erg_error *err);
+/* Read a regular file that passes StrictModes itself (owner root or euid, not
+ * group/world-writable) and whose directories do (erg__check_secure_dirs). */
+erg_status erg__read_secure_file(const char *path, const char *what, size_t max_bytes,
+                                 char **out, size_t *len, erg_error *err);
+
 #endif

@@ -29,7 +29,7 @@ printf '# test allow list\nallow 0 user:%s\n' "$ALLOWED" >"$tmp/conf"
 sock="$tmp/ergond.sock"
 export FAKE_NVML_LOG="$tmp/nvml.log"
 "$ERGOND" --socket "$sock" --config "$tmp/conf" --gpu "nvml:$ERGON_FAKE_NVML" \
-  --lock-file "$tmp/admin.lock" 2>"$tmp/dlog" &
+  --lock-file "$tmp/admin.lock" --state-dir "$tmp/state" --socket-mode 0666 2>"$tmp/dlog" &
 dpid=$!
 for _ in $(seq 100); do curl -s -o /dev/null --unix-socket "$sock" http://x/time && break; sleep 0.05; done
 [ -S "$sock" ] || fail "no socket"

@@ -27,6 +27,7 @@ for p in $PKGS; do
 done
 getent group ergon >/dev/null && { echo "SKIP: a group 'ergon' already exists; this test would remove it"; exit 77; }
 [ -e /run/ergond ] && { echo "SKIP: /run/ergond exists (an ergond runs here?)"; exit 77; }
+[ -e /var/lib/ergond ] && { echo "SKIP: /var/lib/ergond exists (ergond's lease state); this test would remove it"; exit 77; }
 if [ -d /run/systemd/system ]; then
   echo "SKIP: systemd runs here: installing ergond would start the real service on this machine"
   exit 77
@@ -43,7 +44,7 @@ cleanup() {
       dpkg --purge "$p" >/dev/null 2>&1 || echo "cleanup: could not purge $p"
     fi
   done
-  [ $made_rundir = 1 ] && rm -rf /run/ergond
+  [ $made_rundir = 1 ] && rm -rf /run/ergond /var/lib/ergond
   getent group ergon >/dev/null && groupdel ergon 2>/dev/null
   rm -rf "$tmp"
 }
@@ -135,11 +136,13 @@ unit=$(ls /lib/systemd/system/ergond.service /usr/lib/systemd/system/ergond.serv
 [ -n "$unit" ] || fail "no ergond.service installed"
 key() { sed -n "s/^$1=//p" "$unit" | tail -1; }
 exec_start=$(key ExecStart); group=$(key Group); rundir=$(key RuntimeDirectory); runmode=$(key RuntimeDirectoryMode)
+statedir=$(key StateDirectory); statemode=$(key StateDirectoryMode)
 [ -n "$exec_start" ] && [ -n "$rundir" ] || fail "unit lacks ExecStart or RuntimeDirectory"
 sock=$(echo "$exec_start" | sed -n 's/.*--socket \([^ ]*\).*/\1/p')
 [ "$rundir" = ergond ] && [ "$sock" = /run/ergond/ergond.sock ] || fail "unexpected socket $sock / runtime dir $rundir"
 made_rundir=1
 install -d -m "${runmode:-0755}" -o root -g "${group:-root}" "/run/$rundir"
+[ -n "$statedir" ] && install -d -m "${statemode:-0755}" -o root -g "${group:-root}" "/var/lib/$statedir"
 gid=$(getent group ergon | cut -d: -f3)
 export ERGON_NVML_LIBRARY="$ERGON_FAKE_NVML" FAKE_NVML_LOG="$tmp/nvml.log"
 read -r -a argv <<<"$exec_start"
@@ -191,6 +194,7 @@ while read -r p; do
 done <"$tmp/new_paths"
 [ -z "$left" ] || fail "left behind:$left"
 [ -e /etc/ergond.conf ] && fail "/etc/ergond.conf left behind"
+[ -e /var/lib/ergond ] && fail "/var/lib/ergond (lease state) left behind"
 getent group ergon >/dev/null && fail "group ergon left behind"
 ls /etc/systemd/system/*/ergond.service /etc/systemd/system/ergond.service \
    /var/lib/systemd/deb-systemd-helper-enabled/ergond.service* \

@@ -8,6 +8,11 @@
  *                      non-root user); they also fail when euid != 0
  *   FAKE_NVML_SET_DELAY_US  setters sleep this long first (real NVML
  *                      setters take 10-20 ms)
+ *   FAKE_NVML_STATE    file holding the settings ("DEV LOCK_MIN LOCK_MAX
+ *                      MEM_LOCK LIMIT_MW" per device, 0 = not locked):
+ *                      read at the first nvmlInit, rewritten after each
+ *                      change, so settings outlive the process as they do on
+ *                      a real GPU (tests of a restarted ergond)
  * Devices: SM clocks 1410..210 MHz in 15 MHz steps at memory clock 1215 MHz
  * (the only one), power limit 100..400 W (default 400 W). Power is
  * 60 W + 300 W * clock / 1410 and the energy counter integrates it over real
@@ -98,6 +103,43 @@ static void set_delay(void)
     }
 }
 
+static void save_state(void)
+{
+    const char *path = getenv("FAKE_NVML_STATE");
+    if (!path || !*path)
+        return;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return;
+    for (int i = 0; i < ndev; i++)
+        fprintf(f, "%d %u %u %u %u\n", i, devs[i].lock_min, devs[i].lock_max, devs[i].mem_lock,
+                devs[i].limit_mw);
+    if (fclose(f) == 0)
+        rename(tmp, path);
+    else
+        unlink(tmp);
+}
+
+static void load_state(void)
+{
+    const char *path = getenv("FAKE_NVML_STATE");
+    FILE *f = path && *path ? fopen(path, "r") : NULL;
+    if (!f)
+        return;
+    int i;
+    unsigned lo, hi, mem, mw;
+    while (fscanf(f, "%d %u %u %u %u", &i, &lo, &hi, &mem, &mw) == 5)
+        if (i >= 0 && i < ndev) {
+            devs[i].lock_min = lo;
+            devs[i].lock_max = hi;
+            devs[i].mem_lock = mem;
+            devs[i].limit_mw = mw;
+        }
+    fclose(f);
+}
+
 static int denied(void)
 {
     return geteuid() != 0 || getenv("FAKE_NVML_DENY") != NULL;
@@ -130,6 +172,7 @@ nvmlReturn_t nvmlInit_v2(void)
             devs[i].energy_mj = 5e8 + i * 1e6;
             devs[i].last_s = now_s();
         }
+        load_state();
     }
     pthread_mutex_unlock(&mu);
     log_call("nvmlInit_v2 = 0");
@@ -241,6 +284,7 @@ nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned int lo, unsig
         integrate(d);
         d->lock_min = lo;
         d->lock_max = hi;
+        save_state();
     }
     pthread_mutex_unlock(&mu);
     log_call("nvmlDeviceSetGpuLockedClocks %d %u %u = %d", valid_dev(d) ? d->index : -1, lo, hi,
@@ -260,6 +304,7 @@ nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d)
     else {
         integrate(d);
         d->lock_min = d->lock_max = 0;
+        save_state();
     }
     pthread_mutex_unlock(&mu);
     log_call("nvmlDeviceResetGpuLockedClocks %d = %d", valid_dev(d) ? d->index : -1, r);
@@ -269,8 +314,12 @@ nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d)
 nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t d, unsigned int lo, unsigned int hi)
 {
     int r = !valid_dev(d) ? 2 : denied() ? 4 : (lo != MEM_CLOCK || hi != MEM_CLOCK) ? 2 : 0;
-    if (!r)
+    if (!r) {
+        pthread_mutex_lock(&mu);
         d->mem_lock = hi;
+        save_state();
+        pthread_mutex_unlock(&mu);
+    }
     log_call("nvmlDeviceSetMemoryLockedClocks %d %u %u = %d", valid_dev(d) ? d->index : -1, lo,
              hi, r);
     return r;
@@ -279,8 +328,12 @@ nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t d, unsigned int lo, un
 nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t d)
 {
     int r = !valid_dev(d) ? 2 : denied() ? 4 : 0;
-    if (!r)
+    if (!r) {
+        pthread_mutex_lock(&mu);
         d->mem_lock = 0;
+        save_state();
+        pthread_mutex_unlock(&mu);
+    }
     log_call("nvmlDeviceResetMemoryLockedClocks %d = %d", valid_dev(d) ? d->index : -1, r);
     return r;
 }
@@ -314,8 +367,12 @@ nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned int *mw)
 nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t d, unsigned int mw)
 {
     int r = !valid_dev(d) ? 2 : denied() ? 4 : (mw < 100000 || mw > 400000) ? 2 : 0;
-    if (!r)
+    if (!r) {
+        pthread_mutex_lock(&mu);
         d->limit_mw = mw;
+        save_state();
+        pthread_mutex_unlock(&mu);
+    }
     log_call("nvmlDeviceSetPowerManagementLimit %d %u = %d", valid_dev(d) ? d->index : -1, mw, r);
     return r;
 }

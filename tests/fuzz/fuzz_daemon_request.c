@@ -1,4 +1,5 @@
-/* fuzz_daemon_request.c: ergond's HTTP request parser and dispatcher on arbitrary bytes. */
+/* fuzz_daemon_request.c: ergond's HTTP request parser and dispatcher, its config and lease-state
+ * parsers on arbitrary bytes. */
 #include "daemon/daemon_internal.h"
 #include "ergon/gpu.h"
 
@@ -37,5 +38,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     erg__config cfg;
     if (erg__config_parse((const char *)data, size, "fuzz.conf", &cfg, NULL) == ERG_OK)
         erg__config_free(&cfg);
+    erg__state st;
+    if (erg__state_parse((const char *)data, size, "fuzz.leases", &st, NULL) == ERG_OK) {
+        for (size_t i = 0; i < st.n; i++)
+            if (st.rec[i].gpu < 0 || st.rec[i].gpu > 63 || st.rec[i].bits < 1 ||
+                st.rec[i].bits > 7 || (!st.rec[i].pending && st.rec[i].pid <= 0))
+                __builtin_trap(); /* the parser promised these bounds */
+        erg__state_free(&st);
+    }
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 TEST(http_parser_bounds_and_cases)
@@ -88,6 +89,133 @@ TEST(config_allow_list)
     }
 }
 
+TEST(lease_state_parse_bounds)
+{
+    erg__state s;
+    erg_error err;
+    const char *ok = "# c\nergond-leases 1\nboot 0a-f1\nlease 42 7 1000 3 5\n\npending 63 2\n";
+    ASSERT_OK(erg__state_parse(ok, strlen(ok), "L", &s, &err));
+    ASSERT_STR_EQ(s.boot, "0a-f1");
+    ASSERT_EQ_INT(s.n, 2);
+    ASSERT_EQ_INT(s.rec[0].pid, 42);
+    ASSERT(s.rec[0].start == 7 && s.rec[0].uid == 1000 && s.rec[0].gpu == 3);
+    ASSERT(s.rec[0].bits == 5 && !s.rec[0].pending);
+    ASSERT(s.rec[1].pending && s.rec[1].gpu == 63 && s.rec[1].bits == 2);
+    erg__state_free(&s);
+    const char *bad[] = {
+        "",                                           /* no header */
+        "ergond-leases 2\n",                          /* unknown version */
+        "lease 1 1 0 0 1\n",                          /* record before the header */
+        "ergond-leases 1\nlease 0 1 0 0 1\n",         /* pid 0 */
+        "ergond-leases 1\nlease 1 1 0 64 1\n",        /* GPU 64 */
+        "ergond-leases 1\nlease 1 1 0 0 8\n",         /* bits */
+        "ergond-leases 1\nlease 1 1 0 0 0\n",         /* no bits */
+        "ergond-leases 1\nlease 1 -1 0 0 1\n",        /* negative */
+        "ergond-leases 1\nlease 1 0x1 0 0 1\n",       /* hex */
+        "ergond-leases 1\nlease 1 1 0 0\n",           /* short */
+        "ergond-leases 1\nlease 1 1 0 0 1 1\n",       /* long */
+        "ergond-leases 1\nlease 99999999999 1 0 0 1\n", /* pid range */
+        "ergond-leases 1\npending 0\n",               /* short */
+        "ergond-leases 1\nboot XYZ\n",                /* not a boot id */
+        "ergond-leases 1\nboot a\nboot b\n",         /* repeated */
+        "ergond-leases 1\nhold 1\n",                  /* unknown record */
+    };
+    for (size_t i = 0; i < ERG__ARRAY_LEN(bad); i++) {
+        ASSERT_EQ_INT(erg__state_parse(bad[i], strlen(bad[i]), "L", &s, &err), ERG_EPARSE);
+        ASSERT_CONTAINS(err.msg, "L");
+    }
+    ASSERT_EQ_INT(erg__state_parse("ergond-leases 1\nlease x\n", 22, "L", &s, &err), ERG_EPARSE);
+    ASSERT_CONTAINS(err.msg, "L:2: expected 'lease PID");
+    char nul[] = "ergond-leases 1\nlease 1\0 1 0 0 1\n";
+    ASSERT_EQ_INT(erg__state_parse(nul, sizeof nul - 1, "L", &s, &err), ERG_EPARSE);
+    /* our own start time is readable and stable */
+    unsigned long long a = 0, b = 0;
+    ASSERT_EQ_INT(erg__proc_start_ticks(getpid(), &a), 0);
+    ASSERT_EQ_INT(erg__proc_start_ticks(getpid(), &b), 0);
+    ASSERT(a == b && a > 0);
+    ASSERT_EQ_INT(erg__proc_start_ticks(-1, &a), -1);
+}
+
+/* Issue 15 item 18: like sshd's StrictModes, a config (or a directory above
+ * it) that another user could change is refused with a clear message. */
+TEST(config_refused_when_writable_by_others)
+{
+    char dir[] = "/tmp/ergon-test-strict-XXXXXX";
+    ASSERT(mkdtemp(dir));
+    char sub[300], conf[340], sock[340];
+    snprintf(sub, sizeof sub, "%s/etc", dir);
+    snprintf(conf, sizeof conf, "%s/ergond.conf", sub);
+    snprintf(sock, sizeof sock, "%s/s", dir);
+    ASSERT_EQ_INT(mkdir(sub, 0755), 0);
+    FILE *f = fopen(conf, "w");
+    ASSERT(f);
+    fprintf(f, "allow * uid:12345\n");
+    fclose(f);
+    erg_error err;
+    erg_gpu *sim = NULL;
+    ASSERT_OK(erg_gpu_open("sim:a40:gpt3-xl:2", &sim, &err));
+    erg_daemon *d = NULL;
+    static const struct {
+        mode_t file, dir;
+        const char *msg;
+    } cases[] = {
+        {0666, 0755, "is writable by its group and everyone (mode 0666)"},
+        {0646, 0755, "is writable by everyone (mode 0646)"},
+        {0664, 0755, "is writable by its group (mode 0664)"},
+        {0644, 0777, "directory"},
+        {0644, 0775, "is writable by its group (mode 0775)"},
+    };
+    for (size_t i = 0; i < ERG__ARRAY_LEN(cases); i++) {
+        ASSERT_EQ_INT(chmod(conf, cases[i].file), 0);
+        ASSERT_EQ_INT(chmod(sub, cases[i].dir), 0);
+        ASSERT_EQ_INT(erg_daemon_new(sock, 0600, conf, sim, NULL, NULL, &d, &err), ERG_EPERM);
+        ASSERT_CONTAINS(err.msg, "refusing config file");
+        ASSERT_CONTAINS(err.msg, conf);
+        ASSERT_CONTAINS(err.msg, cases[i].msg);
+        ASSERT_CONTAINS(err.msg, "StrictModes");
+        ASSERT(d == NULL);
+    }
+    ASSERT_CONTAINS(err.msg, sub); /* the directory is named */
+    ASSERT_CONTAINS(err.msg, "chmod go-w");
+    /* A sticky world-writable directory (like /tmp) is fine; so is 0644 in 0755. */
+    ASSERT_EQ_INT(chmod(sub, 01777), 0);
+    ASSERT_EQ_INT(chmod(conf, 0644), 0);
+    ASSERT_OK(erg_daemon_new(sock, 0600, conf, sim, NULL, NULL, &d, &err));
+    erg_daemon_free(d);
+    d = NULL;
+    ASSERT_EQ_INT(chmod(sub, 0755), 0);
+    ASSERT_OK(erg_daemon_new(sock, 0600, conf, sim, NULL, NULL, &d, &err));
+    /* The admin lock file's directory is checked the same way. */
+    ASSERT_EQ_INT(chmod(sub, 0777), 0);
+    char lock[360];
+    snprintf(lock, sizeof lock, "%s/disable", sub);
+    ASSERT_EQ_INT(erg_daemon_set_lock_file(d, lock, &err), ERG_EPERM);
+    ASSERT_CONTAINS(err.msg, "refusing lock file");
+    ASSERT_EQ_INT(chmod(sub, 0755), 0);
+    ASSERT_OK(erg_daemon_set_lock_file(d, lock, &err));
+    erg_daemon_free(d);
+    d = NULL;
+    /* Owned by another (non-root) user: refused, when we can make it so. */
+    if (geteuid() == 0) {
+        ASSERT_EQ_INT(chown(conf, 12345, 12345), 0);
+        ASSERT_EQ_INT(erg_daemon_new(sock, 0600, conf, sim, NULL, NULL, &d, &err), ERG_EPERM);
+        ASSERT_CONTAINS(err.msg, "is owned by uid 12345");
+        ASSERT_EQ_INT(chown(conf, 0, 0), 0);
+        ASSERT_EQ_INT(chown(sub, 12345, 12345), 0);
+        ASSERT_EQ_INT(erg_daemon_new(sock, 0600, conf, sim, NULL, NULL, &d, &err), ERG_EPERM);
+        ASSERT_CONTAINS(err.msg, "directory");
+        ASSERT_CONTAINS(err.msg, "is owned by uid 12345");
+        ASSERT_EQ_INT(chown(sub, 0, 0), 0);
+    }
+    /* Not a regular file. */
+    ASSERT_EQ_INT(erg_daemon_new(sock, 0600, sub, sim, NULL, NULL, &d, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "is not a regular file");
+    erg_gpu_close(sim);
+    unlink(conf);
+    rmdir(sub);
+    rmdir(dir);
+}
+
 static void *serve(void *arg)
 {
     erg_daemon_run(arg, NULL);
@@ -104,6 +232,7 @@ TEST(daemon_backend_round_trip)
     FILE *f = fopen(conf, "w");
     fprintf(f, "allow 0 uid:12345\n");
     fclose(f);
+    chmod(conf, 0644); /* whatever the umask: a group-writable config is refused */
     erg_error err;
     erg_gpu *sim = NULL;
     ASSERT_OK(erg_gpu_open("sim:a40:gpt3-xl:2", &sim, &err));
@@ -167,4 +296,6 @@ TEST(daemon_backend_round_trip)
 }
 
 TAP_MAIN(TEST_ENTRY(http_parser_bounds_and_cases), TEST_ENTRY(query_and_gpu_ids),
-         TEST_ENTRY(config_allow_list), TEST_ENTRY(daemon_backend_round_trip))
+         TEST_ENTRY(config_allow_list), TEST_ENTRY(lease_state_parse_bounds),
+         TEST_ENTRY(config_refused_when_writable_by_others),
+         TEST_ENTRY(daemon_backend_round_trip))
