@@ -15,6 +15,7 @@ Hooks for a training loop, plan loading and GPU back-ends:
 See ergon.integration for wrapping a pipeline engine's forward/backward calls.
 """
 import ctypes
+import ctypes.util
 import os
 
 from . import _libfind

@@ -69,7 +69,9 @@ for f in $debs; do dpkg-deb -c "$f"; done | awk '{print substr($6, 3)}' | sed 's
 grep -q "^usr/sbin/ergond$" "$tmp/new_paths" || fail "the package paths could not be listed"
 
 # --- Install.
-dpkg -i $debs >"$tmp/out" 2>&1 || fail "dpkg -i: $(cat "$tmp/out")"
+# (--path-include: man pages and docs even where a minimal image excludes them in dpkg.cfg.d)
+dpkg --path-include='/usr/share/man/*' --path-include='/usr/share/doc/*' -i $debs >"$tmp/out" 2>&1 ||
+  fail "dpkg -i: $(cat "$tmp/out")"
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" | grep -q "install ok installed" || fail "$p not installed"
 done
