@@ -120,6 +120,9 @@ endif()
 # --- The Markdown documentation (man pages point at it).
 file(GLOB _ergon_docs ${CMAKE_SOURCE_DIR}/docs/*.md)
 install(FILES ${_ergon_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR})
+if(IS_DIRECTORY ${CMAKE_SOURCE_DIR}/docs/img)
+  install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs/img DESTINATION ${CMAKE_INSTALL_DOCDIR})
+endif()
 
 # --- Bash completion.
 install(FILES ${ERGON_PKG_DIR}/bash-completion/ergon ${ERGON_PKG_DIR}/bash-completion/ergond
