@@ -41,6 +41,11 @@ typedef struct erg_server_opts {
     unsigned max_connections;    /* Concurrent connections (default 4096). */
     int max_jobs;                /* Jobs held at once; more get 503 (default 1000). */
     bool durable_sync;           /* SQLite synchronous=FULL (power-loss safe) instead of NORMAL. */
+    /* Directories whose files clients may name in per-job scheduler arguments
+     * (solution_path, frontier_dir, ...); none by default: only the start-up
+     * scheduler_args may name files. */
+    const char *const *plans_dirs;
+    size_t n_plans_dirs;
     erg_log_fn log;              /* Optional log sink (NULL = no logs). */
     void *log_user;
 } erg_server_opts;

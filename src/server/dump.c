@@ -2,8 +2,11 @@
  * N.prof.json), written as Python's json.dumps would. */
 #include "server/jobs.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 json_t *srv_server_info_json(erg_server *srv, const char *sched, const json_t *args, int mode)
 {
@@ -12,6 +15,35 @@ json_t *srv_server_info_json(erg_server *srv, const char *sched, const json_t *a
                      "log_level", lv[srv->opts.log_level], "mode",
                      mode == SRV_MODE_ANY ? "unspecified" : srv_mode_name(mode), "dump_data",
                      srv->opts.dump_data, "dump_dir", srv->dump_dir);
+}
+
+erg_status srv_dump_dir_check(erg_server *srv, erg_error *err)
+{
+    erg_error e;
+    if (erg__mkdir_p(srv->dump_dir, &e))
+        return erg_error_set(err, ERG_EIO, "dump directory %s cannot be created: %s",
+                             srv->dump_dir, e.msg);
+    struct stat sb;
+    if (stat(srv->dump_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return erg_error_set(err, ERG_EIO, "dump directory %s is not a directory", srv->dump_dir);
+    /* Writable: create and remove a file (access() would say yes to root on a
+     * read-only file system). */
+    erg__buf probe = {0};
+    if (erg__buf_printf(&probe, "%s/.ergon-write-test-XXXXXX", srv->dump_dir))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    int fd = mkstemp(probe.data);
+    if (fd < 0) {
+        erg_status st = erg_error_set(err, ERG_EIO,
+                                      "dump directory %s is not writable: %s (use --no-dump to run "
+                                      "without dumps)",
+                                      srv->dump_dir, strerror(errno));
+        erg__buf_free(&probe);
+        return st;
+    }
+    close(fd);
+    unlink(probe.data);
+    erg__buf_free(&probe);
+    return ERG_OK;
 }
 
 static erg_status write_json_file(const char *dir, const char *name, const json_t *v,

@@ -3,6 +3,8 @@
 #include "server/store.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <unistd.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -60,6 +62,7 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     erg_server *srv = erg__calloc(1, sizeof *srv);
     if (!srv)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    srv->lock_fd = -1;
     srv->opts = *opts;
     pthread_mutex_init(&srv->mu, NULL);
     pthread_mutex_init(&srv->log_mu, NULL);
@@ -79,6 +82,10 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     srv->opts.scheduler = srv->scheduler;
     srv->opts.scheduler_args = NULL;
     srv->opts.mode = NULL;
+    srv->opts.plans_dirs = NULL;
+    srv->opts.n_plans_dirs = 0;
+    if ((st = srv_plans_dirs_init(srv, opts->plans_dirs, opts->n_plans_dirs, err)))
+        goto fail;
     json_error_t je;
     srv->sched_args = json_loads(opts->scheduler_args ? opts->scheduler_args : "{}", 0, &je);
     if (!srv->sched_args || !json_is_object(srv->sched_args)) {
@@ -121,7 +128,7 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
         }
         srv->mode = want;
     }
-    if (opts->dump_data && (st = erg__mkdir_p(srv->dump_dir, err)))
+    if (opts->dump_data && (st = srv_dump_dir_check(srv, err)))
         goto fail;
     if ((st = srv_store_open(srv, err)))
         goto fail;
@@ -352,19 +359,47 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
         return erg_error_set(err, ERG_EINVAL, "host '%.64s' is not a numeric IPv4 or IPv6 address",
                              srv->host);
     }
+    /* Our own listening socket: SO_REUSEADDR (restart over TIME_WAIT) but
+     * never SO_REUSEPORT, so a second server on a busy port fails here with
+     * the reason instead of sharing the port (the kernel would split the
+     * requests between the two). */
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return erg_error_set(err, ERG_ENET, "cannot create a socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (sa->sa_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    socklen_t salen = sa->sa_family == AF_INET6 ? sizeof a6 : sizeof a4;
+    if (bind(fd, sa, salen) != 0 || listen(fd, 1024) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == EADDRINUSE)
+            return erg_error_set(err, ERG_ENET,
+                                 "port %d on %s is in use (another server is listening there)",
+                                 srv->opts.port, srv->host);
+        return erg_error_set(err, ERG_ENET, "cannot listen on %s port %d: %s", srv->host,
+                             srv->opts.port, strerror(e));
+    }
+    struct sockaddr_storage bound;
+    socklen_t bl = sizeof bound;
+    int port = srv->opts.port;
+    if (getsockname(fd, (struct sockaddr *)&bound, &bl) == 0)
+        port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                 : ((struct sockaddr_in *)&bound)->sin_port);
     srv->stopping = false;
     srv->mhd = MHD_start_daemon(
-        flags, (uint16_t)srv->opts.port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, sa,
+        flags, (uint16_t)port, NULL, NULL, on_request, srv, MHD_OPTION_LISTEN_SOCKET, fd,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)ceil(srv->opts.connection_timeout_s), MHD_OPTION_CONNECTION_LIMIT,
         srv->opts.max_connections, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
-    if (!srv->mhd)
-        return erg_error_set(err, ERG_ENET, "cannot listen on %s port %d (in use?)", srv->host,
-                             srv->opts.port);
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = di ? di->port : srv->opts.port;
+    if (!srv->mhd) {
+        close(fd);
+        return erg_error_set(err, ERG_ENET, "cannot start the HTTP server on %s port %d",
+                             srv->host, port);
+    }
+    srv->port = port;
     if (pthread_create(&srv->hk, NULL, housekeeper, srv) == 0)
         srv->hk_running = true;
     srv_log(srv, ERG_LOG_INFO, "listen", NULL, "listening on %s port %d, scheduler %s, mode %s",
@@ -404,6 +439,7 @@ void erg_server_free(erg_server *srv)
     srv_jobs_free(srv);
     srv_store_close(srv);
     json_decref(srv->sched_args);
+    srv_plans_dirs_free(srv);
     erg__free(srv->host);
     erg__free(srv->db_path);
     erg__free(srv->dump_dir);

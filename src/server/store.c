@@ -2,8 +2,13 @@
  * rows of jobs, ranks, windows, results and events. */
 #include "server/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 static const char *const schema =
     "CREATE TABLE IF NOT EXISTS jobs("
@@ -69,8 +74,63 @@ void srv_store_event(erg_server *srv, const char *job, const char *kind, const c
                    "tdtt", job, srv_now_wall(), kind, detail ? detail : "");
 }
 
+static bool in_memory(const erg_server *srv)
+{
+    return !*srv->db_path || !strcmp(srv->db_path, ":memory:") ||
+           !strncmp(srv->db_path, "file::memory:", 13);
+}
+
+/* One server per database: an exclusive lock (flock, held by the open file
+ * description, so a second server in the same process is refused too) on
+ * <db>.lock, which holds the owner's pid for the message of the next one. */
+static erg_status lock_db(erg_server *srv, erg_error *err)
+{
+    srv->lock_fd = -1;
+    if (in_memory(srv))
+        return ERG_OK;
+    erg__buf path = {0};
+    if (erg__buf_printf(&path, "%s.lock", srv->db_path))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    int fd = open(path.data, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        erg_status st = erg_error_set(err, ERG_EDB, "database %s: cannot open the lock file %s: %s",
+                                      srv->db_path, path.data, strerror(errno));
+        erg__buf_free(&path);
+        return st;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        erg_status st =
+            e == EWOULDBLOCK
+                ? erg_error_set(err, ERG_EDB,
+                                "database %s is in use by another server (process %s, lock file "
+                                "%s); one database serves one server",
+                                srv->db_path, *pid ? pid : "unknown", path.data)
+                : erg_error_set(err, ERG_EDB, "database %s: cannot lock %s: %s", srv->db_path,
+                                path.data, strerror(e));
+        erg__buf_free(&path);
+        return st;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+        /* The lock holds; only the message of a second server lacks the pid. */
+    }
+    erg__buf_free(&path);
+    srv->lock_fd = fd;
+    return ERG_OK;
+}
+
 erg_status srv_store_open(erg_server *srv, erg_error *err)
 {
+    erg_status lst = lock_db(srv, err);
+    if (lst)
+        return lst;
     if (sqlite3_open_v2(srv->db_path, &srv->db,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK)
@@ -105,6 +165,13 @@ void srv_store_close(erg_server *srv)
         sqlite3_wal_checkpoint_v2(srv->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
         sqlite3_close(srv->db);
         srv->db = NULL;
+    }
+    if (srv->lock_fd >= 0) {
+        if (ftruncate(srv->lock_fd, 0) != 0) {
+            /* a stale pid in an unlocked file is never reported */
+        }
+        close(srv->lock_fd); /* releases the lock */
+        srv->lock_fd = -1;
     }
 }
 

@@ -32,7 +32,10 @@ static const struct {
     {"--max-connections", "ERGON_MAX_CONNECTIONS", "N", "concurrent connections (default 4096)"},
     {"--durable", "ERGON_DURABLE", "", "SQLite synchronous=FULL: survive power loss, not only crashes"},
     {"--max-jobs", "ERGON_MAX_JOBS", "N", "jobs held at once; more registrations get 503 (default 1000)"},
+    {"--plans-dir", "ERGON_PLANS_DIR", "DIR", "directory whose plans clients may name in per-job scheduler_args (repeatable; env: ':'-separated; default none: only start-up arguments name files)"},
 };
+#define PLANS_DIR_OPT 16
+#define MAX_PLANS_DIRS 64
 
 static void serve_help(void)
 {
@@ -82,6 +85,9 @@ int cmd_serve(int argc, char **argv)
     for (size_t i = 0; i < sizeof serve_opts / sizeof serve_opts[0]; i++)
         val[i] = opt_env(serve_opts[i].flag);
     bool no_dump = false, durable = false;
+    const char *plans[MAX_PLANS_DIRS];
+    size_t n_plans = 0;
+    char *plans_env = NULL;
     const char *e = getenv("PERSEUS_DUMP_DATA");
     if (e && (!strcasecmp(e, "false") || !strcmp(e, "0")))
         no_dump = true;
@@ -110,13 +116,20 @@ int cmd_serve(int argc, char **argv)
                 durable = true;
             continue;
         }
+        const char *v;
         if (eq)
-            val[k] = eq + 1;
+            v = eq + 1;
         else if (i + 1 < argc)
-            val[k] = argv[++i];
+            v = argv[++i];
         else
             return cli_usage_error("serve", "%s needs a value (%s)", serve_opts[k].flag,
                                    serve_opts[k].value);
+        if (k == PLANS_DIR_OPT) {
+            if (n_plans == MAX_PLANS_DIRS)
+                return cli_usage_error("serve", "at most %d --plans-dir", MAX_PLANS_DIRS);
+            plans[n_plans++] = v;
+        }
+        val[k] = v;
     }
     long lv;
     double dv;
@@ -180,6 +193,18 @@ int cmd_serve(int argc, char **argv)
             return CLI_USAGE;
         o.max_jobs = (int)lv;
     }
+    /* No --plans-dir on the command line: ERGON_PLANS_DIR=DIR[:DIR...]. */
+    if (n_plans == 0 && val[PLANS_DIR_OPT] && *val[PLANS_DIR_OPT]) {
+        plans_env = strdup(val[PLANS_DIR_OPT]);
+        if (!plans_env)
+            return cli_usage_error("serve", "out of memory");
+        char *save = NULL;
+        for (char *t = strtok_r(plans_env, ":", &save); t && n_plans < MAX_PLANS_DIRS;
+             t = strtok_r(NULL, ":", &save))
+            plans[n_plans++] = t;
+    }
+    o.plans_dirs = plans;
+    o.n_plans_dirs = n_plans;
     o.durable_sync = durable;
     o.log = log_line;
 
@@ -195,8 +220,10 @@ int cmd_serve(int argc, char **argv)
     erg_error err;
     if (erg_server_new(&o, &srv, &err) || erg_server_start(srv, &err)) {
         erg_server_free(srv);
+        free(plans_env);
         return cli_report("serve", &err);
     }
+    free(plans_env);
     bool v6 = strchr(o.host, ':') != NULL;
     printf("ergon serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", o.host, v6 ? "]" : "",
            erg_server_port(srv));
