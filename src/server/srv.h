@@ -32,6 +32,7 @@ struct erg_server {
     pthread_mutex_t log_mu;   /* Serialises log callbacks. */
     sqlite3 *db;
     sqlite3 *ckpt_db;         /* Housekeeping thread's connection (checkpoints). */
+    bool ckpt_ready;          /* ckpt_db has read the database (knows it is in WAL mode). */
     int lock_fd;              /* <db>.lock, held exclusively while the server lives (-1). */
     char **plans_dirs;        /* --plans-dir, resolved (realpath). */
     size_t n_plans_dirs;

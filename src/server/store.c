@@ -126,6 +126,26 @@ static erg_status lock_db(erg_server *srv, erg_error *err)
     return ERG_OK;
 }
 
+/* The WAL is bounded (issue 15 item 3). Checkpoints run on the housekeeping
+ * thread: a PASSIVE one copies what it can beside the writers; when the log
+ * still holds more than SRV_WAL_MAX_FRAMES frames, a TRUNCATE one runs under
+ * the server lock (no write and no read is then in flight on the request
+ * connection, so it always completes and empties the file). A commit that
+ * leaves more than that in the log wakes the housekeeper (wal_hook) instead
+ * of waiting for its period, so a burst cannot outrun it by much. */
+#define SRV_WAL_MAX_FRAMES 1024
+#define SRV_WAL_SIZE_LIMIT_BYTES (4 << 20)
+
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    (void)db;
+    (void)name;
+    erg_server *srv = arg;
+    if (frames > SRV_WAL_MAX_FRAMES)
+        pthread_cond_signal(&srv->hk_cond); /* the committer holds srv->mu */
+    return SQLITE_OK;
+}
+
 erg_status srv_store_open(erg_server *srv, erg_error *err)
 {
     erg_status lst = lock_db(srv, err);
@@ -140,11 +160,11 @@ erg_status srv_store_open(erg_server *srv, erg_error *err)
     /* WAL; checkpoints are not run inside commits (they fsync and would stall
      * every request behind the server lock) but by the housekeeping thread
      * on its own connection (srv_store_checkpoint). */
-    const char *pragmas = srv->opts.durable_sync
-                              ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                                "PRAGMA wal_autocheckpoint=0;"
-                              : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                                "PRAGMA wal_autocheckpoint=0;";
+    char pragmas[256];
+    snprintf(pragmas, sizeof pragmas,
+             "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA wal_autocheckpoint=0;"
+             "PRAGMA journal_size_limit=%d;",
+             srv->opts.durable_sync ? "FULL" : "NORMAL", SRV_WAL_SIZE_LIMIT_BYTES);
     if (sqlite3_exec(srv->db, pragmas, NULL, NULL, &msg) != SQLITE_OK ||
         sqlite3_exec(srv->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
         erg_status st = erg_error_set(err, ERG_EDB, "database %s: %s", srv->db_path,
@@ -152,6 +172,8 @@ erg_status srv_store_open(erg_server *srv, erg_error *err)
         sqlite3_free(msg);
         return st;
     }
+    if (!in_memory(srv))
+        sqlite3_wal_hook(srv->db, wal_hook, srv); /* replaces wal_autocheckpoint (0 anyway) */
     return ERG_OK;
 }
 
@@ -160,6 +182,7 @@ void srv_store_close(erg_server *srv)
     if (srv->ckpt_db) {
         sqlite3_close(srv->ckpt_db);
         srv->ckpt_db = NULL;
+        srv->ckpt_ready = false;
     }
     if (srv->db) {
         sqlite3_wal_checkpoint_v2(srv->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
@@ -177,7 +200,7 @@ void srv_store_close(erg_server *srv)
 
 void srv_store_checkpoint(erg_server *srv)
 {
-    if (!strcmp(srv->db_path, ":memory:") || !*srv->db_path)
+    if (in_memory(srv))
         return;
     if (!srv->ckpt_db &&
         sqlite3_open_v2(srv->db_path, &srv->ckpt_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
@@ -186,12 +209,29 @@ void srv_store_checkpoint(erg_server *srv)
         srv->ckpt_db = NULL;
         return;
     }
-    sqlite3_busy_timeout(srv->ckpt_db, 100);
+    if (!srv->ckpt_ready) {
+        /* A connection that has not read the database yet does not know it is
+         * in WAL mode: its checkpoints do nothing and report -1 frames (why the
+         * WAL was never checkpointed before). */
+        sqlite3_busy_timeout(srv->ckpt_db, 1000);
+        if (sqlite3_exec(srv->ckpt_db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) !=
+            SQLITE_OK)
+            return;
+        srv->ckpt_ready = true;
+    }
     int log_frames = 0, done = 0;
     sqlite3_wal_checkpoint_v2(srv->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log_frames, &done);
-    /* Once everything is copied, truncate the log when nobody is writing. */
-    if (log_frames > 4096 && done == log_frames)
-        sqlite3_wal_checkpoint_v2(srv->ckpt_db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    if (log_frames > SRV_WAL_MAX_FRAMES || (log_frames > 64 && done == log_frames)) {
+        /* Most frames are copied already: finish and empty the log while no
+         * request touches the database. */
+        pthread_mutex_lock(&srv->mu);
+        int rc = sqlite3_wal_checkpoint_v2(srv->ckpt_db, NULL, SQLITE_CHECKPOINT_TRUNCATE,
+                                           &log_frames, &done);
+        pthread_mutex_unlock(&srv->mu);
+        if (rc != SQLITE_OK)
+            srv_log(srv, ERG_LOG_WARNING, "checkpoint", NULL, "WAL checkpoint of %s: %s",
+                    srv->db_path, sqlite3_errmsg(srv->ckpt_db));
+    }
 }
 
 static bool exists_q(erg_server *srv, const char *sql, const char *id, long a, long b, int nint)

@@ -433,9 +433,68 @@ TEST(finished_jobs_do_not_count_against_max_jobs)
     erg_server_free(srv);
 }
 
+/* ---------------------------------------------------------------------
+ * Item 3: the WAL is checkpointed while serving and stays bounded.
+ * --------------------------------------------------------------------- */
+
+static long file_size(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 ? (long)sb.st_size : 0;
+}
+
+TEST(wal_stays_bounded_through_a_long_run)
+{
+    make_tmpdir();
+    char db[400], wal[420];
+    snprintf(db, sizeof db, "%s/w.db", tmpdir);
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    erg_server_opts o;
+    base_opts(&o, db);
+    o.port = 0; /* listening starts the housekeeping thread, which checkpoints */
+    erg_server *srv = new_server(&o);
+    erg_error err;
+    ASSERT_OK(erg_server_start(srv, &err));
+    const int S = 32, W = getenv("ERGON_SANITIZED") ? 120 : 300;
+    char id[512];
+    ASSERT_EQ_INT(v1_job(srv, S, "", id, sizeof id, NULL), 201);
+    register_ranks(srv, id, S);
+    /* ~1 KB per result (breakdown samples), S x W results. */
+    char fields[1600];
+    int n = snprintf(fields, sizeof fields,
+                     "\"iter_time\":[1.0,1.0],\"iter_energy\":[300,300],\"time_breakdown\":{"
+                     "\"forward\":[[");
+    for (int k = 0; k < 24; k++)
+        n += snprintf(fields + n, sizeof fields - (size_t)n, "%s0.0123456789", k ? "," : "");
+    n += snprintf(fields + n, sizeof fields - (size_t)n, "],[");
+    for (int k = 0; k < 24; k++)
+        n += snprintf(fields + n, sizeof fields - (size_t)n, "%s0.0123456789", k ? "," : "");
+    snprintf(fields + n, sizeof fields - (size_t)n, "]]}");
+    long max_wal = 0;
+    for (int w = 0; w < W; w++) {
+        fetch_all(srv, id, S);
+        for (int r = 0; r < S; r++)
+            ASSERT_EQ_INT(post_result(srv, id, r, fields, NULL), 200);
+        long sz = file_size(wal);
+        if (sz > max_wal)
+            max_wal = sz;
+    }
+    long db_size = file_size(db);
+    printf("# %d results: database %ld bytes, largest WAL seen %ld bytes\n", S * W, db_size,
+           max_wal);
+    /* Unbounded, the log would hold every page written: > 30 MB here. */
+    ASSERT_MSG(max_wal < (16L << 20), "the WAL grew to %ld bytes", max_wal);
+    json_t *v = job_json(srv, id);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(v, "window")), W);
+    json_decref(v);
+    erg_server_free(srv);
+    rm_rf(tmpdir);
+}
+
 TAP_MAIN(TEST_ENTRY(second_server_on_a_busy_port_fails_port_in_use),
          TEST_ENTRY(second_server_on_the_same_database_is_refused_naming_the_holder),
          TEST_ENTRY(client_file_names_are_confined_to_plans_dirs),
          TEST_ENTRY(v1_job_without_scheduler_honours_mode_and_arguments),
          TEST_ENTRY(results_must_be_finite_positive_and_physically_bounded),
-         TEST_ENTRY(finished_jobs_do_not_count_against_max_jobs))
+         TEST_ENTRY(finished_jobs_do_not_count_against_max_jobs),
+         TEST_ENTRY(wal_stays_bounded_through_a_long_run))
