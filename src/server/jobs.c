@@ -24,6 +24,7 @@ static void job_free(srv_job *j)
     if (!j)
         return;
     srv_sched_free(j->sched);
+    srv_dump_queue_free(j);
     for (int r = 0; j->ranks && r < j->world; r++) {
         json_decref(j->ranks[r].info);
         erg__free(j->ranks[r].instrs);
@@ -247,6 +248,7 @@ static erg_status job_build_ctx(erg_server *srv, srv_job *j, erg_error *err)
     srv_sched_ctx *c = &j->ctx;
     c->num_stages = j->pp;
     c->mode = j->mode;
+    j->srv = srv;
     j->stage_rep = erg__calloc((size_t)j->pp, sizeof(int));
     c->n_instrs = erg__calloc((size_t)j->pp, sizeof(int));
     c->instrs = erg__calloc((size_t)j->pp, sizeof(int *));
@@ -796,6 +798,15 @@ erg_status srv_jobs_restore(erg_server *srv, erg_error *err)
 static void evict(erg_server *srv, srv_job **pp, const char *why)
 {
     srv_job *j = *pp;
+    if (j->dump_q)
+        srv_dumps_flush(srv);
+    if (j->dump_q) {
+        srv_log(srv, ERG_LOG_ERROR, "dump", j->id,
+                "evicted with %zu bytes of dumps the disk never took (results are in the "
+                "database)",
+                j->dump_q_bytes);
+        srv_store_event(srv, j->id, "dump_dropped", "evicted before the disk took its dumps");
+    }
     srv_store_job_evicted(srv, j->id);
     srv_log(srv, ERG_LOG_INFO, "evict", j->id, "%s", why);
     srv->evicted_total++;
@@ -828,6 +839,7 @@ static void trim_finished(erg_server *srv)
 void srv_jobs_housekeeping(erg_server *srv)
 {
     double now = srv_now_mono();
+    srv_dumps_flush(srv);
     for (srv_job *j = srv->jobs; j; j = j->next)
         if (j->parked)
             wake_parked(srv, j); /* deadlines */
@@ -866,6 +878,13 @@ void srv_jobs_housekeeping(erg_server *srv)
 
 void srv_jobs_free(erg_server *srv)
 {
+    srv_dumps_flush(srv); /* a last try */
+    for (srv_job *j = srv->jobs; j; j = j->next)
+        if (j->dump_q)
+            srv_log(srv, ERG_LOG_ERROR, "dump", j->id,
+                    "stopping with %zu bytes of dumps the disk did not take; a restart "
+                    "rewrites missing window dumps from the database",
+                    j->dump_q_bytes);
     while (srv->jobs) {
         srv_job *j = srv->jobs;
         srv->jobs = j->next;

@@ -491,10 +491,75 @@ TEST(wal_stays_bounded_through_a_long_run)
     rm_rf(tmpdir);
 }
 
+/* ---------------------------------------------------------------------
+ * Item 4: a dump the disk refuses never fails the job; it is written later.
+ * --------------------------------------------------------------------- */
+
+TEST(dump_failures_never_fail_a_job_and_are_written_later)
+{
+    make_tmpdir();
+    char dump[400], blocker[1000], f[1100];
+    snprintf(dump, sizeof dump, "%s/dump", tmpdir);
+    erg_server_opts o;
+    base_opts(&o, ":memory:");
+    o.dump_data = true;
+    o.dump_dir = dump;
+    o.scheduler_args = "{\"num_iters\":2}";
+    o.port = 0; /* the housekeeping thread retries deferred dumps */
+    erg_server *srv = new_server(&o);
+    erg_error err;
+    ASSERT_OK(erg_server_start(srv, &err));
+    char id[512];
+    ASSERT_EQ_INT(v1_job(srv, 2, "", id, sizeof id, NULL), 201);
+    /* The job's dump directory cannot be created: a file has its name. */
+    snprintf(blocker, sizeof blocker, "%s/%s", dump, id);
+    write_text(blocker, "in the way\n");
+    register_ranks(srv, id, 2);
+    for (int w = 0; w < 2; w++) {
+        fetch_all(srv, id, 2);
+        for (int r = 0; r < 2; r++)
+            ASSERT_EQ_INT(post_result(srv, id, r, "\"iter_time\":[1.0],\"iter_energy\":[300]", NULL),
+                          200);
+    }
+    json_t *v = job_json(srv, id);
+    ASSERT_MSG(!strcmp(json_string_value(json_object_get(v, "state")), "done"),
+               "the job is %s: %s", json_string_value(json_object_get(v, "state")),
+               json_string_value(json_object_get(v, "message")));
+    json_decref(v);
+    /* Space is back: every dump arrives, in the Perseus layout. */
+    ASSERT(unlink(blocker) == 0);
+    const char *files[] = {"perseus.json", "ranks.json", "0.prof.json", "0.sched.json",
+                           "1.prof.json", "1.sched.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(f, sizeof f, "%s/%s", blocker, files[i]);
+        struct stat sb;
+        for (int t = 0; t < 100 && stat(f, &sb) != 0; t++)
+            usleep(50000);
+        ASSERT_MSG(stat(f, &sb) == 0 && sb.st_size > 0, "%s was never written", f);
+    }
+    snprintf(f, sizeof f, "%s/1.prof.json", blocker);
+    char *text = NULL;
+    size_t len;
+    ASSERT_OK(erg__read_file(f, 1 << 20, &text, &len, &err));
+    ASSERT_CONTAINS(text, "\"iter_energy\": [300.0]");
+    erg__free(text);
+    erg_server_free(srv);
+
+    /* A dump root that takes no files stops the server at start-up. */
+    base_opts(&o, ":memory:");
+    o.dump_data = true;
+    o.dump_dir = "/proc/self"; /* even root cannot create files there */
+    erg_server *bad = NULL;
+    ASSERT(erg_server_new(&o, &bad, &err) != ERG_OK);
+    ASSERT_CONTAINS(err.msg, "not writable");
+    rm_rf(tmpdir);
+}
+
 TAP_MAIN(TEST_ENTRY(second_server_on_a_busy_port_fails_port_in_use),
          TEST_ENTRY(second_server_on_the_same_database_is_refused_naming_the_holder),
          TEST_ENTRY(client_file_names_are_confined_to_plans_dirs),
          TEST_ENTRY(v1_job_without_scheduler_honours_mode_and_arguments),
          TEST_ENTRY(results_must_be_finite_positive_and_physically_bounded),
          TEST_ENTRY(finished_jobs_do_not_count_against_max_jobs),
-         TEST_ENTRY(wal_stays_bounded_through_a_long_run))
+         TEST_ENTRY(wal_stays_bounded_through_a_long_run),
+         TEST_ENTRY(dump_failures_never_fail_a_job_and_are_written_later))
