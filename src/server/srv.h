@@ -34,6 +34,10 @@ struct erg_server {
     sqlite3 *ckpt_db;         /* Housekeeping thread's connection (checkpoints). */
     bool ckpt_ready;          /* ckpt_db has read the database (knows it is in WAL mode). */
     int lock_fd;              /* <db>.lock, held exclusively while the server lives (-1). */
+    unsigned conns;           /* Open HTTP connections (atomic; http.c). */
+    unsigned conn_limit;      /* Their bound. */
+    size_t body_inflight;     /* Request body bytes held by connections (atomic). */
+    size_t body_budget;       /* Their bound. */
     char **plans_dirs;        /* --plans-dir, resolved (realpath). */
     size_t n_plans_dirs;
     srv_job *jobs;

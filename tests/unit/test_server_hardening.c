@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -555,6 +556,209 @@ TEST(dump_failures_never_fail_a_job_and_are_written_later)
     rm_rf(tmpdir);
 }
 
+/* ---------------------------------------------------------------------
+ * Item 9: connection floods and large bodies.
+ * --------------------------------------------------------------------- */
+
+/* A TCP connection to 127.0.0.1:port from the local address `from` (NULL:
+ * the kernel's choice, 127.0.0.1). */
+static int connect_from(const char *from, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT(fd >= 0);
+    if (from) {
+        struct sockaddr_in src = {0};
+        src.sin_family = AF_INET;
+        inet_pton(AF_INET, from, &src.sin_addr);
+        if (bind(fd, (struct sockaddr *)&src, sizeof src) != 0) {
+            close(fd);
+            return -1;
+        }
+    }
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* GET /healthz over a fresh connection from `from`; the status (0: no answer
+ * within timeout_s) and the time it took. */
+static int healthz(const char *from, int port, double timeout_s, double *took_s)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int fd = connect_from(from, port), status = 0;
+    if (fd >= 0) {
+        struct timeval tv = {(time_t)timeout_s, (long)((timeout_s - (long)timeout_s) * 1e6)};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        char buf[512] = {0};
+        if (write(fd, req, strlen(req)) == (ssize_t)strlen(req) &&
+            read(fd, buf, sizeof buf - 1) > 12 && !strncmp(buf, "HTTP/1.1 ", 9))
+            status = atoi(buf + 9);
+        close(fd);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *took_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    return status;
+}
+
+TEST(healthz_answers_under_a_connection_flood)
+{
+    /* The loopback network is 127/8: connections from 127.0.0.2 stand for
+     * another host (a health checker), those from 127.0.0.1 for the flood. */
+    int probe = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.2", &a.sin_addr);
+    if (bind(probe, (struct sockaddr *)&a, sizeof a) != 0)
+        SKIP("127.0.0.2 is not a local address here");
+    close(probe);
+    erg_server_opts o;
+    base_opts(&o, ":memory:");
+    o.port = 0;
+    o.max_connections = 200;
+    o.max_connections_per_ip = 100;
+    o.connection_timeout_s = 2;
+    erg_server *srv = new_server(&o);
+    erg_error err;
+    ASSERT_OK(erg_server_start(srv, &err));
+    int port = erg_server_port(srv);
+    /* 300 idle connections from one address (more than the server takes). */
+    enum { FLOOD = 300 };
+    int fds[FLOOD], opened = 0;
+    for (int i = 0; i < FLOOD; i++)
+        if ((fds[i] = connect_from("127.0.0.1", port)) >= 0)
+            opened++;
+    usleep(300000);
+    double took;
+    int st = healthz("127.0.0.2", port, 2.0, &took);
+    printf("# %d idle connections from 127.0.0.1: /healthz from 127.0.0.2 -> %d in %.3f s\n",
+           opened, st, took);
+    ASSERT_MSG(st == 200 && took < 1.0, "/healthz under a flood: status %d after %.3f s", st,
+               took);
+    /* From the flooding address itself it answers once the idle ones time out. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        st = healthz("127.0.0.1", port, 1.0, &took);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (st == 200 || t1.tv_sec - t0.tv_sec > 8)
+            break;
+        usleep(100000);
+    }
+    ASSERT_MSG(st == 200, "/healthz from the flooding address never answered");
+    for (int i = 0; i < FLOOD; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    erg_server_free(srv);
+}
+
+typedef struct big_post {
+    int port, status;
+    size_t len;
+    char *body;
+} big_post;
+
+static void *post_big(void *arg)
+{
+    big_post *b = arg;
+    int fd = connect_from(NULL, b->port);
+    if (fd < 0)
+        return NULL;
+    char hdr[256];
+    int n = snprintf(hdr, sizeof hdr,
+                     "POST /result/no-such-job HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n"
+                     "Content-Type: application/json\r\nConnection: close\r\n\r\n",
+                     b->len);
+    struct timeval tv = {30, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[512] = {0};
+    if (write(fd, hdr, (size_t)n) == n) {
+        size_t off = 0;
+        while (off < b->len) {
+            ssize_t w = write(fd, b->body + off, b->len - off);
+            if (w <= 0)
+                break; /* answered (503) before the body was read */
+            off += (size_t)w;
+        }
+        if (read(fd, buf, sizeof buf - 1) > 12)
+            b->status = atoi(buf + 9);
+    }
+    close(fd);
+    return NULL;
+}
+
+static long status_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t fl = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, fl))
+            v = atol(line + fl + 1);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+TEST(large_bodies_are_bounded_and_not_retained)
+{
+    if (getenv("ERGON_SANITIZED"))
+        SKIP("memory figures are meaningless under ASan");
+    signal(SIGPIPE, SIG_IGN);
+    erg_server_opts o;
+    base_opts(&o, ":memory:");
+    o.port = 0;
+    erg_server *srv = new_server(&o);
+    erg_error err;
+    ASSERT_OK(erg_server_start(srv, &err));
+    /* 8 concurrent bodies of 15 MB: valid ProfilingResults (1.9 M numbers
+     * each), under the 16 MiB limit, for a job that does not exist. */
+    enum { N = 8 };
+    size_t len = 15u << 20;
+    char *body = malloc(len + 1);
+    ASSERT(body);
+    size_t off = (size_t)sprintf(body, "{\"rank\":0,\"iter_energy\":[1],\"iter_time\":[1");
+    while (off + 8 < len)
+        off += (size_t)sprintf(body + off, ",1.0e-3");
+    body[off++] = ']';
+    body[off++] = '}';
+    while (off < len)
+        body[off++] = ' ';
+    body[len] = 0;
+    long rss0 = status_kb("VmRSS:");
+    big_post p[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = (big_post){erg_server_port(srv), 0, len, body};
+        ASSERT(pthread_create(&th[i], NULL, post_big, &p[i]) == 0);
+    }
+    int parsed = 0, busy = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        parsed += p[i].status == 422 || p[i].status == 404;
+        busy += p[i].status == 503;
+    }
+    usleep(200000);
+    long peak = status_kb("VmHWM:"), rss1 = status_kb("VmRSS:");
+    printf("# %d parsed, %d told to retry; RSS %ld -> %ld kB (peak %ld kB)\n", parsed, busy, rss0,
+           rss1, peak);
+    ASSERT_MSG(parsed >= 1 && parsed + busy == N, "answers: %d parsed, %d busy", parsed, busy);
+    /* Bounded while reading (at most two of the largest bodies at once) and
+     * returned afterwards. */
+    ASSERT_MSG(peak - rss0 < (900L << 10), "peak grew by %ld kB", peak - rss0);
+    ASSERT_MSG(rss1 - rss0 < (128L << 10), "%ld kB retained after the requests", rss1 - rss0);
+    free(body);
+    erg_server_free(srv);
+}
+
 TAP_MAIN(TEST_ENTRY(second_server_on_a_busy_port_fails_port_in_use),
          TEST_ENTRY(second_server_on_the_same_database_is_refused_naming_the_holder),
          TEST_ENTRY(client_file_names_are_confined_to_plans_dirs),
@@ -562,4 +766,6 @@ TAP_MAIN(TEST_ENTRY(second_server_on_a_busy_port_fails_port_in_use),
          TEST_ENTRY(results_must_be_finite_positive_and_physically_bounded),
          TEST_ENTRY(finished_jobs_do_not_count_against_max_jobs),
          TEST_ENTRY(wal_stays_bounded_through_a_long_run),
-         TEST_ENTRY(dump_failures_never_fail_a_job_and_are_written_later))
+         TEST_ENTRY(dump_failures_never_fail_a_job_and_are_written_later),
+         TEST_ENTRY(healthz_answers_under_a_connection_flood),
+         TEST_ENTRY(large_bodies_are_bounded_and_not_retained))

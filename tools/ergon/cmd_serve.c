@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <strings.h>
 #include <time.h>
 
@@ -29,12 +30,14 @@ static const struct {
     {"--job-idle-timeout", "ERGON_JOB_IDLE_TIMEOUT", "S", "evict jobs idle this long (default 604800)"},
     {"--connection-timeout", "ERGON_CONNECTION_TIMEOUT", "S", "close idle or slow connections after this long (default 30)"},
     {"--max-body", "ERGON_MAX_BODY", "BYTES", "largest request body (default 16777216)"},
-    {"--max-connections", "ERGON_MAX_CONNECTIONS", "N", "concurrent connections (default 4096)"},
+    {"--max-connections", "ERGON_MAX_CONNECTIONS", "N", "concurrent connections (default 4096; at most `ulimit -n` less 128, raised to the hard limit at start)"},
     {"--durable", "ERGON_DURABLE", "", "SQLite synchronous=FULL: survive power loss, not only crashes"},
-    {"--max-jobs", "ERGON_MAX_JOBS", "N", "jobs held at once; more registrations get 503 (default 1000)"},
+    {"--max-jobs", "ERGON_MAX_JOBS", "N", "jobs running at once (finished ones do not count); more registrations get 503 (default 1000)"},
     {"--plans-dir", "ERGON_PLANS_DIR", "DIR", "directory whose plans clients may name in per-job scheduler_args (repeatable; env: ':'-separated; default none: only start-up arguments name files)"},
+    {"--max-connections-per-ip", "ERGON_MAX_CONNECTIONS_PER_IP", "N", "connections from one address (default half of --max-connections)"},
 };
 #define PLANS_DIR_OPT 16
+#define PER_IP_OPT 17
 #define MAX_PLANS_DIRS 64
 
 static void serve_help(void)
@@ -193,6 +196,11 @@ int cmd_serve(int argc, char **argv)
             return CLI_USAGE;
         o.max_jobs = (int)lv;
     }
+    if (val[PER_IP_OPT]) {
+        if (!cli_parse_int("serve", "--max-connections-per-ip", val[PER_IP_OPT], 1, 1000000, &lv))
+            return CLI_USAGE;
+        o.max_connections_per_ip = (unsigned)lv;
+    }
     /* No --plans-dir on the command line: ERGON_PLANS_DIR=DIR[:DIR...]. */
     if (n_plans == 0 && val[PLANS_DIR_OPT] && *val[PLANS_DIR_OPT]) {
         plans_env = strdup(val[PLANS_DIR_OPT]);
@@ -215,6 +223,13 @@ int cmd_serve(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Every connection is a descriptor: take the hard limit (the server lowers
+     * --max-connections to what the limit allows, saying so). */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 
     erg_server *srv = NULL;
     erg_error err;
