@@ -625,7 +625,7 @@ TEST(healthz_answers_under_a_connection_flood)
     o.port = 0;
     o.max_connections = 200;
     o.max_connections_per_ip = 100;
-    o.connection_timeout_s = 2;
+    o.connection_timeout_s = 4; /* idle connections are closed after 4 s */
     erg_server *srv = new_server(&o);
     erg_error err;
     ASSERT_OK(erg_server_start(srv, &err));
@@ -638,10 +638,10 @@ TEST(healthz_answers_under_a_connection_flood)
             opened++;
     usleep(300000);
     double took;
-    int st = healthz("127.0.0.2", port, 2.0, &took);
+    int st = healthz("127.0.0.2", port, 3.0, &took);
     printf("# %d idle connections from 127.0.0.1: /healthz from 127.0.0.2 -> %d in %.3f s\n",
            opened, st, took);
-    ASSERT_MSG(st == 200 && took < 1.0, "/healthz under a flood: status %d after %.3f s", st,
+    ASSERT_MSG(st == 200 && took < 1.5, "/healthz under a flood: status %d after %.3f s", st,
                took);
     /* From the flooding address itself it answers once the idle ones time out. */
     struct timespec t0, t1;
@@ -649,7 +649,7 @@ TEST(healthz_answers_under_a_connection_flood)
     for (;;) {
         st = healthz("127.0.0.1", port, 1.0, &took);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        if (st == 200 || t1.tv_sec - t0.tv_sec > 8)
+        if (st == 200 || t1.tv_sec - t0.tv_sec > 10)
             break;
         usleep(100000);
     }
