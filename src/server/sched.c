@@ -21,7 +21,7 @@
  * the [profiling-done] ending), each srv_sched_observe receives that
  * window's results. Schedulers are deterministic functions of their
  * arguments and the results they observed, which is what makes crash
- * recovery a replay (see core.c).
+ * recovery a replay (see jobs.h).
  */
 
 typedef enum {
@@ -713,6 +713,8 @@ static erg_status write_job_file(const srv_sched *s, const char *name, const erg
 {
     if (!s->ctx->job_dir)
         return ERG_OK;
+    if (s->ctx->write_file)
+        return s->ctx->write_file(s->ctx->write_user, name, b->data ? b->data : "", b->len, err);
     erg__buf path = {0};
     if (erg__buf_printf(&path, "%s/%s", s->ctx->job_dir, name))
         return erg_error_set(err, ERG_ENOMEM, "out of memory");

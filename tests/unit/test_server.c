@@ -8,7 +8,7 @@
 #include "ergon/profile.h"
 #include "ergon/server.h"
 #include "ergon/server_client.h"
-#include "server/core.h"
+#include "server/srv.h"
 #include "server/server_internal.h"
 
 #include <dirent.h>
@@ -222,6 +222,7 @@ typedef struct srv_cfg {
     const char *db, *dump, *scheduler, *args, *mode;
     int port;
     double rank_timeout_s, idle_s, conn_timeout_s;
+    const char *plans_dir; /* --plans-dir: where per-job scheduler_args may name files */
 } srv_cfg;
 
 static pid_t start_server(const srv_cfg *c, int *port)
@@ -249,6 +250,11 @@ static pid_t start_server(const srv_cfg *c, int *port)
             o.job_idle_timeout_s = c->idle_s;
         if (c->conn_timeout_s > 0)
             o.connection_timeout_s = c->conn_timeout_s;
+        const char *dirs[1] = {c->plans_dir};
+        if (c->plans_dir) {
+            o.plans_dirs = dirs;
+            o.n_plans_dirs = 1;
+        }
         erg_server *srv = NULL;
         erg_error err;
         int port_out = -1;
@@ -1021,7 +1027,7 @@ TEST(huge_bodies_and_slow_clients)
     char db[512], dump[512], url[64];
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db, dump, NULL, NULL, NULL, 0, 0, 0, 1.0};
+    srv_cfg c = {db, dump, NULL, NULL, NULL, 0, 0, 0, 1.0, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -1075,7 +1081,7 @@ TEST(profile_then_point_solution_8_processes)
     char db[512], dump[512], url[64];
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0};
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0, d};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -1310,7 +1316,7 @@ TEST(data_parallel_results_are_aggregated_per_stage)
     char db[512], dump[512], url[64];
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0};
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -1363,7 +1369,7 @@ TEST(crash_and_restart_mid_window)
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
     snprintf(acks, sizeof acks, "%s/acks.txt", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", "{\"num_iters\": 4}", NULL, 0, 0, 0, 0};
+    srv_cfg c = {db, dump, "AllMaxFrequency", "{\"num_iters\": 4}", NULL, 0, 0, 0, 0, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -1573,7 +1579,7 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
     char db[512], dump[512], url[64];
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0.5, 0, 0};
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0.5, 0, 0, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <strings.h>
 #include <time.h>
 
@@ -29,10 +30,15 @@ static const struct {
     {"--job-idle-timeout", "ERGON_JOB_IDLE_TIMEOUT", "S", "evict jobs idle this long (default 604800)"},
     {"--connection-timeout", "ERGON_CONNECTION_TIMEOUT", "S", "close idle or slow connections after this long (default 30)"},
     {"--max-body", "ERGON_MAX_BODY", "BYTES", "largest request body (default 16777216)"},
-    {"--max-connections", "ERGON_MAX_CONNECTIONS", "N", "concurrent connections (default 4096)"},
+    {"--max-connections", "ERGON_MAX_CONNECTIONS", "N", "concurrent connections (default 4096; at most `ulimit -n` less 128, raised to the hard limit at start)"},
     {"--durable", "ERGON_DURABLE", "", "SQLite synchronous=FULL: survive power loss, not only crashes"},
-    {"--max-jobs", "ERGON_MAX_JOBS", "N", "jobs held at once; more registrations get 503 (default 1000)"},
+    {"--max-jobs", "ERGON_MAX_JOBS", "N", "jobs running at once (finished ones do not count); more registrations get 503 (default 1000)"},
+    {"--plans-dir", "ERGON_PLANS_DIR", "DIR", "directory whose plans clients may name in per-job scheduler_args (repeatable; env: ':'-separated; default none: only start-up arguments name files)"},
+    {"--max-connections-per-ip", "ERGON_MAX_CONNECTIONS_PER_IP", "N", "connections from one address (default half of --max-connections)"},
 };
+#define PLANS_DIR_OPT 16
+#define PER_IP_OPT 17
+#define MAX_PLANS_DIRS 64
 
 static void serve_help(void)
 {
@@ -82,6 +88,9 @@ int cmd_serve(int argc, char **argv)
     for (size_t i = 0; i < sizeof serve_opts / sizeof serve_opts[0]; i++)
         val[i] = opt_env(serve_opts[i].flag);
     bool no_dump = false, durable = false;
+    const char *plans[MAX_PLANS_DIRS];
+    size_t n_plans = 0;
+    char *plans_env = NULL;
     const char *e = getenv("PERSEUS_DUMP_DATA");
     if (e && (!strcasecmp(e, "false") || !strcmp(e, "0")))
         no_dump = true;
@@ -110,13 +119,20 @@ int cmd_serve(int argc, char **argv)
                 durable = true;
             continue;
         }
+        const char *v;
         if (eq)
-            val[k] = eq + 1;
+            v = eq + 1;
         else if (i + 1 < argc)
-            val[k] = argv[++i];
+            v = argv[++i];
         else
             return cli_usage_error("serve", "%s needs a value (%s)", serve_opts[k].flag,
                                    serve_opts[k].value);
+        if (k == PLANS_DIR_OPT) {
+            if (n_plans == MAX_PLANS_DIRS)
+                return cli_usage_error("serve", "at most %d --plans-dir", MAX_PLANS_DIRS);
+            plans[n_plans++] = v;
+        }
+        val[k] = v;
     }
     long lv;
     double dv;
@@ -180,6 +196,23 @@ int cmd_serve(int argc, char **argv)
             return CLI_USAGE;
         o.max_jobs = (int)lv;
     }
+    if (val[PER_IP_OPT]) {
+        if (!cli_parse_int("serve", "--max-connections-per-ip", val[PER_IP_OPT], 1, 1000000, &lv))
+            return CLI_USAGE;
+        o.max_connections_per_ip = (unsigned)lv;
+    }
+    /* No --plans-dir on the command line: ERGON_PLANS_DIR=DIR[:DIR...]. */
+    if (n_plans == 0 && val[PLANS_DIR_OPT] && *val[PLANS_DIR_OPT]) {
+        plans_env = strdup(val[PLANS_DIR_OPT]);
+        if (!plans_env)
+            return cli_usage_error("serve", "out of memory");
+        char *save = NULL;
+        for (char *t = strtok_r(plans_env, ":", &save); t && n_plans < MAX_PLANS_DIRS;
+             t = strtok_r(NULL, ":", &save))
+            plans[n_plans++] = t;
+    }
+    o.plans_dirs = plans;
+    o.n_plans_dirs = n_plans;
     o.durable_sync = durable;
     o.log = log_line;
 
@@ -190,13 +223,22 @@ int cmd_serve(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Every connection is a descriptor: take the hard limit (the server lowers
+     * --max-connections to what the limit allows, saying so). */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 
     erg_server *srv = NULL;
     erg_error err;
     if (erg_server_new(&o, &srv, &err) || erg_server_start(srv, &err)) {
         erg_server_free(srv);
+        free(plans_env);
         return cli_report("serve", &err);
     }
+    free(plans_env);
     bool v6 = strchr(o.host, ':') != NULL;
     printf("ergon serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", o.host, v6 ? "]" : "",
            erg_server_port(srv));
