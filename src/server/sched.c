@@ -237,7 +237,7 @@ struct srv_sched {
     int zl_i;          /* Current outer index. */
     int zl_heaviest;   /* -1 until known. */
     double zl_target;
-    int zl_stage;      /* 0 warm-up pending, 1 first window at i, 2 inner windows */
+    int zl_stage;      /* 1 window A at i pending, 2 search windows, 3 confirming window */
     int n_points;
     zl_point *points;
     /* Zeus: keep running the optimum after the search (deploy_optimum). */
@@ -708,6 +708,14 @@ static double zeus_cost(const srv_sched *s, double tput, double power)
     return tput > 0 ? (s->eta * power + (1 - s->eta) * maxpower * ws) / tput : INFINITY;
 }
 
+/* ZeusLocalPowerState's cost: its constant is max state x world size, scaled
+ * once (kronos baselines.py; docs/zeus-protocol.md §9 step 5). */
+static double zlocal_cost(const srv_sched *s, double tput, double power)
+{
+    double ws = s->ctx->num_stages;
+    return tput > 0 ? (s->eta * power + (1 - s->eta) * max_state(s) * ws) / tput : INFINITY;
+}
+
 static erg_status write_job_file(const srv_sched *s, const char *name, const erg__buf *b,
                                  erg_error *err)
 {
@@ -746,9 +754,11 @@ static erg_status profiler_observe(srv_sched *s, const srv_result *r, erg_error 
                 if (cnt)
                     e = t * p / cnt;
             }
+            /* pandas' to_csv writes NaN (the mean of no samples) as an
+             * empty field, as Perseus's CSV has it. */
             if (erg__buf_printf(&s->csv, "%d,%s,%d,%s,%s\n", stg, srv_instr_names[kind], state,
-                                erg__fmt_double_py(t, a, sizeof a),
-                                erg__fmt_double_py(e, b, sizeof b)))
+                                isnan(t) ? "" : erg__fmt_double_py(t, a, sizeof a),
+                                isnan(e) ? "" : erg__fmt_double_py(e, b, sizeof b)))
                 return erg_error_set(err, ERG_ENOMEM, "out of memory");
         }
     }
@@ -799,7 +809,7 @@ static erg_status zlocal_finish(srv_sched *s, erg_error *err)
     int best = 0;
     double best_cost = INFINITY;
     for (int i = 0; i < s->n_points; i++) {
-        double c = zeus_cost(s, s->points[i].throughput, s->points[i].power);
+        double c = zlocal_cost(s, s->points[i].throughput, s->points[i].power);
         if (c < best_cost) {
             best_cost = c;
             best = i;
@@ -844,75 +854,26 @@ static erg_status zlocal_finish(srv_sched *s, erg_error *err)
 }
 
 /*
- * ZeusLocalPowerState ("ZeusPerStage"): HOW IT WORKS. After one all-max
+ * ZeusLocalPowerState ("ZeusPerStage"): HOW IT WORKS, window for window as
+ * Perseus's kronos baselines.py (docs/zeus-protocol.md §9). After one all-max
  * warm-up window, an outer loop walks the heaviest stage's state S[i] down
  * the supported list. At each i every stage's index is raised to at least i
- * and a window runs; the first such window fixes T* (the heaviest stage's
- * balanced-phase time at S[i]; the heaviest stage itself is the argmax of
- * the very first window). Then an inner search lowers every other stage one
- * state per window while its distance to T* does not grow (or its time
- * drops: noise), steps back up once it grows, and is then "found". When all
- * are found, the point (S[i], every stage's state, throughput, power,
- * energy of the last window) is recorded. The sweep stops after the lowest
- * state or once any stage reached it; the point of least Zeus cost wins.
+ * and a window runs ("A"); the first such window fixes the heaviest stage
+ * (argmax of the balanced-phase times), and each A fixes T* (its time at
+ * S[i]). Then search passes: each lowers every unfound stage one state while
+ * its distance to T* does not grow (or its time drops: noise), steps it back
+ * up once it grows and marks it found; every pass is followed by a window
+ * with the new states -- also the pass that finds the last stage, so the
+ * recorded point (S[i], every stage's state, throughput, power, energy)
+ * comes from a window run with exactly the recorded states. Without any
+ * stage to search (one stage), window A is recorded. The sweep stops after
+ * the lowest state or once a recorded state is the lowest; the point of
+ * least Zeus cost (world size scaled once) wins.
  */
-static erg_status zlocal_observe(srv_sched *s, const srv_result *r, erg_error *err)
+static erg_status zlocal_record(srv_sched *s, const srv_result *r, erg_error *err)
 {
     const srv_sched_ctx *c = s->ctx;
     int S = c->num_stages, last = c->n_states - 1;
-    if (s->step == 1) { /* warm-up done */
-        s->zl_i = 0;
-        s->zl_stage = 1;
-        return ERG_OK;
-    }
-    double t[512] = {0};
-    if (S > 512)
-        return erg_error_set(err, ERG_EINVAL, "ZeusLocalPowerState supports at most 512 stages");
-    for (int stg = 0; stg < S; stg++)
-        t[stg] = srv_series_mean(&r[stg].time_bd[s->phase], drop_of(r[stg].n_iters, s->ratio));
-    if (s->zl_stage == 1) {
-        if (s->zl_heaviest < 0) {
-            s->zl_heaviest = 0;
-            for (int stg = 1; stg < S; stg++)
-                if (t[stg] > t[s->zl_heaviest])
-                    s->zl_heaviest = stg;
-        }
-        s->zl_target = t[s->zl_heaviest];
-        for (int stg = 0; stg < S; stg++) {
-            s->found[stg] = stg == s->zl_heaviest;
-            s->prev_d[stg] = fabs(t[stg] - s->zl_target);
-            s->prev_t[stg] = t[stg];
-            if (!s->found[stg]) {
-                if (s->idx[stg] >= last)
-                    s->found[stg] = true;
-                else
-                    s->idx[stg]++;
-            }
-        }
-        s->zl_stage = 2;
-    } else {
-        for (int stg = 0; stg < S; stg++) {
-            if (s->found[stg])
-                continue;
-            double d = fabs(t[stg] - s->zl_target);
-            if (d <= s->prev_d[stg] || t[stg] < s->prev_t[stg]) {
-                if (s->idx[stg] >= last)
-                    s->found[stg] = true;
-                else
-                    s->idx[stg]++;
-            } else {
-                s->idx[stg]--;
-                s->found[stg] = true;
-            }
-            s->prev_d[stg] = d;
-            s->prev_t[stg] = t[stg];
-        }
-    }
-    bool all = true;
-    for (int stg = 0; stg < S; stg++)
-        all = all && s->found[stg];
-    if (!all)
-        return ERG_OK;
     zl_point *p = &s->points[s->n_points];
     p->state = c->states[s->zl_i];
     p->balanced = erg__calloc((size_t)S, sizeof(int));
@@ -933,6 +894,68 @@ static erg_status zlocal_observe(srv_sched *s, const srv_result *r, erg_error *e
         if (s->idx[stg] < s->zl_i)
             s->idx[stg] = s->zl_i;
     s->zl_stage = 1;
+    return ERG_OK;
+}
+
+static erg_status zlocal_observe(srv_sched *s, const srv_result *r, erg_error *err)
+{
+    const srv_sched_ctx *c = s->ctx;
+    int S = c->num_stages, last = c->n_states - 1;
+    if (s->step == 1) { /* warm-up done */
+        s->zl_i = 0;
+        s->zl_stage = 1;
+        return ERG_OK;
+    }
+    double t[512] = {0};
+    if (S > 512)
+        return erg_error_set(err, ERG_EINVAL, "ZeusLocalPowerState supports at most 512 stages");
+    for (int stg = 0; stg < S; stg++)
+        t[stg] = srv_series_mean(&r[stg].time_bd[s->phase], drop_of(r[stg].n_iters, s->ratio));
+    if (s->zl_stage == 3) /* the window after the last search pass */
+        return zlocal_record(s, r, err);
+    if (s->zl_stage == 1) { /* window A at S[zl_i] */
+        if (s->zl_heaviest < 0) {
+            s->zl_heaviest = 0;
+            for (int stg = 1; stg < S; stg++)
+                if (t[stg] > t[s->zl_heaviest])
+                    s->zl_heaviest = stg;
+        }
+        s->zl_target = t[s->zl_heaviest];
+        bool all = true;
+        for (int stg = 0; stg < S; stg++) {
+            s->found[stg] = stg == s->zl_heaviest;
+            s->prev_d[stg] = INFINITY;
+            s->prev_t[stg] = 0;
+            all = all && s->found[stg];
+        }
+        if (all) /* nothing to search: the reference records window A */
+            return zlocal_record(s, r, err);
+    }
+    /* One search pass over the times of the window just observed. */
+    for (int stg = 0; stg < S; stg++) {
+        if (s->found[stg])
+            continue;
+        double d = fabs(t[stg] - s->zl_target);
+        if (d <= s->prev_d[stg] || t[stg] < s->prev_t[stg]) {
+            if (s->idx[stg] >= last)
+                s->found[stg] = true;
+            else
+                s->idx[stg]++;
+        } else {
+            s->idx[stg]--;
+            s->found[stg] = true;
+        }
+    }
+    for (int stg = 0; stg < S; stg++) {
+        s->prev_d[stg] = fabs(t[stg] - s->zl_target);
+        s->prev_t[stg] = t[stg];
+    }
+    bool all = true;
+    for (int stg = 0; stg < S; stg++)
+        all = all && s->found[stg];
+    /* Every pass is followed by a window with the new states; after the pass
+     * that found the last stage, that window's results are the point's. */
+    s->zl_stage = all ? 3 : 2;
     return ERG_OK;
 }
 
