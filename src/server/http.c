@@ -1,5 +1,6 @@
 /* http.c: the server's life cycle, its libmicrohttpd front end and the housekeeping thread. */
-#include "server/core.h"
+#include "server/jobs.h"
+#include "server/store.h"
 
 #include <arpa/inet.h>
 #include <math.h>
@@ -122,10 +123,10 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     }
     if (opts->dump_data && (st = erg__mkdir_p(srv->dump_dir, err)))
         goto fail;
-    if ((st = srv_db_open(srv, err)))
+    if ((st = srv_store_open(srv, err)))
         goto fail;
     pthread_mutex_lock(&srv->mu);
-    st = srv_restore(srv, err);
+    st = srv_jobs_restore(srv, err);
     pthread_mutex_unlock(&srv->mu);
     if (st)
         goto fail;
@@ -300,9 +301,9 @@ static void *housekeeper(void *arg)
     erg_server *srv = arg;
     pthread_mutex_lock(&srv->mu);
     while (!srv->stopping) {
-        srv_housekeeping(srv);
+        srv_jobs_housekeeping(srv);
         pthread_mutex_unlock(&srv->mu);
-        srv_checkpoint(srv);
+        srv_store_checkpoint(srv);
         pthread_mutex_lock(&srv->mu);
         if (srv->stopping)
             break;
@@ -331,7 +332,7 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     struct sockaddr_in a4;
     struct sockaddr *sa;
     /* A small pool of event-driven threads; waiting requests are suspended
-     * connections, not threads (core.c, "Parked requests"). */
+     * connections, not threads (jobs.c, "parked requests"). */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
     srv->park = park_conn;
@@ -382,7 +383,7 @@ void erg_server_stop(erg_server *srv)
         return;
     pthread_mutex_lock(&srv->mu);
     srv->stopping = true;
-    srv_wake_all(srv);
+    srv_jobs_wake_all(srv);
     pthread_cond_broadcast(&srv->hk_cond);
     pthread_mutex_unlock(&srv->mu);
     if (srv->hk_running) {
@@ -400,13 +401,8 @@ void erg_server_free(erg_server *srv)
     if (!srv)
         return;
     erg_server_stop(srv);
-    srv_free_jobs(srv);
-    if (srv->ckpt_db)
-        sqlite3_close(srv->ckpt_db);
-    if (srv->db) {
-        sqlite3_wal_checkpoint_v2(srv->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-        sqlite3_close(srv->db);
-    }
+    srv_jobs_free(srv);
+    srv_store_close(srv);
     json_decref(srv->sched_args);
     erg__free(srv->host);
     erg__free(srv->db_path);

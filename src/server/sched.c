@@ -21,7 +21,7 @@
  * the [profiling-done] ending), each srv_sched_observe receives that
  * window's results. Schedulers are deterministic functions of their
  * arguments and the results they observed, which is what makes crash
- * recovery a replay (see core.c).
+ * recovery a replay (see jobs.h).
  */
 
 typedef enum {
