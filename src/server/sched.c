@@ -32,6 +32,8 @@ typedef enum {
     K_ZGLOBAL,
     K_ZLOCAL,
     K_FRONTIER,
+    K_ZPOINT,   /* Zeus PFO PointSolution: the plan's pairs verbatim, every window */
+    K_ZPROF,    /* Zeus PFO InstructionProfiler (#158): K_PROFILER with Zeus's arguments */
 } sched_kind;
 
 static const struct {
@@ -47,6 +49,10 @@ static const struct {
     {{"ZeusGlobalPowerLimit", SRV_MODE_POWER}, K_ZGLOBAL},
     {{"ZeusLocalPowerState", SRV_MODE_ANY}, K_ZLOCAL},
     {{"Frontier", SRV_MODE_FREQUENCY}, K_FRONTIER},
+    /* Zeus PFO classes (docs/zeus-protocol.md §4), run for jobs of the Zeus
+     * wire under these internal names. */
+    {{"zeus:PointSolution", SRV_MODE_FREQUENCY}, K_ZPOINT},
+    {{"zeus:InstructionProfiler", SRV_MODE_FREQUENCY}, K_ZPROF},
 };
 
 /* Arguments each scheduler accepts: name, type ('i' int, 'd' number, 's'
@@ -79,6 +85,9 @@ static const arg_spec arg_specs[] = {
     {K_FRONTIER, "warmup_iters", 'i', false},
     {K_FRONTIER, "slowdown", 'd', false},
     {K_FRONTIER, "deadline_s", 'd', false},
+    {K_ZPOINT, "solution_path", 's', true},
+    {K_ZPROF, "warmup_step_ratio", 'd', false},
+    {K_ZPROF, "minimum_frequency", 'i', false},
 };
 
 static int find_class(const char *name)
@@ -189,6 +198,15 @@ erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error 
             return erg_error_set(err, ERG_EINVAL,
                                  "solution_path '%.200s' is neither a plan file nor a directory",
                                  p);
+    }
+    if (k == K_ZPOINT) {
+        /* Zeus: one existing .py file (no directory). */
+        const char *p = arg_s(args, "solution_path", "");
+        size_t pl = strlen(p);
+        if (!is_file(p))
+            return erg_error_set(err, ERG_EINVAL, "Solution file not found: %.200s", p);
+        if (pl < 3 || strcmp(p + pl - 3, ".py"))
+            return erg_error_set(err, ERG_EINVAL, "Solution file is not a Python file: %.200s", p);
     }
     if (k == K_FRONTIER && !is_dir(arg_s(args, "frontier_dir", "")))
         return erg_error_set(err, ERG_EINVAL, "frontier_dir '%.200s' is not a directory",
@@ -416,6 +434,35 @@ static erg_status load_point(srv_sched *s, const json_t *args, erg_error *err)
     return st;
 }
 
+/* Zeus PointSolution: one plan file of (name, clock) pairs per stage, served
+ * verbatim (the job's instruction lists were taken from the same file). */
+static erg_status load_zeus_point(srv_sched *s, const json_t *args, erg_error *err)
+{
+    const char *path = arg_s(args, "solution_path", "");
+    srv_plan_pairs pp;
+    erg_status st = srv_plan_load_pairs(path, s->ctx->num_stages, &pp, err);
+    if (st)
+        return st;
+    if (pp.n_stages != s->ctx->num_stages) {
+        st = erg_error_set(err, ERG_EINVAL,
+                           "Solution file assumes %d ranks, but the job has %d ranks.",
+                           pp.n_stages, s->ctx->num_stages);
+        goto out;
+    }
+    for (int g = 0; g < pp.n_stages; g++) {
+        if (pp.lens[g] != s->ctx->n_instrs[g]) {
+            st = erg_error_set(err, ERG_EINVAL,
+                               "%s: stage %d has %d pairs but its ranks registered %d",
+                               path, g, pp.lens[g], s->ctx->n_instrs[g]);
+            goto out;
+        }
+        memcpy(s->out[g], pp.freqs[g], (size_t)pp.lens[g] * sizeof(int));
+    }
+out:
+    srv_plan_pairs_free(&pp);
+    return st;
+}
+
 erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_ctx *ctx,
                          srv_sched **out, erg_error *err)
 {
@@ -471,6 +518,21 @@ erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_c
         if (erg__buf_printf(&s->csv, "stage,instruction,%s,time,energy\n",
                             srv_mode_name(ctx->mode)))
             goto oom;
+        break;
+    case K_ZPROF:
+        s->kind = K_PROFILER; /* same windows and CSV; Zeus's argument names */
+        s->min_state = (int)arg_i(args, "minimum_frequency", 850);
+        if (!ctx->job_dir) {
+            st = erg_error_set(err, ERG_EINVAL,
+                               "InstructionProfiler requires dump_data to be enabled.");
+            goto fail;
+        }
+        if (erg__buf_printf(&s->csv, "stage,instruction,frequency,time,energy\n"))
+            goto oom;
+        break;
+    case K_ZPOINT:
+        if ((st = load_zeus_point(s, args, err)))
+            goto fail;
         break;
     case K_POINT:
         s->warmup = arg_i(args, "warmup_iters", 2);
@@ -662,6 +724,9 @@ erg_status srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error 
             uniform(s, max_state(s));
         else
             st = frontier_next(s, err);
+        break;
+    case K_ZPOINT: /* the plan, filled at construction, for every window */
+    case K_ZPROF:  /* (constructed as K_PROFILER) */
         break;
     }
     if (!st)
@@ -977,6 +1042,8 @@ erg_status srv_sched_observe(srv_sched *s, const srv_result *per_stage, erg_erro
     case K_TWOFREQ:
     case K_POINT:
     case K_FRONTIER:
+    case K_ZPOINT:
+    case K_ZPROF:
         return ERG_OK;
     }
     return ERG_OK;
