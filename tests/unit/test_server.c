@@ -1486,13 +1486,23 @@ TEST(zeus_client_replay_point_solution)
               &r);
     ASSERT_EQ_INT(r.status, 422);
     ASSERT_CONTAINS(r.body, "\"detail\"");
+    /* A kronos JobInfo on the same port: the kronos wire, unknown fields kept too. */
+    zeus_call(port, "POST", "/register_job",
+              "{\"job_id\":\"\",\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":2,"
+              "\"framework\":\"merak\",\"model_name\":\"gpt\",\"partition_method\":\"u\","
+              "\"microbatch_size\":1,\"num_microbatches\":2,\"run_tag\":\"kronos-extra\"}",
+              &r);
+    ASSERT_MSG(r.status == 200, "%d %s", r.status, r.body);
+    ASSERT_CONTAINS(r.body, "+merak+gpt+u+dp1+pp2+tp1+mbs1+nmb2+AllMaxFrequency\"");
     stop_server(srv);
     sqlite3 *q;
     ASSERT(sqlite3_open(db, &q) == SQLITE_OK);
     sqlite3_stmt *st;
-    ASSERT(sqlite3_prepare_v2(q, "SELECT info FROM jobs", -1, &st, NULL) == SQLITE_OK);
+    ASSERT(sqlite3_prepare_v2(q, "SELECT group_concat(info, ' ') FROM jobs", -1, &st, NULL) ==
+           SQLITE_OK);
     ASSERT(sqlite3_step(st) == SQLITE_ROW);
     ASSERT_CONTAINS((const char *)sqlite3_column_text(st, 0), "\"job_metadata\":\"run-7\"");
+    ASSERT_CONTAINS((const char *)sqlite3_column_text(st, 0), "\"run_tag\":\"kronos-extra\"");
     sqlite3_finalize(st);
     sqlite3_close(q);
 }
