@@ -57,6 +57,15 @@ wait $c0 $c1
 [ "$(cat s1)" = '{"rank":1,"frequencies":[["forward",1380],["backward",1380],["forward",1365],["backward",1365]]}' ] \
   || fail "rank 1 schedule: $(cat s1)"
 [ -f "dump/$job/ranks.json" ] || fail "dumps are on (perseus_dump_data=Yes)"
+# kill -9 and restart: the Zeus job is restored from SQLite and serves the same schedule.
+kill -9 "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+start ZEUS_PFO_SCHEDULER_ARGS='{"solution_path": "freqs_pipeline_00007.py"}'
+grep -q '"event":"restore"' "$work/log.txt" || fail "no restore: $(cat "$work/log.txt")"
+curl -s "$u/schedule/$job?rank=0" >s0 & c0=$!
+curl -s "$u/schedule/$job?rank=1" >s1 & c1=$!
+wait $c0 $c1
+[ "$(cat s0)" = '{"rank":0,"frequencies":[["forward",1410],["forward",1395],["backward",1380],["backward",1395]]}' ] \
+  || fail "rank 0 schedule after the restart: $(cat s0)"
 # A Perseus client on the same port still gets the kronos protocol.
 info=$(curl -sf "$u/info")
 grep -q '"scheduler":"AllMaxFrequency"' <<<"$info" || fail "/info: $info"
