@@ -1,10 +1,14 @@
 /* dump.c: the per-job dump files in the Perseus layout (perseus.json, ranks.json, N.sched.json,
  * N.prof.json), written as Python's json.dumps would. */
 #include "server/jobs.h"
+#include "server/store.h"
 #include "server/zeus.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 json_t *srv_server_info_json(erg_server *srv, const char *sched, const json_t *args, int mode)
 {
@@ -15,24 +19,179 @@ json_t *srv_server_info_json(erg_server *srv, const char *sched, const json_t *a
                      srv->opts.dump_data, "dump_dir", srv->dump_dir);
 }
 
-static erg_status write_json_file(const char *dir, const char *name, const json_t *v,
-                                  bool only_if_missing, erg_error *err)
+erg_status srv_dump_dir_check(erg_server *srv, erg_error *err)
 {
-    erg__buf path = {0}, b = {0};
-    erg_status st = erg__buf_printf(&path, "%s/%s", dir, name);
+    erg_error e;
+    if (erg__mkdir_p(srv->dump_dir, &e))
+        return erg_error_set(err, ERG_EIO, "dump directory %s cannot be created: %s",
+                             srv->dump_dir, e.msg);
     struct stat sb;
-    if (!st && only_if_missing && stat(path.data, &sb) == 0)
-        goto out;
-    if (!st)
-        st = srv_json_py(v, &b);
+    if (stat(srv->dump_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return erg_error_set(err, ERG_EIO, "dump directory %s is not a directory", srv->dump_dir);
+    /* Writable: create and remove a file (access() would say yes to root on a
+     * read-only file system). */
+    erg__buf probe = {0};
+    if (erg__buf_printf(&probe, "%s/.ergon-write-test-XXXXXX", srv->dump_dir))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    int fd = mkstemp(probe.data);
+    if (fd < 0) {
+        erg_status st = erg_error_set(err, ERG_EIO,
+                                      "dump directory %s is not writable: %s (use --no-dump to run "
+                                      "without dumps)",
+                                      srv->dump_dir, strerror(errno));
+        erg__buf_free(&probe);
+        return st;
+    }
+    close(fd);
+    unlink(probe.data);
+    erg__buf_free(&probe);
+    return ERG_OK;
+}
+
+/* A dump file waiting for the disk. */
+typedef struct srv_dump_file {
+    char *name;
+    char *data;
+    size_t len;
+    bool only_if_missing;
+    struct srv_dump_file *next;
+} srv_dump_file;
+
+#define SRV_DUMP_QUEUE_MAX_BYTES ((size_t)256 << 20)
+
+static erg_status write_now(const srv_job *j, const srv_dump_file *f, erg_error *err)
+{
+    erg_status st = erg__mkdir_p(j->ctx.job_dir, err);
     if (st)
-        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-    else
-        st = erg__write_file(path.data, b.data ? b.data : "", b.len, err);
-out:
+        return st;
+    erg__buf path = {0};
+    if (erg__buf_printf(&path, "%s/%s", j->ctx.job_dir, f->name))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    struct stat sb;
+    if (!(f->only_if_missing && stat(path.data, &sb) == 0))
+        st = erg__write_file(path.data, f->data, f->len, err);
     erg__buf_free(&path);
-    erg__buf_free(&b);
     return st;
+}
+
+static void file_free(srv_dump_file *f)
+{
+    erg__free(f->name);
+    erg__free(f->data);
+    erg__free(f);
+}
+
+void srv_dump_queue_free(srv_job *j)
+{
+    while (j->dump_q) {
+        srv_dump_file *f = j->dump_q;
+        j->dump_q = f->next;
+        file_free(f);
+    }
+    j->dump_q_bytes = 0;
+}
+
+/* Write the job's queue in order until the disk refuses; true when empty. */
+static bool flush_job(erg_server *srv, srv_job *j)
+{
+    int written = 0;
+    erg_error e;
+    while (j->dump_q) {
+        srv_dump_file *f = j->dump_q;
+        if (write_now(j, f, &e))
+            break;
+        j->dump_q = f->next;
+        j->dump_q_bytes -= f->len;
+        file_free(f);
+        written++;
+    }
+    if (written)
+        srv_log(srv, j->dump_q ? ERG_LOG_WARNING : ERG_LOG_INFO, "dump", j->id,
+                "%d deferred dump file(s) written%s", written,
+                j->dump_q ? "; more still wait for the disk" : "");
+    return !j->dump_q;
+}
+
+void srv_dumps_flush(erg_server *srv)
+{
+    for (srv_job *j = srv->jobs; j; j = j->next)
+        if (j->dump_q)
+            flush_job(srv, j);
+}
+
+/* Write (or defer) one dump file; data is consumed. Never fails the job. */
+static void dump_put(erg_server *srv, srv_job *j, const char *name, char *data, size_t len,
+                     bool only_if_missing)
+{
+    srv_dump_file *f = erg__calloc(1, sizeof *f);
+    char *nm = erg__strdup(name);
+    if (!f || !nm) {
+        erg__free(f);
+        erg__free(nm);
+        erg__free(data);
+        srv_log(srv, ERG_LOG_ERROR, "dump", j->id, "dump %s dropped: out of memory", name);
+        return;
+    }
+    *f = (srv_dump_file){nm, data, len, only_if_missing, NULL};
+    erg_error e;
+    if (!j->dump_q) {
+        erg_status st = write_now(j, f, &e);
+        if (!st) {
+            file_free(f);
+            return;
+        }
+        srv_log(srv, ERG_LOG_WARNING, "dump", j->id,
+                "dump %s deferred (the job goes on; retried until the disk takes it): %s", name,
+                e.msg);
+        srv_store_event(srv, j->id, "dump_deferred", e.msg);
+    }
+    size_t total = 0;
+    for (srv_job *o = srv->jobs; o; o = o->next)
+        total += o->dump_q_bytes;
+    if (total + len > SRV_DUMP_QUEUE_MAX_BYTES) {
+        srv_log(srv, ERG_LOG_ERROR, "dump", j->id,
+                "dump %s dropped: %zu bytes of dumps already wait for the disk (its results are "
+                "in the database)",
+                name, total);
+        srv_store_event(srv, j->id, "dump_dropped", name);
+        file_free(f);
+        return;
+    }
+    srv_dump_file **tail = &j->dump_q;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = f;
+    j->dump_q_bytes += len;
+    if (j->dump_q != f)
+        flush_job(srv, j); /* keep the order: older ones first */
+}
+
+static erg_status put_json(erg_server *srv, srv_job *j, const char *name, const json_t *v,
+                           bool only_if_missing, erg_error *err)
+{
+    erg__buf b = {0};
+    if (!v || srv_json_py(v, &b)) {
+        erg__buf_free(&b);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    if (!b.data && !(b.data = erg__strdup("")))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    dump_put(srv, j, name, b.data, b.len, only_if_missing);
+    return ERG_OK;
+}
+
+/* The schedulers' own files (InstructionProfiler's CSV, Zeus*.json). */
+static erg_status sched_write(void *user, const char *name, const char *data, size_t len,
+                              erg_error *err)
+{
+    srv_job *j = user;
+    char *copy = erg__malloc(len + 1);
+    if (!copy)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    memcpy(copy, data, len);
+    copy[len] = 0;
+    dump_put(j->srv, j, name, copy, len, false);
+    return ERG_OK;
 }
 
 static const char *info_str(const json_t *info, const char *key)
@@ -59,14 +218,12 @@ erg_status srv_dump_job_start(erg_server *srv, srv_job *j, erg_error *err)
         }
         c->job_dir = d.data;
         c->profile_csv_name = csv;
-        erg_status st = erg__mkdir_p(c->job_dir, err);
-        if (st)
-            return st;
+        c->write_file = sched_write;
+        c->write_user = j;
         json_t *ranks = json_array();
         for (int r = 0; ranks && r < j->world; r++)
             json_array_append_new(ranks, srv_zeus_rank_dump(j, j->ranks[r].info));
-        st = ranks ? write_json_file(c->job_dir, "ranks.json", ranks, false, err)
-                   : erg_error_set(err, ERG_ENOMEM, "out of memory");
+        erg_status st = put_json(srv, j, "ranks.json", ranks, false, err);
         json_decref(ranks);
         return st;
     }
@@ -82,19 +239,15 @@ erg_status srv_dump_job_start(erg_server *srv, srv_job *j, erg_error *err)
     }
     c->job_dir = d.data;
     c->profile_csv_name = n.data;
-    erg_status st = erg__mkdir_p(c->job_dir, err);
-    if (st)
-        return st;
+    c->write_file = sched_write;
+    c->write_user = j;
     json_t *si = srv_server_info_json(srv, j->sched_name, j->sched_args, j->mode);
     json_t *ranks = json_array();
     for (int r = 0; ranks && r < j->world; r++)
         json_array_append(ranks, j->ranks[r].info);
-    if (!si || !ranks)
-        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+    erg_status st = put_json(srv, j, "perseus.json", si, false, err);
     if (!st)
-        st = write_json_file(c->job_dir, "perseus.json", si, false, err);
-    if (!st)
-        st = write_json_file(c->job_dir, "ranks.json", ranks, false, err);
+        st = put_json(srv, j, "ranks.json", ranks, false, err);
     json_decref(si);
     json_decref(ranks);
     return st;
@@ -120,20 +273,16 @@ erg_status srv_dump_window(erg_server *srv, srv_job *j, bool replay, erg_error *
 {
     if (!srv->opts.dump_data || !j->ctx.job_dir)
         return ERG_OK;
-    erg_status st = ERG_OK;
     json_t *res = json_array();
     for (int r = 0; res && r < j->world; r++)
         json_array_append(res, j->results[r]);
     json_t *sch = srv_job_is_zeus(j) ? srv_zeus_sched_dump(j) : sched_dump_json(j);
     char name[64];
     snprintf(name, sizeof name, "%ld.prof.json", j->window);
-    if (!res || !sch)
-        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-    if (!st)
-        st = write_json_file(j->ctx.job_dir, name, res, replay, err);
+    erg_status st = put_json(srv, j, name, res, replay, err);
     snprintf(name, sizeof name, "%ld.sched.json", j->window);
     if (!st)
-        st = write_json_file(j->ctx.job_dir, name, sch, replay, err);
+        st = put_json(srv, j, name, sch, replay, err);
     json_decref(res);
     json_decref(sch);
     return st;

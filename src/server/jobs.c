@@ -24,6 +24,7 @@ static void job_free(srv_job *j)
     if (!j)
         return;
     srv_sched_free(j->sched);
+    srv_dump_queue_free(j);
     for (int r = 0; j->ranks && r < j->world; r++) {
         json_decref(j->ranks[r].info);
         erg__free(j->ranks[r].instrs);
@@ -75,11 +76,12 @@ void srv_job_touch(srv_job *j)
     j->last_activity = srv_now_mono();
 }
 
+/* Only live jobs count against --max-jobs: a finished one holds no rank. */
 int srv_jobs_held(erg_server *srv)
 {
     int held = 0;
     for (srv_job *o = srv->jobs; o; o = o->next)
-        held++;
+        held += srv_job_live(o->state);
     return held;
 }
 
@@ -246,6 +248,7 @@ static erg_status job_build_ctx(erg_server *srv, srv_job *j, erg_error *err)
     srv_sched_ctx *c = &j->ctx;
     c->num_stages = j->pp;
     c->mode = j->mode;
+    j->srv = srv;
     j->stage_rep = erg__calloc((size_t)j->pp, sizeof(int));
     c->n_instrs = erg__calloc((size_t)j->pp, sizeof(int));
     c->instrs = erg__calloc((size_t)j->pp, sizeof(int *));
@@ -465,14 +468,17 @@ static void try_release(erg_server *srv, srv_job *j)
 
 /* ---- requests ---- */
 
+static void trim_finished(erg_server *srv);
+
 srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info, const char *sched,
                            json_t *args, int mode, srv_job **out, char *why, size_t wn)
 {
     *out = NULL;
+    trim_finished(srv);
     int held = srv_jobs_held(srv);
     if (held >= srv->opts.max_jobs) {
         snprintf(why, wn,
-                 "the server holds %d jobs (--max-jobs); end or abort some, or wait for idle jobs "
+                 "the server runs %d jobs (--max-jobs); end or abort some, or wait for idle jobs "
                  "to be evicted",
                  held);
         return SRV_UNAVAILABLE;
@@ -785,14 +791,58 @@ erg_status srv_jobs_restore(erg_server *srv, erg_error *err)
     if (restored)
         srv_log(srv, ERG_LOG_INFO, "restore", NULL, "restored %d jobs from %s", restored,
                 srv->db_path);
+    trim_finished(srv);
     return ERG_OK;
 }
 
 /* ---- housekeeping ---- */
 
+/* Drop *pp from memory (its rows stay; requests for it get 404 "evicted"). */
+static void evict(erg_server *srv, srv_job **pp, const char *why)
+{
+    srv_job *j = *pp;
+    if (j->dump_q)
+        srv_dumps_flush(srv);
+    if (j->dump_q) {
+        srv_log(srv, ERG_LOG_ERROR, "dump", j->id,
+                "evicted with %zu bytes of dumps the disk never took (results are in the "
+                "database)",
+                j->dump_q_bytes);
+        srv_store_event(srv, j->id, "dump_dropped", "evicted before the disk took its dumps");
+    }
+    srv_store_job_evicted(srv, j->id);
+    srv_log(srv, ERG_LOG_INFO, "evict", j->id, "%s", why);
+    srv->evicted_total++;
+    *pp = j->next;
+    job_free(j);
+}
+
+/* Finished jobs are kept for their status, but at most --max-jobs of them:
+ * beyond that the least recently used ones are evicted, so job churn does
+ * not grow the server's memory. */
+static void trim_finished(erg_server *srv)
+{
+    for (;;) {
+        int finished = 0;
+        srv_job **oldest = NULL;
+        for (srv_job **pp = &srv->jobs; *pp; pp = &(*pp)->next) {
+            srv_job *j = *pp;
+            if (srv_job_live(j->state) || j->waiters)
+                continue;
+            finished++;
+            if (!oldest || j->last_activity <= (*oldest)->last_activity)
+                oldest = pp;
+        }
+        if (finished <= srv->opts.max_jobs || !oldest)
+            return;
+        evict(srv, oldest, "finished; more than --max-jobs finished jobs are held");
+    }
+}
+
 void srv_jobs_housekeeping(erg_server *srv)
 {
     double now = srv_now_mono();
+    srv_dumps_flush(srv);
     for (srv_job *j = srv->jobs; j; j = j->next)
         if (j->parked)
             wake_parked(srv, j); /* deadlines */
@@ -819,19 +869,25 @@ void srv_jobs_housekeeping(erg_server *srv)
             srv_job_finish(srv, j, SRV_JOB_ABORTED,
                            "evicted after being idle"); /* answers parked ones */
         if (j->waiters == 0 && idle > srv->opts.job_idle_timeout_s) {
-            srv_store_job_evicted(srv, j->id);
-            srv_log(srv, ERG_LOG_INFO, "evict", j->id, "idle for %.0f s", idle);
-            srv->evicted_total++;
-            *pp = j->next;
-            job_free(j);
+            char why[64];
+            snprintf(why, sizeof why, "idle for %.0f s", idle);
+            evict(srv, pp, why);
             continue;
         }
         pp = &j->next;
     }
+    trim_finished(srv);
 }
 
 void srv_jobs_free(erg_server *srv)
 {
+    srv_dumps_flush(srv); /* a last try */
+    for (srv_job *j = srv->jobs; j; j = j->next)
+        if (j->dump_q)
+            srv_log(srv, ERG_LOG_ERROR, "dump", j->id,
+                    "stopping with %zu bytes of dumps the disk did not take; a restart "
+                    "rewrites missing window dumps from the database",
+                    j->dump_q_bytes);
     while (srv->jobs) {
         srv_job *j = srv->jobs;
         srv->jobs = j->next;

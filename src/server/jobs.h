@@ -69,6 +69,7 @@ typedef struct srv_rank {
 } srv_rank;
 
 struct srv_waiter;
+struct srv_dump_file;
 
 struct srv_job {
     char *id;
@@ -100,6 +101,9 @@ struct srv_job {
     int waiters;
     struct srv_waiter *parked; /* Suspended HTTP schedule requests. */
     pthread_cond_t cond;
+    erg_server *srv;
+    struct srv_dump_file *dump_q; /* Dump files the disk refused, oldest first (dump.c). */
+    size_t dump_q_bytes;
     struct srv_job *next;
 };
 
@@ -169,11 +173,20 @@ long srv_job_set_target(erg_server *srv, srv_job *j, int kind, double value);
 /* A request for the job arrived (idle eviction clock). */
 void srv_job_touch(srv_job *j);
 
-/* ---- dump.c: Perseus-layout dump files of a job ---- */
-/* Create the job's dump directory (ctx.job_dir) and write perseus.json and ranks.json. */
+/* ---- dump.c: Perseus-layout dump files of a job ----
+ * A dump the disk refuses (full, read-only, not a directory) never fails the
+ * job: it is queued on the job, logged, and written by the housekeeping
+ * thread once the disk takes it (srv_dumps_flush), in order. The queue is
+ * bounded (SRV_DUMP_QUEUE_MAX_BYTES for the server); past it a dump is
+ * dropped with an error record (the results stay in SQLite). */
+/* Name the job's dump directory (ctx.job_dir) and write perseus.json and ranks.json. */
 erg_status srv_dump_job_start(erg_server *srv, srv_job *j, erg_error *err);
 /* N.prof.json and N.sched.json of the current window (only if missing when replaying). */
 erg_status srv_dump_window(erg_server *srv, srv_job *j, bool replay, erg_error *err);
+/* Retry every deferred dump (housekeeping, with mu held). */
+void srv_dumps_flush(erg_server *srv);
+/* Forget a job's deferred dumps (the job is freed). */
+void srv_dump_queue_free(srv_job *j);
 
 /* ---- whole server ---- */
 erg_status srv_jobs_restore(erg_server *srv, erg_error *err); /* with mu held */

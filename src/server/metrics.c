@@ -2,6 +2,8 @@
  * histogram. */
 #include "server/jobs.h"
 
+#include <math.h>
+
 const double srv_hist_bounds[SRV_HIST_BUCKETS] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001,
                                                    0.0025,  0.005,  0.01,    0.025,  0.05,
                                                    0.1,     0.25,   0.5,     1,      2.5};
@@ -26,8 +28,13 @@ void srv_metrics_text(erg_server *srv, srv_resp *rs)
         by_state[j->state]++;
         ranks += j->n_registered;
         waiting += j->waiters;
-        energy += j->energy_j;
-        saved += j->saved_j;
+        /* Results are bounded (router.c); a database written before that
+         * may still hold absurd ones: they never make the total inf. */
+        if (isfinite(j->energy_j) && isfinite(j->saved_j) && isfinite(energy + j->energy_j) &&
+            isfinite(saved + j->saved_j)) {
+            energy += j->energy_j;
+            saved += j->saved_j;
+        }
     }
     erg__buf b = {0};
     erg__buf_printf(&b, "# HELP ergon_jobs Jobs held by the server, by state.\n"

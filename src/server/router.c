@@ -2,6 +2,7 @@
  * the common routes (/healthz, /metrics), the wire protocols in turn, and the accounting. */
 #include "server/jobs.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -121,6 +122,52 @@ static json_t *floats(const json_t *v)
     return json_incref((json_t *)v);
 }
 
+/* Physical bounds of a measurement (docs/http-api.md, "Results"): an
+ * iteration takes (0, 10^6] s; a rank's GPU draws at most SRV_MAX_POWER_W on
+ * average over an iteration, so its energy is in [0, SRV_MAX_POWER_W x time];
+ * breakdown samples are finite, >= 0 and within those of an iteration. */
+#define SRV_MAX_ITER_TIME_S 1e6
+#define SRV_MAX_POWER_W 1e4
+
+static bool check_series(const srv_series *bd, const char *what, double hi, char *why, size_t wn)
+{
+    for (int c = 0; c < SRV_NUM_INSTR; c++)
+        for (int i = 0; i < bd[c].n_iters; i++)
+            for (int k = 0; k < bd[c].n_occ[i]; k++) {
+                double x = bd[c].vals[i][k];
+                if (!isfinite(x) || x < 0 || x > hi) {
+                    snprintf(why, wn, "%s.%s[%d][%d] = %.17g is outside [0, %.17g]", what,
+                             srv_instr_names[c], i, k, x, hi);
+                    return false;
+                }
+            }
+    return true;
+}
+
+static bool check_bounds(const srv_result *r, char *why, size_t wn)
+{
+    double tmax = 0;
+    for (int i = 0; i < r->n_iters; i++) {
+        double t = r->iter_time_s[i], e = r->iter_energy_j[i];
+        if (!isfinite(t) || !(t > 0) || t > SRV_MAX_ITER_TIME_S) {
+            snprintf(why, wn, "iter_time[%d] = %.17g s must be > 0 and at most %g s", i, t,
+                     SRV_MAX_ITER_TIME_S);
+            return false;
+        }
+        if (!isfinite(e) || e < 0 || e > SRV_MAX_POWER_W * t) {
+            snprintf(why, wn,
+                     "iter_energy[%d] = %.17g J must be >= 0 and at most %g W x iter_time "
+                     "(%.17g J)",
+                     i, e, SRV_MAX_POWER_W, SRV_MAX_POWER_W * t);
+            return false;
+        }
+        if (t > tmax)
+            tmax = t;
+    }
+    return check_series(r->time_bd, "time_breakdown", tmax, why, wn) &&
+           check_series(r->energy_bd, "energy_breakdown", SRV_MAX_POWER_W * tmax, why, wn);
+}
+
 /* ProfilingResult (same on every wire) -> normalised object and numbers. */
 static json_t *normalize_result(const json_t *in, srv_result *parsed, long *rank, char *why,
                                 size_t wn)
@@ -141,6 +188,11 @@ static json_t *normalize_result(const json_t *in, srv_result *parsed, long *rank
     erg_error e;
     if (!o || srv_result_from_json(o, parsed, &e)) {
         snprintf(why, wn, "%s", o ? e.msg : "out of memory");
+        json_decref(o);
+        return NULL;
+    }
+    if (!check_bounds(parsed, why, wn)) {
+        srv_result_free(parsed);
         json_decref(o);
         return NULL;
     }

@@ -786,6 +786,8 @@ static erg_status write_job_file(const srv_sched *s, const char *name, const erg
 {
     if (!s->ctx->job_dir)
         return ERG_OK;
+    if (s->ctx->write_file)
+        return s->ctx->write_file(s->ctx->write_user, name, b->data ? b->data : "", b->len, err);
     erg__buf path = {0};
     if (erg__buf_printf(&path, "%s/%s", s->ctx->job_dir, name))
         return erg_error_set(err, ERG_ENOMEM, "out of memory");

@@ -72,6 +72,11 @@ typedef struct srv_sched_ctx {
     int mode;                /* SRV_MODE_FREQUENCY / SRV_MODE_POWER. */
     char *job_dir;           /* Dump directory of the job, or NULL when not dumping. */
     char *profile_csv_name;  /* InstructionProfiler's CSV file name. */
+    /* Writes a file of the job's dump directory (the server defers it when the
+     * disk refuses; it never fails the job). NULL: written directly. */
+    erg_status (*write_file)(void *user, const char *name, const char *data, size_t len,
+                             erg_error *err);
+    void *write_user;
 } srv_sched_ctx;
 
 typedef struct srv_sched srv_sched;

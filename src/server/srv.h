@@ -35,6 +35,14 @@ struct erg_server {
     pthread_mutex_t log_mu;   /* Serialises log callbacks. */
     sqlite3 *db;
     sqlite3 *ckpt_db;         /* Housekeeping thread's connection (checkpoints). */
+    bool ckpt_ready;          /* ckpt_db has read the database (knows it is in WAL mode). */
+    int lock_fd;              /* <db>.lock, held exclusively while the server lives (-1). */
+    unsigned conns;           /* Open HTTP connections (atomic; http.c). */
+    unsigned conn_limit;      /* Their bound. */
+    size_t body_inflight;     /* Request body bytes held by connections (atomic). */
+    size_t body_budget;       /* Their bound. */
+    char **plans_dirs;        /* --plans-dir, resolved (realpath). */
+    size_t n_plans_dirs;
     srv_job *jobs;
     bool stopping;
     struct MHD_Daemon *mhd;
@@ -111,7 +119,19 @@ char *srv_json_compact(const json_t *v);
  * in queries), truncated to on - 1 bytes. */
 bool srv_query_get(const char *q, const char *key, char *out, size_t on);
 
+/* ---- confine.c ---- */
+/* Scheduler arguments from a client: every argument naming a file must resolve inside a
+ * --plans-dir directory (*out: a copy with those paths resolved). ERG_EPERM with why
+ * (which never quotes a file's content) otherwise. */
+erg_status srv_confine_sched_args(erg_server *srv, const json_t *args, json_t **out, char *why,
+                                  size_t wn);
+erg_status srv_plans_dirs_init(erg_server *srv, const char *const *dirs, size_t n, erg_error *err);
+void srv_plans_dirs_free(erg_server *srv);
+
 /* ---- dump.c ---- */
+/* Start-up: the dump root exists (created if needed), is a directory and
+ * takes new files; else ERG_EIO naming it and the reason. */
+erg_status srv_dump_dir_check(erg_server *srv, erg_error *err);
 /* ServerInfo as /info shows it and perseus.json holds it. */
 json_t *srv_server_info_json(erg_server *srv, const char *sched, const json_t *args, int mode);
 

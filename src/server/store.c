@@ -2,8 +2,13 @@
  * rows of jobs, ranks, windows, results and events. */
 #include "server/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 static const char *const schema =
     "CREATE TABLE IF NOT EXISTS jobs("
@@ -69,8 +74,83 @@ void srv_store_event(erg_server *srv, const char *job, const char *kind, const c
                    "tdtt", job, srv_now_wall(), kind, detail ? detail : "");
 }
 
+static bool in_memory(const erg_server *srv)
+{
+    return !*srv->db_path || !strcmp(srv->db_path, ":memory:") ||
+           !strncmp(srv->db_path, "file::memory:", 13);
+}
+
+/* One server per database: an exclusive lock (flock, held by the open file
+ * description, so a second server in the same process is refused too) on
+ * <db>.lock, which holds the owner's pid for the message of the next one. */
+static erg_status lock_db(erg_server *srv, erg_error *err)
+{
+    srv->lock_fd = -1;
+    if (in_memory(srv))
+        return ERG_OK;
+    erg__buf path = {0};
+    if (erg__buf_printf(&path, "%s.lock", srv->db_path))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    int fd = open(path.data, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        erg_status st = erg_error_set(err, ERG_EDB, "database %s: cannot open the lock file %s: %s",
+                                      srv->db_path, path.data, strerror(errno));
+        erg__buf_free(&path);
+        return st;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        erg_status st =
+            e == EWOULDBLOCK
+                ? erg_error_set(err, ERG_EDB,
+                                "database %s is in use by another server (process %s, lock file "
+                                "%s); one database serves one server",
+                                srv->db_path, *pid ? pid : "unknown", path.data)
+                : erg_error_set(err, ERG_EDB, "database %s: cannot lock %s: %s", srv->db_path,
+                                path.data, strerror(e));
+        erg__buf_free(&path);
+        return st;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+        /* The lock holds; only the message of a second server lacks the pid. */
+    }
+    erg__buf_free(&path);
+    srv->lock_fd = fd;
+    return ERG_OK;
+}
+
+/* The WAL is bounded (issue 15 item 3). Checkpoints run on the housekeeping
+ * thread: a PASSIVE one copies what it can beside the writers; when the log
+ * still holds more than SRV_WAL_MAX_FRAMES frames, a TRUNCATE one runs under
+ * the server lock (no write and no read is then in flight on the request
+ * connection, so it always completes and empties the file). A commit that
+ * leaves more than that in the log wakes the housekeeper (wal_hook) instead
+ * of waiting for its period, so a burst cannot outrun it by much. */
+#define SRV_WAL_MAX_FRAMES 1024
+#define SRV_WAL_SIZE_LIMIT_BYTES (4 << 20)
+
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    (void)db;
+    (void)name;
+    erg_server *srv = arg;
+    if (frames > SRV_WAL_MAX_FRAMES)
+        pthread_cond_signal(&srv->hk_cond); /* the committer holds srv->mu */
+    return SQLITE_OK;
+}
+
 erg_status srv_store_open(erg_server *srv, erg_error *err)
 {
+    erg_status lst = lock_db(srv, err);
+    if (lst)
+        return lst;
     if (sqlite3_open_v2(srv->db_path, &srv->db,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK)
@@ -80,11 +160,11 @@ erg_status srv_store_open(erg_server *srv, erg_error *err)
     /* WAL; checkpoints are not run inside commits (they fsync and would stall
      * every request behind the server lock) but by the housekeeping thread
      * on its own connection (srv_store_checkpoint). */
-    const char *pragmas = srv->opts.durable_sync
-                              ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                                "PRAGMA wal_autocheckpoint=0;"
-                              : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                                "PRAGMA wal_autocheckpoint=0;";
+    char pragmas[256];
+    snprintf(pragmas, sizeof pragmas,
+             "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA wal_autocheckpoint=0;"
+             "PRAGMA journal_size_limit=%d;",
+             srv->opts.durable_sync ? "FULL" : "NORMAL", SRV_WAL_SIZE_LIMIT_BYTES);
     if (sqlite3_exec(srv->db, pragmas, NULL, NULL, &msg) != SQLITE_OK ||
         sqlite3_exec(srv->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
         erg_status st = erg_error_set(err, ERG_EDB, "database %s: %s", srv->db_path,
@@ -92,6 +172,8 @@ erg_status srv_store_open(erg_server *srv, erg_error *err)
         sqlite3_free(msg);
         return st;
     }
+    if (!in_memory(srv))
+        sqlite3_wal_hook(srv->db, wal_hook, srv); /* replaces wal_autocheckpoint (0 anyway) */
     return ERG_OK;
 }
 
@@ -100,17 +182,25 @@ void srv_store_close(erg_server *srv)
     if (srv->ckpt_db) {
         sqlite3_close(srv->ckpt_db);
         srv->ckpt_db = NULL;
+        srv->ckpt_ready = false;
     }
     if (srv->db) {
         sqlite3_wal_checkpoint_v2(srv->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
         sqlite3_close(srv->db);
         srv->db = NULL;
     }
+    if (srv->lock_fd >= 0) {
+        if (ftruncate(srv->lock_fd, 0) != 0) {
+            /* a stale pid in an unlocked file is never reported */
+        }
+        close(srv->lock_fd); /* releases the lock */
+        srv->lock_fd = -1;
+    }
 }
 
 void srv_store_checkpoint(erg_server *srv)
 {
-    if (!strcmp(srv->db_path, ":memory:") || !*srv->db_path)
+    if (in_memory(srv))
         return;
     if (!srv->ckpt_db &&
         sqlite3_open_v2(srv->db_path, &srv->ckpt_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
@@ -119,12 +209,29 @@ void srv_store_checkpoint(erg_server *srv)
         srv->ckpt_db = NULL;
         return;
     }
-    sqlite3_busy_timeout(srv->ckpt_db, 100);
+    if (!srv->ckpt_ready) {
+        /* A connection that has not read the database yet does not know it is
+         * in WAL mode: its checkpoints do nothing and report -1 frames (why the
+         * WAL was never checkpointed before). */
+        sqlite3_busy_timeout(srv->ckpt_db, 1000);
+        if (sqlite3_exec(srv->ckpt_db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) !=
+            SQLITE_OK)
+            return;
+        srv->ckpt_ready = true;
+    }
     int log_frames = 0, done = 0;
     sqlite3_wal_checkpoint_v2(srv->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log_frames, &done);
-    /* Once everything is copied, truncate the log when nobody is writing. */
-    if (log_frames > 4096 && done == log_frames)
-        sqlite3_wal_checkpoint_v2(srv->ckpt_db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    if (log_frames > SRV_WAL_MAX_FRAMES || (log_frames > 64 && done == log_frames)) {
+        /* Most frames are copied already: finish and empty the log while no
+         * request touches the database. */
+        pthread_mutex_lock(&srv->mu);
+        int rc = sqlite3_wal_checkpoint_v2(srv->ckpt_db, NULL, SQLITE_CHECKPOINT_TRUNCATE,
+                                           &log_frames, &done);
+        pthread_mutex_unlock(&srv->mu);
+        if (rc != SQLITE_OK)
+            srv_log(srv, ERG_LOG_WARNING, "checkpoint", NULL, "WAL checkpoint of %s: %s",
+                    srv->db_path, sqlite3_errmsg(srv->ckpt_db));
+    }
 }
 
 static bool exists_q(erg_server *srv, const char *sql, const char *id, long a, long b, int nint)

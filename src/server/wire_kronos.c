@@ -274,17 +274,30 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
         fail(rs, v1, vcode, "%s", why);
         goto out;
     }
-    if (v1 && json_object_get(in, "scheduler")) {
-        const json_t *sn = json_object_get(in, "scheduler");
-        const json_t *sa = json_object_get(in, "scheduler_args");
-        const json_t *md = json_object_get(in, "mode");
-        if (!json_is_string(sn) || (sa && !json_is_object(sa)) || (md && !json_is_string(md))) {
+    const json_t *sn = json_object_get(in, "scheduler");
+    const json_t *sa = json_object_get(in, "scheduler_args");
+    const json_t *md = json_object_get(in, "mode");
+    /* /v1 jobs may bring their own scheduler, arguments and mode; each one
+     * left out is the server's (arguments: {} when another scheduler is named). */
+    if (v1 && (sn || sa || md)) {
+        if ((sn && !json_is_string(sn)) || (sa && !json_is_object(sa)) ||
+            (md && !json_is_string(md))) {
             fail(rs, v1, 400, "scheduler must be a string, scheduler_args an object, mode a string");
             goto out;
         }
-        sched = json_string_value(sn);
+        if (sn)
+            sched = json_string_value(sn);
         json_decref(args);
-        args = sa ? json_incref((json_t *)sa) : json_object();
+        args = NULL;
+        if (sa) {
+            /* Files named by clients must lie in a --plans-dir directory. */
+            if (srv_confine_sched_args(srv, sa, &args, why, sizeof why)) {
+                fail(rs, v1, 400, "%s", why);
+                goto out;
+            }
+        } else {
+            args = sn ? json_object() : json_incref(srv->sched_args);
+        }
         if (srv_sched_check_args(sched, args, &e)) {
             fail(rs, v1, 400, "%s", e.msg);
             goto out;
@@ -627,15 +640,22 @@ out:
     json_decref(in);
 }
 
+static json_t *finite_or_null(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* GET /v1/jobs/{id}: always an object (a number JSON cannot hold is null). */
 static json_t *job_status(srv_job *j)
 {
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:I,s:f,s:f}", "job_id", j->id,
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:I,s:o,s:o}", "job_id", j->id,
                           "state", srv_job_state_name(j->state), "message",
                           j->message ? j->message : "", "scheduler", j->sched_name, "world_size",
                           j->world, "ranks_registered", j->n_registered, "window", (int)j->window,
                           "results_in_window", j->n_results, "barrier_released", j->released,
-                          "frontier_choice", (json_int_t)j->choice, "energy_j", j->energy_j,
-                          "energy_saved_j", j->saved_j);
+                          "frontier_choice", (json_int_t)j->choice, "energy_j",
+                          finite_or_null(j->energy_j), "energy_saved_j",
+                          finite_or_null(j->saved_j));
     if (o && j->tkind)
         json_object_set_new(o, j->tkind == 1 ? "slowdown" : "deadline_s", json_real(j->tval));
     if (o)
@@ -661,8 +681,11 @@ static void route_v1_job(erg_server *srv, const srv_req *rq, srv_resp *rs)
             fail(rs, true, 405, "use GET on /v1/jobs/{job_id}");
         else {
             srv_job *j = lookup(srv, id, rs, true);
-            if (j)
-                srv_respond(rs, 200, job_status(j));
+            json_t *st = j ? job_status(j) : NULL;
+            if (st)
+                srv_respond(rs, 200, st);
+            else if (j)
+                fail(rs, true, 500, "out of memory");
         }
     } else if (!strcmp(act, "ranks") && post) {
         h_register_rank(srv, id, b, rs, true);

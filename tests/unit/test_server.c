@@ -222,6 +222,7 @@ typedef struct srv_cfg {
     const char *db, *dump, *scheduler, *args, *mode;
     int port;
     double rank_timeout_s, idle_s, conn_timeout_s;
+    const char *plans_dir; /* --plans-dir: where per-job scheduler_args may name files */
     const char *zeus_sched, *zeus_args; /* Zeus PFO jobs' configuration */
 } srv_cfg;
 
@@ -250,6 +251,11 @@ static pid_t start_server(const srv_cfg *c, int *port)
             o.job_idle_timeout_s = c->idle_s;
         if (c->conn_timeout_s > 0)
             o.connection_timeout_s = c->conn_timeout_s;
+        const char *dirs[1] = {c->plans_dir};
+        if (c->plans_dir) {
+            o.plans_dirs = dirs;
+            o.n_plans_dirs = 1;
+        }
         o.zeus_scheduler = c->zeus_sched;
         o.zeus_scheduler_args = c->zeus_args;
         erg_server *srv = NULL;
@@ -1387,7 +1393,7 @@ TEST(zeus_client_replay_point_solution)
                      "]\n# Iteration 42 cost change: -0.5\n# Iteration 42 total cost: 100.0\n"
                      "# Iteration 42 total cost with P2P: 120.0\n");
     snprintf(args, sizeof args, "{\"solution_path\": \"%s\"}", plan);
-    srv_cfg c = {db, dump, NULL, NULL, NULL, 0, 0, 0, 0, NULL, args};
+    srv_cfg c = {db, dump, NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL, args};
     int port;
     pid_t srv = start_server(&c, &port);
     raw_resp r;
@@ -1513,7 +1519,7 @@ TEST(zeus_client_replay_instruction_profiler)
     char db[512], dump[512];
     snprintf(db, sizeof db, "%s/z.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db,  dump, NULL, NULL, NULL, 0, 0, 0, 0, "InstructionProfiler",
+    srv_cfg c = {db,  dump, NULL, NULL, NULL, 0, 0, 0, 0, NULL, "InstructionProfiler",
                  "{\"minimum_frequency\": 1380, \"warmup_step_ratio\": 0.1}"};
     int port;
     pid_t srv = start_server(&c, &port);
@@ -1600,7 +1606,7 @@ TEST(huge_bodies_and_slow_clients)
     char db[512], dump[512], url[64];
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db, dump, NULL, NULL, NULL, 0, 0, 0, 1.0, NULL, NULL};
+    srv_cfg c = {db, dump, NULL, NULL, NULL, 0, 0, 0, 1.0, NULL, NULL, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -1654,7 +1660,7 @@ TEST(profile_then_point_solution_8_processes)
     char db[512], dump[512], url[64];
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0, NULL, NULL};
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0, d, NULL, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -1889,7 +1895,7 @@ TEST(data_parallel_results_are_aggregated_per_stage)
     char db[512], dump[512], url[64];
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0, NULL, NULL};
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -1942,7 +1948,7 @@ TEST(crash_and_restart_mid_window)
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
     snprintf(acks, sizeof acks, "%s/acks.txt", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", "{\"num_iters\": 4}", NULL, 0, 0, 0, 0, NULL, NULL};
+    srv_cfg c = {db, dump, "AllMaxFrequency", "{\"num_iters\": 4}", NULL, 0, 0, 0, 0, NULL, NULL, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -2152,7 +2158,7 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
     char db[512], dump[512], url[64];
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0.5, 0, 0, NULL, NULL};
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0.5, 0, 0, NULL, NULL, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <strings.h>
 #include <time.h>
 
@@ -32,14 +33,18 @@ static const struct {
     {"--job-idle-timeout", "ERGON_JOB_IDLE_TIMEOUT", "ZEUS_PFO_MAX_JOB_IDLE_TIME", "S", "evict jobs idle this long (default 604800)"},
     {"--connection-timeout", "ERGON_CONNECTION_TIMEOUT", NULL, "S", "close idle or slow connections after this long (default 30)"},
     {"--max-body", "ERGON_MAX_BODY", NULL, "BYTES", "largest request body (default 16777216)"},
-    {"--max-connections", "ERGON_MAX_CONNECTIONS", NULL, "N", "concurrent connections (default 4096)"},
+    {"--max-connections", "ERGON_MAX_CONNECTIONS", NULL, "N", "concurrent connections (default 4096; at most `ulimit -n` less 128, raised to the hard limit at start)"},
     {"--durable", "ERGON_DURABLE", NULL, "", "SQLite synchronous=FULL: survive power loss, not only crashes"},
-    {"--max-jobs", "ERGON_MAX_JOBS", NULL, "N", "jobs held at once; more registrations get 503 (default 1000)"},
+    {"--max-jobs", "ERGON_MAX_JOBS", NULL, "N", "jobs running at once (finished ones do not count); more registrations get 503 (default 1000)"},
     {"--zeus-scheduler", "ZEUS_PFO_SCHEDULER", NULL, "NAME", "scheduler of Zeus PFO jobs: PointSolution (default), PointSolution3D, InstructionProfiler(3D)"},
     {"--zeus-scheduler-args", "ZEUS_PFO_SCHEDULER_ARGS", NULL, "JSON", "its arguments, e.g. {\"solution_path\": \"freqs_pipeline_00042.py\"}"},
+    {"--plans-dir", "ERGON_PLANS_DIR", NULL, "DIR", "directory whose plans clients may name in per-job scheduler_args (repeatable; env: ':'-separated; default none: only start-up arguments name files)"},
+    {"--max-connections-per-ip", "ERGON_MAX_CONNECTIONS_PER_IP", NULL, "N", "connections from one address (default half of --max-connections)"},
 };
 enum { O_HOST, O_PORT, O_DB, O_DUMP, O_NODUMP, O_SCHED, O_SARGS, O_MODE, O_LOG, O_RANKTO, O_IDLE,
-       O_CONNTO, O_MAXBODY, O_MAXCONN, O_DURABLE, O_MAXJOBS, O_ZSCHED, O_ZARGS, O_NUM };
+       O_CONNTO, O_MAXBODY, O_MAXCONN, O_DURABLE, O_MAXJOBS, O_ZSCHED, O_ZARGS, O_PLANS, O_PERIP,
+       O_NUM };
+#define MAX_PLANS_DIRS 64
 
 /* Other variables of these families that ergon serve knows (not options). */
 static const char *const other_known[] = {"ERGON_SERVER_URL", "ERGON_LIBRARY"};
@@ -245,6 +250,9 @@ int cmd_serve(int argc, char **argv)
         }
     }
     bool no_dump = false, durable = false;
+    const char *plans[MAX_PLANS_DIRS];
+    size_t n_plans = 0;
+    char *plans_env = NULL;
     if (val[O_NODUMP]) {
         int bv = parse_bool_py(val[O_NODUMP]);
         if (bv < 0)
@@ -290,6 +298,11 @@ int cmd_serve(int argc, char **argv)
             return cli_usage_error("serve", "%s needs a value (%s)", serve_opts[k].flag,
                                    serve_opts[k].value);
         src[k] = serve_opts[k].flag;
+        if (k == O_PLANS) {
+            if (n_plans == MAX_PLANS_DIRS)
+                return cli_usage_error("serve", "at most %d --plans-dir", MAX_PLANS_DIRS);
+            plans[n_plans++] = val[k];
+        }
     }
     report_lookalikes();
     long lv;
@@ -370,6 +383,23 @@ int cmd_serve(int argc, char **argv)
     }
     o.zeus_scheduler = val[O_ZSCHED];
     o.zeus_scheduler_args = val[O_ZARGS];
+    if (val[O_PERIP]) {
+        if (!cli_parse_int("serve", "--max-connections-per-ip", val[O_PERIP], 1, 1000000, &lv))
+            return CLI_USAGE;
+        o.max_connections_per_ip = (unsigned)lv;
+    }
+    /* No --plans-dir on the command line: ERGON_PLANS_DIR=DIR[:DIR...]. */
+    if (n_plans == 0 && val[O_PLANS] && *val[O_PLANS]) {
+        plans_env = strdup(val[O_PLANS]);
+        if (!plans_env)
+            return cli_usage_error("serve", "out of memory");
+        char *save = NULL;
+        for (char *t = strtok_r(plans_env, ":", &save); t && n_plans < MAX_PLANS_DIRS;
+             t = strtok_r(NULL, ":", &save))
+            plans[n_plans++] = t;
+    }
+    o.plans_dirs = plans;
+    o.n_plans_dirs = n_plans;
     o.durable_sync = durable;
     o.log = log_line;
 
@@ -380,13 +410,22 @@ int cmd_serve(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Every connection is a descriptor: take the hard limit (the server lowers
+     * --max-connections to what the limit allows, saying so). */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 
     erg_server *srv = NULL;
     erg_error err;
     if (erg_server_new(&o, &srv, &err) || erg_server_start(srv, &err)) {
         erg_server_free(srv);
+        free(plans_env);
         return cli_report("serve", &err);
     }
+    free(plans_env);
     bool v6 = strchr(o.host, ':') != NULL;
     printf("ergon serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", o.host, v6 ? "]" : "",
            erg_server_port(srv));
