@@ -118,5 +118,26 @@ for name in names:
         refused = "is not a boolean" in p.stderr
         assert refused == (not ok), (name, repr(v), ok, p.stderr)
 print("booleans ok")
+class T(BaseSettings):
+    max_job_idle_time: int = 604800
+    class Config:
+        env_prefix = "zeus_pfo_"
+for v in ["10", " 10 ", "+10", "1_000", "1__0", "_10", "1.5", "", "0x10", "ten", "10s"]:
+    env = dict(base, ZEUS_PFO_MAX_JOB_IDLE_TIME=v)
+    old = dict(os.environ)
+    os.environ.clear(); os.environ.update(env)
+    try:
+        T(); ok = True
+    except ValidationError:
+        ok = False
+    finally:
+        os.environ.clear(); os.environ.update(old)
+    # the idle time is read before --max-jobs, whose bad value stops it otherwise
+    p = subprocess.run([sys.argv[1], "serve", "--max-jobs", "0"], env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    refused = "ZEUS_PFO_MAX_JOB_IDLE_TIME" in p.stderr
+    assert refused == (not ok), (repr(v), ok, p.stderr)
+print("integers ok")
 PY
 echo ok
