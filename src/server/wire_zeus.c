@@ -287,6 +287,16 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
             zfail(rs, 500, "%s", e.msg);
             goto out;
         }
+        if (!is_3d(j->sched_name) && rank != pp) {
+            /* Zeus gives rank r entry r; ergon's schedule is per stage. */
+            json_decref(psr);
+            zfail(rs, 500,
+                  "PointSolution serves plan entry %ld to rank %ld, but that rank has pp_rank "
+                  "%ld and ergon serves one schedule per stage: use "
+                  "ZEUS_PFO_SCHEDULER=PointSolution3D (entry = pp_rank)",
+                  rank, rank, pp);
+            goto out;
+        }
         int entry = is_3d(j->sched_name) ? (int)pp : (int)rank;
         if (entry >= plan.n_stages) {
             json_decref(psr);

@@ -54,6 +54,12 @@ curl -s "$u/schedule/$job?rank=1" >s1 & c1=$!
 wait $c0 $c1
 [ "$(cat s0)" = '{"rank":0,"frequencies":[["forward",1410],["forward",1395],["backward",1380],["backward",1395]]}' ] \
   || fail "rank 0 schedule: $(cat s0)"
+# PointSolution (not 3D) gives rank r entry r; a rank on another stage is refused, saying why.
+job2=$(curl -sf -X POST "$u/register_job" -d '{"job_id":"","pp_degree":2,"dp_degree":1,"tp_degree":1,"world_size":2}')
+job2=${job2//\"/}
+out=$(curl -s -w ' %{http_code}' -X POST "$u/register_rank/$job2" \
+  -d '{"rank":0,"dp_rank":0,"pp_rank":1,"tp_rank":0,"available_frequencies":[1410]}')
+case "$out" in *"PointSolution3D"*" 500") ;; *) fail "rank 0 on stage 1: $out";; esac
 [ "$(cat s1)" = '{"rank":1,"frequencies":[["forward",1380],["backward",1380],["forward",1365],["backward",1365]]}' ] \
   || fail "rank 1 schedule: $(cat s1)"
 [ -f "dump/$job/ranks.json" ] || fail "dumps are on (perseus_dump_data=Yes)"
