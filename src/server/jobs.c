@@ -753,6 +753,25 @@ static void restore_rank(erg_server *srv, long r, const char *text, void *user)
     json_decref(ri);
 }
 
+/* Did a dump write end this job? Before dumps were deferred (issue 15 item 4)
+ * a refused dump failed its job for good, with the path in the message:
+ * "<dump>/<job>/N.prof.json: write failed: ..." (or "cannot create",
+ * "cannot create directory"). Such a job is taken up again at restore. */
+static bool failed_by_dump(const erg_server *srv, const srv_job *j)
+{
+    if (j->state != SRV_JOB_FAILED || !j->message)
+        return false;
+    size_t dl = strlen(srv->dump_dir);
+    const char *m = j->message;
+    if (strncmp(m, srv->dump_dir, dl) || (m[dl] != '/' && m[dl] != ':'))
+        return false;
+    if (m[dl] == '/' && (strncmp(m + dl + 1, j->id, strlen(j->id)) ||
+                         (m[dl + 1 + strlen(j->id)] != '/' && m[dl + 1 + strlen(j->id)] != ':')))
+        return false;
+    return strstr(m, ": write failed: ") || strstr(m, ": cannot create: ") ||
+           strstr(m, ": cannot create directory: ");
+}
+
 static void restore_job(erg_server *srv, const srv_store_job_row *row, void *user)
 {
     int *restored = user;
@@ -776,9 +795,20 @@ static void restore_job(erg_server *srv, const srv_store_job_row *row, void *use
     j->next = srv->jobs;
     srv->jobs = j;
     (*restored)++;
+    bool revive = srv->opts.dump_data && j->n_registered == j->world && failed_by_dump(srv, j);
+    if (revive) {
+        srv_log(srv, ERG_LOG_WARNING, "restore", j->id,
+                "taken up again: it failed only because a dump could not be written (%s)",
+                j->message);
+        srv_store_event(srv, j->id, "revived", j->message);
+        set_message(j, "");
+        j->state = SRV_JOB_RUNNING;
+    }
     if (j->n_registered == j->world && srv_job_live(j->state)) {
         j->state = SRV_JOB_REGISTERING;
         start_running(srv, j, true);
+        if (revive && srv_job_live(j->state))
+            srv_store_job_state(srv, j->id, state_names[j->state], j->message);
     }
 }
 

@@ -8,8 +8,10 @@
  *   wire_zeus.c   the Zeus PFO protocol (zeus.h: its configuration and dump layout)
  *   jobs.c/.h     the job, rank and window state machine (wire-neutral)
  *   store.c/.h    SQLite persistence
- *   dump.c        Perseus-layout dump files
+ *   dump.c        Perseus-layout dump files (deferred when the disk refuses them)
  *   metrics.c     /metrics (Prometheus text) and the latency histogram
+ *   confine.c     --plans-dir: which files clients may name
+ *   log.c         clocks and the structured log
  *   sched.c       schedulers; wire.c wire types, Python-compatible JSON, plan files
  * A second wire protocol is another wire_*.c with its srv_wire entry in router.c; it parses
  * its own bodies and formats its own answers, and drives jobs through jobs.h. */

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sqlite3.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -624,7 +625,7 @@ TEST(healthz_answers_under_a_connection_flood)
     o.port = 0;
     o.max_connections = 200;
     o.max_connections_per_ip = 100;
-    o.connection_timeout_s = 2;
+    o.connection_timeout_s = 4; /* idle connections are closed after 4 s */
     erg_server *srv = new_server(&o);
     erg_error err;
     ASSERT_OK(erg_server_start(srv, &err));
@@ -637,10 +638,10 @@ TEST(healthz_answers_under_a_connection_flood)
             opened++;
     usleep(300000);
     double took;
-    int st = healthz("127.0.0.2", port, 2.0, &took);
+    int st = healthz("127.0.0.2", port, 3.0, &took);
     printf("# %d idle connections from 127.0.0.1: /healthz from 127.0.0.2 -> %d in %.3f s\n",
            opened, st, took);
-    ASSERT_MSG(st == 200 && took < 1.0, "/healthz under a flood: status %d after %.3f s", st,
+    ASSERT_MSG(st == 200 && took < 1.5, "/healthz under a flood: status %d after %.3f s", st,
                took);
     /* From the flooding address itself it answers once the idle ones time out. */
     struct timespec t0, t1;
@@ -648,7 +649,7 @@ TEST(healthz_answers_under_a_connection_flood)
     for (;;) {
         st = healthz("127.0.0.1", port, 1.0, &took);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        if (st == 200 || t1.tv_sec - t0.tv_sec > 8)
+        if (st == 200 || t1.tv_sec - t0.tv_sec > 10)
             break;
         usleep(100000);
     }
@@ -759,6 +760,56 @@ TEST(large_bodies_are_bounded_and_not_retained)
     erg_server_free(srv);
 }
 
+TEST(job_failed_by_a_dump_is_taken_up_again_at_restart)
+{
+    /* A database left by a server that failed a job over a dump (as before
+     * deferred dumps): all results of window 0 are stored, the job is
+     * "failed" with the write error. A restarted server runs it on. */
+    make_tmpdir();
+    char db[400], dump[400];
+    snprintf(db, sizeof db, "%s/r.db", tmpdir);
+    snprintf(dump, sizeof dump, "%s/dump", tmpdir);
+    erg_server_opts o;
+    base_opts(&o, db);
+    o.dump_data = true;
+    o.dump_dir = dump;
+    o.scheduler_args = "{\"num_iters\":3}";
+    erg_server *srv = new_server(&o);
+    char id[512];
+    ASSERT_EQ_INT(v1_job(srv, 2, "", id, sizeof id, NULL), 201);
+    register_ranks(srv, id, 2);
+    fetch_all(srv, id, 2);
+    for (int r = 0; r < 2; r++)
+        ASSERT_EQ_INT(post_result(srv, id, r, "\"iter_time\":[1.0],\"iter_energy\":[300]", NULL),
+                      200);
+    erg_server_free(srv);
+    sqlite3 *h = NULL;
+    ASSERT(sqlite3_open(db, &h) == SQLITE_OK);
+    char *sql = sqlite3_mprintf("UPDATE jobs SET state='failed', message='%q/%q/1.prof.json: "
+                                "write failed: No space left on device' WHERE job_id='%q'",
+                                dump, id, id);
+    ASSERT(sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_free(sql);
+    sqlite3_close(h);
+    srv = new_server(&o);
+    json_t *v = job_json(srv, id);
+    ASSERT_MSG(!strcmp(json_string_value(json_object_get(v, "state")), "running"),
+               "after a restart the job is %s", json_string_value(json_object_get(v, "state")));
+    ASSERT_EQ_INT(json_integer_value(json_object_get(v, "window")), 1);
+    json_decref(v);
+    for (int w = 1; w < 3; w++) {
+        fetch_all(srv, id, 2);
+        for (int r = 0; r < 2; r++)
+            ASSERT_EQ_INT(post_result(srv, id, r, "\"iter_time\":[1.0],\"iter_energy\":[300]", NULL),
+                          200);
+    }
+    v = job_json(srv, id);
+    ASSERT_STR_EQ(json_string_value(json_object_get(v, "state")), "done");
+    json_decref(v);
+    erg_server_free(srv);
+    rm_rf(tmpdir);
+}
+
 TAP_MAIN(TEST_ENTRY(second_server_on_a_busy_port_fails_port_in_use),
          TEST_ENTRY(second_server_on_the_same_database_is_refused_naming_the_holder),
          TEST_ENTRY(client_file_names_are_confined_to_plans_dirs),
@@ -767,5 +818,6 @@ TAP_MAIN(TEST_ENTRY(second_server_on_a_busy_port_fails_port_in_use),
          TEST_ENTRY(finished_jobs_do_not_count_against_max_jobs),
          TEST_ENTRY(wal_stays_bounded_through_a_long_run),
          TEST_ENTRY(dump_failures_never_fail_a_job_and_are_written_later),
+         TEST_ENTRY(job_failed_by_a_dump_is_taken_up_again_at_restart),
          TEST_ENTRY(healthz_answers_under_a_connection_flood),
          TEST_ENTRY(large_bodies_are_bounded_and_not_retained))
