@@ -65,7 +65,8 @@ static char *result_body(int rank, int iters, int mb, unsigned *seed)
     }
     append(&b, &len, &cap, "], \"iter_energy\": [");
     for (int i = 0; i < iters; i++) {
-        snprintf(num, sizeof num, "%s%.17g", i ? ", " : "", 300 + 50 * rand_r(seed) / (double)RAND_MAX);
+        snprintf(num, sizeof num, "%s%.17g", i ? ", " : "",
+                 300 + 50 * rand_r(seed) / (double)RAND_MAX);
         append(&b, &len, &cap, num);
     }
     static const char *const kinds[] = {"forward", "backward", "load"};
@@ -115,8 +116,7 @@ int main(int argc, char **argv)
         return 2;
     }
     char dir[] = "/tmp/ergon-bench-report-XXXXXX";
-    if (!mkdtemp(dir))
-        return 1;
+    if (!mkdtemp(dir)) return 1;
     char db[300], dump[300];
     snprintf(db, sizeof db, "%s/state.sqlite", dir);
     snprintf(dump, sizeof dump, "%s/dump", dir);
@@ -164,12 +164,11 @@ int main(int argc, char **argv)
         size_t rbn = strlen(ps) + 1024;
         char *rb = malloc(rbn);
         snprintf(rb, rbn,
-                "{\"job_id\": \"%s\", \"rank\": %d, \"dp_rank\": %d, \"pp_rank\": %d, "
-                "\"tp_rank\": 0, \"pipe_schedule\": %s, \"power_state_range\": [1410, 1395, "
-                "1380, 1365]}",
-                job, r, r / PP, r % PP, ps);
-        erg_server_handle(srv, "POST", "/register_rank", NULL, rb, strlen(rb), 0, &st, &resp,
-                          &ct);
+                 "{\"job_id\": \"%s\", \"rank\": %d, \"dp_rank\": %d, \"pp_rank\": %d, "
+                 "\"tp_rank\": 0, \"pipe_schedule\": %s, \"power_state_range\": [1410, 1395, "
+                 "1380, 1365]}",
+                 job, r, r / PP, r % PP, ps);
+        erg_server_handle(srv, "POST", "/register_rank", NULL, rb, strlen(rb), 0, &st, &resp, &ct);
         free(rb);
         erg_free(resp);
         if (st != 200) {
@@ -193,7 +192,8 @@ int main(int argc, char **argv)
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
-    double *lat = calloc((size_t)N * (size_t)W, sizeof(double)), *last = calloc((size_t)W, sizeof(double));
+    double *lat = calloc((size_t)N * (size_t)W, sizeof(double)),
+           *last = calloc((size_t)W, sizeof(double));
     size_t nl = 0;
     char spath[700];
     snprintf(spath, sizeof spath, "/schedule/%s", job);
@@ -213,8 +213,8 @@ int main(int argc, char **argv)
             long code = 0;
             curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
             if (cc != CURLE_OK || code != 200) {
-                fprintf(stderr, "report window %d rank %d: %s %ld\n", w, r,
-                        curl_easy_strerror(cc), code);
+                fprintf(stderr, "report window %d rank %d: %s %ld\n", w, r, curl_easy_strerror(cc),
+                        code);
                 return 1;
             }
             if (r == N - 1)
@@ -240,8 +240,7 @@ int main(int argc, char **argv)
     double loadavg[1] = {0};
     FILE *la = fopen("/proc/loadavg", "r");
     if (la) {
-        if (fscanf(la, "%lf", &loadavg[0]) != 1)
-            loadavg[0] = -1;
+        if (fscanf(la, "%lf", &loadavg[0]) != 1) loadavg[0] = -1;
         fclose(la);
     }
     printf("result reports with dumps on: %d ranks (%d stages), %d windows, %d iterations x %d "
@@ -249,10 +248,10 @@ int main(int argc, char **argv)
            "connection, %ld CPUs, load average %.1f\n\n",
            N, PP, W, I, MB, bytes / (double)N / 1024, sysconf(_SC_NPROCESSORS_ONLN), loadavg[0]);
     printf("| reports | count | p50 ms | p90 ms | p99 ms | max ms |\n|---|---|---|---|---|---|\n");
-    printf("| not completing a window | %zu | %.3f | %.3f | %.3f | %.3f |\n", nl,
-           lat[nl / 2] * 1e3, lat[nl * 9 / 10] * 1e3, lat[nl * 99 / 100] * 1e3, lat[nl - 1] * 1e3);
-    printf("| completing a window (writes N.prof.json of %d results) | %d | %.1f | | | %.1f |\n",
-           N, W, last[W / 2] * 1e3, last[W - 1] * 1e3);
+    printf("| not completing a window | %zu | %.3f | %.3f | %.3f | %.3f |\n", nl, lat[nl / 2] * 1e3,
+           lat[nl * 9 / 10] * 1e3, lat[nl * 99 / 100] * 1e3, lat[nl - 1] * 1e3);
+    printf("| completing a window (writes N.prof.json of %d results) | %d | %.1f | | | %.1f |\n", N,
+           W, last[W / 2] * 1e3, last[W - 1] * 1e3);
     printf("| all reports | %zu | %.3f | %.3f | %.3f | %.1f |\n", na, all[na / 2] * 1e3,
            all[na * 9 / 10] * 1e3, all[na * 99 / 100] * 1e3, all[na - 1] * 1e3);
     printf("\nmean of all reports %.3f ms; %.2f s for %d reports\n", sum / (double)na * 1e3, wall,
@@ -268,7 +267,6 @@ int main(int argc, char **argv)
     free(last);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        return 1;
+    if (system(cmd) != 0) return 1;
     return 0;
 }

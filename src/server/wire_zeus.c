@@ -23,13 +23,10 @@ static const char *const kronos_only[] = {"framework", "model_name", "partition_
 /* Is this register_job body Zeus's JobInfo? */
 static bool zeus_job_body(const json_t *in)
 {
-    if (!json_is_object(in))
-        return false;
-    if (json_object_get(in, "job_metadata"))
-        return true;
+    if (!json_is_object(in)) return false;
+    if (json_object_get(in, "job_metadata")) return true;
     for (size_t i = 0; i < sizeof kronos_only / sizeof kronos_only[0]; i++)
-        if (json_object_get(in, kronos_only[i]))
-            return false;
+        if (json_object_get(in, kronos_only[i])) return false;
     return true;
 }
 
@@ -57,11 +54,9 @@ static bool get_int(const json_t *o, const char *k, long lo, long hi, long *out,
 /* job_metadata becomes part of the job id, hence of a directory name. */
 static bool safe_metadata(const char *s)
 {
-    if (!strcmp(s, ".") || !strcmp(s, "..") || strlen(s) > 128)
-        return false;
+    if (!strcmp(s, ".") || !strcmp(s, "..") || strlen(s) > 128) return false;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p < 0x20 || *p == '/' || *p == '\\' || *p == 0x7f)
-            return false;
+        if (*p < 0x20 || *p == '/' || *p == '\\' || *p == 0x7f) return false;
     return true;
 }
 
@@ -107,7 +102,8 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
             return;
         }
     if (v[3] != v[0] * v[1] * v[2] || v[3] > 65536) {
-        zfail(rs, 422, "world_size %ld must equal pp_degree x dp_degree x tp_degree = %ld (at most 65536)",
+        zfail(rs, 422,
+              "world_size %ld must equal pp_degree x dp_degree x tp_degree = %ld (at most 65536)",
               v[3], v[0] * v[1] * v[2]);
         return;
     }
@@ -118,8 +114,9 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
     }
     const char *meta = json_is_string(md) ? json_string_value(md) : "";
     if (*meta && !safe_metadata(meta)) {
-        zfail(rs, 422, "job_metadata must be at most 128 characters without '/', '\\' or control "
-                       "characters (it becomes part of the dump directory name)");
+        zfail(rs, 422,
+              "job_metadata must be at most 128 characters without '/', '\\' or control "
+              "characters (it becomes part of the dump directory name)");
         return;
     }
     if (!srv->zeus_scheduler) {
@@ -165,8 +162,7 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
     json_object_set_new(info, "job_id", json_string(""));
     for (int i = 0; i < 4; i++)
         json_object_set_new(info, ints[i], json_integer(v[i]));
-    if (!md)
-        json_object_set_new(info, "job_metadata", json_null());
+    if (!md) json_object_set_new(info, "job_metadata", json_null());
     /* Zeus's job id: local time + dp + pp + tp + scheduler [+ job_metadata]. */
     char ts[32];
     time_t now = time(NULL);
@@ -217,11 +213,11 @@ static srv_job *lookup(erg_server *srv, const char *id, srv_resp *rs)
 static void h_register_rank(erg_server *srv, const char *id, const json_t *in, srv_resp *rs)
 {
     srv_job *j = lookup(srv, id, rs);
-    if (!j)
-        return;
+    if (!j) return;
     if (!srv_job_is_zeus(j)) {
-        zfail(rs, 404, "job %.300s speaks the Perseus protocol: register ranks with POST "
-                       "/register_rank",
+        zfail(rs, 404,
+              "job %.300s speaks the Perseus protocol: register ranks with POST "
+              "/register_rank",
               j->id);
         return;
     }
@@ -254,7 +250,8 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
     }
     for (size_t i = 0; i < m; i++) {
         const json_t *x = json_array_get(af, i);
-        if (!json_is_integer(x) || json_integer_value(x) <= 0 || json_integer_value(x) > 1000000000) {
+        if (!json_is_integer(x) || json_integer_value(x) <= 0 ||
+            json_integer_value(x) > 1000000000) {
             zfail(rs, 422, "available_frequencies[%zu] must be a positive integer", i);
             goto out;
         }
@@ -311,8 +308,9 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
         size_t n = json_array_size(ps);
         if (!json_is_array(ps) || n == 0 || n > 1000000) {
             json_decref(psr);
-            zfail(rs, 422, "pipe_schedule must not be empty: %s needs each rank's instruction "
-                           "names of one iteration",
+            zfail(rs, 422,
+                  "pipe_schedule must not be empty: %s needs each rank's instruction "
+                  "names of one iteration",
                   display_name(j->sched_name));
             goto out;
         }
@@ -341,10 +339,10 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
     /* Stored record: RankInfo's fields plus what the state machine needs to
      * rebuild the rank after a restart (pipe_schedule names, the states
      * sorted); ranks.json shows RankInfo's fields only. */
-    record = json_pack("{s:i,s:i,s:i,s:i,s:O,s:O,s:o}", "rank", (json_int_t)rank, "dp_rank",
-                       (json_int_t)dp, "pp_rank", (json_int_t)pp, "tp_rank", (json_int_t)tp,
-                       "available_frequencies", af, "pipe_schedule", names, "power_state_range",
-                       psr);
+    record =
+        json_pack("{s:i,s:i,s:i,s:i,s:O,s:O,s:o}", "rank", (json_int_t)rank, "dp_rank",
+                  (json_int_t)dp, "pp_rank", (json_int_t)pp, "tp_rank", (json_int_t)tp,
+                  "available_frequencies", af, "pipe_schedule", names, "power_state_range", psr);
     if (!record) {
         zfail(rs, 500, "out of memory");
         goto out;
@@ -354,7 +352,11 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
     if (oc == SRV_OK || oc == SRV_DUPLICATE)
         srv_respond(rs, 200, NULL);
     else
-        zfail(rs, oc == SRV_INVALID ? 422 : oc == SRV_CONFLICT ? 409 : oc == SRV_UNAVAILABLE ? 503 : 500,
+        zfail(rs,
+              oc == SRV_INVALID       ? 422
+              : oc == SRV_CONFLICT    ? 409
+              : oc == SRV_UNAVAILABLE ? 503
+                                      : 500,
               "%s", why);
 out:
     srv_plan_pairs_free(&plan);
@@ -372,8 +374,8 @@ static void schedule_reply(srv_job *j, long r, srv_resp *rs)
     const json_t *names = json_object_get(j->ranks[r].info, "pipe_schedule");
     json_t *fr = json_array();
     for (int i = 0; fr && i < j->ctx.n_instrs[s]; i++)
-        json_array_append_new(fr, json_pack("[O,i]", json_array_get(names, (size_t)i),
-                                            (json_int_t)j->cur[s][i]));
+        json_array_append_new(
+            fr, json_pack("[O,i]", json_array_get(names, (size_t)i), (json_int_t)j->cur[s][i]));
     srv_respond(rs, 200, json_pack("{s:i,s:o}", "rank", (json_int_t)r, "frequencies", fr));
 }
 
@@ -404,8 +406,7 @@ static bool schedule_answer(erg_server *srv, srv_job *j, long r, long w, int fla
     case SRV_SCHED_PENDING:
         break;
     }
-    if (!expired)
-        return false;
+    if (!expired) return false;
     zfail(rs, 503, "window %ld of job %s is not ready yet; retry", w, j->id);
     return true;
 }
@@ -434,8 +435,7 @@ static void h_schedule(erg_server *srv, srv_job *j, const srv_req *rq, srv_resp 
 
 static json_t *floats(const json_t *v)
 {
-    if (json_is_number(v))
-        return json_real(json_number_value(v));
+    if (json_is_number(v)) return json_real(json_number_value(v));
     if (json_is_array(v)) {
         json_t *a = json_array();
         for (size_t i = 0; a && i < json_array_size(v); i++)
@@ -453,8 +453,7 @@ static json_t *zeus_result(const json_t *in, srv_result *parsed, long *rank, cha
         snprintf(why, wn, "the body must be a ProfilingResult object");
         return NULL;
     }
-    if (!get_int(in, "rank", 0, 1 << 20, rank, why, wn))
-        return NULL;
+    if (!get_int(in, "rank", 0, 1 << 20, rank, why, wn)) return NULL;
     json_t *o = json_pack("{s:i}", "rank", (json_int_t)*rank);
     json_t *known = json_pack("{s:i}", "rank", (json_int_t)*rank);
     static const char *const keys[] = {"iter_time", "iter_energy", "time_breakdown",
@@ -477,11 +476,10 @@ static json_t *zeus_result(const json_t *in, srv_result *parsed, long *rank, cha
         json_t *all = json_object(), *kn = json_object();
         const char *k;
         json_t *x;
-        if (v)
-            json_object_foreach((json_t *)v, k, x) {
+        if (v) json_object_foreach((json_t *)v, k, x)
+            {
                 json_object_set_new(all, k, floats(x));
-                if (srv_instr_code(k) >= 0)
-                    json_object_set_new(kn, k, floats(x));
+                if (srv_instr_code(k) >= 0) json_object_set_new(kn, k, floats(x));
             }
         json_object_set_new(o, keys[i], all);
         json_object_set_new(known, keys[i], kn);
@@ -522,7 +520,11 @@ static void h_result(erg_server *srv, srv_job *j, const srv_body *b, srv_resp *r
         if (oc == SRV_OK)
             srv_respond(rs, 200, NULL);
         else
-            zfail(rs, oc == SRV_INVALID ? 422 : oc == SRV_NOT_FOUND ? 500 : oc == SRV_UNAVAILABLE ? 503 : 409,
+            zfail(rs,
+                  oc == SRV_INVALID       ? 422
+                  : oc == SRV_NOT_FOUND   ? 500
+                  : oc == SRV_UNAVAILABLE ? 503
+                                          : 409,
                   "%s", why);
     }
     json_decref(rec);
@@ -557,15 +559,13 @@ static bool route(erg_server *srv, const srv_req *rq, srv_resp *rs)
     }
     if (!strncmp(path, "/schedule/", 10) && rq->get) {
         srv_job *j = zeus_job(srv, path + 10);
-        if (!j)
-            return false;
+        if (!j) return false;
         h_schedule(srv, j, rq, rs);
         return true;
     }
     if (!strncmp(path, "/result/", 8) && rq->post) {
         srv_job *j = zeus_job(srv, path + 8);
-        if (!j)
-            return false;
+        if (!j) return false;
         h_result(srv, j, rq->body, rs);
         return true;
     }
@@ -654,8 +654,8 @@ json_t *srv_zeus_sched_dump(const srv_job *j)
         const json_t *names = json_object_get(j->ranks[r].info, "pipe_schedule");
         json_t *fr = json_array();
         for (int i = 0; fr && i < j->ctx.n_instrs[s]; i++)
-            json_array_append_new(fr, json_pack("[O,i]", json_array_get(names, (size_t)i),
-                                                (json_int_t)j->cur[s][i]));
+            json_array_append_new(
+                fr, json_pack("[O,i]", json_array_get(names, (size_t)i), (json_int_t)j->cur[s][i]));
         json_array_append_new(a, json_pack("{s:i,s:o}", "rank", (json_int_t)r, "frequencies", fr));
     }
     return a;
