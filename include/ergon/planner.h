@@ -63,9 +63,13 @@ ERG_API erg_status erg_frontier_plan(const erg_frontier *f, size_t index, erg_pl
 /* Which files erg_frontier_write_dir writes. */
 enum {
     ERG_FRONTIER_CSV = 1,  /* frontier.csv: time,energy (the published format) */
-    ERG_FRONTIER_PY = 2,   /* freqs_pipeline_%05d.py: Perseus/Zeus plan files */
+    ERG_FRONTIER_PY = 2,   /* freqs_pipeline_%05d.py: Perseus/Merak plan files (lists of ints) */
     ERG_FRONTIER_JSON = 4, /* plan_%05d.json: our plan format */
     ERG_FRONTIER_ALL = 7,
+    /* freqs_pipeline_%05d.py in Zeus PFO's format: per stage a list of
+     * ("forward"|"backward", clock) tuples (exclusive with ERG_FRONTIER_PY:
+     * same file names). */
+    ERG_FRONTIER_ZEUS_PY = 8,
 };
 /* Write the frontier into `dir` (created; existing files are replaced). */
 ERG_API erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int what,

@@ -50,6 +50,12 @@ typedef struct erg_server_opts {
     size_t n_plans_dirs;
     erg_log_fn log;              /* Optional log sink (NULL = no logs). */
     void *log_user;
+    /* Zeus PFO jobs (docs/zeus-protocol.md): their scheduler class
+     * (PointSolution, PointSolution3D, InstructionProfiler(3D)) and its
+     * arguments as a JSON object. Both NULL (default): Zeus jobs are refused
+     * with a message saying how to configure them. */
+    const char *zeus_scheduler;
+    const char *zeus_scheduler_args;
 } erg_server_opts;
 
 ERG_API void erg_server_opts_init(erg_server_opts *opts);

@@ -93,6 +93,7 @@ def _load():
         "erg_srv_client_heartbeat": (I, [P, S, I, E]),
         "erg_srv_client_end_job": (I, [P, S, ctypes.c_bool, S, E]),
         "erg_srv_client_set_straggler": (I, [P, S, D, D, E]),
+        "erg_srv_client_request": (I, [P, S, S, S, ctypes.POINTER(I), ctypes.POINTER(P), E]),
         "erg_free": (None, [P]),
     }
     for name, (res, args) in sigs.items():
@@ -199,6 +200,19 @@ class ServerClient:
             self._call(_lib.erg_srv_client_report, self._h, _b(job_id), window, r)
         finally:
             _lib.erg_srv_result_free(r)
+
+    def request(self, method, path, body=None):
+        """Any request with the client's retry policy (transport errors and 502/503/504
+        are retried with backoff): returns (HTTP status, response text)."""
+        status = ctypes.c_int()
+        out = ctypes.c_void_p()
+        self._call(_lib.erg_srv_client_request, self._h, _b(method), _b(path), _b(body),
+                   ctypes.byref(status), ctypes.byref(out))
+        text = ""
+        if out.value:
+            text = ctypes.cast(out, ctypes.c_char_p).value.decode(errors="replace")
+            _lib.erg_free(out)
+        return status.value, text
 
     def heartbeat(self, job_id, rank):
         self._call(_lib.erg_srv_client_heartbeat, self._h, _b(job_id), rank)

@@ -511,6 +511,107 @@ done:
     return ERG_OK;
 }
 
+/* Zeus PFO's plan literal -- per stage a list of ("forward"|"backward",
+ * clock) tuples (or lists), single or double quotes, # comments, trailing
+ * commas -- rewritten as the kronos literal of its forward/backward clocks,
+ * which parse_py then reads (pairs with other names are not planned and are
+ * dropped). 1 = rewritten into *out, 0 = not this format, <0 = error set. */
+static int zeus_to_kronos(const char *text, size_t len, const char *name, char **out,
+                          erg_error *err)
+{
+    pyparse ps = {text, text + len, name, 1, 1, err};
+    if (!py_expect(&ps, '[') || !py_expect(&ps, '['))
+        return 0;
+    py_skip(&ps);
+    if (ps.p >= ps.end || (*ps.p != '(' && *ps.p != '['))
+        return 0;
+    ps = (pyparse){text, text + len, name, 1, 1, err};
+    erg__buf b = {0};
+    erg_status st = ERG_OK;
+    py_expect(&ps, '[');
+    st = erg__buf_append(&b, "[", 1);
+    for (int stage = 0; !st; stage++) {
+        if (py_expect(&ps, ']'))
+            break;
+        if (!py_expect(&ps, '[')) {
+            st = py_error(&ps, "'[' opening a stage's (instruction, clock) pairs or ']'");
+            break;
+        }
+        st = erg__buf_append(&b, stage ? ",[" : "[", stage ? 2 : 1);
+        for (int k = 0; !st;) {
+            if (py_expect(&ps, ']'))
+                break;
+            char close = py_expect(&ps, '(') ? ')' : py_expect(&ps, '[') ? ']' : 0;
+            if (!close) {
+                st = py_error(&ps, "'(' opening an (instruction, clock) pair");
+                break;
+            }
+            py_skip(&ps);
+            if (ps.p >= ps.end || (*ps.p != '\'' && *ps.p != '"')) {
+                st = py_error(&ps, "a quoted instruction name");
+                break;
+            }
+            char q = *ps.p++;
+            const char *s0 = ps.p;
+            while (ps.p < ps.end && *ps.p != q && *ps.p != '\n')
+                ps.p++;
+            if (ps.p >= ps.end || *ps.p != q) {
+                st = py_error(&ps, "the closing quote of the instruction name");
+                break;
+            }
+            size_t sl = (size_t)(ps.p - s0);
+            ps.p++;
+            bool compute = (sl == 7 && !memcmp(s0, "forward", 7)) ||
+                           (sl == 8 && !memcmp(s0, "backward", 8));
+            if (!py_expect(&ps, ',')) {
+                st = py_error(&ps, "',' after the instruction name");
+                break;
+            }
+            py_skip(&ps);
+            const char *v0 = ps.p;
+            while (ps.p < ps.end && *ps.p >= '0' && *ps.p <= '9' && ps.p - v0 < 9)
+                ps.p++;
+            if (ps.p == v0 || (ps.p < ps.end && *ps.p >= '0' && *ps.p <= '9')) {
+                st = py_error(&ps, "a clock (a non-negative integer below 10^9)");
+                break;
+            }
+            size_t vl = (size_t)(ps.p - v0);
+            py_expect(&ps, ',');
+            if (!py_expect(&ps, close)) {
+                st = py_error(&ps, close == ')' ? "')' closing the pair" : "']' closing the pair");
+                break;
+            }
+            if (compute) {
+                st = k ? erg__buf_append(&b, ",", 1) : ERG_OK;
+                if (!st)
+                    st = erg__buf_append(&b, v0, vl);
+                k++;
+            }
+            if (!st && !py_expect(&ps, ',') && !(py_skip(&ps), ps.p < ps.end && *ps.p == ']')) {
+                st = py_error(&ps, "',' or ']' after a pair");
+                break;
+            }
+        }
+        if (!st)
+            st = erg__buf_append(&b, "]", 1);
+        if (!st && !py_expect(&ps, ',') && !(py_skip(&ps), ps.p < ps.end && *ps.p == ']'))
+            st = py_error(&ps, "',' or ']' after a stage");
+    }
+    py_skip(&ps);
+    if (!st && ps.p != ps.end)
+        st = py_error(&ps, "only comments after the list of stages");
+    if (!st)
+        st = erg__buf_append(&b, "]\n", 2);
+    if (st) {
+        if (st == ERG_ENOMEM)
+            erg_error_set(err, ERG_ENOMEM, "out of memory");
+        erg__buf_free(&b);
+        return -1;
+    }
+    *out = b.data;
+    return 1;
+}
+
 erg_status erg_plan_parse(const char *text, size_t len, const char *name,
                           const erg_schedule *hint, erg_plan **out, erg_error *err)
 {
@@ -522,6 +623,15 @@ erg_status erg_plan_parse(const char *text, size_t len, const char *name,
         i++;
     if (i < len && text[i] == '{')
         return parse_json(text, len, name, out, err);
+    char *kronos = NULL;
+    int z = zeus_to_kronos(text, len, name, &kronos, err);
+    if (z < 0)
+        return err->status ? err->status : ERG_EPARSE;
+    if (z > 0) {
+        erg_status st = parse_py(kronos, strlen(kronos), name, hint, out, err);
+        erg__free(kronos);
+        return st;
+    }
     return parse_py(text, len, name, hint, out, err);
 }
 

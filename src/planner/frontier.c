@@ -246,6 +246,42 @@ static erg_status write_py_fast(const erg_frontier *f, size_t k, const int *freq
     return erg__write_file_direct(path, b->data, b->len, err);
 }
 
+/* Zeus PFO's freqs_pipeline_%05d.py (its run_optimization.py writes it; its
+ * PointSolution reads it): "[", then per stage Python's repr of the stage's
+ * list of (name, clock) tuples in execution order followed by ",", then "]"
+ * and three "# Iteration k ..." comment lines (docs/zeus-protocol.md §8). */
+static erg_status write_zeus_py_fast(const erg_frontier *f, size_t k, const int *freq,
+                                     const erg_instr *order, erg__buf *b, const char *path,
+                                     erg_error *err)
+{
+    b->len = 0;
+    erg_status st = erg__buf_append(b, "[\n", 2);
+    char num[40];
+    for (int s = 0; s < f->S && !st; s++) {
+        st = erg__buf_append(b, "[", 1);
+        for (int j = 0; j < 2 * f->M && !st; j++) {
+            int n = snprintf(num, sizeof num, "%s('%s', %d)", j ? ", " : "",
+                             order[s * 2 * f->M + j].kind == ERG_FORWARD ? "forward" : "backward",
+                             freq[s * 2 * f->M + j]);
+            st = erg__buf_append(b, num, (size_t)n);
+        }
+        if (!st)
+            st = erg__buf_append(b, "],\n", 3);
+    }
+    char c1[40], c2[40], c3[40];
+    const erg_frontier_point *p = &f->pts[k];
+    if (!st)
+        st = erg__buf_printf(b,
+                             "]\n# Iteration %zu cost change: %s\n# Iteration %zu total cost: %s\n"
+                             "# Iteration %zu total cost with P2P: %s\n",
+                             k, erg__fmt_double_py(p->cost_change_j, c1, sizeof c1), k,
+                             erg__fmt_double_py(p->cost_j, c2, sizeof c2), k,
+                             erg__fmt_double_py(p->energy_j, c3, sizeof c3));
+    if (st)
+        return erg_error_set(err, st, "out of memory");
+    return erg__write_file_direct(path, b->data, b->len, err);
+}
+
 static erg_status write_json_fast(const erg_frontier *f, size_t k, const int *freq,
                                   const erg_instr *order, erg__buf *b, const char *path,
                                   erg_error *err)
@@ -290,7 +326,11 @@ erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int wh
 {
     if (!f || !dir)
         return erg_error_set(err, ERG_EINVAL, "NULL argument");
-    if (f->files && (what & (ERG_FRONTIER_PY | ERG_FRONTIER_JSON)))
+    if ((what & ERG_FRONTIER_PY) && (what & ERG_FRONTIER_ZEUS_PY))
+        return erg_error_set(err, ERG_EINVAL,
+                             "the Perseus and the Zeus plan formats both use the file names "
+                             "freqs_pipeline_%%05d.py: write one of them per directory");
+    if (f->files && (what & (ERG_FRONTIER_PY | ERG_FRONTIER_JSON | ERG_FRONTIER_ZEUS_PY)))
         return erg_error_set(err, ERG_ENOTSUP,
                              "a frontier read from a directory can only be written as CSV");
     erg_status st = erg__mkdir_p(dir, err);
@@ -322,7 +362,7 @@ erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int wh
         snprintf(path, dl + 64, "%s/frontier.csv", dir);
         st = erg__write_file(path, b.data, b.len, err);
     }
-    if (!f->files && (what & (ERG_FRONTIER_PY | ERG_FRONTIER_JSON))) {
+    if (!f->files && (what & (ERG_FRONTIER_PY | ERG_FRONTIER_JSON | ERG_FRONTIER_ZEUS_PY))) {
         if (f->np)
             memcpy(freq, f->ckpt, sizeof(int) * (size_t)f->n);
         for (size_t k = 0; k < f->np && !st; k++) {
@@ -332,6 +372,10 @@ erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int wh
             if (what & ERG_FRONTIER_PY) {
                 snprintf(path, dl + 64, "%s/freqs_pipeline_%05zu.py", dir, k);
                 st = write_py_fast(f, k, freq, &b, path, err);
+            }
+            if (!st && (what & ERG_FRONTIER_ZEUS_PY)) {
+                snprintf(path, dl + 64, "%s/freqs_pipeline_%05zu.py", dir, k);
+                st = write_zeus_py_fast(f, k, freq, order, &b, path, err);
             }
             if (!st && (what & ERG_FRONTIER_JSON)) {
                 snprintf(path, dl + 64, "%s/plan_%05zu.json", dir, k);

@@ -2,6 +2,7 @@
  * N.prof.json), written as Python's json.dumps would. */
 #include "server/jobs.h"
 #include "server/store.h"
+#include "server/zeus.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -206,6 +207,26 @@ erg_status srv_dump_job_start(erg_server *srv, srv_job *j, erg_error *err)
         return ERG_OK;
     erg__buf d = {0}, n = {0};
     const json_t *in = j->info;
+    bool zeus = srv_job_is_zeus(j);
+    if (zeus) {
+        /* Zeus: no perseus.json; ranks.json with RankInfo's fields only. */
+        char *csv = srv_zeus_csv_name(j);
+        if (erg__buf_printf(&d, "%s/%s", srv->dump_dir, j->id) || !csv) {
+            erg__free(csv);
+            erg__buf_free(&d);
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        }
+        c->job_dir = d.data;
+        c->profile_csv_name = csv;
+        c->write_file = sched_write;
+        c->write_user = j;
+        json_t *ranks = json_array();
+        for (int r = 0; ranks && r < j->world; r++)
+            json_array_append_new(ranks, srv_zeus_rank_dump(j, j->ranks[r].info));
+        erg_status st = put_json(srv, j, "ranks.json", ranks, false, err);
+        json_decref(ranks);
+        return st;
+    }
     /* InstructionProfiler's CSV: <framework>+<model>+<partition>+dp+tp+pp+mbs+nmb.csv */
     if (erg__buf_printf(&d, "%s/%s", srv->dump_dir, j->id) ||
         erg__buf_printf(&n, "%s+%s+%s+dp%d+tp%d+pp%d+mbs%d+nmb%d.csv", info_str(in, "framework"),
@@ -255,7 +276,7 @@ erg_status srv_dump_window(erg_server *srv, srv_job *j, bool replay, erg_error *
     json_t *res = json_array();
     for (int r = 0; res && r < j->world; r++)
         json_array_append(res, j->results[r]);
-    json_t *sch = sched_dump_json(j);
+    json_t *sch = srv_job_is_zeus(j) ? srv_zeus_sched_dump(j) : sched_dump_json(j);
     char name[64];
     snprintf(name, sizeof name, "%ld.prof.json", j->window);
     erg_status st = put_json(srv, j, name, res, replay, err);

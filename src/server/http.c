@@ -1,6 +1,7 @@
 /* http.c: the server's life cycle, its libmicrohttpd front end and the housekeeping thread. */
 #include "server/jobs.h"
 #include "server/store.h"
+#include "server/zeus.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -136,6 +137,8 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
         }
         srv->mode = want;
     }
+    if ((st = srv_zeus_config(srv, opts, err)))
+        goto fail;
     if (opts->dump_data && (st = srv_dump_dir_check(srv, err)))
         goto fail;
     if ((st = srv_store_open(srv, err)))
@@ -568,6 +571,7 @@ void erg_server_free(erg_server *srv)
     srv_jobs_free(srv);
     srv_store_close(srv);
     json_decref(srv->sched_args);
+    srv_zeus_config_free(srv);
     srv_plans_dirs_free(srv);
     erg__free(srv->host);
     erg__free(srv->db_path);

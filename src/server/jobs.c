@@ -733,6 +733,9 @@ static void restore_rank(erg_server *srv, long r, const char *text, void *user)
     if (instrs && states) {
         for (size_t i = 0; i < n; i++)
             instrs[i] = srv_instr_code(json_string_value(json_array_get(ps, i)));
+        for (size_t i = 0; i < n; i++) /* Zeus names outside the enum */
+            if (instrs[i] < 0)
+                instrs[i] = SRV_I_OTHER;
         for (size_t i = 0; i < m; i++)
             states[i] = (int)json_integer_value(json_array_get(pr, i));
         srv_rank_spec sp = {r,

@@ -7,7 +7,7 @@
 #include <string.h>
 
 /* The wire protocols, asked in order. */
-static const srv_wire *const wires[] = {&srv_wire_kronos};
+static const srv_wire *const wires[] = {&srv_wire_zeus, &srv_wire_kronos};
 
 /* ---- responses ---- */
 

@@ -115,4 +115,17 @@ erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_sta
                          erg_error *err);
 void srv_plan_stages_free(int **stages, int *lens, int n);
 
+/* A plan as (instruction name, clock) pairs per stage: the Zeus format as
+ * written, or a kronos/JSON plan whose stages' forward/backward names come
+ * from the 1F1B order of its stage and microbatch counts. */
+typedef struct srv_plan_pairs {
+    int n_stages;
+    int *lens;       /* pairs per stage */
+    char ***names;   /* names[s][i] */
+    int **freqs;     /* freqs[s][i] */
+} srv_plan_pairs;
+erg_status srv_plan_load_pairs(const char *path, int hint_stages, srv_plan_pairs *out,
+                               erg_error *err);
+void srv_plan_pairs_free(srv_plan_pairs *p);
+
 #endif

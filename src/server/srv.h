@@ -5,6 +5,7 @@
  *   http.c        life cycle, libmicrohttpd front end, housekeeping thread
  *   router.c      srv_dispatch: body parsing outside the lock, routing to a wire, accounting
  *   wire_kronos.c the Perseus (kronos) protocol and ergon's /v1 API (same data model)
+ *   wire_zeus.c   the Zeus PFO protocol (zeus.h: its configuration and dump layout)
  *   jobs.c/.h     the job, rank and window state machine (wire-neutral)
  *   store.c/.h    SQLite persistence
  *   dump.c        Perseus-layout dump files (deferred when the disk refuses them)
@@ -30,6 +31,8 @@ struct erg_server {
     char *host, *db_path, *dump_dir, *scheduler;
     json_t *sched_args;
     int mode;                 /* Resolved default mode (SRV_MODE_ANY if none). */
+    char *zeus_scheduler;     /* Zeus jobs' "zeus:" class, NULL when not configured. */
+    json_t *zeus_sched_args;
     pthread_mutex_t mu;       /* Protects everything below and the database. */
     pthread_mutex_t log_mu;   /* Serialises log callbacks. */
     sqlite3 *db;
@@ -96,6 +99,7 @@ typedef struct srv_wire {
     bool (*route)(erg_server *srv, const srv_req *rq, srv_resp *rs);
 } srv_wire;
 extern const srv_wire srv_wire_kronos;
+extern const srv_wire srv_wire_zeus; /* wire_zeus.c: Zeus PFO (docs/zeus-protocol.md) */
 
 /* ---- clocks and logs ---- */
 double srv_now_mono(void);

@@ -95,6 +95,15 @@ static json_t *check_job_info(const json_t *in, bool v1, char *why, size_t wn)
     }
     for (int i = 0; i < 6; i++)
         json_object_set_new(o, job_int_fields[i], json_integer(v[i]));
+    /* Fields ergon does not use (job_metadata, a framework's own) stay in the
+     * job record as sent. */
+    const char *k;
+    json_t *x;
+    json_object_foreach((json_t *)in, k, x) {
+        if (!json_object_get(o, k) && strcmp(k, "scheduler") && strcmp(k, "scheduler_args") &&
+            strcmp(k, "mode"))
+            json_object_set(o, k, x);
+    }
     return o;
 }
 

@@ -25,7 +25,11 @@ static void plan_perseus_help(FILE *f)
             "  --microbatches M     microbatches per iteration\n"
             "  --out DIR            output directory (created):\n"
             "                         frontier.csv            time,energy per plan (published format)\n"
-            "                         freqs_pipeline_%%05d.py  Perseus/Zeus/Merak plan files\n"
+            "                         freqs_pipeline_%%05d.py  plan files: lists of clocks (perseus-py;\n"
+            "                                                 read by Perseus's PointSolution and\n"
+            "                                                 Merak) or of (\"forward\"|\"backward\",\n"
+            "                                                 clock) tuples (zeus-py; read by Zeus\n"
+            "                                                 PFO's PointSolution); ergon reads both\n"
             "                         plan_%%05d.json          ergon plan files (docs/formats.md)\n"
             "  --gpu NAME           A40 (70.38 W) or A100 (83.64 W) blocking power\n"
             "  --blocking-power W   power drawn while blocked on communication, for other GPUs\n"
@@ -36,7 +40,9 @@ static void plan_perseus_help(FILE *f)
             "  --fits FILE          use these cost-model coefficients instead of fitting (CSV\n"
             "                       with stage,instruction,a,b,c; e.g. a reference run's fits)\n"
             "  --fits-case NAME     rows of --fits whose 'case' column is NAME\n"
-            "  --formats LIST       comma list of csv,py,json (default csv,py,json)\n"
+            "  --formats LIST       comma list of csv, perseus-py (alias py), zeus-py, json\n"
+            "                       (default csv,perseus-py,json; perseus-py and zeus-py\n"
+            "                       exclude each other: same file names)\n"
             "  --quiet              no summary on stdout\n"
             "  -h, --help           this help\n");
 }
@@ -144,13 +150,19 @@ static int plan_perseus(int argc, char **argv)
         for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
             if (!strcasecmp(tok, "csv"))
                 what |= ERG_FRONTIER_CSV;
-            else if (!strcasecmp(tok, "py"))
+            else if (!strcasecmp(tok, "py") || !strcasecmp(tok, "perseus-py"))
                 what |= ERG_FRONTIER_PY;
+            else if (!strcasecmp(tok, "zeus-py"))
+                what |= ERG_FRONTIER_ZEUS_PY;
             else if (!strcasecmp(tok, "json"))
                 what |= ERG_FRONTIER_JSON;
             else
-                return cli_usage_error(cmd, "--formats: unknown format '%s' (csv, py, json)", tok);
+                return cli_usage_error(
+                    cmd, "--formats: unknown format '%s' (csv, perseus-py, zeus-py, json)", tok);
         }
+        if ((what & ERG_FRONTIER_PY) && (what & ERG_FRONTIER_ZEUS_PY))
+            return cli_usage_error(cmd, "--formats: perseus-py and zeus-py both write "
+                                        "freqs_pipeline_%%05d.py; pick one per directory");
     }
     double *fitv = NULL;
     if (fits) {
