@@ -111,7 +111,8 @@ erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec 
         g[k].energy_sum += e;
         g[k].used++;
     }
-    qsort(g, ng, sizeof *g, cmp_group);
+    if (ng > 1) /* g is NULL when no record counted: qsort(NULL, 0) is undefined */
+        qsort(g, ng, sizeof *g, cmp_group);
     for (size_t k = 0; k < ng; k++) {
         if (!g[k].used)
             continue;
