@@ -51,7 +51,9 @@ double erg__floordiv_py(double a, double b);
  * ("0.1", "3.456", "8.726700000000001", "1e-07", "10000.0", "inf").
  * buf must hold at least 32 bytes. Returns buf. */
 char *erg__fmt_double_py(double v, char *buf, size_t size);
-/* Strict parsers: the whole token must be a finite number. */
+/* Strict parsers: the whole token must be a finite decimal number (no
+ * hexadecimal, no inf/nan); an underflow such as 1e-320 reads as the nearest
+ * double (subnormal or 0) and is left to the caller's range checks. */
 bool erg__parse_double(const char *s, double *out);
 bool erg__parse_long(const char *s, long *out);
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -277,10 +278,17 @@ bool erg__parse_double(const char *s, double *out)
 {
     if (!s || !*s)
         return false;
+    /* Decimal only: strtod would also read hexadecimal ("0x10" = 16). */
+    if (strchr(s, 'x') || strchr(s, 'X'))
+        return false;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
+    if (end == s || *end != '\0' || !isfinite(v))
+        return false;
+    /* ERANGE: an overflow is not a number we can hold; an underflow (1e-320,
+     * 1e-400) is the nearest double, subnormal or zero, for range checks. */
+    if (errno == ERANGE && fabs(v) > DBL_MIN)
         return false;
     *out = v;
     return true;
@@ -304,6 +312,11 @@ bool erg__parse_long(const char *s, long *out)
 void erg__csv_init(erg__csv *c, const char *text, size_t len)
 {
     memset(c, 0, sizeof(*c));
+    /* A UTF-8 byte order mark (spreadsheet exports) is not part of the header. */
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) {
+        text += 3;
+        len -= 3;
+    }
     c->p = text;
     c->end = text + len;
 }

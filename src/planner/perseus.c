@@ -214,6 +214,14 @@ static erg_status build_spec(const erg_profile *prof, int s, erg_instr_kind kind
     sp->cand = erg__calloc(n ? n : 1, sizeof(erg__cand));
     if (!sp->cand)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    /* Quantised times are ints: refuse before the conversion overflows. */
+    for (size_t i = 0; i < n; i++)
+        if (!(pts[i].time_s / o->unit_s < 1e9))
+            return erg_error_set(err, ERG_EINVAL,
+                                 "stage %d %s at %d MHz: time %g s is %.3g units of %g s (more "
+                                 "than 1e9); use a larger --unit-time",
+                                 s, erg_instr_kind_name(kind), pts[i].freq_mhz, pts[i].time_s,
+                                 pts[i].time_s / o->unit_s, o->unit_s);
     double nf = o->always_use_noise_factor ? o->noise_factor : 1.0;
     int nc = erg__perseus_candidates(pts, (int)n, o->unit_s, nf, sp->cand);
     if (nc >= 0 && nc <= 3 && !o->always_use_noise_factor) {

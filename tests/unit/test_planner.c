@@ -513,9 +513,27 @@ TEST(planner_rejects_bad_options)
     erg_profile_free(prof);
 }
 
+/* Issue 15 items 7/14: a unit so small that a quantised time passes 1e9 units
+ * overflowed an int conversion; now an error naming the point and the fix. */
+TEST(planner_refuses_times_past_the_unit_count)
+{
+    erg_error err;
+    erg_profile *prof = tiny_profile(2, 3, 20, 1);
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    o.blocking_power_w = 10;
+    o.unit_s = 1e-15;
+    erg_frontier *f = NULL;
+    ASSERT_EQ_INT(erg_plan_perseus(prof, 2, 2, &o, &f, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "units of 1e-15 s (more than 1e9); use a larger --unit-time");
+    ASSERT(f == NULL);
+    erg_profile_free(prof);
+}
+
 TAP_MAIN(TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
          TEST_ENTRY(a100_frontiers_with_own_fit), TEST_ENTRY(fit_matches_reference_coefficients),
          TEST_ENTRY(candidate_example_from_spec), TEST_ENTRY(a40_plan_counts_at_0_1ms),
          TEST_ENTRY(brute_force_tiny_pipelines),
          TEST_ENTRY(frontier_plans_roundtrip_through_directory),
-         TEST_ENTRY(planner_rejects_bad_options))
+         TEST_ENTRY(planner_rejects_bad_options),
+         TEST_ENTRY(planner_refuses_times_past_the_unit_count))
