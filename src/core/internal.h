@@ -34,6 +34,11 @@ void erg__buf_free(erg__buf *b);
 /* Read a whole file (at most max_bytes) into a NUL-terminated buffer. */
 erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t *len,
                           erg_error *err);
+/* The same, for a path that must name a regular file: opened without
+ * blocking (a FIFO would wait for a writer forever), anything but a regular
+ * file is an error naming what it is. */
+erg_status erg__read_regular_file(const char *path, size_t max_bytes, char **out, size_t *len,
+                                  erg_error *err);
 /* Write a buffer to path atomically (temp file + rename). */
 erg_status erg__write_file(const char *path, const char *data, size_t len, erg_error *err);
 /* Write a buffer to path directly (create or truncate): for many small

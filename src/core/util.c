@@ -58,6 +58,9 @@ void erg__buf_free(erg__buf *b)
     b->len = b->cap = 0;
 }
 
+static erg_status read_stream(FILE *f, const char *path, size_t max_bytes, char **out,
+                              size_t *len, erg_error *err);
+
 erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t *len,
                           erg_error *err)
 {
@@ -68,6 +71,50 @@ erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t
     if (!f)
         return erg_error_set(err, errno == ENOENT ? ERG_ENOTFOUND : ERG_EIO, "%s: cannot open: %s",
                              path, strerror(errno));
+    return read_stream(f, path, max_bytes, out, len, err);
+}
+
+erg_status erg__read_regular_file(const char *path, size_t max_bytes, char **out, size_t *len,
+                                  erg_error *err)
+{
+    *out = NULL;
+    if (len)
+        *len = 0;
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return erg_error_set(err, errno == ENOENT ? ERG_ENOTFOUND : ERG_EIO, "%s: cannot open: %s",
+                             path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return erg_error_set(err, ERG_EIO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return erg_error_set(err, ERG_EIO, "%s: not a regular file (%s)", path,
+                             S_ISFIFO(sb.st_mode)   ? "a FIFO"
+                             : S_ISDIR(sb.st_mode)  ? "a directory"
+                             : S_ISSOCK(sb.st_mode) ? "a socket"
+                             : S_ISCHR(sb.st_mode)  ? "a character device"
+                             : S_ISBLK(sb.st_mode)  ? "a block device"
+                                                    : "not a plain file");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return erg_error_set(err, ERG_EIO, "%s: cannot open: %s", path, strerror(e));
+    }
+    return read_stream(f, path, max_bytes, out, len, err);
+}
+
+/* Read f to the end (at most max_bytes) and close it. */
+static erg_status read_stream(FILE *f, const char *path, size_t max_bytes, char **out,
+                              size_t *len, erg_error *err)
+{
     erg__buf b = {0};
     char chunk[65536];
     size_t n;
