@@ -530,10 +530,47 @@ TEST(planner_refuses_times_past_the_unit_count)
     erg_profile_free(prof);
 }
 
+/* Issue 15 item 13: a flat profile (no clock is faster) gave an empty frontier;
+ * the slowest, least-energy state is plan 0. A unit longer than every
+ * instruction is an error naming it. */
+TEST(flat_profile_frontier_holds_the_slowest_plan)
+{
+    erg_error err;
+    erg_profile *prof;
+    ASSERT_OK(erg_profile_new(&prof, &err));
+    for (int s = 0; s < 2; s++)
+        for (int f = 1410; f >= 1380; f -= 15) {
+            erg_profile_point a = {f, 0.1, 30}, b = {f, 0.2, 60};
+            ASSERT_OK(erg_profile_add(prof, s, ERG_FORWARD, &a, &err));
+            ASSERT_OK(erg_profile_add(prof, s, ERG_BACKWARD, &b, &err));
+        }
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    o.blocking_power_w = 10;
+    erg_frontier *f = NULL;
+    ASSERT_OK(erg_plan_perseus(prof, 2, 3, &o, &f, &err));
+    ASSERT_EQ_INT(erg_frontier_size(f), 1);
+    erg_frontier_point pt;
+    ASSERT_OK(erg_frontier_get(f, 0, &pt, &err));
+    ASSERT_NEAR(pt.time_s, 1.2, 1e-9); /* 1F1B, S=2, M=3: 0.1 + 3 x 0.3 + 0.2 */
+    erg_plan *plan;
+    ASSERT_OK(erg_frontier_plan(f, 0, &plan, &err));
+    ASSERT(erg_plan_stage_freqs(plan, 0)[0] > 0);
+    erg_plan_free(plan);
+    erg_frontier_free(f);
+    o.unit_s = 1;
+    f = NULL;
+    ASSERT_EQ_INT(erg_plan_perseus(prof, 2, 3, &o, &f, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "the time unit of 1 s is longer than every instruction");
+    ASSERT(f == NULL);
+    erg_profile_free(prof);
+}
+
 TAP_MAIN(TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
          TEST_ENTRY(a100_frontiers_with_own_fit), TEST_ENTRY(fit_matches_reference_coefficients),
          TEST_ENTRY(candidate_example_from_spec), TEST_ENTRY(a40_plan_counts_at_0_1ms),
          TEST_ENTRY(brute_force_tiny_pipelines),
          TEST_ENTRY(frontier_plans_roundtrip_through_directory),
          TEST_ENTRY(planner_rejects_bad_options),
-         TEST_ENTRY(planner_refuses_times_past_the_unit_count))
+         TEST_ENTRY(planner_refuses_times_past_the_unit_count),
+         TEST_ENTRY(flat_profile_frontier_holds_the_slowest_plan))

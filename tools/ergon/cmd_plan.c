@@ -250,13 +250,21 @@ static int plan_perseus(int argc, char **argv)
             }
             erg_plan_free(p);
         }
-    } else if (!quiet) {
-        printf("no plan: the pipeline cannot be made faster than its slowest state\n");
     }
+    if (n == 1 && !quiet)
+        printf("one plan only: the pipeline cannot be made faster than its slowest state (a "
+               "profile whose clocks do not differ in time, or a --unit-time of %g s coarser "
+               "than the clock steps)\n",
+               o.unit_s);
     erg_frontier_free(f);
     erg_dag_free(dag);
     erg_profile_free(prof);
     free(fitv);
+    if (n == 0) { /* the planner always emits the slowest plan; never exit 0 with none */
+        fprintf(stderr, "ergon %s: no plan: the pipeline cannot be made faster than its slowest "
+                        "state\n", cmd);
+        return CLI_USER_ERROR;
+    }
     return CLI_OK;
 }
 
