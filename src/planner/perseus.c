@@ -672,6 +672,14 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     cpm_int(&cs);
     long t_max = cs.T;
     uint64_t expected = (uint64_t)(t_max - t_min);
+    if (o.max_plans && expected > o.max_plans) {
+        st = erg_error_set(err, ERG_EINVAL,
+                           "about %llu plans at a time unit of %g s (the iteration spans %.6g "
+                           "to %.6g s), more than the limit of %llu plans",
+                           (unsigned long long)expected, o.unit_s, (double)t_min * o.unit_s,
+                           (double)t_max * o.unit_s, (unsigned long long)o.max_plans);
+        goto done;
+    }
     if (t_max <= 0) {
         /* Every duration quantises to 0 units: plans of 0 s, no frontier. */
         double longest = 0;

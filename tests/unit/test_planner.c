@@ -566,6 +566,32 @@ TEST(flat_profile_frontier_holds_the_slowest_plan)
     erg_profile_free(prof);
 }
 
+/* Issue 15 item 7: max_plans refuses before planning, with the estimate. */
+TEST(planner_refuses_more_plans_than_max_plans)
+{
+    erg_error err;
+    erg_profile *prof = tiny_profile(2, 4, 5, 9);
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    o.unit_s = 0.25;
+    o.blocking_power_w = 5;
+    erg_frontier *f = NULL;
+    ASSERT_OK(erg_plan_perseus(prof, 2, 2, &o, &f, &err));
+    size_t n = erg_frontier_size(f);
+    erg_frontier_free(f);
+    ASSERT(n >= 2);
+    o.max_plans = 1;
+    f = NULL;
+    ASSERT_EQ_INT(erg_plan_perseus(prof, 2, 2, &o, &f, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "more than the limit of 1 plans");
+    ASSERT_CONTAINS(err.msg, "plans at a time unit of 0.25 s");
+    ASSERT(f == NULL);
+    o.max_plans = n; /* the estimate is an upper bound of the real count */
+    ASSERT_OK(erg_plan_perseus(prof, 2, 2, &o, &f, &err));
+    erg_frontier_free(f);
+    erg_profile_free(prof);
+}
+
 TAP_MAIN(TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
          TEST_ENTRY(a100_frontiers_with_own_fit), TEST_ENTRY(fit_matches_reference_coefficients),
          TEST_ENTRY(candidate_example_from_spec), TEST_ENTRY(a40_plan_counts_at_0_1ms),
@@ -573,4 +599,5 @@ TAP_MAIN(TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
          TEST_ENTRY(frontier_plans_roundtrip_through_directory),
          TEST_ENTRY(planner_rejects_bad_options),
          TEST_ENTRY(planner_refuses_times_past_the_unit_count),
-         TEST_ENTRY(flat_profile_frontier_holds_the_slowest_plan))
+         TEST_ENTRY(flat_profile_frontier_holds_the_slowest_plan),
+         TEST_ENTRY(planner_refuses_more_plans_than_max_plans))
