@@ -24,11 +24,11 @@ grep -q -- "--max-plans N / --force" "$tmp/err" || fail "the forcing flags are n
 [ -e "$tmp/o" ] && fail "the refused run created $tmp/o"
 
 # a lower limit: the estimate, then exactly that limit passes and bounds the count
-run --unit-time 1e-5 --max-plans 1000 --out "$tmp/o" >/dev/null 2>"$tmp/err"; rc=$?
+run --unit-time 5e-5 --max-plans 1000 --out "$tmp/o" >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -eq 1 ] || fail "--max-plans 1000: exit $rc"
 est=$(sed -n 's/.*about \([0-9]*\) plans.*/\1/p' "$tmp/err")
 [ -n "$est" ] && [ "$est" -gt 1000 ] || fail "estimate '$est': $(cat "$tmp/err")"
-ERGON_PROGRESS_INTERVAL_S=0.02 run --unit-time 1e-5 --max-plans "$est" --formats csv --out "$tmp/o" \
+ERGON_PROGRESS_INTERVAL_S=0.005 run --unit-time 5e-5 --max-plans "$est" --formats csv --out "$tmp/o" \
   >"$tmp/out" 2>"$tmp/err" || fail "--max-plans $est: $(cat "$tmp/err")"
 rows=$(($(wc -l <"$tmp/o/frontier.csv") - 1))
 [ "$rows" -ge 1 ] && [ "$rows" -le "$est" ] || fail "$rows plans, estimated $est"
@@ -41,6 +41,6 @@ rm -rf "$tmp/o"
 run --unit-time 1e-3 --formats csv --out "$tmp/o" >/dev/null 2>"$tmp/err" || fail "default run"
 [ -s "$tmp/err" ] && fail "a short run printed progress: $(head -3 "$tmp/err")"
 rm -rf "$tmp/o"
-run --unit-time 1e-5 --max-plans 1000 --force --formats csv --out "$tmp/o" >/dev/null 2>"$tmp/err" \
+run --unit-time 5e-5 --max-plans 1000 --force --formats csv --out "$tmp/o" >/dev/null 2>"$tmp/err" \
   || fail "--force: $(cat "$tmp/err")"
 echo ok
