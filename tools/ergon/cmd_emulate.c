@@ -14,7 +14,8 @@ static void help(FILE *f)
                "clock (lowtime-spec 6.2): iteration time = longest path of the instruction DAG;\n"
                "energy = sum of instruction energies + blocking power x idle time of every stage.\n"
                "FILE is a freqs_pipeline_%%05d.py plan or an ergon JSON plan; the schedule of a .py\n"
-               "plan is --schedule (default 1f1b), a JSON plan names its own.\n");
+               "plan is --schedule (default 1f1b), a JSON plan names its own. The plan must have\n"
+               "as many stages as the profile (exit status 1 otherwise).\n");
 }
 
 int cmd_emulate(int argc, char **argv)
@@ -74,6 +75,14 @@ int cmd_emulate(int argc, char **argv)
     int rc = CLI_OK;
     if (erg_profile_read_csv(profile, &prof, &err) || erg_plan_read(planf, &sched, &plan, &err)) {
         rc = cli_report(cmd, &err);
+        goto done;
+    }
+    if (erg_plan_num_stages(plan) != erg_profile_num_stages(prof)) {
+        /* A plan for fewer stages would be emulated on the profile's first
+         * stages only, and one for more cannot be. */
+        fprintf(stderr, "ergon %s: %s: the plan has %d stages but the profile %s has %d\n", cmd,
+                planf, erg_plan_num_stages(plan), profile, erg_profile_num_stages(prof));
+        rc = CLI_USER_ERROR;
         goto done;
     }
     erg_schedule ps = erg_plan_schedule(plan);
