@@ -71,6 +71,10 @@ ERG_API erg_status erg_server_new(const erg_server_opts *opts, erg_server **out,
 ERG_API erg_status erg_server_start(erg_server *srv, erg_error *err);
 /* The bound TCP port after erg_server_start (useful with port 0), else 0. */
 ERG_API int erg_server_port(const erg_server *srv);
+/* One record in the server's structured log (ts, level, event, msg), through
+ * opts.log, e.g. the front end's shutdown line. */
+ERG_API void erg_server_log(erg_server *srv, erg_log_level level, const char *event,
+                            const char *msg);
 /* Stop listening; blocked requests are answered 503. Safe to call twice. */
 ERG_API void erg_server_stop(erg_server *srv);
 /* Stop and release everything. NULL is a no-op. */

@@ -21,7 +21,7 @@ import os
 
 from . import _libfind
 
-__all__ = ["ErgonError", "Gpu", "Client", "FORWARD", "BACKWARD", "load_library",
+__all__ = ["ErgonError", "LibraryMissing", "Gpu", "Client", "FORWARD", "BACKWARD", "load_library",
            "version", "profile_from_logs", "sim_profile", "Schedule", "schedule_order",
            "plan_schedule", "SCHED_1F1B", "SCHED_GPIPE", "SCHED_ENVPIPE"]
 
@@ -56,6 +56,17 @@ class ErgonError(Exception):
         self.status = status
         self.name = _STATUS_NAMES.get(status, str(status))
         super().__init__("%s: %s" % (self.name, message))
+
+
+class LibraryMissing(ErgonError):
+    """libergon (the C library this binding wraps) could not be loaded: the message says
+    what was tried and what to install. .status stays ENOGPU (10) for older callers;
+    .name is "ELIBRARY"."""
+
+    def __init__(self, message):
+        Exception.__init__(self, "libergon missing: %s" % message)
+        self.status = 10
+        self.name = "ELIBRARY"
 
 
 class _Error(ctypes.Structure):
@@ -98,15 +109,15 @@ _ITER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
 def load_library(path=None):
     """Load libergon: `path`, $ERGON_LIBRARY, the directory it was installed to (packages,
-    `make install`), or libergon.so.0 on the loader path. Raises ErgonError(ENOGPU) naming
-    what to install when there is none."""
+    `make install`), or libergon.so.0 on the loader path. Raises LibraryMissing (an
+    ErgonError) naming what was tried and what to install when there is none."""
     global _lib
     if _lib is not None and path is None:
         return _lib
     try:
         lib = _libfind.load(path)
     except OSError as e:
-        raise ErgonError(10, str(e)) from None
+        raise LibraryMissing(str(e)) from None
     _declare(lib)
     ver = lib.erg_version().decode()
     major, minor = (int(x) for x in ver.split(".")[:2])

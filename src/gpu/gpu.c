@@ -219,11 +219,25 @@ static erg_status check_range(erg_gpu *g, int dev, bool mem, int min_mhz, int ma
         okmin |= c[i] == min_mhz;
         okmax |= c[i] == max_mhz;
     }
-    if (!okmin || !okmax)
+    if (!okmin || !okmax) {
+        int bad = okmin ? max_mhz : min_mhz, step = n > 1 ? c[0] - c[1] : 0, below = 0, above = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i + 1 < n && c[i] - c[i + 1] != step)
+                step = 0; /* not evenly spaced */
+            if (c[i] < bad && (!below || c[i] > below))
+                below = c[i];
+            if (c[i] > bad && (!above || c[i] < above))
+                above = c[i];
+        }
+        char steps[48] = "", near[64] = "";
+        if (step > 0)
+            snprintf(steps, sizeof steps, " in steps of %d MHz", step);
+        if (below && above)
+            snprintf(near, sizeof near, "; nearest: %d or %d MHz", below, above);
         return erg_error_set(err, ERG_EINVAL,
-                             "GPU %d does not support %s clock %d MHz (supported: %d..%d MHz)",
-                             dev, mem ? "memory" : "SM", okmin ? max_mhz : min_mhz, c[n - 1],
-                             c[0]);
+                             "GPU %d does not support %s clock %d MHz (supported: %d..%d MHz%s%s)",
+                             dev, mem ? "memory" : "SM", bad, c[n - 1], c[0], steps, near);
+    }
     return ERG_OK;
 }
 

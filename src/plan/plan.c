@@ -508,6 +508,12 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
         }
     }
     json_t *mi = json_object_get(root, "max_inflight");
+    if (mi && (!json_is_integer(mi) || json_integer_value(mi) < 0 ||
+               json_integer_value(mi) > 65536)) {
+        st = erg_error_set(err, ERG_EPARSE, "%s: max_inflight must be an integer in [0, 65536]",
+                           name);
+        goto done;
+    }
     if (json_is_integer(mi))
         sched.max_inflight = (int)json_integer_value(mi);
     json_t *ew = json_object_get(root, "extra_warmup");

@@ -55,3 +55,9 @@ void srv_log(erg_server *srv, erg_log_level lvl, const char *event, const char *
         free(line);
     }
 }
+
+void erg_server_log(erg_server *srv, erg_log_level level, const char *event, const char *msg)
+{
+    if (srv && event)
+        srv_log(srv, level, event, NULL, msg ? "%s" : NULL, msg);
+}

@@ -53,7 +53,7 @@ check "sample exists" 1 "already exists" "$E" sample "$T/f" "$T/s" -n 2
 check "choose slowdown" 0 "plan " "$E" choose --frontier "$T/f" --slowdown 1.05 --out "$T/c.json"
 check "choose sampled dir" 0 "plan " "$E" choose --frontier "$T/s" --slowdown 1.5
 check "choose impossible deadline" 1 "no plan meets the deadline" "$E" choose --frontier "$T/f" --deadline 0.001
-check "choose needs one criterion" 2 "one of --deadline or --slowdown" "$E" choose --frontier "$T/f"
+check "choose needs one criterion" 2 "one of --deadline S or --slowdown X is required" "$E" choose --frontier "$T/f"
 check "choose bad slowdown" 2 "--slowdown expects a number" "$E" choose --frontier "$T/f" --slowdown 0.5
 check "emulate chosen" 0 "iteration time" "$E" emulate --profile "$T/p.csv" --plan "$T/c.json" --blocking-power 10
 echo "$pass passed, $fail failed"

@@ -59,6 +59,37 @@ double cli_now_s(void);
 /* Read cost-model coefficients (see fits.c); *out has 6*S doubles. */
 int cli_read_fits(const char *path, const char *case_name, int S, double **out);
 
+/* The one baseline of user-facing savings (baseline.c): all-max clocks
+ * evaluated with the profile. A frontier directory written by `plan perseus`
+ * holds frontier-info.csv and profile.csv; have is false for one without. */
+#include "ergon/emulate.h"
+#include "ergon/planner.h"
+typedef struct cli_baseline {
+    bool have, own;
+    erg_profile *prof;
+    erg_dag *dag;
+    double power_w;
+    erg_emulation all_max;
+} cli_baseline;
+void cli_baseline_init(cli_baseline *b);
+void cli_baseline_free(cli_baseline *b);
+int cli_baseline_set(cli_baseline *b, erg_profile *prof, erg_dag *dag, double power_w,
+                     const erg_emulation *all_max);
+int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_schedule *sched, int S,
+                       int M, double power_w, double unit_s, const erg_emulation *all_max,
+                       erg_error *err);
+/* Copy frontier-info.csv and profile.csv from one frontier directory to
+ * another when the first has them (CLI_OK otherwise too). */
+int cli_baseline_copy(const char *from_dir, const char *to_dir, erg_error *err);
+/* 1 and *power_w when DIR/frontier-info.csv names the blocking power. */
+int cli_baseline_read_power(const char *dir, double *power_w);
+int cli_baseline_open(const char *dir, const erg_frontier *f, cli_baseline *b, erg_error *err);
+/* The minimum-energy plan whose time fits deadline_s: by the planner's
+ * estimate, then (with a baseline) stepping to faster plans until the
+ * profiled time fits; *em is the profiled evaluation (only with a baseline). */
+erg_status cli_baseline_pick(const cli_baseline *b, const erg_frontier *f, double deadline_s,
+                             size_t *k, erg_emulation *em, erg_error *err);
+
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
 int cmd_profile(int argc, char **argv);

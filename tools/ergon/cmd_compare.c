@@ -19,7 +19,7 @@ static void compare_help(FILE *f)
             "                     [--stages S] [--format text|csv|json] [-o FILE] [options]\n\n"
             "Plan one pipeline with every method and print one table. Every plan is evaluated\n"
             "the same way: profiled time and energy of each instruction, the longest path as the\n"
-            "iteration time, idle time at blocking power (lowtime-spec section 6.2).\n\n"
+            "iteration time, idle time at blocking power (docs/envpipe.md, also in /usr/share/doc/ergon).\n\n"
             "methods (rows):\n"
             "  all-max                    every instruction at the stage's highest clock (1F1B)\n"
             "  envpipe                    EnvPipe: envelope, ours schedule, balanced reconfig\n"

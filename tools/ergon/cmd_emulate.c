@@ -11,8 +11,9 @@ static void help(FILE *f)
     fprintf(f, "usage: ergon emulate --profile P --plan FILE (--gpu A40|A100 | --blocking-power W)\n"
                "                     [--schedule 1f1b|gpipe|ours] [--json]\n\n"
                "Evaluate a plan with the profiled time and energy of every instruction at its\n"
-               "clock (lowtime-spec 6.2): iteration time = longest path of the instruction DAG;\n"
-               "energy = sum of instruction energies + blocking power x idle time of every stage.\n"
+               "clock (docs/envpipe.md; installed in /usr/share/doc/ergon):\n"
+               "iteration time = longest path of the instruction DAG; energy = sum of\n"
+               "instruction energies + blocking power x idle time of every stage.\n"
                "FILE is a freqs_pipeline_%%05d.py plan or an ergon JSON plan; the schedule of a .py\n"
                "plan is --schedule (default 1f1b), a JSON plan names its own. The plan must have\n"
                "as many stages as the profile (exit status 1 otherwise).\n");

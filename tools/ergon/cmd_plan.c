@@ -31,6 +31,9 @@ static void plan_perseus_help(FILE *f)
             "                                                 clock) tuples (zeus-py; read by Zeus\n"
             "                                                 PFO's PointSolution); ergon reads both\n"
             "                         plan_%%05d.json          ergon plan files (docs/formats.md)\n"
+            "                         profile.csv, frontier-info.csv   the profile and blocking\n"
+            "                                                 power used: the all-max baseline of\n"
+            "                                                 'ergon choose' and of the summary\n"
             "  --gpu NAME           A40 (70.38 W) or A100 (83.64 W) blocking power\n"
             "  --blocking-power W   power drawn while blocked on communication, for other GPUs\n"
             "  --unit-time S        quantisation unit in seconds (default 0.001); the frontier\n"
@@ -244,52 +247,47 @@ static int plan_perseus(int argc, char **argv)
         free(fitv);
         return cli_report(cmd, &err);
     }
+    if (!st && n) {
+        st = cli_baseline_write(out, prof, &o.schedule, (int)S, (int)M, o.blocking_power_w,
+                                o.unit_s, &em_max, &err) ? err.status : ERG_OK;
+        if (st) {
+            erg_frontier_free(f);
+            erg_dag_free(dag);
+            erg_profile_free(prof);
+            free(fitv);
+            return cli_report(cmd, &err);
+        }
+    }
     if (!quiet && n) {
         erg_frontier_point a, b;
         erg_frontier_get(f, 0, &a, &err);
         erg_frontier_get(f, n - 1, &b, &err);
-        printf("%zu plans in %.2f s (%.0f plans/s), written to %s/\n", n, t_plan,
-               t_plan > 0 ? (double)n / t_plan : 0.0, out);
-        printf("slowest plan: %.6g s, %.6g J; fastest plan: %.6g s, %.6g J\n", a.time_s,
-               a.energy_j, b.time_s, b.energy_j);
-        printf("all-max clocks:           %.6g s, %.6g J (profiled values)\n", em_max.time_s,
-               em_max.energy_j);
-        size_t pick[2];
+        size_t ol = strlen(out);
+        while (ol > 1 && out[ol - 1] == '/')
+            ol--;
+        printf("%zu plans in %.2f s (%.0f plans/s), written to %.*s/\n", n, t_plan,
+               t_plan > 0 ? (double)n / t_plan : 0.0, (int)ol, out);
+        printf("slowest plan:             %.6g s, %.6g J (planner estimate)\n"
+               "fastest plan:             %.6g s, %.6g J (planner estimate)\n",
+               a.time_s, a.energy_j, b.time_s, b.energy_j);
+        printf("all-max clocks:           %.6g s, %.6g J (profiled values; the baseline)\n",
+               em_max.time_s, em_max.energy_j);
+        cli_baseline bl;
+        cli_baseline_init(&bl);
+        cli_baseline_set(&bl, prof, dag, o.blocking_power_w, &em_max);
         const char *label[2] = {"minimum-energy plan", "within 1% slowdown"};
-        bool ok[2];
-        ok[0] = !erg_frontier_choose_deadline(f, 1e300, &pick[0], &err);
-        ok[1] = !erg_frontier_choose_deadline(f, 1.01 * em_max.time_s, &pick[1], &err);
+        const double limit[2] = {1e300, 1.01 * em_max.time_s};
         for (int i = 0; i < 2; i++) {
-            erg_plan *p = NULL;
+            size_t k;
             erg_emulation em;
-            if (!ok[i]) {
-                printf("%-25s no plan is that fast\n", label[i]);
-                continue;
-            }
-            /* The planner's times are quantised down; for the 1% budget step
-             * to faster plans until the profiled time really fits. */
-            bool bad = false;
-            for (;;) {
-                if (erg_frontier_plan(f, pick[i], &p, &err) ||
-                    erg_emulate(prof, dag, p, o.blocking_power_w, &em, NULL, NULL, &err)) {
-                    bad = true;
-                    break;
-                }
-                if (i == 0 || em.time_s <= 1.01 * em_max.time_s || pick[i] + 1 >= n)
-                    break;
-                erg_plan_free(p);
-                p = NULL;
-                pick[i]++;
-            }
-            if (bad) {
-                printf("%-25s plan %zu: %s\n", label[i], pick[i], err.msg);
-            } else {
+            /* the same choice as `ergon choose --deadline` / `--slowdown 1.01` */
+            if (cli_baseline_pick(&bl, f, limit[i], &k, &em, &err))
+                printf("%-25s %s\n", label[i], err.msg);
+            else
                 printf("%-25s plan %zu: %.6g s (%+.2f%%), %.6g J (%+.2f%% vs all-max; profiled "
                        "values)\n",
-                       label[i], pick[i], em.time_s, 100 * (em.time_s / em_max.time_s - 1),
+                       label[i], k, em.time_s, 100 * (em.time_s / em_max.time_s - 1),
                        em.energy_j, 100 * (em.energy_j / em_max.energy_j - 1));
-            }
-            erg_plan_free(p);
         }
     }
     if (n == 1 && !quiet)

@@ -39,6 +39,9 @@ int cmd_sample(int argc, char **argv)
     if (erg_frontier_sample_dir(argv[optind], argv[optind + 1], (size_t)every, &kept, &total,
                                 &err))
         return cli_report(cmd, &err);
+    /* the all-max baseline travels with the plans (baseline.c) */
+    if (cli_baseline_copy(argv[optind], argv[optind + 1], &err))
+        return cli_report(cmd, &err);
     printf("Sampled %zu frequency assignments out of %zu into %s\n", kept, total,
            argv[optind + 1]);
     return CLI_OK;

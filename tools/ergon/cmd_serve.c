@@ -432,7 +432,9 @@ int cmd_serve(int argc, char **argv)
     fflush(stdout);
     int sig = 0;
     sigwait(&set, &sig);
-    fprintf(stderr, "{\"event\":\"shutdown\",\"msg\":\"signal %d\"}\n", sig);
+    char why[32];
+    snprintf(why, sizeof why, "signal %d", sig);
+    erg_server_log(srv, ERG_LOG_INFO, "shutdown", why);
     erg_server_free(srv);
     return CLI_OK;
 }

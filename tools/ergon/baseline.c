@@ -1,0 +1,186 @@
+/* baseline.c: the one baseline of every user-facing saving: all-max clocks
+ * evaluated with the profile (emulated with the profiled values), shared by
+ * `plan perseus`'s summary, `choose` and `show` so that they agree.
+ *
+ * `plan perseus --out DIR` writes DIR/frontier-info.csv (key,value rows:
+ * schedule, stages, microbatches, blocking power, unit, all-max time and
+ * energy) and DIR/profile.csv (the profile it planned with); `choose` reads
+ * them back. A frontier directory without them (older ergon, Perseus's own
+ * output) falls back to the fastest plan's estimate, and says so. */
+#include "cli.h"
+
+#include "ergon/emulate.h"
+#include "ergon/envpipe.h"
+#include "ergon/planner.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_baseline_init(cli_baseline *b)
+{
+    memset(b, 0, sizeof *b);
+    b->power_w = -1;
+}
+
+void cli_baseline_free(cli_baseline *b)
+{
+    if (b->own) {
+        erg_dag_free(b->dag);
+        erg_profile_free(b->prof);
+    }
+    cli_baseline_init(b);
+}
+
+/* The all-max baseline from an already read profile and DAG (not owned). */
+int cli_baseline_set(cli_baseline *b, erg_profile *prof, erg_dag *dag, double power_w,
+                     const erg_emulation *all_max)
+{
+    b->prof = prof;
+    b->dag = dag;
+    b->power_w = power_w;
+    b->all_max = *all_max;
+    b->have = true;
+    b->own = false;
+    return CLI_OK;
+}
+
+static void join(char *out, size_t n, const char *dir, const char *name)
+{
+    size_t l = strlen(dir);
+    while (l > 1 && dir[l - 1] == '/')
+        l--;
+    snprintf(out, n, "%.*s/%s", (int)l, dir, name);
+}
+
+int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_schedule *sched, int S,
+                       int M, double power_w, double unit_s, const erg_emulation *all_max,
+                       erg_error *err)
+{
+    char path[4096];
+    join(path, sizeof path, dir, "profile.csv");
+    if (erg_profile_write_csv(prof, path, err))
+        return CLI_USER_ERROR;
+    join(path, sizeof path, dir, "frontier-info.csv");
+    FILE *fp = fopen(path, "w");
+    if (!fp) {
+        erg_error_set(err, ERG_EIO, "%s: cannot create the file", path);
+        return CLI_USER_ERROR;
+    }
+    fprintf(fp,
+            "key,value\nformat,ergon-frontier-info\nversion,1\nschedule,%s\nnum_stages,%d\n"
+            "num_microbatches,%d\nblocking_power_w,%.17g\nunit_time_s,%.17g\n"
+            "all_max_time_s,%.17g\nall_max_energy_j,%.17g\nprofile,profile.csv\n",
+            erg_schedule_name(sched->kind), S, M, power_w, unit_s, all_max->time_s,
+            all_max->energy_j);
+    if (fclose(fp)) {
+        erg_error_set(err, ERG_EIO, "%s: cannot write the file", path);
+        return CLI_USER_ERROR;
+    }
+    return CLI_OK;
+}
+
+int cli_baseline_copy(const char *from_dir, const char *to_dir, erg_error *err)
+{
+    static const char *const names[] = {"frontier-info.csv", "profile.csv"};
+    char from[4096], to[4096];
+    join(from, sizeof from, from_dir, names[0]);
+    FILE *probe = fopen(from, "r");
+    if (!probe)
+        return CLI_OK;
+    fclose(probe);
+    for (int i = 0; i < 2; i++) {
+        join(from, sizeof from, from_dir, names[i]);
+        join(to, sizeof to, to_dir, names[i]);
+        FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+        bool ok = in && out;
+        char buf[65536];
+        size_t n;
+        while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
+            ok = fwrite(buf, 1, n, out) == n;
+        ok = ok && !ferror(in);
+        if (in)
+            fclose(in);
+        if (out && fclose(out))
+            ok = false;
+        if (!ok) {
+            erg_error_set(err, ERG_EIO, "cannot copy %s to %s", from, to);
+            return CLI_USER_ERROR;
+        }
+    }
+    return CLI_OK;
+}
+
+int cli_baseline_read_power(const char *dir, double *power_w)
+{
+    char path[4096], line[512];
+    join(path, sizeof path, dir, "frontier-info.csv");
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return 0;
+    int found = 0;
+    while (fgets(line, sizeof line, fp))
+        if (sscanf(line, "blocking_power_w,%lf", power_w) == 1)
+            found = 1;
+    fclose(fp);
+    return found;
+}
+
+int cli_baseline_open(const char *dir, const erg_frontier *f, cli_baseline *b, erg_error *err)
+{
+    cli_baseline_init(b);
+    char path[4096];
+    if (!cli_baseline_read_power(dir, &b->power_w))
+        return CLI_OK; /* no info: fall back to the fastest plan */
+    join(path, sizeof path, dir, "profile.csv");
+    if (erg_profile_read_csv(path, &b->prof, err))
+        return CLI_USER_ERROR;
+    b->own = true;
+    erg_plan *p0 = NULL, *allmax = NULL;
+    if (erg_frontier_plan(f, 0, &p0, err))
+        goto fail;
+    erg_schedule sched = erg_plan_schedule(p0);
+    int S = erg_plan_num_stages(p0), M = erg_plan_num_microbatches(p0);
+    erg_plan_free(p0);
+    if (erg_dag_new(&sched, S, M, &b->dag, err) ||
+        erg_plan_all_max(b->prof, S, M, &sched, b->power_w, &allmax, err) ||
+        erg_emulate(b->prof, b->dag, allmax, b->power_w, &b->all_max, NULL, NULL, err)) {
+        erg_plan_free(allmax);
+        goto fail;
+    }
+    erg_plan_free(allmax);
+    b->have = true;
+    return CLI_OK;
+fail:
+    cli_baseline_free(b);
+    return CLI_USER_ERROR;
+}
+
+erg_status cli_baseline_pick(const cli_baseline *b, const erg_frontier *f, double deadline_s,
+                             size_t *k, erg_emulation *em, erg_error *err)
+{
+    erg_status st = erg_frontier_choose_deadline(f, deadline_s, k, err);
+    if (st || !b->have)
+        return st;
+    /* The planner's times are quantised down: step to faster plans until the
+     * profiled time really fits. */
+    size_t n = erg_frontier_size(f);
+    for (;;) {
+        erg_plan *p;
+        st = erg_frontier_plan(f, *k, &p, err);
+        if (!st)
+            st = erg_emulate(b->prof, b->dag, p, b->power_w, em, NULL, NULL, err);
+        erg_plan_free(p);
+        if (st)
+            return st;
+        if (em->time_s <= deadline_s * (1 + 1e-12))
+            return ERG_OK;
+        if (*k + 1 >= n)
+            return erg_error_set(err, ERG_ENOTFOUND,
+                                 "no plan meets the deadline of %.6g s with the profiled values: "
+                                 "the fastest plan takes %.6g s (all-max clocks: %.6g s)",
+                                 deadline_s, em->time_s, b->all_max.time_s);
+        ++*k;
+    }
+}
