@@ -12,11 +12,11 @@ echo "== 2. plan: the whole time-energy frontier, 4 stages x 16 microbatches, 1 
 "$ergon" plan perseus --profile "$out/profile.csv" --stages 4 --microbatches 16 \
     --blocking-power 83.64 --unit-time 0.001 --out "$out/frontier"
 echo
-echo "== 3. choose: the plan for a straggler 1% slower than the fastest plan"
+echo "== 3. choose: the plan for a straggler 1% slower than all-max clocks"
 "$ergon" choose --frontier "$out/frontier" --slowdown 1.01 --out "$out/chosen.json"
 echo
 echo "== 4. emulate the chosen plan with the profiled values"
 "$ergon" emulate --profile "$out/profile.csv" --plan "$out/chosen.json" --blocking-power 83.64
 echo
 echo "outputs in $out/: profile.csv, frontier/frontier.csv, frontier/freqs_pipeline_*.py,"
-echo "frontier/plan_*.json, chosen.json"
+echo "frontier/plan_*.json, frontier/profile.csv, frontier/frontier-info.csv, chosen.json"

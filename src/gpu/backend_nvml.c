@@ -331,7 +331,12 @@ erg_status erg_gpu_open_nvml(const char *lib_path, erg_gpu **out, erg_error *err
     }
     if (!s->lib) {
         erg__free(s);
-        return erg_error_set(err, ERG_ENOGPU, "NVML unavailable: %s", reason);
+        return erg_error_set(err, ERG_ENOGPU,
+                             "NVML unavailable: library not found: cannot load %s%s%s (%s); install the "
+                             "NVIDIA driver, point $ERGON_NVML_LIBRARY or --gpu nvml:LIBRARY at "
+                             "libnvidia-ml.so.1, or use --gpu sim:GPU to try without a GPU",
+                             cands[0], cands[1] ? " or " : "", cands[1] ? cands[1] : "",
+                             reason);
     }
     for (size_t i = 0; i < ERG__ARRAY_LEN(syms); i++) {
         void *fn = NULL;

@@ -246,6 +246,14 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
     double t0 = srv_now_mono();
     body_prepare(&pb, post ? body : NULL, post ? len : 0, is_result);
     srv_req rq = {method, path, query, get, post, &pb, max_wait, conn};
+    if (!strcmp(path, "/healthz") && get) {
+        /* without the server lock: a request stalled on a database locked by
+         * another process must not hide the server's liveness */
+        bool stopping = __atomic_load_n(&srv->stopping, __ATOMIC_RELAXED);
+        srv_respond(rs, 200, json_pack("{s:s}", "status", stopping ? "stopping" : "ok"));
+        body_free(&pb);
+        return;
+    }
     pthread_mutex_lock(&srv->mu);
     if (!strcmp(path, "/metrics")) {
         if (get)

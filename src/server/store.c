@@ -146,6 +146,28 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     return SQLITE_OK;
 }
 
+/* Waits for a database locked by another process (an sqlite3 shell in a
+ * write transaction, a backup) like sqlite3_busy_timeout(5 s), but says so
+ * in the log: once when a wait starts, once if it gives up. */
+#define SRV_DB_BUSY_MS 5000
+static int busy_handler(void *arg, int count)
+{
+    erg_server *srv = arg;
+    if (count == 0)
+        srv_log(srv, ERG_LOG_WARNING, "db_busy", NULL,
+                "database %s is locked by another process; waiting up to %d ms (requests "
+                "that need it wait too)",
+                srv->db_path, SRV_DB_BUSY_MS);
+    if (count >= SRV_DB_BUSY_MS / 10) {
+        srv_log(srv, ERG_LOG_ERROR, "db_busy_timeout", NULL,
+                "database %s still locked by another process after %d ms; the request fails",
+                srv->db_path, SRV_DB_BUSY_MS);
+        return 0;
+    }
+    usleep(10000);
+    return 1;
+}
+
 erg_status srv_store_open(erg_server *srv, erg_error *err)
 {
     erg_status lst = lock_db(srv, err);
@@ -155,7 +177,7 @@ erg_status srv_store_open(erg_server *srv, erg_error *err)
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK)
         return db_fail(srv, err, "open");
-    sqlite3_busy_timeout(srv->db, 5000);
+    sqlite3_busy_handler(srv->db, busy_handler, srv);
     char *msg = NULL;
     /* WAL; checkpoints are not run inside commits (they fsync and would stall
      * every request behind the server lock) but by the housekeeping thread
