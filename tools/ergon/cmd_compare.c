@@ -216,7 +216,7 @@ static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecl
     }
     bool csv = !strcmp(fmt, "csv");
     if (csv)
-        fprintf(f, "method,time_s,energy_j,saving_pct,slowdown_pct%s\n",
+        fprintf(f, "method,time_s,energy_j,saving_pct,slowdown_pct%s,blocking_power_w\n",
                 frontier ? ",perseus_energy_j,perseus_saving_pct,ours_energy_j,ours_saving_pct"
                          : "");
     else {
@@ -240,6 +240,7 @@ static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecl
             if (frontier)
                 fprintf(f, ",%s,%s,%s,%s", isnan(r[i].fe) ? "" : a, isnan(r[i].fe) ? "" : b,
                         isnan(r[i].fo) ? "" : c, isnan(r[i].fo) ? "" : d);
+            fprintf(f, ",%.17g", s->power_w);
         } else {
             fprintf(f, "%-26s %10.4f %13.1f %8.2f %9.2f", r[i].method, r[i].t, r[i].e, sv, sl);
             if (frontier)

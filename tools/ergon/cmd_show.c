@@ -175,6 +175,35 @@ static int read_points(const char *path, const char *tcol, const char *ecol, con
     return rc;
 }
 
+/* The blocking_power_w column of a compare CSV (its first row): 1 and *w if
+ * there is one, 0 if not. */
+static int compare_power(const char *path, double *w)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    char *fl[64];
+    int col = -1, found = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        int n = split_csv(line, fl, 64);
+        if (col < 0) {
+            for (int i = 0; i < n; i++)
+                if (!strcmp(fl[i], "blocking_power_w"))
+                    col = i;
+            if (col < 0)
+                break;
+            continue;
+        }
+        found = col < n && parse_num(fl[col], w);
+        break;
+    }
+    fclose(f);
+    return found;
+}
+
 enum { S_PROFILE = 256, S_PLAN, S_GPU, S_POWER, S_COLOR, S_SCHED, S_FRONTIER,
        S_COMPARE, S_POINT, S_TITLE, S_WIDTH };
 
@@ -332,6 +361,35 @@ int cmd_show(int argc, char **argv)
         }
         ser[ns++] = (erg_plot_series){names[nd], data[nd].v, data[nd].n, true};
         nd++;
+    }
+    /* A comparison is only meaningful at the frontier's blocking power. */
+    double cmp_w = 0;
+    bool have_cmp_w = compare && compare_power(compare, &cmp_w);
+    if (!rc && compare && !have_cmp_w)
+        fprintf(stderr, "ergon show: warning: %s does not name its blocking power (no "
+                        "blocking_power_w column: an older 'ergon compare'); it cannot be checked "
+                        "against the frontier's\n", compare);
+    for (int i = 0; i < nfront && !rc && have_cmp_w; i++) {
+        const char *arg = strchr(frontiers[i], '=') ? strchr(frontiers[i], '=') + 1 : frontiers[i];
+        char dir[4096];
+        size_t l = strlen(arg);
+        snprintf(dir, sizeof dir, "%s", arg);
+        if (l > 4 && !strcmp(arg + l - 4, ".csv")) {
+            char *slash = strrchr(dir, '/');
+            if (slash)
+                *slash = '\0';
+            else
+                snprintf(dir, sizeof dir, ".");
+        }
+        double fw;
+        if (cli_baseline_read_power(dir, &fw) && fabs(fw - cmp_w) > 1e-9 * fmax(1, fabs(fw))) {
+            fprintf(stderr,
+                    "ergon show: %s was computed with a blocking power of %g W, the frontier %s "
+                    "with %g W (%s/frontier-info.csv): their energies are not comparable; run "
+                    "'ergon compare' again with --blocking-power %g (or the matching --gpu)\n",
+                    compare, cmp_w, arg, fw, dir, fw);
+            rc = CLI_USER_ERROR;
+        }
     }
     pts cmp = {0};
     if (!rc && compare) {

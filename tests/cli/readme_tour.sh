@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# readme_tour.sh: the README's "A tour" block, run literally (issue 16 item 3: the tour ran
+# `compare --gpu a40` against an A100 frontier computed at 83.64 W, and the picture showed
+# "uniform" below the "Perseus frontier"). Every line but the sharding one runs, in order;
+# the choose line and the summary agree; the picture is made; a compare at another blocking
+# power is refused by `show --compare`, naming both powers.
+set -u
+: "${ERGON:?}" "${ERGON_SRC:?}"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# the block after "## A tour", continuation lines joined, comments dropped
+awk '/^## A tour/ {t=1} t && /^```/ {n++; if (n == 2) exit; next} t && n == 1' "$ERGON_SRC/README.md" |
+  sed -e 's/ *#.*$//' | awk '{ if (sub(/\\$/, "")) { l = l $0 } else { print l $0; l = "" } }' |
+  grep -v "^ergon shard" >"$tmp/tour"
+[ "$(wc -l <"$tmp/tour")" -ge 7 ] || fail "tour not found: $(cat "$tmp/tour")"
+grep -q "a40\|70.38" "$tmp/tour" && fail "the tour mixes GPUs: $(cat "$tmp/tour")"
+cd "$tmp" || exit 1
+n=0
+while read -r line; do
+  n=$((n + 1))
+  # shellcheck disable=SC2086
+  eval "\"\$ERGON\" ${line#ergon }" >"out$n" 2>"err$n" || fail "tour line $n: $line: $(cat "err$n")"
+done <"$tmp/tour"
+[ -s frontier.png ] || fail "no frontier.png"
+grep -q "blocking_power_w" cmp.csv || fail "cmp.csv does not carry its blocking power: $(head -1 cmp.csv)"
+# the same comparison at the A40's blocking power is refused
+"$ERGON" compare --profile profile.csv --stages 4 --microbatches 16 --gpu a40 --no-frontier \
+  --format csv -o cmp40.csv 2>/dev/null || fail "compare a40"
+"$ERGON" show frontier --frontier frontier/ --compare cmp40.csv -o f40.png 2>err; rc=$?
+[ $rc -eq 1 ] || fail "show --compare at another blocking power: exit $rc"
+grep -q "blocking power of 70.38 W, the frontier frontier/ with 83.64 W" err || fail "message: $(cat err)"
+[ -e f40.png ] && fail "a refused picture was written"
+echo "ok: $n tour lines"
