@@ -2,11 +2,13 @@
 #include "core/internal.h"
 #include "ergon/emulate.h"
 #include "ergon/plot.h"
+#include "plot/plot_internal.h"
 
 #include <cairo-pdf.h>
 #include <cairo-svg.h>
 #include <cairo.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -157,6 +159,19 @@ static void colorbar(cairo_t *cr, double x, double y, double h, double lo, doubl
 
 /* ---- timeline ---- */
 
+void erg__plot_box_subtitle(int labelled, int n, char *buf, size_t size)
+{
+    const char *tail = "grey: idle or blocked; dark line under the boxes: critical path";
+    if (labelled >= n)
+        snprintf(buf, size, "boxes: F<m>/B<m> of microbatch m; %s", tail);
+    else if (labelled > 0)
+        snprintf(buf, size, "boxes: F<m>/B<m> of microbatch m (%d of %d boxes too narrow to "
+                            "label); %s",
+                 n - labelled, n, tail);
+    else
+        snprintf(buf, size, "boxes (forwards, backwards) too narrow to label; %s", tail);
+}
+
 erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, double power_w,
                              const erg_plot_opts *opts, const char *path, erg_error *err)
 {
@@ -240,10 +255,6 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
     cairo_set_source_rgb(cr, 0, 0, 0);
     set_font(cr, 15, true);
     text_at(cr, W / 2.0, 16, title, 0.5, 0.5);
-    set_font(cr, 11, false);
-    cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
-    text_at(cr, W / 2.0, 34, "boxes: F<m>/B<m> of microbatch m; grey: idle or blocked; dark line: critical path",
-            0.5, 0.5);
     /* rows */
     for (int s = 0; s < S; s++) {
         double y = mt + row_h * s;
@@ -257,6 +268,7 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
         text_at(cr, ml - 8, y + row_h / 2, lab, 1, 0.5);
     }
     set_font(cr, row_h >= 30 ? 10 : 8, false);
+    int labelled = 0;
     for (int id = 0; id < n; id++) {
         int s;
         erg_instr in = erg_dag_instr(dag, id, &s);
@@ -271,13 +283,29 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
         cairo_stroke(cr);
         char lab[16];
         snprintf(lab, sizeof lab, "%c%d", in.kind == ERG_FORWARD ? 'F' : 'B', in.microbatch);
+        /* label what fits: the row's font, else a smaller one, else none */
         cairo_text_extents_t te;
+        double fs = row_h >= 30 ? 10 : 8;
         cairo_text_extents(cr, lab, &te);
-        if (te.width + 4 < w) {
+        if (te.width + 3 >= w && fs > 7) {
+            set_font(cr, 7, false);
+            cairo_text_extents(cr, lab, &te);
+        }
+        if (te.width + 3 < w) {
             double lum = 0.3 * r + 0.59 * g + 0.11 * b;
             cairo_set_source_rgb(cr, lum < 0.5 ? 1 : 0, lum < 0.5 ? 1 : 0, lum < 0.5 ? 1 : 0);
             text_at(cr, x + w / 2, y + row_h / 2, lab, 0.5, 0.5);
+            labelled++;
         }
+        set_font(cr, fs, false);
+    }
+    /* the legend line says what the boxes' labels are, and when some are omitted */
+    {
+        char sub[256];
+        erg__plot_box_subtitle(labelled, n, sub, sizeof sub);
+        set_font(cr, 11, false);
+        cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
+        text_at(cr, W / 2.0, 34, sub, 0.5, 0.5);
     }
     /* critical path: edges u -> v with both critical and u ending as v starts */
     if (!opts->no_critical_path) {
@@ -295,8 +323,9 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
                     fabs(start[u] + dur[u] - start[v]) > eps)
                     continue;
                 int su = u / (2 * M), sv = v / (2 * M);
-                cairo_move_to(cr, ml + (start[u] + dur[u] / 2) * xs, mt + row_h * (su + 0.5));
-                cairo_line_to(cr, ml + (start[v] + dur[v] / 2) * xs, mt + row_h * (sv + 0.5));
+                /* along the boxes' lower edge, clear of their labels */
+                cairo_move_to(cr, ml + (start[u] + dur[u] / 2) * xs, mt + row_h * (su + 1) - 4);
+                cairo_line_to(cr, ml + (start[v] + dur[v] / 2) * xs, mt + row_h * (sv + 1) - 4);
                 cairo_stroke(cr);
             }
         }
@@ -330,6 +359,43 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
 }
 
 /* ---- frontier ---- */
+
+/* qsort has no user pointer: the points being sorted (one picture at a time
+ * per thread). */
+static _Thread_local const erg_plot_point *g_sort_pts;
+static int cmp_by_time(const void *a, const void *b)
+{
+    double ta = g_sort_pts[*(const size_t *)a].time_s, tb = g_sort_pts[*(const size_t *)b].time_s;
+    if (ta != tb)
+        return ta < tb ? -1 : 1;
+    double ea = g_sort_pts[*(const size_t *)a].energy_j,
+           eb = g_sort_pts[*(const size_t *)b].energy_j;
+    return ea < eb ? -1 : ea > eb;
+}
+
+size_t erg__plot_dominated(const erg_plot_point *pts, size_t n, unsigned char *flags)
+{
+    memset(flags, 0, n);
+    size_t *ord = n ? erg__malloc(n * sizeof *ord) : NULL;
+    if (!ord)
+        return 0;
+    for (size_t k = 0; k < n; k++)
+        ord[k] = k;
+    g_sort_pts = pts;
+    qsort(ord, n, sizeof *ord, cmp_by_time);
+    double emin = INFINITY;
+    size_t nd = 0;
+    for (size_t j = 0; j < n; j++) {
+        const erg_plot_point *p = &pts[ord[j]];
+        if (p->energy_j > emin + 1e-9 * fabs(emin)) {
+            flags[ord[j]] = 1;
+            nd++;
+        }
+        emin = fmin(emin, p->energy_j);
+    }
+    erg__free(ord);
+    return nd;
+}
 
 static void marker(cairo_t *cr, int shape, double x, double y, double r)
 {
@@ -417,7 +483,9 @@ erg_status erg_plot_frontier(const erg_plot_series *series, size_t count,
     y1 += dy * 0.08;
     int W = opts->width_px > 0 ? opts->width_px : 1000;
     int H = opts->height_px > 0 ? opts->height_px : 640;
-    double ml = 90, mr = 250, mt = 40, mb = 60;
+    /* The legend sits inside the plot, top right (slow and costly: where no
+     * frontier goes), sized to its entries. */
+    double ml = 90, mr = 24, mt = 40, mb = 60;
     if (W < ml + mr + 100)
         W = (int)(ml + mr + 100);
     if (H < mt + mb + 100)
@@ -473,6 +541,19 @@ erg_status erg_plot_frontier(const erg_plot_series *series, size_t count,
     cairo_save(cr);
     cairo_rectangle(cr, ml, mt, pw, ph);
     cairo_clip(cr);
+    /* A line series is drawn solid through its non-dominated points only (no
+     * other point of the series is as fast and cheaper) and dashed through all,
+     * so a "frontier" never rises at its slow end unmarked. */
+    bool any_dominated = false;
+    unsigned char **dom = erg__calloc(count, sizeof *dom);
+    for (size_t i = 0; dom && i < count; i++) {
+        const erg_plot_series *sr = &series[i];
+        if (!sr->line || sr->count < 2)
+            continue;
+        dom[i] = erg__calloc(sr->count, 1);
+        if (dom[i] && erg__plot_dominated(sr->points, sr->count, dom[i]))
+            any_dominated = true;
+    }
     int marker_i = 0;
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < count; i++) {
@@ -480,13 +561,35 @@ erg_status erg_plot_frontier(const erg_plot_series *series, size_t count,
             const double *c = palette[i % ERG__ARRAY_LEN(palette)];
             if (pass == 0 && sr->line) {
                 cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+                const unsigned char *d = dom ? dom[i] : NULL;
+                bool has_dom = false;
+                for (size_t k = 0; d && k < sr->count && !has_dom; k++)
+                    has_dom = d[k];
+                if (has_dom) { /* every plan, thin and dashed */
+                    static const double dash[] = {4, 3};
+                    cairo_set_dash(cr, dash, 2, 0);
+                    cairo_set_line_width(cr, 1.0);
+                    for (size_t k = 0; k < sr->count; k++) {
+                        double x = PX(sr->points[k].time_s), y = PY(sr->points[k].energy_j);
+                        if (k == 0)
+                            cairo_move_to(cr, x, y);
+                        else
+                            cairo_line_to(cr, x, y);
+                    }
+                    cairo_stroke(cr);
+                    cairo_set_dash(cr, NULL, 0, 0);
+                }
                 cairo_set_line_width(cr, 1.8);
+                bool first = true;
                 for (size_t k = 0; k < sr->count; k++) {
+                    if (d && d[k])
+                        continue;
                     double x = PX(sr->points[k].time_s), y = PY(sr->points[k].energy_j);
-                    if (k == 0)
+                    if (first)
                         cairo_move_to(cr, x, y);
                     else
                         cairo_line_to(cr, x, y);
+                    first = false;
                 }
                 cairo_stroke(cr);
             } else if (pass == 1 && !sr->line) {
@@ -502,14 +605,44 @@ erg_status erg_plot_frontier(const erg_plot_series *series, size_t count,
             }
         }
     cairo_restore(cr);
-    /* legend */
+    for (size_t i = 0; dom && i < count; i++)
+        erg__free(dom[i]);
+    erg__free(dom);
+    /* legend: a box inside the plot's top right corner, as wide as its names */
     set_font(cr, 12, false);
-    double lx = ml + pw + 16, ly = mt + 10;
+    const char *dom_label = "dashed: dominated plans (slower and costlier than another)";
+    double tw = 0;
+    for (size_t i = 0; i < count; i++) {
+        cairo_text_extents_t te;
+        cairo_text_extents(cr, series[i].name ? series[i].name : "", &te);
+        tw = fmax(tw, te.x_advance);
+    }
+    set_font(cr, 10, false);
+    if (any_dominated) {
+        cairo_text_extents_t te;
+        cairo_text_extents(cr, dom_label, &te);
+        tw = fmax(tw, te.x_advance - 30);
+    }
+    double lw = 30 + tw + 10, lh = 18 * (double)count + (any_dominated ? 16 : 0) + 8;
+    double lx = ml + pw - lw - 8, ly = mt + 8;
+    cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
+    cairo_rectangle(cr, lx - 4, ly, lw, lh);
+    cairo_fill_preserve(cr);
+    cairo_set_source_rgb(cr, 0.7, 0.7, 0.7);
+    cairo_set_line_width(cr, 1);
+    cairo_stroke(cr);
+    if (any_dominated) {
+        cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+        text_at(cr, lx, ly + 4 + 18 * (double)count + 6, dom_label, 0, 0.5);
+    }
+    set_font(cr, 12, false);
+    lx += 2;
+    ly += 4 + 9;
     marker_i = 0;
     for (size_t i = 0; i < count; i++) {
         const erg_plot_series *sr = &series[i];
         const double *c = palette[i % ERG__ARRAY_LEN(palette)];
-        double y = ly + 20 * (double)i;
+        double y = ly + 18 * (double)i;
         cairo_set_source_rgb(cr, c[0], c[1], c[2]);
         if (sr->line) {
             cairo_set_line_width(cr, 2);

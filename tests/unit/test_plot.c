@@ -1,6 +1,7 @@
 /* test_plot.c: timeline and frontier pictures in PNG, SVG and PDF; bad input. */
 #include "core/internal.h"
 #include "ergon/plot.h"
+#include "plot/plot_internal.h"
 #include "tap.h"
 
 #include <sys/stat.h>
@@ -99,4 +100,40 @@ TEST(frontier_plot)
     remove(path);
 }
 
-TAP_MAIN(TEST_ENTRY(timeline_in_three_formats), TEST_ENTRY(frontier_plot))
+
+/* issue 16 item 4: a curve called "frontier" is drawn solid only through its
+ * non-dominated plans; the rising slow end (slower and costlier than another
+ * plan) is found and drawn dashed. */
+TEST(frontier_dominated_tail_is_found)
+{
+    /* slowest first, as frontier.csv: energy falls, then rises again */
+    erg_plot_point p[] = {{3.5, 5750}, {3.3, 5700}, {3.2, 5665}, {3.1, 5680}, {3.0, 5700},
+                          {2.9, 5900}, {2.85, 6200}};
+    unsigned char d[7];
+    ASSERT_EQ_INT((int)erg__plot_dominated(p, 7, d), 2);
+    ASSERT_EQ_INT(d[0], 1);
+    ASSERT_EQ_INT(d[1], 1);
+    for (int k = 2; k < 7; k++)
+        ASSERT_EQ_INT(d[k], 0);
+    erg_plot_point q[] = {{1, 10}, {2, 9}, {3, 8}};
+    ASSERT_EQ_INT((int)erg__plot_dominated(q, 3, d), 0);
+}
+
+/* issue 16 item 4: the timeline's subtitle explains F<m>/B<m> only when boxes
+ * carry them, and says how many were too narrow. */
+TEST(timeline_subtitle_says_when_labels_are_omitted)
+{
+    char b[256];
+    erg__plot_box_subtitle(96, 96, b, sizeof b);
+    ASSERT_CONTAINS(b, "boxes: F<m>/B<m> of microbatch m;");
+    erg__plot_box_subtitle(90, 96, b, sizeof b);
+    ASSERT_CONTAINS(b, "6 of 96 boxes too narrow to label");
+    erg__plot_box_subtitle(0, 1536, b, sizeof b);
+    ASSERT_CONTAINS(b, "too narrow to label");
+    ASSERT_MSG(!strstr(b, "F<m>"), "subtitle explains labels no box has: %s", b);
+    ASSERT_CONTAINS(b, "critical path");
+}
+
+TAP_MAIN(TEST_ENTRY(timeline_in_three_formats), TEST_ENTRY(frontier_plot),
+         TEST_ENTRY(frontier_dominated_tail_is_found),
+         TEST_ENTRY(timeline_subtitle_says_when_labels_are_omitted))
