@@ -18,5 +18,5 @@ echo
 echo "== 4. emulate the chosen plan with the profiled values"
 "$ergon" emulate --profile "$out/profile.csv" --plan "$out/chosen.json" --blocking-power 83.64
 echo
-echo "outputs in $out/: profile.csv, frontier/frontier.csv, frontier/freqs_pipeline_*.py,"
-echo "frontier/plan_*.json, frontier/profile.csv, frontier/frontier-info.csv, chosen.json"
+echo "outputs in $out/: profile.csv, frontier/frontier.csv, frontier/plans.ergon (every plan),"
+echo "frontier/profile.csv, frontier/frontier-info.csv, chosen.json"

@@ -74,13 +74,17 @@ enum {
      * ("forward"|"backward", clock) tuples (exclusive with ERG_FRONTIER_PY:
      * same file names). */
     ERG_FRONTIER_ZEUS_PY = 8,
+    /* plans.ergon: every plan in one compact file (docs/formats.md), read
+     * back by erg_frontier_read_dir in preference to plan files. */
+    ERG_FRONTIER_PACKED = 16,
 };
 /* Write the frontier into `dir` (created; existing files are replaced). */
 ERG_API erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int what,
                                           erg_progress_fn progress, void *progress_user,
                                           erg_error *err);
-/* Read a frontier directory: frontier.csv plus plan files (freqs_pipeline_%05d.py
- * or plan_%05d.json) in the same order; plans are read when asked for. */
+/* Read a frontier directory: plans.ergon when there is one, else frontier.csv
+ * plus plan files (freqs_pipeline_%05d.py or plan_%05d.json) in the same order;
+ * plans are read when asked for. */
 ERG_API erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *sched_hint,
                                          erg_frontier **out, erg_error *err);
 

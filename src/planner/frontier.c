@@ -362,6 +362,10 @@ erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int wh
         snprintf(path, dl + 64, "%s/frontier.csv", dir);
         st = erg__write_file(path, b.data, b.len, err);
     }
+    if (!st && (what & ERG_FRONTIER_PACKED)) {
+        snprintf(path, dl + 64, "%s/" ERG__PACKED_NAME, dir);
+        st = erg__frontier_write_packed(f, path, 1, NULL, NULL, err);
+    }
     if (!f->files && (what & (ERG_FRONTIER_PY | ERG_FRONTIER_JSON | ERG_FRONTIER_ZEUS_PY))) {
         if (f->np)
             memcpy(freq, f->ckpt, sizeof(int) * (size_t)f->n);
@@ -457,6 +461,14 @@ erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *hint, erg_
     char *path = erg__malloc(dl + 32);
     if (!path)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    /* every plan in one file (plans.ergon) when there is one */
+    snprintf(path, dl + 32, "%s/" ERG__PACKED_NAME, dir);
+    struct stat psb;
+    if (stat(path, &psb) == 0) {
+        erg_status pst = erg__frontier_read_packed(path, hint, out, err);
+        erg__free(path);
+        return pst;
+    }
     snprintf(path, dl + 32, "%s/frontier.csv", dir);
     char *text = NULL;
     size_t len;
@@ -579,6 +591,27 @@ erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every
     if (st)
         return st;
     st = erg__mkdir_p(out, err);
+    if (!st && !f->files) { /* read from plans.ergon: write one too */
+        size_t ol = strlen(out) + 32;
+        char *pp = erg__malloc(ol);
+        if (!pp) {
+            erg_frontier_free(f);
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        }
+        snprintf(pp, ol, "%s/" ERG__PACKED_NAME, out);
+        st = erg__frontier_write_packed(f, pp, every, kept, NULL, err);
+        erg_frontier *g = NULL;
+        if (!st)
+            st = erg__frontier_read_packed(pp, NULL, &g, err);
+        if (!st)
+            st = erg_frontier_write_dir(g, out, ERG_FRONTIER_CSV, NULL, NULL, err);
+        erg_frontier_free(g);
+        erg__free(pp);
+        if (total)
+            *total = f->np;
+        erg_frontier_free(f);
+        return st;
+    }
     erg__buf csv = {0};
     size_t n = 0;
     char *path = erg__malloc(strlen(out) + 300);
@@ -676,4 +709,26 @@ erg_status erg_frontier_choose_slowdown(const erg_frontier *f, double slowdown, 
         if (f->pts[k].time_s < tmin)
             tmin = f->pts[k].time_s;
     return erg_frontier_choose_deadline(f, tmin * slowdown, index, err);
+}
+
+/* ---- for the packed plan file (frontier_pack.c) ---- */
+
+bool erg__frontier_computed(const erg_frontier *f)
+{
+    return f && !f->files;
+}
+
+const erg_schedule *erg__frontier_schedule(const erg_frontier *f)
+{
+    return &f->sched;
+}
+
+void erg__frontier_advance(const erg_frontier *f, size_t k, int *freq)
+{
+    if (k == 0) {
+        memcpy(freq, f->ckpt, sizeof(int) * (size_t)f->n);
+        return;
+    }
+    for (size_t i = f->chg_off[k]; i < f->chg_off[k + 1]; i++)
+        freq[f->chg_id[i]] = f->chg_f[i];
 }

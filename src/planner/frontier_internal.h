@@ -4,6 +4,9 @@
 
 #include "ergon/planner.h"
 
+#include <stdbool.h>
+#include <stddef.h>
+
 erg_status erg__frontier_new(int S, int M, const erg_schedule *sched, double unit_s,
                              double blocking_power_w, erg_frontier **out, erg_error *err);
 /* Clocks of the state before plan 0 (id order = plan layout). */
@@ -14,5 +17,22 @@ erg_status erg__frontier_begin_plan(erg_frontier *f, const erg_frontier_point *p
                                     erg_error *err);
 erg_status erg__frontier_add_change(erg_frontier *f, int instr, int freq_mhz, erg_error *err);
 erg_status erg__frontier_end_plan(erg_frontier *f, const int *freq, erg_error *err);
+
+/* For the packed plan file (frontier_pack.c). */
+bool erg__frontier_computed(const erg_frontier *f); /* not read from plan files */
+const erg_schedule *erg__frontier_schedule(const erg_frontier *f);
+/* Computed frontiers: freq (plan k-1's clocks; anything for k = 0) becomes
+ * plan k's clocks. */
+void erg__frontier_advance(const erg_frontier *f, size_t k, int *freq);
+/* DIR/plans.ergon (docs/formats.md): every plan, or every `every`-th and the
+ * last; *kept plans, *bytes written (may be NULL). */
+#define ERG__PACKED_NAME "plans.ergon"
+erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, size_t every,
+                                      size_t *kept, size_t *bytes, erg_error *err);
+erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *name,
+                                      const erg_schedule *hint, erg_frontier **out,
+                                      erg_error *err);
+erg_status erg__frontier_read_packed(const char *path, const erg_schedule *hint,
+                                     erg_frontier **out, erg_error *err);
 
 #endif

@@ -385,7 +385,11 @@ static erg_status load_point(srv_sched *s, const json_t *args, erg_error *err)
         }
         closedir(d);
         if (!st && nn == 0)
-            st = erg_error_set(err, ERG_EINVAL, "solution_path %s holds no *.py plan files",
+            st = erg_error_set(err, ERG_EINVAL, "solution_path %s holds no *.py plan files "
+                                                "(a frontier in one plans.ergon file is served "
+                                                "by the Frontier scheduler, frontier_dir; or "
+                                                "plan with 'ergon plan perseus "
+                                                "--per-plan-files')",
                                path);
     } else if (is_file(path)) {
         names = erg__calloc(1, sizeof *names);

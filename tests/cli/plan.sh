@@ -38,7 +38,7 @@ check "missing profile" 1 "cannot open" "$E" plan perseus --profile "$T/none.csv
 printf 'stage,instruction,frequency,time,energy\n0,forward,1410,abc,3\n' > "$T/bad.csv"
 check "bad profile names file and line" 1 "bad.csv:2: time 'abc' is not a number" "$E" plan perseus --profile "$T/bad.csv" --stages 1 --microbatches 2 --gpu A40 --out "$T/o"
 check "too many stages" 1 "the profile has 2 stages but S=3" "$E" plan perseus --profile "$T/p.csv" --stages 3 --microbatches 2 --gpu A40 --out "$T/o"
-check "plan" 0 "plans in" "$E" plan perseus --profile "$T/p.csv" --stages 2 --microbatches 3 --blocking-power 10 --out "$T/f"
+check "plan" 0 "plans in" "$E" plan perseus --profile "$T/p.csv" --stages 2 --microbatches 3 --blocking-power 10 --per-plan-files --out "$T/f"
 n=$(($(wc -l < "$T/f/frontier.csv") - 1))
 npy=$(ls "$T/f"/freqs_pipeline_*.py | wc -l); njs=$(ls "$T/f"/plan_*.json | wc -l)
 if [ "$n" -gt 1 ] && [ "$n" = "$npy" ] && [ "$n" = "$njs" ]; then pass=$((pass+1)); echo "ok - one plan file of each format per frontier row ($n)"; else fail=$((fail+1)); echo "not ok - files: $n rows, $npy py, $njs json"; fi

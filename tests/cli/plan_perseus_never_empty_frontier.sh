@@ -12,7 +12,7 @@ rows() { echo $(($(wc -l <"$1") - 1)); }
 { echo "stage,instruction,frequency,time,energy"
   for s in 0 1; do for f in 1410 1395 1380; do
     echo "$s,forward,$f,0.1,30"; echo "$s,backward,$f,0.2,60"; done; done; } >"$tmp/flat.csv"
-"$ERGON" plan perseus --profile "$tmp/flat.csv" --stages 2 --microbatches 4 --gpu a100 \
+"$ERGON" plan perseus --profile "$tmp/flat.csv" --stages 2 --microbatches 4 --gpu a100 --per-plan-files \
   --out "$tmp/o" >"$tmp/out" 2>"$tmp/err"; rc=$?
 [ $rc -eq 0 ] || fail "flat profile: exit $rc: $(cat "$tmp/err")"
 [ "$(rows "$tmp/o/frontier.csv")" -ge 1 ] || fail "flat profile: empty frontier.csv"

@@ -90,6 +90,13 @@ int cli_baseline_open(const char *dir, const erg_frontier *f, cli_baseline *b, e
 erg_status cli_baseline_pick(const cli_baseline *b, const erg_frontier *f, double deadline_s,
                              size_t *k, erg_emulation *em, erg_error *err);
 
+/* The output directory of `plan perseus` (frontier_out.c): remove the files
+ * of an earlier frontier (frontier.csv, plans.ergon, profile.csv,
+ * frontier-info.csv, freqs_pipeline_*.py, plan_*.json), leaving others; count
+ * the regular files and bytes in a directory. */
+int cli_frontier_clean(const char *dir, size_t *removed, erg_error *err);
+void cli_dir_usage(const char *dir, size_t *files, double *bytes);
+
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
 int cmd_profile(int argc, char **argv);

@@ -120,6 +120,11 @@ int cmd_choose(int argc, char **argv)
         erg_plan_free(p);
     }
     const char *file = erg_frontier_plan_path(f, k);
+    char packed[4200];
+    if (!file) { /* every plan in DIR/plans.ergon */
+        snprintf(packed, sizeof packed, "%s/plans.ergon (plan %zu)", dir, k);
+        file = packed;
+    }
     if (json) {
         printf("{\"index\": %zu, \"estimate_time_s\": %.17g, \"estimate_energy_j\": %.17g, "
                "\"file\": \"%s\", \"fastest_estimate_time_s\": %.17g, "

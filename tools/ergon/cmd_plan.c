@@ -23,24 +23,30 @@ static void plan_perseus_help(FILE *f)
             "  --profile P          stage profile CSV (stage,instruction,frequency,time,energy)\n"
             "  --stages S           pipeline stages (the profile's first S stages are used)\n"
             "  --microbatches M     microbatches per iteration\n"
-            "  --out DIR            output directory (created):\n"
+            "  --out DIR            output directory (created; the files of an earlier\n"
+            "                       frontier in it are replaced, other files are kept):\n"
             "                         frontier.csv            time,energy per plan (published format)\n"
+            "                         plans.ergon             every plan in one compact file\n"
+            "                                                 (docs/formats.md); read by choose,\n"
+            "                                                 sample, show and serve's Frontier\n"
+            "                         profile.csv, frontier-info.csv   the profile and blocking\n"
+            "                                                 power used: the all-max baseline of\n"
+            "                                                 'ergon choose' and of the summary\n"
+            "                       and with --per-plan-files (or --formats):\n"
             "                         freqs_pipeline_%%05d.py  plan files: lists of clocks (perseus-py;\n"
             "                                                 read by Perseus's PointSolution and\n"
             "                                                 Merak) or of (\"forward\"|\"backward\",\n"
             "                                                 clock) tuples (zeus-py; read by Zeus\n"
             "                                                 PFO's PointSolution); ergon reads both\n"
             "                         plan_%%05d.json          ergon plan files (docs/formats.md)\n"
-            "                         profile.csv, frontier-info.csv   the profile and blocking\n"
-            "                                                 power used: the all-max baseline of\n"
-            "                                                 'ergon choose' and of the summary\n"
+            "  --per-plan-files     also one .py and one .json file per plan (as\n"
+            "                       --formats csv,packed,perseus-py,json)\n"
             "  --gpu NAME           A40 (70.38 W) or A100 (83.64 W) blocking power\n"
             "  --blocking-power W   power drawn while blocked on communication, for other GPUs\n"
             "  --unit-time S        quantisation unit in seconds (default 0.001); the frontier\n"
             "                       has about (slowest - fastest iteration) / S plans\n"
             "  --max-plans N        refuse, before planning and with the estimate, when the\n"
-            "                       frontier would hold more than N plans (default %d;\n"
-            "                       each plan is a .py and a .json file)\n"
+            "                       frontier would hold more than N plans (default %d)\n"
             "  --force              no plan limit (as --max-plans 0)\n"
             "  --schedule NAME      1f1b (default), gpipe or ours\n"
             "  --noise-factor X     soft Pareto filter factor (default 0.95)\n"
@@ -48,9 +54,9 @@ static void plan_perseus_help(FILE *f)
             "  --fits FILE          use these cost-model coefficients instead of fitting (CSV\n"
             "                       with stage,instruction,a,b,c; e.g. a reference run's fits)\n"
             "  --fits-case NAME     rows of --fits whose 'case' column is NAME\n"
-            "  --formats LIST       comma list of csv, perseus-py (alias py), zeus-py, json\n"
-            "                       (default csv,perseus-py,json; perseus-py and zeus-py\n"
-            "                       exclude each other: same file names)\n"
+            "  --formats LIST       comma list of csv, packed, perseus-py (alias py), zeus-py,\n"
+            "                       json (default csv,packed; perseus-py and zeus-py exclude\n"
+            "                       each other: same file names)\n"
             "  --quiet              no summary on stdout\n"
             "  -h, --help           this help\n\n"
             "Progress goes to stderr: a bar on a terminal, otherwise one line every %.0f s once\n"
@@ -80,11 +86,12 @@ static int plan_perseus(int argc, char **argv)
         {"fits-case", required_argument, 0, 'C'},
         {"max-plans", required_argument, 0, 'X'},
         {"force", no_argument, 0, 'Y'},
+        {"per-plan-files", no_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *fits = NULL, *fits_case = NULL;
-    const char *profile = NULL, *out = NULL, *gpu = NULL, *formats = "csv,py,json";
+    const char *profile = NULL, *out = NULL, *gpu = NULL, *formats = "csv,packed";
     long S = 0, M = 0;
     bool quiet = false, have_power = false;
     erg_perseus_opts o;
@@ -106,6 +113,9 @@ static int plan_perseus(int argc, char **argv)
             break;
         case 'Y':
             o.max_plans = 0;
+            break;
+        case 'P':
+            formats = "csv,packed,py,json";
             break;
         case 's':
             if (!cli_parse_int(cmd, "--stages", optarg, 1, 4096, &S))
@@ -181,9 +191,11 @@ static int plan_perseus(int argc, char **argv)
                 what |= ERG_FRONTIER_ZEUS_PY;
             else if (!strcasecmp(tok, "json"))
                 what |= ERG_FRONTIER_JSON;
+            else if (!strcasecmp(tok, "packed"))
+                what |= ERG_FRONTIER_PACKED;
             else
                 return cli_usage_error(
-                    cmd, "--formats: unknown format '%s' (csv, perseus-py, zeus-py, json)", tok);
+                    cmd, "--formats: unknown format '%s' (csv, packed, perseus-py, zeus-py, json)", tok);
         }
         if ((what & ERG_FRONTIER_PY) && (what & ERG_FRONTIER_ZEUS_PY))
             return cli_usage_error(cmd, "--formats: perseus-py and zeus-py both write "
@@ -215,7 +227,7 @@ static int plan_perseus(int argc, char **argv)
         char m[sizeof err.msg];
         snprintf(m, sizeof m, "%s", err.msg);
         erg_error_set(&err, st, "%s; use a larger --unit-time, or --max-plans N / --force to "
-                                "write them anyway (two files per plan)",
+                                "plan them anyway",
                       m);
     }
     erg_dag *dag = NULL;
@@ -236,8 +248,14 @@ static int plan_perseus(int argc, char **argv)
         return cli_report(cmd, &err);
     }
     double t_plan = cli_now_s() - t0;
+    /* no stale plans: an earlier frontier's files in `out` are replaced */
+    size_t removed = 0;
+    if (cli_frontier_clean(out, &removed, &err))
+        st = err.status ? err.status : ERG_EIO;
+    double t1 = cli_now_s();
     cli_progress_init(&pr, "writing ");
-    st = erg_frontier_write_dir(f, out, what, cli_progress_cb, &pr, &err);
+    if (!st)
+        st = erg_frontier_write_dir(f, out, what, cli_progress_cb, &pr, &err);
     cli_progress_done(&pr);
     size_t n = erg_frontier_size(f);
     if (st) {
@@ -265,8 +283,13 @@ static int plan_perseus(int argc, char **argv)
         size_t ol = strlen(out);
         while (ol > 1 && out[ol - 1] == '/')
             ol--;
-        printf("%zu plans in %.2f s (%.0f plans/s), written to %.*s/\n", n, t_plan,
-               t_plan > 0 ? (double)n / t_plan : 0.0, (int)ol, out);
+        size_t nfiles;
+        double bytes;
+        cli_dir_usage(out, &nfiles, &bytes);
+        printf("%zu plans in %.2f s (plus %.2f s writing %.3g MB in %zu files to %.*s/)\n", n,
+               t_plan, cli_now_s() - t1, bytes / 1e6, nfiles, (int)ol, out);
+        if (removed)
+            printf("replaced %zu files of an earlier frontier in %.*s/\n", removed, (int)ol, out);
         printf("slowest plan:             %.6g s, %.6g J (planner estimate)\n"
                "fastest plan:             %.6g s, %.6g J (planner estimate)\n",
                a.time_s, a.energy_j, b.time_s, b.energy_j);
