@@ -19,11 +19,11 @@ static erg_status header(erg__buf *b, const erg_frontier *f, size_t nplans)
 {
     const erg_schedule *sc = erg__frontier_schedule(f);
     int S = erg_frontier_num_stages(f), M = erg_frontier_num_microbatches(f);
-    erg_status st = erg__buf_printf(b, "%s 1\nschedule %s\nnum_stages %d\nnum_microbatches %d\n"
-                                       "num_plans %zu\n",
+    erg_status st = erg__buf_printf(b,
+                                    "%s 1\nschedule %s\nnum_stages %d\nnum_microbatches %d\n"
+                                    "num_plans %zu\n",
                                     PACK_MAGIC, erg_schedule_name(sc->kind), S, M, nplans);
-    if (!st && sc->max_inflight)
-        st = erg__buf_printf(b, "max_inflight %d\n", sc->max_inflight);
+    if (!st && sc->max_inflight) st = erg__buf_printf(b, "max_inflight %d\n", sc->max_inflight);
     bool ew = false;
     for (int s = 0; s < S && s < ERG_SCHED_MAX_STAGES; s++)
         ew |= sc->extra_warmup[s] != 0;
@@ -31,8 +31,7 @@ static erg_status header(erg__buf *b, const erg_frontier *f, size_t nplans)
         st = erg__buf_append(b, "extra_warmup", 12);
         for (int s = 0; s < S && s < ERG_SCHED_MAX_STAGES && !st; s++)
             st = erg__buf_printf(b, " %d", sc->extra_warmup[s]);
-        if (!st)
-            st = erg__buf_append(b, "\n", 1);
+        if (!st) st = erg__buf_append(b, "\n", 1);
     }
     return st;
 }
@@ -43,8 +42,7 @@ static erg_status load_plan(const erg_frontier *f, size_t k, int *freq, int S, i
 {
     erg_plan *p;
     erg_status st = erg_frontier_plan(f, k, &p, err);
-    if (st)
-        return st;
+    if (st) return st;
     for (int s = 0; s < S; s++)
         memcpy(freq + (size_t)s * 2 * M, erg_plan_stage_freqs_const(p, s),
                sizeof(int) * 2 * (size_t)M);
@@ -66,8 +64,7 @@ erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, s
     size_t nk = 0;
     for (size_t k = 0; k < np; k++)
         nk += k % every == 0 || k + 1 == np;
-    if (!st)
-        st = header(&b, f, nk);
+    if (!st) st = header(&b, f, nk);
     bool first = true;
     char t[40], e[40], c[40], cc[40];
     for (size_t k = 0; k < np && !st; k++) {
@@ -76,22 +73,19 @@ erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, s
             erg__frontier_advance(f, k, cur);
         else if (keep)
             st = load_plan(f, k, cur, S, M, err);
-        if (st || !keep)
-            continue;
+        if (st || !keep) continue;
         erg_frontier_point pt;
         erg_frontier_get(f, k, &pt, err);
         if (first) {
             st = erg__buf_append(&b, "base", 4);
             for (size_t i = 0; i < n && !st; i++)
                 st = erg__buf_printf(&b, " %d", cur[i]);
-            if (!st)
-                st = erg__buf_append(&b, "\n", 1);
+            if (!st) st = erg__buf_append(&b, "\n", 1);
             memcpy(out, cur, sizeof(int) * n);
         }
         if (!st)
-            st = erg__buf_printf(
-                &b, "%s %s", erg__fmt_double_py(pt.time_s, t, sizeof t),
-                erg__fmt_double_py(pt.energy_j, e, sizeof e));
+            st = erg__buf_printf(&b, "%s %s", erg__fmt_double_py(pt.time_s, t, sizeof t),
+                                 erg__fmt_double_py(pt.energy_j, e, sizeof e));
         /* cost and cost change are NaN for plans read from files */
         if (!st && isfinite(pt.cost_j) && isfinite(pt.cost_change_j))
             st = erg__buf_printf(&b, " %s %s", erg__fmt_double_py(pt.cost_j, c, sizeof c),
@@ -103,18 +97,13 @@ erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, s
                 st = erg__buf_printf(&b, " %zu:%d", i, cur[i]);
                 out[i] = cur[i];
             }
-        if (!st)
-            st = erg__buf_append(&b, "\n", 1);
+        if (!st) st = erg__buf_append(&b, "\n", 1);
         first = false;
     }
-    if (st == ERG_ENOMEM && !err->msg[0])
-        erg_error_set(err, st, "out of memory");
-    if (!st)
-        st = erg__write_file(path, b.data ? b.data : "", b.len, err);
-    if (!st && kept)
-        *kept = nk;
-    if (!st && bytes)
-        *bytes = b.len;
+    if (st == ERG_ENOMEM && !err->msg[0]) erg_error_set(err, st, "out of memory");
+    if (!st) st = erg__write_file(path, b.data ? b.data : "", b.len, err);
+    if (!st && kept) *kept = nk;
+    if (!st && bytes) *bytes = b.len;
     erg__buf_free(&b);
     erg__free(cur);
     erg__free(out);
@@ -131,8 +120,7 @@ typedef struct lines {
 /* The next line, NUL-terminated in place (NULL at the end). */
 static char *next_line(lines *l)
 {
-    if (l->p >= l->end)
-        return NULL;
+    if (l->p >= l->end) return NULL;
     char *s = l->p, *nl = memchr(s, '\n', (size_t)(l->end - s));
     if (nl) {
         *nl = '\0';
@@ -142,16 +130,14 @@ static char *next_line(lines *l)
     }
     l->line++;
     size_t len = strlen(s);
-    if (len && s[len - 1] == '\r')
-        s[len - 1] = '\0';
+    if (len && s[len - 1] == '\r') s[len - 1] = '\0';
     return s;
 }
 
 static bool parse_int_tok(const char *s, long lo, long hi, long *out)
 {
     long v;
-    if (!erg__parse_long(s, &v) || v < lo || v > hi)
-        return false;
+    if (!erg__parse_long(s, &v) || v < lo || v > hi) return false;
     *out = v;
     return true;
 }
@@ -164,13 +150,11 @@ static const char *value_of(const char *ln, const char *key)
 }
 
 erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *name,
-                                      const erg_schedule *hint, erg_frontier **out,
-                                      erg_error *err)
+                                      const erg_schedule *hint, erg_frontier **out, erg_error *err)
 {
     *out = NULL;
     char *buf = erg__malloc(len + 1);
-    if (!buf)
-        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if (!buf) return erg_error_set(err, ERG_ENOMEM, "out of memory");
     memcpy(buf, text, len);
     buf[len] = '\0';
     lines l = {buf, buf + len, 0};
@@ -179,13 +163,13 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
     int *freq = NULL;
     long S = 0, M = 0, np = -1;
     erg_schedule sc = {.kind = ERG_SCHED_1F1B};
-    if (hint)
-        sc = *hint;
+    if (hint) sc = *hint;
     bool have_sched = false;
     char *ln = next_line(&l);
     if (!ln || strcmp(ln, PACK_MAGIC " 1")) {
-        st = erg_error_set(err, ERG_EPARSE, "%s:1: expected '%s 1' (an ergon plans file, version 1)",
-                           name, PACK_MAGIC);
+        st =
+            erg_error_set(err, ERG_EPARSE, "%s:1: expected '%s 1' (an ergon plans file, version 1)",
+                          name, PACK_MAGIC);
         goto done;
     }
     /* header lines up to "base" */
@@ -200,27 +184,35 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
             have_sched = true;
         } else if ((v = value_of(ln, "num_stages"))) {
             if (!parse_int_tok(v, 1, ERG_SCHED_MAX_STAGES * 64L, &S)) {
-                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: num_stages '%.40s' is not an integer "
-                                   "in [1, %d]", name, l.line, v, ERG_SCHED_MAX_STAGES * 64);
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: num_stages '%.40s' is not an integer "
+                                   "in [1, %d]",
+                                   name, l.line, v, ERG_SCHED_MAX_STAGES * 64);
                 goto done;
             }
         } else if ((v = value_of(ln, "num_microbatches"))) {
             if (!parse_int_tok(v, 1, 65536, &M)) {
-                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: num_microbatches '%.40s' is not an "
-                                   "integer in [1, 65536]", name, l.line, v);
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: num_microbatches '%.40s' is not an "
+                                   "integer in [1, 65536]",
+                                   name, l.line, v);
                 goto done;
             }
         } else if ((v = value_of(ln, "num_plans"))) {
             if (!parse_int_tok(v, 1, 1000000000L, &np)) {
-                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: num_plans '%.40s' is not an integer "
-                                   "in [1, 1e9]", name, l.line, v);
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: num_plans '%.40s' is not an integer "
+                                   "in [1, 1e9]",
+                                   name, l.line, v);
                 goto done;
             }
         } else if ((v = value_of(ln, "max_inflight"))) {
             long mi;
             if (!parse_int_tok(v, 0, 65536, &mi)) {
-                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: max_inflight '%.40s' is not an "
-                                   "integer in [0, 65536]", name, l.line, v);
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: max_inflight '%.40s' is not an "
+                                   "integer in [0, 65536]",
+                                   name, l.line, v);
                 goto done;
             }
             sc.max_inflight = (int)mi;
@@ -230,9 +222,10 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
             for (tok = strtok_r((char *)v, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
                 long r;
                 if (s >= ERG_SCHED_MAX_STAGES || !parse_int_tok(tok, 0, 65536, &r)) {
-                    st = erg_error_set(err, ERG_EPARSE, "%s:%ld: extra_warmup: at most %d "
-                                       "integers in [0, 65536], got '%.40s'", name, l.line,
-                                       ERG_SCHED_MAX_STAGES, tok);
+                    st = erg_error_set(err, ERG_EPARSE,
+                                       "%s:%ld: extra_warmup: at most %d "
+                                       "integers in [0, 65536], got '%.40s'",
+                                       name, l.line, ERG_SCHED_MAX_STAGES, tok);
                     goto done;
                 }
                 sc.extra_warmup[s++] = (int)r;
@@ -240,20 +233,24 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
         } else if (!strncmp(ln, "base", 4) && (ln[4] == ' ' || !ln[4])) {
             break;
         } else {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: unknown header line '%.40s'", name,
-                               l.line, ln);
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: unknown header line '%.40s'", name, l.line,
+                               ln);
             goto done;
         }
     }
     if (!ln || !have_sched || !S || !M || np < 0) {
-        st = erg_error_set(err, ERG_EPARSE, "%s:%ld: the header needs schedule, num_stages, "
-                           "num_microbatches and num_plans before 'base'", name, l.line);
+        st = erg_error_set(err, ERG_EPARSE,
+                           "%s:%ld: the header needs schedule, num_stages, "
+                           "num_microbatches and num_plans before 'base'",
+                           name, l.line);
         goto done;
     }
     size_t n = (size_t)2 * (size_t)S * (size_t)M;
     if (n > ((size_t)1 << 26) || n > len / 2) { /* base needs 2 bytes per clock */
-        st = erg_error_set(err, ERG_EPARSE, "%s: %ld stages x %ld microbatches: more clocks "
-                           "than the file can hold", name, S, M);
+        st = erg_error_set(err, ERG_EPARSE,
+                           "%s: %ld stages x %ld microbatches: more clocks "
+                           "than the file can hold",
+                           name, S, M);
         goto done;
     }
     /* the plans' count bounds the memory: every plan takes a line */
@@ -273,7 +270,8 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
         for (; tok; tok = strtok_r(NULL, " ", &save)) {
             long v;
             if (i >= n || !parse_int_tok(tok, 1, 1000000, &v)) {
-                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: base: expected %zu clocks in MHz "
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: base: expected %zu clocks in MHz "
                                    "(integers in [1, 1000000]), got '%.40s' at position %zu",
                                    name, l.line, n, tok, i);
                 goto done;
@@ -281,18 +279,18 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
             freq[i++] = (int)v;
         }
         if (i != n) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: base has %zu clocks, expected 2 x %ld x "
-                               "%ld = %zu", name, l.line, i, S, M, n);
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: base has %zu clocks, expected 2 x %ld x "
+                               "%ld = %zu",
+                               name, l.line, i, S, M, n);
             goto done;
         }
     }
     st = erg__frontier_new((int)S, (int)M, &sc, 0, 0, &f, err);
-    if (!st)
-        st = erg__frontier_set_initial(f, freq, err);
+    if (!st) st = erg__frontier_set_initial(f, freq, err);
     long k = 0;
     while (!st && (ln = next_line(&l))) {
-        if (!*ln)
-            continue;
+        if (!*ln) continue;
         if (k >= np) {
             st = erg_error_set(err, ERG_EPARSE, "%s:%ld: more plans than num_plans %ld", name,
                                l.line, np);
@@ -305,41 +303,42 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
         pt.quant_time = -1;
         bool costs = tc && tcc && strcmp(tc, "-");
         if (!tt || !te || !tc || !tcc || !erg__parse_double(tt, &pt.time_s) ||
-            !erg__parse_double(te, &pt.energy_j) || !(pt.time_s > 0) ||
-            !(pt.time_s < 1e9) || !(fabs(pt.energy_j) < 1e15) ||
-            (costs && (!erg__parse_double(tc, &pt.cost_j) ||
-                       !erg__parse_double(tcc, &pt.cost_change_j))) ||
+            !erg__parse_double(te, &pt.energy_j) || !(pt.time_s > 0) || !(pt.time_s < 1e9) ||
+            !(fabs(pt.energy_j) < 1e15) ||
+            (costs &&
+             (!erg__parse_double(tc, &pt.cost_j) || !erg__parse_double(tcc, &pt.cost_change_j))) ||
             (!costs && strcmp(tcc ? tcc : "", "-"))) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: plan %ld: expected 'TIME ENERGY COST "
-                               "COST_CHANGE [INDEX:MHZ]...' with a positive time", name, l.line,
-                               k);
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: plan %ld: expected 'TIME ENERGY COST "
+                               "COST_CHANGE [INDEX:MHZ]...' with a positive time",
+                               name, l.line, k);
             break;
         }
-        if (!costs)
-            pt.cost_j = pt.cost_change_j = NAN;
+        if (!costs) pt.cost_j = pt.cost_change_j = NAN;
         st = erg__frontier_begin_plan(f, &pt, err);
-        for (char *tok = strtok_r(NULL, " ", &save); tok && !st;
-             tok = strtok_r(NULL, " ", &save)) {
+        for (char *tok = strtok_r(NULL, " ", &save); tok && !st; tok = strtok_r(NULL, " ", &save)) {
             char *colon = strchr(tok, ':');
             long id, v;
             if (k == 0 || !colon || (*colon = '\0', !parse_int_tok(tok, 0, (long)n - 1, &id)) ||
                 !parse_int_tok(colon + 1, 1, 1000000, &v)) {
-                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: plan %ld: a change must be "
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: plan %ld: a change must be "
                                    "INDEX:MHZ with INDEX in [0, %zu) and MHZ in [1, 1000000]%s",
-                                   name, l.line, k, n, k == 0 ? " (plan 0 has none: it is base)"
-                                                              : "");
+                                   name, l.line, k, n,
+                                   k == 0 ? " (plan 0 has none: it is base)" : "");
                 break;
             }
             freq[id] = (int)v;
             st = erg__frontier_add_change(f, (int)id, (int)v, err);
         }
-        if (!st)
-            st = erg__frontier_end_plan(f, freq, err);
+        if (!st) st = erg__frontier_end_plan(f, freq, err);
         k++;
     }
     if (!st && k != np)
-        st = erg_error_set(err, ERG_EPARSE, "%s: %ld plans but num_plans says %ld (a truncated "
-                           "file?)", name, k, np);
+        st = erg_error_set(err, ERG_EPARSE,
+                           "%s: %ld plans but num_plans says %ld (a truncated "
+                           "file?)",
+                           name, k, np);
 done:
     erg__free(buf);
     erg__free(freq);
@@ -351,14 +350,13 @@ done:
     return ERG_OK;
 }
 
-erg_status erg__frontier_read_packed(const char *path, const erg_schedule *hint,
-                                     erg_frontier **out, erg_error *err)
+erg_status erg__frontier_read_packed(const char *path, const erg_schedule *hint, erg_frontier **out,
+                                     erg_error *err)
 {
     char *text;
     size_t len;
     erg_status st = erg__read_regular_file(path, (size_t)PACK_MAX_BYTES, &text, &len, err);
-    if (st)
-        return st;
+    if (st) return st;
     st = erg__frontier_parse_packed(text, len, path, hint, out, err);
     erg__free(text);
     return st;

@@ -60,8 +60,7 @@ int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_sched
 {
     char path[4096];
     join(path, sizeof path, dir, "profile.csv");
-    if (erg_profile_write_csv(prof, path, err))
-        return CLI_USER_ERROR;
+    if (erg_profile_write_csv(prof, path, err)) return CLI_USER_ERROR;
     join(path, sizeof path, dir, "frontier-info.csv");
     FILE *fp = fopen(path, "w");
     if (!fp) {
@@ -87,8 +86,7 @@ int cli_baseline_copy(const char *from_dir, const char *to_dir, erg_error *err)
     char from[4096], to[4096];
     join(from, sizeof from, from_dir, names[0]);
     FILE *probe = fopen(from, "r");
-    if (!probe)
-        return CLI_OK;
+    if (!probe) return CLI_OK;
     fclose(probe);
     for (int i = 0; i < 2; i++) {
         join(from, sizeof from, from_dir, names[i]);
@@ -100,10 +98,8 @@ int cli_baseline_copy(const char *from_dir, const char *to_dir, erg_error *err)
         while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
             ok = fwrite(buf, 1, n, out) == n;
         ok = ok && !ferror(in);
-        if (in)
-            fclose(in);
-        if (out && fclose(out))
-            ok = false;
+        if (in) fclose(in);
+        if (out && fclose(out)) ok = false;
         if (!ok) {
             erg_error_set(err, ERG_EIO, "cannot copy %s to %s", from, to);
             return CLI_USER_ERROR;
@@ -117,12 +113,10 @@ int cli_baseline_read_power(const char *dir, double *power_w)
     char path[4096], line[512];
     join(path, sizeof path, dir, "frontier-info.csv");
     FILE *fp = fopen(path, "r");
-    if (!fp)
-        return 0;
+    if (!fp) return 0;
     int found = 0;
     while (fgets(line, sizeof line, fp))
-        if (sscanf(line, "blocking_power_w,%lf", power_w) == 1)
-            found = 1;
+        if (sscanf(line, "blocking_power_w,%lf", power_w) == 1) found = 1;
     fclose(fp);
     return found;
 }
@@ -134,12 +128,10 @@ int cli_baseline_open(const char *dir, const erg_frontier *f, cli_baseline *b, e
     if (!cli_baseline_read_power(dir, &b->power_w))
         return CLI_OK; /* no info: fall back to the fastest plan */
     join(path, sizeof path, dir, "profile.csv");
-    if (erg_profile_read_csv(path, &b->prof, err))
-        return CLI_USER_ERROR;
+    if (erg_profile_read_csv(path, &b->prof, err)) return CLI_USER_ERROR;
     b->own = true;
     erg_plan *p0 = NULL, *allmax = NULL;
-    if (erg_frontier_plan(f, 0, &p0, err))
-        goto fail;
+    if (erg_frontier_plan(f, 0, &p0, err)) goto fail;
     erg_schedule sched = erg_plan_schedule(p0);
     int S = erg_plan_num_stages(p0), M = erg_plan_num_microbatches(p0);
     erg_plan_free(p0);
@@ -161,21 +153,17 @@ erg_status cli_baseline_pick(const cli_baseline *b, const erg_frontier *f, doubl
                              size_t *k, erg_emulation *em, erg_error *err)
 {
     erg_status st = erg_frontier_choose_deadline(f, deadline_s, k, err);
-    if (st || !b->have)
-        return st;
+    if (st || !b->have) return st;
     /* The planner's times are quantised down: step to faster plans until the
      * profiled time really fits. */
     size_t n = erg_frontier_size(f);
     for (;;) {
         erg_plan *p;
         st = erg_frontier_plan(f, *k, &p, err);
-        if (!st)
-            st = erg_emulate(b->prof, b->dag, p, b->power_w, em, NULL, NULL, err);
+        if (!st) st = erg_emulate(b->prof, b->dag, p, b->power_w, em, NULL, NULL, err);
         erg_plan_free(p);
-        if (st)
-            return st;
-        if (em->time_s <= deadline_s * (1 + 1e-12))
-            return ERG_OK;
+        if (st) return st;
+        if (em->time_s <= deadline_s * (1 + 1e-12)) return ERG_OK;
         if (*k + 1 >= n)
             return erg_error_set(err, ERG_ENOTFOUND,
                                  "no plan meets the deadline of %.6g s with the profiled values: "
