@@ -8,6 +8,8 @@
 # error naming the file and line. With ../shared/data (and not under sanitizers: ~10 s in
 # Release) the M=96 case itself must stay within 50 MB and 10 files.
 set -u
+# cairo/fontconfig keep caches LeakSanitizer reports (as envpipe.sh)
+export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan-fontconfig.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 : "${ERGON:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

@@ -5,6 +5,8 @@
 # the choose line and the summary agree; the picture is made; a compare at another blocking
 # power is refused by `show --compare`, naming both powers.
 set -u
+# cairo/fontconfig keep caches LeakSanitizer reports (as envpipe.sh)
+export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan-fontconfig.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 : "${ERGON:?}" "${ERGON_SRC:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
