@@ -179,19 +179,27 @@ erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error 
             return erg_error_set(err, ERG_EINVAL, "scheduler %s needs the argument %s", name,
                                  arg_specs[i].name);
     if (arg_i(args, "num_iters", 1) < 1 || arg_i(args, "warmup_iters", 0) < 0)
-        return erg_error_set(err, ERG_EINVAL, "num_iters must be >= 1 and warmup_iters >= 0");
+        return erg_error_set(err, ERG_EINVAL,
+                             "scheduler_args: num_iters must be >= 1 and warmup_iters >= 0, got "
+                             "num_iters %lld, warmup_iters %lld",
+                             (long long)arg_i(args, "num_iters", 1),
+                             (long long)arg_i(args, "warmup_iters", 0));
     double r = arg_d(args, "warmup_step_ratio", 0.1), eta = arg_d(args, "eta_knob", 0.5);
     if (!(r >= 0 && r < 1) || !(eta >= 0 && eta <= 1))
         return erg_error_set(err, ERG_EINVAL,
-                             "warmup_step_ratio must be in [0, 1) and eta_knob in [0, 1]");
+                             "scheduler_args: warmup_step_ratio must be in [0, 1) and eta_knob "
+                             "in [0, 1], got %g and %g",
+                             r, eta);
     const char *phase = arg_s(args, "balanced_phase", "forward");
     if (strcmp(phase, "forward") && strcmp(phase, "backward"))
         return erg_error_set(err, ERG_EINVAL, "balanced_phase must be forward or backward, not '%.32s'",
                              phase);
     if (json_object_get(args, "slowdown") && !(arg_d(args, "slowdown", 1) >= 1))
-        return erg_error_set(err, ERG_EINVAL, "slowdown must be >= 1");
+        return erg_error_set(err, ERG_EINVAL, "scheduler_args: slowdown must be >= 1, got %g",
+                             arg_d(args, "slowdown", 1));
     if (json_object_get(args, "deadline_s") && !(arg_d(args, "deadline_s", 1) > 0))
-        return erg_error_set(err, ERG_EINVAL, "deadline_s must be > 0");
+        return erg_error_set(err, ERG_EINVAL, "scheduler_args: deadline_s must be > 0, got %g",
+                             arg_d(args, "deadline_s", 1));
     if (k == K_POINT) {
         const char *p = arg_s(args, "solution_path", "frequencies.py");
         if (!is_file(p) && !is_dir(p))

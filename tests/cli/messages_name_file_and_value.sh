@@ -47,6 +47,11 @@ else:
 PY
 fi
 
+# scheduler_args values out of range are named with the value
+"$ERGON" serve --port 0 --db "$tmp/a.db" --scheduler AllMaxFrequency --mode frequency \
+  --scheduler-args '{"num_iters": 0}' >/dev/null 2>"$tmp/err"; [ $? -eq 1 ] || fail "num_iters 0 accepted"
+grep -q "scheduler_args: num_iters must be >= 1 and warmup_iters >= 0, got num_iters 0" "$tmp/err" || fail "num_iters: $(cat "$tmp/err")"
+
 command -v curl >/dev/null && command -v python3 >/dev/null || { echo "ok (server part skipped: curl/python3 missing)"; exit 0; }
 "$ERGON" serve --port 0 --db "$tmp/s.db" --scheduler AllMaxFrequency --mode frequency \
   >"$tmp/out" 2>"$tmp/log" & pid=$!
