@@ -347,7 +347,7 @@ int cmd_show(int argc, char **argv)
     for (int i = 0; i < nfront && !rc; i++) {
         const char *arg = frontiers[i], *eq = strchr(arg, '=');
         char file[4096];
-        snprintf(names[nd], sizeof names[nd], "Perseus frontier");
+        snprintf(names[nd], sizeof names[nd], "Perseus frontier (planner estimates)");
         if (eq) {
             snprintf(names[nd], sizeof names[nd], "%.*s", (int)(eq - arg), arg);
             arg = eq + 1;
