@@ -59,6 +59,7 @@ int cmd_emulate(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_choose(int argc, char **argv);
+int cmd_schedule(int argc, char **argv);
 
 /* EnvPipe, baselines, comparison and pictures (cmd_plan_envpipe.c, cmd_compare.c,
  * cmd_show.c); the plan_* ones are methods of `ergon plan`. */
