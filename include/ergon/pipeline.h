@@ -62,7 +62,13 @@ typedef struct erg_schedule {
     /* Time a cross-rank dependency edge adds (P2P transfer), seconds; 0 = none.
      * Used by erg_dag_cpm's callers that pass it (emulate); see docs. */
     double p2p_time_s;
+    /* X of --backward-split: where a profile has only backward rows, I costs
+     * X*B and W costs (1-X)*B (time and energy). 0 = the default 0.5. */
+    double backward_split;
 } erg_schedule;
+
+/* The split a schedule value uses (0.5 when unset). */
+ERG_API double erg_schedule_backward_split(const erg_schedule *sched);
 
 /* One instruction: kind, stage and microbatch (0-based). For OVERLAP_F_B,
  * (stage, microbatch) is the forward part and (kind2, stage2, microbatch2)
@@ -187,23 +193,17 @@ ERG_API erg_status erg_dag_cpm_p2p(const erg_dag *dag, const double *dur, double
                                    double *es, double *lf, double *makespan, erg_error *err);
 
 /* ---- costs of instructions from a stage profile ---- */
-/* How an instruction's time and energy come from a profile at one clock:
+/* The profiled time and energy of instruction `id` of `dag` at freq_mhz.
  * F and B read the forward/backward rows; I and W read backward_input /
  * backward_weight rows when the profile has them, otherwise X*B and (1-X)*B
- * with X = backward_split (0.5 by default). The profile's stage is the rank
- * when it has P stages (each of the rank's V chunks then costs 1/V of it,
- * "stages split evenly"), or the pipeline stage when it has S = P*V stages.
- * OVERLAP_F_B costs the sum of its two parts' time and energy (docs). */
-typedef struct erg_cost_model {
-    double backward_split; /* X in (0, 1); 0 = 0.5 */
-} erg_cost_model;
-/* Profile row (stage index) and scale an instruction part reads; the kind
- * read is F or B (I/W map to B with the split factor folded into *scale)
- * unless the profile has I/W rows (then *kind_out is I/W and *scale is the
- * chunk share only). */
-ERG_API erg_status erg_instr_cost_point(const erg_profile *profile, const erg_dag *dag,
-                                        const erg_cost_model *cm, int id, int freq_mhz,
-                                        erg_profile_point *out, erg_error *err);
+ * with X = erg_schedule_backward_split of the DAG's schedule. The profile's
+ * stage is the rank when the profile has fewer stages than the pipeline
+ * (each of the rank's chunks then costs an equal share of it: "stages split
+ * evenly"), or the pipeline stage when it has one row set per pipeline stage.
+ * OVERLAP_F_B costs the sum of its two parts' time and energy (docs). The
+ * result's freq_mhz is freq_mhz. ERG_ENOTFOUND names a missing clock. */
+ERG_API erg_status erg_instr_cost_point(const erg_profile *profile, const erg_dag *dag, int id,
+                                        int freq_mhz, erg_profile_point *out, erg_error *err);
 
 #ifdef __cplusplus
 }

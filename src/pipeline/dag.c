@@ -22,6 +22,7 @@ void erg_dag_free(erg_dag *d)
     erg__free(d->pred_off);
     erg__free(d->pred);
     erg__free(d->topo);
+    erg__free(d->rank_nstages);
     erg__free(d);
 }
 
@@ -59,9 +60,10 @@ static erg_status dag_build(erg_order *o, const erg_schedule *sched, erg_dag **o
     d->succ = erg__calloc((size_t)3 * n + 1, sizeof(int));
     d->pred = erg__calloc((size_t)3 * n + 1, sizeof(int));
     d->topo = erg__calloc((size_t)n, sizeof(int));
+    d->rank_nstages = erg__calloc((size_t)P, sizeof(int));
     int *indeg = erg__calloc((size_t)n, sizeof(int));
     if (!d->stage || !d->instr || !d->rank_off || !d->id_of || !d->succ_off || !d->pred_off ||
-        !d->succ || !d->pred || !d->topo || !indeg) {
+        !d->succ || !d->pred || !d->topo || !d->rank_nstages || !indeg) {
         erg__free(indeg);
         erg_dag_free(d);
         return erg_error_set(err, ERG_ENOMEM, "out of memory building a %d-instruction DAG", n);
@@ -69,6 +71,8 @@ static erg_status dag_build(erg_order *o, const erg_schedule *sched, erg_dag **o
     for (size_t i = 0; i < (size_t)NS * 4 * M; i++)
         d->id_of[i] = -1;
     memcpy(d->rank_off, o->off, sizeof(int) * ((size_t)P + 1));
+    for (int st = 0; st < NS; st++)
+        d->rank_nstages[o->stage_rank[st]]++;
     memcpy(d->instr, o->instrs, sizeof(erg_instr) * (size_t)n);
     for (int r = 0; r < P; r++)
         for (int id = o->off[r]; id < o->off[r + 1]; id++) {

@@ -56,6 +56,12 @@ int erg_schedule_chunks(const erg_schedule *sched)
     }
 }
 
+double erg_schedule_backward_split(const erg_schedule *sched)
+{
+    return sched && sched->backward_split > 0 && sched->backward_split < 1 ? sched->backward_split
+                                                                           : 0.5;
+}
+
 int erg_schedule_is_vshape(erg_schedule_kind kind)
 {
     return kind == ERG_SCHED_ZBV || kind == ERG_SCHED_DUALPIPEV;
