@@ -387,6 +387,20 @@ static erg_status parse_py(const char *text, size_t len, const char *name,
             rcap = nc;
         }
         rowlens[rows] = count;
+        /* One-stage-per-rank F/B schedules: every stage has 2M clocks. */
+        int fb = !hint || (hint->kind != ERG_SCHED_FILE && erg_schedule_chunks(hint) == 1);
+        if (fb && rows > 0 && count != rowlens[0]) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: stage %d has %d clocks but stage 0 has %d", name, ps.line,
+                               rows, count, rowlens[0]);
+            goto done;
+        }
+        if (fb && count % 2) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: stage %d has %d clocks; expected 2 per microbatch", name,
+                               ps.line, rows, count);
+            goto done;
+        }
         if (count == 0) {
             st = erg_error_set(err, ERG_EPARSE, "%s:%ld: stage %d has no clocks", name, ps.line,
                                rows);
