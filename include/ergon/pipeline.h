@@ -161,6 +161,8 @@ ERG_API int erg_dag_num_microbatches(const erg_dag *dag);
 /* V and S = pipeline stages (chunks) in all. */
 ERG_API int erg_dag_num_chunks(const erg_dag *dag);
 ERG_API int erg_dag_num_pipeline_stages(const erg_dag *dag);
+/* The schedule value the DAG was built with (its split and P2P time). */
+ERG_API erg_schedule erg_dag_schedule(const erg_dag *dag);
 /* The order the DAG was built from. */
 ERG_API const erg_order *erg_dag_order(const erg_dag *dag);
 /* All instructions. */

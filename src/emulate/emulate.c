@@ -57,7 +57,7 @@ erg_status erg_emulate(const erg_profile *profile, const erg_dag *dag, const erg
     }
     double T = 0;
     if (!st)
-        st = erg_dag_cpm_p2p(dag, dur, erg_plan_schedule(plan).p2p_time_s, es, NULL, &T, err);
+        st = erg_dag_cpm_p2p(dag, dur, erg_dag_schedule(dag).p2p_time_s, es, NULL, &T, err);
     if (!st) {
         double idle_s = 0;
         for (int s = 0; s < S; s++) {

@@ -227,6 +227,10 @@ int erg_dag_num_pipeline_stages(const erg_dag *d)
 {
     return d->NS;
 }
+erg_schedule erg_dag_schedule(const erg_dag *d)
+{
+    return d->sched;
+}
 const erg_order *erg_dag_order(const erg_dag *d)
 {
     return d->order;

@@ -471,6 +471,8 @@ erg_status erg_plan_format_json(const erg_plan *p, char **out, erg_error *err)
     json_object_set_new(root, "num_stages", json_integer(p->S));
     json_object_set_new(root, "num_microbatches", json_integer(p->M));
     if (!plan_short_names(p)) {
+        json_object_set_new(root, "backward_split",
+                            json_real(erg_schedule_backward_split(&p->sched)));
         json_object_set_new(root, "num_chunks", json_integer(erg_schedule_chunks(&p->sched)));
         json_object_set_new(root, "num_pipeline_stages",
                             json_integer(erg_order_num_stages(p->order)));
@@ -570,6 +572,15 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
             goto done;
         }
         sched.chunks = (int)json_integer_value(jV);
+    }
+    json_t *jx = json_object_get(root, "backward_split");
+    if (jx) {
+        if (!json_is_number(jx) || !(json_number_value(jx) > 0 && json_number_value(jx) < 1)) {
+            st = erg_error_set(err, ERG_EPARSE, "%s: backward_split must be a number in (0, 1)",
+                               name);
+            goto done;
+        }
+        sched.backward_split = json_number_value(jx);
     }
     json_t *mi = json_object_get(root, "max_inflight");
     if (json_is_integer(mi))

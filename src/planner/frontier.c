@@ -466,10 +466,12 @@ erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *hint, erg_
     size_t nfiles = 0;
     erg__csv c;
     erg__csv_init(&c, text, len);
-    st = list_files(dir, "freqs_pipeline_", ".py", &files, &nfiles, err);
+    /* JSON plans name their schedule (and carry a file schedule's order), so
+     * they are preferred; .py plans need the hint's schedule. */
+    st = list_files(dir, "plan_", ".json", &files, &nfiles, err);
     if (!st && nfiles == 0) {
         erg__free(files);
-        st = list_files(dir, "plan_", ".json", &files, &nfiles, err);
+        st = list_files(dir, "freqs_pipeline_", ".py", &files, &nfiles, err);
     }
     if (st)
         goto done;
@@ -596,25 +598,28 @@ erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every
         base = base ? base + 1 : src;
         snprintf(path, strlen(out) + 300, "%s/%s", out, base);
         st = copy_file(src, path, err);
-        /* the JSON twin of a .py plan, when there is one */
+        /* the twin in the other format (.py <-> .json), when there is one */
         size_t bl = strlen(src);
-        if (!st && bl > 3 && !strcmp(src + bl - 3, ".py")) {
-            char *twin = erg__malloc(bl + 16);
-            if (twin) {
-                snprintf(twin, bl + 16, "%s", src);
-                char *slash = strrchr(twin, '/');
-                char *name = slash ? slash + 1 : twin;
-                unsigned long idx;
-                if (sscanf(name, "freqs_pipeline_%lu.py", &idx) == 1) {
-                    snprintf(name, bl + 16 - (size_t)(name - twin), "plan_%05lu.json", idx);
-                    if (stat(twin, &sb) == 0) {
-                        snprintf(path, strlen(out) + 300, "%s/plan_%05lu.json", out, idx);
-                        st = copy_file(twin, path, err);
-                    }
+        char *twin = erg__malloc(bl + 32);
+        if (!st && twin) {
+            snprintf(twin, bl + 32, "%s", src);
+            char *slash = strrchr(twin, '/');
+            char *name = slash ? slash + 1 : twin;
+            unsigned long idx;
+            char tname[64] = "";
+            if (sscanf(name, "freqs_pipeline_%lu.py", &idx) == 1)
+                snprintf(tname, sizeof tname, "plan_%05lu.json", idx);
+            else if (sscanf(name, "plan_%lu.json", &idx) == 1)
+                snprintf(tname, sizeof tname, "freqs_pipeline_%05lu.py", idx);
+            if (tname[0]) {
+                snprintf(name, bl + 32 - (size_t)(name - twin), "%s", tname);
+                if (stat(twin, &sb) == 0) {
+                    snprintf(path, strlen(out) + 300, "%s/%s", out, tname);
+                    st = copy_file(twin, path, err);
                 }
-                erg__free(twin);
             }
         }
+        erg__free(twin);
         char t[40], e[40];
         if (!st)
             st = erg__buf_printf(&csv, "%s,%s\n", erg__fmt_double_py(f->pts[k].time_s, t, sizeof t),

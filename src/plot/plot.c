@@ -236,10 +236,15 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
     if (opts->title)
         snprintf(title, sizeof title, "%s", opts->title);
     else
+    {
+        char vs[32] = "";
+        if (V > 1)
+            snprintf(vs, sizeof vs, ", V=%d", V);
         snprintf(title, sizeof title, "%s, %s schedule, %s=%d%s, M=%d: %.4g s, %.6g J",
                  erg_plan_method(plan) ? erg_plan_method(plan) : "plan",
-                 erg_schedule_name(sc.kind), V > 1 ? "P" : "S", S, V > 1 ? ", V>1" : "", M,
-                 em.time_s, em.energy_j);
+                 erg_schedule_name(sc.kind), V > 1 ? "P" : "S", S, vs, M, em.time_s,
+                 em.energy_j);
+    }
     cairo_set_source_rgb(cr, 0, 0, 0);
     set_font(cr, 15, true);
     text_at(cr, W / 2.0, 16, title, 0.5, 0.5);
