@@ -252,12 +252,14 @@ static int plan_perseus(int argc, char **argv)
                a.energy_j, b.time_s, b.energy_j);
         printf("all-max clocks:           %.6g s, %.6g J (profiled values)\n", em_max.time_s,
                em_max.energy_j);
-        size_t pick[2];
-        const char *label[2] = {"minimum-energy plan", "within 1% slowdown"};
-        bool ok[2];
+        size_t pick[3];
+        const char *label[3] = {"minimum-energy plan", "at the all-max time", "within 1% slowdown"};
+        const double factor[3] = {0, 1.0, 1.01};
+        bool ok[3];
         ok[0] = !erg_frontier_choose_deadline(f, 1e300, &pick[0], &err);
-        ok[1] = !erg_frontier_choose_deadline(f, 1.01 * em_max.time_s, &pick[1], &err);
-        for (int i = 0; i < 2; i++) {
+        for (int i = 1; i < 3; i++)
+            ok[i] = !erg_frontier_choose_deadline(f, factor[i] * em_max.time_s, &pick[i], &err);
+        for (int i = 0; i < 3; i++) {
             erg_plan *p = NULL;
             erg_emulation em;
             if (!ok[i]) {
@@ -273,7 +275,7 @@ static int plan_perseus(int argc, char **argv)
                     bad = true;
                     break;
                 }
-                if (i == 0 || em.time_s <= 1.01 * em_max.time_s || pick[i] + 1 >= n)
+                if (i == 0 || em.time_s <= factor[i] * em_max.time_s || pick[i] + 1 >= n)
                     break;
                 erg_plan_free(p);
                 p = NULL;
