@@ -37,6 +37,12 @@ _STATUS_NAMES = {0: "OK", 1: "EINVAL", 2: "EPARSE", 3: "EIO", 4: "ENOMEM", 5: "E
 SCHED_1F1B = 0
 SCHED_GPIPE = 1
 SCHED_ENVPIPE = 2
+SCHED_INTERLEAVED_1F1B = 3
+SCHED_LOOPED_BFS = 4
+SCHED_INTERLEAVED_ZB = 5
+SCHED_ZBV = 6
+SCHED_DUALPIPEV = 7
+SCHED_FILE = 8
 #: ERG_SCHED_MAX_STAGES: stages whose extra warm-up an EnvPipe schedule carries.
 SCHED_MAX_STAGES = 64
 
@@ -60,12 +66,18 @@ class _Error(ctypes.Structure):
 
 
 class _Schedule(ctypes.Structure):
+    # mirrors erg_schedule in pipeline.h (layout must match)
     _fields_ = [("kind", ctypes.c_int), ("max_inflight", ctypes.c_int),
-                ("extra_warmup", ctypes.c_int * SCHED_MAX_STAGES)]
+                ("extra_warmup", ctypes.c_int * SCHED_MAX_STAGES),
+                ("chunks", ctypes.c_int), ("order", ctypes.c_void_p),
+                ("p2p_time_s", ctypes.c_double), ("backward_split", ctypes.c_double)]
 
 
 class _Instr(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_int), ("microbatch", ctypes.c_int)]
+    # mirrors erg_instr in pipeline.h: kind, microbatch, stage, and the
+    # backward part of an OVERLAP_F_B
+    _fields_ = [("kind", ctypes.c_int), ("microbatch", ctypes.c_int), ("stage", ctypes.c_int),
+                ("kind2", ctypes.c_int), ("stage2", ctypes.c_int), ("microbatch2", ctypes.c_int)]
 
 
 _lib = None
