@@ -68,5 +68,9 @@ check "zeus-global dualpipev" 0 "schedule dualpipev" "$E" plan zeus-global --pro
 check "uniform schedule file" 0 "schedule file" "$E" plan uniform --profile "$T/p.csv" --schedule-file "$T/izb.csv" --gpu A100
 check "envpipe refuses zbv" 1 "EnvPipe runs on the 1f1b or ours schedule, not zbv" "$E" plan envpipe --profile "$T/p.csv" --stages 2 --microbatches 4 --gpu A100 --schedule zbv
 check "envpipe refuses schedule file" 2 "EnvPipe is defined only for the 1f1b and ours" "$E" plan envpipe --profile "$T/p.csv" --schedule-file "$T/izb.csv" --gpu A100
+check "compare with a schedule" 0 "zeus-stage-interleaved-zb" "$E" compare --profile "$T/p.csv" --microbatches 4 --gpu A100 --schedule interleaved-zb --no-frontier
+check "compare states split" 0 "--backward-split 0.5" "$E" compare --profile "$T/p.csv" --microbatches 4 --gpu A100 --schedule zbv --no-frontier
+check "compare json states split" 0 '"backward_split": 0.5' "$E" compare --profile "$T/p.csv" --microbatches 4 --gpu A100 --schedule zbv --no-frontier --format json
+check "compare perseus row" 0 "perseus-dualpipev" "$E" compare --profile "$T/p.csv" --microbatches 4 --gpu A100 --schedule dualpipev
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
