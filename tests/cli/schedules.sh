@@ -3,6 +3,8 @@
 # (plan perseus, baselines, emulate, choose, show), with a simulated profile.
 set -u
 E=${ERGON:?}
+# cairo/fontconfig keep process-lifetime caches that LeakSanitizer reports (show plan)
+export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan-fontconfig.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 pass=0; fail=0
 check() { # name expected_rc grep_text cmd...
