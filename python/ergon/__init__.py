@@ -18,12 +18,16 @@ import ctypes
 import ctypes.util
 import os
 
-__all__ = ["ErgonError", "Gpu", "Client", "FORWARD", "BACKWARD", "load_library",
+__all__ = ["ErgonError", "Gpu", "Client", "FORWARD", "BACKWARD", "BACKWARD_INPUT",
+           "BACKWARD_WEIGHT", "load_library",
            "version", "profile_from_logs", "sim_profile", "Schedule", "schedule_order",
            "plan_schedule", "SCHED_1F1B", "SCHED_GPIPE", "SCHED_ENVPIPE"]
 
 FORWARD = 0
 BACKWARD = 1
+#: zero-bubble halves of the backward (erg_instr_kind)
+BACKWARD_INPUT = 2
+BACKWARD_WEIGHT = 3
 
 #: libergon version this binding was written for (major, minor).
 API_VERSION = (0, 1)
@@ -138,6 +142,8 @@ def _declare(lib):
         "erg_client_step_end": (I, [P, ctypes.POINTER(D), ctypes.POINTER(D)]),
         "erg_client_instruction_begin": (I, [P, I, I]),
         "erg_client_instruction_end": (I, [P, I, I]),
+        "erg_client_instruction_begin_chunk": (I, [P, I, I, I]),
+        "erg_client_instruction_end_chunk": (I, [P, I, I, I]),
         "erg_client_sync": (I, [P, D, E]),
         "erg_client_active_clock": (I, [P]),
         "erg_client_clock_changes": (ctypes.c_uint64, [P]),
@@ -305,6 +311,17 @@ class Client:
     def instruction_end(self, kind, microbatch):
         _check(self._lib.erg_client_instruction_end(self.handle, kind, microbatch),
                what="instruction_end(%d, %d) does not match the open instruction" % (kind, microbatch))
+
+    def instruction_begin_chunk(self, kind, chunk, microbatch):
+        """Multi-chunk / zero-bubble schedules: kind FORWARD, BACKWARD, BACKWARD_INPUT or
+        BACKWARD_WEIGHT of this rank's chunk `chunk` (its stages in ascending order)."""
+        _check(self._lib.erg_client_instruction_begin_chunk(self.handle, kind, chunk, microbatch),
+               what="instruction_begin_chunk(%d, %d, %d) refused" % (kind, chunk, microbatch))
+
+    def instruction_end_chunk(self, kind, chunk, microbatch):
+        _check(self._lib.erg_client_instruction_end_chunk(self.handle, kind, chunk, microbatch),
+               what="instruction_end_chunk(%d, %d, %d) does not match the open instruction"
+               % (kind, chunk, microbatch))
 
     def sync(self, timeout_s=30.0):
         err = _Error()
