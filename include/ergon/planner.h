@@ -26,6 +26,10 @@ typedef struct erg_perseus_opts {
     const double *fits;
     erg_progress_fn progress;     /* Optional progress callback (plans done / expected). */
     void *progress_user;
+    /* Refuse (ERG_EINVAL, before planning, with the estimate) when the
+     * frontier would hold more than this many plans; 0 (default): no limit.
+     * The estimate is the slowest minus the fastest iteration in units. */
+    uint64_t max_plans;
 } erg_perseus_opts;
 
 ERG_API void erg_perseus_opts_init(erg_perseus_opts *opts);

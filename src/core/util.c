@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -58,6 +59,9 @@ void erg__buf_free(erg__buf *b)
     b->len = b->cap = 0;
 }
 
+static erg_status read_stream(FILE *f, const char *path, size_t max_bytes, char **out,
+                              size_t *len, erg_error *err);
+
 erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t *len,
                           erg_error *err)
 {
@@ -68,6 +72,50 @@ erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t
     if (!f)
         return erg_error_set(err, errno == ENOENT ? ERG_ENOTFOUND : ERG_EIO, "%s: cannot open: %s",
                              path, strerror(errno));
+    return read_stream(f, path, max_bytes, out, len, err);
+}
+
+erg_status erg__read_regular_file(const char *path, size_t max_bytes, char **out, size_t *len,
+                                  erg_error *err)
+{
+    *out = NULL;
+    if (len)
+        *len = 0;
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return erg_error_set(err, errno == ENOENT ? ERG_ENOTFOUND : ERG_EIO, "%s: cannot open: %s",
+                             path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return erg_error_set(err, ERG_EIO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return erg_error_set(err, ERG_EIO, "%s: not a regular file (%s)", path,
+                             S_ISFIFO(sb.st_mode)   ? "a FIFO"
+                             : S_ISDIR(sb.st_mode)  ? "a directory"
+                             : S_ISSOCK(sb.st_mode) ? "a socket"
+                             : S_ISCHR(sb.st_mode)  ? "a character device"
+                             : S_ISBLK(sb.st_mode)  ? "a block device"
+                                                    : "not a plain file");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return erg_error_set(err, ERG_EIO, "%s: cannot open: %s", path, strerror(e));
+    }
+    return read_stream(f, path, max_bytes, out, len, err);
+}
+
+/* Read f to the end (at most max_bytes) and close it. */
+static erg_status read_stream(FILE *f, const char *path, size_t max_bytes, char **out,
+                              size_t *len, erg_error *err)
+{
     erg__buf b = {0};
     char chunk[65536];
     size_t n;
@@ -495,10 +543,17 @@ bool erg__parse_double(const char *s, double *out)
 {
     if (!s || !*s)
         return false;
+    /* Decimal only: strtod would also read hexadecimal ("0x10" = 16). */
+    if (strchr(s, 'x') || strchr(s, 'X'))
+        return false;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
+    if (end == s || *end != '\0' || !isfinite(v))
+        return false;
+    /* ERANGE: an overflow is not a number we can hold; an underflow (1e-320,
+     * 1e-400) is the nearest double, subnormal or zero, for range checks. */
+    if (errno == ERANGE && fabs(v) > DBL_MIN)
         return false;
     *out = v;
     return true;
@@ -522,6 +577,11 @@ bool erg__parse_long(const char *s, long *out)
 void erg__csv_init(erg__csv *c, const char *text, size_t len)
 {
     memset(c, 0, sizeof(*c));
+    /* A UTF-8 byte order mark (spreadsheet exports) is not part of the header. */
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) {
+        text += 3;
+        len -= 3;
+    }
     c->p = text;
     c->end = text + len;
 }

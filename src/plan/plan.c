@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ERG_MAX_PLAN_BYTES (64u << 20)
@@ -527,6 +528,67 @@ erg_status erg_plan_write_json(const erg_plan *p, const char *path, erg_error *e
     return st;
 }
 
+/* "version" must be 1, the only version this reader knows (a newer writer's
+ * plan must not be read as if it were version 1). */
+static erg_status check_json_version(const json_t *root, const char *name, erg_error *err)
+{
+    const json_t *v = json_object_get(root, "version");
+    if (!v)
+        return erg_error_set(err, ERG_EPARSE,
+                             "%s: \"version\" is missing (this reader knows ergon-plan version 1)",
+                             name);
+    if (!json_is_integer(v) || json_integer_value(v) != 1) {
+        char *txt = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        erg_status st = erg_error_set(err, ERG_EPARSE,
+                                      "%s: unknown \"version\": %.40s (this reader knows "
+                                      "ergon-plan version 1)",
+                                      name, txt ? txt : "?");
+        free(txt);
+        return st;
+    }
+    return ERG_OK;
+}
+
+/* The stage that entry `pos` of "stages" describes: its "stage" field when
+ * present (an integer in 0..S-1 that no other entry names), else its
+ * position. Entries must all name their stage or none. */
+static erg_status json_stage_of(const json_t *stages, json_int_t pos, json_int_t S,
+                                json_int_t *seen_at, const char *name, json_int_t *stage,
+                                erg_error *err)
+{
+    const json_t *e = json_array_get(stages, (size_t)pos);
+    if (!json_is_object(e))
+        return erg_error_set(err, ERG_EPARSE, "%s: stages[%lld] is not an object", name,
+                             (long long)pos);
+    const json_t *js = json_object_get(e, "stage");
+    bool named0 = json_object_get(json_array_get(stages, 0), "stage") != NULL;
+    if (!js != !named0)
+        return erg_error_set(err, ERG_EPARSE,
+                             "%s: stages[%lld] %s \"stage\" but stages[0] %s (give it in every "
+                             "entry or in none)",
+                             name, (long long)pos, js ? "has" : "has no", named0 ? "has" : "has not");
+    if (!js) {
+        *stage = pos;
+        return ERG_OK;
+    }
+    if (!json_is_integer(js) || json_integer_value(js) < 0 || json_integer_value(js) >= S) {
+        char *txt = json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT);
+        erg_status st = erg_error_set(err, ERG_EPARSE,
+                                      "%s: stages[%lld]: \"stage\": %.40s is not a stage in "
+                                      "0..%lld",
+                                      name, (long long)pos, txt ? txt : "?", (long long)(S - 1));
+        free(txt);
+        return st;
+    }
+    *stage = json_integer_value(js);
+    if (seen_at[*stage])
+        return erg_error_set(err, ERG_EPARSE,
+                             "%s: stages[%lld] and stages[%lld] are both \"stage\": %lld", name,
+                             (long long)(seen_at[*stage] - 1), (long long)pos, (long long)*stage);
+    seen_at[*stage] = pos + 1;
+    return ERG_OK;
+}
+
 static erg_status parse_json(const char *text, size_t len, const char *name, erg_plan **out,
                              erg_error *err)
 {
@@ -537,6 +599,7 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
                              je.column, je.text);
     erg_status st = ERG_OK;
     erg_plan *p = NULL;
+    json_int_t *seen_at = NULL; /* per stage: 1 + the entry that named it, 0: none yet */
     json_t *fmt = json_object_get(root, "format");
     json_t *jS = json_object_get(root, "num_stages"), *jM = json_object_get(root, "num_microbatches");
     json_t *jsched = json_object_get(root, "schedule"), *stages = json_object_get(root, "stages");
@@ -547,6 +610,8 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
                            name);
         goto done;
     }
+    if ((st = check_json_version(root, name, err)))
+        goto done;
     if (!json_is_integer(jS) || !json_is_integer(jM) || !json_is_array(stages)) {
         st = erg_error_set(err, ERG_EPARSE,
                            "%s: num_stages and num_microbatches must be integers and stages a "
@@ -649,8 +714,16 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
     }
     if (st)
         goto done;
-    for (json_int_t s = 0; s < S; s++) {
-        json_t *e = json_array_get(stages, (size_t)s);
+    seen_at = erg__calloc((size_t)S, sizeof *seen_at);
+    if (!seen_at) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (json_int_t pos = 0; pos < S; pos++) {
+        json_int_t s = pos;
+        if ((st = json_stage_of(stages, pos, S, seen_at, name, &s, err)))
+            goto done;
+        json_t *e = json_array_get(stages, (size_t)pos);
         json_t *fr = json_object_get(e, "freq_mhz");
         json_int_t nclk = p->off[s + 1] - p->off[s];
         if (!json_is_array(fr) || (json_int_t)json_array_size(fr) != nclk) {
@@ -677,6 +750,7 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
     if (json_is_string(m))
         st = erg_plan_set_method(p, json_string_value(m), err);
 done:
+    erg__free(seen_at);
     json_decref(root);
     if (st) {
         erg_plan_free(p);

@@ -562,9 +562,20 @@ static erg_status slowest_pareto(const erg_profile *p, int s, erg_instr_kind kin
         bool dom = false;
         for (size_t j = 0; j < n && !dom; j++)
             dom = pt[j].time_s < pt[i].time_s && pt[j].energy_j < pt[i].energy_j;
-        if (!dom)
-            v[m++] = (cand){(long)erg__floordiv_py(pt[i].time_s, unit), pt[i].time_s,
-                            pt[i].energy_j, pt[i].freq_mhz};
+        if (dom)
+            continue;
+        /* A long holds the quantised time only below 2^53 units: past that the
+         * cast is undefined (a 1e308 s time) and the units mean nothing. */
+        double q = erg__floordiv_py(pt[i].time_s, unit);
+        if (!(q >= 0 && q <= 9007199254740992.0)) {
+            erg__free(v);
+            return erg_error_set(err, ERG_EINVAL,
+                                 "stage %d %s at %d MHz: time %g s is %g units of %g s, more "
+                                 "than the planner can count (2^53)",
+                                 s, erg_instr_kind_name(kind), pt[i].freq_mhz, pt[i].time_s, q,
+                                 unit);
+        }
+        v[m++] = (cand){(long)q, pt[i].time_s, pt[i].energy_j, pt[i].freq_mhz};
     }
     /* order by t descending, then a stable sort by e descending (insertion) */
     for (size_t i = 1; i < m; i++) { /* stable: t descending */

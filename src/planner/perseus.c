@@ -215,6 +215,14 @@ static erg_status build_spec(const erg_profile_point *pts, size_t n, int s, erg_
     sp->cand = erg__calloc(n ? n : 1, sizeof(erg__cand));
     if (!sp->cand)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    /* Quantised times are ints: refuse before the conversion overflows. */
+    for (size_t i = 0; i < n; i++)
+        if (!(pts[i].time_s / o->unit_s < 1e9))
+            return erg_error_set(err, ERG_EINVAL,
+                                 "stage %d %s at %d MHz: time %g s is %.3g units of %g s (more "
+                                 "than 1e9); use a larger --unit-time",
+                                 s, erg_instr_kind_name(kind), pts[i].freq_mhz, pts[i].time_s,
+                                 pts[i].time_s / o->unit_s, o->unit_s);
     double nf = o->always_use_noise_factor ? o->noise_factor : 1.0;
     int nc = erg__perseus_candidates(pts, (int)n, o->unit_s, nf, sp->cand);
     if (nc >= 0 && nc <= 3 && !o->always_use_noise_factor) {
@@ -744,6 +752,26 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     cpm_int(&cs);
     long t_max = cs.T;
     uint64_t expected = (uint64_t)(t_max - t_min);
+    if (o.max_plans && expected > o.max_plans) {
+        st = erg_error_set(err, ERG_EINVAL,
+                           "about %llu plans at a time unit of %g s (the iteration spans %.6g "
+                           "to %.6g s), more than the limit of %llu plans",
+                           (unsigned long long)expected, o.unit_s, (double)t_min * o.unit_s,
+                           (double)t_max * o.unit_s, (unsigned long long)o.max_plans);
+        goto done;
+    }
+    if (t_max <= 0) {
+        /* Every duration quantises to 0 units: plans of 0 s, no frontier. */
+        double longest = 0;
+        for (int k = 0; k < nspecs; k++)
+            longest = fmax(longest, cs.specs[k].cand[0].time_s);
+        st = erg_error_set(err, ERG_EINVAL,
+                           "the time unit of %g s is longer than every instruction (the longest "
+                           "takes %g s), so every plan would take 0 units; use a smaller "
+                           "--unit-time",
+                           o.unit_s, longest);
+        goto done;
+    }
 
     st = erg__frontier_new(S, M, &o.schedule, o.unit_s, o.blocking_power_w, &fr, err);
     if (st)
@@ -758,6 +786,13 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
         freq[x] = sp->freq[cs.d[x] - sp->min_q];
     }
     st = erg__frontier_set_initial(fr, freq, err);
+    /* The initial (slowest, least-energy) state: plan 0 when no crashing step
+     * is possible at all (a flat profile, a unit coarser than every clock
+     * step), so the frontier is never empty. */
+    erg_frontier_point slowest = {.quant_time = cs.T, .time_s = (double)cs.T * o.unit_s};
+    for (int x = 0; x < n; x++)
+        slowest.cost_j += spec_cost(&cs.specs[cs.spec_of[x]], cs.d[x]);
+    slowest.energy_j = slowest.cost_j + ((S * slowest.time_s) * o.blocking_power_w);
     for (uint64_t iter = 0; !st; iter++) {
         double cc = 0;
         if (!crash_step(&cs, &cc))
@@ -786,6 +821,11 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
         if (!st && o.progress && o.progress(o.progress_user, iter + 1, expected))
             st = erg_error_set(err, ERG_ECANCELED, "canceled after %llu plans",
                                (unsigned long long)(iter + 1));
+    }
+    if (!st && erg_frontier_size(fr) == 0) {
+        st = erg__frontier_begin_plan(fr, &slowest, err);
+        if (!st)
+            st = erg__frontier_end_plan(fr, freq, err);
     }
     erg__free(freq);
     if (!st && o.progress)

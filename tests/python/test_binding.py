@@ -120,6 +120,47 @@ class Binding(unittest.TestCase):
             rows = list(csv.DictReader(f))
         self.assertEqual(len(rows), 4 * 2 * 38)
 
+    def test_int_arguments_beyond_c_int_raise_value_error(self):
+        # Issue 15 item 17: ctypes keeps the low 32 bits, so lock_sm_clock(0, 2**32 + 1200)
+        # locked 1200 MHz. Every int argument is checked against its C type first.
+        with ergon.Gpu("sim:a100:bert-large:2") as g:
+            for bad in (2 ** 32 + 1200, 2 ** 31, -2 ** 31 - 1, 2 ** 64 + 1410):
+                with self.assertRaises(ValueError) as cm:
+                    g.lock_sm_clock(0, bad)
+                self.assertIn("mhz = %d is out of range" % bad, str(cm.exception))
+            with self.assertRaises(ValueError):
+                g.lock_sm_clock(2 ** 32, 1410)      # device 0 after truncation
+            with self.assertRaises(ValueError):
+                g.energy_mj(2 ** 32 + 1)
+            with self.assertRaises(ValueError):
+                g.name(-2 ** 32)
+            with self.assertRaises(TypeError):
+                g.lock_sm_clock(0, "1200")
+            # a valid clock still locks, an unsupported one is libergon's error
+            g.lock_sm_clock(0, 1410)
+            with self.assertRaises(ergon.ErgonError):
+                g.lock_sm_clock(0, 1201)
+            with self.assertRaises(ValueError):
+                ergon.Client(g, device=0, rank=2 ** 32 + 1, flags=ergon.CLIENT_NO_SIGNALS)
+            with self.assertRaises(ValueError):
+                ergon.Client(g, device=0, rank=0, flags=2 ** 32 + ergon.CLIENT_NO_SIGNALS)
+            with ergon.Client(g, device=1, rank=1, flags=ergon.CLIENT_NO_SIGNALS) as c:
+                with self.assertRaises(ValueError):
+                    c.set_uniform_clock(2 ** 32 + 1200)
+                with self.assertRaises(ValueError):
+                    c.instruction_begin(ergon.FORWARD, 2 ** 32)
+                with self.assertRaises(ValueError):
+                    c.load_plan(os.path.join(self.dir, "none.py"), 2 ** 32 + 1)
+        with self.assertRaises(ValueError):
+            ergon.Schedule("ours", [2 ** 32 + 1, 0])
+        with self.assertRaises(ValueError):
+            ergon.Schedule("1f1b", max_inflight=2 ** 32)
+        with self.assertRaises(ValueError):
+            ergon.schedule_order("1f1b", 2 ** 32 + 2, 4, 0)
+        with self.assertRaises(ValueError):
+            ergon.sim_profile("a100", "gpt3-xl", 2 ** 32 + 4, os.path.join(self.dir, "x.csv"))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "x.csv")))
+
     def test_gpu_closed_before_client_is_safe(self):
         g = ergon.Gpu("sim:a100")
         c = ergon.Client(g, flags=ergon.CLIENT_NO_SIGNALS)

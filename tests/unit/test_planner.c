@@ -683,6 +683,85 @@ TEST(planner_rejects_bad_options)
     erg_profile_free(prof);
 }
 
+/* Issue 15 items 7/14: a unit so small that a quantised time passes 1e9 units
+ * overflowed an int conversion; now an error naming the point and the fix. */
+TEST(planner_refuses_times_past_the_unit_count)
+{
+    erg_error err;
+    erg_profile *prof = tiny_profile(2, 3, 20, 1);
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    o.blocking_power_w = 10;
+    o.unit_s = 1e-15;
+    erg_frontier *f = NULL;
+    ASSERT_EQ_INT(erg_plan_perseus(prof, 2, 2, &o, &f, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "units of 1e-15 s (more than 1e9); use a larger --unit-time");
+    ASSERT(f == NULL);
+    erg_profile_free(prof);
+}
+
+/* Issue 15 item 13: a flat profile (no clock is faster) gave an empty frontier;
+ * the slowest, least-energy state is plan 0. A unit longer than every
+ * instruction is an error naming it. */
+TEST(flat_profile_frontier_holds_the_slowest_plan)
+{
+    erg_error err;
+    erg_profile *prof;
+    ASSERT_OK(erg_profile_new(&prof, &err));
+    for (int s = 0; s < 2; s++)
+        for (int f = 1410; f >= 1380; f -= 15) {
+            erg_profile_point a = {f, 0.1, 30}, b = {f, 0.2, 60};
+            ASSERT_OK(erg_profile_add(prof, s, ERG_FORWARD, &a, &err));
+            ASSERT_OK(erg_profile_add(prof, s, ERG_BACKWARD, &b, &err));
+        }
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    o.blocking_power_w = 10;
+    erg_frontier *f = NULL;
+    ASSERT_OK(erg_plan_perseus(prof, 2, 3, &o, &f, &err));
+    ASSERT_EQ_INT(erg_frontier_size(f), 1);
+    erg_frontier_point pt;
+    ASSERT_OK(erg_frontier_get(f, 0, &pt, &err));
+    ASSERT_NEAR(pt.time_s, 1.2, 1e-9); /* 1F1B, S=2, M=3: 0.1 + 3 x 0.3 + 0.2 */
+    erg_plan *plan;
+    ASSERT_OK(erg_frontier_plan(f, 0, &plan, &err));
+    ASSERT(erg_plan_stage_freqs(plan, 0)[0] > 0);
+    erg_plan_free(plan);
+    erg_frontier_free(f);
+    o.unit_s = 1;
+    f = NULL;
+    ASSERT_EQ_INT(erg_plan_perseus(prof, 2, 3, &o, &f, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "the time unit of 1 s is longer than every instruction");
+    ASSERT(f == NULL);
+    erg_profile_free(prof);
+}
+
+/* Issue 15 item 7: max_plans refuses before planning, with the estimate. */
+TEST(planner_refuses_more_plans_than_max_plans)
+{
+    erg_error err;
+    erg_profile *prof = tiny_profile(2, 4, 5, 9);
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    o.unit_s = 0.25;
+    o.blocking_power_w = 5;
+    erg_frontier *f = NULL;
+    ASSERT_OK(erg_plan_perseus(prof, 2, 2, &o, &f, &err));
+    size_t n = erg_frontier_size(f);
+    erg_frontier_free(f);
+    ASSERT(n >= 2);
+    o.max_plans = 1;
+    f = NULL;
+    ASSERT_EQ_INT(erg_plan_perseus(prof, 2, 2, &o, &f, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "more than the limit of 1 plans");
+    ASSERT_CONTAINS(err.msg, "plans at a time unit of 0.25 s");
+    ASSERT(f == NULL);
+    o.max_plans = n; /* the estimate is an upper bound of the real count */
+    ASSERT_OK(erg_plan_perseus(prof, 2, 2, &o, &f, &err));
+    erg_frontier_free(f);
+    erg_profile_free(prof);
+}
+
 TAP_MAIN(TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
          TEST_ENTRY(a100_frontiers_with_own_fit), TEST_ENTRY(fit_matches_reference_coefficients),
          TEST_ENTRY(candidate_example_from_spec), TEST_ENTRY(a40_plan_counts_at_0_1ms),
@@ -690,4 +769,7 @@ TAP_MAIN(TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
          TEST_ENTRY(brute_force_looped_bfs), TEST_ENTRY(brute_force_interleaved_zb),
          TEST_ENTRY(brute_force_zbv), TEST_ENTRY(brute_force_dualpipev),
          TEST_ENTRY(frontier_plans_roundtrip_through_directory),
-         TEST_ENTRY(planner_rejects_bad_options))
+         TEST_ENTRY(planner_rejects_bad_options),
+         TEST_ENTRY(planner_refuses_times_past_the_unit_count),
+         TEST_ENTRY(flat_profile_frontier_holds_the_slowest_plan),
+         TEST_ENTRY(planner_refuses_more_plans_than_max_plans))

@@ -34,13 +34,22 @@ bool cli_parse_double(const char *cmd, const char *opt, const char *s, double mi
  * Prints a usage error and returns false otherwise. */
 bool cli_blocking_power(const char *cmd, const char *gpu, double *power_w);
 
-/* A progress bar on stderr when it is a terminal (quiet otherwise);
- * usable as an erg_progress_fn with a cli_progress * as user data. */
+/* Progress on stderr: a bar redrawn in place when stderr is a terminal,
+ * otherwise (a log file, a pipe) one line every CLI_PROGRESS_LINE_S seconds
+ * ($ERGON_PROGRESS_INTERVAL_S) once a run has taken that long; none with
+ * $ERGON_NO_PROGRESS set. Usable as an erg_progress_fn with a cli_progress *
+ * as user data. */
+#define CLI_PROGRESS_LINE_S 5.0
+/* Frontier size above which `plan perseus` and `compare` refuse unless told
+ * otherwise (--max-plans, --force): 3x the largest published frontier. */
+#define CLI_DEFAULT_MAX_PLANS 200000
 typedef struct cli_progress {
     const char *label;
     double start_s;
     double last_draw_s;
     bool enabled;
+    bool tty;
+    double line_s; /* seconds between lines when not a terminal */
 } cli_progress;
 void cli_progress_init(cli_progress *p, const char *label);
 int cli_progress_cb(void *user, uint64_t done, uint64_t total);

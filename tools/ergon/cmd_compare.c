@@ -47,6 +47,9 @@ static void compare_help(FILE *f)
             "  --blocking-power W   power while idle or blocked\n"
             "  --gpu-table FILE     GPU clock table (default data/gpus.csv)\n"
             "  --unit-time S        Perseus frontier quantisation unit (default 0.001 s)\n"
+            "  --max-plans N        refuse a frontier of more than N plans (estimated before\n"
+            "                       planning; default %d)\n"
+            "  --force              no plan limit (as --max-plans 0)\n"
             "  --no-frontier        skip the Perseus frontiers (fast)\n"
             "  --ablation           add EnvPipe's ablation rows (its Figure 10):\n"
             "                       envpipe-uniform-1f1b (uniform, 1f1b, default) and\n"
@@ -61,7 +64,8 @@ static void compare_help(FILE *f)
             "  --format F           text (default), csv or json\n"
             "  -o, --out FILE       write the table to FILE instead of stdout\n"
             "  -h, --help           this help\n"
-            "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
+            "\nexit status: 0 success, 1 bad input, 2 usage error.\n",
+            CLI_DEFAULT_MAX_PLANS);
 }
 
 #define MAX_ROWS 20
@@ -80,13 +84,14 @@ typedef struct evfront {
 } evfront;
 
 static int eval_frontier(const char *cmd, const erg_profile *p, int S, int M, double power_w,
-                         double unit_s, const erg_schedule *sched, const char *dir,
-                         evfront *out)
+                         double unit_s, uint64_t max_plans, const erg_schedule *sched,
+                         const char *dir, evfront *out)
 {
     erg_perseus_opts o;
     erg_perseus_opts_init(&o);
     o.blocking_power_w = power_w;
     o.unit_s = unit_s;
+    o.max_plans = max_plans;
     o.schedule = *sched;
     cli_progress prog;
     cli_progress_init(&prog, sched->kind == ERG_SCHED_1F1B ? "frontier 1f1b" : "frontier ours");
@@ -100,8 +105,11 @@ static int eval_frontier(const char *cmd, const erg_profile *p, int S, int M, do
         cli_progress_done(&prog);
         erg_frontier_free(f);
         fprintf(stderr, "ergon %s: the Perseus frontier on %s failed: %s\n(use --no-frontier to "
-                        "compare the other methods)\n",
-                cmd, erg_schedule_name(sched->kind), err.msg);
+                        "compare the other methods%s)\n",
+                cmd, erg_schedule_name(sched->kind), err.msg,
+                strstr(err.msg, "more than the limit of")
+                    ? "; or a larger --unit-time, or --max-plans N / --force"
+                    : "");
         return CLI_USER_ERROR;
     }
     cli_progress_done(&prog);
@@ -250,7 +258,7 @@ static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecl
 }
 
 enum { C_PROFILE = 256, C_STAGES, C_MB, C_GPU, C_POWER, C_TABLE, C_UNIT, C_NOFRONT, C_FDIR,
-       C_FORMAT, C_ABLATION };
+       C_FORMAT, C_ABLATION, C_MAXPLANS, C_FORCE };
 
 int cmd_compare(int argc, char **argv)
 {
@@ -269,6 +277,8 @@ int cmd_compare(int argc, char **argv)
         {"ablation", no_argument, 0, C_ABLATION},
         {"schedule", required_argument, 0, 'S'},
         CLI_SCHED_LONGOPTS,
+        {"max-plans", required_argument, 0, C_MAXPLANS},
+        {"force", no_argument, 0, C_FORCE},
         {"out", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -279,6 +289,7 @@ int cmd_compare(int argc, char **argv)
     cli_sched_init(&cs);
     bool other = false;
     double unit_s = 0.001;
+    long max_plans = CLI_DEFAULT_MAX_PLANS;
     bool frontier = true, ablation = false;
     const char *fdir = NULL, *format = "text", *out = NULL;
     int c;
@@ -320,6 +331,13 @@ int cmd_compare(int argc, char **argv)
             break;
         case C_ABLATION:
             ablation = true;
+            break;
+        case C_MAXPLANS:
+            if (!cli_parse_int(cmd, "--max-plans", optarg, 0, 1000000000000L, &max_plans))
+                return CLI_USAGE;
+            break;
+        case C_FORCE:
+            max_plans = 0;
             break;
         case C_FORMAT:
             if (strcmp(optarg, "text") && strcmp(optarg, "csv") && strcmp(optarg, "json"))
@@ -467,17 +485,17 @@ int cmd_compare(int argc, char **argv)
             snprintf(d1, sizeof d1, "%s/1f1b", fdir);
             snprintf(d2, sizeof d2, "%s/ours", fdir);
         }
-        rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, &one, fdir ? d1 : NULL, &f1);
+        rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &one, fdir ? d1 : NULL, &f1);
         if (!rc && M >= S)
-            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, &ours, fdir ? d2 : NULL,
+            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &ours, fdir ? d2 : NULL,
                                &fo);
         evfront fx = {0};
         if (!rc && other) {
             char d3[4096];
             if (fdir)
                 snprintf(d3, sizeof d3, "%s/%s", fdir, oname);
-            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, &cs.sched,
-                               fdir ? d3 : NULL, &fx);
+            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans,
+                               &cs.sched, fdir ? d3 : NULL, &fx);
         }
         if (!rc) {
             for (int i = 0; i < n; i++) {

@@ -16,7 +16,8 @@ static void help(FILE *f)
                "energy = sum of instruction energies + blocking power x idle time of every stage.\n"
                "FILE is a freqs_pipeline_%%05d.py plan or an ergon JSON plan; the schedule of a .py\n"
                "plan is --schedule (default 1f1b), a JSON plan names its own (and its split;\n"
-               "--backward-split overrides it).\n\n" CLI_SCHED_HELP
+               "--backward-split overrides it). The plan must have as many ranks as the profile\n"
+               "has stages, or ranks x chunks of them (exit status 1 otherwise).\n\n" CLI_SCHED_HELP
                "  --p2p-time S         time every cross-rank dependency adds (P2P transfer,\n"
                "                       seconds; default 0, as lowtime-spec §2.3)\n");
 }
@@ -100,6 +101,25 @@ int cmd_emulate(int argc, char **argv)
         goto done;
     }
     erg_schedule ps = erg_plan_schedule(plan);
+    {
+        /* A plan for fewer stages would be emulated on the profile's first
+         * stages only, and one for more cannot be. A chunked schedule takes a
+         * profile of its ranks (split over the chunks) or of every stage. */
+        int pr = erg_plan_num_stages(plan), ns = erg_profile_num_stages(prof);
+        int v = erg_schedule_chunks(&ps);
+        if (ns != pr && ns != pr * v) {
+            if (v > 1)
+                fprintf(stderr,
+                        "ergon %s: %s: the plan has %d ranks x %d chunks but the profile %s has "
+                        "%d stages (expected %d or %d)\n",
+                        cmd, planf, pr, v, profile, ns, pr, pr * v);
+            else
+                fprintf(stderr, "ergon %s: %s: the plan has %d stages but the profile %s has %d\n",
+                        cmd, planf, pr, profile, ns);
+            rc = CLI_USER_ERROR;
+            goto done;
+        }
+    }
     if (cs.split_set)
         ps.backward_split = cs.sched.backward_split;
     ps.p2p_time_s = p2p;

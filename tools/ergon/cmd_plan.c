@@ -37,7 +37,12 @@ static void plan_perseus_help(FILE *f)
             "                         plan_%%05d.json          ergon plan files (docs/formats.md)\n"
             "  --gpu NAME           A40 (70.38 W) or A100 (83.64 W) blocking power\n"
             "  --blocking-power W   power drawn while blocked on communication, for other GPUs\n"
-            "  --unit-time S        quantisation unit in seconds (default 0.001)\n"
+            "  --unit-time S        quantisation unit in seconds (default 0.001); the frontier\n"
+            "                       has about (slowest - fastest iteration) / S plans\n"
+            "  --max-plans N        refuse, before planning and with the estimate, when the\n"
+            "                       frontier would hold more than N plans (default %d;\n"
+            "                       each plan is a .py and a .json file)\n"
+            "  --force              no plan limit (as --max-plans 0)\n"
             CLI_SCHED_HELP
             "  --noise-factor X     soft Pareto filter factor (default 0.95)\n"
             "  --always-use-noise-factor   use the soft filter straight away\n"
@@ -48,7 +53,12 @@ static void plan_perseus_help(FILE *f)
             "                       (default csv,perseus-py,json; perseus-py and zeus-py\n"
             "                       exclude each other: same file names)\n"
             "  --quiet              no summary on stdout\n"
-            "  -h, --help           this help\n");
+            "  -h, --help           this help\n\n"
+            "Progress goes to stderr: a bar on a terminal, otherwise one line every %.0f s once\n"
+            "a run takes that long ($ERGON_PROGRESS_INTERVAL_S: other seconds;\n"
+            "$ERGON_NO_PROGRESS=1: none).\n"
+            "exit status: 0 success, 1 bad input or no plan (named), 2 usage error.\n",
+            CLI_DEFAULT_MAX_PLANS, CLI_PROGRESS_LINE_S);
 }
 
 static int plan_perseus(int argc, char **argv)
@@ -71,6 +81,8 @@ static int plan_perseus(int argc, char **argv)
         {"quiet", no_argument, 0, 'q'},
         {"fits", required_argument, 0, 'f'},
         {"fits-case", required_argument, 0, 'C'},
+        {"max-plans", required_argument, 0, 'X'},
+        {"force", no_argument, 0, 'Y'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -82,13 +94,23 @@ static int plan_perseus(int argc, char **argv)
     erg_perseus_opts_init(&o);
     cli_sched cs;
     cli_sched_init(&cs);
+    o.max_plans = CLI_DEFAULT_MAX_PLANS;
     erg_error err = {0};
     int c;
+    long max_plans;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
             profile = optarg;
+            break;
+        case 'X':
+            if (!cli_parse_int(cmd, "--max-plans", optarg, 0, 1000000000000L, &max_plans))
+                return CLI_USAGE;
+            o.max_plans = (uint64_t)max_plans;
+            break;
+        case 'Y':
+            o.max_plans = 0;
             break;
         case 's':
             if (!cli_parse_int(cmd, "--stages", optarg, 1, 4096, &S))
@@ -218,6 +240,13 @@ static int plan_perseus(int argc, char **argv)
     erg_frontier *f;
     erg_status st = erg_plan_perseus(prof, (int)S, (int)M, &o, &f, &err);
     cli_progress_done(&pr);
+    if (st == ERG_EINVAL && o.max_plans && strstr(err.msg, "more than the limit of")) {
+        char m[sizeof err.msg];
+        snprintf(m, sizeof m, "%s", err.msg);
+        erg_error_set(&err, st, "%s; use a larger --unit-time, or --max-plans N / --force to "
+                                "write them anyway (two files per plan)",
+                      m);
+    }
     erg_dag *dag = NULL;
     if (!st) {
         st = erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w, &allmax, &err);
@@ -305,14 +334,22 @@ static int plan_perseus(int argc, char **argv)
             }
             erg_plan_free(p);
         }
-    } else if (!quiet) {
-        printf("no plan: the pipeline cannot be made faster than its slowest state\n");
     }
+    if (n == 1 && !quiet)
+        printf("one plan only: the pipeline cannot be made faster than its slowest state (a "
+               "profile whose clocks do not differ in time, or a --unit-time of %g s coarser "
+               "than the clock steps)\n",
+               o.unit_s);
     erg_frontier_free(f);
     erg_dag_free(dag);
     erg_profile_free(prof);
     free(fitv);
     cli_sched_free(&cs);
+    if (n == 0) { /* the planner always emits the slowest plan; never exit 0 with none */
+        fprintf(stderr, "ergon %s: no plan: the pipeline cannot be made faster than its slowest "
+                        "state\n", cmd);
+        return CLI_USER_ERROR;
+    }
     return CLI_OK;
 }
 

@@ -357,9 +357,13 @@ static int measured_step(const char *cmd, popts *p)
         return cli_report(cmd, &err);
     int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan);
     int maxf[ERG_SCHED_MAX_STAGES];
-    if (S > ERG_SCHED_MAX_STAGES || S > erg_profile_num_stages(p->s.profile)) {
-        fprintf(stderr, "ergon %s: the plan has %d stages, the profile %d\n", cmd, S,
-                erg_profile_num_stages(p->s.profile));
+    if (S > ERG_SCHED_MAX_STAGES || S != p->s.S) {
+        if (p->s.S != erg_profile_num_stages(p->s.profile))
+            fprintf(stderr, "ergon %s: %s: the plan has %d stages but --stages is %ld\n", cmd,
+                    p->from_plan, S, p->s.S);
+        else
+            fprintf(stderr, "ergon %s: %s: the plan has %d stages but the profile %s has %d\n",
+                    cmd, p->from_plan, S, p->s.profile_path, erg_profile_num_stages(p->s.profile));
         erg_plan_free(plan);
         return CLI_USER_ERROR;
     }

@@ -216,10 +216,12 @@ static int profile_run(int argc, char **argv)
     erg_gpu *g = NULL;
     if (erg_gpu_open(spec, &g, &err))
         return cli_report("profile run", &err);
-    if (stage >= erg_gpu_count(g)) {
+    int nstages = erg_gpu_count(g);
+    if (stage >= nstages) {
         erg_gpu_close(g);
-        return cli_usage_error("profile run", "--stage %ld: the spec has %d stage(s)", stage,
-                               erg_gpu_count(g));
+        return cli_usage_error("profile run", "--stage %ld: stage %ld out of range 0..%d (the spec "
+                                              "has %d stage(s))",
+                               stage, stage, nstages - 1, nstages);
     }
     int rc = CLI_OK;
     erg_client *c = NULL;

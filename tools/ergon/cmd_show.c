@@ -352,10 +352,12 @@ int cmd_show(int argc, char **argv)
         else
             snprintf(file, sizeof file, "%s/frontier.csv", arg);
         rc = read_points(file, "time", "energy", NULL, &data[nd]);
-        if (!rc) {
-            ser[ns++] = (erg_plot_series){names[nd], data[nd].v, data[nd].n, true};
-            nd++;
+        if (rc) {
+            pts_free(&data[nd]); /* the rows read before the bad one */
+            break;
         }
+        ser[ns++] = (erg_plot_series){names[nd], data[nd].v, data[nd].n, true};
+        nd++;
     }
     pts cmp = {0};
     if (!rc && compare) {
