@@ -5,8 +5,10 @@ DEB_PACKAGES := build-essential cmake pkg-config clang libclang-rt-14-dev \
   libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 \
   libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3
 # PyTorch (CPU, gloo) for the end-to-end example (examples/pytorch_pipeline): `make test`,
-# `make e2e` and `make test-e2e` install it (the e2e tests skip, saying so, without it).
-E2E_PACKAGES := python3-torch python3-torchvision
+# `make e2e` and `make test-e2e` install it (the e2e tests skip, saying so, without it);
+# pydantic (v1 API, Debian 12: 1.10) lets cli/zeus_pydantic check our Zeus dumps and settings
+# parsing against the library the Zeus server itself uses.
+E2E_PACKAGES := python3-torch python3-torchvision python3-pydantic
 E2E_PYTHON := /usr/bin/python3
 E2E_OUT ?= e2e-out
 E2E_ARGS ?=

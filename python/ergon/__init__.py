@@ -21,12 +21,16 @@ import os
 
 from . import _libfind
 
-__all__ = ["ErgonError", "LibraryMissing", "Gpu", "Client", "FORWARD", "BACKWARD", "load_library",
+__all__ = ["ErgonError", "LibraryMissing", "Gpu", "Client", "FORWARD", "BACKWARD", "BACKWARD_INPUT",
+           "BACKWARD_WEIGHT", "load_library",
            "version", "profile_from_logs", "sim_profile", "Schedule", "schedule_order",
            "plan_schedule", "SCHED_1F1B", "SCHED_GPIPE", "SCHED_ENVPIPE"]
 
 FORWARD = 0
 BACKWARD = 1
+#: zero-bubble halves of the backward (erg_instr_kind)
+BACKWARD_INPUT = 2
+BACKWARD_WEIGHT = 3
 
 #: libergon version this binding was written for (major, minor).
 API_VERSION = (0, 1)
@@ -40,6 +44,12 @@ _STATUS_NAMES = {0: "OK", 1: "EINVAL", 2: "EPARSE", 3: "EIO", 4: "ENOMEM", 5: "E
 SCHED_1F1B = 0
 SCHED_GPIPE = 1
 SCHED_ENVPIPE = 2
+SCHED_INTERLEAVED_1F1B = 3
+SCHED_LOOPED_BFS = 4
+SCHED_INTERLEAVED_ZB = 5
+SCHED_ZBV = 6
+SCHED_DUALPIPEV = 7
+SCHED_FILE = 8
 #: ERG_SCHED_MAX_STAGES: stages whose extra warm-up an EnvPipe schedule carries.
 SCHED_MAX_STAGES = 64
 
@@ -74,12 +84,18 @@ class _Error(ctypes.Structure):
 
 
 class _Schedule(ctypes.Structure):
+    # mirrors erg_schedule in pipeline.h (layout must match)
     _fields_ = [("kind", ctypes.c_int), ("max_inflight", ctypes.c_int),
-                ("extra_warmup", ctypes.c_int * SCHED_MAX_STAGES)]
+                ("extra_warmup", ctypes.c_int * SCHED_MAX_STAGES),
+                ("chunks", ctypes.c_int), ("order", ctypes.c_void_p),
+                ("p2p_time_s", ctypes.c_double), ("backward_split", ctypes.c_double)]
 
 
 class _Instr(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_int), ("microbatch", ctypes.c_int)]
+    # mirrors erg_instr in pipeline.h: kind, microbatch, stage, and the
+    # backward part of an OVERLAP_F_B
+    _fields_ = [("kind", ctypes.c_int), ("microbatch", ctypes.c_int), ("stage", ctypes.c_int),
+                ("kind2", ctypes.c_int), ("stage2", ctypes.c_int), ("microbatch2", ctypes.c_int)]
 
 
 _lib = None
@@ -150,6 +166,8 @@ def _declare(lib):
         "erg_client_step_end": (I, [P, ctypes.POINTER(D), ctypes.POINTER(D)]),
         "erg_client_instruction_begin": (I, [P, I, I]),
         "erg_client_instruction_end": (I, [P, I, I]),
+        "erg_client_instruction_begin_chunk": (I, [P, I, I, I]),
+        "erg_client_instruction_end_chunk": (I, [P, I, I, I]),
         "erg_client_sync": (I, [P, D, E]),
         "erg_client_active_clock": (I, [P]),
         "erg_client_clock_changes": (ctypes.c_uint64, [P]),
@@ -330,6 +348,17 @@ class Client:
         kind, microbatch = _int("kind", kind), _int("microbatch", microbatch)
         _check(self._lib.erg_client_instruction_end(self.handle, kind, microbatch),
                what="instruction_end(%d, %d) does not match the open instruction" % (kind, microbatch))
+
+    def instruction_begin_chunk(self, kind, chunk, microbatch):
+        """Multi-chunk / zero-bubble schedules: kind FORWARD, BACKWARD, BACKWARD_INPUT or
+        BACKWARD_WEIGHT of this rank's chunk `chunk` (its stages in ascending order)."""
+        _check(self._lib.erg_client_instruction_begin_chunk(self.handle, kind, chunk, microbatch),
+               what="instruction_begin_chunk(%d, %d, %d) refused" % (kind, chunk, microbatch))
+
+    def instruction_end_chunk(self, kind, chunk, microbatch):
+        _check(self._lib.erg_client_instruction_end_chunk(self.handle, kind, chunk, microbatch),
+               what="instruction_end_chunk(%d, %d, %d) does not match the open instruction"
+               % (kind, chunk, microbatch))
 
     def sync(self, timeout_s=30.0):
         err = _Error()

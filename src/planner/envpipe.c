@@ -813,7 +813,11 @@ static erg_status plan_real(const erg_profile *profile, int S, int M, const erg_
                             erg_plan **out, erg_envpipe_info *info, erg_error *err)
 {
     if (o->schedule != ERG_SCHED_1F1B && o->schedule != ERG_SCHED_ENVPIPE)
-        return erg_error_set(err, ERG_EINVAL, "EnvPipe runs on the 1f1b or ours schedule, not %s",
+        return erg_error_set(err, ERG_EINVAL,
+                             "EnvPipe runs on the 1f1b or ours schedule, not %s (its envelope and "
+                             "extra warm-up forwards are defined for one stage per rank and a "
+                             "full backward; plan other schedules with plan perseus, see "
+                             "docs/schedules.md)",
                              erg_schedule_name(o->schedule));
     if (o->schedule == ERG_SCHED_ENVPIPE && M < S)
         return erg_error_set(err, ERG_EINVAL,

@@ -21,6 +21,11 @@ erg_status erg__frontier_end_plan(erg_frontier *f, const int *freq, erg_error *e
 /* For the packed plan file (frontier_pack.c). */
 bool erg__frontier_computed(const erg_frontier *f); /* not read from plan files */
 const erg_schedule *erg__frontier_schedule(const erg_frontier *f);
+/* Rank r's clocks are [off[r], off[r+1]) of a plan's clocks (S+1 entries:
+ * each rank's instruction count, as the schedule's order gives it). */
+const int *erg__frontier_rank_offsets(const erg_frontier *f);
+/* Each rank's instructions in run order (NULL before the first plan). */
+const erg_order *erg__frontier_order(const erg_frontier *f);
 /* Computed frontiers: freq (plan k-1's clocks; anything for k = 0) becomes
  * plan k's clocks. */
 void erg__frontier_advance(const erg_frontier *f, size_t k, int *freq);

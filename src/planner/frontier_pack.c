@@ -15,14 +15,30 @@
 #define PACK_MAGIC "ergon-plans"
 #define PACK_MAX_BYTES (1ull << 32)
 
+/* Whether plans of this schedule name chunks and a backward split (as the
+ * JSON plan does: every schedule but the one-chunk F/B ones). */
+static bool long_schedule(const erg_schedule *sc)
+{
+    return erg_schedule_chunks(sc) != 1 || sc->kind == ERG_SCHED_FILE;
+}
+
 static erg_status header(erg__buf *b, const erg_frontier *f, size_t nplans)
 {
     const erg_schedule *sc = erg__frontier_schedule(f);
+    const int *off = erg__frontier_rank_offsets(f);
+    const erg_order *ord = erg__frontier_order(f);
     int S = erg_frontier_num_stages(f), M = erg_frontier_num_microbatches(f);
-    erg_status st = erg__buf_printf(b,
-                                    "%s 1\nschedule %s\nnum_stages %d\nnum_microbatches %d\n"
-                                    "num_plans %zu\n",
-                                    PACK_MAGIC, erg_schedule_name(sc->kind), S, M, nplans);
+    char x[40];
+    erg_status st = erg__buf_printf(b, "%s 1\nschedule %s\nnum_stages %d\nnum_microbatches %d\n",
+                                    PACK_MAGIC, erg_schedule_name(sc->kind), S, M);
+    if (!st && long_schedule(sc))
+        st = erg__buf_printf(
+            b, "num_chunks %d\nbackward_split %s\n", erg_schedule_chunks(sc),
+            erg__fmt_double_py(erg_schedule_backward_split(sc), x, sizeof x));
+    if (!st) st = erg__buf_append(b, "instructions", 12);
+    for (int r = 0; r < S && !st; r++)
+        st = erg__buf_printf(b, " %d", off[r + 1] - off[r]);
+    if (!st) st = erg__buf_printf(b, "\nnum_plans %zu\n", nplans);
     if (!st && sc->max_inflight) st = erg__buf_printf(b, "max_inflight %d\n", sc->max_inflight);
     bool ew = false;
     for (int s = 0; s < S && s < ERG_SCHED_MAX_STAGES; s++)
@@ -33,21 +49,48 @@ static erg_status header(erg__buf *b, const erg_frontier *f, size_t nplans)
             st = erg__buf_printf(b, " %d", sc->extra_warmup[s]);
         if (!st) st = erg__buf_append(b, "\n", 1);
     }
+    /* a schedule file's order is the plans' own (the JSON plan's "order"
+     * lists): one line per rank, PyTorch's action names */
+    for (int r = 0; r < S && !st && sc->kind == ERG_SCHED_FILE; r++) {
+        const erg_instr *v;
+        int nr = ord ? erg_order_rank(ord, r, &v) : 0;
+        st = erg__buf_printf(b, "order %d", r);
+        for (int j = 0; j < nr && !st; j++) {
+            char nm[80];
+            erg_instr_format(v[j], nm, sizeof nm);
+            st = erg__buf_printf(b, " %s", nm);
+        }
+        if (!st) st = erg__buf_append(b, "\n", 1);
+    }
     return st;
 }
 
 /* The clocks of plan k into freq, for a frontier read from plan files. */
-static erg_status load_plan(const erg_frontier *f, size_t k, int *freq, int S, int M,
-                            erg_error *err)
+static erg_status load_plan(const erg_frontier *f, size_t k, int *freq, erg_error *err)
 {
     erg_plan *p;
     erg_status st = erg_frontier_plan(f, k, &p, err);
     if (st) return st;
-    for (int s = 0; s < S; s++)
-        memcpy(freq + (size_t)s * 2 * M, erg_plan_stage_freqs_const(p, s),
-               sizeof(int) * 2 * (size_t)M);
+    const int *off = erg__frontier_rank_offsets(f);
+    for (int r = 0; r < erg_frontier_num_stages(f); r++) {
+        if (erg_plan_stage_len(p, r) != off[r + 1] - off[r]) {
+            erg_plan_free(p);
+            return erg_error_set(err, ERG_EINVAL,
+                                 "plan %zu: rank %d has %d clocks, plan 0 has %d", k, r,
+                                 erg_plan_stage_len(p, r), off[r + 1] - off[r]);
+        }
+        memcpy(freq + off[r], erg_plan_stage_freqs_const(p, r),
+               sizeof(int) * (size_t)(off[r + 1] - off[r]));
+    }
     erg_plan_free(p);
     return ERG_OK;
+}
+
+/* Clocks of one plan: every rank's instructions. */
+static size_t np_instrs(const erg_frontier *f)
+{
+    const int *off = erg__frontier_rank_offsets(f);
+    return off ? (size_t)off[erg_frontier_num_stages(f)] : 0;
 }
 
 erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, size_t every,
@@ -55,8 +98,7 @@ erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, s
 {
     if (!f || !path || every < 1)
         return erg_error_set(err, ERG_EINVAL, "erg__frontier_write_packed: bad argument");
-    int S = erg_frontier_num_stages(f), M = erg_frontier_num_microbatches(f);
-    size_t n = (size_t)2 * S * M, np = erg_frontier_size(f);
+    size_t n = np_instrs(f), np = erg_frontier_size(f);
     bool computed = erg__frontier_computed(f);
     int *cur = erg__calloc(n ? n : 1, sizeof(int)), *out = erg__calloc(n ? n : 1, sizeof(int));
     erg__buf b = {0};
@@ -72,7 +114,7 @@ erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, s
         if (computed)
             erg__frontier_advance(f, k, cur);
         else if (keep)
-            st = load_plan(f, k, cur, S, M, err);
+            st = load_plan(f, k, cur, err);
         if (st || !keep) continue;
         erg_frontier_point pt;
         erg_frontier_get(f, k, &pt, err);
@@ -149,6 +191,57 @@ static const char *value_of(const char *ln, const char *key)
     return !strncmp(ln, key, kl) && ln[kl] == ' ' ? ln + kl + 1 : NULL;
 }
 
+/* A schedule file's order from the header's "order R ACTION..." lines: a
+ * torch CSV whose row r is rank r and whose line numbers are the file's
+ * (other lines become comments), so the order reader's file:line:cell
+ * messages point into plans.ergon. */
+typedef struct order_lines {
+    erg__buf csv;
+    long lines; /* lines of csv so far */
+    long ranks; /* order lines so far */
+} order_lines;
+
+static erg_status add_order_line(order_lines *ol, const char *v, long line, const char *name,
+                                 erg_error *err)
+{
+    long r;
+    const char *sp = strchr(v, ' ');
+    char num[24];
+    size_t nl = sp ? (size_t)(sp - v) : strlen(v);
+    if (nl >= sizeof num) nl = sizeof num - 1;
+    memcpy(num, v, nl);
+    num[nl] = '\0';
+    if (!parse_int_tok(num, 0, 1L << 20, &r) || r != ol->ranks)
+        return erg_error_set(err, ERG_EPARSE,
+                             "%s:%ld: expected 'order %ld ACTION...' (one line per rank, rank 0 "
+                             "first), got 'order %.40s'",
+                             name, line, ol->ranks, v);
+    if (strchr(v, ','))
+        return erg_error_set(err, ERG_EPARSE,
+                             "%s:%ld: order %ld: actions are separated by spaces, not commas",
+                             name, line, r);
+    erg_status st = ERG_OK;
+    for (; ol->lines + 1 < line && !st; ol->lines++)
+        st = erg__buf_append(&ol->csv, "#\n", 2);
+    bool first = true;
+    for (const char *p = sp; p && *p && !st;) {
+        while (*p == ' ')
+            p++;
+        const char *e = strchr(p, ' ');
+        size_t tl = e ? (size_t)(e - p) : strlen(p);
+        if (tl) {
+            if (!first) st = erg__buf_append(&ol->csv, ",", 1);
+            if (!st) st = erg__buf_append(&ol->csv, p, tl);
+            first = false;
+        }
+        p = e;
+    }
+    if (!st) st = erg__buf_append(&ol->csv, "\n", 1);
+    ol->lines++;
+    ol->ranks++;
+    return st ? erg_error_set(err, ERG_ENOMEM, "out of memory") : ERG_OK;
+}
+
 erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *name,
                                       const erg_schedule *hint, erg_frontier **out, erg_error *err)
 {
@@ -160,10 +253,15 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
     lines l = {buf, buf + len, 0};
     erg_status st = ERG_OK;
     erg_frontier *f = NULL;
-    int *freq = NULL;
-    long S = 0, M = 0, np = -1;
+    erg_order *order = NULL;
+    order_lines ol = {{0}, 0, 0};
+    int *freq = NULL, *counts = NULL;
+    long S = 0, M = 0, np = -1, V = 0, ncounts = -1, counts_line = 0;
     erg_schedule sc = {.kind = ERG_SCHED_1F1B};
     if (hint) sc = *hint;
+    sc.order = NULL;
+    sc.chunks = 0;
+    sc.backward_split = 0;
     bool have_sched = false;
     char *ln = next_line(&l);
     if (!ln || strcmp(ln, PACK_MAGIC " 1")) {
@@ -176,9 +274,14 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
     while ((ln = next_line(&l))) {
         const char *v;
         if ((v = value_of(ln, "schedule"))) {
-            if (erg_schedule_parse(v, &sc.kind, err)) {
-                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: unknown schedule '%.40s'", name,
-                                   l.line, v);
+            if (!strcmp(v, "file")) {
+                sc.kind = ERG_SCHED_FILE;
+            } else if (erg_schedule_parse(v, &sc.kind, err)) {
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: unknown schedule '%.40s' (1f1b, gpipe, ours, "
+                                   "interleaved-1f1b, looped-bfs, interleaved-zb, zbv, dualpipev "
+                                   "or file)",
+                                   name, l.line, v);
                 goto done;
             }
             have_sched = true;
@@ -197,6 +300,45 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
                                    "integer in [1, 65536]",
                                    name, l.line, v);
                 goto done;
+            }
+        } else if ((v = value_of(ln, "num_chunks"))) {
+            if (!parse_int_tok(v, 1, 64, &V)) {
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: num_chunks '%.40s' is not an integer in [1, 64]",
+                                   name, l.line, v);
+                goto done;
+            }
+        } else if ((v = value_of(ln, "backward_split"))) {
+            double x;
+            if (!erg__parse_double(v, &x) || !(x > 0 && x < 1)) {
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: backward_split '%.40s' is not a number in (0, 1)",
+                                   name, l.line, v);
+                goto done;
+            }
+            sc.backward_split = x;
+        } else if ((v = value_of(ln, "instructions"))) {
+            /* each rank's instruction count: checked against the order */
+            erg__free(counts);
+            counts = erg__malloc(sizeof(int) * (strlen(v) / 2 + 1));
+            if (!counts) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                goto done;
+            }
+            ncounts = 0;
+            counts_line = l.line;
+            char *save = NULL;
+            for (char *tok = strtok_r((char *)v, " ", &save); tok;
+                 tok = strtok_r(NULL, " ", &save)) {
+                long c;
+                if (!parse_int_tok(tok, 1, INT_MAX / 2, &c)) {
+                    st = erg_error_set(err, ERG_EPARSE,
+                                       "%s:%ld: instructions: '%.40s' is not a positive "
+                                       "integer",
+                                       name, l.line, tok);
+                    goto done;
+                }
+                counts[ncounts++] = (int)c;
             }
         } else if ((v = value_of(ln, "num_plans"))) {
             if (!parse_int_tok(v, 1, 1000000000L, &np)) {
@@ -230,6 +372,8 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
                 }
                 sc.extra_warmup[s++] = (int)r;
             }
+        } else if ((v = value_of(ln, "order"))) {
+            if ((st = add_order_line(&ol, v, l.line, name, err))) goto done;
         } else if (!strncmp(ln, "base", 4) && (ln[4] == ' ' || !ln[4])) {
             break;
         } else {
@@ -245,18 +389,81 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
                            name, l.line);
         goto done;
     }
-    size_t n = (size_t)2 * (size_t)S * (size_t)M;
-    if (n > ((size_t)1 << 26) || n > len / 2) { /* base needs 2 bytes per clock */
+    long base_line = l.line;
+    if ((sc.kind == ERG_SCHED_FILE) != (ol.ranks > 0)) {
         st = erg_error_set(err, ERG_EPARSE,
-                           "%s: %ld stages x %ld microbatches: more clocks "
-                           "than the file can hold",
-                           name, S, M);
+                           sc.kind == ERG_SCHED_FILE
+                               ? "%s:%ld: schedule file needs its order: one line 'order R "
+                                 "ACTION...' per rank before 'base'"
+                               : "%s:%ld: 'order' lines belong to schedule file only",
+                           name, base_line);
+        goto done;
+    }
+    if (sc.kind == ERG_SCHED_FILE) {
+        if (ol.ranks != S) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: %ld order lines for num_stages %ld ranks", name,
+                               base_line, ol.ranks, S);
+            goto done;
+        }
+        st = erg_order_parse_csv(ol.csv.data ? ol.csv.data : "", ol.csv.len, name, &order, err);
+        if (st) goto done;
+        sc.order = order;
+        if (V && V != erg_schedule_chunks(&sc)) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s: num_chunks %ld but the order has %d chunks per rank", name,
+                               V, erg_schedule_chunks(&sc));
+            goto done;
+        }
+    } else {
+        sc.chunks = (int)V;
+    }
+    /* Every (stage, microbatch) has at least one instruction of its own or
+     * shared (an F/B overlap) and base needs 2 bytes per clock: refuse sizes
+     * the file cannot hold before building the schedule's order. */
+    if ((size_t)S * (size_t)M * (size_t)erg_schedule_chunks(&sc) > len / 2) {
+        st = erg_error_set(err, ERG_EPARSE,
+                           "%s: %ld ranks x %d chunks x %ld microbatches: more clocks than the "
+                           "file can hold",
+                           name, S, erg_schedule_chunks(&sc), M);
         goto done;
     }
     /* the plans' count bounds the memory: every plan takes a line */
     if ((size_t)np > len / 4 + 1) {
         st = erg_error_set(err, ERG_EPARSE, "%s: num_plans %ld but the file is only %zu bytes",
                            name, np, len);
+        goto done;
+    }
+    st = erg__frontier_new((int)S, (int)M, &sc, 0, 0, &f, err);
+    if (st) {
+        char m[sizeof err->msg];
+        snprintf(m, sizeof m, "%s", err->msg);
+        st = erg_error_set(err, ERG_EPARSE, "%s: the header's schedule: %s", name, m);
+        goto done;
+    }
+    const int *off = erg__frontier_rank_offsets(f);
+    size_t n = (size_t)off[S];
+    if (ncounts >= 0) {
+        bool same = ncounts == S;
+        for (long r = 0; r < S && same; r++)
+            same = counts[r] == off[r + 1] - off[r];
+        if (!same) {
+            long r = 0;
+            while (r < S && r < ncounts && counts[r] == off[r + 1] - off[r])
+                r++;
+            st = erg_error_set(
+                err, ERG_EPARSE,
+                "%s:%ld: instructions: %ld counts for %ld ranks, or rank %ld: %d in the file but "
+                "%d in the schedule %s (%d chunks, %ld microbatches)",
+                name, counts_line, ncounts, S, r, r < ncounts ? counts[r] : 0,
+                r < S ? off[r + 1] - off[r] : 0, erg_schedule_name(sc.kind),
+                erg_schedule_chunks(&sc), M);
+            goto done;
+        }
+    }
+    if (n > len / 2) {
+        st = erg_error_set(err, ERG_EPARSE, "%s: %zu clocks per plan: more than the file can hold",
+                           name, n);
         goto done;
     }
     freq = erg__malloc(n * sizeof(int));
@@ -280,14 +487,13 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
         }
         if (i != n) {
             st = erg_error_set(err, ERG_EPARSE,
-                               "%s:%ld: base has %zu clocks, expected 2 x %ld x "
-                               "%ld = %zu",
-                               name, l.line, i, S, M, n);
+                               "%s:%ld: base has %zu clocks, expected %zu (every rank's "
+                               "instructions: %s, %ld ranks, %ld microbatches)",
+                               name, l.line, i, n, erg_schedule_name(sc.kind), S, M);
             goto done;
         }
     }
-    st = erg__frontier_new((int)S, (int)M, &sc, 0, 0, &f, err);
-    if (!st) st = erg__frontier_set_initial(f, freq, err);
+    st = erg__frontier_set_initial(f, freq, err);
     long k = 0;
     while (!st && (ln = next_line(&l))) {
         if (!*ln) continue;
@@ -342,6 +548,9 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
 done:
     erg__free(buf);
     erg__free(freq);
+    erg__free(counts);
+    erg__buf_free(&ol.csv);
+    erg_order_free(order);
     if (st) {
         erg_frontier_free(f);
         return st;

@@ -159,17 +159,20 @@ static void colorbar(cairo_t *cr, double x, double y, double h, double lo, doubl
 
 /* ---- timeline ---- */
 
-void erg__plot_box_subtitle(int labelled, int n, char *buf, size_t size)
+void erg__plot_box_subtitle(int labelled, int n, bool actions, char *buf, size_t size)
 {
     const char *tail = "grey: idle or blocked; dark line under the boxes: critical path";
+    const char *what = actions ? "boxes: <stage><F|B|I|W><m> (PyTorch action names; F/B overlap "
+                                 "as sF;sB)"
+                               : "boxes: F<m>/B<m> of microbatch m";
     if (labelled >= n)
-        snprintf(buf, size, "boxes: F<m>/B<m> of microbatch m; %s", tail);
+        snprintf(buf, size, "%s; %s", what, tail);
     else if (labelled > 0)
-        snprintf(buf, size, "boxes: F<m>/B<m> of microbatch m (%d of %d boxes too narrow to "
-                            "label); %s",
-                 n - labelled, n, tail);
+        snprintf(buf, size, "%s (%d of %d boxes too narrow to label); %s", what, n - labelled, n,
+                 tail);
     else
-        snprintf(buf, size, "boxes (forwards, backwards) too narrow to label; %s", tail);
+        snprintf(buf, size, "boxes (%s) too narrow to label; %s",
+                 actions ? "instructions" : "forwards, backwards", tail);
 }
 
 erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, double power_w,
@@ -185,12 +188,13 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
     erg_status st = pick_format(path, &fmt, err);
     if (st)
         return st;
-    int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan), n = 2 * S * M;
+    int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan);
     erg_schedule sc = erg_plan_schedule(plan);
     erg_dag *dag = NULL;
     st = erg_dag_new(&sc, S, M, &dag, err);
     if (st)
         return st;
+    int n = erg_dag_num_instrs(dag), V = erg_dag_num_chunks(dag);
     double *start = erg__calloc((size_t)n * 4, sizeof(double));
     if (!start) {
         erg_dag_free(dag);
@@ -205,10 +209,11 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
     for (int id = 0; id < n && !st; id++) {
         int s;
         erg_instr in = erg_dag_instr(dag, id, &s);
-        int f = erg_plan_stage_freqs_const(plan, s)[id % (2 * M)];
+        int f = erg_plan_stage_freqs_const(plan, s)[id - erg_dag_rank_offset(dag, s)];
+        (void)in;
         if (opts->color == ERG_PLOT_COLOR_POWER) {
             erg_profile_point pt;
-            st = erg_profile_lookup(profile, s, in.kind, f, &pt, err);
+            st = erg_instr_cost_point(profile, dag, id, f, &pt, err);
             val[id] = pt.time_s > 0 ? pt.energy_j / pt.time_s : 0;
         } else {
             val[id] = f;
@@ -249,12 +254,20 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
     if (opts->title)
         snprintf(title, sizeof title, "%s", opts->title);
     else
-        snprintf(title, sizeof title, "%s, %s schedule, S=%d, M=%d: %.4g s, %.6g J",
+    {
+        char vs[32] = "";
+        if (V > 1)
+            snprintf(vs, sizeof vs, ", V=%d", V);
+        snprintf(title, sizeof title, "%s, %s schedule, %s=%d%s, M=%d: %.4g s, %.6g J",
                  erg_plan_method(plan) ? erg_plan_method(plan) : "plan",
-                 erg_schedule_name(sc.kind), S, M, em.time_s, em.energy_j);
+                 erg_schedule_name(sc.kind), V > 1 ? "P" : "S", S, vs, M, em.time_s,
+                 em.energy_j);
+    }
     cairo_set_source_rgb(cr, 0, 0, 0);
     set_font(cr, 15, true);
     text_at(cr, W / 2.0, 16, title, 0.5, 0.5);
+    /* chunked and file schedules: boxes named as PyTorch's actions */
+    bool actions = V > 1 || sc.kind == ERG_SCHED_FILE;
     /* rows */
     for (int s = 0; s < S; s++) {
         double y = mt + row_h * s;
@@ -264,7 +277,7 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
         cairo_set_source_rgb(cr, 0, 0, 0);
         set_font(cr, 12, false);
         char lab[32];
-        snprintf(lab, sizeof lab, "stage %d", s);
+        snprintf(lab, sizeof lab, actions ? "rank %d" : "stage %d", s);
         text_at(cr, ml - 8, y + row_h / 2, lab, 1, 0.5);
     }
     set_font(cr, row_h >= 30 ? 10 : 8, false);
@@ -281,8 +294,16 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
         cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
         cairo_set_line_width(cr, w > 4 ? 0.8 : 0.3);
         cairo_stroke(cr);
-        char lab[16];
-        snprintf(lab, sizeof lab, "%c%d", in.kind == ERG_FORWARD ? 'F' : 'B', in.microbatch);
+        char lab[64];
+        if (actions) {
+            if (in.kind == ERG_OVERLAP_F_B)
+                snprintf(lab, sizeof lab, "%dF%d;%d%c%d", in.stage, in.microbatch, in.stage2,
+                         in.kind2 == ERG_BACKWARD_INPUT ? 'I' : 'B', in.microbatch2);
+            else
+                erg_instr_format(in, lab, sizeof lab);
+        } else {
+            snprintf(lab, sizeof lab, "%c%d", in.kind == ERG_FORWARD ? 'F' : 'B', in.microbatch);
+        }
         /* label what fits: the row's font, else a smaller one, else none */
         cairo_text_extents_t te;
         double fs = row_h >= 30 ? 10 : 8;
@@ -302,7 +323,7 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
     /* the legend line says what the boxes' labels are, and when some are omitted */
     {
         char sub[256];
-        erg__plot_box_subtitle(labelled, n, sub, sizeof sub);
+        erg__plot_box_subtitle(labelled, n, actions, sub, sizeof sub);
         set_font(cr, 11, false);
         cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
         text_at(cr, W / 2.0, 34, sub, 0.5, 0.5);
@@ -322,7 +343,9 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
                 if (fabs(lf[v] - start[v] - dur[v]) > eps ||
                     fabs(start[u] + dur[u] - start[v]) > eps)
                     continue;
-                int su = u / (2 * M), sv = v / (2 * M);
+                int su, sv;
+                (void)erg_dag_instr(dag, u, &su);
+                (void)erg_dag_instr(dag, v, &sv);
                 /* along the boxes' lower edge, clear of their labels */
                 cairo_move_to(cr, ml + (start[u] + dur[u] / 2) * xs, mt + row_h * (su + 1) - 4);
                 cairo_line_to(cr, ml + (start[v] + dur[v] / 2) * xs, mt + row_h * (sv + 1) - 4);

@@ -23,7 +23,19 @@ struct erg_profile {
 
 const char *erg_instr_kind_name(erg_instr_kind kind)
 {
-    return kind == ERG_FORWARD ? "forward" : kind == ERG_BACKWARD ? "backward" : "unknown";
+    switch (kind) {
+    case ERG_FORWARD:
+        return "forward";
+    case ERG_BACKWARD:
+        return "backward";
+    case ERG_BACKWARD_INPUT:
+        return "backward_input";
+    case ERG_BACKWARD_WEIGHT:
+        return "backward_weight";
+    case ERG_OVERLAP_F_B:
+        return "overlap_f_b";
+    }
+    return "unknown";
 }
 
 erg_status erg_profile_new(erg_profile **out, erg_error *err)
@@ -92,7 +104,7 @@ static erg_status add_point(erg_profile *p, int stage, erg_instr_kind kind,
     if (stage < 0 || stage >= ERG_MAX_STAGES)
         return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
                              "%sstage %d out of range (0..%d)", where, stage, ERG_MAX_STAGES - 1);
-    if (kind != ERG_FORWARD && kind != ERG_BACKWARD)
+    if ((unsigned)kind >= ERG_NUM_INSTR_KINDS)
         return erg_error_set(err, ERG_EINVAL, "%sunknown instruction kind %d", where, (int)kind);
     erg_status bst = check_bounds(where, name ? ERG_EPARSE : ERG_EINVAL, pt->freq_mhz,
                                   pt->time_s, pt->energy_j, NULL, err);
@@ -165,6 +177,12 @@ static erg_status validate(const erg_profile *p, const char *name, erg_error *er
         if (!f || !b)
             return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
                                  "%s: stage %d has no %s rows", pre, s, f ? "backward" : "forward");
+        bool i = p->stages[s][ERG_BACKWARD_INPUT].n > 0, w = p->stages[s][ERG_BACKWARD_WEIGHT].n > 0;
+        if (i != w)
+            return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
+                                 "%s: stage %d has %s rows but no %s rows (give both or neither)",
+                                 pre, s, i ? "backward_input" : "backward_weight",
+                                 i ? "backward_weight" : "backward_input");
     }
     return ERG_OK;
 }
@@ -229,6 +247,10 @@ erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
             kind = ERG_FORWARD;
         else if (!strcmp(inst, "backward"))
             kind = ERG_BACKWARD;
+        else if (!strcmp(inst, "backward_input"))
+            kind = ERG_BACKWARD_INPUT;
+        else if (!strcmp(inst, "backward_weight"))
+            kind = ERG_BACKWARD_WEIGHT;
         else
             continue; /* load/other instruction kinds are not planned */
         long stage;
@@ -319,6 +341,15 @@ erg_status erg_profile_write_csv(const erg_profile *p, const char *path, erg_err
             st = erg__buf_printf(&b, "%d,%s,%d,%s,%s\n", s, kind, pt->freq_mhz,
                                  erg__fmt_double_py(pt->time_s, t, sizeof t),
                                  erg__fmt_double_py(pt->energy_j, e, sizeof e));
+        }
+        /* Then the zero-bubble rows, if any, I before W, in insertion order. */
+        for (int k = ERG_BACKWARD_INPUT; k <= ERG_BACKWARD_WEIGHT && !st; k++) {
+            const point_vec *v = &p->stages[s][k];
+            for (size_t q = 0; q < v->n && !st; q++)
+                st = erg__buf_printf(&b, "%d,%s,%d,%s,%s\n", s,
+                                     erg_instr_kind_name((erg_instr_kind)k), v->v[q].freq_mhz,
+                                     erg__fmt_double_py(v->v[q].time_s, t, sizeof t),
+                                     erg__fmt_double_py(v->v[q].energy_j, e, sizeof e));
         }
     }
     if (st) {

@@ -56,10 +56,11 @@ plan --unit-time 0.004 --per-plan-files --out "$tmp/d" >/dev/null 2>&1 || fail "
 "$ERGON" choose --frontier "$tmp/d" --slowdown 1.01 >/dev/null 2>"$tmp/err" || fail "choose after re-planning with files: $(cat "$tmp/err")"
 
 # 4. a damaged plans.ergon names the file and the line
-sed '8s/.*/1.5 abc 1 2/' "$tmp/s/plans.ergon" >"$tmp/bad.ergon"; mkdir "$tmp/bad"; cp "$tmp/bad.ergon" "$tmp/bad/plans.ergon"
+b=$(grep -n '^base ' "$tmp/s/plans.ergon" | cut -d: -f1) # plan 1 is on line b + 2
+sed "$((b + 2))s/.*/1.5 abc 1 2/" "$tmp/s/plans.ergon" >"$tmp/bad.ergon"; mkdir "$tmp/bad"; cp "$tmp/bad.ergon" "$tmp/bad/plans.ergon"
 "$ERGON" choose --frontier "$tmp/bad" --slowdown 1.01 2>"$tmp/err"; [ $? -eq 1 ] || fail "damaged file accepted"
-grep -q "bad/plans.ergon:8: plan 1: expected" "$tmp/err" || fail "damaged file message: $(cat "$tmp/err")"
-head -7 "$tmp/s/plans.ergon" >"$tmp/bad/plans.ergon"
+grep -q "bad/plans.ergon:$((b + 2)): plan 1: expected" "$tmp/err" || fail "damaged file message: $(cat "$tmp/err")"
+head -$((b + 1)) "$tmp/s/plans.ergon" >"$tmp/bad/plans.ergon"
 "$ERGON" choose --frontier "$tmp/bad" --slowdown 1.01 2>"$tmp/err"; [ $? -eq 1 ] && grep -q "truncated" "$tmp/err" || fail "truncated: $(cat "$tmp/err")"
 
 # 5. the issue's case: gpt3-175b on A40, S=8, M=96, 0.1 ms

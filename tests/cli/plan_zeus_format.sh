@@ -51,5 +51,18 @@ out=$("$E" plan perseus --profile "$T/p.csv" --stages 2 --microbatches 2 --block
   --out "$T/x" --formats perseus-py,zeus-py 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "pick one" <<<"$out" || fail "both py formats ($rc): $out"
 set -e
-"$E" plan perseus --help | grep -q "zeus-py" || fail "--help lacks zeus-py"
+# Zero-bubble schedules: each rank's list in its own order with the kinds' names
+# (backward_input, backward_weight), read back to the same emulation as the kronos file.
+"$E" profile sim --gpu a100 --stages 2 --split-backward -o "$T/pz.csv" >/dev/null
+"$E" plan perseus --profile "$T/pz.csv" --schedule zbv --stages 2 --microbatches 2 \
+  --blocking-power 80 --out "$T/zz" --formats zeus-py >/dev/null 2>&1 || fail "zbv zeus-py"
+"$E" plan perseus --profile "$T/pz.csv" --schedule zbv --stages 2 --microbatches 2 \
+  --blocking-power 80 --out "$T/zk" --formats perseus-py >/dev/null 2>&1 || fail "zbv perseus-py"
+grep -q "('backward_input', [0-9]*), ('backward_weight', [0-9]*)" "$T/zz/freqs_pipeline_00000.py" \
+  || fail "zbv zeus-py lacks I/W names: $(head -3 "$T/zz/freqs_pipeline_00000.py")"
+a=$("$E" emulate --profile "$T/pz.csv" --schedule zbv --plan "$T/zz/freqs_pipeline_00001.py" --blocking-power 80 --json)
+b=$("$E" emulate --profile "$T/pz.csv" --schedule zbv --plan "$T/zk/freqs_pipeline_00001.py" --blocking-power 80 --json)
+[ "$a" = "$b" ] || fail "zbv: the Zeus file emulates differently from the kronos file"
+"$E" plan perseus --help >"$T/help.txt" # (grep -q on a pipe: SIGPIPE under pipefail)
+grep -q "zeus-py" "$T/help.txt" || fail "--help lacks zeus-py"
 echo ok

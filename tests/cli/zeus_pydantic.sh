@@ -6,10 +6,17 @@
 # variable-name cases that pydantic's BaseSettings accepts.
 set -euo pipefail
 : "${ERGON:?}"
-command -v python3 >/dev/null || { echo "# SKIP: python3 not installed"; exit 77; }
 command -v curl >/dev/null || { echo "# SKIP: curl not installed"; exit 77; }
-python3 -c "import pydantic.v1" 2>/dev/null || python3 -c "import pydantic; assert pydantic.VERSION < '2'" 2>/dev/null \
-  || { echo "# SKIP: pydantic (v1 API) not installed"; exit 77; }
+# The first interpreter that has pydantic's v1 API (Debian's python3-pydantic is 1.10, installed
+# by `make test`; a python3 earlier on PATH, e.g. pyenv's, may not see it).
+PY3=""
+for py in python3 /usr/bin/python3; do
+  command -v "$py" >/dev/null || continue
+  if "$py" -c "import pydantic.v1" 2>/dev/null || "$py" -c "import pydantic; assert pydantic.VERSION < '2'" 2>/dev/null; then
+    PY3=$py; break
+  fi
+done
+[ -n "$PY3" ] || { echo "# SKIP: pydantic (v1 API) not installed (Debian: python3-pydantic)"; exit 77; }
 work=$(mktemp -d)
 pid=""
 cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$work"; }
@@ -40,7 +47,7 @@ for r in 0 1; do
   curl -sf -X POST "$u/result/$job" -d "{\"rank\":$r,\"iter_time\":[1,1.5],\"iter_energy\":[10,12.25],\"time_breakdown\":{\"forward\":[[0.25],[0.5]]}}" >/dev/null
 done
 for _ in $(seq 50); do [ -f "dump/$job/0.prof.json" ] && break; sleep 0.1; done
-python3 - "dump/$job" <<'PY'
+"$PY3" - "dump/$job" <<'PY'
 import sys
 try:
     from pydantic.v1 import BaseModel, Field
@@ -86,7 +93,7 @@ PY
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 
 # Boolean spellings and name cases: ergon serve against pydantic v1 BaseSettings.
-python3 - "$ERGON" <<'PY'
+"$PY3" - "$ERGON" <<'PY'
 import os, subprocess, sys
 try:
     from pydantic.v1 import BaseSettings, ValidationError

@@ -8,7 +8,7 @@ import time
 import unittest
 
 import ergon
-from ergon.integration import PipelineHooks, instrument_deepspeed
+from ergon.integration import PipelineHooks, PipeliningStageHooks, instrument_deepspeed
 
 
 class Binding(unittest.TestCase):
@@ -217,6 +217,59 @@ class Binding(unittest.TestCase):
             c.sync()
             self.assertEqual(c.active_clock, 1305)
             c.close()
+
+    def test_pipelining_stage_wrapper_zbv(self):
+        """A stand-in for torch.distributed.pipelining stages (Debian's torch is 1.13):
+        the wrapper makes each F, I, W of a ZBV rank run at its planned clock."""
+        # ergon schedule zbv --ranks 2 --microbatches 2, rank 1:
+        order1 = "1F0 2F0 1F1 2F1 2I0 2W0 1I0 1W0 2I1 2W1 1I1 1W1".split()
+        order0 = "0F0 0F1 3F0 3I0 3W0 3F1 3I1 3W1 0I0 0W0 0I1 0W1".split()
+        clocks1 = [1410 - 15 * k for k in range(len(order1))]
+        plan = {"format": "ergon-plan", "version": 1, "schedule": "zbv", "num_chunks": 2,
+                "num_stages": 2, "num_microbatches": 2,
+                "stages": [{"stage": 0, "order": order0, "freq_mhz": [1410] * 12},
+                           {"stage": 1, "order": order1, "freq_mhz": clocks1}]}
+        path = os.path.join(self.dir, "zbv.json")
+        with open(path, "w") as f:
+            json.dump(plan, f)
+        seen = []
+
+        class Stage:  # the method names and signatures of _PipelineStageBase
+            def __init__(self, stage_index, client):
+                self.stage_index = stage_index
+                self.client = client
+
+            def _record(self, kind, mb):
+                self.client.sync()
+                seen.append(("%d%s%d" % (self.stage_index, kind, mb), self.client.active_clock))
+
+            def forward_one_chunk(self, fwd_chunk_id, args, kwargs=None, save_forward_output=True):
+                self._record("F", fwd_chunk_id)
+
+            def backward_one_chunk(self, bwd_chunk_id, loss=None, full_backward=True,
+                                   last_backward=False):
+                self._record("B" if full_backward else "I", bwd_chunk_id)
+
+            def backward_weight_one_chunk(self, bwd_chunk_id, last_backward=False):
+                self._record("W", bwd_chunk_id)
+
+        with ergon.Gpu("sim:a100:gpt3-xl:2") as g, \
+                ergon.Client(g, device=0, rank=1, flags=ergon.CLIENT_NO_SIGNALS) as c:
+            c.load_plan(path, 1)
+            stages = {2: Stage(2, c), 1: Stage(1, c)}
+            hooks = PipeliningStageHooks(c, list(stages.values()))
+            with hooks.step():
+                for a in order1:  # what PyTorch's runtime calls for these actions
+                    st, kind, mb = int(a[0]), a[1], int(a[2:])
+                    if kind == "F":
+                        stages[st].forward_one_chunk(mb, ())
+                    elif kind == "I":
+                        stages[st].backward_one_chunk(mb, loss=None, full_backward=False)
+                    else:
+                        stages[st].backward_weight_one_chunk(mb, last_backward=False)
+        self.assertEqual([a for a, _ in seen], order1)
+        self.assertEqual([f for _, f in seen], clocks1)
+        self.assertIsNotNone(hooks.last_step)
 
 
 if __name__ == "__main__":

@@ -124,14 +124,18 @@ TEST(frontier_dominated_tail_is_found)
 TEST(timeline_subtitle_says_when_labels_are_omitted)
 {
     char b[256];
-    erg__plot_box_subtitle(96, 96, b, sizeof b);
+    erg__plot_box_subtitle(96, 96, false, b, sizeof b);
     ASSERT_CONTAINS(b, "boxes: F<m>/B<m> of microbatch m;");
-    erg__plot_box_subtitle(90, 96, b, sizeof b);
+    erg__plot_box_subtitle(90, 96, false, b, sizeof b);
     ASSERT_CONTAINS(b, "6 of 96 boxes too narrow to label");
-    erg__plot_box_subtitle(0, 1536, b, sizeof b);
+    erg__plot_box_subtitle(0, 1536, false, b, sizeof b);
     ASSERT_CONTAINS(b, "too narrow to label");
     ASSERT_MSG(!strstr(b, "F<m>"), "subtitle explains labels no box has: %s", b);
     ASSERT_CONTAINS(b, "critical path");
+    /* chunked and file schedules label boxes with PyTorch's action names */
+    erg__plot_box_subtitle(10, 10, true, b, sizeof b);
+    ASSERT_CONTAINS(b, "<stage><F|B|I|W><m>");
+    ASSERT_MSG(!strstr(b, "F<m>/B<m>"), "subtitle of a chunked schedule: %s", b);
 }
 
 TAP_MAIN(TEST_ENTRY(timeline_in_three_formats), TEST_ENTRY(frontier_plot),

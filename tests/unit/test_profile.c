@@ -4,6 +4,9 @@
 #include "tap.h"
 
 #include <stdlib.h>
+#include <unistd.h>
+
+#include <stdlib.h>
 
 static erg_status parse(const char *text, erg_profile **p, erg_error *err)
 {
@@ -211,7 +214,40 @@ TEST(blocking_power_table)
     ASSERT_CONTAINS(err.msg, "--blocking-power");
 }
 
-TAP_MAIN(TEST_ENTRY(reads_a_good_profile), TEST_ENTRY(columns_in_any_order_with_extras),
+
+TEST(profile_reads_and_writes_backward_input_and_weight_rows)
+{
+    const char *csv = "stage,instruction,frequency,time,energy\n"
+                      "0,forward,1410,0.1,10\n0,backward,1410,0.2,20\n"
+                      "0,backward_input,1410,0.12,11\n0,backward_weight,1410,0.09,8\n";
+    erg_profile *p;
+    erg_error err;
+    ASSERT_OK(erg_profile_parse_csv(csv, strlen(csv), "iw.csv", &p, &err));
+    erg_profile_point pt;
+    ASSERT_OK(erg_profile_lookup(p, 0, ERG_BACKWARD_INPUT, 1410, &pt, &err));
+    ASSERT_NEAR(pt.time_s, 0.12, 0);
+    ASSERT_OK(erg_profile_lookup(p, 0, ERG_BACKWARD_WEIGHT, 1410, &pt, &err));
+    ASSERT_NEAR(pt.energy_j, 8, 0);
+    char path[] = "/tmp/ergon_iw_XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    close(fd);
+    ASSERT_OK(erg_profile_write_csv(p, path, &err));
+    erg_profile *q;
+    ASSERT_OK(erg_profile_read_csv(path, &q, &err));
+    ASSERT_EQ_INT((int)erg_profile_num_points(q, 0, ERG_BACKWARD_WEIGHT), 1);
+    unlink(path);
+    erg_profile_free(q);
+    erg_profile_free(p);
+    /* I without W is rejected */
+    const char *bad = "stage,instruction,frequency,time,energy\n"
+                      "0,forward,1410,0.1,10\n0,backward,1410,0.2,20\n"
+                      "0,backward_input,1410,0.12,11\n";
+    ASSERT_EQ_INT(erg_profile_parse_csv(bad, strlen(bad), "iw.csv", &p, &err), ERG_EPARSE);
+    ASSERT_CONTAINS(err.msg, "stage 0 has backward_input rows but no backward_weight rows");
+}
+
+TAP_MAIN(TEST_ENTRY(profile_reads_and_writes_backward_input_and_weight_rows), TEST_ENTRY(reads_a_good_profile), TEST_ENTRY(columns_in_any_order_with_extras),
          TEST_ENTRY(error_messages), TEST_ENTRY(missing_file), TEST_ENTRY(write_and_read_back),
          TEST_ENTRY(blocking_power_table), TEST_ENTRY(rejects_hexadecimal_values),
          TEST_ENTRY(rejects_values_outside_physical_bounds_naming_the_bound),

@@ -3,8 +3,8 @@
  * `plan perseus`'s summary, `choose` and `show` so that they agree.
  *
  * `plan perseus --out DIR` writes DIR/frontier-info.csv (key,value rows:
- * schedule, stages, microbatches, blocking power, unit, all-max time and
- * energy) and DIR/profile.csv (the profile it planned with); `choose` reads
+ * schedule, ranks, chunks, pipeline stages, backward split, microbatches,
+ * blocking power, unit, all-max time and energy) and DIR/profile.csv (the profile it planned with); `choose` reads
  * them back. A frontier directory without them (older ergon, Perseus's own
  * output) falls back to the fastest plan's estimate, and says so. */
 #include "cli.h"
@@ -67,12 +67,16 @@ int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_sched
         erg_error_set(err, ERG_EIO, "%s: cannot create the file", path);
         return CLI_USER_ERROR;
     }
+    /* the schedule as the plans name it: kind, chunks per rank, and the
+     * backward split that derived I/W costs (docs/formats.md) */
     fprintf(fp,
             "key,value\nformat,ergon-frontier-info\nversion,1\nschedule,%s\nnum_stages,%d\n"
+            "num_chunks,%d\nnum_pipeline_stages,%d\nbackward_split,%.17g\n"
             "num_microbatches,%d\nblocking_power_w,%.17g\nunit_time_s,%.17g\n"
             "all_max_time_s,%.17g\nall_max_energy_j,%.17g\nprofile,profile.csv\n",
-            erg_schedule_name(sched->kind), S, M, power_w, unit_s, all_max->time_s,
-            all_max->energy_j);
+            erg_schedule_name(sched->kind), S, erg_schedule_chunks(sched),
+            S * erg_schedule_chunks(sched), erg_schedule_backward_split(sched), M, power_w,
+            unit_s, all_max->time_s, all_max->energy_j);
     if (fclose(fp)) {
         erg_error_set(err, ERG_EIO, "%s: cannot write the file", path);
         return CLI_USER_ERROR;
@@ -130,18 +134,32 @@ int cli_baseline_open(const char *dir, const erg_frontier *f, cli_baseline *b, e
     join(path, sizeof path, dir, "profile.csv");
     if (erg_profile_read_csv(path, &b->prof, err)) return CLI_USER_ERROR;
     b->own = true;
+    /* As `ergon emulate` evaluates a plan: the schedule plan 0 names (its
+     * kind, chunks, order and backward split), its DAG, the profile's rows
+     * per rank or per pipeline stage. p0 owns a schedule file's order, so it
+     * lives until the DAG and the all-max plan are built (they copy it). */
     erg_plan *p0 = NULL, *allmax = NULL;
     if (erg_frontier_plan(f, 0, &p0, err)) goto fail;
     erg_schedule sched = erg_plan_schedule(p0);
     int S = erg_plan_num_stages(p0), M = erg_plan_num_microbatches(p0);
-    erg_plan_free(p0);
+    int V = erg_schedule_chunks(&sched), ns = erg_profile_num_stages(b->prof);
+    if (ns != S && ns != S * V) {
+        erg_error_set(err, ERG_EINVAL,
+                      "%s has %d stages but the frontier's plans have %d ranks x %d chunks "
+                      "(expected %d or %d)",
+                      path, ns, S, V, S, S * V);
+        erg_plan_free(p0);
+        goto fail;
+    }
     if (erg_dag_new(&sched, S, M, &b->dag, err) ||
         erg_plan_all_max(b->prof, S, M, &sched, b->power_w, &allmax, err) ||
         erg_emulate(b->prof, b->dag, allmax, b->power_w, &b->all_max, NULL, NULL, err)) {
         erg_plan_free(allmax);
+        erg_plan_free(p0);
         goto fail;
     }
     erg_plan_free(allmax);
+    erg_plan_free(p0);
     b->have = true;
     return CLI_OK;
 fail:

@@ -59,6 +59,44 @@ double cli_now_s(void);
 /* Read cost-model coefficients (see fits.c); *out has 6*S doubles. */
 int cli_read_fits(const char *path, const char *case_name, int S, double **out);
 
+/* Schedule options shared by every command that takes --schedule NAME:
+ * --schedule-file FILE.csv (PyTorch compute_only CSV), --chunks V and
+ * --backward-split X (sched_opts.c). */
+#include "ergon/pipeline.h"
+#include "ergon/profile.h"
+#include <stdio.h>
+enum { CLI_OPT_SCHED_FILE = 0x1001, CLI_OPT_CHUNKS, CLI_OPT_BACKWARD_SPLIT };
+#define CLI_SCHED_LONGOPTS                                                                         \
+    {"schedule-file", required_argument, 0, CLI_OPT_SCHED_FILE},                                   \
+        {"chunks", required_argument, 0, CLI_OPT_CHUNKS},                                          \
+        {"backward-split", required_argument, 0, CLI_OPT_BACKWARD_SPLIT}
+#define CLI_SCHED_HELP                                                                             \
+    "  --schedule NAME      1f1b (default), gpipe, ours, interleaved-1f1b, looped-bfs,\n"           \
+    "                       interleaved-zb, zbv, dualpipev (docs/schedules.md)\n"                   \
+    "  --schedule-file F    a PyTorch compute_only schedule CSV (_dump_csv) instead\n"             \
+    "  --chunks V           chunks (virtual stages) per rank (default 1, 2 for the\n"              \
+    "                       interleaved, zbv and dualpipev schedules)\n"                           \
+    "  --backward-split X   I = X*B, W = (1-X)*B where the profile has no I/W rows\n"              \
+    "                       (default 0.5; stated in the output when used)\n"
+typedef struct cli_sched {
+    erg_schedule sched;
+    erg_order *file_order; /* owned, --schedule-file */
+    const char *file;
+    bool split_set;
+} cli_sched;
+void cli_sched_init(cli_sched *cs);
+/* Handle --schedule (c == 'S' by convention, pass it as is_name) and the
+ * CLI_OPT_* options; returns CLI_OK or prints a usage error. */
+int cli_sched_option(const char *cmd, int is_name, int c, const char *arg, cli_sched *cs);
+/* After option parsing: load the file; S and M (may be NULL) get the file's
+ * ranks and microbatches when 0, and must agree with it otherwise. */
+int cli_sched_finish(const char *cmd, cli_sched *cs, long *S, long *M);
+void cli_sched_free(cli_sched *cs);
+/* Whether the schedule runs I/W parts the profile lacks (so the split was
+ * used), and a line saying so on f. */
+bool cli_sched_split_used(const cli_sched *cs, const erg_profile *prof, long S, long M);
+void cli_sched_split_note(FILE *f, const cli_sched *cs, const erg_profile *prof, long S, long M);
+
 /* The one baseline of user-facing savings (baseline.c): all-max clocks
  * evaluated with the profile. A frontier directory written by `plan perseus`
  * holds frontier-info.csv and profile.csv; have is false for one without. */
@@ -106,6 +144,7 @@ int cmd_emulate(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_choose(int argc, char **argv);
+int cmd_schedule(int argc, char **argv);
 
 /* EnvPipe, baselines, comparison and pictures (cmd_plan_envpipe.c, cmd_compare.c,
  * cmd_show.c); the plan_* ones are methods of `ergon plan`. */

@@ -55,6 +55,12 @@ static void compare_help(FILE *f)
             "                       envpipe-uniform-1f1b (uniform, 1f1b, default) and\n"
             "                       envpipe-no-reconfig (envelope, ours, default)\n"
             "  --frontier-dir DIR   also write both frontiers as DIR/1f1b/ and DIR/ours/ (CSV)\n"
+            "  --schedule NAME      also plan another schedule (docs/schedules.md) and add its\n"
+            "                       rows: all-max-NAME, zeus-global-NAME, zeus-stage-NAME,\n"
+            "                       uniform-NAME and perseus-NAME (its frontier at the 1F1B\n"
+            "                       all-max time); saving and slowdown stay relative to 1F1B\n"
+            "                       all-max. With it: --schedule-file F, --chunks V,\n"
+            "                       --backward-split X (default 0.5, stated in the output)\n"
             "  --format F           text (default), csv or json\n"
             "  -o, --out FILE       write the table to FILE instead of stdout\n"
             "  -h, --help           this help\n"
@@ -62,7 +68,7 @@ static void compare_help(FILE *f)
             CLI_DEFAULT_MAX_PLANS);
 }
 
-#define MAX_ROWS 16
+#define MAX_ROWS 20
 
 typedef struct row {
     char method[48];
@@ -183,12 +189,14 @@ static void json_str(FILE *f, const char *s)
 }
 
 static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecli_setup *s,
-                        bool frontier)
+                        bool frontier, double split)
 {
     double t0 = r[0].t, e0 = r[0].e;
     if (!strcmp(fmt, "json")) {
         fprintf(f, "{\"profile\": ");
         json_str(f, s->profile_path);
+        if (split > 0)
+            fprintf(f, ", \"backward_split\": %.17g", split);
         fprintf(f, ", \"num_stages\": %ld, \"num_microbatches\": %ld, "
                    "\"blocking_power_w\": %.17g, \"methods\": [\n",
                 s->S, s->M, s->power_w);
@@ -268,6 +276,8 @@ int cmd_compare(int argc, char **argv)
         {"frontier-dir", required_argument, 0, C_FDIR},
         {"format", required_argument, 0, C_FORMAT},
         {"ablation", no_argument, 0, C_ABLATION},
+        {"schedule", required_argument, 0, 'S'},
+        CLI_SCHED_LONGOPTS,
         {"max-plans", required_argument, 0, C_MAXPLANS},
         {"force", no_argument, 0, C_FORCE},
         {"out", required_argument, 0, 'o'},
@@ -276,6 +286,9 @@ int cmd_compare(int argc, char **argv)
     };
     ecli_setup s;
     memset(&s, 0, sizeof s);
+    cli_sched cs;
+    cli_sched_init(&cs);
+    bool other = false;
     double unit_s = 0.001;
     long max_plans = CLI_DEFAULT_MAX_PLANS;
     bool frontier = true, ablation = false;
@@ -333,6 +346,17 @@ int cmd_compare(int argc, char **argv)
                                        optarg);
             format = optarg;
             break;
+        case 'S':
+        case CLI_OPT_SCHED_FILE:
+        case CLI_OPT_CHUNKS:
+        case CLI_OPT_BACKWARD_SPLIT: {
+            int r = cli_sched_option(cmd, c == 'S', c, optarg, &cs);
+            if (r)
+                return r;
+            if (c == 'S' || c == CLI_OPT_SCHED_FILE)
+                other = true;
+            break;
+        }
         case 'o':
             out = optarg;
             break;
@@ -347,11 +371,20 @@ int cmd_compare(int argc, char **argv)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (fdir && !frontier)
         return cli_usage_error(cmd, "--frontier-dir and --no-frontier contradict each other");
+    {
+        int r = cli_sched_finish(cmd, &cs, &s.S, &s.M);
+        if (r) {
+            cli_sched_free(&cs);
+            return r;
+        }
+    }
     int rc = ecli_setup_load(cmd, &s, true);
     if (rc) {
         ecli_setup_free(&s);
+        cli_sched_free(&cs);
         return rc;
     }
+    const char *oname = cs.sched.kind == ERG_SCHED_FILE ? "file" : erg_schedule_name(cs.sched.kind);
     int S = (int)s.S, M = (int)s.M;
     row r[MAX_ROWS];
     int n = 0;
@@ -425,6 +458,24 @@ int cmd_compare(int argc, char **argv)
         erg_plan_free(plan);
         plan = NULL;
     }
+    /* the other schedule: all-max and the baselines on it */
+    for (int k = 0; other && k < 4; k++) {
+        erg_baseline_opts bo;
+        erg_baseline_opts_init(&bo);
+        bo.blocking_power_w = s.power_w;
+        bo.gpu = s.spec;
+        bo.schedule = cs.sched;
+        erg_status bst = k == 0 ? erg_plan_all_max(s.profile, S, M, &cs.sched, s.power_w, &plan,
+                                                    &err)
+                                : bfn[k - 1](s.profile, S, M, &bo, &plan, &err);
+        if (bst)
+            goto fail;
+        snprintf(r[n].method, sizeof r[n].method, "%s-%s", k ? bnames[k - 1] : "all-max", oname);
+        erg_plan_estimate(plan, &r[n].t, &r[n].e);
+        n++;
+        erg_plan_free(plan);
+        plan = NULL;
+    }
     for (int i = 0; i < n; i++)
         r[i].fe = r[i].fo = NAN;
     if (frontier) {
@@ -439,6 +490,14 @@ int cmd_compare(int argc, char **argv)
         if (!rc && M >= S)
             rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &ours, fdir ? d2 : NULL,
                                &fo);
+        evfront fx = {0};
+        if (!rc && other) {
+            char d3[4096];
+            if (fdir)
+                snprintf(d3, sizeof d3, "%s/%s", fdir, oname);
+            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans,
+                               &cs.sched, fdir ? d3 : NULL, &fx);
+        }
         if (!rc) {
             for (int i = 0; i < n; i++) {
                 r[i].fe = front_at(&f1, r[i].t);
@@ -457,7 +516,19 @@ int cmd_compare(int argc, char **argv)
                 r[n].fo = front_at(&fo, r[0].t);
                 n++;
             }
+            long i = other ? front_pick(&fx, r[0].t) : -1;
+            if (i >= 0) {
+                snprintf(r[n].method, sizeof r[n].method, "perseus-%s", oname);
+                r[n].t = fx.t[i];
+                r[n].e = fx.e[i];
+                r[n].fe = front_at(&f1, r[0].t);
+                r[n].fo = front_at(&fo, r[0].t);
+                n++;
+            }
         }
+        free(fx.t);
+        free(fx.e);
+        erg_frontier_free(fx.f);
         free(f1.t);
         free(f1.e);
         free(fo.t);
@@ -466,6 +537,7 @@ int cmd_compare(int argc, char **argv)
         erg_frontier_free(fo.f);
         if (rc) {
             ecli_setup_free(&s);
+            cli_sched_free(&cs);
             return rc;
         }
     }
@@ -473,21 +545,29 @@ int cmd_compare(int argc, char **argv)
     if (out && !(f = fopen(out, "w"))) {
         fprintf(stderr, "ergon compare: cannot write %s\n", out);
         ecli_setup_free(&s);
+        cli_sched_free(&cs);
         return CLI_USER_ERROR;
     }
-    print_table(f, format, r, n, &s, frontier);
+    print_table(f, format, r, n, &s, frontier,
+                other && cli_sched_split_used(&cs, s.profile, S, M)
+                    ? erg_schedule_backward_split(&cs.sched)
+                    : 0);
     if (!strcmp(format, "text") && M >= S) {
         fprintf(f, "EnvPipe ours schedule: extra warm-up forwards r =");
         for (int st = 0; st < S; st++)
             fprintf(f, " %d", info.extra_warmup[st]);
         fprintf(f, "\n");
     }
+    if (!strcmp(format, "text") && other)
+        cli_sched_split_note(f, &cs, s.profile, S, M);
     if (out)
         fclose(f);
     ecli_setup_free(&s);
+    cli_sched_free(&cs);
     return CLI_OK;
 fail:
     erg_plan_free(plan);
     ecli_setup_free(&s);
+    cli_sched_free(&cs);
     return cli_report(cmd, &err);
 }

@@ -9,14 +9,19 @@
 static void help(FILE *f)
 {
     fprintf(f, "usage: ergon emulate --profile P --plan FILE (--gpu A40|A100 | --blocking-power W)\n"
-               "                     [--schedule 1f1b|gpipe|ours] [--json]\n\n"
+               "                     [--schedule NAME | --schedule-file F.csv] [--chunks V]\n"
+               "                     [--backward-split X] [--p2p-time S] [--json]\n\n"
                "Evaluate a plan with the profiled time and energy of every instruction at its\n"
                "clock (docs/envpipe.md; installed in /usr/share/doc/ergon):\n"
                "iteration time = longest path of the instruction DAG; energy = sum of\n"
                "instruction energies + blocking power x idle time of every stage.\n"
                "FILE is a freqs_pipeline_%%05d.py plan or an ergon JSON plan; the schedule of a .py\n"
-               "plan is --schedule (default 1f1b), a JSON plan names its own. The plan must have\n"
-               "as many stages as the profile (exit status 1 otherwise).\n");
+               "plan is --schedule (default 1f1b), a JSON plan names its own (and its split;\n"
+               "--backward-split overrides it). The plan must have as many ranks as the profile\n"
+               "has stages, or ranks x chunks of them (exit status 1 otherwise).\n\n" CLI_SCHED_HELP
+               "  --p2p-time S         time every cross-rank dependency adds (P2P transfer,\n"
+               "                       seconds; default 0: communication is free, as in the\n"
+               "                       planner; docs/schedules.md)\n");
 }
 
 int cmd_emulate(int argc, char **argv)
@@ -26,12 +31,15 @@ int cmd_emulate(int argc, char **argv)
         {"profile", required_argument, 0, 'p'}, {"plan", required_argument, 0, 'P'},
         {"gpu", required_argument, 0, 'g'},     {"blocking-power", required_argument, 0, 'w'},
         {"schedule", required_argument, 0, 'S'}, {"json", no_argument, 0, 'j'},
+        CLI_SCHED_LONGOPTS, {"p2p-time", required_argument, 0, 'T'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     const char *profile = NULL, *planf = NULL, *gpu = NULL;
     double power = -1;
     bool json = false;
-    erg_schedule sched = {.kind = ERG_SCHED_1F1B};
+    cli_sched cs;
+    cli_sched_init(&cs);
+    double p2p = 0;
     erg_error err = {0};
     int c;
     optind = 1;
@@ -51,8 +59,17 @@ int cmd_emulate(int argc, char **argv)
                 return CLI_USAGE;
             break;
         case 'S':
-            if (erg_schedule_parse(optarg, &sched.kind, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
+        case CLI_OPT_SCHED_FILE:
+        case CLI_OPT_CHUNKS:
+        case CLI_OPT_BACKWARD_SPLIT: {
+            int r = cli_sched_option(cmd, c == 'S', c, optarg, &cs);
+            if (r)
+                return r;
+            break;
+        }
+        case 'T':
+            if (!cli_parse_double(cmd, "--p2p-time", optarg, 0, 1e3, &p2p))
+                return CLI_USAGE;
             break;
         case 'j':
             json = true;
@@ -70,23 +87,44 @@ int cmd_emulate(int argc, char **argv)
         return cli_usage_error(cmd, "--profile and --plan are required");
     if (!cli_blocking_power(cmd, gpu, &power))
         return CLI_USAGE;
+    {
+        int r = cli_sched_finish(cmd, &cs, NULL, NULL);
+        if (r) {
+            cli_sched_free(&cs);
+            return r;
+        }
+    }
     erg_profile *prof = NULL;
     erg_plan *plan = NULL;
     erg_dag *dag = NULL;
     int rc = CLI_OK;
-    if (erg_profile_read_csv(profile, &prof, &err) || erg_plan_read(planf, &sched, &plan, &err)) {
+    if (erg_profile_read_csv(profile, &prof, &err) || erg_plan_read(planf, &cs.sched, &plan, &err)) {
         rc = cli_report(cmd, &err);
         goto done;
     }
-    if (erg_plan_num_stages(plan) != erg_profile_num_stages(prof)) {
-        /* A plan for fewer stages would be emulated on the profile's first
-         * stages only, and one for more cannot be. */
-        fprintf(stderr, "ergon %s: %s: the plan has %d stages but the profile %s has %d\n", cmd,
-                planf, erg_plan_num_stages(plan), profile, erg_profile_num_stages(prof));
-        rc = CLI_USER_ERROR;
-        goto done;
-    }
     erg_schedule ps = erg_plan_schedule(plan);
+    {
+        /* A plan for fewer stages would be emulated on the profile's first
+         * stages only, and one for more cannot be. A chunked schedule takes a
+         * profile of its ranks (split over the chunks) or of every stage. */
+        int pr = erg_plan_num_stages(plan), ns = erg_profile_num_stages(prof);
+        int v = erg_schedule_chunks(&ps);
+        if (ns != pr && ns != pr * v) {
+            if (v > 1)
+                fprintf(stderr,
+                        "ergon %s: %s: the plan has %d ranks x %d chunks but the profile %s has "
+                        "%d stages (expected %d or %d)\n",
+                        cmd, planf, pr, v, profile, ns, pr, pr * v);
+            else
+                fprintf(stderr, "ergon %s: %s: the plan has %d stages but the profile %s has %d\n",
+                        cmd, planf, pr, profile, ns);
+            rc = CLI_USER_ERROR;
+            goto done;
+        }
+    }
+    if (cs.split_set)
+        ps.backward_split = cs.sched.backward_split;
+    ps.p2p_time_s = p2p;
     if (erg_dag_new(&ps, erg_plan_num_stages(plan), erg_plan_num_microbatches(plan), &dag, &err)) {
         rc = cli_report(cmd, &err);
         goto done;
@@ -99,20 +137,36 @@ int cmd_emulate(int argc, char **argv)
         rc = cli_report(cmd, &err);
         goto done;
     }
-    if (json)
+    if (json) {
+        cli_sched local = cs;
+        local.sched = ps;
+        char extra[96] = "";
+        if (cli_sched_split_used(&local, prof, erg_plan_num_stages(plan),
+                                 erg_plan_num_microbatches(plan)))
+            snprintf(extra, sizeof extra, ", \"backward_split\": %.17g",
+                     erg_schedule_backward_split(&ps));
         printf("{\"time_s\": %.17g, \"energy_j\": %.17g, \"compute_energy_j\": %.17g, "
-               "\"blocking_energy_j\": %.17g, \"num_stages\": %d, \"num_microbatches\": %d}\n",
+               "\"blocking_energy_j\": %.17g, \"num_stages\": %d, \"num_microbatches\": %d, "
+               "\"schedule\": \"%s\"%s}\n",
                em.time_s, em.energy_j, em.compute_energy_j, em.blocking_energy_j,
-               erg_plan_num_stages(plan), erg_plan_num_microbatches(plan));
-    else
+               erg_plan_num_stages(plan), erg_plan_num_microbatches(plan),
+               erg_schedule_name(ps.kind), extra);
+    }
+    else {
         printf("iteration time %.6f s, energy %.3f J (compute %.3f J, blocking %.3f J); "
                "S=%d, M=%d, %s\n",
                em.time_s, em.energy_j, em.compute_energy_j, em.blocking_energy_j,
                erg_plan_num_stages(plan), erg_plan_num_microbatches(plan),
                erg_schedule_name(ps.kind));
+        cli_sched local = cs;
+        local.sched = ps;
+        cli_sched_split_note(stdout, &local, prof, erg_plan_num_stages(plan),
+                             erg_plan_num_microbatches(plan));
+    }
 done:
     erg_dag_free(dag);
     erg_plan_free(plan);
     erg_profile_free(prof);
+    cli_sched_free(&cs);
     return rc;
 }

@@ -16,12 +16,16 @@ static void plan_perseus_help(FILE *f)
 {
     fprintf(f,
             "usage: ergon plan perseus --profile P --stages S --microbatches M --out DIR\n"
-            "                          (--gpu A40|A100 | --blocking-power W) [options]\n\n"
+            "                          (--gpu A40|A100 | --blocking-power W) [options]\n"
+            "       ergon plan perseus --profile P --schedule-file F.csv --out DIR ...\n\n"
             "Compute the whole iteration-time/energy frontier of per-instruction clock plans\n"
             "(Perseus, Phillips-Dessouky min-cut crashing), from the slowest plan to the fastest,\n"
             "one time unit apart.\n\n"
             "  --profile P          stage profile CSV (stage,instruction,frequency,time,energy)\n"
-            "  --stages S           pipeline stages (the profile's first S stages are used)\n"
+            "  --stages S           pipeline stages = ranks (GPUs) P; the profile's first S\n"
+            "                       stages are used (--ranks is the same option); with\n"
+            "                       --chunks V each rank's profile is split evenly over its\n"
+            "                       V chunks, or a profile with P*V stages gives each chunk\n"
             "  --microbatches M     microbatches per iteration\n"
             "  --out DIR            output directory (created; the files of an earlier\n"
             "                       frontier in it are replaced, other files are kept):\n"
@@ -48,7 +52,7 @@ static void plan_perseus_help(FILE *f)
             "  --max-plans N        refuse, before planning and with the estimate, when the\n"
             "                       frontier would hold more than N plans (default %d)\n"
             "  --force              no plan limit (as --max-plans 0)\n"
-            "  --schedule NAME      1f1b (default), gpipe or ours\n"
+            CLI_SCHED_HELP
             "  --noise-factor X     soft Pareto filter factor (default 0.95)\n"
             "  --always-use-noise-factor   use the soft filter straight away\n"
             "  --fits FILE          use these cost-model coefficients instead of fitting (CSV\n"
@@ -72,8 +76,10 @@ static int plan_perseus(int argc, char **argv)
     static const struct option opts[] = {
         {"profile", required_argument, 0, 'p'},
         {"stages", required_argument, 0, 's'},
+        {"ranks", required_argument, 0, 's'},
         {"microbatches", required_argument, 0, 'm'},
         {"out", required_argument, 0, 'o'},
+        CLI_SCHED_LONGOPTS,
         {"gpu", required_argument, 0, 'g'},
         {"blocking-power", required_argument, 0, 'w'},
         {"unit-time", required_argument, 0, 'u'},
@@ -96,6 +102,8 @@ static int plan_perseus(int argc, char **argv)
     bool quiet = false, have_power = false;
     erg_perseus_opts o;
     erg_perseus_opts_init(&o);
+    cli_sched cs;
+    cli_sched_init(&cs);
     o.max_plans = CLI_DEFAULT_MAX_PLANS;
     erg_error err = {0};
     int c;
@@ -141,9 +149,14 @@ static int plan_perseus(int argc, char **argv)
                 return CLI_USAGE;
             break;
         case 'S':
-            if (erg_schedule_parse(optarg, &o.schedule.kind, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
+        case CLI_OPT_SCHED_FILE:
+        case CLI_OPT_CHUNKS:
+        case CLI_OPT_BACKWARD_SPLIT: {
+            int rc = cli_sched_option(cmd, c == 'S', c, optarg, &cs);
+            if (rc)
+                return rc;
             break;
+        }
         case 'n':
             if (!cli_parse_double(cmd, "--noise-factor", optarg, 1e-9, 1, &o.noise_factor))
                 return CLI_USAGE;
@@ -172,12 +185,24 @@ static int plan_perseus(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!profile || !S || !M || !out)
+    {
+        int rc = cli_sched_finish(cmd, &cs, &S, &M);
+        if (rc) {
+            cli_sched_free(&cs);
+            return rc;
+        }
+    }
+    o.schedule = cs.sched;
+    if (!profile || !S || !M || !out) {
+        cli_sched_free(&cs);
         return cli_usage_error(cmd, "--profile, --stages, --microbatches and --out are required");
+    }
     if (!have_power)
         o.blocking_power_w = -1;
-    if (!cli_blocking_power(cmd, gpu, &o.blocking_power_w))
+    if (!cli_blocking_power(cmd, gpu, &o.blocking_power_w)) {
+        cli_sched_free(&cs);
         return CLI_USAGE;
+    }
     int what = 0;
     {
         char buf[64];
@@ -193,19 +218,26 @@ static int plan_perseus(int argc, char **argv)
                 what |= ERG_FRONTIER_JSON;
             else if (!strcasecmp(tok, "packed"))
                 what |= ERG_FRONTIER_PACKED;
-            else
+            else {
+                cli_sched_free(&cs);
                 return cli_usage_error(
-                    cmd, "--formats: unknown format '%s' (csv, packed, perseus-py, zeus-py, json)", tok);
+                    cmd, "--formats: unknown format '%s' (csv, packed, perseus-py, zeus-py, json)",
+                    tok);
+            }
         }
-        if ((what & ERG_FRONTIER_PY) && (what & ERG_FRONTIER_ZEUS_PY))
+        if ((what & ERG_FRONTIER_PY) && (what & ERG_FRONTIER_ZEUS_PY)) {
+            cli_sched_free(&cs);
             return cli_usage_error(cmd, "--formats: perseus-py and zeus-py both write "
                                         "freqs_pipeline_%%05d.py; pick one per directory");
+        }
     }
     double *fitv = NULL;
     if (fits) {
         int rc = cli_read_fits(fits, fits_case, (int)S, &fitv);
-        if (rc)
+        if (rc) {
+            cli_sched_free(&cs);
             return rc;
+        }
         o.fits = fitv;
     }
     erg_profile *prof;
@@ -213,6 +245,7 @@ static int plan_perseus(int argc, char **argv)
     erg_emulation em_max = {0};
     if (erg_profile_read_csv(profile, &prof, &err)) {
         free(fitv);
+        cli_sched_free(&cs);
         return cli_report(cmd, &err);
     }
     cli_progress pr;
@@ -245,6 +278,7 @@ static int plan_perseus(int argc, char **argv)
         erg_dag_free(dag);
         erg_profile_free(prof);
         free(fitv);
+        cli_sched_free(&cs);
         return cli_report(cmd, &err);
     }
     double t_plan = cli_now_s() - t0;
@@ -263,6 +297,7 @@ static int plan_perseus(int argc, char **argv)
         erg_dag_free(dag);
         erg_profile_free(prof);
         free(fitv);
+        cli_sched_free(&cs);
         return cli_report(cmd, &err);
     }
     if (!st && n) {
@@ -273,9 +308,17 @@ static int plan_perseus(int argc, char **argv)
             erg_dag_free(dag);
             erg_profile_free(prof);
             free(fitv);
+            cli_sched_free(&cs);
             return cli_report(cmd, &err);
         }
     }
+    if (!quiet && erg_schedule_chunks(&o.schedule) * (long)S != 0 &&
+        o.schedule.kind != ERG_SCHED_1F1B)
+        printf("schedule %s: %ld ranks, %d pipeline stages, %ld microbatches\n",
+               o.schedule.kind == ERG_SCHED_FILE ? cs.file : erg_schedule_name(o.schedule.kind),
+               S, erg_dag_num_pipeline_stages(dag), M);
+    if (!quiet)
+        cli_sched_split_note(stdout, &cs, prof, S, M);
     if (!quiet && n) {
         erg_frontier_point a, b;
         erg_frontier_get(f, 0, &a, &err);
@@ -298,9 +341,10 @@ static int plan_perseus(int argc, char **argv)
         cli_baseline bl;
         cli_baseline_init(&bl);
         cli_baseline_set(&bl, prof, dag, o.blocking_power_w, &em_max);
-        const char *label[2] = {"minimum-energy plan", "within 1% slowdown"};
-        const double limit[2] = {1e300, 1.01 * em_max.time_s};
-        for (int i = 0; i < 2; i++) {
+        const char *label[3] = {"minimum-energy plan", "at the all-max time",
+                                "within 1% slowdown"};
+        const double limit[3] = {1e300, em_max.time_s, 1.01 * em_max.time_s};
+        for (int i = 0; i < 3; i++) {
             size_t k;
             erg_emulation em;
             /* the same choice as `ergon choose --deadline` / `--slowdown 1.01` */
@@ -322,6 +366,7 @@ static int plan_perseus(int argc, char **argv)
     erg_dag_free(dag);
     erg_profile_free(prof);
     free(fitv);
+    cli_sched_free(&cs);
     if (n == 0) { /* the planner always emits the slowest plan; never exit 0 with none */
         fprintf(stderr, "ergon %s: no plan: the pipeline cannot be made faster than its slowest "
                         "state\n", cmd);
