@@ -2,6 +2,7 @@
  * brute force on tiny pipelines, and its building blocks. */
 #include "core/internal.h"
 #include "ergon/emulate.h"
+#include "ergon/gpu.h"
 #include "ergon/planner.h"
 #include "planner/perseus_internal.h"
 #include "tap.h"
@@ -666,6 +667,85 @@ TEST(frontier_plans_roundtrip_through_directory)
     ASSERT(system(cmd) == 0);
 }
 
+/* plans.ergon carries every schedule as the JSON plans do (merge of the
+ * instruction model into the packed format): for 1F1B, zbv, interleaved-1f1b,
+ * DualPipeV and a schedule file, every plan read back through
+ * erg_frontier_read_dir (which prefers plans.ergon, as choose, sample, show
+ * and serve's Frontier scheduler do) formats to the same JSON as the
+ * plan_%05d.json file of the same index. Before: plans were sized 2*S*M
+ * clocks, whatever the schedule. */
+/* seed odd: the profile has I/W rows, even: I/W from the backward split */
+static void packed_equals_json(const erg_schedule *sched, int P, int M, unsigned seed)
+{
+    erg_error err;
+    erg_profile *prof;
+    ASSERT_OK(erg_sim_profile_kinds("a100", "gpt3-xl", P, 0, 0, (int)(seed & 1), &prof, &err));
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    o.unit_s = 0.005;
+    o.blocking_power_w = 83.64;
+    o.schedule = *sched;
+    erg_frontier *f, *g;
+    ASSERT_OK(erg_plan_perseus(prof, P, M, &o, &f, &err));
+    char dir[] = "/tmp/ergon_packed_XXXXXX";
+    ASSERT(mkdtemp(dir));
+    ASSERT_OK(erg_frontier_write_dir(f, dir, ERG_FRONTIER_CSV | ERG_FRONTIER_JSON |
+                                                 ERG_FRONTIER_PACKED,
+                                     NULL, NULL, &err));
+    ASSERT_OK(erg_frontier_read_dir(dir, NULL, &g, &err));
+    ASSERT_MSG(erg_frontier_plan_path(g, 0) == NULL, "%s: plans.ergon not read",
+               erg_schedule_name(sched->kind));
+    ASSERT_EQ_INT(erg_frontier_size(g), erg_frontier_size(f));
+    for (size_t k = 0; k < erg_frontier_size(f); k++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/plan_%05zu.json", dir, k);
+        erg_plan *a, *b;
+        ASSERT_OK(erg_frontier_plan(g, k, &a, &err));
+        ASSERT_OK(erg_plan_read(path, NULL, &b, &err));
+        char *ja, *jb;
+        ASSERT_OK(erg_plan_format_json(a, &ja, &err));
+        ASSERT_OK(erg_plan_format_json(b, &jb, &err));
+        ASSERT_MSG(!strcmp(ja, jb), "%s plan %zu: plans.ergon gives\n%s\nthe JSON file\n%s",
+                   erg_schedule_name(sched->kind), k, ja, jb);
+        erg_free(ja);
+        erg_free(jb);
+        erg_plan_free(a);
+        erg_plan_free(b);
+    }
+    printf("#   %s P=%d M=%d: %zu plans equal\n", erg_schedule_name(sched->kind), P, M,
+           erg_frontier_size(f));
+    erg_frontier_free(f);
+    erg_frontier_free(g);
+    erg_profile_free(prof);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ASSERT(system(cmd) == 0);
+}
+
+TEST(packed_frontier_equals_json_plans_for_every_schedule)
+{
+    erg_schedule s1 = {.kind = ERG_SCHED_1F1B};
+    packed_equals_json(&s1, 3, 4, 21);
+    erg_schedule zbv = {.kind = ERG_SCHED_ZBV, .backward_split = 0.3};
+    packed_equals_json(&zbv, 2, 4, 22);
+    erg_schedule il = {.kind = ERG_SCHED_INTERLEAVED_1F1B, .chunks = 2};
+    packed_equals_json(&il, 2, 4, 23);
+    erg_schedule dpv = {.kind = ERG_SCHED_DUALPIPEV};
+    packed_equals_json(&dpv, 2, 4, 24);
+    /* a schedule file: DualPipeV's order as PyTorch's compute_only CSV */
+    erg_error err;
+    erg_order *gen, *file;
+    char *csv;
+    ASSERT_OK(erg_order_new(&dpv, 2, 4, &gen, &err));
+    ASSERT_OK(erg_order_format(gen, 1, &csv, &err));
+    ASSERT_OK(erg_order_parse_csv(csv, strlen(csv), "dpv.csv", &file, &err));
+    erg_schedule fs = {.kind = ERG_SCHED_FILE, .order = file};
+    packed_equals_json(&fs, 2, 4, 25);
+    erg_free(csv);
+    erg_order_free(gen);
+    erg_order_free(file);
+}
+
 TEST(planner_rejects_bad_options)
 {
     erg_error err;
@@ -769,6 +849,7 @@ TAP_MAIN(TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
          TEST_ENTRY(brute_force_looped_bfs), TEST_ENTRY(brute_force_interleaved_zb),
          TEST_ENTRY(brute_force_zbv), TEST_ENTRY(brute_force_dualpipev),
          TEST_ENTRY(frontier_plans_roundtrip_through_directory),
+         TEST_ENTRY(packed_frontier_equals_json_plans_for_every_schedule),
          TEST_ENTRY(planner_rejects_bad_options),
          TEST_ENTRY(planner_refuses_times_past_the_unit_count),
          TEST_ENTRY(flat_profile_frontier_holds_the_slowest_plan),
