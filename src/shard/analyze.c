@@ -1349,10 +1349,18 @@ static erg_status build_graph(erg_shard *s, erg_error *err)
     if (cyclic)
         qt = -1;
     erg__free(cnt);
+    if (qt != n) {
+        /* The parser rejects cycles; kept for modules built by other means. */
+        long line = 0, col = 0;
+        int at = 0;
+        while (at < n && indeg[at] != 1)
+            at++;
+        hlo_line_col(s->m, c->ins[at < n ? at : 0].start, &line, &col);
+        erg__free(indeg);
+        return erg_error_set(err, ERG_EPARSE, "%s:%ld: computation '%s' has a cycle through '%s'",
+                             s->m->filename, line, c->name, c->ins[at < n ? at : 0].name);
+    }
     erg__free(indeg);
-    if (qt != n)
-        return erg_error_set(err, ERG_EPARSE, "%s: computation '%s' has a cycle",
-                             s->m->filename, c->name);
     for (int i = 0; i < n; i++) {
         const hlo_instr *in = &c->ins[i];
         s->nodes[i].sink = in->op == HLO_OP_TUPLE || (i == c->root && in->shape.kind != HLO_ARRAY);
@@ -1591,6 +1599,89 @@ static long trip_count(const erg_hlo_module *m, int ci, const char **loop)
     return 0;
 }
 
+/* Largest replica group of a collective: {{0,1},{2,3}} -> 2, [2,4]<=[8] -> 4, {} (all
+ * devices) or a missing attribute -> -1. */
+static long largest_group(const erg_hlo_module *m, const hlo_instr *in)
+{
+    const hlo_attr *a = hlo_find_attr(in, "replica_groups");
+    if (!a)
+        a = hlo_find_attr(in, "source_target_pairs");
+    if (!a)
+        return -1;
+    const char *t = m->text + a->off, *e = t + a->len;
+    if (a->len && *t == '[') {
+        /* iota form [groups,size]<=[n]: the last dim before ']' is the group size */
+        const char *r = memchr(t, ']', (size_t)(e - t));
+        long v = 0;
+        const char *q = r;
+        while (q && q > t && q[-1] >= '0' && q[-1] <= '9')
+            q--;
+        for (; q && q < r; q++)
+            v = v * 10 + (*q - '0');
+        return v > 0 ? v : -1;
+    }
+    long best = 0, cur = 0;
+    int depth = 0;
+    bool any = false;
+    for (const char *q = t; q < e; q++) {
+        if (*q == '{') {
+            depth++;
+            if (depth == 2)
+                cur = 0, any = false;
+        } else if (*q == '}') {
+            if (depth == 2 && any)
+                best = ERG__MAX(best, cur + 1);
+            depth--;
+        } else if (depth == 2 && *q == ',') {
+            cur++;
+        } else if (depth == 2 && *q >= '0' && *q <= '9') {
+            any = true;
+        }
+    }
+    return best > 0 ? best : -1;
+}
+
+/* cfp-spec §1.3: collectives already present mean the module was partitioned (per-device
+ * shapes); planning it again would re-annotate per-device tensors. */
+static erg_status check_unpartitioned(const erg_hlo_module *m, erg_error *err)
+{
+    bool annotated = false;
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c].n; i++) {
+            const hlo_instr *in = &m->comps[c].ins[i];
+            annotated |= hlo_find_attr(in, "sharding") != NULL;
+            bool is_coll = in->op == HLO_OP_COLLECTIVE || !strcmp(in->opcode, "cross-replica-sum") ||
+                        !strcmp(in->opcode, "collective-permute-start") ||
+                        !strcmp(in->opcode, "collective-broadcast") ||
+                        !strcmp(in->opcode, "ragged-all-to-all");
+            bool ids = !strcmp(in->opcode, "partition-id") || !strcmp(in->opcode, "replica-id");
+            long g = is_coll ? largest_group(m, in) : 0;
+            /* A collective whose groups each hold one device is a no-op; any other one
+             * (explicit groups, or {} meaning all devices) says the module is partitioned
+             * or data-parallel already. */
+            bool real = is_coll && g != 1;
+            if (real || ids) {
+                long line, col;
+                hlo_line_col(m, in->start, &line, &col);
+                return erg_error_set(
+                    err, ERG_EINVAL,
+                    "%s:%ld: the module is already partitioned: '%s' is %s%s%s (num_partitions=%ld); "
+                    "ergon shard plans the single-device module before SPMD partitioning (its "
+                    "shapes are whole tensors): give it that module instead",
+                    m->filename, line, in->name, is_coll ? "a collective " : "a ", in->opcode,
+                    is_coll && g > 1 ? " over device groups" : "", m->num_partitions);
+            }
+        }
+    if (m->num_partitions > 1 && !annotated)
+        return erg_error_set(err, ERG_EINVAL,
+                             "%s: the module declares num_partitions=%ld but carries no "
+                             "sharding annotation: it looks already partitioned (per-device "
+                             "shapes); ergon shard plans the single-device module before SPMD "
+                             "partitioning: give it that module instead",
+                             m->filename, m->num_partitions);
+    return ERG_OK;
+}
+
 erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_shard **out,
                              erg_error *err)
 {
@@ -1607,6 +1698,9 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
         return erg_error_set(err, ERG_EINVAL,
                              "mesh %dx%d: both sizes must be >= 1 and their product >= 2",
                              mesh0, mesh1);
+    erg_status pst = check_unpartitioned(m, err);
+    if (pst)
+        return pst;
     int ci = m->entry;
     if (computation) {
         ci = hlo_find_comp(m, computation);
@@ -1738,10 +1832,20 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
                          "--computation %s", s->c->ins[i].name, body, body);
             erg__free(body);
         }
-        st = erg_error_set(err, ERG_ENOTFOUND,
-                           "%s: no dot in computation '%s' has a valid strategy on the %dx%d "
-                           "mesh, nothing to shard%s",
-                           m->filename, s->c->name, mesh0, mesh1, hint);
+        size_t ndots = 0;
+        for (int i = 0; i < s->n; i++)
+            ndots += s->c->ins[i].op == HLO_OP_DOT || s->c->ins[i].op == HLO_OP_CONVOLUTION;
+        if (ndots == 0)
+            st = erg_error_set(err, ERG_ENOTFOUND,
+                               "%s: computation '%s' has no dot or convolution, nothing to "
+                               "shard (its %d instructions stay replicated)%s",
+                               m->filename, s->c->name, s->n, hint);
+        else
+            st = erg_error_set(err, ERG_ENOTFOUND,
+                               "%s: none of the %zu dots/convolutions in computation '%s' has "
+                               "a strategy on the %dx%d mesh whose splits divide its dims "
+                               "evenly, nothing to shard%s",
+                               m->filename, ndots, s->c->name, mesh0, mesh1, hint);
         goto done;
     }
     if ((st = block_hashes(s, err)) || (st = find_segments(s, err)))

@@ -859,8 +859,14 @@ static erg_status search_ilp(erg_shard *s, erg_shard_plan *p, double limit_s, er
         goto out;
     }
     if (status != GLP_OPT && status != GLP_FEAS) {
-        st = erg_error_set(err, ERG_ENUMERIC, "GLPK failed (glp_intopt code %d, status %d)", rc,
-                           status);
+        if (p->timed_out)
+            st = erg_error_set(err, ERG_ETIMEOUT,
+                               "the ILP found no plan within its time limit of %g s (raise "
+                               "--time-limit, or use --method dp)",
+                               limit_s);
+        else
+            st = erg_error_set(err, ERG_ENUMERIC, "GLPK failed (glp_intopt code %d, status %d)",
+                               rc, status);
         goto out;
     }
     for (int b = 0; b < nb; b++) {
@@ -1032,6 +1038,35 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
         }
     }
     p->search_s = now_s() - t0;
+    if (st == ERG_ENOTFOUND && !strncmp(err ? err->msg : "", "no plan fits", 12)) {
+        /* Say what the least memory-hungry plan needs (every block at its smallest
+         * strategy; with imported profiles, every segment at its smallest row). */
+        double need = s->const_mem_bytes;
+        for (int si = 0; si < s->nseg; si++) {
+            const segment *g = &s->segs[si];
+            double mn = INFINITY;
+            if (g->imported)
+                for (int c = 0; c < g->nkeep; c++)
+                    mn = ERG__MIN(mn, g->keep_mem[c]);
+            if (!g->imported || !(mn < INFINITY)) {
+                mn = 0;
+                for (int i = 0; i < g->n; i++) {
+                    const pblock *P = &s->pbs[s->order[g->first + i]];
+                    double b = INFINITY;
+                    for (int k = 0; k < P->K; k++)
+                        b = ERG__MIN(b, P->mem_bytes[k]);
+                    mn += b;
+                }
+            }
+            need += mn;
+        }
+        st = erg_error_set(err, ERG_ENOTFOUND,
+                           "no plan fits the memory budget of %.3f GB per device: the smallest "
+                           "plan needs %.3f GB per device (%.3f GB of it replicated values); "
+                           "raise --mem-gb to at least %.3f or use a larger mesh",
+                           s->mem_budget / 1e9, need / 1e9, s->const_mem_bytes / 1e9,
+                           ceil(need / 1e6) / 1e3);
+    }
     if (st) {
         erg_shard_plan_free(p);
         return st;

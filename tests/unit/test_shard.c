@@ -95,11 +95,11 @@ TEST(parses_while_fusion_conditional)
     erg_hlo_module *m = parse_ok(t);
     ASSERT_EQ_INT(erg_hlo_num_computations(m), 4);
     ASSERT_EQ_INT(erg_hlo_count_opcode(m, "while"), 1);
-    /* No dot: the analysis says so instead of failing obscurely. */
+    /* num_partitions=4 without any sharding annotation: a partitioned module, refused. */
     erg_shard *s = NULL;
     erg_error err;
-    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_ENOTFOUND);
-    ASSERT_CONTAINS(err.msg, "nothing to shard");
+    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "num_partitions=4 but carries no sharding annotation");
     erg_hlo_free(m);
     /* A body naming a computation that does not exist. */
     parse_fails("HloModule m\nENTRY e {\n  a = (f32[2]) parameter(0)\n"
@@ -123,6 +123,58 @@ TEST(errors_name_line_and_column)
                 "dimensions={0}, to_apply=nope\n}\n",
                 "to_apply=nope of 'r' names no computation");
     parse_fails("", "expected 'HloModule'");
+}
+
+TEST(malformed_modules_are_rejected_with_their_line)
+{
+    /* A misspelt opcode must not make the dot disappear. */
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+                "  ROOT d = f32[2,4] dott(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+                "t.hlo:5:21: unknown opcode 'dott' of 'd'");
+    /* Contracting dims that do not exist, sizes that do not pair, a wrong result shape. */
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+                "  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n}\n",
+                "t.hlo:5:3: dot 'd': lhs_contracting_dims names dim 2; lhs has rank 2");
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+                "  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n",
+                "t.hlo:5:3: dot 'd': lhs dim 0 (size 2) and rhs dim 0 (size 3) are paired but differ");
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+                "  ROOT d = f32[2,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+                "t.hlo:5:3: dot 'd': declared result shape does not match its operands (expected dims [2,4])");
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+                "  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={1}\n}\n",
+                "dot 'd': 1 lhs and 0 rhs contracting dims");
+    /* A cycle names an instruction on it and its line. */
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] add(a, c)\n"
+                "  c = f32[2] add(b, a)\n  ROOT r = f32[2] negate(c)\n}\n",
+                "depends on itself: a cycle");
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] add(a, b)\n"
+                "  ROOT r = f32[2] negate(b)\n}\n",
+                "t.hlo:4:3: 'b' depends on itself");
+    parse_fails("HloModule m, num_partitions=0\nENTRY e {\n  a = f32[2] parameter(0)\n}\n",
+                "t.hlo:1:29: num_partitions must be a positive integer");
+    /* Known opcodes outside the analysed set still parse (replicated boundaries). */
+    erg_hlo_module *m = parse_ok("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n"
+                                 "  r = f32[2,3] reverse(a), dimensions={0}\n"
+                                 "  ROOT s = f32[2,3] sort(r), dimensions={1}, to_apply=e\n}\n");
+    erg_hlo_free(m);
+}
+
+TEST(module_without_dot_says_so)
+{
+    erg_hlo_module *m = parse_ok("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n"
+                                 "  ROOT b = f32[4] exponential(a)\n}\n");
+    erg_shard *s = NULL;
+    erg_error err;
+    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_ENOTFOUND);
+    ASSERT_CONTAINS(err.msg, "computation 'e' has no dot or convolution, nothing to shard");
+    erg_hlo_free(m);
+    /* Dots whose dims do not divide by the mesh: a different message. */
+    m = parse_ok("HloModule m\nENTRY e {\n  a = f32[3,5] parameter(0)\n  b = f32[5,7] parameter(1)\n"
+                 "  ROOT d = f32[3,7] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_ENOTFOUND);
+    ASSERT_CONTAINS(err.msg, "none of the 1 dots/convolutions in computation 'e' has a strategy on the 1x4 mesh");
+    erg_hlo_free(m);
 }
 
 TEST(all_shared_modules_parse_fast)
@@ -1073,6 +1125,7 @@ TEST(allocation_failures_are_clean)
 }
 
 TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_conditional), TEST_ENTRY(errors_name_line_and_column),
+         TEST_ENTRY(malformed_modules_are_rejected_with_their_line), TEST_ENTRY(module_without_dot_says_so),
          TEST_ENTRY(all_shared_modules_parse_fast),
          TEST_ENTRY(mlp_1x2_data_parallel_vs_megatron_by_hand),
          TEST_ENTRY(mlp_2x2_data_parallel_over_both_axes),
