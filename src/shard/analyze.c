@@ -370,13 +370,110 @@ static const spec *out_spec(const erg_shard *s, int ins, int k)
 
 enum { PROP_FREE = 0, PROP_PARTIAL = 1, PROP_FAIL = 2 };
 
-static bool custom_call_identity(const erg_shard *s, const hlo_instr *in)
+static bool same_dims(const hlo_shape *a, const hlo_shape *b);
+
+static bool has_any(const char *t, const char *const *words, size_t n)
 {
-    char *t = hlo_attr_str(s->m, in, "custom_call_target");
-    bool ok = t && (strstr(t, "Gelu") || strstr(t, "TransferWithStaticRing") ||
-                    !strcmp(t, "\"Sharding\""));
+    for (size_t k = 0; k < n; k++)
+        if (strstr(t, words[k]))
+            return true;
+    return false;
+}
+
+/* Class of a custom-call (shard_internal.h, CC_*) from its target and shapes; for fused
+ * attention also the head dim of its rank-4 operands (-1 for rank 3: [batch*heads, seq, d]). */
+static int8_t cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_instr *in,
+                          int8_t *head)
+{
+    static const char *const ew[] = {"gelu", "relu", "silu", "swish", "sigmoid", "tanh",
+                                     "transferwithstaticring", "identity", "dropout",
+                                     "quickgelu", "elementwise"};
+    static const char *const lastdim[] = {"softmax", "layernorm", "layer_norm", "rmsnorm",
+                                          "rms_norm", "normalization", "norm"};
+    static const char *const attn[] = {"fmha", "flash", "attention", "attn", "sdpa", "mha"};
+    *head = -1;
+    char *t = hlo_attr_str(m, in, "custom_call_target");
+    if (!t)
+        return CC_OPAQUE;
+    for (char *q = t; *q; q++)
+        *q = (char)(*q >= 'A' && *q <= 'Z' ? *q - 'A' + 'a' : *q);
+    const hlo_shape *o = &in->shape;
+    if (o->kind == HLO_TUPLE && o->nelems > 0)
+        o = &o->elems[0]; /* fused attention returns (output, statistics/scratch...) */
+    int8_t cls = CC_OPAQUE;
+    /* Array operands of rank > 0 and whether they all have the output's dims. */
+    int narr = 0;
+    bool all_same = o->kind == HLO_ARRAY;
+    for (int j = 0; j < in->nops; j++) {
+        const hlo_shape *os = &c->ins[in->ops[j]].shape;
+        if (os->kind != HLO_ARRAY) {
+            all_same = false;
+            continue;
+        }
+        if (os->rank == 0)
+            continue;
+        narr++;
+        all_same &= same_dims(os, o);
+    }
+    bool plain = in->shape.kind == HLO_ARRAY;
+    if (!strcmp(t, "\"sharding\"") || (plain && all_same && narr > 0 &&
+                                      has_any(t, ew, ERG__ARRAY_LEN(ew))))
+        cls = CC_ELEMENTWISE;
+    else if (has_any(t, attn, ERG__ARRAY_LEN(attn))) {
+        /* Q, K, V of one rank (3 or 4) whose batch and head dims agree; output like Q. */
+        const hlo_shape *Q = in->nops >= 3 ? &c->ins[in->ops[0]].shape : NULL;
+        const hlo_shape *K = Q ? &c->ins[in->ops[1]].shape : NULL;
+        const hlo_shape *V = Q ? &c->ins[in->ops[2]].shape : NULL;
+        bool ok = Q && Q->kind == HLO_ARRAY && K->kind == HLO_ARRAY && V->kind == HLO_ARRAY &&
+                  (Q->rank == 3 || Q->rank == 4) && K->rank == Q->rank && V->rank == Q->rank &&
+                  o->kind == HLO_ARRAY && same_dims(o, Q) && K->dims[0] == Q->dims[0] &&
+                  V->dims[0] == Q->dims[0];
+        if (ok && Q->rank == 4) {
+            /* The head dim: named by cuDNN's dot dimension numbers (batch dims 0 and h),
+             * else the one of dims 1, 2 that K and V share with Q while the other (the
+             * sequence) may differ, else the smaller of the two (heads < sequence). */
+            int h = -1;
+            const hlo_attr *bc = hlo_find_attr(in, "backend_config");
+            if (bc) {
+                const char *b = m->text + bc->off, *e = b + bc->len;
+                static const char key[] = "lhs_batch_dimensions";
+                for (const char *q = b; q + sizeof key - 1 <= e; q++)
+                    if (!memcmp(q, key, sizeof key - 1)) {
+                        const char *r = q + sizeof key - 1;
+                        while (r < e && *r != ']')
+                            r++;
+                        /* the last digit before ']' is the second batch dim */
+                        const char *d = r;
+                        while (d > q && !(d[-1] >= '0' && d[-1] <= '9'))
+                            d--;
+                        if (d > q && (d[-1] == '1' || d[-1] == '2'))
+                            h = d[-1] - '0';
+                        break;
+                    }
+            }
+            if (h < 0) {
+                bool k1 = K->dims[1] == Q->dims[1] && V->dims[1] == Q->dims[1];
+                bool k2 = K->dims[2] == Q->dims[2] && V->dims[2] == Q->dims[2];
+                if (k1 != k2)
+                    h = k1 ? 1 : 2;
+                else
+                    h = Q->dims[1] < Q->dims[2] ? 1 : 2;
+            }
+            ok = K->dims[h] == Q->dims[h] && V->dims[h] == Q->dims[h];
+            *head = (int8_t)h;
+        }
+        cls = ok ? CC_ATTENTION : CC_OPAQUE;
+    } else if (plain && all_same && narr > 0 && has_any(t, lastdim, ERG__ARRAY_LEN(lastdim)))
+        cls = CC_LASTDIM;
+    else if (plain && all_same && narr > 0)
+        cls = CC_SAMESHAPE;
     erg__free(t);
-    return ok;
+    return cls;
+}
+
+static int8_t cc_of(const erg_shard *s, const hlo_instr *in)
+{
+    return s->nodes[in - s->c->ins].cc;
 }
 
 static bool is_identity_op(const erg_shard *s, const hlo_instr *in)
@@ -388,10 +485,21 @@ static bool is_identity_op(const erg_shard *s, const hlo_instr *in)
     case HLO_OP_BITCAST:
         return true;
     case HLO_OP_CUSTOM_CALL:
-        return custom_call_identity(s, in);
+        return cc_of(s, in) == CC_ELEMENTWISE || cc_of(s, in) == CC_SAMESHAPE;
     default:
         return false;
     }
+}
+
+static bool is_dynamic_slice(const hlo_instr *in)
+{
+    return in->op == HLO_OP_OTHER && !strcmp(in->opcode, "dynamic-slice");
+}
+
+/* A get-tuple-element of a parameter (loop-carried state in a while body). */
+static bool is_param_gte(const hlo_comp *c, const hlo_instr *in)
+{
+    return in->op == HLO_OP_GTE && in->nops == 1 && c->ins[in->ops[0]].op == HLO_OP_PARAMETER;
 }
 
 static bool same_dims(const hlo_shape *a, const hlo_shape *b)
@@ -480,10 +588,52 @@ static int prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out,
     const hlo_shape *os = &s->c->ins[in->ops[j]].shape;
     *out = spec_rep();
     *ar_axis = -1;
-    if (in->shape.kind != HLO_ARRAY || os->kind != HLO_ARRAY)
-        return PROP_FAIL;
     int64_t dims[HLO_MAX_RANK];
     int nd;
+    if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_ATTENTION) {
+        /* Fused attention: Q, K, V (operands 0-2) carry batch and head splits to the
+         * output (element 0 of a tuple result); a split elsewhere is gathered. */
+        const hlo_shape *o = in->shape.kind == HLO_TUPLE ? &in->shape.elems[0] : &in->shape;
+        if (j >= 3 || os->kind != HLO_ARRAY || os->rank != o->rank)
+            return PROP_FAIL;
+        int h = s->nodes[i].attn_head;
+        out->d[0] = op->d[0];
+        if (h >= 0)
+            out->d[h] = op->d[h];
+        return PROP_FREE;
+    }
+    if (in->op == HLO_OP_GTE && s->c->ins[in->ops[0]].op == HLO_OP_CUSTOM_CALL &&
+        cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION) {
+        /* Element 0 of a fused attention's tuple carries its spec. */
+        const hlo_shape *t = &s->c->ins[in->ops[0]].shape;
+        nd = hlo_attr_ints(s->m, in, "index", dims, 1);
+        if (t->kind != HLO_TUPLE || nd != 1 || dims[0] != 0 || !same_dims(&t->elems[0], &in->shape))
+            return PROP_FAIL;
+        *out = *op;
+        return PROP_FREE;
+    }
+    if (in->shape.kind != HLO_ARRAY || os->kind != HLO_ARRAY)
+        return PROP_FAIL;
+    if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_LASTDIM) {
+        /* Softmax-like: per row of the last dim; a split of that dim is gathered first. */
+        if (os->rank == 0)
+            return PROP_FREE;
+        if (!same_dims(os, &in->shape))
+            return PROP_FAIL;
+        *out = *op;
+        out->d[os->rank - 1] = SP_R;
+        return PROP_FREE;
+    }
+    if (is_dynamic_slice(in)) {
+        if (j != 0 || os->rank != in->shape.rank)
+            return PROP_FAIL;
+        for (int k = 0; k < os->rank; k++) {
+            if (op->d[k] != SP_R && os->dims[k] != in->shape.dims[k])
+                return PROP_FAIL;
+            out->d[k] = op->d[k];
+        }
+        return PROP_FREE;
+    }
     switch (in->op) {
     case HLO_OP_BROADCAST:
         nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
@@ -564,8 +714,35 @@ static spec prop_bwd(const erg_shard *s, int i, int j, const spec *out)
     const hlo_instr *in = &s->c->ins[i];
     const hlo_shape *os = &s->c->ins[in->ops[j]].shape;
     spec r = spec_rep();
+    if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_ATTENTION) {
+        const hlo_shape *o = in->shape.kind == HLO_TUPLE ? &in->shape.elems[0] : &in->shape;
+        int h = s->nodes[i].attn_head;
+        if (j < 3 && os->kind == HLO_ARRAY && os->rank == o->rank) {
+            r.d[0] = out->d[0];
+            if (h >= 0)
+                r.d[h] = out->d[h];
+        }
+        return r;
+    }
+    if (in->op == HLO_OP_GTE && s->c->ins[in->ops[0]].op == HLO_OP_CUSTOM_CALL &&
+        cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION)
+        return *out; /* the tuple's spec is element 0's */
     if (in->shape.kind != HLO_ARRAY || os->kind != HLO_ARRAY || os->rank == 0)
         return r;
+    if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_LASTDIM) {
+        if (same_dims(os, &in->shape)) {
+            r = *out;
+            r.d[os->rank - 1] = SP_R;
+        }
+        return r;
+    }
+    if (is_dynamic_slice(in)) {
+        if (j == 0 && os->rank == in->shape.rank)
+            for (int k = 0; k < os->rank; k++)
+                if (os->dims[k] == in->shape.dims[k])
+                    r.d[k] = out->d[k];
+        return r;
+    }
     int64_t dims[HLO_MAX_RANK];
     int nd;
     switch (in->op) {
@@ -1127,6 +1304,9 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
 
 static bool is_boundary_op(const erg_shard *s, const hlo_instr *in)
 {
+    if (in->op == HLO_OP_GTE)
+        return !(s->c->ins[in->ops[0]].op == HLO_OP_CUSTOM_CALL &&
+                 cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION);
     switch (in->op) {
     case HLO_OP_GATHER:
     case HLO_OP_SCATTER:
@@ -1135,17 +1315,26 @@ static bool is_boundary_op(const erg_shard *s, const hlo_instr *in)
     case HLO_OP_CALL:
     case HLO_OP_FUSION:
     case HLO_OP_RNG:
-    case HLO_OP_GTE:
     case HLO_OP_DOT:
     case HLO_OP_CONVOLUTION:
         return true;
     case HLO_OP_CUSTOM_CALL:
-        return !custom_call_identity(s, in);
+        return cc_of(s, in) == CC_OPAQUE;
     case HLO_OP_OTHER:
-        return true;
+        return !is_dynamic_slice(in);
     default:
         return false;
     }
+}
+
+/* Whether instruction o's spec describes an array: arrays of rank > 0, and the tuple result
+ * of a fused attention custom-call (its spec is element 0's). */
+static bool carries_spec(const erg_shard *s, int o)
+{
+    const hlo_instr *in = &s->c->ins[o];
+    if (in->shape.kind == HLO_ARRAY)
+        return in->shape.rank > 0;
+    return in->op == HLO_OP_CUSTOM_CALL && s->nodes[o].cc == CC_ATTENTION;
 }
 
 /* A non-dot instruction whose operands are owned: follow the block of its deepest operand. */
@@ -1157,7 +1346,7 @@ static erg_status follow(builder *b, int i)
     bool merge = false;
     for (int j = 0; j < in->nops; j++) {
         int o = in->ops[j], q = s->nodes[o].pb;
-        if (q < 0 || s->c->ins[o].shape.kind != HLO_ARRAY || s->c->ins[o].shape.rank == 0)
+        if (q < 0 || !carries_spec(s, o))
             continue;
         if (p >= 0 && q != p)
             merge = true;
@@ -1174,15 +1363,16 @@ static erg_status follow(builder *b, int i)
         return oom(b);
     for (int k = 0; k < K; k++) {
         bool have = false;
-        int status = PROP_FREE, ar = -1;
+        int status = PROP_FREE, ar = -1, definer = -1;
         spec out = spec_rep();
         /* First operand of block p defines the output spec. */
         for (int j = 0; j < in->nops && !have; j++) {
             int o = in->ops[j];
-            if (s->nodes[o].pb != p || s->c->ins[o].shape.rank == 0)
+            if (s->nodes[o].pb != p || !carries_spec(s, o))
                 continue;
             status = prop_fwd(s, i, j, out_spec(s, o, k), &out, &ar);
             have = true;
+            definer = j;
             if (status == PROP_FAIL)
                 out = spec_rep();
             else if (status == PROP_FREE || status == PROP_PARTIAL)
@@ -1191,6 +1381,10 @@ static erg_status follow(builder *b, int i)
         if (!spec_valid_for(s, &in->shape, &out))
             out = spec_rep();
         m->out[k] = out;
+        /* Custom-calls that drop some splits (softmax-like, attention) need their input
+         * gathered there: the definer's requirement follows from the output. */
+        if (in->op == HLO_OP_CUSTOM_CALL && definer >= 0 && status == PROP_FREE)
+            m->req[definer * K + k] = prop_bwd(s, i, definer, &out);
         if (status == PROP_PARTIAL && ar >= 0) {
             double bytes = hlo_shape_bytes(&in->shape) / shard_tiles(s, &out, in->shape.rank);
             if (!add_coll(m, k, COLL_AR, ar, bytes))
@@ -1198,18 +1392,8 @@ static erg_status follow(builder *b, int i)
         }
         /* Every other operand must arrive as this op needs it. */
         for (int j = 0; j < in->nops; j++) {
-            int o = in->ops[j];
-            bool definer = s->nodes[o].pb == p && s->c->ins[o].shape.rank != 0 &&
-                           (status == PROP_FREE || status == PROP_PARTIAL);
-            if (definer) {
-                /* only the first such operand is the definer */
-                bool first = true;
-                for (int jj = 0; jj < j; jj++)
-                    if (s->nodes[in->ops[jj]].pb == p && s->c->ins[in->ops[jj]].shape.rank != 0)
-                        first = false;
-                if (first)
-                    continue;
-            }
+            if (j == definer && (status == PROP_FREE || status == PROP_PARTIAL))
+                continue;
             m->req[j * K + k] = (status == PROP_PARTIAL && j == 0) ? m->req[j * K + k]
                                                                     : prop_bwd(s, i, j, &out);
         }
@@ -1235,8 +1419,19 @@ static erg_status adopt(builder *b, int i)
     case HLO_OP_COPY:
     case HLO_OP_BITCAST:
         break;
+    case HLO_OP_CUSTOM_CALL:
+        /* weights behind a same-shape custom-call (Neuron's TransferWithStaticRing) */
+        if (nd->cc != CC_ELEMENTWISE && nd->cc != CC_SAMESHAPE && nd->cc != CC_LASTDIM)
+            return ERG_OK;
+        break;
+    case HLO_OP_GTE:
+        /* loop-carried state of a while body (a stacked weight) */
+        if (!is_param_gte(s->c, in))
+            return ERG_OK;
+        break;
     default:
-        return ERG_OK;
+        if (!is_dynamic_slice(in)) /* one layer of a stacked weight */
+            return ERG_OK;
     }
     for (int j = 0; j < in->nops; j++)
         if (s->nodes[in->ops[j]].pb >= 0)
@@ -1361,6 +1556,12 @@ static erg_status build_graph(erg_shard *s, erg_error *err)
                              s->m->filename, line, c->name, c->ins[at < n ? at : 0].name);
     }
     erg__free(indeg);
+    for (int i = 0; i < n; i++) {
+        const hlo_instr *in = &c->ins[i];
+        int8_t h = -1;
+        s->nodes[i].cc = in->op == HLO_OP_CUSTOM_CALL ? cc_classify(s->m, c, in, &h) : CC_NONE;
+        s->nodes[i].attn_head = h;
+    }
     for (int i = 0; i < n; i++) {
         const hlo_instr *in = &c->ins[i];
         s->nodes[i].sink = in->op == HLO_OP_TUPLE || (i == c->root && in->shape.kind != HLO_ARRAY);
@@ -1779,7 +1980,7 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
                 goto done;
             continue;
         }
-        if (nd->boundary || in->shape.kind != HLO_ARRAY)
+        if (nd->boundary || (in->shape.kind != HLO_ARRAY && !carries_spec(s, i)))
             continue;
         if ((st = follow(b, i)))
             goto done;
@@ -1787,7 +1988,10 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
     for (int t = s->n - 1; t >= 0; t--)
         if ((st = adopt(b, s->topo[t])))
             goto done;
-    /* Weights: parameters adopted through an anchor's rhs chain. */
+    /* Weights: the storage (a parameter, or in a while body the get-tuple-element of the
+     * loop state) adopted through an anchor's rhs chain: reshape/transpose/convert/copy,
+     * same-shape custom-calls (Neuron's TransferWithStaticRing) and the dynamic-slice that
+     * takes one layer out of a stacked weight. */
     for (int p = 0; p < s->npb; p++) {
         if (!s->pbs[p].alive)
             continue;
@@ -1796,14 +2000,19 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
             if (!s->nodes[a].is_anchor)
                 continue;
             int v = s->c->ins[a].ops[1];
-            for (int guard = 0; guard < 16; guard++) {
-                if (s->c->ins[v].op == HLO_OP_PARAMETER) {
+            for (int guard = 0; guard < 32; guard++) {
+                const hlo_instr *V = &s->c->ins[v];
+                if (V->op == HLO_OP_PARAMETER || is_param_gte(s->c, V)) {
                     s->nodes[v].weight = s->nodes[v].pb == p;
                     break;
                 }
-                if (!is_chain_op(&s->c->ins[v]) || s->c->ins[v].nops < 1)
+                bool through = is_chain_op(V) || is_dynamic_slice(V) ||
+                               (V->op == HLO_OP_CUSTOM_CALL &&
+                                (s->nodes[v].cc == CC_ELEMENTWISE ||
+                                 s->nodes[v].cc == CC_SAMESHAPE));
+                if (!through || V->nops < 1)
                     break;
-                v = s->c->ins[v].ops[0];
+                v = V->ops[0];
             }
         }
     }

@@ -906,6 +906,95 @@ erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err)
     return segments_build(s, NULL, 0, keep > 0 ? keep : 64, err);
 }
 
+static bool param_gte(const erg_shard *s, int v)
+{
+    const hlo_instr *in = &s->c->ins[v];
+    return in->op == HLO_OP_GTE && in->nops == 1 && s->c->ins[in->ops[0]].op == HLO_OP_PARAMETER;
+}
+
+static long gte_index(const erg_shard *s, int v)
+{
+    int64_t ix[1];
+    return hlo_attr_ints(s->m, &s->c->ins[v], "index", ix, 1) == 1 ? (long)ix[0] : -1;
+}
+
+/* Bytes of an unowned parameter held replicated: a tuple parameter (loop state) counts only
+ * the elements whose get-tuple-element no block owns (those count in their block). */
+static double unowned_param_bytes(const erg_shard *s, int v)
+{
+    const hlo_shape *sh = &s->c->ins[v].shape;
+    if (sh->kind != HLO_TUPLE)
+        return hlo_shape_bytes(sh);
+    double b = 0;
+    for (int e = 0; e < sh->nelems; e++) {
+        bool owned = false;
+        for (int u = 0; u < s->nodes[v].nusers && !owned; u++) {
+            int w = s->nodes[v].users[u];
+            owned = param_gte(s, w) && s->nodes[w].pb >= 0 && gte_index(s, w) == e;
+        }
+        if (!owned)
+            b += hlo_shape_bytes(&sh->elems[e]);
+    }
+    return b;
+}
+
+/* The instruction whose spec the body parameter's tuple element e takes: the ROOT tuple's
+ * operand e (when the ROOT is a tuple of the parameter's arity), or -1. */
+int shard_loop_producer(const erg_shard *s, int e)
+{
+    if (!s->loop)
+        return -1;
+    const hlo_instr *r = &s->c->ins[s->c->root];
+    if (r->op != HLO_OP_TUPLE || e >= r->nops)
+        return -1;
+    return r->ops[e];
+}
+
+static erg_status loop_carried_costs(erg_shard *s, int **emap, erg_error *err)
+{
+    if (!s->loop)
+        return ERG_OK;
+    spec rep;
+    memset(rep.d, (unsigned char)SP_R, sizeof rep.d);
+    for (int g = 0; g < s->n; g++) {
+        if (!param_gte(s, g))
+            continue;
+        int u = shard_loop_producer(s, (int)gte_index(s, g));
+        if (u < 0 || u == g)
+            continue;
+        const hlo_shape *sh = &s->c->ins[g].shape;
+        int q = s->nodes[u].pb, p = s->nodes[g].pb;
+        if (q < 0)
+            continue; /* replicated -> anything: a local slice */
+        pblock *Q = &s->pbs[q];
+        const member *mu = &Q->mem[s->nodes[u].slot];
+        if (p < 0 || p == q) {
+            for (int k = 0; k < Q->K; k++) {
+                double bytes;
+                const spec *dst = p < 0 ? &rep : &s->pbs[p].mem[s->nodes[g].slot].out[k];
+                double c = shard_reshard(s, sh, &mu->out[k], dst, &bytes);
+                Q->time_s[k] += c;
+                Q->comm_s[k] += c;
+                Q->comm_bytes[k] += bytes;
+            }
+            continue;
+        }
+        pblock *P = &s->pbs[p];
+        const member *mg = &P->mem[s->nodes[g].slot];
+        pedge *E = edge_get(s, emap, s->pos_of[q], s->pos_of[p], err);
+        if (!E)
+            return ERG_ENOMEM;
+        for (int kq = 0; kq < Q->K; kq++)
+            for (int kp = 0; kp < P->K; kp++) {
+                double bytes;
+                double c = shard_reshard(s, sh, &mu->out[kq], &mg->out[kp], &bytes);
+                E->cost_s[kq * P->K + kp] += c;
+                E->bytes[kq * P->K + kp] += bytes;
+            }
+    }
+    return ERG_OK;
+}
+
 void erg_shard_cost_options_init(erg_shard_cost_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -980,7 +1069,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 m->cost_s[k] += ct;
                 p->flops[k] += fl;
                 int tiles = shard_tiles(s, &m->out[k], in->shape.rank);
-                if (in->op == HLO_OP_PARAMETER)
+                if (in->op == HLO_OP_PARAMETER || param_gte(s, m->ins))
                     mb = hlo_shape_bytes(&in->shape) / tiles * (nd->weight ? s->opt_factor : 1);
                 else if ((in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION) &&
                          (nd->is_anchor || !strcmp(m->role, "dot")))
@@ -1034,7 +1123,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 s->const_time_s += ct;
                 s->const_flops += fl;
                 if (in->op == HLO_OP_PARAMETER)
-                    s->const_mem_bytes += hlo_shape_bytes(&in->shape);
+                    s->const_mem_bytes += unowned_param_bytes(s, v);
                 for (int j = 0; j < in->nops; j++) {
                     int u = in->ops[j];
                     int q = s->nodes[u].pb;
@@ -1088,6 +1177,12 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 }
         }
     }
+    /* Loop-carried state of a while body: element e leaves as the ROOT tuple's operand e and
+     * comes back as get-tuple-element(param, e); the plan writes the parameter's element e
+     * with the producer's spec (so that ROOT and parameter agree), and the consumer reshards
+     * from it once per iteration. */
+    if ((st = loop_carried_costs(s, &emap, err)))
+        goto done;
     /* A loop body runs `trips` times with one plan: scale times, volumes and FLOPs (memory
      * stays per iteration). */
     if (s->trips > 1) {

@@ -206,6 +206,13 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
                 const spec *es = NULL;
                 if (in->op == HLO_OP_TUPLE && e < in->nops)
                     es = spec_of(s, p, in->ops[e]);
+                else if (in->op == HLO_OP_PARAMETER && s->loop) {
+                    /* Loop state: element e as the ROOT tuple produces it, so that the
+                     * body's parameter and ROOT shardings agree (XLA requires it). */
+                    int u = shard_loop_producer(s, e);
+                    es = u >= 0 ? spec_of(s, p, u) : NULL;
+                } else if (in->op == HLO_OP_CUSTOM_CALL && e == 0)
+                    es = sp; /* fused attention: the output is element 0 */
                 if ((st = erg__buf_printf(&b, "%s", e ? ", " : "")) ||
                     (st = sharding_str(s, &in->shape.elems[e], es ? es : &rep, &b)))
                     goto fail;

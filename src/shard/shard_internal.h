@@ -31,7 +31,21 @@ typedef struct node {
     bool boundary; /* custom-call/gather/...: needs replicated operands */
     bool weight;   /* parameter reached from an anchor's rhs chain */
     bool is_anchor, is_twin, is_dotmember;
+    int8_t cc;     /* custom-calls: CC_* class (analyze.c), else CC_NONE */
+    int8_t attn_head; /* CC_ATTENTION: the head dim of the rank-4 operands, or -1 */
 } node;
+
+/* Custom-call classes (cfp-spec §1.3 propagation table, custom-call row):
+ *  CC_ELEMENTWISE  known per-element targets (Gelu, Relu, Silu, TransferWithStaticRing,
+ *                  Sharding...): identity on every dim;
+ *  CC_SAMESHAPE    unknown target whose array operands all have the output's shape
+ *                  (opaque, same shape): assumed per-element, identity on every dim;
+ *  CC_LASTDIM      softmax-like (Softmax, LayerNorm, RmsNorm targets): identity on every
+ *                  dim but the last, which it reduces over (a split there is gathered);
+ *  CC_ATTENTION    fused attention (cuDNN fmha, TransformerEngine, flash attention): rank-3/4
+ *                  Q, K, V; splits on the batch and head dims pass, others are gathered;
+ *  CC_OPAQUE       anything else: a replicated boundary. */
+enum { CC_NONE = 0, CC_ELEMENTWISE, CC_SAMESHAPE, CC_LASTDIM, CC_ATTENTION, CC_OPAQUE };
 
 /* Member data: for each strategy k, the output spec, the spec each operand must arrive in,
  * and the intrinsic collectives. */
@@ -137,6 +151,7 @@ struct erg_shard {
     int nseg;
     segment *segs;
     int nuniq;
+    int reassoc_saved; /* all-reduces removed by reassociation (summed over strategies) */
     /* costs */
     bool profiled;
     device_params dev;
@@ -197,6 +212,9 @@ void shard_ve_set_lambda(const erg_shard *s, double lambda);
 /* Recompute every segment's combination table from the current block and edge costs
  * (no imported profiles) and the DP tables; for tests that change costs by hand. */
 erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err);
+/* While body (s->loop): the instruction whose spec the body parameter's tuple element e
+ * takes (the ROOT tuple's operand e), or -1 (cost.c). */
+int shard_loop_producer(const erg_shard *s, int e);
 /* Spec of an emitted sharding string (the inverse of the emitter); false if not ours. */
 bool shard_parse_sharding(const erg_shard *s, const char *text, size_t len, int rank, spec *out);
 /* Convolution dim_labels: idx = {lhs b, lhs f, rhs i, rhs o, out b, out f}; false for
