@@ -523,6 +523,267 @@ static void check_round_trip(erg_shard *s, const erg_shard_plan *p)
     erg_free(out);
 }
 
+/* The sharding= text the annotated module gives instruction `name` of the analysed
+ * computation (static buffer; "" when absent). */
+static const char *emitted(erg_shard *s, const erg_shard_plan *p, const char *name)
+{
+    static char buf[512];
+    char *out = NULL;
+    erg_error err;
+    ASSERT_OK(erg_shard_annotate(s, p, &out, &err));
+    erg_hlo_module *m2 = NULL;
+    ASSERT_OK(erg_hlo_parse(out, strlen(out), "annotated.hlo", &m2, &err));
+    int ci = hlo_find_comp(m2, s->c->name);
+    ASSERT(ci >= 0);
+    buf[0] = '\0';
+    for (int i = 0; i < m2->comps[ci].n; i++) {
+        const hlo_instr *in = &m2->comps[ci].ins[i];
+        const hlo_attr *a = hlo_find_attr(in, "sharding");
+        if (!strcmp(in->name, name) && a)
+            snprintf(buf, sizeof buf, "%.*s", (int)a->len, m2->text + a->off);
+    }
+    erg_hlo_free(m2);
+    erg_free(out);
+    return buf;
+}
+
+static int ins_index(const erg_shard *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->c->ins[i].name, name))
+            return i;
+    ASSERT_MSG(0, "no instruction %s", name);
+    return -1;
+}
+
+/* Spec string of an owned instruction under plan p. */
+static const char *spec_under(const erg_shard *s, const erg_shard_plan *p, const char *name)
+{
+    static char buf[64];
+    int i = ins_index(s, name);
+    const node *nd = &s->nodes[i];
+    ASSERT_MSG(nd->pb >= 0, "%s is not in a block", name);
+    const hlo_shape *sh = &s->c->ins[i].shape;
+    if (sh->kind == HLO_TUPLE)
+        sh = &sh->elems[0];
+    shard_spec_str(&s->pbs[nd->pb].mem[nd->slot].out[erg_shard_plan_strategy(p, (size_t)s->pos_of[nd->pb])],
+                   sh->rank, buf, sizeof buf);
+    return buf;
+}
+
+static char *read_data(const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    erg_error err;
+    if (access(path, R_OK))
+        SKIP("%s not present", path);
+    ASSERT_OK(erg__read_file(path, 1 << 22, &text, &len, &err));
+    return text;
+}
+
+/* Replace every `from` by `to` (caller frees). */
+static char *replaced(const char *t, const char *from, const char *to)
+{
+    erg_error err;
+    erg__buf b = {0};
+    const char *q;
+    while ((q = strstr(t, from))) {
+        ASSERT_OK(erg__buf_append(&b, t, (size_t)(q - t)));
+        ASSERT_OK(erg__buf_printf(&b, "%s", to));
+        t = q + strlen(from);
+    }
+    ASSERT_OK(erg__buf_printf(&b, "%s", t));
+    return b.data;
+}
+
+/* Issue 14.1: Neuron dumps pass every parameter through AwsNeuronTransferWithStaticRing. */
+TEST(weights_behind_transfer_custom_call_are_sharded)
+{
+    char *text = read_data(ERG_TEST_DATA_DIR "/shard_neuron_mlp.hlo");
+    /* The same module with copies instead of the custom-calls, and with an unknown
+     * same-shape target: all three must give the same plan, time and memory. */
+    char *copy = replaced(text, "custom-call(%w1p), custom_call_target=\"AwsNeuronTransferWithStaticRing\"", "copy(%w1p)");
+    char *copy2 = replaced(copy, "custom-call(%w2p), custom_call_target=\"AwsNeuronTransferWithStaticRing\"", "copy(%w2p)");
+    char *vendor = replaced(text, "AwsNeuronTransferWithStaticRing", "VendorOpaqueMove");
+    const char *mods[3] = {text, copy2, vendor};
+    double t0 = 0, m0 = 0;
+    for (int v = 0; v < 3; v++) {
+        erg_hlo_module *m = parse_ok(mods[v]);
+        erg_shard *s = analyze(m, 1, 4);
+        if (v != 1)
+            ASSERT_EQ_INT(s->nodes[ins_index(s, "w1")].cc, v == 0 ? CC_ELEMENTWISE : CC_SAMESHAPE);
+        ASSERT(s->nodes[ins_index(s, "w1p")].weight);
+        ASSERT(s->nodes[ins_index(s, "w2p")].weight);
+        profile(s, 80);
+        erg_shard_plan *d = search(s, ERG_SHARD_DP);
+        /* 512 tokens, 16 MiB weights: Megatron (column then row), one all-reduce each way. */
+        ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, erg_shard_plan_strategy(d, 0)), "RS1 = RR x RS1");
+        ASSERT_STR_EQ(erg_shard_strategy_name(s, 1, erg_shard_plan_strategy(d, 1)), "RR = RS1 x S1R");
+        ASSERT_STR_EQ(emitted(s, d, "w1p"), "{devices=[1,4]0,1,2,3}");
+        ASSERT_STR_EQ(emitted(s, d, "w2p"), "{devices=[4,1]0,1,2,3}");
+        if (v != 1)
+            ASSERT_STR_EQ(emitted(s, d, "w1"), "{devices=[1,4]0,1,2,3}");
+        ASSERT_STR_EQ(emitted(s, d, "x"), "{replicated}");
+        /* weights: 2 x 16 MiB x 4 (Adam) / 4 devices; nothing of them replicated */
+        ASSERT(s->const_mem_bytes < 4.5 * MIB);
+        if (v == 0) {
+            t0 = erg_shard_plan_time_s(d);
+            m0 = erg_shard_plan_memory_bytes(d);
+        } else {
+            ASSERT_NEAR(erg_shard_plan_time_s(d), t0, 1e-12);
+            ASSERT_NEAR(erg_shard_plan_memory_bytes(d), m0, 1e-3);
+        }
+        check_round_trip(s, d);
+        erg_shard_plan_free(d);
+        erg_shard_free(s);
+        erg_hlo_free(m);
+    }
+    erg__free(text);
+    erg__free(copy);
+    erg__free(copy2);
+    erg__free(vendor);
+}
+
+/* Issue 14.1: scanned layers take their weights from a loop-carried stack. */
+TEST(scanned_stacked_weights_are_sharded_and_loop_state_agrees)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_scan_stacked.hlo");
+    erg_shard *s = NULL;
+    erg_error err;
+    ASSERT_OK(erg_shard_analyze_computation(m, "body", 1, 4, &s, &err));
+    ASSERT_EQ_INT(s->trips, 8);
+    ASSERT_EQ_INT(erg_shard_num_blocks(s), 2);
+    ASSERT(s->nodes[ins_index(s, "w1s")].weight && s->nodes[ins_index(s, "w2s")].weight);
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, erg_shard_plan_strategy(d, 0)), "RS1 = RR x RS1");
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 1, erg_shard_plan_strategy(d, 1)), "RR = RS1 x S1R");
+    /* The stacks are split like the layer they feed, the layer dim is not. */
+    ASSERT_STR_EQ(emitted(s, d, "w1s"), "{devices=[1,1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "w2s"), "{devices=[1,4,1]0,1,2,3}");
+    /* The body's parameter and ROOT carry the same tuple sharding. */
+    char ps[512];
+    snprintf(ps, sizeof ps, "%s", emitted(s, d, "p"));
+    ASSERT_STR_EQ(ps, emitted(s, d, "t"));
+    ASSERT_STR_EQ(ps, "{{replicated}, {replicated}, {devices=[1,1,4]0,1,2,3}, {devices=[1,4,1]0,1,2,3}}");
+    /* Megatron holds a quarter of the stacks (x4 optimizer factor): less memory than data
+     * parallel, which replicates them. */
+    size_t dp[2] = {0, 0}, mg[2] = {erg_shard_plan_strategy(d, 0), erg_shard_plan_strategy(d, 1)};
+    double tdp, mdp, tmg, mmg;
+    ASSERT_OK(erg_shard_evaluate(s, dp, &tdp, &mdp, &err));
+    ASSERT_OK(erg_shard_evaluate(s, mg, &tmg, &mmg, &err));
+    double stacks = 2 * 8 * 1024 * 4096 * 4.0;
+    /* ... minus what Megatron keeps whole: y and the carried x (1 MiB each, a quarter under
+     * data parallel). */
+    ASSERT_NEAR(mdp - mmg, stacks * 4 * 0.75 - 2 * 0.75 * MIB, 1);
+    /* Loop-carried x: y leaves split on tokens under data (S0R) and comes back to a column
+     * split h that needs it replicated: an all-gather of 1 MiB per iteration, 8 iterations. */
+    const pedge *loop = NULL;
+    for (int e = 0; e < s->nedges; e++)
+        if (s->edges[e].a == 1 && s->edges[e].b == 0)
+            loop = &s->edges[e];
+    ASSERT(loop != NULL);
+    ASSERT_NEAR(loop->cost_s[0 * 3 + 1], 8 * (ALPHA + 0.75 * MIB / BW), 1e-12);
+    ASSERT_NEAR(loop->cost_s[0 * 3 + 0], 0, 1e-15);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* Issue 14.2: a softmax custom-call over the scores follows the head split. */
+TEST(softmax_custom_call_follows_head_split)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_attention_softmax_cc.hlo");
+    erg_shard *s = analyze(m, 1, 4);
+    int pi = ins_index(s, "p");
+    ASSERT_EQ_INT(s->nodes[pi].cc, CC_LASTDIM);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "p"), erg_shard_block_of(s, "q"));
+    ASSERT_EQ_INT(erg_shard_block_of(s, "o"), erg_shard_block_of(s, "q"));
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    long bq = erg_shard_block_of(s, "q");
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)bq, erg_shard_plan_strategy(d, (size_t)bq)),
+                  "RS1 = RR x RS1");
+    ASSERT_STR_EQ(spec_under(s, d, "p"), "S1RR"); /* heads split, rows whole */
+    ASSERT_STR_EQ(emitted(s, d, "p"), "{devices=[4,1,1]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wq"), "{devices=[1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wk"), "{devices=[1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wv"), "{devices=[1,4]0,1,2,3}");
+    /* Nothing of the attention is left replicated: only the output projection's operand
+     * changes split (tokens), no softmax compute outside a block. */
+    ASSERT(s->const_time_s < 1e-9);
+    /* Under every strategy of its block, the softmax never receives a split of its last
+     * dim (it would need the whole row): its operand requirement keeps that dim whole. */
+    const pblock *bp = &s->pbs[s->nodes[pi].pb];
+    for (int k = 0; k < bp->K; k++)
+        ASSERT_EQ_INT(bp->mem[s->nodes[pi].slot].req[k].d[2], SP_R);
+    check_round_trip(s, d);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* Issue 14.2: a cuDNN fused attention custom-call keeps the head split of Q, K and V. */
+TEST(fused_attention_custom_call_keeps_heads_split)
+{
+    char *text = read_data(ERG_TEST_DATA_DIR "/shard_fused_attention.hlo");
+    /* With cuDNN's dot dimension numbers, and without (the head dim then comes from the
+     * shapes: of seq 256 and heads 4, the smaller). */
+    const char *bc = strstr(text, ", backend_config=");
+    ASSERT(bc);
+    char *nobc = erg__strndup(text, (size_t)(bc - text));
+    char *rest = erg__strdup(strchr(bc, '\n'));
+    char *plain = NULL;
+    {
+        erg_error err;
+        erg__buf b = {0};
+        ASSERT_OK(erg__buf_printf(&b, "%s%s", nobc, rest));
+        plain = b.data;
+    }
+    const char *mods[2] = {text, plain};
+    for (int v = 0; v < 2; v++) {
+        erg_hlo_module *m = parse_ok(mods[v]);
+        erg_shard *s = analyze(m, 1, 4);
+        int ai = ins_index(s, "att");
+        ASSERT_EQ_INT(s->nodes[ai].cc, CC_ATTENTION);
+        ASSERT_EQ_INT(s->nodes[ai].attn_head, 2);
+        ASSERT(s->nodes[ai].pb >= 0);
+        ASSERT_EQ_INT(erg_shard_block_of(s, "o4"), erg_shard_block_of(s, "att"));
+        profile(s, 80);
+        erg_shard_plan *d = search(s, ERG_SHARD_DP);
+        static const char *const proj[] = {"q", "k", "v"};
+        for (int j = 0; j < 3; j++) {
+            long b = erg_shard_block_of(s, proj[j]);
+            ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)b, erg_shard_plan_strategy(d, (size_t)b)),
+                          "RS1 = RR x RS1");
+        }
+        ASSERT_STR_EQ(spec_under(s, d, "att"), "RRS1R");
+        ASSERT_STR_EQ(spec_under(s, d, "o4"), "RRS1R");
+        ASSERT_STR_EQ(emitted(s, d, "att"), "{{devices=[1,1,4,1]0,1,2,3}, {replicated}}");
+        ASSERT_STR_EQ(emitted(s, d, "wq"), "{devices=[1,4]0,1,2,3}");
+        ASSERT_STR_EQ(emitted(s, d, "wk"), "{devices=[1,4]0,1,2,3}");
+        ASSERT_STR_EQ(emitted(s, d, "wv"), "{devices=[1,4]0,1,2,3}");
+        /* Q, K, V arrive head-split: no resharding into the attention. */
+        long ba = erg_shard_block_of(s, "att");
+        for (int e = 0; e < s->nedges; e++) {
+            const pedge *E = &s->edges[e];
+            if (E->b != ba)
+                continue;
+            size_t x = erg_shard_plan_strategy(d, (size_t)E->a) * (size_t)s->pbs[s->order[E->b]].K +
+                       erg_shard_plan_strategy(d, (size_t)E->b);
+            ASSERT_NEAR(E->cost_s[x], 0, 1e-15);
+        }
+        erg_shard_plan_free(d);
+        erg_shard_free(s);
+        erg_hlo_free(m);
+    }
+    erg__free(nobc);
+    erg__free(rest);
+    erg__free(plain);
+    erg__free(text);
+}
+
 TEST(annotations_round_trip_to_plan_specs)
 {
     static const char *const files[] = {ERG_TEST_DATA_DIR "/shard_mlp.hlo",
@@ -1134,6 +1395,10 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(annotations_round_trip_to_plan_specs),
          TEST_ENTRY(convolution_strategies_by_hand),
          TEST_ENTRY(scanned_layers_while_body_by_hand),
+         TEST_ENTRY(weights_behind_transfer_custom_call_are_sharded),
+         TEST_ENTRY(scanned_stacked_weights_are_sharded_and_loop_state_agrees),
+         TEST_ENTRY(softmax_custom_call_follows_head_split),
+         TEST_ENTRY(fused_attention_custom_call_keeps_heads_split),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),
          TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache),
