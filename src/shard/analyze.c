@@ -1470,6 +1470,117 @@ static erg_status adopt(builder *b, int i)
     return ERG_OK;
 }
 
+/* ---- all-reduce reassociation ---- */
+
+static bool is_add(const hlo_instr *in)
+{
+    return in->op == HLO_OP_ELEMENTWISE && !strcmp(in->opcode, "add");
+}
+
+/* The dot member of block p that produces `v` through single-use reshape, bitcast, copy or
+ * transpose members of p (same bytes), or -1. */
+static int partial_source(const erg_shard *s, int p, int v)
+{
+    for (int guard = 0; guard < 16; guard++) {
+        const hlo_instr *in = &s->c->ins[v];
+        if (s->nodes[v].pb != p)
+            return -1;
+        if (in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION)
+            return v;
+        if (!(in->op == HLO_OP_RESHAPE || in->op == HLO_OP_BITCAST || in->op == HLO_OP_COPY ||
+              in->op == HLO_OP_TRANSPOSE) ||
+            in->nops != 1 || s->nodes[in->ops[0]].nusers != 1)
+            return -1;
+        v = in->ops[0];
+    }
+    return -1;
+}
+
+/* Collect the leaves of the add tree rooted at `r` (adds of block p with one user each and
+ * the root's shape). */
+static void add_leaves(const erg_shard *s, int p, int r, int *leaves, int *nl, int max, int depth)
+{
+    const hlo_instr *in = &s->c->ins[r];
+    for (int j = 0; j < in->nops; j++) {
+        int o = in->ops[j];
+        const hlo_instr *O = &s->c->ins[o];
+        if (depth < 64 && is_add(O) && s->nodes[o].pb == p && s->nodes[o].nusers == 1 &&
+            same_dims(&O->shape, &in->shape))
+            add_leaves(s, p, o, leaves, nl, max, depth + 1);
+        else if (*nl < max)
+            leaves[(*nl)++] = o;
+    }
+}
+
+/*
+ * Sibling dots whose partial sums are added (the input gradients of separate Q, K and V
+ * projections under a column split: dX = dQ·Wqᵀ + dK·Wkᵀ + dV·Wvᵀ, each contracting the
+ * split dim) need one all-reduce of the sum, not one each: XLA's AllReduceReassociate does
+ * exactly this. Per block and strategy, the leaves of every maximal add tree of the block
+ * that are dot members with an all-reduce on the same axis and of the same size keep one of
+ * their all-reduces; the others are removed. Adds across blocks (merge points) are left as
+ * they are.
+ */
+static void reassociate(erg_shard *s)
+{
+    int leaves[64];
+    for (int pi = 0; pi < s->npb; pi++) {
+        pblock *P = &s->pbs[pi];
+        if (!P->alive)
+            continue;
+        for (int mi = 0; mi < P->nmem; mi++) {
+            int r = P->mem[mi].ins;
+            const hlo_instr *R = &s->c->ins[r];
+            if (!is_add(R) || R->shape.kind != HLO_ARRAY)
+                continue;
+            /* only roots: an add whose single user is an add of the block continues a tree */
+            bool inner = false;
+            if (s->nodes[r].nusers == 1) {
+                int u = s->nodes[r].users[0];
+                inner = is_add(&s->c->ins[u]) && s->nodes[u].pb == pi &&
+                        same_dims(&s->c->ins[u].shape, &R->shape);
+            }
+            if (inner)
+                continue;
+            int nl = 0;
+            add_leaves(s, pi, r, leaves, &nl, 64, 0);
+            int src[64], ns = 0;
+            for (int l = 0; l < nl; l++) {
+                int d = partial_source(s, pi, leaves[l]);
+                if (d >= 0 && s->nodes[d].nusers == 1)
+                    src[ns++] = d;
+            }
+            if (ns < 2)
+                continue;
+            for (int k = 0; k < P->K; k++) {
+                /* the first leaf with an all-reduce under k keeps it; later leaves with an
+                 * all-reduce on the same axis and of the same size lose theirs */
+                int keep_axis = -2;
+                double keep_bytes = 0;
+                for (int l = 0; l < ns; l++) {
+                    member *m = &P->mem[s->nodes[src[l]].slot];
+                    for (int c = 0; c < m->ncolls; c++) {
+                        if (m->coll_k[c] != k || m->colls[c].kind != COLL_AR)
+                            continue;
+                        if (keep_axis == -2) {
+                            keep_axis = m->colls[c].axis;
+                            keep_bytes = m->colls[c].bytes;
+                            break;
+                        }
+                        if (m->colls[c].axis == keep_axis && m->colls[c].bytes == keep_bytes) {
+                            m->colls[c] = m->colls[m->ncolls - 1];
+                            m->coll_k[c] = m->coll_k[m->ncolls - 1];
+                            m->ncolls--;
+                            s->reassoc_saved++;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* ---- graph basics ---- */
 
 static erg_status build_graph(erg_shard *s, erg_error *err)
@@ -2016,6 +2127,7 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
             }
         }
     }
+    reassociate(s);
     /* Live blocks in creation order. */
     s->order = erg__calloc((size_t)(s->npb ? s->npb : 1), sizeof(int));
     s->pos_of = erg__calloc((size_t)(s->npb ? s->npb : 1), sizeof(int));
@@ -2225,6 +2337,21 @@ P("module %s, %s %s: %d instructions, %zu dots/convolutions; mesh %dx%d\n", s->m
             erg__free(body);
         }
     }
+    {
+        int ncc[CC_OPAQUE + 1] = {0};
+        for (int i = 0; i < s->n; i++)
+            ncc[s->nodes[i].cc]++;
+        int tot = ncc[CC_ELEMENTWISE] + ncc[CC_SAMESHAPE] + ncc[CC_LASTDIM] + ncc[CC_ATTENTION] +
+                  ncc[CC_OPAQUE];
+        if (tot)
+            P("custom-calls: %d (%d elementwise, %d same-shape opaque, %d softmax-like, %d fused "
+              "attention, %d opaque: replicated)\n",
+              tot, ncc[CC_ELEMENTWISE], ncc[CC_SAMESHAPE], ncc[CC_LASTDIM], ncc[CC_ATTENTION],
+              ncc[CC_OPAQUE]);
+    }
+    if (s->reassoc_saved)
+        P("all-reduce reassociation: %d all-reduces of partial sums merged (over all strategies)\n",
+          s->reassoc_saved);
     P("ParallelBlocks: %d (%zu instructions owned, %zu replicated/multi-block)\n", s->norder,
       nowned, (size_t)s->n - nowned);
     for (int oi = 0; oi < s->norder; oi++) {

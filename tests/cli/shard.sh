@@ -37,6 +37,9 @@ echo "$out" | grep -Eq "cyc.hlo:[45]:3: '[bc]' depends on itself" || fail "cycle
 printf 'HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT b = f32[4] exponential(a)\n}\n' > "$T/nodot.hlo"
 out=$($E shard analyze --hlo "$T/nodot.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "no-dot exit"
 echo "$out" | grep -q "has no dot or convolution, nothing to shard" || fail "no-dot message: $out"
+# An already partitioned module is refused with its line.
+out=$($E shard search --hlo "$D/shard_partitioned.hlo" --mesh 1x4 2>&1); [ $? = 1 ] || fail "partitioned exit"
+echo "$out" | grep -q "shard_partitioned.hlo:17: the module is already partitioned" || fail "partitioned message: $out"
 # No plan fits: the message says what the smallest plan needs.
 out=$($E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --mem-gb 0.1 2>&1); [ $? = 1 ] || fail "budget exit"
 echo "$out" | grep -q "the smallest plan needs 0.218 GB per device" || fail "budget message: $out"

@@ -784,6 +784,78 @@ TEST(fused_attention_custom_call_keeps_heads_split)
     erg__free(text);
 }
 
+/* Issue 14.3: separate Q/K/V projections: the input gradient adds three partial sums under
+ * the column split; one all-reduce of the sum suffices (XLA reassociates them). */
+TEST(separate_qkv_input_gradient_pays_one_all_reduce)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_qkv_separate.hlo");
+    erg_shard *s = analyze(m, 1, 4);
+    long bq = erg_shard_block_of(s, "q");
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dxk"), bq);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dx"), bq);
+    ASSERT_EQ_INT(s->reassoc_saved, 2);
+    profile(s, 80);
+    const pblock *P = &s->pbs[s->order[bq]];
+    int kcol = -1;
+    for (int k = 0; k < P->K; k++)
+        if (!strcmp(P->names[k], "RS1 = RR x RS1"))
+            kcol = k;
+    ASSERT(kcol >= 0);
+    /* Under the column (head) split the three input-gradient dots contract the split
+     * hidden dim: one all-reduce of dx (512 KiB, factor 2(n-1)/n = 1.5), not three. */
+    int ars = 0;
+    static const char *const gx[] = {"dxq", "dxk", "dxv"};
+    for (int j = 0; j < 3; j++) {
+        const member *mm = &P->mem[s->nodes[ins_index(s, gx[j])].slot];
+        for (int c = 0; c < mm->ncolls; c++)
+            ars += mm->coll_k[c] == kcol && mm->colls[c].kind == COLL_AR;
+    }
+    ASSERT_EQ_INT(ars, 1);
+    ASSERT_NEAR(P->intr_s[kcol], ALPHA + 1.5 * 512 * 1024 / BW, 1e-12);
+    ASSERT_NEAR(P->comm_bytes[kcol], 1.5 * 512 * 1024, 1e-6);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    ASSERT_EQ_INT(erg_shard_plan_strategy(d, (size_t)bq), kcol);
+    ASSERT_STR_EQ(emitted(s, d, "wq"), "{devices=[1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wk"), "{devices=[1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wv"), "{devices=[1,4]0,1,2,3}");
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* Issue 14.4: a module that was already partitioned is refused with its line. */
+TEST(already_partitioned_module_is_refused)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_partitioned.hlo");
+    erg_shard *s = NULL;
+    erg_error err;
+    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "shard_partitioned.hlo:17: the module is already partitioned: 'y' is a "
+                             "collective all-reduce over device groups (num_partitions=4)");
+    ASSERT(s == NULL);
+    erg_hlo_free(m);
+    /* all-gather with iota groups; reduce-scatter; collective-permute; partition-id. */
+    static const char *const bodies[] = {
+        "  ROOT g = f32[8,4] all-gather(a), dimensions={0}, replica_groups=[1,2]<=[2]\n",
+        "  ROOT g = f32[2,4] reduce-scatter(a), dimensions={0}, replica_groups={{0,1}}, to_apply=e\n",
+        "  ROOT g = f32[4,4] collective-permute(a), source_target_pairs={{0,1},{1,0}}\n",
+        "  ROOT g = u32[] partition-id()\n",
+    };
+    for (size_t q = 0; q < sizeof bodies / sizeof bodies[0]; q++) {
+        char t[400];
+        snprintf(t, sizeof t, "HloModule m\nENTRY e {\n  a = f32[4,4] parameter(0)\n%s}\n", bodies[q]);
+        m = parse_ok(t);
+        ASSERT_EQ_INT(erg_shard_analyze(m, 1, 2, &s, &err), ERG_EINVAL);
+        ASSERT_CONTAINS(err.msg, "t.hlo:4: the module is already partitioned: 'g'");
+        erg_hlo_free(m);
+    }
+    /* Groups of one device are no-ops: not a partitioned module (no dot: nothing to shard). */
+    m = parse_ok("HloModule m\nENTRY e {\n  a = f32[4,4] parameter(0)\n"
+                 "  ROOT g = f32[4,4] all-reduce(a), replica_groups={{0},{1}}, to_apply=e\n}\n");
+    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 2, &s, &err), ERG_ENOTFOUND);
+    erg_hlo_free(m);
+}
+
 TEST(annotations_round_trip_to_plan_specs)
 {
     static const char *const files[] = {ERG_TEST_DATA_DIR "/shard_mlp.hlo",
@@ -1399,6 +1471,8 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(scanned_stacked_weights_are_sharded_and_loop_state_agrees),
          TEST_ENTRY(softmax_custom_call_follows_head_split),
          TEST_ENTRY(fused_attention_custom_call_keeps_heads_split),
+         TEST_ENTRY(separate_qkv_input_gradient_pays_one_all_reduce),
+         TEST_ENTRY(already_partitioned_module_is_refused),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),
          TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache),
