@@ -841,7 +841,13 @@ static int enumerate_dot(const erg_shard *s, int i, const dotinfo *d, strat *out
             cands[nc][0] = (put){RB, b, 0}, cands[nc][1] = (put){RM, 0, 1}, ncand[nc++] = 2;
         }
     }
-    for (int c = 0; c < nc && n < max; c++) {
+    /* Roles (M, N, K, batch 0..) split by some valid strategy; on a 2-D mesh a role that no
+     * two-axis strategy can split (its dim does not divide by an axis or by both) gets the
+     * strategies that split it on one axis and replicate on the other (3x2 meshes). */
+    bool role_split[3 + HLO_MAX_RANK] = {0};
+    int first_extra = -1;
+again:
+    for (int c = first_extra < 0 ? 0 : first_extra; c < nc && n < max; c++) {
         strat st;
         st.l = spec_rep();
         st.r = spec_rep();
@@ -878,7 +884,20 @@ static int enumerate_dot(const erg_shard *s, int i, const dotinfo *d, strat *out
             continue;
         if (!spec_valid_for(s, &in->shape, &st.o))
             continue;
+        for (int q = 0; q < ncand[c]; q++)
+            role_split[cands[c][q].role == RB ? 3 + cands[c][q].idx : cands[c][q].role] = true;
         out[n++] = st;
+    }
+    if (two_d && first_extra < 0) {
+        first_extra = nc;
+        for (int r = 0; r < 3 + d->nb && nc < 62; r++) {
+            if (role_split[r])
+                continue;
+            for (int a = 0; a < 2 && nc < 62; a++)
+                cands[nc][0] = (put){r < 3 ? r : RB, r < 3 ? 0 : r - 3, a}, ncand[nc++] = 1;
+        }
+        if (nc > first_extra)
+            goto again;
     }
     return n;
 }
@@ -2000,8 +2019,37 @@ erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_
     return erg_shard_analyze_computation(m, NULL, mesh0, mesh1, out, err);
 }
 
+static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0,
+                             int mesh1, erg_shard **out, erg_error *err);
+
 erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *computation,
                                          int mesh0, int mesh1, erg_shard **out, erg_error *err)
+{
+    erg_error le;
+    erg_status st = analyze_on(m, computation, mesh0, mesh1, out, &le);
+    if (st && err)
+        *err = le;
+    /* A 1-D mesh of n devices whose size divides no dim: view it as a 2-D mesh a x b (the same
+     * devices, ids i*b + j) so that a dim divisible by a factor can be split on that axis and
+     * replicated on the other (1x6 as 2x3 or 3x2). */
+    int n = mesh0 * mesh1;
+    if (st != ERG_ENOTFOUND || (mesh0 != 1 && mesh1 != 1) || !strstr(le.msg, "has a strategy"))
+        return st;
+    for (int b = n / 2; b >= 2; b--) {
+        if (n % b)
+            continue;
+        erg_error e2;
+        if (analyze_on(m, computation, n / b, b, out, &e2) == ERG_OK) {
+            (*out)->mesh_req[0] = mesh0;
+            (*out)->mesh_req[1] = mesh1;
+            return ERG_OK;
+        }
+    }
+    return st;
+}
+
+static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0,
+                             int mesh1, erg_shard **out, erg_error *err)
 {
     if (!m || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_analyze: NULL argument");
@@ -2031,8 +2079,8 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
         if (t > 0)
             s->trips = t;
     }
-    s->mesh[0] = mesh0;
-    s->mesh[1] = mesh1;
+    s->mesh[0] = s->mesh_req[0] = mesh0;
+    s->mesh[1] = s->mesh_req[1] = mesh1;
     s->n = s->c->n;
     builder B = {.s = s, .err = err}, *b = &B;
     erg_status st = ERG_ENOMEM;
@@ -2310,6 +2358,10 @@ erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, e
 P("module %s, %s %s: %d instructions, %zu dots/convolutions; mesh %dx%d\n", s->m->name,
       s->c == &s->m->comps[s->m->entry] ? "entry" : "computation", s->c->name, s->n, ndots,
       s->mesh[0], s->mesh[1]);
+    if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
+        P("mesh %dx%d viewed as %dx%d (the same devices): no dim divides by %d, so dims are "
+          "split on one factor and replicated on the other\n",
+          s->mesh_req[0], s->mesh_req[1], s->mesh[0], s->mesh[1], s->mesh_req[0] * s->mesh_req[1]);
     if (s->loop)
         P("loop body of '%s': %ld iterations, one plan for all of them (costs x %ld)\n", s->loop,
           s->trips, s->trips);

@@ -247,6 +247,9 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
     } while (0)
     P("method %s, mesh %dx%d, %s\n", p->method == ERG_SHARD_DP ? "dp (CFP)" : "ilp (Alpa, GLPK)",
       s->mesh[0], s->mesh[1], s->cost_source);
+    if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
+        P("(mesh %dx%d viewed as %dx%d: no dim divides by %d)\n", s->mesh_req[0], s->mesh_req[1],
+          s->mesh[0], s->mesh[1], s->mesh_req[0] * s->mesh_req[1]);
     P("solution vector:");
     for (int si = 0; si < s->nseg; si++) {
         const segment *g = &s->segs[si];
@@ -257,7 +260,11 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
     }
     P("\niteration time %.6f ms (search objective %.6f ms)%s\n", p->time_s * 1e3,
       p->objective_s * 1e3, p->timed_out ? ", ILP stopped at its time limit" : "");
-    if (p->method == ERG_SHARD_DP && p->lower_bound_s > 0)
+    if (p->method == ERG_SHARD_DP && p->ilp_polished)
+        P("segment frontier too large and the budget binds: the block ILP (within "
+          "min(--time-limit, 10 s)) found a better plan than the chain DP%s\n",
+          p->exact ? " and proved it optimal" : " (not proven optimal)");
+    else if (p->method == ERG_SHARD_DP && p->lower_bound_s > 0)
         P("segment frontier too large and the budget binds: chain DP + second pass, and "
           "elimination with a Lagrangian memory weight; best plan %.4f%% above the lower bound "
           "%.6f ms%s\n",
@@ -301,6 +308,9 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
         goto oom;
     json_object_set_new(root, "module", json_string(s->m->name));
     json_object_set_new(root, "mesh", json_pack("[ii]", s->mesh[0], s->mesh[1]));
+    /* the mesh asked for, when a 1-D mesh had to be viewed as 2-D */
+    if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
+        json_object_set_new(root, "mesh_requested", json_pack("[ii]", s->mesh_req[0], s->mesh_req[1]));
     json_object_set_new(root, "method", json_string(p->method == ERG_SHARD_DP ? "dp" : "ilp"));
     json_object_set_new(root, "costs", json_string(s->cost_source));
     json_object_set_new(root, "time_s", json_real(p->time_s));
@@ -314,7 +324,8 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
      * (adjacent segments plus a second pass; not guaranteed optimal). */
     if (p->method == ERG_SHARD_DP)
         json_object_set_new(root, "dp_kind",
-                            json_string(p->lower_bound_s > 0 ? "chain+lagrange"
+                            json_string(p->ilp_polished        ? "chain+ilp"
+                                        : p->lower_bound_s > 0 ? "chain+lagrange"
                                         : p->ve                 ? "elimination"
                                         : p->exact              ? "frontier"
                                                                 : "chain"));

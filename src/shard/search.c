@@ -44,6 +44,9 @@ static void decode(const erg_shard *s, const segment *g, long c, size_t *k)
     }
 }
 
+/* The block ILP's time budget when it backs up the inexact chain DP (seconds). */
+#define DP_ILP_BUDGET_S 10.0
+
 static erg_status plan_new(const erg_shard *s, int method, erg_shard_plan **out)
 {
     erg_shard_plan *p = erg__calloc(1, sizeof *p);
@@ -584,6 +587,7 @@ static erg_status search_dp_exact_fast(erg_shard *s, erg_shard_plan *p, erg_erro
         long nk = g->nkeys;
         const long *koff = g->koff, *yp = g->ypart;
         const dp_entry *ent = g->ent;
+        bool fastest = s->dp_membind;
         for (long x = 0; x < g->nprev; x++) {
             double vx = pv ? pv[x] : 0;
             if (vx == INFINITY)
@@ -593,7 +597,9 @@ static erg_status search_dp_exact_fast(erg_shard *s, erg_shard_plan *p, erg_erro
             for (long y = 0; y < nk; y++) {
                 if (koff[y] == koff[y + 1])
                     continue;
-                double v = vx + cr[y] + ent[koff[y]].t;
+                /* the fastest entry of the key: the only one, or the last of a Pareto
+                 * front sorted by memory (time decreasing) */
+                double v = vx + cr[y] + ent[fastest ? koff[y + 1] - 1 : koff[y]].t;
                 long n = xp + yp[y];
                 if (v < val[n]) {
                     val[n] = v;
@@ -614,7 +620,7 @@ static erg_status search_dp_exact_fast(erg_shard *s, erg_shard_plan *p, erg_erro
     for (int si = S - 1; si >= 0; si--) {
         const segment *g = &s->segs[si];
         long y = g->argy[n];
-        decode(s, g, g->ent[g->koff[y]].c, p->k);
+        decode(s, g, g->ent[s->dp_membind ? g->koff[y + 1] - 1 : g->koff[y]].c, p->k);
         n = g->argx[n];
     }
     return ERG_OK;
@@ -1021,8 +1027,22 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
             st = ERG_OK;
         } else if (s->dp_ready && !s->dp_membind)
             st = search_dp_exact_fast(s, p, err);
-        else if (s->dp_ready)
-            st = search_dp_exact_mem(s, p, &too_big, err);
+        else if (s->dp_ready) {
+            /* The budget binds some combinations. First the unconstrained optimum over the
+             * entries that fit on their own (the fastest of each key): when the whole plan
+             * fits, no plan under the budget is faster, so it is exact without the Pareto
+             * fronts (which may be too large). Additive costs only: with imported profiles
+             * the plan's memory is the profiles'. */
+            bool fits = false, additive = true;
+            for (int i = 0; i < s->nseg; i++)
+                additive &= !s->segs[i].imported;
+            if (additive && search_dp_exact_fast(s, p, err) == ERG_OK) {
+                double t, m;
+                shard_eval(s, p->k, &t, &m, NULL);
+                fits = m <= s->mem_budget * (1 + 1e-12);
+            }
+            st = fits ? ERG_OK : search_dp_exact_mem(s, p, &too_big, err);
+        }
         if (too_big) {
             st = search_dp_chain(s, p, err);
             if (!st)
@@ -1032,6 +1052,27 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
                     memset(p->k, 0, (size_t)s->norder * sizeof(size_t));
                 p->time_s = st ? 0 : 1; /* lagrange: whether p->k holds a plan */
                 st = lagrange(s, p, err);
+            }
+            /* Not guaranteed optimal: also run the block ILP within a time budget and keep
+             * the better plan. */
+            if (st == ERG_OK || st == ERG_ENOTFOUND) {
+                erg_shard_plan *q = NULL;
+                erg_error e2;
+                if (plan_new(s, ERG_SHARD_ILP, &q) == ERG_OK &&
+                    search_ilp(s, q, ERG__MIN(time_limit_s, DP_ILP_BUDGET_S), &e2) == ERG_OK) {
+                    double tq, mq, tp = INFINITY, mp;
+                    shard_eval(s, q->k, &tq, &mq, NULL);
+                    if (st == ERG_OK)
+                        shard_eval(s, p->k, &tp, &mp, NULL);
+                    if (mq <= s->mem_budget * (1 + 1e-12) && tq < tp) {
+                        memcpy(p->k, q->k, (size_t)s->norder * sizeof(size_t));
+                        p->objective_s = tq;
+                        p->ilp_polished = true;
+                        p->exact = !q->timed_out;
+                        st = ERG_OK;
+                    }
+                }
+                erg_shard_plan_free(q);
             }
         } else {
             p->exact = true;

@@ -138,6 +138,7 @@ struct erg_shard {
     long trips;       /* loop body: iterations (costs are multiplied), else 1 */
     const char *loop; /* the while instruction whose body this is, or NULL */
     int mesh[2];
+    int mesh_req[2]; /* the mesh asked for: differs when a 1-D mesh is viewed as 2-D */
     int n;           /* instructions in the entry computation */
     node *nodes;
     int *topo;       /* instruction indices in topological order */
@@ -179,6 +180,7 @@ struct erg_shard_plan {
     double lower_bound_s; /* chain fallback with elimination: Lagrangian lower bound, or 0 */
     bool exact;  /* DP: the frontier DP saw every edge (no second pass needed) */
     bool ve;     /* DP: solved by block-level elimination (segment frontier too large) */
+    bool ilp_polished; /* DP chain fallback: the block ILP (time-limited) found a better plan */
 };
 
 /* Collective time (s) on the device's mesh axis for `bytes` (meaning per kind: AR tensor

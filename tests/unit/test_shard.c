@@ -856,6 +856,49 @@ TEST(already_partitioned_module_is_refused)
     erg_hlo_free(m);
 }
 
+/* Issue 14.5: on 3x2 no dim divides by 3 (or 6): split on the 2-axis, replicate on the
+ * other; a 1x6 mesh is viewed as 2x3 for the same reason. */
+TEST(mesh_3x2_and_1x6_split_one_axis_replicate_the_other)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_neuron_mlp.hlo");
+    erg_shard *s = analyze(m, 3, 2);
+    ASSERT_EQ_INT(erg_shard_num_blocks(s), 2);
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP), *i = search(s, ERG_SHARD_ILP);
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, erg_shard_plan_strategy(d, 0)), "RS1 = RR x RS1");
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 1, erg_shard_plan_strategy(d, 1)), "RR = RS1 x S1R");
+    ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-15);
+    /* halves over the 2-axis (devices {0,2,4} and {1,3,5}), replicated over the 3-axis */
+    ASSERT_STR_EQ(emitted(s, d, "w1p"), "{devices=[1,2,3]0,2,4,1,3,5 last_tile_dim_replicate}");
+    ASSERT_STR_EQ(emitted(s, d, "w2p"), "{devices=[2,1,3]0,2,4,1,3,5 last_tile_dim_replicate}");
+    check_round_trip(s, d);
+    erg_shard_plan_free(d);
+    erg_shard_plan_free(i);
+    erg_shard_free(s);
+    s = analyze(m, 1, 6);
+    ASSERT_EQ_INT(s->mesh[0] * s->mesh[1], 6);
+    ASSERT_EQ_INT(s->mesh_req[1], 6);
+    profile(s, 80);
+    d = search(s, ERG_SHARD_DP);
+    ASSERT_STR_EQ(emitted(s, d, "w1p"), "{devices=[1,2,3]0,1,2,3,4,5 last_tile_dim_replicate}");
+    ASSERT_STR_EQ(emitted(s, d, "w2p"), "{devices=[2,1,3]0,1,2,3,4,5 last_tile_dim_replicate}");
+    char *j = NULL;
+    erg_error err;
+    ASSERT_OK(erg_shard_plan_json(s, d, &j, &err));
+    ASSERT_CONTAINS(j, "\"mesh_requested\": [\n    1,\n    6\n  ]");
+    erg_free(j);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    /* A 2x2 mesh keeps the two-axis strategies only (every dim divides by both). */
+    s = analyze(m, 2, 2);
+    for (size_t k = 0; k < erg_shard_block_num_strategies(s, 0); k++) {
+        const char *nm = erg_shard_strategy_name(s, 0, k);
+        ASSERT_MSG(strstr(nm, "S0") || strstr(nm, "S01"), "one-axis strategy %s on 2x2", nm);
+    }
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
 TEST(annotations_round_trip_to_plan_specs)
 {
     static const char *const files[] = {ERG_TEST_DATA_DIR "/shard_mlp.hlo",
@@ -1264,7 +1307,9 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
     erg_shard_plan_free(d);
     erg_shard_plan_free(q);
     profile(s, 0.72);
-    d = search(s, ERG_SHARD_DP);
+    /* A time limit of 1 ms leaves the ILP backup of the chain DP no time: chain + Lagrange. */
+    erg_error e1;
+    ASSERT_OK_E(erg_shard_search(s, ERG_SHARD_DP, 0.001, &d, &e1), e1);
     ASSERT(!d->ve);
     ASSERT(erg_shard_plan_memory_bytes(d) <= 0.72e9);
     ASSERT(erg_shard_plan_time_s(d) >= t_free);
@@ -1277,6 +1322,14 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
     ASSERT_CONTAINS(j, "\"dp_kind\": \"chain+lagrange\"");
     ASSERT_CONTAINS(j, "\"lower_bound_s\":");
     erg_free(j);
+    /* With 3 s the block ILP backs it up and its plan is kept when it is faster (spec: the
+     * ILP's incumbent is 0.19 % better here). */
+    erg_shard_plan *d3 = NULL;
+    ASSERT_OK_E(erg_shard_search(s, ERG_SHARD_DP, 3, &d3, &e1), e1);
+    ASSERT(erg_shard_plan_memory_bytes(d3) <= 0.72e9);
+    ASSERT(erg_shard_plan_time_s(d3) <= erg_shard_plan_time_s(d) * (1 + 1e-12));
+    ASSERT(erg_shard_plan_time_s(d3) >= d->lower_bound_s * (1 - 1e-12));
+    erg_shard_plan_free(d3);
     erg_shard_plan_free(d);
     erg_shard_free(s);
     erg_hlo_free(m);
@@ -1473,6 +1526,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(fused_attention_custom_call_keeps_heads_split),
          TEST_ENTRY(separate_qkv_input_gradient_pays_one_all_reduce),
          TEST_ENTRY(already_partitioned_module_is_refused),
+         TEST_ENTRY(mesh_3x2_and_1x6_split_one_axis_replicate_the_other),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),
          TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache),
