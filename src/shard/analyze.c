@@ -2,6 +2,7 @@
  * points) and repeated segments of an HLO module on a 2-D device mesh (cfp-spec §1.3, §2.2). */
 #include "shard/shard_internal.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -280,6 +281,11 @@ typedef struct builder {
     bool *dotanc;    /* [n] has a dot ancestor */
     uint8_t *mark;   /* scratch [n] */
     int *queue;      /* scratch [n] */
+    uint32_t *stamp; /* [n] visit epochs of depends_on */
+    uint32_t epoch;
+    int *mindot;     /* [n] least topological index of a dot ancestor (INT_MAX: none) */
+    int *pend;       /* registered twins not yet placed (merge_blocks re-points them) */
+    int npend;
 } builder;
 
 static erg_status oom(builder *b) { return erg_error_set(b->err, ERG_ENOMEM, "out of memory"); }
@@ -964,24 +970,40 @@ static int64_t prod_dims(const hlo_shape *sh, const int *idx, int n)
     return p;
 }
 
-/* Mark the descendants of `from` in b->mark (1). */
-static void mark_desc(builder *b, int from)
+/* Whether `v` depends on `a` (a path a -> ... -> v). A backward search from v over nodes
+ * after a in topological order that have a dot ancestor, stopped after DEP_BUDGET visits so
+ * that the analysis stays linear in the module size; past the budget, the necessary
+ * condition "v has a dot ancestor no later than a" decides (in a training step the
+ * gradients depend on every forward dot through the loss, so this only matters for
+ * forward-only graphs with independent branches, which are small). */
+#define DEP_BUDGET 4096
+static bool depends_on(builder *b, int v, int a)
 {
     erg_shard *s = b->s;
-    memset(b->mark, 0, (size_t)s->n);
-    int qh = 0, qt = 0;
-    b->queue[qt++] = from;
-    b->mark[from] = 1;
-    while (qh < qt) {
-        int v = b->queue[qh++];
-        for (int u = 0; u < s->nodes[v].nusers; u++) {
-            int w = s->nodes[v].users[u];
-            if (!b->mark[w]) {
-                b->mark[w] = 1;
-                b->queue[qt++] = w;
-            }
+    int ta = s->nodes[a].topo;
+    if (++b->epoch == 0) {
+        memset(b->stamp, 0, (size_t)s->n * sizeof *b->stamp);
+        b->epoch = 1;
+    }
+    int sp = 0, visits = 0;
+    b->queue[sp++] = v;
+    b->stamp[v] = b->epoch;
+    while (sp > 0) {
+        int x = b->queue[--sp];
+        if (x == a)
+            return true;
+        if (++visits > DEP_BUDGET)
+            return b->mindot[v] <= ta;
+        const hlo_instr *in = &s->c->ins[x];
+        for (int j = 0; j < in->nops; j++) {
+            int o = in->ops[j];
+            if (b->stamp[o] == b->epoch || s->nodes[o].topo < ta || (o != a && !b->dotanc[o]))
+                continue;
+            b->stamp[o] = b->epoch;
+            b->queue[sp++] = o;
         }
     }
+    return false;
 }
 
 /* Find the backward twin of anchor `a` with respect to its operand `side` (cfp-spec §1.3). */
@@ -1060,11 +1082,8 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                     cp *= c->ins[x].shape.dims[q ? td.rc[k] : td.lc[k]];
                 if (cp != space_prod)
                     continue;
-                if (!*desc_ready) {
-                    mark_desc(b, a);
-                    *desc_ready = true;
-                }
-                if (!b->mark[other] && b->dotanc[other])
+                (void)desc_ready;
+                if (b->dotanc[other] && !depends_on(b, other, a))
                     continue;
                 spec *req = erg__calloc((size_t)K * 2, sizeof(spec));
                 if (!req) {
@@ -1085,6 +1104,7 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                     continue;
                 }
                 b->twin_pb[w] = pbi;
+                b->pend[b->npend++] = w;
                 b->twin_req[w] = req;
                 b->twin_rhs_side[w] = side;
                 goto out;
@@ -1196,7 +1216,8 @@ static erg_status merge_blocks(builder *b, int p, int q, const int *sigma)
     }
     Q->nmem = 0;
     Q->alive = false;
-    for (int i = 0; i < s->n; i++)
+    for (int t = 0; t < b->npend; t++) {
+        int i = b->pend[t];
         if (b->twin_pb[i] == q) {
             spec *r = erg__calloc((size_t)K * 2, sizeof(spec));
             if (!r)
@@ -1209,6 +1230,7 @@ static erg_status merge_blocks(builder *b, int p, int q, const int *sigma)
             b->twin_req[i] = r;
             b->twin_pb[i] = p;
         }
+    }
     return ERG_OK;
 }
 
@@ -1806,18 +1828,17 @@ static erg_status find_segments(erg_shard *s, erg_error *err)
 {
     int n = s->norder;
     int best_p = 0, best_s = 0, best_l = 0;
-    /* Brute force is O(64 n^2): beyond 4096 blocks, chunks only. */
-    for (int p = 1; p <= 64 && 2 * p <= n && n <= 4096; p++) {
+    /* For each period p, run[i] = how many consecutive positions from i have
+     * hash[j] == hash[j + p]; a start st then repeats 1 + run[st] / p times. O(64 n). */
+    int *run = erg__malloc((size_t)(n + 1) * sizeof(int));
+    if (!run)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    for (int p = 1; p <= 64 && 2 * p <= n; p++) {
+        run[n - p] = 0;
+        for (int i = n - p - 1; i >= 0; i--)
+            run[i] = s->pbs[s->order[i]].hash == s->pbs[s->order[i + p]].hash ? run[i + 1] + 1 : 0;
         for (int st = 0; st + 2 * p <= n; st++) {
-            int L = 1;
-            while (st + (L + 1) * p <= n) {
-                bool eq = true;
-                for (int k = 0; k < p && eq; k++)
-                    eq = s->pbs[s->order[st + L * p + k]].hash == s->pbs[s->order[st + k]].hash;
-                if (!eq)
-                    break;
-                L++;
-            }
+            int L = 1 + run[st] / p;
             if (L >= 2 && (long)L * p > (long)best_l * best_p) {
                 best_p = p;
                 best_s = st;
@@ -1825,6 +1846,7 @@ static erg_status find_segments(erg_shard *s, erg_error *err)
             }
         }
     }
+    erg__free(run);
     erg_status st;
     if (best_l < 2)
         return add_chunks(s, 0, n, err);
@@ -2091,9 +2113,12 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
     b->twin_rhs_side = erg__calloc((size_t)s->n, sizeof(int));
     b->dotanc = erg__calloc((size_t)s->n, sizeof(bool));
     b->mark = erg__calloc((size_t)s->n, 1);
+    b->stamp = erg__calloc((size_t)s->n, sizeof *b->stamp);
+    b->mindot = erg__malloc((size_t)s->n * sizeof(int));
+    b->pend = erg__malloc((size_t)s->n * sizeof(int));
     b->queue = erg__calloc((size_t)s->n, sizeof(int));
     if (!s->nodes || !s->topo || !b->twin_pb || !b->twin_req || !b->twin_rhs_side ||
-        !b->dotanc || !b->mark || !b->queue) {
+        !b->dotanc || !b->mark || !b->queue || !b->stamp || !b->mindot || !b->pend) {
         erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
@@ -2104,11 +2129,14 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
     for (int t = 0; t < s->n; t++) {
         int i = s->topo[t];
         const hlo_instr *in = &s->c->ins[i];
+        b->mindot[i] = INT_MAX;
         for (int j = 0; j < in->nops; j++) {
             int o = in->ops[j];
-            if (s->c->ins[o].op == HLO_OP_DOT || s->c->ins[o].op == HLO_OP_CONVOLUTION ||
-                b->dotanc[o])
+            bool isdot = s->c->ins[o].op == HLO_OP_DOT || s->c->ins[o].op == HLO_OP_CONVOLUTION;
+            if (isdot || b->dotanc[o])
                 b->dotanc[i] = true;
+            int md = isdot ? ERG__MIN(s->nodes[o].topo, b->mindot[o]) : b->mindot[o];
+            b->mindot[i] = ERG__MIN(b->mindot[i], md);
         }
     }
     /* Growth in topological order. */
@@ -2232,6 +2260,9 @@ done:
     erg__free(b->twin_rhs_side);
     erg__free(b->dotanc);
     erg__free(b->mark);
+    erg__free(b->stamp);
+    erg__free(b->mindot);
+    erg__free(b->pend);
     erg__free(b->queue);
     if (st) {
         erg_shard_free(s);

@@ -793,6 +793,8 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
     double **tvs = erg__calloc((size_t)s->nseg + 1, sizeof(double *));
     double **mvs = erg__calloc((size_t)s->nseg + 1, sizeof(double *));
     int *same_as = erg__malloc((size_t)(s->nseg + 1) * sizeof(int));
+    for (int si = 0; same_as && si <= s->nseg; si++)
+        same_as[si] = -1;
     ci *bt = NULL, *bm = NULL;
     int *rel = NULL;
     if (!kv || !tvs || !mvs || !same_as) {
@@ -812,16 +814,11 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
         for (int i = 0; i < g->n; i++)
             nc *= s->pbs[s->order[g->first + i]].K;
         g->ncombo = nc;
-        bt = erg__malloc((size_t)nc * sizeof(ci));
-        bm = erg__malloc((size_t)nc * sizeof(ci));
-        tvs[si] = erg__malloc((size_t)nc * sizeof(double));
-        mvs[si] = erg__malloc((size_t)nc * sizeof(double));
         int nrel = seg_edges(s, g, &rel);
-        if (!bt || !bm || !tvs[si] || !mvs[si] || nrel < 0) {
+        if (nrel < 0) {
             st = erg_error_set(err, ERG_ENOMEM, "out of memory");
             goto done;
         }
-        double *tv = tvs[si], *mv = mvs[si];
         int from = -1; /* the latest earlier occurrence of the same unique segment */
         for (int j = si - 1; j >= 0 && from < 0; j--)
             if (s->segs[j].unique == g->unique)
@@ -830,15 +827,36 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
         same_as[si] = reuse ? from : -1;
         if (reuse) {
             /* A repeat of its unique segment with identical block and edge costs (the 12
-             * BERT layers): its combinations are that segment's, costed once. */
-            memcpy(tv, tvs[from], (size_t)nc * sizeof(double));
-            memcpy(mv, mvs[from], (size_t)nc * sizeof(double));
-            g->imported = s->segs[from].imported;
-            for (long c = 0; c < nc; c++) {
-                bt[c] = (ci){c, tv[c]};
-                bm[c] = (ci){c, mv[c]};
+             * BERT layers): its combinations and kept rows are that segment's, costed and
+             * stored once (tvs/mvs point at the earlier arrays). */
+            const segment *u = &s->segs[from];
+            tvs[si] = tvs[from];
+            mvs[si] = mvs[from];
+            g->imported = u->imported;
+            g->keep = erg__malloc((size_t)(u->nkeep + 1) * sizeof(long));
+            g->keep_time = erg__malloc((size_t)(u->nkeep + 1) * sizeof(double));
+            g->keep_mem = erg__malloc((size_t)(u->nkeep + 1) * sizeof(double));
+            if (!g->keep || !g->keep_time || !g->keep_mem) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                goto done;
             }
+            g->nkeep = u->nkeep;
+            memcpy(g->keep, u->keep, (size_t)u->nkeep * sizeof(long));
+            memcpy(g->keep_time, u->keep_time, (size_t)u->nkeep * sizeof(double));
+            memcpy(g->keep_mem, u->keep_mem, (size_t)u->nkeep * sizeof(double));
+            erg__free(rel);
+            rel = NULL;
+            continue;
         }
+        bt = erg__malloc((size_t)nc * sizeof(ci));
+        bm = erg__malloc((size_t)nc * sizeof(ci));
+        tvs[si] = erg__malloc((size_t)nc * sizeof(double));
+        mvs[si] = erg__malloc((size_t)nc * sizeof(double));
+        if (!bt || !bm || !tvs[si] || !mvs[si]) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto done;
+        }
+        double *tv = tvs[si], *mv = mvs[si];
         for (long c = 0; !reuse && c < nc; c++) {
             decode(s, g, c, kv);
             double t, m;
@@ -887,7 +905,9 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
     }
     st = shard_dp_prepare(s, tvs, mvs, same_as, err);
 done:
-    for (int si = 0; tvs && mvs && si < s->nseg; si++) {
+    for (int si = 0; tvs && mvs && same_as && si < s->nseg; si++) {
+        if (same_as[si] >= 0)
+            continue; /* shared with an earlier segment */
         erg__free(tvs[si]);
         erg__free(mvs[si]);
     }

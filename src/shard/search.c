@@ -254,12 +254,17 @@ void shard_dp_free(erg_shard *s)
     for (int i = 0; s->segs && i < s->nseg; i++) {
         segment *g = &s->segs[i];
         erg__free(g->ifc);
-        erg__free(g->koff);
-        erg__free(g->ent);
+        if (!g->shared_keys) {
+            erg__free(g->koff);
+            erg__free(g->ent);
+        }
         erg__free(g->fr);
-        erg__free(g->xpart);
-        erg__free(g->ypart);
-        erg__free(g->cross);
+        if (!g->shared_trans) {
+            erg__free(g->xpart);
+            erg__free(g->ypart);
+            erg__free(g->cross);
+        }
+        g->shared_keys = g->shared_trans = false;
         erg__free(g->val);
         erg__free(g->argx);
         erg__free(g->argy);
@@ -304,6 +309,56 @@ static long radix_size(const erg_shard *s, const int *blocks, int n)
     return r;
 }
 
+/* Edges between segment si and earlier segments, in edge order, into out; their count. */
+static int cross_edges(const erg_shard *s, const int *segof, int si, int *out)
+{
+    int ns = 0;
+    for (int e = 0; e < s->nedges; e++) {
+        int a = s->edges[e].a, b = s->edges[e].b;
+        if ((segof[a] < si && segof[b] == si) || (segof[b] < si && segof[a] == si))
+            out[ns++] = e;
+    }
+    return ns;
+}
+
+/* Whether the transition into segment si equals the one into tu (an earlier repeat of the
+ * same unique segment whose tables are built): the same frontier before and after and the
+ * same interface, relative to the segment's first block, and edges at the same relative
+ * places with equal costs. Then xpart, ypart and cross are equal too. */
+static bool same_transition(const erg_shard *s, const int *segof, int si, int tu,
+                            const int *prev, int nprevb, int *scratch)
+{
+    const segment *g = &s->segs[si], *u = &s->segs[tu];
+    const segment *up = &s->segs[tu - 1];
+    int dg = g->first, du = u->first;
+    if (u->nifc != g->nifc || u->nfr != g->nfr || up->nfr != nprevb || u->nkeys != g->nkeys ||
+        u->nstate != g->nstate || u->nprev != g->nprev || !u->cross)
+        return false;
+    for (int i = 0; i < g->nifc; i++)
+        if (g->ifc[i] - dg != u->ifc[i] - du)
+            return false;
+    for (int i = 0; i < g->nfr; i++)
+        if (g->fr[i] - dg != u->fr[i] - du)
+            return false;
+    for (int i = 0; i < nprevb; i++)
+        if (prev[i] - dg != up->fr[i] - du)
+            return false;
+    int ng = cross_edges(s, segof, si, scratch);
+    int *eu = scratch + ng;
+    int nu = cross_edges(s, segof, tu, eu);
+    if (ng != nu)
+        return false;
+    for (int i = 0; i < ng; i++) {
+        const pedge *A = &s->edges[scratch[i]], *B = &s->edges[eu[i]];
+        if (A->a - dg != B->a - du || A->b - dg != B->b - du)
+            return false;
+        size_t n = (size_t)s->pbs[s->order[A->a]].K * (size_t)s->pbs[s->order[A->b]].K;
+        if (memcmp(A->cost_s, B->cost_s, n * sizeof(double)))
+            return false;
+    }
+    return true;
+}
+
 erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
                             const int *same_as, erg_error *err)
 {
@@ -318,7 +373,7 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
     int *dx = erg__malloc((size_t)(N + 1) * sizeof(int));
     int *where = erg__malloc((size_t)(N + 1) * sizeof(int)); /* block -> index in fr/ifc */
     size_t *kv = erg__calloc((size_t)N + 1, sizeof(size_t));
-    int *sedge = erg__malloc((size_t)(s->nedges + 1) * sizeof(int));
+    int *sedge = erg__malloc((size_t)(2 * s->nedges + 1) * sizeof(int));
     if (!segof || !lastseg || !outside || !dg || !dx || !where || !kv || !sedge)
         goto oom;
     for (int i = 0; i < S; i++)
@@ -389,14 +444,10 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
                 same = g->ifc[i] - g->first == u->ifc[i] - u->first;
             if (same) {
                 /* Same combination table and interface as an earlier occurrence (a repeated
-                 * layer): its key table is this one's. */
-                long w = u->koff[u->nkeys];
-                g->koff = erg__malloc((size_t)(g->nkeys + 1) * sizeof(long));
-                g->ent = erg__malloc((size_t)(w + 1) * sizeof(dp_entry));
-                if (!g->koff || !g->ent)
-                    goto oom;
-                memcpy(g->koff, u->koff, (size_t)(g->nkeys + 1) * sizeof(long));
-                memcpy(g->ent, u->ent, (size_t)w * sizeof(dp_entry));
+                 * layer): its key table is this one's (shared, read-only). */
+                g->koff = u->koff;
+                g->ent = u->ent;
+                g->shared_keys = true;
                 goto frontier;
             }
         }
@@ -472,13 +523,34 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
         work += (double)nprev * (double)g->nkeys;
         if (g->nstate < 0 || (double)nprev * (double)g->nkeys > DP_MAX_WORK)
             goto toobig;
-        g->xpart = erg__calloc((size_t)nprev, sizeof(long));
-        g->ypart = erg__calloc((size_t)g->nkeys, sizeof(long));
-        g->cross = erg__calloc((size_t)(nprev * g->nkeys), sizeof(double));
         g->val = erg__malloc((size_t)g->nstate * sizeof(double));
         g->argx = erg__malloc((size_t)g->nstate * sizeof(long));
         g->argy = erg__malloc((size_t)g->nstate * sizeof(long));
-        if (!g->xpart || !g->ypart || !g->cross || !g->val || !g->argx || !g->argy)
+        if (!g->val || !g->argx || !g->argy)
+            goto oom;
+        {
+            /* A repeated layer enters the same way as the previous repeat: share its
+             * transition. */
+            int tu = -1;
+            for (int j = si - 1; j >= 1 && tu < 0; j--)
+                if (s->segs[j].unique == g->unique && s->segs[j].koff == g->koff)
+                    tu = j;
+            if (tu >= 1 && same_transition(s, segof, si, tu, prev, nprevb, sedge)) {
+                const segment *u = &s->segs[tu];
+                g->xpart = u->xpart;
+                g->ypart = u->ypart;
+                g->cross = u->cross;
+                g->shared_trans = true;
+                prev = g->fr;
+                nprevb = g->nfr;
+                nprev = g->nstate;
+                continue;
+            }
+        }
+        g->xpart = erg__calloc((size_t)nprev, sizeof(long));
+        g->ypart = erg__calloc((size_t)g->nkeys, sizeof(long));
+        g->cross = erg__calloc((size_t)(nprev * g->nkeys), sizeof(double));
+        if (!g->xpart || !g->ypart || !g->cross)
             goto oom;
         /* Stride of each frontier block in the new state index. */
         for (int b = 0; b < N; b++)

@@ -114,6 +114,11 @@ typedef struct segment {
     long nstate, nprev;
     long *xpart, *ypart;
     double *cross;
+    /* Tables owned by an earlier occurrence of the same unique segment (not freed here):
+     * keys (koff, ent) when its combinations cost the same, the transition (xpart, ypart,
+     * cross) when its frontier and edges are the same relative to the segment. This keeps
+     * the DP tables per unique segment, not per layer. */
+    bool shared_keys, shared_trans;
     /* DP workspace when memory cannot bind: best time per state and its argmins. */
     double *val;
     long *argx, *argy;

@@ -899,6 +899,42 @@ TEST(mesh_3x2_and_1x6_split_one_axis_replicate_the_other)
     erg_hlo_free(m);
 }
 
+/* Issue 14.6: one unique segment repeated 8 times (bench/gen_gpt_hlo.py 8): the DP's key
+ * and transition tables are built once per unique segment and shared by the repeats, and
+ * the search still equals the block ILP. */
+TEST(repeated_layers_share_dp_tables)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_gpt8.hlo");
+    static const int meshes[][2] = {{1, 4}, {2, 2}};
+    for (int q = 0; q < 2; q++) {
+        erg_shard *s = analyze(m, meshes[q][0], meshes[q][1]);
+        ASSERT_EQ_INT(erg_shard_num_blocks(s), 32);
+        ASSERT_EQ_INT(erg_shard_num_unique_segments(s), 1);
+        ASSERT_EQ_INT(erg_shard_num_segments(s), 8);
+        profile(s, 80);
+        ASSERT(s->dp_ready);
+        int own_keys = 0, own_trans = 0;
+        for (int i = 0; i < s->nseg; i++) {
+            own_keys += !s->segs[i].shared_keys;
+            own_trans += !s->segs[i].shared_trans;
+        }
+        /* The first layer (x is an input) and the last (its gradient is an input) cost
+         * differently; layers 2..6 reuse layer 1's key and transition tables, so the tables
+         * do not grow with depth. */
+        for (int i = 2; i < 7; i++)
+            ASSERT_MSG(s->segs[i].shared_keys && s->segs[i].shared_trans, "segment %d", i);
+        ASSERT_EQ_INT(own_keys, 3);
+        ASSERT_EQ_INT(own_trans, 3);
+        erg_shard_plan *d = search(s, ERG_SHARD_DP), *i = search(s, ERG_SHARD_ILP);
+        ASSERT(d->exact);
+        ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-12 * erg_shard_plan_time_s(i));
+        erg_shard_plan_free(d);
+        erg_shard_plan_free(i);
+        erg_shard_free(s);
+    }
+    erg_hlo_free(m);
+}
+
 TEST(annotations_round_trip_to_plan_specs)
 {
     static const char *const files[] = {ERG_TEST_DATA_DIR "/shard_mlp.hlo",
@@ -1527,6 +1563,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(separate_qkv_input_gradient_pays_one_all_reduce),
          TEST_ENTRY(already_partitioned_module_is_refused),
          TEST_ENTRY(mesh_3x2_and_1x6_split_one_axis_replicate_the_other),
+         TEST_ENTRY(repeated_layers_share_dp_tables),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),
          TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache),
