@@ -482,6 +482,15 @@ static int8_t cc_of(const erg_shard *s, const hlo_instr *in)
     return s->nodes[in - s->c->ins].cc;
 }
 
+/* A tensor laid out like fused attention i's output o: Q, K, V, the forward output and its
+ * gradient (backward kernels), dQ, dK, dV: the same rank and the same batch and head sizes. */
+static bool attn_like(const erg_shard *s, int i, const hlo_shape *t, const hlo_shape *o)
+{
+    int h = s->nodes[i].attn_head;
+    return t->kind == HLO_ARRAY && o->kind == HLO_ARRAY && t->rank == o->rank && t->rank > 0 &&
+           t->dims[0] == o->dims[0] && (h < 0 || t->dims[h] == o->dims[h]);
+}
+
 static bool is_identity_op(const erg_shard *s, const hlo_instr *in)
 {
     switch (in->op) {
@@ -600,7 +609,7 @@ static int prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out,
         /* Fused attention: Q, K, V (operands 0-2) carry batch and head splits to the
          * output (element 0 of a tuple result); a split elsewhere is gathered. */
         const hlo_shape *o = in->shape.kind == HLO_TUPLE ? &in->shape.elems[0] : &in->shape;
-        if (j >= 3 || os->kind != HLO_ARRAY || os->rank != o->rank)
+        if (!attn_like(s, i, os, o))
             return PROP_FAIL;
         int h = s->nodes[i].attn_head;
         out->d[0] = op->d[0];
@@ -613,9 +622,11 @@ static int prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out,
         /* Element 0 of a fused attention's tuple carries its spec. */
         const hlo_shape *t = &s->c->ins[in->ops[0]].shape;
         nd = hlo_attr_ints(s->m, in, "index", dims, 1);
-        if (t->kind != HLO_TUPLE || nd != 1 || dims[0] != 0 || !same_dims(&t->elems[0], &in->shape))
+        if (t->kind != HLO_TUPLE || nd != 1 || dims[0] < 0 || dims[0] >= t->nelems ||
+            !same_dims(&t->elems[dims[0]], &in->shape) ||
+            !attn_like(s, in->ops[0], &in->shape, &t->elems[0]))
             return PROP_FAIL;
-        *out = *op;
+        *out = *op; /* dQ, dK, dV of a backward kernel: the same batch and head dims */
         return PROP_FREE;
     }
     if (in->shape.kind != HLO_ARRAY || os->kind != HLO_ARRAY)
@@ -723,7 +734,7 @@ static spec prop_bwd(const erg_shard *s, int i, int j, const spec *out)
     if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_ATTENTION) {
         const hlo_shape *o = in->shape.kind == HLO_TUPLE ? &in->shape.elems[0] : &in->shape;
         int h = s->nodes[i].attn_head;
-        if (j < 3 && os->kind == HLO_ARRAY && os->rank == o->rank) {
+        if (attn_like(s, i, os, o)) {
             r.d[0] = out->d[0];
             if (h >= 0)
                 r.d[h] = out->d[h];

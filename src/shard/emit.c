@@ -211,8 +211,15 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
                      * body's parameter and ROOT shardings agree (XLA requires it). */
                     int u = shard_loop_producer(s, e);
                     es = u >= 0 ? spec_of(s, p, u) : NULL;
-                } else if (in->op == HLO_OP_CUSTOM_CALL && e == 0)
-                    es = sp; /* fused attention: the output is element 0 */
+                } else if (in->op == HLO_OP_CUSTOM_CALL && sp && s->nodes[i].cc == CC_ATTENTION) {
+                    /* fused attention: the spec is element 0's; elements laid out alike
+                     * (dQ, dK, dV) share its batch and head splits, others are replicated */
+                    const hlo_shape *e0 = &in->shape.elems[0], *ee = &in->shape.elems[e];
+                    int h = s->nodes[i].attn_head;
+                    if (ee->kind == HLO_ARRAY && ee->rank == e0->rank && ee->rank > 0 &&
+                        ee->dims[0] == e0->dims[0] && (h < 0 || ee->dims[h] == e0->dims[h]))
+                        es = sp;
+                }
                 if ((st = erg__buf_printf(&b, "%s", e ? ", " : "")) ||
                     (st = sharding_str(s, &in->shape.elems[e], es ? es : &rep, &b)))
                     goto fail;

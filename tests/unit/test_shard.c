@@ -784,6 +784,38 @@ TEST(fused_attention_custom_call_keeps_heads_split)
     erg__free(text);
 }
 
+/* Issue 14.2: with the backward kernel (dQ, dK, dV in one tuple) the whole step keeps the
+ * heads split: Megatron, column-parallel Q/K/V and a row-parallel output projection. */
+TEST(fused_attention_backward_kernel_keeps_heads_split)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_fused_attention_bwd.hlo");
+    erg_shard *s = analyze(m, 1, 4);
+    ASSERT_EQ_INT(s->nodes[ins_index(s, "batt")].cc, CC_ATTENTION);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dk4"), erg_shard_block_of(s, "batt"));
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP), *i = search(s, ERG_SHARD_ILP);
+    ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-15);
+    static const char *const col[] = {"q", "k", "v"};
+    for (int j = 0; j < 3; j++) {
+        long b = erg_shard_block_of(s, col[j]);
+        ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)b, erg_shard_plan_strategy(d, (size_t)b)),
+                      "RS1 = RR x RS1");
+    }
+    long by = erg_shard_block_of(s, "y");
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)by, erg_shard_plan_strategy(d, (size_t)by)),
+                  "RR = RS1 x S1R");
+    ASSERT_STR_EQ(emitted(s, d, "batt"), "{{devices=[1,1,4,1]0,1,2,3}, {devices=[1,1,4,1]0,1,2,3}, "
+                                         "{devices=[1,1,4,1]0,1,2,3}, {replicated}}");
+    ASSERT_STR_EQ(emitted(s, d, "dv4"), "{devices=[1,1,4,1]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wq"), "{devices=[1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wv"), "{devices=[1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wo"), "{devices=[4,1]0,1,2,3}");
+    erg_shard_plan_free(d);
+    erg_shard_plan_free(i);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
 /* Issue 14.3: separate Q/K/V projections: the input gradient adds three partial sums under
  * the column split; one all-reduce of the sum suffices (XLA reassociates them). */
 TEST(separate_qkv_input_gradient_pays_one_all_reduce)
@@ -1560,6 +1592,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(scanned_stacked_weights_are_sharded_and_loop_state_agrees),
          TEST_ENTRY(softmax_custom_call_follows_head_split),
          TEST_ENTRY(fused_attention_custom_call_keeps_heads_split),
+         TEST_ENTRY(fused_attention_backward_kernel_keeps_heads_split),
          TEST_ENTRY(separate_qkv_input_gradient_pays_one_all_reduce),
          TEST_ENTRY(already_partitioned_module_is_refused),
          TEST_ENTRY(mesh_3x2_and_1x6_split_one_axis_replicate_the_other),
