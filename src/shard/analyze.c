@@ -2081,6 +2081,26 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
     return st;
 }
 
+/* The storage a dot operand v reads: a parameter, or in a while body the get-tuple-element
+ * of the loop state, reached through reshape/transpose/convert/copy, same-shape custom-calls
+ * (Neuron's TransferWithStaticRing) and the dynamic-slice that takes one layer out of a
+ * stacked weight; -1 if none. */
+static int weight_storage(const erg_shard *s, int v)
+{
+    for (int guard = 0; guard < 32; guard++) {
+        const hlo_instr *V = &s->c->ins[v];
+        if (V->op == HLO_OP_PARAMETER || is_param_gte(s->c, V))
+            return v;
+        bool through = is_chain_op(V) || is_dynamic_slice(V) ||
+                       (V->op == HLO_OP_CUSTOM_CALL &&
+                        (s->nodes[v].cc == CC_ELEMENTWISE || s->nodes[v].cc == CC_SAMESHAPE));
+        if (!through || V->nops < 1)
+            return -1;
+        v = V->ops[0];
+    }
+    return -1;
+}
+
 static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0,
                              int mesh1, erg_shard **out, erg_error *err)
 {
@@ -2186,10 +2206,7 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
     for (int t = s->n - 1; t >= 0; t--)
         if ((st = adopt(b, s->topo[t])))
             goto done;
-    /* Weights: the storage (a parameter, or in a while body the get-tuple-element of the
-     * loop state) adopted through an anchor's rhs chain: reshape/transpose/convert/copy,
-     * same-shape custom-calls (Neuron's TransferWithStaticRing) and the dynamic-slice that
-     * takes one layer out of a stacked weight. */
+    /* Weights: the storage (weight_storage) an anchor reads, adopted by its block. */
     for (int p = 0; p < s->npb; p++) {
         if (!s->pbs[p].alive)
             continue;
@@ -2197,21 +2214,12 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
             int a = s->pbs[p].mem[mi].ins;
             if (!s->nodes[a].is_anchor)
                 continue;
-            int v = s->c->ins[a].ops[1];
-            for (int guard = 0; guard < 32; guard++) {
-                const hlo_instr *V = &s->c->ins[v];
-                if (V->op == HLO_OP_PARAMETER || is_param_gte(s->c, V)) {
-                    s->nodes[v].weight = s->nodes[v].pb == p;
-                    break;
-                }
-                bool through = is_chain_op(V) || is_dynamic_slice(V) ||
-                               (V->op == HLO_OP_CUSTOM_CALL &&
-                                (s->nodes[v].cc == CC_ELEMENTWISE ||
-                                 s->nodes[v].cc == CC_SAMESHAPE));
-                if (!through || V->nops < 1)
-                    break;
-                v = V->ops[0];
-            }
+            /* the rhs, or the lhs when only the lhs leads to a parameter (dot(W, x)) */
+            int w0 = weight_storage(s, s->c->ins[a].ops[0]);
+            int w1 = weight_storage(s, s->c->ins[a].ops[1]);
+            int w = w1 >= 0 ? w1 : w0;
+            if (w >= 0)
+                s->nodes[w].weight = s->nodes[w].pb == p;
         }
     }
     reassociate(s);

@@ -645,6 +645,22 @@ TEST(weights_behind_transfer_custom_call_are_sharded)
     erg__free(vendor);
 }
 
+/* A weight on the lhs (dot(W, h), PyTorch's transposed layouts) is a weight too. */
+TEST(weight_on_the_lhs_is_detected)
+{
+    erg_hlo_module *m = parse_ok(
+        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w0 = f32[1024,1024] parameter(1)\n"
+        "  w1 = f32[2048,1024] parameter(2)\n"
+        "  h = f32[512,1024] dot(x, w0), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  ROOT y = f32[2048,512] dot(w1, h), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n");
+    erg_shard *s = analyze(m, 1, 4);
+    ASSERT(s->nodes[ins_index(s, "w0")].weight);
+    ASSERT(s->nodes[ins_index(s, "w1")].weight);
+    ASSERT(!s->nodes[ins_index(s, "x")].weight);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
 /* Issue 14.1: scanned layers take their weights from a loop-carried stack. */
 TEST(scanned_stacked_weights_are_sharded_and_loop_state_agrees)
 {
@@ -1589,6 +1605,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(convolution_strategies_by_hand),
          TEST_ENTRY(scanned_layers_while_body_by_hand),
          TEST_ENTRY(weights_behind_transfer_custom_call_are_sharded),
+         TEST_ENTRY(weight_on_the_lhs_is_detected),
          TEST_ENTRY(scanned_stacked_weights_are_sharded_and_loop_state_agrees),
          TEST_ENTRY(softmax_custom_call_follows_head_split),
          TEST_ENTRY(fused_attention_custom_call_keeps_heads_split),
