@@ -1203,6 +1203,28 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
      * from it once per iteration. */
     if ((st = loop_carried_costs(s, &emap, err)))
         goto done;
+    /* All-reduce reassociation across blocks (analyze.c): sibling dots in two blocks whose
+     * partial sums are added pay one all-reduce, not two, when both need one. */
+    for (int r = 0; r < s->nrpairs; r++) {
+        const rpair *R = &s->rpairs[r];
+        int q = s->nodes[R->a].pb, p = s->nodes[R->b].pb;
+        if (q < 0 || p < 0 || q == p || s->pos_of[q] < 0 || s->pos_of[p] < 0)
+            continue;
+        int Kq = s->pbs[q].K, Kp = s->pbs[p].K;
+        pedge *E = edge_get(s, &emap, s->pos_of[q], s->pos_of[p], err);
+        if (!E) {
+            st = ERG_ENOMEM;
+            goto done;
+        }
+        for (int kq = 0; kq < Kq; kq++)
+            for (int kp = 0; kp < Kp; kp++) {
+                int ax = R->axa[kq];
+                if (ax < 0 || ax != R->axb[kp] || R->ba[kq] != R->bb[kp])
+                    continue;
+                E->cost_s[kq * Kp + kp] -= shard_coll_time(s, COLL_AR, ax, R->ba[kq]);
+                E->bytes[kq * Kp + kp] -= coll_factor(COLL_AR, axis_n(s, ax)) * R->ba[kq];
+            }
+    }
     /* A loop body runs `trips` times with one plan: scale times, volumes and FLOPs (memory
      * stays per iteration). */
     if (s->trips > 1) {

@@ -129,6 +129,18 @@ typedef struct dp_entry {
     long c;      /* combination index */
 } dp_entry;
 
+/* Two sibling dots in different blocks whose partial sums are added (analyze.c,
+ * reassociate): under strategies (ka, kb) with axa[ka] == axb[kb] >= 0 (or SP_BOTH) and equal
+ * bytes, one all-reduce is saved (cost.c lowers the edge between their blocks). */
+typedef struct rpair {
+    int a, b;          /* the dot instructions */
+    int8_t *axa;       /* [K of a's block] all-reduce axis or -1 */
+    double *ba;        /* [K] its bytes */
+    int8_t *axb;
+    double *bb;
+    bool unused;
+} rpair;
+
 typedef struct shard_ve shard_ve; /* ve.c */
 
 typedef struct device_params {
@@ -158,6 +170,8 @@ struct erg_shard {
     segment *segs;
     int nuniq;
     int reassoc_saved; /* all-reduces removed by reassociation (summed over strategies) */
+    int nrpairs;
+    rpair *rpairs;     /* reassociation across blocks, costed on the edges */
     /* costs */
     bool profiled;
     device_params dev;

@@ -826,6 +826,20 @@ TEST(fused_attention_backward_kernel_keeps_heads_split)
     ASSERT_STR_EQ(emitted(s, d, "wq"), "{devices=[1,4]0,1,2,3}");
     ASSERT_STR_EQ(emitted(s, d, "wv"), "{devices=[1,4]0,1,2,3}");
     ASSERT_STR_EQ(emitted(s, d, "wo"), "{devices=[4,1]0,1,2,3}");
+    /* Q, K and V are three blocks here (the attention is a custom-call, not joined dots):
+     * their input gradients dX = dQ·Wqᵀ + dK·Wkᵀ + dV·Wvᵀ are added across blocks, so the two
+     * sibling pairs lower the edges: one all-reduce of dx instead of three. With the output
+     * projection's all-reduce of y, the step moves 2 x 1.5 x 256 KiB. */
+    ASSERT_EQ_INT(s->nrpairs, 2);
+    double bytes = 0;
+    for (int b = 0; b < s->norder; b++)
+        bytes += s->pbs[s->order[b]].comm_bytes[erg_shard_plan_strategy(d, (size_t)b)];
+    for (int e = 0; e < s->nedges; e++) {
+        const pedge *E = &s->edges[e];
+        bytes += E->bytes[erg_shard_plan_strategy(d, (size_t)E->a) * (size_t)s->pbs[s->order[E->b]].K +
+                          erg_shard_plan_strategy(d, (size_t)E->b)];
+    }
+    ASSERT_NEAR(bytes, 2 * 1.5 * 256 * 1024, 1e-6);
     erg_shard_plan_free(d);
     erg_shard_plan_free(i);
     erg_shard_free(s);
@@ -1370,8 +1384,8 @@ TEST(dp_equals_ilp_on_shared_models)
 TEST(dp_bert_base_1x8_under_memory_budgets)
 {
     /* Elimination has no memory dimension: its plan is the unconstrained optimum, hence also
-     * the optimum under any budget it fits (0.74 GB: equal to the ILP). Under a budget it
-     * does not fit (0.72 GB) the DP falls back to the chain DP + second pass and a Lagrangian
+     * the optimum under any budget it fits (0.72 GB: equal to the ILP). Under a budget it
+     * does not fit (0.705 GB) the DP falls back to the chain DP + second pass and a Lagrangian
      * elimination: within budget, no better than the unconstrained optimum, with a lower
      * bound. */
     erg_hlo_module *m = load_or_skip(HLO_DIR "/baseline_bert_1.hlo");
@@ -1381,8 +1395,10 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
     double t_free = erg_shard_plan_time_s(free_plan);
     double m_free = erg_shard_plan_memory_bytes(free_plan);
     erg_shard_plan_free(free_plan);
-    ASSERT(m_free > 0.725e9 && m_free < 0.74e9);
-    profile(s, 0.74);
+    /* 0.716 GB since all-reduce reassociation across the separate Q/K/V blocks (0.733 GB
+     * before) */
+    ASSERT(m_free > 0.71e9 && m_free < 0.72e9);
+    profile(s, 0.72);
     ASSERT(s->dp_membind && !s->dp_ready && s->ve);
     erg_shard_plan *d = search(s, ERG_SHARD_DP), *q = search(s, ERG_SHARD_ILP);
     ASSERT(d->exact && d->ve);
@@ -1390,12 +1406,12 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
     ASSERT_NEAR(erg_shard_plan_time_s(d), t_free, 1e-12 * t_free);
     erg_shard_plan_free(d);
     erg_shard_plan_free(q);
-    profile(s, 0.72);
+    profile(s, 0.705);
     /* A time limit of 1 ms leaves the ILP backup of the chain DP no time: chain + Lagrange. */
     erg_error e1;
     ASSERT_OK_E(erg_shard_search(s, ERG_SHARD_DP, 0.001, &d, &e1), e1);
     ASSERT(!d->ve);
-    ASSERT(erg_shard_plan_memory_bytes(d) <= 0.72e9);
+    ASSERT(erg_shard_plan_memory_bytes(d) <= 0.705e9);
     ASSERT(erg_shard_plan_time_s(d) >= t_free);
     /* The Lagrangian bound: below the plan, above half of it (0.33 % below here). */
     ASSERT(d->lower_bound_s > 0.5 * erg_shard_plan_time_s(d));
@@ -1410,7 +1426,7 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
      * ILP's incumbent is 0.19 % better here). */
     erg_shard_plan *d3 = NULL;
     ASSERT_OK_E(erg_shard_search(s, ERG_SHARD_DP, 3, &d3, &e1), e1);
-    ASSERT(erg_shard_plan_memory_bytes(d3) <= 0.72e9);
+    ASSERT(erg_shard_plan_memory_bytes(d3) <= 0.705e9);
     ASSERT(erg_shard_plan_time_s(d3) <= erg_shard_plan_time_s(d) * (1 + 1e-12));
     ASSERT(erg_shard_plan_time_s(d3) >= d->lower_bound_s * (1 - 1e-12));
     erg_shard_plan_free(d3);
