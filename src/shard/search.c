@@ -740,7 +740,7 @@ static erg_status search_dp_exact_mem(erg_shard *s, erg_shard_plan *p, bool *too
         long ncand = 0;
         for (long x = 0; x < g->nprev; x++)
             ncand += (poff[x + 1] - poff[x]) * g->koff[g->nkeys];
-        if (ncand > DP_MAX_CANDIDATES) {
+        if (ncand > (s->dp_max_candidates > 0 ? s->dp_max_candidates : DP_MAX_CANDIDATES)) {
             *too_big = true;
             goto out;
         }

@@ -186,6 +186,8 @@ struct erg_shard {
     bool dp_ready, dp_membind;
     double dp_work;
     double dp_prepare_s; /* time spent building the DP tables (part of profile_s) */
+    long dp_max_candidates; /* tests: Pareto entries per step before the chain fallback
+                             * (0: the default, 2^21) */
     shard_ve *ve; /* block-level elimination (ve.c) when the segment frontier is too large */
 };
 

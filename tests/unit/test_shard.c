@@ -997,6 +997,38 @@ TEST(repeated_layers_share_dp_tables)
     erg_hlo_free(m);
 }
 
+/* Issue 14.5: a budget that binds some combinations but not the unconstrained optimum
+ * gets the exact optimum even when the Pareto fronts would be too large (here: a limit of
+ * one entry per step), instead of the inexact chain fallback. */
+TEST(binding_budget_that_the_optimum_fits_stays_exact)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_neuron_mlp.hlo");
+    erg_shard *s = analyze(m, 1, 4);
+    profile(s, 80);
+    erg_shard_plan *f = search(s, ERG_SHARD_DP);
+    double t_free = erg_shard_plan_time_s(f), m_free = erg_shard_plan_memory_bytes(f);
+    erg_shard_plan_free(f);
+    double worst = s->const_mem_bytes;
+    for (int b = 0; b < s->norder; b++) {
+        double w = 0;
+        for (int k = 0; k < s->pbs[s->order[b]].K; k++)
+            w = ERG__MAX(w, s->pbs[s->order[b]].mem_bytes[k]);
+        worst += w;
+    }
+    ASSERT(worst > 1.5 * m_free); /* Megatron is the fast plan and holds a quarter */
+    profile(s, m_free * 1.001 / 1e9);
+    ASSERT(s->dp_ready && s->dp_membind);
+    s->dp_max_candidates = 1;
+    erg_shard_plan *d = search(s, ERG_SHARD_DP), *i = search(s, ERG_SHARD_ILP);
+    ASSERT(d->exact && !d->ilp_polished && d->lower_bound_s == 0);
+    ASSERT_NEAR(erg_shard_plan_time_s(d), t_free, 1e-12 * t_free);
+    ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-12 * t_free);
+    erg_shard_plan_free(d);
+    erg_shard_plan_free(i);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
 TEST(annotations_round_trip_to_plan_specs)
 {
     static const char *const files[] = {ERG_TEST_DATA_DIR "/shard_mlp.hlo",
@@ -1630,6 +1662,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(already_partitioned_module_is_refused),
          TEST_ENTRY(mesh_3x2_and_1x6_split_one_axis_replicate_the_other),
          TEST_ENTRY(repeated_layers_share_dp_tables),
+         TEST_ENTRY(binding_budget_that_the_optimum_fits_stays_exact),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),
          TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache),
