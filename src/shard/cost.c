@@ -965,7 +965,7 @@ int shard_loop_producer(const erg_shard *s, int e)
     if (!s->loop)
         return -1;
     const hlo_instr *r = &s->c->ins[s->c->root];
-    if (r->op != HLO_OP_TUPLE || e >= r->nops)
+    if (r->op != HLO_OP_TUPLE || e < 0 || e >= r->nops)
         return -1;
     return r->ops[e];
 }

@@ -856,9 +856,24 @@ static erg_status parse_computation(parser *p, hlo_comp *c)
         erg__free(in->op_names);
         in->op_names = NULL;
     }
-    for (int i = 0; i < c->n; i++)
-        if (c->ins[i].op == HLO_OP_DOT && (st = check_dot(p, c, &c->ins[i])))
+    for (int i = 0; i < c->n; i++) {
+        const hlo_instr *in = &c->ins[i];
+        if (in->op == HLO_OP_DOT && (st = check_dot(p, c, in)))
             return st;
+        if (in->op == HLO_OP_GTE) {
+            /* get-tuple-element(t), index=i: t a tuple with an element i */
+            int64_t ix[1];
+            const hlo_shape *t = in->nops == 1 ? &c->ins[in->ops[0]].shape : NULL;
+            if (!t || t->kind != HLO_TUPLE)
+                return fail_at(p, in->start, "get-tuple-element '%s' needs one tuple operand",
+                               in->name);
+            if (hlo_attr_ints(p->m, in, "index", ix, 1) != 1 || ix[0] < 0 ||
+                ix[0] >= t->nelems)
+                return fail_at(p, in->start,
+                               "get-tuple-element '%s' needs index=N with 0 <= N < %d",
+                               in->name, t->nelems);
+        }
+    }
     return check_acyclic(p, c);
 }
 

@@ -151,6 +151,16 @@ TEST(malformed_modules_are_rejected_with_their_line)
     parse_fails("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] add(a, b)\n"
                 "  ROOT r = f32[2] negate(b)\n}\n",
                 "t.hlo:4:3: 'b' depends on itself");
+    /* get-tuple-element without an index, or past the tuple (found by fuzz_hlo). */
+    parse_fails("HloModule m\nENTRY e {\n  a = (f32[2], f32[3]) parameter(0)\n"
+                "  ROOT g = f32[2] get-tuple-element(a), idnex=0\n}\n",
+                "t.hlo:4:3: get-tuple-element 'g' needs index=N with 0 <= N < 2");
+    parse_fails("HloModule m\nENTRY e {\n  a = (f32[2], f32[3]) parameter(0)\n"
+                "  ROOT g = f32[2] get-tuple-element(a), index=2\n}\n",
+                "get-tuple-element 'g' needs index=N with 0 <= N < 2");
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n"
+                "  ROOT g = f32[2] get-tuple-element(a), index=0\n}\n",
+                "t.hlo:4:3: get-tuple-element 'g' needs one tuple operand");
     parse_fails("HloModule m, num_partitions=0\nENTRY e {\n  a = f32[2] parameter(0)\n}\n",
                 "t.hlo:1:29: num_partitions must be a positive integer");
     /* Known opcodes outside the analysed set still parse (replicated boundaries). */
