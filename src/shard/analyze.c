@@ -285,6 +285,7 @@ typedef struct builder {
     uint32_t epoch;
     int *mindot;     /* [n] least topological index of a dot ancestor (INT_MAX: none) */
     int *pend;       /* registered twins not yet placed (merge_blocks re-points them) */
+    int *pref;       /* [n] block whose anchor reads this weight chain, or -1 (adopt) */
     int npend;
 } builder;
 
@@ -1489,16 +1490,32 @@ static erg_status adopt(builder *b, int i)
         if (s->nodes[in->ops[j]].pb >= 0)
             return ERG_OK;
     int p = -1, first_user = -1;
+    bool several = false;
     for (int u = 0; u < nd->nusers; u++) {
         int w = nd->users[u];
         if (s->nodes[w].sink)
             continue;
         int q = s->nodes[w].pb;
-        if (q < 0 || (p >= 0 && q != p))
-            return ERG_OK;
+        if (q < 0 || (p >= 0 && q != p)) {
+            several = true;
+            break;
+        }
         p = q;
         if (first_user < 0)
             first_user = w;
+    }
+    if (several) {
+        /* A weight (or its transfer/transpose chain) that an anchor of block b->pref[i]
+         * reads, also used elsewhere (the optimizer update of a training step, a tied
+         * embedding): it takes that block's spec, and its other users reshard from it
+         * (edges, or gathers for replicated users) instead of the weight staying whole. */
+        p = b->pref[i];
+        first_user = -1;
+        for (int u = 0; p >= 0 && u < nd->nusers && first_user < 0; u++)
+            if (s->nodes[nd->users[u]].pb == p && !s->nodes[nd->users[u]].sink)
+                first_user = nd->users[u];
+        if (first_user < 0)
+            return ERG_OK;
     }
     if (p < 0)
         return ERG_OK;
@@ -2225,9 +2242,10 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
     b->stamp = erg__calloc((size_t)s->n, sizeof *b->stamp);
     b->mindot = erg__malloc((size_t)s->n * sizeof(int));
     b->pend = erg__malloc((size_t)s->n * sizeof(int));
+    b->pref = erg__malloc((size_t)s->n * sizeof(int));
     b->queue = erg__calloc((size_t)s->n, sizeof(int));
     if (!s->nodes || !s->topo || !b->twin_pb || !b->twin_req || !b->twin_rhs_side ||
-        !b->dotanc || !b->mark || !b->queue || !b->stamp || !b->mindot || !b->pend) {
+        !b->dotanc || !b->mark || !b->queue || !b->stamp || !b->mindot || !b->pend || !b->pref) {
         erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
@@ -2281,6 +2299,31 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
         if ((st = follow(b, i)))
             goto done;
     }
+    /* Weight chains first read by an anchor: their preferred block (adopt). */
+    for (int i = 0; i < s->n; i++)
+        b->pref[i] = -1;
+    for (int p = 0; p < s->npb; p++) {
+        if (!s->pbs[p].alive)
+            continue;
+        for (int mi = 0; mi < s->pbs[p].nmem; mi++) {
+            int a = s->pbs[p].mem[mi].ins;
+            if (!s->nodes[a].is_anchor)
+                continue;
+            int side = weight_storage(s, s->c->ins[a].ops[1]) >= 0 ? 1
+                       : weight_storage(s, s->c->ins[a].ops[0]) >= 0 ? 0
+                                                                       : -1;
+            for (int v = side >= 0 ? s->c->ins[a].ops[side] : -1, guard = 0; v >= 0 && guard < 32;
+                 guard++) {
+                if (s->nodes[v].pb >= 0 || b->pref[v] >= 0)
+                    break;
+                b->pref[v] = p;
+                const hlo_instr *V = &s->c->ins[v];
+                if (V->op == HLO_OP_PARAMETER || is_param_gte(s->c, V) || V->nops < 1)
+                    break;
+                v = V->ops[0];
+            }
+        }
+    }
     for (int t = s->n - 1; t >= 0; t--)
         if ((st = adopt(b, s->topo[t])))
             goto done;
@@ -2297,7 +2340,7 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
             int w1 = weight_storage(s, s->c->ins[a].ops[1]);
             int w = w1 >= 0 ? w1 : w0;
             if (w >= 0)
-                s->nodes[w].weight = s->nodes[w].pb == p;
+                s->nodes[w].weight |= s->nodes[w].pb == p;
         }
     }
     if ((st = reassociate(s, err)))
@@ -2361,6 +2404,7 @@ done:
     erg__free(b->stamp);
     erg__free(b->mindot);
     erg__free(b->pend);
+    erg__free(b->pref);
     erg__free(b->queue);
     if (st) {
         erg_shard_free(s);

@@ -671,6 +671,43 @@ TEST(weight_on_the_lhs_is_detected)
     erg_hlo_free(m);
 }
 
+/* A weight read by an anchor and also used elsewhere (the optimizer update of a training
+ * step, a tied weight): it takes the spec of the first anchor's block instead of staying
+ * replicated, and the other block reshards from it. */
+TEST(weight_with_users_in_two_blocks_follows_its_first_anchor)
+{
+    erg_hlo_module *m = parse_ok(
+        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w = f32[1024,1024] parameter(1)\n"
+        "  h = f32[512,1024] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  a = f32[512,1024] tanh(h)\n"
+        "  ROOT y = f32[512,1024] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+    erg_shard *s = analyze(m, 1, 4);
+    long bh = erg_shard_block_of(s, "h"), by = erg_shard_block_of(s, "y");
+    ASSERT(bh != by && bh >= 0 && by >= 0);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "w"), bh);
+    ASSERT(s->nodes[ins_index(s, "w")].weight);
+    profile(s, 80);
+    /* h column-parallel (w split on dim 1) and y row-parallel (w wanted split on dim 0):
+     * y's block pays an all-to-all of w on the edge. */
+    size_t kc = 0, kr = 0;
+    for (size_t k = 0; k < erg_shard_block_num_strategies(s, (size_t)bh); k++)
+        if (!strcmp(erg_shard_strategy_name(s, (size_t)bh, k), "RS1 = RR x RS1"))
+            kc = k;
+    for (size_t k = 0; k < erg_shard_block_num_strategies(s, (size_t)by); k++)
+        if (!strcmp(erg_shard_strategy_name(s, (size_t)by, k), "RR = RS1 x S1R"))
+            kr = k;
+    double edge = 0;
+    for (int e = 0; e < s->nedges; e++)
+        if (s->edges[e].a == bh && s->edges[e].b == by)
+            edge = s->edges[e].bytes[kc * (size_t)s->pbs[s->order[by]].K + kr];
+    ASSERT_NEAR(edge, 3.0 / 8 * 4 * MIB, 1); /* all-to-all of w; a arrives S1 as y needs */
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    check_round_trip(s, d);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
 /* Issue 14.1: scanned layers take their weights from a loop-carried stack. */
 TEST(scanned_stacked_weights_are_sharded_and_loop_state_agrees)
 {
@@ -1426,8 +1463,8 @@ TEST(dp_equals_ilp_on_shared_models)
 TEST(dp_bert_base_1x8_under_memory_budgets)
 {
     /* Elimination has no memory dimension: its plan is the unconstrained optimum, hence also
-     * the optimum under any budget it fits (0.72 GB: equal to the ILP). Under a budget it
-     * does not fit (0.705 GB) the DP falls back to the chain DP + second pass and a Lagrangian
+     * the optimum under any budget it fits (0.685 GB: equal to the ILP). Under a budget it
+     * does not fit (0.675 GB) the DP falls back to the chain DP + second pass and a Lagrangian
      * elimination: within budget, no better than the unconstrained optimum, with a lower
      * bound. */
     erg_hlo_module *m = load_or_skip(HLO_DIR "/baseline_bert_1.hlo");
@@ -1437,10 +1474,10 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
     double t_free = erg_shard_plan_time_s(free_plan);
     double m_free = erg_shard_plan_memory_bytes(free_plan);
     erg_shard_plan_free(free_plan);
-    /* 0.716 GB since all-reduce reassociation across the separate Q/K/V blocks (0.733 GB
-     * before) */
-    ASSERT(m_free > 0.71e9 && m_free < 0.72e9);
-    profile(s, 0.72);
+    /* 0.680 GB since issue 14 (reassociation across the separate Q/K/V blocks, weights also
+     * updated by the optimizer sharded like their forward block; 0.733 GB before) */
+    ASSERT(m_free > 0.675e9 && m_free < 0.685e9);
+    profile(s, 0.685);
     ASSERT(s->dp_membind && !s->dp_ready && s->ve);
     erg_shard_plan *d = search(s, ERG_SHARD_DP), *q = search(s, ERG_SHARD_ILP);
     ASSERT(d->exact && d->ve);
@@ -1448,12 +1485,12 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
     ASSERT_NEAR(erg_shard_plan_time_s(d), t_free, 1e-12 * t_free);
     erg_shard_plan_free(d);
     erg_shard_plan_free(q);
-    profile(s, 0.705);
+    profile(s, 0.675);
     /* A time limit of 1 ms leaves the ILP backup of the chain DP no time: chain + Lagrange. */
     erg_error e1;
     ASSERT_OK_E(erg_shard_search(s, ERG_SHARD_DP, 0.001, &d, &e1), e1);
     ASSERT(!d->ve);
-    ASSERT(erg_shard_plan_memory_bytes(d) <= 0.705e9);
+    ASSERT(erg_shard_plan_memory_bytes(d) <= 0.675e9);
     ASSERT(erg_shard_plan_time_s(d) >= t_free);
     /* The Lagrangian bound: below the plan, above half of it (0.33 % below here). */
     ASSERT(d->lower_bound_s > 0.5 * erg_shard_plan_time_s(d));
@@ -1468,7 +1505,7 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
      * ILP's incumbent is 0.19 % better here). */
     erg_shard_plan *d3 = NULL;
     ASSERT_OK_E(erg_shard_search(s, ERG_SHARD_DP, 3, &d3, &e1), e1);
-    ASSERT(erg_shard_plan_memory_bytes(d3) <= 0.705e9);
+    ASSERT(erg_shard_plan_memory_bytes(d3) <= 0.675e9);
     ASSERT(erg_shard_plan_time_s(d3) <= erg_shard_plan_time_s(d) * (1 + 1e-12));
     ASSERT(erg_shard_plan_time_s(d3) >= d->lower_bound_s * (1 - 1e-12));
     erg_shard_plan_free(d3);
@@ -1664,6 +1701,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(scanned_layers_while_body_by_hand),
          TEST_ENTRY(weights_behind_transfer_custom_call_are_sharded),
          TEST_ENTRY(weight_on_the_lhs_is_detected),
+         TEST_ENTRY(weight_with_users_in_two_blocks_follows_its_first_anchor),
          TEST_ENTRY(scanned_stacked_weights_are_sharded_and_loop_state_agrees),
          TEST_ENTRY(softmax_custom_call_follows_head_split),
          TEST_ENTRY(fused_attention_custom_call_keeps_heads_split),
