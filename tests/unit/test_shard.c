@@ -533,9 +533,10 @@ static void check_round_trip(erg_shard *s, const erg_shard_plan *p)
     erg_free(out);
 }
 
-/* The sharding= text the annotated module gives instruction `name` of the analysed
- * computation (static buffer; "" when absent). */
-static const char *emitted(erg_shard *s, const erg_shard_plan *p, const char *name)
+/* The sharding= text the annotated module gives instruction `name` of computation `comp`
+ * (NULL: the analysed one) (static buffer; "" when absent). */
+static const char *emitted_in(erg_shard *s, const erg_shard_plan *p, const char *comp,
+                              const char *name)
 {
     static char buf[512];
     char *out = NULL;
@@ -543,7 +544,7 @@ static const char *emitted(erg_shard *s, const erg_shard_plan *p, const char *na
     ASSERT_OK(erg_shard_annotate(s, p, &out, &err));
     erg_hlo_module *m2 = NULL;
     ASSERT_OK(erg_hlo_parse(out, strlen(out), "annotated.hlo", &m2, &err));
-    int ci = hlo_find_comp(m2, s->c->name);
+    int ci = hlo_find_comp(m2, comp ? comp : s->c->name);
     ASSERT(ci >= 0);
     buf[0] = '\0';
     for (int i = 0; i < m2->comps[ci].n; i++) {
@@ -555,6 +556,11 @@ static const char *emitted(erg_shard *s, const erg_shard_plan *p, const char *na
     erg_hlo_free(m2);
     erg_free(out);
     return buf;
+}
+
+static const char *emitted(erg_shard *s, const erg_shard_plan *p, const char *name)
+{
+    return emitted_in(s, p, NULL, name);
 }
 
 static int ins_index(const erg_shard *s, const char *name)
@@ -730,6 +736,14 @@ TEST(scanned_stacked_weights_are_sharded_and_loop_state_agrees)
     snprintf(ps, sizeof ps, "%s", emitted(s, d, "p"));
     ASSERT_STR_EQ(ps, emitted(s, d, "t"));
     ASSERT_STR_EQ(ps, "{{replicated}, {replicated}, {devices=[1,1,4]0,1,2,3}, {devices=[1,4,1]0,1,2,3}}");
+    /* ... and so do the caller's while, its init tuple, the condition's parameter, and the
+     * ENTRY parameters that feed the loop (the stacked weights). */
+    ASSERT_STR_EQ(emitted_in(s, d, "main", "loop"), ps);
+    ASSERT_STR_EQ(emitted_in(s, d, "main", "init"), ps);
+    ASSERT_STR_EQ(emitted_in(s, d, "cond", "p"), ps);
+    ASSERT_STR_EQ(emitted_in(s, d, "main", "w1"), "{devices=[1,1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted_in(s, d, "main", "w2"), "{devices=[1,4,1]0,1,2,3}");
+    ASSERT_STR_EQ(emitted_in(s, d, "main", "x"), "{replicated}");
     /* Megatron holds a quarter of the stacks (x4 optimizer factor): less memory than data
      * parallel, which replicates them. */
     size_t dp[2] = {0, 0}, mg[2] = {erg_shard_plan_strategy(d, 0), erg_shard_plan_strategy(d, 1)};
