@@ -279,7 +279,6 @@ typedef struct builder {
     spec **twin_req; /* [n] 2*K specs (lhs then rhs) */
     int *twin_rhs_side; /* [n] 1 when the twin is the gradient for the anchor's rhs */
     bool *dotanc;    /* [n] has a dot ancestor */
-    uint8_t *mark;   /* scratch [n] */
     int *queue;      /* scratch [n] */
     uint32_t *stamp; /* [n] visit epochs of depends_on */
     uint32_t epoch;
@@ -1020,7 +1019,7 @@ static bool depends_on(builder *b, int v, int a)
 
 /* Find the backward twin of anchor `a` with respect to its operand `side` (cfp-spec §1.3). */
 static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int side,
-                            const strat *st, bool *desc_ready)
+                            const strat *st)
 {
     erg_shard *s = b->s;
     const hlo_comp *c = s->c;
@@ -1094,7 +1093,6 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                     cp *= c->ins[x].shape.dims[q ? td.rc[k] : td.lc[k]];
                 if (cp != space_prod)
                     continue;
-                (void)desc_ready;
                 if (b->dotanc[other] && !depends_on(b, other, a))
                     continue;
                 spec *req = erg__calloc((size_t)K * 2, sizeof(spec));
@@ -1190,9 +1188,8 @@ static erg_status new_anchor(builder *b, int i)
     if (rc)
         return rc;
     s->nodes[i].is_anchor = true;
-    bool desc_ready = false;
     for (int side = 0; side < 2; side++)
-        if ((rc = find_twin(b, pbi, i, &d, side, st, &desc_ready)))
+        if ((rc = find_twin(b, pbi, i, &d, side, st)))
             return rc;
     return ERG_OK;
 }
@@ -1344,9 +1341,8 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
                 st[k].r = m->req[K + k];
                 st[k].o = m->out[k];
             }
-            bool desc_ready = false;
             for (int side = 0; side < 2 && !rc; side++)
-                rc = find_twin(b, p, i, &d, side, st, &desc_ready);
+                rc = find_twin(b, p, i, &d, side, st);
             erg__free(st);
         }
     }
@@ -2238,14 +2234,13 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
     b->twin_req = erg__calloc((size_t)s->n, sizeof(spec *));
     b->twin_rhs_side = erg__calloc((size_t)s->n, sizeof(int));
     b->dotanc = erg__calloc((size_t)s->n, sizeof(bool));
-    b->mark = erg__calloc((size_t)s->n, 1);
     b->stamp = erg__calloc((size_t)s->n, sizeof *b->stamp);
     b->mindot = erg__malloc((size_t)s->n * sizeof(int));
     b->pend = erg__malloc((size_t)s->n * sizeof(int));
     b->pref = erg__malloc((size_t)s->n * sizeof(int));
     b->queue = erg__calloc((size_t)s->n, sizeof(int));
     if (!s->nodes || !s->topo || !b->twin_pb || !b->twin_req || !b->twin_rhs_side ||
-        !b->dotanc || !b->mark || !b->queue || !b->stamp || !b->mindot || !b->pend || !b->pref) {
+        !b->dotanc || !b->queue || !b->stamp || !b->mindot || !b->pend || !b->pref) {
         erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
@@ -2400,7 +2395,6 @@ done:
     erg__free(b->twin_req);
     erg__free(b->twin_rhs_side);
     erg__free(b->dotanc);
-    erg__free(b->mark);
     erg__free(b->stamp);
     erg__free(b->mindot);
     erg__free(b->pend);
