@@ -408,21 +408,29 @@ static int8_t cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_
         o = &o->elems[0]; /* fused attention returns (output, statistics/scratch...) */
     int8_t cls = CC_OPAQUE;
     /* Array operands of rank > 0 and whether they all have the output's dims. */
-    int narr = 0;
-    bool all_same = o->kind == HLO_ARRAY;
+    int narr = 0, nfull = 0;
+    bool all_same = o->kind == HLO_ARRAY, all_compat = all_same;
     for (int j = 0; j < in->nops; j++) {
         const hlo_shape *os = &c->ins[in->ops[j]].shape;
         if (os->kind != HLO_ARRAY) {
-            all_same = false;
+            all_same = all_compat = false;
             continue;
         }
         if (os->rank == 0)
             continue;
         narr++;
-        all_same &= same_dims(os, o);
+        bool same = same_dims(os, o);
+        nfull += same;
+        all_same &= same;
+        /* or the result's trailing dims: a norm's scale and bias ([H] for [T, H]) */
+        bool trailing = o->kind == HLO_ARRAY && os->rank < o->rank;
+        for (int d = 0; trailing && d < os->rank; d++)
+            trailing = os->dims[d] == o->dims[o->rank - os->rank + d];
+        all_compat &= same || trailing;
     }
+    all_compat &= nfull > 0;
     bool plain = in->shape.kind == HLO_ARRAY;
-    if (!strcmp(t, "\"sharding\"") || (plain && all_same && narr > 0 &&
+    if (!strcmp(t, "\"sharding\"") || (plain && all_compat && narr > 0 &&
                                       has_any(t, ew, ERG__ARRAY_LEN(ew))))
         cls = CC_ELEMENTWISE;
     else if (has_any(t, attn, ERG__ARRAY_LEN(attn))) {
@@ -469,7 +477,7 @@ static int8_t cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_
             *head = (int8_t)h;
         }
         cls = ok ? CC_ATTENTION : CC_OPAQUE;
-    } else if (plain && all_same && narr > 0 && has_any(t, lastdim, ERG__ARRAY_LEN(lastdim)))
+    } else if (plain && all_compat && narr > 0 && has_any(t, lastdim, ERG__ARRAY_LEN(lastdim)))
         cls = CC_LASTDIM;
     else if (plain && all_same && narr > 0)
         cls = CC_SAMESHAPE;
@@ -810,6 +818,13 @@ static spec prop_bwd(const erg_shard *s, int i, int j, const spec *out)
     default:
         if (is_identity_op(s, in) && same_dims(os, &in->shape))
             return *out;
+        if (in->op == HLO_OP_CUSTOM_CALL && is_identity_op(s, in) && os->rank < in->shape.rank) {
+            /* an operand of the result's trailing dims (a scale or bias) */
+            int off = in->shape.rank - os->rank;
+            for (int k = 0; k < os->rank; k++)
+                if (os->dims[k] == in->shape.dims[off + k])
+                    r.d[k] = out->d[off + k];
+        }
         return r;
     }
 }

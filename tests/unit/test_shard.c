@@ -801,6 +801,35 @@ TEST(softmax_custom_call_follows_head_split)
     erg_hlo_free(m);
 }
 
+/* Issue 14.2: a norm custom-call with a scale of the last dim ([H] for [T, H]) is
+ * softmax-like, and a Gelu with a bias elementwise: both follow the block, the scale and the
+ * bias are adopted (replicated under a split of the normalised dim, split like it else). */
+TEST(norm_and_activation_custom_calls_with_scale_operands_follow)
+{
+    erg_hlo_module *m = parse_ok(
+        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w1 = f32[1024,4096] parameter(1)\n"
+        "  g = f32[4096] parameter(2)\n  bias = f32[4096] parameter(3)\n  w2 = f32[4096,1024] parameter(4)\n"
+        "  h = f32[512,4096] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  n = f32[512,4096] custom-call(h, g), custom_call_target=\"AwsNeuronRmsNorm\"\n"
+        "  a = f32[512,4096] custom-call(n, bias), custom_call_target=\"AwsNeuronGelu\"\n"
+        "  ROOT y = f32[512,1024] dot(a, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+    erg_shard *s = analyze(m, 1, 4);
+    ASSERT_EQ_INT(s->nodes[ins_index(s, "n")].cc, CC_LASTDIM);
+    ASSERT_EQ_INT(s->nodes[ins_index(s, "a")].cc, CC_ELEMENTWISE);
+    long bh = erg_shard_block_of(s, "h");
+    ASSERT_EQ_INT(erg_shard_block_of(s, "n"), bh);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "g"), bh);
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    /* the norm needs whole rows: token split (data parallel), the scale replicated */
+    ASSERT_STR_EQ(spec_under(s, d, "n"), "S1R");
+    ASSERT_STR_EQ(emitted(s, d, "g"), "{replicated}");
+    check_round_trip(s, d);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
 /* Issue 14.2: a cuDNN fused attention custom-call keeps the head split of Q, K and V. */
 TEST(fused_attention_custom_call_keeps_heads_split)
 {
@@ -1718,6 +1747,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(weight_with_users_in_two_blocks_follows_its_first_anchor),
          TEST_ENTRY(scanned_stacked_weights_are_sharded_and_loop_state_agrees),
          TEST_ENTRY(softmax_custom_call_follows_head_split),
+         TEST_ENTRY(norm_and_activation_custom_calls_with_scale_operands_follow),
          TEST_ENTRY(fused_attention_custom_call_keeps_heads_split),
          TEST_ENTRY(fused_attention_backward_kernel_keeps_heads_split),
          TEST_ENTRY(separate_qkv_input_gradient_pays_one_all_reduce),
