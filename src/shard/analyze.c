@@ -1493,6 +1493,13 @@ static erg_status adopt(builder *b, int i)
         if (!is_param_gte(s->c, in))
             return ERG_OK;
         break;
+    case HLO_OP_ELEMENTWISE:
+        /* CFP's "attach the remaining instructions" (cfp-spec §1.2 phase 3): a computation
+         * on unowned values whose users all lie in one block, e.g. the in-graph optimizer's
+         * update of its moment estimates, is done on that block's shards */
+        if (in->shape.rank == 0)
+            return ERG_OK;
+        break;
     default:
         if (!is_dynamic_slice(in)) /* one layer of a stacked weight */
             return ERG_OK;
