@@ -714,6 +714,37 @@ TEST(weight_with_users_in_two_blocks_follows_its_first_anchor)
     erg_hlo_free(m);
 }
 
+/* The in-graph optimizer's moment update m' = 0.9 m + 0.1 dW is attached to the block of
+ * its gradient: the moment is sharded like dW, not a replicated remainder. */
+TEST(optimizer_state_update_is_sharded_like_its_gradient)
+{
+    erg_hlo_module *m = parse_ok(
+        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w = f32[1024,4096] parameter(1)\n"
+        "  dy = f32[512,4096] parameter(2)\n  mo = f32[1024,4096] parameter(3)\n"
+        "  h = f32[512,4096] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  dw = f32[1024,4096] dot(x, dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+        "  b = f32[] constant(0.9)\n  bb = f32[1024,4096] broadcast(b), dimensions={}\n"
+        "  mm = f32[1024,4096] multiply(mo, bb)\n"
+        "  c = f32[] constant(0.1)\n  cb = f32[1024,4096] broadcast(c), dimensions={}\n"
+        "  g = f32[1024,4096] multiply(dw, cb)\n  mn = f32[1024,4096] add(mm, g)\n"
+        "  ROOT t = (f32[512,4096], f32[1024,4096]) tuple(h, mn)\n}\n");
+    erg_shard *s = analyze(m, 1, 4);
+    long bh = erg_shard_block_of(s, "h");
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dw"), bh);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "mm"), bh);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "mo"), bh);
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    char want[64];
+    snprintf(want, sizeof want, "%s", spec_under(s, d, "dw"));
+    ASSERT_STR_EQ(spec_under(s, d, "mo"), want);
+    ASSERT(s->const_time_s < 1e-9); /* nothing computed replicated */
+    check_round_trip(s, d);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
 /* Issue 14.1: scanned layers take their weights from a loop-carried stack. */
 TEST(scanned_stacked_weights_are_sharded_and_loop_state_agrees)
 {
@@ -1746,6 +1777,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(weights_behind_transfer_custom_call_are_sharded),
          TEST_ENTRY(weight_on_the_lhs_is_detected),
          TEST_ENTRY(weight_with_users_in_two_blocks_follows_its_first_anchor),
+         TEST_ENTRY(optimizer_state_update_is_sharded_like_its_gradient),
          TEST_ENTRY(scanned_stacked_weights_are_sharded_and_loop_state_agrees),
          TEST_ENTRY(softmax_custom_call_follows_head_split),
          TEST_ENTRY(norm_and_activation_custom_calls_with_scale_operands_follow),
