@@ -309,15 +309,14 @@ static long radix_size(const erg_shard *s, const int *blocks, int n)
     return r;
 }
 
-/* Edges between segment si and earlier segments, in edge order, into out; their count. */
-static int cross_edges(const erg_shard *s, const int *segof, int si, int *out)
+/* Edges between segment si and earlier segments, in edge order, into out; their count.
+ * eoff/elist: the edges bucketed by their later segment (shard_dp_prepare), so that the
+ * tables cost O(segments + edges), not O(segments x edges). */
+static int cross_edges(const int *eoff, const int *elist, int si, int *out)
 {
     int ns = 0;
-    for (int e = 0; e < s->nedges; e++) {
-        int a = s->edges[e].a, b = s->edges[e].b;
-        if ((segof[a] < si && segof[b] == si) || (segof[b] < si && segof[a] == si))
-            out[ns++] = e;
-    }
+    for (int k = eoff[si]; k < eoff[si + 1]; k++)
+        out[ns++] = elist[k];
     return ns;
 }
 
@@ -325,8 +324,8 @@ static int cross_edges(const erg_shard *s, const int *segof, int si, int *out)
  * same unique segment whose tables are built): the same frontier before and after and the
  * same interface, relative to the segment's first block, and edges at the same relative
  * places with equal costs. Then xpart, ypart and cross are equal too. */
-static bool same_transition(const erg_shard *s, const int *segof, int si, int tu,
-                            const int *prev, int nprevb, int *scratch)
+static bool same_transition(const erg_shard *s, const int *eoff, const int *elist, int si,
+                            int tu, const int *prev, int nprevb, int *scratch)
 {
     const segment *g = &s->segs[si], *u = &s->segs[tu];
     const segment *up = &s->segs[tu - 1];
@@ -343,9 +342,9 @@ static bool same_transition(const erg_shard *s, const int *segof, int si, int tu
     for (int i = 0; i < nprevb; i++)
         if (prev[i] - dg != up->fr[i] - du)
             return false;
-    int ng = cross_edges(s, segof, si, scratch);
+    int ng = cross_edges(eoff, elist, si, scratch);
     int *eu = scratch + ng;
-    int nu = cross_edges(s, segof, tu, eu);
+    int nu = cross_edges(eoff, elist, tu, eu);
     if (ng != nu)
         return false;
     for (int i = 0; i < ng; i++) {
@@ -374,11 +373,38 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
     int *where = erg__malloc((size_t)(N + 1) * sizeof(int)); /* block -> index in fr/ifc */
     size_t *kv = erg__calloc((size_t)N + 1, sizeof(size_t));
     int *sedge = erg__malloc((size_t)(2 * s->nedges + 1) * sizeof(int));
-    if (!segof || !lastseg || !outside || !dg || !dx || !where || !kv || !sedge)
+    int *eoff = erg__calloc((size_t)S + 2, sizeof(int));
+    int *elist = erg__malloc((size_t)(s->nedges + 1) * sizeof(int));
+    double *dlog = erg__calloc((size_t)S + 2, sizeof(double));
+    if (!segof || !lastseg || !outside || !dg || !dx || !where || !kv || !sedge || !eoff ||
+        !elist || !dlog)
         goto oom;
+    for (int b = 0; b < N; b++)
+        where[b] = -1; /* kept all -1 between uses: entries are reset after each use */
     for (int i = 0; i < S; i++)
         for (int b = 0; b < s->segs[i].n; b++)
             segof[s->segs[i].first + b] = i;
+    /* Edges between segments, bucketed by their later segment, in edge order. */
+    for (int e = 0; e < s->nedges; e++) {
+        int x = segof[s->edges[e].a], y = segof[s->edges[e].b];
+        if (x != y)
+            eoff[ERG__MAX(x, y) + 1]++;
+    }
+    for (int i = 0; i < S; i++)
+        eoff[i + 1] += eoff[i];
+    {
+        int *fill = erg__calloc((size_t)S + 1, sizeof(int));
+        if (!fill)
+            goto oom;
+        for (int e = 0; e < s->nedges; e++) {
+            int x = segof[s->edges[e].a], y = segof[s->edges[e].b];
+            if (x != y) {
+                int t = ERG__MAX(x, y);
+                elist[eoff[t] + fill[t]++] = e;
+            }
+        }
+        erg__free(fill);
+    }
     for (int b = 0; b < N; b++)
         lastseg[b] = segof[b];
     for (int e = 0; e < s->nedges; e++) {
@@ -402,17 +428,25 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
     /* Sizes first (cheap): give up before building any table when a frontier or a step
      * would exceed the limits. */
     {
-        double nprev_d = 1;
+        /* The frontier after segment si holds the blocks b with segof[b] <= si < lastseg[b]:
+         * its size is a running product (sums of logs over a difference array). */
+        for (int b = 0; b < N; b++)
+            if (lastseg[b] > segof[b]) {
+                double l = log2((double)s->pbs[s->order[b]].K);
+                dlog[segof[b]] += l;
+                dlog[lastseg[b]] -= l;
+            }
+        double nprev_d = 1, run = 0;
         for (int si = 0; si < S; si++) {
             const segment *g = &s->segs[si];
-            double keys = 1, states = 1;
+            double keys = 1;
             for (int b = g->first; b < g->first + g->n; b++)
                 if (outside[b])
                     keys *= s->pbs[s->order[b]].K;
-            for (int b = 0; b < g->first + g->n; b++)
-                if (lastseg[b] > si)
-                    states *= s->pbs[s->order[b]].K;
-            if (keys > DP_MAX_STATES || states > DP_MAX_STATES || nprev_d * keys > DP_MAX_WORK)
+            run += dlog[si];
+            double states = exp2(run);
+            if (keys > DP_MAX_STATES || states > DP_MAX_STATES * (1 + 1e-9) ||
+                nprev_d * keys > DP_MAX_WORK)
                 goto toobig;
             nprev_d = states;
         }
@@ -535,7 +569,7 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
             for (int j = si - 1; j >= 1 && tu < 0; j--)
                 if (s->segs[j].unique == g->unique && s->segs[j].koff == g->koff)
                     tu = j;
-            if (tu >= 1 && same_transition(s, segof, si, tu, prev, nprevb, sedge)) {
+            if (tu >= 1 && same_transition(s, eoff, elist, si, tu, prev, nprevb, sedge)) {
                 const segment *u = &s->segs[tu];
                 g->xpart = u->xpart;
                 g->ypart = u->ypart;
@@ -553,8 +587,6 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
         if (!g->xpart || !g->ypart || !g->cross)
             goto oom;
         /* Stride of each frontier block in the new state index. */
-        for (int b = 0; b < N; b++)
-            where[b] = -1;
         long *frs = erg__malloc((size_t)(g->nfr + 1) * sizeof(long));
         if (!frs)
             goto oom;
@@ -581,16 +613,11 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
             g->ypart[y] = v;
         }
         erg__free(frs);
+        for (int i = 0; i < g->nfr; i++)
+            where[g->fr[i]] = -1;
         /* Edges between the previous frontier and this segment. */
-        int ns = 0;
-        for (int e = 0; e < s->nedges; e++) {
-            int a = s->edges[e].a, b = s->edges[e].b;
-            if ((segof[a] < si && segof[b] == si) || (segof[b] < si && segof[a] == si))
-                sedge[ns++] = e;
-        }
+        int ns = cross_edges(eoff, elist, si, sedge);
         if (ns) {
-            for (int b = 0; b < N; b++)
-                where[b] = -1;
             for (int i = 0; i < nprevb; i++)
                 where[prev[i]] = i;
             for (int i = 0; i < g->nifc; i++)
@@ -610,6 +637,10 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
                     g->cross[x * g->nkeys + y] = r;
                 }
             }
+            for (int i = 0; i < nprevb; i++)
+                where[prev[i]] = -1;
+            for (int i = 0; i < g->nifc; i++)
+                where[g->ifc[i]] = -1;
         }
         prev = g->fr;
         nprevb = g->nfr;
@@ -640,6 +671,9 @@ out:
     erg__free(where);
     erg__free(kv);
     erg__free(sedge);
+    erg__free(eoff);
+    erg__free(elist);
+    erg__free(dlog);
     s->dp_prepare_s = now_s() - t0;
     return st;
 }
