@@ -34,6 +34,9 @@ bool cli_parse_double(const char *cmd, const char *opt, const char *s, double mi
  * Prints a usage error and returns false otherwise. */
 bool cli_blocking_power(const char *cmd, const char *gpu, double *power_w);
 
+/* --switch-latency S: seconds >= 0, or "default" (ERG_SWITCH_LATENCY_DEFAULT_S). */
+bool cli_parse_latency(const char *cmd, const char *s, double *out);
+
 /* A progress bar on stderr when it is a terminal (quiet otherwise);
  * usable as an erg_progress_fn with a cli_progress * as user data. */
 typedef struct cli_progress {

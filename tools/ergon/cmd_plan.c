@@ -38,6 +38,11 @@ static void plan_perseus_help(FILE *f)
             "  --fits-case NAME     rows of --fits whose 'case' column is NAME\n"
             "  --formats LIST       comma list of csv,py,json (default csv,py,json)\n"
             "  --quiet              no summary on stdout\n"
+            "  --switch-latency S   post-check: also report each summary plan's time and\n"
+            "                       energy with a clock-switch latency of S seconds ('default'\n"
+            "                       = the published figure; see ergon emulate --help)\n"
+            "  --transfer-time S    post-check: the same with S seconds on every cross-stage\n"
+            "                       edge (the frontier itself is planned without it)\n"
             "  -h, --help           this help\n");
 }
 
@@ -60,8 +65,12 @@ static int plan_perseus(int argc, char **argv)
         {"fits", required_argument, 0, 'f'},
         {"fits-case", required_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},
+        {"switch-latency", required_argument, 0, 'L'},
+        {"transfer-time", required_argument, 0, 'x'},
         {0, 0, 0, 0},
     };
+    erg_emulate_opts post;
+    erg_emulate_opts_init(&post);
     const char *fits = NULL, *fits_case = NULL;
     const char *profile = NULL, *out = NULL, *gpu = NULL, *formats = "csv,py,json";
     long S = 0, M = 0;
@@ -118,6 +127,14 @@ static int plan_perseus(int argc, char **argv)
             break;
         case 'f':
             fits = optarg;
+            break;
+        case 'L':
+            if (!cli_parse_latency(cmd, optarg, &post.switch_latency_s))
+                return CLI_USAGE;
+            break;
+        case 'x':
+            if (!cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e6, &post.transfer_time_s))
+                return CLI_USAGE;
             break;
         case 'C':
             fits_case = optarg;
@@ -247,6 +264,22 @@ static int plan_perseus(int argc, char **argv)
                        "values)\n",
                        label[i], pick[i], em.time_s, 100 * (em.time_s / em_max.time_s - 1),
                        em.energy_j, 100 * (em.energy_j / em_max.energy_j - 1));
+                erg_emulation ex, exm;
+                post.blocking_power_w = o.blocking_power_w;
+                if ((post.switch_latency_s > 0 || post.transfer_time_s > 0) &&
+                    !erg_emulate_ex(prof, dag, p, &post, &ex, NULL, NULL, &err) &&
+                    !erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w,
+                                      &allmax, &err)) {
+                    if (!erg_emulate_ex(prof, dag, allmax, &post, &exm, NULL, NULL, &err))
+                        printf("%-25s   true time with switch latency %g s and transfer %g s: "
+                               "%.6g s (%+.2f%% vs all-max %.6g s), %.6g J (%+.2f%%); %d clock "
+                               "switches\n",
+                               "", post.switch_latency_s, post.transfer_time_s, ex.time_s,
+                               100 * (ex.time_s / exm.time_s - 1), exm.time_s, ex.energy_j,
+                               100 * (ex.energy_j / exm.energy_j - 1), ex.num_switches);
+                    erg_plan_free(allmax);
+                    allmax = NULL;
+                }
             }
             erg_plan_free(p);
         }
