@@ -31,7 +31,7 @@ void erg_sparse_opts_init(erg_sparse_opts *o)
     o->rise_tolerance = 0.005;
     o->near_max = 2;
     o->time_margin = 1.0;
-    o->time_noise = getenv("NOISE") ? atof(getenv("NOISE")) : 0.002;
+    o->time_noise = 0.002;
 }
 
 static int cmp_desc(const void *a, const void *b)

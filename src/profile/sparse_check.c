@@ -7,8 +7,6 @@
 #include "ergon/sparse.h"
 
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Make `plan` meet `deadline` on profile p: while its evaluated time is over,
@@ -172,25 +170,6 @@ erg_status erg_sparse_check_plans(const erg_profile *real, const erg_profile *pr
             goto done;
         out[k].pred_est_time_s = em.time_s;
         out[k].pred_est_energy_j = em.energy_j;
-        if (getenv("ERG_DEBUG_HIST"))
-            for (int w = 0; w < 2; w++) {
-                const erg_plan *use = w ? cp[k] : cr[k];
-                fprintf(stderr, "target %d %s:", k, w ? "pred" : "real");
-                for (int s = 0; s < S; s += S - 1)
-                    for (int kind = 0; kind < 2; kind++) {
-                        int cnt[4000] = {0};
-                        for (int m = 0; m < M; m++) {
-                            int f = erg_plan_freq(use, s, (erg_instr_kind)kind, m);
-                            if (f > 0 && f < 4000)
-                                cnt[f]++;
-                        }
-                        fprintf(stderr, " | s%d%c", s, kind ? 'B' : 'F');
-                        for (int f = 3999; f > 0; f--)
-                            if (cnt[f])
-                                fprintf(stderr, " %d:%d", f, cnt[f]);
-                    }
-                fprintf(stderr, "\n");
-            }
     }
 done:
     for (int k = 0; k < 3; k++) {

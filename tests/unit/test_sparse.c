@@ -276,7 +276,7 @@ TEST(sparse_plans_on_published_profiles)
             for (int t = 0; t < 3; t++) {
                 double gap = 100 * (ck[t].pred_energy_j / ck[t].ref_energy_j - 1);
                 bool late = ck[t].pred_time_s > ck[t].deadline_s * (1 + 1e-12);
-                printf("# %s M=%d target %d: %d/%d points, energy %+.3f%%%s\n", names[i], Ms[m],
+                fprintf(stderr, "# %s M=%d target %d: %d/%d points, energy %+.3f%%%s\n", names[i], Ms[m],
                        t, erg_sparse_num_measured(sp), erg_sparse_num_full(sp), gap,
                        late ? " LATE" : "");
                 if (gap > 0.5 || late)
