@@ -37,6 +37,9 @@ typedef struct erg_sparse_opts {
      * the two predictors (shared shape, own points), so that plans chosen on
      * a prediction do not run late (default 0.25, 0..10). */
     double time_margin;
+    /* Relative noise of a time measurement: the least uncertainty a predicted
+     * time is given (default 0.002; a live profiler passes the confidence
+     * half-width its measurements reached). 0..1. */
     double time_noise;
 } erg_sparse_opts;
 

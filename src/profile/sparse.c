@@ -59,7 +59,7 @@ erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs
         erg_sparse_opts_init(&o);
     if (o.budget < 0 || o.patience < 1 || !(o.rise_tolerance >= 0) ||
         !isfinite(o.rise_tolerance) || o.near_max < 0 || !(o.time_margin >= 0) ||
-        !(o.time_margin <= 10))
+        !(o.time_margin <= 10) || !(o.time_noise >= 0) || !(o.time_noise <= 1))
         return erg_error_set(err, ERG_EINVAL,
                              "sparse profiling: invalid options (budget %d, patience %d, rise "
                              "tolerance %g)",

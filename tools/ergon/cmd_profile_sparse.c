@@ -33,6 +33,9 @@ void usage_profile_sparse(FILE *f)
             "                      (default: a sixth of the full sweep, at least 4 per\n"
             "                      (stage, instruction))\n"
             "      --patience N    rises below the valley before going no lower (default 2)\n"
+            "      --near-max N    clocks right below the maximum always measured (default 2)\n"
+            "      --time-noise X  relative noise of a time measurement, the least margin a\n"
+            "                      predicted time gets (default 0.002)\n"
             "      --stages S      profile only stages 0..S-1 (default: all of FULL.csv)\n"
             "      --verbose       list the measured clocks of every (stage, instruction)\n"
             "      --check M,...   also plan S stages x M microbatches (1F1B, Perseus\n"
@@ -90,7 +93,7 @@ static int *common_clocks(const erg_profile *p, int S, size_t *n, char *bad, siz
 }
 
 enum { O_REPLAY = 256, O_BUDGET, O_PATIENCE, O_STAGES, O_CHECK, O_GPU, O_POWER, O_UNIT,
-       O_VERBOSE };
+       O_VERBOSE, O_NEAR, O_NOISE };
 
 int profile_sparse(int argc, char **argv);
 
@@ -107,13 +110,15 @@ int profile_sparse(int argc, char **argv)
         {"blocking-power", required_argument, 0, O_POWER},
         {"unit-time", required_argument, 0, O_UNIT},
         {"verbose", no_argument, 0, O_VERBOSE},
+        {"near-max", required_argument, 0, O_NEAR},
+        {"time-noise", required_argument, 0, O_NOISE},
         {"output", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *full_path = NULL, *out = NULL, *check = NULL, *gpu = NULL;
-    long budget = 0, patience = 0, stages = 0;
-    double power = -1, unit_s = 0.001;
+    long budget = 0, patience = 0, stages = 0, near = -1;
+    double power = -1, unit_s = 0.001, noise = -1;
     bool verbose = false;
     int c;
     optind = 1;
@@ -151,6 +156,14 @@ int profile_sparse(int argc, char **argv)
             break;
         case O_VERBOSE:
             verbose = true;
+            break;
+        case O_NEAR:
+            if (!cli_parse_int(cmd, "--near-max", optarg, 0, 1000, &near))
+                return CLI_USAGE;
+            break;
+        case O_NOISE:
+            if (!cli_parse_double(cmd, "--time-noise", optarg, 0, 1, &noise))
+                return CLI_USAGE;
             break;
         case 'o':
             out = optarg;
@@ -218,6 +231,10 @@ int profile_sparse(int argc, char **argv)
     so.budget = (int)budget;
     if (patience)
         so.patience = (int)patience;
+    if (near >= 0)
+        so.near_max = (int)near;
+    if (noise >= 0)
+        so.time_noise = noise;
     replay r = {full};
     int rounds = 0;
     if (erg_sparse_new(S, freqs, nf, &so, &sp, &err) ||
