@@ -321,10 +321,13 @@ erg_status erg_sparse_run(erg_sparse *sp, erg_measure_fn measure, void *user, in
 {
     if (!sp || !measure)
         return erg_error_set(err, ERG_EINVAL, "erg_sparse_run: NULL argument");
+    int *want = erg__calloc((size_t)(2 * sp->S), sizeof(int));
+    if (!want)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
     int r = 0;
+    erg_status st = ERG_OK;
     for (;;) {
         int asked = 0;
-        int want[2 * SPARSE_MAX_STAGES];
         for (int i = 0; i < 2 * sp->S; i++) {
             int k = curve_next(sp, i);
             want[i] = k < 0 ? 0 : sp->freqs[k];
@@ -333,23 +336,27 @@ erg_status erg_sparse_run(erg_sparse *sp, erg_measure_fn measure, void *user, in
         if (!asked)
             break;
         r++;
-        for (int i = 0; i < 2 * sp->S; i++) {
+        /* a round measures every (stage, kind) that wants a clock, as a
+         * pipeline does in one window */
+        for (int i = 0; i < 2 * sp->S && !st; i++) {
             if (!want[i])
                 continue;
             int stage = i / 2;
             erg_instr_kind kind = (erg_instr_kind)(i % 2);
             erg_profile_point pt = {want[i], 0, 0};
-            erg_status st = measure(user, stage, kind, want[i], &pt, err);
-            if (st)
-                return st;
-            pt.freq_mhz = want[i];
-            if ((st = erg_sparse_report(sp, stage, kind, &pt, err)))
-                return st;
+            st = measure(user, stage, kind, want[i], &pt, err);
+            if (!st) {
+                pt.freq_mhz = want[i];
+                st = erg_sparse_report(sp, stage, kind, &pt, err);
+            }
         }
+        if (st)
+            break;
     }
-    if (rounds)
+    erg__free(want);
+    if (!st && rounds)
         *rounds = r;
-    return ERG_OK;
+    return st;
 }
 
 bool erg_sparse_is_measured(const erg_sparse *sp, int stage, erg_instr_kind kind, int freq_mhz)
