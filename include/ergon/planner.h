@@ -26,6 +26,9 @@ typedef struct erg_perseus_opts {
     const double *fits;
     erg_progress_fn progress;     /* Optional progress callback (plans done / expected). */
     void *progress_user;
+    /* P2P transfer on every cross-stage edge, a fixed-duration dependency
+     * (rounded to whole units; default 0 = lowtime-spec's zero-time edges). */
+    double transfer_time_s;
 } erg_perseus_opts;
 
 ERG_API void erg_perseus_opts_init(erg_perseus_opts *opts);

@@ -3,6 +3,7 @@
 #include "tap.h"
 
 #include "ergon/emulate.h"
+#include "ergon/planner.h"
 
 /* Two clocks: 1000 MHz (forward 1 s, backward 2 s) and 900 MHz (1.5 s, 3 s). */
 static erg_profile *two_clock_profile(int S)
@@ -219,7 +220,76 @@ TEST(emulate_ex_rejects_bad_options)
     erg_profile_free(prof);
 }
 
-TAP_MAIN(TEST_ENTRY(transfer_time_grows_1f1b_bubble_as_by_hand),
+/* The planner with transfers as fixed-duration edges: on the S = 2, M = 2
+ * profile with a unit that makes quantisation exact (0.25 s), no frontier
+ * plan's time is below the emulator's with the same transfer, the fastest
+ * is all-1000 MHz (9 + 2x by hand, above) and the slowest all-850 MHz (1.75 x
+ * the durations: 15.75 + 2x; the first plan is one unit faster). */
+TEST(planner_plans_transfer_as_fixed_edges)
+{
+    erg_error err;
+    erg_profile *prof;
+    ASSERT_OK(erg_profile_new(&prof, &err));
+    /* four clocks (the planner's curve fit needs four): F 1..1.75 s, B 2..3.5 s */
+    const double ef[] = {10, 9.4, 9.0, 8.8}, eb[] = {30, 28, 27, 26.5};
+    for (int s = 0; s < 2; s++)
+        for (int c = 0; c < 4; c++) {
+            erg_profile_point f = {1000 - 50 * c, 1 + 0.25 * c, ef[c]};
+            erg_profile_point b = {1000 - 50 * c, 2 + 0.5 * c, eb[c]};
+            ASSERT_OK(erg_profile_add(prof, s, ERG_FORWARD, &f, &err));
+            ASSERT_OK(erg_profile_add(prof, s, ERG_BACKWARD, &b, &err));
+        }
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_dag *d;
+    ASSERT_OK(erg_dag_new(&sc, 2, 2, &d, &err));
+    erg_perseus_opts po;
+    erg_perseus_opts_init(&po);
+    po.unit_s = 0.25;
+    po.blocking_power_w = 1;
+    po.transfer_time_s = 0.5;
+    erg_frontier *f;
+    ASSERT_OK(erg_plan_perseus(prof, 2, 2, &po, &f, &err));
+    size_t n = erg_frontier_size(f);
+    ASSERT(n >= 2);
+    erg_emulate_opts o;
+    erg_emulate_opts_init(&o);
+    o.transfer_time_s = 0.5;
+    o.blocking_power_w = 1;
+    for (size_t i = 0; i < n; i++) {
+        erg_frontier_point pt;
+        erg_plan *p;
+        ASSERT_OK(erg_frontier_get(f, i, &pt, &err));
+        ASSERT_OK(erg_frontier_plan(f, i, &p, &err));
+        erg_emulation em;
+        ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err));
+        /* durations between two clocks' times run at the faster clock, so the
+         * planner's time is an upper bound, exact at the ends */
+        ASSERT(em.time_s <= pt.time_s + 1e-12);
+        if (i == n - 1)
+            ASSERT_NEAR(em.time_s, pt.time_s, 1e-12);
+        erg_plan_free(p);
+    }
+    erg_frontier_point last;
+    ASSERT_OK(erg_frontier_get(f, n - 1, &last, &err));
+    ASSERT_NEAR(last.time_s, 9 + 2 * 0.5, 1e-12);
+    /* the first plan is one crashing step from the all-900 state */
+    erg_frontier_point first;
+    ASSERT_OK(erg_frontier_get(f, 0, &first, &err));
+    ASSERT_NEAR(first.time_s, 15.75 + 2 * 0.5 - 0.25, 1e-12);
+    erg_frontier_free(f);
+    po.transfer_time_s = 0; /* without: the fastest plan is 9 s */
+    ASSERT_OK(erg_plan_perseus(prof, 2, 2, &po, &f, &err));
+    ASSERT_OK(erg_frontier_get(f, erg_frontier_size(f) - 1, &last, &err));
+    ASSERT_NEAR(last.time_s, 9, 1e-12);
+    erg_frontier_free(f);
+    po.transfer_time_s = -1;
+    ASSERT_EQ_INT(erg_plan_perseus(prof, 2, 2, &po, &f, &err), ERG_EINVAL);
+    erg_dag_free(d);
+    erg_profile_free(prof);
+}
+
+TAP_MAIN(TEST_ENTRY(planner_plans_transfer_as_fixed_edges),
+         TEST_ENTRY(transfer_time_grows_1f1b_bubble_as_by_hand),
          TEST_ENTRY(transfer_time_matches_independent_relaxation),
          TEST_ENTRY(switch_heavy_plan_time_includes_latency),
          TEST_ENTRY(emulate_ex_rejects_bad_options))

@@ -41,8 +41,9 @@ static void plan_perseus_help(FILE *f)
             "  --switch-latency S   post-check: also report each summary plan's time and\n"
             "                       energy with a clock-switch latency of S seconds ('default'\n"
             "                       = the published figure; see ergon emulate --help)\n"
-            "  --transfer-time S    post-check: the same with S seconds on every cross-stage\n"
-            "                       edge (the frontier itself is planned without it)\n"
+            "  --transfer-time S    every cross-stage edge (P2P send) takes S seconds: planned\n"
+            "                       as a fixed-duration dependency (rounded to --unit-time)\n"
+            "                       and included in the post-check\n"
             "  -h, --help           this help\n");
 }
 
@@ -135,6 +136,7 @@ static int plan_perseus(int argc, char **argv)
         case 'x':
             if (!cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e6, &post.transfer_time_s))
                 return CLI_USAGE;
+            o.transfer_time_s = post.transfer_time_s;
             break;
         case 'C':
             fits_case = optarg;
