@@ -5,17 +5,26 @@ DEB_PACKAGES := build-essential cmake pkg-config clang libclang-rt-14-dev \
   libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 \
   libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3
 # PyTorch (CPU, gloo) for the end-to-end example (examples/pytorch_pipeline): `make test`,
-# `make e2e` and `make test-e2e` install it (the e2e tests skip, saying so, without it).
-E2E_PACKAGES := python3-torch python3-torchvision
+# `make e2e` and `make test-e2e` install it (the e2e tests skip, saying so, without it);
+# pydantic (v1 API, Debian 12: 1.10) lets cli/zeus_pydantic check our Zeus dumps and settings
+# parsing against the library the Zeus server itself uses.
+E2E_PACKAGES := python3-torch python3-torchvision python3-pydantic
 E2E_PYTHON := /usr/bin/python3
 E2E_OUT ?= e2e-out
 E2E_ARGS ?=
+# Debian's packaging tools for `make deb` and the package test (tests/cli/install_packages.sh;
+# adduser: the ergond package depends on it).
+DEB_TOOLS := debhelper dh-python lintian adduser
+DEB_OUT ?= build-deb
+PREFIX ?= /usr/local
+DESTDIR ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 
-.PHONY: all deps e2e-deps build build-asan demo test test-release test-asan test-e2e fuzz bench e2e format clean
+.PHONY: all deps e2e-deps deb-deps build build-asan demo test test-release test-asan test-e2e fuzz bench e2e format clean \
+  install uninstall deb
 
 all: build
 
@@ -36,6 +45,9 @@ deps:
 e2e-deps: deps
 	$(call install_missing,$(E2E_PACKAGES))
 
+deb-deps: deps
+	$(call install_missing,$(DEB_TOOLS))
+
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
@@ -49,7 +61,7 @@ demo: build
 
 test: fuzz test-release test-asan
 
-test-release: build e2e-deps
+test-release: build e2e-deps deb-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: build-asan
@@ -72,6 +84,23 @@ fuzz: deps
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_all
 	bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
+# Install into PREFIX (default /usr/local; DESTDIR honoured): library, headers, ergon.pc,
+# CMake package, ergon, ergond, man pages, bash completion, the Python package, the systemd
+# unit and a default ergond.conf (see packaging/install.cmake). `make uninstall` undoes it.
+install: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
+
+uninstall:
+	@[ -f $(BUILD)/install_manifest.txt ] || { echo "nothing installed from $(BUILD)"; exit 1; }
+	xargs -d '\n' rm -fv -- < $(BUILD)/install_manifest.txt
+
+# Debian packages (libergon0, libergon-dev, ergon, ergond, python3-ergon) with
+# dpkg-buildpackage/debhelper in a copy of the tree, checked by lintian; .debs in $(DEB_OUT)/.
+deb: deb-deps
+	JOBS=$(JOBS) bash packaging/build-deb.sh $(DEB_OUT)
+
 bench: build
 	bash bench/run.sh $(BUILD)
 
@@ -79,4 +108,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz $(E2E_OUT)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz $(E2E_OUT) $(DEB_OUT)

@@ -1,5 +1,6 @@
 /* bench_planner.c: time the Perseus frontier planner on the published
  * emulation profiles (one case per child process, so peak RSS is per case). */
+#include "ergon/pipeline.h"
 #include "ergon/planner.h"
 
 #include <stdio.h>
@@ -18,19 +19,22 @@ typedef struct bench_case {
     double unit_s;
     double ref_wall_s, ref_cpu_s; /* reference Python figures (lowtime-spec 4.7), 0 = none */
     const char *ref_note;
+    const char *sched; /* NULL = 1f1b; else a schedule name, V = 2, split 0.5 */
 } bench_case;
 
 static const bench_case cases[] = {
-    {"gpt3-175b+a40_bf16.csv", "A40", 12, 0.0001, 700, 401, "measured"},
-    {"gpt3-175b+a40_bf16.csv", "A40", 24, 0.0001, 1500, 1383, ">25 min; CPU extrapolated"},
-    {"gpt3-175b+a40_bf16.csv", "A40", 48, 0.0001, 0, 0, ""},
-    {"gpt3-175b+a40_bf16.csv", "A40", 96, 0.0001, 0, 0, ""},
-    {"bloom+a40_bf16.csv", "A40", 12, 0.0001, 364, 341, "measured"},
-    {"bloom+a40_bf16.csv", "A40", 96, 0.0001, 0, 0, ""},
-    {"gpt3-175b+a40_bf16.csv", "A40", 12, 0.001, 39, 38, "measured"},
-    {"gpt3-175b+a100_sxm_bf16.csv", "A100", 12, 0.001, 53, 26, "measured"},
-    {"gpt3-175b+a100_sxm_bf16.csv", "A100", 24, 0.001, 116, 114, "measured"},
-    {"gpt3-175b+a100_sxm_bf16.csv", "A100", 96, 0.001, 0, 0, ""},
+    {"gpt3-175b+a40_bf16.csv", "A40", 12, 0.0001, 700, 401, "measured", NULL},
+    {"gpt3-175b+a40_bf16.csv", "A40", 24, 0.0001, 1500, 1383, ">25 min; CPU extrapolated", NULL},
+    {"gpt3-175b+a40_bf16.csv", "A40", 48, 0.0001, 0, 0, "", NULL},
+    {"gpt3-175b+a40_bf16.csv", "A40", 96, 0.0001, 0, 0, "", NULL},
+    {"bloom+a40_bf16.csv", "A40", 12, 0.0001, 364, 341, "measured", NULL},
+    {"bloom+a40_bf16.csv", "A40", 96, 0.0001, 0, 0, "", NULL},
+    {"gpt3-175b+a40_bf16.csv", "A40", 12, 0.001, 39, 38, "measured", NULL},
+    {"gpt3-175b+a100_sxm_bf16.csv", "A100", 12, 0.001, 53, 26, "measured", NULL},
+    {"gpt3-175b+a100_sxm_bf16.csv", "A100", 24, 0.001, 116, 114, "measured", NULL},
+    {"gpt3-175b+a100_sxm_bf16.csv", "A100", 96, 0.001, 0, 0, "", NULL},
+    {"gpt3-175b+a40_bf16.csv", "A40", 96, 0.0001, 0, 0, "", "interleaved-1f1b"},
+    {"gpt3-175b+a40_bf16.csv", "A40", 96, 0.0001, 0, 0, "", "zbv"},
 };
 
 static double now_s(void)
@@ -60,6 +64,12 @@ static int run_case(const char *data, const bench_case *c, int reps)
     erg_perseus_opts o;
     erg_perseus_opts_init(&o);
     o.unit_s = c->unit_s;
+    if (c->sched && erg_schedule_parse(c->sched, &o.schedule.kind, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    o.schedule.chunks = c->sched ? 2 : 0;
+    o.schedule.backward_split = 0.5;
     erg_blocking_power_w(c->gpu, &o.blocking_power_w, &err);
     double best_wall = 1e30, best_cpu = 1e30;
     size_t plans = 0;
@@ -80,13 +90,20 @@ static int run_case(const char *data, const bench_case *c, int reps)
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    int n = 2 * 8 * c->M;
+    erg_dag *dag = NULL;
+    if (erg_dag_new(&o.schedule, 8, c->M, &dag, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    int n = erg_dag_num_instrs(dag);
+    erg_dag_free(dag);
     char ratio[64] = "";
     if (c->ref_cpu_s > 0)
         snprintf(ratio, sizeof ratio, "%.0fx (CPU) / %.0fx (wall)", c->ref_cpu_s / best_cpu,
                  c->ref_wall_s / best_wall);
-    printf("| %s | %s | %d | %g ms | %zu | %.3f | %.3f | %.0f | %.2f | %.1f | %s |\n",
-           c->profile, c->gpu, c->M, c->unit_s * 1e3, plans, best_wall, best_cpu,
+    printf("| %s | %s | %s | %d | %d | %g ms | %zu | %.3f | %.3f | %.0f | %.2f | %.1f | %s |\n",
+           c->profile, c->gpu, c->sched ? c->sched : "1f1b", c->M, n, c->unit_s * 1e3, plans,
+           best_wall, best_cpu,
            (double)plans / best_wall, 1e9 * best_cpu / ((double)plans * n),
            (double)ru.ru_maxrss / 1024.0, ratio[0] ? ratio : "-");
     fflush(stdout);
@@ -105,12 +122,15 @@ int main(int argc, char **argv)
         printf("skipped: %s is absent (reference data not available)\n", dir);
         return 0;
     }
-    printf("| profile | GPU | M | unit | plans | wall s (best of %d) | CPU s | plans/s | ns per "
-           "plan x instruction | peak RSS MB | vs reference Python |\n",
+    printf("| profile | GPU | schedule | M | instructions | unit | plans | wall s (best of %d) | "
+           "CPU s | plans/s | ns per plan x instruction | peak RSS MB | vs reference Python |\n",
            reps);
-    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     fflush(stdout);
+    const char *only = getenv("BENCH_ONLY"); /* e.g. "zbv": run only cases of that schedule */
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (only && strcmp(only, cases[i].sched ? cases[i].sched : "1f1b") != 0)
+            continue;
         pid_t pid = fork();
         if (pid == 0)
             _exit(run_case(data, &cases[i], reps));

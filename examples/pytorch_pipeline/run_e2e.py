@@ -172,7 +172,10 @@ def main():
 def start_server(ergon, p):
     srv = subprocess.Popen([ergon, "serve", "--port", "0", "--db", p("server.sqlite"),
                             "--dump", p("dump"), "--scheduler", "InstructionProfiler",
-                            "--mode", "frequency", "--rank-timeout", "300"],
+                            "--mode", "frequency", "--rank-timeout", "300",
+                            # the Frontier job of step 5b names its frontier (under the output
+                            # directory); clients may name files only inside --plans-dir
+                            "--plans-dir", os.path.abspath(p())],
                            stdout=subprocess.PIPE, stderr=open(p("server.log"), "w"), text=True)
     line = srv.stdout.readline()
     if "listening on " not in line:

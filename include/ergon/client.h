@@ -65,6 +65,17 @@ ERG_API erg_status erg_client_instruction_begin(erg_client *c, erg_instr_kind ki
                                                 int microbatch);
 ERG_API erg_status erg_client_instruction_end(erg_client *c, erg_instr_kind kind,
                                               int microbatch);
+/* The same for multi-chunk and zero-bubble schedules: kind F, B, I or W (an
+ * OVERLAP_F_B step calls begin/end for each of its parts, which share one
+ * clock), chunk = the position of the pipeline stage among this rank's
+ * stages in ascending order (PyTorch's local stage order: loop placement
+ * stage rank + P*chunk; V shape: stage r is chunk 0, 2P-1-r chunk 1). The
+ * plain hooks are chunk 0. The logs keep kind and microbatch; profiles from
+ * logs use only F and B records. */
+ERG_API erg_status erg_client_instruction_begin_chunk(erg_client *c, erg_instr_kind kind,
+                                                      int chunk, int microbatch);
+ERG_API erg_status erg_client_instruction_end_chunk(erg_client *c, erg_instr_kind kind,
+                                                    int chunk, int microbatch);
 
 /* Wait (up to timeout_s) until every requested clock has been applied.
  * ERG_ETIMEOUT otherwise. Returns the clock thread's first error if it had

@@ -56,6 +56,7 @@ typedef struct erg_sim_work {
 } erg_sim_work;
 
 /* Work of (stage, kind) when `model` is split into num_stages stages with
+ * (kind: forward, backward, or the backward_input / backward_weight halves)
  * microbatches of microbatch_size sequences (0 = the model's default).
  * Layers are spread evenly; the last stage also runs the LM head (heavier),
  * the first the embedding. ERG_ENOTFOUND for an unknown model, ERG_EINVAL
@@ -74,6 +75,11 @@ ERG_API erg_status erg_sim_eval(const erg_sim_gpu_info *gpu, const erg_sim_work 
 /* A whole stage profile from the model: every supported clock from the max
  * down to min_freq_mhz (0 = the GPU's profile_min_freq_mhz), forward and
  * backward of every stage. The caller frees *out with erg_profile_free. */
+/* The same; with split_backward also backward_input and backward_weight
+ * rows (the zero-bubble split, docs/sim-gpu.md). */
+ERG_API erg_status erg_sim_profile_kinds(const char *gpu, const char *model, int num_stages,
+                                         int microbatch_size, int min_freq_mhz,
+                                         int split_backward, erg_profile **out, erg_error *err);
 ERG_API erg_status erg_sim_profile(const char *gpu, const char *model, int num_stages,
                                    int microbatch_size, int min_freq_mhz, erg_profile **out,
                                    erg_error *err);

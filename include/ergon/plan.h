@@ -9,9 +9,10 @@
 extern "C" {
 #endif
 
-/* Opaque plan for S stages x M microbatches on a schedule. Clocks are stored
- * per stage in the stage's execution order (2M each), as the
- * freqs_pipeline_%05d.py files list them. */
+/* Opaque plan for S stages (= ranks, GPUs) x M microbatches on a schedule.
+ * Clocks are stored per rank in the rank's execution order (2M each for the
+ * one-stage-per-rank F/B schedules; the rank's instruction count in general),
+ * as the freqs_pipeline_%05d.py files list them. */
 typedef struct erg_plan erg_plan;
 
 /* A plan with every clock 0 (unset). */
@@ -23,7 +24,11 @@ ERG_API void erg_plan_free(erg_plan *plan);
 ERG_API int erg_plan_num_stages(const erg_plan *plan);
 ERG_API int erg_plan_num_microbatches(const erg_plan *plan);
 ERG_API erg_schedule erg_plan_schedule(const erg_plan *plan);
-/* The 2M clocks of a stage in execution order (NULL if out of range). */
+/* The rank's instructions (the plan's own order; ERG_SCHED_FILE plans carry it). */
+ERG_API const erg_order *erg_plan_order(const erg_plan *plan);
+/* Number of clocks of a rank (its instruction count; 0 if out of range). */
+ERG_API int erg_plan_stage_len(const erg_plan *plan, int stage);
+/* The clocks of a rank in execution order (NULL if out of range). */
 ERG_API int *erg_plan_stage_freqs(erg_plan *plan, int stage);
 ERG_API const int *erg_plan_stage_freqs_const(const erg_plan *plan, int stage);
 /* Clock of (stage, kind, microbatch); 0 if out of range. */
@@ -39,8 +44,9 @@ ERG_API const char *erg_plan_method(const erg_plan *plan);
 
 /* Read a plan file: our JSON format (docs/formats.md) or the Perseus/Zeus
  * `freqs_pipeline_%05d.py` Python literal (parsed as data, never evaluated).
- * For .py files the schedule and M come from `sched_hint` (NULL = 1F1B) and
- * the row lengths; errors name the file, line and column. */
+ * For .py files the schedule comes from `sched_hint` (NULL = 1F1B) and M is
+ * the one whose orders have the rows' lengths; errors name the file, line and
+ * column. */
 ERG_API erg_status erg_plan_read(const char *path, const erg_schedule *sched_hint,
                                  erg_plan **out, erg_error *err);
 ERG_API erg_status erg_plan_parse(const char *text, size_t len, const char *name,

@@ -29,6 +29,10 @@ typedef struct erg_perseus_opts {
     /* P2P transfer on every cross-stage edge, a fixed-duration dependency
      * (rounded to whole units; default 0 = lowtime-spec's zero-time edges). */
     double transfer_time_s;
+    /* Refuse (ERG_EINVAL, before planning, with the estimate) when the
+     * frontier would hold more than this many plans; 0 (default): no limit.
+     * The estimate is the slowest minus the fastest iteration in units. */
+    uint64_t max_plans;
 } erg_perseus_opts;
 
 ERG_API void erg_perseus_opts_init(erg_perseus_opts *opts);
@@ -66,9 +70,13 @@ ERG_API erg_status erg_frontier_plan(const erg_frontier *f, size_t index, erg_pl
 /* Which files erg_frontier_write_dir writes. */
 enum {
     ERG_FRONTIER_CSV = 1,  /* frontier.csv: time,energy (the published format) */
-    ERG_FRONTIER_PY = 2,   /* freqs_pipeline_%05d.py: Perseus/Zeus plan files */
+    ERG_FRONTIER_PY = 2,   /* freqs_pipeline_%05d.py: Perseus/Merak plan files (lists of ints) */
     ERG_FRONTIER_JSON = 4, /* plan_%05d.json: our plan format */
     ERG_FRONTIER_ALL = 7,
+    /* freqs_pipeline_%05d.py in Zeus PFO's format: per stage a list of
+     * ("forward"|"backward", clock) tuples (exclusive with ERG_FRONTIER_PY:
+     * same file names). */
+    ERG_FRONTIER_ZEUS_PY = 8,
 };
 /* Write the frontier into `dir` (created; existing files are replaced). */
 ERG_API erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int what,

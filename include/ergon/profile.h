@@ -11,9 +11,16 @@ extern "C" {
 /* Instruction kinds a pipeline stage runs. */
 typedef enum erg_instr_kind {
     ERG_FORWARD = 0,
-    ERG_BACKWARD = 1,
+    ERG_BACKWARD = 1,         /* full backward (B) */
+    ERG_BACKWARD_INPUT = 2,   /* zero-bubble backward for inputs (I) */
+    ERG_BACKWARD_WEIGHT = 3,  /* zero-bubble backward for weights (W) */
+    ERG_OVERLAP_F_B = 4,      /* DualPipeV: a forward and a backward run as one step
+                                 (pipeline.h; never a profile row) */
 } erg_instr_kind;
-#define ERG_NUM_INSTR_KINDS 2
+/* Kinds a profile stores rows for: forward, backward, and optionally
+ * backward_input / backward_weight (zero-bubble I and W; where a stage lacks
+ * them, pipeline.h's cost helper derives them from backward). */
+#define ERG_NUM_INSTR_KINDS 4
 
 /* "forward" / "backward". */
 ERG_API const char *erg_instr_kind_name(erg_instr_kind kind);
@@ -25,6 +32,15 @@ typedef struct erg_profile_point {
     double energy_j; /* Mean GPU energy of one instruction. */
 } erg_profile_point;
 
+/* Physical bounds on a profile point (rows outside are rejected, naming the
+ * bound): a clock in [1, 10000] MHz, a time in [1 ns, 1 day], an energy in
+ * [0, 1e9 J] and an average power (energy / time) of at most 100 kW. */
+#define ERG_PROFILE_MAX_FREQ_MHZ 10000
+#define ERG_PROFILE_MIN_TIME_S 1e-9
+#define ERG_PROFILE_MAX_TIME_S 86400.0
+#define ERG_PROFILE_MAX_ENERGY_J 1e9
+#define ERG_PROFILE_MAX_POWER_W 1e5
+
 /* Opaque profile: for every stage and instruction kind, the points in the
  * order they were added (file order). Not thread-safe for writers; readers of
  * a finished profile may share it. */
@@ -32,10 +48,14 @@ typedef struct erg_profile erg_profile;
 
 /* Read the Perseus/Zeus stage-profile CSV: header with the columns
  * `stage,instruction,frequency,time,energy` (any order, extra columns and
- * instruction kinds other than forward/backward are ignored). Rejected with
- * ERG_EPARSE and "file:line: what is wrong": missing column, non-numeric or
- * negative value, duplicate (stage, instruction, frequency), a gap in the stage
- * numbers, a stage without forward or backward rows, an empty file. */
+ * instruction kinds other than forward, backward, backward_input and
+ * backward_weight are ignored; a UTF-8 byte order mark is skipped). Rejected
+ * with ERG_EPARSE and "file:line: what is wrong": missing column, a value that
+ * is not a decimal number (hexadecimal included), a value outside the
+ * physical bounds above (naming the bound), a duplicate (stage, instruction,
+ * frequency), a gap in the stage numbers, a stage without forward or backward
+ * rows, a stage with backward_input but no backward_weight rows (or the
+ * reverse), an empty file. */
 ERG_API erg_status erg_profile_read_csv(const char *path, erg_profile **out, erg_error *err);
 /* The same on an in-memory text; `name` is used in messages. */
 ERG_API erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
@@ -46,7 +66,8 @@ ERG_API erg_status erg_profile_write_csv(const erg_profile *p, const char *path,
 
 /* An empty profile, for building one (simulator, client logs). */
 ERG_API erg_status erg_profile_new(erg_profile **out, erg_error *err);
-/* Add a point; fails with ERG_EINVAL on a duplicate or a negative value. */
+/* Add a point; fails with ERG_EINVAL on a duplicate or a value outside the
+ * physical bounds above. */
 ERG_API erg_status erg_profile_add(erg_profile *p, int stage, erg_instr_kind kind,
                                    const erg_profile_point *pt, erg_error *err);
 /* Check the whole profile is usable (stages 0..n-1, each with forward and

@@ -38,11 +38,24 @@ typedef struct erg_server_opts {
     double job_idle_timeout_s;   /* Jobs without requests for this long are evicted (604800). */
     double connection_timeout_s; /* Idle/slow HTTP connections are closed after this (30). */
     size_t max_body_bytes;       /* Larger request bodies get 413 (default 16 MiB). */
-    unsigned max_connections;    /* Concurrent connections (default 4096). */
+    unsigned max_connections;    /* Concurrent connections (default 4096; at most the
+                                    descriptor limit less 128). */
+    unsigned max_connections_per_ip; /* Of those, from one address (0 = half of them). */
     int max_jobs;                /* Jobs held at once; more get 503 (default 1000). */
     bool durable_sync;           /* SQLite synchronous=FULL (power-loss safe) instead of NORMAL. */
+    /* Directories whose files clients may name in per-job scheduler arguments
+     * (solution_path, frontier_dir, ...); none by default: only the start-up
+     * scheduler_args may name files. */
+    const char *const *plans_dirs;
+    size_t n_plans_dirs;
     erg_log_fn log;              /* Optional log sink (NULL = no logs). */
     void *log_user;
+    /* Zeus PFO jobs (docs/zeus-protocol.md): their scheduler class
+     * (PointSolution, PointSolution3D, InstructionProfiler(3D)) and its
+     * arguments as a JSON object. Both NULL (default): Zeus jobs are refused
+     * with a message saying how to configure them. */
+    const char *zeus_scheduler;
+    const char *zeus_scheduler_args;
 } erg_server_opts;
 
 ERG_API void erg_server_opts_init(erg_server_opts *opts);

@@ -16,14 +16,21 @@ See ergon.integration for wrapping a pipeline engine's forward/backward calls.
 """
 import ctypes
 import ctypes.util
+import operator
 import os
 
-__all__ = ["ErgonError", "Gpu", "Client", "FORWARD", "BACKWARD", "load_library",
+from . import _libfind
+
+__all__ = ["ErgonError", "Gpu", "Client", "FORWARD", "BACKWARD", "BACKWARD_INPUT",
+           "BACKWARD_WEIGHT", "load_library",
            "version", "profile_from_logs", "sim_profile", "Schedule", "schedule_order",
            "plan_schedule", "SCHED_1F1B", "SCHED_GPIPE", "SCHED_ENVPIPE"]
 
 FORWARD = 0
 BACKWARD = 1
+#: zero-bubble halves of the backward (erg_instr_kind)
+BACKWARD_INPUT = 2
+BACKWARD_WEIGHT = 3
 
 #: libergon version this binding was written for (major, minor).
 API_VERSION = (0, 1)
@@ -37,6 +44,12 @@ _STATUS_NAMES = {0: "OK", 1: "EINVAL", 2: "EPARSE", 3: "EIO", 4: "ENOMEM", 5: "E
 SCHED_1F1B = 0
 SCHED_GPIPE = 1
 SCHED_ENVPIPE = 2
+SCHED_INTERLEAVED_1F1B = 3
+SCHED_LOOPED_BFS = 4
+SCHED_INTERLEAVED_ZB = 5
+SCHED_ZBV = 6
+SCHED_DUALPIPEV = 7
+SCHED_FILE = 8
 #: ERG_SCHED_MAX_STAGES: stages whose extra warm-up an EnvPipe schedule carries.
 SCHED_MAX_STAGES = 64
 
@@ -60,40 +73,56 @@ class _Error(ctypes.Structure):
 
 
 class _Schedule(ctypes.Structure):
+    # mirrors erg_schedule in pipeline.h (layout must match)
     _fields_ = [("kind", ctypes.c_int), ("max_inflight", ctypes.c_int),
-                ("extra_warmup", ctypes.c_int * SCHED_MAX_STAGES)]
+                ("extra_warmup", ctypes.c_int * SCHED_MAX_STAGES),
+                ("chunks", ctypes.c_int), ("order", ctypes.c_void_p),
+                ("p2p_time_s", ctypes.c_double), ("backward_split", ctypes.c_double)]
 
 
 class _Instr(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_int), ("microbatch", ctypes.c_int)]
+    # mirrors erg_instr in pipeline.h: kind, microbatch, stage, and the
+    # backward part of an OVERLAP_F_B
+    _fields_ = [("kind", ctypes.c_int), ("microbatch", ctypes.c_int), ("stage", ctypes.c_int),
+                ("kind2", ctypes.c_int), ("stage2", ctypes.c_int), ("microbatch2", ctypes.c_int)]
 
 
 _lib = None
+
+_INT_MIN, _INT_MAX = -2 ** 31, 2 ** 31 - 1
+_UINT_MAX = 2 ** 32 - 1
+
+
+def _int(name, value, lo=_INT_MIN, hi=_INT_MAX):
+    """Check an argument bound for a C int before ctypes truncates it (ctypes keeps
+    the low 32 bits: 2**32 + 1200 would reach libergon as 1200). Returns the int;
+    raises TypeError for a non-integer and ValueError outside [lo, hi] (the C
+    type's range; what a valid value is, libergon checks: ErgonError)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = operator.index(value)  # numpy integers and the like
+        except TypeError:
+            raise TypeError("%s must be an integer, got %r" % (name, value)) from None
+    if not lo <= value <= hi:
+        raise ValueError("%s = %d is out of range [%d, %d]" % (name, value, lo, hi))
+    return value
+
 
 # erg_iteration_fn: erg_status (*)(void *user, erg_client *c)
 _ITER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
 
 def load_library(path=None):
-    """Load libergon: `path`, $ERGON_LIBRARY, or libergon.so(.0) on the loader path."""
+    """Load libergon: `path`, $ERGON_LIBRARY, the directory it was installed to (packages,
+    `make install`), or libergon.so.0 on the loader path. Raises ErgonError(ENOGPU) naming
+    what to install when there is none."""
     global _lib
     if _lib is not None and path is None:
         return _lib
-    cands = [path] if path else []
-    if os.environ.get("ERGON_LIBRARY"):
-        cands.append(os.environ["ERGON_LIBRARY"])
-    cands += ["libergon.so.0", "libergon.so", ctypes.util.find_library("ergon")]
-    last = None
-    for c in cands:
-        if not c:
-            continue
-        try:
-            lib = ctypes.CDLL(c)
-            break
-        except OSError as e:
-            last = e
-    else:
-        raise ErgonError(10, "cannot load libergon (set ERGON_LIBRARY): %s" % last)
+    try:
+        lib = _libfind.load(path)
+    except OSError as e:
+        raise ErgonError(10, str(e)) from None
     _declare(lib)
     ver = lib.erg_version().decode()
     major, minor = (int(x) for x in ver.split(".")[:2])
@@ -126,6 +155,8 @@ def _declare(lib):
         "erg_client_step_end": (I, [P, ctypes.POINTER(D), ctypes.POINTER(D)]),
         "erg_client_instruction_begin": (I, [P, I, I]),
         "erg_client_instruction_end": (I, [P, I, I]),
+        "erg_client_instruction_begin_chunk": (I, [P, I, I, I]),
+        "erg_client_instruction_end_chunk": (I, [P, I, I, I]),
         "erg_client_sync": (I, [P, D, E]),
         "erg_client_active_clock": (I, [P]),
         "erg_client_clock_changes": (ctypes.c_uint64, [P]),
@@ -192,14 +223,15 @@ class Gpu:
     def name(self, dev=0):
         buf = ctypes.create_string_buffer(256)
         err = _Error()
-        _check(self._lib.erg_gpu_name(self.handle, dev, buf, 256, ctypes.byref(err)), err)
+        _check(self._lib.erg_gpu_name(self.handle, _int("dev", dev), buf, 256, ctypes.byref(err)),
+               err)
         return buf.value.decode()
 
     def sm_clocks(self, dev=0):
         p = ctypes.POINTER(ctypes.c_int)()
         n = ctypes.c_size_t()
         err = _Error()
-        _check(self._lib.erg_gpu_sm_clocks(self.handle, dev, ctypes.byref(p), ctypes.byref(n),
+        _check(self._lib.erg_gpu_sm_clocks(self.handle, _int("dev", dev), ctypes.byref(p), ctypes.byref(n),
                                            ctypes.byref(err)), err)
         try:
             return [p[i] for i in range(n.value)]
@@ -207,24 +239,31 @@ class Gpu:
             self._lib.erg_free(p)
 
     def lock_sm_clock(self, dev, mhz):
+        """Lock device `dev`'s SM clock to `mhz`. ValueError for an int beyond a C int
+        (it would be truncated to 32 bits on its way to C), ErgonError for a clock the
+        GPU does not support."""
+        dev, mhz = _int("dev", dev), _int("mhz", mhz)
         err = _Error()
         _check(self._lib.erg_gpu_lock_sm_clocks(self.handle, dev, mhz, mhz, ctypes.byref(err)), err)
 
     def reset_sm_clocks(self, dev=0):
         err = _Error()
-        _check(self._lib.erg_gpu_reset_sm_clocks(self.handle, dev, ctypes.byref(err)), err)
+        _check(self._lib.erg_gpu_reset_sm_clocks(self.handle, _int("dev", dev), ctypes.byref(err)),
+               err)
 
     def energy_mj(self, dev=0):
         v = ctypes.c_uint64()
         err = _Error()
-        _check(self._lib.erg_gpu_energy_mj(self.handle, dev, ctypes.byref(v), ctypes.byref(err)), err)
+        _check(self._lib.erg_gpu_energy_mj(self.handle, _int("dev", dev), ctypes.byref(v),
+                                           ctypes.byref(err)), err)
         return v.value
 
     def sim_set_activity(self, dev, busy, kind=FORWARD):
         """Simulated GPU only: mark an instruction running (returns its time in s) or idle."""
         t = ctypes.c_double()
         err = _Error()
-        _check(self._lib.erg_gpu_sim_set_activity(self.handle, dev, busy, kind, ctypes.byref(t),
+        _check(self._lib.erg_gpu_sim_set_activity(self.handle, _int("dev", dev), bool(busy),
+                                                  _int("kind", kind), ctypes.byref(t),
                                                   ctypes.byref(err)), err)
         return t.value
 
@@ -257,8 +296,9 @@ class Client:
         self._gpu = gpu
         self._h = ctypes.c_void_p()
         err = _Error()
-        _check(self._lib.erg_client_new(gpu.handle, device, rank,
-                                        log_dir.encode() if log_dir else None, flags,
+        _check(self._lib.erg_client_new(gpu.handle, _int("device", device), _int("rank", rank),
+                                        os.fspath(log_dir).encode() if log_dir else None,
+                                        _int("flags", flags, 0, _UINT_MAX),
                                         ctypes.byref(self._h), ctypes.byref(err)), err)
         gpu._clients.append(self)
 
@@ -270,12 +310,14 @@ class Client:
 
     def load_plan(self, path, stage):
         err = _Error()
-        _check(self._lib.erg_client_load_plan(self.handle, os.fspath(path).encode(), stage,
+        _check(self._lib.erg_client_load_plan(self.handle, os.fspath(path).encode(),
+                                              _int("stage", stage),
                                               ctypes.byref(err)), err)
 
     def set_uniform_clock(self, mhz):
         err = _Error()
-        _check(self._lib.erg_client_set_uniform_clock(self.handle, mhz, ctypes.byref(err)), err)
+        _check(self._lib.erg_client_set_uniform_clock(self.handle, _int("mhz", mhz),
+                                                      ctypes.byref(err)), err)
 
     def step_begin(self):
         _check(self._lib.erg_client_step_begin(self.handle), what="step_begin out of order")
@@ -287,12 +329,25 @@ class Client:
         return t.value, e.value
 
     def instruction_begin(self, kind, microbatch):
+        kind, microbatch = _int("kind", kind), _int("microbatch", microbatch)
         _check(self._lib.erg_client_instruction_begin(self.handle, kind, microbatch),
                what="instruction_begin(%d, %d) refused" % (kind, microbatch))
 
     def instruction_end(self, kind, microbatch):
+        kind, microbatch = _int("kind", kind), _int("microbatch", microbatch)
         _check(self._lib.erg_client_instruction_end(self.handle, kind, microbatch),
                what="instruction_end(%d, %d) does not match the open instruction" % (kind, microbatch))
+
+    def instruction_begin_chunk(self, kind, chunk, microbatch):
+        """Multi-chunk / zero-bubble schedules: kind FORWARD, BACKWARD, BACKWARD_INPUT or
+        BACKWARD_WEIGHT of this rank's chunk `chunk` (its stages in ascending order)."""
+        _check(self._lib.erg_client_instruction_begin_chunk(self.handle, kind, chunk, microbatch),
+               what="instruction_begin_chunk(%d, %d, %d) refused" % (kind, chunk, microbatch))
+
+    def instruction_end_chunk(self, kind, chunk, microbatch):
+        _check(self._lib.erg_client_instruction_end_chunk(self.handle, kind, chunk, microbatch),
+               what="instruction_end_chunk(%d, %d, %d) does not match the open instruction"
+               % (kind, chunk, microbatch))
 
     def sync(self, timeout_s=30.0):
         err = _Error()
@@ -316,6 +371,8 @@ class Client:
         blocking_s is 0). An exception raised by run_iteration stops the sweep and is
         re-raised."""
         lib = self._lib
+        stage, min_freq_mhz = _int("stage", stage), _int("min_freq_mhz", min_freq_mhz)
+        iters = _int("iters", iters)
         raised = []
 
         def cb(user, handle):
@@ -388,9 +445,9 @@ class Schedule:
             kind = k.value
         if len(extra_warmup) > SCHED_MAX_STAGES:
             raise ErgonError(1, "at most %d extra warm-up values" % SCHED_MAX_STAGES)
-        self.kind = int(kind)
-        self.extra_warmup = [int(r) for r in extra_warmup]
-        self.max_inflight = int(max_inflight)
+        self.kind = _int("kind", kind)
+        self.extra_warmup = [_int("extra_warmup[%d]" % i, r) for i, r in enumerate(extra_warmup)]
+        self.max_inflight = _int("max_inflight", max_inflight)
 
     @property
     def name(self):
@@ -420,6 +477,8 @@ def schedule_order(schedule, num_stages, num_microbatches, stage):
     lib = load_library()
     if not isinstance(schedule, Schedule):
         schedule = Schedule(schedule)
+    num_stages, stage = _int("num_stages", num_stages), _int("stage", stage)
+    num_microbatches = _int("num_microbatches", num_microbatches)
     if num_microbatches < 1 or num_microbatches > (1 << 24):
         raise ErgonError(1, "number of microbatches out of range: %d" % num_microbatches)
     st = schedule._struct()
@@ -452,7 +511,8 @@ def profile_from_logs(log_dir, out_csv, num_stages=0):
     lib = load_library()
     p = ctypes.c_void_p()
     err = _Error()
-    _check(lib.erg_profile_from_logs(os.fspath(log_dir).encode(), num_stages, ctypes.byref(p),
+    _check(lib.erg_profile_from_logs(os.fspath(log_dir).encode(), _int("num_stages", num_stages),
+                                     ctypes.byref(p),
                                      ctypes.byref(err)), err)
     try:
         _check(lib.erg_profile_write_csv(p, os.fspath(out_csv).encode(), ctypes.byref(err)), err)
@@ -466,8 +526,10 @@ def sim_profile(gpu, model, stages, out_csv, microbatch_size=0, min_freq_mhz=0):
     lib = load_library()
     p = ctypes.c_void_p()
     err = _Error()
-    _check(lib.erg_sim_profile(gpu.encode(), model.encode(), stages, microbatch_size,
-                               min_freq_mhz, ctypes.byref(p), ctypes.byref(err)), err)
+    _check(lib.erg_sim_profile(gpu.encode(), model.encode(), _int("stages", stages),
+                               _int("microbatch_size", microbatch_size),
+                               _int("min_freq_mhz", min_freq_mhz), ctypes.byref(p),
+                               ctypes.byref(err)), err)
     try:
         _check(lib.erg_profile_write_csv(p, os.fspath(out_csv).encode(), ctypes.byref(err)), err)
     finally:

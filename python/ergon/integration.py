@@ -19,9 +19,9 @@ docs/runtime.md: a device-wide sync can deadlock with pending P2P sends).
 import contextlib
 import functools
 
-from . import BACKWARD, FORWARD
+from . import BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD
 
-__all__ = ["PipelineHooks", "instrument_deepspeed"]
+__all__ = ["PipelineHooks", "PipeliningStageHooks", "instrument_deepspeed"]
 
 
 class PipelineHooks:
@@ -93,3 +93,77 @@ def instrument_deepspeed(engine, client, sync=None):
 
     engine.train_batch = wrapped_train_batch
     return hooks
+
+
+class PipeliningStageHooks:
+    """Wrap the stages of torch.distributed.pipelining (this rank's stage objects) so that
+    every schedule PyTorch runs (GPipe, 1F1B, Interleaved1F1B, LoopedBFS,
+    InterleavedZeroBubble, ZBVZeroBubble, DualPipeV) runs each instruction at its planned
+    clock. Each stage's forward_one_chunk(mb, ...), backward_one_chunk(mb, ...,
+    full_backward=...) and backward_weight_one_chunk(mb, ...) are replaced, in place, by
+    wrappers that call the client's kind + chunk hooks: F, B (full_backward=True) or I
+    (full_backward=False), and W. The chunk of a stage is its position among this rank's
+    stage_index values in ascending order (ergon's chunk numbering, client.h). An
+    OVERLAP_F_B step runs its forward and its backward one after the other, each through
+    its hook, at the step's one planned clock. Load a JSON plan (it names the schedule).
+
+        hooks = PipeliningStageHooks(client, stages, sync=torch.cuda.current_stream().synchronize)
+        for batch in data:
+            with hooks.step():
+                schedule.step(batch, target=target)
+    """
+
+    def __init__(self, client, stages, sync=None):
+        self.client = client
+        self.sync = sync
+        self.last_step = None
+        order = sorted(int(s.stage_index) for s in stages)
+        if len(set(order)) != len(order):
+            raise ValueError("two stages with the same stage_index: %r" % order)
+        for stage in stages:
+            self._wrap_stage(stage, order.index(int(stage.stage_index)))
+
+    @contextlib.contextmanager
+    def step(self):
+        self.client.step_begin()
+        try:
+            yield self
+        finally:
+            self.last_step = self.client.step_end()
+
+    def _run(self, kind, chunk, mb, fn, args, kwargs):
+        if self.sync:
+            self.sync()
+        self.client.instruction_begin_chunk(kind, chunk, mb)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if self.sync:
+                self.sync()
+            self.client.instruction_end_chunk(kind, chunk, mb)
+
+    def _wrap_stage(self, stage, chunk):
+        fwd = stage.forward_one_chunk
+        bwd = stage.backward_one_chunk
+        wgt = getattr(stage, "backward_weight_one_chunk", None)
+
+        @functools.wraps(fwd)
+        def forward_one_chunk(fwd_chunk_id, *args, **kwargs):
+            return self._run(FORWARD, chunk, int(fwd_chunk_id), fwd, (fwd_chunk_id,) + args,
+                             kwargs)
+
+        @functools.wraps(bwd)
+        def backward_one_chunk(bwd_chunk_id, *args, **kwargs):
+            full = kwargs.get("full_backward", True)
+            kind = BACKWARD if full else BACKWARD_INPUT
+            return self._run(kind, chunk, int(bwd_chunk_id), bwd, (bwd_chunk_id,) + args, kwargs)
+
+        stage.forward_one_chunk = forward_one_chunk
+        stage.backward_one_chunk = backward_one_chunk
+        if wgt is not None:
+            @functools.wraps(wgt)
+            def backward_weight_one_chunk(bwd_chunk_id, *args, **kwargs):
+                return self._run(BACKWARD_WEIGHT, chunk, int(bwd_chunk_id), wgt,
+                                 (bwd_chunk_id,) + args, kwargs)
+
+            stage.backward_weight_one_chunk = backward_weight_one_chunk

@@ -16,13 +16,16 @@ Talks to `ergon serve` over its /v1 API with retries and exponential backoff:
         ...run the window, then:
         c.report(job, window, rank=0, iterations=[(time_s, energy_j, {"forward": [(t, e), ...]})])
 
-The library is found like the rest of the binding: $ERGON_LIBRARY, else libergon.so(.0)
-on the loader path.
+The library is found like the rest of the binding (ergon._libfind): $ERGON_LIBRARY, the
+directory it was installed to, else libergon.so.0 on the loader path.
 """
 import ctypes
-import ctypes.util
 import math
-import os
+
+try:
+    from . import _libfind
+except ImportError:  # pragma: no cover - standalone use, next to _libfind.py
+    import _libfind  # type: ignore
 
 __all__ = ["ServerClient", "ServerError"]
 
@@ -65,19 +68,10 @@ def _load():
     global _lib
     if _lib is not None:
         return _lib
-    cands = [os.environ.get("ERGON_LIBRARY"), "libergon.so.0", "libergon.so",
-             ctypes.util.find_library("ergon")]
-    last = None
-    for c in cands:
-        if not c:
-            continue
-        try:
-            lib = ctypes.CDLL(c)
-            break
-        except OSError as e:
-            last = e
-    else:
-        raise ServerError(10, "cannot load libergon (set ERGON_LIBRARY): %s" % last)
+    try:
+        lib = _libfind.load()
+    except OSError as e:
+        raise ServerError(10, str(e)) from None
     P, I, D, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_char_p
     E = ctypes.POINTER(_Error)
     sigs = {
@@ -99,6 +93,7 @@ def _load():
         "erg_srv_client_heartbeat": (I, [P, S, I, E]),
         "erg_srv_client_end_job": (I, [P, S, ctypes.c_bool, S, E]),
         "erg_srv_client_set_straggler": (I, [P, S, D, D, E]),
+        "erg_srv_client_request": (I, [P, S, S, S, ctypes.POINTER(I), ctypes.POINTER(P), E]),
         "erg_free": (None, [P]),
     }
     for name, (res, args) in sigs.items():
@@ -205,6 +200,19 @@ class ServerClient:
             self._call(_lib.erg_srv_client_report, self._h, _b(job_id), window, r)
         finally:
             _lib.erg_srv_result_free(r)
+
+    def request(self, method, path, body=None):
+        """Any request with the client's retry policy (transport errors and 502/503/504
+        are retried with backoff): returns (HTTP status, response text)."""
+        status = ctypes.c_int()
+        out = ctypes.c_void_p()
+        self._call(_lib.erg_srv_client_request, self._h, _b(method), _b(path), _b(body),
+                   ctypes.byref(status), ctypes.byref(out))
+        text = ""
+        if out.value:
+            text = ctypes.cast(out, ctypes.c_char_p).value.decode(errors="replace")
+            _lib.erg_free(out)
+        return status.value, text
 
     def heartbeat(self, job_id, rank):
         self._call(_lib.erg_srv_client_heartbeat, self._h, _b(job_id), rank)

@@ -67,9 +67,10 @@ struct erg_client {
     char *log_dir;
     unsigned flags;
 
-    /* plan: clocks[kind * M + microbatch] */
+    /* plan: clocks[(chunk * 4 + kind) * M + microbatch]; chunk = position of
+     * the pipeline stage among this rank's stages (ascending), kind F/B/I/W */
     int *clocks;
-    int num_mb;
+    int num_mb, num_chunks;
     int uniform_clock;
 
     /* queue */
@@ -569,22 +570,54 @@ erg_status erg_client_set_plan(erg_client *c, const erg_plan *plan, int stage, e
     if (stage < 0 || stage >= S)
         return erg_error_set(err, ERG_EINVAL, "stage %d is not in the plan's [0, %d]", stage,
                              S - 1);
-    int *clocks = erg__calloc((size_t)2 * (size_t)M, sizeof *clocks);
+    /* This rank's pipeline stages (its chunks), ascending, from its order. */
+    const erg_instr *v;
+    int n = erg_order_rank(erg_plan_order(plan), stage, &v);
+    int chunk_stage[64], V = 0;
+    const int *fr = erg_plan_stage_freqs_const(plan, stage);
+    for (int k = 0; k < n; k++)
+        for (int p = 0; p < (v[k].kind == ERG_OVERLAP_F_B ? 2 : 1); p++) {
+            int st = p ? v[k].stage2 : v[k].stage, seen = 0;
+            for (int i = 0; i < V; i++)
+                seen |= chunk_stage[i] == st;
+            if (!seen) {
+                if (V == 64)
+                    return erg_error_set(err, ERG_EINVAL, "more than 64 chunks on rank %d", stage);
+                int i = V++;
+                while (i > 0 && chunk_stage[i - 1] > st) {
+                    chunk_stage[i] = chunk_stage[i - 1];
+                    i--;
+                }
+                chunk_stage[i] = st;
+            }
+        }
+    if (V == 0)
+        V = 1, chunk_stage[0] = stage;
+    int *clocks = erg__calloc((size_t)V * 4 * (size_t)M, sizeof *clocks);
     if (!clocks)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    for (int k = 0; k < 2; k++)
-        for (int m = 0; m < M; m++) {
-            int f = erg_plan_freq(plan, stage, (erg_instr_kind)k, m);
-            erg_status st = f > 0 ? check_clock_supported(c, f, err) : ERG_OK;
-            if (st) {
-                erg__free(clocks);
-                return st;
-            }
-            clocks[k * M + m] = f;
+    for (int k = 0; k < n; k++) {
+        int f = fr[k];
+        erg_status st = f > 0 ? check_clock_supported(c, f, err) : ERG_OK;
+        if (st) {
+            erg__free(clocks);
+            return st;
         }
+        for (int p = 0; p < (v[k].kind == ERG_OVERLAP_F_B ? 2 : 1); p++) {
+            int sg = p ? v[k].stage2 : v[k].stage, ch = 0;
+            erg_instr_kind kd = p ? v[k].kind2 : v[k].kind == ERG_OVERLAP_F_B ? ERG_FORWARD
+                                                                             : v[k].kind;
+            int mb = p ? v[k].microbatch2 : v[k].microbatch;
+            while (ch < V && chunk_stage[ch] != sg)
+                ch++;
+            if ((unsigned)kd < 4 && mb >= 0 && mb < M)
+                clocks[((size_t)ch * 4 + kd) * M + mb] = f;
+        }
+    }
     erg__free(c->clocks);
     c->clocks = clocks;
     c->num_mb = M;
+    c->num_chunks = V;
     c->uniform_clock = 0;
     return ERG_OK;
 }
@@ -614,6 +647,7 @@ erg_status erg_client_set_uniform_clock(erg_client *c, int freq_mhz, erg_error *
     erg__free(c->clocks);
     c->clocks = NULL;
     c->num_mb = 0;
+    c->num_chunks = 0;
     c->uniform_clock = freq_mhz;
     if (freq_mhz > 0)
         request_clock(c, freq_mhz);
@@ -656,14 +690,21 @@ erg_status erg_client_step_end(erg_client *c, double *time_s, double *energy_j)
 
 erg_status erg_client_instruction_begin(erg_client *c, erg_instr_kind kind, int microbatch)
 {
+    return erg_client_instruction_begin_chunk(c, kind, 0, microbatch);
+}
+
+erg_status erg_client_instruction_begin_chunk(erg_client *c, erg_instr_kind kind, int chunk,
+                                              int microbatch)
+{
     if (!c)
         return ERG_EINVAL;
     if (c->in_instr)
         return ERG_ESTATE;
-    if ((kind != ERG_FORWARD && kind != ERG_BACKWARD) || microbatch < 0 ||
-        (c->clocks && microbatch >= c->num_mb))
+    if ((unsigned)kind > ERG_BACKWARD_WEIGHT || microbatch < 0 || chunk < 0 ||
+        (c->clocks && (microbatch >= c->num_mb || chunk >= c->num_chunks)))
         return ERG_EINVAL;
-    int f = c->clocks ? c->clocks[kind * c->num_mb + microbatch] : c->uniform_clock;
+    int f = c->clocks ? c->clocks[((size_t)chunk * 4 + kind) * c->num_mb + microbatch]
+                      : c->uniform_clock;
     if (f > 0)
         request_clock(c, f);
     size_t idx = atomic_load_explicit(&c->nrecs, memory_order_relaxed);
@@ -691,6 +732,13 @@ erg_status erg_client_instruction_begin(erg_client *c, erg_instr_kind kind, int 
 
 erg_status erg_client_instruction_end(erg_client *c, erg_instr_kind kind, int microbatch)
 {
+    return erg_client_instruction_end_chunk(c, kind, 0, microbatch);
+}
+
+erg_status erg_client_instruction_end_chunk(erg_client *c, erg_instr_kind kind, int chunk,
+                                            int microbatch)
+{
+    (void)chunk; /* the record holds kind and microbatch (client logs profile F/B only) */
     if (!c)
         return ERG_EINVAL;
     if (!c->in_instr)

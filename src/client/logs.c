@@ -2,6 +2,7 @@
 #include "client/client_internal.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,8 @@ erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec 
         g[k].energy_sum += e;
         g[k].used++;
     }
-    qsort(g, ng, sizeof *g, cmp_group);
+    if (ng > 1) /* g is NULL when no record counted: qsort(NULL, 0) is undefined */
+        qsort(g, ng, sizeof *g, cmp_group);
     for (size_t k = 0; k < ng; k++) {
         if (!g[k].used)
             continue;
@@ -289,7 +291,7 @@ static erg_status read_instructions(const char *path, erg__instr_rec **out, size
 {
     char *text = NULL;
     size_t len = 0;
-    erg_status st = erg__read_file(path, LOG_MAX_BYTES, &text, &len, err);
+    erg_status st = erg__read_regular_file(path, LOG_MAX_BYTES, &text, &len, err);
     if (st)
         return st;
     st = erg__parse_instructions(text, len, path, out, n, err);
@@ -302,12 +304,68 @@ static erg_status read_energy(const char *path, erg__energy_sample **out, size_t
 {
     char *text = NULL;
     size_t len = 0;
-    erg_status st = erg__read_file(path, LOG_MAX_BYTES, &text, &len, err);
+    erg_status st = erg__read_regular_file(path, LOG_MAX_BYTES, &text, &len, err);
     if (st)
         return st;
     st = erg__parse_energy(text, len, path, out, n, err);
     erg__free(text);
     return st;
+}
+
+/* The rank of a log file name "instructions-<rank>.csv" (decimal digits, no
+ * sign, no leading zero): the rank, capped at LONG_MAX, or -1 for other names. */
+static long log_rank(const char *name)
+{
+    static const char pre[] = "instructions-";
+    if (strncmp(name, pre, sizeof pre - 1))
+        return -1;
+    const char *p = name + sizeof pre - 1, *q = p;
+    long rank = 0;
+    while (*q >= '0' && *q <= '9') {
+        int dgt = *q - '0';
+        rank = rank > (LONG_MAX - dgt) / 10 ? LONG_MAX : rank * 10 + dgt;
+        q++;
+    }
+    if (q == p || (q - p > 1 && *p == '0') || strcmp(q, ".csv"))
+        return -1;
+    return rank;
+}
+
+/* Every rank of DIR's instructions-<rank>.csv files: they must be 0..R-1
+ * without gaps (R <= 4096); *num_stages = R. Reads names only, opens no file. */
+static erg_status ranks_in_dir(const char *dir, int *num_stages, erg_error *err)
+{
+    enum { MAX_RANKS = 4096 };
+    DIR *d = opendir(dir);
+    if (!d)
+        return erg_error_set(err, ERG_EIO, "%s: cannot open the log directory", dir);
+    unsigned char seen[MAX_RANKS] = {0};
+    long found = 0, max_rank = -1;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        long rank = log_rank(de->d_name);
+        if (rank < 0)
+            continue;
+        found++;
+        if (rank > max_rank)
+            max_rank = rank;
+        if (rank < MAX_RANKS)
+            seen[rank] = 1;
+    }
+    closedir(d);
+    if (found == 0)
+        return erg_error_set(err, ERG_ENOTFOUND, "%s: no instructions-<rank>.csv files", dir);
+    long missing = 0;
+    while (missing < MAX_RANKS && missing <= max_rank && seen[missing])
+        missing++;
+    if (max_rank >= MAX_RANKS || found != max_rank + 1)
+        return erg_error_set(err, ERG_EPARSE,
+                             "%s: ranks are not 0..%ld (one instructions-<rank>.csv per stage, "
+                             "ranks 0..R-1 without gaps): found %ld files, rank %ld is missing%s",
+                             dir, max_rank, found, missing,
+                             max_rank >= MAX_RANKS ? " (at most 4096 ranks)" : "");
+    *num_stages = (int)max_rank + 1;
+    return ERG_OK;
 }
 
 erg_status erg_profile_from_logs(const char *dir, int num_stages, erg_profile **out,
@@ -317,31 +375,10 @@ erg_status erg_profile_from_logs(const char *dir, int num_stages, erg_profile **
         return erg_error_set(err, ERG_EINVAL, "erg_profile_from_logs: NULL argument");
     if (num_stages < 0 || num_stages > 4096)
         return erg_error_set(err, ERG_EINVAL, "stage count %d is not in [0, 4096]", num_stages);
-    int found = 0;
     if (num_stages == 0) {
-        DIR *d = opendir(dir);
-        if (!d)
-            return erg_error_set(err, ERG_EIO, "%s: cannot open the log directory", dir);
-        struct dirent *de;
-        int max_rank = -1;
-        while ((de = readdir(d))) {
-            int rank;
-            char tail[8];
-            if (sscanf(de->d_name, "instructions-%d.%7s", &rank, tail) == 2 &&
-                !strcmp(tail, "csv") && rank >= 0 && rank < 4096) {
-                found++;
-                if (rank > max_rank)
-                    max_rank = rank;
-            }
-        }
-        closedir(d);
-        if (found == 0)
-            return erg_error_set(err, ERG_ENOTFOUND, "%s: no instructions-<rank>.csv files", dir);
-        if (found != max_rank + 1)
-            return erg_error_set(err, ERG_EPARSE,
-                                 "%s: ranks are not 0..%d (found %d instructions files)", dir,
-                                 max_rank, found);
-        num_stages = max_rank + 1;
+        erg_status sst = ranks_in_dir(dir, &num_stages, err);
+        if (sst)
+            return sst;
     }
     erg_profile *p = NULL;
     erg_status st = erg_profile_new(&p, err);

@@ -34,6 +34,11 @@ void erg__buf_free(erg__buf *b);
 /* Read a whole file (at most max_bytes) into a NUL-terminated buffer. */
 erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t *len,
                           erg_error *err);
+/* The same, for a path that must name a regular file: opened without
+ * blocking (a FIFO would wait for a writer forever), anything but a regular
+ * file is an error naming what it is. */
+erg_status erg__read_regular_file(const char *path, size_t max_bytes, char **out, size_t *len,
+                                  erg_error *err);
 /* Write a buffer to path atomically (temp file + rename). */
 erg_status erg__write_file(const char *path, const char *data, size_t len, erg_error *err);
 /* Write a buffer to path directly (create or truncate): for many small
@@ -51,7 +56,9 @@ double erg__floordiv_py(double a, double b);
  * ("0.1", "3.456", "8.726700000000001", "1e-07", "10000.0", "inf").
  * buf must hold at least 32 bytes. Returns buf. */
 char *erg__fmt_double_py(double v, char *buf, size_t size);
-/* Strict parsers: the whole token must be a finite number. */
+/* Strict parsers: the whole token must be a finite decimal number (no
+ * hexadecimal, no inf/nan); an underflow such as 1e-320 reads as the nearest
+ * double (subnormal or 0) and is left to the caller's range checks. */
 bool erg__parse_double(const char *s, double *out);
 bool erg__parse_long(const char *s, long *out);
 

@@ -3,8 +3,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -57,6 +59,9 @@ void erg__buf_free(erg__buf *b)
     b->len = b->cap = 0;
 }
 
+static erg_status read_stream(FILE *f, const char *path, size_t max_bytes, char **out,
+                              size_t *len, erg_error *err);
+
 erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t *len,
                           erg_error *err)
 {
@@ -67,6 +72,50 @@ erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t
     if (!f)
         return erg_error_set(err, errno == ENOENT ? ERG_ENOTFOUND : ERG_EIO, "%s: cannot open: %s",
                              path, strerror(errno));
+    return read_stream(f, path, max_bytes, out, len, err);
+}
+
+erg_status erg__read_regular_file(const char *path, size_t max_bytes, char **out, size_t *len,
+                                  erg_error *err)
+{
+    *out = NULL;
+    if (len)
+        *len = 0;
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return erg_error_set(err, errno == ENOENT ? ERG_ENOTFOUND : ERG_EIO, "%s: cannot open: %s",
+                             path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return erg_error_set(err, ERG_EIO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return erg_error_set(err, ERG_EIO, "%s: not a regular file (%s)", path,
+                             S_ISFIFO(sb.st_mode)   ? "a FIFO"
+                             : S_ISDIR(sb.st_mode)  ? "a directory"
+                             : S_ISSOCK(sb.st_mode) ? "a socket"
+                             : S_ISCHR(sb.st_mode)  ? "a character device"
+                             : S_ISBLK(sb.st_mode)  ? "a block device"
+                                                    : "not a plain file");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return erg_error_set(err, ERG_EIO, "%s: cannot open: %s", path, strerror(e));
+    }
+    return read_stream(f, path, max_bytes, out, len, err);
+}
+
+/* Read f to the end (at most max_bytes) and close it. */
+static erg_status read_stream(FILE *f, const char *path, size_t max_bytes, char **out,
+                              size_t *len, erg_error *err)
+{
     erg__buf b = {0};
     char chunk[65536];
     size_t n;
@@ -196,6 +245,242 @@ double erg__floordiv_py(double a, double b)
     return floordiv;
 }
 
+/* ---- shortest round-trip digits (free-format, Steele & White / Burger &
+ * Dybvig) with exact big-integer arithmetic: no precision search, no libc
+ * formatting. v = r / s; the doubles' rounding interval around v is
+ * [(r - m-) / s, (r + m+) / s], boundaries included when the mantissa is even
+ * (strtod rounds ties to even). Digits are generated until the remainder
+ * lies within the interval; when both the truncated and the incremented
+ * digit string would read back as v, the nearer one wins, ties to an even
+ * digit -- the rule of David Gay's dtoa mode 0, which CPython's repr uses. */
+#define BN_LIMBS 40 /* 1280 bits: r, s and m+ stay below 2^1100 */
+typedef struct bn {
+    int n;                 /* limbs in use; no leading zero limbs */
+    uint32_t d[BN_LIMBS];  /* little endian */
+} bn;
+
+static void bn_set_u64(bn *a, uint64_t v)
+{
+    a->d[0] = (uint32_t)v;
+    a->d[1] = (uint32_t)(v >> 32);
+    a->n = a->d[1] ? 2 : a->d[0] ? 1 : 0;
+}
+
+static void bn_mul_small(bn *a, uint32_t m)
+{
+    uint64_t carry = 0;
+    for (int i = 0; i < a->n; i++) {
+        uint64_t x = (uint64_t)a->d[i] * m + carry;
+        a->d[i] = (uint32_t)x;
+        carry = x >> 32;
+    }
+    if (carry && a->n < BN_LIMBS)
+        a->d[a->n++] = (uint32_t)carry;
+}
+
+static void bn_shl(bn *a, int bits)
+{
+    if (a->n == 0 || bits <= 0)
+        return;
+    int w = bits / 32, b = bits % 32;
+    int n = a->n + w + 1;
+    if (n > BN_LIMBS)
+        n = BN_LIMBS;
+    for (int i = n - 1; i >= 0; i--) {
+        int j = i - w;
+        uint64_t hi = j >= 0 && j < a->n ? a->d[j] : 0;
+        uint64_t lo = j - 1 >= 0 && j - 1 < a->n ? a->d[j - 1] : 0;
+        a->d[i] = b ? (uint32_t)((hi << b) | (lo >> (32 - b))) : (uint32_t)hi;
+    }
+    a->n = n;
+    while (a->n > 0 && a->d[a->n - 1] == 0)
+        a->n--;
+}
+
+static void bn_mul_pow10(bn *a, int k)
+{
+    while (k >= 9) {
+        bn_mul_small(a, 1000000000u);
+        k -= 9;
+    }
+    static const uint32_t p10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
+                                    100000000};
+    if (k > 0)
+        bn_mul_small(a, p10[k]);
+}
+
+static int bn_cmp(const bn *a, const bn *b)
+{
+    if (a->n != b->n)
+        return a->n < b->n ? -1 : 1;
+    for (int i = a->n - 1; i >= 0; i--)
+        if (a->d[i] != b->d[i])
+            return a->d[i] < b->d[i] ? -1 : 1;
+    return 0;
+}
+
+/* a + b compared with c */
+static int bn_cmp_sum(const bn *a, const bn *b, const bn *c)
+{
+    bn t;
+    int n = a->n > b->n ? a->n : b->n;
+    uint64_t carry = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t x = (uint64_t)(i < a->n ? a->d[i] : 0) + (i < b->n ? b->d[i] : 0) + carry;
+        t.d[i] = (uint32_t)x;
+        carry = x >> 32;
+    }
+    t.n = n;
+    if (carry && n < BN_LIMBS)
+        t.d[t.n++] = (uint32_t)carry;
+    return bn_cmp(&t, c);
+}
+
+/* a -= b, with a >= b */
+static void bn_sub(bn *a, const bn *b)
+{
+    int64_t borrow = 0;
+    for (int i = 0; i < a->n; i++) {
+        int64_t x = (int64_t)a->d[i] - (i < b->n ? b->d[i] : 0) - borrow;
+        borrow = x < 0;
+        a->d[i] = (uint32_t)(x + (borrow ? ((int64_t)1 << 32) : 0));
+    }
+    while (a->n > 0 && a->d[a->n - 1] == 0)
+        a->n--;
+}
+
+/* Shortest digits of finite v > 0: digits[0..nd) and decpt such that
+ * v reads as 0.d1d2... x 10^decpt. */
+static int shortest_digits(double v, char *digits, int *decpt)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    uint64_t frac = bits & ((UINT64_C(1) << 52) - 1);
+    int bexp = (int)((bits >> 52) & 0x7FF);
+    uint64_t f;
+    int e;
+    if (bexp == 0) {
+        f = frac;
+        e = -1074;
+    } else {
+        f = frac | (UINT64_C(1) << 52);
+        e = bexp - 1075;
+    }
+    bool even = (f & 1) == 0;
+    bool unequal = frac == 0 && bexp > 1; /* lower gap half the upper one */
+    bn r, s, mp, mm;
+    bn_set_u64(&r, f);
+    if (e >= 0) {
+        bn_set_u64(&mm, 1);
+        bn_shl(&mm, e);
+        mp = mm;
+        if (unequal) {
+            bn_shl(&mp, 1);
+            bn_shl(&r, e + 2);
+            bn_set_u64(&s, 4);
+        } else {
+            bn_shl(&r, e + 1);
+            bn_set_u64(&s, 2);
+        }
+    } else {
+        bn_set_u64(&mm, 1);
+        bn_set_u64(&s, 1);
+        if (unequal) {
+            bn_set_u64(&mp, 2);
+            bn_shl(&r, 2);
+            bn_shl(&s, 2 - e);
+        } else {
+            bn_set_u64(&mp, 1);
+            bn_shl(&r, 1);
+            bn_shl(&s, 1 - e);
+        }
+    }
+    /* k: estimate of ceil(log10(v)), never too high; fixed up below. */
+    int k = (int)ceil(log10(v) - 1e-10);
+    if (k >= 0) {
+        bn_mul_pow10(&s, k);
+    } else {
+        bn_mul_pow10(&r, -k);
+        bn_mul_pow10(&mp, -k);
+        bn_mul_pow10(&mm, -k);
+    }
+    int c = bn_cmp_sum(&r, &mp, &s);
+    if (even ? c >= 0 : c > 0) {
+        bn_mul_small(&s, 10);
+        k++;
+    }
+    *decpt = k;
+    int nd = 0;
+    if (s.n <= 3) {
+        /* Fast path (the usual magnitudes): s < 2^96, so 10 r, 10 s and
+         * r + m+ all fit in 128 bits; the same loop on native integers. */
+        unsigned __int128 R = 0, Sv = 0, MP = 0, MM = 0;
+        for (int i = r.n - 1; i >= 0; i--)
+            R = (R << 32) | r.d[i];
+        for (int i = s.n - 1; i >= 0; i--)
+            Sv = (Sv << 32) | s.d[i];
+        for (int i = mp.n - 1; i >= 0; i--)
+            MP = (MP << 32) | mp.d[i];
+        for (int i = mm.n - 1; i >= 0; i--)
+            MM = (MM << 32) | mm.d[i];
+        for (;;) {
+            R *= 10;
+            MP *= 10;
+            MM *= 10;
+            int d = 0; /* R < 10 Sv: at most 9 subtractions, no 128-bit division */
+            while (R >= Sv) {
+                R -= Sv;
+                d++;
+            }
+            bool tc1 = even ? R <= MM : R < MM;
+            bool tc2 = even ? R + MP >= Sv : R + MP > Sv;
+            if (!tc1 && !tc2 && nd < 17) {
+                digits[nd++] = (char)('0' + d);
+                continue;
+            }
+            if (tc1 && tc2) {
+                if (2 * R > Sv || (2 * R == Sv && (d & 1)))
+                    d++;
+            } else if (tc2) {
+                d++;
+            }
+            digits[nd++] = (char)('0' + d);
+            break;
+        }
+        digits[nd] = '\0';
+        return nd;
+    }
+    for (;;) {
+        bn_mul_small(&r, 10);
+        bn_mul_small(&mp, 10);
+        bn_mul_small(&mm, 10);
+        int d = 0;
+        while (bn_cmp(&r, &s) >= 0) {
+            bn_sub(&r, &s);
+            d++;
+        }
+        int lo = bn_cmp(&r, &mm);
+        int hi = bn_cmp_sum(&r, &mp, &s);
+        bool tc1 = even ? lo <= 0 : lo < 0;
+        bool tc2 = even ? hi >= 0 : hi > 0;
+        if (!tc1 && !tc2 && nd < 17) {
+            digits[nd++] = (char)('0' + d);
+            continue;
+        }
+        if (tc1 && tc2) {
+            int half = bn_cmp_sum(&r, &r, &s); /* 2r vs s */
+            if (half > 0 || (half == 0 && (d & 1)))
+                d++;
+        } else if (tc2) {
+            d++;
+        }
+        digits[nd++] = (char)('0' + d);
+        break;
+    }
+    digits[nd] = '\0';
+    return nd;
+}
+
 char *erg__fmt_double_py(double v, char *buf, size_t size)
 {
     if (isnan(v)) {
@@ -210,30 +495,11 @@ char *erg__fmt_double_py(double v, char *buf, size_t size)
         snprintf(buf, size, signbit(v) ? "-0.0" : "0.0");
         return buf;
     }
-    char tmp[40];
-    int prec;
-    for (prec = 1; prec <= 17; prec++) {
-        snprintf(tmp, sizeof(tmp), "%.*e", prec - 1, v);
-        if (strtod(tmp, NULL) == v)
-            break;
-    }
-    /* tmp is [-]d[.ddd]e[+-]xx: collect digits and exponent. */
     char digits[24];
-    int nd = 0;
-    const char *s = tmp;
-    bool neg = false;
-    if (*s == '-') {
-        neg = true;
-        s++;
-    }
-    for (; *s && *s != 'e'; s++)
-        if (*s >= '0' && *s <= '9')
-            digits[nd++] = *s;
-    int exp10 = atoi(s + 1);
-    while (nd > 1 && digits[nd - 1] == '0')
-        nd--;
-    digits[nd] = '\0';
-    int decpt = exp10 + 1;
+    bool neg = v < 0;
+    int decpt;
+    int nd = shortest_digits(neg ? -v : v, digits, &decpt);
+    int exp10 = decpt - 1;
     char out[64];
     size_t o = 0;
     if (neg)
@@ -277,10 +543,17 @@ bool erg__parse_double(const char *s, double *out)
 {
     if (!s || !*s)
         return false;
+    /* Decimal only: strtod would also read hexadecimal ("0x10" = 16). */
+    if (strchr(s, 'x') || strchr(s, 'X'))
+        return false;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
+    if (end == s || *end != '\0' || !isfinite(v))
+        return false;
+    /* ERANGE: an overflow is not a number we can hold; an underflow (1e-320,
+     * 1e-400) is the nearest double, subnormal or zero, for range checks. */
+    if (errno == ERANGE && fabs(v) > DBL_MIN)
         return false;
     *out = v;
     return true;
@@ -304,6 +577,11 @@ bool erg__parse_long(const char *s, long *out)
 void erg__csv_init(erg__csv *c, const char *text, size_t len)
 {
     memset(c, 0, sizeof(*c));
+    /* A UTF-8 byte order mark (spreadsheet exports) is not part of the header. */
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) {
+        text += 3;
+        len -= 3;
+    }
     c->p = text;
     c->end = text + len;
 }

@@ -60,8 +60,7 @@ enum { CH_SM = 1, CH_MEM = 2, CH_PL = 4 };
 
 typedef struct conn {
     int fd;
-    unsigned uid, gid;
-    pid_t pid;
+    erg__peer peer;
     double deadline;
     size_t len;
     char buf[CONN_BUF];
@@ -413,8 +412,10 @@ static void handle_discover(erg_daemon *d, erg__buf *resp)
 }
 
 static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uint64_t mask,
-                         unsigned uid, unsigned gid, pid_t pid, erg__buf *resp)
+                         const erg__peer *peer, erg__buf *resp)
 {
+    unsigned uid = peer->uid, gid = peer->gid;
+    pid_t pid = peer->pid;
     int count = erg_gpu_count(d->gpu);
     if (d->lock_file && access(d->lock_file, F_OK) == 0) {
         dlog(d, 1, "refused %s for uid %u pid %d: writes disabled (%s exists)", op, uid, (int)pid,
@@ -425,7 +426,8 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
     }
     /* authorisation first, for every GPU named */
     for (int g = 0; g < count; g++)
-        if ((mask >> g) & 1 && !erg__config_allows(&d->cfg, uid, gid, g)) {
+        if ((mask >> g) & 1 &&
+            !erg__config_allows_groups(&d->cfg, uid, gid, peer->groups, peer->ngroups, g)) {
             dlog(d, 1, "refused %s on GPU %d for uid %u gid %u pid %d: not in the allow list",
                  op, g, uid, gid, (int)pid);
             respond_error(resp, 403, "uid %u (gid %u) may not change GPU %d (not in the allow "
@@ -619,8 +621,8 @@ static void handle_read(erg_daemon *d, const char *op, uint64_t mask, erg__buf *
     erg__buf_free(&b);
 }
 
-void erg__daemon_handle(erg_daemon *d, const erg__http_req *req, unsigned uid, unsigned gid,
-                        pid_t pid, erg__buf *resp)
+void erg__daemon_handle(erg_daemon *d, const erg__http_req *req, const erg__peer *peer,
+                        erg__buf *resp)
 {
     static const char *const write_params_clk[] = {"gpu_ids", "min_clock_mhz", "max_clock_mhz",
                                                    "block", NULL};
@@ -705,7 +707,7 @@ void erg__daemon_handle(erg_daemon *d, const erg__http_req *req, unsigned uid, u
     if (eps[i].kind == EP_READ)
         handle_read(d, op, mask, resp);
     else
-        handle_write(d, op, &q, mask, uid, gid, pid, resp);
+        handle_write(d, op, &q, mask, peer, resp);
 }
 
 /* ---- construction ---- */
@@ -1079,8 +1081,8 @@ static void accept_conns(erg_daemon *d)
                     slot = i;
                 continue;
             }
-            mine += d->conns[i]->uid == cred.uid;
-            non_root += d->conns[i]->uid != 0;
+            mine += d->conns[i]->peer.uid == cred.uid;
+            non_root += d->conns[i]->peer.uid != 0;
         }
         const char *full = NULL;
         char why[160];
@@ -1116,9 +1118,20 @@ static void accept_conns(erg_daemon *d)
             continue;
         }
         c->fd = fd;
-        c->uid = cred.uid;
-        c->gid = cred.gid;
-        c->pid = cred.pid;
+        c->peer.uid = cred.uid;
+        c->peer.gid = cred.gid;
+        c->peer.pid = cred.pid;
+        c->peer.ngroups = 0;
+#ifdef SO_PEERGROUPS
+        {
+            /* The groups the peer had when it connected (Linux >= 4.13). */
+            gid_t gl[ERG__PEER_MAX_GROUPS];
+            socklen_t gll = sizeof gl;
+            if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gl, &gll) == 0)
+                for (size_t k = 0; k < gll / sizeof gl[0]; k++)
+                    c->peer.groups[c->peer.ngroups++] = (unsigned)gl[k];
+        }
+#endif
         c->len = 0;
         c->deadline = now_s() + CONN_TIMEOUT_S;
         d->conns[slot] = c;
@@ -1140,14 +1153,14 @@ static void serve_conn(erg_daemon *d, int i)
     int pr = erg__http_parse(c->buf, c->len, &req);
     erg__buf resp = {0};
     if (pr < 0) {
-        dlog(d, 1, "malformed request from pid %d uid %u: HTTP %d", (int)c->pid, c->uid, -pr);
+        dlog(d, 1, "malformed request from pid %d uid %u: HTTP %d", (int)c->peer.pid, c->peer.uid, -pr);
         respond_error(&resp, -pr, "malformed request (%s)", reason(-pr));
     } else if (pr == 0) {
         if (c->len < sizeof c->buf)
             return;
         respond_error(&resp, 431, "request too large");
     } else
-        erg__daemon_handle(d, &req, c->uid, c->gid, c->pid, &resp);
+        erg__daemon_handle(d, &req, &c->peer, &resp);
     if (resp.data)
         send_all(c->fd, resp.data, resp.len);
     erg__buf_free(&resp);

@@ -57,15 +57,28 @@ erg_status erg__config_parse(const char *text, size_t len, const char *name, erg
 void erg__config_free(erg__config *c);
 /* May (uid, gid) change GPU `gpu`? Root always may. */
 bool erg__config_allows(const erg__config *c, unsigned uid, unsigned gid, int gpu);
+/* The same, also matching group: entries against the supplementary groups. */
+bool erg__config_allows_groups(const erg__config *c, unsigned uid, unsigned gid,
+                               const unsigned *groups, unsigned ngroups, int gpu);
 
 /* Parse "0,1,3" into a bit mask of GPUs below count; -1 on empty entries,
  * out-of-range or non-numeric ids. Duplicates collapse. */
 int erg__parse_gpu_ids(const char *s, int count, uint64_t *mask);
 
-/* Handle one parsed request from peer (uid, gid, pid) and write the full
- * HTTP response into resp. Used by the server loop and the fuzz target. */
-void erg__daemon_handle(erg_daemon *d, const erg__http_req *req, unsigned uid, unsigned gid,
-                        pid_t pid, erg__buf *resp);
+/* The credentials of a connected peer, from SO_PEERCRED and SO_PEERGROUPS
+ * at accept time: uid, primary gid, pid and the supplementary groups. */
+#define ERG__PEER_MAX_GROUPS 64
+typedef struct erg__peer {
+    unsigned uid, gid;
+    pid_t pid;
+    unsigned ngroups;                       /* supplementary groups known */
+    unsigned groups[ERG__PEER_MAX_GROUPS];
+} erg__peer;
+
+/* Handle one parsed request from peer and write the full HTTP response
+ * into resp. Used by the server loop and the fuzz target. */
+void erg__daemon_handle(erg_daemon *d, const erg__http_req *req, const erg__peer *peer,
+                        erg__buf *resp);
 
 /* A daemon with no socket, for the fuzz target: config text + back-end. */
 erg_status erg__daemon_new_detached(const char *config_text, erg_gpu *gpu, erg_daemon **out,

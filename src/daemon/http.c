@@ -362,6 +362,12 @@ void erg__config_free(erg__config *c)
 
 bool erg__config_allows(const erg__config *c, unsigned uid, unsigned gid, int gpu)
 {
+    return erg__config_allows_groups(c, uid, gid, NULL, 0, gpu);
+}
+
+bool erg__config_allows_groups(const erg__config *c, unsigned uid, unsigned gid,
+                               const unsigned *groups, unsigned ngroups, int gpu)
+{
     if (uid == 0)
         return true;
     if (gpu < 0 || gpu > 63)
@@ -372,6 +378,9 @@ bool erg__config_allows(const erg__config *c, unsigned uid, unsigned gid, int gp
             continue;
         if ((a->is_gid && a->id == gid) || (!a->is_gid && a->id == uid))
             return true;
+        for (unsigned k = 0; a->is_gid && k < ngroups; k++)
+            if (groups[k] == a->id)
+                return true;
     }
     return false;
 }

@@ -30,17 +30,25 @@ erg_status erg_emulate(const erg_profile *profile, const erg_dag *dag, const erg
     erg_status st = ERG_OK;
     for (int s = 0; s < S && !st; s++) {
         const int *f = erg_plan_stage_freqs_const(plan, s);
-        for (int k = 0; k < 2 * M; k++) {
-            int id = s * 2 * M + k;
-            int stage;
-            erg_instr in = erg_dag_instr(dag, id, &stage);
+        int off = erg_dag_rank_offset(dag, s), len = erg_dag_rank_len(dag, s);
+        if (erg_plan_stage_len(plan, s) != len) {
+            st = erg_error_set(err, ERG_EINVAL,
+                               "the plan has %d clocks for rank %d but the schedule runs %d "
+                               "instructions there",
+                               erg_plan_stage_len(plan, s), s, len);
+            break;
+        }
+        for (int k = 0; k < len; k++) {
+            int id = off + k;
+            erg_instr in = erg_dag_instr(dag, id, NULL);
             erg_profile_point pt;
-            st = erg_profile_lookup(profile, s, in.kind, f[k], &pt, err);
+            st = erg_instr_cost_point(profile, dag, id, f[k], &pt, err);
             if (st) {
-                erg_error_set(err, st,
-                              "stage %d %s of microbatch %d runs at %d MHz, which the profile "
-                              "does not have",
-                              s, erg_instr_kind_name(in.kind), in.microbatch, f[k]);
+                if (st == ERG_ENOTFOUND && in.kind <= ERG_BACKWARD && erg_dag_num_chunks(dag) == 1)
+                    erg_error_set(err, st,
+                                  "stage %d %s of microbatch %d runs at %d MHz, which the profile "
+                                  "does not have",
+                                  s, erg_instr_kind_name(in.kind), in.microbatch, f[k]);
                 break;
             }
             dur[id] = pt.time_s;
@@ -49,13 +57,13 @@ erg_status erg_emulate(const erg_profile *profile, const erg_dag *dag, const erg
     }
     double T = 0;
     if (!st)
-        st = erg_dag_cpm(dag, dur, es, NULL, &T, err);
+        st = erg_dag_cpm_p2p(dag, dur, erg_dag_schedule(dag).p2p_time_s, es, NULL, &T, err);
     if (!st) {
         double idle_s = 0;
         for (int s = 0; s < S; s++) {
             double busy = 0;
-            for (int k = 0; k < 2 * M; k++)
-                busy += dur[s * 2 * M + k];
+            for (int k = 0; k < erg_dag_rank_len(dag, s); k++)
+                busy += dur[erg_dag_rank_offset(dag, s) + k];
             idle_s += T - busy;
         }
         out->time_s = T;

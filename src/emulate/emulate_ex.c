@@ -60,15 +60,18 @@ erg_status erg_emulate_ex(const erg_profile *profile, const erg_dag *dag, const 
         erg__free(dur);
         return st;
     }
-    int S = erg_dag_num_stages(dag), M = erg_dag_num_microbatches(dag);
+    int S = erg_dag_num_stages(dag); /* ranks */
     double L = opts->switch_latency_s, x = erg_emulate_opts_transfer_s(opts);
+    if (!(x > 0))
+        x = erg_dag_schedule(dag).p2p_time_s; /* the schedule's own P2P time */
     int switches = 0;
     for (int s = 0; s < S; s++) {
         const int *f = erg_plan_stage_freqs_const(plan, s);
-        for (int k = 0; k < 2 * M; k++) {
-            int prev = f[k ? k - 1 : 2 * M - 1];
+        int off = erg_dag_rank_offset(dag, s), len = erg_dag_rank_len(dag, s);
+        for (int k = 0; k < len; k++) {
+            int prev = f[k ? k - 1 : len - 1];
             bool sw = f[k] != prev && L > 0;
-            lat[s * 2 * M + k] = sw ? L : 0;
+            lat[off + k] = sw ? L : 0;
             switches += sw;
         }
     }
@@ -80,7 +83,7 @@ erg_status erg_emulate_ex(const erg_profile *profile, const erg_dag *dag, const 
     for (int k = 0; k < n; k++) {
         int u = topo[k];
         int su;
-        erg_dag_instr(dag, u, &su);
+        erg_dag_instr(dag, u, &su); /* su: the rank */
         double t0 = lat[u]; /* the first instruction of a stage waits too */
         const int *pred;
         int np = erg_dag_predecessors(dag, u, &pred);
@@ -98,8 +101,9 @@ erg_status erg_emulate_ex(const erg_profile *profile, const erg_dag *dag, const 
     double idle_s = 0;
     for (int s = 0; s < S; s++) {
         double busy = 0;
-        for (int k = 0; k < 2 * M; k++)
-            busy += dur[s * 2 * M + k];
+        int off = erg_dag_rank_offset(dag, s), len = erg_dag_rank_len(dag, s);
+        for (int k = 0; k < len; k++)
+            busy += dur[off + k];
         idle_s += T - busy;
     }
     out->time_s = T;

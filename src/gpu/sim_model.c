@@ -135,8 +135,10 @@ erg_status erg_sim_model_work(const char *model, int num_stages, int microbatch_
     if (stage < 0 || stage >= num_stages)
         return erg_error_set(err, ERG_EINVAL, "stage %d is out of [0, %d]", stage,
                              num_stages - 1);
-    if (kind != ERG_FORWARD && kind != ERG_BACKWARD)
-        return erg_error_set(err, ERG_EINVAL, "instruction kind %d is not forward/backward",
+    if ((unsigned)kind > ERG_BACKWARD_WEIGHT)
+        return erg_error_set(err, ERG_EINVAL,
+                             "instruction kind %d is not forward, backward, backward_input or "
+                             "backward_weight",
                              (int)kind);
     if (microbatch_size < 0 || microbatch_size > 4096)
         return erg_error_set(err, ERG_EINVAL, "microbatch size %d is out of [0, 4096]",
@@ -157,6 +159,17 @@ erg_status erg_sim_model_work(const char *model, int num_stages, int microbatch_
     double factor = kind == ERG_BACKWARD ? 2.0 : 1.0;
     out->gflop = factor * flop * 1e-9;
     out->mem_gb = factor * bytes * 1e-9;
+    if (kind == ERG_BACKWARD_INPUT || kind == ERG_BACKWARD_WEIGHT) {
+        /* Zero-bubble split (docs/sim-gpu.md): every matmul Y = X W has an
+         * input gradient dX = dY W^T and a weight gradient dW = X^T dY of
+         * the forward's FLOPs each; the attention score products (no
+         * weights) have only input gradients, twice their forward FLOPs.
+         * Each part moves the forward's memory traffic. I + W = B. */
+        double attn = layers * 4.0 * b * s * s * h;
+        double wflop = flop - attn;
+        out->gflop = (kind == ERG_BACKWARD_INPUT ? wflop + 2 * attn : wflop) * 1e-9;
+        out->mem_gb = bytes * 1e-9;
+    }
     return ERG_OK;
 }
 
@@ -212,6 +225,14 @@ erg_status erg_sim_profile(const char *gpu, const char *model, int num_stages,
                            int microbatch_size, int min_freq_mhz, erg_profile **out,
                            erg_error *err)
 {
+    return erg_sim_profile_kinds(gpu, model, num_stages, microbatch_size, min_freq_mhz, 0, out,
+                                 err);
+}
+
+erg_status erg_sim_profile_kinds(const char *gpu, const char *model, int num_stages,
+                                 int microbatch_size, int min_freq_mhz, int split_backward,
+                                 erg_profile **out, erg_error *err)
+{
     const erg_sim_gpu_info *g;
     erg_status st = erg_sim_gpu_find(gpu, &g, err);
     if (st)
@@ -228,16 +249,17 @@ erg_status erg_sim_profile(const char *gpu, const char *model, int num_stages,
     st = erg_profile_new(&p, err);
     if (st)
         return st;
+    int nk = split_backward ? 4 : 2;
     for (int s = 0; s < num_stages; s++) {
-        erg_sim_work work[2];
-        for (int k = 0; k < 2; k++) {
+        erg_sim_work work[4];
+        for (int k = 0; k < nk; k++) {
             st = erg_sim_model_work(model, num_stages, microbatch_size, s, (erg_instr_kind)k,
                                     &work[k], err);
             if (st)
                 goto fail;
         }
         for (int f = g->max_freq_mhz; f >= fmin; f -= g->step_mhz)
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < nk; k++) {
                 double t, pw;
                 st = erg_sim_eval(g, &work[k], f, &t, &pw, err);
                 if (st)

@@ -6,14 +6,18 @@
 
 struct erg_dag {
     erg_schedule sched;
-    int S, M, n;      /* stages, microbatches, instructions (2SM) */
-    int *stage;       /* [n] stage of each instruction */
-    erg_instr *instr; /* [n] kind and microbatch */
-    int *id_of;       /* [S][2][M] -> id */
-    int *succ_off, *succ; /* CSR successors (same-stage next first) */
+    erg_order *order;     /* owned copy */
+    int S;                /* ranks P (historical name: plans call them stages) */
+    int V, NS, M, n;      /* chunks, pipeline stages, microbatches, instructions */
+    int *stage;           /* [n] rank of each instruction */
+    erg_instr *instr;     /* [n] the instruction */
+    int *rank_off;        /* [P+1] first id of each rank */
+    int *id_of;           /* [NS][4][M] -> id (F, B, I, W) */
+    int *succ_off, *succ; /* CSR successors (same-rank next first) */
     int *pred_off, *pred; /* CSR predecessors */
-    int *topo;        /* [n] topological order */
+    int *topo;            /* [n] topological order */
     int nedges;
+    int *rank_nstages;    /* [P] pipeline stages on each rank */
 };
 
 #endif

@@ -57,12 +57,12 @@ erg_status erg_schedule_envpipe_order(const erg_schedule *sched, int S, int M, i
     int w = envpipe_warmup(sched, S, M, s);
     int k = 0, f = 0, b = 0;
     while (f < w)
-        out[k++] = (erg_instr){ERG_FORWARD, f++};
+        out[k++] = (erg_instr){.kind = ERG_FORWARD, .microbatch = f++, .stage = s};
     while (f < M) {
-        out[k++] = (erg_instr){ERG_BACKWARD, b++};
-        out[k++] = (erg_instr){ERG_FORWARD, f++};
+        out[k++] = (erg_instr){.kind = ERG_BACKWARD, .microbatch = b++, .stage = s};
+        out[k++] = (erg_instr){.kind = ERG_FORWARD, .microbatch = f++, .stage = s};
     }
     while (b < M)
-        out[k++] = (erg_instr){ERG_BACKWARD, b++};
+        out[k++] = (erg_instr){.kind = ERG_BACKWARD, .microbatch = b++, .stage = s};
     return ERG_OK;
 }

@@ -5,18 +5,66 @@
 #include <string.h>
 #include <strings.h>
 
+static const struct {
+    const char *name;
+    erg_schedule_kind kind;
+} sched_names[] = {
+    {"1f1b", ERG_SCHED_1F1B},
+    {"gpipe", ERG_SCHED_GPIPE},
+    {"ours", ERG_SCHED_ENVPIPE},
+    {"envpipe", ERG_SCHED_ENVPIPE},
+    {"interleaved-1f1b", ERG_SCHED_INTERLEAVED_1F1B},
+    {"interleaved1f1b", ERG_SCHED_INTERLEAVED_1F1B},
+    {"looped-bfs", ERG_SCHED_LOOPED_BFS},
+    {"loopedbfs", ERG_SCHED_LOOPED_BFS},
+    {"interleaved-zb", ERG_SCHED_INTERLEAVED_ZB},
+    {"interleavedzerobubble", ERG_SCHED_INTERLEAVED_ZB},
+    {"zbv", ERG_SCHED_ZBV},
+    {"zbvzerobubble", ERG_SCHED_ZBV},
+    {"dualpipev", ERG_SCHED_DUALPIPEV},
+};
+
 erg_status erg_schedule_parse(const char *name, erg_schedule_kind *out, erg_error *err)
 {
-    if (name && !strcasecmp(name, "1f1b"))
-        *out = ERG_SCHED_1F1B;
-    else if (name && !strcasecmp(name, "gpipe"))
-        *out = ERG_SCHED_GPIPE;
-    else if (name && (!strcasecmp(name, "ours") || !strcasecmp(name, "envpipe")))
-        *out = ERG_SCHED_ENVPIPE;
-    else
-        return erg_error_set(err, ERG_EINVAL, "unknown schedule '%s' (use 1f1b, gpipe or ours)",
-                             name ? name : "");
-    return ERG_OK;
+    for (size_t i = 0; name && i < sizeof sched_names / sizeof sched_names[0]; i++)
+        if (!strcasecmp(name, sched_names[i].name)) {
+            *out = sched_names[i].kind;
+            return ERG_OK;
+        }
+    return erg_error_set(err, ERG_EINVAL,
+                         "unknown schedule '%s' (use 1f1b, gpipe, ours, interleaved-1f1b, "
+                         "looped-bfs, interleaved-zb, zbv or dualpipev; or --schedule-file)",
+                         name ? name : "");
+}
+
+int erg_schedule_chunks(const erg_schedule *sched)
+{
+    if (!sched)
+        return 1;
+    if (sched->kind == ERG_SCHED_FILE && sched->order)
+        return erg_order_num_stages(sched->order) / erg_order_num_ranks(sched->order);
+    if (sched->chunks > 0)
+        return sched->chunks;
+    switch (sched->kind) {
+    case ERG_SCHED_1F1B:
+    case ERG_SCHED_GPIPE:
+    case ERG_SCHED_ENVPIPE:
+    case ERG_SCHED_FILE:
+        return 1;
+    default:
+        return 2;
+    }
+}
+
+double erg_schedule_backward_split(const erg_schedule *sched)
+{
+    return sched && sched->backward_split > 0 && sched->backward_split < 1 ? sched->backward_split
+                                                                           : 0.5;
+}
+
+int erg_schedule_is_vshape(erg_schedule_kind kind)
+{
+    return kind == ERG_SCHED_ZBV || kind == ERG_SCHED_DUALPIPEV;
 }
 
 const char *erg_schedule_name(erg_schedule_kind kind)
@@ -28,6 +76,18 @@ const char *erg_schedule_name(erg_schedule_kind kind)
         return "gpipe";
     case ERG_SCHED_ENVPIPE:
         return "ours";
+    case ERG_SCHED_INTERLEAVED_1F1B:
+        return "interleaved-1f1b";
+    case ERG_SCHED_LOOPED_BFS:
+        return "looped-bfs";
+    case ERG_SCHED_INTERLEAVED_ZB:
+        return "interleaved-zb";
+    case ERG_SCHED_ZBV:
+        return "zbv";
+    case ERG_SCHED_DUALPIPEV:
+        return "dualpipev";
+    case ERG_SCHED_FILE:
+        return "file";
     }
     return "unknown";
 }
@@ -41,13 +101,13 @@ static void order_1f1b(int S, int M, int s, int warmup, erg_instr *out)
     int k = 0, f = 0, b = 0;
     (void)S;
     while (f < w)
-        out[k++] = (erg_instr){ERG_FORWARD, f++};
+        out[k++] = (erg_instr){.kind = ERG_FORWARD, .microbatch = f++, .stage = s};
     while (f < M) {
-        out[k++] = (erg_instr){ERG_BACKWARD, b++};
-        out[k++] = (erg_instr){ERG_FORWARD, f++};
+        out[k++] = (erg_instr){.kind = ERG_BACKWARD, .microbatch = b++, .stage = s};
+        out[k++] = (erg_instr){.kind = ERG_FORWARD, .microbatch = f++, .stage = s};
     }
     while (b < M)
-        out[k++] = (erg_instr){ERG_BACKWARD, b++};
+        out[k++] = (erg_instr){.kind = ERG_BACKWARD, .microbatch = b++, .stage = s};
 }
 
 erg_status erg_schedule_envpipe_order(const erg_schedule *sched, int S, int M, int s,
@@ -73,12 +133,16 @@ erg_status erg_schedule_stage_order(const erg_schedule *sched, int num_stages,
         return ERG_OK;
     case ERG_SCHED_GPIPE:
         for (int m = 0; m < M; m++) {
-            out[m] = (erg_instr){ERG_FORWARD, m};
-            out[M + m] = (erg_instr){ERG_BACKWARD, m};
+            out[m] = (erg_instr){.kind = ERG_FORWARD, .microbatch = m, .stage = stage};
+            out[M + m] = (erg_instr){.kind = ERG_BACKWARD, .microbatch = m, .stage = stage};
         }
         return ERG_OK;
     case ERG_SCHED_ENVPIPE:
         return erg_schedule_envpipe_order(sched, S, M, stage, out, err);
+    default:
+        return erg_error_set(err, ERG_EINVAL,
+                             "schedule %s has no per-stage F/B order (use erg_order_new)",
+                             erg_schedule_name(sched->kind));
     }
     return erg_error_set(err, ERG_EINVAL, "unknown schedule kind %d", (int)sched->kind);
 }

@@ -4,15 +4,17 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ERG_MAX_PLAN_BYTES (64u << 20)
 
 struct erg_plan {
-    erg_schedule sched;
-    int S, M;
-    int *freqs; /* [S][2M], execution order */
-    erg_instr *order; /* [S][2M], the schedule's order */
+    erg_schedule sched; /* for ERG_SCHED_FILE, .order points to `order` */
+    int S, M;           /* ranks (plan "stages"), microbatches */
+    erg_order *order;   /* each rank's instructions */
+    int *off;           /* [S+1] first clock of each rank */
+    int *freqs;         /* clocks, rank by rank, in execution order */
     double time_s, energy_j;
     char *method;
 };
@@ -23,6 +25,12 @@ erg_status erg_plan_new(const erg_schedule *sched, int S, int M, erg_plan **out,
     erg_schedule def = {.kind = ERG_SCHED_1F1B};
     if (!sched)
         sched = &def;
+    if (sched->kind == ERG_SCHED_FILE && sched->order) {
+        if (!S)
+            S = erg_order_num_ranks(sched->order);
+        if (!M)
+            M = erg_order_num_microbatches(sched->order);
+    }
     if (S < 1 || M < 1 || (long long)S * M > (1 << 22))
         return erg_error_set(err, ERG_EINVAL, "plan size out of range: S=%d, M=%d", S, M);
     erg_plan *p = erg__calloc(1, sizeof(*p));
@@ -32,18 +40,27 @@ erg_status erg_plan_new(const erg_schedule *sched, int S, int M, erg_plan **out,
     p->S = S;
     p->M = M;
     p->time_s = p->energy_j = NAN;
-    p->freqs = erg__calloc((size_t)S * 2 * M, sizeof(int));
-    p->order = erg__calloc((size_t)S * 2 * M, sizeof(erg_instr));
-    if (!p->freqs || !p->order) {
+    erg_status st = erg_order_new(sched, S, M, &p->order, err);
+    if (st) {
+        erg_plan_free(p);
+        return st;
+    }
+    if (sched->kind == ERG_SCHED_FILE)
+        p->sched.order = p->order;
+    p->sched.chunks = erg_schedule_chunks(sched);
+    p->off = erg__calloc((size_t)S + 1, sizeof(int));
+    if (!p->off) {
         erg_plan_free(p);
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     }
     for (int s = 0; s < S; s++) {
-        erg_status st = erg_schedule_stage_order(sched, S, M, s, p->order + (size_t)s * 2 * M, err);
-        if (st) {
-            erg_plan_free(p);
-            return st;
-        }
+        const erg_instr *v;
+        p->off[s + 1] = p->off[s] + erg_order_rank(p->order, s, &v);
+    }
+    p->freqs = erg__calloc((size_t)p->off[S] + 1, sizeof(int));
+    if (!p->freqs) {
+        erg_plan_free(p);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
     }
     *out = p;
     return ERG_OK;
@@ -54,7 +71,7 @@ erg_status erg_plan_copy(const erg_plan *src, erg_plan **out, erg_error *err)
     erg_status st = erg_plan_new(&src->sched, src->S, src->M, out, err);
     if (st)
         return st;
-    memcpy((*out)->freqs, src->freqs, (size_t)src->S * 2 * src->M * sizeof(int));
+    memcpy((*out)->freqs, src->freqs, (size_t)src->off[src->S] * sizeof(int));
     (*out)->time_s = src->time_s;
     (*out)->energy_j = src->energy_j;
     if (src->method)
@@ -67,7 +84,8 @@ void erg_plan_free(erg_plan *p)
     if (!p)
         return;
     erg__free(p->freqs);
-    erg__free(p->order);
+    erg__free(p->off);
+    erg_order_free(p->order);
     erg__free(p->method);
     erg__free(p);
 }
@@ -84,29 +102,38 @@ erg_schedule erg_plan_schedule(const erg_plan *p)
 {
     return p->sched;
 }
+const erg_order *erg_plan_order(const erg_plan *p)
+{
+    return p->order;
+}
+int erg_plan_stage_len(const erg_plan *p, int s)
+{
+    return s >= 0 && s < p->S ? p->off[s + 1] - p->off[s] : 0;
+}
 int *erg_plan_stage_freqs(erg_plan *p, int s)
 {
-    return s >= 0 && s < p->S ? p->freqs + (size_t)s * 2 * p->M : NULL;
+    return s >= 0 && s < p->S ? p->freqs + p->off[s] : NULL;
 }
 const int *erg_plan_stage_freqs_const(const erg_plan *p, int s)
 {
-    return s >= 0 && s < p->S ? p->freqs + (size_t)s * 2 * p->M : NULL;
+    return s >= 0 && s < p->S ? p->freqs + p->off[s] : NULL;
 }
 
 int erg_plan_freq(const erg_plan *p, int s, erg_instr_kind kind, int mb)
 {
     if (s < 0 || s >= p->S || mb < 0 || mb >= p->M)
         return 0;
-    const erg_instr *o = p->order + (size_t)s * 2 * p->M;
-    for (int k = 0; k < 2 * p->M; k++)
+    const erg_instr *o;
+    int n = erg_order_rank(p->order, s, &o);
+    for (int k = 0; k < n; k++)
         if (o[k].kind == kind && o[k].microbatch == mb)
-            return p->freqs[(size_t)s * 2 * p->M + k];
+            return p->freqs[p->off[s] + k];
     return 0;
 }
 
 void erg_plan_fill(erg_plan *p, int f)
 {
-    for (size_t i = 0; i < (size_t)p->S * 2 * p->M; i++)
+    for (size_t i = 0; i < (size_t)p->off[p->S]; i++)
         p->freqs[i] = f;
 }
 
@@ -148,8 +175,8 @@ erg_status erg_plan_format_py(const erg_plan *p, const char *trailer, char **out
     char num[16];
     for (int s = 0; s < p->S && !st; s++) {
         st = erg__buf_append(&b, "[", 1);
-        const int *f = p->freqs + (size_t)s * 2 * p->M;
-        for (int k = 0; k < 2 * p->M && !st; k++) {
+        const int *f = p->freqs + p->off[s];
+        for (int k = 0; k < p->off[s + 1] - p->off[s] && !st; k++) {
             int n = snprintf(num, sizeof num, k ? ", %d" : "%d", f[k]);
             st = erg__buf_append(&b, num, (size_t)n);
         }
@@ -233,16 +260,74 @@ static bool py_expect(pyparse *ps, char c)
     return false;
 }
 
+/* The plan of `hint`'s schedule whose rank lengths are `lens`: the
+ * microbatch count is the one whose orders have these lengths. */
+static erg_status plan_from_rows(const erg_schedule *hint, int rows, const int *lens,
+                                 const int *vals, const char *name, erg_plan **out,
+                                 erg_error *err)
+{
+    erg_schedule def = {.kind = ERG_SCHED_1F1B};
+    if (!hint)
+        hint = &def;
+    long total = 0;
+    for (int r = 0; r < rows; r++)
+        total += lens[r];
+    erg_plan *p = NULL;
+    erg_status st = ERG_OK;
+    erg_error e2;
+    if (hint->kind == ERG_SCHED_FILE) {
+        st = erg_plan_new(hint, rows, 0, &p, err);
+        if (st)
+            return st;
+    } else {
+        /* Rank lengths grow with M: try M = 1, 2, ... until the total fits. */
+        for (int M = 1; M <= total; M++) {
+            st = erg_plan_new(hint, rows, M, &p, &e2);
+            if (st == ERG_ENOMEM) {
+                *err = e2;
+                return st;
+            }
+            if (st)
+                continue;
+            if (p->off[rows] >= total)
+                break;
+            erg_plan_free(p);
+            p = NULL;
+        }
+        if (!p)
+            return erg_error_set(err, ERG_EPARSE,
+                                 "%s: %d stages with %ld clocks fit no microbatch count of "
+                                 "schedule %s",
+                                 name, rows, total, erg_schedule_name(hint->kind));
+    }
+    for (int r = 0; r < rows; r++)
+        if (p->off[r + 1] - p->off[r] != lens[r]) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s: stage %d has %d clocks but schedule %s with M=%d runs %d "
+                               "instructions there",
+                               name, r, lens[r], erg_schedule_name(hint->kind), p->M,
+                               p->off[r + 1] - p->off[r]);
+            erg_plan_free(p);
+            return st;
+        }
+    memcpy(p->freqs, vals, (size_t)total * sizeof(int));
+    *out = p;
+    return ERG_OK;
+}
+
 static erg_status parse_py(const char *text, size_t len, const char *name,
                            const erg_schedule *hint, erg_plan **out, erg_error *err)
 {
     pyparse ps = {text, text + len, name, 1, 1, err};
     int *vals = NULL;
     size_t nv = 0, cap = 0;
-    int rows = 0, rowlen = -1;
+    int rows = 0, rcap = 0;
+    int *rowlens = NULL;
     erg_status st = ERG_OK;
-    if (!py_expect(&ps, '['))
-        return py_error(&ps, "'[' opening the list of stages");
+    if (!py_expect(&ps, '[')) {
+        st = py_error(&ps, "'[' opening the list of stages");
+        goto done;
+    }
     for (;;) {
         py_skip(&ps);
         if (py_expect(&ps, ']'))
@@ -288,19 +373,40 @@ static erg_status parse_py(const char *text, size_t len, const char *name,
             st = py_error(&ps, "',' or ']'");
             goto done;
         }
-        if (rowlen >= 0 && count != rowlen) {
-            st = erg_error_set(err, ERG_EPARSE,
-                               "%s:%ld: stage %d has %d clocks but stage 0 has %d", name, ps.line,
-                               rows, count, rowlen);
+        if (rows >= 65536) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: more than 65536 stages", name, ps.line);
             goto done;
         }
-        if (count == 0 || count % 2) {
+        if (rows == rcap) {
+            int nc = rcap ? rcap * 2 : 16;
+            int *d = erg__reallocarray(rowlens, (size_t)nc, sizeof(int));
+            if (!d) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                goto done;
+            }
+            rowlens = d;
+            rcap = nc;
+        }
+        rowlens[rows] = count;
+        /* One-stage-per-rank F/B schedules: every stage has 2M clocks. */
+        int fb = !hint || (hint->kind != ERG_SCHED_FILE && erg_schedule_chunks(hint) == 1);
+        if (fb && rows > 0 && count != rowlens[0]) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: stage %d has %d clocks but stage 0 has %d", name, ps.line,
+                               rows, count, rowlens[0]);
+            goto done;
+        }
+        if (fb && count % 2) {
             st = erg_error_set(err, ERG_EPARSE,
                                "%s:%ld: stage %d has %d clocks; expected 2 per microbatch", name,
                                ps.line, rows, count);
             goto done;
         }
-        rowlen = count;
+        if (count == 0) {
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: stage %d has no clocks", name, ps.line,
+                               rows);
+            goto done;
+        }
         rows++;
         py_skip(&ps);
         if (py_expect(&ps, ','))
@@ -319,22 +425,28 @@ static erg_status parse_py(const char *text, size_t len, const char *name,
         st = erg_error_set(err, ERG_EPARSE, "%s: the plan has no stages", name);
         goto done;
     }
-    erg_plan *p;
-    st = erg_plan_new(hint, rows, rowlen / 2, &p, err);
-    if (st)
-        goto done;
-    memcpy(p->freqs, vals, nv * sizeof(int));
-    *out = p;
+    st = plan_from_rows(hint, rows, rowlens, vals, name, out, err);
 done:
     erg__free(vals);
+    erg__free(rowlens);
     return st;
 }
 
 /* ---- JSON ---- */
 
-static void instr_name(erg_instr in, char *buf, size_t n)
+/* Action names: "F0"/"B0" for the one-stage-per-rank F/B schedules (as
+ * before), PyTorch's "2I1", "(0F7;7B3)OVERLAP_F_B" otherwise. */
+static int plan_short_names(const erg_plan *p)
 {
-    snprintf(buf, n, "%c%d", in.kind == ERG_FORWARD ? 'F' : 'B', in.microbatch);
+    return erg_schedule_chunks(&p->sched) == 1 && p->sched.kind != ERG_SCHED_FILE;
+}
+
+static void instr_name(const erg_plan *p, erg_instr in, char *buf, size_t n)
+{
+    if (plan_short_names(p))
+        snprintf(buf, n, "%c%d", in.kind == ERG_FORWARD ? 'F' : 'B', in.microbatch);
+    else
+        erg_instr_format(in, buf, n);
 }
 
 erg_status erg_plan_format_json(const erg_plan *p, char **out, erg_error *err)
@@ -359,6 +471,13 @@ erg_status erg_plan_format_json(const erg_plan *p, char **out, erg_error *err)
     }
     json_object_set_new(root, "num_stages", json_integer(p->S));
     json_object_set_new(root, "num_microbatches", json_integer(p->M));
+    if (!plan_short_names(p)) {
+        json_object_set_new(root, "backward_split",
+                            json_real(erg_schedule_backward_split(&p->sched)));
+        json_object_set_new(root, "num_chunks", json_integer(erg_schedule_chunks(&p->sched)));
+        json_object_set_new(root, "num_pipeline_stages",
+                            json_integer(erg_order_num_stages(p->order)));
+    }
     if (p->method)
         json_object_set_new(root, "method", json_string(p->method));
     if (isfinite(p->time_s))
@@ -367,11 +486,13 @@ erg_status erg_plan_format_json(const erg_plan *p, char **out, erg_error *err)
         json_object_set_new(root, "energy_j", json_real(p->energy_j));
     for (int s = 0; s < p->S; s++) {
         json_t *st = json_object(), *ord = json_array(), *fr = json_array();
-        for (int k = 0; k < 2 * p->M; k++) {
-            char nm[24];
-            instr_name(p->order[(size_t)s * 2 * p->M + k], nm, sizeof nm);
+        const erg_instr *o;
+        int n = erg_order_rank(p->order, s, &o);
+        for (int k = 0; k < n; k++) {
+            char nm[64];
+            instr_name(p, o[k], nm, sizeof nm);
             json_array_append_new(ord, json_string(nm));
-            json_array_append_new(fr, json_integer(p->freqs[(size_t)s * 2 * p->M + k]));
+            json_array_append_new(fr, json_integer(p->freqs[p->off[s] + k]));
         }
         json_object_set_new(st, "stage", json_integer(s));
         json_object_set_new(st, "order", ord);
@@ -407,6 +528,67 @@ erg_status erg_plan_write_json(const erg_plan *p, const char *path, erg_error *e
     return st;
 }
 
+/* "version" must be 1, the only version this reader knows (a newer writer's
+ * plan must not be read as if it were version 1). */
+static erg_status check_json_version(const json_t *root, const char *name, erg_error *err)
+{
+    const json_t *v = json_object_get(root, "version");
+    if (!v)
+        return erg_error_set(err, ERG_EPARSE,
+                             "%s: \"version\" is missing (this reader knows ergon-plan version 1)",
+                             name);
+    if (!json_is_integer(v) || json_integer_value(v) != 1) {
+        char *txt = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        erg_status st = erg_error_set(err, ERG_EPARSE,
+                                      "%s: unknown \"version\": %.40s (this reader knows "
+                                      "ergon-plan version 1)",
+                                      name, txt ? txt : "?");
+        free(txt);
+        return st;
+    }
+    return ERG_OK;
+}
+
+/* The stage that entry `pos` of "stages" describes: its "stage" field when
+ * present (an integer in 0..S-1 that no other entry names), else its
+ * position. Entries must all name their stage or none. */
+static erg_status json_stage_of(const json_t *stages, json_int_t pos, json_int_t S,
+                                json_int_t *seen_at, const char *name, json_int_t *stage,
+                                erg_error *err)
+{
+    const json_t *e = json_array_get(stages, (size_t)pos);
+    if (!json_is_object(e))
+        return erg_error_set(err, ERG_EPARSE, "%s: stages[%lld] is not an object", name,
+                             (long long)pos);
+    const json_t *js = json_object_get(e, "stage");
+    bool named0 = json_object_get(json_array_get(stages, 0), "stage") != NULL;
+    if (!js != !named0)
+        return erg_error_set(err, ERG_EPARSE,
+                             "%s: stages[%lld] %s \"stage\" but stages[0] %s (give it in every "
+                             "entry or in none)",
+                             name, (long long)pos, js ? "has" : "has no", named0 ? "has" : "has not");
+    if (!js) {
+        *stage = pos;
+        return ERG_OK;
+    }
+    if (!json_is_integer(js) || json_integer_value(js) < 0 || json_integer_value(js) >= S) {
+        char *txt = json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT);
+        erg_status st = erg_error_set(err, ERG_EPARSE,
+                                      "%s: stages[%lld]: \"stage\": %.40s is not a stage in "
+                                      "0..%lld",
+                                      name, (long long)pos, txt ? txt : "?", (long long)(S - 1));
+        free(txt);
+        return st;
+    }
+    *stage = json_integer_value(js);
+    if (seen_at[*stage])
+        return erg_error_set(err, ERG_EPARSE,
+                             "%s: stages[%lld] and stages[%lld] are both \"stage\": %lld", name,
+                             (long long)(seen_at[*stage] - 1), (long long)pos, (long long)*stage);
+    seen_at[*stage] = pos + 1;
+    return ERG_OK;
+}
+
 static erg_status parse_json(const char *text, size_t len, const char *name, erg_plan **out,
                              erg_error *err)
 {
@@ -417,6 +599,7 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
                              je.column, je.text);
     erg_status st = ERG_OK;
     erg_plan *p = NULL;
+    json_int_t *seen_at = NULL; /* per stage: 1 + the entry that named it, 0: none yet */
     json_t *fmt = json_object_get(root, "format");
     json_t *jS = json_object_get(root, "num_stages"), *jM = json_object_get(root, "num_microbatches");
     json_t *jsched = json_object_get(root, "schedule"), *stages = json_object_get(root, "stages");
@@ -427,6 +610,8 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
                            name);
         goto done;
     }
+    if ((st = check_json_version(root, name, err)))
+        goto done;
     if (!json_is_integer(jS) || !json_is_integer(jM) || !json_is_array(stages)) {
         st = erg_error_set(err, ERG_EPARSE,
                            "%s: num_stages and num_microbatches must be integers and stages a "
@@ -436,11 +621,31 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
     }
     erg_schedule sched = {.kind = ERG_SCHED_1F1B};
     if (jsched) {
-        if (!json_is_string(jsched) ||
-            erg_schedule_parse(json_string_value(jsched), &sched.kind, err) != ERG_OK) {
+        if (json_is_string(jsched) && !strcmp(json_string_value(jsched), "file"))
+            sched.kind = ERG_SCHED_FILE;
+        else if (!json_is_string(jsched) ||
+                 erg_schedule_parse(json_string_value(jsched), &sched.kind, err) != ERG_OK) {
             st = erg_error_set(err, ERG_EPARSE, "%s: unknown schedule", name);
             goto done;
         }
+    }
+    json_t *jV = json_object_get(root, "num_chunks");
+    if (jV) {
+        if (!json_is_integer(jV) || json_integer_value(jV) < 1 || json_integer_value(jV) > 64) {
+            st = erg_error_set(err, ERG_EPARSE, "%s: num_chunks must be an integer in [1, 64]",
+                               name);
+            goto done;
+        }
+        sched.chunks = (int)json_integer_value(jV);
+    }
+    json_t *jx = json_object_get(root, "backward_split");
+    if (jx) {
+        if (!json_is_number(jx) || !(json_number_value(jx) > 0 && json_number_value(jx) < 1)) {
+            st = erg_error_set(err, ERG_EPARSE, "%s: backward_split must be a number in (0, 1)",
+                               name);
+            goto done;
+        }
+        sched.backward_split = json_number_value(jx);
     }
     json_t *mi = json_object_get(root, "max_inflight");
     if (json_is_integer(mi))
@@ -472,18 +677,61 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
                            name, (long long)S, (long long)M, json_array_size(stages));
         goto done;
     }
-    st = erg_plan_new(&sched, (int)S, (int)M, &p, err);
+    if (sched.kind == ERG_SCHED_FILE) {
+        /* The order is the plan's own: each stage's "order" is a torch CSV row. */
+        erg__buf b = {0};
+        for (json_int_t s = 0; s < S && !st; s++) {
+            json_t *ord = json_object_get(json_array_get(stages, (size_t)s), "order");
+            if (!json_is_array(ord)) {
+                st = erg_error_set(err, ERG_EPARSE, "%s: stage %lld has no order list", name,
+                                   (long long)s);
+                break;
+            }
+            for (size_t k = 0; k < json_array_size(ord) && !st; k++) {
+                json_t *a = json_array_get(ord, k);
+                if (!json_is_string(a) || strchr(json_string_value(a), ',') ||
+                    strchr(json_string_value(a), '\n'))
+                    st = erg_error_set(err, ERG_EPARSE,
+                                       "%s: stage %lld order[%zu] is not an action string", name,
+                                       (long long)s, k);
+                else if (erg__buf_printf(&b, k ? ",%s" : "%s", json_string_value(a)))
+                    st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            }
+            if (!st && erg__buf_append(&b, "\n", 1))
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        }
+        erg_order *o = NULL;
+        if (!st)
+            st = erg_order_parse_csv(b.data ? b.data : "", b.len, name, &o, err);
+        erg__buf_free(&b);
+        if (st)
+            goto done;
+        sched.order = o;
+        st = erg_plan_new(&sched, (int)S, (int)M, &p, err);
+        erg_order_free(o);
+    } else {
+        st = erg_plan_new(&sched, (int)S, (int)M, &p, err);
+    }
     if (st)
         goto done;
-    for (json_int_t s = 0; s < S; s++) {
-        json_t *e = json_array_get(stages, (size_t)s);
+    seen_at = erg__calloc((size_t)S, sizeof *seen_at);
+    if (!seen_at) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (json_int_t pos = 0; pos < S; pos++) {
+        json_int_t s = pos;
+        if ((st = json_stage_of(stages, pos, S, seen_at, name, &s, err)))
+            goto done;
+        json_t *e = json_array_get(stages, (size_t)pos);
         json_t *fr = json_object_get(e, "freq_mhz");
-        if (!json_is_array(fr) || (json_int_t)json_array_size(fr) != 2 * M) {
+        json_int_t nclk = p->off[s + 1] - p->off[s];
+        if (!json_is_array(fr) || (json_int_t)json_array_size(fr) != nclk) {
             st = erg_error_set(err, ERG_EPARSE, "%s: stage %lld needs freq_mhz with %lld clocks",
-                               name, (long long)s, (long long)(2 * M));
+                               name, (long long)s, (long long)nclk);
             goto done;
         }
-        for (json_int_t k = 0; k < 2 * M; k++) {
+        for (json_int_t k = 0; k < nclk; k++) {
             json_t *v = json_array_get(fr, (size_t)k);
             if (!json_is_integer(v) || json_integer_value(v) <= 0 ||
                 json_integer_value(v) > 1000000) {
@@ -492,7 +740,7 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
                                    (long long)s, (long long)k);
                 goto done;
             }
-            p->freqs[s * 2 * M + k] = (int)json_integer_value(v);
+            p->freqs[p->off[s] + k] = (int)json_integer_value(v);
         }
     }
     json_t *t = json_object_get(root, "time_s"), *en = json_object_get(root, "energy_j");
@@ -502,6 +750,7 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
     if (json_is_string(m))
         st = erg_plan_set_method(p, json_string_value(m), err);
 done:
+    erg__free(seen_at);
     json_decref(root);
     if (st) {
         erg_plan_free(p);
@@ -509,6 +758,113 @@ done:
     }
     *out = p;
     return ERG_OK;
+}
+
+/* Zeus PFO's plan literal -- per stage a list of ("forward"|"backward",
+ * clock) tuples (or lists), single or double quotes, # comments, trailing
+ * commas; ergon also writes backward_input, backward_weight and overlap_f_b
+ * for the new schedules -- rewritten as the kronos literal of those clocks,
+ * which parse_py then reads (pairs with other names are not planned and are
+ * dropped). 1 = rewritten into *out, 0 = not this format, <0 = error set. */
+static int zeus_to_kronos(const char *text, size_t len, const char *name, char **out,
+                          erg_error *err)
+{
+    pyparse ps = {text, text + len, name, 1, 1, err};
+    if (!py_expect(&ps, '[') || !py_expect(&ps, '['))
+        return 0;
+    py_skip(&ps);
+    if (ps.p >= ps.end || (*ps.p != '(' && *ps.p != '['))
+        return 0;
+    ps = (pyparse){text, text + len, name, 1, 1, err};
+    erg__buf b = {0};
+    erg_status st = ERG_OK;
+    py_expect(&ps, '[');
+    st = erg__buf_append(&b, "[", 1);
+    for (int stage = 0; !st; stage++) {
+        if (py_expect(&ps, ']'))
+            break;
+        if (!py_expect(&ps, '[')) {
+            st = py_error(&ps, "'[' opening a stage's (instruction, clock) pairs or ']'");
+            break;
+        }
+        st = erg__buf_append(&b, stage ? ",[" : "[", stage ? 2 : 1);
+        for (int k = 0; !st;) {
+            if (py_expect(&ps, ']'))
+                break;
+            char close = py_expect(&ps, '(') ? ')' : py_expect(&ps, '[') ? ']' : 0;
+            if (!close) {
+                st = py_error(&ps, "'(' opening an (instruction, clock) pair");
+                break;
+            }
+            py_skip(&ps);
+            if (ps.p >= ps.end || (*ps.p != '\'' && *ps.p != '"')) {
+                st = py_error(&ps, "a quoted instruction name");
+                break;
+            }
+            char q = *ps.p++;
+            const char *s0 = ps.p;
+            while (ps.p < ps.end && *ps.p != q && *ps.p != '\n')
+                ps.p++;
+            if (ps.p >= ps.end || *ps.p != q) {
+                st = py_error(&ps, "the closing quote of the instruction name");
+                break;
+            }
+            size_t sl = (size_t)(ps.p - s0);
+            ps.p++;
+            /* ergon's instruction kind names (zeus-py plans of zero-bubble
+             * and DualPipeV schedules carry I, W and overlapped steps). */
+            bool compute = (sl == 7 && !memcmp(s0, "forward", 7)) ||
+                           (sl == 8 && !memcmp(s0, "backward", 8)) ||
+                           (sl == 14 && !memcmp(s0, "backward_input", 14)) ||
+                           (sl == 15 && !memcmp(s0, "backward_weight", 15)) ||
+                           (sl == 11 && !memcmp(s0, "overlap_f_b", 11));
+            if (!py_expect(&ps, ',')) {
+                st = py_error(&ps, "',' after the instruction name");
+                break;
+            }
+            py_skip(&ps);
+            const char *v0 = ps.p;
+            while (ps.p < ps.end && *ps.p >= '0' && *ps.p <= '9' && ps.p - v0 < 9)
+                ps.p++;
+            if (ps.p == v0 || (ps.p < ps.end && *ps.p >= '0' && *ps.p <= '9')) {
+                st = py_error(&ps, "a clock (a non-negative integer below 10^9)");
+                break;
+            }
+            size_t vl = (size_t)(ps.p - v0);
+            py_expect(&ps, ',');
+            if (!py_expect(&ps, close)) {
+                st = py_error(&ps, close == ')' ? "')' closing the pair" : "']' closing the pair");
+                break;
+            }
+            if (compute) {
+                st = k ? erg__buf_append(&b, ",", 1) : ERG_OK;
+                if (!st)
+                    st = erg__buf_append(&b, v0, vl);
+                k++;
+            }
+            if (!st && !py_expect(&ps, ',') && !(py_skip(&ps), ps.p < ps.end && *ps.p == ']')) {
+                st = py_error(&ps, "',' or ']' after a pair");
+                break;
+            }
+        }
+        if (!st)
+            st = erg__buf_append(&b, "]", 1);
+        if (!st && !py_expect(&ps, ',') && !(py_skip(&ps), ps.p < ps.end && *ps.p == ']'))
+            st = py_error(&ps, "',' or ']' after a stage");
+    }
+    py_skip(&ps);
+    if (!st && ps.p != ps.end)
+        st = py_error(&ps, "only comments after the list of stages");
+    if (!st)
+        st = erg__buf_append(&b, "]\n", 2);
+    if (st) {
+        if (st == ERG_ENOMEM)
+            erg_error_set(err, ERG_ENOMEM, "out of memory");
+        erg__buf_free(&b);
+        return -1;
+    }
+    *out = b.data;
+    return 1;
 }
 
 erg_status erg_plan_parse(const char *text, size_t len, const char *name,
@@ -522,6 +878,15 @@ erg_status erg_plan_parse(const char *text, size_t len, const char *name,
         i++;
     if (i < len && text[i] == '{')
         return parse_json(text, len, name, out, err);
+    char *kronos = NULL;
+    int z = zeus_to_kronos(text, len, name, &kronos, err);
+    if (z < 0)
+        return err->status ? err->status : ERG_EPARSE;
+    if (z > 0) {
+        erg_status st = parse_py(kronos, strlen(kronos), name, hint, out, err);
+        erg__free(kronos);
+        return st;
+    }
     return parse_py(text, len, name, hint, out, err);
 }
 

@@ -73,8 +73,18 @@ static erg_status zeus_pmax(bctx *b, const erg_baseline_opts *o, erg_error *err)
 static void fill_stage(erg_plan *plan, int s, int M, int f)
 {
     int *pf = erg_plan_stage_freqs(plan, s);
-    for (int i = 0; i < 2 * M; i++)
+    (void)M;
+    for (int i = 0; i < erg_plan_stage_len(plan, s); i++)
         pf[i] = f;
+}
+
+/* The clock table a kind throttles by: I and W are parts of the backward,
+ * OVERLAP_F_B starts with its forward. */
+static erg_instr_kind table_kind(erg_instr_kind k)
+{
+    return k == ERG_BACKWARD_INPUT || k == ERG_BACKWARD_WEIGHT ? ERG_BACKWARD
+           : k == ERG_OVERLAP_F_B                              ? ERG_FORWARD
+                                                               : k;
 }
 
 static erg_status finish(bctx *b, const erg_baseline_opts *o, const char *method,
@@ -137,16 +147,16 @@ static erg_status zeus_power_limit(bctx *b, const erg_baseline_opts *o, erg_plan
                              "P_max %g W (got %g W)",
                              pmax, step);
     }
-    int S = b->c->S, M = erg_plan_num_microbatches(b->plan);
+    int S = b->c->S;
     double best = INFINITY, bestL = pmax;
     int nsteps = (int)floor(pmax / step + 1e-9);
     for (int i = nsteps; i >= 1; i--) { /* from the highest limit down: ties keep it */
         double L = step * i;
         for (int s = 0; s < S; s++) {
             int *pf = erg_plan_stage_freqs(b->plan, s);
-            for (int k = 0; k < 2 * M; k++) {
-                erg_instr in = erg_dag_instr(b->dag, s * 2 * M + k, NULL);
-                pf[k] = clock_under_limit(b->c, s, in.kind, L);
+            for (int k = 0; k < erg_dag_rank_len(b->dag, s); k++) {
+                erg_instr in = erg_dag_instr(b->dag, erg_dag_rank_offset(b->dag, s) + k, NULL);
+                pf[k] = clock_under_limit(b->c, s, table_kind(in.kind), L);
             }
         }
         erg__eval ev;
@@ -164,9 +174,9 @@ static erg_status zeus_power_limit(bctx *b, const erg_baseline_opts *o, erg_plan
     }
     for (int s = 0; s < S; s++) {
         int *pf = erg_plan_stage_freqs(b->plan, s);
-        for (int k = 0; k < 2 * M; k++) {
-            erg_instr in = erg_dag_instr(b->dag, s * 2 * M + k, NULL);
-            pf[k] = clock_under_limit(b->c, s, in.kind, bestL);
+        for (int k = 0; k < erg_dag_rank_len(b->dag, s); k++) {
+            erg_instr in = erg_dag_instr(b->dag, erg_dag_rank_offset(b->dag, s) + k, NULL);
+            pf[k] = clock_under_limit(b->c, s, table_kind(in.kind), bestL);
         }
     }
     char method[64];

@@ -60,6 +60,7 @@ erg_status erg__ctab_new(const erg_profile *p, int S, erg__ctab **out, erg_error
     if (!c)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     c->S = S;
+    c->prof = p;
     c->k = erg__calloc((size_t)S * 2, sizeof *c->k);
     c->both = erg__calloc((size_t)S, sizeof *c->both);
     c->nboth = erg__calloc((size_t)S, sizeof *c->nboth);
@@ -139,7 +140,8 @@ erg_status erg__ctab_eval(const erg__ctab *c, const erg_dag *dag, const erg_plan
                           double power_w, double *es, double *dur, double *stage_j,
                           erg__eval *out, erg_error *err)
 {
-    int S = erg_dag_num_stages(dag), M = erg_dag_num_microbatches(dag), n = 2 * S * M;
+    int S = erg_dag_num_stages(dag), n = erg_dag_num_instrs(dag);
+    int simple = erg_dag_num_chunks(dag) == 1;
     double *tmp = erg__calloc((size_t)n * 2, sizeof(double));
     if (!tmp)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -154,23 +156,45 @@ erg_status erg__ctab_eval(const erg__ctab *c, const erg_dag *dag, const erg_plan
     cj = busy + S;
     for (int s = 0; s < S; s++) {
         const int *f = erg_plan_stage_freqs_const(plan, s);
-        for (int k = 0; k < 2 * M; k++) {
-            int id = s * 2 * M + k;
+        int off = erg_dag_rank_offset(dag, s), len = erg_dag_rank_len(dag, s);
+        if (erg_plan_stage_len(plan, s) != len) {
+            erg__free(tmp);
+            erg__free(busy);
+            return erg_error_set(err, ERG_EINVAL, "the plan does not fit the schedule's rank %d",
+                                 s);
+        }
+        for (int k = 0; k < len; k++) {
+            int id = off + k;
             erg_instr in = erg_dag_instr(dag, id, NULL);
-            int i = erg__ctab_find(c, s, in.kind, f[k]);
-            if (i < 0) {
-                erg__free(tmp);
-                erg__free(busy);
-                return erg_error_set(err, ERG_ENOTFOUND,
-                                     "stage %d %s of microbatch %d runs at %d MHz, which the "
-                                     "profile does not have",
-                                     s, erg_instr_kind_name(in.kind), in.microbatch, f[k]);
+            double t, e;
+            if (simple && in.kind <= ERG_BACKWARD) {
+                int i = erg__ctab_find(c, s, in.kind, f[k]);
+                if (i < 0) {
+                    erg__free(tmp);
+                    erg__free(busy);
+                    return erg_error_set(err, ERG_ENOTFOUND,
+                                         "stage %d %s of microbatch %d runs at %d MHz, which the "
+                                         "profile does not have",
+                                         s, erg_instr_kind_name(in.kind), in.microbatch, f[k]);
+                }
+                const erg__ckind *kk = &c->k[s * 2 + (int)in.kind];
+                t = kk->t[i];
+                e = kk->e[i];
+            } else {
+                erg_profile_point pt;
+                erg_status cst = erg_instr_cost_point(c->prof, dag, id, f[k], &pt, err);
+                if (cst) {
+                    erg__free(tmp);
+                    erg__free(busy);
+                    return cst;
+                }
+                t = pt.time_s;
+                e = pt.energy_j;
             }
-            const erg__ckind *kk = &c->k[s * 2 + (int)in.kind];
-            D[id] = kk->t[i];
-            busy[s] += kk->t[i];
-            cj[s] += kk->e[i];
-            compute += kk->e[i];
+            D[id] = t;
+            busy[s] += t;
+            cj[s] += e;
+            compute += e;
         }
     }
     double T = 0;

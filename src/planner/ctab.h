@@ -18,6 +18,7 @@ typedef struct erg__ckind {
 
 typedef struct erg__ctab {
     int S;
+    const erg_profile *prof; /* borrowed: costs of I, W, OVERLAP_F_B and chunks */
     erg__ckind *k;   /* [S][2] */
     int **both;      /* [S]: clocks with forward and backward points, descending */
     int *nboth;      /* [S] */

@@ -562,9 +562,20 @@ static erg_status slowest_pareto(const erg_profile *p, int s, erg_instr_kind kin
         bool dom = false;
         for (size_t j = 0; j < n && !dom; j++)
             dom = pt[j].time_s < pt[i].time_s && pt[j].energy_j < pt[i].energy_j;
-        if (!dom)
-            v[m++] = (cand){(long)erg__floordiv_py(pt[i].time_s, unit), pt[i].time_s,
-                            pt[i].energy_j, pt[i].freq_mhz};
+        if (dom)
+            continue;
+        /* A long holds the quantised time only below 2^53 units: past that the
+         * cast is undefined (a 1e308 s time) and the units mean nothing. */
+        double q = erg__floordiv_py(pt[i].time_s, unit);
+        if (!(q >= 0 && q <= 9007199254740992.0)) {
+            erg__free(v);
+            return erg_error_set(err, ERG_EINVAL,
+                                 "stage %d %s at %d MHz: time %g s is %g units of %g s, more "
+                                 "than the planner can count (2^53)",
+                                 s, erg_instr_kind_name(kind), pt[i].freq_mhz, pt[i].time_s, q,
+                                 unit);
+        }
+        v[m++] = (cand){(long)q, pt[i].time_s, pt[i].energy_j, pt[i].freq_mhz};
     }
     /* order by t descending, then a stable sort by e descending (insertion) */
     for (size_t i = 1; i < m; i++) { /* stable: t descending */
@@ -802,7 +813,11 @@ static erg_status plan_real(const erg_profile *profile, int S, int M, const erg_
                             erg_plan **out, erg_envpipe_info *info, erg_error *err)
 {
     if (o->schedule != ERG_SCHED_1F1B && o->schedule != ERG_SCHED_ENVPIPE)
-        return erg_error_set(err, ERG_EINVAL, "EnvPipe runs on the 1f1b or ours schedule, not %s",
+        return erg_error_set(err, ERG_EINVAL,
+                             "EnvPipe runs on the 1f1b or ours schedule, not %s (its envelope and "
+                             "extra warm-up forwards are defined for one stage per rank and a "
+                             "full backward; plan other schedules with plan perseus, see "
+                             "docs/schedules.md)",
                              erg_schedule_name(o->schedule));
     if (o->schedule == ERG_SCHED_ENVPIPE && M < S)
         return erg_error_set(err, ERG_EINVAL,

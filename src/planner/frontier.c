@@ -12,8 +12,10 @@
 #define ERG__CKPT_EVERY 512
 
 struct erg_frontier {
-    int S, M, n; /* n = 2SM instructions */
-    erg_schedule sched;
+    int S, M, n; /* ranks, microbatches, instructions (2SM for 1F1B) */
+    erg_schedule sched; /* a FILE schedule's order lives in tmpl */
+    erg_plan *tmpl;     /* an empty plan: the order and each rank's offset */
+    int *off;           /* [S+1] first instruction of each rank */
     double unit_s, power_w;
     size_t np, cap;
     erg_frontier_point *pts;
@@ -38,9 +40,32 @@ erg_status erg__frontier_new(int S, int M, const erg_schedule *sched, double uni
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     f->S = S;
     f->M = M;
-    f->n = 2 * S * M;
-    if (sched)
-        f->sched = *sched;
+    if (S == 0 && M == 0) {
+        /* read from a directory: layout from its first plan (read_dir) */
+        if (sched)
+            f->sched = *sched;
+        f->chg_off = erg__calloc(1, sizeof(size_t));
+        if (!f->chg_off) {
+            erg_frontier_free(f);
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        }
+        *out = f;
+        return ERG_OK;
+    }
+    erg_status st = erg_plan_new(sched, S, M, &f->tmpl, err);
+    if (st) {
+        erg__free(f);
+        return st;
+    }
+    f->sched = erg_plan_schedule(f->tmpl);
+    f->off = erg__calloc((size_t)S + 1, sizeof(int));
+    if (!f->off) {
+        erg_frontier_free(f);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    for (int r = 0; r < S; r++)
+        f->off[r + 1] = f->off[r] + erg_plan_stage_len(f->tmpl, r);
+    f->n = f->off[S];
     f->unit_s = unit_s;
     f->power_w = power_w;
     f->initial = erg__calloc((size_t)f->n, sizeof(int));
@@ -58,6 +83,8 @@ void erg_frontier_free(erg_frontier *f)
     if (!f)
         return;
     erg__free(f->pts);
+    erg_plan_free(f->tmpl);
+    erg__free(f->off);
     erg__free(f->initial);
     erg__free(f->chg_off);
     erg__free(f->chg_id);
@@ -207,8 +234,8 @@ erg_status erg_frontier_plan(const erg_frontier *f, size_t k, erg_plan **out, er
         }
         replay(f, k, freq);
         for (int s = 0; s < f->S; s++)
-            memcpy(erg_plan_stage_freqs(*out, s), freq + (size_t)s * 2 * f->M,
-                   sizeof(int) * 2 * (size_t)f->M);
+            memcpy(erg_plan_stage_freqs(*out, s), freq + f->off[s],
+                   sizeof(int) * (size_t)(f->off[s + 1] - f->off[s]));
         erg__free(freq);
     }
     erg_plan_set_estimate(*out, f->pts[k].time_s, f->pts[k].energy_j);
@@ -225,8 +252,8 @@ static erg_status write_py_fast(const erg_frontier *f, size_t k, const int *freq
     char num[16];
     for (int s = 0; s < f->S && !st; s++) {
         st = erg__buf_append(b, "[", 1);
-        for (int j = 0; j < 2 * f->M && !st; j++) {
-            int n = snprintf(num, sizeof num, j ? ", %d" : "%d", freq[s * 2 * f->M + j]);
+        for (int j = 0; j < f->off[s + 1] - f->off[s] && !st; j++) {
+            int n = snprintf(num, sizeof num, j ? ", %d" : "%d", freq[f->off[s] + j]);
             st = erg__buf_append(b, num, (size_t)n);
         }
         if (!st)
@@ -246,6 +273,44 @@ static erg_status write_py_fast(const erg_frontier *f, size_t k, const int *freq
     return erg__write_file_direct(path, b->data, b->len, err);
 }
 
+/* Zeus PFO's freqs_pipeline_%05d.py (its run_optimization.py writes it; its
+ * PointSolution reads it): "[", then per stage Python's repr of the stage's
+ * list of (name, clock) tuples in execution order followed by ",", then "]"
+ * and three "# Iteration k ..." comment lines (docs/zeus-protocol.md §8). */
+static erg_status write_zeus_py_fast(const erg_frontier *f, size_t k, const int *freq,
+                                     const erg_instr *order, erg__buf *b, const char *path,
+                                     erg_error *err)
+{
+    b->len = 0;
+    erg_status st = erg__buf_append(b, "[\n", 2);
+    char num[40];
+    for (int s = 0; s < f->S && !st; s++) {
+        st = erg__buf_append(b, "[", 1);
+        /* One list per rank in that rank's order; the names are the
+         * instruction kinds' (forward, backward, backward_input, ...), which
+         * Zeus's client compares with the name given to on_instruction_begin. */
+        for (int j = 0; j < f->off[s + 1] - f->off[s] && !st; j++) {
+            int n = snprintf(num, sizeof num, "%s('%s', %d)", j ? ", " : "",
+                             erg_instr_kind_name(order[f->off[s] + j].kind), freq[f->off[s] + j]);
+            st = erg__buf_append(b, num, (size_t)n);
+        }
+        if (!st)
+            st = erg__buf_append(b, "],\n", 3);
+    }
+    char c1[40], c2[40], c3[40];
+    const erg_frontier_point *p = &f->pts[k];
+    if (!st)
+        st = erg__buf_printf(b,
+                             "]\n# Iteration %zu cost change: %s\n# Iteration %zu total cost: %s\n"
+                             "# Iteration %zu total cost with P2P: %s\n",
+                             k, erg__fmt_double_py(p->cost_change_j, c1, sizeof c1), k,
+                             erg__fmt_double_py(p->cost_j, c2, sizeof c2), k,
+                             erg__fmt_double_py(p->energy_j, c3, sizeof c3));
+    if (st)
+        return erg_error_set(err, st, "out of memory");
+    return erg__write_file_direct(path, b->data, b->len, err);
+}
+
 static erg_status write_json_fast(const erg_frontier *f, size_t k, const int *freq,
                                   const erg_instr *order, erg__buf *b, const char *path,
                                   erg_error *err)
@@ -253,26 +318,38 @@ static erg_status write_json_fast(const erg_frontier *f, size_t k, const int *fr
     b->len = 0;
     char t[40], e[40];
     const erg_frontier_point *p = &f->pts[k];
+    int shortn = erg_schedule_chunks(&f->sched) == 1 && f->sched.kind != ERG_SCHED_FILE;
     erg_status st = erg__buf_printf(
         b,
         "{\"format\": \"ergon-plan\", \"version\": 1, \"method\": \"perseus\", \"index\": %zu,\n"
         " \"schedule\": \"%s\", \"num_stages\": %d, \"num_microbatches\": %d,\n"
-        " \"time_s\": %s, \"energy_j\": %s,\n \"stages\": [",
+        " \"time_s\": %s, \"energy_j\": %s,\n",
         k, erg_schedule_name(f->sched.kind), f->S, f->M,
         erg__fmt_double_py(p->time_s, t, sizeof t), erg__fmt_double_py(p->energy_j, e, sizeof e));
-    char num[24];
+    if (!st && !shortn)
+        st = erg__buf_printf(b, " \"num_chunks\": %d, \"backward_split\": %s,\n",
+                             erg_schedule_chunks(&f->sched),
+                             erg__fmt_double_py(erg_schedule_backward_split(&f->sched), t,
+                                                sizeof t));
+    if (!st)
+        st = erg__buf_append(b, " \"stages\": [", 12);
+    char num[96];
     for (int s = 0; s < f->S && !st; s++) {
         st = erg__buf_printf(b, "%s\n  {\"stage\": %d, \"order\": [", s ? "," : "", s);
-        for (int j = 0; j < 2 * f->M && !st; j++) {
-            erg_instr in = order[s * 2 * f->M + j];
-            int n = snprintf(num, sizeof num, "%s\"%c%d\"", j ? ", " : "",
-                             in.kind == ERG_FORWARD ? 'F' : 'B', in.microbatch);
+        for (int j = 0; j < f->off[s + 1] - f->off[s] && !st; j++) {
+            erg_instr in = order[f->off[s] + j];
+            char nm[80];
+            if (shortn)
+                snprintf(nm, sizeof nm, "%c%d", in.kind == ERG_FORWARD ? 'F' : 'B', in.microbatch);
+            else
+                erg_instr_format(in, nm, sizeof nm);
+            int n = snprintf(num, sizeof num, "%s\"%s\"", j ? ", " : "", nm);
             st = erg__buf_append(b, num, (size_t)n);
         }
         if (!st)
             st = erg__buf_append(b, "],\n   \"freq_mhz\": [", 19);
-        for (int j = 0; j < 2 * f->M && !st; j++) {
-            int n = snprintf(num, sizeof num, j ? ", %d" : "%d", freq[s * 2 * f->M + j]);
+        for (int j = 0; j < f->off[s + 1] - f->off[s] && !st; j++) {
+            int n = snprintf(num, sizeof num, j ? ", %d" : "%d", freq[f->off[s] + j]);
             st = erg__buf_append(b, num, (size_t)n);
         }
         if (!st)
@@ -290,7 +367,11 @@ erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int wh
 {
     if (!f || !dir)
         return erg_error_set(err, ERG_EINVAL, "NULL argument");
-    if (f->files && (what & (ERG_FRONTIER_PY | ERG_FRONTIER_JSON)))
+    if ((what & ERG_FRONTIER_PY) && (what & ERG_FRONTIER_ZEUS_PY))
+        return erg_error_set(err, ERG_EINVAL,
+                             "the Perseus and the Zeus plan formats both use the file names "
+                             "freqs_pipeline_%%05d.py: write one of them per directory");
+    if (f->files && (what & (ERG_FRONTIER_PY | ERG_FRONTIER_JSON | ERG_FRONTIER_ZEUS_PY)))
         return erg_error_set(err, ERG_ENOTSUP,
                              "a frontier read from a directory can only be written as CSV");
     erg_status st = erg__mkdir_p(dir, err);
@@ -305,10 +386,11 @@ erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int wh
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
-    for (int s = 0; s < f->S && !st; s++)
-        st = erg_schedule_stage_order(&f->sched, f->S, f->M, s, order + (size_t)s * 2 * f->M, err);
-    if (st)
-        goto done;
+    for (int s = 0; s < f->S; s++) {
+        const erg_instr *v;
+        int nr = erg_order_rank(erg_plan_order(f->tmpl), s, &v);
+        memcpy(order + f->off[s], v, sizeof(erg_instr) * (size_t)nr);
+    }
     if (what & ERG_FRONTIER_CSV) {
         st = erg__buf_append(&b, "time,energy\n", 12);
         char t[40], e[40];
@@ -322,7 +404,7 @@ erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int wh
         snprintf(path, dl + 64, "%s/frontier.csv", dir);
         st = erg__write_file(path, b.data, b.len, err);
     }
-    if (!f->files && (what & (ERG_FRONTIER_PY | ERG_FRONTIER_JSON))) {
+    if (!f->files && (what & (ERG_FRONTIER_PY | ERG_FRONTIER_JSON | ERG_FRONTIER_ZEUS_PY))) {
         if (f->np)
             memcpy(freq, f->ckpt, sizeof(int) * (size_t)f->n);
         for (size_t k = 0; k < f->np && !st; k++) {
@@ -332,6 +414,10 @@ erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int wh
             if (what & ERG_FRONTIER_PY) {
                 snprintf(path, dl + 64, "%s/freqs_pipeline_%05zu.py", dir, k);
                 st = write_py_fast(f, k, freq, &b, path, err);
+            }
+            if (!st && (what & ERG_FRONTIER_ZEUS_PY)) {
+                snprintf(path, dl + 64, "%s/freqs_pipeline_%05zu.py", dir, k);
+                st = write_zeus_py_fast(f, k, freq, order, &b, path, err);
             }
             if (!st && (what & ERG_FRONTIER_JSON)) {
                 snprintf(path, dl + 64, "%s/plan_%05zu.json", dir, k);
@@ -426,10 +512,12 @@ erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *hint, erg_
     size_t nfiles = 0;
     erg__csv c;
     erg__csv_init(&c, text, len);
-    st = list_files(dir, "freqs_pipeline_", ".py", &files, &nfiles, err);
+    /* JSON plans name their schedule (and carry a file schedule's order), so
+     * they are preferred; .py plans need the hint's schedule. */
+    st = list_files(dir, "plan_", ".json", &files, &nfiles, err);
     if (!st && nfiles == 0) {
         erg__free(files);
-        st = list_files(dir, "plan_", ".json", &files, &nfiles, err);
+        st = list_files(dir, "freqs_pipeline_", ".py", &files, &nfiles, err);
     }
     if (st)
         goto done;
@@ -483,9 +571,15 @@ erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *hint, erg_
         if (!st) {
             f->S = erg_plan_num_stages(p0);
             f->M = erg_plan_num_microbatches(p0);
-            f->n = 2 * f->S * f->M;
+            f->tmpl = p0;
             f->sched = erg_plan_schedule(p0);
-            erg_plan_free(p0);
+            f->off = erg__calloc((size_t)f->S + 1, sizeof(int));
+            if (!f->off)
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            for (int q = 0; q < f->S && !st; q++)
+                f->off[q + 1] = f->off[q] + erg_plan_stage_len(p0, q);
+            if (!st)
+                f->n = f->off[f->S];
         }
     }
 done:
@@ -550,25 +644,28 @@ erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every
         base = base ? base + 1 : src;
         snprintf(path, strlen(out) + 300, "%s/%s", out, base);
         st = copy_file(src, path, err);
-        /* the JSON twin of a .py plan, when there is one */
+        /* the twin in the other format (.py <-> .json), when there is one */
         size_t bl = strlen(src);
-        if (!st && bl > 3 && !strcmp(src + bl - 3, ".py")) {
-            char *twin = erg__malloc(bl + 16);
-            if (twin) {
-                snprintf(twin, bl + 16, "%s", src);
-                char *slash = strrchr(twin, '/');
-                char *name = slash ? slash + 1 : twin;
-                unsigned long idx;
-                if (sscanf(name, "freqs_pipeline_%lu.py", &idx) == 1) {
-                    snprintf(name, bl + 16 - (size_t)(name - twin), "plan_%05lu.json", idx);
-                    if (stat(twin, &sb) == 0) {
-                        snprintf(path, strlen(out) + 300, "%s/plan_%05lu.json", out, idx);
-                        st = copy_file(twin, path, err);
-                    }
+        char *twin = erg__malloc(bl + 32);
+        if (!st && twin) {
+            snprintf(twin, bl + 32, "%s", src);
+            char *slash = strrchr(twin, '/');
+            char *name = slash ? slash + 1 : twin;
+            unsigned long idx;
+            char tname[64] = "";
+            if (sscanf(name, "freqs_pipeline_%lu.py", &idx) == 1)
+                snprintf(tname, sizeof tname, "plan_%05lu.json", idx);
+            else if (sscanf(name, "plan_%lu.json", &idx) == 1)
+                snprintf(tname, sizeof tname, "freqs_pipeline_%05lu.py", idx);
+            if (tname[0]) {
+                snprintf(name, bl + 32 - (size_t)(name - twin), "%s", tname);
+                if (stat(twin, &sb) == 0) {
+                    snprintf(path, strlen(out) + 300, "%s/%s", out, tname);
+                    st = copy_file(twin, path, err);
                 }
-                erg__free(twin);
             }
         }
+        erg__free(twin);
         char t[40], e[40];
         if (!st)
             st = erg__buf_printf(&csv, "%s,%s\n", erg__fmt_double_py(f->pts[k].time_s, t, sizeof t),

@@ -204,16 +204,25 @@ static int64_t bound_units(double x)
     return (int64_t)erg__floordiv_py(x, ERG__PD_TOL);
 }
 
-static erg_status build_spec(const erg_profile *prof, int s, erg_instr_kind kind,
-                             const erg_perseus_opts *o, op_spec *sp, erg_error *err)
+/* A spec from the points of one cost class (pts, n). fit_idx >= 0 selects
+ * the o->fits coefficients of (stage s, kind) when the caller gave fits. */
+static erg_status build_spec(const erg_profile_point *pts, size_t n, int s, erg_instr_kind kind,
+                             int fit_idx, const erg_perseus_opts *o, op_spec *sp,
+                             erg_error *err)
 {
-    size_t n = erg_profile_num_points(prof, s, kind);
-    const erg_profile_point *pts = erg_profile_points(prof, s, kind);
     sp->stage = s;
     sp->kind = kind;
     sp->cand = erg__calloc(n ? n : 1, sizeof(erg__cand));
     if (!sp->cand)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    /* Quantised times are ints: refuse before the conversion overflows. */
+    for (size_t i = 0; i < n; i++)
+        if (!(pts[i].time_s / o->unit_s < 1e9))
+            return erg_error_set(err, ERG_EINVAL,
+                                 "stage %d %s at %d MHz: time %g s is %.3g units of %g s (more "
+                                 "than 1e9); use a larger --unit-time",
+                                 s, erg_instr_kind_name(kind), pts[i].freq_mhz, pts[i].time_s,
+                                 pts[i].time_s / o->unit_s, o->unit_s);
     double nf = o->always_use_noise_factor ? o->noise_factor : 1.0;
     int nc = erg__perseus_candidates(pts, (int)n, o->unit_s, nf, sp->cand);
     if (nc >= 0 && nc <= 3 && !o->always_use_noise_factor) {
@@ -242,8 +251,8 @@ static erg_status build_spec(const erg_profile *prof, int s, erg_instr_kind kind
         y[i] = sp->cand[i].energy_j - ((o->blocking_power_w * sp->cand[i].q) * o->unit_s);
     }
     erg_status st = ERG_OK;
-    if (o->fits) {
-        memcpy(sp->abc, o->fits + (size_t)(2 * s + (int)kind) * 3, sizeof(sp->abc));
+    if (o->fits && fit_idx >= 0) {
+        memcpy(sp->abc, o->fits + (size_t)fit_idx * 3, sizeof(sp->abc));
     } else if (sp->min_q == sp->max_q) {
         /* One duration only: nothing to fit; its cost is the point itself. */
         sp->abc[0] = 0;
@@ -282,8 +291,8 @@ static erg_status build_spec(const erg_profile *prof, int s, erg_instr_kind kind
     for (int d = sp->min_q; d <= sp->max_q; d++) {
         size_t i = (size_t)(d - sp->min_q);
         double lb, ub;
-        if (o->fits) {
-        memcpy(sp->abc, o->fits + (size_t)(2 * s + (int)kind) * 3, sizeof(sp->abc));
+        if (o->fits && fit_idx >= 0) {
+        memcpy(sp->abc, o->fits + (size_t)fit_idx * 3, sizeof(sp->abc));
     } else if (sp->min_q == sp->max_q) {
             sp->lb[i] = 0;
             sp->ub[i] = inf;
@@ -502,8 +511,16 @@ static int crash_step(crash_state *cs, double *cost_change)
                 add_crit_arc(cs, 2 * x + 1, 2 * y, 0, inf, n + j);
         }
     }
-    add_crit_arc(cs, SRC, 2 * cs->first, 0, inf, n + E);
-    add_crit_arc(cs, 2 * cs->last + 1, SNK, 0, inf, n + E + 1);
+    /* Dummy source/sink arcs to every critical source/sink instruction (one
+     * each for 1F1B; zero-bubble schedules end every rank with a W). */
+    for (int x = 0; x < n; x++) {
+        if (cs->op_arc[x] < 0)
+            continue;
+        if (g->pred_off[x] == g->pred_off[x + 1])
+            add_crit_arc(cs, SRC, 2 * x, 0, inf, n + E + x);
+        if (g->succ_off[x] == g->succ_off[x + 1] && cs->es[x] + cs->d[x] == cs->T)
+            add_crit_arc(cs, 2 * x + 1, SNK, 0, inf, n + E + n + x);
+    }
     if (solve_cut(cs, CUT_WARM)) {
         cs->warm_ok++;
     } else {
@@ -514,8 +531,15 @@ static int crash_step(crash_state *cs, double *cost_change)
     /* Remember this flow (with lower bounds) for the next warm start. */
     for (int k = 0; k < cs->narcs; k++)
         cs->prev_flow[cs->arc_key[k]] = cs->arc_lb[k] + f->res[2 * k + 1];
-    if (!cs->reach[2 * cs->first] || cs->reach[2 * cs->last + 1])
-        return 0; /* the cut crosses a source/sink dummy: no finite-cost cut */
+    for (int x = 0; x < n; x++) {
+        if (cs->op_arc[x] < 0)
+            continue;
+        if (g->pred_off[x] == g->pred_off[x + 1] && !cs->reach[2 * x])
+            return 0; /* the cut crosses a source dummy: no finite-cost cut */
+        if (g->succ_off[x] == g->succ_off[x + 1] && cs->es[x] + cs->d[x] == cs->T &&
+            cs->reach[2 * x + 1])
+            return 0; /* ... or a sink dummy */
+    }
     int ns = 0, nl = 0;
     for (int x = 0; x < n; x++) {
         if (cs->op_arc[x] < 0)
@@ -625,17 +649,18 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
         return st;
     crash_state cs;
     memset(&cs, 0, sizeof(cs));
-    int n = dag->n, nspecs = 2 * S;
+    int n = dag->n, nspecs = 0;
     cs.dag = dag;
     cs.n = n;
-    cs.lag = lround(o.transfer_time_s / o.unit_s);
-    cs.specs = erg__calloc((size_t)nspecs, sizeof(op_spec));
+    cs.lag = lround((o.transfer_time_s > 0 ? o.transfer_time_s : o.schedule.p2p_time_s) /
+                    o.unit_s);
+    cs.specs = erg__calloc((size_t)n, sizeof(op_spec));
     cs.spec_of = erg__malloc(sizeof(int) * (size_t)n);
     cs.d = erg__malloc(sizeof(int) * (size_t)n);
     cs.es = erg__malloc(sizeof(long) * (size_t)n);
     cs.lf = erg__malloc(sizeof(long) * (size_t)n);
     cs.op_arc = erg__malloc(sizeof(int) * (size_t)n);
-    int max_arcs = n + dag->nedges + 2;
+    int max_arcs = n + dag->nedges + 2 * n + 2;
     cs.im = erg__malloc(sizeof(int64_t) * (size_t)(2 * n + 4));
     cs.arc_u = erg__malloc(sizeof(int) * (size_t)max_arcs);
     cs.arc_v = erg__malloc(sizeof(int) * (size_t)max_arcs);
@@ -646,22 +671,86 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     cs.reach = erg__malloc((size_t)(2 * n + 4));
     cs.shorten = erg__malloc(sizeof(int) * (size_t)n);
     cs.lengthen = erg__malloc(sizeof(int) * (size_t)n);
+    /* cost classes: key[5] per spec */
+    int *keys = erg__malloc(sizeof(int) * 5 * (size_t)n);
     erg_frontier *fr = NULL;
     if (!cs.specs || !cs.spec_of || !cs.d || !cs.es || !cs.lf || !cs.op_arc || !cs.im || !cs.arc_u ||
         !cs.arc_v || !cs.arc_key || !cs.arc_lb || !cs.arc_ub || !cs.prev_flow ||
-        !cs.reach || !cs.shorten || !cs.lengthen ||
-        erg__flow_init(&cs.flow, 2 * n + 4, 2 * (n + dag->nedges + 2 + 1 + 2 * n))) {
+        !cs.reach || !cs.shorten || !cs.lengthen || !keys ||
+        erg__flow_init(&cs.flow, 2 * n + 4, 2 * (n + dag->nedges + 2 * n + 2 + 1 + 2 * n))) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
-    for (int s = 0; s < S && !st; s++)
-        for (int k = 0; k < 2 && !st; k++)
-            st = build_spec(prof, s, (erg_instr_kind)k, &o, &cs.specs[2 * s + k], err);
+    /* One spec per cost class: instructions of the same rank whose parts
+     * read the same profile rows with the same kinds cost the same. For the
+     * one-stage-per-rank F/B schedules these are the 2S (stage, kind) specs
+     * of lowtime-spec, built from the profile rows in file order. */
+    {
+        int np = erg_profile_num_stages(prof);
+        int per_stage = np >= dag->NS && dag->NS > dag->S;
+        erg_profile_point *pts = NULL;
+        for (int x = 0; x < n && !st; x++) {
+            erg_instr in = dag->instr[x];
+            int r = dag->stage[x];
+            int key[5] = {r, (int)in.kind, in.kind == ERG_OVERLAP_F_B ? (int)in.kind2 : -1,
+                          per_stage ? in.stage : r,
+                          in.kind == ERG_OVERLAP_F_B ? (per_stage ? in.stage2 : r) : -1};
+            int found = -1;
+            for (int k = 0; k < nspecs && found < 0; k++)
+                if (!memcmp(keys + 5 * k, key, sizeof key))
+                    found = k;
+            if (found < 0) {
+                /* clocks: the rows of the first part's kind, in file order */
+                erg_instr_kind rk = in.kind == ERG_FORWARD || in.kind == ERG_OVERLAP_F_B
+                                        ? ERG_FORWARD
+                                        : ERG_BACKWARD;
+                if ((in.kind == ERG_BACKWARD_INPUT || in.kind == ERG_BACKWARD_WEIGHT) &&
+                    erg_profile_num_points(prof, key[3], in.kind) > 0)
+                    rk = in.kind;
+                size_t npts = erg_profile_num_points(prof, key[3], rk);
+                const erg_profile_point *rows = erg_profile_points(prof, key[3], rk);
+                erg__free(pts);
+                pts = erg__calloc(npts ? npts : 1, sizeof(*pts));
+                if (!pts) {
+                    st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                    break;
+                }
+                size_t m = 0;
+                for (size_t i = 0; i < npts; i++) {
+                    erg_error e2;
+                    erg_status cst = erg_instr_cost_point(prof, dag, x, rows[i].freq_mhz,
+                                                          &pts[m], &e2);
+                    if (cst == ERG_OK)
+                        m++;
+                    else if (cst != ERG_ENOTFOUND) {
+                        *err = e2;
+                        st = cst;
+                        break;
+                    }
+                }
+                if (st)
+                    break;
+                int simple = dag->V == 1 && (in.kind == ERG_FORWARD || in.kind == ERG_BACKWARD);
+                if (o.fits && !simple) {
+                    st = erg_error_set(err, ERG_EINVAL,
+                                       "fitted coefficients (--fits) exist only for the one-stage-"
+                                       "per-rank F/B schedules, not for %s",
+                                       erg_schedule_name(o.schedule.kind));
+                    break;
+                }
+                st = build_spec(pts, m, r, in.kind == ERG_OVERLAP_F_B ? ERG_FORWARD : in.kind,
+                                simple ? 2 * r + (int)in.kind : -1, &o, &cs.specs[nspecs], err);
+                memcpy(keys + 5 * nspecs, key, sizeof key);
+                found = nspecs++;
+            }
+            cs.spec_of[x] = found;
+        }
+        erg__free(pts);
+    }
     if (st)
         goto done;
     cs.first = cs.last = -1;
     for (int x = 0; x < n; x++) {
-        cs.spec_of[x] = 2 * dag->stage[x] + (int)dag->instr[x].kind;
         if (dag->pred_off[x] == dag->pred_off[x + 1])
             cs.first = x;
         if (dag->succ_off[x] == dag->succ_off[x + 1])
@@ -677,6 +766,26 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     cpm_int(&cs);
     long t_max = cs.T;
     uint64_t expected = (uint64_t)(t_max - t_min);
+    if (o.max_plans && expected > o.max_plans) {
+        st = erg_error_set(err, ERG_EINVAL,
+                           "about %llu plans at a time unit of %g s (the iteration spans %.6g "
+                           "to %.6g s), more than the limit of %llu plans",
+                           (unsigned long long)expected, o.unit_s, (double)t_min * o.unit_s,
+                           (double)t_max * o.unit_s, (unsigned long long)o.max_plans);
+        goto done;
+    }
+    if (t_max <= 0) {
+        /* Every duration quantises to 0 units: plans of 0 s, no frontier. */
+        double longest = 0;
+        for (int k = 0; k < nspecs; k++)
+            longest = fmax(longest, cs.specs[k].cand[0].time_s);
+        st = erg_error_set(err, ERG_EINVAL,
+                           "the time unit of %g s is longer than every instruction (the longest "
+                           "takes %g s), so every plan would take 0 units; use a smaller "
+                           "--unit-time",
+                           o.unit_s, longest);
+        goto done;
+    }
 
     st = erg__frontier_new(S, M, &o.schedule, o.unit_s, o.blocking_power_w, &fr, err);
     if (st)
@@ -691,6 +800,13 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
         freq[x] = sp->freq[cs.d[x] - sp->min_q];
     }
     st = erg__frontier_set_initial(fr, freq, err);
+    /* The initial (slowest, least-energy) state: plan 0 when no crashing step
+     * is possible at all (a flat profile, a unit coarser than every clock
+     * step), so the frontier is never empty. */
+    erg_frontier_point slowest = {.quant_time = cs.T, .time_s = (double)cs.T * o.unit_s};
+    for (int x = 0; x < n; x++)
+        slowest.cost_j += spec_cost(&cs.specs[cs.spec_of[x]], cs.d[x]);
+    slowest.energy_j = slowest.cost_j + ((S * slowest.time_s) * o.blocking_power_w);
     for (uint64_t iter = 0; !st; iter++) {
         double cc = 0;
         if (!crash_step(&cs, &cc))
@@ -720,10 +836,16 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
             st = erg_error_set(err, ERG_ECANCELED, "canceled after %llu plans",
                                (unsigned long long)(iter + 1));
     }
+    if (!st && erg_frontier_size(fr) == 0) {
+        st = erg__frontier_begin_plan(fr, &slowest, err);
+        if (!st)
+            st = erg__frontier_end_plan(fr, freq, err);
+    }
     erg__free(freq);
     if (!st && o.progress)
         o.progress(o.progress_user, erg_frontier_size(fr), erg_frontier_size(fr));
 done:
+    erg__free(keys);
     free_state(&cs, nspecs);
     erg_dag_free(dag);
     if (st) {

@@ -170,12 +170,13 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
     erg_status st = pick_format(path, &fmt, err);
     if (st)
         return st;
-    int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan), n = 2 * S * M;
+    int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan);
     erg_schedule sc = erg_plan_schedule(plan);
     erg_dag *dag = NULL;
     st = erg_dag_new(&sc, S, M, &dag, err);
     if (st)
         return st;
+    int n = erg_dag_num_instrs(dag), V = erg_dag_num_chunks(dag);
     double *start = erg__calloc((size_t)n * 4, sizeof(double));
     if (!start) {
         erg_dag_free(dag);
@@ -190,10 +191,11 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
     for (int id = 0; id < n && !st; id++) {
         int s;
         erg_instr in = erg_dag_instr(dag, id, &s);
-        int f = erg_plan_stage_freqs_const(plan, s)[id % (2 * M)];
+        int f = erg_plan_stage_freqs_const(plan, s)[id - erg_dag_rank_offset(dag, s)];
+        (void)in;
         if (opts->color == ERG_PLOT_COLOR_POWER) {
             erg_profile_point pt;
-            st = erg_profile_lookup(profile, s, in.kind, f, &pt, err);
+            st = erg_instr_cost_point(profile, dag, id, f, &pt, err);
             val[id] = pt.time_s > 0 ? pt.energy_j / pt.time_s : 0;
         } else {
             val[id] = f;
@@ -234,15 +236,26 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
     if (opts->title)
         snprintf(title, sizeof title, "%s", opts->title);
     else
-        snprintf(title, sizeof title, "%s, %s schedule, S=%d, M=%d: %.4g s, %.6g J",
+    {
+        char vs[32] = "";
+        if (V > 1)
+            snprintf(vs, sizeof vs, ", V=%d", V);
+        snprintf(title, sizeof title, "%s, %s schedule, %s=%d%s, M=%d: %.4g s, %.6g J",
                  erg_plan_method(plan) ? erg_plan_method(plan) : "plan",
-                 erg_schedule_name(sc.kind), S, M, em.time_s, em.energy_j);
+                 erg_schedule_name(sc.kind), V > 1 ? "P" : "S", S, vs, M, em.time_s,
+                 em.energy_j);
+    }
     cairo_set_source_rgb(cr, 0, 0, 0);
     set_font(cr, 15, true);
     text_at(cr, W / 2.0, 16, title, 0.5, 0.5);
     set_font(cr, 11, false);
     cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
-    text_at(cr, W / 2.0, 34, "boxes: F<m>/B<m> of microbatch m; grey: idle or blocked; dark line: critical path",
+    text_at(cr, W / 2.0, 34,
+            V > 1 || sc.kind == ERG_SCHED_FILE
+                ? "boxes: <stage><F|B|I|W><m> (PyTorch action names; F/B overlap as sF;sB); "
+                  "grey: idle or blocked; dark line: critical path"
+                : "boxes: F<m>/B<m> of microbatch m; grey: idle or blocked; dark line: critical "
+                  "path",
             0.5, 0.5);
     /* rows */
     for (int s = 0; s < S; s++) {
@@ -253,7 +266,7 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
         cairo_set_source_rgb(cr, 0, 0, 0);
         set_font(cr, 12, false);
         char lab[32];
-        snprintf(lab, sizeof lab, "stage %d", s);
+        snprintf(lab, sizeof lab, V > 1 || sc.kind == ERG_SCHED_FILE ? "rank %d" : "stage %d", s);
         text_at(cr, ml - 8, y + row_h / 2, lab, 1, 0.5);
     }
     set_font(cr, row_h >= 30 ? 10 : 8, false);
@@ -269,8 +282,16 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
         cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
         cairo_set_line_width(cr, w > 4 ? 0.8 : 0.3);
         cairo_stroke(cr);
-        char lab[16];
-        snprintf(lab, sizeof lab, "%c%d", in.kind == ERG_FORWARD ? 'F' : 'B', in.microbatch);
+        char lab[64];
+        if (V > 1 || sc.kind == ERG_SCHED_FILE) {
+            if (in.kind == ERG_OVERLAP_F_B)
+                snprintf(lab, sizeof lab, "%dF%d;%d%c%d", in.stage, in.microbatch, in.stage2,
+                         in.kind2 == ERG_BACKWARD_INPUT ? 'I' : 'B', in.microbatch2);
+            else
+                erg_instr_format(in, lab, sizeof lab);
+        } else {
+            snprintf(lab, sizeof lab, "%c%d", in.kind == ERG_FORWARD ? 'F' : 'B', in.microbatch);
+        }
         cairo_text_extents_t te;
         cairo_text_extents(cr, lab, &te);
         if (te.width + 4 < w) {
@@ -294,7 +315,9 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
                 if (fabs(lf[v] - start[v] - dur[v]) > eps ||
                     fabs(start[u] + dur[u] - start[v]) > eps)
                     continue;
-                int su = u / (2 * M), sv = v / (2 * M);
+                int su, sv;
+                (void)erg_dag_instr(dag, u, &su);
+                (void)erg_dag_instr(dag, v, &sv);
                 cairo_move_to(cr, ml + (start[u] + dur[u] / 2) * xs, mt + row_h * (su + 0.5));
                 cairo_line_to(cr, ml + (start[v] + dur[v] / 2) * xs, mt + row_h * (sv + 0.5));
                 cairo_stroke(cr);

@@ -23,7 +23,19 @@ struct erg_profile {
 
 const char *erg_instr_kind_name(erg_instr_kind kind)
 {
-    return kind == ERG_FORWARD ? "forward" : kind == ERG_BACKWARD ? "backward" : "unknown";
+    switch (kind) {
+    case ERG_FORWARD:
+        return "forward";
+    case ERG_BACKWARD:
+        return "backward";
+    case ERG_BACKWARD_INPUT:
+        return "backward_input";
+    case ERG_BACKWARD_WEIGHT:
+        return "backward_weight";
+    case ERG_OVERLAP_F_B:
+        return "overlap_f_b";
+    }
+    return "unknown";
 }
 
 erg_status erg_profile_new(erg_profile **out, erg_error *err)
@@ -47,6 +59,41 @@ void erg_profile_free(erg_profile *p)
     erg__free(p);
 }
 
+/* The physical bounds of profile.h on one point. `txt` holds the clock, time
+ * and energy as written in the file (NULL: print the values); `where` is
+ * "file:line: " or "". */
+static erg_status check_bounds(const char *where, erg_status code, double freq, double t,
+                               double e, const char *const *txt, erg_error *err)
+{
+    char b[3][40];
+    snprintf(b[0], sizeof b[0], "%.17g", freq);
+    snprintf(b[1], sizeof b[1], "%.17g", t);
+    snprintf(b[2], sizeof b[2], "%.17g", e);
+    const char *fs = txt ? txt[0] : b[0], *ts = txt ? txt[1] : b[1], *es = txt ? txt[2] : b[2];
+    if (!(freq >= 1))
+        return erg_error_set(err, code, "%sclock %s MHz is below the minimum of 1 MHz", where, fs);
+    if (!(freq <= ERG_PROFILE_MAX_FREQ_MHZ))
+        return erg_error_set(err, code, "%sclock %s MHz is above the maximum of %d MHz", where,
+                             fs, ERG_PROFILE_MAX_FREQ_MHZ);
+    if (!(t >= ERG_PROFILE_MIN_TIME_S))
+        return erg_error_set(err, code, "%stime %s s is below the minimum of %g s (1 ns)", where,
+                             ts, ERG_PROFILE_MIN_TIME_S);
+    if (!(t <= ERG_PROFILE_MAX_TIME_S))
+        return erg_error_set(err, code, "%stime %s s is above the maximum of %g s (1 day)", where,
+                             ts, ERG_PROFILE_MAX_TIME_S);
+    if (!(e >= 0))
+        return erg_error_set(err, code, "%senergy %s J is below the minimum of 0 J", where, es);
+    if (!(e <= ERG_PROFILE_MAX_ENERGY_J))
+        return erg_error_set(err, code, "%senergy %s J is above the maximum of %g J", where, es,
+                             ERG_PROFILE_MAX_ENERGY_J);
+    if (e / t > ERG_PROFILE_MAX_POWER_W)
+        return erg_error_set(err, code,
+                             "%senergy %s J in %s s is an average power of %.3g W, above the "
+                             "maximum of %g W",
+                             where, es, ts, e / t, ERG_PROFILE_MAX_POWER_W);
+    return ERG_OK;
+}
+
 static erg_status add_point(erg_profile *p, int stage, erg_instr_kind kind,
                             const erg_profile_point *pt, long line, const char *name,
                             erg_error *err)
@@ -57,19 +104,12 @@ static erg_status add_point(erg_profile *p, int stage, erg_instr_kind kind,
     if (stage < 0 || stage >= ERG_MAX_STAGES)
         return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
                              "%sstage %d out of range (0..%d)", where, stage, ERG_MAX_STAGES - 1);
-    if (kind != ERG_FORWARD && kind != ERG_BACKWARD)
+    if ((unsigned)kind >= ERG_NUM_INSTR_KINDS)
         return erg_error_set(err, ERG_EINVAL, "%sunknown instruction kind %d", where, (int)kind);
-    if (pt->freq_mhz <= 0)
-        return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
-                             "%sfrequency must be positive, got %d", where, pt->freq_mhz);
-    if (!(pt->time_s > 0) || !isfinite(pt->time_s))
-        return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
-                             "%stime must be a positive number of seconds, got %g", where,
-                             pt->time_s);
-    if (!(pt->energy_j >= 0) || !isfinite(pt->energy_j))
-        return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
-                             "%senergy must be a non-negative number of joules, got %g", where,
-                             pt->energy_j);
+    erg_status bst = check_bounds(where, name ? ERG_EPARSE : ERG_EINVAL, pt->freq_mhz,
+                                  pt->time_s, pt->energy_j, NULL, err);
+    if (bst)
+        return bst;
     if (stage >= p->cap) {
         int cap = p->cap ? p->cap : 8;
         while (cap <= stage)
@@ -137,6 +177,12 @@ static erg_status validate(const erg_profile *p, const char *name, erg_error *er
         if (!f || !b)
             return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
                                  "%s: stage %d has no %s rows", pre, s, f ? "backward" : "forward");
+        bool i = p->stages[s][ERG_BACKWARD_INPUT].n > 0, w = p->stages[s][ERG_BACKWARD_WEIGHT].n > 0;
+        if (i != w)
+            return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
+                                 "%s: stage %d has %s rows but no %s rows (give both or neither)",
+                                 pre, s, i ? "backward_input" : "backward_weight",
+                                 i ? "backward_weight" : "backward_input");
     }
     return ERG_OK;
 }
@@ -201,6 +247,10 @@ erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
             kind = ERG_FORWARD;
         else if (!strcmp(inst, "backward"))
             kind = ERG_BACKWARD;
+        else if (!strcmp(inst, "backward_input"))
+            kind = ERG_BACKWARD_INPUT;
+        else if (!strcmp(inst, "backward_weight"))
+            kind = ERG_BACKWARD_WEIGHT;
         else
             continue; /* load/other instruction kinds are not planned */
         long stage;
@@ -215,7 +265,7 @@ erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
                                c.line, stage, ERG_MAX_STAGES - 1);
             goto fail;
         }
-        if (!erg__parse_double(c.fields[col[2]], &freq) || freq != floor(freq) || freq > 1e6) {
+        if (!erg__parse_double(c.fields[col[2]], &freq) || freq != floor(freq)) {
             st = erg_error_set(err, ERG_EPARSE, "%s:%ld: frequency '%s' is not an integer MHz",
                                name, c.line, c.fields[col[2]]);
             goto fail;
@@ -230,17 +280,11 @@ erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
                                c.line, c.fields[col[4]]);
             goto fail;
         }
-        if (freq <= 0 || t <= 0 || e < 0) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: negative or zero value (%s '%s')", name,
-                               c.line,
-                               freq <= 0  ? "frequency"
-                               : t <= 0   ? "time"
-                                          : "energy",
-                               freq <= 0 ? c.fields[col[2]]
-                               : t <= 0  ? c.fields[col[3]]
-                                         : c.fields[col[4]]);
+        char where[300];
+        snprintf(where, sizeof where, "%s:%ld: ", name, c.line);
+        const char *txt[3] = {c.fields[col[2]], c.fields[col[3]], c.fields[col[4]]};
+        if ((st = check_bounds(where, ERG_EPARSE, freq, t, e, txt, err)))
             goto fail;
-        }
         erg_profile_point pt = {(int)freq, t, e};
         st = add_point(p, (int)stage, kind, &pt, c.line, name, err);
         if (st)
@@ -297,6 +341,15 @@ erg_status erg_profile_write_csv(const erg_profile *p, const char *path, erg_err
             st = erg__buf_printf(&b, "%d,%s,%d,%s,%s\n", s, kind, pt->freq_mhz,
                                  erg__fmt_double_py(pt->time_s, t, sizeof t),
                                  erg__fmt_double_py(pt->energy_j, e, sizeof e));
+        }
+        /* Then the zero-bubble rows, if any, I before W, in insertion order. */
+        for (int k = ERG_BACKWARD_INPUT; k <= ERG_BACKWARD_WEIGHT && !st; k++) {
+            const point_vec *v = &p->stages[s][k];
+            for (size_t q = 0; q < v->n && !st; q++)
+                st = erg__buf_printf(&b, "%d,%s,%d,%s,%s\n", s,
+                                     erg_instr_kind_name((erg_instr_kind)k), v->v[q].freq_mhz,
+                                     erg__fmt_double_py(v->v[q].time_s, t, sizeof t),
+                                     erg__fmt_double_py(v->v[q].energy_j, e, sizeof e));
         }
     }
     if (st) {

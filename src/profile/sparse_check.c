@@ -15,7 +15,7 @@
 static erg_status repair(const erg_profile *p, const erg_dag *dag, erg_plan *plan, double power_w,
                          double deadline, erg_emulation *em, double *work, erg_error *err)
 {
-    int n = erg_dag_num_instrs(dag), M = erg_dag_num_microbatches(dag);
+    int n = erg_dag_num_instrs(dag);
     double *dur = work, *es = work + n, *lf = work + 2 * n;
     for (int iter = 0; iter < 100000; iter++) {
         double T;
@@ -39,7 +39,7 @@ static erg_status repair(const erg_profile *p, const erg_dag *dag, erg_plan *pla
                 if (pts[j].time_s < dur[i] && (best < 0 || pts[j].time_s > pts[best].time_s))
                     best = (int)j;
             if (best >= 0) {
-                erg_plan_stage_freqs(plan, s)[i - s * 2 * M] = pts[best].freq_mhz;
+                erg_plan_stage_freqs(plan, s)[i - erg_dag_rank_offset(dag, s)] = pts[best].freq_mhz;
                 changed = true;
             }
         }

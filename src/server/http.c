@@ -1,11 +1,19 @@
 /* http.c: the server's life cycle, its libmicrohttpd front end and the housekeeping thread. */
-#include "server/core.h"
+#include "server/jobs.h"
+#include "server/store.h"
+#include "server/zeus.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <unistd.h>
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -30,6 +38,7 @@ void erg_server_opts_init(erg_server_opts *o)
     o->connection_timeout_s = 30;
     o->max_body_bytes = 16u << 20;
     o->max_connections = 4096;
+    o->max_connections_per_ip = 0; /* = max_connections / 2 */
     o->max_jobs = 1000;
 }
 
@@ -59,6 +68,10 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     erg_server *srv = erg__calloc(1, sizeof *srv);
     if (!srv)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    srv->lock_fd = -1;
+    /* Bodies held at once: room for two of the largest, at least 16 MiB. */
+    srv->body_budget = opts->max_body_bytes * 2 > (16u << 20) ? opts->max_body_bytes * 2
+                                                                : (16u << 20);
     srv->opts = *opts;
     pthread_mutex_init(&srv->mu, NULL);
     pthread_mutex_init(&srv->log_mu, NULL);
@@ -78,6 +91,10 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     srv->opts.scheduler = srv->scheduler;
     srv->opts.scheduler_args = NULL;
     srv->opts.mode = NULL;
+    srv->opts.plans_dirs = NULL;
+    srv->opts.n_plans_dirs = 0;
+    if ((st = srv_plans_dirs_init(srv, opts->plans_dirs, opts->n_plans_dirs, err)))
+        goto fail;
     json_error_t je;
     srv->sched_args = json_loads(opts->scheduler_args ? opts->scheduler_args : "{}", 0, &je);
     if (!srv->sched_args || !json_is_object(srv->sched_args)) {
@@ -120,12 +137,14 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
         }
         srv->mode = want;
     }
-    if (opts->dump_data && (st = erg__mkdir_p(srv->dump_dir, err)))
+    if ((st = srv_zeus_config(srv, opts, err)))
         goto fail;
-    if ((st = srv_db_open(srv, err)))
+    if (opts->dump_data && (st = srv_dump_dir_check(srv, err)))
+        goto fail;
+    if ((st = srv_store_open(srv, err)))
         goto fail;
     pthread_mutex_lock(&srv->mu);
-    st = srv_restore(srv, err);
+    st = srv_jobs_restore(srv, err);
     pthread_mutex_unlock(&srv->mu);
     if (st)
         goto fail;
@@ -141,6 +160,9 @@ fail:
 typedef struct conn_ctx {
     erg__buf body;
     bool too_big;
+    bool busy;            /* The body budget was exhausted: 503. */
+    size_t reserved;      /* Bytes of the server's body budget held by this request. */
+    erg_server *srv;
     struct MHD_Connection *conn;
     bool resp_ready;      /* A parked request's answer arrived. */
     int resp_status;
@@ -197,6 +219,58 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
+/* Request bodies held by all connections together are bounded (issue 15
+ * item 9): a body that would take more than the budget left waits for no
+ * one, it gets 503 (retry) before its bytes are read when its length is
+ * declared, or as soon as it outgrows the budget otherwise. */
+static bool budget_take(erg_server *srv, conn_ctx *ctx, size_t n)
+{
+    size_t cur = __atomic_load_n(&srv->body_inflight, __ATOMIC_RELAXED);
+    do {
+        if (cur + n > srv->body_budget)
+            return false;
+    } while (!__atomic_compare_exchange_n(&srv->body_inflight, &cur, cur + n, true,
+                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    ctx->reserved += n;
+    return true;
+}
+
+static void budget_release(conn_ctx *ctx)
+{
+    if (ctx->reserved)
+        __atomic_sub_fetch(&ctx->srv->body_inflight, ctx->reserved, __ATOMIC_RELAXED);
+    ctx->reserved = 0;
+}
+
+/* Drop a request's body bytes and return large freed blocks to the system:
+ * glibc keeps them in per-thread arenas otherwise (8 bodies of 16 MB were seen
+ * to leave the server at 1.35 GB). */
+static void body_release(conn_ctx *ctx)
+{
+    bool large = ctx->body.len >= (1u << 20) || ctx->reserved >= (1u << 20);
+    erg__buf_free(&ctx->body);
+    budget_release(ctx);
+#ifdef __GLIBC__
+    if (large)
+        malloc_trim(0);
+#else
+    (void)large;
+#endif
+}
+
+static enum MHD_Result refuse_busy(erg_server *srv, struct MHD_Connection *c)
+{
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "{\"detail\":\"the server is reading too many large request bodies (%zu bytes at "
+             "most); retry\"}",
+             srv->body_budget);
+    pthread_mutex_lock(&srv->mu);
+    srv->requests_by_class[5]++;
+    pthread_mutex_unlock(&srv->mu);
+    return send_text(c, 503, "application/json", msg, true);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
@@ -209,9 +283,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!ctx)
             return MHD_NO;
         ctx->conn = c;
+        ctx->srv = srv;
         *con_cls = ctx;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         long n;
+        if (cl && erg__parse_long(cl, &n) && n > 0 && (size_t)n <= srv->opts.max_body_bytes) {
+            /* Declared length: reserve it (and the buffer) before reading. */
+            if (!budget_take(srv, ctx, (size_t)n)) {
+                ctx->busy = true;
+                return refuse_busy(srv, c);
+            }
+            ctx->body.data = erg__malloc((size_t)n + 1);
+            if (ctx->body.data) {
+                ctx->body.cap = (size_t)n + 1;
+                ctx->body.data[0] = 0;
+            }
+        }
         if (cl && erg__parse_long(cl, &n) && (size_t)n > srv->opts.max_body_bytes) {
             char msg[160];
             snprintf(msg, sizeof msg,
@@ -226,10 +313,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!ctx->too_big) {
-            if (ctx->body.len + *upload_size > srv->opts.max_body_bytes) {
+        if (!ctx->too_big && !ctx->busy) {
+            size_t need = ctx->body.len + *upload_size;
+            if (need > srv->opts.max_body_bytes) {
                 ctx->too_big = true;
-                erg__buf_free(&ctx->body);
+                body_release(ctx);
+            } else if (need > ctx->reserved && !budget_take(srv, ctx, need - ctx->reserved)) {
+                ctx->busy = true; /* undeclared length outgrew the budget */
+                body_release(ctx);
             } else if (erg__buf_append(&ctx->body, upload_data, *upload_size)) {
                 return MHD_NO;
             }
@@ -248,6 +339,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx->resp_ready = false;
         return ret;
     }
+    if (ctx->busy)
+        return refuse_busy(srv, c);
     if (ctx->too_big) {
         char msg[128];
         snprintf(msg, sizeof msg, "{\"detail\":\"request body exceeds the limit of %zu bytes\"}",
@@ -262,6 +355,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     srv_resp rs;
     srv_dispatch(srv, method, url, q.data, ctx->body.data, ctx->body.len, 1e9, ctx, &rs);
     erg__buf_free(&q);
+    body_release(ctx); /* parsed by now; a parked request holds no body */
     if (rs.parked)
         return MHD_YES; /* suspended; wake_conn answers later */
     enum MHD_Result ret = send_text(c, rs.status, rs.ctype, rs.body, false);
@@ -277,11 +371,36 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     (void)toe;
     conn_ctx *ctx = *con_cls;
     if (ctx) {
-        erg__buf_free(&ctx->body);
+        body_release(ctx);
         erg__free(ctx->resp_body);
         erg__free(ctx);
         *con_cls = NULL;
     }
+}
+
+/* Connection slots. libmicrohttpd divides its connection limit among the
+ * pool's threads, and a thread at its share closes what it accepts even when
+ * the others are idle (seen: /healthz refused with 99 of 200 slots used). So
+ * libmicrohttpd gets a limit no thread reaches, and the server's own limit is
+ * counted here, across threads; its per-address limit is global already. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+    (void)addr;
+    (void)len;
+    erg_server *srv = cls;
+    return __atomic_load_n(&srv->conns, __ATOMIC_RELAXED) < srv->conn_limit ? MHD_YES : MHD_NO;
+}
+
+static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                        enum MHD_ConnectionNotificationCode toe)
+{
+    (void)c;
+    (void)socket_ctx;
+    erg_server *srv = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+        __atomic_add_fetch(&srv->conns, 1, __ATOMIC_RELAXED);
+    else if (toe == MHD_CONNECTION_NOTIFY_CLOSED)
+        __atomic_sub_fetch(&srv->conns, 1, __ATOMIC_RELAXED);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -300,9 +419,9 @@ static void *housekeeper(void *arg)
     erg_server *srv = arg;
     pthread_mutex_lock(&srv->mu);
     while (!srv->stopping) {
-        srv_housekeeping(srv);
+        srv_jobs_housekeeping(srv);
         pthread_mutex_unlock(&srv->mu);
-        srv_checkpoint(srv);
+        srv_store_checkpoint(srv);
         pthread_mutex_lock(&srv->mu);
         if (srv->stopping)
             break;
@@ -331,7 +450,7 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     struct sockaddr_in a4;
     struct sockaddr *sa;
     /* A small pool of event-driven threads; waiting requests are suspended
-     * connections, not threads (core.c, "Parked requests"). */
+     * connections, not threads (jobs.c, "parked requests"). */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
     srv->park = park_conn;
@@ -351,19 +470,68 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
         return erg_error_set(err, ERG_EINVAL, "host '%.64s' is not a numeric IPv4 or IPv6 address",
                              srv->host);
     }
+    /* Our own listening socket: SO_REUSEADDR (restart over TIME_WAIT) but
+     * never SO_REUSEPORT, so a second server on a busy port fails here with
+     * the reason instead of sharing the port (the kernel would split the
+     * requests between the two). */
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return erg_error_set(err, ERG_ENET, "cannot create a socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (sa->sa_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    socklen_t salen = sa->sa_family == AF_INET6 ? sizeof a6 : sizeof a4;
+    if (bind(fd, sa, salen) != 0 || listen(fd, 1024) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == EADDRINUSE)
+            return erg_error_set(err, ERG_ENET,
+                                 "port %d on %s is in use (another server is listening there)",
+                                 srv->opts.port, srv->host);
+        return erg_error_set(err, ERG_ENET, "cannot listen on %s port %d: %s", srv->host,
+                             srv->opts.port, strerror(e));
+    }
+    struct sockaddr_storage bound;
+    socklen_t bl = sizeof bound;
+    int port = srv->opts.port;
+    if (getsockname(fd, (struct sockaddr *)&bound, &bl) == 0)
+        port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                 : ((struct sockaddr_in *)&bound)->sin_port);
+    /* Never more connections than descriptors: past the limit accept() fails
+     * with EMFILE, and so would the database and dump files. */
+    unsigned conn_limit = srv->opts.max_connections;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < (rlim_t)conn_limit + 128) {
+        unsigned lim = rl.rlim_cur > 256 ? (unsigned)(rl.rlim_cur - 128) : 128;
+        srv_log(srv, ERG_LOG_WARNING, "listen", NULL,
+                "max connections lowered from %u to %u by the descriptor limit (ulimit -n %lu)",
+                conn_limit, lim, (unsigned long)rl.rlim_cur);
+        conn_limit = lim;
+    }
+    /* One address never takes every connection slot: the others (health
+     * checks, other nodes) keep at least half. */
+    unsigned per_ip = srv->opts.max_connections_per_ip ? srv->opts.max_connections_per_ip
+                                                       : (conn_limit + 1) / 2;
+    if (per_ip > conn_limit)
+        per_ip = conn_limit;
     srv->stopping = false;
+    srv->conn_limit = conn_limit;
+    srv->conns = 0;
     srv->mhd = MHD_start_daemon(
-        flags, (uint16_t)srv->opts.port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, sa,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
+        flags, (uint16_t)port, accept_policy, srv, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, srv, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        srv, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, srv, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)ceil(srv->opts.connection_timeout_s), MHD_OPTION_CONNECTION_LIMIT,
-        srv->opts.max_connections, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
-    if (!srv->mhd)
-        return erg_error_set(err, ERG_ENET, "cannot listen on %s port %d (in use?)", srv->host,
-                             srv->opts.port);
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = di ? di->port : srv->opts.port;
+        (conn_limit + 8) * SRV_HTTP_THREADS, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS, MHD_OPTION_END);
+    if (!srv->mhd) {
+        close(fd);
+        return erg_error_set(err, ERG_ENET, "cannot start the HTTP server on %s port %d",
+                             srv->host, port);
+    }
+    srv->port = port;
     if (pthread_create(&srv->hk, NULL, housekeeper, srv) == 0)
         srv->hk_running = true;
     srv_log(srv, ERG_LOG_INFO, "listen", NULL, "listening on %s port %d, scheduler %s, mode %s",
@@ -382,7 +550,7 @@ void erg_server_stop(erg_server *srv)
         return;
     pthread_mutex_lock(&srv->mu);
     srv->stopping = true;
-    srv_wake_all(srv);
+    srv_jobs_wake_all(srv);
     pthread_cond_broadcast(&srv->hk_cond);
     pthread_mutex_unlock(&srv->mu);
     if (srv->hk_running) {
@@ -400,14 +568,11 @@ void erg_server_free(erg_server *srv)
     if (!srv)
         return;
     erg_server_stop(srv);
-    srv_free_jobs(srv);
-    if (srv->ckpt_db)
-        sqlite3_close(srv->ckpt_db);
-    if (srv->db) {
-        sqlite3_wal_checkpoint_v2(srv->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-        sqlite3_close(srv->db);
-    }
+    srv_jobs_free(srv);
+    srv_store_close(srv);
     json_decref(srv->sched_args);
+    srv_zeus_config_free(srv);
+    srv_plans_dirs_free(srv);
     erg__free(srv->host);
     erg__free(srv->db_path);
     erg__free(srv->dump_dir);

@@ -21,7 +21,7 @@
  * the [profiling-done] ending), each srv_sched_observe receives that
  * window's results. Schedulers are deterministic functions of their
  * arguments and the results they observed, which is what makes crash
- * recovery a replay (see core.c).
+ * recovery a replay (see jobs.h).
  */
 
 typedef enum {
@@ -32,6 +32,8 @@ typedef enum {
     K_ZGLOBAL,
     K_ZLOCAL,
     K_FRONTIER,
+    K_ZPOINT,   /* Zeus PFO PointSolution: the plan's pairs verbatim, every window */
+    K_ZPROF,    /* Zeus PFO InstructionProfiler (#158): K_PROFILER with Zeus's arguments */
 } sched_kind;
 
 static const struct {
@@ -47,6 +49,10 @@ static const struct {
     {{"ZeusGlobalPowerLimit", SRV_MODE_POWER}, K_ZGLOBAL},
     {{"ZeusLocalPowerState", SRV_MODE_ANY}, K_ZLOCAL},
     {{"Frontier", SRV_MODE_FREQUENCY}, K_FRONTIER},
+    /* Zeus PFO classes (docs/zeus-protocol.md §4), run for jobs of the Zeus
+     * wire under these internal names. */
+    {{"zeus:PointSolution", SRV_MODE_FREQUENCY}, K_ZPOINT},
+    {{"zeus:InstructionProfiler", SRV_MODE_FREQUENCY}, K_ZPROF},
 };
 
 /* Arguments each scheduler accepts: name, type ('i' int, 'd' number, 's'
@@ -79,6 +85,9 @@ static const arg_spec arg_specs[] = {
     {K_FRONTIER, "warmup_iters", 'i', false},
     {K_FRONTIER, "slowdown", 'd', false},
     {K_FRONTIER, "deadline_s", 'd', false},
+    {K_ZPOINT, "solution_path", 's', true},
+    {K_ZPROF, "warmup_step_ratio", 'd', false},
+    {K_ZPROF, "minimum_frequency", 'i', false},
 };
 
 static int find_class(const char *name)
@@ -190,6 +199,15 @@ erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error 
                                  "solution_path '%.200s' is neither a plan file nor a directory",
                                  p);
     }
+    if (k == K_ZPOINT) {
+        /* Zeus: one existing .py file (no directory). */
+        const char *p = arg_s(args, "solution_path", "");
+        size_t pl = strlen(p);
+        if (!is_file(p))
+            return erg_error_set(err, ERG_EINVAL, "Solution file not found: %.200s", p);
+        if (pl < 3 || strcmp(p + pl - 3, ".py"))
+            return erg_error_set(err, ERG_EINVAL, "Solution file is not a Python file: %.200s", p);
+    }
     if (k == K_FRONTIER && !is_dir(arg_s(args, "frontier_dir", "")))
         return erg_error_set(err, ERG_EINVAL, "frontier_dir '%.200s' is not a directory",
                              arg_s(args, "frontier_dir", ""));
@@ -237,7 +255,7 @@ struct srv_sched {
     int zl_i;          /* Current outer index. */
     int zl_heaviest;   /* -1 until known. */
     double zl_target;
-    int zl_stage;      /* 0 warm-up pending, 1 first window at i, 2 inner windows */
+    int zl_stage;      /* 1 window A at i pending, 2 search windows, 3 confirming window */
     int n_points;
     zl_point *points;
     /* Zeus: keep running the optimum after the search (deploy_optimum). */
@@ -416,6 +434,35 @@ static erg_status load_point(srv_sched *s, const json_t *args, erg_error *err)
     return st;
 }
 
+/* Zeus PointSolution: one plan file of (name, clock) pairs per stage, served
+ * verbatim (the job's instruction lists were taken from the same file). */
+static erg_status load_zeus_point(srv_sched *s, const json_t *args, erg_error *err)
+{
+    const char *path = arg_s(args, "solution_path", "");
+    srv_plan_pairs pp;
+    erg_status st = srv_plan_load_pairs(path, s->ctx->num_stages, &pp, err);
+    if (st)
+        return st;
+    if (pp.n_stages != s->ctx->num_stages) {
+        st = erg_error_set(err, ERG_EINVAL,
+                           "Solution file assumes %d ranks, but the job has %d ranks.",
+                           pp.n_stages, s->ctx->num_stages);
+        goto out;
+    }
+    for (int g = 0; g < pp.n_stages; g++) {
+        if (pp.lens[g] != s->ctx->n_instrs[g]) {
+            st = erg_error_set(err, ERG_EINVAL,
+                               "%s: stage %d has %d pairs but its ranks registered %d",
+                               path, g, pp.lens[g], s->ctx->n_instrs[g]);
+            goto out;
+        }
+        memcpy(s->out[g], pp.freqs[g], (size_t)pp.lens[g] * sizeof(int));
+    }
+out:
+    srv_plan_pairs_free(&pp);
+    return st;
+}
+
 erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_ctx *ctx,
                          srv_sched **out, erg_error *err)
 {
@@ -471,6 +518,21 @@ erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_c
         if (erg__buf_printf(&s->csv, "stage,instruction,%s,time,energy\n",
                             srv_mode_name(ctx->mode)))
             goto oom;
+        break;
+    case K_ZPROF:
+        s->kind = K_PROFILER; /* same windows and CSV; Zeus's argument names */
+        s->min_state = (int)arg_i(args, "minimum_frequency", 850);
+        if (!ctx->job_dir) {
+            st = erg_error_set(err, ERG_EINVAL,
+                               "InstructionProfiler requires dump_data to be enabled.");
+            goto fail;
+        }
+        if (erg__buf_printf(&s->csv, "stage,instruction,frequency,time,energy\n"))
+            goto oom;
+        break;
+    case K_ZPOINT:
+        if ((st = load_zeus_point(s, args, err)))
+            goto fail;
         break;
     case K_POINT:
         s->warmup = arg_i(args, "warmup_iters", 2);
@@ -663,6 +725,9 @@ erg_status srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error 
         else
             st = frontier_next(s, err);
         break;
+    case K_ZPOINT: /* the plan, filled at construction, for every window */
+    case K_ZPROF:  /* (constructed as K_PROFILER) */
+        break;
     }
     if (!st)
         s->step++;
@@ -708,11 +773,21 @@ static double zeus_cost(const srv_sched *s, double tput, double power)
     return tput > 0 ? (s->eta * power + (1 - s->eta) * maxpower * ws) / tput : INFINITY;
 }
 
+/* ZeusLocalPowerState's cost: its constant is max state x world size, scaled
+ * once (kronos baselines.py; docs/zeus-protocol.md §9 step 5). */
+static double zlocal_cost(const srv_sched *s, double tput, double power)
+{
+    double ws = s->ctx->num_stages;
+    return tput > 0 ? (s->eta * power + (1 - s->eta) * max_state(s) * ws) / tput : INFINITY;
+}
+
 static erg_status write_job_file(const srv_sched *s, const char *name, const erg__buf *b,
                                  erg_error *err)
 {
     if (!s->ctx->job_dir)
         return ERG_OK;
+    if (s->ctx->write_file)
+        return s->ctx->write_file(s->ctx->write_user, name, b->data ? b->data : "", b->len, err);
     erg__buf path = {0};
     if (erg__buf_printf(&path, "%s/%s", s->ctx->job_dir, name))
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -746,9 +821,11 @@ static erg_status profiler_observe(srv_sched *s, const srv_result *r, erg_error 
                 if (cnt)
                     e = t * p / cnt;
             }
+            /* pandas' to_csv writes NaN (the mean of no samples) as an
+             * empty field, as Perseus's CSV has it. */
             if (erg__buf_printf(&s->csv, "%d,%s,%d,%s,%s\n", stg, srv_instr_names[kind], state,
-                                erg__fmt_double_py(t, a, sizeof a),
-                                erg__fmt_double_py(e, b, sizeof b)))
+                                isnan(t) ? "" : erg__fmt_double_py(t, a, sizeof a),
+                                isnan(e) ? "" : erg__fmt_double_py(e, b, sizeof b)))
                 return erg_error_set(err, ERG_ENOMEM, "out of memory");
         }
     }
@@ -799,7 +876,7 @@ static erg_status zlocal_finish(srv_sched *s, erg_error *err)
     int best = 0;
     double best_cost = INFINITY;
     for (int i = 0; i < s->n_points; i++) {
-        double c = zeus_cost(s, s->points[i].throughput, s->points[i].power);
+        double c = zlocal_cost(s, s->points[i].throughput, s->points[i].power);
         if (c < best_cost) {
             best_cost = c;
             best = i;
@@ -844,75 +921,26 @@ static erg_status zlocal_finish(srv_sched *s, erg_error *err)
 }
 
 /*
- * ZeusLocalPowerState ("ZeusPerStage"): HOW IT WORKS. After one all-max
+ * ZeusLocalPowerState ("ZeusPerStage"): HOW IT WORKS, window for window as
+ * Perseus's kronos baselines.py (docs/zeus-protocol.md §9). After one all-max
  * warm-up window, an outer loop walks the heaviest stage's state S[i] down
  * the supported list. At each i every stage's index is raised to at least i
- * and a window runs; the first such window fixes T* (the heaviest stage's
- * balanced-phase time at S[i]; the heaviest stage itself is the argmax of
- * the very first window). Then an inner search lowers every other stage one
- * state per window while its distance to T* does not grow (or its time
- * drops: noise), steps back up once it grows, and is then "found". When all
- * are found, the point (S[i], every stage's state, throughput, power,
- * energy of the last window) is recorded. The sweep stops after the lowest
- * state or once any stage reached it; the point of least Zeus cost wins.
+ * and a window runs ("A"); the first such window fixes the heaviest stage
+ * (argmax of the balanced-phase times), and each A fixes T* (its time at
+ * S[i]). Then search passes: each lowers every unfound stage one state while
+ * its distance to T* does not grow (or its time drops: noise), steps it back
+ * up once it grows and marks it found; every pass is followed by a window
+ * with the new states -- also the pass that finds the last stage, so the
+ * recorded point (S[i], every stage's state, throughput, power, energy)
+ * comes from a window run with exactly the recorded states. Without any
+ * stage to search (one stage), window A is recorded. The sweep stops after
+ * the lowest state or once a recorded state is the lowest; the point of
+ * least Zeus cost (world size scaled once) wins.
  */
-static erg_status zlocal_observe(srv_sched *s, const srv_result *r, erg_error *err)
+static erg_status zlocal_record(srv_sched *s, const srv_result *r, erg_error *err)
 {
     const srv_sched_ctx *c = s->ctx;
     int S = c->num_stages, last = c->n_states - 1;
-    if (s->step == 1) { /* warm-up done */
-        s->zl_i = 0;
-        s->zl_stage = 1;
-        return ERG_OK;
-    }
-    double t[512] = {0};
-    if (S > 512)
-        return erg_error_set(err, ERG_EINVAL, "ZeusLocalPowerState supports at most 512 stages");
-    for (int stg = 0; stg < S; stg++)
-        t[stg] = srv_series_mean(&r[stg].time_bd[s->phase], drop_of(r[stg].n_iters, s->ratio));
-    if (s->zl_stage == 1) {
-        if (s->zl_heaviest < 0) {
-            s->zl_heaviest = 0;
-            for (int stg = 1; stg < S; stg++)
-                if (t[stg] > t[s->zl_heaviest])
-                    s->zl_heaviest = stg;
-        }
-        s->zl_target = t[s->zl_heaviest];
-        for (int stg = 0; stg < S; stg++) {
-            s->found[stg] = stg == s->zl_heaviest;
-            s->prev_d[stg] = fabs(t[stg] - s->zl_target);
-            s->prev_t[stg] = t[stg];
-            if (!s->found[stg]) {
-                if (s->idx[stg] >= last)
-                    s->found[stg] = true;
-                else
-                    s->idx[stg]++;
-            }
-        }
-        s->zl_stage = 2;
-    } else {
-        for (int stg = 0; stg < S; stg++) {
-            if (s->found[stg])
-                continue;
-            double d = fabs(t[stg] - s->zl_target);
-            if (d <= s->prev_d[stg] || t[stg] < s->prev_t[stg]) {
-                if (s->idx[stg] >= last)
-                    s->found[stg] = true;
-                else
-                    s->idx[stg]++;
-            } else {
-                s->idx[stg]--;
-                s->found[stg] = true;
-            }
-            s->prev_d[stg] = d;
-            s->prev_t[stg] = t[stg];
-        }
-    }
-    bool all = true;
-    for (int stg = 0; stg < S; stg++)
-        all = all && s->found[stg];
-    if (!all)
-        return ERG_OK;
     zl_point *p = &s->points[s->n_points];
     p->state = c->states[s->zl_i];
     p->balanced = erg__calloc((size_t)S, sizeof(int));
@@ -936,6 +964,68 @@ static erg_status zlocal_observe(srv_sched *s, const srv_result *r, erg_error *e
     return ERG_OK;
 }
 
+static erg_status zlocal_observe(srv_sched *s, const srv_result *r, erg_error *err)
+{
+    const srv_sched_ctx *c = s->ctx;
+    int S = c->num_stages, last = c->n_states - 1;
+    if (s->step == 1) { /* warm-up done */
+        s->zl_i = 0;
+        s->zl_stage = 1;
+        return ERG_OK;
+    }
+    double t[512] = {0};
+    if (S > 512)
+        return erg_error_set(err, ERG_EINVAL, "ZeusLocalPowerState supports at most 512 stages");
+    for (int stg = 0; stg < S; stg++)
+        t[stg] = srv_series_mean(&r[stg].time_bd[s->phase], drop_of(r[stg].n_iters, s->ratio));
+    if (s->zl_stage == 3) /* the window after the last search pass */
+        return zlocal_record(s, r, err);
+    if (s->zl_stage == 1) { /* window A at S[zl_i] */
+        if (s->zl_heaviest < 0) {
+            s->zl_heaviest = 0;
+            for (int stg = 1; stg < S; stg++)
+                if (t[stg] > t[s->zl_heaviest])
+                    s->zl_heaviest = stg;
+        }
+        s->zl_target = t[s->zl_heaviest];
+        bool all = true;
+        for (int stg = 0; stg < S; stg++) {
+            s->found[stg] = stg == s->zl_heaviest;
+            s->prev_d[stg] = INFINITY;
+            s->prev_t[stg] = 0;
+            all = all && s->found[stg];
+        }
+        if (all) /* nothing to search: the reference records window A */
+            return zlocal_record(s, r, err);
+    }
+    /* One search pass over the times of the window just observed. */
+    for (int stg = 0; stg < S; stg++) {
+        if (s->found[stg])
+            continue;
+        double d = fabs(t[stg] - s->zl_target);
+        if (d <= s->prev_d[stg] || t[stg] < s->prev_t[stg]) {
+            if (s->idx[stg] >= last)
+                s->found[stg] = true;
+            else
+                s->idx[stg]++;
+        } else {
+            s->idx[stg]--;
+            s->found[stg] = true;
+        }
+    }
+    for (int stg = 0; stg < S; stg++) {
+        s->prev_d[stg] = fabs(t[stg] - s->zl_target);
+        s->prev_t[stg] = t[stg];
+    }
+    bool all = true;
+    for (int stg = 0; stg < S; stg++)
+        all = all && s->found[stg];
+    /* Every pass is followed by a window with the new states; after the pass
+     * that found the last stage, that window's results are the point's. */
+    s->zl_stage = all ? 3 : 2;
+    return ERG_OK;
+}
+
 erg_status srv_sched_observe(srv_sched *s, const srv_result *per_stage, erg_error *err)
 {
     if (s->deploying)
@@ -954,6 +1044,8 @@ erg_status srv_sched_observe(srv_sched *s, const srv_result *per_stage, erg_erro
     case K_TWOFREQ:
     case K_POINT:
     case K_FRONTIER:
+    case K_ZPOINT:
+    case K_ZPROF:
         return ERG_OK;
     }
     return ERG_OK;

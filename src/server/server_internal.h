@@ -72,6 +72,11 @@ typedef struct srv_sched_ctx {
     int mode;                /* SRV_MODE_FREQUENCY / SRV_MODE_POWER. */
     char *job_dir;           /* Dump directory of the job, or NULL when not dumping. */
     char *profile_csv_name;  /* InstructionProfiler's CSV file name. */
+    /* Writes a file of the job's dump directory (the server defers it when the
+     * disk refuses; it never fails the job). NULL: written directly. */
+    erg_status (*write_file)(void *user, const char *name, const char *data, size_t len,
+                             erg_error *err);
+    void *write_user;
 } srv_sched_ctx;
 
 typedef struct srv_sched srv_sched;
@@ -109,5 +114,18 @@ erg_status srv_expand(const int *plan, int n_plan, const int *instrs, int n_inst
 erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_stages,
                          erg_error *err);
 void srv_plan_stages_free(int **stages, int *lens, int n);
+
+/* A plan as (instruction name, clock) pairs per stage: the Zeus format as
+ * written, or a kronos/JSON plan whose stages' forward/backward names come
+ * from the 1F1B order of its stage and microbatch counts. */
+typedef struct srv_plan_pairs {
+    int n_stages;
+    int *lens;       /* pairs per stage */
+    char ***names;   /* names[s][i] */
+    int **freqs;     /* freqs[s][i] */
+} srv_plan_pairs;
+erg_status srv_plan_load_pairs(const char *path, int hint_stages, srv_plan_pairs *out,
+                               erg_error *err);
+void srv_plan_pairs_free(srv_plan_pairs *p);
 
 #endif

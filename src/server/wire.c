@@ -491,12 +491,27 @@ static erg_status tp_fail(tp *t, const char *what)
     return erg_error_set(t->err, ERG_EPARSE, "%s:%ld: expected %s", t->name, t->line, what);
 }
 
+static void names_free(char ***names, const int *lens, int n)
+{
+    if (!names)
+        return;
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; names[i] && k < lens[i]; k++)
+            erg__free(names[i][k]);
+        erg__free(names[i]);
+    }
+    erg__free(names);
+}
+
+/* names_out NULL: only forward/backward pairs are kept (the kronos plan);
+ * else every pair is kept and its name too (the Zeus schedule). */
 static erg_status parse_tuples(const char *text, size_t len, const char *name, int ***stages_out,
-                               int **lens_out, int *n_out, erg_error *err)
+                               int **lens_out, int *n_out, char ****names_out, erg_error *err)
 {
     tp t = {text, text + len, name, 1, err};
     int **stages = NULL, *lens = NULL, n = 0, cap = 0;
     int *row = NULL, rn = 0, rcap = 0;
+    char ***names = NULL, **nrow = NULL;
     erg_status st = ERG_OK;
     if (!tp_eat(&t, '[')) {
         st = tp_fail(&t, "'[' opening the list of stages");
@@ -510,6 +525,7 @@ static erg_status parse_tuples(const char *text, size_t len, const char *name, i
             goto fail;
         }
         row = NULL, rn = 0, rcap = 0;
+        nrow = NULL;
         for (;;) {
             if (tp_eat(&t, ']'))
                 break;
@@ -559,15 +575,33 @@ static erg_status parse_tuples(const char *text, size_t len, const char *name, i
                 st = tp_fail(&t, close == ')' ? "')'" : "']'");
                 goto fail;
             }
-            if (compute) {
+            if (compute || names_out) {
                 if (rn == rcap) {
                     rcap = rcap ? rcap * 2 : 64;
                     int *d = erg__reallocarray(row, (size_t)rcap, sizeof(int));
+                    if (d)
+                        row = d;
+                    if (d && names_out) {
+                        char **nd = erg__reallocarray(nrow, (size_t)rcap, sizeof(char *));
+                        if (nd)
+                            nrow = nd;
+                        else
+                            d = NULL;
+                    }
                     if (!d) {
                         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
                         goto fail;
                     }
-                    row = d;
+                }
+                if (names_out) {
+                    if (sl > 64) {
+                        st = tp_fail(&t, "an instruction name of at most 64 characters");
+                        goto fail;
+                    }
+                    if (!(nrow[rn] = erg__strndup(s0, sl))) {
+                        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                        goto fail;
+                    }
                 }
                 row[rn++] = (int)v;
             }
@@ -582,18 +616,24 @@ static erg_status parse_tuples(const char *text, size_t len, const char *name, i
             cap = cap ? cap * 2 : 8;
             int **d = erg__reallocarray(stages, (size_t)cap, sizeof *d);
             int *l = erg__reallocarray(lens, (size_t)cap, sizeof *l);
+            char ***nn = names_out ? erg__reallocarray(names, (size_t)cap, sizeof *nn) : NULL;
             if (d)
                 stages = d;
             if (l)
                 lens = l;
-            if (!d || !l) {
+            if (nn)
+                names = nn;
+            if (!d || !l || (names_out && !nn)) {
                 st = erg_error_set(err, ERG_ENOMEM, "out of memory");
                 goto fail;
             }
         }
+        if (names_out)
+            names[n] = nrow;
         stages[n] = row;
         lens[n++] = rn;
         row = NULL;
+        nrow = NULL;
         if (tp_eat(&t, ','))
             continue;
         if (tp_eat(&t, ']'))
@@ -613,8 +653,15 @@ static erg_status parse_tuples(const char *text, size_t len, const char *name, i
     *stages_out = stages;
     *lens_out = lens;
     *n_out = n;
+    if (names_out)
+        *names_out = names;
     return ERG_OK;
 fail:
+    if (nrow)
+        for (int k = 0; k < rn; k++)
+            erg__free(nrow[k]);
+    erg__free(nrow);
+    names_free(names, lens, n);
     erg__free(row);
     srv_plan_stages_free(stages, lens, n);
     return st;
@@ -634,7 +681,7 @@ erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_sta
     bool tuples = tp_eat(&probe, '[') && tp_eat(&probe, '[') &&
                   (tp_eat(&probe, '(') || tp_eat(&probe, '['));
     if (tuples) {
-        st = parse_tuples(text, len, path, stages, lens, n_stages, err);
+        st = parse_tuples(text, len, path, stages, lens, n_stages, NULL, err);
         erg__free(text);
         return st;
     }
@@ -667,4 +714,74 @@ erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_sta
     *lens = l;
     *n_stages = S;
     return ERG_OK;
+}
+
+void srv_plan_pairs_free(srv_plan_pairs *p)
+{
+    names_free(p->names, p->lens, p->n_stages);
+    srv_plan_stages_free(p->freqs, p->lens, p->n_stages);
+    memset(p, 0, sizeof *p);
+}
+
+erg_status srv_plan_load_pairs(const char *path, int hint_stages, srv_plan_pairs *out,
+                               erg_error *err)
+{
+    (void)hint_stages;
+    memset(out, 0, sizeof *out);
+    char *text = NULL;
+    size_t len = 0;
+    erg_status st = erg__read_file(path, 64u << 20, &text, &len, err);
+    if (st)
+        return st;
+    tp probe = {text, text + len, path, 1, err};
+    bool tuples = tp_eat(&probe, '[') && tp_eat(&probe, '[') &&
+                  (tp_eat(&probe, '(') || tp_eat(&probe, '['));
+    if (tuples) {
+        st = parse_tuples(text, len, path, &out->freqs, &out->lens, &out->n_stages, &out->names,
+                          err);
+        erg__free(text);
+        return st;
+    }
+    /* kronos literal or JSON plan: name each clock by its stage's order. */
+    erg_plan *plan = NULL;
+    st = erg_plan_parse(text, len, path, NULL, &plan, err);
+    erg__free(text);
+    if (st)
+        return st;
+    int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan);
+    erg_schedule sched = erg_plan_schedule(plan);
+    erg_instr *order = erg__calloc((size_t)(2 * M) + 1, sizeof *order);
+    out->lens = erg__calloc((size_t)S, sizeof *out->lens);
+    out->freqs = erg__calloc((size_t)S, sizeof *out->freqs);
+    out->names = erg__calloc((size_t)S, sizeof *out->names);
+    if (!order || !out->lens || !out->freqs || !out->names)
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+    else
+        out->n_stages = S;
+    for (int g = 0; !st && g < S; g++) {
+        st = erg_schedule_stage_order(&sched, S, M, g, order, err);
+        if (st)
+            break;
+        out->freqs[g] = erg__calloc((size_t)(2 * M) + 1, sizeof(int));
+        out->names[g] = erg__calloc((size_t)(2 * M) + 1, sizeof(char *));
+        if (!out->freqs[g] || !out->names[g]) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            break;
+        }
+        out->lens[g] = 2 * M;
+        const int *f = erg_plan_stage_freqs_const(plan, g);
+        for (int i = 0; i < 2 * M; i++) {
+            out->freqs[g][i] = f[i];
+            if (!(out->names[g][i] =
+                      erg__strdup(order[i].kind == ERG_FORWARD ? "forward" : "backward"))) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                break;
+            }
+        }
+    }
+    erg__free(order);
+    erg_plan_free(plan);
+    if (st)
+        srv_plan_pairs_free(out);
+    return st;
 }

@@ -45,6 +45,9 @@ kill9_daemon() { kill -KILL "$dpid"; wait "$dpid" 2>/dev/null; dpid=""; }
 gpu() { grep "^$1 " "$tmp/gpu.state" 2>/dev/null; }
 wait_gpu() { for _ in $(seq 100); do [ "$(gpu "$1" | cut -d' ' -f2-3)" = "$2" ] && return 0; sleep 0.05; done; return 1; }
 hold() { "$ERGON" gpu lock --gpu "daemon:$sock" --device "$1" --clock "$2" --hold >/dev/null 2>&1 & }
+# wait_for CMD...: poll a condition the daemon reaches just after the GPU shows the change.
+wait_for() { for _ in $(seq 100); do "$@" && return 0; sleep 0.05; done; "$@"; }
+no_lease() { ! grep -q "^lease " "$state/leases"; }
 start_ticks() { sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f20; }
 
 # 1. A client holds GPU 0 at 1200 MHz; ergond is SIGKILLed and restarted.
@@ -53,6 +56,9 @@ grep -q "no lease state in $state" "$tmp/dlog1" || fail "first start did not not
 [ "$(stat -c %a "$state")" = 700 ] || fail "state dir mode $(stat -c %a "$state")"
 hold 0 1200; h1=$!
 wait_gpu 0 "1200 1200" || fail "no lock"
+# The fake GPU shows the lock as soon as the driver call returns; the lease is recorded just
+# after (before the client's answer): wait for it rather than race it.
+for _ in $(seq 100); do grep -q "^lease $h1 [0-9]* 0 0 1$" "$state/leases" 2>/dev/null && break; sleep 0.05; done
 grep -q "^lease $h1 [0-9]* 0 0 1$" "$state/leases" || fail "lease of pid $h1 not recorded"
 [ "$(stat -c %a "$state/leases")" = 600 ] || fail "state file mode $(stat -c %a "$state/leases")"
 kill9_daemon
@@ -64,8 +70,8 @@ sleep 0.3
 # The holder dies: the restarted ergond resets the GPU (today: stuck at 1200 MHz forever).
 kill -KILL "$h1"; wait "$h1" 2>/dev/null; dead1=$h1; h1=""
 wait_gpu 0 "0 0" || fail "GPU 0 not reset after its holder died (restarted ergond forgot the lease)"
-grep -q "pid $dead1 exited: GPU 0 restored" "$tmp/dlog2" || fail "no lease expiry line"
-grep -q "^lease " "$state/leases" && fail "expired lease still in the state file"
+wait_for grep -q "pid $dead1 exited: GPU 0 restored" "$tmp/dlog2" || fail "no lease expiry line"
+wait_for no_lease || fail "expired lease still in the state file"
 
 # 1b. A holder changing a clock it already holds does not rewrite the state (no fsync per
 # clock change); a new GPU does.
@@ -92,6 +98,7 @@ wait_gpu 1 "0 0" && wait_gpu 0 "0 0" || fail "python holder's GPUs not reset aft
 # 2. The holder dies while ergond is down: reset at start-up.
 hold 1 1095; h2=$!
 wait_gpu 1 "1095 1095" || fail "no lock on GPU 1"
+wait_for grep -q "^lease $h2 " "$state/leases" || fail "lease of pid $h2 not recorded"
 kill9_daemon
 kill -KILL "$h2"; wait "$h2" 2>/dev/null; dead2=$h2; h2=""
 start_daemon

@@ -178,6 +178,45 @@ assert try_as(54321, gid) == 0, "a member of the socket's group cannot connect"
 assert try_as(54321, 54321) == 13, "a non-member can connect"
 PY
 stop_daemon
+# 5. A group in the allow list also matches a supplementary group of the client
+#    (SO_PEERGROUPS): `adduser alice ergon` is enough to change clocks.
+printf 'allow * gid:%s\n' "$gid" >"$tmp/conf_group"
+"$ERGOND" --socket "$sock" --config "$tmp/conf_group" --gpu sim:a100:gpt3-xl:2 \
+  --state-dir "$tmp/state" --socket-mode 0666 2>"$tmp/dlog_group" &
+dpid=$!
+for _ in $(seq 100); do curl -s -o /dev/null --unix-socket "$sock" http://x/time && break; sleep 0.05; done
+python3 - "$sock" "$gid" <<'PY' || fail "supplementary group write"
+import os, socket, sys
+sock, gid = sys.argv[1], int(sys.argv[2])
+def lock_as(uid, primary, groups):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.setgroups(groups); os.setgid(primary); os.setuid(uid)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(3)
+        s.connect(sock)
+        s.sendall(b"POST /gpu/set_gpu_locked_clocks?gpu_ids=0&min_clock_mhz=1200&max_clock_mhz=1200&block=true HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        data = b""
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            data += b
+        os.write(w, data.split(b"\r\n", 1)[0]); os._exit(0)
+    os.close(w)
+    line = os.read(r, 4096).decode(); os.close(r); os.waitpid(pid, 0)
+    return line
+member = lock_as(54323, 54323, [gid])
+print("supplementary member:", member)
+assert " 200" in member, member
+outsider = lock_as(54324, 54324, [])
+print("no group:", outsider)
+assert " 403" in outsider, outsider
+PY
+stop_daemon
+
 # Default: group 'ergon'; when it does not exist, ergond says so and the socket stays root's.
 start_daemon
 if getent group ergon >/dev/null; then

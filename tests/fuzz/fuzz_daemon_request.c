@@ -23,8 +23,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r == 1) {
         erg__buf resp = {0};
         /* As a non-root allowed user and as an unknown one. */
-        erg__daemon_handle(d, &req, 1000, 1000, getpid(), &resp);
-        erg__daemon_handle(d, &req, 1001, 1001, getpid(), &resp);
+        erg__peer allowed = {.uid = 1000, .gid = 1000, .pid = getpid()};
+        erg__peer other = {.uid = 1001, .gid = 1001, .pid = getpid(), .ngroups = 1, .groups = {7}};
+        erg__daemon_handle(d, &req, &allowed, &resp);
+        erg__daemon_handle(d, &req, &other, &resp);
         erg__buf_free(&resp);
     }
     erg__query q;

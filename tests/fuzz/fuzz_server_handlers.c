@@ -5,18 +5,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /*
  * Input: "METHOD PATH[?QUERY]\n" then the body. The token $J in the path or
- * body is replaced by the id of a job the harness registered (2 ranks), so
- * the fuzzer reaches the rank, schedule and result handlers. The server
+ * body is replaced by the id of a job the harness registered (2 ranks), and
+ * $Z by a Zeus PFO job's (PointSolution3D, 2 stages), so the fuzzer reaches
+ * the rank, schedule and result handlers of both wires. The server
  * lives across inputs (state accumulates, like a real server) and is
  * rebuilt every 200 inputs to bound its memory.
  */
 static erg_server *srv;
-static char job_id[512];
+static char job_id[512], zeus_id[512];
+static char plan[512]; /* the Zeus job's plan file, removed at exit */
+static void remove_plan(void)
+{
+    unlink(plan);
+}
 static long count;
 
 static void handle(const char *method, const char *path, const char *query, const char *body,
@@ -39,6 +46,18 @@ static void setup(void)
     o.dump_data = false;
     o.scheduler = "AllMaxFrequency";
     o.scheduler_args = "{\"num_iters\": 3}";
+    static char zargs[600];
+    if (!plan[0])
+        atexit(remove_plan);
+    snprintf(plan, sizeof plan, "/tmp/ergon-fuzz-zeus-plan-%d.py", (int)getpid());
+    FILE *f = fopen(plan, "w");
+    if (!f)
+        abort();
+    fputs("[\n[('forward', 1410), ('backward', 1395)],\n[('forward', 1395), ('backward', 1410)],\n]\n", f);
+    fclose(f);
+    snprintf(zargs, sizeof zargs, "{\"solution_path\": \"%s\"}", plan);
+    o.zeus_scheduler = "PointSolution3D";
+    o.zeus_scheduler_args = zargs;
     erg_error err;
     if (erg_server_new(&o, &srv, &err))
         abort();
@@ -53,20 +72,30 @@ static void setup(void)
     /* the answer is a JSON string: strip the quotes */
     snprintf(job_id, sizeof job_id, "%.*s", (int)strlen(resp) - 2, resp + 1);
     erg_free(resp);
+    const char *zjob = "{\"job_id\":\"\",\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,"
+                       "\"world_size\":2,\"job_metadata\":\"fz\"}";
+    handle("POST", "/register_job", NULL, zjob, strlen(zjob), &st, &resp);
+    if (st != 200 || !resp || strlen(resp) > sizeof zeus_id)
+        abort();
+    snprintf(zeus_id, sizeof zeus_id, "%.*s", (int)strlen(resp) - 2, resp + 1);
+    erg_free(resp);
 }
 
-/* Replace every "$J" by the job id into a new malloc'd string. */
+/* Replace every "$J" by the job id and "$Z" by the Zeus job's into a new
+ * malloc'd string. */
 static char *subst(const char *s, size_t n, size_t *out_len)
 {
-    size_t jl = strlen(job_id), cap = n + 1, k = 0;
+    size_t jl = strlen(job_id), zl = strlen(zeus_id), cap = n + 1, k = 0;
     for (size_t i = 0; i + 1 < n; i++)
-        if (s[i] == '$' && s[i + 1] == 'J')
-            cap += jl;
+        if (s[i] == '$' && (s[i + 1] == 'J' || s[i + 1] == 'Z'))
+            cap += jl > zl ? jl : zl;
     char *o = malloc(cap);
     for (size_t i = 0; i < n; i++) {
-        if (i + 1 < n && s[i] == '$' && s[i + 1] == 'J') {
-            memcpy(o + k, job_id, jl);
-            k += jl;
+        if (i + 1 < n && s[i] == '$' && (s[i + 1] == 'J' || s[i + 1] == 'Z')) {
+            const char *id = s[i + 1] == 'J' ? job_id : zeus_id;
+            size_t l = strlen(id);
+            memcpy(o + k, id, l);
+            k += l;
             i++;
         } else {
             o[k++] = s[i];

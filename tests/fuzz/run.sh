@@ -4,6 +4,11 @@ set -euo pipefail
 build=${1:-build-fuzz}
 secs=${2:-15}
 here=$(cd "$(dirname "$0")" && pwd)
+# Every sanitizer finding fails the run: UBSan only reports and goes on unless
+# halt_on_error=1. Ours come last so that they win over a caller's options (the
+# fuzz build also compiles with -fno-sanitize-recover=undefined).
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}halt_on_error=1:print_stacktrace=1"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1"
 fail=0
 for bin in "$build"/tests/fuzz/fuzz_*; do
   [ -x "$bin" ] || continue

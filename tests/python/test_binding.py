@@ -8,7 +8,7 @@ import time
 import unittest
 
 import ergon
-from ergon.integration import PipelineHooks, instrument_deepspeed
+from ergon.integration import PipelineHooks, PipeliningStageHooks, instrument_deepspeed
 
 
 class Binding(unittest.TestCase):
@@ -120,6 +120,47 @@ class Binding(unittest.TestCase):
             rows = list(csv.DictReader(f))
         self.assertEqual(len(rows), 4 * 2 * 38)
 
+    def test_int_arguments_beyond_c_int_raise_value_error(self):
+        # Issue 15 item 17: ctypes keeps the low 32 bits, so lock_sm_clock(0, 2**32 + 1200)
+        # locked 1200 MHz. Every int argument is checked against its C type first.
+        with ergon.Gpu("sim:a100:bert-large:2") as g:
+            for bad in (2 ** 32 + 1200, 2 ** 31, -2 ** 31 - 1, 2 ** 64 + 1410):
+                with self.assertRaises(ValueError) as cm:
+                    g.lock_sm_clock(0, bad)
+                self.assertIn("mhz = %d is out of range" % bad, str(cm.exception))
+            with self.assertRaises(ValueError):
+                g.lock_sm_clock(2 ** 32, 1410)      # device 0 after truncation
+            with self.assertRaises(ValueError):
+                g.energy_mj(2 ** 32 + 1)
+            with self.assertRaises(ValueError):
+                g.name(-2 ** 32)
+            with self.assertRaises(TypeError):
+                g.lock_sm_clock(0, "1200")
+            # a valid clock still locks, an unsupported one is libergon's error
+            g.lock_sm_clock(0, 1410)
+            with self.assertRaises(ergon.ErgonError):
+                g.lock_sm_clock(0, 1201)
+            with self.assertRaises(ValueError):
+                ergon.Client(g, device=0, rank=2 ** 32 + 1, flags=ergon.CLIENT_NO_SIGNALS)
+            with self.assertRaises(ValueError):
+                ergon.Client(g, device=0, rank=0, flags=2 ** 32 + ergon.CLIENT_NO_SIGNALS)
+            with ergon.Client(g, device=1, rank=1, flags=ergon.CLIENT_NO_SIGNALS) as c:
+                with self.assertRaises(ValueError):
+                    c.set_uniform_clock(2 ** 32 + 1200)
+                with self.assertRaises(ValueError):
+                    c.instruction_begin(ergon.FORWARD, 2 ** 32)
+                with self.assertRaises(ValueError):
+                    c.load_plan(os.path.join(self.dir, "none.py"), 2 ** 32 + 1)
+        with self.assertRaises(ValueError):
+            ergon.Schedule("ours", [2 ** 32 + 1, 0])
+        with self.assertRaises(ValueError):
+            ergon.Schedule("1f1b", max_inflight=2 ** 32)
+        with self.assertRaises(ValueError):
+            ergon.schedule_order("1f1b", 2 ** 32 + 2, 4, 0)
+        with self.assertRaises(ValueError):
+            ergon.sim_profile("a100", "gpt3-xl", 2 ** 32 + 4, os.path.join(self.dir, "x.csv"))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "x.csv")))
+
     def test_gpu_closed_before_client_is_safe(self):
         g = ergon.Gpu("sim:a100")
         c = ergon.Client(g, flags=ergon.CLIENT_NO_SIGNALS)
@@ -176,6 +217,59 @@ class Binding(unittest.TestCase):
             c.sync()
             self.assertEqual(c.active_clock, 1305)
             c.close()
+
+    def test_pipelining_stage_wrapper_zbv(self):
+        """A stand-in for torch.distributed.pipelining stages (Debian's torch is 1.13):
+        the wrapper makes each F, I, W of a ZBV rank run at its planned clock."""
+        # ergon schedule zbv --ranks 2 --microbatches 2, rank 1:
+        order1 = "1F0 2F0 1F1 2F1 2I0 2W0 1I0 1W0 2I1 2W1 1I1 1W1".split()
+        order0 = "0F0 0F1 3F0 3I0 3W0 3F1 3I1 3W1 0I0 0W0 0I1 0W1".split()
+        clocks1 = [1410 - 15 * k for k in range(len(order1))]
+        plan = {"format": "ergon-plan", "version": 1, "schedule": "zbv", "num_chunks": 2,
+                "num_stages": 2, "num_microbatches": 2,
+                "stages": [{"stage": 0, "order": order0, "freq_mhz": [1410] * 12},
+                           {"stage": 1, "order": order1, "freq_mhz": clocks1}]}
+        path = os.path.join(self.dir, "zbv.json")
+        with open(path, "w") as f:
+            json.dump(plan, f)
+        seen = []
+
+        class Stage:  # the method names and signatures of _PipelineStageBase
+            def __init__(self, stage_index, client):
+                self.stage_index = stage_index
+                self.client = client
+
+            def _record(self, kind, mb):
+                self.client.sync()
+                seen.append(("%d%s%d" % (self.stage_index, kind, mb), self.client.active_clock))
+
+            def forward_one_chunk(self, fwd_chunk_id, args, kwargs=None, save_forward_output=True):
+                self._record("F", fwd_chunk_id)
+
+            def backward_one_chunk(self, bwd_chunk_id, loss=None, full_backward=True,
+                                   last_backward=False):
+                self._record("B" if full_backward else "I", bwd_chunk_id)
+
+            def backward_weight_one_chunk(self, bwd_chunk_id, last_backward=False):
+                self._record("W", bwd_chunk_id)
+
+        with ergon.Gpu("sim:a100:gpt3-xl:2") as g, \
+                ergon.Client(g, device=0, rank=1, flags=ergon.CLIENT_NO_SIGNALS) as c:
+            c.load_plan(path, 1)
+            stages = {2: Stage(2, c), 1: Stage(1, c)}
+            hooks = PipeliningStageHooks(c, list(stages.values()))
+            with hooks.step():
+                for a in order1:  # what PyTorch's runtime calls for these actions
+                    st, kind, mb = int(a[0]), a[1], int(a[2:])
+                    if kind == "F":
+                        stages[st].forward_one_chunk(mb, ())
+                    elif kind == "I":
+                        stages[st].backward_one_chunk(mb, loss=None, full_backward=False)
+                    else:
+                        stages[st].backward_weight_one_chunk(mb, last_backward=False)
+        self.assertEqual([a for a, _ in seen], order1)
+        self.assertEqual([f for _, f in seen], clocks1)
+        self.assertIsNotNone(hooks.last_step)
 
 
 if __name__ == "__main__":

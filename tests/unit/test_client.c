@@ -279,6 +279,59 @@ TEST(plan_with_unsupported_clock_or_bad_microbatch_is_refused)
     erg_gpu_close(g);
 }
 
+/* Zero-bubble and DualPipeV plans: every instruction's clock reaches the GPU
+ * through the kind + chunk hooks (an OVERLAP_F_B step through both parts). */
+static void chunk_hooks_case(erg_schedule_kind kind)
+{
+    erg_error err;
+    erg_gpu *g = NULL;
+    ASSERT_OK(erg_gpu_open("sim:a100:gpt3-xl:2", &g, &err));
+    erg_schedule sched = {.kind = kind};
+    erg_plan *plan = NULL;
+    ASSERT_OK(erg_plan_new(&sched, 2, 4, &plan, &err));
+    const int rank = 1;
+    int n = erg_plan_stage_len(plan, rank);
+    int *fq = erg_plan_stage_freqs(plan, rank);
+    for (int k = 0; k < n; k++)
+        fq[k] = 1410 - 15 * k;
+    for (int k = 0; k < erg_plan_stage_len(plan, 0); k++)
+        erg_plan_stage_freqs(plan, 0)[k] = 1410;
+    erg_client *c = NULL;
+    ASSERT_OK(erg_client_new(g, 0, rank, NULL, ERG_CLIENT_NO_SIGNALS, &c, &err));
+    ASSERT_OK(erg_client_set_plan(c, plan, rank, &err));
+    const erg_instr *v;
+    ASSERT_EQ_INT(erg_order_rank(erg_plan_order(plan), rank, &v), n);
+    int checked = 0;
+    for (int k = 0; k < n; k++) {
+        /* rank 1 holds stages 1 (chunk 0) and 2 (chunk 1) in both placements */
+        int parts = v[k].kind == ERG_OVERLAP_F_B ? 2 : 1;
+        for (int p = 0; p < parts; p++) {
+            int st = p ? v[k].stage2 : v[k].stage, mb = p ? v[k].microbatch2 : v[k].microbatch;
+            erg_instr_kind kd = p ? v[k].kind2 : parts == 2 ? ERG_FORWARD : v[k].kind;
+            int chunk = st == 1 ? 0 : 1;
+            ASSERT_OK(erg_client_instruction_begin_chunk(c, kd, chunk, mb));
+            ASSERT_OK(erg_client_sync(c, 5, &err));
+            ASSERT_MSG(erg_client_active_clock(c) == fq[k], "%s instruction %d part %d: %d MHz, "
+                       "planned %d", erg_schedule_name(kind), k, p, erg_client_active_clock(c),
+                       fq[k]);
+            ASSERT_OK(erg_client_instruction_end_chunk(c, kd, chunk, mb));
+            checked++;
+        }
+    }
+    ASSERT(checked >= n);
+    ASSERT_EQ_INT(erg_client_instruction_begin_chunk(c, ERG_FORWARD, 2, 0), ERG_EINVAL);
+    ASSERT_OK(erg_client_close(c, &err));
+    erg_plan_free(plan);
+    erg_gpu_close(g);
+}
+
+TEST(zero_bubble_plans_reach_the_gpu_by_kind_and_chunk)
+{
+    chunk_hooks_case(ERG_SCHED_ZBV);
+    chunk_hooks_case(ERG_SCHED_DUALPIPEV);
+    chunk_hooks_case(ERG_SCHED_INTERLEAVED_ZB);
+}
+
 /* A child process that locks a clock and then waits to be killed. */
 static pid_t spawn_locker(const char *log, int ready_fd)
 {
@@ -570,6 +623,7 @@ TAP_MAIN(TEST_ENTRY(nvml_reads_devices_clocks_energy),
          TEST_ENTRY(nvml_missing_library_or_symbol_degrades),
          TEST_ENTRY(exact_nvml_calls_for_two_stages_four_microbatches),
          TEST_ENTRY(plan_with_unsupported_clock_or_bad_microbatch_is_refused),
+         TEST_ENTRY(zero_bubble_plans_reach_the_gpu_by_kind_and_chunk),
          TEST_ENTRY(memory_clock_locked_at_max_and_reset),
          TEST_ENTRY(clocks_restored_after_sigterm), TEST_ENTRY(clocks_restored_after_sighup),
          TEST_ENTRY(clocks_restored_after_sigkill_by_watchdog),

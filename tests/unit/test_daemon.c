@@ -80,6 +80,10 @@ TEST(config_allow_list)
     ASSERT(erg__config_allows(&c, 7, 50, 2));
     ASSERT(!erg__config_allows(&c, 7, 51, 2));
     ASSERT(erg__config_allows(&c, 0, 0, 5)); /* root */
+    /* group: entries also match a supplementary group (SO_PEERGROUPS) */
+    unsigned sup[] = {12, 50};
+    ASSERT(erg__config_allows_groups(&c, 7, 51, sup, 2, 2));
+    ASSERT(!erg__config_allows_groups(&c, 7, 51, sup, 1, 2));
     erg__config_free(&c);
     const char *bad[] = {"deny 0 uid:1\n", "allow 0\n", "allow x uid:1\n", "allow 0 uid:x\n",
                          "allow 0 user:no-such-user-ergon\n", "allow 0 pid:3\n"};

@@ -306,6 +306,36 @@ TEST(bad_input_gets_a_clear_error)
     erg_profile_free(p);
 }
 
+/* Issue 15 item 14: a huge time over a tiny unit overflowed the float->long
+ * conversion of the quantised time (undefined behaviour); now an error
+ * naming the point. */
+TEST(perseus_emulation_refuses_times_past_the_unit_count)
+{
+    erg_profile *p;
+    erg_error e;
+    const char *csv = "stage,instruction,frequency,time,energy\n"
+                      "0,forward,1410,80000,1\n0,backward,1410,0.2,60\n"
+                      "0,forward,1395,0.11,29\n0,backward,1395,0.21,58\n"
+                      "0,forward,1425,0.1,30\n0,backward,1425,0.2,60\n"
+                      "1,forward,1410,0.1,30\n1,backward,1410,0.2,60\n"
+                      "1,forward,1395,0.11,29\n1,backward,1395,0.21,58\n"
+                      "1,forward,1425,0.1,30\n1,backward,1425,0.2,60\n";
+    ASSERT_EQ_INT(erg_profile_parse_csv(csv, strlen(csv), "t.csv", &p, &e), ERG_OK);
+    erg_envpipe_opts o;
+    erg_envpipe_opts_init(&o);
+    o.blocking_power_w = 80;
+    o.variant = ERG_ENVPIPE_PERSEUS_EMULATION;
+    o.schedule = ERG_SCHED_1F1B;
+    o.unit_s = 1e-15;
+    erg_plan *plan = NULL;
+    ASSERT_EQ_INT(erg_plan_envpipe(p, 2, 4, &o, &plan, NULL, &e), ERG_EINVAL);
+    ASSERT_MSG(strstr(e.msg, "stage 0 forward at 1410 MHz: time 80000 s is 8e+19 units of "
+                             "1e-15 s, more than the planner can count"),
+               "%s", e.msg);
+    ASSERT(plan == NULL);
+    erg_profile_free(p);
+}
+
 TEST(gpu_table)
 {
     char path[1200];
@@ -510,7 +540,7 @@ TEST(waits_parser)
     erg_plan_free(p);
 }
 
-TAP_MAIN(TEST_ENTRY(waits_parser), TEST_ENTRY(spec_toy_timing_model), TEST_ENTRY(terminates_after_eleven_quiet_iterations), TEST_ENTRY(measured_wait_rule_offline), TEST_ENTRY(perseus_emulation_reproduces_published_rows),
+TAP_MAIN(TEST_ENTRY(perseus_emulation_refuses_times_past_the_unit_count), TEST_ENTRY(waits_parser), TEST_ENTRY(spec_toy_timing_model), TEST_ENTRY(terminates_after_eleven_quiet_iterations), TEST_ENTRY(measured_wait_rule_offline), TEST_ENTRY(perseus_emulation_reproduces_published_rows),
          TEST_ENTRY(readme_plan_path_is_the_envelope),
          TEST_ENTRY(modified_readme_plan_balanced_and_greedy),
          TEST_ENTRY(real_envpipe_on_a100_profile), TEST_ENTRY(bad_input_gets_a_clear_error),

@@ -16,7 +16,7 @@ static int step_grid_order(int S, int M, int s, const int *r, erg_instr *out)
         bool fwd = (t % 2) == (s % 2);
         int j = fwd ? t / 2 - s / 2 : t / 2 + s / 2 + 1 - S - r[s];
         if (j >= 0 && j < M)
-            out[k++] = (erg_instr){fwd ? ERG_FORWARD : ERG_BACKWARD, j};
+            out[k++] = (erg_instr){.kind = fwd ? ERG_FORWARD : ERG_BACKWARD, .microbatch = j};
     }
     return k;
 }

@@ -157,7 +157,8 @@ TEST(plan_parse_errors)
     const char *bad3 = "[[1410, 1395]] __import__('os')";
     ASSERT_EQ_INT(erg_plan_parse(bad3, strlen(bad3), "b.py", NULL, &p, &err), ERG_EPARSE);
     ASSERT_CONTAINS(err.msg, "expected only comments after the list");
-    const char *bad4 = "{\"format\": \"ergon-plan\", \"num_stages\": 1, \"num_microbatches\": 1,"
+    const char *bad4 = "{\"format\": \"ergon-plan\", \"version\": 1, \"num_stages\": 1, "
+                       "\"num_microbatches\": 1,"
                        " \"stages\": [{\"freq_mhz\": [1, -2]}]}";
     ASSERT_EQ_INT(erg_plan_parse(bad4, strlen(bad4), "b.json", NULL, &p, &err), ERG_EPARSE);
     ASSERT_CONTAINS(err.msg, "not a positive integer");
@@ -199,7 +200,70 @@ TEST(emulate_two_stage_pipeline)
     erg_profile_free(prof);
 }
 
+#define PLAN_HEAD "{\"format\": \"ergon-plan\", \"version\": 1, \"num_stages\": 2, " \
+                  "\"num_microbatches\": 1, \"stages\": "
+
+static void expect_plan_error(const char *text, const char *msg)
+{
+    erg_plan *p = (erg_plan *)1;
+    erg_error err;
+    ASSERT_EQ_INT(erg_plan_parse(text, strlen(text), "p.json", NULL, &p, &err), ERG_EPARSE);
+    ASSERT(p == NULL);
+    ASSERT_CONTAINS(err.msg, msg);
+}
+
+/* Issue 15 item 15: "stage" was ignored, so two swapped entries applied their
+ * clocks to the wrong stages. */
+TEST(json_plan_stage_field_places_the_clocks)
+{
+    const char *t = PLAN_HEAD "[{\"stage\": 1, \"freq_mhz\": [1200, 1215]},"
+                              " {\"stage\": 0, \"freq_mhz\": [1410, 1395]}]}";
+    erg_plan *p;
+    erg_error err;
+    ASSERT_OK(erg_plan_parse(t, strlen(t), "p.json", NULL, &p, &err));
+    ASSERT_EQ_INT(erg_plan_stage_freqs(p, 0)[0], 1410);
+    ASSERT_EQ_INT(erg_plan_stage_freqs(p, 0)[1], 1395);
+    ASSERT_EQ_INT(erg_plan_stage_freqs(p, 1)[0], 1200);
+    ASSERT_EQ_INT(erg_plan_stage_freqs(p, 1)[1], 1215);
+    erg_plan_free(p);
+    /* without "stage", the position */
+    const char *u = PLAN_HEAD "[{\"freq_mhz\": [1200, 1215]}, {\"freq_mhz\": [1410, 1395]}]}";
+    ASSERT_OK(erg_plan_parse(u, strlen(u), "p.json", NULL, &p, &err));
+    ASSERT_EQ_INT(erg_plan_stage_freqs(p, 0)[0], 1200);
+    erg_plan_free(p);
+    expect_plan_error(PLAN_HEAD "[{\"stage\": 1, \"freq_mhz\": [1, 2]},"
+                                " {\"stage\": 1, \"freq_mhz\": [1, 2]}]}",
+                      "p.json: stages[0] and stages[1] are both \"stage\": 1");
+    expect_plan_error(PLAN_HEAD "[{\"stage\": 0, \"freq_mhz\": [1, 2]},"
+                                " {\"stage\": 2, \"freq_mhz\": [1, 2]}]}",
+                      "p.json: stages[1]: \"stage\": 2 is not a stage in 0..1");
+    expect_plan_error(PLAN_HEAD "[{\"stage\": \"0\", \"freq_mhz\": [1, 2]},"
+                                " {\"stage\": 1, \"freq_mhz\": [1, 2]}]}",
+                      "p.json: stages[0]: \"stage\": \"0\" is not a stage in 0..1");
+    expect_plan_error(PLAN_HEAD "[{\"stage\": 1, \"freq_mhz\": [1, 2]},"
+                                " {\"freq_mhz\": [1, 2]}]}",
+                      "p.json: stages[1] has no \"stage\" but stages[0] has");
+    expect_plan_error(PLAN_HEAD "[{\"stage\": 1, \"freq_mhz\": [1, 2]},"
+                                " {\"stage\": 0, \"freq_mhz\": [1]}]}",
+                      "p.json: stage 0 needs freq_mhz with 2 clocks");
+}
+
+/* Issue 15 item 15: an unknown "version" was read as if it were version 1. */
+TEST(json_plan_rejects_unknown_version)
+{
+    expect_plan_error("{\"format\": \"ergon-plan\", \"version\": 2, \"num_stages\": 1, "
+                      "\"num_microbatches\": 1, \"stages\": [{\"freq_mhz\": [1, 2]}]}",
+                      "p.json: unknown \"version\": 2 (this reader knows ergon-plan version 1)");
+    expect_plan_error("{\"format\": \"ergon-plan\", \"version\": \"1\", \"num_stages\": 1, "
+                      "\"num_microbatches\": 1, \"stages\": [{\"freq_mhz\": [1, 2]}]}",
+                      "p.json: unknown \"version\": \"1\"");
+    expect_plan_error("{\"format\": \"ergon-plan\", \"num_stages\": 1, "
+                      "\"num_microbatches\": 1, \"stages\": [{\"freq_mhz\": [1, 2]}]}",
+                      "p.json: \"version\" is missing");
+}
+
 TAP_MAIN(TEST_ENTRY(one_f_one_b_matches_spec), TEST_ENTRY(dag_sizes_match_spec),
          TEST_ENTRY(cpm_unit_durations), TEST_ENTRY(bad_pipeline_arguments),
          TEST_ENTRY(plan_py_and_json_formats), TEST_ENTRY(plan_parse_errors),
-         TEST_ENTRY(emulate_two_stage_pipeline))
+         TEST_ENTRY(emulate_two_stage_pipeline), TEST_ENTRY(json_plan_stage_field_places_the_clocks),
+         TEST_ENTRY(json_plan_rejects_unknown_version))

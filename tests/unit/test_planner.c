@@ -446,6 +446,176 @@ TEST(brute_force_tiny_pipelines)
     brute_force_case(3, 2, 4, 1, 8);
 }
 
+/* ---- brute force on the multi-chunk and zero-bubble schedules ---- */
+
+/* Forward: 4 clocks with the same time and energy (so which one runs does
+ * not matter); backward (and with iw, backward_input and backward_weight
+ * rows): 4 clocks on the model's curve whose quantised times are qstep
+ * apart, so that every instruction class of the schedule (a chunk's 1/V
+ * share, I = W = B/2 from --backward-split 0.5, the two parts of an
+ * OVERLAP_F_B) has consecutive whole unit times: then a plan's annotation
+ * must equal its evaluation. (4 clocks, not 3: like the reference, the
+ * planner fits its 3-parameter curve only to 4 or more Pareto-optimal
+ * clocks.) */
+#define NCLK 4
+static void add_curve(erg_profile *p, int s, erg_instr_kind k, int qstep, double p_w)
+{
+    erg_error err;
+    int qmin = 2 + rand() % 2;
+    double a = 2000 + rand() % 4000, b = -0.35 - (rand() % 30) / 100.0, c = 5 + rand() % 10;
+    for (int i = 0; i < NCLK; i++) {
+        int q = qstep * (qmin + i);
+        double eff = a * exp(b * (qmin + i)) + c;
+        erg_profile_point pt = {1500 - 100 * i, q * 0.25, eff + ((p_w * q) * 0.25)};
+        ASSERT_OK(erg_profile_add(p, s, k, &pt, &err));
+    }
+}
+
+static erg_profile *tiny_profile_split(int S, double p_w, unsigned seed, int qstep, int iw)
+{
+    erg_profile *p;
+    erg_error err;
+    ASSERT_OK(erg_profile_new(&p, &err));
+    srand(seed);
+    for (int s = 0; s < S; s++) {
+        int qf = 2 * (2 + rand() % 2);
+        double ef = 30 + rand() % 20;
+        for (int i = 0; i < NCLK; i++) {
+            erg_profile_point pt = {1500 - 100 * i, qf * 0.25, ef + p_w * qf * 0.25};
+            ASSERT_OK(erg_profile_add(p, s, ERG_FORWARD, &pt, &err));
+        }
+        add_curve(p, s, ERG_BACKWARD, qstep, p_w);
+        if (iw) {
+            add_curve(p, s, ERG_BACKWARD_INPUT, qstep, p_w);
+            add_curve(p, s, ERG_BACKWARD_WEIGHT, qstep, p_w);
+        }
+    }
+    ASSERT_OK(erg_profile_validate(p, &err));
+    return p;
+}
+
+static void brute_force_schedule(erg_schedule_kind kind, int P, int V, int M, unsigned seed,
+                                 int qstep, int iw)
+{
+    erg_error err;
+    double p_w = 5;
+    erg_profile *prof = tiny_profile_split(P, p_w, seed, qstep, iw);
+    erg_schedule sched = {.kind = kind, .chunks = V};
+    erg_dag *dag;
+    ASSERT_OK(erg_dag_new(&sched, P, M, &dag, &err));
+    erg_plan *plan;
+    ASSERT_OK(erg_plan_new(&sched, P, M, &plan, &err));
+    int n = erg_dag_num_instrs(dag), nvar = 0;
+    int *var = calloc((size_t)n, sizeof(int));
+    int *fq = calloc((size_t)n, sizeof(int));
+    for (int i = 0; i < n; i++) {
+        fq[i] = 1500;
+        if (erg_dag_instr(dag, i, NULL).kind != ERG_FORWARD)
+            var[nvar++] = i; /* forwards cost the same at every clock */
+    }
+    long total = 1;
+    for (int i = 0; i < nvar; i++)
+        total *= NCLK;
+    ASSERT(total <= 200000);
+    bf_point *all = malloc(sizeof(bf_point) * (size_t)total);
+    int *digit = calloc((size_t)nvar + 1, sizeof(int));
+    for (long idx = 0; idx < total; idx++) {
+        for (int i = 0; i < nvar; i++)
+            fq[var[i]] = 1500 - 100 * digit[i];
+        for (int r = 0; r < P; r++)
+            memcpy(erg_plan_stage_freqs(plan, r), fq + erg_dag_rank_offset(dag, r),
+                   sizeof(int) * (size_t)erg_dag_rank_len(dag, r));
+        erg_emulation em;
+        ASSERT_OK(erg_emulate(prof, dag, plan, p_w, &em, NULL, NULL, &err));
+        all[idx].t = em.time_s;
+        all[idx].e = em.energy_j;
+        for (int i = 0; i < nvar; i++) {
+            if (++digit[i] < NCLK)
+                break;
+            digit[i] = 0;
+        }
+    }
+    qsort(all, (size_t)total, sizeof(bf_point), cmp_bf);
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    o.unit_s = 0.25;
+    o.blocking_power_w = p_w;
+    o.schedule = sched;
+    erg_frontier *f;
+    ASSERT_OK(erg_plan_perseus(prof, P, M, &o, &f, &err));
+    ASSERT(erg_frontier_size(f) > 1);
+    double worst_gap = 0;
+    for (size_t k = 0; k < erg_frontier_size(f); k++) {
+        erg_frontier_point pt;
+        ASSERT_OK(erg_frontier_get(f, k, &pt, &err));
+        erg_plan *pk;
+        ASSERT_OK(erg_frontier_plan(f, k, &pk, &err));
+        erg_emulation em;
+        ASSERT_OK(erg_emulate(prof, dag, pk, p_w, &em, NULL, NULL, &err));
+        /* achievable: the annotation is what the plan really does */
+        ASSERT_NEAR(em.time_s, pt.time_s, 1e-9);
+        ASSERT_NEAR(em.energy_j, pt.energy_j, 1e-6 * pt.energy_j);
+        double best = INFINITY;
+        for (long i = 0; i < total && all[i].t <= pt.time_s + 1e-9; i++)
+            if (all[i].e < best)
+                best = all[i].e;
+        double gap = (pt.energy_j - best) / best;
+        ASSERT_MSG(gap > -1e-9, "%s plan %zu below the exact frontier: %.17g < %.17g",
+                   erg_schedule_name(kind), k, pt.energy_j, best);
+        ASSERT_MSG(gap < 0.01, "%s plan %zu is %.2f%% above the exact frontier",
+                   erg_schedule_name(kind), k, 100 * gap);
+        if (gap > worst_gap)
+            worst_gap = gap;
+        erg_plan_free(pk);
+    }
+    /* the fastest plan reaches the fastest assignment's time */
+    erg_frontier_point last;
+    ASSERT_OK(erg_frontier_get(f, erg_frontier_size(f) - 1, &last, &err));
+    ASSERT_NEAR(last.time_s, all[0].t, 1e-9);
+    printf("#   %s P=%d V=%d M=%d, %d clocks, %s (seed %u): %zu plans vs %ld assignments; max "
+           "gap to the exact Pareto frontier %.3f%%\n",
+           erg_schedule_name(kind), P, V, M, NCLK,
+           iw ? "I/W rows in the profile" : "I/W from --backward-split 0.5", seed,
+           erg_frontier_size(f), total, 100 * worst_gap);
+    free(all);
+    free(digit);
+    free(var);
+    free(fq);
+    erg_frontier_free(f);
+    erg_plan_free(plan);
+    erg_dag_free(dag);
+    erg_profile_free(prof);
+}
+
+TEST(brute_force_interleaved_1f1b)
+{
+    brute_force_schedule(ERG_SCHED_INTERLEAVED_1F1B, 2, 2, 2, 11, 2, 0);
+    brute_force_schedule(ERG_SCHED_INTERLEAVED_1F1B, 1, 2, 4, 12, 2, 0);
+}
+
+TEST(brute_force_looped_bfs)
+{
+    brute_force_schedule(ERG_SCHED_LOOPED_BFS, 2, 2, 2, 13, 2, 0);
+}
+
+TEST(brute_force_interleaved_zb)
+{
+    brute_force_schedule(ERG_SCHED_INTERLEAVED_ZB, 2, 1, 2, 14, 2, 0);
+    brute_force_schedule(ERG_SCHED_INTERLEAVED_ZB, 1, 2, 2, 15, 2, 1);
+}
+
+TEST(brute_force_zbv)
+{
+    brute_force_schedule(ERG_SCHED_ZBV, 1, 2, 2, 16, 4, 0);
+    brute_force_schedule(ERG_SCHED_ZBV, 1, 2, 2, 19, 2, 1);
+}
+
+TEST(brute_force_dualpipev)
+{
+    brute_force_schedule(ERG_SCHED_DUALPIPEV, 1, 2, 2, 17, 2, 1);
+    brute_force_schedule(ERG_SCHED_DUALPIPEV, 1, 2, 3, 18, 2, 1);
+}
+
 TEST(frontier_plans_roundtrip_through_directory)
 {
     erg_error err;
@@ -513,9 +683,93 @@ TEST(planner_rejects_bad_options)
     erg_profile_free(prof);
 }
 
+/* Issue 15 items 7/14: a unit so small that a quantised time passes 1e9 units
+ * overflowed an int conversion; now an error naming the point and the fix. */
+TEST(planner_refuses_times_past_the_unit_count)
+{
+    erg_error err;
+    erg_profile *prof = tiny_profile(2, 3, 20, 1);
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    o.blocking_power_w = 10;
+    o.unit_s = 1e-15;
+    erg_frontier *f = NULL;
+    ASSERT_EQ_INT(erg_plan_perseus(prof, 2, 2, &o, &f, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "units of 1e-15 s (more than 1e9); use a larger --unit-time");
+    ASSERT(f == NULL);
+    erg_profile_free(prof);
+}
+
+/* Issue 15 item 13: a flat profile (no clock is faster) gave an empty frontier;
+ * the slowest, least-energy state is plan 0. A unit longer than every
+ * instruction is an error naming it. */
+TEST(flat_profile_frontier_holds_the_slowest_plan)
+{
+    erg_error err;
+    erg_profile *prof;
+    ASSERT_OK(erg_profile_new(&prof, &err));
+    for (int s = 0; s < 2; s++)
+        for (int f = 1410; f >= 1380; f -= 15) {
+            erg_profile_point a = {f, 0.1, 30}, b = {f, 0.2, 60};
+            ASSERT_OK(erg_profile_add(prof, s, ERG_FORWARD, &a, &err));
+            ASSERT_OK(erg_profile_add(prof, s, ERG_BACKWARD, &b, &err));
+        }
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    o.blocking_power_w = 10;
+    erg_frontier *f = NULL;
+    ASSERT_OK(erg_plan_perseus(prof, 2, 3, &o, &f, &err));
+    ASSERT_EQ_INT(erg_frontier_size(f), 1);
+    erg_frontier_point pt;
+    ASSERT_OK(erg_frontier_get(f, 0, &pt, &err));
+    ASSERT_NEAR(pt.time_s, 1.2, 1e-9); /* 1F1B, S=2, M=3: 0.1 + 3 x 0.3 + 0.2 */
+    erg_plan *plan;
+    ASSERT_OK(erg_frontier_plan(f, 0, &plan, &err));
+    ASSERT(erg_plan_stage_freqs(plan, 0)[0] > 0);
+    erg_plan_free(plan);
+    erg_frontier_free(f);
+    o.unit_s = 1;
+    f = NULL;
+    ASSERT_EQ_INT(erg_plan_perseus(prof, 2, 3, &o, &f, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "the time unit of 1 s is longer than every instruction");
+    ASSERT(f == NULL);
+    erg_profile_free(prof);
+}
+
+/* Issue 15 item 7: max_plans refuses before planning, with the estimate. */
+TEST(planner_refuses_more_plans_than_max_plans)
+{
+    erg_error err;
+    erg_profile *prof = tiny_profile(2, 4, 5, 9);
+    erg_perseus_opts o;
+    erg_perseus_opts_init(&o);
+    o.unit_s = 0.25;
+    o.blocking_power_w = 5;
+    erg_frontier *f = NULL;
+    ASSERT_OK(erg_plan_perseus(prof, 2, 2, &o, &f, &err));
+    size_t n = erg_frontier_size(f);
+    erg_frontier_free(f);
+    ASSERT(n >= 2);
+    o.max_plans = 1;
+    f = NULL;
+    ASSERT_EQ_INT(erg_plan_perseus(prof, 2, 2, &o, &f, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "more than the limit of 1 plans");
+    ASSERT_CONTAINS(err.msg, "plans at a time unit of 0.25 s");
+    ASSERT(f == NULL);
+    o.max_plans = n; /* the estimate is an upper bound of the real count */
+    ASSERT_OK(erg_plan_perseus(prof, 2, 2, &o, &f, &err));
+    erg_frontier_free(f);
+    erg_profile_free(prof);
+}
+
 TAP_MAIN(TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
          TEST_ENTRY(a100_frontiers_with_own_fit), TEST_ENTRY(fit_matches_reference_coefficients),
          TEST_ENTRY(candidate_example_from_spec), TEST_ENTRY(a40_plan_counts_at_0_1ms),
-         TEST_ENTRY(brute_force_tiny_pipelines),
+         TEST_ENTRY(brute_force_tiny_pipelines), TEST_ENTRY(brute_force_interleaved_1f1b),
+         TEST_ENTRY(brute_force_looped_bfs), TEST_ENTRY(brute_force_interleaved_zb),
+         TEST_ENTRY(brute_force_zbv), TEST_ENTRY(brute_force_dualpipev),
          TEST_ENTRY(frontier_plans_roundtrip_through_directory),
-         TEST_ENTRY(planner_rejects_bad_options))
+         TEST_ENTRY(planner_rejects_bad_options),
+         TEST_ENTRY(planner_refuses_times_past_the_unit_count),
+         TEST_ENTRY(flat_profile_frontier_holds_the_slowest_plan),
+         TEST_ENTRY(planner_refuses_more_plans_than_max_plans))

@@ -8,7 +8,7 @@
 #include "ergon/profile.h"
 #include "ergon/server.h"
 #include "ergon/server_client.h"
-#include "server/core.h"
+#include "server/srv.h"
 #include "server/server_internal.h"
 
 #include <dirent.h>
@@ -222,6 +222,8 @@ typedef struct srv_cfg {
     const char *db, *dump, *scheduler, *args, *mode;
     int port;
     double rank_timeout_s, idle_s, conn_timeout_s;
+    const char *plans_dir; /* --plans-dir: where per-job scheduler_args may name files */
+    const char *zeus_sched, *zeus_args; /* Zeus PFO jobs' configuration */
 } srv_cfg;
 
 static pid_t start_server(const srv_cfg *c, int *port)
@@ -249,6 +251,13 @@ static pid_t start_server(const srv_cfg *c, int *port)
             o.job_idle_timeout_s = c->idle_s;
         if (c->conn_timeout_s > 0)
             o.connection_timeout_s = c->conn_timeout_s;
+        const char *dirs[1] = {c->plans_dir};
+        if (c->plans_dir) {
+            o.plans_dirs = dirs;
+            o.n_plans_dirs = 1;
+        }
+        o.zeus_scheduler = c->zeus_sched;
+        o.zeus_scheduler_args = c->zeus_args;
         erg_server *srv = NULL;
         erg_error err;
         int port_out = -1;
@@ -553,10 +562,11 @@ TEST(zeus_deploy_optimum_keeps_running)
     ASSERT_EQ_INT(seen[39][1], seen[38][1]);
 }
 
-TEST(profiler_energy_from_iterations)
+TEST(profiler_writes_empty_not_nan_and_energy_from_iterations)
 {
-    /* Results without energy samples: nan by default (as Perseus), or time x
-     * the mean iteration power when asked. */
+    /* Results without energy samples: an empty field by default (Perseus's
+     * pandas to_csv writes the NaN mean so, not "nan"), or time x the mean
+     * iteration power when asked. */
     fake_job f;
     fake_init(&f, 2);
     f.c.mode = SRV_MODE_FREQUENCY;
@@ -581,8 +591,9 @@ TEST(profiler_energy_from_iterations)
         double pw = ((tf + tb) * sim_power(2, 1, 0, 1320)) / (tf + tb);
         char want[160], a[40], b[40];
         snprintf(want, sizeof want, "1,forward,1320,%s,%s\n", erg__fmt_double_py(tf, a, sizeof a),
-                 k ? erg__fmt_double_py(tf * (pw * 3) / 3, b, sizeof b) : "nan");
+                 k ? erg__fmt_double_py(tf * (pw * 3) / 3, b, sizeof b) : "");
         ASSERT_CONTAINS(text, want);
+        ASSERT(!strstr(text, "nan"));
         erg__free(text);
     }
 }
@@ -611,6 +622,274 @@ TEST(zeus_local_balances_stages)
     ASSERT(json_integer_value(json_array_get(bal, 0)) <= 1410);
     ASSERT(json_object_get(v, "optimal_heaviest_stage_power_state"));
     json_decref(v);
+}
+
+/* ---------------------------------------------------------------------
+ * ZeusLocalPowerState against the reference, window by window. zl_ref_run
+ * is Perseus's kronos algorithm (baselines.py, docs/zeus-protocol.md §9)
+ * written in its own direct style: nested loops that "run a window" by
+ * calling the model, exactly where the reference yields. ergon's state
+ * machine is driven with the same model; both must run the same windows
+ * (same per-stage states), record the same points and pick the same optimum.
+ * --------------------------------------------------------------------- */
+#define ZL_S 4
+#define ZL_N 12
+#define ZL_ITERS 5
+static const int ZL_STATES[ZL_N] = {400, 375, 350, 325, 300, 275, 250, 225, 200, 175, 150, 125};
+/* Forward time of stage s at power state v (a cap in W): lighter stages
+ * are faster; stage 2 has a non-monotone dip at 275 W (exercises the
+ * reference's "time dropped" rule). */
+static double zl_fwd(int s, int v)
+{
+    static const double base[ZL_S] = {0.060, 0.100, 0.072, 0.085};
+    double t = base[s] * pow(400.0 / v, 0.7);
+    if (s == 2 && v == 275)
+        t *= 0.97;
+    return t;
+}
+static double zl_power(int s, int v) { return 60.0 + 0.8 * v + 5.0 * s; }
+
+typedef struct zl_window {
+    int st[ZL_S];
+} zl_window;
+typedef struct zl_win_res {
+    double t_mean[ZL_S];                 /* balanced-phase mean time (after warm-up drop) */
+    double iter_t[ZL_S][ZL_ITERS], iter_e[ZL_S][ZL_ITERS];
+} zl_win_res;
+
+/* Iteration k of a window: 3 forwards + 3 backwards (2x), a per-iteration
+ * wobble so that means are not trivial. */
+static double zl_iter_scale(int k) { return 1.0 + 0.01 * (k % 3) - 0.004 * (k == 0); }
+static void zl_measure(const int *st, zl_win_res *w)
+{
+    int drop = 1; /* max(int(5 * 0.1), 1) */
+    for (int s = 0; s < ZL_S; s++) {
+        double sum = 0;
+        int cnt = 0;
+        for (int k = 0; k < ZL_ITERS; k++) {
+            double f = zl_fwd(s, st[s]) * zl_iter_scale(k);
+            w->iter_t[s][k] = 9 * f;
+            w->iter_e[s][k] = 9 * f * zl_power(s, st[s]);
+            if (k >= drop) {
+                sum += 3 * f; /* three samples of f */
+                cnt += 3;
+            }
+        }
+        w->t_mean[s] = sum / cnt;
+    }
+}
+
+typedef struct zl_point_ref {
+    int state, bal[ZL_S];
+    double tput, power, energy;
+} zl_point_ref;
+
+typedef struct zl_trace {
+    zl_window win[256];
+    int n_win;
+    zl_point_ref pts[ZL_N];
+    int n_pts, heaviest, optimum;
+} zl_trace;
+
+static void zl_ref_window(zl_trace *tr, const int *st, zl_win_res *w)
+{
+    ASSERT(tr->n_win < 256);
+    memcpy(tr->win[tr->n_win++].st, st, sizeof(int) * ZL_S);
+    zl_measure(st, w);
+}
+
+static void zl_ref_run(zl_trace *tr, double eta)
+{
+    memset(tr, 0, sizeof *tr);
+    zl_win_res w;
+    int st[ZL_S], idx[ZL_S] = {0};
+    for (int s = 0; s < ZL_S; s++)
+        st[s] = ZL_STATES[0];
+    zl_ref_window(tr, st, &w); /* warm-up */
+    int heaviest = -1;
+    for (int i = 0; i < ZL_N; i++) {
+        for (int s = 0; s < ZL_S; s++) {
+            if (idx[s] < i)
+                idx[s] = i;
+            st[s] = ZL_STATES[idx[s]];
+        }
+        zl_ref_window(tr, st, &w);
+        if (heaviest < 0) {
+            heaviest = 0;
+            for (int s = 1; s < ZL_S; s++)
+                if (w.t_mean[s] > w.t_mean[heaviest])
+                    heaviest = s;
+        }
+        double target = w.t_mean[heaviest], prev_t[ZL_S], prev_d[ZL_S];
+        bool found[ZL_S];
+        for (int s = 0; s < ZL_S; s++) {
+            prev_t[s] = 0;
+            prev_d[s] = INFINITY;
+            found[s] = s == heaviest;
+        }
+        for (;;) {
+            bool all = true;
+            for (int s = 0; s < ZL_S; s++)
+                all = all && found[s];
+            if (all)
+                break;
+            double d[ZL_S];
+            for (int s = 0; s < ZL_S; s++)
+                d[s] = fabs(w.t_mean[s] - target);
+            for (int s = 0; s < ZL_S; s++) {
+                if (found[s])
+                    continue;
+                if (d[s] <= prev_d[s] || w.t_mean[s] < prev_t[s]) {
+                    if (idx[s] + 1 < ZL_N)
+                        idx[s]++;
+                    else
+                        found[s] = true;
+                } else {
+                    idx[s]--;
+                    found[s] = true;
+                }
+            }
+            for (int s = 0; s < ZL_S; s++) {
+                prev_t[s] = w.t_mean[s];
+                prev_d[s] = d[s];
+                st[s] = ZL_STATES[idx[s]];
+            }
+            zl_ref_window(tr, st, &w); /* also after the pass that found the last stage */
+        }
+        zl_point_ref *p = &tr->pts[tr->n_pts++];
+        p->state = ZL_STATES[i];
+        double tmax = 0;
+        for (int s = 0; s < ZL_S; s++) {
+            p->bal[s] = ZL_STATES[idx[s]];
+            double t = 0, pw = 0, e = 0;
+            for (int k = 1; k < ZL_ITERS; k++) {
+                t += w.iter_t[s][k];
+                pw += w.iter_e[s][k] / w.iter_t[s][k];
+                e += w.iter_e[s][k];
+            }
+            t /= ZL_ITERS - 1;
+            tmax = t > tmax ? t : tmax;
+            p->power += pw / (ZL_ITERS - 1);
+            p->energy += e / (ZL_ITERS - 1);
+        }
+        p->tput = 1.0 / tmax;
+        bool lowest = false;
+        for (int s = 0; s < ZL_S; s++)
+            lowest = lowest || p->bal[s] == ZL_STATES[ZL_N - 1];
+        if (lowest)
+            break;
+    }
+    tr->heaviest = heaviest;
+    double best = INFINITY;
+    for (int k = 0; k < tr->n_pts; k++) {
+        /* max state x world size, once */
+        double c = (eta * tr->pts[k].power + (1 - eta) * ZL_STATES[0] * ZL_S) / tr->pts[k].tput;
+        if (c < best) {
+            best = c;
+            tr->optimum = tr->pts[k].bal[heaviest];
+        }
+    }
+}
+
+static void zl_compare(double eta)
+{
+    zl_trace ref;
+    zl_ref_run(&ref, eta);
+    ASSERT(ref.n_pts >= 3);  /* the model makes the search non-trivial */
+    ASSERT(ref.n_win >= 12);
+
+    int n[ZL_S], ins0[3] = {SRV_I_FORWARD, SRV_I_P2P, SRV_I_BACKWARD}, *ins[ZL_S];
+    for (int s = 0; s < ZL_S; s++) {
+        n[s] = 3;
+        ins[s] = ins0;
+    }
+    srv_sched_ctx c = {0};
+    c.num_stages = ZL_S;
+    c.n_instrs = n;
+    c.instrs = ins;
+    c.states = (int *)ZL_STATES;
+    c.n_states = ZL_N;
+    c.mode = SRV_MODE_POWER;
+    char *d = (char *)mktmp();
+    c.job_dir = d;
+    srv_sched *s = NULL;
+    erg_error err;
+    json_t *a = json_pack("{s:f}", "eta_knob", eta);
+    ASSERT_OK(srv_sched_new("ZeusLocalPowerState", a, &c, &s, &err));
+    json_decref(a);
+    int w = 0;
+    for (;; w++) {
+        int **per = NULL;
+        bool done = false;
+        ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+        if (done)
+            break;
+        ASSERT_MSG(w < ref.n_win, "ergon ran more windows than the reference (%d)", ref.n_win);
+        int st[ZL_S];
+        for (int g = 0; g < ZL_S; g++) {
+            st[g] = per[g][0];
+            ASSERT_EQ_INT(per[g][2], st[g]);
+            ASSERT_MSG(st[g] == ref.win[w].st[g], "window %d stage %d: ergon %d, reference %d", w,
+                       g, st[g], ref.win[w].st[g]);
+        }
+        zl_win_res m;
+        zl_measure(st, &m);
+        srv_result r[ZL_S];
+        for (int g = 0; g < ZL_S; g++) {
+            json_t *o = json_object(), *it = json_array(), *ie = json_array(), *fw = json_array();
+            for (int k = 0; k < ZL_ITERS; k++) {
+                double f = zl_fwd(g, st[g]) * zl_iter_scale(k);
+                json_array_append_new(it, json_real(m.iter_t[g][k]));
+                json_array_append_new(ie, json_real(m.iter_e[g][k]));
+                json_array_append_new(fw, json_pack("[f,f,f]", f, f, f));
+            }
+            json_object_set_new(o, "iter_time", it);
+            json_object_set_new(o, "iter_energy", ie);
+            json_object_set_new(o, "time_breakdown", json_pack("{s:o}", "forward", fw));
+            ASSERT_OK(srv_result_from_json(o, &r[g], &err));
+            json_decref(o);
+        }
+        ASSERT_OK(srv_sched_observe(s, r, &err));
+        for (int g = 0; g < ZL_S; g++)
+            srv_result_free(&r[g]);
+    }
+    srv_sched_free(s);
+    ASSERT_MSG(w == ref.n_win, "ergon ran %d windows, the reference %d", w, ref.n_win);
+
+    char p[512];
+    snprintf(p, sizeof p, "%s/ZeusLocalPowerState.json", d);
+    json_t *v = load_json(p);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(v, "heaviest_stage")), ref.heaviest);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(v, "optimal_heaviest_stage_power_state")),
+                  ref.optimum);
+    json_t *res = json_object_get(v, "profiling_results");
+    ASSERT_EQ_INT(json_object_size(res), ref.n_pts);
+    for (int k = 0; k < ref.n_pts; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", ref.pts[k].state);
+        json_t *pt = json_object_get(res, key);
+        ASSERT_MSG(pt, "point %s missing", key);
+        json_t *bal = json_object_get(pt, "balanced_power_states");
+        for (int g = 0; g < ZL_S; g++)
+            ASSERT_EQ_INT(json_integer_value(json_array_get(bal, g)), ref.pts[k].bal[g]);
+        ASSERT_NEAR(json_real_value(json_object_get(pt, "throughput")), ref.pts[k].tput,
+                    1e-12 * ref.pts[k].tput);
+        ASSERT_NEAR(json_real_value(json_object_get(pt, "power")), ref.pts[k].power,
+                    1e-12 * ref.pts[k].power);
+        ASSERT_NEAR(json_real_value(json_object_get(pt, "energy")), ref.pts[k].energy,
+                    1e-12 * ref.pts[k].energy);
+        ASSERT_NEAR(json_real_value(json_object_get(pt, "time")), 1.0 / ref.pts[k].tput,
+                    1e-12 / ref.pts[k].tput);
+    }
+    json_decref(v);
+}
+
+TEST(zeus_local_matches_reference_window_by_window)
+{
+    /* Several eta: the optimum depends on the cost's constant term. */
+    static const double etas[] = {0.5, 0.8, 0.9, 0.95, 0.99};
+    for (size_t k = 0; k < sizeof etas / sizeof etas[0]; k++)
+        zl_compare(etas[k]);
 }
 
 TEST(two_frequencies_and_allmax)
@@ -1015,13 +1294,319 @@ static int raw_connect(int port)
     return fd;
 }
 
+/* ---------------------------------------------------------------------
+ * The Zeus PFO client's requests, byte for byte (docs/zeus-protocol.md §7:
+ * httpx 0.28 request lines, headers and compact JSON bodies of
+ * JobInfo.dict() / RankInfo.dict()), through register_job -> register_rank
+ * -> schedule -> result, against answers FastAPI would give.
+ * --------------------------------------------------------------------- */
+
+/* One HTTP/1.1 exchange on its own connection: send, then read the answer
+ * (headers + Content-Length body). */
+typedef struct raw_resp {
+    int status;
+    char body[8192];
+} raw_resp;
+
+static int zeus_send(int port, const char *method, const char *target, const char *body)
+{
+    char req[8192];
+    int n;
+    if (body)
+        n = snprintf(req, sizeof req,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept: */*\r\n"
+                     "Accept-Encoding: gzip, deflate\r\nConnection: keep-alive\r\n"
+                     "User-Agent: python-httpx/0.28.1\r\nContent-Length: %zu\r\n"
+                     "Content-Type: application/json\r\n\r\n%s",
+                     method, target, port, strlen(body), body);
+    else
+        n = snprintf(req, sizeof req,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept: */*\r\n"
+                     "Accept-Encoding: gzip, deflate\r\nConnection: keep-alive\r\n"
+                     "User-Agent: python-httpx/0.28.1\r\n\r\n",
+                     method, target, port);
+    ASSERT(n > 0 && n < (int)sizeof req);
+    int fd = raw_connect(port);
+    ASSERT(write(fd, req, (size_t)n) == n);
+    return fd;
+}
+
+static void zeus_read(int fd, raw_resp *r)
+{
+    char buf[16384];
+    size_t got = 0;
+    long clen = -1;
+    char *hdr_end = NULL;
+    for (;;) {
+        ssize_t k = read(fd, buf + got, sizeof buf - 1 - got);
+        ASSERT(k >= 0);
+        got += (size_t)k;
+        buf[got] = 0;
+        if (!hdr_end && (hdr_end = strstr(buf, "\r\n\r\n"))) {
+            const char *cl = strcasestr(buf, "\r\nContent-Length:");
+            ASSERT(cl && cl < hdr_end);
+            clen = strtol(cl + 17, NULL, 10);
+        }
+        if (hdr_end && (long)(got - (size_t)(hdr_end + 4 - buf)) >= clen)
+            break;
+        ASSERT_MSG(k > 0, "connection closed early: %s", buf);
+    }
+    close(fd);
+    ASSERT(sscanf(buf, "HTTP/1.1 %d", &r->status) == 1);
+    snprintf(r->body, sizeof r->body, "%.*s", (int)clen, hdr_end + 4);
+}
+
+static void zeus_call(int port, const char *method, const char *target, const char *body,
+                      raw_resp *r)
+{
+    zeus_read(zeus_send(port, method, target, body), r);
+}
+
+static char *read_text(const char *path)
+{
+    char *text;
+    size_t len;
+    erg_error err;
+    ASSERT_MSG(!erg__read_file(path, 1 << 20, &text, &len, &err), "%s", err.msg);
+    return text;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ASSERT(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+TEST(zeus_client_replay_point_solution)
+{
+    const char *d = mktmp();
+    char db[512], dump[512], plan[512], args[700];
+    snprintf(db, sizeof db, "%s/z.db", d);
+    snprintf(dump, sizeof dump, "%s/dump", d);
+    snprintf(plan, sizeof plan, "%s/freqs_pipeline_00042.py", d);
+    /* run_optimization.py's file: a repr'd list of tuples per stage. */
+    write_text(plan, "[\n"
+                     "[('forward', 1410), ('forward', 1395), ('backward', 1380), ('backward', 1410)],\n"
+                     "[('forward', 1395), ('backward', 1395), ('forward', 1380), ('backward', 1365)],\n"
+                     "]\n# Iteration 42 cost change: -0.5\n# Iteration 42 total cost: 100.0\n"
+                     "# Iteration 42 total cost with P2P: 120.0\n");
+    snprintf(args, sizeof args, "{\"solution_path\": \"%s\"}", plan);
+    srv_cfg c = {db, dump, NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL, args};
+    int port;
+    pid_t srv = start_server(&c, &port);
+    raw_resp r;
+    zeus_call(port, "POST", "/register_job",
+              "{\"job_id\":\"\",\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":2,"
+              "\"job_metadata\":\"run-7\"}",
+              &r);
+    ASSERT_MSG(r.status == 200, "%d %s", r.status, r.body);
+    /* "YYYY-MM-DD-HH-MM-SS+dp1+pp2+tp1+PointSolution+run-7" as a JSON string */
+    ASSERT_EQ_INT(strlen(r.body), 2 + 19 + strlen("+dp1+pp2+tp1+PointSolution+run-7"));
+    ASSERT(r.body[0] == '"' && r.body[5] == '-' && r.body[8] == '-' && r.body[11] == '-' &&
+           r.body[14] == '-' && r.body[17] == '-' && r.body[20] == '+');
+    ASSERT_CONTAINS(r.body, "+dp1+pp2+tp1+PointSolution+run-7\"");
+    char id[128];
+    snprintf(id, sizeof id, "%.*s", (int)strlen(r.body) - 2, r.body + 1);
+    char target[256];
+    snprintf(target, sizeof target, "/register_rank/%s", id);
+    for (int k = 0; k < 2; k++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,\"tp_rank\":0,"
+                 "\"available_frequencies\":[1410,1395,1380,1365]}",
+                 k, k);
+        zeus_call(port, "POST", target, body, &r);
+        ASSERT_EQ_INT(r.status, 200);
+        ASSERT_STR_EQ(r.body, "null");
+    }
+    /* The schedule: a barrier of both ranks; then the plan verbatim, no
+     * warm-up window (FastAPI's compact JSON). */
+    static const char *const want[2] = {
+        "{\"rank\":0,\"frequencies\":[[\"forward\",1410],[\"forward\",1395],[\"backward\",1380],"
+        "[\"backward\",1410]]}",
+        "{\"rank\":1,\"frequencies\":[[\"forward\",1395],[\"backward\",1395],[\"forward\",1380],"
+        "[\"backward\",1365]]}"};
+    for (int round = 0; round < 2; round++) {
+        int fd[2];
+        for (int k = 0; k < 2; k++) {
+            snprintf(target, sizeof target, "/schedule/%s?rank=%d", id, k);
+            fd[k] = zeus_send(port, "GET", target, NULL);
+        }
+        for (int k = 0; k < 2; k++) {
+            zeus_read(fd[k], &r);
+            ASSERT_EQ_INT(r.status, 200);
+            ASSERT_STR_EQ(r.body, want[k]); /* the same plan every window */
+        }
+        if (round == 1)
+            break;
+        /* The protocol's results (the Zeus client itself never posts them). */
+        snprintf(target, sizeof target, "/result/%s", id);
+        for (int k = 0; k < 2; k++) {
+            char body[512];
+            snprintf(body, sizeof body,
+                     "{\"rank\":%d,\"iter_time\":[0.5,0.25],\"iter_energy\":[100,90.5],"
+                     "\"time_breakdown\":{\"forward\":[[0.1,0.1],[0.1,0.1]],\"custom\":[[1]]},"
+                     "\"energy_breakdown\":{}}",
+                     k);
+            zeus_call(port, "POST", target, body, &r);
+            ASSERT_MSG(r.status == 200, "%d %s", r.status, r.body);
+            ASSERT_STR_EQ(r.body, "null");
+        }
+    }
+    /* Dumps in Zeus's layout, as pydantic's .json() writes them. */
+    char p[900];
+    snprintf(p, sizeof p, "%s/%s/perseus.json", dump, id);
+    ASSERT(access(p, F_OK) != 0);
+    snprintf(p, sizeof p, "%s/%s/ranks.json", dump, id);
+    char *t = read_text(p);
+    ASSERT_STR_EQ(t, "[{\"rank\": 0, \"dp_rank\": 0, \"pp_rank\": 0, \"tp_rank\": 0, "
+                     "\"available_frequencies\": [1410, 1395, 1380, 1365]}, {\"rank\": 1, "
+                     "\"dp_rank\": 0, \"pp_rank\": 1, \"tp_rank\": 0, \"available_frequencies\": "
+                     "[1410, 1395, 1380, 1365]}]");
+    erg__free(t);
+    snprintf(p, sizeof p, "%s/%s/0.sched.json", dump, id);
+    t = read_text(p);
+    ASSERT_STR_EQ(t, "[{\"rank\": 0, \"frequencies\": [[\"forward\", 1410], [\"forward\", 1395], "
+                     "[\"backward\", 1380], [\"backward\", 1410]]}, {\"rank\": 1, \"frequencies\": "
+                     "[[\"forward\", 1395], [\"backward\", 1395], [\"forward\", 1380], "
+                     "[\"backward\", 1365]]}]");
+    erg__free(t);
+    snprintf(p, sizeof p, "%s/%s/0.prof.json", dump, id);
+    t = read_text(p);
+    ASSERT_STR_EQ(t, "[{\"rank\": 0, \"iter_time\": [0.5, 0.25], \"iter_energy\": [100.0, 90.5], "
+                     "\"time_breakdown\": {\"forward\": [[0.1, 0.1], [0.1, 0.1]], \"custom\": "
+                     "[[1.0]]}, \"energy_breakdown\": {}}, {\"rank\": 1, \"iter_time\": [0.5, "
+                     "0.25], \"iter_energy\": [100.0, 90.5], \"time_breakdown\": {\"forward\": "
+                     "[[0.1, 0.1], [0.1, 0.1]], \"custom\": [[1.0]]}, \"energy_breakdown\": {}}]");
+    erg__free(t);
+    /* The job record keeps what the client sent (job_metadata). */
+    snprintf(target, sizeof target, "/v1/jobs/%s", id);
+    zeus_call(port, "GET", target, NULL, &r);
+    ASSERT_CONTAINS(r.body, "\"scheduler\":\"zeus:PointSolution\"");
+    /* Validation as FastAPI: 422 with a detail. */
+    zeus_call(port, "POST", "/register_job",
+              "{\"job_id\":\"\",\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":3,"
+              "\"job_metadata\":null}",
+              &r);
+    ASSERT_EQ_INT(r.status, 422);
+    ASSERT_CONTAINS(r.body, "\"detail\"");
+    /* A kronos JobInfo on the same port: the kronos wire, unknown fields kept too. */
+    zeus_call(port, "POST", "/register_job",
+              "{\"job_id\":\"\",\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":2,"
+              "\"framework\":\"merak\",\"model_name\":\"gpt\",\"partition_method\":\"u\","
+              "\"microbatch_size\":1,\"num_microbatches\":2,\"run_tag\":\"kronos-extra\"}",
+              &r);
+    ASSERT_MSG(r.status == 200, "%d %s", r.status, r.body);
+    ASSERT_CONTAINS(r.body, "+merak+gpt+u+dp1+pp2+tp1+mbs1+nmb2+AllMaxFrequency\"");
+    stop_server(srv);
+    sqlite3 *q;
+    ASSERT(sqlite3_open(db, &q) == SQLITE_OK);
+    sqlite3_stmt *st;
+    ASSERT(sqlite3_prepare_v2(q, "SELECT group_concat(info, ' ') FROM jobs", -1, &st, NULL) ==
+           SQLITE_OK);
+    ASSERT(sqlite3_step(st) == SQLITE_ROW);
+    ASSERT_CONTAINS((const char *)sqlite3_column_text(st, 0), "\"job_metadata\":\"run-7\"");
+    ASSERT_CONTAINS((const char *)sqlite3_column_text(st, 0), "\"run_tag\":\"kronos-extra\"");
+    sqlite3_finalize(st);
+    sqlite3_close(q);
+}
+
+TEST(zeus_client_replay_instruction_profiler)
+{
+    const char *d = mktmp();
+    char db[512], dump[512];
+    snprintf(db, sizeof db, "%s/z.db", d);
+    snprintf(dump, sizeof dump, "%s/dump", d);
+    srv_cfg c = {db,  dump, NULL, NULL, NULL, 0, 0, 0, 0, NULL, "InstructionProfiler",
+                 "{\"minimum_frequency\": 1380, \"warmup_step_ratio\": 0.1}"};
+    int port;
+    pid_t srv = start_server(&c, &port);
+    raw_resp r;
+    zeus_call(port, "POST", "/register_job",
+              "{\"job_id\":\"\",\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":2,"
+              "\"job_metadata\":null}",
+              &r);
+    ASSERT_MSG(r.status == 200, "%d %s", r.status, r.body);
+    ASSERT_CONTAINS(r.body, "+dp1+pp2+tp1+InstructionProfiler\"");
+    char id[128], target[256];
+    snprintf(id, sizeof id, "%.*s", (int)strlen(r.body) - 2, r.body + 1);
+    snprintf(target, sizeof target, "/register_rank/%s", id);
+    for (int k = 0; k < 2; k++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,\"tp_rank\":0,"
+                 "\"available_frequencies\":[1410,1395,1380,1365],"
+                 "\"pipe_schedule\":[\"forward\",\"backward\"]}",
+                 k, k);
+        zeus_call(port, "POST", target, body, &r);
+        ASSERT_EQ_INT(r.status, 200);
+    }
+    /* 2 warm-up windows at the maximum, then 1410, 1395, 1380 (>= minimum). */
+    static const int want[5] = {1410, 1410, 1410, 1395, 1380};
+    for (int w = 0; w <= 5; w++) {
+        int fd[2];
+        for (int k = 0; k < 2; k++) {
+            snprintf(target, sizeof target, "/schedule/%s?rank=%d", id, k);
+            fd[k] = zeus_send(port, "GET", target, NULL);
+        }
+        for (int k = 0; k < 2; k++) {
+            zeus_read(fd[k], &r);
+            if (w == 5) { /* the end: Zeus's RuntimeError, a 500 with the marker */
+                ASSERT_EQ_INT(r.status, 500);
+                ASSERT_CONTAINS(r.body, "[profiling-done]");
+                continue;
+            }
+            ASSERT_MSG(r.status == 200, "window %d: %d %s", w, r.status, r.body);
+            char exp[160];
+            snprintf(exp, sizeof exp,
+                     "{\"rank\":%d,\"frequencies\":[[\"forward\",%d],[\"backward\",%d]]}", k,
+                     want[w], want[w]);
+            ASSERT_STR_EQ(r.body, exp);
+        }
+        if (w == 5)
+            break;
+        snprintf(target, sizeof target, "/result/%s", id);
+        for (int k = 0; k < 2; k++) {
+            char body[512];
+            /* forward takes (k + 1) * 1410 / f * 0.01 s; no energy breakdown */
+            double tf = (k + 1) * 1410.0 / want[w] * 0.01;
+            snprintf(body, sizeof body,
+                     "{\"rank\":%d,\"iter_time\":[1.0,1.0],\"iter_energy\":[200.0,200.0],"
+                     "\"time_breakdown\":{\"forward\":[[%.17g],[%.17g]],\"backward\":[[0.02],"
+                     "[0.02]]},\"energy_breakdown\":{}}",
+                     k, tf * 3, tf);
+            zeus_call(port, "POST", target, body, &r);
+            ASSERT_MSG(r.status == 200, "%d %s", r.status, r.body);
+        }
+    }
+    stop_server(srv);
+    char p[900];
+    snprintf(p, sizeof p, "%s/%s/None+None+None+dp1+tp1+pp2+mbsNone+nmbNone.csv", dump, id);
+    char *t = read_text(p);
+    char a[40], line[200];
+    ASSERT(!strncmp(t, "stage,instruction,frequency,time,energy\n", 40));
+    /* stage 1 forward at 1395: the first iteration is dropped, energy empty */
+    snprintf(line, sizeof line, "\n1,forward,1395,%s,\n",
+             erg__fmt_double_py(2 * 1410.0 / 1395 * 0.01, a, sizeof a));
+    ASSERT_CONTAINS(t, line);
+    ASSERT(!strstr(t, "nan"));
+    erg__free(t);
+    snprintf(p, sizeof p, "%s/%s/ranks.json", dump, id);
+    t = read_text(p);
+    ASSERT_CONTAINS(t, "\"available_frequencies\": [1410, 1395, 1380, 1365], \"pipe_schedule\": "
+                       "[\"forward\", \"backward\"]}");
+    erg__free(t);
+}
+
 TEST(huge_bodies_and_slow_clients)
 {
     const char *d = mktmp();
     char db[512], dump[512], url[64];
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db, dump, NULL, NULL, NULL, 0, 0, 0, 1.0};
+    srv_cfg c = {db, dump, NULL, NULL, NULL, 0, 0, 0, 1.0, NULL, NULL, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -1075,7 +1660,7 @@ TEST(profile_then_point_solution_8_processes)
     char db[512], dump[512], url[64];
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0};
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0, d, NULL, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -1310,7 +1895,7 @@ TEST(data_parallel_results_are_aggregated_per_stage)
     char db[512], dump[512], url[64];
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0};
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -1363,7 +1948,7 @@ TEST(crash_and_restart_mid_window)
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
     snprintf(acks, sizeof acks, "%s/acks.txt", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", "{\"num_iters\": 4}", NULL, 0, 0, 0, 0};
+    srv_cfg c = {db, dump, "AllMaxFrequency", "{\"num_iters\": 4}", NULL, 0, 0, 0, 0, NULL, NULL, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -1573,7 +2158,7 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
     char db[512], dump[512], url[64];
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0.5, 0, 0};
+    srv_cfg c = {db, dump, "AllMaxFrequency", NULL, NULL, 0, 0.5, 0, 0, NULL, NULL, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -1627,11 +2212,13 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
 TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(schedule_to_client_plan),
          TEST_ENTRY(plan_files_both_literal_formats),
          TEST_ENTRY(python_json_output_matches_real_dump), TEST_ENTRY(zeus_global_sweeps_and_ends),
-         TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(zeus_deploy_optimum_keeps_running),
-         TEST_ENTRY(profiler_energy_from_iterations), TEST_ENTRY(two_frequencies_and_allmax),
+         TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(zeus_local_matches_reference_window_by_window),
+         TEST_ENTRY(zeus_deploy_optimum_keeps_running),
+         TEST_ENTRY(profiler_writes_empty_not_nan_and_energy_from_iterations), TEST_ENTRY(two_frequencies_and_allmax),
          TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(allocation_failures_are_answered),
          TEST_ENTRY(job_limit), TEST_ENTRY(scheduler_errors_reach_ranks),
-         TEST_ENTRY(huge_bodies_and_slow_clients),
+         TEST_ENTRY(zeus_client_replay_point_solution),
+         TEST_ENTRY(zeus_client_replay_instruction_profiler), TEST_ENTRY(huge_bodies_and_slow_clients),
          TEST_ENTRY(profile_then_point_solution_8_processes),
          TEST_ENTRY(data_parallel_results_are_aggregated_per_stage),
          TEST_ENTRY(crash_and_restart_mid_window), TEST_ENTRY(frontier_switches_plan_for_straggler),

@@ -37,13 +37,22 @@ bool cli_blocking_power(const char *cmd, const char *gpu, double *power_w);
 /* --switch-latency S: seconds >= 0, or "default" (ERG_SWITCH_LATENCY_DEFAULT_S). */
 bool cli_parse_latency(const char *cmd, const char *s, double *out);
 
-/* A progress bar on stderr when it is a terminal (quiet otherwise);
- * usable as an erg_progress_fn with a cli_progress * as user data. */
+/* Progress on stderr: a bar redrawn in place when stderr is a terminal,
+ * otherwise (a log file, a pipe) one line every CLI_PROGRESS_LINE_S seconds
+ * ($ERGON_PROGRESS_INTERVAL_S) once a run has taken that long; none with
+ * $ERGON_NO_PROGRESS set. Usable as an erg_progress_fn with a cli_progress *
+ * as user data. */
+#define CLI_PROGRESS_LINE_S 5.0
+/* Frontier size above which `plan perseus` and `compare` refuse unless told
+ * otherwise (--max-plans, --force): 3x the largest published frontier. */
+#define CLI_DEFAULT_MAX_PLANS 200000
 typedef struct cli_progress {
     const char *label;
     double start_s;
     double last_draw_s;
     bool enabled;
+    bool tty;
+    double line_s; /* seconds between lines when not a terminal */
 } cli_progress;
 void cli_progress_init(cli_progress *p, const char *label);
 int cli_progress_cb(void *user, uint64_t done, uint64_t total);
@@ -52,6 +61,44 @@ double cli_now_s(void);
 
 /* Read cost-model coefficients (see fits.c); *out has 6*S doubles. */
 int cli_read_fits(const char *path, const char *case_name, int S, double **out);
+
+/* Schedule options shared by every command that takes --schedule NAME:
+ * --schedule-file FILE.csv (PyTorch compute_only CSV), --chunks V and
+ * --backward-split X (sched_opts.c). */
+#include "ergon/pipeline.h"
+#include "ergon/profile.h"
+#include <stdio.h>
+enum { CLI_OPT_SCHED_FILE = 0x1001, CLI_OPT_CHUNKS, CLI_OPT_BACKWARD_SPLIT };
+#define CLI_SCHED_LONGOPTS                                                                         \
+    {"schedule-file", required_argument, 0, CLI_OPT_SCHED_FILE},                                   \
+        {"chunks", required_argument, 0, CLI_OPT_CHUNKS},                                          \
+        {"backward-split", required_argument, 0, CLI_OPT_BACKWARD_SPLIT}
+#define CLI_SCHED_HELP                                                                             \
+    "  --schedule NAME      1f1b (default), gpipe, ours, interleaved-1f1b, looped-bfs,\n"           \
+    "                       interleaved-zb, zbv, dualpipev (docs/schedules.md)\n"                   \
+    "  --schedule-file F    a PyTorch compute_only schedule CSV (_dump_csv) instead\n"             \
+    "  --chunks V           chunks (virtual stages) per rank (default 1, 2 for the\n"              \
+    "                       interleaved, zbv and dualpipev schedules)\n"                           \
+    "  --backward-split X   I = X*B, W = (1-X)*B where the profile has no I/W rows\n"              \
+    "                       (default 0.5; stated in the output when used)\n"
+typedef struct cli_sched {
+    erg_schedule sched;
+    erg_order *file_order; /* owned, --schedule-file */
+    const char *file;
+    bool split_set;
+} cli_sched;
+void cli_sched_init(cli_sched *cs);
+/* Handle --schedule (c == 'S' by convention, pass it as is_name) and the
+ * CLI_OPT_* options; returns CLI_OK or prints a usage error. */
+int cli_sched_option(const char *cmd, int is_name, int c, const char *arg, cli_sched *cs);
+/* After option parsing: load the file; S and M (may be NULL) get the file's
+ * ranks and microbatches when 0, and must agree with it otherwise. */
+int cli_sched_finish(const char *cmd, cli_sched *cs, long *S, long *M);
+void cli_sched_free(cli_sched *cs);
+/* Whether the schedule runs I/W parts the profile lacks (so the split was
+ * used), and a line saying so on f. */
+bool cli_sched_split_used(const cli_sched *cs, const erg_profile *prof, long S, long M);
+void cli_sched_split_note(FILE *f, const cli_sched *cs, const erg_profile *prof, long S, long M);
 
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
@@ -62,6 +109,7 @@ int cmd_emulate(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_choose(int argc, char **argv);
+int cmd_schedule(int argc, char **argv);
 
 /* EnvPipe, baselines, comparison and pictures (cmd_plan_envpipe.c, cmd_compare.c,
  * cmd_show.c); the plan_* ones are methods of `ergon plan`. */

@@ -47,11 +47,20 @@ static void compare_help(FILE *f)
             "  --blocking-power W   power while idle or blocked\n"
             "  --gpu-table FILE     GPU clock table (default data/gpus.csv)\n"
             "  --unit-time S        Perseus frontier quantisation unit (default 0.001 s)\n"
+            "  --max-plans N        refuse a frontier of more than N plans (estimated before\n"
+            "                       planning; default %d)\n"
+            "  --force              no plan limit (as --max-plans 0)\n"
             "  --no-frontier        skip the Perseus frontiers (fast)\n"
             "  --ablation           add EnvPipe's ablation rows (its Figure 10):\n"
             "                       envpipe-uniform-1f1b (uniform, 1f1b, default) and\n"
             "                       envpipe-no-reconfig (envelope, ours, default)\n"
             "  --frontier-dir DIR   also write both frontiers as DIR/1f1b/ and DIR/ours/ (CSV)\n"
+            "  --schedule NAME      also plan another schedule (docs/schedules.md) and add its\n"
+            "                       rows: all-max-NAME, zeus-global-NAME, zeus-stage-NAME,\n"
+            "                       uniform-NAME and perseus-NAME (its frontier at the 1F1B\n"
+            "                       all-max time); saving and slowdown stay relative to 1F1B\n"
+            "                       all-max. With it: --schedule-file F, --chunks V,\n"
+            "                       --backward-split X (default 0.5, stated in the output)\n"
             "  --switch-latency S   also evaluate every row's plan with a clock-switch latency\n"
             "                       of S seconds ('default' = the published figure, see\n"
             "                       ergon emulate --help): columns true_s, tsaving%%, tslowdn%%\n"
@@ -62,10 +71,11 @@ static void compare_help(FILE *f)
             "  --format F           text (default), csv or json\n"
             "  -o, --out FILE       write the table to FILE instead of stdout\n"
             "  -h, --help           this help\n"
-            "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
+            "\nexit status: 0 success, 1 bad input, 2 usage error.\n",
+            CLI_DEFAULT_MAX_PLANS);
 }
 
-#define MAX_ROWS 16
+#define MAX_ROWS 20
 
 typedef struct row {
     char method[48];
@@ -104,13 +114,14 @@ typedef struct evfront {
 } evfront;
 
 static int eval_frontier(const char *cmd, const erg_profile *p, int S, int M, double power_w,
-                         double unit_s, const erg_schedule *sched, const char *dir,
-                         evfront *out)
+                         double unit_s, uint64_t max_plans, const erg_schedule *sched,
+                         const char *dir, evfront *out)
 {
     erg_perseus_opts o;
     erg_perseus_opts_init(&o);
     o.blocking_power_w = power_w;
     o.unit_s = unit_s;
+    o.max_plans = max_plans;
     o.schedule = *sched;
     cli_progress prog;
     cli_progress_init(&prog, sched->kind == ERG_SCHED_1F1B ? "frontier 1f1b" : "frontier ours");
@@ -124,8 +135,11 @@ static int eval_frontier(const char *cmd, const erg_profile *p, int S, int M, do
         cli_progress_done(&prog);
         erg_frontier_free(f);
         fprintf(stderr, "ergon %s: the Perseus frontier on %s failed: %s\n(use --no-frontier to "
-                        "compare the other methods)\n",
-                cmd, erg_schedule_name(sched->kind), err.msg);
+                        "compare the other methods%s)\n",
+                cmd, erg_schedule_name(sched->kind), err.msg,
+                strstr(err.msg, "more than the limit of")
+                    ? "; or a larger --unit-time, or --max-plans N / --force"
+                    : "");
         return CLI_USER_ERROR;
     }
     cli_progress_done(&prog);
@@ -205,13 +219,15 @@ static void json_str(FILE *f, const char *s)
 }
 
 static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecli_setup *s,
-                        bool frontier, const erg_emulate_opts *fo)
+                        bool frontier, double split, const erg_emulate_opts *fo)
 {
     double t0 = r[0].t, e0 = r[0].e;
     double tt0 = r[0].tt, te0 = r[0].te;
     if (!strcmp(fmt, "json")) {
         fprintf(f, "{\"profile\": ");
         json_str(f, s->profile_path);
+        if (split > 0)
+            fprintf(f, ", \"backward_split\": %.17g", split);
         fprintf(f, ", \"num_stages\": %ld, \"num_microbatches\": %ld, "
                    "\"blocking_power_w\": %.17g, \"methods\": [\n",
                 s->S, s->M, s->power_w);
@@ -296,7 +312,7 @@ static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecl
 }
 
 enum { C_PROFILE = 256, C_STAGES, C_MB, C_GPU, C_POWER, C_TABLE, C_UNIT, C_NOFRONT, C_FDIR,
-       C_FORMAT, C_ABLATION, C_SWITCH, C_TRANSFER };
+       C_FORMAT, C_ABLATION, C_MAXPLANS, C_FORCE, C_SWITCH, C_TRANSFER };
 
 int cmd_compare(int argc, char **argv)
 {
@@ -313,6 +329,10 @@ int cmd_compare(int argc, char **argv)
         {"frontier-dir", required_argument, 0, C_FDIR},
         {"format", required_argument, 0, C_FORMAT},
         {"ablation", no_argument, 0, C_ABLATION},
+        {"schedule", required_argument, 0, 'S'},
+        CLI_SCHED_LONGOPTS,
+        {"max-plans", required_argument, 0, C_MAXPLANS},
+        {"force", no_argument, 0, C_FORCE},
         {"switch-latency", required_argument, 0, C_SWITCH},
         {"transfer-time", required_argument, 0, C_TRANSFER},
         {"out", required_argument, 0, 'o'},
@@ -321,7 +341,11 @@ int cmd_compare(int argc, char **argv)
     };
     ecli_setup s;
     memset(&s, 0, sizeof s);
+    cli_sched cs;
+    cli_sched_init(&cs);
+    bool other = false;
     double unit_s = 0.001;
+    long max_plans = CLI_DEFAULT_MAX_PLANS;
     bool frontier = true, ablation = false, fidelity = false;
     erg_emulate_opts fo;
     erg_emulate_opts_init(&fo);
@@ -376,12 +400,30 @@ int cmd_compare(int argc, char **argv)
                 return CLI_USAGE;
             fidelity = true;
             break;
+        case C_MAXPLANS:
+            if (!cli_parse_int(cmd, "--max-plans", optarg, 0, 1000000000000L, &max_plans))
+                return CLI_USAGE;
+            break;
+        case C_FORCE:
+            max_plans = 0;
+            break;
         case C_FORMAT:
             if (strcmp(optarg, "text") && strcmp(optarg, "csv") && strcmp(optarg, "json"))
                 return cli_usage_error(cmd, "--format expects text, csv or json, got '%s'",
                                        optarg);
             format = optarg;
             break;
+        case 'S':
+        case CLI_OPT_SCHED_FILE:
+        case CLI_OPT_CHUNKS:
+        case CLI_OPT_BACKWARD_SPLIT: {
+            int r = cli_sched_option(cmd, c == 'S', c, optarg, &cs);
+            if (r)
+                return r;
+            if (c == 'S' || c == CLI_OPT_SCHED_FILE)
+                other = true;
+            break;
+        }
         case 'o':
             out = optarg;
             break;
@@ -396,11 +438,20 @@ int cmd_compare(int argc, char **argv)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (fdir && !frontier)
         return cli_usage_error(cmd, "--frontier-dir and --no-frontier contradict each other");
+    {
+        int r = cli_sched_finish(cmd, &cs, &s.S, &s.M);
+        if (r) {
+            cli_sched_free(&cs);
+            return r;
+        }
+    }
     int rc = ecli_setup_load(cmd, &s, true);
     if (rc) {
         ecli_setup_free(&s);
+        cli_sched_free(&cs);
         return rc;
     }
+    const char *oname = cs.sched.kind == ERG_SCHED_FILE ? "file" : erg_schedule_name(cs.sched.kind);
     int S = (int)s.S, M = (int)s.M;
     fo.blocking_power_w = s.power_w;
     const erg_emulate_opts *fop = fidelity ? &fo : NULL;
@@ -482,6 +533,26 @@ int cmd_compare(int argc, char **argv)
         erg_plan_free(plan);
         plan = NULL;
     }
+    /* the other schedule: all-max and the baselines on it */
+    for (int k = 0; other && k < 4; k++) {
+        erg_baseline_opts bo;
+        erg_baseline_opts_init(&bo);
+        bo.blocking_power_w = s.power_w;
+        bo.gpu = s.spec;
+        bo.schedule = cs.sched;
+        erg_status bst = k == 0 ? erg_plan_all_max(s.profile, S, M, &cs.sched, s.power_w, &plan,
+                                                    &err)
+                                : bfn[k - 1](s.profile, S, M, &bo, &plan, &err);
+        if (bst)
+            goto fail;
+        snprintf(r[n].method, sizeof r[n].method, "%s-%s", k ? bnames[k - 1] : "all-max", oname);
+        erg_plan_estimate(plan, &r[n].t, &r[n].e);
+        if (eval_true(s.profile, plan, fop, &r[n], &err))
+            goto fail;
+        n++;
+        erg_plan_free(plan);
+        plan = NULL;
+    }
     for (int i = 0; i < n; i++)
         r[i].fe = r[i].fo = NAN;
     if (frontier) {
@@ -492,10 +563,18 @@ int cmd_compare(int argc, char **argv)
             snprintf(d1, sizeof d1, "%s/1f1b", fdir);
             snprintf(d2, sizeof d2, "%s/ours", fdir);
         }
-        rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, &one, fdir ? d1 : NULL, &f1);
+        rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &one, fdir ? d1 : NULL, &f1);
         if (!rc && M >= S)
-            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, &ours, fdir ? d2 : NULL,
+            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &ours, fdir ? d2 : NULL,
                                &fo_);
+        evfront fx = {0};
+        if (!rc && other) {
+            char d3[4096];
+            if (fdir)
+                snprintf(d3, sizeof d3, "%s/%s", fdir, oname);
+            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans,
+                               &cs.sched, fdir ? d3 : NULL, &fx);
+        }
         if (!rc) {
             for (int i = 0; i < n; i++) {
                 r[i].fe = front_at(&f1, r[i].t);
@@ -525,7 +604,29 @@ int cmd_compare(int argc, char **argv)
                 }
                 n++;
             }
+            long i = other ? front_pick(&fx, r[0].t) : -1;
+            if (i >= 0) {
+                snprintf(r[n].method, sizeof r[n].method, "perseus-%s", oname);
+                r[n].t = fx.t[i];
+                r[n].e = fx.e[i];
+                r[n].fe = front_at(&f1, r[0].t);
+                r[n].fo = front_at(&fo_, r[0].t);
+                r[n].tt = r[n].te = NAN;
+                if (fop) {
+                    erg_plan *fp = NULL;
+                    if (erg_frontier_plan(fx.f, (size_t)i, &fp, &err) ||
+                        eval_true(s.profile, fp, fop, &r[n], &err)) {
+                        erg_plan_free(fp);
+                        rc = cli_report(cmd, &err);
+                    }
+                    erg_plan_free(fp);
+                }
+                n++;
+            }
         }
+        free(fx.t);
+        free(fx.e);
+        erg_frontier_free(fx.f);
         free(f1.t);
         free(f1.e);
         free(fo_.t);
@@ -534,6 +635,7 @@ int cmd_compare(int argc, char **argv)
         erg_frontier_free(fo_.f);
         if (rc) {
             ecli_setup_free(&s);
+            cli_sched_free(&cs);
             return rc;
         }
     }
@@ -541,21 +643,30 @@ int cmd_compare(int argc, char **argv)
     if (out && !(f = fopen(out, "w"))) {
         fprintf(stderr, "ergon compare: cannot write %s\n", out);
         ecli_setup_free(&s);
+        cli_sched_free(&cs);
         return CLI_USER_ERROR;
     }
-    print_table(f, format, r, n, &s, frontier, fop);
+    print_table(f, format, r, n, &s, frontier,
+                other && cli_sched_split_used(&cs, s.profile, S, M)
+                    ? erg_schedule_backward_split(&cs.sched)
+                    : 0,
+                fop);
     if (!strcmp(format, "text") && M >= S) {
         fprintf(f, "EnvPipe ours schedule: extra warm-up forwards r =");
         for (int st = 0; st < S; st++)
             fprintf(f, " %d", info.extra_warmup[st]);
         fprintf(f, "\n");
     }
+    if (!strcmp(format, "text") && other)
+        cli_sched_split_note(f, &cs, s.profile, S, M);
     if (out)
         fclose(f);
     ecli_setup_free(&s);
+    cli_sched_free(&cs);
     return CLI_OK;
 fail:
     erg_plan_free(plan);
     ecli_setup_free(&s);
+    cli_sched_free(&cs);
     return cli_report(cmd, &err);
 }

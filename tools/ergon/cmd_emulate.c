@@ -9,23 +9,26 @@
 static void help(FILE *f)
 {
     fprintf(f, "usage: ergon emulate --profile P --plan FILE (--gpu A40|A100 | --blocking-power W)\n"
-               "                     [--schedule 1f1b|gpipe|ours] [--json]\n"
+               "                     [--schedule NAME | --schedule-file F.csv] [--chunks V]\n"
+               "                     [--backward-split X] [--p2p-time S] [--json]\n"
                "                     [--switch-latency S|default] [--transfer-time S |\n"
                "                      --transfer-bytes B --link-bandwidth B_PER_S [--link-latency S]]\n\n"
                "Evaluate a plan with the profiled time and energy of every instruction at its\n"
                "clock (lowtime-spec 6.2): iteration time = longest path of the instruction DAG;\n"
                "energy = sum of instruction energies + blocking power x idle time of every stage.\n"
                "FILE is a freqs_pipeline_%%05d.py plan or an ergon JSON plan; the schedule of a .py\n"
-               "plan is --schedule (default 1f1b), a JSON plan names its own.\n\n"
+               "plan is --schedule (default 1f1b), a JSON plan names its own (and its split;\n"
+               "--backward-split overrides it). The plan must have as many ranks as the profile\n"
+               "has stages, or ranks x chunks of them (exit status 1 otherwise).\n\n" CLI_SCHED_HELP
+               "  --p2p-time S         time every cross-rank dependency adds (P2P transfer,\n"
+               "                       seconds; default 0, as lowtime-spec §2.3)\n\n"
                "Fidelity options (docs/emulate.md; all 0 by default, which is the published\n"
                "evaluation of lowtime-spec 6.2):\n"
-               "  --switch-latency S   a stage waits S seconds (idle, blocking power) before an\n"
+               "  --switch-latency S   a rank waits S seconds (idle, blocking power) before an\n"
                "                       instruction whose clock differs from its previous one's\n"
                "                       (the first instruction's previous one is the last:\n"
-               "                       iterations repeat); 'default' = %.0f ms, the published\n"
-               "                       figure (docs/emulate.md)\n"
-               "  --transfer-time S    every cross-stage edge (activation / gradient send)\n"
-               "                       takes S seconds\n"
+               "                       iterations repeat); 'default' = %.0f ms (docs/emulate.md)\n"
+               "  --transfer-time S    the same as --p2p-time S\n"
                "  --transfer-bytes B, --link-bandwidth B_PER_S, --link-latency S\n"
                "                       or: transfer time = B / bandwidth + latency\n",
             ERG_SWITCH_LATENCY_DEFAULT_S * 1e3);
@@ -38,6 +41,7 @@ int cmd_emulate(int argc, char **argv)
         {"profile", required_argument, 0, 'p'}, {"plan", required_argument, 0, 'P'},
         {"gpu", required_argument, 0, 'g'},     {"blocking-power", required_argument, 0, 'w'},
         {"schedule", required_argument, 0, 'S'}, {"json", no_argument, 0, 'j'},
+        CLI_SCHED_LONGOPTS, {"p2p-time", required_argument, 0, 'T'},
         {"help", no_argument, 0, 'h'},          {"switch-latency", required_argument, 0, 'L'},
         {"transfer-time", required_argument, 0, 'x'},
         {"transfer-bytes", required_argument, 0, 'B'},
@@ -50,7 +54,9 @@ int cmd_emulate(int argc, char **argv)
     const char *profile = NULL, *planf = NULL, *gpu = NULL;
     double power = -1;
     bool json = false;
-    erg_schedule sched = {.kind = ERG_SCHED_1F1B};
+    cli_sched cs;
+    cli_sched_init(&cs);
+    double p2p = 0;
     erg_error err = {0};
     int c;
     optind = 1;
@@ -70,8 +76,17 @@ int cmd_emulate(int argc, char **argv)
                 return CLI_USAGE;
             break;
         case 'S':
-            if (erg_schedule_parse(optarg, &sched.kind, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
+        case CLI_OPT_SCHED_FILE:
+        case CLI_OPT_CHUNKS:
+        case CLI_OPT_BACKWARD_SPLIT: {
+            int r = cli_sched_option(cmd, c == 'S', c, optarg, &cs);
+            if (r)
+                return r;
+            break;
+        }
+        case 'T':
+            if (!cli_parse_double(cmd, "--p2p-time", optarg, 0, 1e3, &p2p))
+                return CLI_USAGE;
             break;
         case 'j':
             json = true;
@@ -110,22 +125,51 @@ int cmd_emulate(int argc, char **argv)
         return cli_usage_error(cmd, "--profile and --plan are required");
     if (!cli_blocking_power(cmd, gpu, &power))
         return CLI_USAGE;
-    if (eo.transfer_time_s > 0 && eo.transfer_bytes > 0)
-        return cli_usage_error(cmd, "give --transfer-time or --transfer-bytes, not both");
+    if ((eo.transfer_time_s > 0) + (eo.transfer_bytes > 0) + (p2p > 0) > 1)
+        return cli_usage_error(cmd, "give one of --p2p-time, --transfer-time, --transfer-bytes");
     if (eo.transfer_bytes > 0 && !(eo.link_bandwidth_bps > 0))
         return cli_usage_error(cmd, "--transfer-bytes needs --link-bandwidth");
     if ((eo.link_bandwidth_bps > 0 || eo.link_latency_s > 0) && !(eo.transfer_bytes > 0))
         return cli_usage_error(cmd, "--link-bandwidth/--link-latency need --transfer-bytes");
     eo.blocking_power_w = power;
+    {
+        int r = cli_sched_finish(cmd, &cs, NULL, NULL);
+        if (r) {
+            cli_sched_free(&cs);
+            return r;
+        }
+    }
     erg_profile *prof = NULL;
     erg_plan *plan = NULL;
     erg_dag *dag = NULL;
     int rc = CLI_OK;
-    if (erg_profile_read_csv(profile, &prof, &err) || erg_plan_read(planf, &sched, &plan, &err)) {
+    if (erg_profile_read_csv(profile, &prof, &err) || erg_plan_read(planf, &cs.sched, &plan, &err)) {
         rc = cli_report(cmd, &err);
         goto done;
     }
     erg_schedule ps = erg_plan_schedule(plan);
+    {
+        /* A plan for fewer stages would be emulated on the profile's first
+         * stages only, and one for more cannot be. A chunked schedule takes a
+         * profile of its ranks (split over the chunks) or of every stage. */
+        int pr = erg_plan_num_stages(plan), ns = erg_profile_num_stages(prof);
+        int v = erg_schedule_chunks(&ps);
+        if (ns != pr && ns != pr * v) {
+            if (v > 1)
+                fprintf(stderr,
+                        "ergon %s: %s: the plan has %d ranks x %d chunks but the profile %s has "
+                        "%d stages (expected %d or %d)\n",
+                        cmd, planf, pr, v, profile, ns, pr, pr * v);
+            else
+                fprintf(stderr, "ergon %s: %s: the plan has %d stages but the profile %s has %d\n",
+                        cmd, planf, pr, profile, ns);
+            rc = CLI_USER_ERROR;
+            goto done;
+        }
+    }
+    if (cs.split_set)
+        ps.backward_split = cs.sched.backward_split;
+    ps.p2p_time_s = p2p;
     if (erg_dag_new(&ps, erg_plan_num_stages(plan), erg_plan_num_microbatches(plan), &dag, &err)) {
         rc = cli_report(cmd, &err);
         goto done;
@@ -138,26 +182,42 @@ int cmd_emulate(int argc, char **argv)
         rc = cli_report(cmd, &err);
         goto done;
     }
-    if (json)
+    if (json) {
+        cli_sched local = cs;
+        local.sched = ps;
+        char extra[96] = "";
+        if (cli_sched_split_used(&local, prof, erg_plan_num_stages(plan),
+                                 erg_plan_num_microbatches(plan)))
+            snprintf(extra, sizeof extra, ", \"backward_split\": %.17g",
+                     erg_schedule_backward_split(&ps));
         printf("{\"time_s\": %.17g, \"energy_j\": %.17g, \"compute_energy_j\": %.17g, "
                "\"blocking_energy_j\": %.17g, \"num_stages\": %d, \"num_microbatches\": %d, "
-               "\"switch_latency_s\": %.17g, \"num_switches\": %d, \"transfer_time_s\": %.17g}\n",
+               "\"schedule\": \"%s\"%s, \"switch_latency_s\": %.17g, \"num_switches\": %d, "
+               "\"transfer_time_s\": %.17g}\n",
                em.time_s, em.energy_j, em.compute_energy_j, em.blocking_energy_j,
-               erg_plan_num_stages(plan), erg_plan_num_microbatches(plan), eo.switch_latency_s,
-               em.num_switches, em.transfer_time_s);
-    else
+               erg_plan_num_stages(plan), erg_plan_num_microbatches(plan),
+               erg_schedule_name(ps.kind), extra, eo.switch_latency_s, em.num_switches,
+               em.transfer_time_s);
+    }
+    else {
         printf("iteration time %.6f s, energy %.3f J (compute %.3f J, blocking %.3f J); "
                "S=%d, M=%d, %s\n",
                em.time_s, em.energy_j, em.compute_energy_j, em.blocking_energy_j,
                erg_plan_num_stages(plan), erg_plan_num_microbatches(plan),
                erg_schedule_name(ps.kind));
-    if (!json && (eo.switch_latency_s > 0 || em.transfer_time_s > 0))
-        printf("clock switches %d x %.4f s = %.4f s charged; transfer %.6f s per cross-stage "
-               "edge\n",
-               em.num_switches, eo.switch_latency_s, em.switch_time_s, em.transfer_time_s);
+        cli_sched local = cs;
+        local.sched = ps;
+        cli_sched_split_note(stdout, &local, prof, erg_plan_num_stages(plan),
+                             erg_plan_num_microbatches(plan));
+        if (eo.switch_latency_s > 0 || em.transfer_time_s > 0)
+            printf("clock switches %d x %.4f s = %.4f s charged; transfer %.6f s per cross-rank "
+                   "edge\n",
+                   em.num_switches, eo.switch_latency_s, em.switch_time_s, em.transfer_time_s);
+    }
 done:
     erg_dag_free(dag);
     erg_plan_free(plan);
     erg_profile_free(prof);
+    cli_sched_free(&cs);
     return rc;
 }

@@ -114,22 +114,39 @@ int cmd_gpu(int argc, char **argv)
         else
             printf("%" PRIu64 "\n", mj);
     } else if (!strcmp(sub, "lock")) {
-        if (erg_gpu_lock_sm_clocks(g, (int)dev, (int)clock, (int)clock, &err))
-            rc = cli_report("gpu", &err);
-        else if (hold) {
+        /* With --hold, a signal that arrives at any point after the lock
+         * (even before it is answered) must reset the clock: block the
+         * signals first, and wait for them with sigsuspend (no lost wake-up). */
+        sigset_t block, old;
+        sigemptyset(&block);
+        sigaddset(&block, SIGINT);
+        sigaddset(&block, SIGTERM);
+        sigaddset(&block, SIGHUP);
+        if (hold) {
             struct sigaction sa;
             memset(&sa, 0, sizeof sa);
             sa.sa_handler = on_signal;
             sigaction(SIGINT, &sa, NULL);
             sigaction(SIGTERM, &sa, NULL);
             sigaction(SIGHUP, &sa, NULL);
+            sigprocmask(SIG_BLOCK, &block, &old);
+        }
+        if (erg_gpu_lock_sm_clocks(g, (int)dev, (int)clock, (int)clock, &err))
+            rc = cli_report("gpu", &err);
+        else if (hold) {
             printf("locked GPU %ld at %ld MHz; holding until a signal\n", dev, clock);
             fflush(stdout);
+            sigset_t wait = old;
+            sigdelset(&wait, SIGINT);
+            sigdelset(&wait, SIGTERM);
+            sigdelset(&wait, SIGHUP);
             while (!got_signal)
-                pause();
+                sigsuspend(&wait);
             if (erg_gpu_reset_sm_clocks(g, (int)dev, &err))
                 rc = cli_report("gpu", &err);
         }
+        if (hold)
+            sigprocmask(SIG_SETMASK, &old, NULL);
     } else {
         if (erg_gpu_restore(g, (int)dev, &err))
             rc = cli_report("gpu", &err);

@@ -16,35 +16,55 @@ static void plan_perseus_help(FILE *f)
 {
     fprintf(f,
             "usage: ergon plan perseus --profile P --stages S --microbatches M --out DIR\n"
-            "                          (--gpu A40|A100 | --blocking-power W) [options]\n\n"
+            "                          (--gpu A40|A100 | --blocking-power W) [options]\n"
+            "       ergon plan perseus --profile P --schedule-file F.csv --out DIR ...\n\n"
             "Compute the whole iteration-time/energy frontier of per-instruction clock plans\n"
             "(Perseus, Phillips-Dessouky min-cut crashing), from the slowest plan to the fastest,\n"
             "one time unit apart.\n\n"
             "  --profile P          stage profile CSV (stage,instruction,frequency,time,energy)\n"
-            "  --stages S           pipeline stages (the profile's first S stages are used)\n"
+            "  --stages S           pipeline stages = ranks (GPUs) P; the profile's first S\n"
+            "                       stages are used (--ranks is the same option); with\n"
+            "                       --chunks V each rank's profile is split evenly over its\n"
+            "                       V chunks, or a profile with P*V stages gives each chunk\n"
             "  --microbatches M     microbatches per iteration\n"
             "  --out DIR            output directory (created):\n"
             "                         frontier.csv            time,energy per plan (published format)\n"
-            "                         freqs_pipeline_%%05d.py  Perseus/Zeus/Merak plan files\n"
+            "                         freqs_pipeline_%%05d.py  plan files: lists of clocks (perseus-py;\n"
+            "                                                 read by Perseus's PointSolution and\n"
+            "                                                 Merak) or of (\"forward\"|\"backward\",\n"
+            "                                                 clock) tuples (zeus-py; read by Zeus\n"
+            "                                                 PFO's PointSolution); ergon reads both\n"
             "                         plan_%%05d.json          ergon plan files (docs/formats.md)\n"
             "  --gpu NAME           A40 (70.38 W) or A100 (83.64 W) blocking power\n"
             "  --blocking-power W   power drawn while blocked on communication, for other GPUs\n"
-            "  --unit-time S        quantisation unit in seconds (default 0.001)\n"
-            "  --schedule NAME      1f1b (default), gpipe or ours\n"
+            "  --unit-time S        quantisation unit in seconds (default 0.001); the frontier\n"
+            "                       has about (slowest - fastest iteration) / S plans\n"
+            "  --max-plans N        refuse, before planning and with the estimate, when the\n"
+            "                       frontier would hold more than N plans (default %d;\n"
+            "                       each plan is a .py and a .json file)\n"
+            "  --force              no plan limit (as --max-plans 0)\n"
+            CLI_SCHED_HELP
             "  --noise-factor X     soft Pareto filter factor (default 0.95)\n"
             "  --always-use-noise-factor   use the soft filter straight away\n"
             "  --fits FILE          use these cost-model coefficients instead of fitting (CSV\n"
             "                       with stage,instruction,a,b,c; e.g. a reference run's fits)\n"
             "  --fits-case NAME     rows of --fits whose 'case' column is NAME\n"
-            "  --formats LIST       comma list of csv,py,json (default csv,py,json)\n"
+            "  --formats LIST       comma list of csv, perseus-py (alias py), zeus-py, json\n"
+            "                       (default csv,perseus-py,json; perseus-py and zeus-py\n"
+            "                       exclude each other: same file names)\n"
             "  --quiet              no summary on stdout\n"
             "  --switch-latency S   post-check: also report each summary plan's time and\n"
             "                       energy with a clock-switch latency of S seconds ('default'\n"
             "                       = the published figure; see ergon emulate --help)\n"
-            "  --transfer-time S    every cross-stage edge (P2P send) takes S seconds: planned\n"
+            "  --transfer-time S    every cross-rank edge (P2P send) takes S seconds: planned\n"
             "                       as a fixed-duration dependency (rounded to --unit-time)\n"
             "                       and included in the post-check\n"
-            "  -h, --help           this help\n");
+            "  -h, --help           this help\n\n"
+            "Progress goes to stderr: a bar on a terminal, otherwise one line every %.0f s once\n"
+            "a run takes that long ($ERGON_PROGRESS_INTERVAL_S: other seconds;\n"
+            "$ERGON_NO_PROGRESS=1: none).\n"
+            "exit status: 0 success, 1 bad input or no plan (named), 2 usage error.\n",
+            CLI_DEFAULT_MAX_PLANS, CLI_PROGRESS_LINE_S);
 }
 
 static int plan_perseus(int argc, char **argv)
@@ -53,8 +73,10 @@ static int plan_perseus(int argc, char **argv)
     static const struct option opts[] = {
         {"profile", required_argument, 0, 'p'},
         {"stages", required_argument, 0, 's'},
+        {"ranks", required_argument, 0, 's'},
         {"microbatches", required_argument, 0, 'm'},
         {"out", required_argument, 0, 'o'},
+        CLI_SCHED_LONGOPTS,
         {"gpu", required_argument, 0, 'g'},
         {"blocking-power", required_argument, 0, 'w'},
         {"unit-time", required_argument, 0, 'u'},
@@ -65,6 +87,8 @@ static int plan_perseus(int argc, char **argv)
         {"quiet", no_argument, 0, 'q'},
         {"fits", required_argument, 0, 'f'},
         {"fits-case", required_argument, 0, 'C'},
+        {"max-plans", required_argument, 0, 'X'},
+        {"force", no_argument, 0, 'Y'},
         {"help", no_argument, 0, 'h'},
         {"switch-latency", required_argument, 0, 'L'},
         {"transfer-time", required_argument, 0, 'x'},
@@ -78,13 +102,25 @@ static int plan_perseus(int argc, char **argv)
     bool quiet = false, have_power = false;
     erg_perseus_opts o;
     erg_perseus_opts_init(&o);
+    cli_sched cs;
+    cli_sched_init(&cs);
+    o.max_plans = CLI_DEFAULT_MAX_PLANS;
     erg_error err = {0};
     int c;
+    long max_plans;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
             profile = optarg;
+            break;
+        case 'X':
+            if (!cli_parse_int(cmd, "--max-plans", optarg, 0, 1000000000000L, &max_plans))
+                return CLI_USAGE;
+            o.max_plans = (uint64_t)max_plans;
+            break;
+        case 'Y':
+            o.max_plans = 0;
             break;
         case 's':
             if (!cli_parse_int(cmd, "--stages", optarg, 1, 4096, &S))
@@ -110,9 +146,14 @@ static int plan_perseus(int argc, char **argv)
                 return CLI_USAGE;
             break;
         case 'S':
-            if (erg_schedule_parse(optarg, &o.schedule.kind, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
+        case CLI_OPT_SCHED_FILE:
+        case CLI_OPT_CHUNKS:
+        case CLI_OPT_BACKWARD_SPLIT: {
+            int rc = cli_sched_option(cmd, c == 'S', c, optarg, &cs);
+            if (rc)
+                return rc;
             break;
+        }
         case 'n':
             if (!cli_parse_double(cmd, "--noise-factor", optarg, 1e-9, 1, &o.noise_factor))
                 return CLI_USAGE;
@@ -150,12 +191,24 @@ static int plan_perseus(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!profile || !S || !M || !out)
+    {
+        int rc = cli_sched_finish(cmd, &cs, &S, &M);
+        if (rc) {
+            cli_sched_free(&cs);
+            return rc;
+        }
+    }
+    o.schedule = cs.sched;
+    if (!profile || !S || !M || !out) {
+        cli_sched_free(&cs);
         return cli_usage_error(cmd, "--profile, --stages, --microbatches and --out are required");
+    }
     if (!have_power)
         o.blocking_power_w = -1;
-    if (!cli_blocking_power(cmd, gpu, &o.blocking_power_w))
+    if (!cli_blocking_power(cmd, gpu, &o.blocking_power_w)) {
+        cli_sched_free(&cs);
         return CLI_USAGE;
+    }
     int what = 0;
     {
         char buf[64];
@@ -163,19 +216,31 @@ static int plan_perseus(int argc, char **argv)
         for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
             if (!strcasecmp(tok, "csv"))
                 what |= ERG_FRONTIER_CSV;
-            else if (!strcasecmp(tok, "py"))
+            else if (!strcasecmp(tok, "py") || !strcasecmp(tok, "perseus-py"))
                 what |= ERG_FRONTIER_PY;
+            else if (!strcasecmp(tok, "zeus-py"))
+                what |= ERG_FRONTIER_ZEUS_PY;
             else if (!strcasecmp(tok, "json"))
                 what |= ERG_FRONTIER_JSON;
-            else
-                return cli_usage_error(cmd, "--formats: unknown format '%s' (csv, py, json)", tok);
+            else {
+                cli_sched_free(&cs);
+                return cli_usage_error(
+                    cmd, "--formats: unknown format '%s' (csv, perseus-py, zeus-py, json)", tok);
+            }
+        }
+        if ((what & ERG_FRONTIER_PY) && (what & ERG_FRONTIER_ZEUS_PY)) {
+            cli_sched_free(&cs);
+            return cli_usage_error(cmd, "--formats: perseus-py and zeus-py both write "
+                                        "freqs_pipeline_%%05d.py; pick one per directory");
         }
     }
     double *fitv = NULL;
     if (fits) {
         int rc = cli_read_fits(fits, fits_case, (int)S, &fitv);
-        if (rc)
+        if (rc) {
+            cli_sched_free(&cs);
             return rc;
+        }
         o.fits = fitv;
     }
     erg_profile *prof;
@@ -183,6 +248,7 @@ static int plan_perseus(int argc, char **argv)
     erg_emulation em_max = {0};
     if (erg_profile_read_csv(profile, &prof, &err)) {
         free(fitv);
+        cli_sched_free(&cs);
         return cli_report(cmd, &err);
     }
     cli_progress pr;
@@ -193,6 +259,13 @@ static int plan_perseus(int argc, char **argv)
     erg_frontier *f;
     erg_status st = erg_plan_perseus(prof, (int)S, (int)M, &o, &f, &err);
     cli_progress_done(&pr);
+    if (st == ERG_EINVAL && o.max_plans && strstr(err.msg, "more than the limit of")) {
+        char m[sizeof err.msg];
+        snprintf(m, sizeof m, "%s", err.msg);
+        erg_error_set(&err, st, "%s; use a larger --unit-time, or --max-plans N / --force to "
+                                "write them anyway (two files per plan)",
+                      m);
+    }
     erg_dag *dag = NULL;
     if (!st) {
         st = erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w, &allmax, &err);
@@ -208,6 +281,7 @@ static int plan_perseus(int argc, char **argv)
         erg_dag_free(dag);
         erg_profile_free(prof);
         free(fitv);
+        cli_sched_free(&cs);
         return cli_report(cmd, &err);
     }
     double t_plan = cli_now_s() - t0;
@@ -220,8 +294,16 @@ static int plan_perseus(int argc, char **argv)
         erg_dag_free(dag);
         erg_profile_free(prof);
         free(fitv);
+        cli_sched_free(&cs);
         return cli_report(cmd, &err);
     }
+    if (!quiet && erg_schedule_chunks(&o.schedule) * (long)S != 0 &&
+        o.schedule.kind != ERG_SCHED_1F1B)
+        printf("schedule %s: %ld ranks, %d pipeline stages, %ld microbatches\n",
+               o.schedule.kind == ERG_SCHED_FILE ? cs.file : erg_schedule_name(o.schedule.kind),
+               S, erg_dag_num_pipeline_stages(dag), M);
+    if (!quiet)
+        cli_sched_split_note(stdout, &cs, prof, S, M);
     if (!quiet && n) {
         erg_frontier_point a, b;
         erg_frontier_get(f, 0, &a, &err);
@@ -232,12 +314,14 @@ static int plan_perseus(int argc, char **argv)
                a.energy_j, b.time_s, b.energy_j);
         printf("all-max clocks:           %.6g s, %.6g J (profiled values)\n", em_max.time_s,
                em_max.energy_j);
-        size_t pick[2];
-        const char *label[2] = {"minimum-energy plan", "within 1% slowdown"};
-        bool ok[2];
+        size_t pick[3];
+        const char *label[3] = {"minimum-energy plan", "at the all-max time", "within 1% slowdown"};
+        const double factor[3] = {0, 1.0, 1.01};
+        bool ok[3];
         ok[0] = !erg_frontier_choose_deadline(f, 1e300, &pick[0], &err);
-        ok[1] = !erg_frontier_choose_deadline(f, 1.01 * em_max.time_s, &pick[1], &err);
-        for (int i = 0; i < 2; i++) {
+        for (int i = 1; i < 3; i++)
+            ok[i] = !erg_frontier_choose_deadline(f, factor[i] * em_max.time_s, &pick[i], &err);
+        for (int i = 0; i < 3; i++) {
             erg_plan *p = NULL;
             erg_emulation em;
             if (!ok[i]) {
@@ -253,7 +337,7 @@ static int plan_perseus(int argc, char **argv)
                     bad = true;
                     break;
                 }
-                if (i == 0 || em.time_s <= 1.01 * em_max.time_s || pick[i] + 1 >= n)
+                if (i == 0 || em.time_s <= factor[i] * em_max.time_s || pick[i] + 1 >= n)
                     break;
                 erg_plan_free(p);
                 p = NULL;
@@ -285,13 +369,22 @@ static int plan_perseus(int argc, char **argv)
             }
             erg_plan_free(p);
         }
-    } else if (!quiet) {
-        printf("no plan: the pipeline cannot be made faster than its slowest state\n");
     }
+    if (n == 1 && !quiet)
+        printf("one plan only: the pipeline cannot be made faster than its slowest state (a "
+               "profile whose clocks do not differ in time, or a --unit-time of %g s coarser "
+               "than the clock steps)\n",
+               o.unit_s);
     erg_frontier_free(f);
     erg_dag_free(dag);
     erg_profile_free(prof);
     free(fitv);
+    cli_sched_free(&cs);
+    if (n == 0) { /* the planner always emits the slowest plan; never exit 0 with none */
+        fprintf(stderr, "ergon %s: no plan: the pipeline cannot be made faster than its slowest "
+                        "state\n", cmd);
+        return CLI_USER_ERROR;
+    }
     return CLI_OK;
 }
 

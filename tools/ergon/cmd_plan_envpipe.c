@@ -85,7 +85,7 @@ static void baseline_help(FILE *f, const char *name)
         fprintf(f, "  --power-limit-step W choose one power limit (multiples of W up to P_max)\n"
                    "                       instead of one clock: under a limit each instruction\n"
                    "                       runs at its highest clock whose average power fits\n");
-    fprintf(f, "  --schedule S         1f1b (default) | gpipe\n" COMMON_HELP
+    fprintf(f, CLI_SCHED_HELP COMMON_HELP
                "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
 }
 
@@ -101,7 +101,7 @@ static void print_summary(const erg_plan *plan, const ecli_setup *s)
     for (int st = 0; st < (int)s->S; st++) {
         const int *f = erg_plan_stage_freqs_const(plan, st);
         int lo = f[0], hi = f[0];
-        for (long k = 1; k < 2 * s->M; k++) {
+        for (long k = 1; k < erg_plan_stage_len(plan, st); k++) {
             lo = f[k] < lo ? f[k] : lo;
             hi = f[k] > hi ? f[k] : hi;
         }
@@ -158,6 +158,7 @@ static const struct option common_opts[] = {
     {"power-limit-step", required_argument, 0, OPT_PLSTEP},
     {"from-plan", required_argument, 0, OPT_FROM},
     {"waits", required_argument, 0, OPT_WAITS},
+    CLI_SCHED_LONGOPTS,
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -171,6 +172,7 @@ typedef struct popts {
     const char *from_plan, *waits;
     erg_envpipe_opts eo;
     erg_baseline_opts bo;
+    cli_sched cs; /* baselines: --schedule-file, --chunks, --backward-split */
 } popts;
 
 static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
@@ -182,6 +184,7 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
     memset(p, 0, sizeof *p);
     erg_envpipe_opts_init(&p->eo);
     erg_baseline_opts_init(&p->bo);
+    cli_sched_init(&p->cs);
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", common_opts, NULL)) != -1) {
@@ -214,10 +217,25 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
         case OPT_QUIET:
             p->quiet = true;
             break;
+        case CLI_OPT_SCHED_FILE:
+        case CLI_OPT_CHUNKS:
+        case CLI_OPT_BACKWARD_SPLIT: {
+            if (envpipe)
+                return cli_usage_error(cmd,
+                                       "%s: EnvPipe is defined only for the 1f1b and ours "
+                                       "schedules (docs/schedules.md)",
+                                       argv[optind - 1]);
+            int r = cli_sched_option(cmd, 0, c, optarg, &p->cs);
+            if (r)
+                return r;
+            p->schedule_set = true;
+            break;
+        }
         case OPT_SCHED:
             if (erg_schedule_parse(optarg, &p->eo.schedule, &err))
                 return cli_usage_error(cmd, "%s", err.msg);
             p->bo.schedule.kind = p->eo.schedule;
+            p->cs.sched.kind = p->eo.schedule;
             p->schedule_set = true;
             if (!envpipe && p->eo.schedule == ERG_SCHED_ENVPIPE)
                 return cli_usage_error(cmd, "--schedule ours needs EnvPipe's warm-up counts: use "
@@ -312,6 +330,12 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
         p->eo.schedule = ERG_SCHED_1F1B; /* what Perseus's emulation runs */
     if (!p->from_plan != !p->waits)
         return cli_usage_error(cmd, "--from-plan and --waits go together");
+    if (!envpipe) {
+        int r = cli_sched_finish(cmd, &p->cs, &p->s.S, &p->s.M);
+        if (r)
+            return r;
+        p->bo.schedule = p->cs.sched;
+    }
     return ecli_setup_load(cmd, &p->s, !p->waits);
 }
 
@@ -333,9 +357,13 @@ static int measured_step(const char *cmd, popts *p)
         return cli_report(cmd, &err);
     int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan);
     int maxf[ERG_SCHED_MAX_STAGES];
-    if (S > ERG_SCHED_MAX_STAGES || S > erg_profile_num_stages(p->s.profile)) {
-        fprintf(stderr, "ergon %s: the plan has %d stages, the profile %d\n", cmd, S,
-                erg_profile_num_stages(p->s.profile));
+    if (S > ERG_SCHED_MAX_STAGES || S != p->s.S) {
+        if (p->s.S != erg_profile_num_stages(p->s.profile))
+            fprintf(stderr, "ergon %s: %s: the plan has %d stages but --stages is %ld\n", cmd,
+                    p->from_plan, S, p->s.S);
+        else
+            fprintf(stderr, "ergon %s: %s: the plan has %d stages but the profile %s has %d\n",
+                    cmd, p->from_plan, S, p->s.profile_path, erg_profile_num_stages(p->s.profile));
         erg_plan_free(plan);
         return CLI_USER_ERROR;
     }
@@ -447,6 +475,7 @@ static int run_baseline(int argc, char **argv, const char *name, baseline_fn fn)
     int rc = parse(cmd, argc, argv, &p, false, baseline_help, name);
     if (rc) {
         ecli_setup_free(&p.s);
+        cli_sched_free(&p.cs);
         return rc < 0 ? CLI_OK : rc;
     }
     p.bo.blocking_power_w = p.s.power_w;
@@ -455,14 +484,18 @@ static int run_baseline(int argc, char **argv, const char *name, baseline_fn fn)
     erg_error err = {0};
     if (fn(p.s.profile, (int)p.s.S, (int)p.s.M, &p.bo, &plan, &err)) {
         ecli_setup_free(&p.s);
+        cli_sched_free(&p.cs);
         return cli_report(cmd, &err);
     }
-    if (!p.quiet)
+    if (!p.quiet) {
         print_summary(plan, &p.s);
+        cli_sched_split_note(stdout, &p.cs, p.s.profile, p.s.S, p.s.M);
+    }
     if (p.out)
         rc = ecli_write_plan(cmd, plan, p.out);
     erg_plan_free(plan);
     ecli_setup_free(&p.s);
+    cli_sched_free(&p.cs);
     return rc;
 }
 

@@ -13,7 +13,7 @@ static void usage_profile(FILE *f)
 {
     fprintf(f,
             "usage: ergon profile sim --gpu GPU --stages S [--model MODEL] [--microbatch-size B]\n"
-            "                         [--min-freq MHZ] -o profile.csv\n"
+            "                         [--min-freq MHZ] [--split-backward] -o profile.csv\n"
             "       ergon profile sim --info [--gpu GPU]\n"
             "       ergon profile logs DIR [--stages S] -o profile.csv\n"
             "       ergon profile run --gpu sim:GPU[:MODEL[:N]] [--stage S] [--iters N]\n"
@@ -32,6 +32,8 @@ static void usage_profile(FILE *f)
             "      --model    gpt3-xl (default) | gpt3-2.7b | gpt3-6.7b | bloom-3b | bert-large\n"
             "      --microbatch-size  sequences per microbatch (default: the model's)\n"
             "      --info     print the simulated GPU parameters (all GPUs, or --gpu) and exit\n"
+            "      --split-backward  also write backward_input and backward_weight rows (the\n"
+            "                 zero-bubble I and W halves of backward; model in docs/sim-gpu.md)\n"
             "\n"
             "logs  Turn the logs an ergon client wrote in DIR (instructions-<rank>.csv and\n"
             "      time-energy-<rank>.csv, one pair per rank = stage) into a stage profile.\n"
@@ -75,7 +77,7 @@ static int profile_sim(int argc, char **argv)
 {
     const char *gpu = NULL, *model = "gpt3-xl", *out = NULL;
     long stages = 0, mbs = 0, fmin = 0;
-    bool info = false;
+    bool info = false, split = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -84,6 +86,9 @@ static int profile_sim(int argc, char **argv)
             return CLI_OK;
         } else if (!strcmp(a, "--info")) {
             info = true;
+            continue;
+        } else if (!strcmp(a, "--split-backward")) {
+            split = true;
             continue;
         }
         if (!v)
@@ -129,7 +134,7 @@ static int profile_sim(int argc, char **argv)
     if (erg_sim_gpu_find(gpu, &g, &err))
         return cli_report("profile sim", &err);
     erg_profile *p = NULL;
-    if (erg_sim_profile(gpu, model, (int)stages, (int)mbs, (int)fmin, &p, &err))
+    if (erg_sim_profile_kinds(gpu, model, (int)stages, (int)mbs, (int)fmin, split, &p, &err))
         return cli_report("profile sim", &err);
     erg_status st = erg_profile_write_csv(p, out, &err);
     erg_profile_free(p);
@@ -213,10 +218,12 @@ static int profile_run(int argc, char **argv)
     erg_gpu *g = NULL;
     if (erg_gpu_open(spec, &g, &err))
         return cli_report("profile run", &err);
-    if (stage >= erg_gpu_count(g)) {
+    int nstages = erg_gpu_count(g);
+    if (stage >= nstages) {
         erg_gpu_close(g);
-        return cli_usage_error("profile run", "--stage %ld: the spec has %d stage(s)", stage,
-                               erg_gpu_count(g));
+        return cli_usage_error("profile run", "--stage %ld: stage %ld out of range 0..%d (the spec "
+                                              "has %d stage(s))",
+                               stage, stage, nstages - 1, nstages);
     }
     int rc = CLI_OK;
     erg_client *c = NULL;

@@ -1,4 +1,4 @@
-/* cmd_serve.c: `ergon serve`, the control-plane server (Perseus protocol plus /v1 API). */
+/* cmd_serve.c: `ergon serve`, the control-plane server (Perseus and Zeus PFO protocols plus /v1 API). */
 #include "cli.h"
 #include "ergon/server.h"
 
@@ -8,51 +8,220 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <strings.h>
 #include <time.h>
 
 /* Every option: flag, environment variable (Perseus names where they exist),
- * value name, help. Options beat environment variables. */
+ * the Zeus PFO variable for the same setting (or NULL), value name, help.
+ * Options beat environment variables; Perseus's and ergon's variables beat
+ * Zeus's. PERSEUS_* and ZEUS_PFO_* names are case-insensitive, as pydantic
+ * reads them (docs/zeus-protocol.md §5). */
 static const struct {
-    const char *flag, *env, *value, *help;
+    const char *flag, *env, *zenv, *value, *help;
 } serve_opts[] = {
-    {"--host", "ERGON_HOST", "ADDR", "numeric address to bind (default 127.0.0.1; 0.0.0.0 = all)"},
-    {"--port", "PORT", "N", "TCP port (default 7787; 0 = any free port, printed at start)"},
-    {"--db", "ERGON_DB", "FILE", "SQLite state file, WAL mode (default ergon-server.sqlite)"},
-    {"--dump", "PERSEUS_DUMP_DIR", "DIR", "root of the per-job dumps (default dump)"},
-    {"--no-dump", "PERSEUS_DUMP_DATA", "", "do not write dumps (env: PERSEUS_DUMP_DATA=false)"},
-    {"--scheduler", "PERSEUS_SCHEDULER", "NAME", "default scheduler class (default AllMaxFrequency)"},
-    {"--scheduler-args", "PERSEUS_SCHEDULER_ARGS", "JSON", "its arguments as a JSON object (default {})"},
-    {"--mode", "PERSEUS_MODE", "MODE", "knob: frequency or \"power limit\" (required by knob-agnostic schedulers)"},
-    {"--log-level", "PERSEUS_LOG_LEVEL", "LEVEL", "debug, info, warning or error (default info)"},
-    {"--rank-timeout", "ERGON_RANK_TIMEOUT", "S", "abort a job when one of its ranks is silent this long (default 0 = never)"},
-    {"--job-idle-timeout", "ERGON_JOB_IDLE_TIMEOUT", "S", "evict jobs idle this long (default 604800)"},
-    {"--connection-timeout", "ERGON_CONNECTION_TIMEOUT", "S", "close idle or slow connections after this long (default 30)"},
-    {"--max-body", "ERGON_MAX_BODY", "BYTES", "largest request body (default 16777216)"},
-    {"--max-connections", "ERGON_MAX_CONNECTIONS", "N", "concurrent connections (default 4096)"},
-    {"--durable", "ERGON_DURABLE", "", "SQLite synchronous=FULL: survive power loss, not only crashes"},
-    {"--max-jobs", "ERGON_MAX_JOBS", "N", "jobs held at once; more registrations get 503 (default 1000)"},
+    {"--host", "ERGON_HOST", NULL, "ADDR", "numeric address to bind (default 127.0.0.1; 0.0.0.0 = all)"},
+    {"--port", "PORT", NULL, "N", "TCP port (default 7787; 0 = any free port, printed at start)"},
+    {"--db", "ERGON_DB", NULL, "FILE", "SQLite state file, WAL mode (default ergon-server.sqlite)"},
+    {"--dump", "PERSEUS_DUMP_DIR", "ZEUS_PFO_DUMP_DIR", "DIR", "root of the per-job dumps (default dump)"},
+    {"--no-dump", "PERSEUS_DUMP_DATA", "ZEUS_PFO_DUMP_DATA", "", "do not write dumps (env: false, f, no, n, off, 0; any case)"},
+    {"--scheduler", "PERSEUS_SCHEDULER", NULL, "NAME", "default scheduler class (default AllMaxFrequency)"},
+    {"--scheduler-args", "PERSEUS_SCHEDULER_ARGS", NULL, "JSON", "its arguments as a JSON object (default {})"},
+    {"--mode", "PERSEUS_MODE", NULL, "MODE", "knob: frequency or \"power limit\" (required by knob-agnostic schedulers)"},
+    {"--log-level", "PERSEUS_LOG_LEVEL", "ZEUS_PFO_LOG_LEVEL", "LEVEL", "debug, info, warning or error, any case (default info)"},
+    {"--rank-timeout", "ERGON_RANK_TIMEOUT", NULL, "S", "abort a job when one of its ranks is silent this long (default 0 = never)"},
+    {"--job-idle-timeout", "ERGON_JOB_IDLE_TIMEOUT", "ZEUS_PFO_MAX_JOB_IDLE_TIME", "S", "evict jobs idle this long (default 604800)"},
+    {"--connection-timeout", "ERGON_CONNECTION_TIMEOUT", NULL, "S", "close idle or slow connections after this long (default 30)"},
+    {"--max-body", "ERGON_MAX_BODY", NULL, "BYTES", "largest request body (default 16777216)"},
+    {"--max-connections", "ERGON_MAX_CONNECTIONS", NULL, "N", "concurrent connections (default 4096; at most `ulimit -n` less 128, raised to the hard limit at start)"},
+    {"--durable", "ERGON_DURABLE", NULL, "", "SQLite synchronous=FULL: survive power loss, not only crashes"},
+    {"--max-jobs", "ERGON_MAX_JOBS", NULL, "N", "jobs running at once (finished ones do not count); more registrations get 503 (default 1000)"},
+    {"--zeus-scheduler", "ZEUS_PFO_SCHEDULER", NULL, "NAME", "scheduler of Zeus PFO jobs: PointSolution (default), PointSolution3D, InstructionProfiler(3D)"},
+    {"--zeus-scheduler-args", "ZEUS_PFO_SCHEDULER_ARGS", NULL, "JSON", "its arguments, e.g. {\"solution_path\": \"freqs_pipeline_00042.py\"}"},
+    {"--plans-dir", "ERGON_PLANS_DIR", NULL, "DIR", "directory whose plans clients may name in per-job scheduler_args (repeatable; env: ':'-separated; default none: only start-up arguments name files)"},
+    {"--max-connections-per-ip", "ERGON_MAX_CONNECTIONS_PER_IP", NULL, "N", "connections from one address (default half of --max-connections)"},
 };
+enum { O_HOST, O_PORT, O_DB, O_DUMP, O_NODUMP, O_SCHED, O_SARGS, O_MODE, O_LOG, O_RANKTO, O_IDLE,
+       O_CONNTO, O_MAXBODY, O_MAXCONN, O_DURABLE, O_MAXJOBS, O_ZSCHED, O_ZARGS, O_PLANS, O_PERIP,
+       O_NUM };
+#define MAX_PLANS_DIRS 64
+
+/* Other variables of these families that ergon serve knows (not options). */
+static const char *const other_known[] = {"ERGON_SERVER_URL", "ERGON_LIBRARY"};
+
+/* ---- environment, read the way pydantic v1 BaseSettings reads it ---- */
+
+extern char **environ;
+
+static bool icase_prefix(const char *s, const char *p)
+{
+    return !strncasecmp(s, p, strlen(p));
+}
+
+/* The value of a PERSEUS_/ZEUS_PFO_ variable in any case (the spelling later
+ * in the environment wins, as in pydantic's lower-cased dict), or of any
+ * other variable exactly. */
+static const char *env_get(const char *name)
+{
+    if (!name)
+        return NULL;
+    if (!icase_prefix(name, "PERSEUS_") && !icase_prefix(name, "ZEUS_PFO_"))
+        return getenv(name);
+    const char *found = NULL;
+    size_t n = strlen(name);
+    for (char **e = environ; e && *e; e++)
+        if (!strncasecmp(*e, name, n) && (*e)[n] == '=')
+            found = *e + n + 1;
+    return found;
+}
+
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t k = 0; k <= lb; k++)
+        d[0][k] = (int)k;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t k = 1; k <= lb; k++) {
+            int c = d[i - 1][k - 1] + ((a[i - 1] | 32) != (b[k - 1] | 32));
+            int x = d[i - 1][k] + 1, y = d[i][k - 1] + 1;
+            d[i][k] = c < x ? (c < y ? c : y) : (x < y ? x : y);
+        }
+    return d[la][lb];
+}
+
+/* Report variables that look like settings of ergon serve, Perseus or Zeus
+ * but are not read (a typo silently ignored costs a run). */
+static void report_lookalikes(void)
+{
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || eq == *e || (size_t)(eq - *e) > 63)
+            continue;
+        char name[64];
+        memcpy(name, *e, (size_t)(eq - *e));
+        name[eq - *e] = 0;
+        bool family = icase_prefix(name, "PERSEUS") || icase_prefix(name, "ZEUS_PFO") ||
+                      icase_prefix(name, "ERGON_");
+        const char *best = NULL;
+        int bd = 99;
+        bool known = false;
+        for (size_t i = 0; i < sizeof serve_opts / sizeof serve_opts[0]; i++) {
+            const char *cand[2] = {serve_opts[i].env, serve_opts[i].zenv};
+            for (int k = 0; k < 2; k++) {
+                if (!cand[k])
+                    continue;
+                bool icase = icase_prefix(cand[k], "PERSEUS_") || icase_prefix(cand[k], "ZEUS_PFO_");
+                if (icase ? !strcasecmp(name, cand[k]) : !strcmp(name, cand[k]))
+                    known = true;
+                int dd = edit_distance(name, cand[k]);
+                if (dd < bd) {
+                    bd = dd;
+                    best = cand[k];
+                }
+            }
+        }
+        for (size_t i = 0; i < sizeof other_known / sizeof other_known[0]; i++)
+            known = known || !strcmp(name, other_known[i]);
+        if (known)
+            continue;
+        /* PERSEUS_* and ZEUS_PFO_* are settings families: anything unknown is
+         * reported; ERGON_* and others only when close to a setting. */
+        bool prefix_family = icase_prefix(name, "PERSEUS") || icase_prefix(name, "ZEUS_PFO");
+        if (prefix_family || (bd <= 2 && (family || strlen(name) > 6))) {
+            char msg[400];
+            if (best && bd <= 3)
+                snprintf(msg, sizeof msg,
+                         "environment variable %s is not read by ergon serve (did you mean %s?)",
+                         name, best);
+            else
+                snprintf(msg, sizeof msg,
+                         "environment variable %s is not read by ergon serve (settings: ergon "
+                         "serve --help)",
+                         name);
+            fprintf(stderr, "{\"level\": \"warning\", \"event\": \"config\", \"msg\": \"%s\"}\n",
+                    msg);
+        }
+    }
+}
+
+/* pydantic v1's bool_validator: lower-cased 1/0, on/off, t/f, true/false,
+ * y/n, yes/no. */
+static int parse_bool_py(const char *v)
+{
+    static const char *const yes[] = {"1", "on", "t", "true", "y", "yes"};
+    static const char *const no[] = {"0", "off", "f", "false", "n", "no"};
+    for (size_t i = 0; i < 6; i++) {
+        if (!strcasecmp(v, yes[i]))
+            return 1;
+        if (!strcasecmp(v, no[i]))
+            return 0;
+    }
+    return -1;
+}
+
+/* pydantic v1's int_validator is Python's int(): surrounding whitespace, a
+ * sign, and '_' between digits. */
+static bool parse_int_py(const char *v, long *out)
+{
+    while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r' || *v == '\f' || *v == '\v')
+        v++;
+    bool neg = false;
+    if (*v == '+' || *v == '-')
+        neg = *v++ == '-';
+    long x = 0;
+    int digits = 0;
+    char prev = 0;
+    for (; *v >= '0' && *v <= '9' ? true : (*v == '_' && prev >= '0' && prev <= '9' && v[1] >= '0' && v[1] <= '9'); v++) {
+        prev = *v;
+        if (*v == '_')
+            continue;
+        if (x > (1L << 50))
+            return false;
+        x = x * 10 + (*v - '0');
+        digits++;
+    }
+    while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r' || *v == '\f' || *v == '\v')
+        v++;
+    if (!digits || *v)
+        return false;
+    *out = neg ? -x : x;
+    return true;
+}
 
 static void serve_help(void)
 {
     printf("usage: ergon serve [options]\n\n"
            "Run the control-plane server. Training ranks talk to it over HTTP/JSON: the\n"
            "Perseus (kronos) protocol (/info, /register_job, /register_rank, /schedule/{job},\n"
-           "/result/{job}) and ergon's /v1 API (explicit job end, heartbeats, abort, straggler\n"
-           "targets); /metrics serves Prometheus text. Every job, rank and acknowledged result\n"
+           "/result/{job}), Zeus's Pipeline Frequency Optimizer protocol (/register_job with\n"
+           "Zeus's JobInfo, /register_rank/{job}, /schedule/{job}, /result/{job}; configured\n"
+           "by ZEUS_PFO_* as Zeus documents it) and ergon's /v1 API (explicit job end,\n"
+           "heartbeats, abort, straggler targets); /metrics serves Prometheus text. Every job, rank and acknowledged result\n"
            "is kept in the SQLite file, so a restarted server resumes every job. Endpoints:\n"
            "docs/http-api.md.\n\noptions (environment variable in brackets):\n");
     for (size_t i = 0; i < sizeof serve_opts / sizeof serve_opts[0]; i++) {
         char left[64];
         snprintf(left, sizeof left, "%s%s%s", serve_opts[i].flag, *serve_opts[i].value ? " " : "",
                  serve_opts[i].value);
-        printf("  %-26s %s [%s]\n", left, serve_opts[i].help, serve_opts[i].env);
+        if (serve_opts[i].zenv)
+            printf("  %-26s %s [%s, %s]\n", left, serve_opts[i].help, serve_opts[i].env,
+                   serve_opts[i].zenv);
+        else
+            printf("  %-26s %s [%s]\n", left, serve_opts[i].help, serve_opts[i].env);
     }
     printf("  %-26s this text\n\n", "-h, --help");
     printf("schedulers: AllMax, AllMaxFrequency, AllMaxPowerLimit, TwoFrequencies,\n"
            "  InstructionProfiler, PointSolution, ZeusGlobalPowerLimit, ZeusLocalPowerState,\n"
            "  Frontier (the *3D names are accepted too). Arguments: docs/http-api.md.\n\n"
+           "PERSEUS_* and ZEUS_PFO_* variables are read in any case, as Perseus and Zeus read\n"
+           "them; an unknown variable of these families (or one close to a setting's name) is\n"
+           "reported at start-up. Zeus start line: ZEUS_PFO_SCHEDULER_ARGS='{\"solution_path\":\n"
+           "\"freqs_pipeline_00042.py\"}' ergon serve --port 7787 (docs/http-api.md).\n\n"
            "Logs go to stderr as one JSON object per line. SIGINT/SIGTERM stop the server;\n"
            "state is already on disk. exit status: 0 after a clean stop, 1 when the server\n"
            "cannot start (bad scheduler arguments, database or port), 2 on a usage error.\n");
@@ -66,34 +235,45 @@ static void log_line(void *user, erg_log_level level, const char *line)
     fflush(stderr);
 }
 
-static const char *opt_env(const char *flag)
-{
-    for (size_t i = 0; i < sizeof serve_opts / sizeof serve_opts[0]; i++)
-        if (!strcmp(serve_opts[i].flag, flag))
-            return getenv(serve_opts[i].env);
-    return NULL;
-}
-
 int cmd_serve(int argc, char **argv)
 {
     erg_server_opts o;
     erg_server_opts_init(&o);
-    const char *val[sizeof serve_opts / sizeof serve_opts[0]];
-    for (size_t i = 0; i < sizeof serve_opts / sizeof serve_opts[0]; i++)
-        val[i] = opt_env(serve_opts[i].flag);
+    const char *val[O_NUM];
+    const char *src[O_NUM]; /* where each value came from, for messages */
+    for (size_t i = 0; i < O_NUM; i++) {
+        val[i] = env_get(serve_opts[i].env);
+        src[i] = serve_opts[i].env;
+        if (!val[i] && serve_opts[i].zenv) {
+            val[i] = env_get(serve_opts[i].zenv);
+            src[i] = serve_opts[i].zenv;
+        }
+    }
     bool no_dump = false, durable = false;
-    const char *e = getenv("PERSEUS_DUMP_DATA");
-    if (e && (!strcasecmp(e, "false") || !strcmp(e, "0")))
-        no_dump = true;
-    e = getenv("ERGON_DURABLE");
-    if (e && (!strcasecmp(e, "true") || !strcmp(e, "1")))
-        durable = true;
+    const char *plans[MAX_PLANS_DIRS];
+    size_t n_plans = 0;
+    char *plans_env = NULL;
+    if (val[O_NODUMP]) {
+        int bv = parse_bool_py(val[O_NODUMP]);
+        if (bv < 0)
+            return cli_usage_error("serve",
+                                   "%s='%s' is not a boolean (1, 0, on, off, t, f, true, false, y, "
+                                   "n, yes, no; any case)",
+                                   src[O_NODUMP], val[O_NODUMP]);
+        no_dump = !bv;
+    }
+    if (val[O_DURABLE]) {
+        int bv = parse_bool_py(val[O_DURABLE]);
+        if (bv < 0)
+            return cli_usage_error("serve", "ERGON_DURABLE='%s' is not a boolean", val[O_DURABLE]);
+        durable = bv;
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             serve_help();
             return CLI_OK;
         }
-        size_t k = 0, n = sizeof serve_opts / sizeof serve_opts[0];
+        size_t k = 0, n = O_NUM;
         const char *a = argv[i], *eq = strchr(a, '=');
         size_t alen = eq ? (size_t)(eq - a) : strlen(a);
         for (; k < n; k++)
@@ -104,7 +284,7 @@ int cmd_serve(int argc, char **argv)
         if (!*serve_opts[k].value) {
             if (eq)
                 return cli_usage_error("serve", "%s takes no value", serve_opts[k].flag);
-            if (!strcmp(serve_opts[k].flag, "--no-dump"))
+            if (k == O_NODUMP)
                 no_dump = true;
             else
                 durable = true;
@@ -117,69 +297,109 @@ int cmd_serve(int argc, char **argv)
         else
             return cli_usage_error("serve", "%s needs a value (%s)", serve_opts[k].flag,
                                    serve_opts[k].value);
+        src[k] = serve_opts[k].flag;
+        if (k == O_PLANS) {
+            if (n_plans == MAX_PLANS_DIRS)
+                return cli_usage_error("serve", "at most %d --plans-dir", MAX_PLANS_DIRS);
+            plans[n_plans++] = val[k];
+        }
     }
+    report_lookalikes();
     long lv;
     double dv;
-    if (val[0])
-        o.host = val[0];
-    if (val[1]) {
-        if (!cli_parse_int("serve", "--port", val[1], 0, 65535, &lv))
+    if (val[O_HOST])
+        o.host = val[O_HOST];
+    if (val[O_PORT]) {
+        if (!cli_parse_int("serve", "--port", val[O_PORT], 0, 65535, &lv))
             return CLI_USAGE;
         o.port = (int)lv;
     }
-    if (val[2])
-        o.db_path = val[2];
-    if (val[3])
-        o.dump_dir = val[3];
+    if (val[O_DB])
+        o.db_path = val[O_DB];
+    if (val[O_DUMP])
+        o.dump_dir = val[O_DUMP];
     o.dump_data = !no_dump;
-    if (val[5])
-        o.scheduler = val[5];
-    if (val[6])
-        o.scheduler_args = val[6];
-    if (val[7])
-        o.mode = val[7];
-    if (val[8]) {
+    if (val[O_SCHED])
+        o.scheduler = val[O_SCHED];
+    if (val[O_SARGS])
+        o.scheduler_args = val[O_SARGS];
+    if (val[O_MODE])
+        o.mode = val[O_MODE];
+    if (val[O_LOG]) {
+        /* Perseus and Zeus upper-case the level; ergon takes any case. */
         static const char *const names[] = {"debug", "info", "warning", "error"};
         int found = -1;
         for (int i = 0; i < 4; i++)
-            if (!strcasecmp(val[8], names[i]))
+            if (!strcasecmp(val[O_LOG], names[i]))
                 found = i;
+        if (!strcasecmp(val[O_LOG], "warn"))
+            found = 2;
+        if (!strcasecmp(val[O_LOG], "critical"))
+            found = 3;
         if (found < 0)
-            return cli_usage_error("serve", "--log-level expects debug, info, warning or error, "
-                                            "got '%s'",
-                                   val[8]);
+            return cli_usage_error("serve", "%s expects debug, info, warning or error, got '%s'",
+                                   src[O_LOG], val[O_LOG]);
         o.log_level = (erg_log_level)found;
     }
-    if (val[9]) {
-        if (!cli_parse_double("serve", "--rank-timeout", val[9], 0, 1e7, &dv))
+    if (val[O_RANKTO]) {
+        if (!cli_parse_double("serve", "--rank-timeout", val[O_RANKTO], 0, 1e7, &dv))
             return CLI_USAGE;
         o.rank_timeout_s = dv;
     }
-    if (val[10]) {
-        if (!cli_parse_double("serve", "--job-idle-timeout", val[10], 0.01, 1e9, &dv))
-            return CLI_USAGE;
-        o.job_idle_timeout_s = dv;
+    if (val[O_IDLE]) {
+        if (src[O_IDLE] == serve_opts[O_IDLE].zenv) {
+            /* ZEUS_PFO_MAX_JOB_IDLE_TIME: an int, as pydantic reads it */
+            if (!parse_int_py(val[O_IDLE], &lv) || lv <= 0)
+                return cli_usage_error("serve",
+                                       "ZEUS_PFO_MAX_JOB_IDLE_TIME='%s' is not a positive "
+                                       "integer of seconds",
+                                       val[O_IDLE]);
+            o.job_idle_timeout_s = (double)lv;
+        } else {
+            if (!cli_parse_double("serve", "--job-idle-timeout", val[O_IDLE], 0.01, 1e9, &dv))
+                return CLI_USAGE;
+            o.job_idle_timeout_s = dv;
+        }
     }
-    if (val[11]) {
-        if (!cli_parse_double("serve", "--connection-timeout", val[11], 1, 86400, &dv))
+    if (val[O_CONNTO]) {
+        if (!cli_parse_double("serve", "--connection-timeout", val[O_CONNTO], 1, 86400, &dv))
             return CLI_USAGE;
         o.connection_timeout_s = dv;
     }
-    if (val[12]) {
-        if (!cli_parse_int("serve", "--max-body", val[12], 1024, 1L << 32, &lv))
+    if (val[O_MAXBODY]) {
+        if (!cli_parse_int("serve", "--max-body", val[O_MAXBODY], 1024, 1L << 32, &lv))
             return CLI_USAGE;
         o.max_body_bytes = (size_t)lv;
     }
-    if (val[13]) {
-        if (!cli_parse_int("serve", "--max-connections", val[13], 1, 1000000, &lv))
+    if (val[O_MAXCONN]) {
+        if (!cli_parse_int("serve", "--max-connections", val[O_MAXCONN], 1, 1000000, &lv))
             return CLI_USAGE;
         o.max_connections = (unsigned)lv;
     }
-    if (val[15]) {
-        if (!cli_parse_int("serve", "--max-jobs", val[15], 1, 1000000, &lv))
+    if (val[O_MAXJOBS]) {
+        if (!cli_parse_int("serve", "--max-jobs", val[O_MAXJOBS], 1, 1000000, &lv))
             return CLI_USAGE;
         o.max_jobs = (int)lv;
     }
+    o.zeus_scheduler = val[O_ZSCHED];
+    o.zeus_scheduler_args = val[O_ZARGS];
+    if (val[O_PERIP]) {
+        if (!cli_parse_int("serve", "--max-connections-per-ip", val[O_PERIP], 1, 1000000, &lv))
+            return CLI_USAGE;
+        o.max_connections_per_ip = (unsigned)lv;
+    }
+    /* No --plans-dir on the command line: ERGON_PLANS_DIR=DIR[:DIR...]. */
+    if (n_plans == 0 && val[O_PLANS] && *val[O_PLANS]) {
+        plans_env = strdup(val[O_PLANS]);
+        if (!plans_env)
+            return cli_usage_error("serve", "out of memory");
+        char *save = NULL;
+        for (char *t = strtok_r(plans_env, ":", &save); t && n_plans < MAX_PLANS_DIRS;
+             t = strtok_r(NULL, ":", &save))
+            plans[n_plans++] = t;
+    }
+    o.plans_dirs = plans;
+    o.n_plans_dirs = n_plans;
     o.durable_sync = durable;
     o.log = log_line;
 
@@ -190,13 +410,22 @@ int cmd_serve(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Every connection is a descriptor: take the hard limit (the server lowers
+     * --max-connections to what the limit allows, saying so). */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 
     erg_server *srv = NULL;
     erg_error err;
     if (erg_server_new(&o, &srv, &err) || erg_server_start(srv, &err)) {
         erg_server_free(srv);
+        free(plans_env);
         return cli_report("serve", &err);
     }
+    free(plans_env);
     bool v6 = strchr(o.host, ':') != NULL;
     printf("ergon serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", o.host, v6 ? "]" : "",
            erg_server_port(srv));

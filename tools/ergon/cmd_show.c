@@ -16,15 +16,21 @@ static void show_help(FILE *f)
 {
     fprintf(f,
             "usage: ergon show plan --profile P --plan FILE (--gpu G | --blocking-power W)\n"
-            "                       [--color clock|power] [--schedule S] -o OUT\n"
+            "                       [--color clock|power] [--schedule S | --schedule-file F]\n"
+            "                       [--chunks V] [--backward-split X] -o OUT\n"
             "       ergon show frontier [--frontier CSV_OR_DIR]... [--compare CSV] -o OUT\n\n"
             "Draw pictures with cairo; the format follows OUT's extension: .png, .svg or .pdf.\n\n"
             "show plan: the plan's pipeline timeline, emulated with the profile's times: one row\n"
-            "  per stage, each instruction a box labelled F<m>/B<m> and coloured by SM clock\n"
+            "  per stage (rank), each instruction a box labelled F<m>/B<m> (for multi-chunk and\n"
+            "  zero-bubble schedules PyTorch's action names: <stage>F<m>, <stage>I<m>,\n"
+            "  <stage>W<m>, an overlapped F and B as sF<m>;sB<n>) and coloured by SM clock\n"
             "  (or average power with --color power), idle time grey, the critical path as a\n"
             "  dark line, a time axis and a colour legend.\n"
             "  --plan FILE          ergon plan JSON or freqs_pipeline_%%05d.py file\n"
-            "  --schedule S         schedule of a .py plan (1f1b default, gpipe)\n"
+            "  --schedule S         schedule of a .py plan (1f1b default; any of 'ergon schedule')\n"
+            "  --schedule-file F    the torch compute_only CSV of a .py plan's schedule\n"
+            "  --chunks V           chunks per rank of a .py plan's schedule\n"
+            "  --backward-split X   I/W share of backward where the profile has no I/W rows\n"
             "  --profile P          the stage profile the plan is evaluated with\n"
             "  --gpu NAME           A40 or A100: their blocking power, or\n"
             "  --blocking-power W   power while idle or blocked\n\n"
@@ -195,6 +201,7 @@ int cmd_show(int argc, char **argv)
         {"gpu", required_argument, 0, S_GPU}, {"blocking-power", required_argument, 0, S_POWER},
         {"color", required_argument, 0, S_COLOR},
         {"schedule", required_argument, 0, S_SCHED},
+        CLI_SCHED_LONGOPTS,
         {"frontier", required_argument, 0, S_FRONTIER},
         {"compare", required_argument, 0, S_COMPARE}, {"point", required_argument, 0, S_POINT},
         {"title", required_argument, 0, S_TITLE}, {"width", required_argument, 0, S_WIDTH},
@@ -204,7 +211,8 @@ int cmd_show(int argc, char **argv)
     memset(&s, 0, sizeof s);
     erg_plot_opts po;
     erg_plot_opts_init(&po);
-    erg_schedule sched = {.kind = ERG_SCHED_1F1B};
+    cli_sched cs;
+    cli_sched_init(&cs);
     const char *plan_path = NULL, *out = NULL, *compare = NULL;
     const char *frontiers[MAX_SERIES];
     const char *points[MAX_SERIES];
@@ -216,7 +224,8 @@ int cmd_show(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         bool plan_only = c == S_PROFILE || c == S_PLAN || c == S_GPU || c == S_POWER ||
-                         c == S_COLOR || c == S_SCHED;
+                         c == S_COLOR || c == S_SCHED || c == CLI_OPT_SCHED_FILE ||
+                         c == CLI_OPT_CHUNKS || c == CLI_OPT_BACKWARD_SPLIT;
         bool front_only = c == S_FRONTIER || c == S_COMPARE || c == S_POINT;
         if ((plan_only && !is_plan) || (front_only && !is_frontier))
             return cli_usage_error(cmd, "%s is not an option of 'show %s'", argv[optind - 1],
@@ -244,8 +253,16 @@ int cmd_show(int argc, char **argv)
             else
                 return cli_usage_error(cmd, "--color expects clock or power, got '%s'", optarg);
             break;
+        case CLI_OPT_SCHED_FILE:
+        case CLI_OPT_CHUNKS:
+        case CLI_OPT_BACKWARD_SPLIT: {
+            int r = cli_sched_option(cmd, 0, c, optarg, &cs);
+            if (r)
+                return r;
+            break;
+        }
         case S_SCHED:
-            if (erg_schedule_parse(optarg, &sched.kind, &err))
+            if (erg_schedule_parse(optarg, &cs.sched.kind, &err))
                 return cli_usage_error(cmd, "%s", err.msg);
             break;
         case S_FRONTIER:
@@ -288,9 +305,11 @@ int cmd_show(int argc, char **argv)
         if (!plan_path)
             return cli_usage_error(cmd, "--plan is required");
         s.no_table = true;
-        rc = ecli_setup_load(cmd, &s, false);
+        rc = cli_sched_finish(cmd, &cs, NULL, NULL);
+        if (!rc)
+            rc = ecli_setup_load(cmd, &s, false);
         erg_plan *plan = NULL;
-        if (!rc && erg_plan_read(plan_path, &sched, &plan, &err))
+        if (!rc && erg_plan_read(plan_path, &cs.sched, &plan, &err))
             rc = cli_report(cmd, &err);
         if (!rc && erg_plan_num_stages(plan) > erg_profile_num_stages(s.profile)) {
             fprintf(stderr, "ergon show: the plan has %d stages, the profile %d\n",
@@ -299,8 +318,15 @@ int cmd_show(int argc, char **argv)
         }
         if (!rc && erg_plot_timeline(s.profile, plan, s.power_w, &po, out, &err))
             rc = cli_report(cmd, &err);
+        if (!rc) {
+            cli_sched local = cs;
+            local.sched = erg_plan_schedule(plan);
+            cli_sched_split_note(stdout, &local, s.profile, erg_plan_num_stages(plan),
+                                 erg_plan_num_microbatches(plan));
+        }
         erg_plan_free(plan);
         ecli_setup_free(&s);
+        cli_sched_free(&cs);
         return rc;
     }
     /* frontier */
@@ -326,10 +352,12 @@ int cmd_show(int argc, char **argv)
         else
             snprintf(file, sizeof file, "%s/frontier.csv", arg);
         rc = read_points(file, "time", "energy", NULL, &data[nd]);
-        if (!rc) {
-            ser[ns++] = (erg_plot_series){names[nd], data[nd].v, data[nd].n, true};
-            nd++;
+        if (rc) {
+            pts_free(&data[nd]); /* the rows read before the bad one */
+            break;
         }
+        ser[ns++] = (erg_plot_series){names[nd], data[nd].v, data[nd].n, true};
+        nd++;
     }
     pts cmp = {0};
     if (!rc && compare) {

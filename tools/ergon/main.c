@@ -14,6 +14,7 @@
 
 static const cli_command commands[] = {
     {"profile", cmd_profile, "make stage profiles (simulated GPU, client logs, sparse)"},
+    {"schedule", cmd_schedule, "print or write a pipeline schedule's per-rank order (text, torch CSV)"},
     {"plan", cmd_plan, "compute plans: the Perseus frontier, EnvPipe, Zeus baselines"},
     {"emulate", cmd_emulate, "iteration time and energy of a plan, from a profile"},
     {"choose", cmd_choose, "the minimum-energy plan for a deadline or a slowdown"},
@@ -143,7 +144,14 @@ void cli_progress_init(cli_progress *p, const char *label)
     p->label = label;
     p->start_s = cli_now_s();
     p->last_draw_s = 0;
-    p->enabled = isatty(STDERR_FILENO) && !getenv("ERGON_NO_PROGRESS");
+    p->tty = isatty(STDERR_FILENO);
+    p->enabled = !getenv("ERGON_NO_PROGRESS");
+    p->line_s = CLI_PROGRESS_LINE_S;
+    const char *iv = getenv("ERGON_PROGRESS_INTERVAL_S");
+    char *end;
+    double v = iv ? strtod(iv, &end) : 0;
+    if (iv && end != iv && !*end && v > 0 && v <= 3600)
+        p->line_s = v;
 }
 
 int cli_progress_cb(void *user, uint64_t done, uint64_t total)
@@ -152,12 +160,28 @@ int cli_progress_cb(void *user, uint64_t done, uint64_t total)
     if (!p || !p->enabled)
         return 0;
     double now = cli_now_s();
-    if (done < total && now - p->last_draw_s < 0.1)
-        return 0;
-    p->last_draw_s = now;
     double frac = total ? (double)done / (double)total : 0.0;
     if (frac > 1)
         frac = 1;
+    if (!p->tty) {
+        /* One line every few seconds, and none for a short run. */
+        double since = now - (p->last_draw_s > 0 ? p->last_draw_s : p->start_s);
+        if (done >= total || since < p->line_s)
+            return 0;
+        p->last_draw_s = now;
+        double el = now - p->start_s;
+        int ll = (int)strlen(p->label);
+        while (ll > 0 && p->label[ll - 1] == ' ')
+            ll--;
+        fprintf(stderr, "ergon: %.*s: %llu/%llu (%.1f%%), %.1f s elapsed, ~%.0f s left\n", ll,
+                p->label, (unsigned long long)done, (unsigned long long)total, frac * 100, el,
+                frac > 0 ? el / frac - el : 0.0);
+        fflush(stderr);
+        return 0;
+    }
+    if (done < total && now - p->last_draw_s < 0.1)
+        return 0;
+    p->last_draw_s = now;
     int width = 30, fill = (int)(frac * width);
     char bar[64];
     for (int i = 0; i < width; i++)
@@ -173,6 +197,6 @@ int cli_progress_cb(void *user, uint64_t done, uint64_t total)
 
 void cli_progress_done(cli_progress *p)
 {
-    if (p->enabled)
+    if (p->enabled && p->tty)
         fprintf(stderr, "\n");
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# fuzz_stage_fails_on_ubsan.sh: tests/fuzz/run.sh (the CI fuzz stage) fails when a
+# target reports undefined behaviour. UBSan reports and goes on unless
+# halt_on_error=1; a run script that does not set it let qsort(NULL) in logs.c
+# pass CI. A probe "fuzz target" built with recoverable UBSan and a signed
+# overflow must make run.sh exit 1 and print the UBSan report with a stack.
+set -u
+: "${ERGON_SRC:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+cc=$(command -v cc || command -v gcc || command -v clang) || { echo "SKIP: no C compiler"; exit 77; }
+mkdir -p "$tmp/build/tests/fuzz"
+cat >"$tmp/probe.c" <<'C'
+#include <limits.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+    (void)argv;
+    volatile int x = INT_MAX;
+    x += argc; /* signed overflow: reported by UBSan, recoverable by default */
+    printf("probe survived (%d)\n", x);
+    return 0;
+}
+C
+# -fsanitize-recover: the probe only halts if the run script asks UBSan to.
+if ! "$cc" -fsanitize=undefined -fsanitize-recover=undefined -O0 -o "$tmp/build/tests/fuzz/fuzz_ubsan_probe" \
+     "$tmp/probe.c" 2>"$tmp/cc.err"; then
+  echo "SKIP: $cc cannot build with -fsanitize=undefined: $(head -3 "$tmp/cc.err")"; exit 77
+fi
+# Sanity: without halt_on_error the probe itself exits 0 (else this test proves nothing).
+UBSAN_OPTIONS=halt_on_error=0 "$tmp/build/tests/fuzz/fuzz_ubsan_probe" >/dev/null 2>&1 \
+  || fail "the probe fails even without halt_on_error; the test cannot tell"
+# A caller's UBSAN_OPTIONS (as CI may set) must not switch the halting off.
+UBSAN_OPTIONS=halt_on_error=0:print_stacktrace=0 bash "$ERGON_SRC/tests/fuzz/run.sh" "$tmp/build" 1 \
+  >"$tmp/out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || fail "run.sh exited $rc on a target with undefined behaviour: $(cat "$tmp/out")"
+grep -q 'FAILED: fuzz_ubsan_probe' "$tmp/out" || fail "no FAILED line: $(cat "$tmp/out")"
+grep -q 'runtime error' "$tmp/out" || fail "the UBSan report is not shown: $(cat "$tmp/out")"
+grep -qE '^ +#0 ' "$tmp/out" || fail "no stack trace (print_stacktrace): $(cat "$tmp/out")"
+grep -q 'probe survived' "$tmp/out" && fail "the probe ran on past the UBSan finding"
+echo ok
