@@ -53,7 +53,7 @@ assert b["switch_latency_s"] == 0.01 and b["num_switches"] > 0
 assert b["time_s"] > a["time_s"] and b["energy_j"] > a["energy_j"]
 PY
 "$ERGON" emulate --profile "$tmp/full.csv" --plan "$tmp/f2/$last" --blocking-power 80 --transfer-time 0.002 \
-  | grep -q 'transfer 0.002000 s per cross-stage edge' || fail "transfer line"
+  | grep -q 'transfer 0.002000 s per cross-rank edge' || fail "transfer line"
 "$ERGON" emulate --profile "$tmp/full.csv" --plan "$tmp/f2/$last" --blocking-power 80 --transfer-bytes 1e6 \
   2>/dev/null; [ $? -eq 2 ] || fail "bytes without bandwidth"
 "$ERGON" emulate --profile "$tmp/full.csv" --plan "$tmp/f2/$last" --blocking-power 80 --switch-latency -1 \

@@ -247,8 +247,9 @@ TEST(sparse_rejects_bad_input)
 /* Must-show of issue 12: at most a sixth of the sweep, and plans chosen on the
  * prediction within 0.5 % of the energy of plans chosen on the real profile,
  * never slower than the target. M = 12 at the A40 unit 0.1 ms: all twelve
- * cells meet it. M = 96 at 1 ms (0.1 ms at M = 96 takes minutes; docs/results.md
- * has those numbers): the BLOOM profiles miss the 0.5 % at the 1 %-slowdown
+ * cells meet it. M = 96 at 1 ms on the A100 profiles only (to stay near 20 s;
+ * 0.1 ms at M = 96 takes minutes; docs/results.md has all of them at 0.1 ms):
+ * the BLOOM profiles miss the 0.5 % at the 1 %-slowdown
  * target (+1.2 %, docs/sparse-profiling.md "Known shortfall"), so M = 96 is
  * held to 1.5 % and never late, a regression guard, not the issue's bar. */
 TEST(sparse_plans_on_published_profiles)
@@ -272,8 +273,8 @@ TEST(sparse_plans_on_published_profiles)
                    erg_sparse_num_full(sp));
         double power = strstr(names[i], "a40") ? 70.38 : 83.64;
         for (int m = 0; m < 2; m++) {
-            if (getenv("ERGON_SANITIZED") && Ms[m] == 96)
-                continue; /* 4x slower under ASan; M = 12 covers the code */
+            if (Ms[m] == 96 && (getenv("ERGON_SANITIZED") || strstr(names[i], "a40")))
+                continue; /* time: M = 96 only on the A100 profiles, none under ASan */
             erg_sparse_check ck[3];
             ASSERT_OK(erg_sparse_check_plans(full, pred, 8, Ms[m], power, units[m], ck, &err));
             for (int t = 0; t < 3; t++) {
