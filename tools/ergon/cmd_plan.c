@@ -53,6 +53,12 @@ static void plan_perseus_help(FILE *f)
             "                       (default csv,perseus-py,json; perseus-py and zeus-py\n"
             "                       exclude each other: same file names)\n"
             "  --quiet              no summary on stdout\n"
+            "  --switch-latency S   post-check: also report each summary plan's time and\n"
+            "                       energy with a clock-switch latency of S seconds ('default'\n"
+            "                       = the published figure; see ergon emulate --help)\n"
+            "  --transfer-time S    every cross-rank edge (P2P send) takes S seconds: planned\n"
+            "                       as a fixed-duration dependency (rounded to --unit-time)\n"
+            "                       and included in the post-check\n"
             "  -h, --help           this help\n\n"
             "Progress goes to stderr: a bar on a terminal, otherwise one line every %.0f s once\n"
             "a run takes that long ($ERGON_PROGRESS_INTERVAL_S: other seconds;\n"
@@ -84,8 +90,12 @@ static int plan_perseus(int argc, char **argv)
         {"max-plans", required_argument, 0, 'X'},
         {"force", no_argument, 0, 'Y'},
         {"help", no_argument, 0, 'h'},
+        {"switch-latency", required_argument, 0, 'L'},
+        {"transfer-time", required_argument, 0, 'x'},
         {0, 0, 0, 0},
     };
+    erg_emulate_opts post;
+    erg_emulate_opts_init(&post);
     const char *fits = NULL, *fits_case = NULL;
     const char *profile = NULL, *out = NULL, *gpu = NULL, *formats = "csv,py,json";
     long S = 0, M = 0;
@@ -159,6 +169,15 @@ static int plan_perseus(int argc, char **argv)
             break;
         case 'f':
             fits = optarg;
+            break;
+        case 'L':
+            if (!cli_parse_latency(cmd, optarg, &post.switch_latency_s))
+                return CLI_USAGE;
+            break;
+        case 'x':
+            if (!cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e6, &post.transfer_time_s))
+                return CLI_USAGE;
+            o.transfer_time_s = post.transfer_time_s;
             break;
         case 'C':
             fits_case = optarg;
@@ -331,6 +350,22 @@ static int plan_perseus(int argc, char **argv)
                        "values)\n",
                        label[i], pick[i], em.time_s, 100 * (em.time_s / em_max.time_s - 1),
                        em.energy_j, 100 * (em.energy_j / em_max.energy_j - 1));
+                erg_emulation ex, exm;
+                post.blocking_power_w = o.blocking_power_w;
+                if ((post.switch_latency_s > 0 || post.transfer_time_s > 0) &&
+                    !erg_emulate_ex(prof, dag, p, &post, &ex, NULL, NULL, &err) &&
+                    !erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w,
+                                      &allmax, &err)) {
+                    if (!erg_emulate_ex(prof, dag, allmax, &post, &exm, NULL, NULL, &err))
+                        printf("%-25s   true time with switch latency %g s and transfer %g s: "
+                               "%.6g s (%+.2f%% vs all-max %.6g s), %.6g J (%+.2f%%); %d clock "
+                               "switches\n",
+                               "", post.switch_latency_s, post.transfer_time_s, ex.time_s,
+                               100 * (ex.time_s / exm.time_s - 1), exm.time_s, ex.energy_j,
+                               100 * (ex.energy_j / exm.energy_j - 1), ex.num_switches);
+                    erg_plan_free(allmax);
+                    allmax = NULL;
+                }
             }
             erg_plan_free(p);
         }
