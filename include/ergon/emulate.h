@@ -17,7 +17,36 @@ typedef struct erg_emulation {
     double energy_j;          /* compute_energy_j + blocking_energy_j. */
     double compute_energy_j;  /* Sum of the profiled energy of every instruction. */
     double blocking_energy_j; /* p * sum over stages of (time_s - busy time). */
+    /* erg_emulate_ex only (0 from erg_emulate): */
+    int num_switches;         /* Clock changes charged, over all stages. */
+    double switch_time_s;     /* num_switches x the switch latency. */
+    double transfer_time_s;   /* Time each cross-stage edge carried. */
 } erg_emulation;
+
+/* The published default clock-switch latency (docs/emulate.md): 10 ms. */
+#define ERG_SWITCH_LATENCY_DEFAULT_S 0.010
+
+/* What erg_emulate_ex adds to the profile evaluation. Initialise with
+ * erg_emulate_opts_init (everything 0 = erg_emulate). */
+typedef struct erg_emulate_opts {
+    double blocking_power_w;
+    /* P2P transfer on every cross-stage edge (F(s,m) -> F(s+1,m), B(s+1,m) ->
+     * B(s,m)): transfer_time_s if > 0, otherwise transfer_bytes /
+     * link_bandwidth_bps + link_latency_s when transfer_bytes > 0. */
+    double transfer_time_s;
+    double transfer_bytes;     /* Bytes per microbatch per transfer. */
+    double link_bandwidth_bps; /* Bytes per second (> 0 with transfer_bytes). */
+    double link_latency_s;
+    /* Clock-switch latency: charged on a stage before an instruction whose
+     * clock differs from the clock of the stage's previous instruction (the
+     * first instruction's previous one is the stage's last: iterations
+     * repeat). The stage is idle (blocking power) for that long. */
+    double switch_latency_s;
+} erg_emulate_opts;
+
+ERG_API void erg_emulate_opts_init(erg_emulate_opts *opts);
+/* The transfer time the options give one cross-stage edge (0 when none). */
+ERG_API double erg_emulate_opts_transfer_s(const erg_emulate_opts *opts);
 
 /* Evaluate `plan` on `dag` (same S, M and schedule): each instruction takes
  * the profiled (time, energy) of its stage and kind at its clock; idle and
@@ -28,6 +57,14 @@ ERG_API erg_status erg_emulate(const erg_profile *profile, const erg_dag *dag,
                                const erg_plan *plan, double blocking_power_w,
                                erg_emulation *out, double *start_s, double *dur_s,
                                erg_error *err);
+
+/* erg_emulate with transfer time on cross-stage edges and clock-switch
+ * latency (see erg_emulate_opts). Invalid (negative, non-finite) options are
+ * ERG_EINVAL. start_s/dur_s as erg_emulate (dur_s excludes switch latency). */
+ERG_API erg_status erg_emulate_ex(const erg_profile *profile, const erg_dag *dag,
+                                  const erg_plan *plan, const erg_emulate_opts *opts,
+                                  erg_emulation *out, double *start_s, double *dur_s,
+                                  erg_error *err);
 
 #ifdef __cplusplus
 }

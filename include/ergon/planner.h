@@ -26,6 +26,9 @@ typedef struct erg_perseus_opts {
     const double *fits;
     erg_progress_fn progress;     /* Optional progress callback (plans done / expected). */
     void *progress_user;
+    /* P2P transfer on every cross-stage edge, a fixed-duration dependency
+     * (rounded to whole units; default 0 = lowtime-spec's zero-time edges). */
+    double transfer_time_s;
     /* Refuse (ERG_EINVAL, before planning, with the estimate) when the
      * frontier would hold more than this many plans; 0 (default): no limit.
      * The estimate is the slowest minus the fastest iteration in units. */

@@ -16,7 +16,9 @@ extern "C" {
 typedef struct erg_hlo_module erg_hlo_module;
 
 /* Parse HLO text (`len` bytes, need not be NUL-terminated). `filename` is used in
- * messages only ("f.hlo:12:7: expected ')'..."). On success *out owns the module. */
+ * messages only ("f.hlo:12:7: expected ')'..."). On success *out owns the module. EPARSE
+ * with the line for malformed text, unknown opcodes, dots whose dimension numbers or result
+ * shape do not fit their operands, get-tuple-elements outside their tuple, and cycles. */
 ERG_API erg_status erg_hlo_parse(const char *text, size_t len, const char *filename,
                                  erg_hlo_module **out, erg_error *err);
 /* Read and parse a file (at most 256 MiB). */
@@ -39,7 +41,11 @@ typedef struct erg_shard erg_shard;
 
 /* Build the operator graph of the ENTRY computation, the ParallelBlocks (anchors, backward
  * twins, propagation, merge points), their strategies on the mesh, and the repeated
- * segments. mesh0, mesh1 >= 1 and mesh0*mesh1 >= 2. The module must outlive *out. */
+ * segments. mesh0, mesh1 >= 1 and mesh0*mesh1 >= 2. The module must outlive *out.
+ * EINVAL (with the line) for an already partitioned module (collectives over device groups,
+ * partition-id, or num_partitions > 1 without any sharding annotation); ENOTFOUND when
+ * nothing can be sharded (no dot, or no strategy divides the dims). A 1-D mesh whose size
+ * divides no dim is analysed as a 2-D mesh of the same devices (docs/shard.md). */
 ERG_API erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1,
                                      erg_shard **out, erg_error *err);
 /* The same for any computation of the module (NULL = ENTRY). For the body of a `while`

@@ -70,6 +70,9 @@ erg_status erg_emulate(const erg_profile *profile, const erg_dag *dag, const erg
         out->compute_energy_j = compute_j;
         out->blocking_energy_j = blocking_power_w * idle_s;
         out->energy_j = compute_j + out->blocking_energy_j;
+        out->num_switches = 0;
+        out->switch_time_s = 0;
+        out->transfer_time_s = 0;
         for (int i = 0; i < n; i++) {
             if (start_s)
                 start_s[i] = es[i];

@@ -330,6 +330,7 @@ static void free_spec(op_spec *sp)
 typedef struct crash_state {
     const erg_dag *dag;
     int n;
+    long lag;        /* transfer time of a cross-stage edge, in units (0 = none) */
     int *spec_of;    /* [n] index into specs */
     op_spec *specs;
     int *d;          /* [n] duration in units */
@@ -352,6 +353,12 @@ typedef struct crash_state {
     long warm_ok, warm_fail; /* statistics */
 } crash_state;
 
+/* Fixed duration of the dependency u -> v: the transfer when it crosses stages. */
+static inline long edge_lag(const crash_state *cs, int u, int v)
+{
+    return cs->lag && cs->dag->stage[u] != cs->dag->stage[v] ? cs->lag : 0;
+}
+
 static void cpm_int(crash_state *cs)
 {
     const erg_dag *g = cs->dag;
@@ -361,7 +368,7 @@ static void cpm_int(crash_state *cs)
         long s = 0;
         for (int j = g->pred_off[u]; j < g->pred_off[u + 1]; j++) {
             int p = g->pred[j];
-            long f = cs->es[p] + cs->d[p];
+            long f = cs->es[p] + cs->d[p] + edge_lag(cs, p, u);
             if (f > s)
                 s = f;
         }
@@ -374,7 +381,7 @@ static void cpm_int(crash_state *cs)
         long f = T;
         for (int j = g->succ_off[u]; j < g->succ_off[u + 1]; j++) {
             int v = g->succ[j];
-            long ls = cs->lf[v] - cs->d[v];
+            long ls = cs->lf[v] - cs->d[v] - edge_lag(cs, u, v);
             if (ls < f)
                 f = ls;
         }
@@ -500,7 +507,7 @@ static int crash_step(crash_state *cs, double *cost_change)
         long ef = cs->es[x] + cs->d[x];
         for (int j = g->succ_off[x]; j < g->succ_off[x + 1]; j++) {
             int y = g->succ[j];
-            if (ef == cs->lf[y] - cs->d[y])
+            if (ef + edge_lag(cs, x, y) == cs->lf[y] - cs->d[y])
                 add_crit_arc(cs, 2 * x + 1, 2 * y, 0, inf, n + j);
         }
     }
@@ -544,7 +551,7 @@ static int crash_step(crash_state *cs, double *cost_change)
             long ef = cs->es[x] + cs->d[x];
             for (int j = g->succ_off[x]; j < g->succ_off[x + 1]; j++) {
                 int y = g->succ[j];
-                if (ef == cs->lf[y] - cs->d[y] && !cs->reach[2 * y])
+                if (ef + edge_lag(cs, x, y) == cs->lf[y] - cs->d[y] && !cs->reach[2 * y])
                     return 0;
             }
         }
@@ -625,6 +632,11 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     if (!(o.noise_factor > 0 && o.noise_factor <= 1))
         return erg_error_set(err, ERG_EINVAL, "the noise factor must be in (0, 1], got %g",
                              o.noise_factor);
+    if (!(o.transfer_time_s >= 0) || !isfinite(o.transfer_time_s) ||
+        o.transfer_time_s / o.unit_s > 1e9)
+        return erg_error_set(err, ERG_EINVAL,
+                             "the transfer time must be a non-negative number of seconds, got %g",
+                             o.transfer_time_s);
     if (S < 1 || M < 1)
         return erg_error_set(err, ERG_EINVAL, "need at least 1 stage and 1 microbatch (S=%d, M=%d)",
                              S, M);
@@ -640,6 +652,8 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     int n = dag->n, nspecs = 0;
     cs.dag = dag;
     cs.n = n;
+    cs.lag = lround((o.transfer_time_s > 0 ? o.transfer_time_s : o.schedule.p2p_time_s) /
+                    o.unit_s);
     cs.specs = erg__calloc((size_t)n, sizeof(op_spec));
     cs.spec_of = erg__malloc(sizeof(int) * (size_t)n);
     cs.d = erg__malloc(sizeof(int) * (size_t)n);

@@ -28,6 +28,11 @@ int srv_instr_code(const char *name); /* -1 when unknown */
 
 enum { SRV_MODE_FREQUENCY = 0, SRV_MODE_POWER = 1, SRV_MODE_ANY = -1 };
 const char *srv_mode_name(int mode);
+/* The integer field k of a request object, within [lo, hi]; false with the
+ * reason ("field k is missing", "... must be an integer", "... out of range")
+ * in why. Shared by the wire protocols. */
+bool srv_json_get_int(const json_t *o, const char *k, long lo, long hi, long *out, char *why,
+                      size_t wn);
 
 /* ---- Python-compatible JSON text (json.dumps defaults: ", " and ": ",
  * floats as repr(), ensure_ascii) ---- */

@@ -23,6 +23,27 @@ const char *srv_mode_name(int mode)
     return mode == SRV_MODE_POWER ? "power limit" : "frequency";
 }
 
+bool srv_json_get_int(const json_t *o, const char *k, long lo, long hi, long *out, char *why,
+                      size_t wn)
+{
+    const json_t *v = json_object_get(o, k);
+    if (!v) {
+        snprintf(why, wn, "field %s is missing", k);
+        return false;
+    }
+    if (!json_is_integer(v)) {
+        snprintf(why, wn, "field %s must be an integer", k);
+        return false;
+    }
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi) {
+        snprintf(why, wn, "field %s = %lld is out of range [%ld, %ld]", k, x, lo, hi);
+        return false;
+    }
+    *out = (long)x;
+    return true;
+}
+
 /* ---- Python json.dumps compatible output ---- */
 
 static erg_status put(erg__buf *b, const char *s)

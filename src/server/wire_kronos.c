@@ -14,26 +14,6 @@
 
 /* ---- validation of wire objects ---- */
 
-static bool get_int(const json_t *o, const char *k, long lo, long hi, long *out, char *why,
-                    size_t wn)
-{
-    const json_t *v = json_object_get(o, k);
-    if (!v) {
-        snprintf(why, wn, "field %s is missing", k);
-        return false;
-    }
-    if (!json_is_integer(v)) {
-        snprintf(why, wn, "field %s must be an integer", k);
-        return false;
-    }
-    long long x = json_integer_value(v);
-    if (x < lo || x > hi) {
-        snprintf(why, wn, "field %s = %lld is out of range [%ld, %ld]", k, x, lo, hi);
-        return false;
-    }
-    *out = (long)x;
-    return true;
-}
 
 static bool safe_name(const char *s)
 {
@@ -69,7 +49,7 @@ static json_t *check_job_info(const json_t *in, bool v1, char *why, size_t wn)
     json_object_set_new(o, "job_id", json_string(""));
     long v[6];
     for (int i = 0; i < 6; i++)
-        if (!get_int(in, job_int_fields[i], 1, 1 << 20, &v[i], why, wn)) {
+        if (!srv_json_get_int(in, job_int_fields[i], 1, 1 << 20, &v[i], why, wn)) {
             json_decref(o);
             return NULL;
         }
@@ -129,10 +109,10 @@ static json_t *check_rank_info(const srv_job *j, const json_t *in, char *why, si
         return NULL;
     }
     long rank, dp, pp, tp;
-    if (!get_int(in, "rank", 0, j->world - 1, &rank, why, wn) ||
-        !get_int(in, "dp_rank", 0, j->dp - 1, &dp, why, wn) ||
-        !get_int(in, "pp_rank", 0, j->pp - 1, &pp, why, wn) ||
-        !get_int(in, "tp_rank", 0, j->tp - 1, &tp, why, wn))
+    if (!srv_json_get_int(in, "rank", 0, j->world - 1, &rank, why, wn) ||
+        !srv_json_get_int(in, "dp_rank", 0, j->dp - 1, &dp, why, wn) ||
+        !srv_json_get_int(in, "pp_rank", 0, j->pp - 1, &pp, why, wn) ||
+        !srv_json_get_int(in, "tp_rank", 0, j->tp - 1, &tp, why, wn))
         return NULL;
     const json_t *ps = json_object_get(in, "pipe_schedule");
     size_t n = json_array_size(ps);
@@ -573,7 +553,7 @@ static void h_heartbeat(erg_server *srv, const char *id, const srv_body *b, srv_
     srv_job *j = lookup(srv, id, rs, true);
     long r;
     char why[256];
-    if (j && !get_int(in, "rank", 0, j->world - 1, &r, why, sizeof why))
+    if (j && !srv_json_get_int(in, "rank", 0, j->world - 1, &r, why, sizeof why))
         fail(rs, true, 400, "%s", why);
     else if (j && !j->ranks[r].registered)
         fail(rs, true, 404, "rank %ld has not registered in job %s", r, j->id);

@@ -30,26 +30,6 @@ static bool zeus_job_body(const json_t *in)
     return true;
 }
 
-static bool get_int(const json_t *o, const char *k, long lo, long hi, long *out, char *why,
-                    size_t wn)
-{
-    const json_t *v = json_object_get(o, k);
-    if (!v) {
-        snprintf(why, wn, "field %s is missing", k);
-        return false;
-    }
-    if (!json_is_integer(v)) {
-        snprintf(why, wn, "field %s must be an integer", k);
-        return false;
-    }
-    long long x = json_integer_value(v);
-    if (x < lo || x > hi) {
-        snprintf(why, wn, "field %s = %lld is out of range [%ld, %ld]", k, x, lo, hi);
-        return false;
-    }
-    *out = (long)x;
-    return true;
-}
 
 /* job_metadata becomes part of the job id, hence of a directory name. */
 static bool safe_metadata(const char *s)
@@ -97,7 +77,7 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
         return;
     }
     for (int i = 0; i < 4; i++)
-        if (!get_int(in, ints[i], 1, 1 << 20, &v[i], why, sizeof why)) {
+        if (!srv_json_get_int(in, ints[i], 1, 1 << 20, &v[i], why, sizeof why)) {
             zfail(rs, 422, "%s", why);
             return;
         }
@@ -227,10 +207,10 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
         zfail(rs, 422, "the body must be a RankInfo object");
         return;
     }
-    if (!get_int(in, "rank", 0, j->world - 1, &rank, why, sizeof why) ||
-        !get_int(in, "dp_rank", 0, j->dp - 1, &dp, why, sizeof why) ||
-        !get_int(in, "pp_rank", 0, j->pp - 1, &pp, why, sizeof why) ||
-        !get_int(in, "tp_rank", 0, j->tp - 1, &tp, why, sizeof why)) {
+    if (!srv_json_get_int(in, "rank", 0, j->world - 1, &rank, why, sizeof why) ||
+        !srv_json_get_int(in, "dp_rank", 0, j->dp - 1, &dp, why, sizeof why) ||
+        !srv_json_get_int(in, "pp_rank", 0, j->pp - 1, &pp, why, sizeof why) ||
+        !srv_json_get_int(in, "tp_rank", 0, j->tp - 1, &tp, why, sizeof why)) {
         zfail(rs, 422, "%s", why);
         return;
     }
@@ -453,7 +433,7 @@ static json_t *zeus_result(const json_t *in, srv_result *parsed, long *rank, cha
         snprintf(why, wn, "the body must be a ProfilingResult object");
         return NULL;
     }
-    if (!get_int(in, "rank", 0, 1 << 20, rank, why, wn)) return NULL;
+    if (!srv_json_get_int(in, "rank", 0, 1 << 20, rank, why, wn)) return NULL;
     json_t *o = json_pack("{s:i}", "rank", (json_int_t)*rank);
     json_t *known = json_pack("{s:i}", "rank", (json_int_t)*rank);
     static const char *const keys[] = {"iter_time", "iter_energy", "time_breakdown",

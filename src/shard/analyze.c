@@ -2,6 +2,7 @@
  * points) and repeated segments of an HLO module on a 2-D device mesh (cfp-spec §1.3, §2.2). */
 #include "shard/shard_internal.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -278,8 +279,13 @@ typedef struct builder {
     spec **twin_req; /* [n] 2*K specs (lhs then rhs) */
     int *twin_rhs_side; /* [n] 1 when the twin is the gradient for the anchor's rhs */
     bool *dotanc;    /* [n] has a dot ancestor */
-    uint8_t *mark;   /* scratch [n] */
     int *queue;      /* scratch [n] */
+    uint32_t *stamp; /* [n] visit epochs of depends_on */
+    uint32_t epoch;
+    int *mindot;     /* [n] least topological index of a dot ancestor (INT_MAX: none) */
+    int *pend;       /* registered twins not yet placed (merge_blocks re-points them) */
+    int *pref;       /* [n] block whose anchor reads this weight chain, or -1 (adopt) */
+    int npend;
 } builder;
 
 static erg_status oom(builder *b) { return erg_error_set(b->err, ERG_ENOMEM, "out of memory"); }
@@ -370,13 +376,127 @@ static const spec *out_spec(const erg_shard *s, int ins, int k)
 
 enum { PROP_FREE = 0, PROP_PARTIAL = 1, PROP_FAIL = 2 };
 
-static bool custom_call_identity(const erg_shard *s, const hlo_instr *in)
+static bool same_dims(const hlo_shape *a, const hlo_shape *b);
+
+static bool has_any(const char *t, const char *const *words, size_t n)
 {
-    char *t = hlo_attr_str(s->m, in, "custom_call_target");
-    bool ok = t && (strstr(t, "Gelu") || strstr(t, "TransferWithStaticRing") ||
-                    !strcmp(t, "\"Sharding\""));
+    for (size_t k = 0; k < n; k++)
+        if (strstr(t, words[k]))
+            return true;
+    return false;
+}
+
+/* Class of a custom-call (shard_internal.h, CC_*) from its target and shapes; for fused
+ * attention also the head dim of its rank-4 operands (-1 for rank 3: [batch*heads, seq, d]). */
+static int8_t cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_instr *in,
+                          int8_t *head)
+{
+    static const char *const ew[] = {"gelu", "relu", "silu", "swish", "sigmoid", "tanh",
+                                     "transferwithstaticring", "identity", "dropout",
+                                     "quickgelu", "elementwise"};
+    static const char *const lastdim[] = {"softmax", "layernorm", "layer_norm", "rmsnorm",
+                                          "rms_norm", "normalization", "norm"};
+    static const char *const attn[] = {"fmha", "flash", "attention", "attn", "sdpa", "mha"};
+    *head = -1;
+    char *t = hlo_attr_str(m, in, "custom_call_target");
+    if (!t)
+        return CC_OPAQUE;
+    for (char *q = t; *q; q++)
+        *q = (char)(*q >= 'A' && *q <= 'Z' ? *q - 'A' + 'a' : *q);
+    const hlo_shape *o = &in->shape;
+    if (o->kind == HLO_TUPLE && o->nelems > 0)
+        o = &o->elems[0]; /* fused attention returns (output, statistics/scratch...) */
+    int8_t cls = CC_OPAQUE;
+    /* Array operands of rank > 0 and whether they all have the output's dims. */
+    int narr = 0, nfull = 0;
+    bool all_same = o->kind == HLO_ARRAY, all_compat = all_same;
+    for (int j = 0; j < in->nops; j++) {
+        const hlo_shape *os = &c->ins[in->ops[j]].shape;
+        if (os->kind != HLO_ARRAY) {
+            all_same = all_compat = false;
+            continue;
+        }
+        if (os->rank == 0)
+            continue;
+        narr++;
+        bool same = same_dims(os, o);
+        nfull += same;
+        all_same &= same;
+        /* or the result's trailing dims: a norm's scale and bias ([H] for [T, H]) */
+        bool trailing = o->kind == HLO_ARRAY && os->rank < o->rank;
+        for (int d = 0; trailing && d < os->rank; d++)
+            trailing = os->dims[d] == o->dims[o->rank - os->rank + d];
+        all_compat &= same || trailing;
+    }
+    all_compat &= nfull > 0;
+    bool plain = in->shape.kind == HLO_ARRAY;
+    if (!strcmp(t, "\"sharding\"") || (plain && all_compat && narr > 0 &&
+                                      has_any(t, ew, ERG__ARRAY_LEN(ew))))
+        cls = CC_ELEMENTWISE;
+    else if (has_any(t, attn, ERG__ARRAY_LEN(attn))) {
+        /* Q, K, V of one rank (3 or 4) whose batch and head dims agree; output like Q. */
+        const hlo_shape *Q = in->nops >= 3 ? &c->ins[in->ops[0]].shape : NULL;
+        const hlo_shape *K = Q ? &c->ins[in->ops[1]].shape : NULL;
+        const hlo_shape *V = Q ? &c->ins[in->ops[2]].shape : NULL;
+        bool ok = Q && Q->kind == HLO_ARRAY && K->kind == HLO_ARRAY && V->kind == HLO_ARRAY &&
+                  (Q->rank == 3 || Q->rank == 4) && K->rank == Q->rank && V->rank == Q->rank &&
+                  o->kind == HLO_ARRAY && same_dims(o, Q) && K->dims[0] == Q->dims[0] &&
+                  V->dims[0] == Q->dims[0];
+        if (ok && Q->rank == 4) {
+            /* The head dim: named by cuDNN's dot dimension numbers (batch dims 0 and h),
+             * else the one of dims 1, 2 that K and V share with Q while the other (the
+             * sequence) may differ, else the smaller of the two (heads < sequence). */
+            int h = -1;
+            const hlo_attr *bc = hlo_find_attr(in, "backend_config");
+            if (bc) {
+                const char *b = m->text + bc->off, *e = b + bc->len;
+                static const char key[] = "lhs_batch_dimensions";
+                for (const char *q = b; q + sizeof key - 1 <= e; q++)
+                    if (!memcmp(q, key, sizeof key - 1)) {
+                        const char *r = q + sizeof key - 1;
+                        while (r < e && *r != ']')
+                            r++;
+                        /* the last digit before ']' is the second batch dim */
+                        const char *d = r;
+                        while (d > q && !(d[-1] >= '0' && d[-1] <= '9'))
+                            d--;
+                        if (d > q && (d[-1] == '1' || d[-1] == '2'))
+                            h = d[-1] - '0';
+                        break;
+                    }
+            }
+            if (h < 0) {
+                bool k1 = K->dims[1] == Q->dims[1] && V->dims[1] == Q->dims[1];
+                bool k2 = K->dims[2] == Q->dims[2] && V->dims[2] == Q->dims[2];
+                if (k1 != k2)
+                    h = k1 ? 1 : 2;
+                else
+                    h = Q->dims[1] < Q->dims[2] ? 1 : 2;
+            }
+            ok = K->dims[h] == Q->dims[h] && V->dims[h] == Q->dims[h];
+            *head = (int8_t)h;
+        }
+        cls = ok ? CC_ATTENTION : CC_OPAQUE;
+    } else if (plain && all_compat && narr > 0 && has_any(t, lastdim, ERG__ARRAY_LEN(lastdim)))
+        cls = CC_LASTDIM;
+    else if (plain && all_same && narr > 0)
+        cls = CC_SAMESHAPE;
     erg__free(t);
-    return ok;
+    return cls;
+}
+
+static int8_t cc_of(const erg_shard *s, const hlo_instr *in)
+{
+    return s->nodes[in - s->c->ins].cc;
+}
+
+/* A tensor laid out like fused attention i's output o: Q, K, V, the forward output and its
+ * gradient (backward kernels), dQ, dK, dV: the same rank and the same batch and head sizes. */
+static bool attn_like(const erg_shard *s, int i, const hlo_shape *t, const hlo_shape *o)
+{
+    int h = s->nodes[i].attn_head;
+    return t->kind == HLO_ARRAY && o->kind == HLO_ARRAY && t->rank == o->rank && t->rank > 0 &&
+           t->dims[0] == o->dims[0] && (h < 0 || t->dims[h] == o->dims[h]);
 }
 
 static bool is_identity_op(const erg_shard *s, const hlo_instr *in)
@@ -388,10 +508,21 @@ static bool is_identity_op(const erg_shard *s, const hlo_instr *in)
     case HLO_OP_BITCAST:
         return true;
     case HLO_OP_CUSTOM_CALL:
-        return custom_call_identity(s, in);
+        return cc_of(s, in) == CC_ELEMENTWISE || cc_of(s, in) == CC_SAMESHAPE;
     default:
         return false;
     }
+}
+
+static bool is_dynamic_slice(const hlo_instr *in)
+{
+    return in->op == HLO_OP_OTHER && !strcmp(in->opcode, "dynamic-slice");
+}
+
+/* A get-tuple-element of a parameter (loop-carried state in a while body). */
+static bool is_param_gte(const hlo_comp *c, const hlo_instr *in)
+{
+    return in->op == HLO_OP_GTE && in->nops == 1 && c->ins[in->ops[0]].op == HLO_OP_PARAMETER;
 }
 
 static bool same_dims(const hlo_shape *a, const hlo_shape *b)
@@ -480,10 +611,54 @@ static int prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out,
     const hlo_shape *os = &s->c->ins[in->ops[j]].shape;
     *out = spec_rep();
     *ar_axis = -1;
-    if (in->shape.kind != HLO_ARRAY || os->kind != HLO_ARRAY)
-        return PROP_FAIL;
     int64_t dims[HLO_MAX_RANK];
     int nd;
+    if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_ATTENTION) {
+        /* Fused attention: Q, K, V (operands 0-2) carry batch and head splits to the
+         * output (element 0 of a tuple result); a split elsewhere is gathered. */
+        const hlo_shape *o = in->shape.kind == HLO_TUPLE ? &in->shape.elems[0] : &in->shape;
+        if (!attn_like(s, i, os, o))
+            return PROP_FAIL;
+        int h = s->nodes[i].attn_head;
+        out->d[0] = op->d[0];
+        if (h >= 0)
+            out->d[h] = op->d[h];
+        return PROP_FREE;
+    }
+    if (in->op == HLO_OP_GTE && s->c->ins[in->ops[0]].op == HLO_OP_CUSTOM_CALL &&
+        cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION) {
+        /* Element 0 of a fused attention's tuple carries its spec. */
+        const hlo_shape *t = &s->c->ins[in->ops[0]].shape;
+        nd = hlo_attr_ints(s->m, in, "index", dims, 1);
+        if (t->kind != HLO_TUPLE || nd != 1 || dims[0] < 0 || dims[0] >= t->nelems ||
+            !same_dims(&t->elems[dims[0]], &in->shape) ||
+            !attn_like(s, in->ops[0], &in->shape, &t->elems[0]))
+            return PROP_FAIL;
+        *out = *op; /* dQ, dK, dV of a backward kernel: the same batch and head dims */
+        return PROP_FREE;
+    }
+    if (in->shape.kind != HLO_ARRAY || os->kind != HLO_ARRAY)
+        return PROP_FAIL;
+    if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_LASTDIM) {
+        /* Softmax-like: per row of the last dim; a split of that dim is gathered first. */
+        if (os->rank == 0)
+            return PROP_FREE;
+        if (!same_dims(os, &in->shape))
+            return PROP_FAIL;
+        *out = *op;
+        out->d[os->rank - 1] = SP_R;
+        return PROP_FREE;
+    }
+    if (is_dynamic_slice(in)) {
+        if (j != 0 || os->rank != in->shape.rank)
+            return PROP_FAIL;
+        for (int k = 0; k < os->rank; k++) {
+            if (op->d[k] != SP_R && os->dims[k] != in->shape.dims[k])
+                return PROP_FAIL;
+            out->d[k] = op->d[k];
+        }
+        return PROP_FREE;
+    }
     switch (in->op) {
     case HLO_OP_BROADCAST:
         nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
@@ -564,8 +739,35 @@ static spec prop_bwd(const erg_shard *s, int i, int j, const spec *out)
     const hlo_instr *in = &s->c->ins[i];
     const hlo_shape *os = &s->c->ins[in->ops[j]].shape;
     spec r = spec_rep();
+    if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_ATTENTION) {
+        const hlo_shape *o = in->shape.kind == HLO_TUPLE ? &in->shape.elems[0] : &in->shape;
+        int h = s->nodes[i].attn_head;
+        if (attn_like(s, i, os, o)) {
+            r.d[0] = out->d[0];
+            if (h >= 0)
+                r.d[h] = out->d[h];
+        }
+        return r;
+    }
+    if (in->op == HLO_OP_GTE && s->c->ins[in->ops[0]].op == HLO_OP_CUSTOM_CALL &&
+        cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION)
+        return *out; /* the tuple's spec is element 0's */
     if (in->shape.kind != HLO_ARRAY || os->kind != HLO_ARRAY || os->rank == 0)
         return r;
+    if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_LASTDIM) {
+        if (same_dims(os, &in->shape)) {
+            r = *out;
+            r.d[os->rank - 1] = SP_R;
+        }
+        return r;
+    }
+    if (is_dynamic_slice(in)) {
+        if (j == 0 && os->rank == in->shape.rank)
+            for (int k = 0; k < os->rank; k++)
+                if (os->dims[k] == in->shape.dims[k])
+                    r.d[k] = out->d[k];
+        return r;
+    }
     int64_t dims[HLO_MAX_RANK];
     int nd;
     switch (in->op) {
@@ -616,6 +818,13 @@ static spec prop_bwd(const erg_shard *s, int i, int j, const spec *out)
     default:
         if (is_identity_op(s, in) && same_dims(os, &in->shape))
             return *out;
+        if (in->op == HLO_OP_CUSTOM_CALL && is_identity_op(s, in) && os->rank < in->shape.rank) {
+            /* an operand of the result's trailing dims (a scale or bias) */
+            int off = in->shape.rank - os->rank;
+            for (int k = 0; k < os->rank; k++)
+                if (os->dims[k] == in->shape.dims[off + k])
+                    r.d[k] = out->d[off + k];
+        }
         return r;
     }
 }
@@ -664,7 +873,13 @@ static int enumerate_dot(const erg_shard *s, int i, const dotinfo *d, strat *out
             cands[nc][0] = (put){RB, b, 0}, cands[nc][1] = (put){RM, 0, 1}, ncand[nc++] = 2;
         }
     }
-    for (int c = 0; c < nc && n < max; c++) {
+    /* Roles (M, N, K, batch 0..) split by some valid strategy; on a 2-D mesh a role that no
+     * two-axis strategy can split (its dim does not divide by an axis or by both) gets the
+     * strategies that split it on one axis and replicate on the other (3x2 meshes). */
+    bool role_split[3 + HLO_MAX_RANK] = {0};
+    int first_extra = -1;
+again:
+    for (int c = first_extra < 0 ? 0 : first_extra; c < nc && n < max; c++) {
         strat st;
         st.l = spec_rep();
         st.r = spec_rep();
@@ -701,7 +916,20 @@ static int enumerate_dot(const erg_shard *s, int i, const dotinfo *d, strat *out
             continue;
         if (!spec_valid_for(s, &in->shape, &st.o))
             continue;
+        for (int q = 0; q < ncand[c]; q++)
+            role_split[cands[c][q].role == RB ? 3 + cands[c][q].idx : cands[c][q].role] = true;
         out[n++] = st;
+    }
+    if (two_d && first_extra < 0) {
+        first_extra = nc;
+        for (int r = 0; r < 3 + d->nb && nc < 62; r++) {
+            if (role_split[r])
+                continue;
+            for (int a = 0; a < 2 && nc < 62; a++)
+                cands[nc][0] = (put){r < 3 ? r : RB, r < 3 ? 0 : r - 3, a}, ncand[nc++] = 1;
+        }
+        if (nc > first_extra)
+            goto again;
     }
     return n;
 }
@@ -768,29 +996,45 @@ static int64_t prod_dims(const hlo_shape *sh, const int *idx, int n)
     return p;
 }
 
-/* Mark the descendants of `from` in b->mark (1). */
-static void mark_desc(builder *b, int from)
+/* Whether `v` depends on `a` (a path a -> ... -> v). A backward search from v over nodes
+ * after a in topological order that have a dot ancestor, stopped after DEP_BUDGET visits so
+ * that the analysis stays linear in the module size; past the budget, the necessary
+ * condition "v has a dot ancestor no later than a" decides (in a training step the
+ * gradients depend on every forward dot through the loss, so this only matters for
+ * forward-only graphs with independent branches, which are small). */
+#define DEP_BUDGET 4096
+static bool depends_on(builder *b, int v, int a)
 {
     erg_shard *s = b->s;
-    memset(b->mark, 0, (size_t)s->n);
-    int qh = 0, qt = 0;
-    b->queue[qt++] = from;
-    b->mark[from] = 1;
-    while (qh < qt) {
-        int v = b->queue[qh++];
-        for (int u = 0; u < s->nodes[v].nusers; u++) {
-            int w = s->nodes[v].users[u];
-            if (!b->mark[w]) {
-                b->mark[w] = 1;
-                b->queue[qt++] = w;
-            }
+    int ta = s->nodes[a].topo;
+    if (++b->epoch == 0) {
+        memset(b->stamp, 0, (size_t)s->n * sizeof *b->stamp);
+        b->epoch = 1;
+    }
+    int sp = 0, visits = 0;
+    b->queue[sp++] = v;
+    b->stamp[v] = b->epoch;
+    while (sp > 0) {
+        int x = b->queue[--sp];
+        if (x == a)
+            return true;
+        if (++visits > DEP_BUDGET)
+            return b->mindot[v] <= ta;
+        const hlo_instr *in = &s->c->ins[x];
+        for (int j = 0; j < in->nops; j++) {
+            int o = in->ops[j];
+            if (b->stamp[o] == b->epoch || s->nodes[o].topo < ta || (o != a && !b->dotanc[o]))
+                continue;
+            b->stamp[o] = b->epoch;
+            b->queue[sp++] = o;
         }
     }
+    return false;
 }
 
 /* Find the backward twin of anchor `a` with respect to its operand `side` (cfp-spec §1.3). */
 static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int side,
-                            const strat *st, bool *desc_ready)
+                            const strat *st)
 {
     erg_shard *s = b->s;
     const hlo_comp *c = s->c;
@@ -864,11 +1108,7 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                     cp *= c->ins[x].shape.dims[q ? td.rc[k] : td.lc[k]];
                 if (cp != space_prod)
                     continue;
-                if (!*desc_ready) {
-                    mark_desc(b, a);
-                    *desc_ready = true;
-                }
-                if (!b->mark[other] && b->dotanc[other])
+                if (b->dotanc[other] && !depends_on(b, other, a))
                     continue;
                 spec *req = erg__calloc((size_t)K * 2, sizeof(spec));
                 if (!req) {
@@ -889,6 +1129,7 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                     continue;
                 }
                 b->twin_pb[w] = pbi;
+                b->pend[b->npend++] = w;
                 b->twin_req[w] = req;
                 b->twin_rhs_side[w] = side;
                 goto out;
@@ -962,9 +1203,8 @@ static erg_status new_anchor(builder *b, int i)
     if (rc)
         return rc;
     s->nodes[i].is_anchor = true;
-    bool desc_ready = false;
     for (int side = 0; side < 2; side++)
-        if ((rc = find_twin(b, pbi, i, &d, side, st, &desc_ready)))
+        if ((rc = find_twin(b, pbi, i, &d, side, st)))
             return rc;
     return ERG_OK;
 }
@@ -1000,7 +1240,8 @@ static erg_status merge_blocks(builder *b, int p, int q, const int *sigma)
     }
     Q->nmem = 0;
     Q->alive = false;
-    for (int i = 0; i < s->n; i++)
+    for (int t = 0; t < b->npend; t++) {
+        int i = b->pend[t];
         if (b->twin_pb[i] == q) {
             spec *r = erg__calloc((size_t)K * 2, sizeof(spec));
             if (!r)
@@ -1013,6 +1254,7 @@ static erg_status merge_blocks(builder *b, int p, int q, const int *sigma)
             b->twin_req[i] = r;
             b->twin_pb[i] = p;
         }
+    }
     return ERG_OK;
 }
 
@@ -1114,9 +1356,8 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
                 st[k].r = m->req[K + k];
                 st[k].o = m->out[k];
             }
-            bool desc_ready = false;
             for (int side = 0; side < 2 && !rc; side++)
-                rc = find_twin(b, p, i, &d, side, st, &desc_ready);
+                rc = find_twin(b, p, i, &d, side, st);
             erg__free(st);
         }
     }
@@ -1127,6 +1368,9 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
 
 static bool is_boundary_op(const erg_shard *s, const hlo_instr *in)
 {
+    if (in->op == HLO_OP_GTE)
+        return !(s->c->ins[in->ops[0]].op == HLO_OP_CUSTOM_CALL &&
+                 cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION);
     switch (in->op) {
     case HLO_OP_GATHER:
     case HLO_OP_SCATTER:
@@ -1135,17 +1379,26 @@ static bool is_boundary_op(const erg_shard *s, const hlo_instr *in)
     case HLO_OP_CALL:
     case HLO_OP_FUSION:
     case HLO_OP_RNG:
-    case HLO_OP_GTE:
     case HLO_OP_DOT:
     case HLO_OP_CONVOLUTION:
         return true;
     case HLO_OP_CUSTOM_CALL:
-        return !custom_call_identity(s, in);
+        return cc_of(s, in) == CC_OPAQUE;
     case HLO_OP_OTHER:
-        return true;
+        return !is_dynamic_slice(in);
     default:
         return false;
     }
+}
+
+/* Whether instruction o's spec describes an array: arrays of rank > 0, and the tuple result
+ * of a fused attention custom-call (its spec is element 0's). */
+static bool carries_spec(const erg_shard *s, int o)
+{
+    const hlo_instr *in = &s->c->ins[o];
+    if (in->shape.kind == HLO_ARRAY)
+        return in->shape.rank > 0;
+    return in->op == HLO_OP_CUSTOM_CALL && s->nodes[o].cc == CC_ATTENTION;
 }
 
 /* A non-dot instruction whose operands are owned: follow the block of its deepest operand. */
@@ -1157,7 +1410,7 @@ static erg_status follow(builder *b, int i)
     bool merge = false;
     for (int j = 0; j < in->nops; j++) {
         int o = in->ops[j], q = s->nodes[o].pb;
-        if (q < 0 || s->c->ins[o].shape.kind != HLO_ARRAY || s->c->ins[o].shape.rank == 0)
+        if (q < 0 || !carries_spec(s, o))
             continue;
         if (p >= 0 && q != p)
             merge = true;
@@ -1174,15 +1427,16 @@ static erg_status follow(builder *b, int i)
         return oom(b);
     for (int k = 0; k < K; k++) {
         bool have = false;
-        int status = PROP_FREE, ar = -1;
+        int status = PROP_FREE, ar = -1, definer = -1;
         spec out = spec_rep();
         /* First operand of block p defines the output spec. */
         for (int j = 0; j < in->nops && !have; j++) {
             int o = in->ops[j];
-            if (s->nodes[o].pb != p || s->c->ins[o].shape.rank == 0)
+            if (s->nodes[o].pb != p || !carries_spec(s, o))
                 continue;
             status = prop_fwd(s, i, j, out_spec(s, o, k), &out, &ar);
             have = true;
+            definer = j;
             if (status == PROP_FAIL)
                 out = spec_rep();
             else if (status == PROP_FREE || status == PROP_PARTIAL)
@@ -1191,6 +1445,10 @@ static erg_status follow(builder *b, int i)
         if (!spec_valid_for(s, &in->shape, &out))
             out = spec_rep();
         m->out[k] = out;
+        /* Custom-calls that drop some splits (softmax-like, attention) need their input
+         * gathered there: the definer's requirement follows from the output. */
+        if (in->op == HLO_OP_CUSTOM_CALL && definer >= 0 && status == PROP_FREE)
+            m->req[definer * K + k] = prop_bwd(s, i, definer, &out);
         if (status == PROP_PARTIAL && ar >= 0) {
             double bytes = hlo_shape_bytes(&in->shape) / shard_tiles(s, &out, in->shape.rank);
             if (!add_coll(m, k, COLL_AR, ar, bytes))
@@ -1198,18 +1456,8 @@ static erg_status follow(builder *b, int i)
         }
         /* Every other operand must arrive as this op needs it. */
         for (int j = 0; j < in->nops; j++) {
-            int o = in->ops[j];
-            bool definer = s->nodes[o].pb == p && s->c->ins[o].shape.rank != 0 &&
-                           (status == PROP_FREE || status == PROP_PARTIAL);
-            if (definer) {
-                /* only the first such operand is the definer */
-                bool first = true;
-                for (int jj = 0; jj < j; jj++)
-                    if (s->nodes[in->ops[jj]].pb == p && s->c->ins[in->ops[jj]].shape.rank != 0)
-                        first = false;
-                if (first)
-                    continue;
-            }
+            if (j == definer && (status == PROP_FREE || status == PROP_PARTIAL))
+                continue;
             m->req[j * K + k] = (status == PROP_PARTIAL && j == 0) ? m->req[j * K + k]
                                                                     : prop_bwd(s, i, j, &out);
         }
@@ -1235,23 +1483,57 @@ static erg_status adopt(builder *b, int i)
     case HLO_OP_COPY:
     case HLO_OP_BITCAST:
         break;
+    case HLO_OP_CUSTOM_CALL:
+        /* weights behind a same-shape custom-call (Neuron's TransferWithStaticRing) */
+        if (nd->cc != CC_ELEMENTWISE && nd->cc != CC_SAMESHAPE && nd->cc != CC_LASTDIM)
+            return ERG_OK;
+        break;
+    case HLO_OP_GTE:
+        /* loop-carried state of a while body (a stacked weight) */
+        if (!is_param_gte(s->c, in))
+            return ERG_OK;
+        break;
+    case HLO_OP_ELEMENTWISE:
+        /* CFP's "attach the remaining instructions" (cfp-spec §1.2 phase 3): a computation
+         * on unowned values whose users all lie in one block, e.g. the in-graph optimizer's
+         * update of its moment estimates, is done on that block's shards */
+        if (in->shape.rank == 0)
+            return ERG_OK;
+        break;
     default:
-        return ERG_OK;
+        if (!is_dynamic_slice(in)) /* one layer of a stacked weight */
+            return ERG_OK;
     }
     for (int j = 0; j < in->nops; j++)
         if (s->nodes[in->ops[j]].pb >= 0)
             return ERG_OK;
     int p = -1, first_user = -1;
+    bool several = false;
     for (int u = 0; u < nd->nusers; u++) {
         int w = nd->users[u];
         if (s->nodes[w].sink)
             continue;
         int q = s->nodes[w].pb;
-        if (q < 0 || (p >= 0 && q != p))
-            return ERG_OK;
+        if (q < 0 || (p >= 0 && q != p)) {
+            several = true;
+            break;
+        }
         p = q;
         if (first_user < 0)
             first_user = w;
+    }
+    if (several) {
+        /* A weight (or its transfer/transpose chain) that an anchor of block b->pref[i]
+         * reads, also used elsewhere (the optimizer update of a training step, a tied
+         * embedding): it takes that block's spec, and its other users reshard from it
+         * (edges, or gathers for replicated users) instead of the weight staying whole. */
+        p = b->pref[i];
+        first_user = -1;
+        for (int u = 0; p >= 0 && u < nd->nusers && first_user < 0; u++)
+            if (s->nodes[nd->users[u]].pb == p && !s->nodes[nd->users[u]].sink)
+                first_user = nd->users[u];
+        if (first_user < 0)
+            return ERG_OK;
     }
     if (p < 0)
         return ERG_OK;
@@ -1271,6 +1553,195 @@ static erg_status adopt(builder *b, int i)
         m->out[k] = o;
         for (int j = 0; j < in->nops; j++)
             m->req[j * K + k] = prop_bwd(s, i, j, &o);
+    }
+    return ERG_OK;
+}
+
+/* ---- all-reduce reassociation ---- */
+
+static bool is_add(const hlo_instr *in)
+{
+    return in->op == HLO_OP_ELEMENTWISE && !strcmp(in->opcode, "add");
+}
+
+/* The dot member that produces `v` through single-use reshape, bitcast, copy or transpose
+ * members of its block (same bytes), or -1. The dot must have `v`'s chain as its only use. */
+static int partial_source(const erg_shard *s, int v)
+{
+    int p = s->nodes[v].pb;
+    if (p < 0)
+        return -1;
+    for (int guard = 0; guard < 16; guard++) {
+        const hlo_instr *in = &s->c->ins[v];
+        if (s->nodes[v].pb != p)
+            return -1;
+        if (in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION)
+            return s->nodes[v].nusers == 1 ? v : -1;
+        if (!(in->op == HLO_OP_RESHAPE || in->op == HLO_OP_BITCAST || in->op == HLO_OP_COPY ||
+              in->op == HLO_OP_TRANSPOSE) ||
+            in->nops != 1 || s->nodes[in->ops[0]].nusers != 1)
+            return -1;
+        v = in->ops[0];
+    }
+    return -1;
+}
+
+/* Whether `v` is an add that continues a tree: its single user is an add of its shape. */
+static bool inner_add(const erg_shard *s, int v)
+{
+    const hlo_instr *in = &s->c->ins[v];
+    if (!is_add(in) || s->nodes[v].nusers != 1)
+        return false;
+    int u = s->nodes[v].users[0];
+    return is_add(&s->c->ins[u]) && same_dims(&s->c->ins[u].shape, &in->shape);
+}
+
+/* The leaves of the add tree rooted at `r`, in operand order (adds of any block). */
+static void add_leaves(const erg_shard *s, int r, int *leaves, int *nl, int max, int depth)
+{
+    const hlo_instr *in = &s->c->ins[r];
+    for (int j = 0; j < in->nops; j++) {
+        int o = in->ops[j];
+        if (depth < 64 && inner_add(s, o) && s->nodes[o].users[0] == r)
+            add_leaves(s, o, leaves, nl, max, depth + 1);
+        else if (*nl < max)
+            leaves[(*nl)++] = o;
+    }
+}
+
+/* The all-reduce a member needs under strategy k: its axis (or -1) and bytes. */
+static int member_ar(const member *m, int k, double *bytes)
+{
+    for (int c = 0; c < m->ncolls; c++)
+        if (m->coll_k[c] == k && m->colls[c].kind == COLL_AR) {
+            *bytes = m->colls[c].bytes;
+            return m->colls[c].axis;
+        }
+    return -1;
+}
+
+static void drop_ar(erg_shard *s, member *m, int k)
+{
+    for (int c = 0; c < m->ncolls; c++)
+        if (m->coll_k[c] == k && m->colls[c].kind == COLL_AR) {
+            m->colls[c] = m->colls[m->ncolls - 1];
+            m->coll_k[c] = m->coll_k[m->ncolls - 1];
+            m->ncolls--;
+            s->reassoc_saved++;
+            return;
+        }
+}
+
+/*
+ * Sibling dots whose partial sums are added (the input gradients of separate Q, K and V
+ * projections under a column split: dX = dQ·Wqᵀ + dK·Wkᵀ + dV·Wvᵀ, each contracting the
+ * split dim) need one all-reduce of the sum, not one each: XLA's AllReduceReassociate does
+ * exactly this. For every maximal add tree, the dot members that produce its leaves
+ * ("sources", in operand order):
+ *  - all in one block: per strategy, the first source with an all-reduce keeps it and every
+ *    other one all-reducing the same size on the same axis drops it (p partial sums, one
+ *    all-reduce);
+ *  - in several blocks: each pair of consecutive sources saves one all-reduce when both
+ *    all-reduce the same size on the same axis: inside a block the later one drops it, across
+ *    blocks the pair is recorded (s->rpairs) and cost.c lowers the resharding edge between
+ *    the two blocks by one all-reduce for those strategy pairs. This never counts more than
+ *    p - 1 savings (it can count fewer when partial sums are not adjacent).
+ */
+static erg_status reassociate(erg_shard *s, erg_error *err)
+{
+    enum { MAXL = 64 };
+    int leaves[MAXL], src[MAXL];
+    for (int r = 0; r < s->n; r++) {
+        const hlo_instr *R = &s->c->ins[r];
+        if (!is_add(R) || R->shape.kind != HLO_ARRAY || inner_add(s, r))
+            continue;
+        int nl = 0, ns = 0;
+        add_leaves(s, r, leaves, &nl, MAXL, 0);
+        for (int l = 0; l < nl; l++) {
+            int d = partial_source(s, leaves[l]);
+            if (d >= 0)
+                src[ns++] = d;
+        }
+        if (ns < 2)
+            continue;
+        bool one = true;
+        for (int l = 1; l < ns; l++)
+            one &= s->nodes[src[l]].pb == s->nodes[src[0]].pb;
+        if (one) {
+            pblock *P = &s->pbs[s->nodes[src[0]].pb];
+            for (int k = 0; k < P->K; k++) {
+                int keep_axis = -2;
+                double keep_bytes = 0, b;
+                for (int l = 0; l < ns; l++) {
+                    member *m = &P->mem[s->nodes[src[l]].slot];
+                    int ax = member_ar(m, k, &b);
+                    if (ax < 0)
+                        continue;
+                    if (keep_axis == -2) {
+                        keep_axis = ax;
+                        keep_bytes = b;
+                    } else if (ax == keep_axis && b == keep_bytes) {
+                        drop_ar(s, m, k);
+                    }
+                }
+            }
+            continue;
+        }
+        /* Several blocks: the all-reduces before any is dropped, per source and strategy. */
+        int8_t *ax[MAXL];
+        double *by[MAXL];
+        bool ok = true;
+        for (int l = 0; l < ns; l++) {
+            const pblock *P = &s->pbs[s->nodes[src[l]].pb];
+            ax[l] = erg__malloc((size_t)P->K);
+            by[l] = erg__malloc((size_t)P->K * sizeof(double));
+            ok &= ax[l] && by[l];
+            for (int k = 0; ax[l] && by[l] && k < P->K; k++) {
+                by[l][k] = 0;
+                ax[l][k] = (int8_t)member_ar(&P->mem[s->nodes[src[l]].slot], k, &by[l][k]);
+            }
+        }
+        for (int l = 0; ok && l + 1 < ns; l++) {
+            int pa = s->nodes[src[l]].pb, pb2 = s->nodes[src[l + 1]].pb;
+            if (pa == pb2) {
+                pblock *P = &s->pbs[pa];
+                for (int k = 0; k < P->K; k++)
+                    if (ax[l][k] != -1 && ax[l][k] == ax[l + 1][k] && by[l][k] == by[l + 1][k])
+                        drop_ar(s, &P->mem[s->nodes[src[l + 1]].slot], k);
+                continue;
+            }
+            rpair *np = erg__reallocarray(s->rpairs, (size_t)s->nrpairs + 1, sizeof *np);
+            if (!np) {
+                ok = false;
+                break;
+            }
+            s->rpairs = np;
+            np[s->nrpairs++] = (rpair){src[l], src[l + 1], ax[l], by[l], ax[l + 1], by[l + 1],
+                                       false};
+            /* the arrays now belong to the pair(s); copy for the next pair's left side */
+            int8_t *ca = erg__malloc((size_t)s->pbs[pb2].K);
+            double *cb = erg__malloc((size_t)s->pbs[pb2].K * sizeof(double));
+            if (!ca || !cb) {
+                erg__free(ca);
+                erg__free(cb);
+                ax[l + 1] = NULL;
+                by[l + 1] = NULL;
+                ok = false;
+                break;
+            }
+            memcpy(ca, ax[l + 1], (size_t)s->pbs[pb2].K);
+            memcpy(cb, by[l + 1], (size_t)s->pbs[pb2].K * sizeof(double));
+            ax[l] = NULL;
+            by[l] = NULL;
+            ax[l + 1] = ca;
+            by[l + 1] = cb;
+        }
+        for (int l = 0; l < ns; l++) {
+            erg__free(ax[l]);
+            erg__free(by[l]);
+        }
+        if (!ok)
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
     }
     return ERG_OK;
 }
@@ -1349,10 +1820,24 @@ static erg_status build_graph(erg_shard *s, erg_error *err)
     if (cyclic)
         qt = -1;
     erg__free(cnt);
+    if (qt != n) {
+        /* The parser rejects cycles; kept for modules built by other means. */
+        long line = 0, col = 0;
+        int at = 0;
+        while (at < n && indeg[at] != 1)
+            at++;
+        hlo_line_col(s->m, c->ins[at < n ? at : 0].start, &line, &col);
+        erg__free(indeg);
+        return erg_error_set(err, ERG_EPARSE, "%s:%ld: computation '%s' has a cycle through '%s'",
+                             s->m->filename, line, c->name, c->ins[at < n ? at : 0].name);
+    }
     erg__free(indeg);
-    if (qt != n)
-        return erg_error_set(err, ERG_EPARSE, "%s: computation '%s' has a cycle",
-                             s->m->filename, c->name);
+    for (int i = 0; i < n; i++) {
+        const hlo_instr *in = &c->ins[i];
+        int8_t h = -1;
+        s->nodes[i].cc = in->op == HLO_OP_CUSTOM_CALL ? cc_classify(s->m, c, in, &h) : CC_NONE;
+        s->nodes[i].attn_head = h;
+    }
     for (int i = 0; i < n; i++) {
         const hlo_instr *in = &c->ins[i];
         s->nodes[i].sink = in->op == HLO_OP_TUPLE || (i == c->root && in->shape.kind != HLO_ARRAY);
@@ -1467,18 +1952,17 @@ static erg_status find_segments(erg_shard *s, erg_error *err)
 {
     int n = s->norder;
     int best_p = 0, best_s = 0, best_l = 0;
-    /* Brute force is O(64 n^2): beyond 4096 blocks, chunks only. */
-    for (int p = 1; p <= 64 && 2 * p <= n && n <= 4096; p++) {
+    /* For each period p, run[i] = how many consecutive positions from i have
+     * hash[j] == hash[j + p]; a start st then repeats 1 + run[st] / p times. O(64 n). */
+    int *run = erg__malloc((size_t)(n + 1) * sizeof(int));
+    if (!run)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    for (int p = 1; p <= 64 && 2 * p <= n; p++) {
+        run[n - p] = 0;
+        for (int i = n - p - 1; i >= 0; i--)
+            run[i] = s->pbs[s->order[i]].hash == s->pbs[s->order[i + p]].hash ? run[i + 1] + 1 : 0;
         for (int st = 0; st + 2 * p <= n; st++) {
-            int L = 1;
-            while (st + (L + 1) * p <= n) {
-                bool eq = true;
-                for (int k = 0; k < p && eq; k++)
-                    eq = s->pbs[s->order[st + L * p + k]].hash == s->pbs[s->order[st + k]].hash;
-                if (!eq)
-                    break;
-                L++;
-            }
+            int L = 1 + run[st] / p;
             if (L >= 2 && (long)L * p > (long)best_l * best_p) {
                 best_p = p;
                 best_s = st;
@@ -1486,6 +1970,7 @@ static erg_status find_segments(erg_shard *s, erg_error *err)
             }
         }
     }
+    erg__free(run);
     erg_status st;
     if (best_l < 2)
         return add_chunks(s, 0, n, err);
@@ -1591,14 +2076,146 @@ static long trip_count(const erg_hlo_module *m, int ci, const char **loop)
     return 0;
 }
 
+/* Largest replica group of a collective: {{0,1},{2,3}} -> 2, [2,4]<=[8] -> 4, {} (all
+ * devices) or a missing attribute -> -1. */
+static long largest_group(const erg_hlo_module *m, const hlo_instr *in)
+{
+    const hlo_attr *a = hlo_find_attr(in, "replica_groups");
+    if (!a)
+        a = hlo_find_attr(in, "source_target_pairs");
+    if (!a)
+        return -1;
+    const char *t = m->text + a->off, *e = t + a->len;
+    if (a->len && *t == '[') {
+        /* iota form [groups,size]<=[n]: the last dim before ']' is the group size */
+        const char *r = memchr(t, ']', (size_t)(e - t));
+        long v = 0;
+        const char *q = r;
+        while (q && q > t && q[-1] >= '0' && q[-1] <= '9')
+            q--;
+        for (; q && q < r; q++)
+            v = v * 10 + (*q - '0');
+        return v > 0 ? v : -1;
+    }
+    long best = 0, cur = 0;
+    int depth = 0;
+    bool any = false;
+    for (const char *q = t; q < e; q++) {
+        if (*q == '{') {
+            depth++;
+            if (depth == 2)
+                cur = 0, any = false;
+        } else if (*q == '}') {
+            if (depth == 2 && any)
+                best = ERG__MAX(best, cur + 1);
+            depth--;
+        } else if (depth == 2 && *q == ',') {
+            cur++;
+        } else if (depth == 2 && *q >= '0' && *q <= '9') {
+            any = true;
+        }
+    }
+    return best > 0 ? best : -1;
+}
+
+/* cfp-spec §1.3: collectives already present mean the module was partitioned (per-device
+ * shapes); planning it again would re-annotate per-device tensors. */
+static erg_status check_unpartitioned(const erg_hlo_module *m, erg_error *err)
+{
+    bool annotated = false;
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c].n; i++) {
+            const hlo_instr *in = &m->comps[c].ins[i];
+            annotated |= hlo_find_attr(in, "sharding") != NULL;
+            bool is_coll = in->op == HLO_OP_COLLECTIVE || !strcmp(in->opcode, "cross-replica-sum") ||
+                        !strcmp(in->opcode, "collective-permute-start") ||
+                        !strcmp(in->opcode, "collective-broadcast") ||
+                        !strcmp(in->opcode, "ragged-all-to-all");
+            bool ids = !strcmp(in->opcode, "partition-id") || !strcmp(in->opcode, "replica-id");
+            long g = is_coll ? largest_group(m, in) : 0;
+            /* A collective whose groups each hold one device is a no-op; any other one
+             * (explicit groups, or {} meaning all devices) says the module is partitioned
+             * or data-parallel already. */
+            bool real = is_coll && g != 1;
+            if (real || ids) {
+                long line, col;
+                hlo_line_col(m, in->start, &line, &col);
+                return erg_error_set(
+                    err, ERG_EINVAL,
+                    "%s:%ld: the module is already partitioned: '%s' is %s%s%s (num_partitions=%ld); "
+                    "ergon shard plans the single-device module before SPMD partitioning (its "
+                    "shapes are whole tensors): give it that module instead",
+                    m->filename, line, in->name, is_coll ? "a collective " : "a ", in->opcode,
+                    is_coll && g > 1 ? " over device groups" : "", m->num_partitions);
+            }
+        }
+    if (m->num_partitions > 1 && !annotated)
+        return erg_error_set(err, ERG_EINVAL,
+                             "%s: the module declares num_partitions=%ld but carries no "
+                             "sharding annotation: it looks already partitioned (per-device "
+                             "shapes); ergon shard plans the single-device module before SPMD "
+                             "partitioning: give it that module instead",
+                             m->filename, m->num_partitions);
+    return ERG_OK;
+}
+
 erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_shard **out,
                              erg_error *err)
 {
     return erg_shard_analyze_computation(m, NULL, mesh0, mesh1, out, err);
 }
 
+static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0,
+                             int mesh1, erg_shard **out, erg_error *err);
+
 erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *computation,
                                          int mesh0, int mesh1, erg_shard **out, erg_error *err)
+{
+    erg_error le;
+    erg_status st = analyze_on(m, computation, mesh0, mesh1, out, &le);
+    if (st && err)
+        *err = le;
+    /* A 1-D mesh of n devices whose size divides no dim: view it as a 2-D mesh a x b (the same
+     * devices, ids i*b + j) so that a dim divisible by a factor can be split on that axis and
+     * replicated on the other (1x6 as 2x3 or 3x2). */
+    int n = mesh0 * mesh1;
+    if (st != ERG_ENOTFOUND || (mesh0 != 1 && mesh1 != 1) || !strstr(le.msg, "has a strategy"))
+        return st;
+    for (int b = n / 2; b >= 2; b--) {
+        if (n % b)
+            continue;
+        erg_error e2;
+        if (analyze_on(m, computation, n / b, b, out, &e2) == ERG_OK) {
+            (*out)->mesh_req[0] = mesh0;
+            (*out)->mesh_req[1] = mesh1;
+            return ERG_OK;
+        }
+    }
+    return st;
+}
+
+/* The storage a dot operand v reads: a parameter, or in a while body the get-tuple-element
+ * of the loop state, reached through reshape/transpose/convert/copy, same-shape custom-calls
+ * (Neuron's TransferWithStaticRing) and the dynamic-slice that takes one layer out of a
+ * stacked weight; -1 if none. */
+static int weight_storage(const erg_shard *s, int v)
+{
+    for (int guard = 0; guard < 32; guard++) {
+        const hlo_instr *V = &s->c->ins[v];
+        if (V->op == HLO_OP_PARAMETER || is_param_gte(s->c, V))
+            return v;
+        bool through = is_chain_op(V) || is_dynamic_slice(V) ||
+                       (V->op == HLO_OP_CUSTOM_CALL &&
+                        (s->nodes[v].cc == CC_ELEMENTWISE || s->nodes[v].cc == CC_SAMESHAPE));
+        if (!through || V->nops < 1)
+            return -1;
+        v = V->ops[0];
+    }
+    return -1;
+}
+
+static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0,
+                             int mesh1, erg_shard **out, erg_error *err)
 {
     if (!m || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_analyze: NULL argument");
@@ -1607,6 +2224,9 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
         return erg_error_set(err, ERG_EINVAL,
                              "mesh %dx%d: both sizes must be >= 1 and their product >= 2",
                              mesh0, mesh1);
+    erg_status pst = check_unpartitioned(m, err);
+    if (pst)
+        return pst;
     int ci = m->entry;
     if (computation) {
         ci = hlo_find_comp(m, computation);
@@ -1625,8 +2245,8 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
         if (t > 0)
             s->trips = t;
     }
-    s->mesh[0] = mesh0;
-    s->mesh[1] = mesh1;
+    s->mesh[0] = s->mesh_req[0] = mesh0;
+    s->mesh[1] = s->mesh_req[1] = mesh1;
     s->n = s->c->n;
     builder B = {.s = s, .err = err}, *b = &B;
     erg_status st = ERG_ENOMEM;
@@ -1636,10 +2256,13 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
     b->twin_req = erg__calloc((size_t)s->n, sizeof(spec *));
     b->twin_rhs_side = erg__calloc((size_t)s->n, sizeof(int));
     b->dotanc = erg__calloc((size_t)s->n, sizeof(bool));
-    b->mark = erg__calloc((size_t)s->n, 1);
+    b->stamp = erg__calloc((size_t)s->n, sizeof *b->stamp);
+    b->mindot = erg__malloc((size_t)s->n * sizeof(int));
+    b->pend = erg__malloc((size_t)s->n * sizeof(int));
+    b->pref = erg__malloc((size_t)s->n * sizeof(int));
     b->queue = erg__calloc((size_t)s->n, sizeof(int));
     if (!s->nodes || !s->topo || !b->twin_pb || !b->twin_req || !b->twin_rhs_side ||
-        !b->dotanc || !b->mark || !b->queue) {
+        !b->dotanc || !b->queue || !b->stamp || !b->mindot || !b->pend || !b->pref) {
         erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
@@ -1650,11 +2273,14 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
     for (int t = 0; t < s->n; t++) {
         int i = s->topo[t];
         const hlo_instr *in = &s->c->ins[i];
+        b->mindot[i] = INT_MAX;
         for (int j = 0; j < in->nops; j++) {
             int o = in->ops[j];
-            if (s->c->ins[o].op == HLO_OP_DOT || s->c->ins[o].op == HLO_OP_CONVOLUTION ||
-                b->dotanc[o])
+            bool isdot = s->c->ins[o].op == HLO_OP_DOT || s->c->ins[o].op == HLO_OP_CONVOLUTION;
+            if (isdot || b->dotanc[o])
                 b->dotanc[i] = true;
+            int md = isdot ? ERG__MIN(s->nodes[o].topo, b->mindot[o]) : b->mindot[o];
+            b->mindot[i] = ERG__MIN(b->mindot[i], md);
         }
     }
     /* Growth in topological order. */
@@ -1685,15 +2311,14 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
                 goto done;
             continue;
         }
-        if (nd->boundary || in->shape.kind != HLO_ARRAY)
+        if (nd->boundary || (in->shape.kind != HLO_ARRAY && !carries_spec(s, i)))
             continue;
         if ((st = follow(b, i)))
             goto done;
     }
-    for (int t = s->n - 1; t >= 0; t--)
-        if ((st = adopt(b, s->topo[t])))
-            goto done;
-    /* Weights: parameters adopted through an anchor's rhs chain. */
+    /* Weight chains first read by an anchor: their preferred block (adopt). */
+    for (int i = 0; i < s->n; i++)
+        b->pref[i] = -1;
     for (int p = 0; p < s->npb; p++) {
         if (!s->pbs[p].alive)
             continue;
@@ -1701,18 +2326,42 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
             int a = s->pbs[p].mem[mi].ins;
             if (!s->nodes[a].is_anchor)
                 continue;
-            int v = s->c->ins[a].ops[1];
-            for (int guard = 0; guard < 16; guard++) {
-                if (s->c->ins[v].op == HLO_OP_PARAMETER) {
-                    s->nodes[v].weight = s->nodes[v].pb == p;
+            int side = weight_storage(s, s->c->ins[a].ops[1]) >= 0 ? 1
+                       : weight_storage(s, s->c->ins[a].ops[0]) >= 0 ? 0
+                                                                       : -1;
+            for (int v = side >= 0 ? s->c->ins[a].ops[side] : -1, guard = 0; v >= 0 && guard < 32;
+                 guard++) {
+                if (s->nodes[v].pb >= 0 || b->pref[v] >= 0)
                     break;
-                }
-                if (!is_chain_op(&s->c->ins[v]) || s->c->ins[v].nops < 1)
+                b->pref[v] = p;
+                const hlo_instr *V = &s->c->ins[v];
+                if (V->op == HLO_OP_PARAMETER || is_param_gte(s->c, V) || V->nops < 1)
                     break;
-                v = s->c->ins[v].ops[0];
+                v = V->ops[0];
             }
         }
     }
+    for (int t = s->n - 1; t >= 0; t--)
+        if ((st = adopt(b, s->topo[t])))
+            goto done;
+    /* Weights: the storage (weight_storage) an anchor reads, adopted by its block. */
+    for (int p = 0; p < s->npb; p++) {
+        if (!s->pbs[p].alive)
+            continue;
+        for (int mi = 0; mi < s->pbs[p].nmem; mi++) {
+            int a = s->pbs[p].mem[mi].ins;
+            if (!s->nodes[a].is_anchor)
+                continue;
+            /* the rhs, or the lhs when only the lhs leads to a parameter (dot(W, x)) */
+            int w0 = weight_storage(s, s->c->ins[a].ops[0]);
+            int w1 = weight_storage(s, s->c->ins[a].ops[1]);
+            int w = w1 >= 0 ? w1 : w0;
+            if (w >= 0)
+                s->nodes[w].weight |= s->nodes[w].pb == p;
+        }
+    }
+    if ((st = reassociate(s, err)))
+        goto done;
     /* Live blocks in creation order. */
     s->order = erg__calloc((size_t)(s->npb ? s->npb : 1), sizeof(int));
     s->pos_of = erg__calloc((size_t)(s->npb ? s->npb : 1), sizeof(int));
@@ -1738,10 +2387,20 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
                          "--computation %s", s->c->ins[i].name, body, body);
             erg__free(body);
         }
-        st = erg_error_set(err, ERG_ENOTFOUND,
-                           "%s: no dot in computation '%s' has a valid strategy on the %dx%d "
-                           "mesh, nothing to shard%s",
-                           m->filename, s->c->name, mesh0, mesh1, hint);
+        size_t ndots = 0;
+        for (int i = 0; i < s->n; i++)
+            ndots += s->c->ins[i].op == HLO_OP_DOT || s->c->ins[i].op == HLO_OP_CONVOLUTION;
+        if (ndots == 0)
+            st = erg_error_set(err, ERG_ENOTFOUND,
+                               "%s: computation '%s' has no dot or convolution, nothing to "
+                               "shard (its %d instructions stay replicated)%s",
+                               m->filename, s->c->name, s->n, hint);
+        else
+            st = erg_error_set(err, ERG_ENOTFOUND,
+                               "%s: none of the %zu dots/convolutions in computation '%s' has "
+                               "a strategy on the %dx%d mesh whose splits divide its dims "
+                               "evenly, nothing to shard%s",
+                               m->filename, ndots, s->c->name, mesh0, mesh1, hint);
         goto done;
     }
     if ((st = block_hashes(s, err)) || (st = find_segments(s, err)))
@@ -1758,7 +2417,10 @@ done:
     erg__free(b->twin_req);
     erg__free(b->twin_rhs_side);
     erg__free(b->dotanc);
-    erg__free(b->mark);
+    erg__free(b->stamp);
+    erg__free(b->mindot);
+    erg__free(b->pend);
+    erg__free(b->pref);
     erg__free(b->queue);
     if (st) {
         erg_shard_free(s);
@@ -1812,6 +2474,13 @@ void erg_shard_free(erg_shard *s)
         erg__free(s->segs[i].keep_mem);
     }
     erg__free(s->segs);
+    for (int i = 0; i < s->nrpairs; i++) {
+        erg__free(s->rpairs[i].axa);
+        erg__free(s->rpairs[i].ba);
+        erg__free(s->rpairs[i].axb);
+        erg__free(s->rpairs[i].bb);
+    }
+    erg__free(s->rpairs);
     erg__free(s);
 }
 
@@ -1885,6 +2554,10 @@ erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, e
 P("module %s, %s %s: %d instructions, %zu dots/convolutions; mesh %dx%d\n", s->m->name,
       s->c == &s->m->comps[s->m->entry] ? "entry" : "computation", s->c->name, s->n, ndots,
       s->mesh[0], s->mesh[1]);
+    if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
+        P("mesh %dx%d viewed as %dx%d (the same devices): no dim divides by %d, so dims are "
+          "split on one factor and replicated on the other\n",
+          s->mesh_req[0], s->mesh_req[1], s->mesh[0], s->mesh[1], s->mesh_req[0] * s->mesh_req[1]);
     if (s->loop)
         P("loop body of '%s': %ld iterations, one plan for all of them (costs x %ld)\n", s->loop,
           s->trips, s->trips);
@@ -1912,6 +2585,22 @@ P("module %s, %s %s: %d instructions, %zu dots/convolutions; mesh %dx%d\n", s->m
             erg__free(body);
         }
     }
+    {
+        int ncc[CC_OPAQUE + 1] = {0};
+        for (int i = 0; i < s->n; i++)
+            ncc[s->nodes[i].cc]++;
+        int tot = ncc[CC_ELEMENTWISE] + ncc[CC_SAMESHAPE] + ncc[CC_LASTDIM] + ncc[CC_ATTENTION] +
+                  ncc[CC_OPAQUE];
+        if (tot)
+            P("custom-calls: %d (%d elementwise, %d same-shape opaque, %d softmax-like, %d fused "
+              "attention, %d opaque: replicated)\n",
+              tot, ncc[CC_ELEMENTWISE], ncc[CC_SAMESHAPE], ncc[CC_LASTDIM], ncc[CC_ATTENTION],
+              ncc[CC_OPAQUE]);
+    }
+    if (s->reassoc_saved || s->nrpairs)
+        P("all-reduce reassociation: %d all-reduces of partial sums merged inside blocks (over "
+          "all strategies), %d sibling pairs across blocks (costed on their edges)\n",
+          s->reassoc_saved, s->nrpairs);
     P("ParallelBlocks: %d (%zu instructions owned, %zu replicated/multi-block)\n", s->norder,
       nowned, (size_t)s->n - nowned);
     for (int oi = 0; oi < s->norder; oi++) {

@@ -793,6 +793,8 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
     double **tvs = erg__calloc((size_t)s->nseg + 1, sizeof(double *));
     double **mvs = erg__calloc((size_t)s->nseg + 1, sizeof(double *));
     int *same_as = erg__malloc((size_t)(s->nseg + 1) * sizeof(int));
+    for (int si = 0; same_as && si <= s->nseg; si++)
+        same_as[si] = -1;
     ci *bt = NULL, *bm = NULL;
     int *rel = NULL;
     if (!kv || !tvs || !mvs || !same_as) {
@@ -812,16 +814,11 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
         for (int i = 0; i < g->n; i++)
             nc *= s->pbs[s->order[g->first + i]].K;
         g->ncombo = nc;
-        bt = erg__malloc((size_t)nc * sizeof(ci));
-        bm = erg__malloc((size_t)nc * sizeof(ci));
-        tvs[si] = erg__malloc((size_t)nc * sizeof(double));
-        mvs[si] = erg__malloc((size_t)nc * sizeof(double));
         int nrel = seg_edges(s, g, &rel);
-        if (!bt || !bm || !tvs[si] || !mvs[si] || nrel < 0) {
+        if (nrel < 0) {
             st = erg_error_set(err, ERG_ENOMEM, "out of memory");
             goto done;
         }
-        double *tv = tvs[si], *mv = mvs[si];
         int from = -1; /* the latest earlier occurrence of the same unique segment */
         for (int j = si - 1; j >= 0 && from < 0; j--)
             if (s->segs[j].unique == g->unique)
@@ -830,15 +827,36 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
         same_as[si] = reuse ? from : -1;
         if (reuse) {
             /* A repeat of its unique segment with identical block and edge costs (the 12
-             * BERT layers): its combinations are that segment's, costed once. */
-            memcpy(tv, tvs[from], (size_t)nc * sizeof(double));
-            memcpy(mv, mvs[from], (size_t)nc * sizeof(double));
-            g->imported = s->segs[from].imported;
-            for (long c = 0; c < nc; c++) {
-                bt[c] = (ci){c, tv[c]};
-                bm[c] = (ci){c, mv[c]};
+             * BERT layers): its combinations and kept rows are that segment's, costed and
+             * stored once (tvs/mvs point at the earlier arrays). */
+            const segment *u = &s->segs[from];
+            tvs[si] = tvs[from];
+            mvs[si] = mvs[from];
+            g->imported = u->imported;
+            g->keep = erg__malloc((size_t)(u->nkeep + 1) * sizeof(long));
+            g->keep_time = erg__malloc((size_t)(u->nkeep + 1) * sizeof(double));
+            g->keep_mem = erg__malloc((size_t)(u->nkeep + 1) * sizeof(double));
+            if (!g->keep || !g->keep_time || !g->keep_mem) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                goto done;
             }
+            g->nkeep = u->nkeep;
+            memcpy(g->keep, u->keep, (size_t)u->nkeep * sizeof(long));
+            memcpy(g->keep_time, u->keep_time, (size_t)u->nkeep * sizeof(double));
+            memcpy(g->keep_mem, u->keep_mem, (size_t)u->nkeep * sizeof(double));
+            erg__free(rel);
+            rel = NULL;
+            continue;
         }
+        bt = erg__malloc((size_t)nc * sizeof(ci));
+        bm = erg__malloc((size_t)nc * sizeof(ci));
+        tvs[si] = erg__malloc((size_t)nc * sizeof(double));
+        mvs[si] = erg__malloc((size_t)nc * sizeof(double));
+        if (!bt || !bm || !tvs[si] || !mvs[si]) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto done;
+        }
+        double *tv = tvs[si], *mv = mvs[si];
         for (long c = 0; !reuse && c < nc; c++) {
             decode(s, g, c, kv);
             double t, m;
@@ -887,7 +905,9 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
     }
     st = shard_dp_prepare(s, tvs, mvs, same_as, err);
 done:
-    for (int si = 0; tvs && mvs && si < s->nseg; si++) {
+    for (int si = 0; tvs && mvs && same_as && si < s->nseg; si++) {
+        if (same_as[si] >= 0)
+            continue; /* shared with an earlier segment */
         erg__free(tvs[si]);
         erg__free(mvs[si]);
     }
@@ -904,6 +924,95 @@ done:
 erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err)
 {
     return segments_build(s, NULL, 0, keep > 0 ? keep : 64, err);
+}
+
+static bool param_gte(const erg_shard *s, int v)
+{
+    const hlo_instr *in = &s->c->ins[v];
+    return in->op == HLO_OP_GTE && in->nops == 1 && s->c->ins[in->ops[0]].op == HLO_OP_PARAMETER;
+}
+
+static long gte_index(const erg_shard *s, int v)
+{
+    int64_t ix[1];
+    return hlo_attr_ints(s->m, &s->c->ins[v], "index", ix, 1) == 1 ? (long)ix[0] : -1;
+}
+
+/* Bytes of an unowned parameter held replicated: a tuple parameter (loop state) counts only
+ * the elements whose get-tuple-element no block owns (those count in their block). */
+static double unowned_param_bytes(const erg_shard *s, int v)
+{
+    const hlo_shape *sh = &s->c->ins[v].shape;
+    if (sh->kind != HLO_TUPLE)
+        return hlo_shape_bytes(sh);
+    double b = 0;
+    for (int e = 0; e < sh->nelems; e++) {
+        bool owned = false;
+        for (int u = 0; u < s->nodes[v].nusers && !owned; u++) {
+            int w = s->nodes[v].users[u];
+            owned = param_gte(s, w) && s->nodes[w].pb >= 0 && gte_index(s, w) == e;
+        }
+        if (!owned)
+            b += hlo_shape_bytes(&sh->elems[e]);
+    }
+    return b;
+}
+
+/* The instruction whose spec the body parameter's tuple element e takes: the ROOT tuple's
+ * operand e (when the ROOT is a tuple of the parameter's arity), or -1. */
+int shard_loop_producer(const erg_shard *s, int e)
+{
+    if (!s->loop)
+        return -1;
+    const hlo_instr *r = &s->c->ins[s->c->root];
+    if (r->op != HLO_OP_TUPLE || e < 0 || e >= r->nops)
+        return -1;
+    return r->ops[e];
+}
+
+static erg_status loop_carried_costs(erg_shard *s, int **emap, erg_error *err)
+{
+    if (!s->loop)
+        return ERG_OK;
+    spec rep;
+    memset(rep.d, (unsigned char)SP_R, sizeof rep.d);
+    for (int g = 0; g < s->n; g++) {
+        if (!param_gte(s, g))
+            continue;
+        int u = shard_loop_producer(s, (int)gte_index(s, g));
+        if (u < 0 || u == g)
+            continue;
+        const hlo_shape *sh = &s->c->ins[g].shape;
+        int q = s->nodes[u].pb, p = s->nodes[g].pb;
+        if (q < 0)
+            continue; /* replicated -> anything: a local slice */
+        pblock *Q = &s->pbs[q];
+        const member *mu = &Q->mem[s->nodes[u].slot];
+        if (p < 0 || p == q) {
+            for (int k = 0; k < Q->K; k++) {
+                double bytes;
+                const spec *dst = p < 0 ? &rep : &s->pbs[p].mem[s->nodes[g].slot].out[k];
+                double c = shard_reshard(s, sh, &mu->out[k], dst, &bytes);
+                Q->time_s[k] += c;
+                Q->comm_s[k] += c;
+                Q->comm_bytes[k] += bytes;
+            }
+            continue;
+        }
+        pblock *P = &s->pbs[p];
+        const member *mg = &P->mem[s->nodes[g].slot];
+        pedge *E = edge_get(s, emap, s->pos_of[q], s->pos_of[p], err);
+        if (!E)
+            return ERG_ENOMEM;
+        for (int kq = 0; kq < Q->K; kq++)
+            for (int kp = 0; kp < P->K; kp++) {
+                double bytes;
+                double c = shard_reshard(s, sh, &mu->out[kq], &mg->out[kp], &bytes);
+                E->cost_s[kq * P->K + kp] += c;
+                E->bytes[kq * P->K + kp] += bytes;
+            }
+    }
+    return ERG_OK;
 }
 
 void erg_shard_cost_options_init(erg_shard_cost_options *o)
@@ -980,7 +1089,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 m->cost_s[k] += ct;
                 p->flops[k] += fl;
                 int tiles = shard_tiles(s, &m->out[k], in->shape.rank);
-                if (in->op == HLO_OP_PARAMETER)
+                if (in->op == HLO_OP_PARAMETER || param_gte(s, m->ins))
                     mb = hlo_shape_bytes(&in->shape) / tiles * (nd->weight ? s->opt_factor : 1);
                 else if ((in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION) &&
                          (nd->is_anchor || !strcmp(m->role, "dot")))
@@ -1034,7 +1143,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 s->const_time_s += ct;
                 s->const_flops += fl;
                 if (in->op == HLO_OP_PARAMETER)
-                    s->const_mem_bytes += hlo_shape_bytes(&in->shape);
+                    s->const_mem_bytes += unowned_param_bytes(s, v);
                 for (int j = 0; j < in->nops; j++) {
                     int u = in->ops[j];
                     int q = s->nodes[u].pb;
@@ -1087,6 +1196,34 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                     E->bytes[kq * P->K + kp] += bytes;
                 }
         }
+    }
+    /* Loop-carried state of a while body: element e leaves as the ROOT tuple's operand e and
+     * comes back as get-tuple-element(param, e); the plan writes the parameter's element e
+     * with the producer's spec (so that ROOT and parameter agree), and the consumer reshards
+     * from it once per iteration. */
+    if ((st = loop_carried_costs(s, &emap, err)))
+        goto done;
+    /* All-reduce reassociation across blocks (analyze.c): sibling dots in two blocks whose
+     * partial sums are added pay one all-reduce, not two, when both need one. */
+    for (int r = 0; r < s->nrpairs; r++) {
+        const rpair *R = &s->rpairs[r];
+        int q = s->nodes[R->a].pb, p = s->nodes[R->b].pb;
+        if (q < 0 || p < 0 || q == p || s->pos_of[q] < 0 || s->pos_of[p] < 0)
+            continue;
+        int Kq = s->pbs[q].K, Kp = s->pbs[p].K;
+        pedge *E = edge_get(s, &emap, s->pos_of[q], s->pos_of[p], err);
+        if (!E) {
+            st = ERG_ENOMEM;
+            goto done;
+        }
+        for (int kq = 0; kq < Kq; kq++)
+            for (int kp = 0; kp < Kp; kp++) {
+                int ax = R->axa[kq];
+                if (ax < 0 || ax != R->axb[kp] || R->ba[kq] != R->bb[kp])
+                    continue;
+                E->cost_s[kq * Kp + kp] -= shard_coll_time(s, COLL_AR, ax, R->ba[kq]);
+                E->bytes[kq * Kp + kp] -= coll_factor(COLL_AR, axis_n(s, ax)) * R->ba[kq];
+            }
     }
     /* A loop body runs `trips` times with one plan: scale times, volumes and FLOPs (memory
      * stays per iteration). */

@@ -166,6 +166,155 @@ static const spec *spec_of(const erg_shard *s, const erg_shard_plan *p, int ins)
     return &s->pbs[nd->pb].mem[nd->slot].out[p->k[s->pos_of[nd->pb]]];
 }
 
+/* One replacement of the module text: [cut, resume) becomes ", sharding=" + txt (when the
+ * instruction had none) or txt (replacing its old value). */
+typedef struct edit {
+    size_t cut, resume;
+    bool add_key;
+    char *txt;
+} edit;
+
+static int cmp_edit(const void *a, const void *b)
+{
+    const edit *x = a, *y = b;
+    return x->cut < y->cut ? -1 : x->cut > y->cut;
+}
+
+static erg_status push_edit(edit **ed, int *n, int *cap, const hlo_instr *in, char *txt)
+{
+    if (*n == *cap) {
+        int nc = *cap ? *cap * 2 : 64;
+        edit *e = erg__reallocarray(*ed, (size_t)nc, sizeof *e);
+        if (!e) {
+            erg__free(txt);
+            return ERG_ENOMEM;
+        }
+        *ed = e;
+        *cap = nc;
+    }
+    const hlo_attr *old = hlo_find_attr(in, "sharding");
+    (*ed)[(*n)++] = (edit){old ? old->off : in->end, old ? old->off + old->len : in->end, !old,
+                           txt};
+    return ERG_OK;
+}
+
+/* The sharding text of instruction i of the analysed computation (a tuple for tuple shapes:
+ * tuple instructions per operand, the loop parameter per ROOT operand, fused attention per
+ * element laid out like its output). */
+static erg_status instr_sharding(const erg_shard *s, const erg_shard_plan *p, int i, erg__buf *b)
+{
+    const hlo_instr *in = &s->c->ins[i];
+    const spec *sp = spec_of(s, p, i);
+    spec rep;
+    memset(rep.d, (unsigned char)SP_R, sizeof rep.d);
+    if (in->shape.kind != HLO_TUPLE)
+        return sharding_str(s, &in->shape, sp ? sp : &rep, b);
+    erg_status st = erg__buf_printf(b, "{");
+    for (int e = 0; e < in->shape.nelems && !st; e++) {
+        const spec *es = NULL;
+        if (in->op == HLO_OP_TUPLE && e < in->nops)
+            es = spec_of(s, p, in->ops[e]);
+        else if (in->op == HLO_OP_PARAMETER && s->loop) {
+            /* Loop state: element e as the ROOT tuple produces it, so that the body's
+             * parameter and ROOT shardings agree (XLA requires it). */
+            int u = shard_loop_producer(s, e);
+            es = u >= 0 ? spec_of(s, p, u) : NULL;
+        } else if (in->op == HLO_OP_CUSTOM_CALL && sp && s->nodes[i].cc == CC_ATTENTION) {
+            /* fused attention: the spec is element 0's; elements laid out alike (dQ, dK, dV)
+             * share its batch and head splits, others are replicated */
+            const hlo_shape *e0 = &in->shape.elems[0], *ee = &in->shape.elems[e];
+            int h = s->nodes[i].attn_head;
+            if (ee->kind == HLO_ARRAY && ee->rank == e0->rank && ee->rank > 0 &&
+                ee->dims[0] == e0->dims[0] && (h < 0 || ee->dims[h] == e0->dims[h]))
+                es = sp;
+        }
+        if (!(st = erg__buf_printf(b, "%s", e ? ", " : "")))
+            st = sharding_str(s, &in->shape.elems[e], es ? es : &rep, b);
+    }
+    return st ? st : erg__buf_printf(b, "}");
+}
+
+/* Loop body plans: the caller's while, its init tuple, the parameters that feed that tuple
+ * and the condition's parameter get the body parameter's shardings, so that the loop's
+ * shardings agree everywhere. */
+static erg_status loop_edits(const erg_shard *s, const erg_shard_plan *p, edit **ed, int *n,
+                             int *cap)
+{
+    const erg_hlo_module *m = s->m;
+    int bi = (int)(s->c - m->comps);
+    int pi = -1;
+    for (int i = 0; i < s->n && pi < 0; i++)
+        if (s->c->ins[i].op == HLO_OP_PARAMETER && s->c->ins[i].param_num == 0 &&
+            s->c->ins[i].shape.kind == HLO_TUPLE)
+            pi = i;
+    if (pi < 0)
+        return ERG_OK;
+    const hlo_shape *ts = &s->c->ins[pi].shape;
+    spec rep;
+    memset(rep.d, (unsigned char)SP_R, sizeof rep.d);
+    erg_status st = ERG_OK;
+    for (int ci = 0; ci < m->ncomps && !st; ci++) {
+        if (ci == bi)
+            continue;
+        const hlo_comp *C = &m->comps[ci];
+        for (int w = 0; w < C->n && !st; w++) {
+            const hlo_instr *W = &C->ins[w];
+            if (W->op != HLO_OP_WHILE || W->nops != 1)
+                continue;
+            char *body = hlo_attr_str(m, W, "body");
+            bool mine = body && hlo_find_comp(m, body) == bi;
+            erg__free(body);
+            if (!mine || W->shape.kind != HLO_TUPLE || W->shape.nelems != ts->nelems)
+                continue;
+            erg__buf tb = {0};
+            if ((st = instr_sharding(s, p, pi, &tb)))
+                break;
+            char *t1 = erg__strdup(tb.data), *t2 = erg__strdup(tb.data);
+            if (!t1 || !t2 || (st = push_edit(ed, n, cap, W, t1))) {
+                erg__free(t1);
+                erg__free(t2);
+                erg__buf_free(&tb);
+                return ERG_ENOMEM;
+            }
+            const hlo_instr *T = &C->ins[W->ops[0]];
+            if (T->op == HLO_OP_TUPLE && T->shape.kind == HLO_TUPLE && T->nops == ts->nelems) {
+                if ((st = push_edit(ed, n, cap, T, t2))) {
+                    erg__buf_free(&tb);
+                    return st;
+                }
+                t2 = NULL;
+                for (int e = 0; e < T->nops && !st; e++) {
+                    const hlo_instr *X = &C->ins[T->ops[e]];
+                    if (X->op != HLO_OP_PARAMETER || X->shape.kind != HLO_ARRAY)
+                        continue;
+                    int u = shard_loop_producer(s, e);
+                    const spec *es = u >= 0 ? spec_of(s, p, u) : NULL;
+                    erg__buf xb = {0};
+                    if (!(st = sharding_str(s, &X->shape, es ? es : &rep, &xb)))
+                        st = push_edit(ed, n, cap, X, xb.data);
+                    else
+                        erg__buf_free(&xb);
+                }
+            }
+            erg__free(t2);
+            /* the condition's parameter */
+            char *cond = hlo_attr_str(m, W, "condition");
+            int cc = cond ? hlo_find_comp(m, cond) : -1;
+            erg__free(cond);
+            for (int j = 0; cc >= 0 && cc != bi && j < m->comps[cc].n && !st; j++) {
+                const hlo_instr *P0 = &m->comps[cc].ins[j];
+                if (P0->op == HLO_OP_PARAMETER && P0->param_num == 0 &&
+                    P0->shape.kind == HLO_TUPLE && P0->shape.nelems == ts->nelems) {
+                    char *t3 = erg__strdup(tb.data);
+                    st = t3 ? push_edit(ed, n, cap, P0, t3) : ERG_ENOMEM;
+                }
+            }
+            erg__buf_free(&tb);
+        }
+    }
+    return st;
+}
+
 erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char **text,
                               erg_error *err)
 {
@@ -174,54 +323,53 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
     const erg_hlo_module *m = s->m;
     erg__buf b = {0};
     erg_status st = ERG_OK;
-    size_t at = 0;
-    spec rep;
-    memset(rep.d, (unsigned char)SP_R, sizeof rep.d);
+    edit *ed = NULL;
+    int ned = 0, caped = 0;
+    /* Edits: every block member, every parameter and the ROOT of the analysed computation;
+     * for a loop body also the caller's loop (loop_edits). Applied in text order. */
+    for (int i = 0; i < s->n && !st; i++) {
+        const hlo_instr *in = &s->c->ins[i];
+        if (!spec_of(s, p, i) && in->op != HLO_OP_PARAMETER && i != s->c->root)
+            continue;
+        erg__buf tb = {0};
+        if ((st = instr_sharding(s, p, i, &tb))) {
+            erg__buf_free(&tb);
+            break;
+        }
+        st = push_edit(&ed, &ned, &caped, in, tb.data);
+    }
+    if (!st && s->loop)
+        st = loop_edits(s, p, &ed, &ned, &caped);
+    if (st)
+        goto fail;
+    qsort(ed, (size_t)ned, sizeof *ed, cmp_edit);
     /* Header: add num_partitions. */
     if ((st = erg__buf_append(&b, m->text, m->header_end)))
         goto fail;
     if (!m->has_num_partitions &&
         (st = erg__buf_printf(&b, ", num_partitions=%d", s->mesh[0] * s->mesh[1])))
         goto fail;
-    at = m->header_end;
-    /* Instructions of the entry computation are in text order. */
-    for (int i = 0; i < s->n; i++) {
-        const hlo_instr *in = &s->c->ins[i];
-        const spec *sp = spec_of(s, p, i);
-        bool root = i == s->c->root;
-        bool decide = sp || in->op == HLO_OP_PARAMETER || root;
-        if (!decide)
-            continue;
-        const hlo_attr *old = hlo_find_attr(in, "sharding");
-        size_t cut = old ? old->off : in->end;
-        if ((st = erg__buf_append(&b, m->text + at, cut - at)))
+    size_t at = m->header_end;
+    for (int k = 0; k < ned; k++) {
+        if (ed[k].cut < at)
+            continue; /* the same instruction twice (a parameter feeding two loops) */
+        if ((st = erg__buf_append(&b, m->text + at, ed[k].cut - at)) ||
+            (ed[k].add_key && (st = erg__buf_printf(&b, ", sharding="))) ||
+            (st = erg__buf_printf(&b, "%s", ed[k].txt)))
             goto fail;
-        if (!old && (st = erg__buf_printf(&b, ", sharding=")))
-            goto fail;
-        if (in->shape.kind == HLO_TUPLE) {
-            /* Tuple: one element per operand of a tuple instruction, else replicated. */
-            if ((st = erg__buf_printf(&b, "{")))
-                goto fail;
-            for (int e = 0; e < in->shape.nelems; e++) {
-                const spec *es = NULL;
-                if (in->op == HLO_OP_TUPLE && e < in->nops)
-                    es = spec_of(s, p, in->ops[e]);
-                if ((st = erg__buf_printf(&b, "%s", e ? ", " : "")) ||
-                    (st = sharding_str(s, &in->shape.elems[e], es ? es : &rep, &b)))
-                    goto fail;
-            }
-            if ((st = erg__buf_printf(&b, "}")))
-                goto fail;
-        } else if ((st = sharding_str(s, &in->shape, sp ? sp : &rep, &b))) {
-            goto fail;
-        }
-        at = old ? old->off + old->len : in->end;
+        at = ed[k].resume;
     }
     if ((st = erg__buf_append(&b, m->text + at, m->len - at)))
         goto fail;
+    for (int k = 0; k < ned; k++)
+        erg__free(ed[k].txt);
+    erg__free(ed);
     *text = b.data;
     return ERG_OK;
 fail:
+    for (int k = 0; k < ned; k++)
+        erg__free(ed[k].txt);
+    erg__free(ed);
     erg__buf_free(&b);
     return erg_error_set(err, st, "out of memory");
 }
@@ -240,6 +388,9 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
     } while (0)
     P("method %s, mesh %dx%d, %s\n", p->method == ERG_SHARD_DP ? "dp (CFP)" : "ilp (Alpa, GLPK)",
       s->mesh[0], s->mesh[1], s->cost_source);
+    if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
+        P("(mesh %dx%d viewed as %dx%d: no dim divides by %d)\n", s->mesh_req[0], s->mesh_req[1],
+          s->mesh[0], s->mesh[1], s->mesh_req[0] * s->mesh_req[1]);
     P("solution vector:");
     for (int si = 0; si < s->nseg; si++) {
         const segment *g = &s->segs[si];
@@ -250,7 +401,11 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
     }
     P("\niteration time %.6f ms (search objective %.6f ms)%s\n", p->time_s * 1e3,
       p->objective_s * 1e3, p->timed_out ? ", ILP stopped at its time limit" : "");
-    if (p->method == ERG_SHARD_DP && p->lower_bound_s > 0)
+    if (p->method == ERG_SHARD_DP && p->ilp_polished)
+        P("segment frontier too large and the budget binds: the block ILP (within "
+          "min(--time-limit, 10 s)) found a better plan than the chain DP%s\n",
+          p->exact ? " and proved it optimal" : " (not proven optimal)");
+    else if (p->method == ERG_SHARD_DP && p->lower_bound_s > 0)
         P("segment frontier too large and the budget binds: chain DP + second pass, and "
           "elimination with a Lagrangian memory weight; best plan %.4f%% above the lower bound "
           "%.6f ms%s\n",
@@ -294,6 +449,9 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
         goto oom;
     json_object_set_new(root, "module", json_string(s->m->name));
     json_object_set_new(root, "mesh", json_pack("[ii]", s->mesh[0], s->mesh[1]));
+    /* the mesh asked for, when a 1-D mesh had to be viewed as 2-D */
+    if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
+        json_object_set_new(root, "mesh_requested", json_pack("[ii]", s->mesh_req[0], s->mesh_req[1]));
     json_object_set_new(root, "method", json_string(p->method == ERG_SHARD_DP ? "dp" : "ilp"));
     json_object_set_new(root, "costs", json_string(s->cost_source));
     json_object_set_new(root, "time_s", json_real(p->time_s));
@@ -307,7 +465,8 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
      * (adjacent segments plus a second pass; not guaranteed optimal). */
     if (p->method == ERG_SHARD_DP)
         json_object_set_new(root, "dp_kind",
-                            json_string(p->lower_bound_s > 0 ? "chain+lagrange"
+                            json_string(p->ilp_polished        ? "chain+ilp"
+                                        : p->lower_bound_s > 0 ? "chain+lagrange"
                                         : p->ve                 ? "elimination"
                                         : p->exact              ? "frontier"
                                                                 : "chain"));

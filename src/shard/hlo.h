@@ -68,6 +68,7 @@ struct erg_hlo_module {
     char *name;
     size_t header_end;  /* end of the HloModule header line's attributes */
     bool has_num_partitions;
+    long num_partitions, num_replicas; /* header values, 1 when absent */
     int ncomps, capcomps;
     hlo_comp *comps;
     int entry;

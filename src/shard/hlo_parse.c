@@ -469,6 +469,31 @@ static hlo_op classify(const char *op)
     return HLO_OP_OTHER;
 }
 
+/* Opcodes XLA's HLO text parser knows (xla/hlo/ir/hlo_opcode.h) that classify() files under
+ * HLO_OP_OTHER: accepted and treated as replicated boundaries. Anything else is a typo or an
+ * unsupported dialect and is rejected with its line (a misspelt `dott` must not make a dot
+ * silently disappear). */
+static bool known_other_opcode(const char *op)
+{
+    static const char *const tab[] = {
+        "add-dependency", "after-all", "all-gather-done", "all-reduce-done", "async-done",
+        "async-start", "async-update", "batch-norm-grad", "batch-norm-inference",
+        "batch-norm-training", "cholesky", "collective-broadcast", "collective-permute-done",
+        "collective-permute-start", "complex", "conditional", "copy-done", "copy-start",
+        "cross-replica-sum", "domain", "dynamic-reshape", "dynamic-slice",
+        "dynamic-update-slice", "fft", "get-dimension-size", "infeed", "map", "opt-barrier",
+        "optimization-barrier", "outfeed", "partition-id", "ragged-all-to-all", "ragged-dot",
+        "recv", "recv-done", "reduce-window", "replica-id", "reverse",
+        "rng-get-and-update-state", "select-and-scatter", "send", "send-done",
+        "set-dimension-size", "sort", "stochastic-convert", "topk", "trace",
+        "triangular-solve", "tuple-select", "inverse",
+    };
+    for (size_t i = 0; i < ERG__ARRAY_LEN(tab); i++)
+        if (!strcmp(op, tab[i]))
+            return true;
+    return false;
+}
+
 static void instr_free(hlo_instr *in)
 {
     erg__free(in->name);
@@ -523,6 +548,8 @@ static erg_status parse_instr(parser *p, hlo_instr *in)
                                 : fail_at(p, opat, "expected an opcode after the shape of '%s'",
                                           in->name);
     in->op = classify(in->opcode);
+    if (in->op == HLO_OP_OTHER && !known_other_opcode(in->opcode))
+        return fail_at(p, opat, "unknown opcode '%s' of '%s'", in->opcode, in->name);
     if ((st = expect(p, '(')))
         return st;
     if (in->op == HLO_OP_CONSTANT || in->op == HLO_OP_PARAMETER) {
@@ -606,6 +633,132 @@ static erg_status parse_instr(parser *p, hlo_instr *in)
             return st;
         in->end = p->pos;
     }
+    return ERG_OK;
+}
+
+static int dims_attr(parser *p, const hlo_instr *in, const char *key, int64_t *out)
+{
+    return hlo_attr_ints(p->m, in, key, out, HLO_MAX_RANK);
+}
+
+/* A dot's dimension numbers must name existing, distinct dims of matching sizes, and its
+ * declared result shape must be batch dims, then lhs free dims, then rhs free dims. */
+static erg_status check_dot(parser *p, const hlo_comp *c, const hlo_instr *in)
+{
+    if (in->nops != 2)
+        return fail_at(p, in->start, "dot '%s' has %d operands, expected 2", in->name, in->nops);
+    const hlo_shape *L = &c->ins[in->ops[0]].shape, *R = &c->ins[in->ops[1]].shape;
+    if (L->kind != HLO_ARRAY || R->kind != HLO_ARRAY || in->shape.kind != HLO_ARRAY)
+        return fail_at(p, in->start, "dot '%s' needs array operands and result", in->name);
+    int64_t lb[HLO_MAX_RANK], rb[HLO_MAX_RANK], lc[HLO_MAX_RANK], rc[HLO_MAX_RANK];
+    const char *keys[4] = {"lhs_batch_dims", "rhs_batch_dims", "lhs_contracting_dims",
+                           "rhs_contracting_dims"};
+    int64_t *arr[4] = {lb, rb, lc, rc};
+    int n[4];
+    for (int k = 0; k < 4; k++) {
+        n[k] = hlo_find_attr(in, keys[k]) ? dims_attr(p, in, keys[k], arr[k]) : 0;
+        if (n[k] < 0)
+            return fail_at(p, in->start, "dot '%s': %s is not a list of dims", in->name,
+                           keys[k]);
+    }
+    if (n[0] != n[1] || n[2] != n[3])
+        return fail_at(p, in->start,
+                       "dot '%s': %d lhs and %d rhs %s dims", in->name, n[0] != n[1] ? n[0] : n[2],
+                       n[0] != n[1] ? n[1] : n[3], n[0] != n[1] ? "batch" : "contracting");
+    bool lused[HLO_MAX_RANK] = {0}, rused[HLO_MAX_RANK] = {0};
+    for (int q = 0; q < 2; q++) {
+        int64_t *la = q ? lc : lb, *ra = q ? rc : rb;
+        for (int k = 0; k < n[2 * q]; k++) {
+            int64_t a = la[k], b = ra[k];
+            if (a < 0 || a >= L->rank || lused[a])
+                return fail_at(p, in->start, "dot '%s': %s names dim %lld; lhs has rank %d%s",
+                               in->name, keys[2 * q], (long long)a, L->rank,
+                               a >= 0 && a < L->rank ? " (used twice)" : "");
+            if (b < 0 || b >= R->rank || rused[b])
+                return fail_at(p, in->start, "dot '%s': %s names dim %lld; rhs has rank %d%s",
+                               in->name, keys[2 * q + 1], (long long)b, R->rank,
+                               b >= 0 && b < R->rank ? " (used twice)" : "");
+            if (L->dims[a] != R->dims[b])
+                return fail_at(p, in->start,
+                               "dot '%s': lhs dim %lld (size %lld) and rhs dim %lld (size %lld) "
+                               "are paired but differ",
+                               in->name, (long long)a, (long long)L->dims[a], (long long)b,
+                               (long long)R->dims[b]);
+            lused[a] = rused[b] = true;
+        }
+    }
+    int64_t want[2 * HLO_MAX_RANK];
+    int nw = 0;
+    for (int k = 0; k < n[0]; k++)
+        want[nw++] = L->dims[lb[k]];
+    for (int k = 0; k < L->rank; k++)
+        if (!lused[k])
+            want[nw++] = L->dims[k];
+    for (int k = 0; k < R->rank; k++)
+        if (!rused[k])
+            want[nw++] = R->dims[k];
+    bool ok = nw == in->shape.rank;
+    for (int k = 0; ok && k < nw; k++)
+        ok = want[k] == in->shape.dims[k];
+    if (!ok) {
+        char buf[160];
+        size_t at = 0;
+        for (int k = 0; k < nw && at + 24 < sizeof buf; k++)
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%lld", k ? "," : "",
+                                   (long long)want[k]);
+        buf[at] = '\0';
+        return fail_at(p, in->start,
+                       "dot '%s': declared result shape does not match its operands (expected "
+                       "dims [%s])",
+                       in->name, buf);
+    }
+    return ERG_OK;
+}
+
+/* Operand references must form a DAG: report one instruction on a cycle with its line. */
+static erg_status check_acyclic(parser *p, const hlo_comp *c)
+{
+    int n = c->n;
+    uint8_t *state = erg__calloc((size_t)n, 1);
+    int *next = erg__calloc((size_t)n, sizeof(int));
+    int *stack = erg__malloc((size_t)n * sizeof(int));
+    if (!state || !next || !stack) {
+        erg__free(state);
+        erg__free(next);
+        erg__free(stack);
+        return erg_error_set(p->err, ERG_ENOMEM, "out of memory");
+    }
+    int bad = -1, via = -1;
+    for (int r = 0; r < n && bad < 0; r++) {
+        if (state[r])
+            continue;
+        int sp = 0;
+        stack[sp++] = r;
+        state[r] = 1;
+        while (sp > 0 && bad < 0) {
+            int v = stack[sp - 1];
+            if (next[v] < c->ins[v].nops) {
+                int o = c->ins[v].ops[next[v]++];
+                if (state[o] == 1) {
+                    bad = o;
+                    via = v;
+                } else if (!state[o]) {
+                    state[o] = 1;
+                    stack[sp++] = o;
+                }
+            } else {
+                state[v] = 2;
+                sp--;
+            }
+        }
+    }
+    erg__free(state);
+    erg__free(next);
+    erg__free(stack);
+    if (bad >= 0)
+        return fail_at(p, c->ins[bad].start,
+                       "'%s' depends on itself: a cycle through its user '%s' in '%s'",
+                       c->ins[bad].name, c->ins[via].name, c->name);
     return ERG_OK;
 }
 
@@ -703,7 +856,25 @@ static erg_status parse_computation(parser *p, hlo_comp *c)
         erg__free(in->op_names);
         in->op_names = NULL;
     }
-    return ERG_OK;
+    for (int i = 0; i < c->n; i++) {
+        const hlo_instr *in = &c->ins[i];
+        if (in->op == HLO_OP_DOT && (st = check_dot(p, c, in)))
+            return st;
+        if (in->op == HLO_OP_GTE) {
+            /* get-tuple-element(t), index=i: t a tuple with an element i */
+            int64_t ix[1];
+            const hlo_shape *t = in->nops == 1 ? &c->ins[in->ops[0]].shape : NULL;
+            if (!t || t->kind != HLO_TUPLE)
+                return fail_at(p, in->start, "get-tuple-element '%s' needs one tuple operand",
+                               in->name);
+            if (hlo_attr_ints(p->m, in, "index", ix, 1) != 1 || ix[0] < 0 ||
+                ix[0] >= t->nelems)
+                return fail_at(p, in->start,
+                               "get-tuple-element '%s' needs index=N with 0 <= N < %d",
+                               in->name, t->nelems);
+        }
+    }
+    return check_acyclic(p, c);
 }
 
 static void comp_free(hlo_comp *c)
@@ -739,6 +910,7 @@ erg_status erg_hlo_parse(const char *text, size_t len, const char *filename, erg
     if (!m)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     m->entry = -1;
+    m->num_partitions = m->num_replicas = 1;
     m->text = erg__malloc(len + 1);
     m->filename = erg__strdup(filename ? filename : "<hlo>");
     if (!m->text || !m->filename) {
@@ -767,12 +939,27 @@ erg_status erg_hlo_parse(const char *text, size_t len, const char *filename, erg
         char *key;
         if ((st = parse_ident(p, &key, NULL)))
             goto fail;
-        if (!strcmp(key, "num_partitions"))
+        bool np = !strcmp(key, "num_partitions"), nr = !strcmp(key, "replica_count") ||
+                                                           !strcmp(key, "num_replicas");
+        if (np)
             m->has_num_partitions = true;
         erg__free(key);
         size_t o, l;
         if ((st = expect(p, '=')) || (st = scan_value(p, &o, &l)))
             goto fail;
+        if (np || nr) {
+            char buf[24];
+            long v = 0;
+            size_t k = ERG__MIN(l, sizeof buf - 1);
+            memcpy(buf, p->t + o, k);
+            buf[k] = '\0';
+            if (!erg__parse_long(buf, &v) || v < 1) {
+                st = fail_at(p, o, "%s must be a positive integer", np ? "num_partitions"
+                                                                       : "replica count");
+                goto fail;
+            }
+            *(np ? &m->num_partitions : &m->num_replicas) = v;
+        }
         m->header_end = p->pos;
     }
     while (peek(p) >= 0) {

@@ -44,6 +44,9 @@ static void decode(const erg_shard *s, const segment *g, long c, size_t *k)
     }
 }
 
+/* The block ILP's time budget when it backs up the inexact chain DP (seconds). */
+#define DP_ILP_BUDGET_S 10.0
+
 static erg_status plan_new(const erg_shard *s, int method, erg_shard_plan **out)
 {
     erg_shard_plan *p = erg__calloc(1, sizeof *p);
@@ -251,12 +254,17 @@ void shard_dp_free(erg_shard *s)
     for (int i = 0; s->segs && i < s->nseg; i++) {
         segment *g = &s->segs[i];
         erg__free(g->ifc);
-        erg__free(g->koff);
-        erg__free(g->ent);
+        if (!g->shared_keys) {
+            erg__free(g->koff);
+            erg__free(g->ent);
+        }
         erg__free(g->fr);
-        erg__free(g->xpart);
-        erg__free(g->ypart);
-        erg__free(g->cross);
+        if (!g->shared_trans) {
+            erg__free(g->xpart);
+            erg__free(g->ypart);
+            erg__free(g->cross);
+        }
+        g->shared_keys = g->shared_trans = false;
         erg__free(g->val);
         erg__free(g->argx);
         erg__free(g->argy);
@@ -301,6 +309,55 @@ static long radix_size(const erg_shard *s, const int *blocks, int n)
     return r;
 }
 
+/* Edges between segment si and earlier segments, in edge order, into out; their count.
+ * eoff/elist: the edges bucketed by their later segment (shard_dp_prepare), so that the
+ * tables cost O(segments + edges), not O(segments x edges). */
+static int cross_edges(const int *eoff, const int *elist, int si, int *out)
+{
+    int ns = 0;
+    for (int k = eoff[si]; k < eoff[si + 1]; k++)
+        out[ns++] = elist[k];
+    return ns;
+}
+
+/* Whether the transition into segment si equals the one into tu (an earlier repeat of the
+ * same unique segment whose tables are built): the same frontier before and after and the
+ * same interface, relative to the segment's first block, and edges at the same relative
+ * places with equal costs. Then xpart, ypart and cross are equal too. */
+static bool same_transition(const erg_shard *s, const int *eoff, const int *elist, int si,
+                            int tu, const int *prev, int nprevb, int *scratch)
+{
+    const segment *g = &s->segs[si], *u = &s->segs[tu];
+    const segment *up = &s->segs[tu - 1];
+    int dg = g->first, du = u->first;
+    if (u->nifc != g->nifc || u->nfr != g->nfr || up->nfr != nprevb || u->nkeys != g->nkeys ||
+        u->nstate != g->nstate || u->nprev != g->nprev || !u->cross)
+        return false;
+    for (int i = 0; i < g->nifc; i++)
+        if (g->ifc[i] - dg != u->ifc[i] - du)
+            return false;
+    for (int i = 0; i < g->nfr; i++)
+        if (g->fr[i] - dg != u->fr[i] - du)
+            return false;
+    for (int i = 0; i < nprevb; i++)
+        if (prev[i] - dg != up->fr[i] - du)
+            return false;
+    int ng = cross_edges(eoff, elist, si, scratch);
+    int *eu = scratch + ng;
+    int nu = cross_edges(eoff, elist, tu, eu);
+    if (ng != nu)
+        return false;
+    for (int i = 0; i < ng; i++) {
+        const pedge *A = &s->edges[scratch[i]], *B = &s->edges[eu[i]];
+        if (A->a - dg != B->a - du || A->b - dg != B->b - du)
+            return false;
+        size_t n = (size_t)s->pbs[s->order[A->a]].K * (size_t)s->pbs[s->order[A->b]].K;
+        if (memcmp(A->cost_s, B->cost_s, n * sizeof(double)))
+            return false;
+    }
+    return true;
+}
+
 erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
                             const int *same_as, erg_error *err)
 {
@@ -315,12 +372,39 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
     int *dx = erg__malloc((size_t)(N + 1) * sizeof(int));
     int *where = erg__malloc((size_t)(N + 1) * sizeof(int)); /* block -> index in fr/ifc */
     size_t *kv = erg__calloc((size_t)N + 1, sizeof(size_t));
-    int *sedge = erg__malloc((size_t)(s->nedges + 1) * sizeof(int));
-    if (!segof || !lastseg || !outside || !dg || !dx || !where || !kv || !sedge)
+    int *sedge = erg__malloc((size_t)(2 * s->nedges + 1) * sizeof(int));
+    int *eoff = erg__calloc((size_t)S + 2, sizeof(int));
+    int *elist = erg__malloc((size_t)(s->nedges + 1) * sizeof(int));
+    double *dlog = erg__calloc((size_t)S + 2, sizeof(double));
+    if (!segof || !lastseg || !outside || !dg || !dx || !where || !kv || !sedge || !eoff ||
+        !elist || !dlog)
         goto oom;
+    for (int b = 0; b < N; b++)
+        where[b] = -1; /* kept all -1 between uses: entries are reset after each use */
     for (int i = 0; i < S; i++)
         for (int b = 0; b < s->segs[i].n; b++)
             segof[s->segs[i].first + b] = i;
+    /* Edges between segments, bucketed by their later segment, in edge order. */
+    for (int e = 0; e < s->nedges; e++) {
+        int x = segof[s->edges[e].a], y = segof[s->edges[e].b];
+        if (x != y)
+            eoff[ERG__MAX(x, y) + 1]++;
+    }
+    for (int i = 0; i < S; i++)
+        eoff[i + 1] += eoff[i];
+    {
+        int *fill = erg__calloc((size_t)S + 1, sizeof(int));
+        if (!fill)
+            goto oom;
+        for (int e = 0; e < s->nedges; e++) {
+            int x = segof[s->edges[e].a], y = segof[s->edges[e].b];
+            if (x != y) {
+                int t = ERG__MAX(x, y);
+                elist[eoff[t] + fill[t]++] = e;
+            }
+        }
+        erg__free(fill);
+    }
     for (int b = 0; b < N; b++)
         lastseg[b] = segof[b];
     for (int e = 0; e < s->nedges; e++) {
@@ -344,17 +428,25 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
     /* Sizes first (cheap): give up before building any table when a frontier or a step
      * would exceed the limits. */
     {
-        double nprev_d = 1;
+        /* The frontier after segment si holds the blocks b with segof[b] <= si < lastseg[b]:
+         * its size is a running product (sums of logs over a difference array). */
+        for (int b = 0; b < N; b++)
+            if (lastseg[b] > segof[b]) {
+                double l = log2((double)s->pbs[s->order[b]].K);
+                dlog[segof[b]] += l;
+                dlog[lastseg[b]] -= l;
+            }
+        double nprev_d = 1, run = 0;
         for (int si = 0; si < S; si++) {
             const segment *g = &s->segs[si];
-            double keys = 1, states = 1;
+            double keys = 1;
             for (int b = g->first; b < g->first + g->n; b++)
                 if (outside[b])
                     keys *= s->pbs[s->order[b]].K;
-            for (int b = 0; b < g->first + g->n; b++)
-                if (lastseg[b] > si)
-                    states *= s->pbs[s->order[b]].K;
-            if (keys > DP_MAX_STATES || states > DP_MAX_STATES || nprev_d * keys > DP_MAX_WORK)
+            run += dlog[si];
+            double states = exp2(run);
+            if (keys > DP_MAX_STATES || states > DP_MAX_STATES * (1 + 1e-9) ||
+                nprev_d * keys > DP_MAX_WORK)
                 goto toobig;
             nprev_d = states;
         }
@@ -386,14 +478,10 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
                 same = g->ifc[i] - g->first == u->ifc[i] - u->first;
             if (same) {
                 /* Same combination table and interface as an earlier occurrence (a repeated
-                 * layer): its key table is this one's. */
-                long w = u->koff[u->nkeys];
-                g->koff = erg__malloc((size_t)(g->nkeys + 1) * sizeof(long));
-                g->ent = erg__malloc((size_t)(w + 1) * sizeof(dp_entry));
-                if (!g->koff || !g->ent)
-                    goto oom;
-                memcpy(g->koff, u->koff, (size_t)(g->nkeys + 1) * sizeof(long));
-                memcpy(g->ent, u->ent, (size_t)w * sizeof(dp_entry));
+                 * layer): its key table is this one's (shared, read-only). */
+                g->koff = u->koff;
+                g->ent = u->ent;
+                g->shared_keys = true;
                 goto frontier;
             }
         }
@@ -469,17 +557,36 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
         work += (double)nprev * (double)g->nkeys;
         if (g->nstate < 0 || (double)nprev * (double)g->nkeys > DP_MAX_WORK)
             goto toobig;
-        g->xpart = erg__calloc((size_t)nprev, sizeof(long));
-        g->ypart = erg__calloc((size_t)g->nkeys, sizeof(long));
-        g->cross = erg__calloc((size_t)(nprev * g->nkeys), sizeof(double));
         g->val = erg__malloc((size_t)g->nstate * sizeof(double));
         g->argx = erg__malloc((size_t)g->nstate * sizeof(long));
         g->argy = erg__malloc((size_t)g->nstate * sizeof(long));
-        if (!g->xpart || !g->ypart || !g->cross || !g->val || !g->argx || !g->argy)
+        if (!g->val || !g->argx || !g->argy)
+            goto oom;
+        {
+            /* A repeated layer enters the same way as the previous repeat: share its
+             * transition. */
+            int tu = -1;
+            for (int j = si - 1; j >= 1 && tu < 0; j--)
+                if (s->segs[j].unique == g->unique && s->segs[j].koff == g->koff)
+                    tu = j;
+            if (tu >= 1 && same_transition(s, eoff, elist, si, tu, prev, nprevb, sedge)) {
+                const segment *u = &s->segs[tu];
+                g->xpart = u->xpart;
+                g->ypart = u->ypart;
+                g->cross = u->cross;
+                g->shared_trans = true;
+                prev = g->fr;
+                nprevb = g->nfr;
+                nprev = g->nstate;
+                continue;
+            }
+        }
+        g->xpart = erg__calloc((size_t)nprev, sizeof(long));
+        g->ypart = erg__calloc((size_t)g->nkeys, sizeof(long));
+        g->cross = erg__calloc((size_t)(nprev * g->nkeys), sizeof(double));
+        if (!g->xpart || !g->ypart || !g->cross)
             goto oom;
         /* Stride of each frontier block in the new state index. */
-        for (int b = 0; b < N; b++)
-            where[b] = -1;
         long *frs = erg__malloc((size_t)(g->nfr + 1) * sizeof(long));
         if (!frs)
             goto oom;
@@ -506,16 +613,11 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
             g->ypart[y] = v;
         }
         erg__free(frs);
+        for (int i = 0; i < g->nfr; i++)
+            where[g->fr[i]] = -1;
         /* Edges between the previous frontier and this segment. */
-        int ns = 0;
-        for (int e = 0; e < s->nedges; e++) {
-            int a = s->edges[e].a, b = s->edges[e].b;
-            if ((segof[a] < si && segof[b] == si) || (segof[b] < si && segof[a] == si))
-                sedge[ns++] = e;
-        }
+        int ns = cross_edges(eoff, elist, si, sedge);
         if (ns) {
-            for (int b = 0; b < N; b++)
-                where[b] = -1;
             for (int i = 0; i < nprevb; i++)
                 where[prev[i]] = i;
             for (int i = 0; i < g->nifc; i++)
@@ -535,6 +637,10 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
                     g->cross[x * g->nkeys + y] = r;
                 }
             }
+            for (int i = 0; i < nprevb; i++)
+                where[prev[i]] = -1;
+            for (int i = 0; i < g->nifc; i++)
+                where[g->ifc[i]] = -1;
         }
         prev = g->fr;
         nprevb = g->nfr;
@@ -565,6 +671,9 @@ out:
     erg__free(where);
     erg__free(kv);
     erg__free(sedge);
+    erg__free(eoff);
+    erg__free(elist);
+    erg__free(dlog);
     s->dp_prepare_s = now_s() - t0;
     return st;
 }
@@ -584,6 +693,7 @@ static erg_status search_dp_exact_fast(erg_shard *s, erg_shard_plan *p, erg_erro
         long nk = g->nkeys;
         const long *koff = g->koff, *yp = g->ypart;
         const dp_entry *ent = g->ent;
+        bool fastest = s->dp_membind;
         for (long x = 0; x < g->nprev; x++) {
             double vx = pv ? pv[x] : 0;
             if (vx == INFINITY)
@@ -593,7 +703,9 @@ static erg_status search_dp_exact_fast(erg_shard *s, erg_shard_plan *p, erg_erro
             for (long y = 0; y < nk; y++) {
                 if (koff[y] == koff[y + 1])
                     continue;
-                double v = vx + cr[y] + ent[koff[y]].t;
+                /* the fastest entry of the key: the only one, or the last of a Pareto
+                 * front sorted by memory (time decreasing) */
+                double v = vx + cr[y] + ent[fastest ? koff[y + 1] - 1 : koff[y]].t;
                 long n = xp + yp[y];
                 if (v < val[n]) {
                     val[n] = v;
@@ -614,7 +726,7 @@ static erg_status search_dp_exact_fast(erg_shard *s, erg_shard_plan *p, erg_erro
     for (int si = S - 1; si >= 0; si--) {
         const segment *g = &s->segs[si];
         long y = g->argy[n];
-        decode(s, g, g->ent[g->koff[y]].c, p->k);
+        decode(s, g, g->ent[s->dp_membind ? g->koff[y + 1] - 1 : g->koff[y]].c, p->k);
         n = g->argx[n];
     }
     return ERG_OK;
@@ -662,7 +774,7 @@ static erg_status search_dp_exact_mem(erg_shard *s, erg_shard_plan *p, bool *too
         long ncand = 0;
         for (long x = 0; x < g->nprev; x++)
             ncand += (poff[x + 1] - poff[x]) * g->koff[g->nkeys];
-        if (ncand > DP_MAX_CANDIDATES) {
+        if (ncand > (s->dp_max_candidates > 0 ? s->dp_max_candidates : DP_MAX_CANDIDATES)) {
             *too_big = true;
             goto out;
         }
@@ -859,8 +971,14 @@ static erg_status search_ilp(erg_shard *s, erg_shard_plan *p, double limit_s, er
         goto out;
     }
     if (status != GLP_OPT && status != GLP_FEAS) {
-        st = erg_error_set(err, ERG_ENUMERIC, "GLPK failed (glp_intopt code %d, status %d)", rc,
-                           status);
+        if (p->timed_out)
+            st = erg_error_set(err, ERG_ETIMEOUT,
+                               "the ILP found no plan within its time limit of %g s (raise "
+                               "--time-limit, or use --method dp)",
+                               limit_s);
+        else
+            st = erg_error_set(err, ERG_ENUMERIC, "GLPK failed (glp_intopt code %d, status %d)",
+                               rc, status);
         goto out;
     }
     for (int b = 0; b < nb; b++) {
@@ -1015,8 +1133,22 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
             st = ERG_OK;
         } else if (s->dp_ready && !s->dp_membind)
             st = search_dp_exact_fast(s, p, err);
-        else if (s->dp_ready)
-            st = search_dp_exact_mem(s, p, &too_big, err);
+        else if (s->dp_ready) {
+            /* The budget binds some combinations. First the unconstrained optimum over the
+             * entries that fit on their own (the fastest of each key): when the whole plan
+             * fits, no plan under the budget is faster, so it is exact without the Pareto
+             * fronts (which may be too large). Additive costs only: with imported profiles
+             * the plan's memory is the profiles'. */
+            bool fits = false, additive = true;
+            for (int i = 0; i < s->nseg; i++)
+                additive &= !s->segs[i].imported;
+            if (additive && search_dp_exact_fast(s, p, err) == ERG_OK) {
+                double t, m;
+                shard_eval(s, p->k, &t, &m, NULL);
+                fits = m <= s->mem_budget * (1 + 1e-12);
+            }
+            st = fits ? ERG_OK : search_dp_exact_mem(s, p, &too_big, err);
+        }
         if (too_big) {
             st = search_dp_chain(s, p, err);
             if (!st)
@@ -1027,11 +1159,61 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
                 p->time_s = st ? 0 : 1; /* lagrange: whether p->k holds a plan */
                 st = lagrange(s, p, err);
             }
+            /* Not guaranteed optimal: also run the block ILP within a time budget and keep
+             * the better plan. */
+            if (st == ERG_OK || st == ERG_ENOTFOUND) {
+                erg_shard_plan *q = NULL;
+                erg_error e2;
+                if (plan_new(s, ERG_SHARD_ILP, &q) == ERG_OK &&
+                    search_ilp(s, q, ERG__MIN(time_limit_s, DP_ILP_BUDGET_S), &e2) == ERG_OK) {
+                    double tq, mq, tp = INFINITY, mp;
+                    shard_eval(s, q->k, &tq, &mq, NULL);
+                    if (st == ERG_OK)
+                        shard_eval(s, p->k, &tp, &mp, NULL);
+                    if (mq <= s->mem_budget * (1 + 1e-12) && tq < tp) {
+                        memcpy(p->k, q->k, (size_t)s->norder * sizeof(size_t));
+                        p->objective_s = tq;
+                        p->ilp_polished = true;
+                        p->exact = !q->timed_out;
+                        st = ERG_OK;
+                    }
+                }
+                erg_shard_plan_free(q);
+            }
         } else {
             p->exact = true;
         }
     }
     p->search_s = now_s() - t0;
+    if (st == ERG_ENOTFOUND && !strncmp(err ? err->msg : "", "no plan fits", 12)) {
+        /* Say what the least memory-hungry plan needs (every block at its smallest
+         * strategy; with imported profiles, every segment at its smallest row). */
+        double need = s->const_mem_bytes;
+        for (int si = 0; si < s->nseg; si++) {
+            const segment *g = &s->segs[si];
+            double mn = INFINITY;
+            if (g->imported)
+                for (int c = 0; c < g->nkeep; c++)
+                    mn = ERG__MIN(mn, g->keep_mem[c]);
+            if (!g->imported || !(mn < INFINITY)) {
+                mn = 0;
+                for (int i = 0; i < g->n; i++) {
+                    const pblock *P = &s->pbs[s->order[g->first + i]];
+                    double b = INFINITY;
+                    for (int k = 0; k < P->K; k++)
+                        b = ERG__MIN(b, P->mem_bytes[k]);
+                    mn += b;
+                }
+            }
+            need += mn;
+        }
+        st = erg_error_set(err, ERG_ENOTFOUND,
+                           "no plan fits the memory budget of %.3f GB per device: the smallest "
+                           "plan needs %.3f GB per device (%.3f GB of it replicated values); "
+                           "raise --mem-gb to at least %.3f or use a larger mesh",
+                           s->mem_budget / 1e9, need / 1e9, s->const_mem_bytes / 1e9,
+                           ceil(need / 1e6) / 1e3);
+    }
     if (st) {
         erg_shard_plan_free(p);
         return st;

@@ -31,7 +31,21 @@ typedef struct node {
     bool boundary; /* custom-call/gather/...: needs replicated operands */
     bool weight;   /* parameter reached from an anchor's rhs chain */
     bool is_anchor, is_twin, is_dotmember;
+    int8_t cc;     /* custom-calls: CC_* class (analyze.c), else CC_NONE */
+    int8_t attn_head; /* CC_ATTENTION: the head dim of the rank-4 operands, or -1 */
 } node;
+
+/* Custom-call classes (cfp-spec §1.3 propagation table, custom-call row):
+ *  CC_ELEMENTWISE  known per-element targets (Gelu, Relu, Silu, TransferWithStaticRing,
+ *                  Sharding...): identity on every dim;
+ *  CC_SAMESHAPE    unknown target whose array operands all have the output's shape
+ *                  (opaque, same shape): assumed per-element, identity on every dim;
+ *  CC_LASTDIM      softmax-like (Softmax, LayerNorm, RmsNorm targets): identity on every
+ *                  dim but the last, which it reduces over (a split there is gathered);
+ *  CC_ATTENTION    fused attention (cuDNN fmha, TransformerEngine, flash attention): rank-3/4
+ *                  Q, K, V; splits on the batch and head dims pass, others are gathered;
+ *  CC_OPAQUE       anything else: a replicated boundary. */
+enum { CC_NONE = 0, CC_ELEMENTWISE, CC_SAMESHAPE, CC_LASTDIM, CC_ATTENTION, CC_OPAQUE };
 
 /* Member data: for each strategy k, the output spec, the spec each operand must arrive in,
  * and the intrinsic collectives. */
@@ -100,6 +114,11 @@ typedef struct segment {
     long nstate, nprev;
     long *xpart, *ypart;
     double *cross;
+    /* Tables owned by an earlier occurrence of the same unique segment (not freed here):
+     * keys (koff, ent) when its combinations cost the same, the transition (xpart, ypart,
+     * cross) when its frontier and edges are the same relative to the segment. This keeps
+     * the DP tables per unique segment, not per layer. */
+    bool shared_keys, shared_trans;
     /* DP workspace when memory cannot bind: best time per state and its argmins. */
     double *val;
     long *argx, *argy;
@@ -109,6 +128,18 @@ typedef struct dp_entry {
     double t, m; /* segment combination time (s) and memory per device (bytes) */
     long c;      /* combination index */
 } dp_entry;
+
+/* Two sibling dots in different blocks whose partial sums are added (analyze.c,
+ * reassociate): under strategies (ka, kb) with axa[ka] == axb[kb] >= 0 (or SP_BOTH) and equal
+ * bytes, one all-reduce is saved (cost.c lowers the edge between their blocks). */
+typedef struct rpair {
+    int a, b;          /* the dot instructions */
+    int8_t *axa;       /* [K of a's block] all-reduce axis or -1 */
+    double *ba;        /* [K] its bytes */
+    int8_t *axb;
+    double *bb;
+    bool unused;
+} rpair;
 
 typedef struct shard_ve shard_ve; /* ve.c */
 
@@ -124,6 +155,7 @@ struct erg_shard {
     long trips;       /* loop body: iterations (costs are multiplied), else 1 */
     const char *loop; /* the while instruction whose body this is, or NULL */
     int mesh[2];
+    int mesh_req[2]; /* the mesh asked for: differs when a 1-D mesh is viewed as 2-D */
     int n;           /* instructions in the entry computation */
     node *nodes;
     int *topo;       /* instruction indices in topological order */
@@ -137,6 +169,9 @@ struct erg_shard {
     int nseg;
     segment *segs;
     int nuniq;
+    int reassoc_saved; /* all-reduces removed by reassociation (summed over strategies) */
+    int nrpairs;
+    rpair *rpairs;     /* reassociation across blocks, costed on the edges */
     /* costs */
     bool profiled;
     device_params dev;
@@ -151,6 +186,8 @@ struct erg_shard {
     bool dp_ready, dp_membind;
     double dp_work;
     double dp_prepare_s; /* time spent building the DP tables (part of profile_s) */
+    long dp_max_candidates; /* tests: Pareto entries per step before the chain fallback
+                             * (0: the default, 2^21) */
     shard_ve *ve; /* block-level elimination (ve.c) when the segment frontier is too large */
 };
 
@@ -164,6 +201,7 @@ struct erg_shard_plan {
     double lower_bound_s; /* chain fallback with elimination: Lagrangian lower bound, or 0 */
     bool exact;  /* DP: the frontier DP saw every edge (no second pass needed) */
     bool ve;     /* DP: solved by block-level elimination (segment frontier too large) */
+    bool ilp_polished; /* DP chain fallback: the block ILP (time-limited) found a better plan */
 };
 
 /* Collective time (s) on the device's mesh axis for `bytes` (meaning per kind: AR tensor
@@ -197,6 +235,9 @@ void shard_ve_set_lambda(const erg_shard *s, double lambda);
 /* Recompute every segment's combination table from the current block and edge costs
  * (no imported profiles) and the DP tables; for tests that change costs by hand. */
 erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err);
+/* While body (s->loop): the instruction whose spec the body parameter's tuple element e
+ * takes (the ROOT tuple's operand e), or -1 (cost.c). */
+int shard_loop_producer(const erg_shard *s, int e);
 /* Spec of an emitted sharding string (the inverse of the emitter); false if not ours. */
 bool shard_parse_sharding(const erg_shard *s, const char *text, size_t len, int rank, spec *out);
 /* Convolution dim_labels: idx = {lhs b, lhs f, rhs i, rhs o, out b, out f}; false for

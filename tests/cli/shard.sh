@@ -15,6 +15,35 @@ printf 'HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] add
 out=$($E shard analyze --hlo "$T/bad.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "bad module exit"
 echo "$out" | grep -q "bad.hlo:4:3: operand 'zz'" || fail "error message: $out"
 $E shard analyze --hlo "$T/nope.hlo" --mesh 1x2 >/dev/null 2>&1; [ $? = 1 ] || fail "missing file"
+# Each action has its own --help.
+h1=$($E shard analyze --help); h2=$($E shard search --help); h3=$($E shard profile --help)
+echo "$h1" | grep -q "^usage: ergon shard analyze" && echo "$h2" | grep -q "^usage: ergon shard search" \
+  && echo "$h3" | grep -q "^usage: ergon shard profile" || fail "per-action help"
+echo "$h1" | grep -q -- "--time-limit" && fail "analyze help lists search options"
+echo "$h2" | grep -q -- "--time-limit" || fail "search help lacks --time-limit"
+# Malformed modules: file:line and exit 1.
+printf 'HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n  ROOT d = f32[2,4] dott(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n' > "$T/dott.hlo"
+out=$($E shard analyze --hlo "$T/dott.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "unknown opcode exit"
+echo "$out" | grep -q "dott.hlo:5:21: unknown opcode 'dott'" || fail "unknown opcode message: $out"
+sed 's/dott/dot/; s/f32\[2,4\] dot/f32[2,5] dot/' "$T/dott.hlo" > "$T/shape.hlo"
+out=$($E shard analyze --hlo "$T/shape.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "dot shape exit"
+echo "$out" | grep -q "shape.hlo:5:3: dot 'd': declared result shape" || fail "dot shape message: $out"
+sed 's/dott/dot/; s/lhs_contracting_dims={1}/lhs_contracting_dims={3}/' "$T/dott.hlo" > "$T/cdim.hlo"
+out=$($E shard analyze --hlo "$T/cdim.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "contracting dim exit"
+echo "$out" | grep -q "cdim.hlo:5:3: dot 'd': lhs_contracting_dims names dim 3" || fail "contracting message: $out"
+printf 'HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] add(a, c)\n  c = f32[2] add(b, a)\n  ROOT r = f32[2] negate(c)\n}\n' > "$T/cyc.hlo"
+out=$($E shard analyze --hlo "$T/cyc.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "cycle exit"
+echo "$out" | grep -Eq "cyc.hlo:[45]:3: '[bc]' depends on itself" || fail "cycle message: $out"
+printf 'HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT b = f32[4] exponential(a)\n}\n' > "$T/nodot.hlo"
+out=$($E shard analyze --hlo "$T/nodot.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "no-dot exit"
+echo "$out" | grep -q "has no dot or convolution, nothing to shard" || fail "no-dot message: $out"
+# An already partitioned module is refused with its line.
+out=$($E shard search --hlo "$D/shard_partitioned.hlo" --mesh 1x4 2>&1); [ $? = 1 ] || fail "partitioned exit"
+echo "$out" | grep -q "shard_partitioned.hlo:17: the module is already partitioned" || fail "partitioned message: $out"
+# No plan fits: the message says what the smallest plan needs.
+out=$($E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --mem-gb 0.1 2>&1); [ $? = 1 ] || fail "budget exit"
+echo "$out" | grep -q "the smallest plan needs 0.218 GB per device" || fail "budget message: $out"
+$E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --mem-gb 0.219 >/dev/null || fail "the stated smallest budget must fit"
 
 # Hand-checkable MLP (spec 1.5): data parallel with memory, Megatron under a tight budget.
 $E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --method both --devices "$ERGON_SRC/data/shard_devices.csv" \
@@ -55,6 +84,10 @@ B="$ERGON_DATA/hlo/bert_single_device_training_fwd_bwd.hlo"
 [ -r "$B" ] || { echo "SKIP: $B absent"; exit 77; }
 $E shard analyze --hlo "$B" --mesh 1x2 > "$T/a.txt" 2>/dev/null || fail "analyze bert"
 diff -u "$D/shard_bert2_analyze_1x2.golden" "$T/a.txt" || fail "golden analysis differs"
+# A timed-out ILP prints no infinite objective and no speed ratio.
+$E shard search --hlo "$B" --mesh 1x4 --method both --time-limit 0.001 > "$T/tl.txt" || fail "timed-out ILP run"
+grep -qi "inf" "$T/tl.txt" && fail "timed-out ILP printed inf: $(cat $T/tl.txt)"
+grep -Eq "^(ILP \(GLPK\): no plan found within the time limit|gap DP - ILP)" "$T/tl.txt" || fail "ILP line: $(cat $T/tl.txt)"
 
 # BERT-base on 1x8: the segment frontier is too large (forward attention blocks tied to
 # backward blocks a dozen segments later); block elimination finds the ILP's plan.

@@ -95,11 +95,11 @@ TEST(parses_while_fusion_conditional)
     erg_hlo_module *m = parse_ok(t);
     ASSERT_EQ_INT(erg_hlo_num_computations(m), 4);
     ASSERT_EQ_INT(erg_hlo_count_opcode(m, "while"), 1);
-    /* No dot: the analysis says so instead of failing obscurely. */
+    /* num_partitions=4 without any sharding annotation: a partitioned module, refused. */
     erg_shard *s = NULL;
     erg_error err;
-    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_ENOTFOUND);
-    ASSERT_CONTAINS(err.msg, "nothing to shard");
+    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "num_partitions=4 but carries no sharding annotation");
     erg_hlo_free(m);
     /* A body naming a computation that does not exist. */
     parse_fails("HloModule m\nENTRY e {\n  a = (f32[2]) parameter(0)\n"
@@ -123,6 +123,68 @@ TEST(errors_name_line_and_column)
                 "dimensions={0}, to_apply=nope\n}\n",
                 "to_apply=nope of 'r' names no computation");
     parse_fails("", "expected 'HloModule'");
+}
+
+TEST(malformed_modules_are_rejected_with_their_line)
+{
+    /* A misspelt opcode must not make the dot disappear. */
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+                "  ROOT d = f32[2,4] dott(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+                "t.hlo:5:21: unknown opcode 'dott' of 'd'");
+    /* Contracting dims that do not exist, sizes that do not pair, a wrong result shape. */
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+                "  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n}\n",
+                "t.hlo:5:3: dot 'd': lhs_contracting_dims names dim 2; lhs has rank 2");
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+                "  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n",
+                "t.hlo:5:3: dot 'd': lhs dim 0 (size 2) and rhs dim 0 (size 3) are paired but differ");
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+                "  ROOT d = f32[2,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+                "t.hlo:5:3: dot 'd': declared result shape does not match its operands (expected dims [2,4])");
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+                "  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={1}\n}\n",
+                "dot 'd': 1 lhs and 0 rhs contracting dims");
+    /* A cycle names an instruction on it and its line. */
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] add(a, c)\n"
+                "  c = f32[2] add(b, a)\n  ROOT r = f32[2] negate(c)\n}\n",
+                "depends on itself: a cycle");
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] add(a, b)\n"
+                "  ROOT r = f32[2] negate(b)\n}\n",
+                "t.hlo:4:3: 'b' depends on itself");
+    /* get-tuple-element without an index, or past the tuple (found by fuzz_hlo). */
+    parse_fails("HloModule m\nENTRY e {\n  a = (f32[2], f32[3]) parameter(0)\n"
+                "  ROOT g = f32[2] get-tuple-element(a), idnex=0\n}\n",
+                "t.hlo:4:3: get-tuple-element 'g' needs index=N with 0 <= N < 2");
+    parse_fails("HloModule m\nENTRY e {\n  a = (f32[2], f32[3]) parameter(0)\n"
+                "  ROOT g = f32[2] get-tuple-element(a), index=2\n}\n",
+                "get-tuple-element 'g' needs index=N with 0 <= N < 2");
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n"
+                "  ROOT g = f32[2] get-tuple-element(a), index=0\n}\n",
+                "t.hlo:4:3: get-tuple-element 'g' needs one tuple operand");
+    parse_fails("HloModule m, num_partitions=0\nENTRY e {\n  a = f32[2] parameter(0)\n}\n",
+                "t.hlo:1:29: num_partitions must be a positive integer");
+    /* Known opcodes outside the analysed set still parse (replicated boundaries). */
+    erg_hlo_module *m = parse_ok("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n"
+                                 "  r = f32[2,3] reverse(a), dimensions={0}\n"
+                                 "  ROOT s = f32[2,3] sort(r), dimensions={1}, to_apply=e\n}\n");
+    erg_hlo_free(m);
+}
+
+TEST(module_without_dot_says_so)
+{
+    erg_hlo_module *m = parse_ok("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n"
+                                 "  ROOT b = f32[4] exponential(a)\n}\n");
+    erg_shard *s = NULL;
+    erg_error err;
+    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_ENOTFOUND);
+    ASSERT_CONTAINS(err.msg, "computation 'e' has no dot or convolution, nothing to shard");
+    erg_hlo_free(m);
+    /* Dots whose dims do not divide by the mesh: a different message. */
+    m = parse_ok("HloModule m\nENTRY e {\n  a = f32[3,5] parameter(0)\n  b = f32[5,7] parameter(1)\n"
+                 "  ROOT d = f32[3,7] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_ENOTFOUND);
+    ASSERT_CONTAINS(err.msg, "none of the 1 dots/convolutions in computation 'e' has a strategy on the 1x4 mesh");
+    erg_hlo_free(m);
 }
 
 TEST(all_shared_modules_parse_fast)
@@ -469,6 +531,623 @@ static void check_round_trip(erg_shard *s, const erg_shard_plan *p)
     ASSERT(checked > 0);
     erg_hlo_free(m2);
     erg_free(out);
+}
+
+/* The sharding= text the annotated module gives instruction `name` of computation `comp`
+ * (NULL: the analysed one) (static buffer; "" when absent). */
+static const char *emitted_in(erg_shard *s, const erg_shard_plan *p, const char *comp,
+                              const char *name)
+{
+    static char buf[512];
+    char *out = NULL;
+    erg_error err;
+    ASSERT_OK(erg_shard_annotate(s, p, &out, &err));
+    erg_hlo_module *m2 = NULL;
+    ASSERT_OK(erg_hlo_parse(out, strlen(out), "annotated.hlo", &m2, &err));
+    int ci = hlo_find_comp(m2, comp ? comp : s->c->name);
+    ASSERT(ci >= 0);
+    buf[0] = '\0';
+    for (int i = 0; i < m2->comps[ci].n; i++) {
+        const hlo_instr *in = &m2->comps[ci].ins[i];
+        const hlo_attr *a = hlo_find_attr(in, "sharding");
+        if (!strcmp(in->name, name) && a)
+            snprintf(buf, sizeof buf, "%.*s", (int)a->len, m2->text + a->off);
+    }
+    erg_hlo_free(m2);
+    erg_free(out);
+    return buf;
+}
+
+static const char *emitted(erg_shard *s, const erg_shard_plan *p, const char *name)
+{
+    return emitted_in(s, p, NULL, name);
+}
+
+static int ins_index(const erg_shard *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->c->ins[i].name, name))
+            return i;
+    ASSERT_MSG(0, "no instruction %s", name);
+    return -1;
+}
+
+/* Spec string of an owned instruction under plan p. */
+static const char *spec_under(const erg_shard *s, const erg_shard_plan *p, const char *name)
+{
+    static char buf[64];
+    int i = ins_index(s, name);
+    const node *nd = &s->nodes[i];
+    ASSERT_MSG(nd->pb >= 0, "%s is not in a block", name);
+    const hlo_shape *sh = &s->c->ins[i].shape;
+    if (sh->kind == HLO_TUPLE)
+        sh = &sh->elems[0];
+    shard_spec_str(&s->pbs[nd->pb].mem[nd->slot].out[erg_shard_plan_strategy(p, (size_t)s->pos_of[nd->pb])],
+                   sh->rank, buf, sizeof buf);
+    return buf;
+}
+
+static char *read_data(const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    erg_error err;
+    if (access(path, R_OK))
+        SKIP("%s not present", path);
+    ASSERT_OK(erg__read_file(path, 1 << 22, &text, &len, &err));
+    return text;
+}
+
+/* Replace every `from` by `to` (caller frees). */
+static char *replaced(const char *t, const char *from, const char *to)
+{
+    erg_error err;
+    erg__buf b = {0};
+    const char *q;
+    while ((q = strstr(t, from))) {
+        ASSERT_OK(erg__buf_append(&b, t, (size_t)(q - t)));
+        ASSERT_OK(erg__buf_printf(&b, "%s", to));
+        t = q + strlen(from);
+    }
+    ASSERT_OK(erg__buf_printf(&b, "%s", t));
+    return b.data;
+}
+
+/* Issue 14.1: Neuron dumps pass every parameter through AwsNeuronTransferWithStaticRing. */
+TEST(weights_behind_transfer_custom_call_are_sharded)
+{
+    char *text = read_data(ERG_TEST_DATA_DIR "/shard_neuron_mlp.hlo");
+    /* The same module with copies instead of the custom-calls, and with an unknown
+     * same-shape target: all three must give the same plan, time and memory. */
+    char *copy = replaced(text, "custom-call(%w1p), custom_call_target=\"AwsNeuronTransferWithStaticRing\"", "copy(%w1p)");
+    char *copy2 = replaced(copy, "custom-call(%w2p), custom_call_target=\"AwsNeuronTransferWithStaticRing\"", "copy(%w2p)");
+    char *vendor = replaced(text, "AwsNeuronTransferWithStaticRing", "VendorOpaqueMove");
+    const char *mods[3] = {text, copy2, vendor};
+    double t0 = 0, m0 = 0;
+    for (int v = 0; v < 3; v++) {
+        erg_hlo_module *m = parse_ok(mods[v]);
+        erg_shard *s = analyze(m, 1, 4);
+        if (v != 1)
+            ASSERT_EQ_INT(s->nodes[ins_index(s, "w1")].cc, v == 0 ? CC_ELEMENTWISE : CC_SAMESHAPE);
+        ASSERT(s->nodes[ins_index(s, "w1p")].weight);
+        ASSERT(s->nodes[ins_index(s, "w2p")].weight);
+        profile(s, 80);
+        erg_shard_plan *d = search(s, ERG_SHARD_DP);
+        /* 512 tokens, 16 MiB weights: Megatron (column then row), one all-reduce each way. */
+        ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, erg_shard_plan_strategy(d, 0)), "RS1 = RR x RS1");
+        ASSERT_STR_EQ(erg_shard_strategy_name(s, 1, erg_shard_plan_strategy(d, 1)), "RR = RS1 x S1R");
+        ASSERT_STR_EQ(emitted(s, d, "w1p"), "{devices=[1,4]0,1,2,3}");
+        ASSERT_STR_EQ(emitted(s, d, "w2p"), "{devices=[4,1]0,1,2,3}");
+        if (v != 1)
+            ASSERT_STR_EQ(emitted(s, d, "w1"), "{devices=[1,4]0,1,2,3}");
+        ASSERT_STR_EQ(emitted(s, d, "x"), "{replicated}");
+        /* weights: 2 x 16 MiB x 4 (Adam) / 4 devices; nothing of them replicated */
+        ASSERT(s->const_mem_bytes < 4.5 * MIB);
+        if (v == 0) {
+            t0 = erg_shard_plan_time_s(d);
+            m0 = erg_shard_plan_memory_bytes(d);
+        } else {
+            ASSERT_NEAR(erg_shard_plan_time_s(d), t0, 1e-12);
+            ASSERT_NEAR(erg_shard_plan_memory_bytes(d), m0, 1e-3);
+        }
+        check_round_trip(s, d);
+        erg_shard_plan_free(d);
+        erg_shard_free(s);
+        erg_hlo_free(m);
+    }
+    erg__free(text);
+    erg__free(copy);
+    erg__free(copy2);
+    erg__free(vendor);
+}
+
+/* A weight on the lhs (dot(W, h), PyTorch's transposed layouts) is a weight too. */
+TEST(weight_on_the_lhs_is_detected)
+{
+    erg_hlo_module *m = parse_ok(
+        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w0 = f32[1024,1024] parameter(1)\n"
+        "  w1 = f32[2048,1024] parameter(2)\n"
+        "  h = f32[512,1024] dot(x, w0), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  ROOT y = f32[2048,512] dot(w1, h), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n");
+    erg_shard *s = analyze(m, 1, 4);
+    ASSERT(s->nodes[ins_index(s, "w0")].weight);
+    ASSERT(s->nodes[ins_index(s, "w1")].weight);
+    ASSERT(!s->nodes[ins_index(s, "x")].weight);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* A weight read by an anchor and also used elsewhere (the optimizer update of a training
+ * step, a tied weight): it takes the spec of the first anchor's block instead of staying
+ * replicated, and the other block reshards from it. */
+TEST(weight_with_users_in_two_blocks_follows_its_first_anchor)
+{
+    erg_hlo_module *m = parse_ok(
+        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w = f32[1024,1024] parameter(1)\n"
+        "  h = f32[512,1024] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  a = f32[512,1024] tanh(h)\n"
+        "  ROOT y = f32[512,1024] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+    erg_shard *s = analyze(m, 1, 4);
+    long bh = erg_shard_block_of(s, "h"), by = erg_shard_block_of(s, "y");
+    ASSERT(bh != by && bh >= 0 && by >= 0);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "w"), bh);
+    ASSERT(s->nodes[ins_index(s, "w")].weight);
+    profile(s, 80);
+    /* h column-parallel (w split on dim 1) and y row-parallel (w wanted split on dim 0):
+     * y's block pays an all-to-all of w on the edge. */
+    size_t kc = 0, kr = 0;
+    for (size_t k = 0; k < erg_shard_block_num_strategies(s, (size_t)bh); k++)
+        if (!strcmp(erg_shard_strategy_name(s, (size_t)bh, k), "RS1 = RR x RS1"))
+            kc = k;
+    for (size_t k = 0; k < erg_shard_block_num_strategies(s, (size_t)by); k++)
+        if (!strcmp(erg_shard_strategy_name(s, (size_t)by, k), "RR = RS1 x S1R"))
+            kr = k;
+    double edge = 0;
+    for (int e = 0; e < s->nedges; e++)
+        if (s->edges[e].a == bh && s->edges[e].b == by)
+            edge = s->edges[e].bytes[kc * (size_t)s->pbs[s->order[by]].K + kr];
+    ASSERT_NEAR(edge, 3.0 / 8 * 4 * MIB, 1); /* all-to-all of w; a arrives S1 as y needs */
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    check_round_trip(s, d);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* The in-graph optimizer's moment update m' = 0.9 m + 0.1 dW is attached to the block of
+ * its gradient: the moment is sharded like dW, not a replicated remainder. */
+TEST(optimizer_state_update_is_sharded_like_its_gradient)
+{
+    erg_hlo_module *m = parse_ok(
+        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w = f32[1024,4096] parameter(1)\n"
+        "  dy = f32[512,4096] parameter(2)\n  mo = f32[1024,4096] parameter(3)\n"
+        "  h = f32[512,4096] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  dw = f32[1024,4096] dot(x, dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+        "  b = f32[] constant(0.9)\n  bb = f32[1024,4096] broadcast(b), dimensions={}\n"
+        "  mm = f32[1024,4096] multiply(mo, bb)\n"
+        "  c = f32[] constant(0.1)\n  cb = f32[1024,4096] broadcast(c), dimensions={}\n"
+        "  g = f32[1024,4096] multiply(dw, cb)\n  mn = f32[1024,4096] add(mm, g)\n"
+        "  ROOT t = (f32[512,4096], f32[1024,4096]) tuple(h, mn)\n}\n");
+    erg_shard *s = analyze(m, 1, 4);
+    long bh = erg_shard_block_of(s, "h");
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dw"), bh);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "mm"), bh);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "mo"), bh);
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    char want[64];
+    snprintf(want, sizeof want, "%s", spec_under(s, d, "dw"));
+    ASSERT_STR_EQ(spec_under(s, d, "mo"), want);
+    ASSERT(s->const_time_s < 1e-9); /* nothing computed replicated */
+    check_round_trip(s, d);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* Issue 14.1: scanned layers take their weights from a loop-carried stack. */
+TEST(scanned_stacked_weights_are_sharded_and_loop_state_agrees)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_scan_stacked.hlo");
+    erg_shard *s = NULL;
+    erg_error err;
+    ASSERT_OK(erg_shard_analyze_computation(m, "body", 1, 4, &s, &err));
+    ASSERT_EQ_INT(s->trips, 8);
+    ASSERT_EQ_INT(erg_shard_num_blocks(s), 2);
+    ASSERT(s->nodes[ins_index(s, "w1s")].weight && s->nodes[ins_index(s, "w2s")].weight);
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, erg_shard_plan_strategy(d, 0)), "RS1 = RR x RS1");
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 1, erg_shard_plan_strategy(d, 1)), "RR = RS1 x S1R");
+    /* The stacks are split like the layer they feed, the layer dim is not. */
+    ASSERT_STR_EQ(emitted(s, d, "w1s"), "{devices=[1,1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "w2s"), "{devices=[1,4,1]0,1,2,3}");
+    /* The body's parameter and ROOT carry the same tuple sharding. */
+    char ps[512];
+    snprintf(ps, sizeof ps, "%s", emitted(s, d, "p"));
+    ASSERT_STR_EQ(ps, emitted(s, d, "t"));
+    ASSERT_STR_EQ(ps, "{{replicated}, {replicated}, {devices=[1,1,4]0,1,2,3}, {devices=[1,4,1]0,1,2,3}}");
+    /* ... and so do the caller's while, its init tuple, the condition's parameter, and the
+     * ENTRY parameters that feed the loop (the stacked weights). */
+    ASSERT_STR_EQ(emitted_in(s, d, "main", "loop"), ps);
+    ASSERT_STR_EQ(emitted_in(s, d, "main", "init"), ps);
+    ASSERT_STR_EQ(emitted_in(s, d, "cond", "p"), ps);
+    ASSERT_STR_EQ(emitted_in(s, d, "main", "w1"), "{devices=[1,1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted_in(s, d, "main", "w2"), "{devices=[1,4,1]0,1,2,3}");
+    ASSERT_STR_EQ(emitted_in(s, d, "main", "x"), "{replicated}");
+    /* Megatron holds a quarter of the stacks (x4 optimizer factor): less memory than data
+     * parallel, which replicates them. */
+    size_t dp[2] = {0, 0}, mg[2] = {erg_shard_plan_strategy(d, 0), erg_shard_plan_strategy(d, 1)};
+    double tdp, mdp, tmg, mmg;
+    ASSERT_OK(erg_shard_evaluate(s, dp, &tdp, &mdp, &err));
+    ASSERT_OK(erg_shard_evaluate(s, mg, &tmg, &mmg, &err));
+    double stacks = 2 * 8 * 1024 * 4096 * 4.0;
+    /* ... minus what Megatron keeps whole: y and the carried x (1 MiB each, a quarter under
+     * data parallel). */
+    ASSERT_NEAR(mdp - mmg, stacks * 4 * 0.75 - 2 * 0.75 * MIB, 1);
+    /* Loop-carried x: y leaves split on tokens under data (S0R) and comes back to a column
+     * split h that needs it replicated: an all-gather of 1 MiB per iteration, 8 iterations. */
+    const pedge *loop = NULL;
+    for (int e = 0; e < s->nedges; e++)
+        if (s->edges[e].a == 1 && s->edges[e].b == 0)
+            loop = &s->edges[e];
+    ASSERT(loop != NULL);
+    ASSERT_NEAR(loop->cost_s[0 * 3 + 1], 8 * (ALPHA + 0.75 * MIB / BW), 1e-12);
+    ASSERT_NEAR(loop->cost_s[0 * 3 + 0], 0, 1e-15);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* Issue 14.2: a softmax custom-call over the scores follows the head split. */
+TEST(softmax_custom_call_follows_head_split)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_attention_softmax_cc.hlo");
+    erg_shard *s = analyze(m, 1, 4);
+    int pi = ins_index(s, "p");
+    ASSERT_EQ_INT(s->nodes[pi].cc, CC_LASTDIM);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "p"), erg_shard_block_of(s, "q"));
+    ASSERT_EQ_INT(erg_shard_block_of(s, "o"), erg_shard_block_of(s, "q"));
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    long bq = erg_shard_block_of(s, "q");
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)bq, erg_shard_plan_strategy(d, (size_t)bq)),
+                  "RS1 = RR x RS1");
+    ASSERT_STR_EQ(spec_under(s, d, "p"), "S1RR"); /* heads split, rows whole */
+    ASSERT_STR_EQ(emitted(s, d, "p"), "{devices=[4,1,1]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wq"), "{devices=[1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wk"), "{devices=[1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wv"), "{devices=[1,4]0,1,2,3}");
+    /* Nothing of the attention is left replicated: only the output projection's operand
+     * changes split (tokens), no softmax compute outside a block. */
+    ASSERT(s->const_time_s < 1e-9);
+    /* Under every strategy of its block, the softmax never receives a split of its last
+     * dim (it would need the whole row): its operand requirement keeps that dim whole. */
+    const pblock *bp = &s->pbs[s->nodes[pi].pb];
+    for (int k = 0; k < bp->K; k++)
+        ASSERT_EQ_INT(bp->mem[s->nodes[pi].slot].req[k].d[2], SP_R);
+    check_round_trip(s, d);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* Issue 14.2: a norm custom-call with a scale of the last dim ([H] for [T, H]) is
+ * softmax-like, and a Gelu with a bias elementwise: both follow the block, the scale and the
+ * bias are adopted (replicated under a split of the normalised dim, split like it else). */
+TEST(norm_and_activation_custom_calls_with_scale_operands_follow)
+{
+    erg_hlo_module *m = parse_ok(
+        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w1 = f32[1024,4096] parameter(1)\n"
+        "  g = f32[4096] parameter(2)\n  bias = f32[4096] parameter(3)\n  w2 = f32[4096,1024] parameter(4)\n"
+        "  h = f32[512,4096] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  n = f32[512,4096] custom-call(h, g), custom_call_target=\"AwsNeuronRmsNorm\"\n"
+        "  a = f32[512,4096] custom-call(n, bias), custom_call_target=\"AwsNeuronGelu\"\n"
+        "  ROOT y = f32[512,1024] dot(a, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+    erg_shard *s = analyze(m, 1, 4);
+    ASSERT_EQ_INT(s->nodes[ins_index(s, "n")].cc, CC_LASTDIM);
+    ASSERT_EQ_INT(s->nodes[ins_index(s, "a")].cc, CC_ELEMENTWISE);
+    long bh = erg_shard_block_of(s, "h");
+    ASSERT_EQ_INT(erg_shard_block_of(s, "n"), bh);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "g"), bh);
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    /* the norm needs whole rows: token split (data parallel), the scale replicated */
+    ASSERT_STR_EQ(spec_under(s, d, "n"), "S1R");
+    ASSERT_STR_EQ(emitted(s, d, "g"), "{replicated}");
+    check_round_trip(s, d);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* Issue 14.2: a cuDNN fused attention custom-call keeps the head split of Q, K and V. */
+TEST(fused_attention_custom_call_keeps_heads_split)
+{
+    char *text = read_data(ERG_TEST_DATA_DIR "/shard_fused_attention.hlo");
+    /* With cuDNN's dot dimension numbers, and without (the head dim then comes from the
+     * shapes: of seq 256 and heads 4, the smaller). */
+    const char *bc = strstr(text, ", backend_config=");
+    ASSERT(bc);
+    char *nobc = erg__strndup(text, (size_t)(bc - text));
+    char *rest = erg__strdup(strchr(bc, '\n'));
+    char *plain = NULL;
+    {
+        erg_error err;
+        erg__buf b = {0};
+        ASSERT_OK(erg__buf_printf(&b, "%s%s", nobc, rest));
+        plain = b.data;
+    }
+    const char *mods[2] = {text, plain};
+    for (int v = 0; v < 2; v++) {
+        erg_hlo_module *m = parse_ok(mods[v]);
+        erg_shard *s = analyze(m, 1, 4);
+        int ai = ins_index(s, "att");
+        ASSERT_EQ_INT(s->nodes[ai].cc, CC_ATTENTION);
+        ASSERT_EQ_INT(s->nodes[ai].attn_head, 2);
+        ASSERT(s->nodes[ai].pb >= 0);
+        ASSERT_EQ_INT(erg_shard_block_of(s, "o4"), erg_shard_block_of(s, "att"));
+        profile(s, 80);
+        erg_shard_plan *d = search(s, ERG_SHARD_DP);
+        static const char *const proj[] = {"q", "k", "v"};
+        for (int j = 0; j < 3; j++) {
+            long b = erg_shard_block_of(s, proj[j]);
+            ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)b, erg_shard_plan_strategy(d, (size_t)b)),
+                          "RS1 = RR x RS1");
+        }
+        ASSERT_STR_EQ(spec_under(s, d, "att"), "RRS1R");
+        ASSERT_STR_EQ(spec_under(s, d, "o4"), "RRS1R");
+        ASSERT_STR_EQ(emitted(s, d, "att"), "{{devices=[1,1,4,1]0,1,2,3}, {replicated}}");
+        ASSERT_STR_EQ(emitted(s, d, "wq"), "{devices=[1,4]0,1,2,3}");
+        ASSERT_STR_EQ(emitted(s, d, "wk"), "{devices=[1,4]0,1,2,3}");
+        ASSERT_STR_EQ(emitted(s, d, "wv"), "{devices=[1,4]0,1,2,3}");
+        /* Q, K, V arrive head-split: no resharding into the attention. */
+        long ba = erg_shard_block_of(s, "att");
+        for (int e = 0; e < s->nedges; e++) {
+            const pedge *E = &s->edges[e];
+            if (E->b != ba)
+                continue;
+            size_t x = erg_shard_plan_strategy(d, (size_t)E->a) * (size_t)s->pbs[s->order[E->b]].K +
+                       erg_shard_plan_strategy(d, (size_t)E->b);
+            ASSERT_NEAR(E->cost_s[x], 0, 1e-15);
+        }
+        erg_shard_plan_free(d);
+        erg_shard_free(s);
+        erg_hlo_free(m);
+    }
+    erg__free(nobc);
+    erg__free(rest);
+    erg__free(plain);
+    erg__free(text);
+}
+
+/* Issue 14.2: with the backward kernel (dQ, dK, dV in one tuple) the whole step keeps the
+ * heads split: Megatron, column-parallel Q/K/V and a row-parallel output projection. */
+TEST(fused_attention_backward_kernel_keeps_heads_split)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_fused_attention_bwd.hlo");
+    erg_shard *s = analyze(m, 1, 4);
+    ASSERT_EQ_INT(s->nodes[ins_index(s, "batt")].cc, CC_ATTENTION);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dk4"), erg_shard_block_of(s, "batt"));
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP), *i = search(s, ERG_SHARD_ILP);
+    ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-15);
+    static const char *const col[] = {"q", "k", "v"};
+    for (int j = 0; j < 3; j++) {
+        long b = erg_shard_block_of(s, col[j]);
+        ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)b, erg_shard_plan_strategy(d, (size_t)b)),
+                      "RS1 = RR x RS1");
+    }
+    long by = erg_shard_block_of(s, "y");
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)by, erg_shard_plan_strategy(d, (size_t)by)),
+                  "RR = RS1 x S1R");
+    ASSERT_STR_EQ(emitted(s, d, "batt"), "{{devices=[1,1,4,1]0,1,2,3}, {devices=[1,1,4,1]0,1,2,3}, "
+                                         "{devices=[1,1,4,1]0,1,2,3}, {replicated}}");
+    ASSERT_STR_EQ(emitted(s, d, "dv4"), "{devices=[1,1,4,1]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wq"), "{devices=[1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wv"), "{devices=[1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wo"), "{devices=[4,1]0,1,2,3}");
+    /* Q, K and V are three blocks here (the attention is a custom-call, not joined dots):
+     * their input gradients dX = dQ·Wqᵀ + dK·Wkᵀ + dV·Wvᵀ are added across blocks, so the two
+     * sibling pairs lower the edges: one all-reduce of dx instead of three. With the output
+     * projection's all-reduce of y, the step moves 2 x 1.5 x 256 KiB. */
+    ASSERT_EQ_INT(s->nrpairs, 2);
+    double bytes = 0;
+    for (int b = 0; b < s->norder; b++)
+        bytes += s->pbs[s->order[b]].comm_bytes[erg_shard_plan_strategy(d, (size_t)b)];
+    for (int e = 0; e < s->nedges; e++) {
+        const pedge *E = &s->edges[e];
+        bytes += E->bytes[erg_shard_plan_strategy(d, (size_t)E->a) * (size_t)s->pbs[s->order[E->b]].K +
+                          erg_shard_plan_strategy(d, (size_t)E->b)];
+    }
+    ASSERT_NEAR(bytes, 2 * 1.5 * 256 * 1024, 1e-6);
+    erg_shard_plan_free(d);
+    erg_shard_plan_free(i);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* Issue 14.3: separate Q/K/V projections: the input gradient adds three partial sums under
+ * the column split; one all-reduce of the sum suffices (XLA reassociates them). */
+TEST(separate_qkv_input_gradient_pays_one_all_reduce)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_qkv_separate.hlo");
+    erg_shard *s = analyze(m, 1, 4);
+    long bq = erg_shard_block_of(s, "q");
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dxk"), bq);
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dx"), bq);
+    ASSERT_EQ_INT(s->reassoc_saved, 2);
+    profile(s, 80);
+    const pblock *P = &s->pbs[s->order[bq]];
+    int kcol = -1;
+    for (int k = 0; k < P->K; k++)
+        if (!strcmp(P->names[k], "RS1 = RR x RS1"))
+            kcol = k;
+    ASSERT(kcol >= 0);
+    /* Under the column (head) split the three input-gradient dots contract the split
+     * hidden dim: one all-reduce of dx (512 KiB, factor 2(n-1)/n = 1.5), not three. */
+    int ars = 0;
+    static const char *const gx[] = {"dxq", "dxk", "dxv"};
+    for (int j = 0; j < 3; j++) {
+        const member *mm = &P->mem[s->nodes[ins_index(s, gx[j])].slot];
+        for (int c = 0; c < mm->ncolls; c++)
+            ars += mm->coll_k[c] == kcol && mm->colls[c].kind == COLL_AR;
+    }
+    ASSERT_EQ_INT(ars, 1);
+    ASSERT_NEAR(P->intr_s[kcol], ALPHA + 1.5 * 512 * 1024 / BW, 1e-12);
+    ASSERT_NEAR(P->comm_bytes[kcol], 1.5 * 512 * 1024, 1e-6);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP);
+    ASSERT_EQ_INT(erg_shard_plan_strategy(d, (size_t)bq), kcol);
+    ASSERT_STR_EQ(emitted(s, d, "wq"), "{devices=[1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wk"), "{devices=[1,4]0,1,2,3}");
+    ASSERT_STR_EQ(emitted(s, d, "wv"), "{devices=[1,4]0,1,2,3}");
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* Issue 14.4: a module that was already partitioned is refused with its line. */
+TEST(already_partitioned_module_is_refused)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_partitioned.hlo");
+    erg_shard *s = NULL;
+    erg_error err;
+    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "shard_partitioned.hlo:17: the module is already partitioned: 'y' is a "
+                             "collective all-reduce over device groups (num_partitions=4)");
+    ASSERT(s == NULL);
+    erg_hlo_free(m);
+    /* all-gather with iota groups; reduce-scatter; collective-permute; partition-id. */
+    static const char *const bodies[] = {
+        "  ROOT g = f32[8,4] all-gather(a), dimensions={0}, replica_groups=[1,2]<=[2]\n",
+        "  ROOT g = f32[2,4] reduce-scatter(a), dimensions={0}, replica_groups={{0,1}}, to_apply=e\n",
+        "  ROOT g = f32[4,4] collective-permute(a), source_target_pairs={{0,1},{1,0}}\n",
+        "  ROOT g = u32[] partition-id()\n",
+    };
+    for (size_t q = 0; q < sizeof bodies / sizeof bodies[0]; q++) {
+        char t[400];
+        snprintf(t, sizeof t, "HloModule m\nENTRY e {\n  a = f32[4,4] parameter(0)\n%s}\n", bodies[q]);
+        m = parse_ok(t);
+        ASSERT_EQ_INT(erg_shard_analyze(m, 1, 2, &s, &err), ERG_EINVAL);
+        ASSERT_CONTAINS(err.msg, "t.hlo:4: the module is already partitioned: 'g'");
+        erg_hlo_free(m);
+    }
+    /* Groups of one device are no-ops: not a partitioned module (no dot: nothing to shard). */
+    m = parse_ok("HloModule m\nENTRY e {\n  a = f32[4,4] parameter(0)\n"
+                 "  ROOT g = f32[4,4] all-reduce(a), replica_groups={{0},{1}}, to_apply=e\n}\n");
+    ASSERT_EQ_INT(erg_shard_analyze(m, 1, 2, &s, &err), ERG_ENOTFOUND);
+    erg_hlo_free(m);
+}
+
+/* Issue 14.5: on 3x2 no dim divides by 3 (or 6): split on the 2-axis, replicate on the
+ * other; a 1x6 mesh is viewed as 2x3 for the same reason. */
+TEST(mesh_3x2_and_1x6_split_one_axis_replicate_the_other)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_neuron_mlp.hlo");
+    erg_shard *s = analyze(m, 3, 2);
+    ASSERT_EQ_INT(erg_shard_num_blocks(s), 2);
+    profile(s, 80);
+    erg_shard_plan *d = search(s, ERG_SHARD_DP), *i = search(s, ERG_SHARD_ILP);
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, erg_shard_plan_strategy(d, 0)), "RS1 = RR x RS1");
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 1, erg_shard_plan_strategy(d, 1)), "RR = RS1 x S1R");
+    ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-15);
+    /* halves over the 2-axis (devices {0,2,4} and {1,3,5}), replicated over the 3-axis */
+    ASSERT_STR_EQ(emitted(s, d, "w1p"), "{devices=[1,2,3]0,2,4,1,3,5 last_tile_dim_replicate}");
+    ASSERT_STR_EQ(emitted(s, d, "w2p"), "{devices=[2,1,3]0,2,4,1,3,5 last_tile_dim_replicate}");
+    check_round_trip(s, d);
+    erg_shard_plan_free(d);
+    erg_shard_plan_free(i);
+    erg_shard_free(s);
+    s = analyze(m, 1, 6);
+    ASSERT_EQ_INT(s->mesh[0] * s->mesh[1], 6);
+    ASSERT_EQ_INT(s->mesh_req[1], 6);
+    profile(s, 80);
+    d = search(s, ERG_SHARD_DP);
+    ASSERT_STR_EQ(emitted(s, d, "w1p"), "{devices=[1,2,3]0,1,2,3,4,5 last_tile_dim_replicate}");
+    ASSERT_STR_EQ(emitted(s, d, "w2p"), "{devices=[2,1,3]0,1,2,3,4,5 last_tile_dim_replicate}");
+    char *j = NULL;
+    erg_error err;
+    ASSERT_OK(erg_shard_plan_json(s, d, &j, &err));
+    ASSERT_CONTAINS(j, "\"mesh_requested\": [\n    1,\n    6\n  ]");
+    erg_free(j);
+    erg_shard_plan_free(d);
+    erg_shard_free(s);
+    /* A 2x2 mesh keeps the two-axis strategies only (every dim divides by both). */
+    s = analyze(m, 2, 2);
+    for (size_t k = 0; k < erg_shard_block_num_strategies(s, 0); k++) {
+        const char *nm = erg_shard_strategy_name(s, 0, k);
+        ASSERT_MSG(strstr(nm, "S0") || strstr(nm, "S01"), "one-axis strategy %s on 2x2", nm);
+    }
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* Issue 14.6: one unique segment repeated 8 times (bench/gen_gpt_hlo.py 8): the DP's key
+ * and transition tables are built once per unique segment and shared by the repeats, and
+ * the search still equals the block ILP. */
+TEST(repeated_layers_share_dp_tables)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_gpt8.hlo");
+    static const int meshes[][2] = {{1, 4}, {2, 2}};
+    for (int q = 0; q < 2; q++) {
+        erg_shard *s = analyze(m, meshes[q][0], meshes[q][1]);
+        ASSERT_EQ_INT(erg_shard_num_blocks(s), 32);
+        ASSERT_EQ_INT(erg_shard_num_unique_segments(s), 1);
+        ASSERT_EQ_INT(erg_shard_num_segments(s), 8);
+        profile(s, 80);
+        ASSERT(s->dp_ready);
+        int own_keys = 0, own_trans = 0;
+        for (int i = 0; i < s->nseg; i++) {
+            own_keys += !s->segs[i].shared_keys;
+            own_trans += !s->segs[i].shared_trans;
+        }
+        /* The first layer (x is an input) and the last (its gradient is an input) cost
+         * differently; layers 2..6 reuse layer 1's key and transition tables, so the tables
+         * do not grow with depth. */
+        for (int i = 2; i < 7; i++)
+            ASSERT_MSG(s->segs[i].shared_keys && s->segs[i].shared_trans, "segment %d", i);
+        ASSERT_EQ_INT(own_keys, 3);
+        ASSERT_EQ_INT(own_trans, 3);
+        erg_shard_plan *d = search(s, ERG_SHARD_DP), *i = search(s, ERG_SHARD_ILP);
+        ASSERT(d->exact);
+        ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-12 * erg_shard_plan_time_s(i));
+        erg_shard_plan_free(d);
+        erg_shard_plan_free(i);
+        erg_shard_free(s);
+    }
+    erg_hlo_free(m);
+}
+
+/* Issue 14.5: a budget that binds some combinations but not the unconstrained optimum
+ * gets the exact optimum even when the Pareto fronts would be too large (here: a limit of
+ * one entry per step), instead of the inexact chain fallback. */
+TEST(binding_budget_that_the_optimum_fits_stays_exact)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_neuron_mlp.hlo");
+    erg_shard *s = analyze(m, 1, 4);
+    profile(s, 80);
+    erg_shard_plan *f = search(s, ERG_SHARD_DP);
+    double t_free = erg_shard_plan_time_s(f), m_free = erg_shard_plan_memory_bytes(f);
+    erg_shard_plan_free(f);
+    double worst = s->const_mem_bytes;
+    for (int b = 0; b < s->norder; b++) {
+        double w = 0;
+        for (int k = 0; k < s->pbs[s->order[b]].K; k++)
+            w = ERG__MAX(w, s->pbs[s->order[b]].mem_bytes[k]);
+        worst += w;
+    }
+    ASSERT(worst > 1.5 * m_free); /* Megatron is the fast plan and holds a quarter */
+    profile(s, m_free * 1.001 / 1e9);
+    ASSERT(s->dp_ready && s->dp_membind);
+    s->dp_max_candidates = 1;
+    erg_shard_plan *d = search(s, ERG_SHARD_DP), *i = search(s, ERG_SHARD_ILP);
+    ASSERT(d->exact && !d->ilp_polished && d->lower_bound_s == 0);
+    ASSERT_NEAR(erg_shard_plan_time_s(d), t_free, 1e-12 * t_free);
+    ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-12 * t_free);
+    erg_shard_plan_free(d);
+    erg_shard_plan_free(i);
+    erg_shard_free(s);
+    erg_hlo_free(m);
 }
 
 TEST(annotations_round_trip_to_plan_specs)
@@ -858,8 +1537,8 @@ TEST(dp_equals_ilp_on_shared_models)
 TEST(dp_bert_base_1x8_under_memory_budgets)
 {
     /* Elimination has no memory dimension: its plan is the unconstrained optimum, hence also
-     * the optimum under any budget it fits (0.74 GB: equal to the ILP). Under a budget it
-     * does not fit (0.72 GB) the DP falls back to the chain DP + second pass and a Lagrangian
+     * the optimum under any budget it fits (0.385 GB: equal to the ILP). Under a budget it
+     * does not fit (0.375 GB) the DP falls back to the chain DP + second pass and a Lagrangian
      * elimination: within budget, no better than the unconstrained optimum, with a lower
      * bound. */
     erg_hlo_module *m = load_or_skip(HLO_DIR "/baseline_bert_1.hlo");
@@ -869,8 +1548,11 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
     double t_free = erg_shard_plan_time_s(free_plan);
     double m_free = erg_shard_plan_memory_bytes(free_plan);
     erg_shard_plan_free(free_plan);
-    ASSERT(m_free > 0.725e9 && m_free < 0.74e9);
-    profile(s, 0.74);
+    /* 0.381 GB since issue 14 (reassociation across the separate Q/K/V blocks, weights also
+     * updated by the optimizer sharded like their forward block, the optimizer's state
+     * updates attached to the gradients' blocks; 0.733 GB before) */
+    ASSERT(m_free > 0.375e9 && m_free < 0.385e9);
+    profile(s, 0.385);
     ASSERT(s->dp_membind && !s->dp_ready && s->ve);
     erg_shard_plan *d = search(s, ERG_SHARD_DP), *q = search(s, ERG_SHARD_ILP);
     ASSERT(d->exact && d->ve);
@@ -878,10 +1560,12 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
     ASSERT_NEAR(erg_shard_plan_time_s(d), t_free, 1e-12 * t_free);
     erg_shard_plan_free(d);
     erg_shard_plan_free(q);
-    profile(s, 0.72);
-    d = search(s, ERG_SHARD_DP);
+    profile(s, 0.375);
+    /* A time limit of 1 ms leaves the ILP backup of the chain DP no time: chain + Lagrange. */
+    erg_error e1;
+    ASSERT_OK_E(erg_shard_search(s, ERG_SHARD_DP, 0.001, &d, &e1), e1);
     ASSERT(!d->ve);
-    ASSERT(erg_shard_plan_memory_bytes(d) <= 0.72e9);
+    ASSERT(erg_shard_plan_memory_bytes(d) <= 0.375e9);
     ASSERT(erg_shard_plan_time_s(d) >= t_free);
     /* The Lagrangian bound: below the plan, above half of it (0.33 % below here). */
     ASSERT(d->lower_bound_s > 0.5 * erg_shard_plan_time_s(d));
@@ -892,6 +1576,14 @@ TEST(dp_bert_base_1x8_under_memory_budgets)
     ASSERT_CONTAINS(j, "\"dp_kind\": \"chain+lagrange\"");
     ASSERT_CONTAINS(j, "\"lower_bound_s\":");
     erg_free(j);
+    /* With 3 s the block ILP backs it up and its plan is kept when it is faster (spec: the
+     * ILP's incumbent is 0.19 % better here). */
+    erg_shard_plan *d3 = NULL;
+    ASSERT_OK_E(erg_shard_search(s, ERG_SHARD_DP, 3, &d3, &e1), e1);
+    ASSERT(erg_shard_plan_memory_bytes(d3) <= 0.375e9);
+    ASSERT(erg_shard_plan_time_s(d3) <= erg_shard_plan_time_s(d) * (1 + 1e-12));
+    ASSERT(erg_shard_plan_time_s(d3) >= d->lower_bound_s * (1 - 1e-12));
+    erg_shard_plan_free(d3);
     erg_shard_plan_free(d);
     erg_shard_free(s);
     erg_hlo_free(m);
@@ -1073,6 +1765,7 @@ TEST(allocation_failures_are_clean)
 }
 
 TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_conditional), TEST_ENTRY(errors_name_line_and_column),
+         TEST_ENTRY(malformed_modules_are_rejected_with_their_line), TEST_ENTRY(module_without_dot_says_so),
          TEST_ENTRY(all_shared_modules_parse_fast),
          TEST_ENTRY(mlp_1x2_data_parallel_vs_megatron_by_hand),
          TEST_ENTRY(mlp_2x2_data_parallel_over_both_axes),
@@ -1081,6 +1774,20 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(annotations_round_trip_to_plan_specs),
          TEST_ENTRY(convolution_strategies_by_hand),
          TEST_ENTRY(scanned_layers_while_body_by_hand),
+         TEST_ENTRY(weights_behind_transfer_custom_call_are_sharded),
+         TEST_ENTRY(weight_on_the_lhs_is_detected),
+         TEST_ENTRY(weight_with_users_in_two_blocks_follows_its_first_anchor),
+         TEST_ENTRY(optimizer_state_update_is_sharded_like_its_gradient),
+         TEST_ENTRY(scanned_stacked_weights_are_sharded_and_loop_state_agrees),
+         TEST_ENTRY(softmax_custom_call_follows_head_split),
+         TEST_ENTRY(norm_and_activation_custom_calls_with_scale_operands_follow),
+         TEST_ENTRY(fused_attention_custom_call_keeps_heads_split),
+         TEST_ENTRY(fused_attention_backward_kernel_keeps_heads_split),
+         TEST_ENTRY(separate_qkv_input_gradient_pays_one_all_reduce),
+         TEST_ENTRY(already_partitioned_module_is_refused),
+         TEST_ENTRY(mesh_3x2_and_1x6_split_one_axis_replicate_the_other),
+         TEST_ENTRY(repeated_layers_share_dp_tables),
+         TEST_ENTRY(binding_budget_that_the_optimum_fits_stays_exact),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),
          TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache),

@@ -34,6 +34,9 @@ bool cli_parse_double(const char *cmd, const char *opt, const char *s, double mi
  * Prints a usage error and returns false otherwise. */
 bool cli_blocking_power(const char *cmd, const char *gpu, double *power_w);
 
+/* --switch-latency S: seconds >= 0, or "default" (ERG_SWITCH_LATENCY_DEFAULT_S). */
+bool cli_parse_latency(const char *cmd, const char *s, double *out);
+
 /* Progress on stderr: a bar redrawn in place when stderr is a terminal,
  * otherwise (a log file, a pipe) one line every CLI_PROGRESS_LINE_S seconds
  * ($ERGON_PROGRESS_INTERVAL_S) once a run has taken that long; none with

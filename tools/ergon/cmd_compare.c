@@ -61,6 +61,13 @@ static void compare_help(FILE *f)
             "                       all-max time); saving and slowdown stay relative to 1F1B\n"
             "                       all-max. With it: --schedule-file F, --chunks V,\n"
             "                       --backward-split X (default 0.5, stated in the output)\n"
+            "  --switch-latency S   also evaluate every row's plan with a clock-switch latency\n"
+            "                       of S seconds ('default' = the published figure, see\n"
+            "                       ergon emulate --help): columns true_s, tsaving%%, tslowdn%%\n"
+            "                       (true_time_s, true_energy_j, true_saving_pct,\n"
+            "                       true_slowdown_pct in csv/json), against all-max evaluated\n"
+            "                       the same way\n"
+            "  --transfer-time S    the same with S seconds on every cross-stage transfer\n"
             "  --format F           text (default), csv or json\n"
             "  -o, --out FILE       write the table to FILE instead of stdout\n"
             "  -h, --help           this help\n"
@@ -74,7 +81,30 @@ typedef struct row {
     char method[48];
     double t, e;
     double fe, fo; /* frontier energies at the same time (NAN = none) */
+    double tt, te; /* with --switch-latency/--transfer-time (NAN = not asked) */
 } row;
+
+/* The row's plan evaluated with the fidelity options (switch latency, transfer). */
+static erg_status eval_true(const erg_profile *p, const erg_plan *plan,
+                            const erg_emulate_opts *fo, row *r, erg_error *err)
+{
+    r->tt = r->te = NAN;
+    if (!fo)
+        return ERG_OK;
+    erg_schedule ps = erg_plan_schedule(plan);
+    erg_dag *dag = NULL;
+    erg_emulation em;
+    erg_status st = erg_dag_new(&ps, erg_plan_num_stages(plan), erg_plan_num_microbatches(plan),
+                                &dag, err);
+    if (!st)
+        st = erg_emulate_ex(p, dag, plan, fo, &em, NULL, NULL, err);
+    erg_dag_free(dag);
+    if (!st) {
+        r->tt = em.time_s;
+        r->te = em.energy_j;
+    }
+    return st;
+}
 
 /* A frontier with every plan evaluated with the profile. */
 typedef struct evfront {
@@ -189,9 +219,10 @@ static void json_str(FILE *f, const char *s)
 }
 
 static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecli_setup *s,
-                        bool frontier, double split)
+                        bool frontier, double split, const erg_emulate_opts *fo)
 {
     double t0 = r[0].t, e0 = r[0].e;
+    double tt0 = r[0].tt, te0 = r[0].te;
     if (!strcmp(fmt, "json")) {
         fprintf(f, "{\"profile\": ");
         json_str(f, s->profile_path);
@@ -217,16 +248,25 @@ static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecl
                     fprintf(f, ", \"ours_energy_j\": %.17g, \"ours_saving_pct\": %.17g", r[i].fo,
                             100 * (1 - r[i].fo / e0));
             }
+            if (fo)
+                fprintf(f, ", \"true_time_s\": %.17g, \"true_energy_j\": %.17g, "
+                           "\"true_saving_pct\": %.17g, \"true_slowdown_pct\": %.17g",
+                        r[i].tt, r[i].te, 100 * (1 - r[i].te / te0), 100 * (r[i].tt / tt0 - 1));
             fprintf(f, "}%s\n", i + 1 < n ? "," : "");
         }
-        fprintf(f, "]}\n");
+        fprintf(f, "]");
+        if (fo)
+            fprintf(f, ", \"switch_latency_s\": %.17g, \"transfer_time_s\": %.17g",
+                    fo->switch_latency_s, erg_emulate_opts_transfer_s(fo));
+        fprintf(f, "}\n");
         return;
     }
     bool csv = !strcmp(fmt, "csv");
     if (csv)
-        fprintf(f, "method,time_s,energy_j,saving_pct,slowdown_pct%s,blocking_power_w\n",
+        fprintf(f, "method,time_s,energy_j,saving_pct,slowdown_pct%s%s,blocking_power_w\n",
                 frontier ? ",perseus_energy_j,perseus_saving_pct,ours_energy_j,ours_saving_pct"
-                         : "");
+                         : "",
+                fo ? ",true_time_s,true_energy_j,true_saving_pct,true_slowdown_pct" : "");
     else {
         fprintf(f, "profile %s, S=%ld, M=%ld, blocking power %g W\n", s->profile_path, s->S, s->M,
                 s->power_w);
@@ -234,6 +274,8 @@ static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecl
                 "slowdown%");
         if (frontier)
             fprintf(f, " %13s %8s %13s %8s", "perseus_j", "saving%", "ours_j", "saving%");
+        if (fo)
+            fprintf(f, " %10s %8s %9s", "true_s", "tsaving%", "tslowdn%");
         fprintf(f, "\n");
     }
     for (int i = 0; i < n; i++) {
@@ -254,12 +296,24 @@ static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecl
             if (frontier)
                 fprintf(f, " %13s %8s %13s %8s", a, b, c, d);
         }
+        if (fo) {
+            double tsv = 100 * (1 - r[i].te / te0), tsl = 100 * (r[i].tt / tt0 - 1);
+            if (csv)
+                fprintf(f, ",%.6f,%.6f,%.4f,%.4f", r[i].tt, r[i].te, tsv, tsl);
+            else
+                fprintf(f, " %10.4f %8.2f %9.2f", r[i].tt, tsv, tsl);
+        }
         fprintf(f, "\n");
     }
+    if (fo && !csv)
+        fprintf(f, "true_*: every plan re-evaluated with a clock-switch latency of %g s and %g s "
+                   "per cross-stage transfer (ergon emulate --help); savings against all-max "
+                   "evaluated the same way\n",
+                fo->switch_latency_s, erg_emulate_opts_transfer_s(fo));
 }
 
 enum { C_PROFILE = 256, C_STAGES, C_MB, C_GPU, C_POWER, C_TABLE, C_UNIT, C_NOFRONT, C_FDIR,
-       C_FORMAT, C_ABLATION, C_MAXPLANS, C_FORCE };
+       C_FORMAT, C_ABLATION, C_MAXPLANS, C_FORCE, C_SWITCH, C_TRANSFER };
 
 int cmd_compare(int argc, char **argv)
 {
@@ -280,6 +334,8 @@ int cmd_compare(int argc, char **argv)
         CLI_SCHED_LONGOPTS,
         {"max-plans", required_argument, 0, C_MAXPLANS},
         {"force", no_argument, 0, C_FORCE},
+        {"switch-latency", required_argument, 0, C_SWITCH},
+        {"transfer-time", required_argument, 0, C_TRANSFER},
         {"out", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -291,7 +347,9 @@ int cmd_compare(int argc, char **argv)
     bool other = false;
     double unit_s = 0.001;
     long max_plans = CLI_DEFAULT_MAX_PLANS;
-    bool frontier = true, ablation = false;
+    bool frontier = true, ablation = false, fidelity = false;
+    erg_emulate_opts fo;
+    erg_emulate_opts_init(&fo);
     const char *fdir = NULL, *format = "text", *out = NULL;
     int c;
     optind = 1;
@@ -332,6 +390,16 @@ int cmd_compare(int argc, char **argv)
             break;
         case C_ABLATION:
             ablation = true;
+            break;
+        case C_SWITCH:
+            if (!cli_parse_latency(cmd, optarg, &fo.switch_latency_s))
+                return CLI_USAGE;
+            fidelity = true;
+            break;
+        case C_TRANSFER:
+            if (!cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e6, &fo.transfer_time_s))
+                return CLI_USAGE;
+            fidelity = true;
             break;
         case C_MAXPLANS:
             if (!cli_parse_int(cmd, "--max-plans", optarg, 0, 1000000000000L, &max_plans))
@@ -386,6 +454,8 @@ int cmd_compare(int argc, char **argv)
     }
     const char *oname = cs.sched.kind == ERG_SCHED_FILE ? "file" : erg_schedule_name(cs.sched.kind);
     int S = (int)s.S, M = (int)s.M;
+    fo.blocking_power_w = s.power_w;
+    const erg_emulate_opts *fop = fidelity ? &fo : NULL;
     row r[MAX_ROWS];
     int n = 0;
     erg_error err = {0};
@@ -398,6 +468,8 @@ int cmd_compare(int argc, char **argv)
         goto fail;
     snprintf(r[n].method, sizeof r[n].method, "all-max");
     erg_plan_estimate(plan, &r[n].t, &r[n].e);
+    if (eval_true(s.profile, plan, fop, &r[n], &err))
+        goto fail;
     n++;
     erg_plan_free(plan);
     plan = NULL;
@@ -437,6 +509,8 @@ int cmd_compare(int argc, char **argv)
                                              "envpipe-uniform-1f1b", "envpipe-no-reconfig"};
         snprintf(r[n].method, sizeof r[n].method, "%s", enames[k]);
         erg_plan_estimate(plan, &r[n].t, &r[n].e);
+        if (eval_true(s.profile, plan, fop, &r[n], &err))
+            goto fail;
         n++;
         erg_plan_free(plan);
         plan = NULL;
@@ -454,6 +528,8 @@ int cmd_compare(int argc, char **argv)
             goto fail;
         snprintf(r[n].method, sizeof r[n].method, "%s", bnames[k]);
         erg_plan_estimate(plan, &r[n].t, &r[n].e);
+        if (eval_true(s.profile, plan, fop, &r[n], &err))
+            goto fail;
         n++;
         erg_plan_free(plan);
         plan = NULL;
@@ -472,6 +548,8 @@ int cmd_compare(int argc, char **argv)
             goto fail;
         snprintf(r[n].method, sizeof r[n].method, "%s-%s", k ? bnames[k - 1] : "all-max", oname);
         erg_plan_estimate(plan, &r[n].t, &r[n].e);
+        if (eval_true(s.profile, plan, fop, &r[n], &err))
+            goto fail;
         n++;
         erg_plan_free(plan);
         plan = NULL;
@@ -479,7 +557,7 @@ int cmd_compare(int argc, char **argv)
     for (int i = 0; i < n; i++)
         r[i].fe = r[i].fo = NAN;
     if (frontier) {
-        evfront f1 = {0}, fo = {0};
+        evfront f1 = {0}, fo_ = {0};
         erg_schedule one = {.kind = ERG_SCHED_1F1B};
         char d1[4096], d2[4096];
         if (fdir) {
@@ -489,7 +567,7 @@ int cmd_compare(int argc, char **argv)
         rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &one, fdir ? d1 : NULL, &f1);
         if (!rc && M >= S)
             rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &ours, fdir ? d2 : NULL,
-                               &fo);
+                               &fo_);
         evfront fx = {0};
         if (!rc && other) {
             char d3[4096];
@@ -501,11 +579,11 @@ int cmd_compare(int argc, char **argv)
         if (!rc) {
             for (int i = 0; i < n; i++) {
                 r[i].fe = front_at(&f1, r[i].t);
-                r[i].fo = front_at(&fo, r[i].t);
+                r[i].fo = front_at(&fo_, r[i].t);
             }
             /* the plans Perseus picks for the all-max time, as rows */
             for (int k = 0; k < 2; k++) {
-                const evfront *ef = k ? &fo : &f1;
+                const evfront *ef = k ? &fo_ : &f1;
                 long i = front_pick(ef, r[0].t);
                 if (i < 0)
                     continue;
@@ -513,7 +591,18 @@ int cmd_compare(int argc, char **argv)
                 r[n].t = ef->t[i];
                 r[n].e = ef->e[i];
                 r[n].fe = front_at(&f1, r[0].t);
-                r[n].fo = front_at(&fo, r[0].t);
+                r[n].fo = front_at(&fo_, r[0].t);
+                r[n].tt = r[n].te = NAN;
+                if (fop) {
+                    erg_plan *fp = NULL;
+                    if (erg_frontier_plan(ef->f, (size_t)i, &fp, &err) ||
+                        eval_true(s.profile, fp, fop, &r[n], &err)) {
+                        erg_plan_free(fp);
+                        rc = cli_report(cmd, &err);
+                        break;
+                    }
+                    erg_plan_free(fp);
+                }
                 n++;
             }
             long i = other ? front_pick(&fx, r[0].t) : -1;
@@ -522,7 +611,17 @@ int cmd_compare(int argc, char **argv)
                 r[n].t = fx.t[i];
                 r[n].e = fx.e[i];
                 r[n].fe = front_at(&f1, r[0].t);
-                r[n].fo = front_at(&fo, r[0].t);
+                r[n].fo = front_at(&fo_, r[0].t);
+                r[n].tt = r[n].te = NAN;
+                if (fop) {
+                    erg_plan *fp = NULL;
+                    if (erg_frontier_plan(fx.f, (size_t)i, &fp, &err) ||
+                        eval_true(s.profile, fp, fop, &r[n], &err)) {
+                        erg_plan_free(fp);
+                        rc = cli_report(cmd, &err);
+                    }
+                    erg_plan_free(fp);
+                }
                 n++;
             }
         }
@@ -531,10 +630,10 @@ int cmd_compare(int argc, char **argv)
         erg_frontier_free(fx.f);
         free(f1.t);
         free(f1.e);
-        free(fo.t);
-        free(fo.e);
+        free(fo_.t);
+        free(fo_.e);
         erg_frontier_free(f1.f);
-        erg_frontier_free(fo.f);
+        erg_frontier_free(fo_.f);
         if (rc) {
             ecli_setup_free(&s);
             cli_sched_free(&cs);
@@ -551,7 +650,8 @@ int cmd_compare(int argc, char **argv)
     print_table(f, format, r, n, &s, frontier,
                 other && cli_sched_split_used(&cs, s.profile, S, M)
                     ? erg_schedule_backward_split(&cs.sched)
-                    : 0);
+                    : 0,
+                fop);
     if (!strcmp(format, "text") && M >= S) {
         fprintf(f, "EnvPipe ours schedule: extra warm-up forwards r =");
         for (int st = 0; st < S; st++)

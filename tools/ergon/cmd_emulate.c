@@ -10,7 +10,9 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: ergon emulate --profile P --plan FILE (--gpu A40|A100 | --blocking-power W)\n"
                "                     [--schedule NAME | --schedule-file F.csv] [--chunks V]\n"
-               "                     [--backward-split X] [--p2p-time S] [--json]\n\n"
+               "                     [--backward-split X] [--p2p-time S] [--json]\n"
+               "                     [--switch-latency S|default] [--transfer-time S |\n"
+               "                      --transfer-bytes B --link-bandwidth B_PER_S [--link-latency S]]\n\n"
                "Evaluate a plan with the profiled time and energy of every instruction at its\n"
                "clock (docs/envpipe.md; installed in /usr/share/doc/ergon):\n"
                "iteration time = longest path of the instruction DAG; energy = sum of\n"
@@ -21,7 +23,17 @@ static void help(FILE *f)
                "has stages, or ranks x chunks of them (exit status 1 otherwise).\n\n" CLI_SCHED_HELP
                "  --p2p-time S         time every cross-rank dependency adds (P2P transfer,\n"
                "                       seconds; default 0: communication is free, as in the\n"
-               "                       planner; docs/schedules.md)\n");
+               "                       planner; docs/schedules.md)\n\n"
+               "Fidelity options (docs/emulate.md; all 0 by default, which is the published\n"
+               "evaluation of Perseus's lowtime):\n"
+               "  --switch-latency S   a rank waits S seconds (idle, blocking power) before an\n"
+               "                       instruction whose clock differs from its previous one's\n"
+               "                       (the first instruction's previous one is the last:\n"
+               "                       iterations repeat); 'default' = %.0f ms (docs/emulate.md)\n"
+               "  --transfer-time S    the same as --p2p-time S\n"
+               "  --transfer-bytes B, --link-bandwidth B_PER_S, --link-latency S\n"
+               "                       or: transfer time = B / bandwidth + latency\n",
+            ERG_SWITCH_LATENCY_DEFAULT_S * 1e3);
 }
 
 int cmd_emulate(int argc, char **argv)
@@ -32,8 +44,15 @@ int cmd_emulate(int argc, char **argv)
         {"gpu", required_argument, 0, 'g'},     {"blocking-power", required_argument, 0, 'w'},
         {"schedule", required_argument, 0, 'S'}, {"json", no_argument, 0, 'j'},
         CLI_SCHED_LONGOPTS, {"p2p-time", required_argument, 0, 'T'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+        {"help", no_argument, 0, 'h'},          {"switch-latency", required_argument, 0, 'L'},
+        {"transfer-time", required_argument, 0, 'x'},
+        {"transfer-bytes", required_argument, 0, 'B'},
+        {"link-bandwidth", required_argument, 0, 'W'},
+        {"link-latency", required_argument, 0, 'l'},
+        {0, 0, 0, 0},
     };
+    erg_emulate_opts eo;
+    erg_emulate_opts_init(&eo);
     const char *profile = NULL, *planf = NULL, *gpu = NULL;
     double power = -1;
     bool json = false;
@@ -74,6 +93,27 @@ int cmd_emulate(int argc, char **argv)
         case 'j':
             json = true;
             break;
+        case 'L':
+            if (!cli_parse_latency(cmd, optarg, &eo.switch_latency_s))
+                return CLI_USAGE;
+            break;
+        case 'x':
+            if (!cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e6, &eo.transfer_time_s))
+                return CLI_USAGE;
+            break;
+        case 'B':
+            if (!cli_parse_double(cmd, "--transfer-bytes", optarg, 0, 1e18, &eo.transfer_bytes))
+                return CLI_USAGE;
+            break;
+        case 'W':
+            if (!cli_parse_double(cmd, "--link-bandwidth", optarg, 1, 1e18,
+                                  &eo.link_bandwidth_bps))
+                return CLI_USAGE;
+            break;
+        case 'l':
+            if (!cli_parse_double(cmd, "--link-latency", optarg, 0, 1e6, &eo.link_latency_s))
+                return CLI_USAGE;
+            break;
         case 'h':
             help(stdout);
             return CLI_OK;
@@ -87,6 +127,13 @@ int cmd_emulate(int argc, char **argv)
         return cli_usage_error(cmd, "--profile and --plan are required");
     if (!cli_blocking_power(cmd, gpu, &power))
         return CLI_USAGE;
+    if ((eo.transfer_time_s > 0) + (eo.transfer_bytes > 0) + (p2p > 0) > 1)
+        return cli_usage_error(cmd, "give one of --p2p-time, --transfer-time, --transfer-bytes");
+    if (eo.transfer_bytes > 0 && !(eo.link_bandwidth_bps > 0))
+        return cli_usage_error(cmd, "--transfer-bytes needs --link-bandwidth");
+    if ((eo.link_bandwidth_bps > 0 || eo.link_latency_s > 0) && !(eo.transfer_bytes > 0))
+        return cli_usage_error(cmd, "--link-bandwidth/--link-latency need --transfer-bytes");
+    eo.blocking_power_w = power;
     {
         int r = cli_sched_finish(cmd, &cs, NULL, NULL);
         if (r) {
@@ -130,7 +177,7 @@ int cmd_emulate(int argc, char **argv)
         goto done;
     }
     erg_emulation em;
-    if (erg_emulate(prof, dag, plan, power, &em, NULL, NULL, &err)) {
+    if (erg_emulate_ex(prof, dag, plan, &eo, &em, NULL, NULL, &err)) {
         char where[600];
         snprintf(where, sizeof where, "%s", err.msg);
         erg_error_set(&err, err.status, "%s: %s", planf, where);
@@ -147,10 +194,12 @@ int cmd_emulate(int argc, char **argv)
                      erg_schedule_backward_split(&ps));
         printf("{\"time_s\": %.17g, \"energy_j\": %.17g, \"compute_energy_j\": %.17g, "
                "\"blocking_energy_j\": %.17g, \"num_stages\": %d, \"num_microbatches\": %d, "
-               "\"schedule\": \"%s\"%s}\n",
+               "\"schedule\": \"%s\"%s, \"switch_latency_s\": %.17g, \"num_switches\": %d, "
+               "\"transfer_time_s\": %.17g}\n",
                em.time_s, em.energy_j, em.compute_energy_j, em.blocking_energy_j,
                erg_plan_num_stages(plan), erg_plan_num_microbatches(plan),
-               erg_schedule_name(ps.kind), extra);
+               erg_schedule_name(ps.kind), extra, eo.switch_latency_s, em.num_switches,
+               em.transfer_time_s);
     }
     else {
         printf("iteration time %.6f s, energy %.3f J (compute %.3f J, blocking %.3f J); "
@@ -162,6 +211,10 @@ int cmd_emulate(int argc, char **argv)
         local.sched = ps;
         cli_sched_split_note(stdout, &local, prof, erg_plan_num_stages(plan),
                              erg_plan_num_microbatches(plan));
+        if (eo.switch_latency_s > 0 || em.transfer_time_s > 0)
+            printf("clock switches %d x %.4f s = %.4f s charged; transfer %.6f s per cross-rank "
+                   "edge\n",
+                   em.num_switches, eo.switch_latency_s, em.switch_time_s, em.transfer_time_s);
     }
 done:
     erg_dag_free(dag);

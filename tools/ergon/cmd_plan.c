@@ -62,6 +62,12 @@ static void plan_perseus_help(FILE *f)
             "                       json (default csv,packed; perseus-py and zeus-py exclude\n"
             "                       each other: same file names)\n"
             "  --quiet              no summary on stdout\n"
+            "  --switch-latency S   post-check: also report each summary plan's time and\n"
+            "                       energy with a clock-switch latency of S seconds ('default'\n"
+            "                       = the published figure; see ergon emulate --help)\n"
+            "  --transfer-time S    every cross-rank edge (P2P send) takes S seconds: planned\n"
+            "                       as a fixed-duration dependency (rounded to --unit-time)\n"
+            "                       and included in the post-check\n"
             "  -h, --help           this help\n\n"
             "Progress goes to stderr: a bar on a terminal, otherwise one line every %.0f s once\n"
             "a run takes that long ($ERGON_PROGRESS_INTERVAL_S: other seconds;\n"
@@ -94,8 +100,12 @@ static int plan_perseus(int argc, char **argv)
         {"force", no_argument, 0, 'Y'},
         {"per-plan-files", no_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},
+        {"switch-latency", required_argument, 0, 'L'},
+        {"transfer-time", required_argument, 0, 'x'},
         {0, 0, 0, 0},
     };
+    erg_emulate_opts post;
+    erg_emulate_opts_init(&post);
     const char *fits = NULL, *fits_case = NULL;
     const char *profile = NULL, *out = NULL, *gpu = NULL, *formats = "csv,packed";
     long S = 0, M = 0;
@@ -172,6 +182,15 @@ static int plan_perseus(int argc, char **argv)
             break;
         case 'f':
             fits = optarg;
+            break;
+        case 'L':
+            if (!cli_parse_latency(cmd, optarg, &post.switch_latency_s))
+                return CLI_USAGE;
+            break;
+        case 'x':
+            if (!cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e6, &post.transfer_time_s))
+                return CLI_USAGE;
+            o.transfer_time_s = post.transfer_time_s;
             break;
         case 'C':
             fits_case = optarg;
@@ -348,13 +367,34 @@ static int plan_perseus(int argc, char **argv)
             size_t k;
             erg_emulation em;
             /* the same choice as `ergon choose --deadline` / `--slowdown 1.01` */
-            if (cli_baseline_pick(&bl, f, limit[i], &k, &em, &err))
+            if (cli_baseline_pick(&bl, f, limit[i], &k, &em, &err)) {
                 printf("%-25s %s\n", label[i], err.msg);
-            else
-                printf("%-25s plan %zu: %.6g s (%+.2f%%), %.6g J (%+.2f%% vs all-max; profiled "
-                       "values)\n",
-                       label[i], k, em.time_s, 100 * (em.time_s / em_max.time_s - 1),
-                       em.energy_j, 100 * (em.energy_j / em_max.energy_j - 1));
+                continue;
+            }
+            printf("%-25s plan %zu: %.6g s (%+.2f%%), %.6g J (%+.2f%% vs all-max; profiled "
+                   "values)\n",
+                   label[i], k, em.time_s, 100 * (em.time_s / em_max.time_s - 1), em.energy_j,
+                   100 * (em.energy_j / em_max.energy_j - 1));
+            /* post-check with clock-switch latency and P2P transfers */
+            erg_plan *p = NULL;
+            erg_emulation ex, exm;
+            post.blocking_power_w = o.blocking_power_w;
+            if ((post.switch_latency_s > 0 || post.transfer_time_s > 0) &&
+                !erg_frontier_plan(f, k, &p, &err) &&
+                !erg_emulate_ex(prof, dag, p, &post, &ex, NULL, NULL, &err) &&
+                !erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w,
+                                  &allmax, &err)) {
+                if (!erg_emulate_ex(prof, dag, allmax, &post, &exm, NULL, NULL, &err))
+                    printf("%-25s   true time with switch latency %g s and transfer %g s: "
+                           "%.6g s (%+.2f%% vs all-max %.6g s), %.6g J (%+.2f%%); %d clock "
+                           "switches\n",
+                           "", post.switch_latency_s, post.transfer_time_s, ex.time_s,
+                           100 * (ex.time_s / exm.time_s - 1), exm.time_s, ex.energy_j,
+                           100 * (ex.energy_j / exm.energy_j - 1), ex.num_switches);
+                erg_plan_free(allmax);
+                allmax = NULL;
+            }
+            erg_plan_free(p);
         }
     }
     if (n == 1 && !quiet)

@@ -18,6 +18,8 @@ static void usage_profile(FILE *f)
             "       ergon profile logs DIR [--stages S] -o profile.csv\n"
             "       ergon profile run --gpu sim:GPU[:MODEL[:N]] [--stage S] [--iters N]\n"
             "                         [--min-freq MHZ] [--blocking-s SEC] -o profile.csv\n"
+            "       ergon profile sparse --replay FULL.csv [--budget N] -o PRED.csv\n"
+            "                         (see 'ergon profile sparse --help')\n"
             "\n"
             "sim   Write the stage profile (stage,instruction,frequency,time,energy) of MODEL\n"
             "      split into S pipeline stages on a simulated GPU, from ergon's DVFS model\n"
@@ -284,6 +286,9 @@ static int profile_logs(int argc, char **argv)
     return CLI_OK;
 }
 
+int profile_sparse(int argc, char **argv);       /* cmd_profile_sparse.c */
+void usage_profile_sparse(FILE *f);
+
 int cmd_profile(int argc, char **argv)
 {
     if (argc < 2) {
@@ -300,5 +305,8 @@ int cmd_profile(int argc, char **argv)
         return profile_logs(argc - 1, argv + 1);
     if (!strcmp(argv[1], "run"))
         return profile_run(argc - 1, argv + 1);
-    return cli_usage_error("profile", "unknown subcommand '%s' (sim, logs, run)", argv[1]);
+    if (!strcmp(argv[1], "sparse"))
+        return profile_sparse(argc - 1, argv + 1);
+    return cli_usage_error("profile", "unknown subcommand '%s' (sim, logs, run, sparse)",
+                           argv[1]);
 }

@@ -2,61 +2,108 @@
 #include "cli.h"
 #include "ergon/shard.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f)
+static const char cost_help[] =
+    "cost options:\n"
+    "  --device NAME       row of the device table: a100-nvlink (default), a100-pcie,\n"
+    "                      h100, v100\n"
+    "  --devices FILE      device table CSV (default: built in; data/shard_devices.csv)\n"
+    "  --compute MODE      model (roofline, default) | blas (time local GEMMs with\n"
+    "                      OpenBLAS) | cublas (cuBLAS loaded at run time; fails if absent)\n"
+    "  --cache FILE        measured GEMM cache (CSV batch,m,n,k,time_s), read and updated\n"
+    "  --profiles FILE     imported table segment,strategies,time_s,memory_bytes\n"
+    "                      (strategies: indices joined by '-'); overrides modelled rows\n"
+    "  --mem-gb X          memory budget per device in GB (default: the device's)\n"
+    "  --optimizer-factor X  bytes kept per weight byte (default 4: weight, grad, Adam)\n"
+    "  --keep N            combinations listed per segment by `profile` and kept by the\n"
+    "                      fallback chain DP (default 64; the exact DP keeps every\n"
+    "                      combination not dominated in time and memory)\n";
+
+static const char common_help[] =
+    "  --hlo FILE          HLO text module (required); an already partitioned module\n"
+    "                      (collectives over device groups, or num_partitions > 1 without\n"
+    "                      sharding annotations) is refused: give the single-device one\n"
+    "  --mesh AxB          logical device mesh, e.g. 1x4, 2x2, 3x2 (required)\n"
+    "  --computation NAME  analyse this computation instead of ENTRY, e.g. a while body\n"
+    "                      (scanned layers: one plan for all iterations, times x trip\n"
+    "                      count from known_trip_count or the loop condition)\n";
+
+static void usage(FILE *f, const char *sub)
 {
-    fprintf(f,
-            "usage: ergon shard analyze --hlo FILE --mesh AxB\n"
-            "       ergon shard profile --hlo FILE --mesh AxB [cost options] [--rows N]\n"
-            "       ergon shard search  --hlo FILE --mesh AxB [cost options] [--method dp|ilp|both]\n"
-            "                           [--time-limit S] [--out-hlo FILE] [--out-json FILE]\n"
-            "       ergon shard comm    --hlo FILE --mesh AxB [cost options] [--rows N]\n"
-            "\n"
-            "Plans intra-operator parallelism for an XLA HLO text module (CFP): ParallelBlocks\n"
-            "(anchors, backward twins, communication-free propagation), repeated segments,\n"
-            "per-segment strategy costs, a DP search with a memory budget (and Alpa's ILP on\n"
-            "the same costs as a baseline), and the plan written back as sharding={...}.\n"
-            "\n"
-            "  analyze   print every ParallelBlock with its members and per-strategy plans,\n"
-            "            the segments and how they map to unique ones, the strategy map\n"
-            "  profile   cost every unique segment's strategy combinations (table)\n"
-            "  search    search a plan; print solution vector, time, memory, TFLOP/s\n"
-            "  comm      communication volume and time of each combination of the first\n"
-            "            repeated segment (CFP's comm-volume experiment)\n"
-            "\n"
-            "options:\n"
-            "  --hlo FILE          HLO text module (required)\n"
-            "  --mesh AxB          logical device mesh, e.g. 1x4, 2x2 (required)\n"
-            "  --computation NAME  analyse this computation instead of ENTRY, e.g. a while body\n"
-            "                      (scanned layers: one plan for all iterations, times x trip\n"
-            "                      count from known_trip_count or the loop condition)\n"
-            "  --members           analyze: list every member of every block with its spec\n"
-            "                      under each strategy (default: the dots and a summary)\n"
-            "cost options:\n"
-            "  --device NAME       row of the device table: a100-nvlink (default), a100-pcie,\n"
-            "                      h100, v100\n"
-            "  --devices FILE      device table CSV (default: built in; data/shard_devices.csv)\n"
-            "  --compute MODE      model (roofline, default) | blas (time local GEMMs with\n"
-            "                      OpenBLAS) | cublas (cuBLAS loaded at run time; fails if absent)\n"
-            "  --cache FILE        measured GEMM cache (CSV batch,m,n,k,time_s), read and updated\n"
-            "  --profiles FILE     imported table segment,strategies,time_s,memory_bytes\n"
-            "                      (strategies: indices joined by '-'); overrides modelled rows\n"
-            "  --mem-gb X          memory budget per device in GB (default: the device's)\n"
-            "  --optimizer-factor X  bytes kept per weight byte (default 4: weight, grad, Adam)\n"
-            "  --keep N            combinations listed per segment by `profile` and kept by the\n"
-            "                      fallback chain DP (default 64; the exact DP keeps every\n"
-            "                      combination not dominated in time and memory)\n"
-            "search options:\n"
-            "  --method M          dp (default), ilp, or both: DP and block ILP (prints the gap)\n"
-            "                      plus Alpa's per-operator ILP on the same costs\n"
-            "  --time-limit S      ILP time limit in seconds (default 600)\n"
-            "  --out-hlo FILE      write the module with sharding annotations\n"
-            "  --out-json FILE     write the plan as JSON\n"
-            "  --rows N            rows per table (default 20)\n"
-            "\nSee docs/shard.md. Exit status: 0 ok, 1 input error, 2 usage error.\n");
+    if (!sub) {
+        fprintf(f,
+                "usage: ergon shard analyze --hlo FILE --mesh AxB [--members]\n"
+                "       ergon shard profile --hlo FILE --mesh AxB [cost options] [--rows N]\n"
+                "       ergon shard search  --hlo FILE --mesh AxB [cost options] [--method dp|ilp|both]\n"
+                "                           [--time-limit S] [--out-hlo FILE] [--out-json FILE]\n"
+                "       ergon shard comm    --hlo FILE --mesh AxB [cost options] [--rows N]\n"
+                "       ergon shard ACTION --help    options of one action\n"
+                "\n"
+                "Plans intra-operator parallelism for an XLA HLO text module (CFP): ParallelBlocks\n"
+                "(anchors, backward twins, communication-free propagation), repeated segments,\n"
+                "per-segment strategy costs, a DP search with a memory budget (and Alpa's ILP on\n"
+                "the same costs as a baseline), and the plan written back as sharding={...}.\n"
+                "\n"
+                "  analyze   print every ParallelBlock with its members and per-strategy plans,\n"
+                "            the segments and how they map to unique ones, the strategy map\n"
+                "  profile   cost every unique segment's strategy combinations (table)\n"
+                "  search    search a plan; print solution vector, time, memory, TFLOP/s\n"
+                "  comm      communication volume and time of each combination of the first\n"
+                "            repeated segment (CFP's comm-volume experiment)\n"
+                "\nSee docs/shard.md. Exit status: 0 ok, 1 input error, 2 usage error.\n");
+        return;
+    }
+    if (!strcmp(sub, "analyze")) {
+        fprintf(f,
+                "usage: ergon shard analyze --hlo FILE --mesh AxB [--computation NAME] [--members]\n"
+                "\n"
+                "Prints every ParallelBlock (anchor, strategies, the dots' specs per strategy),\n"
+                "custom-call classes, all-reduces merged by reassociation, multi-block values,\n"
+                "the segments and the unique segment each maps to, and the strategy map.\n"
+                "\noptions:\n%s"
+                "  --members           list every member of every block with its spec under each\n"
+                "                      strategy (default: the dots and a summary)\n"
+                "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
+                common_help);
+    } else if (!strcmp(sub, "profile") || !strcmp(sub, "comm")) {
+        fprintf(f,
+                "usage: ergon shard %s --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
+                "                         [--rows N]\n"
+                "\n%s"
+                "\noptions:\n%s%s"
+                "  --rows N            rows per table (default 20)\n"
+                "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
+                sub,
+                !strcmp(sub, "profile")
+                    ? "Costs every unique segment's strategy combinations: total, compute,\n"
+                      "intrinsic collectives, resharding, bytes moved and memory per device.\n"
+                    : "Communication volume and time of each combination of the first repeated\n"
+                      "segment (CFP's comm-volume experiment).\n",
+                common_help, cost_help);
+    } else {
+        fprintf(f,
+                "usage: ergon shard search --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
+                "                          [--method dp|ilp|both] [--time-limit S]\n"
+                "                          [--out-hlo FILE] [--out-json FILE]\n"
+                "\n"
+                "Searches a plan (one strategy per block) and prints the solution vector, the\n"
+                "modelled iteration time, memory per device and TFLOP/s. When no plan fits the\n"
+                "memory budget it says what the smallest plan needs.\n"
+                "\noptions:\n%s%s"
+                "search options:\n"
+                "  --method M          dp (default), ilp, or both: DP and block ILP (prints the gap)\n"
+                "                      plus Alpa's per-operator ILP on the same costs\n"
+                "  --time-limit S      ILP time limit in seconds (default 600); an ILP that finds\n"
+                "                      no plan in time says so (no objective, no speed ratio)\n"
+                "  --out-hlo FILE      write the module with sharding annotations\n"
+                "  --out-json FILE     write the plan as JSON\n"
+                "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
+                common_help, cost_help);
+    }
 }
 
 static int write_text(const char *path, const char *text)
@@ -74,7 +121,7 @@ static int write_text(const char *path, const char *text)
 int cmd_shard(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout);
+        usage(argc < 2 ? stderr : stdout, NULL);
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
     const char *sub = argv[1];
@@ -92,7 +139,7 @@ int cmd_shard(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            usage(stdout, sub);
             return CLI_OK;
         }
         if (!strcmp(a, "--members")) {
@@ -228,19 +275,26 @@ int cmd_shard(int argc, char **argv)
     erg_free(text);
     text = NULL;
     if (both) {
-        if (erg_shard_search(s, ERG_SHARD_ILP, time_limit, &q, &err)) {
+        /* An ILP that finds no plan within its limit prints no objective and no ratio. */
+        erg_status qst = erg_shard_search(s, ERG_SHARD_ILP, time_limit, &q, &err);
+        if (qst == ERG_ETIMEOUT) {
+            printf("\nILP (GLPK): no plan found within the time limit of %g s\n", time_limit);
+        } else if (qst) {
             rc = cli_report("shard", &err);
             goto out;
+        } else {
+            double td = erg_shard_plan_time_s(p), ti = erg_shard_plan_time_s(q);
+            bool lim = erg_shard_plan_timed_out(q);
+            printf("\nILP (GLPK): iteration time %.6f ms, memory %.3f MB, search %.6f s%s\n",
+                   ti * 1e3, erg_shard_plan_memory_bytes(q) / 1e6, erg_shard_plan_search_s(q),
+                   lim ? " (time limit hit: best found, not proven optimal)" : "");
+            printf("gap DP - ILP: %.6f ms (%.4f%%)", (td - ti) * 1e3,
+                   ti > 0 ? (td - ti) / ti * 100 : 0);
+            if (erg_shard_plan_search_s(p) > 0)
+                printf("; DP search %.1fx %s", erg_shard_plan_search_s(q) / erg_shard_plan_search_s(p),
+                       lim ? "faster than the ILP's time limit" : "faster");
+            printf("\n");
         }
-        double td = erg_shard_plan_time_s(p), ti = erg_shard_plan_time_s(q);
-        printf("\nILP (GLPK): iteration time %.6f ms, memory %.3f MB, search %.6f s%s\n",
-               ti * 1e3, erg_shard_plan_memory_bytes(q) / 1e6, erg_shard_plan_search_s(q),
-               erg_shard_plan_timed_out(q) ? " (time limit hit)" : "");
-        printf("gap DP - ILP: %.6f ms (%.4f%%); DP search %.1fx faster\n", (td - ti) * 1e3,
-               ti > 0 ? (td - ti) / ti * 100 : 0,
-               erg_shard_plan_search_s(p) > 0
-                   ? erg_shard_plan_search_s(q) / erg_shard_plan_search_s(p)
-                   : 0);
         double obj, secs, uni; /* uni: ties make it noisy, not printed */
         bool lim;
         size_t nvar = 0;
@@ -248,10 +302,17 @@ int cmd_shard(int argc, char **argv)
             rc = cli_report("shard", &err);
             goto out;
         }
-        printf("per-operator ILP (Alpa granularity, GLPK, %zu variables): objective %.6f ms, "
-               "search %.3f s%s; DP search %.0fx faster\n",
-               nvar, obj * 1e3, secs, lim ? " (time limit hit: best found, not proven optimal)" : "",
-               erg_shard_plan_search_s(p) > 0 ? secs / erg_shard_plan_search_s(p) : 0);
+        if (!isfinite(obj))
+            printf("per-operator ILP (Alpa granularity, GLPK, %zu variables): no plan found "
+                   "within the time limit of %g s\n",
+                   nvar, time_limit);
+        else
+            printf("per-operator ILP (Alpa granularity, GLPK, %zu variables): objective %.6f ms, "
+                   "search %.3f s%s; DP search %.0fx faster%s\n",
+                   nvar, obj * 1e3, secs,
+                   lim ? " (time limit hit: best found, not proven optimal)" : "",
+                   erg_shard_plan_search_s(p) > 0 ? secs / erg_shard_plan_search_s(p) : 0,
+                   lim ? " than its time limit" : "");
     }
     if (out_hlo) {
         if (erg_shard_annotate(s, p, &text, &err)) {

@@ -1,0 +1,155 @@
+/* sparse.h: sparse, adaptive profiling: measure a few clocks of every
+ * (stage, instruction) and predict the others (docs/sparse-profiling.md).
+ *
+ * The procedure is a state machine so that the same code serves an offline
+ * replay (`ergon profile sparse --replay`), a callback-driven loop
+ * (erg_sparse_run) and a server that measures one window at a time: ask
+ * erg_sparse_next() which clock each (stage, instruction) wants next, measure
+ * it, give the result to erg_sparse_report(), repeat until erg_sparse_done().
+ * Measurement stability (warm-up, a confidence-interval stopping rule,
+ * outlier dropping) is the measurer's business: erg_stable_measure() below. */
+#ifndef ERGON_SPARSE_H
+#define ERGON_SPARSE_H
+
+#include "ergon/ergon.h"
+#include "ergon/profile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Options; initialise with erg_sparse_opts_init. */
+typedef struct erg_sparse_opts {
+    /* Most (stage, instruction, clock) points measured in all; 0 = one sixth
+     * of the full sweep (num_stages * 2 * num_clocks / 6, at least 4 per
+     * (stage, instruction)). Split evenly over the (stage, instruction)s. */
+    int budget;
+    /* Zeus's rule: below the lowest-energy clock found so far, stop going down
+     * once energy has risen this many measurements in a row (default 2). */
+    int patience;
+    /* A rise counts only when energy grows by more than this fraction of the
+     * lowest energy (noise guard, default 0.005). */
+    double rise_tolerance;
+    /* Clocks right below the maximum always measured (default 2; fewer when
+     * the budget is small). */
+    int near_max;
+    /* A predicted time is raised by this share of the disagreement between
+     * the two predictors (shared shape, own points), so that plans chosen on
+     * a prediction do not run late (default 0.25, 0..10). */
+    double time_margin;
+    /* Relative noise of a time measurement: the least uncertainty a predicted
+     * time is given (default 0.002; a live profiler passes the confidence
+     * half-width its measurements reached). 0..1. */
+    double time_noise;
+} erg_sparse_opts;
+
+ERG_API void erg_sparse_opts_init(erg_sparse_opts *opts);
+
+typedef struct erg_sparse erg_sparse;
+
+/* A sparse profiler for num_stages stages whose GPUs support the clocks
+ * freqs_mhz (any order, duplicates ignored; at least 2). */
+ERG_API erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs,
+                                  const erg_sparse_opts *opts, erg_sparse **out, erg_error *err);
+ERG_API void erg_sparse_free(erg_sparse *sp);
+
+/* The clock (MHz) (stage, kind) wants measured next, or 0 when it needs no
+ * more measurements. Pure: asking twice gives the same answer. */
+ERG_API int erg_sparse_next(const erg_sparse *sp, int stage, erg_instr_kind kind);
+/* Give the measurement of (stage, kind) at pt->freq_mhz (normally the clock
+ * erg_sparse_next named; any supported clock not yet measured is accepted). */
+ERG_API erg_status erg_sparse_report(erg_sparse *sp, int stage, erg_instr_kind kind,
+                                     const erg_profile_point *pt, erg_error *err);
+/* True when no (stage, kind) wants another measurement. */
+ERG_API bool erg_sparse_done(const erg_sparse *sp);
+/* Points measured so far, and the full sweep's count (stages x 2 x clocks). */
+ERG_API int erg_sparse_num_measured(const erg_sparse *sp);
+ERG_API int erg_sparse_num_full(const erg_sparse *sp);
+
+/* Measure one point: fill out->time_s and out->energy_j of (stage, kind) at
+ * freq_mhz. A non-zero status stops erg_sparse_run with it. */
+typedef erg_status (*erg_measure_fn)(void *user, int stage, erg_instr_kind kind, int freq_mhz,
+                                     erg_profile_point *out, erg_error *err);
+/* Run to the end in rounds: each round measures every (stage, kind) that
+ * still wants a clock once (the order a pipeline measures in lock-step
+ * windows). *rounds (may be NULL) receives the number of rounds. */
+ERG_API erg_status erg_sparse_run(erg_sparse *sp, erg_measure_fn measure, void *user,
+                                  int *rounds, erg_error *err);
+
+/* The full predicted profile: every supported clock of every (stage, kind),
+ * measured points as measured, the others predicted (model in the docs).
+ * Needs at least one measurement of every (stage, kind). */
+ERG_API erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error *err);
+/* Whether (stage, kind, freq_mhz) was measured. */
+ERG_API bool erg_sparse_is_measured(const erg_sparse *sp, int stage, erg_instr_kind kind,
+                                    int freq_mhz);
+/* Write the predicted profile as a stage-profile CSV with a sixth column
+ * `source` = measured | predicted (docs/formats.md). */
+ERG_API erg_status erg_sparse_write_csv(const erg_sparse *sp, const char *path, erg_error *err);
+
+/* ---- evaluation: plans chosen on a predicted profile, run on the real one ---- */
+
+/* One target of erg_sparse_check_plans. */
+typedef struct erg_sparse_check {
+    double deadline_s;       /* Iteration-time target (INFINITY: minimum energy). */
+    double ref_time_s;       /* Plan chosen on the real profile, evaluated on it. */
+    double ref_energy_j;
+    double pred_time_s;      /* Plan chosen on the predicted profile, evaluated on */
+    double pred_energy_j;    /* the real one. */
+    double pred_est_time_s;  /* The same plan evaluated on the predicted profile. */
+    double pred_est_energy_j;
+} erg_sparse_check;
+
+/* Plan an S-stage, M-microbatch 1F1B pipeline with the Perseus frontier
+ * (unit_s) on `real` and on `pred`, and at three targets -- the all-max
+ * iteration time of `real`, 1 % slower, and no deadline (minimum energy) --
+ * choose on each profile the plan of least energy whose time, both evaluated
+ * with that profile (erg_emulate), meets the target (the all-max plan is
+ * always a candidate); evaluate both choices on `real`. pred must have every
+ * clock of real. out[0..2] in that order. */
+ERG_API erg_status erg_sparse_check_plans(const erg_profile *real, const erg_profile *pred,
+                                          int num_stages, int num_microbatches,
+                                          double blocking_power_w, double unit_s,
+                                          erg_sparse_check out[3], erg_error *err);
+
+/* ---- measurement stability (the measurer's side) ---- */
+
+/* Options of erg_stable_measure; initialise with erg_stable_opts_init. */
+typedef struct erg_stable_opts {
+    int warmup;          /* Samples taken and thrown away first (default 1). */
+    int min_samples;     /* Kept samples before the stopping rule applies (default 3). */
+    int max_samples;     /* Stop here even if not stable (default 20). */
+    double rel_ci;       /* Stop when the 95 % confidence interval half-width of the
+                            mean time and mean energy is at most this fraction of the
+                            mean (default 0.01). */
+} erg_stable_opts;
+
+ERG_API void erg_stable_opts_init(erg_stable_opts *opts);
+
+/* One sample: the time and energy of one instruction (or of one window divided
+ * by its instruction count). */
+typedef erg_status (*erg_sample_fn)(void *user, double *time_s, double *energy_j,
+                                    erg_error *err);
+
+/* Measurement outcome. */
+typedef struct erg_stable_result {
+    double time_s, energy_j; /* Outlier-filtered means. */
+    int samples;             /* Samples kept (warm-up excluded). */
+    int dropped;             /* Samples the outlier filter dropped (time or energy). */
+    bool converged;          /* The confidence rule was met before max_samples. */
+} erg_stable_result;
+
+/* Take warm-up samples, then samples until the confidence rule holds (or
+ * max_samples), and return EnvPipe's outlier-filtered means (mean of the values
+ * strictly within one population standard deviation of the mean; the plain
+ * mean with 3 values or fewer, or when that leaves none). */
+ERG_API erg_status erg_stable_measure(erg_sample_fn sample, void *user,
+                                      const erg_stable_opts *opts, erg_stable_result *out,
+                                      erg_error *err);
+/* EnvPipe's "average without outliers" of n values (the rule above). */
+ERG_API double erg_mean_without_outliers(const double *v, size_t n, int *dropped);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

