@@ -86,12 +86,17 @@ def post(q):
     s.close()
     assert " 200 " in r.split("\r\n")[0], r
 post("gpu_ids=1&min_clock_mhz=1200&max_clock_mhz=1200")
-ino = os.stat(leases).st_ino
+st = os.stat(leases)
 assert ("lease %d " % os.getpid()) in open(leases).read()
 post("gpu_ids=1&min_clock_mhz=1110&max_clock_mhz=1110")
-assert os.stat(leases).st_ino == ino, "state rewritten for a clock the process already held"
+st2 = os.stat(leases)
+assert (st2.st_ino, st2.st_mtime_ns) == (st.st_ino, st.st_mtime_ns), \
+    "state rewritten for a clock the process already held"
 post("gpu_ids=0&min_clock_mhz=1110&max_clock_mhz=1110")
-assert os.stat(leases).st_ino != ino, "state not rewritten for a new GPU"
+# A new GPU is recorded (the file is replaced twice, pending then final, so
+# its inode number may come back: look at the content).
+mine = [l.split() for l in open(leases) if l.startswith("lease %d " % os.getpid())]
+assert sorted(int(l[4]) for l in mine) == [0, 1], "state not rewritten for a new GPU: %r" % mine
 PY
 wait_gpu 1 "0 0" && wait_gpu 0 "0 0" || fail "python holder's GPUs not reset after it exited"
 
