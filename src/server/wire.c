@@ -8,7 +8,14 @@
 
 const char *const srv_instr_names[SRV_NUM_INSTR] = {
     "load", "forward", "backward", "p2p", "cc", "step", "low", "high", "other", "pure_backward",
+    "backward_input", "backward_weight", "overlap_f_b",
 };
+
+int srv_instr_is_compute(int code)
+{
+    return code == SRV_I_FORWARD || code == SRV_I_BACKWARD || code == SRV_I_BACKWARD_INPUT ||
+           code == SRV_I_BACKWARD_WEIGHT || code == SRV_I_OVERLAP_F_B;
+}
 
 int srv_instr_code(const char *name)
 {
@@ -425,16 +432,17 @@ erg_status srv_expand(const int *plan, int n_plan, const int *instrs, int n_inst
 {
     int compute = 0;
     for (int i = 0; i < n_instrs; i++)
-        if (instrs[i] == SRV_I_FORWARD || instrs[i] == SRV_I_BACKWARD)
+        if (srv_instr_is_compute(instrs[i]))
             compute++;
     if (compute != n_plan || n_plan == 0)
         return erg_error_set(err, ERG_EINVAL,
                              "the plan has %d clocks for this stage but its pipe_schedule has %d "
-                             "forward/backward instructions",
+                             "forward/backward instructions (backward_input, backward_weight and "
+                             "overlap_f_b count too)",
                              n_plan, compute);
     int cur = plan[0], j = 0;
     for (int i = 0; i < n_instrs; i++) {
-        if (instrs[i] == SRV_I_FORWARD || instrs[i] == SRV_I_BACKWARD)
+        if (srv_instr_is_compute(instrs[i]))
             cur = plan[j++];
         out[i] = cur;
     }
