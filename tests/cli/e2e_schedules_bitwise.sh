@@ -19,7 +19,7 @@ for f in sorted(glob.glob(sys.argv[1] + "/result-*.json")):
 }
 for s in interleaved-1f1b interleaved-zb; do
   "$ERGON" plan perseus --profile "$tmp/sim.csv" --schedule $s --chunks 2 --stages $P \
-    --microbatches $M --blocking-power 83.64 --out "$tmp/$s-frontier" --formats json --quiet ||
+    --microbatches $M --blocking-power 83.64 --out "$tmp/$s-frontier" --formats csv,json --quiet ||
     fail "$s: plan perseus"
   "$ERGON" choose --frontier "$tmp/$s-frontier" --slowdown 1.05 --out "$tmp/$s.json" >/dev/null ||
     fail "$s: choose"
