@@ -997,6 +997,34 @@ TEST(zero_bubble_instruction_names_through_v1_schedulers)
     erg_plan_free(pl);
     ASSERT_EQ_INT(erg_srv_schedule_to_plan(names, states, (size_t)n - 1, 2, 4, 1, &zbv, &pl, &err),
                   ERG_EINVAL);
+
+    /* A zbv JSON plan as PointSolution reads it (the pairs a Zeus-style
+     * schedule is sent as): each rank's order with its kind names. */
+    ASSERT_OK(erg_plan_new(&zbv, 2, 4, &pl, &err));
+    for (int st2 = 0; st2 < 2; st2++) {
+        int *fr = erg_plan_stage_freqs(pl, st2);
+        for (int i = 0; i < erg_plan_stage_len(pl, st2); i++)
+            fr[i] = 1000 + i;
+    }
+    snprintf(p, sizeof p, "%s/zbv.json", d);
+    ASSERT_OK(erg_plan_write_json(pl, p, &err));
+    erg_plan_free(pl);
+    srv_plan_pairs pp;
+    memset(&pp, 0, sizeof pp);
+    ASSERT_OK(srv_plan_load_pairs(p, 2, &pp, &err));
+    ASSERT_EQ_INT(pp.n_stages, 2);
+    ASSERT_EQ_INT(pp.lens[1], n);
+    for (int i = 0; i < n; i++) {
+        ASSERT_STR_EQ(pp.names[1][i], names[i]);
+        ASSERT_EQ_INT(pp.freqs[1][i], 1000 + i);
+    }
+    srv_plan_pairs_free(&pp);
+    /* and as plain per-stage clocks (PointSolution's srv_plan_load) */
+    int **stg = NULL, *lens = NULL, ns = 0;
+    ASSERT_OK(srv_plan_load(p, &stg, &lens, &ns, &err));
+    ASSERT_EQ_INT(ns, 2);
+    ASSERT_EQ_INT(lens[1], n);
+    srv_plan_stages_free(stg, lens, ns);
     erg_order_free(o);
 }
 
