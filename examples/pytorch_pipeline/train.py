@@ -477,6 +477,9 @@ def main(argv=None):
         order, placement = sched.rank_order(S, S, rank)
     else:
         sched = resolve_schedule(args, S, M)
+        if sched.kind == ergon.SCHED_DUALPIPEV:
+            raise SystemExit("train.py does not run dualpipev: its OVERLAP_F_B steps are not "
+                             "implemented in this example")
         order, placement = sched.rank_order(S, M, rank)
     NS = len(placement)
     act, grad = make_groups(args, placement)

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # e2e_schedules_deadlock.sh: the PyTorch pipeline runs the multi-chunk and zero-bubble
-# schedules (interleaved-1f1b V=2, interleaved-zb, zbv; orders and placement from libergon,
+# schedules (interleaved-1f1b V=2, looped-bfs V=2, interleaved-zb, zbv; orders and placement from libergon,
 # I and W as separate autograd passes) without deadlock for P in {2,4}, M in {P, 2P}, each
 # launch under a timeout, and their losses equal 1F1B's (same model, P stages) within 1e-6
 # relative.
 source "$(dirname "$0")/e2e_lib.bash"
 
-scheds=interleaved-1f1b,interleaved-zb,zbv
+scheds=interleaved-1f1b,looped-bfs,interleaved-zb,zbv
 for P in 2 4; do
   out="$tmp/P$P.txt"
   launch "$P" 100 --deadlock-check --schedule $scheds --chunks 2 --steps 2 --pace off \
