@@ -221,7 +221,8 @@ class Recorder:
                 return fn(*args)
             finally:
                 t = time.monotonic() - t0
-                self.samples[name].append((t, (self.gpu.energy_mj(self.dev) - e0) / 1000.0))
+                self.samples.setdefault(name, []).append(
+                    (t, (self.gpu.energy_mj(self.dev) - e0) / 1000.0))
         return run
 
     def take(self):
@@ -498,8 +499,6 @@ def main(argv=None):
     recorder = Recorder(gpu, dev) if (args.server and gpu is not None) else None
     if args.server and gpu is None:
         raise SystemExit("--server needs a GPU back-end (not --gpu none)")
-    if args.server and NS != S:
-        raise SystemExit("--server runs one stage per rank (1f1b, gpipe, ours)")
     stage = Stage(args, rank, placement, (act, grad), hooks, pacer, recorder)
     rc = 1
     try:
@@ -601,14 +600,24 @@ def train(args, stage, client, gpu, S, M, rank, sched, order):
 
 
 def write_stage_plan(path, sched, S, M, stage, clocks):
-    """A JSON plan (docs/formats.md) whose stage `stage` runs `clocks` (one per instruction
-    in the stage's order); the other stages are filled with the same top clock (the client
-    reads only its own stage)."""
+    """A JSON plan (docs/formats.md, docs/schedules.md) whose rank `stage` runs `clocks` (one
+    per instruction in the rank's order); the other ranks are filled with the same top clock
+    (the client reads only its own rank). Multi-chunk schedules name each rank's order."""
     top = max(clocks)
-    stages = [{"stage": s, "freq_mhz": list(clocks) if s == stage else [top] * (2 * M)}
-              for s in range(S)]
+    letters = {ergon.FORWARD: "F", ergon.BACKWARD: "B", ergon.BACKWARD_INPUT: "I",
+               ergon.BACKWARD_WEIGHT: "W"}
+    chunked = sched.kind not in (ergon.SCHED_1F1B, ergon.SCHED_GPIPE, ergon.SCHED_ENVPIPE)
+    stages = []
+    for s in range(S):
+        order = sched.rank_order(S, M, s)[0]
+        st = {"stage": s, "freq_mhz": list(clocks) if s == stage else [top] * len(order)}
+        if chunked:
+            st["order"] = ["%d%s%d" % (x[1], letters[x[0]], x[2]) for x in order]
+        stages.append(st)
     plan = {"format": "ergon-plan", "version": 1, "schedule": sched.name, "num_stages": S,
             "num_microbatches": M, "method": "server", "stages": stages}
+    if chunked:
+        plan["num_chunks"] = sched.num_chunks
     if sched.kind == ergon.SCHED_ENVPIPE:
         plan["extra_warmup"] = sched.extra_warmup[:S]
     with open(path, "w") as f:
@@ -618,8 +627,9 @@ def write_stage_plan(path, sched, S, M, stage, clocks):
 def apply_power_states(client, states, sched, S, M, rank, path):
     """A window's schedule from the server: one clock per instruction of this stage's order
     (0 = leave the clock alone: the previous instruction's, or unlocked at the start)."""
-    if len(states) != 2 * M:
-        raise SystemExit("server sent %d power states for %d instructions" % (len(states), 2 * M))
+    n = len(sched.rank_order(S, M, rank)[0])
+    if len(states) != n:
+        raise SystemExit("server sent %d power states for %d instructions" % (len(states), n))
     if all(v == states[0] for v in states):
         client.set_uniform_clock(states[0])
         return
@@ -712,6 +722,7 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
             os.unlink(plan_path)
         sc.close()
     res = {"rank": rank, "stages": S, "microbatches": M, "schedule": sched.name,
+           "chunks": stage.V, "local_stages": stage.local,
            "extra_warmup": sched.extra_warmup[:S], "order": order, "server": args.server,
            "job_id": job, "windows": windows, "power_states": states_seen, "gpu": gpu.backend,
            "paced": stage.pacer is not None,
