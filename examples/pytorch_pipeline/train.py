@@ -12,8 +12,15 @@ With WORLD_SIZE 1 and --stages S it runs the one-process reference: every stage 
 process, microbatch by microbatch (forward then backward), for checking the pipeline's math.
 
 HOW THE PIPELINE WORKS
-  * Stage s runs the order erg_schedule_stage_order gives it (1F1B or EnvPipe's "ours"),
-    so this trainer and the planner can never disagree about the order.
+  * Each rank runs the order libergon gives it (erg_order_new through ergon.rank_order:
+    1F1B, GPipe, EnvPipe's "ours", interleaved-1f1b, looped-bfs, interleaved-zb, zbv), so
+    this trainer and the planner can never disagree about the order. With V chunks per
+    rank the model is split into P*V stages, placed as libergon places them (loop: stage s
+    on rank s mod P; zbv's V shape: rank r holds stages r and 2P-1-r).
+  * Zero-bubble schedules run I and W as separate autograd passes: I is
+    torch.autograd.grad w.r.t. the stage input (retaining the graph), W is
+    torch.autograd.grad w.r.t. the weights, accumulated into .grad, so the optimizer step
+    is the one a full backward would feed.
   * Point-to-point transfers use two process groups per neighbour pair: one that carries
     activations s -> s+1, one that carries gradients s+1 -> s (envpipe-spec 9.4 option A).
     A send is posted (isend) right after the unit that produced it and completed at the end
@@ -73,14 +80,21 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="llama", choices=["llama", "resnet"])
     p.add_argument("--stages", type=int, default=0,
-                   help="pipeline stages (default WORLD_SIZE; with WORLD_SIZE 1: the reference)")
+                   help="ranks (default WORLD_SIZE; with WORLD_SIZE 1: the reference with this "
+                        "many stages)")
     p.add_argument("--microbatches", type=int, default=4, help="microbatches per iteration (M)")
     p.add_argument("--microbatch-size", type=int, default=4)
     p.add_argument("--steps", type=int, default=10, help="iterations")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--schedule", default="",
-                   help="1f1b or ours (EnvPipe); default: the JSON plan's schedule, else 1f1b")
+                   help="1f1b, gpipe, ours (EnvPipe), interleaved-1f1b, looped-bfs, "
+                        "interleaved-zb or zbv (the order from libergon); default: the JSON "
+                        "plan's schedule, else 1f1b")
+    p.add_argument("--chunks", type=int, default=0,
+                   help="stages per rank V for the multi-chunk schedules (default: the "
+                        "plan's, else the schedule's default, 2); the model is split into "
+                        "WORLD_SIZE*V stages")
     p.add_argument("--extra-warmup", default="",
                    help="ours: r_s per stage, comma list, or 'max' (every non-last stage runs "
                         "all its forwards first), or 'dec' (r_s = S-1-s); default: the plan's")
@@ -109,7 +123,12 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
     p.add_argument("--deadlock-check", action="store_true",
                    help="run M in {S, S+1, 2S} x {1f1b, ours max, ours dec} for --steps each, "
-                        "check the losses agree between schedules, print one line per case")
+                        "check the losses agree between schedules, print one line per case; "
+                        "with --schedule NAME[,NAME...] (multi-chunk ones): M in {S, 2S} x "
+                        "{1f1b, NAME...}, losses within --rel-tol of 1F1B's")
+    p.add_argument("--rel-tol", type=float, default=1e-6,
+                   help="--deadlock-check with a multi-chunk schedule: largest relative "
+                        "difference from 1F1B's losses (I/W and a finer split change rounding)")
     p.add_argument("--server", default="",
                    help="URL of `ergon serve` (e.g. http://127.0.0.1:7787): the clocks of every "
                         "window come from the server's scheduler (/v1 API), results go back")
@@ -152,6 +171,9 @@ def parse_clocks(spec):
     return [int(x) for x in spec.split(",") if x]
 
 
+KIND_NAMES = {0: "forward", 1: "backward", 2: "backward_input", 3: "backward_weight"}
+
+
 class Pacer:
     """Simulated GPU: hold each instruction for the time the model gives at the applied
     clock, with the device marked busy (drawing the model's power) meanwhile."""
@@ -161,11 +183,13 @@ class Pacer:
         self.overruns = 0      # instructions whose real compute took longer than simulated
         self.instructions = 0
 
-    def wrap(self, kind, fn):
+    def wrap(self, kind, fn, chunks=1):
+        """`chunks`: V, the rank's stages; each is an equal share (1/V) of the simulated
+        device's stage, as the planner reads a per-rank profile ("stages split evenly")."""
         def run(*args):
             t0 = time.monotonic()
             self.client.sync(10.0)   # the clock requested by instruction_begin is applied
-            t_sim = self.gpu.sim_set_activity(self.dev, True, kind)
+            t_sim = self.gpu.sim_set_activity(self.dev, True, kind) / chunks
             try:
                 r = fn(*args)
             finally:
@@ -189,7 +213,7 @@ class Recorder:
         self.samples = {"forward": [], "backward": []}
 
     def wrap(self, kind, fn):
-        name = "forward" if kind == ergon.FORWARD else "backward"
+        name = KIND_NAMES[kind]
 
         def run(*args):
             e0, t0 = self.gpu.energy_mj(self.dev), time.monotonic()
@@ -197,7 +221,8 @@ class Recorder:
                 return fn(*args)
             finally:
                 t = time.monotonic() - t0
-                self.samples[name].append((t, (self.gpu.energy_mj(self.dev) - e0) / 1000.0))
+                self.samples.setdefault(name, []).append(
+                    (t, (self.gpu.energy_mj(self.dev) - e0) / 1000.0))
         return run
 
     def take(self):
@@ -206,41 +231,69 @@ class Recorder:
 
 
 class Stage:
-    """One rank's stage: module, optimizer, groups, hooks."""
+    """One rank's pipeline stages (one per chunk: V = 1 for gpipe/1f1b/ours, V = 2 or more
+    for interleaved-1f1b, looped-bfs, interleaved-zb and zbv): modules, optimizers, groups,
+    hooks. Stage s of the P*V pipeline stages lives on rank placement[s] (libergon's
+    placement: loop s mod P, or V shape); `chunk` of a local stage is its position among
+    this rank's stages in ascending order (the client's chunk numbering)."""
 
-    def __init__(self, args, S, stage, groups, hooks=None, pacer=None, recorder=None):
-        self.args, self.S, self.s = args, S, stage
+    def __init__(self, args, rank, placement, groups, hooks=None, pacer=None, recorder=None):
+        self.args, self.rank = args, rank
+        self.placement = list(placement)
+        self.NS = len(self.placement)                # pipeline stages P*V
+        self.P = max(self.placement) + 1
+        self.V = self.NS // self.P
+        self.local = [s for s in range(self.NS) if self.placement[s] == rank]
+        self.chunk = {s: c for c, s in enumerate(self.local)}
         self.act, self.grad = groups
         self.data = models.SyntheticData(args.model, args.microbatch_size, args.seed)
         self.hooks, self.pacer, self.recorder = hooks, pacer, recorder
         self.blocking = args.p2p == "shared-blocking"
+        self.client = hooks.client if hooks else None
 
-    def send(self, t, dst, group):
+    def send(self, t, dst, group, tag):
         if self.blocking:
-            dist.send(t, dst=dst, group=group)
+            dist.send(t, dst=dst, group=group, tag=tag)
             return None
-        return dist.isend(t, dst=dst, group=group)
+        return dist.isend(t, dst=dst, group=group, tag=tag)
+
+    def recv(self, shape, src, group, tag):
+        t = torch.empty(shape)
+        t0 = time.monotonic()
+        dist.recv(t, src=src, group=group, tag=tag)
+        self.wait_s += time.monotonic() - t0
+        return t
 
     def reset(self, M):
         """A fresh model (same seed) for an M-microbatch run."""
         a = self.args
-        stages = models.build_stages(a.model, self.S, a.seed)
+        stages = models.build_stages(a.model, self.NS, a.seed)
         self.shapes = models.boundary_shapes(stages, self.data, M)
-        self.module = stages[self.s]
-        self.module.train()
-        self.opt = torch.optim.SGD(self.module.parameters(), lr=a.lr, momentum=0.9)
-        fwd, bwd = self._forward, self._backward
-        if self.pacer:
-            fwd, bwd = self.pacer.wrap(ergon.FORWARD, fwd), self.pacer.wrap(ergon.BACKWARD, bwd)
-        if self.recorder:
-            fwd = self.recorder.wrap(ergon.FORWARD, fwd)
-            bwd = self.recorder.wrap(ergon.BACKWARD, bwd)
-        if self.hooks:
-            fwd, bwd = self.hooks.forward(fwd), self.hooks.backward(bwd)
-        self.fwd, self.bwd = fwd, bwd
+        self.modules = {s: stages[s] for s in self.local}
+        self.opts = {}
+        for s, m in self.modules.items():
+            m.train()
+            self.opts[s] = torch.optim.SGD(m.parameters(), lr=a.lr, momentum=0.9)
 
-    def _forward(self, x, target):
-        y = self.module(x)
+    def call(self, kind, s, mb, fn, *args):
+        """One instruction through the pacer (simulated GPU), the recorder and the client's
+        kind + chunk hooks (the planned clock of (kind, chunk, microbatch))."""
+        chunk = self.chunk[s]
+        run = fn
+        if self.pacer:
+            run = self.pacer.wrap(kind, run, self.V)
+        if self.recorder:
+            run = self.recorder.wrap(kind, run)
+        if self.client is None:
+            return run(*args)
+        self.client.instruction_begin_chunk(kind, chunk, mb)
+        try:
+            return run(*args)
+        finally:
+            self.client.instruction_end_chunk(kind, chunk, mb)
+
+    def _forward(self, s, x, target):
+        y = self.modules[s](x)
         if target is not None:
             return self.data.loss(y, target) / self.M
         return y
@@ -248,47 +301,100 @@ class Stage:
     def _backward(self, out, g):
         torch.autograd.backward(out, g)
 
+    @staticmethod
+    def _backward_input(out, g, x):
+        """I: the gradient w.r.t. the stage's input only; the graph stays for W."""
+        if x is None:           # the first stage's input (token ids) has no gradient
+            return None
+        gx, = torch.autograd.grad(out, [x], g, retain_graph=True)
+        return gx
+
+    def _backward_weight(self, s, out, g):
+        """W: the gradients w.r.t. the stage's weights, accumulated into .grad as a full
+        backward would, so the optimizer step is the same."""
+        params = [p for p in self.modules[s].parameters() if p.requires_grad]
+        grads = torch.autograd.grad(out, params, g, allow_unused=True)
+        with torch.no_grad():
+            for p, gp in zip(params, grads):
+                if gp is None:
+                    continue
+                if p.grad is None:
+                    p.grad = gp
+                else:
+                    p.grad += gp
+
     def run_step(self, step, order, M):
-        """One iteration in this stage's order; returns the iteration loss (last stage)."""
-        s, last = self.s, self.s == self.S - 1
+        """One iteration in this rank's order (tuples as ergon.rank_order gives them);
+        returns the iteration loss on the rank that holds the last stage."""
+        NS, me, place = self.NS, self.rank, self.placement
         self.M = M
         self.wait_s = 0.0
         inputs, outputs, sends, losses = {}, {}, [], {}
-        for kind, mb in order:
+        local_act, local_grad, pending_w = {}, {}, {}
+
+        def forward(s, mb):
             x_data, target = self.data.microbatch(step, mb, M)
-            if kind == ergon.FORWARD:
-                if s == 0:
-                    x = x_data
-                else:
-                    x = torch.empty(self.shapes[s - 1])
-                    t0 = time.monotonic()
-                    dist.recv(x, src=s - 1, group=self.act[s - 1])
-                    self.wait_s += time.monotonic() - t0
-                    x.requires_grad_()
-                inputs[mb] = x
-                out = self.fwd(x, target if last else None)
-                outputs[mb] = out
-                if last:
-                    losses[mb] = out.detach()
-                else:
-                    sends.append(self.send(out.detach(), s + 1, self.act[s]))
+            last = s == NS - 1
+            if s == 0:
+                x = x_data
             else:
-                g = None
-                if not last:
-                    g = torch.empty(self.shapes[s])
-                    t0 = time.monotonic()
-                    dist.recv(g, src=s + 1, group=self.grad[s])
-                    self.wait_s += time.monotonic() - t0
-                self.bwd(outputs.pop(mb), g)
-                x = inputs.pop(mb)
-                if s > 0:
-                    sends.append(self.send(x.grad, s - 1, self.grad[s - 1]))
+                if place[s - 1] == me:
+                    x = local_act.pop((s - 1, mb))
+                else:
+                    x = self.recv(self.shapes[s - 1], place[s - 1], self.act[s - 1], mb)
+                x.requires_grad_()
+            inputs[(s, mb)] = x
+            out = self.call(ergon.FORWARD, s, mb, self._forward, s, x, target if last else None)
+            outputs[(s, mb)] = out
+            if last:
+                losses[mb] = out.detach()
+            elif place[s + 1] == me:
+                local_act[(s, mb)] = out.detach()
+            else:
+                sends.append(self.send(out.detach(), place[s + 1], self.act[s], mb))
+
+        def backward(kind, s, mb):
+            g = None
+            if s < NS - 1:
+                if place[s + 1] == me:
+                    g = local_grad.pop((s, mb))
+                else:
+                    g = self.recv(self.shapes[s], place[s + 1], self.grad[s], mb)
+            out, x = outputs.pop((s, mb)), inputs.pop((s, mb))
+            if kind == ergon.BACKWARD:
+                self.call(kind, s, mb, self._backward, out, g)
+                gx = x.grad if s > 0 else None
+            else:
+                gx = self.call(kind, s, mb, self._backward_input, out, g, x if s > 0 else None)
+                pending_w[(s, mb)] = (out, g)
+            if s > 0:
+                if place[s - 1] == me:
+                    local_grad[(s - 1, mb)] = gx
+                else:
+                    sends.append(self.send(gx, place[s - 1], self.grad[s - 1], mb))
+
+        for kind, s, mb, kind2, s2, mb2 in order:
+            if kind == ergon.FORWARD:
+                forward(s, mb)
+            elif kind in (ergon.BACKWARD, ergon.BACKWARD_INPUT):
+                backward(kind, s, mb)
+            elif kind == ergon.BACKWARD_WEIGHT:
+                out, g = pending_w.pop((s, mb))
+                self.call(kind, s, mb, self._backward_weight, s, out, g)
+            else:
+                raise SystemExit("train.py runs no %s step (kind %d): DualPipeV's overlapped "
+                                 "steps are not implemented in this example" % (
+                                     "OVERLAP_F_B" if kind == ergon.OVERLAP_F_B else "such",
+                                     kind))
+        if pending_w:
+            raise SystemExit("schedule left %d W steps unrun" % len(pending_w))
         for w in sends:
             if w is not None:
                 w.wait()
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        if last:
+        for s in self.local:
+            self.opts[s].step()
+            self.opts[s].zero_grad(set_to_none=True)
+        if NS - 1 in self.local:
             total = torch.zeros((), dtype=torch.float32)
             for mb in range(M):
                 total = total + losses[mb]
@@ -367,11 +473,17 @@ def main(argv=None):
 
     dist.init_process_group("gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=args.p2p_timeout))
-    # Two groups per neighbour pair: activations and gradients never share a channel.
-    act = [dist.new_group([s, s + 1]) for s in range(S - 1)]
-    grad = [dist.new_group([s, s + 1]) for s in range(S - 1)]
-    if args.p2p == "shared-blocking":
-        grad = act
+    if args.deadlock_check:   # picks its schedules and M itself; starts with 1F1B
+        sched = ergon.Schedule("1f1b")
+        order, placement = sched.rank_order(S, S, rank)
+    else:
+        sched = resolve_schedule(args, S, M)
+        if sched.kind == ergon.SCHED_DUALPIPEV:
+            raise SystemExit("train.py does not run dualpipev: its OVERLAP_F_B steps are not "
+                             "implemented in this example")
+        order, placement = sched.rank_order(S, M, rank)
+    NS = len(placement)
+    act, grad = make_groups(args, placement)
 
     gpu, sim = open_gpu(args, S)
     client = hooks = pacer = None
@@ -387,15 +499,15 @@ def main(argv=None):
     recorder = Recorder(gpu, dev) if (args.server and gpu is not None) else None
     if args.server and gpu is None:
         raise SystemExit("--server needs a GPU back-end (not --gpu none)")
-    stage = Stage(args, S, rank, (act, grad), hooks, pacer, recorder)
+    stage = Stage(args, rank, placement, (act, grad), hooks, pacer, recorder)
     rc = 1
     try:
         if args.server:
-            rc = train_server(args, stage, client, gpu, dev, S, M, rank)
+            rc = train_server(args, stage, client, gpu, dev, S, M, rank, sched, order)
         elif args.deadlock_check:
             rc = deadlock_check(args, stage, S, rank)
         else:
-            rc = train(args, stage, client, gpu, S, M, rank)
+            rc = train(args, stage, client, gpu, S, M, rank, sched, order)
     finally:
         # Close (resets the clocks) on every path; a failure here must not hide the error
         # that brought us here, and fails an otherwise good run.
@@ -421,17 +533,18 @@ def resolve_schedule(args, S, M):
             raise SystemExit("plan %s is for S=%d M=%d, this run is S=%d M=%d"
                              % (args.plan, pS, pM, S, M))
     if args.schedule:
-        sched = ergon.Schedule(args.schedule)
+        sched = ergon.Schedule(args.schedule, chunks=args.chunks or
+                               (sched.chunks if sched is not None else 0))
     elif sched is None:
         sched = ergon.Schedule("1f1b")
+    elif args.chunks:
+        sched.chunks = args.chunks
     if sched.kind == ergon.SCHED_ENVPIPE and (args.extra_warmup or not any(sched.extra_warmup)):
         sched = ergon.Schedule(sched.kind, parse_extra_warmup(args.extra_warmup, S, M))
     return sched
 
 
-def train(args, stage, client, gpu, S, M, rank):
-    sched = resolve_schedule(args, S, M)
-    order = sched.stage_order(S, M, rank)
+def train(args, stage, client, gpu, S, M, rank, sched, order):
     windows = [(None, args.steps)]
     if args.sweep:
         windows = [(c, args.window_steps + 1) for c in parse_clocks(args.sweep)]
@@ -470,6 +583,7 @@ def train(args, stage, client, gpu, S, M, rank):
             if step == 1 and client is not None:
                 check_clocks(client)
     res = {"rank": rank, "stages": S, "microbatches": M, "schedule": sched.name,
+           "chunks": stage.V, "local_stages": stage.local,
            "extra_warmup": sched.extra_warmup[:S], "order": order,
            "plan": args.plan, "clock": args.clock, "gpu": gpu.backend if gpu else "none",
            "paced": stage.pacer is not None,
@@ -486,14 +600,24 @@ def train(args, stage, client, gpu, S, M, rank):
 
 
 def write_stage_plan(path, sched, S, M, stage, clocks):
-    """A JSON plan (docs/formats.md) whose stage `stage` runs `clocks` (one per instruction
-    in the stage's order); the other stages are filled with the same top clock (the client
-    reads only its own stage)."""
+    """A JSON plan (docs/formats.md, docs/schedules.md) whose rank `stage` runs `clocks` (one
+    per instruction in the rank's order); the other ranks are filled with the same top clock
+    (the client reads only its own rank). Multi-chunk schedules name each rank's order."""
     top = max(clocks)
-    stages = [{"stage": s, "freq_mhz": list(clocks) if s == stage else [top] * (2 * M)}
-              for s in range(S)]
+    letters = {ergon.FORWARD: "F", ergon.BACKWARD: "B", ergon.BACKWARD_INPUT: "I",
+               ergon.BACKWARD_WEIGHT: "W"}
+    chunked = sched.kind not in (ergon.SCHED_1F1B, ergon.SCHED_GPIPE, ergon.SCHED_ENVPIPE)
+    stages = []
+    for s in range(S):
+        order = sched.rank_order(S, M, s)[0]
+        st = {"stage": s, "freq_mhz": list(clocks) if s == stage else [top] * len(order)}
+        if chunked:
+            st["order"] = ["%d%s%d" % (x[1], letters[x[0]], x[2]) for x in order]
+        stages.append(st)
     plan = {"format": "ergon-plan", "version": 1, "schedule": sched.name, "num_stages": S,
             "num_microbatches": M, "method": "server", "stages": stages}
+    if chunked:
+        plan["num_chunks"] = sched.num_chunks
     if sched.kind == ergon.SCHED_ENVPIPE:
         plan["extra_warmup"] = sched.extra_warmup[:S]
     with open(path, "w") as f:
@@ -503,8 +627,9 @@ def write_stage_plan(path, sched, S, M, stage, clocks):
 def apply_power_states(client, states, sched, S, M, rank, path):
     """A window's schedule from the server: one clock per instruction of this stage's order
     (0 = leave the clock alone: the previous instruction's, or unlocked at the start)."""
-    if len(states) != 2 * M:
-        raise SystemExit("server sent %d power states for %d instructions" % (len(states), 2 * M))
+    n = len(sched.rank_order(S, M, rank)[0])
+    if len(states) != n:
+        raise SystemExit("server sent %d power states for %d instructions" % (len(states), n))
     if all(v == states[0] for v in states):
         client.set_uniform_clock(states[0])
         return
@@ -516,7 +641,7 @@ def apply_power_states(client, states, sched, S, M, rank, path):
     client.load_plan(path, rank)
 
 
-def train_server(args, stage, client, gpu, dev, S, M, rank):
+def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
     """Windows driven by `ergon serve` (/v1 API through ergon.server_client): rank 0
     registers the job and broadcasts its id, every rank registers its instruction list and
     the clocks it offers, then: fetch the window's clocks (barrier), run --window-steps
@@ -524,8 +649,6 @@ def train_server(args, stage, client, gpu, dev, S, M, rank):
     whose training fails aborts the job; heartbeats every iteration let a server started
     with --rank-timeout abort it when a rank dies silently."""
     from ergon.server_client import ServerClient
-    sched = resolve_schedule(args, S, M)
-    order = sched.stage_order(S, M, rank)
     sc = ServerClient(args.server, schedule_wait_s=5)
     job = None
     if rank == 0:
@@ -543,7 +666,7 @@ def train_server(args, stage, client, gpu, dev, S, M, rank):
     dist.broadcast_object_list(box, src=0)
     job = box[0]
     states = (parse_clocks(args.power_states) if args.power_states else gpu.sm_clocks(dev))
-    pipe = ["forward" if k == ergon.FORWARD else "backward" for k, _ in order]
+    pipe = [KIND_NAMES[k] for k, *_ in order]
     sc.register_rank(job, rank=rank, dp_rank=0, pp_rank=rank, tp_rank=0, pipe_schedule=pipe,
                      power_states=states)
     plan_path = os.path.join(args.out or ".", ".window-plan-%d.json" % rank)
@@ -599,6 +722,7 @@ def train_server(args, stage, client, gpu, dev, S, M, rank):
             os.unlink(plan_path)
         sc.close()
     res = {"rank": rank, "stages": S, "microbatches": M, "schedule": sched.name,
+           "chunks": stage.V, "local_stages": stage.local,
            "extra_warmup": sched.extra_warmup[:S], "order": order, "server": args.server,
            "job_id": job, "windows": windows, "power_states": states_seen, "gpu": gpu.backend,
            "paced": stage.pacer is not None,
@@ -628,26 +752,78 @@ def client_dev(client, gpu, rank):
     return rank if gpu.backend == "sim" else int(os.environ.get("LOCAL_RANK", rank))
 
 
+def make_groups(args, placement):
+    """Two gloo groups per pipeline-stage boundary that crosses ranks: activations s -> s+1
+    and gradients s+1 -> s never share a channel (a boundary inside a rank, the V shape's
+    turn, needs none). Collective: every rank creates every group, in the same order."""
+    NS = len(placement)
+    act, grad = [None] * (NS - 1), [None] * (NS - 1)
+    for b in range(NS - 1):
+        if placement[b] != placement[b + 1]:
+            pair = sorted((placement[b], placement[b + 1]))
+            act[b] = dist.new_group(pair)
+            grad[b] = act[b] if args.p2p == "shared-blocking" else dist.new_group(pair)
+    return act, grad
+
+
+def run_losses(stage, order, M, steps):
+    """`steps` iterations; every rank returns the losses (from the rank holding the last
+    stage, broadcast) and the wall time."""
+    stage.reset(M)
+    t0 = time.monotonic()
+    losses = []
+    for step in range(steps):
+        if stage.hooks:
+            with stage.hooks.step():
+                losses.append(stage.run_step(step, order, M))
+        else:
+            losses.append(stage.run_step(step, order, M))
+    dt = time.monotonic() - t0
+    box = [losses]
+    dist.broadcast_object_list(box, src=stage.placement[-1])
+    return box[0], dt
+
+
 def deadlock_check(args, stage, S, rank):
-    """Every (M, schedule) case of the deadlock test in one process group."""
+    """Every (M, schedule) case of the deadlock test in one process group. Without
+    --schedule: M in {S, S+1, 2S} x {1f1b, ours max, ours dec}, losses bitwise equal. With
+    --schedule NAME (multi-chunk): M in {S, 2S} x {1f1b on S stages, NAME on S*V stages},
+    losses within --rel-tol of 1F1B's (I/W as separate passes round differently)."""
     failures = 0
+    if args.schedule:
+        names = args.schedule.split(",")
+        chunked = {}
+        for name in names:
+            sched = ergon.Schedule(name, chunks=args.chunks)
+            placement = sched.rank_order(S, 2 * S, rank)[1]
+            chunked[name] = Stage(args, rank, placement, make_groups(args, placement),
+                                  stage.hooks, stage.pacer, None)
+        for M, name in [(M, n) for M in sorted({S, 2 * S}) for n in names]:
+            ref, dt0 = run_losses(stage, ergon.rank_order("1f1b", S, M, rank)[0], M,
+                                  args.steps)
+            sched = ergon.Schedule(name, chunks=args.chunks)
+            order, placement = sched.rank_order(S, M, rank)
+            if placement != chunked[name].placement:
+                raise SystemExit("placement changed with M: %r" % placement)
+            got, dt = run_losses(chunked[name], order, M, args.steps)
+            rel = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
+            ok = rel <= args.rel_tol
+            failures += not ok
+            if rank == 0:
+                print("P=%d V=%d M=%d %-16s %d steps %.2f s (1f1b %.2f s)  losses %s  "
+                      "max rel diff %.2e  %s"
+                      % (S, chunked[name].V, M, sched.name, args.steps, dt, dt0,
+                         " ".join("%.6f" % l for l in got), rel,
+                         "same as 1f1b" if ok else "DIFFERENT FROM 1f1b"), flush=True)
+        return 1 if failures else 0
     for M in sorted({S, S + 1, 2 * S}):
         ref = None
         for name, r in (("1f1b", ""), ("ours", "max"), ("ours", "dec")):
             sched = ergon.Schedule(name)
             if sched.kind == ergon.SCHED_ENVPIPE:
                 sched = ergon.Schedule(sched.kind, parse_extra_warmup(r, S, M))
-            order = sched.stage_order(S, M, rank)
-            stage.reset(M)
-            t0 = time.monotonic()
-            losses = []
-            for step in range(args.steps):
-                if stage.hooks:
-                    with stage.hooks.step():
-                        losses.append(stage.run_step(step, order, M))
-                else:
-                    losses.append(stage.run_step(step, order, M))
-            dt = time.monotonic() - t0
+            order = sched.rank_order(S, M, rank)[0]
+            losses, dt = run_losses(stage, order, M, args.steps)
             if rank == S - 1:
                 hexes = [l.hex() for l in losses]
                 same = ref is None or hexes == ref

@@ -24,13 +24,17 @@ from . import _libfind
 __all__ = ["ErgonError", "LibraryMissing", "Gpu", "Client", "FORWARD", "BACKWARD", "BACKWARD_INPUT",
            "BACKWARD_WEIGHT", "load_library",
            "version", "profile_from_logs", "sim_profile", "Schedule", "schedule_order",
-           "plan_schedule", "SCHED_1F1B", "SCHED_GPIPE", "SCHED_ENVPIPE"]
+           "plan_schedule", "SCHED_1F1B", "SCHED_GPIPE", "SCHED_ENVPIPE",
+           "SCHED_INTERLEAVED_1F1B", "SCHED_LOOPED_BFS", "SCHED_INTERLEAVED_ZB", "SCHED_ZBV",
+           "SCHED_DUALPIPEV", "OVERLAP_F_B", "rank_order"]
 
 FORWARD = 0
 BACKWARD = 1
 #: zero-bubble halves of the backward (erg_instr_kind)
 BACKWARD_INPUT = 2
 BACKWARD_WEIGHT = 3
+#: DualPipeV's forward + backward step (erg_instr_kind ERG_OVERLAP_F_B)
+OVERLAP_F_B = 4
 
 #: libergon version this binding was written for (major, minor).
 API_VERSION = (0, 1)
@@ -185,6 +189,12 @@ def _declare(lib):
         "erg_schedule_name": (S, [I]),
         "erg_schedule_stage_order": (I, [ctypes.POINTER(_Schedule), I, I, I,
                                          ctypes.POINTER(_Instr), E]),
+        "erg_schedule_chunks": (I, [ctypes.POINTER(_Schedule)]),
+        "erg_order_new": (I, [ctypes.POINTER(_Schedule), I, I, ctypes.POINTER(P), E]),
+        "erg_order_free": (None, [P]),
+        "erg_order_num_stages": (I, [P]),
+        "erg_order_stage_rank": (I, [P, I]),
+        "erg_order_rank": (I, [P, I, ctypes.POINTER(ctypes.POINTER(_Instr))]),
         "erg_plan_read": (I, [S, ctypes.POINTER(_Schedule), ctypes.POINTER(P), E]),
         "erg_plan_free": (None, [P]),
         "erg_plan_schedule": (_Schedule, [P]),
@@ -444,10 +454,12 @@ class Client:
 
 
 class Schedule:
-    """A pipeline schedule (erg_schedule): kind "1f1b", "gpipe" or "ours"/"envpipe",
-    EnvPipe's extra warm-up forwards r_s per stage and its in-flight cap."""
+    """A pipeline schedule (erg_schedule): kind "1f1b", "gpipe", "ours"/"envpipe",
+    "interleaved-1f1b", "looped-bfs", "interleaved-zb", "zbv" or "dualpipev" (or PyTorch's
+    class names), EnvPipe's extra warm-up forwards r_s per stage and its in-flight cap, and
+    the chunks per rank V (0 = the kind's default: 1 for gpipe/1f1b/ours, else 2)."""
 
-    def __init__(self, kind="1f1b", extra_warmup=(), max_inflight=0):
+    def __init__(self, kind="1f1b", extra_warmup=(), max_inflight=0, chunks=0):
         lib = load_library()
         if isinstance(kind, str):
             k = ctypes.c_int()
@@ -459,6 +471,13 @@ class Schedule:
         self.kind = _int("kind", kind)
         self.extra_warmup = [_int("extra_warmup[%d]" % i, r) for i, r in enumerate(extra_warmup)]
         self.max_inflight = _int("max_inflight", max_inflight)
+        self.chunks = _int("chunks", chunks, 0, 1 << 16)
+
+    @property
+    def num_chunks(self):
+        """V: the chunks per rank this schedule uses (its default when 0)."""
+        st = self._struct()
+        return load_library().erg_schedule_chunks(ctypes.byref(st))
 
     @property
     def name(self):
@@ -468,6 +487,7 @@ class Schedule:
         st = _Schedule()
         st.kind = self.kind
         st.max_inflight = self.max_inflight
+        st.chunks = self.chunks
         for i, r in enumerate(self.extra_warmup):
             st.extra_warmup[i] = r
         return st
@@ -477,9 +497,51 @@ class Schedule:
         (kind, microbatch) pairs, kind FORWARD or BACKWARD."""
         return schedule_order(self, num_stages, num_microbatches, stage)
 
+    def rank_order(self, num_ranks, num_microbatches, rank):
+        """See rank_order()."""
+        return rank_order(self, num_ranks, num_microbatches, rank)
+
     def __repr__(self):
         r = self.extra_warmup if any(self.extra_warmup) else []
-        return "Schedule(%r, extra_warmup=%r, max_inflight=%d)" % (self.name, r, self.max_inflight)
+        return "Schedule(%r, extra_warmup=%r, max_inflight=%d, chunks=%d)" % (
+            self.name, r, self.max_inflight, self.chunks)
+
+
+def rank_order(schedule, num_ranks, num_microbatches, rank):
+    """erg_order_new for every schedule (multi-chunk and zero-bubble ones included): rank
+    `rank`'s instructions in execution order, and the placement. Returns (instrs,
+    stage_rank): instrs is a list of tuples (kind, stage, microbatch, kind2, stage2,
+    microbatch2), kind FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT or OVERLAP_F_B
+    (then (stage, microbatch) is its forward part and (kind2, stage2, microbatch2) its
+    backward part; otherwise those three are -1); stage is the pipeline stage (0..P*V-1);
+    stage_rank[s] is the rank that holds pipeline stage s. The same refusals as `ergon
+    schedule` (ErgonError)."""
+    lib = load_library()
+    if not isinstance(schedule, Schedule):
+        schedule = Schedule(schedule)
+    num_ranks, rank = _int("num_ranks", num_ranks), _int("rank", rank)
+    num_microbatches = _int("num_microbatches", num_microbatches)
+    st = schedule._struct()
+    o = ctypes.c_void_p()
+    err = _Error()
+    _check(lib.erg_order_new(ctypes.byref(st), num_ranks, num_microbatches, ctypes.byref(o),
+                             ctypes.byref(err)), err)
+    try:
+        if rank < 0 or rank >= num_ranks:
+            raise ErgonError(1, "rank %d is out of [0, %d]" % (rank, num_ranks - 1))
+        p = ctypes.POINTER(_Instr)()
+        n = lib.erg_order_rank(o, rank, ctypes.byref(p))
+        out = []
+        for i in range(n):
+            x = p[i]
+            if x.kind == OVERLAP_F_B:
+                out.append((x.kind, x.stage, x.microbatch, x.kind2, x.stage2, x.microbatch2))
+            else:
+                out.append((x.kind, x.stage, x.microbatch, -1, -1, -1))
+        placement = [lib.erg_order_stage_rank(o, s) for s in range(lib.erg_order_num_stages(o))]
+        return out, placement
+    finally:
+        lib.erg_order_free(o)
 
 
 def schedule_order(schedule, num_stages, num_microbatches, stage):
@@ -511,7 +573,8 @@ def plan_schedule(path):
     try:
         st = lib.erg_plan_schedule(p)
         S = lib.erg_plan_num_stages(p)
-        sched = Schedule(st.kind, list(st.extra_warmup)[:max(S, 0)], st.max_inflight)
+        sched = Schedule(st.kind, list(st.extra_warmup)[:max(S, 0)], st.max_inflight,
+                         st.chunks)
         return sched, S, lib.erg_plan_num_microbatches(p)
     finally:
         lib.erg_plan_free(p)

@@ -22,7 +22,7 @@ typedef struct sim_dev {
     erg_instr_kind kind;   /* Which one. */
     double energy_mj;      /* Counter (fractional part kept). */
     double last_s;         /* Time of the last integration. */
-    erg_sim_work work[2];  /* Forward, backward work of this stage. */
+    erg_sim_work work[4];  /* Forward, backward, backward_input, backward_weight work. */
 } sim_dev;
 
 typedef struct sim_state {
@@ -219,7 +219,7 @@ erg_status erg_gpu_open_sim(const char *gpu, const char *model, int num_devices,
     s->devs = devs;
     double now = erg__now_s();
     for (int i = 0; i < num_devices; i++) {
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 4; k++) {
             st = erg_sim_model_work(model ? model : "gpt3-xl", num_devices, 0, i,
                                     (erg_instr_kind)k, &devs[i].work[k], err);
             if (st) {
@@ -260,8 +260,10 @@ erg_status erg_gpu_sim_set_activity(erg_gpu *g, int dev, bool busy, erg_instr_ki
         return erg_error_set(err, ERG_ENOTSUP, "activity can only be set on the simulated GPU");
     if (dev < 0 || dev >= g->count)
         return erg_error_set(err, ERG_EINVAL, "GPU %d does not exist", dev);
-    if (busy && kind != ERG_FORWARD && kind != ERG_BACKWARD)
-        return erg_error_set(err, ERG_EINVAL, "instruction kind %d is not forward/backward",
+    if (busy && (unsigned)kind > ERG_BACKWARD_WEIGHT)
+        return erg_error_set(err, ERG_EINVAL,
+                             "instruction kind %d is not forward, backward, backward_input or "
+                             "backward_weight",
                              (int)kind);
     sim_dev *d = dev_of(g, dev);
     pthread_mutex_lock(&d->mu);

@@ -524,6 +524,16 @@ erg_status erg_srv_client_request(erg_srv_client *c, const char *method, const c
     return st;
 }
 
+static bool is_compute_name(const char *name)
+{
+    static const char *const names[] = {"forward", "backward", "backward_input",
+                                        "backward_weight", "overlap_f_b"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i]))
+            return true;
+    return false;
+}
+
 erg_status erg_srv_schedule_to_plan(const char *const *pipe_schedule, const int *power_states,
                                     size_t n, int num_stages, int num_microbatches, int stage,
                                     const erg_schedule *sched, erg_plan **out, erg_error *err)
@@ -532,22 +542,28 @@ erg_status erg_srv_schedule_to_plan(const char *const *pipe_schedule, const int 
     if (stage < 0 || stage >= num_stages || num_microbatches < 1)
         return erg_error_set(err, ERG_EINVAL, "stage %d of %d stages, %d microbatches", stage,
                              num_stages, num_microbatches);
-    size_t compute = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(pipe_schedule[i], "forward") || !strcmp(pipe_schedule[i], "backward"))
-            compute++;
-    if (compute != (size_t)(2 * num_microbatches))
-        return erg_error_set(err, ERG_EINVAL,
-                             "the schedule has %zu forward/backward entries; a stage of %d "
-                             "microbatches has %d",
-                             compute, num_microbatches, 2 * num_microbatches);
     erg_plan *p = NULL;
     erg_status st = erg_plan_new(sched, num_stages, num_microbatches, &p, err);
     if (st)
         return st;
+    /* Compute instructions get a clock: forward, backward and, for zero-bubble
+     * and DualPipeV schedules, backward_input, backward_weight, overlap_f_b
+     * (erg_instr_kind_name), in the rank's order. */
+    size_t compute = 0;
+    for (size_t i = 0; i < n; i++)
+        if (is_compute_name(pipe_schedule[i]))
+            compute++;
+    size_t want = (size_t)erg_plan_stage_len(p, stage);
+    if (compute != want) {
+        erg_plan_free(p);
+        return erg_error_set(err, ERG_EINVAL,
+                             "the schedule has %zu forward/backward entries; a stage of %d "
+                             "microbatches has %zu",
+                             compute, num_microbatches, want);
+    }
     int *f = erg_plan_stage_freqs(p, stage);
     for (size_t i = 0, k = 0; i < n; i++)
-        if (!strcmp(pipe_schedule[i], "forward") || !strcmp(pipe_schedule[i], "backward"))
+        if (is_compute_name(pipe_schedule[i]))
             f[k++] = power_states[i];
     *out = p;
     return ERG_OK;

@@ -637,10 +637,10 @@ static erg_status frontier_next(srv_sched *s, erg_error *err)
     if ((st = erg_frontier_plan(s->frontier, idx, &plan, err)))
         return st;
     const srv_sched_ctx *c = s->ctx;
-    int M = erg_plan_num_microbatches(plan);
     for (int stg = 0; !st && stg < c->num_stages; stg++) {
         const int *f = erg_plan_stage_freqs_const(plan, stg);
-        st = f ? srv_expand(f, 2 * M, c->instrs[stg], c->n_instrs[stg], s->out[stg], err)
+        st = f ? srv_expand(f, erg_plan_stage_len(plan, stg), c->instrs[stg], c->n_instrs[stg],
+                            s->out[stg], err)
                : erg_error_set(err, ERG_EINVAL, "frontier plan %zu lacks stage %d", idx, stg);
         if (st) {
             char why[ERG_ERROR_MSG_LEN];
@@ -685,9 +685,11 @@ erg_status srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error 
         for (int stg = 0; stg < c->num_stages; stg++) {
             int cur = s->fwd;
             for (int i = 0; i < c->n_instrs[stg]; i++) {
-                if (c->instrs[stg][i] == SRV_I_FORWARD)
+                int in = c->instrs[stg][i];
+                if (in == SRV_I_FORWARD || in == SRV_I_OVERLAP_F_B)
                     cur = s->fwd;
-                else if (c->instrs[stg][i] == SRV_I_BACKWARD)
+                else if (in == SRV_I_BACKWARD || in == SRV_I_BACKWARD_INPUT ||
+                         in == SRV_I_BACKWARD_WEIGHT)
                     cur = s->bwd;
                 s->out[stg][i] = cur;
             }
@@ -817,7 +819,20 @@ static erg_status profiler_observe(srv_sched *s, const srv_result *r, erg_error 
     char a[40], b[40];
     for (int stg = 0; stg < s->ctx->num_stages; stg++) {
         int d = drop_of(r[stg].n_iters, s->ratio);
-        for (int kind = SRV_I_FORWARD; kind <= SRV_I_BACKWARD; kind++) {
+        /* forward and backward rows (Perseus's CSV), then backward_input and
+         * backward_weight rows for a stage whose pipe_schedule has them (a
+         * zero-bubble schedule; ergon's profile CSV reads them). */
+        static const int kinds[] = {SRV_I_FORWARD, SRV_I_BACKWARD, SRV_I_BACKWARD_INPUT,
+                                    SRV_I_BACKWARD_WEIGHT};
+        for (int ki = 0; ki < 4; ki++) {
+            int kind = kinds[ki];
+            if (ki >= 2) {
+                bool has = false;
+                for (int i = 0; i < s->ctx->n_instrs[stg]; i++)
+                    has = has || s->ctx->instrs[stg][i] == kind;
+                if (!has)
+                    continue;
+            }
             double t = srv_series_mean(&r[stg].time_bd[kind], d);
             double e = srv_series_mean(&r[stg].energy_bd[kind], d);
             if (isnan(e) && s->energy_from_iters && !isnan(t)) {

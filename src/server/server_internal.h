@@ -21,10 +21,18 @@ enum {
     SRV_I_HIGH,
     SRV_I_OTHER,
     SRV_I_PURE_BACKWARD,
+    /* ergon's zero-bubble / DualPipeV instruction kinds, by erg_instr_kind_name
+     * (appended: the Perseus codes above keep their values). */
+    SRV_I_BACKWARD_INPUT,
+    SRV_I_BACKWARD_WEIGHT,
+    SRV_I_OVERLAP_F_B,
     SRV_NUM_INSTR
 };
 extern const char *const srv_instr_names[SRV_NUM_INSTR];
 int srv_instr_code(const char *name); /* -1 when unknown */
+/* Whether an instruction is one a plan gives a clock: forward, backward,
+ * backward_input, backward_weight, overlap_f_b. */
+int srv_instr_is_compute(int code);
 
 enum { SRV_MODE_FREQUENCY = 0, SRV_MODE_POWER = 1, SRV_MODE_ANY = -1 };
 const char *srv_mode_name(int mode);

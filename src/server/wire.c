@@ -8,7 +8,14 @@
 
 const char *const srv_instr_names[SRV_NUM_INSTR] = {
     "load", "forward", "backward", "p2p", "cc", "step", "low", "high", "other", "pure_backward",
+    "backward_input", "backward_weight", "overlap_f_b",
 };
+
+int srv_instr_is_compute(int code)
+{
+    return code == SRV_I_FORWARD || code == SRV_I_BACKWARD || code == SRV_I_BACKWARD_INPUT ||
+           code == SRV_I_BACKWARD_WEIGHT || code == SRV_I_OVERLAP_F_B;
+}
 
 int srv_instr_code(const char *name)
 {
@@ -446,16 +453,17 @@ erg_status srv_expand(const int *plan, int n_plan, const int *instrs, int n_inst
 {
     int compute = 0;
     for (int i = 0; i < n_instrs; i++)
-        if (instrs[i] == SRV_I_FORWARD || instrs[i] == SRV_I_BACKWARD)
+        if (srv_instr_is_compute(instrs[i]))
             compute++;
     if (compute != n_plan || n_plan == 0)
         return erg_error_set(err, ERG_EINVAL,
                              "the plan has %d clocks for this stage but its pipe_schedule has %d "
-                             "forward/backward instructions",
+                             "forward/backward instructions (backward_input, backward_weight and "
+                             "overlap_f_b count too)",
                              n_plan, compute);
     int cur = plan[0], j = 0;
     for (int i = 0; i < n_instrs; i++) {
-        if (instrs[i] == SRV_I_FORWARD || instrs[i] == SRV_I_BACKWARD)
+        if (srv_instr_is_compute(instrs[i]))
             cur = plan[j++];
         out[i] = cur;
     }
@@ -574,8 +582,14 @@ static erg_status parse_tuples(const char *text, size_t len, const char *name, i
             }
             size_t sl = (size_t)(t.p - s0);
             t.p++;
-            bool compute = (sl == 7 && !memcmp(s0, "forward", 7)) ||
-                           (sl == 8 && !memcmp(s0, "backward", 8));
+            /* forward, backward and the zero-bubble kinds (backward_input,
+             * backward_weight, overlap_f_b) get clocks; other names are ignored */
+            char nm[24] = "";
+            if (sl < sizeof nm) {
+                memcpy(nm, s0, sl);
+                nm[sl] = 0;
+            }
+            bool compute = srv_instr_is_compute(srv_instr_code(nm));
             if (!tp_eat(&t, ',')) {
                 st = tp_fail(&t, "',' after the instruction name");
                 goto fail;
@@ -711,7 +725,7 @@ erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_sta
     erg__free(text);
     if (st)
         return st;
-    int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan);
+    int S = erg_plan_num_stages(plan);
     int **rows = erg__calloc((size_t)S, sizeof *rows);
     int *l = erg__calloc((size_t)S, sizeof *l);
     if (!rows || !l) {
@@ -721,14 +735,16 @@ erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_sta
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     }
     for (int s = 0; s < S; s++) {
-        rows[s] = erg__malloc((size_t)(2 * M) * sizeof(int));
+        /* a rank's clock count: 2M for F/B schedules, 3VM for zero-bubble ones */
+        int n = erg_plan_stage_len(plan, s);
+        rows[s] = erg__malloc((size_t)(n + 1) * sizeof(int));
         if (!rows[s]) {
             srv_plan_stages_free(rows, l, S);
             erg_plan_free(plan);
             return erg_error_set(err, ERG_ENOMEM, "out of memory");
         }
-        memcpy(rows[s], erg_plan_stage_freqs_const(plan, s), (size_t)(2 * M) * sizeof(int));
-        l[s] = 2 * M;
+        memcpy(rows[s], erg_plan_stage_freqs_const(plan, s), (size_t)n * sizeof(int));
+        l[s] = n;
     }
     erg_plan_free(plan);
     *stages = rows;
@@ -771,36 +787,49 @@ erg_status srv_plan_load_pairs(const char *path, int hint_stages, srv_plan_pairs
         return st;
     int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan);
     erg_schedule sched = erg_plan_schedule(plan);
-    erg_instr *order = erg__calloc((size_t)(2 * M) + 1, sizeof *order);
-    out->lens = erg__calloc((size_t)S, sizeof *out->lens);
-    out->freqs = erg__calloc((size_t)S, sizeof *out->freqs);
-    out->names = erg__calloc((size_t)S, sizeof *out->names);
-    if (!order || !out->lens || !out->freqs || !out->names)
-        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-    else
-        out->n_stages = S;
+    /* Every schedule's per-rank order (multi-chunk and zero-bubble ones too):
+     * the plan's own, else the generator's; names by erg_instr_kind_name
+     * (forward, backward, backward_input, backward_weight, overlap_f_b). */
+    erg_order *own = NULL;
+    const erg_order *order = erg_plan_order(plan);
+    if (!order) {
+        st = erg_order_new(&sched, S, M, &own, err);
+        order = own;
+    }
+    if (!st) {
+        out->lens = erg__calloc((size_t)S, sizeof *out->lens);
+        out->freqs = erg__calloc((size_t)S, sizeof *out->freqs);
+        out->names = erg__calloc((size_t)S, sizeof *out->names);
+        if (!out->lens || !out->freqs || !out->names)
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        else
+            out->n_stages = S;
+    }
     for (int g = 0; !st && g < S; g++) {
-        st = erg_schedule_stage_order(&sched, S, M, g, order, err);
-        if (st)
+        const erg_instr *ins = NULL;
+        int n = erg_order_rank(order, g, &ins);
+        if (n != erg_plan_stage_len(plan, g)) {
+            st = erg_error_set(err, ERG_EINVAL, "%s: stage %d has %d clocks for %d instructions",
+                               path, g, erg_plan_stage_len(plan, g), n);
             break;
-        out->freqs[g] = erg__calloc((size_t)(2 * M) + 1, sizeof(int));
-        out->names[g] = erg__calloc((size_t)(2 * M) + 1, sizeof(char *));
+        }
+        out->freqs[g] = erg__calloc((size_t)n + 1, sizeof(int));
+        out->names[g] = erg__calloc((size_t)n + 1, sizeof(char *));
         if (!out->freqs[g] || !out->names[g]) {
             st = erg_error_set(err, ERG_ENOMEM, "out of memory");
             break;
         }
-        out->lens[g] = 2 * M;
+        out->lens[g] = n;
         const int *f = erg_plan_stage_freqs_const(plan, g);
-        for (int i = 0; i < 2 * M; i++) {
+        for (int i = 0; i < n; i++) {
             out->freqs[g][i] = f[i];
-            if (!(out->names[g][i] =
-                      erg__strdup(order[i].kind == ERG_FORWARD ? "forward" : "backward"))) {
+            if (!(out->names[g][i] = erg__strdup(erg_instr_kind_name(ins[i].kind)))) {
                 st = erg_error_set(err, ERG_ENOMEM, "out of memory");
                 break;
             }
         }
     }
-    erg__free(order);
+    erg_order_free(own);
     erg_plan_free(plan);
     if (st)
         srv_plan_pairs_free(out);

@@ -134,7 +134,8 @@ static json_t *check_rank_info(const srv_job *j, const json_t *in, char *why, si
         if (code < 0) {
             snprintf(why, wn,
                      "pipe_schedule[%zu] is not a pipe instruction (load, forward, backward, p2p, "
-                     "cc, step, low, high, other, pure_backward)",
+                     "cc, step, low, high, other, pure_backward, backward_input, "
+                     "backward_weight, overlap_f_b)",
                      i);
             erg__free(instrs);
             json_decref(psn);

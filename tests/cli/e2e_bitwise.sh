@@ -59,7 +59,7 @@ r = plan["extra_warmup"][:S]
 assert plan["schedule"] == "ours" and any(r), (plan["schedule"], r)
 assert ours["schedule"] == "ours" and ours["extra_warmup"] == r, (ours["extra_warmup"], r)
 k0 = min(plan["num_microbatches"], S + r[0])
-assert [k for k, _ in ours["order"][:k0]] == [0] * k0, ours["order"]
+assert [o[0] for o in ours["order"][:k0]] == [0] * k0, ours["order"]
 print("planned run: instructions ran at clocks %s MHz; EnvPipe plan ran 'ours' with r=%s"
       % (sorted(clocks), r))
 PY

@@ -11,4 +11,4 @@ lib="$ERGON_BIN_DIR/libergon.so.0"
 [ -r "$lib" ] || { echo "FAIL: $lib not built"; exit 1; }
 cd "$ERGON_SRC/tests/python" || exit 1
 ERGON_LIBRARY="$lib" PYTHONPATH="$ERGON_SRC/python" PYTHONDONTWRITEBYTECODE=1 \
-  python3 -m unittest -v test_schedule 2>&1
+  ERGON="${ERGON:-$ERGON_BIN_DIR/ergon}" python3 -m unittest -v test_schedule 2>&1

@@ -75,6 +75,48 @@ class ScheduleTest(unittest.TestCase):
         with self.assertRaises(ergon.ErgonError):
             ergon.plan_schedule(os.path.join(d, "missing.json"))
 
+    def test_rank_order_new_schedules_match_the_cli(self):
+        """rank_order (erg_order_new) gives, rank by rank, the order `ergon schedule`
+        prints, for the multi-chunk and zero-bubble schedules; and the placement."""
+        names = {ergon.FORWARD: "F", ergon.BACKWARD: "B", ergon.BACKWARD_INPUT: "I",
+                 ergon.BACKWARD_WEIGHT: "W"}
+        ergon_bin = os.environ.get("ERGON")
+        for name, V in (("interleaved-1f1b", 2), ("looped-bfs", 2), ("interleaved-zb", 2),
+                        ("zbv", 2), ("interleaved-1f1b", 3)):
+            for P in (2, 4):
+                M = 2 * P
+                sch = ergon.Schedule(name, chunks=V)
+                self.assertEqual(sch.num_chunks, V)
+                text = None
+                if ergon_bin:
+                    import subprocess
+                    text = subprocess.run([ergon_bin, "schedule", name, "--ranks", str(P),
+                                           "--chunks", str(V), "--microbatches", str(M)],
+                                          check=True, capture_output=True,
+                                          text=True).stdout.splitlines()
+                for r in range(P):
+                    order, place = sch.rank_order(P, M, r)
+                    self.assertEqual(len(place), P * V)
+                    if name == "zbv":
+                        self.assertEqual([s for s in range(2 * P) if place[s] == r],
+                                         [r, 2 * P - 1 - r])
+                    else:
+                        self.assertEqual(place, [s % P for s in range(P * V)])
+                    cells = ["%d%s%d" % (s, names[k], m) for k, s, m, *_ in order]
+                    self.assertEqual(len(cells), (3 if "zb" in name else 2) * V * M)
+                    if text is not None:
+                        self.assertEqual("rank %d: %s" % (r, " ".join(cells)), text[r + 1])
+        with self.assertRaises(ergon.ErgonError):
+            ergon.rank_order(ergon.Schedule("zbv", chunks=3), 2, 4, 0)
+        with self.assertRaises(ergon.ErgonError):
+            ergon.rank_order("interleaved-1f1b", 4, 9, 0)   # M not a multiple of rounds
+        with self.assertRaises(ergon.ErgonError):
+            ergon.rank_order("zbv", 2, 4, 2)                # no rank 2
+        # the old schedules through the same path: stage = rank
+        order, place = ergon.rank_order("1f1b", 3, 4, 1)
+        self.assertEqual([(k, m) for k, _, m, *_ in order], ergon.schedule_order("1f1b", 3, 4, 1))
+        self.assertEqual(place, [0, 1, 2])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,5 +1,6 @@
 /* test_gpu_sim.c: the simulated GPU DVFS model against the shape of real A100/A40 profiles. */
 #include "ergon/gpu.h"
+#include "ergon/profile.h"
 #include "tap.h"
 
 #include <math.h>
@@ -158,6 +159,34 @@ TEST(bad_arguments_are_refused)
     ASSERT(prof == NULL);
 }
 
+/* The simulated device runs I and W steps (zero-bubble schedules, the example trainer's
+ * pacing) at the times `ergon profile sim --split-backward` writes; before, it refused
+ * them ("instruction kind 2 is not forward/backward"). */
+TEST(sim_device_runs_backward_input_and_weight_like_the_split_profile)
+{
+    erg_error err;
+    erg_gpu *g = NULL;
+    erg_profile *prof = NULL;
+    ASSERT_OK(erg_gpu_open("sim:a100:gpt3-xl:4", &g, &err));
+    ASSERT_OK(erg_sim_profile_kinds("a100", "gpt3-xl", 4, 0, 0, 1, &prof, &err));
+    const int top = 1410; /* the A100's highest clock: the device starts unlocked */
+    const erg_instr_kind kinds[] = {ERG_FORWARD, ERG_BACKWARD, ERG_BACKWARD_INPUT,
+                                    ERG_BACKWARD_WEIGHT};
+    for (int i = 0; i < 4; i++) {
+        double t = 0;
+        erg_profile_point pt;
+        ASSERT_OK(erg_gpu_sim_set_activity(g, 1, true, kinds[i], &t, &err));
+        ASSERT_OK(erg_gpu_sim_set_activity(g, 1, false, kinds[i], NULL, &err));
+        ASSERT_OK(erg_profile_lookup(prof, 1, kinds[i], top, &pt, &err));
+        ASSERT(t > 0);
+        ASSERT(fabs(t - pt.time_s) <= 1e-6 * pt.time_s + 1e-9);
+    }
+    ASSERT_EQ_INT(erg_gpu_sim_set_activity(g, 1, true, ERG_OVERLAP_F_B, NULL, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "backward_weight");
+    erg_profile_free(prof);
+    erg_gpu_close(g);
+}
+
 TEST(counter_delta_handles_wrap)
 {
     ASSERT(erg_counter_delta(10, 25, 64) == 15);
@@ -169,4 +198,5 @@ TEST(counter_delta_handles_wrap)
 TAP_MAIN(TEST_ENTRY(a100_shape_matches_real_profile), TEST_ENTRY(a40_shape_matches_real_profile),
          TEST_ENTRY(time_scales_as_inverse_clock_at_high_clocks),
          TEST_ENTRY(power_never_exceeds_cap_and_last_stage_is_heavier),
-         TEST_ENTRY(bad_arguments_are_refused), TEST_ENTRY(counter_delta_handles_wrap))
+         TEST_ENTRY(bad_arguments_are_refused), TEST_ENTRY(counter_delta_handles_wrap),
+         TEST_ENTRY(sim_device_runs_backward_input_and_weight_like_the_split_profile))

@@ -892,6 +892,142 @@ TEST(zeus_local_matches_reference_window_by_window)
         zl_compare(etas[k]);
 }
 
+/* /v1 jobs of zero-bubble schedules: pipe_schedule names backward_input,
+ * backward_weight (erg_instr_kind_name) and overlap_f_b; PointSolution plans
+ * give each of them its own clock, TwoFrequencies runs I and W at the
+ * backward clock, InstructionProfiler writes backward_input/backward_weight
+ * rows, and a served schedule becomes a client plan for a zbv order. Before,
+ * I/W were not pipe instructions ("'backward_input' is not a pipe
+ * instruction") and plans skipped them. */
+TEST(zero_bubble_instruction_names_through_v1_schedulers)
+{
+    ASSERT_EQ_INT(srv_instr_code("backward_input"), SRV_I_BACKWARD_INPUT);
+    ASSERT_EQ_INT(srv_instr_code("backward_weight"), SRV_I_BACKWARD_WEIGHT);
+    ASSERT_EQ_INT(srv_instr_code("overlap_f_b"), SRV_I_OVERLAP_F_B);
+    ASSERT_EQ_INT(srv_instr_code("forward"), SRV_I_FORWARD); /* Perseus codes unchanged */
+    ASSERT_EQ_INT(srv_instr_code("pure_backward"), SRV_I_PURE_BACKWARD);
+    /* PointSolution expansion: F p2p I W p2p F I W step; plan 6 clocks. */
+    int instrs[] = {SRV_I_FORWARD, SRV_I_P2P, SRV_I_BACKWARD_INPUT, SRV_I_BACKWARD_WEIGHT,
+                    SRV_I_P2P, SRV_I_FORWARD, SRV_I_BACKWARD_INPUT, SRV_I_BACKWARD_WEIGHT,
+                    SRV_I_STEP};
+    int plan[] = {1000, 1100, 1200, 1300, 1400, 1500}, out[9];
+    erg_error err;
+    ASSERT_OK(srv_expand(plan, 6, instrs, 9, out, &err));
+    int want[] = {1000, 1000, 1100, 1200, 1200, 1300, 1400, 1500, 1500};
+    for (int i = 0; i < 9; i++)
+        ASSERT_EQ_INT(out[i], want[i]);
+    ASSERT_EQ_INT(srv_expand(plan, 4, instrs, 9, out, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "backward_input");
+
+    /* A 2-stage job whose ranks run [F I W]. */
+    fake_job f;
+    fake_init(&f, 4);
+    f.c.mode = SRV_MODE_FREQUENCY;
+    int zb[3] = {SRV_I_FORWARD, SRV_I_BACKWARD_INPUT, SRV_I_BACKWARD_WEIGHT};
+    memcpy(f.ins0, zb, sizeof zb);
+    srv_sched *s = NULL;
+    json_t *a = json_pack("{s:i,s:i}", "forward_freq", 1320, "backward_freq", 1140);
+    ASSERT_OK(srv_sched_new("TwoFrequencies", a, &f.c, &s, &err));
+    json_decref(a);
+    int **per;
+    bool done;
+    ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+    ASSERT_EQ_INT(per[1][0], 1320);
+    ASSERT_EQ_INT(per[1][1], 1140);
+    ASSERT_EQ_INT(per[1][2], 1140);
+    srv_sched_free(s);
+
+    /* InstructionProfiler: results with backward_input/backward_weight
+     * breakdowns give those rows in the profile CSV. */
+    char *d = (char *)mktmp();
+    f.c.job_dir = d;
+    f.c.profile_csv_name = (char *)"p.csv";
+    a = json_pack("{s:i}", "minimum_power_state", 1320);
+    ASSERT_OK(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err));
+    json_decref(a);
+    for (int w = 0; w < 8; w++) {
+        ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+        if (done)
+            break;
+        srv_result r[2];
+        for (int st = 0; st < 2; st++) {
+            json_t *o = json_pack(
+                "{s:[f,f],s:[f,f],s:{s:[[f],[f]],s:[[f],[f]],s:[[f],[f]]},"
+                "s:{s:[[f],[f]],s:[[f],[f]],s:[[f],[f]]}}",
+                "iter_time", 0.3, 0.3, "iter_energy", 60.0, 60.0, "time_breakdown", "forward",
+                0.1, 0.1, "backward_input", 0.12, 0.12, "backward_weight", 0.08, 0.08,
+                "energy_breakdown", "forward", 20.0, 20.0, "backward_input", 25.0, 25.0,
+                "backward_weight", 15.0, 15.0);
+            ASSERT(o != NULL);
+            ASSERT_OK(srv_result_from_json(o, &r[st], &err));
+            json_decref(o);
+        }
+        ASSERT_OK(srv_sched_observe(s, r, &err));
+        srv_result_free(&r[0]);
+        srv_result_free(&r[1]);
+    }
+    srv_sched_free(s);
+    char p[600], *text;
+    size_t len;
+    snprintf(p, sizeof p, "%s/p.csv", d);
+    ASSERT_OK(erg__read_file(p, 1 << 20, &text, &len, &err));
+    ASSERT_CONTAINS(text, "1,backward_input,1320,0.12,25.0\n");
+    ASSERT_CONTAINS(text, "0,backward_weight,1410,0.08,15.0\n");
+    ASSERT_CONTAINS(text, "1,forward,1320,0.1,20.0\n");
+    erg__free(text);
+
+    /* A served zbv schedule (the names a rank registers, in its order) becomes
+     * the rank's client plan. */
+    erg_schedule zbv = {.kind = ERG_SCHED_ZBV};
+    erg_order *o = NULL;
+    ASSERT_OK(erg_order_new(&zbv, 2, 4, &o, &err));
+    const erg_instr *in = NULL;
+    int n = erg_order_rank(o, 1, &in);
+    const char *names[64];
+    int states[64];
+    for (int i = 0; i < n; i++) {
+        names[i] = erg_instr_kind_name(in[i].kind);
+        states[i] = 1000 + i;
+    }
+    erg_plan *pl = NULL;
+    ASSERT_OK(erg_srv_schedule_to_plan(names, states, (size_t)n, 2, 4, 1, &zbv, &pl, &err));
+    ASSERT_EQ_INT(erg_plan_stage_len(pl, 1), n);
+    for (int i = 0; i < n; i++)
+        ASSERT_EQ_INT(erg_plan_stage_freqs_const(pl, 1)[i], 1000 + i);
+    erg_plan_free(pl);
+    ASSERT_EQ_INT(erg_srv_schedule_to_plan(names, states, (size_t)n - 1, 2, 4, 1, &zbv, &pl, &err),
+                  ERG_EINVAL);
+
+    /* A zbv JSON plan as PointSolution reads it (the pairs a Zeus-style
+     * schedule is sent as): each rank's order with its kind names. */
+    ASSERT_OK(erg_plan_new(&zbv, 2, 4, &pl, &err));
+    for (int st2 = 0; st2 < 2; st2++) {
+        int *fr = erg_plan_stage_freqs(pl, st2);
+        for (int i = 0; i < erg_plan_stage_len(pl, st2); i++)
+            fr[i] = 1000 + i;
+    }
+    snprintf(p, sizeof p, "%s/zbv.json", d);
+    ASSERT_OK(erg_plan_write_json(pl, p, &err));
+    erg_plan_free(pl);
+    srv_plan_pairs pp;
+    memset(&pp, 0, sizeof pp);
+    ASSERT_OK(srv_plan_load_pairs(p, 2, &pp, &err));
+    ASSERT_EQ_INT(pp.n_stages, 2);
+    ASSERT_EQ_INT(pp.lens[1], n);
+    for (int i = 0; i < n; i++) {
+        ASSERT_STR_EQ(pp.names[1][i], names[i]);
+        ASSERT_EQ_INT(pp.freqs[1][i], 1000 + i);
+    }
+    srv_plan_pairs_free(&pp);
+    /* and as plain per-stage clocks (PointSolution's srv_plan_load) */
+    int **stg = NULL, *lens = NULL, ns = 0;
+    ASSERT_OK(srv_plan_load(p, &stg, &lens, &ns, &err));
+    ASSERT_EQ_INT(ns, 2);
+    ASSERT_EQ_INT(lens[1], n);
+    srv_plan_stages_free(stg, lens, ns);
+    erg_order_free(o);
+}
+
 TEST(two_frequencies_and_allmax)
 {
     fake_job f;
@@ -2215,6 +2351,7 @@ TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(schedule_to_client_plan),
          TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(zeus_local_matches_reference_window_by_window),
          TEST_ENTRY(zeus_deploy_optimum_keeps_running),
          TEST_ENTRY(profiler_writes_empty_not_nan_and_energy_from_iterations), TEST_ENTRY(two_frequencies_and_allmax),
+         TEST_ENTRY(zero_bubble_instruction_names_through_v1_schedulers),
          TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(allocation_failures_are_answered),
          TEST_ENTRY(job_limit), TEST_ENTRY(scheduler_errors_reach_ranks),
          TEST_ENTRY(zeus_client_replay_point_solution),
