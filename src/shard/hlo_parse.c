@@ -268,6 +268,9 @@ static erg_status scan_value(parser *p, size_t *off, size_t *len)
         if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '}' || c == ')' ||
             c == ']')
             break;
+        /* A comment ends a bare value, as it ends an identifier. */
+        if (c == '/' && p->pos + 1 < p->n && (p->t[p->pos + 1] == '/' || p->t[p->pos + 1] == '*'))
+            break;
         p->pos++;
     }
     if (p->pos == s)
