@@ -4,6 +4,7 @@
 
 #include "ergon/ergon.h"
 #include "ergon/pipeline.h"
+#include "ergon/planner.h"
 #include "ergon/plan.h"
 #include "ergon/profile.h"
 
@@ -65,6 +66,34 @@ ERG_API erg_status erg_emulate_ex(const erg_profile *profile, const erg_dag *dag
                                   const erg_plan *plan, const erg_emulate_opts *opts,
                                   erg_emulation *out, double *start_s, double *dur_s,
                                   erg_error *err);
+
+/* The baseline of every user-facing saving: all-max clocks evaluated with the
+ * profile (as erg_emulate evaluates a plan), read from a frontier directory
+ * written by `ergon plan perseus` (DIR/frontier-info.csv and DIR/profile.csv,
+ * docs/formats.md). Shared by the CLI and the server's Frontier scheduler so
+ * that both pick the same plan for the same target. */
+typedef struct erg_frontier_baseline {
+    bool have;              /* false: the directory carries no baseline (older
+                               ergon, Perseus's own output): use the estimates */
+    bool own;               /* prof and dag are freed by _free */
+    erg_profile *prof;
+    erg_dag *dag;
+    double power_w;         /* blocking power the frontier was planned with */
+    erg_emulation all_max;  /* all-max clocks, profiled values */
+} erg_frontier_baseline;
+ERG_API void erg_frontier_baseline_init(erg_frontier_baseline *b);
+ERG_API void erg_frontier_baseline_free(erg_frontier_baseline *b);
+/* The blocking power recorded in DIR/frontier-info.csv; false when absent. */
+ERG_API bool erg_frontier_info_power(const char *dir, double *power_w);
+/* Read DIR's baseline for frontier f (have = false when DIR has none). */
+ERG_API erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,
+                                              erg_frontier_baseline *b, erg_error *err);
+/* The least-energy plan whose profiled time is within deadline_s (with no
+ * baseline: the planner's estimate, as erg_frontier_choose_deadline); *em is
+ * its emulation when b->have. ERG_ENOTFOUND when none fits. */
+ERG_API erg_status erg_frontier_baseline_pick(const erg_frontier_baseline *b,
+                                              const erg_frontier *f, double deadline_s,
+                                              size_t *k, erg_emulation *em, erg_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* sched.c: the server's schedulers (AllMax, TwoFrequencies, InstructionProfiler, PointSolution, the Zeus baselines, Frontier) as state machines over pipeline stages. */
 #include "server/server_internal.h"
 
+#include "ergon/emulate.h"
 #include "ergon/planner.h"
 
 #include <dirent.h>
@@ -272,6 +273,7 @@ struct srv_sched {
     int *opt_states; /* per stage */
     /* Frontier */
     erg_frontier *frontier;
+    erg_frontier_baseline baseline; /* all-max with the profile, when the directory has it */
     int tkind;
     double tval;
     long choice;
@@ -324,6 +326,7 @@ void srv_sched_free(srv_sched *s)
         erg__free(s->points[i].balanced);
     erg__free(s->points);
     erg_frontier_free(s->frontier);
+    erg_frontier_baseline_free(&s->baseline);
     erg__free(s);
 }
 
@@ -597,6 +600,12 @@ erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_c
                                erg_frontier_num_stages(s->frontier), ctx->num_stages);
             goto fail;
         }
+        /* The same baseline as `ergon choose`: a slowdown is relative to
+         * all-max clocks evaluated with the profile, and a plan fits when its
+         * profiled time does (with no baseline: the planner's estimates). */
+        if ((st = erg_frontier_baseline_open(arg_s(args, "frontier_dir", ""), s->frontier,
+                                             &s->baseline, err)))
+            goto fail;
         break;
     }
     }
@@ -627,8 +636,15 @@ static erg_status frontier_next(srv_sched *s, erg_error *err)
 {
     size_t idx = 0;
     erg_error e2;
-    erg_status st = s->tkind == 2 ? erg_frontier_choose_deadline(s->frontier, s->tval, &idx, &e2)
-                                  : erg_frontier_choose_slowdown(s->frontier, s->tval, &idx, &e2);
+    erg_status st;
+    if (s->baseline.have) {
+        erg_emulation em;
+        double deadline_s = s->tkind == 2 ? s->tval : s->baseline.all_max.time_s * s->tval;
+        st = erg_frontier_baseline_pick(&s->baseline, s->frontier, deadline_s, &idx, &em, &e2);
+    } else {
+        st = s->tkind == 2 ? erg_frontier_choose_deadline(s->frontier, s->tval, &idx, &e2)
+                           : erg_frontier_choose_slowdown(s->frontier, s->tval, &idx, &e2);
+    }
     if (st == ERG_ENOTFOUND)
         idx = erg_frontier_size(s->frontier) - 1; /* impossible: run the fastest plan */
     else if (st)

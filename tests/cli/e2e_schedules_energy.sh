@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# e2e_schedules_energy.sh: the energy story on a zero-bubble schedule (zbv, P=4 ranks, V=2,
-# M=4; I and W as separate autograd passes; paced simulated A100 running GPT-3 2.7B's stage
+# e2e_schedules_energy.sh: the energy story on a new schedule (SCHED, default zbv; also run as
+# e2e_schedules_energy_interleaved_1f1b.sh and _interleaved_zb.sh; P=4 ranks, V=2, M=4; for the
+# zero-bubble schedules I and W as separate autograd passes; paced simulated A100 running GPT-3 2.7B's stage
 # times). The profile is the simulated GPU's own (`ergon profile sim --split-backward`: the
 # model the pacing follows, with backward_input/backward_weight rows), then `ergon plan
 # perseus --schedule zbv`, `ergon choose --slowdown 1.01`, training at all-max and with the
@@ -10,7 +11,7 @@
 # time the simulated GPU (more than 5% of the instructions overran it).
 source "$(dirname "$0")/e2e_lib.bash"
 
-P=4 M=4 STEPS=4 SCHED=zbv MODEL=gpt3-2.7b
+P=4 M=4 STEPS=4 SCHED=${SCHED:-zbv} MODEL=gpt3-2.7b
 "$ERGON" profile sim --gpu a100 --model $MODEL --stages $P --split-backward -o "$tmp/sim.csv" \
   >/dev/null 2>&1 || fail "profile sim"
 "$ERGON" plan perseus --profile "$tmp/sim.csv" --schedule $SCHED --stages $P --microbatches $M \
@@ -26,7 +27,7 @@ p.pop("time_s", None); p.pop("energy_j", None)
 json.dump(p, open(sys.argv[1] + "/all-max.json", "w"))
 PY
 common=(--microbatches $M --steps $STEPS --sim-model $MODEL)
-# The all-max run takes its schedule (zbv, V=2) from the all-max plan, like the planned run.
+# The all-max run takes its schedule (SCHED, V=2) from the all-max plan, like the planned run.
 launch $P 120 "${common[@]}" --plan "$tmp/all-max.json" --out "$tmp/max" >"$tmp/max.log" 2>&1 ||
   { cat "$tmp/max.log"; fail "all-max run"; }
 launch $P 120 "${common[@]}" --plan "$tmp/plan.json" --out "$tmp/planned" \

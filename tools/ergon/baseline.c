@@ -20,17 +20,12 @@
 
 void cli_baseline_init(cli_baseline *b)
 {
-    memset(b, 0, sizeof *b);
-    b->power_w = -1;
+    erg_frontier_baseline_init(b);
 }
 
 void cli_baseline_free(cli_baseline *b)
 {
-    if (b->own) {
-        erg_dag_free(b->dag);
-        erg_profile_free(b->prof);
-    }
-    cli_baseline_init(b);
+    erg_frontier_baseline_free(b);
 }
 
 /* The all-max baseline from an already read profile and DAG (not owned). */
@@ -114,79 +109,16 @@ int cli_baseline_copy(const char *from_dir, const char *to_dir, erg_error *err)
 
 int cli_baseline_read_power(const char *dir, double *power_w)
 {
-    char path[4096], line[512];
-    join(path, sizeof path, dir, "frontier-info.csv");
-    FILE *fp = fopen(path, "r");
-    if (!fp) return 0;
-    int found = 0;
-    while (fgets(line, sizeof line, fp))
-        if (sscanf(line, "blocking_power_w,%lf", power_w) == 1) found = 1;
-    fclose(fp);
-    return found;
+    return erg_frontier_info_power(dir, power_w) ? 1 : 0;
 }
 
 int cli_baseline_open(const char *dir, const erg_frontier *f, cli_baseline *b, erg_error *err)
 {
-    cli_baseline_init(b);
-    char path[4096];
-    if (!cli_baseline_read_power(dir, &b->power_w))
-        return CLI_OK; /* no info: fall back to the fastest plan */
-    join(path, sizeof path, dir, "profile.csv");
-    if (erg_profile_read_csv(path, &b->prof, err)) return CLI_USER_ERROR;
-    b->own = true;
-    /* As `ergon emulate` evaluates a plan: the schedule plan 0 names (its
-     * kind, chunks, order and backward split), its DAG, the profile's rows
-     * per rank or per pipeline stage. p0 owns a schedule file's order, so it
-     * lives until the DAG and the all-max plan are built (they copy it). */
-    erg_plan *p0 = NULL, *allmax = NULL;
-    if (erg_frontier_plan(f, 0, &p0, err)) goto fail;
-    erg_schedule sched = erg_plan_schedule(p0);
-    int S = erg_plan_num_stages(p0), M = erg_plan_num_microbatches(p0);
-    int V = erg_schedule_chunks(&sched), ns = erg_profile_num_stages(b->prof);
-    if (ns != S && ns != S * V) {
-        erg_error_set(err, ERG_EINVAL,
-                      "%s has %d stages but the frontier's plans have %d ranks x %d chunks "
-                      "(expected %d or %d)",
-                      path, ns, S, V, S, S * V);
-        erg_plan_free(p0);
-        goto fail;
-    }
-    if (erg_dag_new(&sched, S, M, &b->dag, err) ||
-        erg_plan_all_max(b->prof, S, M, &sched, b->power_w, &allmax, err) ||
-        erg_emulate(b->prof, b->dag, allmax, b->power_w, &b->all_max, NULL, NULL, err)) {
-        erg_plan_free(allmax);
-        erg_plan_free(p0);
-        goto fail;
-    }
-    erg_plan_free(allmax);
-    erg_plan_free(p0);
-    b->have = true;
-    return CLI_OK;
-fail:
-    cli_baseline_free(b);
-    return CLI_USER_ERROR;
+    return erg_frontier_baseline_open(dir, f, b, err) ? CLI_USER_ERROR : CLI_OK;
 }
 
 erg_status cli_baseline_pick(const cli_baseline *b, const erg_frontier *f, double deadline_s,
                              size_t *k, erg_emulation *em, erg_error *err)
 {
-    erg_status st = erg_frontier_choose_deadline(f, deadline_s, k, err);
-    if (st || !b->have) return st;
-    /* The planner's times are quantised down: step to faster plans until the
-     * profiled time really fits. */
-    size_t n = erg_frontier_size(f);
-    for (;;) {
-        erg_plan *p;
-        st = erg_frontier_plan(f, *k, &p, err);
-        if (!st) st = erg_emulate(b->prof, b->dag, p, b->power_w, em, NULL, NULL, err);
-        erg_plan_free(p);
-        if (st) return st;
-        if (em->time_s <= deadline_s * (1 + 1e-12)) return ERG_OK;
-        if (*k + 1 >= n)
-            return erg_error_set(err, ERG_ENOTFOUND,
-                                 "no plan meets the deadline of %.6g s with the profiled values: "
-                                 "the fastest plan takes %.6g s (all-max clocks: %.6g s)",
-                                 deadline_s, em->time_s, b->all_max.time_s);
-        ++*k;
-    }
+    return erg_frontier_baseline_pick(b, f, deadline_s, k, em, err);
 }

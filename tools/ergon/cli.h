@@ -105,13 +105,8 @@ void cli_sched_split_note(FILE *f, const cli_sched *cs, const erg_profile *prof,
  * holds frontier-info.csv and profile.csv; have is false for one without. */
 #include "ergon/emulate.h"
 #include "ergon/planner.h"
-typedef struct cli_baseline {
-    bool have, own;
-    erg_profile *prof;
-    erg_dag *dag;
-    double power_w;
-    erg_emulation all_max;
-} cli_baseline;
+/* The library's all-max baseline (erg_frontier_baseline in emulate.h). */
+typedef erg_frontier_baseline cli_baseline;
 void cli_baseline_init(cli_baseline *b);
 void cli_baseline_free(cli_baseline *b);
 int cli_baseline_set(cli_baseline *b, erg_profile *prof, erg_dag *dag, double power_w,

@@ -1,0 +1,140 @@
+/* frontier_baseline.c: the one baseline of every user-facing saving -- all-max
+ * clocks evaluated with the profile, as `ergon emulate` evaluates a plan --
+ * and the choice of a frontier plan against it. Shared by the CLI (`plan
+ * perseus`'s summary, `choose`, `show`) and the server's Frontier scheduler,
+ * so that they pick the same plan for the same target.
+ *
+ * `ergon plan perseus --out DIR` writes DIR/frontier-info.csv (key,value
+ * rows, docs/formats.md) and DIR/profile.csv; a directory without them
+ * (Perseus's own output, older ergon) has no baseline (have = false), and
+ * callers fall back to the planner's estimates. */
+#include "core/internal.h"
+#include "ergon/emulate.h"
+#include "ergon/envpipe.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void erg_frontier_baseline_init(erg_frontier_baseline *b)
+{
+    memset(b, 0, sizeof *b);
+    b->power_w = -1;
+}
+
+void erg_frontier_baseline_free(erg_frontier_baseline *b)
+{
+    if (!b)
+        return;
+    if (b->own) {
+        erg_dag_free(b->dag);
+        erg_profile_free(b->prof);
+    }
+    erg_frontier_baseline_init(b);
+}
+
+static void join(char *out, size_t n, const char *dir, const char *name)
+{
+    size_t l = strlen(dir);
+    while (l > 1 && dir[l - 1] == '/')
+        l--;
+    snprintf(out, n, "%.*s/%s", (int)l, dir, name);
+}
+
+bool erg_frontier_info_power(const char *dir, double *power_w)
+{
+    char path[4096];
+    join(path, sizeof path, dir, "frontier-info.csv");
+    char *text = NULL;
+    size_t len = 0;
+    erg_error e;
+    if (erg__read_file(path, 1 << 20, &text, &len, &e))
+        return false;
+    bool found = false;
+    for (const char *p = text; p && *p;) {
+        double w;
+        if (sscanf(p, "blocking_power_w,%lf", &w) == 1 && w >= 0) {
+            *power_w = w;
+            found = true;
+        }
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    erg__free(text);
+    return found;
+}
+
+erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,
+                                      erg_frontier_baseline *b, erg_error *err)
+{
+    erg_frontier_baseline_init(b);
+    char path[4096];
+    if (!erg_frontier_info_power(dir, &b->power_w))
+        return ERG_OK; /* no info: the caller falls back to the estimates */
+    join(path, sizeof path, dir, "profile.csv");
+    erg_status st = erg_profile_read_csv(path, &b->prof, err);
+    if (st)
+        return st;
+    b->own = true;
+    /* As `ergon emulate` evaluates a plan: the schedule plan 0 names (its
+     * kind, chunks, order and backward split), its DAG, the profile's rows
+     * per rank or per pipeline stage. p0 owns a schedule file's order, so it
+     * lives until the DAG and the all-max plan are built (they copy it). */
+    erg_plan *p0 = NULL, *allmax = NULL;
+    if ((st = erg_frontier_plan(f, 0, &p0, err)))
+        goto fail;
+    erg_schedule sched = erg_plan_schedule(p0);
+    int S = erg_plan_num_stages(p0), M = erg_plan_num_microbatches(p0);
+    int V = erg_schedule_chunks(&sched), ns = erg_profile_num_stages(b->prof);
+    if (ns != S && ns != S * V) {
+        st = erg_error_set(err, ERG_EINVAL,
+                           "%s has %d stages but the frontier's plans have %d ranks x %d chunks "
+                           "(expected %d or %d)",
+                           path, ns, S, V, S, S * V);
+        erg_plan_free(p0);
+        goto fail;
+    }
+    if ((st = erg_dag_new(&sched, S, M, &b->dag, err)) ||
+        (st = erg_plan_all_max(b->prof, S, M, &sched, b->power_w, &allmax, err)) ||
+        (st = erg_emulate(b->prof, b->dag, allmax, b->power_w, &b->all_max, NULL, NULL, err))) {
+        erg_plan_free(allmax);
+        erg_plan_free(p0);
+        goto fail;
+    }
+    erg_plan_free(allmax);
+    erg_plan_free(p0);
+    b->have = true;
+    return ERG_OK;
+fail:
+    erg_frontier_baseline_free(b);
+    return st;
+}
+
+erg_status erg_frontier_baseline_pick(const erg_frontier_baseline *b, const erg_frontier *f,
+                                      double deadline_s, size_t *k, erg_emulation *em,
+                                      erg_error *err)
+{
+    erg_status st = erg_frontier_choose_deadline(f, deadline_s, k, err);
+    if (st || !b->have)
+        return st;
+    /* The planner's times are quantised down: step to faster plans until the
+     * profiled time really fits. */
+    size_t n = erg_frontier_size(f);
+    for (;;) {
+        erg_plan *p;
+        st = erg_frontier_plan(f, *k, &p, err);
+        if (!st)
+            st = erg_emulate(b->prof, b->dag, p, b->power_w, em, NULL, NULL, err);
+        erg_plan_free(p);
+        if (st)
+            return st;
+        if (em->time_s <= deadline_s * (1 + 1e-12))
+            return ERG_OK;
+        if (*k + 1 >= n)
+            return erg_error_set(err, ERG_ENOTFOUND,
+                                 "no plan meets the deadline of %.6g s with the profiled values: "
+                                 "the fastest plan takes %.6g s (all-max clocks: %.6g s)",
+                                 deadline_s, em->time_s, b->all_max.time_s);
+        ++*k;
+    }
+}
