@@ -71,6 +71,14 @@ ERG_API erg_status erg_srv_result_add_iteration(erg_srv_result *r, double time_s
  * be NAN (not measured): then only the time is recorded. */
 ERG_API erg_status erg_srv_result_add_sample(erg_srv_result *r, const char *instr, double time_s,
                                              double energy_j, erg_error *err);
+/* The time (s, >= 0, finite) this rank waited in the receive before one
+ * occurrence of an instruction in the last added iteration, in the order the
+ * instructions ran (the k-th call for "forward" is the iteration's k-th
+ * forward; 0 for an instruction without a receive). Sent as the result's
+ * "wait_breakdown" (docs/http-api.md), which only ergon's EnvPipe scheduler
+ * reads; a result without waits is sent exactly as before. */
+ERG_API erg_status erg_srv_result_add_wait(erg_srv_result *r, const char *instr, double wait_s,
+                                           erg_error *err);
 /* Report a window's result. Retries are safe: the server acknowledges a
  * duplicate of an already stored (job, window, rank) result. */
 ERG_API erg_status erg_srv_client_report(erg_srv_client *c, const char *job_id, long window,

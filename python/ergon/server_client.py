@@ -14,7 +14,8 @@ Talks to `ergon serve` over its /v1 API with retries and exponential backoff:
             break
         window, states = got
         ...run the window, then:
-        c.report(job, window, rank=0, iterations=[(time_s, energy_j, {"forward": [(t, e), ...]})])
+        c.report(job, window, rank=0, iterations=[(time_s, energy_j, {"forward": [(t, e), ...]},
+                                                   {"forward": [wait_s, ...]})])
 
 The library is found like the rest of the binding (ergon._libfind): $ERGON_LIBRARY, the
 directory it was installed to, else libergon.so.0 on the loader path.
@@ -89,6 +90,7 @@ def _load():
         "erg_srv_result_free": (None, [P]),
         "erg_srv_result_add_iteration": (I, [P, D, D, E]),
         "erg_srv_result_add_sample": (I, [P, S, D, D, E]),
+        "erg_srv_result_add_wait": (I, [P, S, D, E]),
         "erg_srv_client_report": (I, [P, S, ctypes.c_long, P, E]),
         "erg_srv_client_heartbeat": (I, [P, S, I, E]),
         "erg_srv_client_end_job": (I, [P, S, ctypes.c_bool, S, E]),
@@ -184,7 +186,10 @@ class ServerClient:
         return window.value, states
 
     def report(self, job_id, window, rank, iterations):
-        """iterations: [(time_s, energy_j, {instruction: [(time_s, energy_j or None), ...]})]."""
+        """iterations: [(time_s, energy_j, {instruction: [(time_s, energy_j or None), ...]},
+        {instruction: [wait_s, ...]})]; the per-instruction samples and the receive waits
+        (seconds waited in the receive before each occurrence, in run order; the EnvPipe
+        scheduler reads them, docs/http-api.md "wait_breakdown") are optional."""
         r = ctypes.c_void_p()
         self._call(_lib.erg_srv_result_new, rank, ctypes.byref(r))
         try:
@@ -197,6 +202,10 @@ class ServerClient:
                         se = s[1] if len(s) > 1 and s[1] is not None else math.nan
                         self._call(_lib.erg_srv_result_add_sample, r, _b(name), float(s[0]),
                                    float(se))
+                waits = it[3] if len(it) > 3 and it[3] else {}
+                for name, lst in waits.items():
+                    for w in lst:
+                        self._call(_lib.erg_srv_result_add_wait, r, _b(name), float(w))
             self._call(_lib.erg_srv_client_report, self._h, _b(job_id), window, r)
         finally:
             _lib.erg_srv_result_free(r)

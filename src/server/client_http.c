@@ -422,6 +422,8 @@ erg_status erg_srv_result_add_iteration(erg_srv_result *r, double time_s, double
         v, json_array());
     json_object_foreach(json_object_get(r->obj, "energy_breakdown"), k, v)
         json_array_append_new(v, json_array());
+    json_object_foreach(json_object_get(r->obj, "wait_breakdown"), k, v)
+        json_array_append_new(v, json_array());
     return ERG_OK;
 }
 
@@ -453,6 +455,28 @@ erg_status erg_srv_result_add_sample(erg_srv_result *r, const char *instr, doubl
         if (!es || json_array_append_new(json_array_get(es, iters - 1), json_real(energy_j)))
             return erg_error_set(err, ERG_ENOMEM, "out of memory");
     }
+    return ERG_OK;
+}
+
+erg_status erg_srv_result_add_wait(erg_srv_result *r, const char *instr, double wait_s,
+                                   erg_error *err)
+{
+    size_t iters = json_array_size(json_object_get(r->obj, "iter_time"));
+    if (iters == 0)
+        return erg_error_set(err, ERG_ESTATE, "add an iteration before its waits");
+    if (!instr || !*instr || !isfinite(wait_s) || wait_s < 0)
+        return erg_error_set(err, ERG_EINVAL,
+                             "a wait needs an instruction name and a finite time >= 0 (got %g s)",
+                             wait_s);
+    json_t *wb = json_object_get(r->obj, "wait_breakdown");
+    if (!wb) { /* created on the first wait: a result without waits is unchanged */
+        wb = json_object();
+        if (!wb || json_object_set_new(r->obj, "wait_breakdown", wb))
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    json_t *ws = series_for(wb, instr, iters);
+    if (!ws || json_array_append_new(json_array_get(ws, iters - 1), json_real(wait_s)))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
     return ERG_OK;
 }
 

@@ -165,7 +165,8 @@ static bool check_bounds(const srv_result *r, char *why, size_t wn)
             tmax = t;
     }
     return check_series(r->time_bd, "time_breakdown", tmax, why, wn) &&
-           check_series(r->energy_bd, "energy_breakdown", SRV_MAX_POWER_W * tmax, why, wn);
+           check_series(r->energy_bd, "energy_breakdown", SRV_MAX_POWER_W * tmax, why, wn) &&
+           check_series(r->wait_bd, "wait_breakdown", tmax, why, wn);
 }
 
 /* ProfilingResult (same on every wire) -> normalised object and numbers. */
@@ -185,6 +186,11 @@ static json_t *normalize_result(const json_t *in, srv_result *parsed, long *rank
         const json_t *v = json_object_get(in, keys[i]);
         json_object_set_new(o, keys[i], v ? floats(v) : i < 2 ? json_array() : json_object());
     }
+    /* ergon's receive waits (EnvPipe): kept only when sent, so a record of a
+     * client that sends none is unchanged (Perseus-compatible dumps). */
+    const json_t *wb = json_object_get(in, "wait_breakdown");
+    if (o && wb)
+        json_object_set_new(o, "wait_breakdown", floats(wb));
     erg_error e;
     if (!o || srv_result_from_json(o, parsed, &e)) {
         snprintf(why, wn, "%s", o ? e.msg : "out of memory");

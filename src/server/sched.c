@@ -1,5 +1,6 @@
 /* sched.c: the server's schedulers (AllMax, TwoFrequencies, InstructionProfiler, PointSolution, the Zeus baselines, Frontier) as state machines over pipeline stages. */
 #include "server/server_internal.h"
+#include "server/sched_envpipe.h"
 
 #include "ergon/emulate.h"
 #include "ergon/planner.h"
@@ -35,6 +36,7 @@ typedef enum {
     K_FRONTIER,
     K_ZPOINT,   /* Zeus PFO PointSolution: the plan's pairs verbatim, every window */
     K_ZPROF,    /* Zeus PFO InstructionProfiler (#158): K_PROFILER with Zeus's arguments */
+    K_ENVPIPE,  /* EnvPipe online (sched_envpipe.c) */
 } sched_kind;
 
 static const struct {
@@ -50,6 +52,7 @@ static const struct {
     {{"ZeusGlobalPowerLimit", SRV_MODE_POWER}, K_ZGLOBAL},
     {{"ZeusLocalPowerState", SRV_MODE_ANY}, K_ZLOCAL},
     {{"Frontier", SRV_MODE_FREQUENCY}, K_FRONTIER},
+    {{"EnvPipe", SRV_MODE_FREQUENCY}, K_ENVPIPE},
     /* Zeus PFO classes (docs/zeus-protocol.md §4), run for jobs of the Zeus
      * wire under these internal names. */
     {{"zeus:PointSolution", SRV_MODE_FREQUENCY}, K_ZPOINT},
@@ -89,6 +92,20 @@ static const arg_spec arg_specs[] = {
     {K_ZPOINT, "solution_path", 's', true},
     {K_ZPROF, "warmup_step_ratio", 'd', false},
     {K_ZPROF, "minimum_frequency", 'i', false},
+    {K_ENVPIPE, "type", 's', false},
+    {K_ENVPIPE, "scheduling", 's', false},
+    {K_ENVPIPE, "reconfigure", 's', false},
+    {K_ENVPIPE, "blocking_power_w", 'd', true},
+    {K_ENVPIPE, "gpu", 's', false},
+    {K_ENVPIPE, "gpu_table_path", 's', false},
+    {K_ENVPIPE, "reconfig_step_mhz", 'i', false},
+    {K_ENVPIPE, "threshold_scale", 'd', false},
+    {K_ENVPIPE, "threshold_s", 'd', false},
+    {K_ENVPIPE, "finish_limit", 'i', false},
+    {K_ENVPIPE, "warmup_windows", 'i', false},
+    {K_ENVPIPE, "warmup_step_ratio", 'd', false},
+    {K_ENVPIPE, "minimum_power_state", 'i', false},
+    {K_ENVPIPE, "final_windows", 'i', false},
 };
 
 static int find_class(const char *name)
@@ -148,7 +165,8 @@ erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error 
         return erg_error_set(err, ERG_EINVAL,
                              "unknown scheduler '%.64s' (known: AllMax, AllMaxFrequency, "
                              "AllMaxPowerLimit, TwoFrequencies, InstructionProfiler, "
-                             "PointSolution, ZeusGlobalPowerLimit, ZeusLocalPowerState, Frontier)",
+                             "PointSolution, ZeusGlobalPowerLimit, ZeusLocalPowerState, Frontier, "
+                             "EnvPipe)",
                              name ? name : "");
     sched_kind k = classes[ci].kind;
     if (!json_is_object(args))
@@ -217,6 +235,8 @@ erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error 
         if (pl < 3 || strcmp(p + pl - 3, ".py"))
             return erg_error_set(err, ERG_EINVAL, "Solution file is not a Python file: %.200s", p);
     }
+    if (k == K_ENVPIPE)
+        return srv_envpipe_check_args(args, err);
     if (k == K_FRONTIER && !is_dir(arg_s(args, "frontier_dir", "")))
         return erg_error_set(err, ERG_EINVAL, "frontier_dir '%.200s' is not a directory",
                              arg_s(args, "frontier_dir", ""));
@@ -277,6 +297,8 @@ struct srv_sched {
     int tkind;
     double tval;
     long choice;
+    /* EnvPipe */
+    srv_envpipe *envpipe;
 };
 
 static void uniform(srv_sched *s, int v)
@@ -327,6 +349,7 @@ void srv_sched_free(srv_sched *s)
     erg__free(s->points);
     erg_frontier_free(s->frontier);
     erg_frontier_baseline_free(&s->baseline);
+    srv_envpipe_free(s->envpipe);
     erg__free(s);
 }
 
@@ -608,6 +631,10 @@ erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_c
             goto fail;
         break;
     }
+    case K_ENVPIPE:
+        if ((st = srv_envpipe_new(args, ctx, &s->envpipe, err)))
+            goto fail;
+        break;
     }
     *out = s;
     return ERG_OK;
@@ -757,6 +784,13 @@ erg_status srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error 
         break;
     case K_ZPOINT: /* the plan, filled at construction, for every window */
     case K_ZPROF:  /* (constructed as K_PROFILER) */
+        break;
+    case K_ENVPIPE:
+        st = srv_envpipe_next(s->envpipe, s->out, done, err);
+        if (!st && *done) {
+            s->done = true;
+            return ERG_OK;
+        }
         break;
     }
     if (!st)
@@ -1084,6 +1118,8 @@ erg_status srv_sched_observe(srv_sched *s, const srv_result *per_stage, erg_erro
         return zglobal_observe(s, per_stage, err);
     case K_ZLOCAL:
         return zlocal_observe(s, per_stage, err);
+    case K_ENVPIPE:
+        return srv_envpipe_observe(s->envpipe, per_stage, err);
     case K_TWOFREQ:
     case K_POINT:
     case K_FRONTIER:

@@ -62,13 +62,17 @@ typedef struct srv_result {
     double *iter_energy_j;
     srv_series time_bd[SRV_NUM_INSTR];
     srv_series energy_bd[SRV_NUM_INSTR];
+    /* ergon /v1 extension "wait_breakdown": per instruction kind, per
+     * iteration, the time the rank waited in the receive before each
+     * occurrence (s); empty when the client sent none (EnvPipe scheduler). */
+    srv_series wait_bd[SRV_NUM_INSTR];
 } srv_result;
 
 /* Validate a ProfilingResult object (already normalised) into r. */
 erg_status srv_result_from_json(const json_t *obj, srv_result *r, erg_error *err);
 void srv_result_free(srv_result *r);
 erg_status srv_result_copy(const srv_result *in, srv_result *out);
-/* 3D aggregation: max of times, sum of energies, element-wise over the common shape. */
+/* 3D aggregation: max of times and waits, sum of energies, element-wise over the common shape. */
 erg_status srv_result_aggregate(const srv_result *const *in, int n, srv_result *out,
                                 erg_error *err);
 /* Mean of the samples of iterations [drop, n) of one series; NAN when empty. */

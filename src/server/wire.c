@@ -221,6 +221,7 @@ void srv_result_free(srv_result *r)
     for (int i = 0; i < SRV_NUM_INSTR; i++) {
         series_free(&r->time_bd[i]);
         series_free(&r->energy_bd[i]);
+        series_free(&r->wait_bd[i]);
     }
     memset(r, 0, sizeof *r);
 }
@@ -258,7 +259,8 @@ erg_status srv_result_copy(const srv_result *in, srv_result *out)
     out->n_iters = in->n_iters;
     for (int c = 0; c < SRV_NUM_INSTR; c++)
         if (series_copy(&in->time_bd[c], &out->time_bd[c]) ||
-            series_copy(&in->energy_bd[c], &out->energy_bd[c]))
+            series_copy(&in->energy_bd[c], &out->energy_bd[c]) ||
+            series_copy(&in->wait_bd[c], &out->wait_bd[c]))
             goto oom;
     return ERG_OK;
 oom:
@@ -347,6 +349,8 @@ erg_status srv_result_from_json(const json_t *obj, srv_result *r, erg_error *err
     if (!st && json_object_get(obj, "energy_breakdown"))
         st = breakdown(json_object_get(obj, "energy_breakdown"), "energy_breakdown",
                        r->energy_bd, err);
+    if (!st && json_object_get(obj, "wait_breakdown"))
+        st = breakdown(json_object_get(obj, "wait_breakdown"), "wait_breakdown", r->wait_bd, err);
     if (st)
         srv_result_free(r);
     return st;
@@ -405,18 +409,22 @@ erg_status srv_result_aggregate(const srv_result *const *in, int n, srv_result *
     }
     const srv_series **ts = erg__calloc((size_t)n, sizeof *ts);
     const srv_series **es = erg__calloc((size_t)n, sizeof *es);
-    bool bad = !ts || !es;
+    const srv_series **ws = erg__calloc((size_t)n, sizeof *ws);
+    bool bad = !ts || !es || !ws;
     for (int c = 0; !bad && c < SRV_NUM_INSTR; c++) {
         for (int g = 0; g < n; g++) {
             ts[g] = &in[g]->time_bd[c];
             es[g] = &in[g]->energy_bd[c];
+            ws[g] = &in[g]->wait_bd[c];
         }
         if (series_aggregate(ts, n, false, &out->time_bd[c]) ||
-            series_aggregate(es, n, true, &out->energy_bd[c]))
+            series_aggregate(es, n, true, &out->energy_bd[c]) ||
+            series_aggregate(ws, n, false, &out->wait_bd[c]))
             bad = true;
     }
     erg__free(ts);
     erg__free(es);
+    erg__free(ws);
     if (bad)
         goto oom;
     return ERG_OK;
