@@ -77,6 +77,25 @@ ERG_API erg_status erg_client_instruction_begin_chunk(erg_client *c, erg_instr_k
 ERG_API erg_status erg_client_instruction_end_chunk(erg_client *c, erg_instr_kind kind,
                                                     int chunk, int microbatch);
 
+/* Receive waits (EnvPipe's measurement, envpipe-spec §7.2, from the host clock): call
+ * erg_client_recv_begin right before a blocking receive and erg_client_recv_end right
+ * after it (the data has arrived); the time between them (*wait_s, may be NULL) is
+ * charged to the NEXT instruction this client begins, the one that consumes the data.
+ * Several receives before one instruction add up; a receive pending at step_end is
+ * dropped. erg_client_add_wait charges a wait measured another way (CUDA events) the same
+ * way. ERG_ESTATE for recv_begin twice or recv_end without begin; ERG_EINVAL for a
+ * negative or non-finite wait. Cheap: no system call besides the clock read. */
+ERG_API erg_status erg_client_recv_begin(erg_client *c);
+ERG_API erg_status erg_client_recv_end(erg_client *c, double *wait_s);
+ERG_API erg_status erg_client_add_wait(erg_client *c, double wait_s);
+/* The receive waits of the last finished step (step_begin .. step_end): the wait charged
+ * to each instruction of `kind`, in the order they began (0 for one without a receive).
+ * Writes at most cap values to wait_s (may be NULL when cap is 0); *n gets the count,
+ * which may exceed cap. These are the "wait_breakdown" series of a server result
+ * (server_client.h erg_srv_result_add_wait). */
+ERG_API erg_status erg_client_step_waits(const erg_client *c, erg_instr_kind kind,
+                                         double *wait_s, size_t cap, size_t *n);
+
 /* Wait (up to timeout_s) until every requested clock has been applied.
  * ERG_ETIMEOUT otherwise. Returns the clock thread's first error if it had
  * one (for example ERG_EPERM without privilege). */

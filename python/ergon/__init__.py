@@ -35,6 +35,9 @@ BACKWARD_INPUT = 2
 BACKWARD_WEIGHT = 3
 #: DualPipeV's forward + backward step (erg_instr_kind ERG_OVERLAP_F_B)
 OVERLAP_F_B = 4
+#: pipe_schedule names of the kinds (erg_instr_kind_name; the server's instruction names)
+_KIND_NAMES = {FORWARD: "forward", BACKWARD: "backward", BACKWARD_INPUT: "backward_input",
+               BACKWARD_WEIGHT: "backward_weight", OVERLAP_F_B: "overlap_f_b"}
 
 #: libergon version this binding was written for (major, minor).
 API_VERSION = (0, 1)
@@ -173,6 +176,11 @@ def _declare(lib):
         "erg_client_instruction_begin_chunk": (I, [P, I, I, I]),
         "erg_client_instruction_end_chunk": (I, [P, I, I, I]),
         "erg_client_sync": (I, [P, D, E]),
+        "erg_client_recv_begin": (I, [P]),
+        "erg_client_recv_end": (I, [P, ctypes.POINTER(D)]),
+        "erg_client_add_wait": (I, [P, D]),
+        "erg_client_step_waits": (I, [P, I, ctypes.POINTER(D), ctypes.c_size_t,
+                                      ctypes.POINTER(ctypes.c_size_t)]),
         "erg_client_active_clock": (I, [P]),
         "erg_client_clock_changes": (ctypes.c_uint64, [P]),
         "erg_client_clock_error": (I, [P, E]),
@@ -369,6 +377,36 @@ class Client:
         _check(self._lib.erg_client_instruction_end_chunk(self.handle, kind, chunk, microbatch),
                what="instruction_end_chunk(%d, %d, %d) does not match the open instruction"
                % (kind, chunk, microbatch))
+
+    def recv_begin(self):
+        """Right before a blocking receive (EnvPipe's wait measurement, client.h)."""
+        _check(self._lib.erg_client_recv_begin(self.handle), what="recv_begin twice")
+
+    def recv_end(self):
+        """Right after it: returns the wait (s), charged to the next instruction begun."""
+        w = ctypes.c_double()
+        _check(self._lib.erg_client_recv_end(self.handle, ctypes.byref(w)),
+               what="recv_end without recv_begin")
+        return w.value
+
+    def add_wait(self, wait_s):
+        """Charge a wait measured another way (e.g. CUDA events) to the next instruction."""
+        _check(self._lib.erg_client_add_wait(self.handle, float(wait_s)),
+               what="a wait must be finite and >= 0")
+
+    def step_waits(self, kinds=(FORWARD, BACKWARD)):
+        """The last finished step's receive waits: {instruction name: [wait_s per occurrence
+        in run order]} for the given kinds (the server's "wait_breakdown")."""
+        out = {}
+        for kind in kinds:
+            n = ctypes.c_size_t()
+            _check(self._lib.erg_client_step_waits(self.handle, kind, None, 0, ctypes.byref(n)))
+            buf = (ctypes.c_double * max(1, n.value))()
+            _check(self._lib.erg_client_step_waits(self.handle, kind, buf, n.value,
+                                                   ctypes.byref(n)))
+            if n.value:
+                out[_KIND_NAMES[kind]] = list(buf[:n.value])
+        return out
 
     def sync(self, timeout_s=30.0):
         err = _Error()

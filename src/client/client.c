@@ -113,6 +113,15 @@ struct erg_client {
     size_t nsamples, cap_samples;
     bool sampling;
 
+    /* receive waits: charged to the next instruction; per step (kind, wait) lists */
+    bool in_recv;
+    double recv_start_s, pending_wait_s;
+    struct wait_list {
+        signed char *kind;
+        double *wait_s;
+        size_t n, cap;
+    } waits_cur, waits_last;
+
     /* watchdog */
     pid_t watchdog;
     int watchdog_fd;
@@ -234,6 +243,10 @@ static void free_chunks(erg_client *c)
         erg__free(c->chunks[i]);
     erg__free(c->chunks);
     erg__free(atomic_exchange(&c->spare, NULL));
+    erg__free(c->waits_cur.kind);
+    erg__free(c->waits_cur.wait_s);
+    erg__free(c->waits_last.kind);
+    erg__free(c->waits_last.wait_s);
 }
 
 static void set_clock_error(erg_client *c, const erg_error *e)
@@ -661,6 +674,7 @@ erg_status erg_client_step_begin(erg_client *c)
     if (c->in_step)
         return ERG_ESTATE;
     c->in_step = true;
+    c->waits_cur.n = 0;
     c->step_start_s = mono_s();
     uint64_t mj = 0;
     if (erg_gpu_energy_mj(c->gpu, c->dev, &mj, NULL) != ERG_OK)
@@ -677,6 +691,12 @@ erg_status erg_client_step_end(erg_client *c, double *time_s, double *energy_j)
         return ERG_ESTATE;
     c->in_step = false;
     double t = mono_s() - c->step_start_s;
+    struct wait_list tmp = c->waits_last; /* the step's waits become the last step's */
+    c->waits_last = c->waits_cur;
+    c->waits_cur = tmp;
+    c->waits_cur.n = 0;
+    c->in_recv = false;
+    c->pending_wait_s = 0;
     uint64_t mj = 0;
     double e = NAN;
     if (erg_gpu_energy_mj(c->gpu, c->dev, &mj, NULL) == ERG_OK && c->step_energy_mj)
@@ -721,6 +741,24 @@ erg_status erg_client_instruction_begin_chunk(erg_client *c, erg_instr_kind kind
         if (c->chunks[ch])
             r = &c->chunks[ch][idx % REC_CHUNK];
     }
+    /* the receive wait before it (a failed allocation loses the wait, never the hook) */
+    struct wait_list *wl = &c->waits_cur;
+    if (wl->n == wl->cap) {
+        size_t cap = wl->cap ? wl->cap * 2 : 64;
+        signed char *k2 = erg__reallocarray(wl->kind, cap, 1);
+        if (k2)
+            wl->kind = k2;
+        double *w2 = k2 ? erg__reallocarray(wl->wait_s, cap, sizeof(double)) : NULL;
+        if (w2) {
+            wl->wait_s = w2;
+            wl->cap = cap;
+        }
+    }
+    if (wl->n < wl->cap) {
+        wl->kind[wl->n] = (signed char)kind;
+        wl->wait_s[wl->n++] = c->pending_wait_s;
+    }
+    c->pending_wait_s = 0;
     c->cur = r;
     r->kind = (int)kind;
     r->microbatch = microbatch;
@@ -754,6 +792,58 @@ erg_status erg_client_instruction_end_chunk(erg_client *c, erg_instr_kind kind, 
         atomic_store_explicit(&c->nrecs, atomic_load_explicit(&c->nrecs, memory_order_relaxed) + 1,
                               memory_order_release);
     c->in_instr = false;
+    return ERG_OK;
+}
+
+erg_status erg_client_recv_begin(erg_client *c)
+{
+    if (!c)
+        return ERG_EINVAL;
+    if (c->in_recv)
+        return ERG_ESTATE;
+    c->in_recv = true;
+    c->recv_start_s = mono_s();
+    return ERG_OK;
+}
+
+erg_status erg_client_recv_end(erg_client *c, double *wait_s)
+{
+    if (!c)
+        return ERG_EINVAL;
+    if (!c->in_recv)
+        return ERG_ESTATE;
+    c->in_recv = false;
+    double w = mono_s() - c->recv_start_s;
+    if (w < 0)
+        w = 0;
+    c->pending_wait_s += w;
+    if (wait_s)
+        *wait_s = w;
+    return ERG_OK;
+}
+
+erg_status erg_client_add_wait(erg_client *c, double wait_s)
+{
+    if (!c || !(wait_s >= 0) || !isfinite(wait_s))
+        return ERG_EINVAL;
+    c->pending_wait_s += wait_s;
+    return ERG_OK;
+}
+
+erg_status erg_client_step_waits(const erg_client *c, erg_instr_kind kind, double *wait_s,
+                                 size_t cap, size_t *n)
+{
+    if (!c || !n || (unsigned)kind > ERG_OVERLAP_F_B || (cap && !wait_s))
+        return ERG_EINVAL;
+    size_t k = 0;
+    const struct wait_list *wl = &c->waits_last;
+    for (size_t i = 0; i < wl->n; i++)
+        if (wl->kind[i] == (signed char)kind) {
+            if (k < cap)
+                wait_s[k] = wl->wait_s[i];
+            k++;
+        }
+    *n = k;
     return ERG_OK;
 }
 
