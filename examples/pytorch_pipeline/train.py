@@ -258,9 +258,16 @@ class Stage:
         return dist.isend(t, dst=dst, group=group, tag=tag)
 
     def recv(self, shape, src, group, tag):
+        """A blocking receive right before the instruction that consumes it; its host-clock
+        wait (bubble + transfer, EnvPipe's recv time) is charged to that instruction through
+        the client (hooks.recv) and reported to the server as wait_breakdown."""
         t = torch.empty(shape)
         t0 = time.monotonic()
-        dist.recv(t, src=src, group=group, tag=tag)
+        if self.hooks is not None:
+            with self.hooks.recv():
+                dist.recv(t, src=src, group=group, tag=tag)
+        else:
+            dist.recv(t, src=src, group=group, tag=tag)
         self.wait_s += time.monotonic() - t0
         return t
 
@@ -691,7 +698,7 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
                 with stage.hooks.step():
                     loss = stage.run_step(step, order, M)
                 t, e = stage.hooks.last_step
-                its.append((t, e, stage.recorder.take()))
+                its.append((t, e, stage.recorder.take(), stage.hooks.last_waits))
                 row = {"step": step, "time_s": t, "energy_j": e, "window": window,
                        "clock": ps[0] if len(set(ps)) == 1 else None,
                        "recv_wait_s": stage.wait_s}

@@ -15,6 +15,12 @@ schedules do (each stage runs forwards and backwards in microbatch order), so th
 (kind, microbatch) clocks line up. `sync` (optional) runs before each instruction begins
 and after it ends: pass the compute stream's synchronize, never a device-wide one (see
 docs/runtime.md: a device-wide sync can deadlock with pending P2P sends).
+
+Receive waits (EnvPipe's measurement, for the server's EnvPipe scheduler): wrap each blocking
+receive that feeds an instruction in `with hooks.recv():` (right before the instruction that
+consumes it); the wait is charged to that instruction, and after each step `hooks.last_waits`
+holds {instruction name: [wait_s per occurrence]} for the server report's "wait_breakdown"
+(ServerClient.report's fourth element).
 """
 import contextlib
 import functools
@@ -24,7 +30,26 @@ from . import BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD
 __all__ = ["PipelineHooks", "PipeliningStageHooks", "instrument_deepspeed"]
 
 
-class PipelineHooks:
+class _RecvWaits:
+    """`with hooks.recv():` around a blocking receive: the host-clock wait is charged to
+    the next instruction begun (client.h erg_client_recv_begin/end)."""
+
+    last_waits = None  # {instruction name: [wait_s, ...]} of the last step
+
+    @contextlib.contextmanager
+    def recv(self):
+        self.client.recv_begin()
+        try:
+            yield self
+        finally:
+            self.client.recv_end()
+
+    def _end_step(self):
+        self.last_step = self.client.step_end()
+        self.last_waits = self.client.step_waits()
+
+
+class PipelineHooks(_RecvWaits):
     def __init__(self, client, sync=None):
         self.client = client
         self.sync = sync
@@ -38,7 +63,7 @@ class PipelineHooks:
         try:
             yield self
         finally:
-            self.last_step = self.client.step_end()
+            self._end_step()
 
     def _wrap(self, kind, fn):
         @functools.wraps(fn)
@@ -95,7 +120,7 @@ def instrument_deepspeed(engine, client, sync=None):
     return hooks
 
 
-class PipeliningStageHooks:
+class PipeliningStageHooks(_RecvWaits):
     """Wrap the stages of torch.distributed.pipelining (this rank's stage objects) so that
     every schedule PyTorch runs (GPipe, 1F1B, Interleaved1F1B, LoopedBFS,
     InterleavedZeroBubble, ZBVZeroBubble, DualPipeV) runs each instruction at its planned
@@ -129,7 +154,7 @@ class PipeliningStageHooks:
         try:
             yield self
         finally:
-            self.last_step = self.client.step_end()
+            self._end_step()
 
     def _run(self, kind, chunk, mb, fn, args, kwargs):
         if self.sync:
