@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e_envpipe_online.sh: EnvPipe online. The PyTorch trainer (S=3, M=4, 1F1B, one iteration
-# per window, the paced simulated GPU) runs a job of the server's EnvPipe scheduler: the
+# per window, the paced simulated GPU with bert-large timings so a window takes ~0.3 s) runs a job of the server's EnvPipe scheduler: the
 # ranks measure the host-clock wait around every blocking receive and report it
 # (wait_breakdown); the scheduler profiles 4 clocks, plans with erg_plan_envpipe, applies one
 # measured reconfiguration step per window until EnvPipe's termination rule holds, serves the
@@ -20,12 +20,12 @@ port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$tmp/out.txt")
 args='{"blocking_power_w": 83.64, "type": "envelope", "scheduling": "1f1b",
        "reconfigure": "balanced", "reconfig_step_mhz": 60, "warmup_windows": 1,
        "finish_limit": 2, "final_windows": 1}'
-launch $S 150 --server "http://127.0.0.1:$port" --model llama --microbatches $M --window-steps 1 \
+launch $S 150 --server "http://127.0.0.1:$port" --model llama --sim-model bert-large --microbatches $M --window-steps 1 \
   --scheduler EnvPipe --scheduler-args "$args" --power-states 1410:1230:60 \
   --out "$tmp/envpipe" >"$tmp/envpipe.log" 2>&1 || { cat "$tmp/envpipe.log"; fail "EnvPipe run"; }
 steps=$("$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["steps"]))' \
   "$tmp/envpipe/result-$((S - 1)).json")
-launch $S 150 --model llama --microbatches $M --steps "$steps" --clock max --out "$tmp/max" \
+launch $S 150 --model llama --sim-model bert-large --microbatches $M --steps "$steps" --clock max --out "$tmp/max" \
   >"$tmp/max.log" 2>&1 || { cat "$tmp/max.log"; fail "all-max run"; }
 losses "$tmp/envpipe/result-$((S - 1)).json" >"$tmp/envpipe.txt"
 losses "$tmp/max/result-$((S - 1)).json" >"$tmp/max.txt"
