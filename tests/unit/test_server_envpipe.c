@@ -243,7 +243,7 @@ typedef struct run {
     int first_plan_window;    /* first window whose clocks are not uniform */
     double first_plan_time;   /* its simulated iteration time */
     double last_time, last_energy, allmax_time, allmax_energy;
-    int sig[512];             /* per window: a checksum of the served clocks */
+    unsigned sig[512];        /* per window: a checksum of the served clocks */
     erg_status observe_st;
     char observe_msg[ERG_ERROR_MSG_LEN];
 } run;
@@ -283,10 +283,10 @@ static void run_envpipe(job *j, const char *args, int max_windows, bool waits, r
             for (int st = 0; st < j->S; st++)
                 out->allmax_energy += x.energy[st];
         }
-        int sig = 0;
+        unsigned sig = 0;
         for (int st = 0; st < j->S; st++)
             for (int i = 0; i < j->n[st]; i++)
-                sig = sig * 31 + per[st][i];
+                sig = sig * 31u + (unsigned)per[st][i];
         out->sig[w] = sig;
         if (out->first_plan_window < 0 && !uniform_sched(j, per)) {
             out->first_plan_window = w;
