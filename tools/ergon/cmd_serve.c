@@ -217,7 +217,7 @@ static void serve_help(void)
     printf("  %-26s this text\n\n", "-h, --help");
     printf("schedulers: AllMax, AllMaxFrequency, AllMaxPowerLimit, TwoFrequencies,\n"
            "  InstructionProfiler, PointSolution, ZeusGlobalPowerLimit, ZeusLocalPowerState,\n"
-           "  Frontier (the *3D names are accepted too). Arguments: docs/http-api.md.\n\n"
+           "  Frontier, EnvPipe (the *3D names are accepted too). Arguments: docs/http-api.md.\n\n"
            "PERSEUS_* and ZEUS_PFO_* variables are read in any case, as Perseus and Zeus read\n"
            "them; an unknown variable of these families (or one close to a setting's name) is\n"
            "reported at start-up. Zeus start line: ZEUS_PFO_SCHEDULER_ARGS='{\"solution_path\":\n"
