@@ -756,6 +756,147 @@ TEST(wait_breakdown_is_validated_and_kept_only_when_sent)
     ASSERT_CONTAINS(text, "\"wait_breakdown\": {\"forward\": [[0.25]], \"backward\": [[0.0]]}");
 }
 
+/* An EnvPipe job through the server's /v1 API, in process, results from the synthetic
+ * pipeline at the fetched clocks. Runs until the job ends or `stop` windows are complete;
+ * returns the windows completed (from window `from`). *id: the job (registered when empty). */
+static int server_job(const char *db, const char *dump, job *j, const char *args, char *id,
+                      size_t idn, int from, int stop, bool *done, char *last_sched,
+                      size_t lsn)
+{
+    erg_server_opts o;
+    erg_server_opts_init(&o);
+    o.db_path = db;
+    o.dump_dir = dump;
+    o.dump_data = true;
+    o.scheduler = "EnvPipe";
+    o.scheduler_args = args;
+    o.mode = "frequency";
+    erg_server *srv = NULL;
+    erg_error err;
+    ASSERT_OK(erg_server_new(&o, &srv, &err));
+    char *resp = NULL, path[700], body[1 << 14];
+    *done = false;
+    if (!id[0]) {
+        snprintf(body, sizeof body,
+                 "{\"pp_degree\":%d,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":%d,"
+                 "\"framework\":\"t\",\"model_name\":\"m\",\"partition_method\":\"u\","
+                 "\"microbatch_size\":1,\"num_microbatches\":%d}",
+                 j->S, j->S, j->M);
+        ASSERT_EQ_INT(call(srv, "POST", "/v1/jobs", body, &resp), 201);
+        json_t *v = json_loads(resp, 0, NULL);
+        snprintf(id, idn, "%s", json_string_value(json_object_get(v, "job_id")));
+        json_decref(v);
+        erg_free(resp);
+        for (int r = 0; r < j->S; r++) {
+            json_t *ps = json_array(), *st = json_array();
+            for (int i = 0; i < j->n[r]; i++)
+                json_array_append_new(ps, json_string(srv_instr_names[j->ins[r][i]]));
+            for (int i = 0; i < j->c.n_states; i++)
+                json_array_append_new(st, json_integer(j->st[i]));
+            json_t *rb = json_pack("{s:i,s:i,s:i,s:i,s:o,s:o}", "rank", r, "dp_rank", 0,
+                                   "pp_rank", r, "tp_rank", 0, "pipe_schedule", ps,
+                                   "power_state_range", st);
+            char *text = json_dumps(rb, JSON_COMPACT);
+            json_decref(rb);
+            snprintf(path, sizeof path, "/v1/jobs/%s/ranks", id);
+            ASSERT_EQ_INT(call(srv, "POST", path, text, NULL), 200);
+            free(text);
+        }
+    }
+    int w = from;
+    for (; w < from + stop; w++) {
+        int *per[MAXS];
+        snprintf(path, sizeof path, "/v1/jobs/%s/schedule", id);
+        for (int pass = 0; pass < 2; pass++)
+            for (int r = 0; r < j->S; r++) {
+                int st = 0;
+                const char *ct;
+                char q[32];
+                snprintf(q, sizeof q, "rank=%d&wait=0", r);
+                ASSERT_OK(erg_server_handle(srv, "GET", path, q, NULL, 0, 0, &st, &resp, &ct));
+                if (pass == 1) {
+                    ASSERT_MSG(st == 200, "window %d rank %d: %d %s", w, r, st, resp);
+                    json_t *v = json_loads(resp, 0, NULL);
+                    if (json_is_true(json_object_get(v, "done"))) {
+                        *done = true;
+                        json_decref(v);
+                        erg_free(resp);
+                        goto out;
+                    }
+                    ASSERT_EQ_INT((int)json_integer_value(json_object_get(v, "window")), w);
+                    const json_t *a = json_object_get(v, "power_states");
+                    per[r] = calloc(json_array_size(a) + 1, sizeof(int));
+                    for (size_t i = 0; i < json_array_size(a); i++)
+                        per[r][i] = (int)json_integer_value(json_array_get(a, i));
+                    if (r == j->S - 1)
+                        snprintf(last_sched, lsn, "%s", resp);
+                    json_decref(v);
+                }
+                erg_free(resp);
+            }
+        sim x;
+        simulate(j, per, &x);
+        snprintf(path, sizeof path, "/v1/jobs/%s/results", id);
+        for (int r = 0; r < j->S; r++) {
+            json_t *o2 = result_json(j, &x, r, 1, true);
+            json_object_set_new(o2, "rank", json_integer(r));
+            json_object_set_new(o2, "window", json_integer(w));
+            char *text = json_dumps(o2, JSON_COMPACT);
+            json_decref(o2);
+            ASSERT_MSG(call(srv, "POST", path, text, &resp) == 200, "result %d/%d: %s", w, r,
+                       resp);
+            erg_free(resp);
+            free(text);
+            free(per[r]);
+        }
+    }
+out:
+    erg_server_free(srv);
+    return w - from;
+}
+
+TEST(envpipe_job_survives_a_server_restart)
+{
+    /* crash recovery replays the scheduler over the stored results, waits included: a job
+     * interrupted in its reconfiguration phase ends exactly as an uninterrupted one */
+    balanced_stages();
+    job j;
+    job_init(&j, 3, 4, NULL, false);
+    const char *dir = mktmp();
+    const char *args = "{\"blocking_power_w\": 70, \"warmup_windows\": 1, \"finish_limit\": 2, "
+                       "\"final_windows\": 1}";
+    char db[400], dump[400], id[256] = "", last_a[4096] = "", last_b[4096] = "";
+    bool done = false;
+    snprintf(db, sizeof db, "%s/a.db", dir);
+    snprintf(dump, sizeof dump, "%s/dump-a", dir);
+    int total = server_job(db, dump, &j, args, id, sizeof id, 0, 200, &done, last_a,
+                           sizeof last_a);
+    ASSERT_MSG(done, "the job did not end in 200 windows");
+    ASSERT_MSG(total > 12 + 3 + 1, "only %d windows", total);
+    int cut = 12 + 2; /* two windows into the reconfiguration */
+    snprintf(db, sizeof db, "%s/b.db", dir);
+    snprintf(dump, sizeof dump, "%s/dump-b", dir);
+    id[0] = 0;
+    int n1 = server_job(db, dump, &j, args, id, sizeof id, 0, cut, &done, last_b, sizeof last_b);
+    ASSERT_EQ_INT(n1, cut);
+    ASSERT(!done);
+    int n2 = server_job(db, dump, &j, args, id, sizeof id, cut, 200, &done, last_b,
+                        sizeof last_b);
+    ASSERT(done);
+    ASSERT_EQ_INT(cut + n2, total);
+    ASSERT_STR_EQ(last_a, last_b);
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "cat '%s'/*/envpipe.log", dump);
+    FILE *p = popen(cmd, "r");
+    static char text[1 << 18];
+    size_t n = p ? fread(text, 1, sizeof text - 1, p) : 0;
+    text[n] = 0;
+    if (p)
+        pclose(p);
+    ASSERT_CONTAINS(text, "terminated after");
+    job_free(&j);
+}
+
 TEST(client_result_waits_are_checked)
 {
     erg_srv_result *r = NULL;
@@ -779,4 +920,5 @@ TAP_MAIN(TEST_ENTRY(envpipe_online_profiles_plans_reconfigures_and_terminates),
          TEST_ENTRY(envpipe_online_ours_needs_the_matching_registered_order),
          TEST_ENTRY(envpipe_args_are_checked_with_clear_messages),
          TEST_ENTRY(wait_breakdown_is_validated_and_kept_only_when_sent),
-         TEST_ENTRY(client_result_waits_are_checked))
+         TEST_ENTRY(client_result_waits_are_checked),
+         TEST_ENTRY(envpipe_job_survives_a_server_restart))
