@@ -271,6 +271,38 @@ class Binding(unittest.TestCase):
         self.assertEqual([f for _, f in seen], clocks1)
         self.assertIsNotNone(hooks.last_step)
 
+    def test_receive_waits_through_hooks_and_report(self):
+        """hooks.recv() times a receive; the wait goes to the next instruction begun; the
+        step's lists are hooks.last_waits (EnvPipe's wait_breakdown)."""
+        g = ergon.Gpu("sim:a100:bert-large:2")
+        c = ergon.Client(g, device=1, rank=1, flags=ergon.CLIENT_NO_SIGNALS)
+        hooks = PipelineHooks(c)
+        fwd = hooks.forward(lambda: None)
+        bwd = hooks.backward(lambda: None)
+        with hooks.step():
+            with hooks.recv():
+                time.sleep(0.03)
+            fwd()
+            fwd()                      # no receive before it: 0
+            with hooks.recv():
+                time.sleep(0.01)
+            bwd()
+            bwd()
+        w = hooks.last_waits
+        self.assertEqual(sorted(w), ["backward", "forward"])
+        self.assertEqual(len(w["forward"]), 2)
+        self.assertGreaterEqual(w["forward"][0], 0.029)
+        self.assertEqual(w["forward"][1], 0.0)
+        self.assertGreaterEqual(w["backward"][0], 0.009)
+        self.assertLess(w["backward"][0], w["forward"][0])
+        self.assertEqual(w["backward"][1], 0.0)
+        with self.assertRaises(ergon.ErgonError):
+            c.recv_end()
+        with self.assertRaises(ergon.ErgonError):
+            c.add_wait(-1.0)
+        c.close()
+        g.close()
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
