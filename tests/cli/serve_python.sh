@@ -44,7 +44,10 @@ def rank(r):
             window, states = got
             assert states == [1410] * len(sched), states
             seen.setdefault(r, []).append(window)
-            cl.report(job, window, r, [(1.0, 200.0, {"forward": [(0.1, 20.0), (0.1, None)]})] * 3)
+            # window 1 also carries receive waits (wait_breakdown, the EnvPipe scheduler's)
+            waits = {"forward": [0.0, 0.05], "backward": [0.01, 0.0]} if window == 1 else {}
+            cl.report(job, window, r,
+                      [(1.0, 200.0, {"forward": [(0.1, 20.0), (0.1, None)]}, waits)] * 3)
 ts = [threading.Thread(target=rank, args=(r,)) for r in (0, 1)]
 [t.start() for t in ts]
 [t.join() for t in ts]
@@ -62,4 +65,8 @@ except ServerError as e:
 c.close()
 print("python ok")
 PY
+# the waits reached the server: window 1's dump has them, window 0's (none sent) does not
+grep -q '"wait_breakdown": {"forward": \[\[0.0, 0.05\], \[0.0, 0.05\], \[0.0, 0.05\]\], "backward"' \
+  "$work"/dump/*/1.prof.json || { echo "FAIL: no wait_breakdown in 1.prof.json"; exit 1; }
+! grep -q wait_breakdown "$work"/dump/*/0.prof.json || { echo "FAIL: 0.prof.json has waits"; exit 1; }
 echo ok
