@@ -33,7 +33,8 @@
  * Files in the job's dump directory: envpipe-profile.csv (the measured profile),
  * envpipe-plan.json (the current plan, rewritten after every change), envpipe.log (the
  * grid after every reconfiguration window in EnvPipe's printed format, and the
- * termination) and envpipe-windows.csv (one row per window: phase, path, changed). */
+ * termination) and envpipe-windows.csv (one row per window: phase, path, changed; only the
+ * first 100 windows of the final plan). */
 #include "server/sched_envpipe.h"
 
 #include "ergon/envpipe.h"
@@ -45,6 +46,7 @@
 #include <string.h>
 
 enum { EP_PROFILE, EP_RECONF, EP_FINAL, EP_DONE };
+#define FINAL_ROWS 100
 
 struct srv_envpipe {
     const srv_sched_ctx *ctx;
@@ -72,6 +74,7 @@ struct srv_envpipe {
     double thr;                /* 0 until known */
     int nochange;
     long final_left;
+    int final_rows;            /* final windows logged */
     int *path;
     int path_len;
     double *wait;              /* [2SM] */
@@ -825,9 +828,11 @@ static erg_status reconf_observe(srv_envpipe *e, const srv_result *r, erg_error 
                             "terminated after %ld reconfiguration windows: %d consecutive "
                             "windows without a change (finish_limit %d); %s\n",
                             e->reconf_windows, e->nochange, e->opts.finish_limit,
-                            env ? "the critical path is the outer envelope"
-                                : "stuck: the critical path leaves the envelope but nothing "
-                                  "on it can be raised"))
+                            !(e->thr > 0) ? "no threshold: the last stage never measured a "
+                                            "non-zero wait (give threshold_s)"
+                            : env         ? "the critical path is the outer envelope"
+                                          : "stuck: the critical path leaves the envelope but "
+                                            "nothing on it can be raised"))
             return oom(err);
     }
     if (changed && (st = write_plan(e, err)))
@@ -859,6 +864,11 @@ erg_status srv_envpipe_observe(srv_envpipe *e, const srv_result *per_stage, erg_
         return reconf_observe(e, per_stage, err);
     case EP_FINAL:
     case EP_DONE:
+        /* the first FINAL_ROWS final windows get a row (the final plan may run for the
+         * rest of the training: the files stay bounded) */
+        if (e->final_rows >= FINAL_ROWS)
+            return ERG_OK;
+        e->final_rows++;
         window_metrics(e, per_stage, &t, &en);
         if (erg__buf_printf(&e->csv, "%ld,final,%s,%s,,,,,\n", e->window - 1,
                             erg__fmt_double_py(t, a, sizeof a), erg__fmt_double_py(en, b, sizeof b)))

@@ -171,6 +171,9 @@ static void simulate(const job *j, int **per, sim *out)
     }
 }
 
+/* Tests set it: the last stage reports only zero waits (no threshold can be derived). */
+static bool zero_last_waits;
+
 /* The ProfilingResult of stage s for `iters` identical iterations (waits optional). */
 static json_t *result_json(const job *j, const sim *x, int s, int iters, bool waits)
 {
@@ -195,7 +198,8 @@ static json_t *result_json(const job *j, const sim *x, int s, int iters, bool wa
             int k = j->order[s][p].kind == ERG_FORWARD ? 0 : 1;
             json_array_append_new(l[0][k], json_real(x->t[s][p]));
             json_array_append_new(l[1][k], json_real(x->e[s][p]));
-            json_array_append_new(l[2][k], json_real(x->w[s][p]));
+            json_array_append_new(l[2][k],
+                                  json_real(zero_last_waits && s == j->S - 1 ? 0 : x->w[s][p]));
         }
         for (int k = 0; k < 2; k++) {
             json_array_append_new(json_object_get(tb, names[k]), l[0][k]);
@@ -402,6 +406,33 @@ TEST(envpipe_online_terminates_when_stuck_on_a_bottleneck_stage)
     ASSERT(log);
     ASSERT_CONTAINS(log, "4 consecutive windows without a change (finish_limit 3); stuck");
     free(log);
+    job_free(&j);
+}
+
+TEST(envpipe_online_without_a_threshold_ends_and_says_why)
+{
+    job j;
+    job_init(&j, 3, 4, NULL, false);
+    char *dir = (char *)mktmp();
+    j.c.job_dir = dir;
+    run r;
+    zero_last_waits = true;
+    run_envpipe(&j, "{\"blocking_power_w\": 70, \"warmup_windows\": 0, \"final_windows\": 150, "
+                    "\"finish_limit\": 1}",
+                400, true, &r);
+    zero_last_waits = false;
+    ASSERT_MSG(r.done && r.observe_st == ERG_OK, "%s", r.observe_msg);
+    ASSERT_EQ_INT(r.windows, 11 + 2 + 150);
+    char *log = slurp(dir, "envpipe.log");
+    ASSERT(log);
+    ASSERT_CONTAINS(log, "no threshold yet");
+    ASSERT_CONTAINS(log, "2 consecutive windows without a change (finish_limit 1); no threshold");
+    free(log);
+    /* the final plan's rows stop at 100 (it may run for the rest of the training) */
+    char *csv = slurp(dir, "envpipe-windows.csv");
+    ASSERT(csv);
+    ASSERT_EQ_INT(count_lines_with(csv, ",final,"), 100);
+    free(csv);
     job_free(&j);
 }
 
@@ -913,6 +944,7 @@ TEST(client_result_waits_are_checked)
 
 TAP_MAIN(TEST_ENTRY(envpipe_online_profiles_plans_reconfigures_and_terminates),
          TEST_ENTRY(envpipe_online_terminates_when_stuck_on_a_bottleneck_stage),
+         TEST_ENTRY(envpipe_online_without_a_threshold_ends_and_says_why),
          TEST_ENTRY(envpipe_online_is_deterministic_in_its_inputs),
          TEST_ENTRY(envpipe_online_greedy_and_snaps_to_supported_clocks),
          TEST_ENTRY(envpipe_online_baseline_and_default),
