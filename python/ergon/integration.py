@@ -20,7 +20,10 @@ Receive waits (EnvPipe's measurement, for the server's EnvPipe scheduler): wrap 
 receive that feeds an instruction in `with hooks.recv():` (right before the instruction that
 consumes it); the wait is charged to that instruction, and after each step `hooks.last_waits`
 holds {instruction name: [wait_s per occurrence]} for the server report's "wait_breakdown"
-(ServerClient.report's fourth element).
+(ServerClient.report's fourth element). instrument_deepspeed times DeepSpeed's RecvActivation
+and RecvGrad this way by itself. torch.distributed.pipelining posts its receives inside the
+schedule's step, out of reach of PipeliningStageHooks: there the waits are not measured
+(the EnvPipe scheduler then refuses the job's results, naming wait_breakdown).
 """
 import contextlib
 import functools
@@ -90,12 +93,22 @@ class PipelineHooks(_RecvWaits):
         return self._wrap(BACKWARD, fn)
 
 
+def _timed_recv(hooks, fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with hooks.recv():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
 def instrument_deepspeed(engine, client, sync=None):
     """Instrument a DeepSpeed PipelineEngine in place and return the hooks.
 
     DeepSpeed runs each pipeline instruction through the class-level
     `_INSTRUCTION_MAP` (instruction type -> method); we give the engine its own
-    copy in which ForwardPass and BackwardPass go through the hooks, and wrap
+    copy in which ForwardPass and BackwardPass go through the hooks, RecvActivation and
+    RecvGrad are timed as receive waits (hooks.recv(): charged to the next forward or
+    backward, as EnvPipe measures them; `hooks.last_waits` after each batch), and wrap
     `train_batch` as the step. Written against DeepSpeed's documented
     PipelineEngine structure; not exercised against a real DeepSpeed here (no GPU
     in CI): check `hooks.last_step` after the first batch.
@@ -108,6 +121,8 @@ def instrument_deepspeed(engine, client, sync=None):
             imap[instr] = hooks.forward(method)
         elif name == "BackwardPass":
             imap[instr] = hooks.backward(method)
+        elif name in ("RecvActivation", "RecvGrad"):
+            imap[instr] = _timed_recv(hooks, method)
     engine._INSTRUCTION_MAP = imap
     train_batch = engine.train_batch
 

@@ -187,6 +187,7 @@ class Binding(unittest.TestCase):
         class ForwardPass: pass
         class BackwardPass: pass
         class OptimizerStep: pass
+        class RecvActivation: pass
 
         class FakeEngine:
             def _exec_forward_pass(self, buffer_id):
@@ -195,10 +196,14 @@ class Binding(unittest.TestCase):
                 calls.append(("B", buffer_id))
             def _exec_optimizer_step(self):
                 calls.append(("S",))
+            def _exec_recv_activations(self, buffer_id):
+                time.sleep(0.02)     # waiting for the upstream stage
             _INSTRUCTION_MAP = {ForwardPass: _exec_forward_pass, BackwardPass: _exec_backward_pass,
-                                OptimizerStep: _exec_optimizer_step}
+                                OptimizerStep: _exec_optimizer_step,
+                                RecvActivation: _exec_recv_activations}
             def train_batch(self):
-                for cmd, kw in [(ForwardPass, {"buffer_id": 0}), (ForwardPass, {"buffer_id": 1}),
+                for cmd, kw in [(ForwardPass, {"buffer_id": 0}),
+                                (RecvActivation, {"buffer_id": 1}), (ForwardPass, {"buffer_id": 1}),
                                 (BackwardPass, {"buffer_id": 0}), (BackwardPass, {"buffer_id": 1}),
                                 (OptimizerStep, {})]:
                     self._INSTRUCTION_MAP[cmd](self, **kw)
@@ -213,6 +218,10 @@ class Binding(unittest.TestCase):
             self.assertEqual(eng.train_batch(), 1.5)
             self.assertEqual(calls, [("F", 0), ("F", 1), ("B", 0), ("B", 1), ("S",)])
             self.assertIsNotNone(hooks.last_step)
+            # the receive's wait went to the forward that consumed it
+            self.assertEqual(hooks.last_waits["forward"][0], 0.0)
+            self.assertGreaterEqual(hooks.last_waits["forward"][1], 0.019)
+            self.assertEqual(hooks.last_waits["backward"], [0.0, 0.0])
             self.assertIs(FakeEngine._INSTRUCTION_MAP[ForwardPass], FakeEngine._exec_forward_pass)
             c.sync()
             self.assertEqual(c.active_clock, 1305)
@@ -271,7 +280,7 @@ class Binding(unittest.TestCase):
         self.assertEqual([f for _, f in seen], clocks1)
         self.assertIsNotNone(hooks.last_step)
 
-    def test_receive_waits_through_hooks_and_report(self):
+    def test_receive_waits_through_hooks(self):
         """hooks.recv() times a receive; the wait goes to the next instruction begun; the
         step's lists are hooks.last_waits (EnvPipe's wait_breakdown)."""
         g = ergon.Gpu("sim:a100:bert-large:2")
