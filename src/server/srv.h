@@ -12,7 +12,8 @@
  *   metrics.c     /metrics (Prometheus text) and the latency histogram
  *   confine.c     --plans-dir: which files clients may name
  *   log.c         clocks and the structured log
- *   sched.c       schedulers; wire.c wire types, Python-compatible JSON, plan files
+ *   sched.c       schedulers (sched_envpipe.c: EnvPipe online); wire.c wire types,
+ *                 Python-compatible JSON, plan files
  * A second wire protocol is another wire_*.c with its srv_wire entry in router.c; it parses
  * its own bodies and formats its own answers, and drives jobs through jobs.h. */
 #ifndef ERGON_SERVER_SRV_H
