@@ -51,33 +51,33 @@ enum { EP_PROFILE, EP_RECONF, EP_FINAL, EP_DONE };
 struct srv_envpipe {
     const srv_sched_ctx *ctx;
     int S, M;
-    erg_envpipe_opts opts; /* type, schedule, reconfig, blocking power, gpu */
+    erg_envpipe_opts opts;     /* type, schedule, reconfig, blocking power, gpu */
     erg_gpu_spec gpu;
     bool have_gpu;
-    int warm;           /* warm-up windows at the top clock */
-    double ratio;       /* warm-up drop within a window */
-    long final_windows; /* -1 = forever */
-    double thr_arg;     /* threshold_s (0 = derive) */
+    int warm;                  /* warm-up windows at the top clock */
+    double ratio;              /* warm-up drop within a window */
+    long final_windows;        /* -1 = forever */
+    double thr_arg;            /* threshold_s (0 = derive) */
     int step_mhz;
     int reg_r[ERG_SCHED_MAX_STAGES]; /* r_s of the registered order */
     /* profiling (prof_* functions) */
     int n_clocks;
-    int *clocks;     /* descending */
-    double *pt, *pe; /* [(s * n_clocks + k) * 2 + kind]: means */
-    long prof_k;     /* profiling windows handed out */
+    int *clocks;               /* descending */
+    double *pt, *pe;           /* [(s * n_clocks + k) * 2 + kind]: means */
+    long prof_k;               /* profiling windows handed out */
     /* state */
     int phase;
-    long window;         /* windows handed out */
-    long reconf_windows; /* reconfiguration windows observed */
+    long window;               /* windows handed out */
+    long reconf_windows;       /* reconfiguration windows observed */
     erg_plan *plan;
     int max_mhz[ERG_SCHED_MAX_STAGES];
-    double thr; /* 0 until known */
+    double thr;                /* 0 until known */
     int nochange;
     long final_left;
-    int final_rows; /* final windows logged */
+    int final_rows;            /* final windows logged */
     int *path;
     int path_len;
-    double *wait; /* [2SM] */
+    double *wait;              /* [2SM] */
     erg__buf log, csv;
 };
 
@@ -92,7 +92,8 @@ static int drop_of(int n, double ratio)
 static bool supported(const srv_sched_ctx *c, int v)
 {
     for (int i = 0; i < c->n_states; i++)
-        if (c->states[i] == v) return true;
+        if (c->states[i] == v)
+            return true;
     return false;
 }
 
@@ -106,8 +107,10 @@ static erg_status write_file(const srv_envpipe *e, const char *name, const char 
                              erg_error *err)
 {
     const srv_sched_ctx *c = e->ctx;
-    if (!c->job_dir) return ERG_OK;
-    if (c->write_file) return c->write_file(c->write_user, name, data ? data : "", len, err);
+    if (!c->job_dir)
+        return ERG_OK;
+    if (c->write_file)
+        return c->write_file(c->write_user, name, data ? data : "", len, err);
     erg__buf path = {0};
     if (erg__buf_printf(&path, "%s/%s", c->job_dir, name))
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -140,8 +143,10 @@ static bool order_matches(const srv_sched_ctx *c, int s, const erg_instr *order)
 {
     int k = 0;
     for (int i = 0; i < c->n_instrs[s]; i++) {
-        if (!srv_instr_is_compute(c->instrs[s][i])) continue;
-        if (erg_kind(c->instrs[s][i]) != (int)order[k].kind) return false;
+        if (!srv_instr_is_compute(c->instrs[s][i]))
+            continue;
+        if (erg_kind(c->instrs[s][i]) != (int)order[k].kind)
+            return false;
         k++;
     }
     return true;
@@ -154,11 +159,9 @@ erg_status srv_envpipe_check_args(const json_t *args, erg_error *err)
     const json_t *v;
     erg_envpipe_type t;
     erg_envpipe_reconfig rc;
-    if ((v = json_object_get(args, "type")) &&
-        erg_envpipe_type_parse(json_string_value(v), &t, err))
-        return erg_error_set(err, ERG_EINVAL,
-                             "EnvPipe type must be baseline, uniform or envelope, "
-                             "not '%.32s'",
+    if ((v = json_object_get(args, "type")) && erg_envpipe_type_parse(json_string_value(v), &t, err))
+        return erg_error_set(err, ERG_EINVAL, "EnvPipe type must be baseline, uniform or envelope, "
+                                              "not '%.32s'",
                              json_string_value(v));
     if ((v = json_object_get(args, "reconfigure")) &&
         erg_envpipe_reconfig_parse(json_string_value(v), &rc, err))
@@ -167,8 +170,7 @@ erg_status srv_envpipe_check_args(const json_t *args, erg_error *err)
                              json_string_value(v));
     if ((v = json_object_get(args, "scheduling")) && strcmp(json_string_value(v), "1f1b") &&
         strcmp(json_string_value(v), "ours"))
-        return erg_error_set(err, ERG_EINVAL,
-                             "EnvPipe scheduling must be 1f1b or ours, not '%.32s'",
+        return erg_error_set(err, ERG_EINVAL, "EnvPipe scheduling must be 1f1b or ours, not '%.32s'",
                              json_string_value(v));
     double bp = json_number_value(json_object_get(args, "blocking_power_w"));
     if (!(bp >= 0) || !isfinite(bp))
@@ -185,10 +187,8 @@ erg_status srv_envpipe_check_args(const json_t *args, erg_error *err)
     static const struct {
         const char *name;
         long lo, hi;
-    } ints[] = {{"reconfig_step_mhz", 1, 10000},
-                {"finish_limit", 0, 1000000},
-                {"warmup_windows", 0, 1000000},
-                {"final_windows", -1, 1000000000},
+    } ints[] = {{"reconfig_step_mhz", 1, 10000}, {"finish_limit", 0, 1000000},
+                {"warmup_windows", 0, 1000000},  {"final_windows", -1, 1000000000},
                 {"minimum_power_state", 0, 10000000}};
     for (size_t i = 0; i < ERG__ARRAY_LEN(ints); i++)
         if ((v = json_object_get(args, ints[i].name)) &&
@@ -209,7 +209,8 @@ erg_status srv_envpipe_check_args(const json_t *args, erg_error *err)
             st = erg_gpu_table_find(tab, n, json_string_value(json_object_get(args, "gpu")), &g,
                                     err);
         erg_free(tab);
-        if (st) return st;
+        if (st)
+            return st;
     }
     return ERG_OK;
 }
@@ -239,7 +240,8 @@ static bool prof_done(const srv_envpipe *e)
 static erg_status prof_observe(srv_envpipe *e, const srv_result *r, erg_error *err)
 {
     long k = e->prof_k - 1 - e->warm;
-    if (k < 0) return ERG_OK;
+    if (k < 0)
+        return ERG_OK;
     for (int s = 0; s < e->S; s++) {
         int d = drop_of(r[s].n_iters, e->ratio);
         for (int kind = 0; kind < 2; kind++) {
@@ -265,19 +267,19 @@ static erg_status prof_build(srv_envpipe *e, erg_profile **out, erg__buf *csv, e
 {
     erg_profile *p = NULL;
     erg_status st = erg_profile_new(&p, err);
-    if (!st && erg__buf_printf(csv, "stage,instruction,frequency,time,energy\n")) st = oom(err);
+    if (!st && erg__buf_printf(csv, "stage,instruction,frequency,time,energy\n"))
+        st = oom(err);
     char a[40], b[40];
     for (int s = 0; !st && s < e->S; s++)
         for (int k = 0; !st && k < e->n_clocks; k++)
             for (int kind = 0; !st && kind < 2; kind++) {
-                erg_profile_point pt = {e->clocks[k],
-                                        e->pt[((size_t)s * e->n_clocks + k) * 2 + kind],
+                erg_profile_point pt = {e->clocks[k], e->pt[((size_t)s * e->n_clocks + k) * 2 + kind],
                                         e->pe[((size_t)s * e->n_clocks + k) * 2 + kind]};
                 st = erg_profile_add(p, s, (erg_instr_kind)kind, &pt, err);
-                if (!st &&
-                    erg__buf_printf(csv, "%d,%s,%d,%s,%s\n", s, kind ? "backward" : "forward",
-                                    pt.freq_mhz, erg__fmt_double_py(pt.time_s, a, sizeof a),
-                                    erg__fmt_double_py(pt.energy_j, b, sizeof b)))
+                if (!st && erg__buf_printf(csv, "%d,%s,%d,%s,%s\n", s,
+                                           kind ? "backward" : "forward", pt.freq_mhz,
+                                           erg__fmt_double_py(pt.time_s, a, sizeof a),
+                                           erg__fmt_double_py(pt.energy_j, b, sizeof b)))
                     st = oom(err);
             }
     if (st) {
@@ -292,7 +294,8 @@ static erg_status prof_build(srv_envpipe *e, erg_profile **out, erg__buf *csv, e
 
 void srv_envpipe_free(srv_envpipe *e)
 {
-    if (!e) return;
+    if (!e)
+        return;
     erg__free(e->clocks);
     erg__free(e->pt);
     erg__free(e->pe);
@@ -315,7 +318,8 @@ static erg_status check_registered(srv_envpipe *e, erg_error *err)
         bool seen_b = false;
         for (int i = 0; i < c->n_instrs[s]; i++) {
             int code = c->instrs[s][i];
-            if (!srv_instr_is_compute(code)) continue;
+            if (!srv_instr_is_compute(code))
+                continue;
             if (erg_kind(code) < 0)
                 return erg_error_set(err, ERG_EINVAL,
                                      "EnvPipe runs forward and backward instructions only "
@@ -323,13 +327,15 @@ static erg_status check_registered(srv_envpipe *e, erg_error *err)
                                      s, srv_instr_names[code]);
             if (code == SRV_I_FORWARD) {
                 nf++;
-                if (!seen_b) lead++;
+                if (!seen_b)
+                    lead++;
             } else {
                 nb++;
                 seen_b = true;
             }
         }
-        if (s == 0) M = nf;
+        if (s == 0)
+            M = nf;
         if (nf != M || nb != M || M < 1)
             return erg_error_set(err, ERG_EINVAL,
                                  "EnvPipe: stage %d registered %d forwards and %d backwards; "
@@ -340,12 +346,15 @@ static erg_status check_registered(srv_envpipe *e, erg_error *err)
     }
     e->M = M;
     erg_schedule sc = {.kind = e->opts.schedule};
-    if (sc.kind == ERG_SCHED_ENVPIPE) memcpy(sc.extra_warmup, e->reg_r, sizeof e->reg_r);
+    if (sc.kind == ERG_SCHED_ENVPIPE)
+        memcpy(sc.extra_warmup, e->reg_r, sizeof e->reg_r);
     erg_instr *ord = erg__calloc((size_t)2 * M, sizeof *ord);
-    if (!ord) return oom(err);
+    if (!ord)
+        return oom(err);
     erg_status st = ERG_OK;
     for (int s = 0; !st && s < S; s++) {
-        if ((st = erg_schedule_stage_order(&sc, S, M, s, ord, err))) break;
+        if ((st = erg_schedule_stage_order(&sc, S, M, s, ord, err)))
+            break;
         if (!order_matches(c, s, ord)) {
             char r[256];
             fmt_r(e->reg_r, S, r, sizeof r);
@@ -367,37 +376,41 @@ erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, srv_env
 {
     *out = NULL;
     erg_status st = srv_envpipe_check_args(args, err);
-    if (st) return st;
+    if (st)
+        return st;
     if (ctx->mode != SRV_MODE_FREQUENCY)
-        return erg_error_set(err, ERG_EINVAL,
-                             "EnvPipe sets SM clocks: the job must run in "
-                             "frequency mode");
+        return erg_error_set(err, ERG_EINVAL, "EnvPipe sets SM clocks: the job must run in "
+                                              "frequency mode");
     if (ctx->num_stages > ERG_SCHED_MAX_STAGES)
         return erg_error_set(err, ERG_EINVAL, "EnvPipe plans at most %d stages (the job has %d)",
                              ERG_SCHED_MAX_STAGES, ctx->num_stages);
     srv_envpipe *e = erg__calloc(1, sizeof *e);
-    if (!e) return oom(err);
+    if (!e)
+        return oom(err);
     e->ctx = ctx;
     e->S = ctx->num_stages;
     erg_envpipe_opts_init(&e->opts);
     const char *ts = json_string_value(json_object_get(args, "type"));
     const char *rs = json_string_value(json_object_get(args, "reconfigure"));
     const char *ss = json_string_value(json_object_get(args, "scheduling"));
-    if (ts) erg_envpipe_type_parse(ts, &e->opts.type, err);
+    if (ts)
+        erg_envpipe_type_parse(ts, &e->opts.type, err);
     e->opts.reconfig = ERG_RECONFIG_BALANCED;
-    if (rs) erg_envpipe_reconfig_parse(rs, &e->opts.reconfig, err);
+    if (rs)
+        erg_envpipe_reconfig_parse(rs, &e->opts.reconfig, err);
     e->opts.schedule = ss && !strcmp(ss, "ours") ? ERG_SCHED_ENVPIPE : ERG_SCHED_1F1B;
     e->opts.blocking_power_w = json_number_value(json_object_get(args, "blocking_power_w"));
     const json_t *v;
-    e->opts.threshold_scale =
-        (v = json_object_get(args, "threshold_scale")) ? json_number_value(v) : 4.0;
-    e->opts.finish_limit =
-        (v = json_object_get(args, "finish_limit")) ? (int)json_integer_value(v) : 10;
+    e->opts.threshold_scale = (v = json_object_get(args, "threshold_scale")) ? json_number_value(v)
+                                                                             : 4.0;
+    e->opts.finish_limit = (v = json_object_get(args, "finish_limit"))
+                               ? (int)json_integer_value(v)
+                               : 10;
     e->thr_arg = (v = json_object_get(args, "threshold_s")) ? json_number_value(v) : 0;
     e->warm = (v = json_object_get(args, "warmup_windows")) ? (int)json_integer_value(v) : 2;
     e->ratio = (v = json_object_get(args, "warmup_step_ratio")) ? json_number_value(v) : 0.1;
-    e->final_windows =
-        (v = json_object_get(args, "final_windows")) ? (long)json_integer_value(v) : -1;
+    e->final_windows = (v = json_object_get(args, "final_windows")) ? (long)json_integer_value(v)
+                                                                     : -1;
     int min_state = (int)json_integer_value(json_object_get(args, "minimum_power_state"));
     if ((v = json_object_get(args, "gpu_table_path")) && json_object_get(args, "gpu")) {
         erg_gpu_spec *tab = NULL;
@@ -413,13 +426,15 @@ erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, srv_env
             e->opts.gpu = &e->gpu;
         }
         erg_free(tab);
-        if (st) goto fail;
+        if (st)
+            goto fail;
     }
     int gran = e->have_gpu ? e->gpu.reconfig_step_mhz : 30;
     e->step_mhz = (v = json_object_get(args, "reconfig_step_mhz")) ? (int)json_integer_value(v)
-                  : e->opts.reconfig == ERG_RECONFIG_GREEDY        ? 3 * gran
-                                                                   : gran;
-    if ((st = check_registered(e, err))) goto fail;
+                  : e->opts.reconfig == ERG_RECONFIG_GREEDY ? 3 * gran
+                                                            : gran;
+    if ((st = check_registered(e, err)))
+        goto fail;
     if (e->opts.schedule == ERG_SCHED_ENVPIPE && e->M < e->S) {
         st = erg_error_set(err, ERG_EINVAL,
                            "EnvPipe scheduling ours needs at least as many microbatches as "
@@ -431,7 +446,8 @@ erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, srv_env
     e->path = erg__calloc(n, sizeof(int));
     e->wait = erg__calloc(n, sizeof(double));
     e->clocks = erg__calloc((size_t)ctx->n_states, sizeof(int));
-    if (!e->path || !e->wait || !e->clocks) goto nomem;
+    if (!e->path || !e->wait || !e->clocks)
+        goto nomem;
     if (e->opts.type == ERG_ENVPIPE_BASELINE) {
         e->warm = 0; /* no profiling (§2.2) */
     } else {
@@ -449,14 +465,14 @@ erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, srv_env
         }
         e->pt = erg__calloc((size_t)e->S * e->n_clocks * 2, sizeof(double));
         e->pe = erg__calloc((size_t)e->S * e->n_clocks * 2, sizeof(double));
-        if (!e->pt || !e->pe) goto nomem;
+        if (!e->pt || !e->pe)
+            goto nomem;
     }
     if (erg__buf_printf(&e->csv, "window,phase,iter_time_s,iter_energy_j,clock_mhz,threshold_s,"
                                  "changed,no_change,path\n") ||
-        erg__buf_printf(&e->log,
-                        "EnvPipe type %s scheduling %s reconfigure %s step %d MHz "
-                        "threshold_scale %g finish_limit %d; S=%d M=%d; profiling %d "
-                        "warm-up + %d clock windows\n",
+        erg__buf_printf(&e->log, "EnvPipe type %s scheduling %s reconfigure %s step %d MHz "
+                                 "threshold_scale %g finish_limit %d; S=%d M=%d; profiling %d "
+                                 "warm-up + %d clock windows\n",
                         erg_envpipe_type_name(e->opts.type),
                         e->opts.schedule == ERG_SCHED_ENVPIPE ? "ours" : "1f1b",
                         erg_envpipe_reconfig_name(e->opts.reconfig), e->step_mhz,
@@ -479,7 +495,8 @@ static erg_status write_plan(srv_envpipe *e, erg_error *err)
 {
     char *text = NULL;
     erg_status st = erg_plan_format_json(e->plan, &text, err);
-    if (!st) st = write_file(e, "envpipe-plan.json", text, strlen(text), err);
+    if (!st)
+        st = write_file(e, "envpipe-plan.json", text, strlen(text), err);
     erg_free(text);
     return st;
 }
@@ -487,7 +504,8 @@ static erg_status write_plan(srv_envpipe *e, erg_error *err)
 static erg_status write_logs(srv_envpipe *e, erg_error *err)
 {
     erg_status st = write_file(e, "envpipe.log", e->log.data, e->log.len, err);
-    if (!st) st = write_file(e, "envpipe-windows.csv", e->csv.data, e->csv.len, err);
+    if (!st)
+        st = write_file(e, "envpipe-windows.csv", e->csv.data, e->csv.len, err);
     return st;
 }
 
@@ -506,11 +524,14 @@ static erg_status plan_initial(srv_envpipe *e, erg_error *err)
     memset(&info, 0, sizeof info);
     if (e->opts.type == ERG_ENVPIPE_BASELINE) {
         erg_schedule sc = {.kind = e->opts.schedule};
-        if ((st = erg_plan_new(&sc, S, M, &e->plan, err))) return st;
+        if ((st = erg_plan_new(&sc, S, M, &e->plan, err)))
+            return st;
         int top = 0;
         for (int i = 0; i < e->ctx->n_states && !top; i++)
-            if (passes_filter(e, e->ctx->states[i])) top = e->ctx->states[i];
-        if (!top) top = e->ctx->states[0];
+            if (passes_filter(e, e->ctx->states[i]))
+                top = e->ctx->states[i];
+        if (!top)
+            top = e->ctx->states[0];
         erg_plan_fill(e->plan, top);
         erg_plan_set_method(e->plan, "envpipe", err);
         for (int s = 0; s < S; s++)
@@ -519,11 +540,13 @@ static erg_status plan_initial(srv_envpipe *e, erg_error *err)
         erg_profile *prof = NULL;
         erg__buf csv = {0};
         st = prof_build(e, &prof, &csv, err);
-        if (!st) st = write_file(e, "envpipe-profile.csv", csv.data, csv.len, err);
+        if (!st)
+            st = write_file(e, "envpipe-profile.csv", csv.data, csv.len, err);
         erg__buf_free(&csv);
         erg_envpipe_opts o = e->opts;
         o.reconfig = ERG_RECONFIG_DEFAULT; /* the initial plan; reconfiguration is measured */
-        if (!st) st = erg_plan_envpipe(prof, S, M, &o, &e->plan, &info, err);
+        if (!st)
+            st = erg_plan_envpipe(prof, S, M, &o, &e->plan, &info, err);
         erg_profile_free(prof);
         if (st) {
             char why[ERG_ERROR_MSG_LEN];
@@ -535,9 +558,11 @@ static erg_status plan_initial(srv_envpipe *e, erg_error *err)
     /* The ranks must run the plan's order (fixed when they registered). */
     erg_schedule sc = erg_plan_schedule(e->plan);
     erg_instr *ord = erg__calloc((size_t)2 * M, sizeof *ord);
-    if (!ord) return oom(err);
+    if (!ord)
+        return oom(err);
     for (int s = 0; !st && s < S; s++) {
-        if ((st = erg_schedule_stage_order(&sc, S, M, s, ord, err))) break;
+        if ((st = erg_schedule_stage_order(&sc, S, M, s, ord, err)))
+            break;
         if (!order_matches(e->ctx, s, ord)) {
             char want[256], got[256];
             fmt_r(sc.extra_warmup, S, want, sizeof want);
@@ -553,14 +578,14 @@ static erg_status plan_initial(srv_envpipe *e, erg_error *err)
         }
     }
     erg__free(ord);
-    if (st) return st;
+    if (st)
+        return st;
     char r[256], mx[256], opt[256];
     fmt_r(sc.extra_warmup, S, r, sizeof r);
     fmt_r(e->max_mhz, S, mx, sizeof mx);
     fmt_r(info.optimal_mhz, S, opt, sizeof opt);
-    if (erg__buf_printf(&e->log,
-                        "plan: max clocks [%s] MHz, energy-valley clocks [%s] MHz, "
-                        "extra warm-up r = [%s]\n",
+    if (erg__buf_printf(&e->log, "plan: max clocks [%s] MHz, energy-valley clocks [%s] MHz, "
+                                 "extra warm-up r = [%s]\n",
                         mx, opt, r))
         return oom(err);
     if (e->opts.reconfig == ERG_RECONFIG_DEFAULT) {
@@ -571,7 +596,8 @@ static erg_status plan_initial(srv_envpipe *e, erg_error *err)
     } else {
         e->phase = EP_RECONF;
     }
-    if ((st = write_plan(e, err))) return st;
+    if ((st = write_plan(e, err)))
+        return st;
     return write_logs(e, err);
 }
 
@@ -580,10 +606,11 @@ static erg_status plan_initial(srv_envpipe *e, erg_error *err)
 static erg_status expand_plan(srv_envpipe *e, int **out, erg_error *err)
 {
     for (int s = 0; s < e->S; s++) {
-        erg_status st =
-            srv_expand(erg_plan_stage_freqs_const(e->plan, s), erg_plan_stage_len(e->plan, s),
-                       e->ctx->instrs[s], e->ctx->n_instrs[s], out[s], err);
-        if (st) return st;
+        erg_status st = srv_expand(erg_plan_stage_freqs_const(e->plan, s),
+                                   erg_plan_stage_len(e->plan, s), e->ctx->instrs[s],
+                                   e->ctx->n_instrs[s], out[s], err);
+        if (st)
+            return st;
     }
     return ERG_OK;
 }
@@ -596,7 +623,8 @@ erg_status srv_envpipe_next(srv_envpipe *e, int **out, bool *done, erg_error *er
         if (!prof_next(e, &f)) {
             /* no profiling windows (baseline) */
             erg_status st = plan_initial(e, err);
-            if (st) return st;
+            if (st)
+                return st;
             return srv_envpipe_next(e, out, done, err);
         }
         for (int s = 0; s < e->S; s++)
@@ -605,14 +633,17 @@ erg_status srv_envpipe_next(srv_envpipe *e, int **out, bool *done, erg_error *er
         e->window++;
         return ERG_OK;
     }
-    if (e->phase == EP_FINAL && e->final_left == 0) e->phase = EP_DONE;
+    if (e->phase == EP_FINAL && e->final_left == 0)
+        e->phase = EP_DONE;
     if (e->phase == EP_DONE) {
         *done = true;
         return ERG_OK;
     }
-    if (e->phase == EP_FINAL && e->final_left > 0) e->final_left--;
+    if (e->phase == EP_FINAL && e->final_left > 0)
+        e->final_left--;
     erg_status st = expand_plan(e, out, err);
-    if (!st) e->window++;
+    if (!st)
+        e->window++;
     return st;
 }
 
@@ -638,12 +669,14 @@ static erg_status window_waits(srv_envpipe *e, const srv_result *r, erg_error *e
         int occ[2] = {0, 0}, pos = 0;
         for (int i = 0; i < c->n_instrs[s]; i++) {
             int kind = erg_kind(c->instrs[s][i]);
-            if (kind < 0) continue;
+            if (kind < 0)
+                continue;
             int k = occ[kind]++;
             double *w = &e->wait[s * 2 * M + pos++];
             *w = 0;
             bool has_recv = (kind == ERG_FORWARD && s > 0) || (kind == ERG_BACKWARD && s < S - 1);
-            if (!has_recv) continue;
+            if (!has_recv)
+                continue;
             const srv_series *ser = &r[s].wait_bd[kind ? SRV_I_BACKWARD : SRV_I_FORWARD];
             double sum = 0;
             int cnt = 0;
@@ -674,7 +707,8 @@ static void id_instr(const srv_envpipe *e, int id, int *stage, int *kind, int *m
     *mb = 0;
     for (int j = 0; j < e->ctx->n_instrs[s]; j++) {
         int k = erg_kind(e->ctx->instrs[s][j]);
-        if (k < 0) continue;
+        if (k < 0)
+            continue;
         if (p++ == pos) {
             *kind = k;
             *mb = cnt[k];
@@ -689,7 +723,8 @@ static bool append_path(const srv_envpipe *e, erg__buf *b)
     for (int i = 0; i < e->path_len; i++) {
         int s, kind, mb;
         id_instr(e, e->path[i], &s, &kind, &mb);
-        if (erg__buf_printf(b, "%sS%d%c%d", i ? " " : "", s, kind ? 'B' : 'F', mb)) return true;
+        if (erg__buf_printf(b, "%sS%d%c%d", i ? " " : "", s, kind ? 'B' : 'F', mb))
+            return true;
     }
     return false;
 }
@@ -712,7 +747,8 @@ static int snap_up(const srv_sched_ctx *c, int f)
 {
     int best = 0;
     for (int i = 0; i < c->n_states; i++)
-        if (c->states[i] >= f && (!best || c->states[i] < best)) best = c->states[i];
+        if (c->states[i] >= f && (!best || c->states[i] < best))
+            best = c->states[i];
     return best ? best : f;
 }
 
@@ -720,7 +756,8 @@ static erg_status reconf_observe(srv_envpipe *e, const srv_result *r, erg_error 
 {
     int S = e->S, M = e->M;
     erg_status st = window_waits(e, r, err);
-    if (st) return st;
+    if (st)
+        return st;
     e->reconf_windows++;
     if (!(e->thr > 0)) {
         if (e->thr_arg > 0) {
@@ -729,9 +766,11 @@ static erg_status reconf_observe(srv_envpipe *e, const srv_result *r, erg_error 
             double mn = INFINITY;
             for (int k = 0; k < 2 * M; k++) {
                 double w = e->wait[(S - 1) * 2 * M + k];
-                if (w > 0 && w < mn) mn = w;
+                if (w > 0 && w < mn)
+                    mn = w;
             }
-            if (isfinite(mn)) e->thr = mn * e->opts.threshold_scale;
+            if (isfinite(mn))
+                e->thr = mn * e->opts.threshold_scale;
         }
         if (e->thr > 0 && erg__buf_printf(&e->log, "threshold %.3f ms\n", e->thr * 1e3))
             return oom(err);
@@ -741,7 +780,8 @@ static erg_status reconf_observe(srv_envpipe *e, const srv_result *r, erg_error 
     if (e->thr > 0) {
         int n = 2 * S * M;
         int *prev = erg__calloc((size_t)n, sizeof(int));
-        if (!prev) return oom(err);
+        if (!prev)
+            return oom(err);
         for (int s = 0; s < S; s++)
             memcpy(prev + s * 2 * M, erg_plan_stage_freqs_const(e->plan, s),
                    (size_t)2 * M * sizeof(int));
@@ -756,7 +796,8 @@ static erg_status reconf_observe(srv_envpipe *e, const srv_result *r, erg_error 
                     f[k] = snap_up(e->ctx, f[k]);
         }
         erg__free(prev);
-        if (st) return st;
+        if (st)
+            return st;
     } else if (erg__buf_printf(&e->log, "no threshold yet: the last stage measured no non-zero "
                                         "wait\n")) {
         return oom(err);
@@ -768,16 +809,18 @@ static erg_status reconf_observe(srv_envpipe *e, const srv_result *r, erg_error 
     if ((st = erg_envpipe_format_grid(e->plan, e->wait, e->path, e->path_len, &grid, err)))
         return st;
     char a[40], b[40], c[40];
-    bool bad =
-        erg__buf_printf(&e->log, "window %ld (reconfiguration %ld): %s, no-change %d\n%s",
-                        e->window - 1, e->reconf_windows, changed ? "changed" : "no change",
-                        e->nochange, grid) ||
-        erg__buf_printf(&e->csv, "%ld,reconfigure,%s,%s,,%s,%d,%d,", e->window - 1,
-                        erg__fmt_double_py(t, a, sizeof a), erg__fmt_double_py(en, b, sizeof b),
-                        erg__fmt_double_py(e->thr, c, sizeof c), changed ? 1 : 0, e->nochange) ||
-        append_path(e, &e->csv) || erg__buf_append(&e->csv, "\n", 1);
+    bool bad = erg__buf_printf(&e->log, "window %ld (reconfiguration %ld): %s, no-change %d\n%s",
+                               e->window - 1, e->reconf_windows,
+                               changed ? "changed" : "no change", e->nochange, grid) ||
+               erg__buf_printf(&e->csv, "%ld,reconfigure,%s,%s,,%s,%d,%d,", e->window - 1,
+                               erg__fmt_double_py(t, a, sizeof a),
+                               erg__fmt_double_py(en, b, sizeof b),
+                               erg__fmt_double_py(e->thr, c, sizeof c), changed ? 1 : 0,
+                               e->nochange) ||
+               append_path(e, &e->csv) || erg__buf_append(&e->csv, "\n", 1);
     erg_free(grid);
-    if (bad) return oom(err);
+    if (bad)
+        return oom(err);
     if (e->nochange > e->opts.finish_limit) {
         bool env = path_in_envelope(e);
         enter_final(e);
@@ -792,7 +835,8 @@ static erg_status reconf_observe(srv_envpipe *e, const srv_result *r, erg_error 
                                             "nothing on it can be raised"))
             return oom(err);
     }
-    if (changed && (st = write_plan(e, err))) return st;
+    if (changed && (st = write_plan(e, err)))
+        return st;
     return write_logs(e, err);
 }
 
@@ -803,7 +847,8 @@ erg_status srv_envpipe_observe(srv_envpipe *e, const srv_result *per_stage, erg_
     switch (e->phase) {
     case EP_PROFILE: {
         erg_status st = prof_observe(e, per_stage, err);
-        if (st) return st;
+        if (st)
+            return st;
         window_metrics(e, per_stage, &t, &en);
         long k = e->prof_k - 1;
         int f = k < e->warm ? e->ctx->states[0] : e->clocks[k - e->warm];
@@ -811,7 +856,8 @@ erg_status srv_envpipe_observe(srv_envpipe *e, const srv_result *per_stage, erg_
                             k < e->warm ? "warmup" : "profile", erg__fmt_double_py(t, a, sizeof a),
                             erg__fmt_double_py(en, b, sizeof b), f))
             return oom(err);
-        if (prof_done(e)) return plan_initial(e, err);
+        if (prof_done(e))
+            return plan_initial(e, err);
         return write_logs(e, err);
     }
     case EP_RECONF:
@@ -820,12 +866,12 @@ erg_status srv_envpipe_observe(srv_envpipe *e, const srv_result *per_stage, erg_
     case EP_DONE:
         /* the first FINAL_ROWS final windows get a row (the final plan may run for the
          * rest of the training: the files stay bounded) */
-        if (e->final_rows >= FINAL_ROWS) return ERG_OK;
+        if (e->final_rows >= FINAL_ROWS)
+            return ERG_OK;
         e->final_rows++;
         window_metrics(e, per_stage, &t, &en);
         if (erg__buf_printf(&e->csv, "%ld,final,%s,%s,,,,,\n", e->window - 1,
-                            erg__fmt_double_py(t, a, sizeof a),
-                            erg__fmt_double_py(en, b, sizeof b)))
+                            erg__fmt_double_py(t, a, sizeof a), erg__fmt_double_py(en, b, sizeof b)))
             return oom(err);
         return write_logs(e, err);
     }

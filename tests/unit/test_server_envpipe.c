@@ -69,9 +69,11 @@ static void job_init(job *j, int S, int M, const int *r, bool extra)
         j->ins[s] = calloc(6 * M, sizeof(int));
         int k = 0;
         for (int i = 0; i < 2 * M; i++) {
-            if (extra && j->order[s][i].kind == ERG_FORWARD) j->ins[s][k++] = SRV_I_LOAD;
+            if (extra && j->order[s][i].kind == ERG_FORWARD)
+                j->ins[s][k++] = SRV_I_LOAD;
             j->ins[s][k++] = j->order[s][i].kind == ERG_FORWARD ? SRV_I_FORWARD : SRV_I_BACKWARD;
-            if (extra) j->ins[s][k++] = SRV_I_P2P;
+            if (extra)
+                j->ins[s][k++] = SRV_I_P2P;
         }
         j->n[s] = k;
     }
@@ -96,7 +98,8 @@ static int clock_of(const job *j, int **per, int s, int i)
 {
     int k = 0;
     for (int x = 0; x < j->n[s]; x++)
-        if (srv_instr_is_compute(j->ins[s][x]) && k++ == i) return per[s][x];
+        if (srv_instr_is_compute(j->ins[s][x]) && k++ == i)
+            return per[s][x];
     return -1;
 }
 
@@ -120,17 +123,20 @@ static void simulate(const job *j, int **per, sim *out)
     while (left > 0) {
         bool progress = false;
         for (int s = 0; s < S; s++) {
-            if (next[s] >= 2 * M) continue;
+            if (next[s] >= 2 * M)
+                continue;
             erg_instr in = j->order[s][next[s]];
             int mb = in.microbatch;
             bool recv = (in.kind == ERG_FORWARD && s > 0) || (in.kind == ERG_BACKWARD && s < S - 1);
             double dep = 0;
             if (in.kind == ERG_FORWARD && s > 0) {
-                if (!fdone[s - 1][mb]) continue;
+                if (!fdone[s - 1][mb])
+                    continue;
                 dep = fend[s - 1][mb];
             }
             if (in.kind == ERG_BACKWARD && s < S - 1) {
-                if (!bdone[s + 1][mb]) continue;
+                if (!bdone[s + 1][mb])
+                    continue;
                 dep = bend[s + 1][mb];
             }
             double w = recv ? ERG__MAX(dep + XFER_S, free_at[s] + XFER_S) - free_at[s] : 0;
@@ -225,7 +231,8 @@ static char *slurp(const char *dir, const char *name)
     char p[600];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     FILE *f = fopen(p, "rb");
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     static char buf[1 << 20];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
@@ -237,10 +244,10 @@ static char *slurp(const char *dir, const char *name)
 typedef struct run {
     int windows;
     bool done;
-    int first_plan_window;  /* first window whose clocks are not uniform */
-    double first_plan_time; /* its simulated iteration time */
+    int first_plan_window;    /* first window whose clocks are not uniform */
+    double first_plan_time;   /* its simulated iteration time */
     double last_time, last_energy, allmax_time, allmax_energy;
-    unsigned sig[512]; /* per window: a checksum of the served clocks */
+    unsigned sig[512];        /* per window: a checksum of the served clocks */
     erg_status observe_st;
     char observe_msg[ERG_ERROR_MSG_LEN];
 } run;
@@ -249,7 +256,8 @@ static bool uniform_sched(const job *j, int **per)
 {
     for (int s = 0; s < j->S; s++)
         for (int i = 0; i < j->n[s]; i++)
-            if (per[s][i] != per[0][0]) return false;
+            if (per[s][i] != per[0][0])
+                return false;
     return true;
 }
 
@@ -342,8 +350,8 @@ TEST(envpipe_online_profiles_plans_reconfigures_and_terminates)
     /* (the 2 ms threshold leaves shorter delays alone: EnvPipe's "< 1 %" slowdown) */
     ASSERT_MSG(r.last_time <= r.allmax_time * 1.015 &&
                    r.last_time - r.allmax_time < 0.5 * (r.first_plan_time - r.allmax_time),
-               "final plan %g s, initial plan %g s, all-max %g s", r.last_time, r.first_plan_time,
-               r.allmax_time);
+               "final plan %g s, initial plan %g s, all-max %g s", r.last_time,
+               r.first_plan_time, r.allmax_time);
     fprintf(stderr, "# all-max %g s %g J, initial plan %g s, final %g s %g J\n", r.allmax_time,
             r.allmax_energy, r.first_plan_time, r.last_time, r.last_energy);
     ASSERT_MSG(r.last_energy < r.allmax_energy, "final plan %g J vs all-max %g J", r.last_energy,
@@ -390,9 +398,8 @@ TEST(envpipe_online_terminates_when_stuck_on_a_bottleneck_stage)
     char *dir = (char *)mktmp();
     j.c.job_dir = dir;
     run r;
-    run_envpipe(&j,
-                "{\"blocking_power_w\": 70, \"warmup_windows\": 0, \"final_windows\": 0, "
-                "\"finish_limit\": 3}",
+    run_envpipe(&j, "{\"blocking_power_w\": 70, \"warmup_windows\": 0, \"final_windows\": 0, "
+                    "\"finish_limit\": 3}",
                 400, true, &r);
     ASSERT_MSG(r.done && r.observe_st == ERG_OK, "%s", r.observe_msg);
     char *log = slurp(dir, "envpipe.log");
@@ -410,9 +417,8 @@ TEST(envpipe_online_without_a_threshold_ends_and_says_why)
     j.c.job_dir = dir;
     run r;
     zero_last_waits = true;
-    run_envpipe(&j,
-                "{\"blocking_power_w\": 70, \"warmup_windows\": 0, \"final_windows\": 150, "
-                "\"finish_limit\": 1}",
+    run_envpipe(&j, "{\"blocking_power_w\": 70, \"warmup_windows\": 0, \"final_windows\": 150, "
+                    "\"finish_limit\": 1}",
                 400, true, &r);
     zero_last_waits = false;
     ASSERT_MSG(r.done && r.observe_st == ERG_OK, "%s", r.observe_msg);
@@ -469,7 +475,8 @@ TEST(envpipe_online_greedy_and_snaps_to_supported_clocks)
     for (; w < 300 && !done; w++) {
         int **per = NULL;
         ASSERT_OK(srv_sched_next(s, &per, &done, &err));
-        if (done) break;
+        if (done)
+            break;
         for (int st = 0; st < j.S; st++)
             for (int i = 0; i < j.n[st]; i++) {
                 bool ok = false;
@@ -502,17 +509,15 @@ TEST(envpipe_online_baseline_and_default)
     run r;
     /* baseline: no profiling, every unit at max; nothing can be raised, so the rule ends
      * the reconfiguration after finish_limit + 1 windows */
-    run_envpipe(&j,
-                "{\"blocking_power_w\": 70, \"type\": \"baseline\", \"finish_limit\": 2, "
-                "\"final_windows\": 1}",
+    run_envpipe(&j, "{\"blocking_power_w\": 70, \"type\": \"baseline\", \"finish_limit\": 2, "
+                    "\"final_windows\": 1}",
                 100, true, &r);
     ASSERT_MSG(r.done && r.observe_st == ERG_OK, "%s", r.observe_msg);
     ASSERT_EQ_INT(r.windows, 3 + 1);
     ASSERT_EQ_INT(r.first_plan_window, -1);
     /* default: profiling, then the initial plan for final_windows windows, no steps */
-    run_envpipe(&j,
-                "{\"blocking_power_w\": 70, \"reconfigure\": \"default\", "
-                "\"warmup_windows\": 2, \"final_windows\": 4}",
+    run_envpipe(&j, "{\"blocking_power_w\": 70, \"reconfigure\": \"default\", "
+                    "\"warmup_windows\": 2, \"final_windows\": 4}",
                 100, false, &r);
     ASSERT_MSG(r.done && r.observe_st == ERG_OK, "%s", r.observe_msg);
     ASSERT_EQ_INT(r.windows, 2 + 11 + 4);
@@ -528,7 +533,7 @@ TEST(envpipe_online_needs_the_ranks_waits)
     ASSERT_EQ_INT(r.observe_st, ERG_EINVAL);
     ASSERT_CONTAINS(r.observe_msg, "wait_breakdown");
     ASSERT_CONTAINS(r.observe_msg, "stage 0"); /* its backwards receive gradients */
-    ASSERT_EQ_INT(r.windows, 11 + 1);          /* the first reconfiguration window */
+    ASSERT_EQ_INT(r.windows, 11 + 1); /* the first reconfiguration window */
     job_free(&j);
 }
 
@@ -659,7 +664,8 @@ TEST(envpipe_args_are_checked_with_clear_messages)
  * The wire: "wait_breakdown" on /v1 (validated, stored only when sent).
  * --------------------------------------------------------------------- */
 
-static int call(erg_server *srv, const char *method, const char *path, const char *body, char **out)
+static int call(erg_server *srv, const char *method, const char *path, const char *body,
+                char **out)
 {
     int status = 0;
     char *resp = NULL;
@@ -785,7 +791,8 @@ TEST(wait_breakdown_is_validated_and_kept_only_when_sent)
  * pipeline at the fetched clocks. Runs until the job ends or `stop` windows are complete;
  * returns the windows completed (from window `from`). *id: the job (registered when empty). */
 static int server_job(const char *db, const char *dump, job *j, const char *args, char *id,
-                      size_t idn, int from, int stop, bool *done, char *last_sched, size_t lsn)
+                      size_t idn, int from, int stop, bool *done, char *last_sched,
+                      size_t lsn)
 {
     erg_server_opts o;
     erg_server_opts_init(&o);
@@ -817,8 +824,9 @@ static int server_job(const char *db, const char *dump, job *j, const char *args
                 json_array_append_new(ps, json_string(srv_instr_names[j->ins[r][i]]));
             for (int i = 0; i < j->c.n_states; i++)
                 json_array_append_new(st, json_integer(j->st[i]));
-            json_t *rb = json_pack("{s:i,s:i,s:i,s:i,s:o,s:o}", "rank", r, "dp_rank", 0, "pp_rank",
-                                   r, "tp_rank", 0, "pipe_schedule", ps, "power_state_range", st);
+            json_t *rb = json_pack("{s:i,s:i,s:i,s:i,s:o,s:o}", "rank", r, "dp_rank", 0,
+                                   "pp_rank", r, "tp_rank", 0, "pipe_schedule", ps,
+                                   "power_state_range", st);
             char *text = json_dumps(rb, JSON_COMPACT);
             json_decref(rb);
             snprintf(path, sizeof path, "/v1/jobs/%s/ranks", id);
@@ -851,7 +859,8 @@ static int server_job(const char *db, const char *dump, job *j, const char *args
                     per[r] = calloc(json_array_size(a) + 1, sizeof(int));
                     for (size_t i = 0; i < json_array_size(a); i++)
                         per[r][i] = (int)json_integer_value(json_array_get(a, i));
-                    if (r == j->S - 1) snprintf(last_sched, lsn, "%s", resp);
+                    if (r == j->S - 1)
+                        snprintf(last_sched, lsn, "%s", resp);
                     json_decref(v);
                 }
                 erg_free(resp);
@@ -865,7 +874,8 @@ static int server_job(const char *db, const char *dump, job *j, const char *args
             json_object_set_new(o2, "window", json_integer(w));
             char *text = json_dumps(o2, JSON_COMPACT);
             json_decref(o2);
-            ASSERT_MSG(call(srv, "POST", path, text, &resp) == 200, "result %d/%d: %s", w, r, resp);
+            ASSERT_MSG(call(srv, "POST", path, text, &resp) == 200, "result %d/%d: %s", w, r,
+                       resp);
             erg_free(resp);
             free(text);
             free(per[r]);
@@ -890,7 +900,8 @@ TEST(envpipe_job_survives_a_server_restart)
     bool done = false;
     snprintf(db, sizeof db, "%s/a.db", dir);
     snprintf(dump, sizeof dump, "%s/dump-a", dir);
-    int total = server_job(db, dump, &j, args, id, sizeof id, 0, 200, &done, last_a, sizeof last_a);
+    int total = server_job(db, dump, &j, args, id, sizeof id, 0, 200, &done, last_a,
+                           sizeof last_a);
     ASSERT_MSG(done, "the job did not end in 200 windows");
     ASSERT_MSG(total > 12 + 3 + 1, "only %d windows", total);
     int cut = 12 + 2; /* two windows into the reconfiguration */
@@ -900,7 +911,8 @@ TEST(envpipe_job_survives_a_server_restart)
     int n1 = server_job(db, dump, &j, args, id, sizeof id, 0, cut, &done, last_b, sizeof last_b);
     ASSERT_EQ_INT(n1, cut);
     ASSERT(!done);
-    int n2 = server_job(db, dump, &j, args, id, sizeof id, cut, 200, &done, last_b, sizeof last_b);
+    int n2 = server_job(db, dump, &j, args, id, sizeof id, cut, 200, &done, last_b,
+                        sizeof last_b);
     ASSERT(done);
     ASSERT_EQ_INT(cut + n2, total);
     ASSERT_STR_EQ(last_a, last_b);
@@ -910,7 +922,8 @@ TEST(envpipe_job_survives_a_server_restart)
     static char text[1 << 18];
     size_t n = p ? fread(text, 1, sizeof text - 1, p) : 0;
     text[n] = 0;
-    if (p) pclose(p);
+    if (p)
+        pclose(p);
     ASSERT_CONTAINS(text, "terminated after");
     job_free(&j);
 }
