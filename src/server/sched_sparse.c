@@ -127,7 +127,10 @@ erg_status srv_sparse_prof_new(const srv_sched_ctx *ctx, const json_t *args, int
     if (!p)
         goto fail;
     p->ctx = ctx;
-    p->warmup_windows = 2;
+    /* One warm-up window (the full sweep has two): the first measurement is
+     * at the maximum clock anyway, every window drops its first iterations,
+     * and a clock whose samples are not yet stable is measured again. */
+    p->warmup_windows = 1;
     p->ratio = ratio;
     p->energy_from_iters = energy_from_iters;
     p->rel_ci = json_is_number(json_object_get(args, "rel_ci"))
