@@ -250,12 +250,12 @@ def server_profile(a, p, url, tag):
     if os.path.exists(sj):
         info = json.load(open(sj))
         print("sparse profiling: measured %d of %d (stage, instruction, clock) points (1/%.1f); "
-              "%d windows after %d warm-up (%d repeated a clock whose samples were not yet "
-              "stable, %d clocks kept unconverged); the other rows are predicted (column "
+              "%d windows after %d warm-up (%d times a (stage, instruction) measured its clock "
+              "again, its samples not yet stable; %d clocks kept unconverged); the other rows are predicted (column "
               "`source`)" % (info["measured"], info["full_sweep"],
                              info["full_sweep"] / max(1, info["measured"]),
                              info["measure_windows"], info["warmup_windows"],
-                             info["repeated_windows"], info["unconverged_clocks"]))
+                             info["repeated_measurements"], info["unconverged_clocks"]))
     return job, windows, info
 
 

@@ -26,7 +26,7 @@ struct srv_sparse_prof {
     double **acc_t, **acc_e;
     int *acc_n, *acc_cap;
     int measure_windows;  /* Windows after the warm-up. */
-    int repeats;          /* Windows that repeated a clock for the CI rule. */
+    int repeats;          /* (stage, instruction) clocks measured again for the CI rule. */
     int unconverged;      /* Clocks reported at max_windows without meeting the rule. */
 };
 
@@ -139,7 +139,7 @@ erg_status srv_sparse_prof_new(const srv_sched_ctx *ctx, const json_t *args, int
     p->min_samples = 3;
     p->max_windows = json_is_integer(json_object_get(args, "max_windows_per_clock"))
                          ? (int)json_integer_value(json_object_get(args, "max_windows_per_clock"))
-                         : 3;
+                         : 2;
     p->top = freqs[0];
     for (int i = 1; i < nf; i++)
         p->top = ERG__MAX(p->top, freqs[i]);
@@ -313,7 +313,7 @@ erg_status srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out)
                           erg_sparse_done(p->sp), "measured", erg_sparse_num_measured(p->sp),
                           "full_sweep", erg_sparse_num_full(p->sp), "warmup_windows",
                           p->warmup_windows, "measure_windows", p->measure_windows,
-                          "repeated_windows", p->repeats, "unconverged_clocks", p->unconverged,
+                          "repeated_measurements", p->repeats, "unconverged_clocks", p->unconverged,
                           "rel_ci", p->rel_ci, "max_windows_per_clock", p->max_windows);
     if (!o)
         return ERG_ENOMEM;

@@ -1042,7 +1042,7 @@ TEST(instruction_profiler_sparse_mode_measures_a_sixth_and_predicts_the_rest)
     long fullpts = (long)json_integer_value(json_object_get(sum, "full_sweep"));
     ASSERT_EQ_INT(fullpts, 4 * 2 * f.c.n_states);
     ASSERT(6 * measured <= fullpts);
-    ASSERT_EQ_INT(json_integer_value(json_object_get(sum, "repeated_windows")), 0);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(sum, "repeated_measurements")), 0);
     json_decref(sum);
     snprintf(p, sizeof p, "%s/p.csv", d);
     ASSERT_OK(erg__read_file(p, 1 << 22, &text, &len, &err));
@@ -1080,7 +1080,7 @@ TEST(instruction_profiler_sparse_mode_measures_a_sixth_and_predicts_the_rest)
     ASSERT(w > 0);
     snprintf(p, sizeof p, "%s/InstructionProfiler-sparse.json", d);
     sum = load_json(p);
-    ASSERT(json_integer_value(json_object_get(sum, "repeated_windows")) > 0);
+    ASSERT(json_integer_value(json_object_get(sum, "repeated_measurements")) > 0);
     ASSERT(json_integer_value(json_object_get(sum, "unconverged_clocks")) > 0);
     ASSERT_EQ_INT(json_integer_value(json_object_get(sum, "measure_windows")) + 1, w);
     json_decref(sum);
