@@ -11,7 +11,7 @@ source "$(dirname "$0")/e2e_lib.bash"
 
 timeout -k 5 170 "$PY" "$EX/run_e2e.py" --ergon "$ERGON" --out "$tmp/out" --stages 2 \
   --microbatches 4 --sim-model gpt3-xl --sweep 1410:855:15 --window-steps 2 --steps 4 \
-  --time-tolerance 0.02 \
+  --time-tolerance 0.02 --allow-repeat-windows \
   --timeout 60 >"$tmp/log.txt" 2>&1
 rc=$?
 if [ $rc -eq 3 ]; then
