@@ -118,7 +118,19 @@ def main():
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--microbatches", type=int, default=8)
     ap.add_argument("--steps", type=int, default=6, help="iterations of each training run")
-    ap.add_argument("--sweep", default="1410:1050:60", help="profiling clocks HI:LO:STEP")
+    ap.add_argument("--sweep", default="1410:855:15",
+                    help="profiling clocks HI:LO:STEP (default: the A100's 15 MHz grid from "
+                         "1410 down to 855 MHz, the usual profiling floor)")
+    ap.add_argument("--profile", default="sparse", choices=["sparse", "full"],
+                    help="with the server: InstructionProfiler's sparse mode (default: measure "
+                         "a few clocks per stage and instruction, predict the rest) or the full "
+                         "sweep (every clock)")
+    ap.add_argument("--allow-repeat-windows", action="store_true",
+                    help="the >= 4x-fewer-windows check allows one extra window per repeated "
+                         "measurement (the tests: other tests load the CPU)")
+    ap.add_argument("--compare-full", action="store_true",
+                    help="with --profile sparse and the server: also profile with the full sweep, "
+                         "plan and train on that profile, and compare the savings")
     ap.add_argument("--window-steps", type=int, default=2)
     ap.add_argument("--sim-gpu", default="a100")
     ap.add_argument("--sim-model", default="gpt3-2.7b")
@@ -207,16 +219,61 @@ def compare_profiles(a_csv, b_csv):
     return len(common), dt, de
 
 
+def profile_job(a, S, common, p, url, lo, sparse, tag):
+    """Step 1 with the server: an InstructionProfiler job (sparse or full sweep)."""
+    sargs = {"minimum_power_state": lo}
+    if sparse:
+        sargs["sparse"] = True
+    launch(a, S, common + ["--server", url, "--scheduler", "InstructionProfiler",
+                           "--scheduler-args", json.dumps(sargs),
+                           "--power-states", a.sweep, "--window-steps", str(a.window_steps),
+                           "--log-dir", p("logs" + tag), "--out", p("sweep" + tag),
+                           "--job-file", p("job%s.txt" % tag)], a.timeout * 3)
+
+
+def server_profile(a, p, url, tag):
+    """Step 2 with the server: its CSV -> profile<tag>.csv, cross-checked with the client
+    logs; returns the job id, the windows it took and the sparse summary (or None)."""
+    run([a.ergon, "profile", "logs", p("logs" + tag), "-o", p("profile-logs%s.csv" % tag)])
+    job = open(p("job%s.txt" % tag)).read().strip()
+    csvs = glob.glob(os.path.join(p("dump"), glob.escape(job), "*.csv"))
+    if len(csvs) != 1:
+        raise SystemExit("expected one InstructionProfiler CSV in %s, found %s"
+                         % (p("dump", job), csvs))
+    shutil.copy(csvs[0], p("profile%s.csv" % tag))
+    n, dt, de = compare_profiles(p("profile%s.csv" % tag), p("profile-logs%s.csv" % tag))
+    print("profile%s.csv = the server's InstructionProfiler output (%s)" % (tag, csvs[0]))
+    print("cross-check with `ergon profile logs` on the client logs: %d common rows, "
+          "largest difference %.1f%% in time, %.1f%% in energy" % (n, 100 * dt, 100 * de))
+    st = job_state(url, job)
+    windows = st.get("window")
+    print("server: job %s is %s after %s windows" % (job, st.get("state"), windows))
+    info = None
+    sj = os.path.join(p("dump"), job, "InstructionProfiler-sparse.json")
+    if os.path.exists(sj):
+        info = json.load(open(sj))
+        print("sparse profiling: measured %d of %d (stage, instruction, clock) points (1/%.1f); "
+              "%d windows after %d warm-up (%d times a (stage, instruction) measured its clock "
+              "again, its samples not yet stable; %d clocks kept unconverged); the other rows are predicted (column "
+              "`source`)" % (info["measured"], info["full_sweep"],
+                             info["full_sweep"] / max(1, info["measured"]),
+                             info["measure_windows"], info["warmup_windows"],
+                             info["repeated_measurements"], info["unconverged_clocks"]))
+    return job, windows, info
+
+
 def story(a, S, M, common, p, url):
     hi, lo, _ = (int(x) for x in a.sweep.split(":"))
+    n_clocks = len(range(hi, lo - 1, -abs(int(a.sweep.split(":")[2]))))
+    full_windows = 2 + n_clocks  # the full sweep: 2 warm-up windows, one per clock
+    sparse = bool(url) and a.profile == "sparse"
     if url:
-        print("\n== 1. profiling: InstructionProfiler job on the server (clocks %s, 2 warm-up "
-              "windows, %d iterations per window)" % (a.sweep, a.window_steps), flush=True)
-        launch(a, S, common + ["--server", url, "--scheduler", "InstructionProfiler",
-                               "--scheduler-args", json.dumps({"minimum_power_state": lo}),
-                               "--power-states", a.sweep, "--window-steps", str(a.window_steps),
-                               "--log-dir", p("logs"), "--out", p("sweep"),
-                               "--job-file", p("job.txt")], a.timeout * 3)
+        print("\n== 1. profiling: InstructionProfiler job on the server, %s (clocks %s: %d; "
+              "%d iterations per window)" % (
+                  "sparse mode: a few clocks per stage and instruction measured, the others "
+                  "predicted" if sparse else "full sweep: 2 warm-up windows, then every clock",
+                  a.sweep, n_clocks, a.window_steps), flush=True)
+        profile_job(a, S, common, p, url, lo, sparse, "")
     else:
         print("\n== 1. profiling sweep (clocks %s, %d+1 iterations each)"
               % (a.sweep, a.window_steps), flush=True)
@@ -224,22 +281,11 @@ def story(a, S, M, common, p, url):
                                "--log-dir", p("logs"), "--out", p("sweep")], a.timeout * 3)
 
     print("\n== 2. stage profile", flush=True)
-    run([a.ergon, "profile", "logs", p("logs"), "-o", p("profile-logs.csv")])
-    job = None
+    job, windows, sparse_info = None, None, None
     if url:
-        job = open(p("job.txt")).read().strip()
-        csvs = glob.glob(os.path.join(p("dump"), glob.escape(job), "*.csv"))
-        if len(csvs) != 1:
-            raise SystemExit("expected one InstructionProfiler CSV in %s, found %s"
-                             % (p("dump", job), csvs))
-        shutil.copy(csvs[0], p("profile.csv"))
-        n, dt, de = compare_profiles(p("profile.csv"), p("profile-logs.csv"))
-        print("profile.csv = the server's InstructionProfiler output (%s)" % csvs[0])
-        print("cross-check with `ergon profile logs` on the client logs: %d common rows, "
-              "largest difference %.1f%% in time, %.1f%% in energy" % (n, 100 * dt, 100 * de))
-        st = job_state(url, job)
-        print("server: job %s is %s after %s windows" % (job, st.get("state"), st.get("window")))
+        job, windows, sparse_info = server_profile(a, p, url, "")
     else:
+        run([a.ergon, "profile", "logs", p("logs"), "-o", p("profile-logs.csv")])
         shutil.copy(p("profile-logs.csv"), p("profile.csv"))
     sweep = load_results(p("sweep"), S)
     check_pace(sweep, "profiling")
@@ -347,6 +393,21 @@ def story(a, S, M, common, p, url):
         checks.insert(1, ("Frontier job ran the chosen plan's clocks, same losses",
                           same_clocks and [h for _, h in loss_srv] == [h for _, h in loss_max]))
     checks.insert(1, ("planned run uses less energy than all-max", e_plan < e_max))
+    if sparse and windows is not None:
+        print("\nprofiling: %s windows with sparse profiling; a full sweep of the same %d clocks "
+              "takes %d (%.1fx)" % (windows, n_clocks, full_windows,
+                                    full_windows / max(1, windows)))
+        if n_clocks >= 24:  # 4x fewer windows is possible from about 24 clocks (>= 4 per curve)
+            extra = sparse_info["repeated_measurements"] if a.allow_repeat_windows else 0
+            checks.append(("sparse profiling ran >= 4x fewer windows than a full sweep "
+                           "(%s vs %d%s)" % (windows, full_windows,
+                                             ", %d repeats allowed" % extra if extra else ""),
+                           4 * (windows - extra) <= full_windows))
+    cmp = None
+    if a.compare_full and sparse:
+        cmp = compare_full(a, S, M, common, p, url, lo, blocking_w, e_max, t_max, e_plan, t_plan,
+                           windows)
+        checks.extend(cmp.pop("checks"))
     checks.insert(2, ("planned iteration time within %.0f%% (+%.0f%% noise) of all-max"
                       % ((a.slowdown - 1) * 100, a.time_tolerance * 100),
                       t_plan <= t_max * (a.slowdown + a.time_tolerance)))
@@ -357,10 +418,56 @@ def story(a, S, M, common, p, url):
         "time_s": t_max, "energy_j": e_max, "emulated": em_max}, "planned": {
         "time_s": t_plan, "energy_j": e_plan, "emulated": em_plan},
         "losses_all_max": [x[1] for x in loss_max], "losses_planned": [x[1] for x in loss_plan],
+        "profile": {"mode": "sparse" if sparse else ("full" if url else "local sweep"),
+                    "windows": windows, "full_sweep_windows": full_windows,
+                    "clocks": n_clocks, "sparse": sparse_info},
+        "compare_full": cmp,
         "checks": {w: ok for w, ok in checks}}
     json.dump(summary, open(p("summary.json"), "w"), indent=1)
     print("\noutputs in %s/ (summary.json, profile.csv, frontier/, plan.json, logs/)" % a.out)
     return 0 if all(ok for _, ok in checks) else 1
+
+
+def compare_full(a, S, M, common, p, url, lo, blocking_w, e_max, t_max, e_plan, t_plan, windows):
+    """--compare-full: the full sweep's profile, its plan, a training run with it; the savings
+    of both plans (measured and emulated on the full profile) side by side."""
+    print("\n== 8. comparison: the full sweep (every clock of %s)" % a.sweep, flush=True)
+    profile_job(a, S, common, p, url, lo, False, "-full")
+    _, windows_full, _ = server_profile(a, p, url, "-full")
+    run([a.ergon, "plan", "perseus", "--profile", p("profile-full.csv"), "--stages", str(S),
+         "--microbatches", str(M), "--blocking-power", str(blocking_w), "--out",
+         p("frontier-full"), "--formats", "csv,json"])
+    run([a.ergon, "choose", "--frontier", p("frontier-full"), "--slowdown", str(a.slowdown),
+         "--out", p("plan-full.json")])
+    launch(a, S, common + ["--steps", str(a.steps), "--plan", p("plan-full.json"),
+                           "--out", p("planned-full")], a.timeout)
+    check_pace(load_results(p("planned-full"), S), "planned run (full-sweep plan)")
+    t_full, e_full, _, _, _ = iteration_stats(load_results(p("planned-full"), S), 1)
+    all_max_plan(p("plan-full.json"), p("profile-full.csv"), p("all-max-full.json"))
+    em = {k: emulate(a.ergon, p("profile-full.csv"), p(f), blocking_w)
+          for k, f in (("max", "all-max-full.json"), ("sparse", "plan.json"),
+                       ("full", "plan-full.json"))}
+    sav_sparse, sav_full = 100 * (1 - e_plan / e_max), 100 * (1 - e_full / e_max)
+    em_sparse = 100 * (1 - em["sparse"][1] / em["max"][1])
+    em_full = 100 * (1 - em["full"][1] / em["max"][1])
+    print("\n%-22s %8s %14s %14s %18s" % ("profile", "windows", "time vs max", "energy saved",
+                                          "emulated on full"))
+    print("%-22s %8s %+13.2f%% %13.2f%% %17.2f%%" % ("sparse (the plan used)", windows,
+                                                    100 * (t_plan / t_max - 1), sav_sparse,
+                                                    em_sparse))
+    print("%-22s %8s %+13.2f%% %13.2f%% %17.2f%%" % ("full sweep", windows_full,
+                                                    100 * (t_full / t_max - 1), sav_full, em_full))
+    print("difference in savings: %.2f points measured, %.2f points emulated on the full "
+          "profile" % (sav_sparse - sav_full, em_sparse - em_full))
+    checks = [("sparse and full-sweep plans save the same energy within 0.5 points "
+               "(emulated on the full profile: %.2f vs %.2f %%)" % (em_sparse, em_full),
+               abs(em_sparse - em_full) <= 0.5),
+              ("sparse profiling ran >= 4x fewer windows than the full sweep (%s vs %s)"
+               % (windows, windows_full), 4 * windows <= windows_full)]
+    return {"windows_sparse": windows, "windows_full": windows_full,
+            "saved_pct_sparse": sav_sparse, "saved_pct_full": sav_full,
+            "emulated_saved_pct_sparse": em_sparse, "emulated_saved_pct_full": em_full,
+            "planned_full": {"time_s": t_full, "energy_j": e_full}, "checks": checks}
 
 
 def _isfloat(w):

@@ -86,6 +86,10 @@ ERG_API bool erg_sparse_is_measured(const erg_sparse *sp, int stage, erg_instr_k
 /* Write the predicted profile as a stage-profile CSV with a sixth column
  * `source` = measured | predicted (docs/formats.md). */
 ERG_API erg_status erg_sparse_write_csv(const erg_sparse *sp, const char *path, erg_error *err);
+/* The same CSV text in memory: *out (NUL-terminated, *len bytes without the
+ * NUL; len may be NULL) is released with erg_free. */
+ERG_API erg_status erg_sparse_format_csv(const erg_sparse *sp, char **out, size_t *len,
+                                         erg_error *err);
 
 /* ---- evaluation: plans chosen on a predicted profile, run on the real one ---- */
 
@@ -146,6 +150,11 @@ typedef struct erg_stable_result {
 ERG_API erg_status erg_stable_measure(erg_sample_fn sample, void *user,
                                       const erg_stable_opts *opts, erg_stable_result *out,
                                       erg_error *err);
+/* Half-width of the 95 % confidence interval (Student's t) of the mean of n
+ * values, relative to the mean: INFINITY with fewer than 2 values or a zero
+ * mean of values that differ. The stopping rule of erg_stable_measure, for a
+ * measurer that collects its samples itself (the server's sparse profiler). */
+ERG_API double erg_rel_ci_halfwidth(const double *v, size_t n);
 /* EnvPipe's "average without outliers" of n values (the rule above). */
 ERG_API double erg_mean_without_outliers(const double *v, size_t n, int *dropped);
 

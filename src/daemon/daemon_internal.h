@@ -51,6 +51,13 @@ typedef struct erg__config {
     size_t n;
 } erg__config;
 
+/* The next line of a line-oriented text file (config, lease state): copies
+ * it into buf (cap bytes, NUL-terminated, without the newline), advances *p
+ * and *line. Returns ERG_OK, ERG_ENOTFOUND at the end of the text, or
+ * ERG_EPARSE ("name:line: line too long" / "NUL byte"). */
+erg_status erg__next_line(const char **p, const char *end, char *buf, size_t cap, long *line,
+                          const char *name, erg_error *err);
+
 /* Parse config text (docs/ergond.md). Errors name file:line. */
 erg_status erg__config_parse(const char *text, size_t len, const char *name, erg__config *out,
                              erg_error *err);

@@ -230,6 +230,25 @@ int erg__parse_gpu_ids(const char *s, int count, uint64_t *mask)
 
 /* ---- config ---- */
 
+erg_status erg__next_line(const char **p, const char *end, char *buf, size_t cap, long *line,
+                          const char *name, erg_error *err)
+{
+    if (*p >= end)
+        return ERG_ENOTFOUND;
+    ++*line;
+    const char *eol = memchr(*p, '\n', (size_t)(end - *p));
+    size_t ll = eol ? (size_t)(eol - *p) : (size_t)(end - *p);
+    if (ll >= cap)
+        return erg_error_set(err, ERG_EPARSE, "%s:%ld: line too long", name, *line);
+    memcpy(buf, *p, ll);
+    buf[ll] = '\0';
+    bool nul = memchr(buf, '\0', ll) != NULL;
+    *p += ll + (eol ? 1 : 0);
+    if (nul)
+        return erg_error_set(err, ERG_EPARSE, "%s:%ld: NUL byte", name, *line);
+    return ERG_OK;
+}
+
 erg_status erg__config_parse(const char *text, size_t len, const char *name, erg__config *out,
                              erg_error *err)
 {
@@ -240,21 +259,9 @@ erg_status erg__config_parse(const char *text, size_t len, const char *name, erg
     const char *p = text, *end = text + len;
     erg_status st = ERG_OK;
     while (p < end) {
-        line++;
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        size_t ll = eol ? (size_t)(eol - p) : (size_t)(end - p);
         char buf[1024];
-        if (ll >= sizeof buf) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: line too long", name, line);
+        if ((st = erg__next_line(&p, end, buf, sizeof buf, &line, name, err)))
             goto fail;
-        }
-        memcpy(buf, p, ll);
-        buf[ll] = '\0';
-        p += ll + (eol ? 1 : 0);
-        if (memchr(buf, '\0', ll)) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: NUL byte", name, line);
-            goto fail;
-        }
         char *hash = strchr(buf, '#');
         if (hash)
             *hash = '\0';

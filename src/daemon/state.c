@@ -99,21 +99,9 @@ erg_status erg__state_parse(const char *text, size_t len, const char *name, erg_
     const char *p = text, *end = text + len;
     erg_status st = ERG_OK;
     while (p < end) {
-        line++;
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        size_t ll = eol ? (size_t)(eol - p) : (size_t)(end - p);
         char buf[256];
-        if (ll >= sizeof buf) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: line too long", name, line);
+        if ((st = erg__next_line(&p, end, buf, sizeof buf, &line, name, err)))
             goto fail;
-        }
-        memcpy(buf, p, ll);
-        buf[ll] = '\0';
-        p += ll + (eol ? 1 : 0);
-        if (memchr(buf, '\0', ll)) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: NUL byte", name, line);
-            goto fail;
-        }
         if (buf[0] == '#')
             continue;
         char *save = NULL, *tok[8];

@@ -244,54 +244,29 @@ erg_status erg_frontier_plan(const erg_frontier *f, size_t k, erg_plan **out, er
 
 /* ---- directory format ---- */
 
-static erg_status write_py_fast(const erg_frontier *f, size_t k, const int *freq, erg__buf *b,
-                                const char *path, erg_error *err)
-{
-    b->len = 0;
-    erg_status st = erg__buf_append(b, "[\n", 2);
-    char num[16];
-    for (int s = 0; s < f->S && !st; s++) {
-        st = erg__buf_append(b, "[", 1);
-        for (int j = 0; j < f->off[s + 1] - f->off[s] && !st; j++) {
-            int n = snprintf(num, sizeof num, j ? ", %d" : "%d", freq[f->off[s] + j]);
-            st = erg__buf_append(b, num, (size_t)n);
-        }
-        if (!st)
-            st = erg__buf_append(b, "],\n", 3);
-    }
-    char c1[40], c2[40], c3[40];
-    const erg_frontier_point *p = &f->pts[k];
-    if (!st)
-        st = erg__buf_printf(b,
-                             "]\n# Iteration %zu: cost change %s \n# Iteration %zu: total cost %s "
-                             "\n# Iteration %zu: refined cost %s \n",
-                             k, erg__fmt_double_py(p->cost_change_j, c1, sizeof c1), k,
-                             erg__fmt_double_py(p->cost_j, c2, sizeof c2), k,
-                             erg__fmt_double_py(p->energy_j, c3, sizeof c3));
-    if (st)
-        return erg_error_set(err, st, "out of memory");
-    return erg__write_file_direct(path, b->data, b->len, err);
-}
-
-/* Zeus PFO's freqs_pipeline_%05d.py (its run_optimization.py writes it; its
- * PointSolution reads it): "[", then per stage Python's repr of the stage's
- * list of (name, clock) tuples in execution order followed by ",", then "]"
- * and three "# Iteration k ..." comment lines (docs/zeus-protocol.md §8). */
-static erg_status write_zeus_py_fast(const erg_frontier *f, size_t k, const int *freq,
-                                     const erg_instr *order, erg__buf *b, const char *path,
-                                     erg_error *err)
+/* A plan as a Python literal: "[", then one list per stage (rank) followed by
+ * ",", then "]" and three "# Iteration k ..." comment lines.
+ * order == NULL: Perseus's frequencies.py (lists of clocks, its comment
+ * wording). order != NULL: Zeus PFO's freqs_pipeline_%05d.py (its
+ * run_optimization.py writes it; its PointSolution reads it): each stage's
+ * list of (name, clock) tuples in that rank's execution order, the names the
+ * instruction kinds' (forward, backward, backward_input, ...), which Zeus's
+ * client compares with the name given to on_instruction_begin
+ * (docs/zeus-protocol.md §8). */
+static erg_status write_py_fast(const erg_frontier *f, size_t k, const int *freq,
+                                const erg_instr *order, erg__buf *b, const char *path,
+                                erg_error *err)
 {
     b->len = 0;
     erg_status st = erg__buf_append(b, "[\n", 2);
     char num[40];
     for (int s = 0; s < f->S && !st; s++) {
         st = erg__buf_append(b, "[", 1);
-        /* One list per rank in that rank's order; the names are the
-         * instruction kinds' (forward, backward, backward_input, ...), which
-         * Zeus's client compares with the name given to on_instruction_begin. */
         for (int j = 0; j < f->off[s + 1] - f->off[s] && !st; j++) {
-            int n = snprintf(num, sizeof num, "%s('%s', %d)", j ? ", " : "",
-                             erg_instr_kind_name(order[f->off[s] + j].kind), freq[f->off[s] + j]);
+            int x = f->off[s] + j;
+            int n = order ? snprintf(num, sizeof num, "%s('%s', %d)", j ? ", " : "",
+                                     erg_instr_kind_name(order[x].kind), freq[x])
+                          : snprintf(num, sizeof num, j ? ", %d" : "%d", freq[x]);
             st = erg__buf_append(b, num, (size_t)n);
         }
         if (!st)
@@ -299,11 +274,12 @@ static erg_status write_zeus_py_fast(const erg_frontier *f, size_t k, const int 
     }
     char c1[40], c2[40], c3[40];
     const erg_frontier_point *p = &f->pts[k];
+    const char *fmt = order ? "]\n# Iteration %zu cost change: %s\n# Iteration %zu total cost: "
+                              "%s\n# Iteration %zu total cost with P2P: %s\n"
+                            : "]\n# Iteration %zu: cost change %s \n# Iteration %zu: total cost "
+                              "%s \n# Iteration %zu: refined cost %s \n";
     if (!st)
-        st = erg__buf_printf(b,
-                             "]\n# Iteration %zu cost change: %s\n# Iteration %zu total cost: %s\n"
-                             "# Iteration %zu total cost with P2P: %s\n",
-                             k, erg__fmt_double_py(p->cost_change_j, c1, sizeof c1), k,
+        st = erg__buf_printf(b, fmt, k, erg__fmt_double_py(p->cost_change_j, c1, sizeof c1), k,
                              erg__fmt_double_py(p->cost_j, c2, sizeof c2), k,
                              erg__fmt_double_py(p->energy_j, c3, sizeof c3));
     if (st)
@@ -417,11 +393,11 @@ erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int wh
                     freq[f->chg_id[i]] = f->chg_f[i];
             if (what & ERG_FRONTIER_PY) {
                 snprintf(path, dl + 64, "%s/freqs_pipeline_%05zu.py", dir, k);
-                st = write_py_fast(f, k, freq, &b, path, err);
+                st = write_py_fast(f, k, freq, NULL, &b, path, err);
             }
             if (!st && (what & ERG_FRONTIER_ZEUS_PY)) {
                 snprintf(path, dl + 64, "%s/freqs_pipeline_%05zu.py", dir, k);
-                st = write_zeus_py_fast(f, k, freq, order, &b, path, err);
+                st = write_py_fast(f, k, freq, order, &b, path, err);
             }
             if (!st && (what & ERG_FRONTIER_JSON)) {
                 snprintf(path, dl + 64, "%s/plan_%05zu.json", dir, k);

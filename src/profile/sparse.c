@@ -579,8 +579,13 @@ erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error
     return ERG_OK;
 }
 
-erg_status erg_sparse_write_csv(const erg_sparse *sp, const char *path, erg_error *err)
+erg_status erg_sparse_format_csv(const erg_sparse *sp, char **out, size_t *len, erg_error *err)
 {
+    if (!sp || !out)
+        return erg_error_set(err, ERG_EINVAL, "erg_sparse_format_csv: NULL argument");
+    *out = NULL;
+    if (len)
+        *len = 0;
     erg_profile *p = NULL;
     erg_status st = erg_sparse_predict(sp, &p, err);
     if (st)
@@ -603,9 +608,22 @@ erg_status erg_sparse_write_csv(const erg_sparse *sp, const char *path, erg_erro
     erg_profile_free(p);
     if (st) {
         erg__buf_free(&b);
-        return erg_error_set(err, st, "out of memory writing %s", path);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
     }
-    st = erg__write_file(path, b.data, b.len, err);
-    erg__buf_free(&b);
+    if (len)
+        *len = b.len;
+    *out = b.data;
+    return ERG_OK;
+}
+
+erg_status erg_sparse_write_csv(const erg_sparse *sp, const char *path, erg_error *err)
+{
+    char *text = NULL;
+    size_t n = 0;
+    erg_status st = erg_sparse_format_csv(sp, &text, &n, err);
+    if (st)
+        return st;
+    st = erg__write_file(path, text, n, err);
+    erg_free(text);
     return st;
 }

@@ -60,8 +60,9 @@ static double t975(int df)
 }
 
 /* Half-width of the 95 % confidence interval of the mean, relative to it. */
-static double rel_halfwidth(const double *v, int n)
+double erg_rel_ci_halfwidth(const double *v, size_t nv)
 {
+    int n = nv > 100000 ? 100000 : (int)nv;
     if (n < 2)
         return INFINITY;
     double mean = 0;
@@ -115,8 +116,8 @@ erg_status erg_stable_measure(erg_sample_fn sample, void *user, const erg_stable
             break;
         }
         n++;
-        if (n >= o.min_samples && rel_halfwidth(t, n) <= o.rel_ci &&
-            rel_halfwidth(e, n) <= o.rel_ci) {
+        if (n >= o.min_samples && erg_rel_ci_halfwidth(t, (size_t)n) <= o.rel_ci &&
+            erg_rel_ci_halfwidth(e, (size_t)n) <= o.rel_ci) {
             out->converged = true;
             break;
         }

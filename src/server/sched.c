@@ -75,6 +75,11 @@ static const arg_spec arg_specs[] = {
     {K_PROFILER, "warmup_step_ratio", 'd', false},
     {K_PROFILER, "minimum_power_state", 'i', false},
     {K_PROFILER, "energy_from_iterations", 'b', false},
+    {K_PROFILER, "sparse", 'b', false},
+    {K_PROFILER, "budget", 'i', false},
+    {K_PROFILER, "patience", 'i', false},
+    {K_PROFILER, "rel_ci", 'd', false},
+    {K_PROFILER, "max_windows_per_clock", 'i', false},
     {K_POINT, "warmup_iters", 'i', false},
     {K_POINT, "solution_path", 's', false},
     {K_POINT, "reverse", 'b', false},
@@ -237,6 +242,11 @@ erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error 
     }
     if (k == K_ENVPIPE)
         return srv_envpipe_check_args(args, err);
+    if (k == K_PROFILER) {
+        erg_status st = srv_sparse_prof_check_args(args, err);
+        if (st)
+            return st;
+    }
     if (k == K_FRONTIER && !is_dir(arg_s(args, "frontier_dir", "")))
         return erg_error_set(err, ERG_EINVAL, "frontier_dir '%.200s' is not a directory",
                              arg_s(args, "frontier_dir", ""));
@@ -266,6 +276,7 @@ struct srv_sched {
     bool energy_from_iters; /* no energy samples: time x mean iteration power */
     int min_state;
     erg__buf csv;
+    srv_sparse_prof *sparse; /* InstructionProfiler's sparse mode */
     /* PointSolution */
     long warmup;
     int n_plans;
@@ -330,6 +341,7 @@ void srv_sched_free(srv_sched *s)
             erg__free(s->out[i]);
     erg__free(s->out);
     erg__buf_free(&s->csv);
+    srv_sparse_prof_free(s->sparse);
     for (int p = 0; p < s->n_plans; p++)
         srv_plan_stages_free(s->plans[p], s->plan_lens[p], s->ctx->num_stages);
     erg__free(s->plans);
@@ -553,6 +565,12 @@ erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_c
                                "enable dumping");
             goto fail;
         }
+        if (json_is_true(json_object_get(args, "sparse"))) {
+            if ((st = srv_sparse_prof_new(ctx, args, s->min_state, s->ratio,
+                                          s->energy_from_iters, &s->sparse, err)))
+                goto fail;
+            break;
+        }
         if (erg__buf_printf(&s->csv, "stage,instruction,%s,time,energy\n",
                             srv_mode_name(ctx->mode)))
             goto oom;
@@ -739,7 +757,13 @@ erg_status srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error 
         }
         break;
     case K_PROFILER:
-        if (k < 2) {
+        if (s->sparse) {
+            srv_sparse_prof_next(s->sparse, s->out, done);
+            if (*done) {
+                s->done = true;
+                return ERG_OK;
+            }
+        } else if (k < 2) {
             uniform(s, max_state(s));
         } else if (k - 2 < c->n_states && c->states[k - 2] >= s->min_state) {
             uniform(s, c->states[k - 2]);
@@ -798,10 +822,22 @@ erg_status srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error 
     return st;
 }
 
-static int drop_of(int n, double ratio)
+int srv_drop_of(int n, double ratio)
 {
     int d = (int)floor(n * ratio);
     return d < 1 ? 1 : d;
+}
+
+double srv_iter_power(const srv_result *r, int drop)
+{
+    double p = 0;
+    int cnt = 0;
+    for (int i = drop; i < r->n_iters; i++)
+        if (r->iter_time_s[i] > 0) {
+            p += r->iter_energy_j[i] / r->iter_time_s[i];
+            cnt++;
+        }
+    return cnt ? p / cnt : NAN;
 }
 
 /* Zeus metrics of one window over the stages: throughput = 1 / max mean
@@ -812,7 +848,7 @@ static void zeus_metrics(const srv_sched *s, const srv_result *r, double *tput, 
 {
     double tmax = 0, p = 0, e = 0;
     for (int stg = 0; stg < s->ctx->num_stages; stg++) {
-        int n = r[stg].n_iters, d = drop_of(n, s->ratio);
+        int n = r[stg].n_iters, d = srv_drop_of(n, s->ratio);
         if (d >= n)
             d = n - 1; /* keep at least one iteration */
         double t = srv_mean(r[stg].iter_time_s, d, n);
@@ -860,15 +896,44 @@ static erg_status write_job_file(const srv_sched *s, const char *name, const erg
     return st;
 }
 
+/* Sparse mode: observe, then rewrite the predicted profile (once every
+ * (stage, instruction) has its maximum clock) and the summary. */
+static erg_status sparse_observe(srv_sched *s, const srv_result *r, erg_error *err)
+{
+    erg_status st = srv_sparse_prof_observe(s->sparse, r, err);
+    if (st || !srv_sparse_prof_ready(s->sparse))
+        return st;
+    char *text = NULL;
+    size_t len = 0;
+    erg_error e2;
+    if ((st = srv_sparse_prof_csv(s->sparse, &text, &len, &e2)))
+        return erg_error_set(err, st, "sparse profile: %s", e2.msg);
+    erg__buf b = {.data = text, .len = len, .cap = len + 1};
+    st = write_job_file(s, s->ctx->profile_csv_name, &b, err);
+    erg_free(text);
+    if (st)
+        return st;
+    erg__buf sum = {0};
+    if (srv_sparse_prof_summary(s->sparse, &sum) || erg__buf_append(&sum, "\n", 1)) {
+        erg__buf_free(&sum);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    st = write_job_file(s, "InstructionProfiler-sparse.json", &sum, err);
+    erg__buf_free(&sum);
+    return st;
+}
+
 static erg_status profiler_observe(srv_sched *s, const srv_result *r, erg_error *err)
 {
+    if (s->sparse)
+        return sparse_observe(s, r, err);
     long k = s->step - 1;
     if (k < 2)
         return ERG_OK;
     int state = s->ctx->states[k - 2];
     char a[40], b[40];
     for (int stg = 0; stg < s->ctx->num_stages; stg++) {
-        int d = drop_of(r[stg].n_iters, s->ratio);
+        int d = srv_drop_of(r[stg].n_iters, s->ratio);
         /* forward and backward rows (Perseus's CSV), then backward_input and
          * backward_weight rows for a stage whose pipe_schedule has them (a
          * zero-bubble schedule; ergon's profile CSV reads them). */
@@ -888,15 +953,9 @@ static erg_status profiler_observe(srv_sched *s, const srv_result *r, erg_error 
             if (isnan(e) && s->energy_from_iters && !isnan(t)) {
                 /* Approximation: the instruction draws the iteration's mean
                  * power (it includes communication and idle time). */
-                double p = 0;
-                int cnt = 0;
-                for (int i = d; i < r[stg].n_iters; i++)
-                    if (r[stg].iter_time_s[i] > 0) {
-                        p += r[stg].iter_energy_j[i] / r[stg].iter_time_s[i];
-                        cnt++;
-                    }
-                if (cnt)
-                    e = t * p / cnt;
+                double p = srv_iter_power(&r[stg], d);
+                if (!isnan(p))
+                    e = t * p;
             }
             /* pandas' to_csv writes NaN (the mean of no samples) as an
              * empty field, as Perseus's CSV has it. */
@@ -1054,7 +1113,7 @@ static erg_status zlocal_observe(srv_sched *s, const srv_result *r, erg_error *e
     if (S > 512)
         return erg_error_set(err, ERG_EINVAL, "ZeusLocalPowerState supports at most 512 stages");
     for (int stg = 0; stg < S; stg++)
-        t[stg] = srv_series_mean(&r[stg].time_bd[s->phase], drop_of(r[stg].n_iters, s->ratio));
+        t[stg] = srv_series_mean(&r[stg].time_bd[s->phase], srv_drop_of(r[stg].n_iters, s->ratio));
     if (s->zl_stage == 3) /* the window after the last search pass */
         return zlocal_record(s, r, err);
     if (s->zl_stage == 1) { /* window A at S[zl_i] */

@@ -3,6 +3,7 @@
 #define ERGON_SERVER_INTERNAL_H
 
 #include "core/internal.h"
+#include "ergon/profile.h"
 #include "ergon/server.h"
 
 #include <jansson.h>
@@ -117,6 +118,33 @@ void srv_sched_free(srv_sched *s);
 erg_status srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error *err);
 /* Results of the window last returned by srv_sched_next, one per stage. */
 erg_status srv_sched_observe(srv_sched *s, const srv_result *per_stage, erg_error *err);
+/* Warm-up iterations dropped from a window of n: max(1, floor(n * ratio)). */
+int srv_drop_of(int n, double ratio);
+/* Mean power (energy / time) of iterations [drop, n) of r; NAN when none. */
+double srv_iter_power(const srv_result *r, int drop);
+
+/* ---- the InstructionProfiler's sparse mode (sched_sparse.c) ---- */
+typedef struct srv_sparse_prof srv_sparse_prof;
+/* Arguments that only sparse profiling takes, and their ranges. */
+erg_status srv_sparse_prof_check_args(const json_t *args, erg_error *err);
+erg_status srv_sparse_prof_new(const srv_sched_ctx *ctx, const json_t *args, int min_state,
+                               double ratio, bool energy_from_iters, srv_sparse_prof **out,
+                               erg_error *err);
+void srv_sparse_prof_free(srv_sparse_prof *p);
+/* Fill out[stage][instruction] with the next window's clocks, or *done. */
+void srv_sparse_prof_next(srv_sparse_prof *p, int **out, bool *done);
+/* Results of the window last handed out. */
+erg_status srv_sparse_prof_observe(srv_sparse_prof *p, const srv_result *r, erg_error *err);
+/* Whether every (stage, instruction) has its maximum clock measured (the
+ * prediction below needs it). */
+bool srv_sparse_prof_ready(const srv_sparse_prof *p);
+/* The predicted full profile as CSV with the `source` column (erg_free). */
+erg_status srv_sparse_prof_csv(const srv_sparse_prof *p, char **text, size_t *len,
+                               erg_error *err);
+erg_status srv_sparse_prof_profile(const srv_sparse_prof *p, erg_profile **out, erg_error *err);
+/* A JSON summary: points measured against the full sweep, windows. */
+erg_status srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out);
+
 /* Frontier: set the straggler target (kind 0 none, 1 slowdown, 2 deadline_s). */
 void srv_sched_set_target(srv_sched *s, int kind, double value);
 /* Frontier: the plan index used by the last schedule (-1 when none). */
