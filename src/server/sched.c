@@ -111,6 +111,11 @@ static const arg_spec arg_specs[] = {
     {K_ENVPIPE, "warmup_step_ratio", 'd', false},
     {K_ENVPIPE, "minimum_power_state", 'i', false},
     {K_ENVPIPE, "final_windows", 'i', false},
+    {K_ENVPIPE, "sparse", 'b', false},
+    {K_ENVPIPE, "budget", 'i', false},
+    {K_ENVPIPE, "patience", 'i', false},
+    {K_ENVPIPE, "rel_ci", 'd', false},
+    {K_ENVPIPE, "max_windows_per_clock", 'i', false},
 };
 
 static int find_class(const char *name)

@@ -11,7 +11,9 @@
  *    warm-up drop (warmup_step_ratio). This phase sits behind three functions (prof_next,
  *    prof_observe, prof_build) so another profiling strategy can replace it. Unlike the
  *    artifact, the last stage is profiled like the others (the planner pins it at max in
- *    envelope mode anyway). Type baseline skips profiling.
+ *    envelope mode anyway). Type baseline skips profiling. With "sparse": true the
+ *    InstructionProfiler's sparse mode (sched_sparse.c) chooses each window's clocks per
+ *    (stage, instruction) and its predicted full profile is the plan's input.
  * 2. Planning: erg_plan_envpipe on the measured profile with reconfigure "default" (the
  *    initial plan: energy-valley clocks, the outer envelope at max; r_s for "ours").
  *    The ranks must run the plan's order: "1f1b" needs the 1F1B order; "ours" needs the
@@ -61,10 +63,12 @@ struct srv_envpipe {
     int step_mhz;
     int reg_r[ERG_SCHED_MAX_STAGES]; /* r_s of the registered order */
     /* profiling (prof_* functions) */
+    srv_sparse_prof *sparse;   /* "sparse": true: the InstructionProfiler's sparse mode */
     int n_clocks;
     int *clocks;               /* descending */
     double *pt, *pe;           /* [(s * n_clocks + k) * 2 + kind]: means */
     long prof_k;               /* profiling windows handed out */
+    int prof_clock;            /* the last one's uniform clock (0: mixed, sparse) */
     /* state */
     int phase;
     long window;               /* windows handed out */
@@ -196,6 +200,9 @@ erg_status srv_envpipe_check_args(const json_t *args, erg_error *err)
             return erg_error_set(err, ERG_EINVAL, "EnvPipe %s must be in [%ld, %ld], got %lld",
                                  ints[i].name, ints[i].lo, ints[i].hi,
                                  (long long)json_integer_value(v));
+    erg_status sst = srv_sparse_prof_check_args(args, err);
+    if (sst)
+        return sst;
     if (json_object_get(args, "gpu") && !json_object_get(args, "gpu_table_path"))
         return erg_error_set(err, ERG_EINVAL,
                              "EnvPipe gpu needs gpu_table_path, the GPU clock table "
@@ -217,28 +224,47 @@ erg_status srv_envpipe_check_args(const json_t *args, erg_error *err)
 
 /* ---- the profiling phase (a seam: prof_next / prof_observe / prof_build) ---- */
 
-/* The uniform clock of the next profiling window; false when profiling is over. */
-static bool prof_next(srv_envpipe *e, int *clock_mhz)
+/* The next profiling window's clocks into out[stage][instruction] and, when uniform, that
+ * clock (else 0); false when profiling is over. */
+static bool prof_next(srv_envpipe *e, int **out, int *clock_mhz)
 {
+    *clock_mhz = 0;
+    if (e->sparse) {
+        bool done = false;
+        srv_sparse_prof_next(e->sparse, out, &done);
+        if (done)
+            return false;
+        e->prof_k++;
+        return true;
+    }
     long k = e->prof_k;
+    int f;
     if (k < e->warm)
-        *clock_mhz = e->ctx->states[0];
+        f = e->ctx->states[0];
     else if (k - e->warm < e->n_clocks)
-        *clock_mhz = e->clocks[k - e->warm];
+        f = e->clocks[k - e->warm];
     else
         return false;
+    for (int s = 0; s < e->S; s++)
+        for (int i = 0; i < e->ctx->n_instrs[s]; i++)
+            out[s][i] = f;
+    *clock_mhz = f;
     e->prof_k++;
     return true;
 }
 
+/* Whether the window just observed was the last profiling window (the sparse profiler
+ * says so at its next prof_next instead). */
 static bool prof_done(const srv_envpipe *e)
 {
-    return e->prof_k >= e->warm + e->n_clocks;
+    return !e->sparse && e->prof_k >= e->warm + e->n_clocks;
 }
 
 /* The results of the profiling window last handed out. */
 static erg_status prof_observe(srv_envpipe *e, const srv_result *r, erg_error *err)
 {
+    if (e->sparse)
+        return srv_sparse_prof_observe(e->sparse, r, err);
     long k = e->prof_k - 1 - e->warm;
     if (k < 0)
         return ERG_OK;
@@ -265,6 +291,17 @@ static erg_status prof_observe(srv_envpipe *e, const srv_result *r, erg_error *e
 /* The measured profile (and its CSV text). */
 static erg_status prof_build(srv_envpipe *e, erg_profile **out, erg__buf *csv, erg_error *err)
 {
+    if (e->sparse) { /* the predicted full profile, with its `source` column */
+        char *text = NULL;
+        size_t len = 0;
+        erg_status st = srv_sparse_prof_csv(e->sparse, &text, &len, err);
+        if (!st && erg__buf_append(csv, text, len))
+            st = oom(err);
+        erg_free(text);
+        if (!st)
+            st = srv_sparse_prof_profile(e->sparse, out, err);
+        return st;
+    }
     erg_profile *p = NULL;
     erg_status st = erg_profile_new(&p, err);
     if (!st && erg__buf_printf(csv, "stage,instruction,frequency,time,energy\n"))
@@ -296,6 +333,7 @@ void srv_envpipe_free(srv_envpipe *e)
 {
     if (!e)
         return;
+    srv_sparse_prof_free(e->sparse);
     erg__free(e->clocks);
     erg__free(e->pt);
     erg__free(e->pe);
@@ -467,6 +505,9 @@ erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, srv_env
         e->pe = erg__calloc((size_t)e->S * e->n_clocks * 2, sizeof(double));
         if (!e->pt || !e->pe)
             goto nomem;
+        if (json_is_true(json_object_get(args, "sparse")) &&
+            (st = srv_sparse_prof_new(ctx, args, min_state, e->ratio, false, &e->sparse, err)))
+            goto fail;
     }
     if (erg__buf_printf(&e->csv, "window,phase,iter_time_s,iter_energy_j,clock_mhz,threshold_s,"
                                  "changed,no_change,path\n") ||
@@ -619,17 +660,13 @@ erg_status srv_envpipe_next(srv_envpipe *e, int **out, bool *done, erg_error *er
 {
     *done = false;
     if (e->phase == EP_PROFILE) {
-        int f = 0;
-        if (!prof_next(e, &f)) {
-            /* no profiling windows (baseline) */
+        if (!prof_next(e, out, &e->prof_clock)) {
+            /* no (more) profiling windows: baseline, or the sparse profiler is done */
             erg_status st = plan_initial(e, err);
             if (st)
                 return st;
             return srv_envpipe_next(e, out, done, err);
         }
-        for (int s = 0; s < e->S; s++)
-            for (int i = 0; i < e->ctx->n_instrs[s]; i++)
-                out[s][i] = f;
         e->window++;
         return ERG_OK;
     }
@@ -851,9 +888,12 @@ erg_status srv_envpipe_observe(srv_envpipe *e, const srv_result *per_stage, erg_
             return st;
         window_metrics(e, per_stage, &t, &en);
         long k = e->prof_k - 1;
-        int f = k < e->warm ? e->ctx->states[0] : e->clocks[k - e->warm];
-        if (erg__buf_printf(&e->csv, "%ld,%s,%s,%s,%d,,,,\n", e->window - 1,
-                            k < e->warm ? "warmup" : "profile", erg__fmt_double_py(t, a, sizeof a),
+        char f[16] = "";
+        if (e->prof_clock)
+            snprintf(f, sizeof f, "%d", e->prof_clock);
+        if (erg__buf_printf(&e->csv, "%ld,%s,%s,%s,%s,,,,\n", e->window - 1,
+                            !e->sparse && k < e->warm ? "warmup" : "profile",
+                            erg__fmt_double_py(t, a, sizeof a),
                             erg__fmt_double_py(en, b, sizeof b), f))
             return oom(err);
         if (prof_done(e))

@@ -226,6 +226,14 @@ static const char *mktmp(void)
     return tmp_;
 }
 
+static void rmtmp(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "# could not remove %s\n", dir);
+}
+
 static char *slurp(const char *dir, const char *name)
 {
     char p[600];
@@ -386,6 +394,52 @@ TEST(envpipe_online_profiles_plans_reconfigures_and_terminates)
     free(prof);
     /* The final plan is what the last windows served: the same clocks each time. */
     ASSERT_EQ_INT(r.sig[r.windows - 1], r.sig[r.windows - 2]);
+    rmtmp(dir);
+    job_free(&j);
+}
+
+TEST(envpipe_online_with_the_sparse_profiler)
+{
+    /* "sparse": true plugs the InstructionProfiler's sparse mode into the profiling seam:
+     * fewer profiling windows than the full sweep (1 warm-up + 11 clocks), a predicted full
+     * profile (with its source column), then the same reconfiguration to termination */
+    balanced_stages();
+    job j;
+    job_init(&j, 4, 8, NULL, false);
+    char *dir = (char *)mktmp();
+    j.c.job_dir = dir;
+    run r;
+    run_envpipe(&j,
+                "{\"blocking_power_w\": 70, \"sparse\": true, \"final_windows\": 1, "
+                "\"finish_limit\": 2}",
+                400, true, &r);
+    ASSERT_MSG(r.observe_st == ERG_OK && r.done, "%s", r.observe_msg);
+    char *csv = slurp(dir, "envpipe-windows.csv");
+    ASSERT(csv);
+    int prof = count_lines_with(csv, ",profile,");
+    ASSERT_MSG(prof >= 2 && prof < 11, "%d sparse profiling windows (the full sweep: 12)", prof);
+    int rec = count_lines_with(csv, ",reconfigure,");
+    ASSERT_MSG(rec >= 3, "%d reconfiguration windows", rec);
+    ASSERT_EQ_INT(r.windows, prof + rec + 1);
+    free(csv);
+    char *pcsv = slurp(dir, "envpipe-profile.csv");
+    ASSERT(pcsv);
+    ASSERT_CONTAINS(pcsv, "source");
+    ASSERT_CONTAINS(pcsv, "predicted");
+    free(pcsv);
+    char *log = slurp(dir, "envpipe.log");
+    ASSERT(log);
+    ASSERT_CONTAINS(log, "terminated after");
+    free(log);
+    ASSERT_MSG(r.last_energy < r.allmax_energy, "final %g J vs all-max %g J", r.last_energy,
+               r.allmax_energy);
+    /* sparse-only arguments need "sparse": true */
+    erg_error err;
+    json_t *a2 = json_loads("{\"blocking_power_w\": 70, \"budget\": 5}", 0, NULL);
+    ASSERT_EQ_INT(srv_sched_check_args("EnvPipe", a2, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "sparse");
+    json_decref(a2);
+    rmtmp(dir);
     job_free(&j);
 }
 
@@ -406,6 +460,7 @@ TEST(envpipe_online_terminates_when_stuck_on_a_bottleneck_stage)
     ASSERT(log);
     ASSERT_CONTAINS(log, "4 consecutive windows without a change (finish_limit 3); stuck");
     free(log);
+    rmtmp(dir);
     job_free(&j);
 }
 
@@ -433,6 +488,7 @@ TEST(envpipe_online_without_a_threshold_ends_and_says_why)
     ASSERT(csv);
     ASSERT_EQ_INT(count_lines_with(csv, ",final,"), 100);
     free(csv);
+    rmtmp(dir);
     job_free(&j);
 }
 
@@ -634,7 +690,8 @@ TEST(envpipe_args_are_checked_with_clear_messages)
     json_decref(a);
     /* a GPU filter that keeps none of the ranks' clocks */
     char tab[600];
-    snprintf(tab, sizeof tab, "%s/gpus.csv", mktmp());
+    const char *tdir = mktmp();
+    snprintf(tab, sizeof tab, "%s/gpus.csv", tdir);
     FILE *f = fopen(tab, "w");
     ASSERT(f);
     fputs("gpu,filter_max_mhz,filter_min_mhz,profile_step_mhz,reconfig_step_mhz,max_power_w\n"
@@ -658,6 +715,7 @@ TEST(envpipe_args_are_checked_with_clear_messages)
     ASSERT_CONTAINS(err.msg, "nosuch");
     json_decref(a);
     job_free(&j);
+    rmtmp(tdir);
 }
 
 /* ---------------------------------------------------------------------
@@ -785,6 +843,7 @@ TEST(wait_breakdown_is_validated_and_kept_only_when_sent)
     ASSERT(p && fread(text, 1, sizeof text - 1, p) > 0);
     pclose(p);
     ASSERT_CONTAINS(text, "\"wait_breakdown\": {\"forward\": [[0.25]], \"backward\": [[0.0]]}");
+    rmtmp(dir);
 }
 
 /* An EnvPipe job through the server's /v1 API, in process, results from the synthetic
@@ -925,6 +984,7 @@ TEST(envpipe_job_survives_a_server_restart)
     if (p)
         pclose(p);
     ASSERT_CONTAINS(text, "terminated after");
+    rmtmp(dir);
     job_free(&j);
 }
 
@@ -943,6 +1003,7 @@ TEST(client_result_waits_are_checked)
 }
 
 TAP_MAIN(TEST_ENTRY(envpipe_online_profiles_plans_reconfigures_and_terminates),
+         TEST_ENTRY(envpipe_online_with_the_sparse_profiler),
          TEST_ENTRY(envpipe_online_terminates_when_stuck_on_a_bottleneck_stage),
          TEST_ENTRY(envpipe_online_without_a_threshold_ends_and_says_why),
          TEST_ENTRY(envpipe_online_is_deterministic_in_its_inputs),
