@@ -394,9 +394,9 @@ class Client:
         _check(self._lib.erg_client_add_wait(self.handle, float(wait_s)),
                what="a wait must be finite and >= 0")
 
-    def step_waits(self, kinds=(FORWARD, BACKWARD)):
+    def step_waits(self, kinds=(FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT)):
         """The last finished step's receive waits: {instruction name: [wait_s per occurrence
-        in run order]} for the given kinds (the server's "wait_breakdown")."""
+        in run order]} for the given kinds that ran (the server's "wait_breakdown")."""
         out = {}
         for kind in kinds:
             n = ctypes.c_size_t()
