@@ -22,7 +22,7 @@ extern "C" {
 typedef struct erg_daemon erg_daemon;
 
 /* Log sink: level 0 info, 1 warning (refusals), 2 error. May be NULL. */
-typedef void (*erg_log_fn)(void *user, int level, const char *msg);
+typedef void (*erg_daemon_log_fn)(void *user, int level, const char *msg);
 
 /* Parse a config file (see docs/ergond.md) into a daemon for `gpu`
  * (borrowed: it must outlive the daemon) and create the socket at
@@ -35,7 +35,7 @@ typedef void (*erg_log_fn)(void *user, int level, const char *msg);
  * ones such as /tmp excepted): otherwise ERG_EPERM, with a message naming
  * the file, the culprit and the fix. */
 ERG_API erg_status erg_daemon_new(const char *socket_path, unsigned socket_mode,
-                                  const char *config_path, erg_gpu *gpu, erg_log_fn log,
+                                  const char *config_path, erg_gpu *gpu, erg_daemon_log_fn log,
                                   void *log_user, erg_daemon **out, erg_error *err);
 /* Admin lock: while the file at `path` exists, every write is refused with
  * 503 (reads still work). Its directory must pass the same StrictModes check

@@ -113,7 +113,7 @@ ERG_API void erg_gpu_close(erg_gpu *g);
 /* A spec that erg_gpu_open turns into the same back-end (for a helper
  * process): "sim:a100:gpt3-xl:2", "nvml:/path/libnvidia-ml.so.1". Owned by
  * the handle. */
-ERG_API const char *erg_gpu_spec(const erg_gpu *g);
+ERG_API const char *erg_gpu_open_spec(const erg_gpu *g);
 /* "sim", "nvml". */
 ERG_API const char *erg_gpu_backend_name(const erg_gpu *g);
 ERG_API int erg_gpu_count(const erg_gpu *g);

@@ -423,7 +423,7 @@ static void start_watchdog(erg_client *c)
     if (pipe2(fds, O_CLOEXEC) != 0)
         return;
     char spec[4200];
-    snprintf(spec, sizeof spec, "%s", erg_gpu_spec(c->gpu));
+    snprintf(spec, sizeof spec, "%s", erg_gpu_open_spec(c->gpu));
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);

@@ -78,7 +78,7 @@ typedef struct lease {
 struct erg_daemon {
     erg_gpu *gpu;
     erg__config cfg;
-    erg_log_fn log;
+    erg_daemon_log_fn log;
     void *log_user;
     int listen_fd;
     char *socket_path;
@@ -742,7 +742,7 @@ erg_status erg__daemon_new_detached(const char *config_text, erg_gpu *gpu, erg_d
 }
 
 erg_status erg_daemon_new(const char *socket_path, unsigned socket_mode, const char *config_path,
-                          erg_gpu *gpu, erg_log_fn log, void *log_user, erg_daemon **out,
+                          erg_gpu *gpu, erg_daemon_log_fn log, void *log_user, erg_daemon **out,
                           erg_error *err)
 {
     if (!socket_path || !config_path || !out)

@@ -57,7 +57,7 @@ void erg_gpu_close(erg_gpu *g)
     erg__free(g);
 }
 
-const char *erg_gpu_spec(const erg_gpu *g)
+const char *erg_gpu_open_spec(const erg_gpu *g)
 {
     return g && g->spec ? g->spec : "";
 }
