@@ -57,38 +57,27 @@ void erg__flow_reset(erg__flow *f, int nodes)
     memset(f->head, 0xff, sizeof(int) * (size_t)nodes);
 }
 
-int erg__flow_add(erg__flow *f, int u, int v, int64_t cap)
-{
-    int a = f->arcs;
-    f->to[a] = v;
-    f->res[a] = cap;
-    f->next[a] = f->head[u];
-    f->head[u] = a;
-    f->to[a + 1] = u;
-    f->res[a + 1] = 0;
-    f->next[a + 1] = f->head[v];
-    f->head[v] = a + 1;
-    f->arcs += 2;
-    return a;
-}
-
 static bool bfs(erg__flow *f, int s, int t)
 {
-    memset(f->level, 0xff, sizeof(int) * (size_t)f->nodes);
+    int *level = f->level, *queue = f->queue;
+    const int *head = f->head, *next = f->next, *to = f->to;
+    const int64_t *res = f->res;
+    memset(level, 0xff, sizeof(int) * (size_t)f->nodes);
     int qh = 0, qt = 0;
-    f->level[s] = 0;
-    f->queue[qt++] = s;
+    level[s] = 0;
+    queue[qt++] = s;
     while (qh < qt) {
-        int u = f->queue[qh++];
-        for (int a = f->head[u]; a >= 0; a = f->next[a]) {
-            int v = f->to[a];
-            if (f->res[a] > 0 && f->level[v] < 0) {
-                f->level[v] = f->level[u] + 1;
-                f->queue[qt++] = v;
+        int u = queue[qh++];
+        int lu = level[u] + 1;
+        for (int a = head[u]; a >= 0; a = next[a]) {
+            int v = to[a];
+            if (res[a] > 0 && level[v] < 0) {
+                level[v] = lu;
+                queue[qt++] = v;
             }
         }
     }
-    return f->level[t] >= 0;
+    return level[t] >= 0;
 }
 
 int64_t erg__flow_max(erg__flow *f, int s, int t)
@@ -96,48 +85,52 @@ int64_t erg__flow_max(erg__flow *f, int s, int t)
     int64_t total = 0;
     if (s == t)
         return 0;
+    int *level = f->level, *iter = f->iter, *stack = f->stack;
+    const int *head = f->head, *next = f->next, *to = f->to;
+    int64_t *res = f->res;
     while (bfs(f, s, t)) {
-        memcpy(f->iter, f->head, sizeof(int) * (size_t)f->nodes);
+        memcpy(iter, head, sizeof(int) * (size_t)f->nodes);
         /* Iterative DFS: stack holds the arcs of the current path. */
         int depth = 0, u = s;
         for (;;) {
             if (u == t) {
                 int64_t push = INT64_MAX;
                 for (int i = 0; i < depth; i++)
-                    if (f->res[f->stack[i]] < push)
-                        push = f->res[f->stack[i]];
+                    if (res[stack[i]] < push)
+                        push = res[stack[i]];
                 int cut = depth;
                 for (int i = 0; i < depth; i++) {
-                    int a = f->stack[i];
-                    f->res[a] -= push;
-                    f->res[a ^ 1] += push;
-                    if (f->res[a] == 0 && cut == depth)
+                    int a = stack[i];
+                    res[a] -= push;
+                    res[a ^ 1] += push;
+                    if (res[a] == 0 && cut == depth)
                         cut = i;
                 }
                 total += push;
                 /* Resume from the tail of the first saturated arc. */
                 depth = cut;
-                u = depth ? f->to[f->stack[depth - 1]] : s;
+                u = depth ? to[stack[depth - 1]] : s;
                 continue;
             }
-            int a = f->iter[u];
-            for (; a >= 0; a = f->next[a]) {
-                int v = f->to[a];
-                if (f->res[a] > 0 && f->level[v] == f->level[u] + 1)
+            int a = iter[u];
+            int lu = level[u] + 1;
+            for (; a >= 0; a = next[a]) {
+                int v = to[a];
+                if (res[a] > 0 && level[v] == lu)
                     break;
             }
-            f->iter[u] = a;
+            iter[u] = a;
             if (a >= 0) {
-                f->stack[depth++] = a;
-                u = f->to[a];
+                stack[depth++] = a;
+                u = to[a];
             } else {
                 /* Dead end: retreat and skip the arc that led here. */
-                f->level[u] = -1;
+                level[u] = -1;
                 if (depth == 0)
                     break;
                 depth--;
-                u = depth ? f->to[f->stack[depth - 1]] : s;
-                f->iter[u] = f->next[f->iter[u]];
+                u = depth ? to[stack[depth - 1]] : s;
+                iter[u] = next[iter[u]];
             }
         }
     }
@@ -146,17 +139,20 @@ int64_t erg__flow_max(erg__flow *f, int s, int t)
 
 void erg__flow_reachable(erg__flow *f, int s, int64_t min_res, unsigned char *mark)
 {
+    int *queue = f->queue;
+    const int *head = f->head, *next = f->next, *to = f->to;
+    const int64_t *res = f->res;
     memset(mark, 0, (size_t)f->nodes);
     int qh = 0, qt = 0;
     mark[s] = 1;
-    f->queue[qt++] = s;
+    queue[qt++] = s;
     while (qh < qt) {
-        int u = f->queue[qh++];
-        for (int a = f->head[u]; a >= 0; a = f->next[a]) {
-            int v = f->to[a];
-            if (!mark[v] && f->res[a] >= min_res) {
+        int u = queue[qh++];
+        for (int a = head[u]; a >= 0; a = next[a]) {
+            int v = to[a];
+            if (!mark[v] && res[a] >= min_res) {
                 mark[v] = 1;
-                f->queue[qt++] = v;
+                queue[qt++] = v;
             }
         }
     }
