@@ -69,12 +69,14 @@ static bool bfs(erg__flow *f, int s, int t)
     while (qh < qt) {
         int u = queue[qh++];
         int lu = level[u] + 1;
+        /* Branch-free: whether an arc opens a new node is unpredictable. */
         for (int a = head[u]; a >= 0; a = next[a]) {
             int v = to[a];
-            if (res[a] > 0 && level[v] < 0) {
-                level[v] = lu;
-                queue[qt++] = v;
-            }
+            int lv = level[v];
+            int take = (res[a] > 0) & (lv < 0);
+            level[v] = take ? lu : lv;
+            queue[qt] = v;
+            qt += take;
         }
     }
     return level[t] >= 0;
@@ -135,6 +137,13 @@ int64_t erg__flow_max(erg__flow *f, int s, int t)
         }
     }
     return total;
+}
+
+void erg__flow_source_side(const erg__flow *f, unsigned char *mark)
+{
+    const int *level = f->level;
+    for (int v = 0; v < f->nodes; v++)
+        mark[v] = level[v] >= 0;
 }
 
 void erg__flow_reachable(erg__flow *f, int s, int64_t min_res, unsigned char *mark)

@@ -43,6 +43,11 @@ static inline int erg__flow_add(erg__flow *f, int u, int v, int64_t cap)
 /* Maximum flow from s to t on the current residual capacities (added to any
  * flow already there); returns the amount pushed. */
 int64_t erg__flow_max(erg__flow *f, int s, int t);
+/* Right after erg__flow_max(f, s, t): mark[v] = 1 for the nodes reachable
+ * from s through arcs with residual > 0, i.e. erg__flow_reachable(f, s, 1,
+ * mark), read off the last (failed) search of the max flow instead of a new
+ * one. */
+void erg__flow_source_side(const erg__flow *f, unsigned char *mark);
 /* mark[v] = 1 for nodes reachable from s through arcs with residual >= min_res. */
 void erg__flow_reachable(erg__flow *f, int s, int64_t min_res, unsigned char *mark);
 

@@ -451,6 +451,19 @@ static inline double spec_cost(const op_spec *sp, int d)
  *    infeasible flow ends the frontier as in the reference. */
 enum { CUT_WARM, CUT_COLD, CUT_TWO_PHASE };
 
+/* The nodes reachable from src through residuals >= ERG__CUT_MIN_RES, right
+ * after erg__flow_max(f, src, ...). With the exact cut (1 micro-joule) that
+ * is what the max flow's last search reached: no second search needed. */
+static void cut_side(erg__flow *f, int src, unsigned char *reach)
+{
+#if ERG__CUT_MIN_RES == 1
+    (void)src;
+    erg__flow_source_side(f, reach);
+#else
+    erg__flow_reachable(f, src, ERG__CUT_MIN_RES, reach);
+#endif
+}
+
 static int solve_cut(crash_state *cs, int mode)
 {
     erg__flow *f = &cs->flow;
@@ -512,7 +525,7 @@ static int solve_cut(crash_state *cs, int mode)
         for (int a = first_special; a < f->arcs; a++)
             f->res[a] = 0;
         erg__flow_max(f, SRC, SNK);
-        erg__flow_reachable(f, SRC, ERG__CUT_MIN_RES, cs->reach);
+        cut_side(f, SRC, cs->reach);
         return 1;
     }
     int first = f->arcs;
@@ -528,7 +541,7 @@ static int solve_cut(crash_state *cs, int mode)
     for (int a = first; a < last; a += 2)
         if (f->res[a] > ERG__FEAS_MAX_DEFICIT)
             return 0;
-    erg__flow_reachable(f, SRC, ERG__CUT_MIN_RES, cs->reach);
+    cut_side(f, SRC, cs->reach);
     return 1;
 }
 
@@ -577,14 +590,13 @@ static int crash_step(crash_state *cs, double *cost_change)
         for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
             int y = succ[j];
             long l = lag && stage[x] != stage[y] ? lag : 0;
-            if (ef + l == lf[y] - d[y]) {
-                arc_u[narcs] = 2 * x + 1;
-                arc_v[narcs] = 2 * y;
-                arc_lb[narcs] = 0;
-                arc_ub[narcs] = inf;
-                arc_key[narcs] = n + j;
-                narcs++;
-            }
+            /* written in any case, kept when critical (no branch) */
+            arc_u[narcs] = 2 * x + 1;
+            arc_v[narcs] = 2 * y;
+            arc_lb[narcs] = 0;
+            arc_ub[narcs] = inf;
+            arc_key[narcs] = n + j;
+            narcs += ef + l == lf[y] - d[y];
         }
     }
     /* Dummy source/sink arcs to every critical source/sink instruction (one
@@ -626,22 +638,23 @@ static int crash_step(crash_state *cs, double *cost_change)
     const unsigned char *reach = cs->reach;
     const int64_t *res = cs->flow.res;
     int64_t *prev_flow = cs->prev_flow;
-    bool infinite = false;
+    int infinite = 0;
     for (int k = 0; k < narcs; k++) {
-        prev_flow[arc_key[k]] = arc_lb[k] + res[2 * k + 1];
-        if (arc_key[k] >= n && reach[arc_u[k]] && (arc_v[k] == SNK || !reach[arc_v[k]]))
-            infinite = true;
+        int key = arc_key[k], u = arc_u[k], v = arc_v[k];
+        prev_flow[key] = arc_lb[k] + res[2 * k + 1];
+        infinite |= (key >= n) & reach[u] & ((v == SNK) | (reach[v] ^ 1));
     }
     if (infinite)
         return 0;
     int ns = 0, nl = 0;
+    int *shorten = cs->shorten, *lengthen = cs->lengthen;
     for (int c = 0; c < ncrit; c++) {
         int x = crit[c];
-        bool rin = reach[2 * x], rout = reach[2 * x + 1];
-        if (rin && !rout)
-            cs->shorten[ns++] = x;
-        else if (!rin && rout)
-            cs->lengthen[nl++] = x;
+        int rin = reach[2 * x], rout = reach[2 * x + 1];
+        shorten[ns] = x;
+        ns += rin & (rout ^ 1);
+        lengthen[nl] = x;
+        nl += (rin ^ 1) & rout;
     }
     if (ns == 0)
         return 0;
