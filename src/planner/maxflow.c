@@ -24,7 +24,8 @@ int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs)
     f->head = erg__malloc(sizeof(int) * (size_t)max_nodes);
     f->level = erg__malloc(sizeof(int) * (size_t)max_nodes);
     f->iter = erg__malloc(sizeof(int) * (size_t)max_nodes);
-    f->queue = erg__malloc(sizeof(int) * (size_t)max_nodes);
+    /* one spare: the branch-free BFS writes past the last node it enqueues */
+    f->queue = erg__malloc(sizeof(int) * (size_t)(max_nodes + 1));
     f->stack = erg__malloc(sizeof(int) * (size_t)(max_nodes + 1));
     f->next = erg__malloc(sizeof(int) * (size_t)max_arcs);
     f->to = erg__malloc(sizeof(int) * (size_t)max_arcs);

@@ -15,7 +15,7 @@ typedef struct erg__flow {
     int *next;                 /* [max_arcs] next arc out of the same node */
     int *to;                   /* [max_arcs] head node of the arc */
     int64_t *res;              /* [max_arcs] residual capacity */
-    int *level, *iter, *queue; /* [max_nodes] Dinic work arrays */
+    int *level, *iter, *queue; /* [max_nodes] Dinic work arrays (queue: + 1) */
     int *stack;                /* [max_nodes] DFS path (arcs) */
 } erg__flow;
 
