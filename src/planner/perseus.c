@@ -330,7 +330,8 @@ static void free_spec(op_spec *sp)
 typedef struct crash_state {
     const erg_dag *dag;
     int n;
-    long lag;        /* transfer time of a cross-stage edge, in units (0 = none) */
+    long lag;        /* transfer time of a cross-stage edge, in units (0 = none): the
+                      * fixed duration of every dependency between two ranks */
     int *spec_of;    /* [n] index into specs */
     op_spec *specs;
     int *d;          /* [n] duration in units */
@@ -358,12 +359,6 @@ typedef struct crash_state {
 } crash_state;
 
 enum { ERG__NO_PRED = 1, ERG__NO_SUCC = 2 };
-
-/* Fixed duration of the dependency u -> v: the transfer when it crosses stages. */
-static inline long edge_lag(const crash_state *cs, int u, int v)
-{
-    return cs->lag && cs->dag->stage[u] != cs->dag->stage[v] ? cs->lag : 0;
-}
 
 /* Critical path method on integer durations: earliest starts es, latest
  * finishes lf, makespan T. Runs once per plan over every dependency, so
