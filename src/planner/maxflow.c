@@ -24,7 +24,8 @@ int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs)
     f->head = erg__malloc(sizeof(int) * (size_t)max_nodes);
     f->level = erg__malloc(sizeof(int) * (size_t)max_nodes);
     f->iter = erg__malloc(sizeof(int) * (size_t)max_nodes);
-    f->queue = erg__malloc(sizeof(int) * (size_t)max_nodes);
+    /* one spare: the branch-free BFS writes past the last node it enqueues */
+    f->queue = erg__malloc(sizeof(int) * (size_t)(max_nodes + 1));
     f->stack = erg__malloc(sizeof(int) * (size_t)(max_nodes + 1));
     f->next = erg__malloc(sizeof(int) * (size_t)max_arcs);
     f->to = erg__malloc(sizeof(int) * (size_t)max_arcs);
@@ -57,38 +58,29 @@ void erg__flow_reset(erg__flow *f, int nodes)
     memset(f->head, 0xff, sizeof(int) * (size_t)nodes);
 }
 
-int erg__flow_add(erg__flow *f, int u, int v, int64_t cap)
-{
-    int a = f->arcs;
-    f->to[a] = v;
-    f->res[a] = cap;
-    f->next[a] = f->head[u];
-    f->head[u] = a;
-    f->to[a + 1] = u;
-    f->res[a + 1] = 0;
-    f->next[a + 1] = f->head[v];
-    f->head[v] = a + 1;
-    f->arcs += 2;
-    return a;
-}
-
 static bool bfs(erg__flow *f, int s, int t)
 {
-    memset(f->level, 0xff, sizeof(int) * (size_t)f->nodes);
+    int *level = f->level, *queue = f->queue;
+    const int *head = f->head, *next = f->next, *to = f->to;
+    const int64_t *res = f->res;
+    memset(level, 0xff, sizeof(int) * (size_t)f->nodes);
     int qh = 0, qt = 0;
-    f->level[s] = 0;
-    f->queue[qt++] = s;
+    level[s] = 0;
+    queue[qt++] = s;
     while (qh < qt) {
-        int u = f->queue[qh++];
-        for (int a = f->head[u]; a >= 0; a = f->next[a]) {
-            int v = f->to[a];
-            if (f->res[a] > 0 && f->level[v] < 0) {
-                f->level[v] = f->level[u] + 1;
-                f->queue[qt++] = v;
-            }
+        int u = queue[qh++];
+        int lu = level[u] + 1;
+        /* Branch-free: whether an arc opens a new node is unpredictable. */
+        for (int a = head[u]; a >= 0; a = next[a]) {
+            int v = to[a];
+            int lv = level[v];
+            int take = (res[a] > 0) & (lv < 0);
+            level[v] = take ? lu : lv;
+            queue[qt] = v;
+            qt += take;
         }
     }
-    return f->level[t] >= 0;
+    return level[t] >= 0;
 }
 
 int64_t erg__flow_max(erg__flow *f, int s, int t)
@@ -96,67 +88,81 @@ int64_t erg__flow_max(erg__flow *f, int s, int t)
     int64_t total = 0;
     if (s == t)
         return 0;
+    int *level = f->level, *iter = f->iter, *stack = f->stack;
+    const int *head = f->head, *next = f->next, *to = f->to;
+    int64_t *res = f->res;
     while (bfs(f, s, t)) {
-        memcpy(f->iter, f->head, sizeof(int) * (size_t)f->nodes);
+        memcpy(iter, head, sizeof(int) * (size_t)f->nodes);
         /* Iterative DFS: stack holds the arcs of the current path. */
         int depth = 0, u = s;
         for (;;) {
             if (u == t) {
                 int64_t push = INT64_MAX;
                 for (int i = 0; i < depth; i++)
-                    if (f->res[f->stack[i]] < push)
-                        push = f->res[f->stack[i]];
+                    if (res[stack[i]] < push)
+                        push = res[stack[i]];
                 int cut = depth;
                 for (int i = 0; i < depth; i++) {
-                    int a = f->stack[i];
-                    f->res[a] -= push;
-                    f->res[a ^ 1] += push;
-                    if (f->res[a] == 0 && cut == depth)
+                    int a = stack[i];
+                    res[a] -= push;
+                    res[a ^ 1] += push;
+                    if (res[a] == 0 && cut == depth)
                         cut = i;
                 }
                 total += push;
                 /* Resume from the tail of the first saturated arc. */
                 depth = cut;
-                u = depth ? f->to[f->stack[depth - 1]] : s;
+                u = depth ? to[stack[depth - 1]] : s;
                 continue;
             }
-            int a = f->iter[u];
-            for (; a >= 0; a = f->next[a]) {
-                int v = f->to[a];
-                if (f->res[a] > 0 && f->level[v] == f->level[u] + 1)
+            int a = iter[u];
+            int lu = level[u] + 1;
+            for (; a >= 0; a = next[a]) {
+                int v = to[a];
+                if (res[a] > 0 && level[v] == lu)
                     break;
             }
-            f->iter[u] = a;
+            iter[u] = a;
             if (a >= 0) {
-                f->stack[depth++] = a;
-                u = f->to[a];
+                stack[depth++] = a;
+                u = to[a];
             } else {
                 /* Dead end: retreat and skip the arc that led here. */
-                f->level[u] = -1;
+                level[u] = -1;
                 if (depth == 0)
                     break;
                 depth--;
-                u = depth ? f->to[f->stack[depth - 1]] : s;
-                f->iter[u] = f->next[f->iter[u]];
+                u = depth ? to[stack[depth - 1]] : s;
+                iter[u] = next[iter[u]];
             }
         }
     }
     return total;
 }
 
+void erg__flow_source_side(const erg__flow *f, unsigned char *mark)
+{
+    const int *level = f->level;
+    for (int v = 0; v < f->nodes; v++)
+        mark[v] = level[v] >= 0;
+}
+
 void erg__flow_reachable(erg__flow *f, int s, int64_t min_res, unsigned char *mark)
 {
+    int *queue = f->queue;
+    const int *head = f->head, *next = f->next, *to = f->to;
+    const int64_t *res = f->res;
     memset(mark, 0, (size_t)f->nodes);
     int qh = 0, qt = 0;
     mark[s] = 1;
-    f->queue[qt++] = s;
+    queue[qt++] = s;
     while (qh < qt) {
-        int u = f->queue[qh++];
-        for (int a = f->head[u]; a >= 0; a = f->next[a]) {
-            int v = f->to[a];
-            if (!mark[v] && f->res[a] >= min_res) {
+        int u = queue[qh++];
+        for (int a = head[u]; a >= 0; a = next[a]) {
+            int v = to[a];
+            if (!mark[v] && res[a] >= min_res) {
                 mark[v] = 1;
-                f->queue[qt++] = v;
+                queue[qt++] = v;
             }
         }
     }

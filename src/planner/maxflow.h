@@ -15,18 +15,39 @@ typedef struct erg__flow {
     int *next;                 /* [max_arcs] next arc out of the same node */
     int *to;                   /* [max_arcs] head node of the arc */
     int64_t *res;              /* [max_arcs] residual capacity */
-    int *level, *iter, *queue; /* [max_nodes] Dinic work arrays */
+    int *level, *iter, *queue; /* [max_nodes] Dinic work arrays (queue: + 1) */
     int *stack;                /* [max_nodes] DFS path (arcs) */
 } erg__flow;
 
 int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs);
 void erg__flow_free(erg__flow *f);
 void erg__flow_reset(erg__flow *f, int nodes);
-/* Add u->v with capacity cap; returns the arc index (its reverse is idx^1). */
-int erg__flow_add(erg__flow *f, int u, int v, int64_t cap);
+/* Add u->v with capacity cap; returns the arc index (its reverse is idx^1).
+ * Inline: the planner adds thousands of arcs per plan. */
+static inline int erg__flow_add(erg__flow *f, int u, int v, int64_t cap)
+{
+    int a = f->arcs;
+    int *to = f->to, *next = f->next, *head = f->head;
+    int64_t *res = f->res;
+    to[a] = v;
+    res[a] = cap;
+    next[a] = head[u];
+    head[u] = a;
+    to[a + 1] = u;
+    res[a + 1] = 0;
+    next[a + 1] = head[v];
+    head[v] = a + 1;
+    f->arcs = a + 2;
+    return a;
+}
 /* Maximum flow from s to t on the current residual capacities (added to any
  * flow already there); returns the amount pushed. */
 int64_t erg__flow_max(erg__flow *f, int s, int t);
+/* Right after erg__flow_max(f, s, t): mark[v] = 1 for the nodes reachable
+ * from s through arcs with residual > 0, i.e. erg__flow_reachable(f, s, 1,
+ * mark), read off the last (failed) search of the max flow instead of a new
+ * one. */
+void erg__flow_source_side(const erg__flow *f, unsigned char *mark);
 /* mark[v] = 1 for nodes reachable from s through arcs with residual >= min_res. */
 void erg__flow_reachable(erg__flow *f, int s, int64_t min_res, unsigned char *mark);
 

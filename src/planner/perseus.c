@@ -330,17 +330,22 @@ static void free_spec(op_spec *sp)
 typedef struct crash_state {
     const erg_dag *dag;
     int n;
-    long lag;        /* transfer time of a cross-stage edge, in units (0 = none) */
+    long lag;        /* transfer time of a cross-stage edge, in units (0 = none): the
+                      * fixed duration of every dependency between two ranks */
     int *spec_of;    /* [n] index into specs */
     op_spec *specs;
     int *d;          /* [n] duration in units */
     long *es, *lf;   /* [n] CPM */
     long T;
     erg__flow flow;
-    int *op_arc;     /* [n] flow arc of each critical instruction, -1 if none */
     unsigned char *reach;
     int *shorten, *lengthen; /* [n] lists */
-    int first, last; /* the DAG's unique entry and exit instructions */
+    int *crit;       /* [n] this iteration's critical instructions, ascending */
+    int ncrit;
+    int nshorten, nlengthen; /* sizes of the lists of the last step */
+    int64_t inf;     /* the "infinite" bound in micro-joules */
+    unsigned char *ends; /* [n] ERG__NO_PRED | ERG__NO_SUCC (DAG sources and sinks) */
+    double *cval;    /* [n] cost of each instruction at its current duration */
     /* Critical arcs of this iteration (arc pair k = flow arcs 2k, 2k+1). */
     int narcs;
     int *arc_u, *arc_v, *arc_key; /* endpoints; key into prev_flow */
@@ -353,39 +358,63 @@ typedef struct crash_state {
     long warm_ok, warm_fail; /* statistics */
 } crash_state;
 
-/* Fixed duration of the dependency u -> v: the transfer when it crosses stages. */
-static inline long edge_lag(const crash_state *cs, int u, int v)
-{
-    return cs->lag && cs->dag->stage[u] != cs->dag->stage[v] ? cs->lag : 0;
-}
+enum { ERG__NO_PRED = 1, ERG__NO_SUCC = 2 };
 
+/* Critical path method on integer durations: earliest starts es, latest
+ * finishes lf, makespan T. Runs once per plan over every dependency, so
+ * the arrays live in locals (no reloads through cs) and the common case of
+ * no transfer time has its own loops. */
 static void cpm_int(crash_state *cs)
 {
     const erg_dag *g = cs->dag;
+    const int n = cs->n;
+    const int *topo = g->topo, *pred_off = g->pred_off, *pred = g->pred;
+    const int *succ_off = g->succ_off, *succ = g->succ, *stage = g->stage;
+    const int *d = cs->d;
+    long *es = cs->es, *lf = cs->lf;
+    const long lag = cs->lag;
     long T = 0;
-    for (int k = 0; k < cs->n; k++) {
-        int u = g->topo[k];
+    for (int k = 0; k < n; k++) {
+        int u = topo[k];
         long s = 0;
-        for (int j = g->pred_off[u]; j < g->pred_off[u + 1]; j++) {
-            int p = g->pred[j];
-            long f = cs->es[p] + cs->d[p] + edge_lag(cs, p, u);
-            if (f > s)
-                s = f;
+        if (lag == 0) {
+            for (int j = pred_off[u]; j < pred_off[u + 1]; j++) {
+                int p = pred[j];
+                long f = es[p] + d[p];
+                if (f > s)
+                    s = f;
+            }
+        } else {
+            for (int j = pred_off[u]; j < pred_off[u + 1]; j++) {
+                int p = pred[j];
+                long f = es[p] + d[p] + (stage[p] != stage[u] ? lag : 0);
+                if (f > s)
+                    s = f;
+            }
         }
-        cs->es[u] = s;
-        if (s + cs->d[u] > T)
-            T = s + cs->d[u];
+        es[u] = s;
+        if (s + d[u] > T)
+            T = s + d[u];
     }
-    for (int k = cs->n - 1; k >= 0; k--) {
-        int u = g->topo[k];
+    for (int k = n - 1; k >= 0; k--) {
+        int u = topo[k];
         long f = T;
-        for (int j = g->succ_off[u]; j < g->succ_off[u + 1]; j++) {
-            int v = g->succ[j];
-            long ls = cs->lf[v] - cs->d[v] - edge_lag(cs, u, v);
-            if (ls < f)
-                f = ls;
+        if (lag == 0) {
+            for (int j = succ_off[u]; j < succ_off[u + 1]; j++) {
+                int v = succ[j];
+                long ls = lf[v] - d[v];
+                if (ls < f)
+                    f = ls;
+            }
+        } else {
+            for (int j = succ_off[u]; j < succ_off[u + 1]; j++) {
+                int v = succ[j];
+                long ls = lf[v] - d[v] - (stage[u] != stage[v] ? lag : 0);
+                if (ls < f)
+                    f = ls;
+            }
         }
-        cs->lf[u] = f;
+        lf[u] = f;
     }
     cs->T = T;
 }
@@ -417,36 +446,73 @@ static inline double spec_cost(const op_spec *sp, int d)
  *    infeasible flow ends the frontier as in the reference. */
 enum { CUT_WARM, CUT_COLD, CUT_TWO_PHASE };
 
+/* The nodes reachable from src through residuals >= ERG__CUT_MIN_RES, right
+ * after erg__flow_max(f, src, ...). With the exact cut (1 micro-joule) that
+ * is what the max flow's last search reached: no second search needed. */
+static void cut_side(erg__flow *f, int src, unsigned char *reach)
+{
+#if ERG__CUT_MIN_RES == 1
+    (void)src;
+    erg__flow_source_side(f, reach);
+#else
+    erg__flow_reachable(f, src, ERG__CUT_MIN_RES, reach);
+#endif
+}
+
 static int solve_cut(crash_state *cs, int mode)
 {
     erg__flow *f = &cs->flow;
     int n = cs->n;
     int SRC = 2 * n, SNK = 2 * n + 1, SS = 2 * n + 2, TT = 2 * n + 3;
     erg__flow_reset(f, 2 * n + 4);
-    memset(cs->im, 0, sizeof(int64_t) * (size_t)(2 * n + 4));
-    for (int k = 0; k < cs->narcs; k++) {
-        int64_t lb = cs->arc_lb[k], ub = cs->arc_ub[k];
-        int64_t g = lb;
-        if (mode == CUT_WARM) {
-            int64_t pf = cs->prev_flow[cs->arc_key[k]];
-            g = pf < lb ? lb : pf > ub ? ub : pf;
+    int64_t *im = cs->im;
+    memset(im, 0, sizeof(int64_t) * (size_t)(2 * n + 4));
+    {
+        /* erg__flow_add spelled out over local arrays: arc pair k is flow
+         * arcs 2k, 2k+1, in the same order as adding them one by one. */
+        const int narcs = cs->narcs;
+        const int *arc_u = cs->arc_u, *arc_v = cs->arc_v, *arc_key = cs->arc_key;
+        const int64_t *arc_lb = cs->arc_lb, *arc_ub = cs->arc_ub, *prev_flow = cs->prev_flow;
+        int *to = f->to, *next = f->next, *head = f->head;
+        int64_t *res = f->res;
+        for (int k = 0; k < narcs; k++) {
+            int64_t lb = arc_lb[k], ub = arc_ub[k];
+            int64_t g = lb;
+            if (mode == CUT_WARM) {
+                int64_t pf = prev_flow[arc_key[k]];
+                g = pf < lb ? lb : pf > ub ? ub : pf;
+            }
+            int u = arc_u[k], v = arc_v[k], a = 2 * k;
+            to[a] = v;
+            res[a] = ub - g;
+            next[a] = head[u];
+            head[u] = a;
+            to[a + 1] = u;
+            res[a + 1] = mode == CUT_TWO_PHASE ? 0 : g - lb;
+            next[a + 1] = head[v];
+            head[v] = a + 1;
+            im[v] += g;
+            im[u] -= g;
         }
-        int a = erg__flow_add(f, cs->arc_u[k], cs->arc_v[k], ub - g);
-        f->res[a + 1] = mode == CUT_TWO_PHASE ? 0 : g - lb;
-        cs->im[cs->arc_v[k]] += g;
-        cs->im[cs->arc_u[k]] -= g;
+        f->arcs = 2 * narcs;
     }
+    /* Only the nodes of critical instructions carry arcs (a critical
+     * dependency joins two critical instructions), so the repair arcs below
+     * visit them in ascending node order, as a scan over all 2n nodes would. */
+    const int *crit = cs->crit;
+    const int ncrit = cs->ncrit;
     if (mode == CUT_TWO_PHASE) {
         /* arcs carry flow - lb = 0; excess of lower bounds goes via SS/TT */
         int first_special = f->arcs;
         erg__flow_add(f, SNK, SRC, ERG__BIG_CAP);
         int64_t need = 0;
-        for (int v = 0; v < 2 * n; v++) {
-            if (cs->im[v] > 0) {
-                erg__flow_add(f, SS, v, cs->im[v]);
-                need += cs->im[v];
-            } else if (cs->im[v] < 0) {
-                erg__flow_add(f, v, TT, -cs->im[v]);
+        for (int i = 0; i < 2 * ncrit; i++) {
+            int v = 2 * crit[i >> 1] + (i & 1);
+            if (im[v] > 0) {
+                erg__flow_add(f, SS, v, im[v]);
+                need += im[v];
+            } else if (im[v] < 0) {
+                erg__flow_add(f, v, TT, -im[v]);
             }
         }
         if (need > 0 && need - erg__flow_max(f, SS, TT) > ERG__FEAS_MAX_DEFICIT)
@@ -454,73 +520,105 @@ static int solve_cut(crash_state *cs, int mode)
         for (int a = first_special; a < f->arcs; a++)
             f->res[a] = 0;
         erg__flow_max(f, SRC, SNK);
-        erg__flow_reachable(f, SRC, ERG__CUT_MIN_RES, cs->reach);
+        cut_side(f, SRC, cs->reach);
         return 1;
     }
     int first = f->arcs;
-    for (int v = 0; v < 2 * n; v++) {
-        if (cs->im[v] > 0)
-            erg__flow_add(f, SRC, v, cs->im[v]);
-        else if (cs->im[v] < 0)
-            erg__flow_add(f, v, SNK, -cs->im[v]);
+    for (int i = 0; i < 2 * ncrit; i++) {
+        int v = 2 * crit[i >> 1] + (i & 1);
+        if (im[v] > 0)
+            erg__flow_add(f, SRC, v, im[v]);
+        else if (im[v] < 0)
+            erg__flow_add(f, v, SNK, -im[v]);
     }
     int last = f->arcs;
     erg__flow_max(f, SRC, SNK);
     for (int a = first; a < last; a += 2)
         if (f->res[a] > ERG__FEAS_MAX_DEFICIT)
             return 0;
-    erg__flow_reachable(f, SRC, ERG__CUT_MIN_RES, cs->reach);
+    cut_side(f, SRC, cs->reach);
     return 1;
 }
 
-static void add_crit_arc(crash_state *cs, int u, int v, int64_t lb, int64_t ub, int key)
-{
-    int k = cs->narcs++;
-    cs->arc_u[k] = u;
-    cs->arc_v[k] = v;
-    cs->arc_lb[k] = lb;
-    cs->arc_ub[k] = ub > lb ? ub : lb;
-    cs->arc_key[k] = key;
-}
-
 /* One crashing step. Returns 1 if the durations changed (a plan to emit),
- * 0 if the loop ends, and fills *cost_change. */
+ * 0 if the loop ends, and fills *cost_change.
+ *
+ * Runs once per plan over the whole DAG, so it works on local copies of
+ * the arrays and visits only the critical instructions after the first
+ * pass. The arcs, their order and the flow are those of adding them one at
+ * a time (op arc of x, then x's critical dependencies, x ascending; then
+ * the dummies), so every plan is the same as before. */
 static int crash_step(crash_state *cs, double *cost_change)
 {
     const erg_dag *g = cs->dag;
-    int n = cs->n;
-    int SRC = 2 * n, SNK = 2 * n + 1;
-    int E = g->nedges;
-    erg__flow *f = &cs->flow;
-    int64_t inf = bound_units(ERG__PD_INF);
-    cs->narcs = 0;
+    const int n = cs->n;
+    const int SRC = 2 * n, SNK = 2 * n + 1;
+    const int E = g->nedges;
+    const int64_t inf = cs->inf;
+    const long lag = cs->lag;
+    const int *succ_off = g->succ_off, *succ = g->succ, *stage = g->stage;
+    const long *es = cs->es, *lf = cs->lf;
+    int *d = cs->d;
+    const int *spec_of = cs->spec_of;
+    const op_spec *specs = cs->specs;
+    const unsigned char *ends = cs->ends;
+    int *arc_u = cs->arc_u, *arc_v = cs->arc_v, *arc_key = cs->arc_key;
+    int64_t *arc_lb = cs->arc_lb, *arc_ub = cs->arc_ub;
+    int *crit = cs->crit;
+    int narcs = 0, ncrit = 0;
 
     /* Critical sub-DAG with bounds; node in(x) = 2x, out(x) = 2x + 1. */
     for (int x = 0; x < n; x++) {
-        cs->op_arc[x] = -1;
-        if (cs->es[x] != cs->lf[x] - cs->d[x])
+        long ef = es[x] + d[x];
+        if (es[x] != lf[x] - d[x])
             continue;
-        const op_spec *sp = &cs->specs[cs->spec_of[x]];
-        size_t i = (size_t)(cs->d[x] - sp->min_q);
-        cs->op_arc[x] = cs->narcs;
-        add_crit_arc(cs, 2 * x, 2 * x + 1, sp->lb[i], sp->ub[i], x);
-        long ef = cs->es[x] + cs->d[x];
-        for (int j = g->succ_off[x]; j < g->succ_off[x + 1]; j++) {
-            int y = g->succ[j];
-            if (ef + edge_lag(cs, x, y) == cs->lf[y] - cs->d[y])
-                add_crit_arc(cs, 2 * x + 1, 2 * y, 0, inf, n + j);
+        crit[ncrit++] = x;
+        const op_spec *sp = &specs[spec_of[x]];
+        size_t i = (size_t)(d[x] - sp->min_q);
+        int64_t lb = sp->lb[i], ub = sp->ub[i];
+        arc_u[narcs] = 2 * x;
+        arc_v[narcs] = 2 * x + 1;
+        arc_lb[narcs] = lb;
+        arc_ub[narcs] = ub > lb ? ub : lb;
+        arc_key[narcs] = x;
+        narcs++;
+        for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
+            int y = succ[j];
+            long l = lag && stage[x] != stage[y] ? lag : 0;
+            /* written in any case, kept when critical (no branch) */
+            arc_u[narcs] = 2 * x + 1;
+            arc_v[narcs] = 2 * y;
+            arc_lb[narcs] = 0;
+            arc_ub[narcs] = inf;
+            arc_key[narcs] = n + j;
+            narcs += ef + l == lf[y] - d[y];
         }
     }
     /* Dummy source/sink arcs to every critical source/sink instruction (one
      * each for 1F1B; zero-bubble schedules end every rank with a W). */
-    for (int x = 0; x < n; x++) {
-        if (cs->op_arc[x] < 0)
+    for (int c = 0; c < ncrit; c++) {
+        int x = crit[c];
+        if (!ends[x])
             continue;
-        if (g->pred_off[x] == g->pred_off[x + 1])
-            add_crit_arc(cs, SRC, 2 * x, 0, inf, n + E + x);
-        if (g->succ_off[x] == g->succ_off[x + 1] && cs->es[x] + cs->d[x] == cs->T)
-            add_crit_arc(cs, 2 * x + 1, SNK, 0, inf, n + E + n + x);
+        if (ends[x] & ERG__NO_PRED) {
+            arc_u[narcs] = SRC;
+            arc_v[narcs] = 2 * x;
+            arc_lb[narcs] = 0;
+            arc_ub[narcs] = inf;
+            arc_key[narcs] = n + E + x;
+            narcs++;
+        }
+        if ((ends[x] & ERG__NO_SUCC) && es[x] + d[x] == cs->T) {
+            arc_u[narcs] = 2 * x + 1;
+            arc_v[narcs] = SNK;
+            arc_lb[narcs] = 0;
+            arc_ub[narcs] = inf;
+            arc_key[narcs] = n + E + n + x;
+            narcs++;
+        }
     }
+    cs->narcs = narcs;
+    cs->ncrit = ncrit;
     if (solve_cut(cs, CUT_WARM)) {
         cs->warm_ok++;
     } else {
@@ -528,62 +626,63 @@ static int crash_step(crash_state *cs, double *cost_change)
         if (!solve_cut(cs, CUT_COLD) && !solve_cut(cs, CUT_TWO_PHASE))
             return 0;
     }
-    /* Remember this flow (with lower bounds) for the next warm start. */
-    for (int k = 0; k < cs->narcs; k++)
-        cs->prev_flow[cs->arc_key[k]] = cs->arc_lb[k] + f->res[2 * k + 1];
-    for (int x = 0; x < n; x++) {
-        if (cs->op_arc[x] < 0)
-            continue;
-        if (g->pred_off[x] == g->pred_off[x + 1] && !cs->reach[2 * x])
-            return 0; /* the cut crosses a source dummy: no finite-cost cut */
-        if (g->succ_off[x] == g->succ_off[x + 1] && cs->es[x] + cs->d[x] == cs->T &&
-            cs->reach[2 * x + 1])
-            return 0; /* ... or a sink dummy */
+    /* Remember this flow (with lower bounds) for the next warm start, and
+     * see whether the cut crosses an arc of infinite cost forward: a
+     * critical dependency out(x) -> in(y), or a source/sink dummy. Then
+     * there is no finite-cost cut and the frontier ends. */
+    const unsigned char *reach = cs->reach;
+    const int64_t *res = cs->flow.res;
+    int64_t *prev_flow = cs->prev_flow;
+    int infinite = 0;
+    for (int k = 0; k < narcs; k++) {
+        int key = arc_key[k], u = arc_u[k], v = arc_v[k];
+        prev_flow[key] = arc_lb[k] + res[2 * k + 1];
+        infinite |= (key >= n) & reach[u] & ((v == SNK) | (reach[v] ^ 1));
     }
+    if (infinite)
+        return 0;
     int ns = 0, nl = 0;
-    for (int x = 0; x < n; x++) {
-        if (cs->op_arc[x] < 0)
-            continue;
-        bool rin = cs->reach[2 * x], rout = cs->reach[2 * x + 1];
-        if (rout) {
-            /* A critical dependency out(x)->in(y) crossing forward is a dummy
-             * in the cut: infinite cost. */
-            long ef = cs->es[x] + cs->d[x];
-            for (int j = g->succ_off[x]; j < g->succ_off[x + 1]; j++) {
-                int y = g->succ[j];
-                if (ef + edge_lag(cs, x, y) == cs->lf[y] - cs->d[y] && !cs->reach[2 * y])
-                    return 0;
-            }
-        }
-        if (rin && !rout)
-            cs->shorten[ns++] = x;
-        else if (!rin && rout)
-            cs->lengthen[nl++] = x;
+    int *shorten = cs->shorten, *lengthen = cs->lengthen;
+    for (int c = 0; c < ncrit; c++) {
+        int x = crit[c];
+        int rin = reach[2 * x], rout = reach[2 * x + 1];
+        shorten[ns] = x;
+        ns += rin & (rout ^ 1);
+        lengthen[nl] = x;
+        nl += (rin ^ 1) & rout;
     }
     if (ns == 0)
         return 0;
     double cc = 0;
     for (int k = 0; k < ns; k++) {
         int x = cs->shorten[k];
-        const op_spec *sp = &cs->specs[cs->spec_of[x]];
-        if (cs->d[x] <= sp->min_q)
+        const op_spec *sp = &specs[spec_of[x]];
+        if (d[x] <= sp->min_q)
             return 0;
-        cc += fabs(spec_cost(sp, cs->d[x] - 1) - spec_cost(sp, cs->d[x]));
+        cc += fabs(spec_cost(sp, d[x] - 1) - spec_cost(sp, d[x]));
     }
     for (int k = 0; k < nl; k++) {
         int x = cs->lengthen[k];
-        const op_spec *sp = &cs->specs[cs->spec_of[x]];
-        if (cs->d[x] >= sp->max_q)
+        const op_spec *sp = &specs[spec_of[x]];
+        if (d[x] >= sp->max_q)
             return 0;
-        cc -= fabs(spec_cost(sp, cs->d[x]) - spec_cost(sp, cs->d[x] + 1));
+        cc -= fabs(spec_cost(sp, d[x]) - spec_cost(sp, d[x] + 1));
     }
     if (!isfinite(cc) || fabs(cc) < ERG__PD_TOL)
         return 0;
-    for (int k = 0; k < ns; k++)
-        cs->d[cs->shorten[k]]--;
-    for (int k = 0; k < nl; k++)
-        cs->d[cs->lengthen[k]]++;
+    for (int k = 0; k < ns; k++) {
+        int x = cs->shorten[k];
+        d[x]--;
+        cs->cval[x] = spec_cost(&specs[spec_of[x]], d[x]);
+    }
+    for (int k = 0; k < nl; k++) {
+        int x = cs->lengthen[k];
+        d[x]++;
+        cs->cval[x] = spec_cost(&specs[spec_of[x]], d[x]);
+    }
     *cost_change = cc;
+    cs->nshorten = ns;
+    cs->nlengthen = nl;
     return 1;
 }
 
@@ -597,7 +696,9 @@ static void free_state(crash_state *cs, int nspecs)
     erg__free(cs->d);
     erg__free(cs->es);
     erg__free(cs->lf);
-    erg__free(cs->op_arc);
+    erg__free(cs->crit);
+    erg__free(cs->ends);
+    erg__free(cs->cval);
     erg__free(cs->im);
     erg__free(cs->arc_u);
     erg__free(cs->arc_v);
@@ -659,7 +760,10 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     cs.d = erg__malloc(sizeof(int) * (size_t)n);
     cs.es = erg__malloc(sizeof(long) * (size_t)n);
     cs.lf = erg__malloc(sizeof(long) * (size_t)n);
-    cs.op_arc = erg__malloc(sizeof(int) * (size_t)n);
+    cs.crit = erg__malloc(sizeof(int) * (size_t)n);
+    cs.ends = erg__malloc((size_t)n);
+    cs.cval = erg__malloc(sizeof(double) * (size_t)n);
+    cs.inf = bound_units(ERG__PD_INF);
     int max_arcs = n + dag->nedges + 2 * n + 2;
     cs.im = erg__malloc(sizeof(int64_t) * (size_t)(2 * n + 4));
     cs.arc_u = erg__malloc(sizeof(int) * (size_t)max_arcs);
@@ -674,7 +778,7 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     /* cost classes: key[5] per spec */
     int *keys = erg__malloc(sizeof(int) * 5 * (size_t)n);
     erg_frontier *fr = NULL;
-    if (!cs.specs || !cs.spec_of || !cs.d || !cs.es || !cs.lf || !cs.op_arc || !cs.im || !cs.arc_u ||
+    if (!cs.specs || !cs.spec_of || !cs.d || !cs.es || !cs.lf || !cs.crit || !cs.ends || !cs.cval || !cs.im || !cs.arc_u ||
         !cs.arc_v || !cs.arc_key || !cs.arc_lb || !cs.arc_ub || !cs.prev_flow ||
         !cs.reach || !cs.shorten || !cs.lengthen || !keys ||
         erg__flow_init(&cs.flow, 2 * n + 4, 2 * (n + dag->nedges + 2 * n + 2 + 1 + 2 * n))) {
@@ -749,13 +853,9 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     }
     if (st)
         goto done;
-    cs.first = cs.last = -1;
-    for (int x = 0; x < n; x++) {
-        if (dag->pred_off[x] == dag->pred_off[x + 1])
-            cs.first = x;
-        if (dag->succ_off[x] == dag->succ_off[x + 1])
-            cs.last = x;
-    }
+    for (int x = 0; x < n; x++)
+        cs.ends[x] = (unsigned char)((dag->pred_off[x] == dag->pred_off[x + 1] ? ERG__NO_PRED : 0) |
+                                     (dag->succ_off[x] == dag->succ_off[x + 1] ? ERG__NO_SUCC : 0));
     /* Expected number of plans: makespan at all-min minus at all-max. */
     for (int x = 0; x < n; x++)
         cs.d[x] = cs.specs[cs.spec_of[x]].min_q;
@@ -804,17 +904,21 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
      * is possible at all (a flat profile, a unit coarser than every clock
      * step), so the frontier is never empty. */
     erg_frontier_point slowest = {.quant_time = cs.T, .time_s = (double)cs.T * o.unit_s};
-    for (int x = 0; x < n; x++)
-        slowest.cost_j += spec_cost(&cs.specs[cs.spec_of[x]], cs.d[x]);
+    for (int x = 0; x < n; x++) {
+        cs.cval[x] = spec_cost(&cs.specs[cs.spec_of[x]], cs.d[x]);
+        slowest.cost_j += cs.cval[x];
+    }
     slowest.energy_j = slowest.cost_j + ((S * slowest.time_s) * o.blocking_power_w);
     for (uint64_t iter = 0; !st; iter++) {
         double cc = 0;
         if (!crash_step(&cs, &cc))
             break;
         cpm_int(&cs);
+        /* The same sum in the same order as over spec_cost(x, d[x]): the
+         * cached costs change only for the instructions the step moved. */
         double cost = 0;
         for (int x = 0; x < n; x++)
-            cost += spec_cost(&cs.specs[cs.spec_of[x]], cs.d[x]);
+            cost += cs.cval[x];
         erg_frontier_point pt;
         pt.quant_time = cs.T;
         pt.time_s = (double)cs.T * o.unit_s;
@@ -822,7 +926,15 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
         pt.cost_change_j = cc;
         pt.energy_j = cost + ((S * pt.time_s) * o.blocking_power_w);
         st = erg__frontier_begin_plan(fr, &pt, err);
-        for (int x = 0; x < n && !st; x++) {
+        /* Only the shortened and lengthened instructions can change clock;
+         * merge their two ascending lists so changes are stored by
+         * instruction, as a scan over all of them would. */
+        for (int a = 0, b = 0; (a < cs.nshorten || b < cs.nlengthen) && !st;) {
+            int x;
+            if (b >= cs.nlengthen || (a < cs.nshorten && cs.shorten[a] < cs.lengthen[b]))
+                x = cs.shorten[a++];
+            else
+                x = cs.lengthen[b++];
             const op_spec *sp = &cs.specs[cs.spec_of[x]];
             int fq = sp->freq[cs.d[x] - sp->min_q];
             if (fq != freq[x]) {

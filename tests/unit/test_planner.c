@@ -4,6 +4,7 @@
 #include "ergon/emulate.h"
 #include "ergon/gpu.h"
 #include "ergon/planner.h"
+#include "planner/maxflow.h"
 #include "planner/perseus_internal.h"
 #include "tap.h"
 
@@ -842,6 +843,51 @@ TEST(planner_refuses_more_plans_than_max_plans)
     erg_profile_free(prof);
 }
 
+/* The planner reads the cut's source side off the max flow's last search
+ * (erg__flow_source_side) instead of a second search: on random networks,
+ * with flow already on the arcs as in the warm start, it must be the set
+ * erg__flow_reachable finds with residuals >= 1. */
+TEST(flow_source_side_equals_residual_reachable_set)
+{
+    enum { NODES = 12, ARCS = 40 };
+    erg__flow f;
+    ASSERT_EQ_INT(erg__flow_init(&f, NODES, 2 * (ARCS + 2)), 0);
+    unsigned char a[NODES], b[NODES];
+    unsigned seed = 12345;
+    int nontrivial = 0;
+    for (int trial = 0; trial < 2000; trial++) {
+        erg__flow_reset(&f, NODES);
+        for (int k = 0; k < ARCS; k++) {
+            seed = seed * 1103515245u + 12345u;
+            int u = (int)((seed >> 8) % NODES), v = (int)((seed >> 16) % NODES);
+            if (u == v)
+                v = (v + 1) % NODES;
+            seed = seed * 1103515245u + 12345u;
+            int64_t cap = (int64_t)((seed >> 10) % 7);
+            int arc = erg__flow_add(&f, u, v, cap);
+            /* some flow already there (reverse residual), as after a warm start */
+            int64_t pre = cap ? (int64_t)((seed >> 20) % (unsigned)(cap + 1)) : 0;
+            f.res[arc] -= pre;
+            f.res[arc + 1] += pre;
+        }
+        int s = trial % NODES, t = (trial * 7 + 3) % NODES;
+        if (s == t)
+            t = (t + 1) % NODES;
+        erg__flow_max(&f, s, t);
+        erg__flow_source_side(&f, a);
+        erg__flow_reachable(&f, s, 1, b);
+        ASSERT_MSG(!memcmp(a, b, NODES), "trial %d: source side differs from the reachable set",
+                   trial);
+        ASSERT(a[s] && !a[t]);
+        int reached = 0;
+        for (int v = 0; v < NODES; v++)
+            reached += a[v];
+        nontrivial += reached > 1 && reached < NODES - 1;
+    }
+    ASSERT_MSG(nontrivial > 100, "only %d trials had a non-trivial cut", nontrivial);
+    erg__flow_free(&f);
+}
+
 TAP_MAIN(TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
          TEST_ENTRY(a100_frontiers_with_own_fit), TEST_ENTRY(fit_matches_reference_coefficients),
          TEST_ENTRY(candidate_example_from_spec), TEST_ENTRY(a40_plan_counts_at_0_1ms),
@@ -853,4 +899,5 @@ TAP_MAIN(TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
          TEST_ENTRY(planner_rejects_bad_options),
          TEST_ENTRY(planner_refuses_times_past_the_unit_count),
          TEST_ENTRY(flat_profile_frontier_holds_the_slowest_plan),
-         TEST_ENTRY(planner_refuses_more_plans_than_max_plans))
+         TEST_ENTRY(planner_refuses_more_plans_than_max_plans),
+         TEST_ENTRY(flow_source_side_equals_residual_reachable_set))
