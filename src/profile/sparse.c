@@ -226,6 +226,30 @@ static bool replicas(const erg_sparse *sp, int a, int b)
     return true;
 }
 
+/* The lowest stage of stage s's replica group. */
+static int group_of(const erg_sparse *sp, int s)
+{
+    for (int r = 0; r < s; r++)
+        if (replicas(sp, r, s))
+            return r;
+    return s;
+}
+
+/* Which grid stage s descends on: the number of replica groups before its
+ * own plus its rank among its replicas. Distinct stages get distinct grids
+ * (they cover the clocks together); replicas spread their grids, and the
+ * first stage of a group shares its grid with the second member of the
+ * group before it, so its measurements have exact counterparts there. */
+static int grid_index(const erg_sparse *sp, int s)
+{
+    int g = group_of(sp, s), idx = 0;
+    for (int r = 0; r < s; r++) {
+        int gr = group_of(sp, r);
+        idx += (gr == r && r < g) || gr == g;
+    }
+    return idx;
+}
+
 /* Offset of stage s's first descent step in 0..stride-1: the van der Corput
  * sequence (0, 1/2, 1/4, 3/4, 1/8, ...) scaled to the stride, so that any
  * number of consecutive stages spread their grids evenly over the clocks
@@ -271,10 +295,7 @@ static int curve_next(const erg_sparse *sp, int ci)
             int off = 0;
             if (stride > 1) {
                 /* the rank of this stage among its replicas (0 if none) */
-                int rank = 0;
-                for (int r = 0; r < stage; r++)
-                    rank += replicas(sp, r, stage);
-                off = stagger(rank, stride);
+                off = stagger(grid_index(sp, stage), stride);
             }
             return ERG__MIN(lowest + 1 + off, sp->n - 1);
         }
@@ -556,6 +577,16 @@ static void predict_point(const erg_sparse *sp, const curve *c, const double *ts
         re = RE(i);
         *u = fabs(rt - 1);
     }
+    /* the curve's own departure from the shared shape (RMS over its points) */
+    double ss = 0;
+    int k = 0;
+    for (int i = 1; i < sp->n; i++)
+        if (c->meas[i] && ts[i] > 0) {
+            ss += (RT(i) - 1) * (RT(i) - 1);
+            k++;
+        }
+    if (k && sqrt(ss / k) > *u)
+        *u = sqrt(ss / k);
 #undef RT
 #undef RE
     *t = T0 * ts[x] * rt;

@@ -242,6 +242,71 @@ TEST(sparse_rejects_bad_input)
     erg_sparse_free(sp);
 }
 
+/* Stages 0-2 are replicas (the same numbers, as in a profile that measured
+ * one stage and copied it), stage 3 departs smoothly from them, and the
+ * curve has clock-to-clock jags no interpolation can predict. The replicas
+ * spread their descents over different clocks and pool them: a clock one
+ * replica measured is exact on the others (no margin); stage 3 descends on
+ * the grid of a replica, so its departure is measured against exact
+ * counterparts. Before pooling, a replica's point measured on its twin got
+ * the 0.2 % noise margin and stage 3 shared no descent clock with them. */
+TEST(sparse_pools_replica_stages)
+{
+    erg_error err;
+    erg_profile *full, *pred;
+    ASSERT_OK(erg_profile_new(&full, &err));
+    int f[61];
+    for (int i = 0; i < 61; i++) {
+        f[i] = 600 + 15 * i;
+        double jag = 1 + 0.01 * ((i * 7) % 5 - 2) / 2.0; /* -1..+1 % */
+        for (int s = 0; s < 4; s++) {
+            double dev = s == 3 ? 1 + 0.02 * (1500 - f[i]) / 900.0 : 1;
+            double t = (1.0 / f[i] * 1000 + 0.2) * jag * dev;
+            double p = 100 + 200 * pow(f[i] / 1500.0, 3);
+            for (int k = 0; k < 2; k++) {
+                erg_profile_point pt = {f[i], t * (k + 1), p * t * (k + 1)};
+                ASSERT_OK(erg_profile_add(full, s, (erg_instr_kind)k, &pt, &err));
+            }
+        }
+    }
+    erg_sparse_opts o;
+    erg_sparse_opts_init(&o);
+    o.budget = 80; /* 10 per (stage, instruction) */
+    erg_sparse *sp;
+    ASSERT_OK(erg_sparse_new(4, f, 61, &o, &sp, &err));
+    replay r = {full, 0, 0};
+    ASSERT_OK(erg_sparse_run(sp, replay_measure, &r, NULL, &err));
+    ASSERT_OK(erg_sparse_predict(sp, &pred, &err));
+    int pooled = 0, shared3 = 0, own3 = 0;
+    for (int i = 0; i < 58; i++) { /* below the maximum and near-max clocks */
+        bool m[4];
+        for (int s = 0; s < 4; s++)
+            m[s] = erg_sparse_is_measured(sp, s, ERG_BACKWARD, f[i]);
+        /* replicas descend on different clocks */
+        ASSERT(!(m[0] && m[1]) && !(m[0] && m[2]) && !(m[1] && m[2]));
+        if (m[3]) {
+            own3++;
+            shared3 += m[0] || m[1] || m[2];
+        }
+        if (m[0] || !(m[1] || m[2]))
+            continue;
+        erg_profile_point q, t;
+        ASSERT_OK(erg_profile_lookup(pred, 0, ERG_BACKWARD, f[i], &q, &err));
+        ASSERT_OK(erg_profile_lookup(full, 0, ERG_BACKWARD, f[i], &t, &err));
+        ASSERT_MSG(q.time_s == t.time_s && q.energy_j == t.energy_j,
+                   "%d MHz measured on a replica: predicted %.6g s %.6g J, real %.6g s %.6g J",
+                   f[i], q.time_s, q.energy_j, t.time_s, t.energy_j);
+        pooled++;
+    }
+    printf("# %d clocks of stage 0 taken from its replicas; stage 3 shares %d of %d\n", pooled,
+           shared3, own3);
+    ASSERT(pooled >= 6);
+    ASSERT(own3 >= 3 && shared3 == own3);
+    erg_profile_free(pred);
+    erg_sparse_free(sp);
+    erg_profile_free(full);
+}
+
 /* ---- the four published profiles ---- */
 
 /* Must-show of issue 12: at most a sixth of the sweep, and plans chosen on the
@@ -370,5 +435,6 @@ TEST(stable_measure_warmup_ci_and_outliers)
 TAP_MAIN(TEST_ENTRY(sparse_predicts_simulated_gpus_within_tolerance),
          TEST_ENTRY(sparse_descends_to_valley_and_stops_below_it),
          TEST_ENTRY(sparse_csv_has_source_column_and_reads_back),
-         TEST_ENTRY(sparse_rejects_bad_input), TEST_ENTRY(sparse_plans_on_published_profiles),
+         TEST_ENTRY(sparse_rejects_bad_input), TEST_ENTRY(sparse_pools_replica_stages),
+         TEST_ENTRY(sparse_plans_on_published_profiles),
          TEST_ENTRY(stable_measure_warmup_ci_and_outliers))
