@@ -311,12 +311,14 @@ TEST(sparse_pools_replica_stages)
 
 /* Must-show of issue 12: at most a sixth of the sweep, and plans chosen on the
  * prediction within 0.5 % of the energy of plans chosen on the real profile,
- * never slower than the target. M = 12 at the A40 unit 0.1 ms: all twelve
- * cells meet it. M = 96 at 1 ms on the A100 profiles only (to stay near 20 s;
- * 0.1 ms at M = 96 takes minutes; docs/results.md has all of them at 0.1 ms):
- * the BLOOM profiles miss the 0.5 % at the 1 %-slowdown
- * target (+1.2 %, docs/sparse-profiling.md "Known shortfall"), so M = 96 is
- * held to 1.5 % and never late, a regression guard, not the issue's bar. */
+ * never slower than the target. M = 12 at the unit 0.1 ms of docs/results.md:
+ * all twelve cells are held to 0.5 %. M = 96 at 1 ms (0.1 ms takes ~90 s a
+ * profile; docs/results.md has it): three cells of the 24 miss 0.5 % at
+ * 0.1 ms (up to +0.73 %, docs/sparse-profiling.md "Shortfall") and the
+ * coarser unit adds its own error (GPT-3 A100 all-max +1.1 %), so M = 96 is
+ * held to 1.5 % and never late on all four profiles (~45 s in Release), a
+ * regression guard, not the issue's bar.
+ * Under ASan (4-10x slower) one profile, M = 12 only. */
 TEST(sparse_plans_on_published_profiles)
 {
     const char *dir = ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile";
@@ -339,8 +341,10 @@ TEST(sparse_plans_on_published_profiles)
                    erg_sparse_num_full(sp));
         double power = strstr(names[i], "a40") ? 70.38 : 83.64;
         for (int m = 0; m < 2; m++) {
-            if (Ms[m] == 96 && (getenv("ERGON_SANITIZED") || strstr(names[i], "a40")))
-                continue; /* time: M = 96 only on the A100 profiles, none under ASan */
+            if (Ms[m] == 96 && getenv("ERGON_SANITIZED")) {
+                printf("# %s M=96 skipped under a sanitizer (time)\n", names[i]);
+                continue;
+            }
             erg_sparse_check ck[3];
             ASSERT_OK(erg_sparse_check_plans(full, pred, 8, Ms[m], power, units[m], ck, &err));
             for (int t = 0; t < 3; t++) {
