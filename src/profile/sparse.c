@@ -242,6 +242,8 @@ static int group_of(const erg_sparse *sp, int s)
  * group before it, so its measurements have exact counterparts there. */
 static int grid_index(const erg_sparse *sp, int s)
 {
+    if (sp->S > 256)
+        return s; /* cubic in the stages: beyond 256, every stage its own grid */
     int g = group_of(sp, s), idx = 0;
     for (int r = 0; r < s; r++) {
         int gr = group_of(sp, r);
