@@ -77,7 +77,9 @@ ERG_API erg_status erg_sparse_run(erg_sparse *sp, erg_measure_fn measure, void *
                                   int *rounds, erg_error *err);
 
 /* The full predicted profile: every supported clock of every (stage, kind),
- * measured points as measured, the others predicted (model in the docs).
+ * measured points as measured, the others predicted (model in the docs;
+ * stages whose measurements agree to rounding at every common clock are
+ * replicas and share their measurements).
  * Needs at least one measurement of every (stage, kind). */
 ERG_API erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error *err);
 /* Whether (stage, kind, freq_mhz) was measured. */

@@ -200,6 +200,71 @@ static bool descent_done(const erg_sparse *sp, const curve *c, int lowest)
     return rises >= sp->o.patience;
 }
 
+/* Whether stages a and b are replicas: at every clock both measured (at least
+ * two, the highest among them) both instructions took the same time and
+ * energy, to rounding. A profile that measured one stage and copied it to its
+ * identical peers has such stages; on a real GPU measurement noise makes two
+ * stages never agree this closely, and nothing is pooled. */
+static bool replicas(const erg_sparse *sp, int a, int b)
+{
+    for (int k = 0; k < 2; k++) {
+        const curve *ca = &sp->c[2 * a + k], *cb = &sp->c[2 * b + k];
+        if (!ca->meas[0] || !cb->meas[0])
+            return false;
+        int common = 0;
+        for (int x = 0; x < sp->n; x++) {
+            if (!ca->meas[x] || !cb->meas[x])
+                continue;
+            if (fabs(ca->t_s[x] - cb->t_s[x]) > 1e-9 * ca->t_s[x] ||
+                fabs(ca->e_j[x] - cb->e_j[x]) > 1e-9 * fabs(ca->e_j[x]))
+                return false;
+            common++;
+        }
+        if (common < 2)
+            return false;
+    }
+    return true;
+}
+
+/* The lowest stage of stage s's replica group. */
+static int group_of(const erg_sparse *sp, int s)
+{
+    for (int r = 0; r < s; r++)
+        if (replicas(sp, r, s))
+            return r;
+    return s;
+}
+
+/* Which grid stage s descends on: the number of replica groups before its
+ * own plus its rank among its replicas. Distinct stages get distinct grids
+ * (they cover the clocks together); replicas spread their grids, and the
+ * first stage of a group shares its grid with the second member of the
+ * group before it, so its measurements have exact counterparts there. */
+static int grid_index(const erg_sparse *sp, int s)
+{
+    if (sp->S > 256)
+        return s; /* cubic in the stages: beyond 256, every stage its own grid */
+    int g = group_of(sp, s), idx = 0;
+    for (int r = 0; r < s; r++) {
+        int gr = group_of(sp, r);
+        idx += (gr == r && r < g) || gr == g;
+    }
+    return idx;
+}
+
+/* Offset of stage s's first descent step in 0..stride-1: the van der Corput
+ * sequence (0, 1/2, 1/4, 3/4, 1/8, ...) scaled to the stride, so that any
+ * number of consecutive stages spread their grids evenly over the clocks
+ * between two steps (the shared shape, and replica stages, see them all). */
+static int stagger(int s, int stride)
+{
+    double v = 0, b = 0.5;
+    for (unsigned u = (unsigned)s; u; u >>= 1, b /= 2)
+        if (u & 1)
+            v += b;
+    return (int)(v * stride) % stride;
+}
+
 /* Next clock index of curve number ci (2*stage + kind), -1 when done. */
 static int curve_next(const erg_sparse *sp, int ci)
 {
@@ -229,7 +294,11 @@ static int curve_next(const erg_sparse *sp, int ci)
             /* stagger the grids of different stages so that together they
              * cover the clocks (the shared shape of the prediction) */
             int stage = ci / 2;
-            int off = stride > 1 ? (stage * (stride / 2 + 1)) % stride : 0;
+            int off = 0;
+            if (stride > 1) {
+                /* the rank of this stage among its replicas (0 if none) */
+                off = stagger(grid_index(sp, stage), stride);
+            }
             return ERG__MIN(lowest + 1 + off, sp->n - 1);
         }
         return ERG__MIN(lowest + stride, sp->n - 1);
@@ -450,22 +519,21 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static void shared_shape(const erg_sparse *sp, int kind, bool *m, double *ts, double *es,
-                         int *cnt, double *tmp)
+static void shared_shape(const erg_sparse *sp, const curve *cv, int kind, bool *m, double *ts,
+                         double *es, double *tmp)
 {
     int n = sp->n;
     double *tt = tmp, *ee = tmp + sp->S;
     for (int x = 0; x < n; x++) {
         int k = 0;
         for (int s = 0; s < sp->S; s++) {
-            const curve *c = &sp->c[2 * s + kind];
+            const curve *c = &cv[2 * s + kind];
             if (!c->meas[0] || !c->meas[x])
                 continue;
             tt[k] = c->t_s[x] / c->t_s[0];
             ee[k] = c->e_j[x] / (c->e_j[0] > 0 ? c->e_j[0] : 1);
             k++;
         }
-        cnt[x] = k;
         m[x] = k > 0;
         ts[x] = k ? median(tt, k) : 0;
         es[x] = k ? median(ee, k) : 0;
@@ -527,6 +595,63 @@ static void predict_point(const erg_sparse *sp, const curve *c, const double *ts
     *e = E0 * es[x] * re;
 }
 
+static void free_curves(curve *cv, int ncurves)
+{
+    if (!cv)
+        return;
+    for (int i = 0; i < ncurves; i++) {
+        erg__free(cv[i].meas);
+        erg__free(cv[i].t_s);
+        erg__free(cv[i].e_j);
+    }
+    erg__free(cv);
+}
+
+/* The curves with replica stages' measurements pooled: a clock measured on
+ * one stage counts as measured on each of its replicas. group[s] receives the
+ * lowest stage of s's replica group. */
+static curve *pooled_curves(const erg_sparse *sp, int *group)
+{
+    int n = sp->n, S = sp->S;
+    curve *cv = erg__calloc((size_t)(2 * S), sizeof(curve));
+    if (!cv)
+        return NULL;
+    for (int i = 0; i < 2 * S; i++) {
+        cv[i].meas = erg__calloc((size_t)n, sizeof(bool));
+        cv[i].t_s = erg__calloc((size_t)n, sizeof(double));
+        cv[i].e_j = erg__calloc((size_t)n, sizeof(double));
+        if (!cv[i].meas || !cv[i].t_s || !cv[i].e_j) {
+            free_curves(cv, 2 * S);
+            return NULL;
+        }
+    }
+    for (int s = 0; s < S; s++) {
+        group[s] = s;
+        for (int r = 0; r < s; r++)
+            if (group[r] == r && replicas(sp, r, s)) {
+                group[s] = r;
+                break;
+            }
+    }
+    for (int s = 0; s < S; s++)
+        for (int t = 0; t < S; t++) {
+            if (group[t] != group[s])
+                continue;
+            for (int k = 0; k < 2; k++) {
+                const curve *src = &sp->c[2 * t + k];
+                curve *dst = &cv[2 * s + k];
+                for (int x = 0; x < n; x++)
+                    if (src->meas[x] && !dst->meas[x]) {
+                        dst->meas[x] = true;
+                        dst->t_s[x] = src->t_s[x];
+                        dst->e_j[x] = src->e_j[x];
+                        dst->nmeas++;
+                    }
+            }
+        }
+    return cv;
+}
+
 erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error *err)
 {
     if (!sp || !out)
@@ -537,18 +662,20 @@ erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error
             return erg_error_set(err, ERG_ESTATE,
                                  "sparse profiling: stage %d %s has no measurement yet", i / 2,
                                  erg_instr_kind_name((erg_instr_kind)(i % 2)));
-    int n = sp->n;
+    int n = sp->n, S = sp->S;
     bool *m = erg__calloc((size_t)n, sizeof(bool));
     double *ts = erg__calloc((size_t)n * 2, sizeof(double));
-    int *cnt = erg__calloc((size_t)n, sizeof(int));
-    double *tmp = erg__calloc((size_t)sp->S * 2, sizeof(double));
+    double *tmp = erg__calloc((size_t)S * 2, sizeof(double));
+    int *group = erg__calloc((size_t)S, sizeof(int));
+    curve *cv = group ? pooled_curves(sp, group) : NULL;
     erg_profile *p = NULL;
-    erg_status st = (!m || !ts || !cnt || !tmp) ? erg_error_set(err, ERG_ENOMEM, "out of memory")
-                                        : erg_profile_new(&p, err);
+    erg_status st = (!m || !ts || !tmp || !group || !cv)
+                        ? erg_error_set(err, ERG_ENOMEM, "out of memory")
+                        : erg_profile_new(&p, err);
     for (int k = 0; k < 2 && !st; k++) {
-        shared_shape(sp, k, m, ts, ts + n, cnt, tmp);
-        for (int s = 0; s < sp->S && !st; s++) {
-            const curve *c = &sp->c[2 * s + k];
+        shared_shape(sp, cv, k, m, ts, ts + n, tmp);
+        for (int s = 0; s < S && !st; s++) {
+            const curve *c = &cv[2 * s + k];
             for (int x = 0; x < n && !st; x++) {
                 erg_profile_point pt = {sp->freqs[x], 0, 0};
                 if (c->meas[x]) {
@@ -558,7 +685,8 @@ erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error
                     double u;
                     predict_point(sp, c, ts, ts + n, x, &pt.time_s, &pt.energy_j, &u);
                     /* uncertainty margin: how much this curve departs from
-                     * the shared shape between its measured neighbours */
+                     * the shared shape between its measured neighbours, at
+                     * least the noise of a measurement */
                     if (u < sp->o.time_noise)
                         u = sp->o.time_noise;
                     pt.time_s *= 1 + sp->o.time_margin * u;
@@ -569,8 +697,9 @@ erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error
     }
     erg__free(m);
     erg__free(ts);
-    erg__free(cnt);
     erg__free(tmp);
+    erg__free(group);
+    free_curves(cv, 2 * S);
     if (st) {
         erg_profile_free(p);
         return st;

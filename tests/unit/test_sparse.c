@@ -242,16 +242,83 @@ TEST(sparse_rejects_bad_input)
     erg_sparse_free(sp);
 }
 
+/* Stages 0-2 are replicas (the same numbers, as in a profile that measured
+ * one stage and copied it), stage 3 departs smoothly from them, and the
+ * curve has clock-to-clock jags no interpolation can predict. The replicas
+ * spread their descents over different clocks and pool them: a clock one
+ * replica measured is exact on the others (no margin); stage 3 descends on
+ * the grid of a replica, so its departure is measured against exact
+ * counterparts. Before pooling, a replica's point measured on its twin got
+ * the 0.2 % noise margin and stage 3 shared no descent clock with them. */
+TEST(sparse_pools_replica_stages)
+{
+    erg_error err;
+    erg_profile *full, *pred;
+    ASSERT_OK(erg_profile_new(&full, &err));
+    int f[61];
+    for (int i = 0; i < 61; i++) {
+        f[i] = 600 + 15 * i;
+        double jag = 1 + 0.01 * ((i * 7) % 5 - 2) / 2.0; /* -1..+1 % */
+        for (int s = 0; s < 4; s++) {
+            double dev = s == 3 ? 1 + 0.02 * (1500 - f[i]) / 900.0 : 1;
+            double t = (1.0 / f[i] * 1000 + 0.2) * jag * dev;
+            double p = 100 + 200 * pow(f[i] / 1500.0, 3);
+            for (int k = 0; k < 2; k++) {
+                erg_profile_point pt = {f[i], t * (k + 1), p * t * (k + 1)};
+                ASSERT_OK(erg_profile_add(full, s, (erg_instr_kind)k, &pt, &err));
+            }
+        }
+    }
+    erg_sparse_opts o;
+    erg_sparse_opts_init(&o);
+    o.budget = 80; /* 10 per (stage, instruction) */
+    erg_sparse *sp;
+    ASSERT_OK(erg_sparse_new(4, f, 61, &o, &sp, &err));
+    replay r = {full, 0, 0};
+    ASSERT_OK(erg_sparse_run(sp, replay_measure, &r, NULL, &err));
+    ASSERT_OK(erg_sparse_predict(sp, &pred, &err));
+    int pooled = 0, shared3 = 0, own3 = 0;
+    for (int i = 0; i < 58; i++) { /* below the maximum and near-max clocks */
+        bool m[4];
+        for (int s = 0; s < 4; s++)
+            m[s] = erg_sparse_is_measured(sp, s, ERG_BACKWARD, f[i]);
+        /* replicas descend on different clocks */
+        ASSERT(!(m[0] && m[1]) && !(m[0] && m[2]) && !(m[1] && m[2]));
+        if (m[3]) {
+            own3++;
+            shared3 += m[0] || m[1] || m[2];
+        }
+        if (m[0] || !(m[1] || m[2]))
+            continue;
+        erg_profile_point q, t;
+        ASSERT_OK(erg_profile_lookup(pred, 0, ERG_BACKWARD, f[i], &q, &err));
+        ASSERT_OK(erg_profile_lookup(full, 0, ERG_BACKWARD, f[i], &t, &err));
+        ASSERT_MSG(q.time_s == t.time_s && q.energy_j == t.energy_j,
+                   "%d MHz measured on a replica: predicted %.6g s %.6g J, real %.6g s %.6g J",
+                   f[i], q.time_s, q.energy_j, t.time_s, t.energy_j);
+        pooled++;
+    }
+    printf("# %d clocks of stage 0 taken from its replicas; stage 3 shares %d of %d\n", pooled,
+           shared3, own3);
+    ASSERT(pooled >= 6);
+    ASSERT(own3 >= 3 && shared3 == own3);
+    erg_profile_free(pred);
+    erg_sparse_free(sp);
+    erg_profile_free(full);
+}
+
 /* ---- the four published profiles ---- */
 
 /* Must-show of issue 12: at most a sixth of the sweep, and plans chosen on the
  * prediction within 0.5 % of the energy of plans chosen on the real profile,
- * never slower than the target. M = 12 at the A40 unit 0.1 ms: all twelve
- * cells meet it. M = 96 at 1 ms on the A100 profiles only (to stay near 20 s;
- * 0.1 ms at M = 96 takes minutes; docs/results.md has all of them at 0.1 ms):
- * the BLOOM profiles miss the 0.5 % at the 1 %-slowdown
- * target (+1.2 %, docs/sparse-profiling.md "Known shortfall"), so M = 96 is
- * held to 1.5 % and never late, a regression guard, not the issue's bar. */
+ * never slower than the target. M = 12 at the unit 0.1 ms of docs/results.md:
+ * all twelve cells are held to 0.5 %. M = 96 at 1 ms (0.1 ms takes ~90 s a
+ * profile; docs/results.md has it): three cells of the 24 miss 0.5 % at
+ * 0.1 ms (up to +0.73 %, docs/sparse-profiling.md "Shortfall") and the
+ * coarser unit adds its own error (GPT-3 A100 all-max +1.1 %), so M = 96 is
+ * held to 1.5 % and never late on all four profiles (~45 s in Release), a
+ * regression guard, not the issue's bar.
+ * Under ASan (4-10x slower) one profile, M = 12 only. */
 TEST(sparse_plans_on_published_profiles)
 {
     const char *dir = ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile";
@@ -274,8 +341,10 @@ TEST(sparse_plans_on_published_profiles)
                    erg_sparse_num_full(sp));
         double power = strstr(names[i], "a40") ? 70.38 : 83.64;
         for (int m = 0; m < 2; m++) {
-            if (Ms[m] == 96 && (getenv("ERGON_SANITIZED") || strstr(names[i], "a40")))
-                continue; /* time: M = 96 only on the A100 profiles, none under ASan */
+            if (Ms[m] == 96 && getenv("ERGON_SANITIZED")) {
+                printf("# %s M=96 skipped under a sanitizer (time)\n", names[i]);
+                continue;
+            }
             erg_sparse_check ck[3];
             ASSERT_OK(erg_sparse_check_plans(full, pred, 8, Ms[m], power, units[m], ck, &err));
             for (int t = 0; t < 3; t++) {
@@ -370,5 +439,6 @@ TEST(stable_measure_warmup_ci_and_outliers)
 TAP_MAIN(TEST_ENTRY(sparse_predicts_simulated_gpus_within_tolerance),
          TEST_ENTRY(sparse_descends_to_valley_and_stops_below_it),
          TEST_ENTRY(sparse_csv_has_source_column_and_reads_back),
-         TEST_ENTRY(sparse_rejects_bad_input), TEST_ENTRY(sparse_plans_on_published_profiles),
+         TEST_ENTRY(sparse_rejects_bad_input), TEST_ENTRY(sparse_pools_replica_stages),
+         TEST_ENTRY(sparse_plans_on_published_profiles),
          TEST_ENTRY(stable_measure_warmup_ci_and_outliers))
