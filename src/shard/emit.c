@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 
 /*
@@ -358,6 +359,13 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
             (st = erg__buf_printf(&b, "%s", ed[k].txt)))
             goto fail;
         at = ed[k].resume;
+        /* An instruction that the next one follows on the same line with nothing between
+         * ("add(%d, %d)r = ..."): keep them apart, or the new attribute value would run
+         * into the next name ("sharding={...}r") and the output would not re-parse. */
+        if (at < m->len && (isalnum((unsigned char)m->text[at]) || m->text[at] == '_' ||
+                            m->text[at] == '%') &&
+            (st = erg__buf_append(&b, " ", 1)))
+            goto fail;
     }
     if ((st = erg__buf_append(&b, m->text + at, m->len - at)))
         goto fail;
