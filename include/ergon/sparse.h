@@ -37,6 +37,10 @@ typedef struct erg_sparse_opts {
      * the two predictors (shared shape, own points), so that plans chosen on
      * a prediction do not run late (default 0.25, 0..10). */
     double time_margin;
+    /* A predicted energy is raised by this share of the same uncertainty
+     * (default 1.0, 0..10): plans prefer measured clocks unless a predicted
+     * one is better by more than its prediction can be trusted to be. */
+    double energy_margin;
     /* Relative noise of a time measurement: the least uncertainty a predicted
      * time is given (default 0.002; a live profiler passes the confidence
      * half-width its measurements reached). 0..1. */

@@ -31,6 +31,7 @@ void erg_sparse_opts_init(erg_sparse_opts *o)
     o->rise_tolerance = 0.005;
     o->near_max = 2;
     o->time_margin = 1.0;
+    o->energy_margin = 1.0;
     o->time_noise = 0.002;
 }
 
@@ -59,11 +60,14 @@ erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs
         erg_sparse_opts_init(&o);
     if (o.budget < 0 || o.patience < 1 || !(o.rise_tolerance >= 0) ||
         !isfinite(o.rise_tolerance) || o.near_max < 0 || !(o.time_margin >= 0) ||
-        !(o.time_margin <= 10) || !(o.time_noise >= 0) || !(o.time_noise <= 1))
+        !(o.time_margin <= 10) || !(o.energy_margin >= 0) || !(o.energy_margin <= 10) ||
+        !(o.time_noise >= 0) || !(o.time_noise <= 1))
         return erg_error_set(err, ERG_EINVAL,
                              "sparse profiling: invalid options (budget %d, patience %d, rise "
-                             "tolerance %g)",
-                             o.budget, o.patience, o.rise_tolerance);
+                             "tolerance %g, near-max %d, time margin %g, energy margin %g, time "
+                             "noise %g; margins 0..10, noise 0..1)",
+                             o.budget, o.patience, o.rise_tolerance, o.near_max, o.time_margin,
+                             o.energy_margin, o.time_noise);
     erg_sparse *sp = erg__calloc(1, sizeof *sp);
     if (!sp)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -690,6 +694,7 @@ erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error
                     if (u < sp->o.time_noise)
                         u = sp->o.time_noise;
                     pt.time_s *= 1 + sp->o.time_margin * u;
+                    pt.energy_j *= 1 + sp->o.energy_margin * u;
                 }
                 st = erg_profile_add(p, s, (erg_instr_kind)k, &pt, err);
             }
