@@ -310,8 +310,9 @@ TEST(sparse_pools_replica_stages)
 /* ---- the four published profiles ---- */
 
 /* Predicted energies carry the uncertainty margin (energy_margin, default 1): every
- * predicted point's energy (not measured by it or a replica stage) is at least (1 + time_noise) times what the same prediction gives
- * with energy_margin 0, measured points are unchanged, and times do not depend on it. Without
+ * predicted point's energy (not measured by its stage or a replica stage) is at least
+ * (1 + time_noise) times what the same prediction gives with energy_margin 0, measured
+ * points are unchanged, and times do not depend on it. Without
  * the margin, plans chose predicted clocks on the jagged A40 curve that were dearer than
  * predicted (bloom A40 M = 96: +0.66 % and +0.73 %, docs/sparse-profiling.md). */
 TEST(sparse_predicted_energy_carries_margin)
