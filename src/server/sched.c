@@ -329,10 +329,10 @@ static int max_state(const srv_sched *s)
     return s->ctx->states[0];
 }
 
-static bool supported(const srv_sched *s, int v)
+bool srv_state_supported(const srv_sched_ctx *c, int v)
 {
-    for (int i = 0; i < s->ctx->n_states; i++)
-        if (s->ctx->states[i] == v)
+    for (int i = 0; i < c->n_states; i++)
+        if (c->states[i] == v)
             return true;
     return false;
 }
@@ -393,7 +393,7 @@ static erg_status check_plan(srv_sched *s, int **stages, int *lens, int n, const
         }
         if (c->mode == SRV_MODE_FREQUENCY)
             for (int i = 0; i < lens[st]; i++)
-                if (!supported(s, stages[st][i]))
+                if (!srv_state_supported(s->ctx, stages[st][i]))
                     return erg_error_set(err, ERG_EINVAL,
                                          "plan %s, stage %d: clock %d MHz is not in the ranks' "
                                          "power_state_range",
@@ -553,7 +553,7 @@ erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_c
     case K_TWOFREQ:
         s->fwd = (int)arg_i(args, "forward_freq", 0);
         s->bwd = (int)arg_i(args, "backward_freq", 0);
-        if (!supported(s, s->fwd) || !supported(s, s->bwd)) {
+        if (!srv_state_supported(s->ctx, s->fwd) || !srv_state_supported(s->ctx, s->bwd)) {
             st = erg_error_set(err, ERG_EINVAL,
                                "forward_freq %d and backward_freq %d must both be supported "
                                "power states",

@@ -93,14 +93,6 @@ static int drop_of(int n, double ratio)
     return d >= n ? (n > 0 ? n - 1 : 0) : d;
 }
 
-static bool supported(const srv_sched_ctx *c, int v)
-{
-    for (int i = 0; i < c->n_states; i++)
-        if (c->states[i] == v)
-            return true;
-    return false;
-}
-
 static bool passes_filter(const srv_envpipe *e, int f)
 {
     return !e->have_gpu || (f % e->gpu.profile_step_mhz == 0 && f >= e->gpu.filter_min_mhz &&
@@ -829,7 +821,7 @@ static erg_status reconf_observe(srv_envpipe *e, const srv_result *r, erg_error 
         for (int s = 0; !st && s < S; s++) {
             int *f = erg_plan_stage_freqs(e->plan, s);
             for (int k = 0; k < 2 * M; k++)
-                if (f[k] != prev[s * 2 * M + k] && !supported(e->ctx, f[k]))
+                if (f[k] != prev[s * 2 * M + k] && !srv_state_supported(e->ctx, f[k]))
                     f[k] = snap_up(e->ctx, f[k]);
         }
         erg__free(prev);

@@ -118,6 +118,8 @@ void srv_sched_free(srv_sched *s);
 erg_status srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error *err);
 /* Results of the window last returned by srv_sched_next, one per stage. */
 erg_status srv_sched_observe(srv_sched *s, const srv_result *per_stage, erg_error *err);
+/* Whether v is one of the job's power states. */
+bool srv_state_supported(const srv_sched_ctx *c, int v);
 /* Warm-up iterations dropped from a window of n: max(1, floor(n * ratio)). */
 int srv_drop_of(int n, double ratio);
 /* Mean power (energy / time) of iterations [drop, n) of r; NAN when none. */
