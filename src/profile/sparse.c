@@ -22,6 +22,14 @@ struct erg_sparse {
     erg_sparse_opts o;
     curve *c; /* S * 2 */
     int measured;
+    /* What every curve wants next, worked out again after a report (lazily:
+     * erg_sparse_next is const to its callers, and asking is pure). */
+    bool stale;
+    int *want;  /* per curve: clock index, -1 when done */
+    int *group; /* per stage: the lowest stage of its replica group */
+    int *grid;  /* per stage: its grid index (see update_wants) */
+    bool *pool_meas, *pool_taken; /* scratch over the clocks */
+    double *pool_e;
 };
 
 void erg_sparse_opts_init(erg_sparse_opts *o)
@@ -119,6 +127,19 @@ erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs
         erg_sparse_free(sp);
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     }
+    sp->want = erg__calloc((size_t)ncurves, sizeof(int));
+    sp->group = erg__calloc((size_t)num_stages, sizeof(int));
+    sp->grid = erg__calloc((size_t)num_stages, sizeof(int));
+    sp->pool_meas = erg__calloc(n, sizeof(bool));
+    sp->pool_taken = erg__calloc(n, sizeof(bool));
+    sp->pool_e = erg__calloc(n, sizeof(double));
+    sp->stale = true;
+    if (!sp->want || !sp->group || !sp->grid || !sp->pool_meas || !sp->pool_taken ||
+        !sp->pool_e) {
+        sp->S = num_stages;
+        erg_sparse_free(sp);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
     for (int i = 0; i < ncurves; i++) {
         curve *c = &sp->c[i];
         c->budget = ERG__MIN(per + (i < extra), sp->n);
@@ -146,6 +167,12 @@ void erg_sparse_free(erg_sparse *sp)
             erg__free(sp->c[i].e_j);
         }
     erg__free(sp->c);
+    erg__free(sp->want);
+    erg__free(sp->group);
+    erg__free(sp->grid);
+    erg__free(sp->pool_meas);
+    erg__free(sp->pool_taken);
+    erg__free(sp->pool_e);
     erg__free(sp->freqs);
     erg__free(sp);
 }
@@ -173,30 +200,34 @@ static int freq_index(const erg_sparse *sp, int f)
 }
 
 /* Index of the lowest measured energy (ties: the higher clock), -1 if none. */
-static int argmin_energy(const erg_sparse *sp, const curve *c)
+static int argmin_energy(const erg_sparse *sp, const bool *meas, const double *e_j)
 {
     int best = -1;
     for (int i = 0; i < sp->n; i++)
-        if (c->meas[i] && (best < 0 || c->e_j[i] < c->e_j[best]))
+        if (meas[i] && (best < 0 || e_j[i] < e_j[best]))
             best = i;
     return best;
 }
 
 /* Whether the descent is over: at the bottom, or past the first third of the
  * range and below the lowest energy found, energy rose `patience`
- * measurements in a row (Zeus's rule). */
-static bool descent_done(const erg_sparse *sp, const curve *c, int lowest)
+ * measurements in a row (Zeus's rule). Only measurements at least `spacing`
+ * clocks apart count (1: all): a replica group descends clock by clock, and
+ * the jags of a flat curve top would stop it at once. */
+static bool descent_done(const erg_sparse *sp, const bool *meas, const double *e_j, int lowest,
+                         int spacing)
 {
     if (lowest == sp->n - 1)
         return true;
     if (lowest < (sp->n - 1) / 3)
         return false;
-    int m = argmin_energy(sp, c);
-    double thr = c->e_j[m] * (1 + sp->o.rise_tolerance);
-    int rises = 0;
+    int m = argmin_energy(sp, meas, e_j);
+    double thr = e_j[m] * (1 + sp->o.rise_tolerance);
+    int rises = 0, last = m;
     for (int i = m + 1; i < sp->n; i++)
-        if (c->meas[i]) {
-            if (c->e_j[i] > thr)
+        if (meas[i] && i - last >= spacing) {
+            last = i;
+            if (e_j[i] > thr)
                 rises++;
             else
                 rises = 0;
@@ -230,91 +261,63 @@ static bool replicas(const erg_sparse *sp, int a, int b)
     return true;
 }
 
-/* The lowest stage of stage s's replica group. */
-static int group_of(const erg_sparse *sp, int s)
-{
-    for (int r = 0; r < s; r++)
-        if (replicas(sp, r, s))
-            return r;
-    return s;
-}
-
-/* Which grid stage s descends on: the number of replica groups before its
- * own plus its rank among its replicas. Distinct stages get distinct grids
- * (they cover the clocks together); replicas spread their grids, and the
- * first stage of a group shares its grid with the second member of the
- * group before it, so its measurements have exact counterparts there. */
-static int grid_index(const erg_sparse *sp, int s)
-{
-    if (sp->S > 256)
-        return s; /* cubic in the stages: beyond 256, every stage its own grid */
-    int g = group_of(sp, s), idx = 0;
-    for (int r = 0; r < s; r++) {
-        int gr = group_of(sp, r);
-        idx += (gr == r && r < g) || gr == g;
-    }
-    return idx;
-}
-
-/* Offset of stage s's first descent step in 0..stride-1: the van der Corput
- * sequence (0, 1/2, 1/4, 3/4, 1/8, ...) scaled to the stride, so that any
- * number of consecutive stages spread their grids evenly over the clocks
- * between two steps (the shared shape, and replica stages, see them all). */
-static int stagger(int s, int stride)
+/* Offset of a stage's first descent step in 0..stride-1: the van der Corput
+ * sequence (0, 1/2, 1/4, 3/4, 1/8, ...) of its grid index scaled to the
+ * stride, so that any number of consecutive grids spread evenly over the
+ * clocks between two steps (the shared shape sees them all). */
+static int stagger(int g, int stride)
 {
     double v = 0, b = 0.5;
-    for (unsigned u = (unsigned)s; u; u >>= 1, b /= 2)
+    for (unsigned u = (unsigned)g; u; u >>= 1, b /= 2)
         if (u & 1)
             v += b;
     return (int)(v * stride) % stride;
 }
 
-/* Next clock index of curve number ci (2*stage + kind), -1 when done. */
-static int curve_next(const erg_sparse *sp, int ci)
+/* The next clock index of one series -- a stage's own curve, or the pooled
+ * curve of a replica group -- or -1 when it wants no more. meas/e_j: the
+ * measured clocks and energies; taken: meas plus the clocks already handed to
+ * other replicas this round (they count for where to go next, not for the
+ * energy rules); spent of budget points used; grid: its grid index;
+ * spacing: see descent_done. */
+static int series_next(const erg_sparse *sp, const bool *meas, const bool *taken,
+                       const double *e_j, int spent, int budget, int grid, int spacing)
 {
-    const curve *c = &sp->c[ci];
-    if (c->nmeas >= c->budget)
+    if (spent >= budget)
         return -1;
-    if (!c->meas[0])
+    if (!taken[0])
         return 0;
     /* The clocks right below the maximum: where time is still flat and
      * energy already falls, what plans near the all-max time use. */
-    int near = ERG__MIN(sp->o.near_max, c->budget - 4);
+    int near = ERG__MIN(sp->o.near_max, budget - 4);
     near = ERG__MIN(near, sp->n - 1);
     for (int i = 1; i <= near; i++)
-        if (!c->meas[i])
+        if (!taken[i])
             return i;
     near = ERG__MAX(near, 0);
     int lowest = 0;
     for (int i = 0; i < sp->n; i++)
-        if (c->meas[i])
+        if (taken[i])
             lowest = i;
-    int left = c->budget - 1 - near;
+    int left = budget - 1 - near;
     int stride = (int)ceil(0.8 * (sp->n - 1 - near) / (left > 1 ? left - 1 : 1));
     if (stride < 1)
         stride = 1;
-    if (!descent_done(sp, c, lowest)) {
-        if (lowest == near) {
-            /* stagger the grids of different stages so that together they
-             * cover the clocks (the shared shape of the prediction) */
-            int stage = ci / 2;
-            int off = 0;
-            if (stride > 1) {
-                /* the rank of this stage among its replicas (0 if none) */
-                off = stagger(grid_index(sp, stage), stride);
-            }
-            return ERG__MIN(lowest + 1 + off, sp->n - 1);
-        }
+    if (!descent_done(sp, meas, e_j, lowest, spacing)) {
+        /* stagger the grids of different stages so that together they cover
+         * the clocks (the shared shape of the prediction) */
+        if (lowest == near)
+            return ERG__MIN(lowest + 1 + (stride > 1 ? stagger(grid, stride) : 0), sp->n - 1);
         return ERG__MIN(lowest + stride, sp->n - 1);
     }
     /* Refinement: split the widest gap between measured clocks above the
      * lowest one; gaps next to the lowest-energy clock count double. */
-    int m = argmin_energy(sp, c);
+    int m = argmin_energy(sp, meas, e_j);
     int best = -1;
     double best_score = 0;
     int prev = 0;
     for (int i = 1; i <= lowest; i++) {
-        if (!c->meas[i])
+        if (!taken[i])
             continue;
         int gap = i - prev;
         if (gap >= 2) {
@@ -327,6 +330,95 @@ static int curve_next(const erg_sparse *sp, int ci)
         prev = i;
     }
     return best;
+}
+
+/* Work out again what every curve wants next (after a report).
+ *
+ * Replica groups: the lowest stage of each group, and the grid each stage
+ * descends on -- the number of replica groups before its own plus its rank
+ * among its replicas, so that distinct stages get distinct grids (they cover
+ * the clocks together) and the first stage of a later group shares its grid
+ * with the second member of the group before it (its measurements have exact
+ * counterparts there). Beyond 256 stages (the test is quadratic) every stage
+ * is its own group.
+ *
+ * A stage with no replica follows its own curve. A replica group measures one
+ * pooled curve with the budgets of all its members: each round its members
+ * take the next clocks the pooled curve wants, one each, so that no two
+ * replicas measure the same clock. */
+static void update_wants(erg_sparse *sp)
+{
+    int S = sp->S, n = sp->n;
+    for (int s = 0; s < S; s++) {
+        sp->group[s] = s;
+        for (int r = 0; r < s && S <= 256; r++)
+            if (sp->group[r] == r && replicas(sp, r, s)) {
+                sp->group[s] = r;
+                break;
+            }
+    }
+    for (int s = 0; s < S; s++) {
+        int g = sp->group[s], idx = 0;
+        for (int r = 0; r < s; r++)
+            idx += (sp->group[r] == r && r < g) || sp->group[r] == g;
+        sp->grid[s] = idx;
+    }
+    for (int s = 0; s < S; s++) {
+        if (sp->group[s] != s)
+            continue;
+        int members = 0;
+        for (int r = s; r < S; r++)
+            members += sp->group[r] == s;
+        for (int k = 0; k < 2; k++) {
+            const curve *c = &sp->c[2 * s + k];
+            if (members == 1) {
+                sp->want[2 * s + k] =
+                    series_next(sp, c->meas, c->meas, c->e_j, c->nmeas, c->budget, sp->grid[s], 1);
+                continue;
+            }
+            int spent = 0, budget = 0;
+            for (int x = 0; x < n; x++)
+                sp->pool_meas[x] = false;
+            for (int r = s; r < S; r++) {
+                if (sp->group[r] != s)
+                    continue;
+                const curve *m = &sp->c[2 * r + k];
+                spent += m->nmeas;
+                budget += m->budget;
+                for (int x = 0; x < n; x++)
+                    if (m->meas[x] && !sp->pool_meas[x]) {
+                        sp->pool_meas[x] = true;
+                        sp->pool_e[x] = m->e_j[x];
+                    }
+            }
+            memcpy(sp->pool_taken, sp->pool_meas, (size_t)n * sizeof(bool));
+            /* Zeus's rule sees the pooled curve at the spacing one member's
+             * own descent would have */
+            int near = ERG__MAX(ERG__MIN(ERG__MIN(sp->o.near_max, c->budget - 4), n - 1), 0);
+            int left = c->budget - 1 - near;
+            int spacing = (int)ceil(0.8 * (n - 1 - near) / (left > 1 ? left - 1 : 1));
+            for (int r = s; r < S; r++) {
+                if (sp->group[r] != s)
+                    continue;
+                int x = series_next(sp, sp->pool_meas, sp->pool_taken, sp->pool_e, spent, budget,
+                                    sp->grid[s], spacing);
+                sp->want[2 * r + k] = x;
+                if (x >= 0) {
+                    sp->pool_taken[x] = true;
+                    spent++;
+                }
+            }
+        }
+    }
+    sp->stale = false;
+}
+
+/* Next clock index of curve number ci (2*stage + kind), -1 when done. */
+static int curve_next(const erg_sparse *sp, int ci)
+{
+    if (sp->stale)
+        update_wants((erg_sparse *)sp); /* a cache: asking stays pure */
+    return sp->want[ci];
 }
 
 int erg_sparse_next(const erg_sparse *sp, int stage, erg_instr_kind kind)
@@ -366,6 +458,7 @@ erg_status erg_sparse_report(erg_sparse *sp, int stage, erg_instr_kind kind,
     c->e_j[i] = pt->energy_j;
     c->nmeas++;
     sp->measured++;
+    sp->stale = true;
     return ERG_OK;
 }
 

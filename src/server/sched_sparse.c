@@ -172,6 +172,18 @@ fail:
     return st;
 }
 
+/* The clock (stage, kind) measures in the next window: the one whose samples
+ * are still accumulating (not yet stable), else the one the sparse profiler
+ * wants. (A replica stage's wish can change when its twin's measurement
+ * lands; its own samples must not be mixed with another clock's.) */
+static int next_clock(const srv_sparse_prof *p, int s, erg_instr_kind k)
+{
+    int ci = 2 * s + (int)k;
+    if (p->acc_n[ci] > 0 && p->cur[ci] && !erg_sparse_is_measured(p->sp, s, k, p->cur[ci]))
+        return p->cur[ci];
+    return erg_sparse_next(p->sp, s, k);
+}
+
 void srv_sparse_prof_next(srv_sparse_prof *p, int **out, bool *done)
 {
     const srv_sched_ctx *c = p->ctx;
@@ -183,8 +195,8 @@ void srv_sparse_prof_next(srv_sparse_prof *p, int **out, bool *done)
     for (int s = 0; s < c->num_stages; s++) {
         int f = 0, b = 0;
         if (p->step >= p->warmup_windows) {
-            f = p->cur[2 * s] = erg_sparse_next(p->sp, s, ERG_FORWARD);
-            b = p->cur[2 * s + 1] = erg_sparse_next(p->sp, s, ERG_BACKWARD);
+            f = p->cur[2 * s] = next_clock(p, s, ERG_FORWARD);
+            b = p->cur[2 * s + 1] = next_clock(p, s, ERG_BACKWARD);
         }
         /* A (stage, instruction) with nothing left to measure runs at the
          * maximum clock, the fastest: it never holds the others back. */
