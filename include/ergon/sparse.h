@@ -35,7 +35,7 @@ typedef struct erg_sparse_opts {
     int near_max;
     /* A predicted time is raised by this share of the disagreement between
      * the two predictors (shared shape, own points), so that plans chosen on
-     * a prediction do not run late (default 0.25, 0..10). */
+     * a prediction do not run late (default 1.0, 0..10). */
     double time_margin;
     /* A predicted energy is raised by this share of the same uncertainty
      * (default 1.0, 0..10): plans prefer measured clocks unless a predicted

@@ -266,10 +266,14 @@ int profile_sparse(int argc, char **argv)
         for (int k = 0; k < 3; k++) {
             double gap = 100 * (ck[k].pred_energy_j / ck[k].ref_energy_j - 1);
             bool late = ck[k].pred_time_s > ck[k].deadline_s * (1 + 1e-12);
+            char over[64] = "";
+            if (late)
+                snprintf(over, sizeof over, " SLOWER THAN TARGET by %.3f%%",
+                         100 * (ck[k].pred_time_s / ck[k].deadline_s - 1));
             printf("check M=%ld %-12s: real-profile plan %.4f s %.2f J, predicted-profile plan "
                    "%.4f s %.2f J (%+.3f%%)%s\n",
                    checkm[i], tname[k], ck[k].ref_time_s, ck[k].ref_energy_j, ck[k].pred_time_s,
-                   ck[k].pred_energy_j, gap, late ? " SLOWER THAN TARGET" : "");
+                   ck[k].pred_energy_j, gap, over);
         }
     }
 done:
