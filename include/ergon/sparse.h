@@ -58,7 +58,9 @@ ERG_API erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t n
 ERG_API void erg_sparse_free(erg_sparse *sp);
 
 /* The clock (MHz) (stage, kind) wants measured next, or 0 when it needs no
- * more measurements. Pure: asking twice gives the same answer. */
+ * more measurements. Pure: asking twice gives the same answer. (It caches
+ * what every stage wants until the next report: do not call it on one
+ * erg_sparse from two threads at once.) */
 ERG_API int erg_sparse_next(const erg_sparse *sp, int stage, erg_instr_kind kind);
 /* Give the measurement of (stage, kind) at pt->freq_mhz (normally the clock
  * erg_sparse_next named; any supported clock not yet measured is accepted). */

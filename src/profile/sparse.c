@@ -261,6 +261,32 @@ static bool replicas(const erg_sparse *sp, int a, int b)
     return true;
 }
 
+/* group[s] receives the lowest stage of stage s's replica group. Beyond 256
+ * stages (the test is quadratic in them) every stage is its own group. */
+static void find_groups(const erg_sparse *sp, int *group)
+{
+    for (int s = 0; s < sp->S; s++) {
+        group[s] = s;
+        for (int r = 0; r < s && sp->S <= 256; r++)
+            if (group[r] == r && replicas(sp, r, s)) {
+                group[s] = r;
+                break;
+            }
+    }
+}
+
+/* The near-maximum clocks measured first and the descent's stride, for a
+ * series with `budget` points: the budget reaches about 80 % of the range. */
+static int descent_stride(const erg_sparse *sp, int budget, int *near_out)
+{
+    int near = ERG__MAX(ERG__MIN(ERG__MIN(sp->o.near_max, budget - 4), sp->n - 1), 0);
+    int left = budget - 1 - near;
+    int stride = (int)ceil(0.8 * (sp->n - 1 - near) / (left > 1 ? left - 1 : 1));
+    if (near_out)
+        *near_out = near;
+    return stride < 1 ? 1 : stride;
+}
+
 /* Offset of a stage's first descent step in 0..stride-1: the van der Corput
  * sequence (0, 1/2, 1/4, 3/4, 1/8, ...) of its grid index scaled to the
  * stride, so that any number of consecutive grids spread evenly over the
@@ -289,20 +315,15 @@ static int series_next(const erg_sparse *sp, const bool *meas, const bool *taken
         return 0;
     /* The clocks right below the maximum: where time is still flat and
      * energy already falls, what plans near the all-max time use. */
-    int near = ERG__MIN(sp->o.near_max, budget - 4);
-    near = ERG__MIN(near, sp->n - 1);
+    int near;
+    int stride = descent_stride(sp, budget, &near);
     for (int i = 1; i <= near; i++)
         if (!taken[i])
             return i;
-    near = ERG__MAX(near, 0);
     int lowest = 0;
     for (int i = 0; i < sp->n; i++)
         if (taken[i])
             lowest = i;
-    int left = budget - 1 - near;
-    int stride = (int)ceil(0.8 * (sp->n - 1 - near) / (left > 1 ? left - 1 : 1));
-    if (stride < 1)
-        stride = 1;
     if (!descent_done(sp, meas, e_j, lowest, spacing)) {
         /* stagger the grids of different stages so that together they cover
          * the clocks (the shared shape of the prediction) */
@@ -339,8 +360,7 @@ static int series_next(const erg_sparse *sp, const bool *meas, const bool *taken
  * among its replicas, so that distinct stages get distinct grids (they cover
  * the clocks together) and the first stage of a later group shares its grid
  * with the second member of the group before it (its measurements have exact
- * counterparts there). Beyond 256 stages (the test is quadratic) every stage
- * is its own group.
+ * counterparts there).
  *
  * A stage with no replica follows its own curve. A replica group measures one
  * pooled curve with the budgets of all its members: each round its members
@@ -349,14 +369,7 @@ static int series_next(const erg_sparse *sp, const bool *meas, const bool *taken
 static void update_wants(erg_sparse *sp)
 {
     int S = sp->S, n = sp->n;
-    for (int s = 0; s < S; s++) {
-        sp->group[s] = s;
-        for (int r = 0; r < s && S <= 256; r++)
-            if (sp->group[r] == r && replicas(sp, r, s)) {
-                sp->group[s] = r;
-                break;
-            }
-    }
+    find_groups(sp, sp->group);
     for (int s = 0; s < S; s++) {
         int g = sp->group[s], idx = 0;
         for (int r = 0; r < s; r++)
@@ -394,9 +407,7 @@ static void update_wants(erg_sparse *sp)
             memcpy(sp->pool_taken, sp->pool_meas, (size_t)n * sizeof(bool));
             /* Zeus's rule sees the pooled curve at the spacing one member's
              * own descent would have */
-            int near = ERG__MAX(ERG__MIN(ERG__MIN(sp->o.near_max, c->budget - 4), n - 1), 0);
-            int left = c->budget - 1 - near;
-            int spacing = (int)ceil(0.8 * (n - 1 - near) / (left > 1 ? left - 1 : 1));
+            int spacing = descent_stride(sp, c->budget, NULL);
             for (int r = s; r < S; r++) {
                 if (sp->group[r] != s)
                     continue;
@@ -722,14 +733,7 @@ static curve *pooled_curves(const erg_sparse *sp, int *group)
             return NULL;
         }
     }
-    for (int s = 0; s < S; s++) {
-        group[s] = s;
-        for (int r = 0; r < s; r++)
-            if (group[r] == r && replicas(sp, r, s)) {
-                group[s] = r;
-                break;
-            }
-    }
+    find_groups(sp, group);
     for (int s = 0; s < S; s++)
         for (int t = 0; t < S; t++) {
             if (group[t] != group[s])
