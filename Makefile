@@ -10,6 +10,12 @@ DEB_PACKAGES := build-essential cmake pkg-config clang libclang-rt-14-dev \
 # parsing against the library the Zeus server itself uses.
 E2E_PACKAGES := python3-torch python3-torchvision python3-pydantic
 E2E_PYTHON := /usr/bin/python3
+# The real training stacks (PyTorch 2, Zeus, DeepSpeed, Megatron-core, JAX) from PyPI, pinned in
+# requirements.txt, in a virtual environment under the build tree: `make py-deps`. Rerunning it
+# is a no-op (a stamp records the requirements it installed); pip's cache keeps a second fresh
+# build fast. Tests that need these packages run with $(PY_VENV)/bin/python (docs/py-deps.md).
+PY_VENV ?= $(abspath $(BUILD))/venv
+PY_BASE := /usr/bin/python3
 E2E_OUT ?= e2e-out
 E2E_ARGS ?=
 # Debian's packaging tools for `make deb` and the package test (tests/cli/install_packages.sh;
@@ -23,7 +29,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 
-.PHONY: all deps e2e-deps deb-deps build build-asan demo test test-release test-asan test-e2e fuzz bench e2e format clean \
+PY_STAMP := $(PY_VENV)/.ergon-requirements
+
+.PHONY: py-deps all deps e2e-deps deb-deps build build-asan demo test test-release test-asan test-e2e fuzz bench e2e format clean \
   install uninstall deb
 
 all: build
@@ -47,6 +55,17 @@ e2e-deps: deps
 
 deb-deps: deps
 	$(call install_missing,$(DEB_TOOLS))
+
+py-deps: $(PY_STAMP)
+
+$(PY_STAMP): requirements.txt
+	$(call install_missing,python3-venv)
+	@[ -x $(PY_VENV)/bin/python ] || $(PY_BASE) -m venv $(PY_VENV)
+	@start=$$(date +%s); \
+	$(PY_VENV)/bin/python -m pip install --disable-pip-version-check -q -r requirements.txt || { \
+	  echo "make py-deps: pip could not install requirements.txt into $(PY_VENV) (is PyPI reachable?)"; exit 1; }; \
+	echo "make py-deps: $(PY_VENV) ready in $$(( $$(date +%s) - start )) s"
+	@cp requirements.txt $(PY_STAMP)
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
