@@ -68,11 +68,11 @@ $(PY_STAMP): requirements.txt
 	@cp requirements.txt $(PY_STAMP)
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DERGON_PY_VENV=$(PY_VENV) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 build-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DERGON_SANITIZE=ON >/dev/null
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DERGON_SANITIZE=ON -DERGON_PY_VENV=$(PY_VENV) >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 demo: build
@@ -80,7 +80,7 @@ demo: build
 
 test: fuzz test-release test-asan
 
-test-release: build e2e-deps deb-deps
+test-release: build e2e-deps deb-deps py-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: build-asan
