@@ -1,6 +1,7 @@
 /* cmd_plan.c: `ergon plan METHOD ...`: the Perseus frontier (and the
  * registered baseline planners). */
 #include "cli.h"
+#include "envpipe_common.h"
 
 #include "ergon/emulate.h"
 #include "ergon/envpipe.h"
@@ -53,6 +54,10 @@ static void plan_perseus_help(FILE *f)
             "                       frontier would hold more than N plans (default %d)\n"
             "  --force              no plan limit (as --max-plans 0)\n"
             CLI_SCHED_HELP
+            "  --extra-warmup LIST  with --schedule ours (EnvPipe's schedule: 1F1B with extra\n"
+            "                       warm-up forwards): comma list of r_s, one per stage (the\n"
+            "                       last is 0); default: EnvPipe's own r_s for this profile\n"
+            "                       (as 'ergon plan envpipe' and compare's perseus-ours row)\n"
             "  --noise-factor X     soft Pareto filter factor (default 0.95)\n"
             "  --always-use-noise-factor   use the soft filter straight away\n"
             "  --fits FILE          use these cost-model coefficients instead of fitting (CSV\n"
@@ -76,6 +81,63 @@ static void plan_perseus_help(FILE *f)
             CLI_DEFAULT_MAX_PLANS, CLI_PROGRESS_LINE_S);
 }
 
+/* "r0,r1,...": the ours schedule's extra warm-up forwards, one per stage. */
+static int cli_parse_warmup(const char *cmd, const char *list, long S, long M, erg_schedule *sc)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", list);
+    long n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n++) {
+        long v;
+        if (n >= S || n >= ERG_SCHED_MAX_STAGES)
+            return cli_usage_error(cmd, "--extra-warmup: %ld values or more for %ld stages", n + 1,
+                                   S);
+        if (!cli_parse_int(cmd, "--extra-warmup", tok, 0, M, &v))
+            return CLI_USAGE;
+        sc->extra_warmup[n] = (int)v;
+    }
+    if (n != S)
+        return cli_usage_error(cmd, "--extra-warmup: %ld values for %ld stages (one per stage, "
+                                    "e.g. 2,1,0 for 3 stages)", n, S);
+    return CLI_OK;
+}
+
+/* EnvPipe's own r_s for this profile (the plan `ergon plan envpipe` makes with the same GPU and
+ * blocking power; compare's perseus-ours row plans on the same schedule). */
+static int envpipe_warmup(const char *cmd, const char *profile, long S, long M, const char *gpu,
+                          double power_w, erg_schedule *sc)
+{
+    ecli_setup es = {.profile_path = profile, .S = S, .M = M, .gpu = gpu, .power_w = power_w,
+                     .have_power = true};
+    int rc = ecli_setup_load(cmd, &es, true);
+    if (rc) {
+        ecli_setup_free(&es);
+        return rc;
+    }
+    erg_envpipe_opts eo;
+    erg_envpipe_opts_init(&eo);
+    eo.blocking_power_w = power_w;
+    eo.gpu = es.spec;
+    erg_plan *plan = NULL;
+    erg_envpipe_info ki;
+    erg_error err = {0};
+    if (M < S) {
+        ecli_setup_free(&es);
+        return cli_usage_error(cmd, "--schedule ours needs at least as many microbatches as "
+                                    "stages (%ld < %ld)", M, S);
+    }
+    if (erg_plan_envpipe(es.profile, (int)S, (int)M, &eo, &plan, &ki, &err)) {
+        ecli_setup_free(&es);
+        return cli_report(cmd, &err);
+    }
+    erg_plan_free(plan);
+    ecli_setup_free(&es);
+    for (long s = 0; s < S && s < ERG_SCHED_MAX_STAGES; s++)
+        sc->extra_warmup[s] = ki.extra_warmup[s];
+    return CLI_OK;
+}
+
 static int plan_perseus(int argc, char **argv)
 {
     const char *cmd = "plan perseus";
@@ -90,6 +152,7 @@ static int plan_perseus(int argc, char **argv)
         {"blocking-power", required_argument, 0, 'w'},
         {"unit-time", required_argument, 0, 'u'},
         {"schedule", required_argument, 0, 'S'},
+        {"extra-warmup", required_argument, 0, 'E'},
         {"noise-factor", required_argument, 0, 'n'},
         {"always-use-noise-factor", no_argument, 0, 'A'},
         {"formats", required_argument, 0, 'F'},
@@ -108,6 +171,7 @@ static int plan_perseus(int argc, char **argv)
     erg_emulate_opts_init(&post);
     const char *fits = NULL, *fits_case = NULL;
     const char *profile = NULL, *out = NULL, *gpu = NULL, *formats = "csv,packed";
+    const char *extra_warmup = NULL;
     long S = 0, M = 0;
     bool quiet = false, have_power = false;
     erg_perseus_opts o;
@@ -167,6 +231,9 @@ static int plan_perseus(int argc, char **argv)
                 return rc;
             break;
         }
+        case 'E':
+            extra_warmup = optarg;
+            break;
         case 'n':
             if (!cli_parse_double(cmd, "--noise-factor", optarg, 1e-9, 1, &o.noise_factor))
                 return CLI_USAGE;
@@ -221,6 +288,19 @@ static int plan_perseus(int argc, char **argv)
     if (!cli_blocking_power(cmd, gpu, &o.blocking_power_w)) {
         cli_sched_free(&cs);
         return CLI_USAGE;
+    }
+    if (extra_warmup && o.schedule.kind != ERG_SCHED_ENVPIPE) {
+        cli_sched_free(&cs);
+        return cli_usage_error(cmd, "--extra-warmup applies to --schedule ours only");
+    }
+    if (o.schedule.kind == ERG_SCHED_ENVPIPE) {
+        int rc = extra_warmup ? cli_parse_warmup(cmd, extra_warmup, S, M, &o.schedule)
+                              : envpipe_warmup(cmd, profile, S, M, gpu, o.blocking_power_w,
+                                               &o.schedule);
+        if (rc) {
+            cli_sched_free(&cs);
+            return rc;
+        }
     }
     int what = 0;
     {
