@@ -76,6 +76,33 @@ erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,
     if (st)
         return st;
     b->own = true;
+    /* The profile must be the one the frontier was planned with (frontier-info.csv records its
+     * fingerprint; older directories do not). */
+    {
+        char ipath[4096], want[64] = "", have[ERG_PROFILE_FINGERPRINT_LEN];
+        join(ipath, sizeof ipath, dir, "frontier-info.csv");
+        char *text = NULL;
+        size_t len = 0;
+        erg_error e;
+        if (!erg__read_file(ipath, 1 << 20, &text, &len, &e)) {
+            for (const char *q = text; q && *q;) {
+                if (sscanf(q, "profile_fingerprint,%63[^\r\n]", want) == 1)
+                    break;
+                q = strchr(q, '\n');
+                if (q)
+                    q++;
+            }
+            erg__free(text);
+        }
+        erg_profile_fingerprint(b->prof, have);
+        if (want[0] && strcmp(want, have)) {
+            st = erg_error_set(err, ERG_EINVAL,
+                               "%s is profile %s, but the frontier in %s was planned with profile "
+                               "%s (frontier-info.csv): the profile was replaced; plan again",
+                               path, have, dir, want);
+            goto fail;
+        }
+    }
     /* As `ergon emulate` evaluates a plan: the schedule plan 0 names (its
      * kind, chunks, order and backward split), its DAG, the profile's rows
      * per rank or per pipeline stage. p0 owns a schedule file's order, so it

@@ -62,16 +62,19 @@ int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_sched
         erg_error_set(err, ERG_EIO, "%s: cannot create the file", path);
         return CLI_USER_ERROR;
     }
+    char prof_fp[ERG_PROFILE_FINGERPRINT_LEN];
+    erg_profile_fingerprint(prof, prof_fp);
     /* the schedule as the plans name it: kind, chunks per rank, and the
      * backward split that derived I/W costs (docs/formats.md) */
     fprintf(fp,
             "key,value\nformat,ergon-frontier-info\nversion,1\nschedule,%s\nnum_stages,%d\n"
             "num_chunks,%d\nnum_pipeline_stages,%d\nbackward_split,%.17g\n"
             "num_microbatches,%d\nblocking_power_w,%.17g\nunit_time_s,%.17g\n"
-            "all_max_time_s,%.17g\nall_max_energy_j,%.17g\nprofile,profile.csv\n",
+            "all_max_time_s,%.17g\nall_max_energy_j,%.17g\nprofile,profile.csv\n"
+            "profile_fingerprint,%s\n",
             erg_schedule_name(sched->kind), S, erg_schedule_chunks(sched),
             S * erg_schedule_chunks(sched), erg_schedule_backward_split(sched), M, power_w,
-            unit_s, all_max->time_s, all_max->energy_j);
+            unit_s, all_max->time_s, all_max->energy_j, prof_fp);
     if (fclose(fp)) {
         erg_error_set(err, ERG_EIO, "%s: cannot write the file", path);
         return CLI_USER_ERROR;

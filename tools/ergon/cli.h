@@ -154,4 +154,14 @@ int cmd_compare(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
 
+/* Provenance of plans (provenance.c): stamp a plan with the profile's fingerprint, the
+ * blocking power and the clock table (NULL: the profile's clocks); check a plan read with a
+ * profile (power_w < 0: not checked; asked: the --schedule given, NULL when none) and refuse a
+ * mismatch, naming both sides, unless force. */
+int cli_plan_stamp(const char *cmd, erg_plan *plan, const erg_profile *prof, double power_w,
+                   const char *clock_table);
+int cli_plan_check(const char *cmd, const char *plan_path, const erg_plan *plan,
+                   const erg_profile *prof, const char *profile_path, double power_w,
+                   const erg_schedule_kind *asked, bool force);
+
 #endif

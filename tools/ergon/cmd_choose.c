@@ -109,11 +109,20 @@ int cmd_choose(int argc, char **argv)
     }
     erg_frontier_get(f, k, &pt, &err);
     if (out) {
-        erg_plan *p;
+        erg_plan *p = NULL;
         size_t ol = strlen(out);
         bool py = ol > 3 && !strcmp(out + ol - 3, ".py");
-        if (erg_frontier_plan(f, k, &p, &err) ||
-            (py ? erg_plan_write_py(p, NULL, out, &err) : erg_plan_write_json(p, out, &err))) {
+        if (erg_frontier_plan(f, k, &p, &err)) {
+            rc = cli_report(cmd, &err);
+            goto done;
+        }
+        /* the plan records the profile, blocking power and clocks it was planned with */
+        if (bl.have && (rc = cli_plan_stamp(cmd, p, bl.prof, bl.power_w, NULL))) {
+            erg_plan_free(p);
+            goto done;
+        }
+        if (py ? erg_plan_write_py(p, NULL, out, &err) : erg_plan_write_json(p, out, &err)) {
+            erg_plan_free(p);
             rc = cli_report(cmd, &err);
             goto done;
         }
