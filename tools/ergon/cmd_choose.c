@@ -69,6 +69,12 @@ int cmd_choose(int argc, char **argv)
         return cli_usage_error(cmd, "--deadline and --slowdown exclude each other: give one");
     if (!(deadline > 0) && !(slowdown > 0))
         return cli_usage_error(cmd, "one of --deadline S or --slowdown X is required");
+    /* a factor, not a percentage: 101 is most likely "1 %" */
+    if (slowdown >= 2)
+        fprintf(stderr,
+                "ergon %s: warning: --slowdown %g allows %gx the all-max time (+%g %%): it is "
+                "a factor (for a 1 %% slowdown write 1.01)\n",
+                cmd, slowdown, slowdown, 100 * (slowdown - 1));
     /* Accept DIR/frontier.csv as `show` does. */
     char dirbuf[4096];
     {

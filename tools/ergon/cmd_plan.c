@@ -348,6 +348,15 @@ static int plan_perseus(int argc, char **argv)
         cli_sched_free(&cs);
         return cli_report(cmd, &err);
     }
+    {
+        /* fewer ranks than the profile has stages: plan the first ones, and say so */
+        int ps = erg_profile_num_stages(prof), V = erg_schedule_chunks(&o.schedule);
+        if (ps > S * V && ps != S)
+            fprintf(stderr,
+                    "ergon %s: note: %s has %d stages; planning its first %ld (--stages %ld%s): "
+                    "the frontier's profile.csv holds those (emulate its plans with it)\n",
+                    cmd, profile, ps, S * V, S, V > 1 ? " x --chunks" : "");
+    }
     cli_progress pr;
     cli_progress_init(&pr, "planning");
     o.progress = cli_progress_cb;
