@@ -43,4 +43,17 @@ grep -q "warning: --switch-latency 10 is 10 s per clock switch; .* for 10 ms wri
 "$ERGON" emulate --profile "$tmp/s2/profile.csv" --plan "$tmp/s2.json" --gpu A40 --switch-latency 0.01 \
   >/dev/null 2>"$tmp/err"
 [ -s "$tmp/err" ] && fail "--switch-latency 0.01 warned: $(cat "$tmp/err")"
+# an unknown option: one message, with the nearest option
+for c in "plan perseus --profle x:--profile" "choose --slowdwn 1:--slowdown" \
+         "emulate --switch-latncy 1:--switch-latency" "compare --frontier-dri x:--frontier-dir" \
+         "plan envpipe --microbatchs 4:--microbatches" "schedule 1f1b --rnaks 2:--ranks" \
+         "sample --evry 2:--every"; do
+  args=${c%%:*}; want=${c##*:}
+  # shellcheck disable=SC2086
+  "$ERGON" $args >/dev/null 2>"$tmp/err"; [ $? -eq 2 ] || fail "ergon $args: exit status"
+  grep -q "did you mean '$want'?" "$tmp/err" || fail "ergon $args: $(cat "$tmp/err")"
+  [ "$(wc -l <"$tmp/err")" -eq 2 ] || fail "ergon $args: not one message and the help pointer: $(cat "$tmp/err")"
+done
+"$ERGON" choose --frontier >/dev/null 2>"$tmp/err"
+grep -q "option '--frontier' needs a value" "$tmp/err" || fail "missing value: $(cat "$tmp/err")"
 echo "ok: inputs questioned"

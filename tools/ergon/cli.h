@@ -24,6 +24,10 @@ typedef struct cli_command {
 int cli_report(const char *what, const erg_error *err);
 /* Print "ergon <cmd>: <msg>" plus a hint to --help, return CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) ERG_PRINTF(2, 3);
+/* getopt_long's '?' (with opterr = 0): "unknown option '--x'; did you mean '--y'?" or
+ * "option '--y' needs a value", from the command's option table. */
+struct option;
+int cli_bad_option(const char *cmd, char **argv, const struct option *opts);
 /* Strict option value parsers that print a usage error on failure. */
 bool cli_parse_int(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
 bool cli_parse_double(const char *cmd, const char *opt, const char *s, double min, double max,

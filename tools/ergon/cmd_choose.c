@@ -21,6 +21,7 @@ int cmd_choose(int argc, char **argv)
     bool json = false;
     int c;
     optind = 1;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'f':
@@ -58,7 +59,7 @@ int cmd_choose(int argc, char **argv)
                    "--json prints the same as one JSON object.\n");
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option");
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)

@@ -467,7 +467,7 @@ int cmd_compare(int argc, char **argv)
             compare_help(stdout);
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)

@@ -66,6 +66,7 @@ int cmd_emulate(int argc, char **argv)
     erg_error err = {0};
     int c;
     optind = 1;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
@@ -126,7 +127,7 @@ int cmd_emulate(int argc, char **argv)
             help(stdout);
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option");
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)

@@ -183,6 +183,7 @@ static int plan_perseus(int argc, char **argv)
     int c;
     long max_plans;
     optind = 1;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
@@ -266,7 +267,7 @@ static int plan_perseus(int argc, char **argv)
             plan_perseus_help(stdout);
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option");
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)

@@ -321,7 +321,7 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
             help(stdout, name);
             return -1;
         default:
-            return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return cli_bad_option(cmd, argv, common_opts);
         }
     }
     if (optind < argc)
