@@ -29,8 +29,8 @@ void erg_server_opts_init(erg_server_opts *o)
     o->db_path = "ergon-server.sqlite";
     o->dump_dir = "dump";
     o->dump_data = true;
-    o->scheduler = "AllMaxFrequency";
-    o->scheduler_args = "{}";
+    o->scheduler = NULL;      /* = the Zeus configuration's counterpart, else AllMaxFrequency */
+    o->scheduler_args = NULL; /* = {} */
     o->mode = NULL;
     o->log_level = ERG_LOG_INFO;
     o->rank_timeout_s = 0;
@@ -79,33 +79,53 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     srv->host = dup_or_null(opts->host ? opts->host : "127.0.0.1");
     srv->db_path = dup_or_null(opts->db_path ? opts->db_path : ":memory:");
     srv->dump_dir = dup_or_null(opts->dump_dir ? opts->dump_dir : "dump");
-    srv->scheduler = dup_or_null(opts->scheduler ? opts->scheduler : "AllMaxFrequency");
     erg_status st = ERG_OK;
-    if (!srv->host || !srv->db_path || !srv->dump_dir || !srv->scheduler) {
+    if (!srv->host || !srv->db_path || !srv->dump_dir) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto fail;
     }
     srv->opts.host = srv->host;
     srv->opts.db_path = srv->db_path;
     srv->opts.dump_dir = srv->dump_dir;
-    srv->opts.scheduler = srv->scheduler;
     srv->opts.scheduler_args = NULL;
     srv->opts.mode = NULL;
     srv->opts.plans_dirs = NULL;
     srv->opts.n_plans_dirs = 0;
     if ((st = srv_plans_dirs_init(srv, opts->plans_dirs, opts->n_plans_dirs, err)))
         goto fail;
+    /* One configuration for both protocols: the Zeus one first; without a scheduler of
+     * its own the server runs the Zeus one's counterpart (wire_zeus.c). */
+    if ((st = srv_zeus_config(srv, opts, err)))
+        goto fail;
+    bool perseus_given = opts->scheduler || opts->scheduler_args;
+    const char *sched_name = opts->scheduler ? opts->scheduler : "AllMaxFrequency";
     json_error_t je;
-    srv->sched_args = json_loads(opts->scheduler_args ? opts->scheduler_args : "{}", 0, &je);
-    if (!srv->sched_args || !json_is_object(srv->sched_args)) {
-        st = erg_error_set(err, ERG_EINVAL, "scheduler arguments must be a JSON object: %s",
-                           srv->sched_args ? "got another JSON value" : je.text);
+    if (!perseus_given && srv->zeus_scheduler) {
+        srv->sched_args = srv_zeus_to_perseus(srv, &sched_name);
+        if (!srv->sched_args) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto fail;
+        }
+    } else {
+        srv->sched_args = json_loads(opts->scheduler_args ? opts->scheduler_args : "{}", 0, &je);
+        if (!srv->sched_args || !json_is_object(srv->sched_args)) {
+            st = erg_error_set(err, ERG_EINVAL, "scheduler arguments must be a JSON object: %s",
+                               srv->sched_args ? "got another JSON value" : je.text);
+            goto fail;
+        }
+    }
+    srv->scheduler = dup_or_null(sched_name);
+    if (!srv->scheduler) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto fail;
     }
+    srv->opts.scheduler = srv->scheduler;
     if ((st = srv_sched_check_args(srv->scheduler, srv->sched_args, err)))
         goto fail;
     /* Mode resolution (spec §1.1): fixed-knob schedulers impose theirs. */
     int want = SRV_MODE_ANY;
+    if (!perseus_given && srv->zeus_scheduler && !(opts->mode && *opts->mode))
+        want = SRV_MODE_FREQUENCY; /* Zeus sets clocks */
     if (opts->mode && *opts->mode && strcmp(opts->mode, "unspecified")) {
         if (!strcmp(opts->mode, "frequency"))
             want = SRV_MODE_FREQUENCY;
@@ -137,8 +157,9 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
         }
         srv->mode = want;
     }
-    if ((st = srv_zeus_config(srv, opts, err)))
+    if ((st = srv_zeus_reconcile(srv, perseus_given, err)))
         goto fail;
+    srv_zeus_log_config(srv);
     if (opts->dump_data && (st = srv_dump_dir_check(srv, err)))
         goto fail;
     if ((st = srv_store_open(srv, err)))

@@ -237,13 +237,21 @@ erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error 
                                  p);
     }
     if (k == K_ZPOINT) {
-        /* Zeus: one existing .py file (no directory). */
+        /* Zeus: one existing plan file (no directory). */
         const char *p = arg_s(args, "solution_path", "");
-        size_t pl = strlen(p);
         if (!is_file(p))
             return erg_error_set(err, ERG_EINVAL, "Solution file not found: %.200s", p);
-        if (pl < 3 || strcmp(p + pl - 3, ".py"))
-            return erg_error_set(err, ERG_EINVAL, "Solution file is not a Python file: %.200s", p);
+        /* Zeus reads only .py plans; ergon detects the format from the content: Zeus's
+         * (name, clock) lists, a Perseus plan or an ergon JSON plan. */
+        srv_plan_pairs pairs;
+        erg_error pe;
+        if (srv_plan_load_pairs(p, 0, &pairs, &pe))
+            return erg_error_set(err, ERG_EINVAL,
+                                 "Solution file %.200s is neither a Zeus plan (a list per stage "
+                                 "of (name, clock) tuples), a Perseus plan nor an ergon JSON "
+                                 "plan: %.300s",
+                                 p, pe.msg);
+        srv_plan_pairs_free(&pairs);
     }
     if (k == K_ENVPIPE)
         return srv_envpipe_check_args(args, err);

@@ -34,6 +34,8 @@ struct erg_server {
     int mode;                 /* Resolved default mode (SRV_MODE_ANY if none). */
     char *zeus_scheduler;     /* Zeus jobs' "zeus:" class, NULL when not configured. */
     json_t *zeus_sched_args;
+    const char *zeus_source;  /* Where the Zeus configuration came from (static text). */
+    char *zeus_off;           /* Why Zeus jobs are refused (NULL when served). */
     pthread_mutex_t mu;       /* Protects everything below and the database. */
     pthread_mutex_t log_mu;   /* Serialises log callbacks. */
     sqlite3 *db;
