@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ergon/pipeline.h"
 #include "server/store.h"
 
 /* Errors are FastAPI's {"detail": ...}: 422 for bodies that fail validation,
@@ -169,6 +170,36 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
 
 /* ---- register_rank ---- */
 
+/* A stage's instruction names of one iteration (forward, backward, ...) in the order of the
+ * configured schedule (InstructionProfiler's "schedule", default 1f1b) with its
+ * "num_microbatches"; NULL with why. */
+static json_t *schedule_names(erg_server *srv, int stages, int stage, char *why, size_t wn)
+{
+    const json_t *sn = json_object_get(srv->zeus_sched_args, "schedule");
+    long m = (long)json_integer_value(json_object_get(srv->zeus_sched_args, "num_microbatches"));
+    erg_schedule sched;
+    memset(&sched, 0, sizeof sched);
+    erg_error e;
+    erg_order *o = NULL;
+    if ((json_is_string(sn) && erg_schedule_parse(json_string_value(sn), &sched.kind, &e)) ||
+        erg_order_new(&sched, stages, (int)m, &o, &e)) {
+        snprintf(why, wn, "the stage's instructions cannot be derived: %.300s", e.msg);
+        return NULL;
+    }
+    const erg_instr *ins = NULL;
+    int n = erg_order_rank(o, stage, &ins);
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        json_array_append_new(a, json_string(erg_instr_kind_name(ins[i].kind)));
+    erg_order_free(o);
+    if (!a || n <= 0) {
+        json_decref(a);
+        snprintf(why, wn, "schedule gives stage %d no instruction", stage);
+        return NULL;
+    }
+    return a;
+}
+
 static int cmp_desc(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;
@@ -286,13 +317,25 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
         names = json_array();
         for (int i = 0; names && i < plan.lens[entry]; i++)
             json_array_append_new(names, json_string(plan.names[entry][i]));
+    } else if ((!ps || json_is_null(ps)) &&
+               json_object_get(srv->zeus_sched_args, "num_microbatches")) {
+        /* Zeus 0.16's client sends no pipe_schedule: the stage's names from the schedule
+         * the configuration names (1F1B by default) for pp_degree stages. */
+        char why2[400];
+        if (!(names = schedule_names(srv, j->pp, (int)pp, why2, sizeof why2))) {
+            json_decref(psr);
+            zfail(rs, 422, "%s", why2);
+            goto out;
+        }
     } else {
         size_t n = json_array_size(ps);
         if (!json_is_array(ps) || n == 0 || n > 1000000) {
             json_decref(psr);
             zfail(rs, 422,
                   "pipe_schedule must not be empty: %s needs each rank's instruction "
-                  "names of one iteration",
+                  "names of one iteration (Zeus 0.16's client sends none: give the server's "
+                  "scheduler arguments num_microbatches, and schedule if not 1f1b, so that it "
+                  "knows them)",
                   display_name(j->sched_name));
             goto out;
         }
@@ -632,6 +675,10 @@ json_t *srv_zeus_to_perseus(const erg_server *srv, const char **name)
         const json_t *m = json_object_get(srv->zeus_sched_args, "minimum_frequency");
         if (r) json_object_set(a, "warmup_step_ratio", (json_t *)r);
         if (m) json_object_set(a, "minimum_power_state", (json_t *)m);
+        static const char *const same[] = {"num_microbatches", "schedule"};
+        for (int i = 0; i < 2; i++)
+            if (json_object_get(srv->zeus_sched_args, same[i]))
+                json_object_set(a, same[i], json_object_get(srv->zeus_sched_args, same[i]));
     }
     return a;
 }
@@ -735,6 +782,10 @@ erg_status srv_zeus_reconcile(erg_server *srv, bool perseus_given, erg_error *er
         zargs = json_object();
         if (zargs && r) json_object_set(zargs, "warmup_step_ratio", (json_t *)r);
         if (zargs && m) json_object_set(zargs, "minimum_frequency", (json_t *)m);
+        static const char *const same[] = {"num_microbatches", "schedule"};
+        for (int i = 0; zargs && i < 2; i++)
+            if (json_object_get(srv->sched_args, same[i]))
+                json_object_set(zargs, same[i], json_object_get(srv->sched_args, same[i]));
     }
     if (zargs) {
         erg__buf internal = {0};
