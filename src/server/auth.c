@@ -84,7 +84,7 @@ erg_status srv_auth_init(erg_server *srv, const erg_server_opts *o, erg_error *e
             return erg_error_set(err, ERG_EINVAL,
                                  "the token must be 16 to 4096 printable ASCII characters "
                                  "without spaces (got %zu characters); make one with: "
-                                 "head -c 32 /dev/urandom | base64 > token; chmod 600 token",
+                                 "(umask 077; openssl rand -hex 32 > token)",
                                  strlen(o->auth_token));
         if (!(srv->token = erg__strdup(o->auth_token)))
             return erg_error_set(err, ERG_ENOMEM, "out of memory");

@@ -16,7 +16,9 @@
 # torch.cuda.is_available (zeus.utils.framework.torch_is_available, which sync_execution asks
 # first) says True; nothing of the zeus package is patched. The four servers (two kinds x two
 # ways of starting) run side by side and the same 4 rank processes train against each in turn
-# (one torch import per rank: this machine has 2 cores).
+# (one torch import per rank: this machine has 2 cores). A fifth server has a token and TLS:
+# Zeus's client reaches it through server_url="https://ergon:TOKEN@host:port" and
+# SSL_CERT_FILE.
 set -euo pipefail
 : "${ERGON:?}"
 source "$(dirname "$0")/venv_lib.bash"
@@ -157,6 +159,15 @@ serve profiler-zeus-way profiler ZEUS_PFO_SCHEDULER=InstructionProfiler \
   ZEUS_PFO_SCHEDULER_ARGS="{\"num_microbatches\": $M}" --
 serve profiler-perseus-way profiler -- \
   --scheduler InstructionProfiler --scheduler-args "{\"num_microbatches\": $M}" --mode frequency
+# A token and TLS: Zeus's client sends no header of its own, but httpx sends the URL's
+# user:password as Basic credentials and verifies https against SSL_CERT_FILE.
+(umask 077; openssl rand -hex 32 > token)
+openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem -days 2 -subj /CN=localhost \
+  -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null || fail "openssl req"
+serve point-token-tls point -- --token-file token --tls-cert cert.pem --tls-key key.pem \
+  --scheduler PointSolution --scheduler-args '{"solution_path": "freqs_pipeline_00042.py"}' --mode frequency
+urls[4]="https://ergon:$(cat token)@127.0.0.1:${urls[4]##*:}"
+export SSL_CERT_FILE="$work/cert.pem"
 
 for r in $(seq 0 $((P - 1))); do
   timeout 600 "$VPY" trainer.py "$r" "$P" "$ITERS" "$M" "${urls[@]}" >"rank$r.txt" 2>&1 &
