@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 struct srv_net {
