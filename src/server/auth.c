@@ -115,6 +115,16 @@ erg_status srv_auth_init(erg_server *srv, const erg_server_opts *o, erg_error *e
             "or ERGON_SERVE_TOKEN) and/or the training hosts' networks (--allow-net CIDR), "
             "preferably with TLS (--tls-cert, --tls-key); or --insecure on a network you trust",
             host);
+    if (!host_is_loopback(host) && !srv->token && !srv->n_nets)
+        srv_log(srv, ERG_LOG_WARNING, "access", NULL,
+                "--insecure: listening on %s without access control; every client that reaches "
+                "the port may register ranks, post results and end jobs",
+                host);
+    else if (!host_is_loopback(host) && srv->token && !o->tls_cert_file)
+        srv_log(srv, ERG_LOG_WARNING, "access", NULL,
+                "the token travels in clear text on %s: serve https (--tls-cert, --tls-key) "
+                "unless the network is private",
+                host);
     return ERG_OK;
 }
 

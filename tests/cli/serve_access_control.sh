@@ -150,6 +150,12 @@ for ok in "--insecure" "--token-file token" "--allow-net 192.168.0.0/16"; do
   # shellcheck disable=SC2086
   start --host 0.0.0.0 $ok
   [ "$(code GET /healthz)" = 200 ] || fail "0.0.0.0 with $ok"
+  if [ "$ok" = --insecure ]; then
+    grep -q '"level":"warning","event":"access","msg":"--insecure: listening on 0.0.0.0 without access control' "$work/log.txt" || fail "no --insecure warning"
+  fi
+  if [ "$ok" = "--token-file token" ]; then
+    grep -q 'the token travels in clear text on 0.0.0.0' "$work/log.txt" || fail "no clear-text warning"
+  fi
   stop
 done
 ERGON_SERVE_TOKEN="$tok" start --host 0.0.0.0
