@@ -12,8 +12,10 @@
 #   window 1  the server is SIGKILLed after B's results were acknowledged and restarted on the
 #             same database: A's results (posted while it is down) and B's barrier wait are
 #             retried, the job goes on, no acknowledged result is lost;
-#   window 2  the dump disk is full: the server logs a clear `dump` warning (ENOSPC), keeps
-#             serving, acknowledges every result; freed, the deferred dumps are written;
+#   window 2  the dump disk is full (blocks and inodes): the server logs a clear `dump` warning
+#             (ENOSPC), keeps serving, acknowledges every result; SIGKILLed and restarted while
+#             the disk is still full, it starts (a warning) and serves; freed, the dumps are
+#             written;
 #   window 3  B's ergond is SIGKILLed mid-window: B's GPUs keep the clock their live ranks
 #             hold, the restarted ergond re-adopts the leases, the next window's clocks apply;
 #   window 4  A's link is cut mid-window (the server's end set down: A's packets vanish):
@@ -102,7 +104,7 @@ link "$NS_B" "${tag}sb" "${tag}bs" 10.77.2 || fail "veth S<->B"
 
 # --- the server's dump disk: a 1 MiB tmpfs ----------------------------------------------------
 mkdir -p "$tmp/dumpfs"
-mount -t tmpfs -o size=1m,mode=0755 tmpfs "$tmp/dumpfs" || need "cannot mount a tmpfs for the dump disk"
+mount -t tmpfs -o size=1m,nr_inodes=256,mode=0755 tmpfs "$tmp/dumpfs" || need "cannot mount a tmpfs for the dump disk"
 mounted=1
 
 # --- the server: its command line is here only -------------------------------------------------
@@ -118,7 +120,8 @@ start_server() {
   : >"$tmp/srv.out$nsrv"
   ip netns exec "$NS_S" "$ERGON" "${srv_args[@]}" >"$tmp/srv.out$nsrv" 2>>"$tmp/srv.log" &
   pid_srv=$!
-  wait_for 20 grep -q listening "$tmp/srv.out$nsrv" || fail "server $nsrv did not start"
+  up() { grep -q listening "$tmp/srv.out$nsrv" || ! kill -0 "$pid_srv" 2>/dev/null; }
+  wait_for 20 up && grep -q listening "$tmp/srv.out$nsrv" || fail "server $nsrv did not start"
 }
 start_server
 for h in a b; do
@@ -205,23 +208,32 @@ grep -q '"event": *"restore"' "$tmp/srv.log" || fail "restarted server did not r
 echo "ok: window 1: server SIGKILLed and restarted, results posted meanwhile acknowledged, job goes on"
 
 # === window 2: the dump disk is full ==========================================================
-dd if=/dev/zero of="$tmp/dumpfs/filler" bs=64k 2>/dev/null  # until ENOSPC
-[ "$(df --output=avail "$tmp/dumpfs" | tail -1)" -lt 8 ] || fail "could not fill the dump disk"
+dd if=/dev/zero of="$tmp/dumpfs/filler" bs=64k 2>/dev/null  # no block left
+mkdir -p "$tmp/dumpfs/inodes"; i=0
+while [ $i -lt 1000 ] && : 2>/dev/null >"$tmp/dumpfs/inodes/$i"; do i=$((i + 1)); done  # no inode left
+[ "$(df --output=avail "$tmp/dumpfs" | tail -1)" -lt 8 ] && [ "$(df --output=iavail "$tmp/dumpfs" | tail -1)" -eq 0 ] ||
+  fail "could not fill the dump disk: $(df "$tmp/dumpfs"; df -i "$tmp/dumpfs")"
 go 2 A; go 2 B
 wait_for 30 count_lines ": acked 2" 4 "${ALL[@]}" || fail "window 2 not acknowledged with a full dump disk"
 in_window 3 "${ALL[@]}"
 wait_for 10 grep -q "dump 2.prof.json deferred.*No space left on device" "$tmp/srv.log" ||
   fail "no clear dump error for the full disk"
+jd="$tmp/dumpfs/dump/$job"
+[ ! -s "$jd/2.prof.json" ] || fail "2.prof.json written to a full disk?"
+# A server restarted while the disk is still full starts (a warning), restores the job from the
+# database and serves; the deferred dumps it lost with the old process are rebuilt from there.
+kill -KILL "$pid_srv"; wait "$pid_srv" 2>/dev/null; pid_srv=""
+start_server
+grep -q "dump directory .* is full (No space left on device): starting anyway" "$tmp/srv.log" ||
+  fail "no start-up warning for the full dump disk"
 ip netns exec "$NS_A" curl -sf -m 5 "http://10.77.1.1:$PORT/v1/jobs" | grep -q '"running"' ||
   fail "server does not answer (or the job is not running) with a full dump disk"
-jd="$tmp/dumpfs/dump/$job"
-[ ! -e "$jd/2.prof.json" ] || [ "$(stat -c %s "$jd/2.prof.json")" -eq 0 ] ||
-  fail "2.prof.json written to a full disk?"
-rm -f "$tmp/dumpfs/filler"
-wait_for 15 test -s "$jd/2.sched.json" || fail "deferred dumps not written once the disk had room"
+rm -rf "$tmp/dumpfs/filler" "$tmp/dumpfs/inodes"
+wait_for 15 test -s "$jd/2.sched.json" || fail "dumps not written once the disk had room"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert sorted(r["rank"] for r in d) == [0,1,2,3], d' \
-  "$jd/2.prof.json" || fail "deferred 2.prof.json is not the 4 ranks' results"
-echo "ok: window 2: full dump disk reported ('$(grep -o 'dump 2.prof.json deferred[^"]*' "$tmp/srv.log" | head -1 | cut -c1-90)...'), job went on, dumps written later"
+  "$jd/2.prof.json" || fail "2.prof.json is not the 4 ranks' results"
+echo "ok: window 2: full dump disk reported ('$(grep -o 'dump 2.prof.json deferred[^"]*' "$tmp/srv.log" | head -1 | cut -c1-90)...')," \
+  "results acknowledged, server restarted while full, dumps written once there was room"
 
 # === window 3: B's ergond SIGKILLed mid-window and restarted ==================================
 kill9_ergond B
@@ -286,5 +298,5 @@ stored=$(sqlite3 "$tmp/srv.db" "SELECT window, rank FROM results WHERE job_id = 
 expected=$(for w in 0 1 2 3; do for r in 0 1 2 3; do echo "$w $r"; done; done; echo "4 2"; echo "4 3")
 [ "$acked" = "$(echo "$expected" | sort)" ] || fail "acknowledged results: $(echo $acked)"
 [ "$stored" = "$acked" ] || fail "stored results differ from acknowledged ones: stored $(echo $stored)"
-echo "ok: all $(echo "$acked" | wc -l) acknowledged results are in the database after 1 restart, nothing else"
+echo "ok: all $(echo "$acked" | wc -l) acknowledged results are in the database after 2 server restarts, nothing else"
 echo "total $(($(date +%s) - T0)) s"
