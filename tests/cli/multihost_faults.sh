@@ -273,7 +273,7 @@ go 5 B  # B acknowledges window 5 and waits at the next barrier for A, which nev
 wait_for 30 count_lines ": acked 5" 2 "${RB[@]}" || fail "B's window 5 not acknowledged"
 kill9_ergond B  # B's ranks will exit while their ergond is down
 # Every rank exits within its bound (no hang): A's after their retry budget (~19 s), B's when
-# the server's rank timeout (8 s, checked every 2 s) aborts the job.
+# the server's rank timeout (8 s, checked every second) aborts the job.
 wait_for 60 count_lines ": exit [0-9]* at" 4 "${ALL[@]}" || fail "ranks still running 60 s after the cut"
 since_cut() { awk -v a="$t_cut" -v b="$(sed -n 's/.*: exit [0-9]* at //p' "$1")" 'BEGIN { printf "%.1f", b - a }'; }
 for f in "${RA[@]}"; do
