@@ -54,14 +54,25 @@ NS_S="${tag}s" NS_A="${tag}a" NS_B="${tag}b"
 tmp=$(mktemp -d); chmod 755 "$tmp"
 pids_rank=""; pid_srv=""; pid_da=""; pid_db=""; mounted=""
 cleanup() {
-  for p in $pids_rank $pid_srv $pid_da $pid_db; do kill -KILL "$p" 2>/dev/null; done
+  for p in $pids_rank $pid_srv $pid_da $pid_db ${watchdog:-}; do kill -KILL "$p" 2>/dev/null; done
   wait 2>/dev/null
   for ns in "$NS_S" "$NS_A" "$NS_B"; do ip netns del "$ns" 2>/dev/null; done
   [ -n "$mounted" ] && umount "$tmp/dumpfs" 2>/dev/null
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-trap 'exit 1' INT TERM
+trap 'echo "FAIL: interrupted (or past the test'"'"'s own 100 s limit)"; exit 1' INT TERM
+# Our own time limit, below CTest's 120 s, so that the EXIT trap always removes the namespaces.
+( sleep 100; kill -TERM $$ ) >/dev/null 2>&1 & watchdog=$!
+# Namespaces a killed earlier run left behind (its shell's pid is in their name and is gone).
+for ns in $(ip netns list 2>/dev/null | sed -n 's/^\(erg[0-9]*[sab]\)\( .*\)\{0,1\}$/\1/p'); do
+  p=${ns#erg}; p=${p%?}
+  kill -0 "$p" 2>/dev/null || ip netns del "$ns" 2>/dev/null
+done
+while read -r src dir _; do  # and their dump disks (mounted as ergdumpPID)
+  p=${src#ergdump}
+  case "$src:$dir" in ergdump[0-9]*:/*/dumpfs) kill -0 "$p" 2>/dev/null || { umount "$dir" && rm -rf "${dir%/dumpfs}"; } ;; esac
+done </proc/mounts
 
 if ! out=$(ip netns add "$NS_S" 2>&1); then
   echo "SKIP: network namespaces cannot be made here: ip netns add: $out"
@@ -105,7 +116,7 @@ link "$NS_B" "${tag}sb" "${tag}bs" 10.77.2 || fail "veth S<->B"
 
 # --- the server's dump disk: a 1 MiB tmpfs ----------------------------------------------------
 mkdir -p "$tmp/dumpfs"
-mount -t tmpfs -o size=1m,nr_inodes=256,mode=0755 tmpfs "$tmp/dumpfs" || need "cannot mount a tmpfs for the dump disk"
+mount -t tmpfs -o size=1m,nr_inodes=256,mode=0755 "ergdump$$" "$tmp/dumpfs" || need "cannot mount a tmpfs for the dump disk"
 mounted=1
 
 # --- the server: its command line is here only -------------------------------------------------
