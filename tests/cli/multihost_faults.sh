@@ -78,6 +78,10 @@ if ! out=$(ip netns add "$NS_S" 2>&1); then
   echo "SKIP: network namespaces cannot be made here: ip netns add: $out"
   exit 77
 fi
+if ! out=$(ip -n "$NS_S" link set lo up 2>&1); then
+  echo "SKIP: network namespaces cannot be configured here (CAP_NET_ADMIN?): ip link: $out"
+  exit 77
+fi
 
 dump_logs() {
   echo "--- server log"; tail -40 "$tmp/srv.log" 2>/dev/null
@@ -110,7 +114,6 @@ link() { # link NS IF_S IF_H NET: veth between S and host NS, S = NET.1, host = 
     ip -n "$1" addr add "$4.2/24" dev "$3" && ip -n "$1" link set "$3" up &&
     ip -n "$1" link set lo up
 }
-ip -n "$NS_S" link set lo up || fail "lo up in $NS_S"
 link "$NS_A" "${tag}sa" "${tag}as" 10.77.1 || fail "veth S<->A"
 link "$NS_B" "${tag}sb" "${tag}bs" 10.77.2 || fail "veth S<->B"
 
