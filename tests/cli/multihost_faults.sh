@@ -52,7 +52,7 @@ fi
 tag="erg$$"
 NS_S="${tag}s" NS_A="${tag}a" NS_B="${tag}b"
 tmp=$(mktemp -d); chmod 755 "$tmp"
-pids_rank=""; pid_srv=""; pid_da=""; pid_db=""; mounted=""
+pids_rank=""; pid_srv=""; pid_da=""; pid_db=""; mounted=""; t_a=""; t_b=""
 cleanup() {
   for p in $pids_rank $pid_srv $pid_da $pid_db ${watchdog:-}; do kill -KILL "$p" 2>/dev/null; done
   wait 2>/dev/null
@@ -296,7 +296,7 @@ for f in "${RA[@]}"; do
     fail "no clear network error on A: $f"
   t=$(since_cut "$f")
   awk -v t="$t" 'BEGIN { exit !(t >= 10 && t <= 40) }' || fail "A's rank gave up after $t s (budget ~19 s): $f"
-  t_a=$t
+  t_a="${t_a:+$t_a and }$t"
 done
 wait_for 10 both_gpus A "0 0" || fail "A's GPUs not back at default after its ranks gave up"
 for f in "${RB[@]}"; do
@@ -304,7 +304,7 @@ for f in "${RB[@]}"; do
   grep -q "server error: ECANCELED: .*rank [01] was silent" "$f" || fail "B's rank did not say the job was aborted: $f"
   t=$(since_cut "$f")
   awk -v t="$t" 'BEGIN { exit !(t >= 6 && t <= 25) }' || fail "B's rank told after $t s (rank timeout 8 s): $f"
-  t_b=$t
+  t_b="${t_b:+$t_b and }$t"
 done
 # B's ranks could not reach their (dead) ergond to reset: the clocks stay until it is back.
 both_gpus B "1005 1005" || fail "B's GPUs changed without ergond?"
