@@ -93,7 +93,6 @@ dump_logs() {
 }
 fail() { echo "FAIL: $*"; dump_logs; exit 1; }
 now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # wait_for SECONDS CMD...: poll CMD every 0.1 s; every wait is bounded.
 wait_for() {
   local end=$(($(date +%s) + $1)); shift
@@ -152,7 +151,7 @@ start_ergond() { # start_ergond A|B
   local h=$1 ns="$NS_A"; [ "$1" = B ] && ns="$NS_B"
   mkdir -p "$tmp/$h"; chmod 755 "$tmp/$h"
   nd[$h]=$((nd[$h] + 1))
-  FAKE_NVML_STATE="$tmp/$h/gpu.state" FAKE_NVML_DEVICES=2 \
+  FAKE_NVML_STATE="$tmp/$h/gpu.state" FAKE_NVML_LOG="$tmp/$h/nvml.log" FAKE_NVML_DEVICES=2 \
     ip netns exec "$ns" "$ERGOND" --socket "$tmp/$h/ergond.sock" --config "$tmp/ergond.conf" \
     --gpu "nvml:$ERGON_FAKE_NVML" --state-dir "$tmp/$h/state" --socket-mode 0600 \
     2>"$tmp/$h/dlog${nd[$h]}" &
@@ -196,7 +195,7 @@ RA=("$tmp/rank0.log" "$tmp/rank1.log") RB=("$tmp/rank2.log" "$tmp/rank3.log")
 ALL=("${RA[@]}" "${RB[@]}")
 go() { touch "$tmp/ctl/go.$1.$2"; } # go WINDOW HOST: that host's ranks end the window
 
-# window W is running on every rank of HOSTS with the scheduled clocks on their GPUs
+# window W runs on the ranks whose logs are FILES, each GPU at the window's last clock
 in_window() { # in_window W FILES...
   local w=$1; shift
   wait_for 30 count_lines ": window $w clock 1005" $# "$@" || fail "window $w did not start on $*"
@@ -318,6 +317,16 @@ echo "ok: window 5: A cut: A's ranks gave up after ${t_a} s and their GPUs are a
   "B's ranks told the job was aborted after ${t_b} s; B's GPUs reset by the restarted ergond"
 sed -n 's/.*server error: /  A: /p' "$tmp/rank0.log" | sed 's|http://[^ ]*/heartbeat|http://.../heartbeat|' | head -1
 sed -n 's/.*server error: /  B: /p' "$tmp/rank2.log" | head -1 | cut -c1-160
+
+# Every window's two clocks (forward 1200, backward 1005) reached each GPU through ergond.
+for h in A B; do
+  for d in 0 1; do
+    for f in 1200 1005; do
+      n=$(grep -c "^nvmlDeviceSetGpuLockedClocks $d $f $f = 0$" "$tmp/$h/nvml.log")
+      [ "$n" -ge 6 ] || fail "GPU $d of $h was set to $f MHz $n times in 6 windows"
+    done
+  done
+done
 
 # === no acknowledged result lost ==============================================================
 kill -TERM "$pid_srv"; wait "$pid_srv" 2>/dev/null; pid_srv=""
