@@ -28,7 +28,8 @@
 # Finally every (window, rank) a rank saw acknowledged is in the database, and nothing else.
 #
 # Needs root (CAP_NET_ADMIN + CAP_SYS_ADMIN: `ip netns add`, a tmpfs mount); skips (77) with a
-# message where namespaces cannot be made. Missing tools fail under CI=true.
+# message where namespaces cannot be made. Missing tools fail under CI=true. Runs in the sanitizer
+# build too (the ranks' python preloads the ASan runtime; server and ergonds must stop cleanly).
 set -u
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
@@ -43,7 +44,13 @@ command -v ip >/dev/null || need "no ip (Debian package iproute2)"
 command -v python3 >/dev/null || need "no python3"
 command -v sqlite3 >/dev/null || need "no sqlite3 (Debian package sqlite3)"
 command -v curl >/dev/null || need "no curl"
-[ -z "${ERGON_SANITIZED:-}" ] || { echo "SKIP: an ASan libergon cannot be loaded into python"; exit 77; }
+# The ranks' python loads libergon: in the sanitizer build, with the ASan runtime preloaded.
+py_env=()
+if [ -n "${ERGON_SANITIZED:-}" ]; then
+  asan=$(gcc -print-file-name=libasan.so 2>/dev/null)
+  [ -f "$asan" ] || need "no libasan.so to preload into python (gcc)"
+  py_env=(env LD_PRELOAD="$asan" ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0")
+fi
 if [ "$(id -u)" != 0 ]; then
   echo "SKIP: network namespaces cannot be made: not root (needs CAP_NET_ADMIN and CAP_SYS_ADMIN)"
   exit 77
@@ -179,7 +186,7 @@ declare -A rank_pid
 start_rank() { # start_rank RANK HOST PP DP DEVICE
   local ns="$NS_A" url="http://10.77.1.1:$PORT"
   [ "$2" = B ] && ns="$NS_B" url="http://10.77.2.1:$PORT"
-  ip netns exec "$ns" python3 "$ERGON_SRC/tests/cli/multihost_rank.py" --url "$url" \
+  ip netns exec "$ns" "${py_env[@]}" python3 "$ERGON_SRC/tests/cli/multihost_rank.py" --url "$url" \
     --job-file "$tmp/job" --ctl "$tmp/ctl" --host "$2" --rank "$1" --pp-rank "$3" \
     --dp-rank "$4" --pp 2 --dp 2 --gpu "daemon:$tmp/$2/ergond.sock" --device "$5" \
     --request-timeout 1.5 --max-retries 8 --backoff-max 1.0 --schedule-wait 2 \
@@ -329,7 +336,11 @@ for h in A B; do
 done
 
 # === no acknowledged result lost ==============================================================
-kill -TERM "$pid_srv"; wait "$pid_srv" 2>/dev/null; pid_srv=""
+# Everything stops cleanly (exit 0; in the sanitizer build: no leak or error report).
+stop() { kill -TERM "$1"; wait "$1"; local rc=$?; [ $rc -eq 0 ] || fail "$2 exited $rc on SIGTERM"; }
+stop "$pid_srv" server; pid_srv=""
+stop "$pid_da" "ergond A"; pid_da=""
+stop "$pid_db" "ergond B"; pid_db=""
 acked=$(for r in 0 1 2 3; do sed -n "s/^rank $r: acked \([0-9]*\)$/\1 $r/p" "$tmp/rank$r.log"; done | sort)
 stored=$(sqlite3 "$tmp/srv.db" "SELECT window, rank FROM results WHERE job_id = '$job'" | tr '|' ' ' | sort)
 expected=$(for w in 0 1 2 3 4; do for r in 0 1 2 3; do echo "$w $r"; done; done; echo "5 2"; echo "5 3")
