@@ -18,7 +18,9 @@
 #             written;
 #   window 3  B's ergond is SIGKILLed mid-window: B's GPUs keep the clock their live ranks
 #             hold, the restarted ergond re-adopts the leases, the next window's clocks apply;
-#   window 4  A's link is cut for 2 s mid-window: its ranks retry, resume, nothing is lost;
+#   window 4  A's link is cut for 2 s mid-window: its ranks retry and resume; then cut for 2 s
+#             again while A's ranks wait at the barrier and B's results open it (the server's
+#             answers go into the cut link): A's ranks get window 5, once; nothing is lost;
 #   window 5  A's link is cut for good mid-window (the server's end set down: A's packets vanish):
 #             A's ranks give up after their retry budget with a clear error and A's GPUs are
 #             back at default clocks; B's ranks, acknowledged, are told at the barrier that the
@@ -279,11 +281,23 @@ cut_a down
 sleep 2
 for h in A B; do both_gpus $h "1005 1005" || fail "GPUs of $h left their clock during a short cut"; done
 cut_a up
-go 4 A; go 4 B
-wait_for 30 count_lines ": acked 4" 4 "${ALL[@]}" || fail "window 4 not acknowledged after A's link came back"
-in_window 5 "${ALL[@]}"
+go 4 A
+wait_for 30 count_lines ": acked 4" 2 "${RA[@]}" || fail "A's window 4 not acknowledged after its link came back"
+echo "ok: window 4: A's link cut for 2 s mid-window: its ranks retried and resumed"
+
+# === window 4 -> 5: A's link cut for 2 s while A waits at the barrier and it opens ============
+sleep 0.5  # A's ranks are waiting at the barrier of window 5 (their requests held by the server)
+cut_a down
+go 4 B  # B's results open the barrier: the server answers A's held requests into the cut link
+wait_for 30 count_lines ": acked 4" 2 "${RB[@]}" || fail "B's window 4 not acknowledged"
+sleep 2
+cut_a up
+in_window 5 "${ALL[@]}"  # A's ranks asked again (or got the answer late): the same window 5
 ! count_lines ": exit" 1 "${ALL[@]}" || fail "a rank gave up over a 2 s cut"
-echo "ok: window 4: A's link cut for 2 s: its ranks retried and resumed, nothing lost"
+for f in "${ALL[@]}"; do
+  [ "$(grep -c ': window 5 clock' "$f")" = 1 ] || fail "window 5 started twice or not at all: $f"
+done
+echo "ok: window 4->5: A's link cut for 2 s while the barrier opened: A's ranks got window 5 once"
 
 # === window 5: A's link cut for good mid-window ================================================
 for h in A B; do both_gpus $h "1005 1005" || fail "GPUs of $h not at 1005 MHz in window 5"; done
