@@ -211,12 +211,15 @@ static double backoff(erg_srv_client *c, int attempt)
     return d * jitter;
 }
 
+static double mono_s(void);
+
 /* Exchange with retries on transport errors and 500/502/503/504. */
 static erg_status request(erg_srv_client *c, const char *method, const char *path,
                           const char *body, double timeout_s, int *status, erg__buf *resp,
                           erg_error *err)
 {
     erg_status st = ERG_OK;
+    double t0 = mono_s();
     for (int attempt = 0;; attempt++) {
         erg__buf_free(resp);
         *status = 0;
@@ -227,8 +230,16 @@ static erg_status request(erg_srv_client *c, const char *method, const char *pat
         if (!st && *status == 500 && resp->data &&
             (strstr(resp->data, "[profiling-done]") || strstr(resp->data, "aborted")))
             retry = false;
-        if (!retry || attempt >= c->o.max_retries)
+        if (!retry || attempt >= c->o.max_retries) {
+            if (err && st == ERG_ENET && attempt > 0) { /* say what was tried (cut off?) */
+                char last[sizeof err->msg];
+                snprintf(last, sizeof last, "%s", err->msg);
+                erg_error_set(err, st, "%s (gave up after %d attempts in %.1f s: "
+                                       "request_timeout_s %g, max_retries %d)",
+                              last, attempt + 1, mono_s() - t0, timeout_s, c->o.max_retries);
+            }
             break;
+        }
         sleep_s(backoff(c, attempt));
     }
     return st;
@@ -252,7 +263,9 @@ static erg_status http_error(int status, const erg__buf *resp, const char *what,
                       : status >= 400 && status < 500           ? ERG_EINVAL
                       : status == 503                           ? ERG_ENET
                                                                 : ERG_EINTERNAL;
-    erg_error_set(err, code, "%s: HTTP %d: %.400s", what, status, msg);
+    erg_error_set(err, code, "%s: HTTP %d: %s%.400s", what, status,
+                  code == ERG_ECANCELED && !strstr(msg, "abort") ? "the job was aborted: " : "",
+                  msg);
     json_decref(v);
     return code;
 }
