@@ -88,5 +88,10 @@ char *hlo_attr_str(const erg_hlo_module *m, const hlo_instr *in, const char *key
 /* 1-based line and column of a text offset. */
 void hlo_line_col(const erg_hlo_module *m, size_t off, long *line, long *col);
 int hlo_find_comp(const erg_hlo_module *m, const char *name);
+/* True when b has a's computations, instructions (names, opcodes, shapes, operands, literals)
+ * and attributes, in order, apart from attributes keyed skip_key (may be NULL) and the module
+ * header's num_partitions; otherwise false with the first difference in why. */
+bool hlo_module_same(const erg_hlo_module *a, const erg_hlo_module *b, const char *skip_key,
+                     char *why, size_t whylen);
 
 #endif
