@@ -286,6 +286,8 @@ typedef struct builder {
     int *pend;       /* registered twins not yet placed (merge_blocks re-points them) */
     int *pref;       /* [n] block whose anchor reads this weight chain, or -1 (adopt) */
     int npend;
+    erg_progress_fn progress; /* may be NULL */
+    void *user;
 } builder;
 
 static erg_status oom(builder *b) { return erg_error_set(b->err, ERG_ENOMEM, "out of memory"); }
@@ -1032,10 +1034,24 @@ static bool depends_on(builder *b, int v, int a)
     return false;
 }
 
-/* Find the backward twin of anchor `a` with respect to its operand `side` (cfp-spec §1.3). */
+/* Find the backward twin of anchor `a` with respect to its operand `side` (cfp-spec §1.3).
+ *
+ * Bounded so that the analysis stays near-linear: a search examines at most s->twin_window
+ * candidate dots (later dots, in no block yet, that read the operand's chain) and reads at
+ * most TWIN_USERS_PER_CANDIDATE x that many users; a search that reaches either bound stops
+ * without a twin and is counted (s->twin_cut, named in the report). In the shared HLO and
+ * the generated GPT steps a search meets at most 8 candidates and 22 users; a weight read by
+ * thousands of chained dots (bench/gen_chain_hlo.py) meets one candidate per later dot,
+ * which made the analysis cubic before the bound (4,000 dots took over a minute). The cheap
+ * test of a candidate (do its strategies fit the anchor's, dot_eval) runs before the
+ * dependence test (depends_on, up to DEP_BUDGET visits); both must hold, so the order does
+ * not change which twin is found. */
+#define TWIN_USERS_PER_CANDIDATE 64
 static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int side,
                             const strat *st)
 {
+    long users_seen = 0, cands_seen = 0;
+    long max_users = (long)b->s->twin_window * TWIN_USERS_PER_CANDIDATE;
     erg_shard *s = b->s;
     const hlo_comp *c = s->c;
     int K = s->pbs[pbi].K;
@@ -1078,6 +1094,8 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
             for (int u = 0; u < s->nodes[x].nusers; u++) {
                 int w = s->nodes[x].users[u];
                 const hlo_instr *W = &c->ins[w];
+                if (++users_seen > max_users)
+                    goto cut;
                 if (w == a)
                     continue;
                 if (is_chain_op(W) && W->nops >= 1 && W->ops[0] == x && nf < 64) {
@@ -1094,6 +1112,8 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                 if (W->op != HLO_OP_DOT || s->nodes[w].pb >= 0 || b->twin_pb[w] >= 0 ||
                     s->nodes[w].topo <= s->nodes[a].topo)
                     continue;
+                if (++cands_seen > s->twin_window)
+                    goto cut;
                 int q = W->ops[0] == x ? 0 : W->ops[1] == x ? 1 : -1;
                 if (q < 0 || W->ops[0] == W->ops[1])
                     continue;
@@ -1107,8 +1127,6 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                 for (int k = 0; k < td.nc; k++)
                     cp *= c->ins[x].shape.dims[q ? td.rc[k] : td.lc[k]];
                 if (cp != space_prod)
-                    continue;
-                if (b->dotanc[other] && !depends_on(b, other, a))
                     continue;
                 spec *req = erg__calloc((size_t)K * 2, sizeof(spec));
                 if (!req) {
@@ -1124,7 +1142,7 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                     int ar;
                     ok = dot_eval(s, w, &td, &req[k], &req[K + k], &o, &ar);
                 }
-                if (!ok) {
+                if (!ok || (b->dotanc[other] && !depends_on(b, other, a))) {
                     erg__free(req);
                     continue;
                 }
@@ -1136,6 +1154,10 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
             }
         }
     }
+    goto out;
+cut:
+    if (s->twin_cut++ == 0)
+        s->twin_cut_anchor = a;
 out:
     erg__free(cs);
     erg__free(cur);
@@ -2165,14 +2187,41 @@ erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_
     return erg_shard_analyze_computation(m, NULL, mesh0, mesh1, out, err);
 }
 
+void erg_shard_analyze_options_init(erg_shard_analyze_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->twin_window = ERG_SHARD_TWIN_WINDOW;
+}
+
 static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0,
-                             int mesh1, erg_shard **out, erg_error *err);
+                             int mesh1, const erg_shard_analyze_options *o, erg_shard **out,
+                             erg_error *err);
 
 erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *computation,
                                          int mesh0, int mesh1, erg_shard **out, erg_error *err)
 {
+    erg_shard_analyze_options o;
+    erg_shard_analyze_options_init(&o);
+    o.computation = computation;
+    return erg_shard_analyze_opts(m, mesh0, mesh1, &o, out, err);
+}
+
+erg_status erg_shard_analyze_opts(const erg_hlo_module *m, int mesh0, int mesh1,
+                                  const erg_shard_analyze_options *opts, erg_shard **out,
+                                  erg_error *err)
+{
+    erg_shard_analyze_options o;
+    erg_shard_analyze_options_init(&o);
+    if (opts)
+        o = *opts;
+    if (o.twin_window < 1 || o.twin_window > 1000000)
+        return erg_error_set(err, ERG_EINVAL, "twin window %d: must be 1 to 1000000",
+                             o.twin_window);
+    const char *computation = o.computation;
     erg_error le;
-    erg_status st = analyze_on(m, computation, mesh0, mesh1, out, &le);
+    erg_status st = analyze_on(m, computation, mesh0, mesh1, &o, out, &le);
     if (st && err)
         *err = le;
     /* A 1-D mesh of n devices whose size divides no dim: view it as a 2-D mesh a x b (the same
@@ -2185,7 +2234,7 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
         if (n % b)
             continue;
         erg_error e2;
-        if (analyze_on(m, computation, n / b, b, out, &e2) == ERG_OK) {
+        if (analyze_on(m, computation, n / b, b, &o, out, &e2) == ERG_OK) {
             (*out)->mesh_req[0] = mesh0;
             (*out)->mesh_req[1] = mesh1;
             return ERG_OK;
@@ -2215,7 +2264,8 @@ static int weight_storage(const erg_shard *s, int v)
 }
 
 static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0,
-                             int mesh1, erg_shard **out, erg_error *err)
+                             int mesh1, const erg_shard_analyze_options *opt, erg_shard **out,
+                             erg_error *err)
 {
     if (!m || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_analyze: NULL argument");
@@ -2248,7 +2298,9 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
     s->mesh[0] = s->mesh_req[0] = mesh0;
     s->mesh[1] = s->mesh_req[1] = mesh1;
     s->n = s->c->n;
-    builder B = {.s = s, .err = err}, *b = &B;
+    s->twin_window = opt->twin_window;
+    s->twin_cut_anchor = -1;
+    builder B = {.s = s, .err = err, .progress = opt->progress, .user = opt->user}, *b = &B;
     erg_status st = ERG_ENOMEM;
     s->nodes = erg__calloc((size_t)s->n, sizeof *s->nodes);
     s->topo = erg__calloc((size_t)s->n, sizeof(int));
@@ -2288,6 +2340,10 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
         int i = s->topo[t];
         const hlo_instr *in = &s->c->ins[i];
         node *nd = &s->nodes[i];
+        if (b->progress && (t & 1023) == 0 && b->progress(b->user, (uint64_t)t, (uint64_t)s->n)) {
+            st = erg_error_set(err, ERG_ECANCELED, "analysis canceled");
+            goto done;
+        }
         if (nd->pb >= 0 || nd->sink)
             continue;
         if (in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION) {
@@ -2408,6 +2464,8 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
     for (int i = 0; i < s->nseg; i++)
         if (s->segs[i].unique == i)
             s->nuniq++;
+    if (b->progress)
+        b->progress(b->user, (uint64_t)s->n, (uint64_t)s->n);
     st = ERG_OK;
 done:
     if (b->twin_req)
@@ -2561,6 +2619,12 @@ P("module %s, %s %s: %d instructions, %zu dots/convolutions; mesh %dx%d\n", s->m
     if (s->loop)
         P("loop body of '%s': %ld iterations, one plan for all of them (costs x %ld)\n", s->loop,
           s->trips, s->trips);
+    if (s->twin_cut > 0)
+        P("note: %ld backward-twin searches stopped at the window of %d candidate dots (the "
+          "first for anchor '%s'): those anchors may lack a gradient twin; a larger "
+          "--twin-window searches further, at a cost that grows with it\n",
+          s->twin_cut, s->twin_window,
+          s->twin_cut_anchor >= 0 ? s->c->ins[s->twin_cut_anchor].name : "?");
     {
         /* Loops in this computation, so that their bodies can be analysed on their own. */
         for (int i = 0; i < s->n; i++) {

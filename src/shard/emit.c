@@ -405,8 +405,11 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
         goto fail;
     size_t at = m->header_end;
     /* A header that runs straight into the first computation ("HloModule m%comp (...)"):
-     * keep them apart, or the new value would swallow the computation's name. */
+     * keep them apart, or the new value would swallow the computation's name. (A comment
+     * right after the header ends the value by itself.) */
     if (!m->has_num_partitions && at < m->len && !isspace((unsigned char)m->text[at]) &&
+        !(m->text[at] == '/' && at + 1 < m->len &&
+          (m->text[at + 1] == '/' || m->text[at + 1] == '*')) &&
         (st = erg__buf_append(&b, " ", 1)))
         goto fail;
     for (int k = 0; k < ned; k++) {

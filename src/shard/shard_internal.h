@@ -189,6 +189,11 @@ struct erg_shard {
     long dp_max_candidates; /* tests: Pareto entries per step before the chain fallback
                              * (0: the default, 2^21) */
     shard_ve *ve; /* block-level elimination (ve.c) when the segment frontier is too large */
+    /* analysis bounds (analyze.c): candidate dots one backward-twin search examines, the
+     * searches that stopped at that window, and the first anchor whose search did */
+    int twin_window;
+    long twin_cut;
+    int twin_cut_anchor;
 };
 
 struct erg_shard_plan {
