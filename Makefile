@@ -33,7 +33,7 @@ ASAN_BUILD ?= build-asan
 
 PY_STAMP := $(PY_VENV)/.ergon-requirements
 
-.PHONY: py-deps all deps e2e-deps deb-deps build build-asan demo test test-release test-asan test-e2e fuzz bench e2e format clean \
+.PHONY: py-deps all deps e2e-deps deb-deps build build-asan demo test test-release test-asan test-e2e fuzz fuzz-build fuzz-check bench e2e format clean \
   install uninstall deb
 
 all: build
@@ -80,7 +80,7 @@ build-asan: deps
 demo: build
 	@bash tools/demo.sh $(BUILD)/ergon
 
-test: fuzz test-release test-asan
+test: fuzz-check test-release test-asan
 
 test-release: build e2e-deps deb-deps py-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -98,12 +98,23 @@ e2e: build e2e-deps
 test-e2e: build e2e-deps
 	cd $(BUILD) && ctest --output-on-failure -R 'cli/e2e_'
 
-# Every parser has a libFuzzer target; CI runs each briefly (FUZZ_SECONDS).
+# Every parser has a libFuzzer target (tests/fuzz/, docs/fuzzing.md).
+# make fuzz: open-ended random exploration, FUZZ_SECONDS per target; what it finds becomes a
+#   corpus file in tests/fuzz/corpus/NAME/ plus a fix. It may find something new on any run.
+# make fuzz-check (the fuzz stage of make test): replays the committed corpus, then a
+#   fixed-seed exploration of FUZZ_RUNS inputs per target: the same answer on the same code.
 FUZZ_SECONDS ?= 15
-fuzz: deps
+FUZZ_RUNS ?= 20000
+FUZZ_SEED ?= 1
+fuzz-build: deps
 	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DERGON_FUZZ=ON -DBUILD_TESTING=ON >/dev/null
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_all
+
+fuzz: fuzz-build
 	bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
+fuzz-check: fuzz-build
+	bash tests/fuzz/run.sh --fixed build-fuzz $(FUZZ_RUNS) $(FUZZ_SEED)
 
 # Install into PREFIX (default /usr/local; DESTDIR honoured): library, headers, ergon.pc,
 # CMake package, ergon, ergond, man pages, bash completion, the Python package, the systemd
