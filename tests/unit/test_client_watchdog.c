@@ -9,6 +9,7 @@
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -472,7 +474,105 @@ TEST(sigint_survived_then_clocks_apply_again_and_a_new_client_works)
     rm_tmp();
 }
 
+/* The watchdog program where pidfd_open is missing (no --pidfd): it sees its parent, the
+ * trainer, end through getppid() within its 50 ms poll. Driven by hand as libergon drives it:
+ * 'd' before a lock -> reset on death; 'c' after a reset -> no reset; 'q' -> exits at once. */
+static int count_in_file(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[300];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+static void run_bare_watchdog(const char *msgs, int want_resets, unsigned want_dev1,
+                              const char *what)
+{
+    unlink(state_path);
+    char log[500];
+    snprintf(log, sizeof log, "%s/bare.log", tmpdir);
+    unlink(log);
+    setenv("FAKE_NVML_LOG", log, 1);
+    int ready[2];
+    ASSERT(pipe(ready) == 0);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        close(ready[0]);
+        int sv[2];
+        erg_error err;
+        erg_gpu *g = NULL;
+        child_check(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+        char parent[24], ctl[16];
+        snprintf(parent, sizeof parent, "%d", (int)getpid());
+        snprintf(ctl, sizeof ctl, "%d", sv[1]);
+        /* both ends are inherited: the watchdog closes what is not its own */
+        char *argv[] = {ERG_WATCHDOG_EXE, "--gpu", "nvml", "--device", "1", "--control-fd", ctl,
+                        "--parent", parent, NULL};
+        extern char **environ;
+        pid_t w;
+        child_check(posix_spawn(&w, ERG_WATCHDOG_EXE, NULL, NULL, argv, environ) == 0, "spawn");
+        close(sv[1]);
+        char ok[4] = "";
+        child_check(recv(sv[0], ok, 3, MSG_WAITALL) == 3 && !memcmp(ok, "ok\n", 3), "no ok");
+        child_check(!erg_gpu_open("nvml", &g, &err), "open");
+        child_check(send(sv[0], "d", 1, 0) == 1, "send d");
+        child_check(!erg_gpu_lock_sm_clocks(g, 1, 1305, 1305, &err), "lock");
+        if (strchr(msgs, 'c')) {
+            child_check(!erg_gpu_reset_sm_clocks(g, 1, &err), "reset");
+            child_check(send(sv[0], "c", 1, 0) == 1, "send c");
+        }
+        if (strchr(msgs, 'q')) {
+            child_check(!erg_gpu_reset_sm_clocks(g, 1, &err), "reset");
+            child_check(send(sv[0], "q", 1, 0) == 1, "send q");
+            int status;
+            child_check(waitpid(w, &status, 0) == w && WIFEXITED(status) &&
+                            WEXITSTATUS(status) == 0,
+                        "the watchdog did not exit at once after 'q'");
+            /* locked again after the watchdog left: nobody resets it now */
+            child_check(!erg_gpu_lock_sm_clocks(g, 1, 1200, 1200, &err), "lock again");
+        }
+        ssize_t k = write(ready[1], "r", 1);
+        (void)k;
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    ASSERT_MSG(read_byte(ready[0], 30) == 'r', "%s: the trainer failed (see above)", what);
+    close(ready[0]);
+    kill(pid, SIGKILL);
+    ASSERT(waitpid(pid, NULL, 0) == pid);
+    reap_all(5, what); /* the watchdog, orphaned to us (the subreaper), must end */
+    unsigned c[NDEV];
+    gpu_clocks(c);
+    ASSERT_MSG(c[1] == want_dev1, "%s: GPU 1 at %u MHz, expected %u", what, c[1], want_dev1);
+    int resets = count_in_file(log, "nvmlDeviceResetGpuLockedClocks 1 = 0");
+    ASSERT_MSG(resets == want_resets, "%s: %d resets of GPU 1, expected %d", what, resets,
+               want_resets);
+    unsetenv("FAKE_NVML_LOG");
+}
+
+TEST(watchdog_without_a_pidfd_polls_its_parent)
+{
+    use_fake_nvml();
+    if (!ERG_WATCHDOG_EXE[0])
+        SKIP("ergon-watchdog not built");
+    ASSERT(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+    double t0 = now_s();
+    run_bare_watchdog("d", 1, 0, "dirty, then SIGKILL: the watchdog resets");
+    ASSERT_MSG(now_s() - t0 < 5, "took %.1f s", now_s() - t0);
+    run_bare_watchdog("dc", 1, 0, "clean, then SIGKILL: only the trainer's own reset");
+    run_bare_watchdog("dq", 1, 1200, "quit: the watchdog is gone, touches nothing");
+    rm_tmp();
+}
+
 TAP_MAIN(TEST_ENTRY(sigkill_of_40_threaded_clients_on_a_busy_slow_nvml_resets_in_1s_20_of_20),
          TEST_ENTRY(sigkill_with_a_forked_worker_alive_resets_in_1s_20_of_20),
          TEST_ENTRY(sigterm_resets_a_no_signals_client_beside_a_normal_one),
-         TEST_ENTRY(sigint_survived_then_clocks_apply_again_and_a_new_client_works))
+         TEST_ENTRY(sigint_survived_then_clocks_apply_again_and_a_new_client_works),
+         TEST_ENTRY(watchdog_without_a_pidfd_polls_its_parent))
