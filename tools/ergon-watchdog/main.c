@@ -3,6 +3,7 @@
 #include "ergon/gpu.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -143,6 +144,11 @@ int main(int argc, char **argv)
                    ctl_fd >= 0 ? argv[0] : "missing", "");
     if (!spec || dev < 0 || parent < 0)
         fail_start("%s%s", "--gpu, --device and --parent are required", "");
+    if (pidfd >= 0 && fcntl((int)pidfd, F_GETFD) < 0) {
+        fprintf(stderr, "ergon-watchdog: --pidfd %ld is not open: watching the parent instead\n",
+                pidfd);
+        pidfd = -1;
+    }
     close_others(ctl, (int)pidfd);
     if (chdir("/") != 0) {
         /* nothing: only so as not to hold the trainer's directory */
@@ -170,7 +176,9 @@ int main(int argc, char **argv)
             why = "poll failed";
             break;
         }
-        if (pidfd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
+        if (pidfd >= 0 && (p[1].revents & POLLNVAL))
+            pidfd = -1; /* cannot happen (checked above); never spin on it */
+        else if (pidfd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
             why = "ended";
         if (pidfd < 0 && getppid() != (pid_t)parent)
             why = "ended";
