@@ -256,7 +256,8 @@ void erg__client_signals_unregister(erg_client *c)
         return;
     }
     unsigned long e = atomic_load(&episode);
-    bool pending = e != settled;
+    /* (In a forked child the episode and its thread are the parent's: not ours to deliver.) */
+    bool pending = e != settled && getpid() == installer_pid;
     settled = e;
     int i = sig_index(atomic_load(&episode_sig));
     pid_t tid = atomic_load(&episode_tid);
