@@ -150,13 +150,13 @@ int main(int argc, char **argv)
         pidfd = -1;
     }
     close_others(ctl, (int)pidfd);
+    erg_error err;
+    erg_gpu *g = NULL;
+    if (erg_gpu_open(spec, &g, &err) != ERG_OK) /* (a relative library path is the trainer's) */
+        fail_start("cannot open %s: %s", spec, err.msg);
     if (chdir("/") != 0) {
         /* nothing: only so as not to hold the trainer's directory */
     }
-    erg_error err;
-    erg_gpu *g = NULL;
-    if (erg_gpu_open(spec, &g, &err) != ERG_OK)
-        fail_start("cannot open %s: %s", spec, err.msg);
     if (dev >= erg_gpu_count(g)) {
         char d[24];
         snprintf(d, sizeof d, "%ld", dev);
