@@ -164,7 +164,7 @@ static void reap(pid_t pid, double timeout_s)
 }
 
 /* Read the watchdog's first line ("ok" or why it cannot run). */
-static erg_status await_ready(erg_client *c, int fd, pid_t pid, erg_error *err)
+static erg_status await_ready(erg_client *c, const char *exe, int fd, pid_t pid, erg_error *err)
 {
     char line[ERG_ERROR_MSG_LEN];
     size_t n = 0;
@@ -186,8 +186,10 @@ static erg_status await_ready(erg_client *c, int fd, pid_t pid, erg_error *err)
             continue;
         if (k <= 0) {
             line[n] = '\0';
-            return erg_error_set(err, ERG_EINTERNAL, "the GPU %d watchdog exited at start%s%s",
-                                 c->dev, n ? ": " : "", line);
+            return erg_error_set(err, ERG_EINTERNAL,
+                                 "the GPU %d watchdog %s ended before it opened the GPU library%s%s "
+                                 "(its own message, if any, is on stderr)",
+                                 c->dev, exe, n ? ": " : "", line);
         }
         n += (size_t)k;
         line[n] = '\0';
@@ -293,7 +295,7 @@ erg_status erg__watchdog_start(erg_client *c, erg_error *err)
         return erg_error_set(err, ERG_EINTERNAL, "cannot start the watchdog %s: %s", exe,
                              strerror(rc));
     }
-    st = await_ready(c, mine, pid, err);
+    st = await_ready(c, exe, mine, pid, err);
     if (st) {
         close(mine);
         kill(pid, SIGKILL);
