@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -571,8 +572,38 @@ TEST(watchdog_without_a_pidfd_polls_its_parent)
     rm_tmp();
 }
 
+/* A client whose watchdog cannot run is refused, saying why (never a silent unprotected
+ * client); ERG_CLIENT_NO_WATCHDOG does without. */
+TEST(a_watchdog_that_cannot_start_is_an_error)
+{
+    use_fake_nvml();
+    erg_error err;
+    erg_gpu *g = NULL;
+    erg_client *c = NULL;
+    ASSERT_OK(erg_gpu_open("nvml", &g, &err));
+    setenv("ERGON_WATCHDOG", "/nonexistent/ergon-watchdog", 1);
+    ASSERT_EQ_INT(erg_client_new(g, 0, 0, NULL, 0, &c, &err), ERG_ENOTFOUND);
+    ASSERT_CONTAINS(err.msg, "ERGON_WATCHDOG=/nonexistent/ergon-watchdog");
+    char script[400];
+    snprintf(script, sizeof script, "%s/bad-watchdog", tmpdir);
+    FILE *f = fopen(script, "w");
+    ASSERT(f);
+    fprintf(f, "#!/bin/sh\nexit 3\n");
+    fclose(f);
+    ASSERT(chmod(script, 0755) == 0);
+    setenv("ERGON_WATCHDOG", script, 1);
+    ASSERT_EQ_INT(erg_client_new(g, 0, 0, NULL, 0, &c, &err), ERG_EINTERNAL);
+    ASSERT_CONTAINS(err.msg, "ended before it opened the GPU library");
+    ASSERT_OK(erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_WATCHDOG | ERG_CLIENT_NO_SIGNALS, &c,
+                             &err));
+    ASSERT_OK(erg_client_close(c, &err));
+    erg_gpu_close(g);
+    rm_tmp();
+}
+
 TAP_MAIN(TEST_ENTRY(sigkill_of_40_threaded_clients_on_a_busy_slow_nvml_resets_in_1s_20_of_20),
          TEST_ENTRY(sigkill_with_a_forked_worker_alive_resets_in_1s_20_of_20),
          TEST_ENTRY(sigterm_resets_a_no_signals_client_beside_a_normal_one),
          TEST_ENTRY(sigint_survived_then_clocks_apply_again_and_a_new_client_works),
-         TEST_ENTRY(watchdog_without_a_pidfd_polls_its_parent))
+         TEST_ENTRY(watchdog_without_a_pidfd_polls_its_parent),
+         TEST_ENTRY(a_watchdog_that_cannot_start_is_an_error))
