@@ -7,6 +7,8 @@
 #   LIBDIR/pkgconfig/ergon.pc                           pkg-config
 #   LIBDIR/cmake/ergon/ergon{Config,ConfigVersion,Targets}.cmake   find_package(ergon) -> ergon::ergon
 #   BINDIR/ergon, SBINDIR/ergond                        the CLI and the clock daemon
+#   LIBDIR/ergon/ergon-watchdog                         the client's watchdog (libergon runs it;
+#                                                       per architecture, as the library is)
 #   MANDIR/man1/ergon.1, ergon-COMMAND.1, man8/ergond.8 generated from the --help texts
 #   DATADIR/bash-completion/completions/{ergon,ergond}
 #   DOCDIR (share/doc/ergon)/*.md                       the documentation
@@ -62,6 +64,7 @@ if(_ergon_sysdir EQUAL -1)
     file(RELATIVE_PATH _rel ${CMAKE_INSTALL_FULL_SBINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
     set_target_properties(ergond PROPERTIES INSTALL_RPATH "$ORIGIN/${_rel}")
   endif()
+  set_target_properties(ergon_watchdog PROPERTIES INSTALL_RPATH "$ORIGIN/..")
 endif()
 
 # --- Library, headers, CMake package, pkg-config.
@@ -95,6 +98,7 @@ install(TARGETS ergon_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET ergond)
   install(TARGETS ergond RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
 endif()
+install(TARGETS ergon_watchdog RUNTIME DESTINATION ${CMAKE_INSTALL_LIBDIR}/ergon)
 
 # --- Man pages, generated at build time from the --help texts (packaging/gen_man.py).
 # Off in sanitizer/fuzz builds: it runs the freshly built programs.

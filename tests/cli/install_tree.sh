@@ -37,7 +37,7 @@ for f in "$L/libergon.so.0" "$L/libergon.so" "$R/include/ergon/ergon.h" "$L/pkgc
          "$L/cmake/ergon/ergonConfig.cmake" "$L/cmake/ergon/ergonConfigVersion.cmake" \
          "$L/cmake/ergon/ergonTargets.cmake" "$R/bin/ergon" "$R/sbin/ergond" \
          "$R/share/bash-completion/completions/ergon" "$R/share/bash-completion/completions/ergond" \
-         "$R/share/doc/ergon/install.md" "$R/share/doc/ergon/ergond.md"; do
+         "$R/share/doc/ergon/install.md" "$R/share/doc/ergon/ergond.md" "$L/ergon/ergon-watchdog"; do
   [ -e "$f" ] || fail "not installed: ${f#$tmp/root}"
 done
 [ "$(readlink "$L/libergon.so.0")" = "libergon.so.0.1.0" ] || fail "libergon.so.0 -> $(readlink "$L/libergon.so.0")"
@@ -55,6 +55,9 @@ grep -q "^ExecStart=$prefix/sbin/ergond " "$unit" || fail "unit ExecStart does n
 conf=$(find "$tmp/root" -name ergond.conf | head -1)
 [ -n "$conf" ] && grep -q "^allow \* group:ergon" "$conf" || fail "default ergond.conf missing or not 'allow * group:ergon'"
 grep -q -- "--config ${conf#$tmp/root} " "$unit" || fail "unit --config is not the installed ergond.conf"
+# The client's watchdog runs from there (RUNPATH $ORIGIN/.. or a system library dir).
+env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$L" "$L/ergon/ergon-watchdog" --help | grep -q -- "--control-fd" ||
+  fail "installed ergon-watchdog does not run"
 # The installed CLI runs (RUNPATH or a system library dir), without the build tree.
 out=$(env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$L" "$R/bin/ergon" version) || fail "installed ergon does not run"
 [ "$out" = "ergon $("$B/ergon" version | cut -d' ' -f2)" ] || fail "installed ergon version: $out"

@@ -45,6 +45,7 @@ static void use_fake_nvml(char *log, size_t size)
     setenv("FAKE_NVML_LOG", log, 1);
     setenv("FAKE_NVML_DEVICES", "2", 1);
     unsetenv("FAKE_NVML_DENY");
+    setenv("ERGON_WATCHDOG", ERG_WATCHDOG_EXE, 1); /* a static test binary is not next to it */
 }
 
 static char *slurp(const char *path)
@@ -205,7 +206,10 @@ TEST(exact_nvml_calls_for_two_stages_four_microbatches)
     }
     erg_gpu_close(g);
     char *text = slurp(log);
+    /* Each client's watchdog (another process, same fake) opens NVML before the client is
+     * returned and, after the clean close, shuts it down without touching a clock. */
     ASSERT_STR_EQ(text, "nvmlInit_v2 = 0\n"
+                        "nvmlInit_v2 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 0 1410 1410 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 0 1200 1200 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 0 1410 1410 = 0\n"
@@ -215,11 +219,14 @@ TEST(exact_nvml_calls_for_two_stages_four_microbatches)
                         "nvmlDeviceSetGpuLockedClocks 0 1410 1410 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 0 1395 1395 = 0\n"
                         "nvmlDeviceResetGpuLockedClocks 0 = 0\n"
+                        "nvmlShutdown = 0\n"
+                        "nvmlInit_v2 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 1 1350 1350 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 1 1005 1005 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 1 1350 1350 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 1 1005 1005 = 0\n"
                         "nvmlDeviceResetGpuLockedClocks 1 = 0\n"
+                        "nvmlShutdown = 0\n"
                         "nvmlShutdown = 0\n");
     free(text);
     rm_tmp();
