@@ -168,6 +168,13 @@ def run_cases(args, client, gpu, rank, out):
                 print("%-5s %-9s M=%d r=%-10s clock=%-4s losses %s  time %.3f s" % (
                     name, c["schedule"], c["M"], ",".join(map(str, r["extra_warmup"])),
                     c["clock"], " ".join("%.6f" % x for x in losses), sum(times)), flush=True)
+        # eval_batch (DeepSpeed's InferenceSchedule) runs outside the hooks' steps: untouched.
+        data.reset()
+        before = hooks.last_order
+        eval_loss = float(engine.eval_batch(data))
+        if hooks.last_order is not before:
+            raise SystemExit("eval_batch went through the training hooks")
+        results.append({"model": name, "eval_loss": eval_loss})
     res = {"rank": rank, "stages": dist.get_world_size(), "overruns": hooks.overruns,
            "instructions": hooks.instructions, "cases": results}
     if out:

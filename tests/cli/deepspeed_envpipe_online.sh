@@ -22,6 +22,13 @@ trap 'rm -rf "$tmp"' EXIT
 EX="$ERGON_SRC/examples/deepspeed_pipeline"
 export ERGON PYTHON="$VPY"
 S=4 M=4
+# the knobs are checked before anything starts
+for bad in "--type bogus --scheduling ours --reconfig balanced" "--type envelope --scheduling 2f2b --reconfig balanced" \
+           "--type envelope --scheduling ours --reconfig fast"; do
+  out=$("$EX/train_llama_deepspeed.sh" $bad --gpus 0,1 2>&1) && fail "train_llama_deepspeed.sh $bad succeeded"
+  echo "$out" | grep -q "must be" || fail "train_llama_deepspeed.sh $bad: no message naming the value: $out"
+done
+"$EX/train_llama_deepspeed.sh" --help | grep -q -- "--reconfig RECONFIGURE" || fail "--help"
 timeout -k 5 300 "$EX/train_llama_deepspeed.sh" --type envelope --scheduling ours --reconfig balanced \
   --gpus 0,1,2,3 --microbatches $M --out "$tmp/env" \
   --scheduler-args '{"warmup_windows": 1, "finish_limit": 2, "final_windows": 2, "reconfig_step_mhz": 60}' \

@@ -43,6 +43,10 @@ import json, sys
 import ergon
 tmp, S = sys.argv[1], int(sys.argv[2])
 res = [json.load(open("%s/out/cases-%d.json" % (tmp, r))) for r in range(S)]
+for x in res:    # eval_batch ran after each model's cases, outside the hooks
+    evals = [c for c in x["cases"] if "eval_loss" in c]
+    assert [c["model"] for c in evals] == ["llama", "gpt"], evals
+    x["cases"] = [c for c in x["cases"] if "eval_loss" not in c]
 letters = {"F": ergon.FORWARD, "B": ergon.BACKWARD}
 
 def cli_order(M, r):  # `ergon schedule 1f1b` text: "rank R: 0F0 0F1 ..."

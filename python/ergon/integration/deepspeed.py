@@ -63,6 +63,7 @@ class DeepSpeedHooks(PipelineHooks):
             raise ValueError("pace=True needs the simulated GPU (an ergon.Gpu('sim:...'))")
         self.gpu, self.device, self.pace = gpu, device, pace
         self.order = []
+        self.in_step = False
         self.last_order = None       # [(kind, microbatch), ...] of the last batch
         self.overruns = 0            # paced instructions whose CPU compute outlasted the model
         self.instructions = 0
@@ -71,8 +72,12 @@ class DeepSpeedHooks(PipelineHooks):
     @contextlib.contextmanager
     def step(self):
         self.order = []
-        with super().step():
-            yield self
+        self.in_step = True
+        try:
+            with super().step():
+                yield self
+        finally:
+            self.in_step = False
         self.last_order = self.order
 
     def take_samples(self):
@@ -101,6 +106,8 @@ class DeepSpeedHooks(PipelineHooks):
         """Wrap one of DeepSpeed's handlers (called as fn(engine, buffer_id=...))."""
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
+            if not self.in_step:        # eval_batch: not a training instruction of the plan
+                return fn(*args, **kwargs)
             mb = self._next[kind]
             self._next[kind] += 1
             self.order.append((kind, mb))
@@ -123,6 +130,8 @@ class DeepSpeedHooks(PipelineHooks):
     def timed_recv(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
+            if not self.in_step:
+                return fn(*args, **kwargs)
             with self.recv():
                 return fn(*args, **kwargs)
         return wrapper
