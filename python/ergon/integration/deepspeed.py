@@ -66,6 +66,7 @@ class DeepSpeedHooks(PipelineHooks):
         self.in_step = False
         self.last_order = None       # [(kind, microbatch), ...] of the last batch
         self.overruns = 0            # paced instructions whose CPU compute outlasted the model
+        self.sync_wait_s = 0.0       # paced: time spent waiting for clock changes to land
         self.instructions = 0
         self._samples = {"forward": [], "backward": []}
 
@@ -90,6 +91,7 @@ class DeepSpeedHooks(PipelineHooks):
             return fn(*args, **kwargs)
         t0 = time.monotonic()
         self.client.sync(10.0)          # the clock instruction_begin asked for is applied
+        self.sync_wait_s += time.monotonic() - t0
         t_sim = self.gpu.sim_set_activity(self.device, True, kind)
         try:
             return fn(*args, **kwargs)
