@@ -368,6 +368,9 @@ def serve_windows(engine, hooks, server, data_iter, window_steps=1, power_states
     if engine.grid.data_parallel_size != 1:
         raise ValueError("serve_windows: one data-parallel replica only (this job has %d)"
                          % engine.grid.data_parallel_size)
+    if hooks.gpu is None:
+        raise ValueError("serve_windows needs hooks with a GPU (instrument_deepspeed(..., "
+                         "gpu=gpu, device=dev)): the server needs per-instruction time and energy")
     sched = current_schedule(engine)
     order = ergon.schedule_order(sched, S, M, engine.stage_id)
     sc = ServerClient(server, schedule_wait_s=5)
