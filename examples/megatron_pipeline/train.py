@@ -148,7 +148,7 @@ def main(argv=None):
                 client.sync(10.0)
                 data = [Data(args.microbatch_size, args.seed) for _ in range(V)]
                 changes0 = client.clock_changes
-                orders, losses, steps = [], [], []
+                orders, losses, steps, waits = [], [], [], []
                 for _ in range(args.steps):
                     out = fb(forward_step_func=forward_step_func,
                              data_iterator=data if V > 1 else data[0],
@@ -158,6 +158,7 @@ def main(argv=None):
                     opt.step()
                     opt.zero_grad(set_to_none=True)
                     orders.append(hooks.last_order)
+                    waits.append(sum(sum(v) for v in (hooks.last_waits or {}).values()))
                     steps.append(hooks.last_step)
                     if out:                 # the last stage: one dict per microbatch
                         tot = torch.zeros((), dtype=torch.float32)
@@ -171,7 +172,7 @@ def main(argv=None):
                 losses = box[0]
                 results.append(dict(c, V=V, orders=orders, losses=losses,
                                     loss_hex=[x.hex() for x in losses], steps=steps,
-                                    clock_changes=changes))
+                                    clock_changes=changes, recv_wait_s=waits))
                 if rank == 0:
                     print("megatron %-11s V=%d M=%d %-6s losses %s" % (
                         c["schedule"], V, c["M"], "plan" if c["plan"] else "max",

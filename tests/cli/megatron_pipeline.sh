@@ -5,7 +5,8 @@
 # backward_step (and its cpu_shim for the schedule path's two CUDA allocations). For M in
 # {4, 8} each schedule runs at all-max and at a plan's clocks. Checks: the order each rank ran,
 # as its hooks saw it, equals `ergon schedule 1f1b` / ergon.rank_order('interleaved-1f1b', V=2)
-# on every rank and step; planned runs changed clocks and their losses are bitwise identical to
+# on every rank and step; every non-first rank measured receive waits (the P2PCommunicator
+# receives, timed); planned runs changed clocks and their losses are bitwise identical to
 # the all-max runs'; no deadlock (the launch ends under a timeout).
 source "$(dirname "$0")/venv_lib.bash"
 need_venv megatron.core
@@ -78,6 +79,8 @@ for i in range(n):
     for r in range(P):
         c = res[r]["cases"][i]
         want = expected(c, r)
+        if r > 0 and not all(w > 0 for w in c["recv_wait_s"]):
+            bad.append("%s rank %d measured no receive wait: %s" % (name, r, c["recv_wait_s"]))
         for step, got in enumerate(c["orders"]):
             if [tuple(x) for x in got] != want:
                 bad.append("%s rank %d step %d ran %s, ergon says %s" % (name, r, step, got, want))

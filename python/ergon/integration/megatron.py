@@ -13,9 +13,13 @@ those two names with wrappers that run each instruction between the client's
 `instruction_begin_chunk/_end_chunk(kind, chunk, microbatch)` (the planned clock); the chunk is
 Megatron's vp_stage (= ergon's chunk: the position of the model chunk among the rank's stages,
 stage = chunk * P + rank), the microbatch is forward_step's current_microbatch, and a backward
-is matched to its forward by its output tensor (backward_step carries neither). After each
-call `hooks.last_order` is the order this rank ran, [(kind, chunk, microbatch), ...], and
-`hooks.last_step` its (time_s, energy_j).
+is matched to its forward by its output tensor (backward_step carries neither). The
+`P2PCommunicator` methods that receive (recv_forward, send_forward_recv_backward, ...) are timed
+as receive waits for the duration of the call (client.recv_begin/_end: charged to the next
+instruction begun; with a send in the same call the wait includes it). After each call
+`hooks.last_order` is the order this rank ran, [(kind, chunk, microbatch), ...],
+`hooks.last_step` its (time_s, energy_j) and `hooks.last_waits` the receive waits per
+instruction (the server report's wait_breakdown).
 
     hooks = MegatronHooks(client)
     forward_backward = hooks.wrap(get_forward_backward_func())
@@ -43,6 +47,11 @@ from torch.overrides import TorchFunctionMode
 import ergon
 
 __all__ = ["MegatronHooks", "cpu_shim"]
+
+# The P2PCommunicator methods the schedules call that receive (and wait): timed as receive waits.
+_RECEIVING = ("recv_forward", "recv_backward", "send_forward_recv_backward",
+              "send_backward_recv_forward", "send_forward_recv_forward",
+              "send_backward_recv_backward", "send_forward_backward_recv_forward_backward")
 
 
 def _is_cuda_device(dev):
@@ -88,7 +97,7 @@ class MegatronHooks:
     def __init__(self, client, sync=None, cpu=None, pacer=None):
         self.client, self.sync, self.pacer = client, sync, pacer
         self.cpu = (not torch.cuda.is_available()) if cpu is None else cpu
-        self.order, self.last_order, self.last_step = [], None, None
+        self.order, self.last_order, self.last_step, self.last_waits = [], None, None, None
         self._by_output = {}
 
     def _run(self, kind, chunk, mb, fn, args, kwargs):
@@ -139,16 +148,31 @@ class MegatronHooks:
             return self._run(ergon.BACKWARD, chunk, mb, orig, args, kwargs)
         return backward_step
 
+    def _timed_recv(self, fn):
+        @functools.wraps(fn)
+        def recv(*args, **kwargs):
+            self.client.recv_begin()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.client.recv_end()
+        return recv
+
     def wrap(self, forward_backward_func):
         """The forward-backward function of get_forward_backward_func(), instrumented: each
         call is one client step."""
         from megatron.core.pipeline_parallel import schedules
+        from megatron.core.pipeline_parallel.p2p_communication import P2PCommunicator
 
         @functools.wraps(forward_backward_func)
         def run(*args, **kwargs):
             fwd, bwd = schedules.forward_step, schedules.backward_step
             schedules.forward_step = self._forward_step(fwd)
             schedules.backward_step = self._backward_step(bwd)
+            recvs = {name: getattr(P2PCommunicator, name) for name in _RECEIVING
+                     if hasattr(P2PCommunicator, name)}
+            for name, fn in recvs.items():
+                setattr(P2PCommunicator, name, self._timed_recv(fn))
             self.order, self._by_output = [], {}
             self.client.step_begin()
             try:
@@ -156,7 +180,10 @@ class MegatronHooks:
                     return forward_backward_func(*args, **kwargs)
             finally:
                 schedules.forward_step, schedules.backward_step = fwd, bwd
+                for name, fn in recvs.items():
+                    setattr(P2PCommunicator, name, fn)
                 self.last_step = self.client.step_end()
+                self.last_waits = self.client.step_waits()
                 self.last_order = self.order
                 if self._by_output and not kwargs.get("forward_only"):
                     raise RuntimeError("ergon: %d forwards had no backward in this iteration"
