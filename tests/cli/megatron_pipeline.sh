@@ -8,6 +8,7 @@
 # on every rank and step; every non-first rank measured receive waits (the P2PCommunicator
 # receives, timed); planned runs changed clocks and their losses are bitwise identical to
 # the all-max runs'; no deadlock (the launch ends under a timeout).
+# docs/integrations.md (Megatron-core) shows this trainer's --case launch.
 source "$(dirname "$0")/venv_lib.bash"
 need_venv megatron.core
 fail() { echo "FAIL: $*"; exit 1; }
