@@ -32,6 +32,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+if not os.environ.get("ERGON_LIBRARY"):     # a source tree's build, unless one is installed
+    _lib = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "libergon.so.0")
+    if os.path.exists(_lib):
+        os.environ["ERGON_LIBRARY"] = _lib
 sys.path.insert(0, HERE)
 
 import torch  # noqa: E402

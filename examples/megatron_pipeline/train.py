@@ -24,6 +24,10 @@ import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+if not os.environ.get("ERGON_LIBRARY"):     # a source tree's build, unless one is installed
+    _lib = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "libergon.so.0")
+    if os.path.exists(_lib):
+        os.environ["ERGON_LIBRARY"] = _lib
 warnings.filterwarnings("ignore", message=".*Transformer Engine and Apex.*")
 
 import torch  # noqa: E402
