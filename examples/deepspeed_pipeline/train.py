@@ -157,7 +157,7 @@ def run_cases(args, client, gpu, rank, out):
                         c["clock"] if c["clock"] != "plan" else "max")
             data.reset()
             orders, losses, times, energies = [], [], [], []
-            sync0 = hooks.sync_wait_s
+            sync0, paced0, late0 = hooks.sync_wait_s, hooks.paced_s, hooks.late_s
             for _ in range(args.case_steps):
                 loss = engine.train_batch(data)
                 orders.append(hooks.last_order)
@@ -168,7 +168,8 @@ def run_cases(args, client, gpu, rank, out):
                      if sched is not None else [], orders=orders,
                      loss_hex=[x.hex() for x in losses], losses=losses, time_s=times,
                      energy_j=energies, waits=hooks.last_waits,
-                     sync_wait_s=hooks.sync_wait_s - sync0)
+                     sync_wait_s=hooks.sync_wait_s - sync0, paced_s=hooks.paced_s - paced0,
+                     late_s=hooks.late_s - late0)
             results.append(r)
             if rank == 0:
                 print("%-5s %-9s M=%d r=%-10s clock=%-4s losses %s  time %.3f s" % (

@@ -96,6 +96,12 @@ for i, name in enumerate(("all-max", "final plan")):
         print("SKIP: %s run: the clock changes took %.0f%% of the run to land (machine too "
               "loaded to time the simulated GPU)" % (name, 100 * waited / ran))
         sys.exit(77)
+    late = sum(r["cases"][i]["late_s"] for r in R) / sum(r["cases"][i]["paced_s"] for r in R)
+    print("%s run: the paced instructions were held %.1f%% longer than simulated" % (name, 100 * late))
+    if late > 0.03:
+        print("SKIP: %s run: sleeps overran the simulated times by %.1f%% (machine too loaded "
+              "to time the simulated GPU: the energy would be off by as much)" % (name, 100 * late))
+        sys.exit(77)
 meas = {}
 for i, name in enumerate(("allmax", "plan")):
     n = len(R[0]["cases"][i]["time_s"])

@@ -67,6 +67,8 @@ class DeepSpeedHooks(PipelineHooks):
         self.last_order = None       # [(kind, microbatch), ...] of the last batch
         self.overruns = 0            # paced instructions whose CPU compute outlasted the model
         self.sync_wait_s = 0.0       # paced: time spent waiting for clock changes to land
+        self.paced_s = 0.0           # paced: the simulated time of the instructions held
+        self.late_s = 0.0            # paced: how much longer the sleeps held them (a loaded host)
         self.instructions = 0
         self._samples = {"forward": [], "backward": []}
 
@@ -98,8 +100,10 @@ class DeepSpeedHooks(PipelineHooks):
         finally:
             rest = t_sim - (time.monotonic() - t0)
             self.instructions += 1
+            self.paced_s += t_sim
             if rest > 0:
                 time.sleep(rest)
+                self.late_s += max(0.0, time.monotonic() - t0 - t_sim)
             else:
                 self.overruns += 1
             self.gpu.sim_set_activity(self.device, False)
