@@ -14,7 +14,8 @@
 # time outside the instructions).
 # Then the other knob values (uniform, 1f1b, greedy) run to termination in TrainSchedule's
 # order. Skips when the machine is too loaded to time the simulated GPU (> 5 % of the
-# instructions overran it, or waiting for clock changes to land took > 5 % of a run).
+# instructions overran it, waiting for clock changes to land took > 5 % of a run, or the
+# sleeps that pace the instructions held them > 3 % longer than simulated).
 # docs/integrations.md (EnvPipe on DeepSpeed) shows the script's command.
 source "$(dirname "$0")/venv_lib.bash"
 need_venv deepspeed transformers
