@@ -132,12 +132,15 @@ endif()
 install(FILES ${ERGON_PKG_DIR}/bash-completion/ergon ${ERGON_PKG_DIR}/bash-completion/ergond
         DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 
-# --- Python package: python/ergon/*.py plus _install.py, which tells it where the library is
+# --- Python package: python/ergon/*.py (and integration/*.py) plus _install.py, which tells it where the library is
 # (empty in a system library directory, which the loader searches anyway: the Debian package
 # python3-ergon is then architecture-independent).
 file(GLOB _ergon_py CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/python/ergon/*.py)
 configure_file(${ERGON_PKG_DIR}/_install.py.in ${CMAKE_BINARY_DIR}/packaging/_install.py @ONLY)
 install(FILES ${_ergon_py} ${CMAKE_BINARY_DIR}/packaging/_install.py DESTINATION ${_ergon_pydir}/ergon)
+# ergon.integration is a subpackage (one module per framework: deepspeed, megatron, ...).
+file(GLOB _ergon_py_integration CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/python/ergon/integration/*.py)
+install(FILES ${_ergon_py_integration} DESTINATION ${_ergon_pydir}/ergon/integration)
 
 # --- ergond as a service: unit and default allow list (an existing one is never replaced).
 set(ERGON_FULL_SBINDIR ${CMAKE_INSTALL_FULL_SBINDIR})

@@ -93,6 +93,9 @@ cmake -S "$tmp/cm" -B "$tmp/cm/b2" -DCMAKE_PREFIX_PATH="$R" >"$tmp/log" 2>&1 && 
 # to install when there is none.
 pydir=$(dirname "$(find "$tmp/root" -path '*-packages/ergon/__init__.py' | head -1)")
 [ -f "$pydir/_install.py" ] && [ -f "$pydir/_libfind.py" ] || fail "Python package not installed with _install.py and _libfind.py"
+for f in __init__.py deepspeed.py megatron.py; do
+  [ -f "$pydir/integration/$f" ] || fail "Python subpackage ergon.integration not installed ($f)"
+done
 out=$(cd / && env -i PATH=/usr/bin:/bin PYTHONPATH="$(dirname "$pydir")" LD_LIBRARY_PATH="$L" $py -c "import ergon; print(ergon.version())" 2>&1)
 [ "$out" = "$("$B/ergon" version | cut -d' ' -f2)" ] || fail "installed Python package: $out"
 msg() { cd / && env -i PATH=/usr/bin:/bin PYTHONPATH="$1" $py -c "import ergon
@@ -107,10 +110,11 @@ fi
 # pip install ./python (offline), from a copy so the source tree gets no build/ or egg-info.
 if $py -m pip --version >/dev/null 2>&1 && $py -c "import setuptools" 2>/dev/null; then
   cp -r "$ERGON_SRC/python" "$tmp/pysrc"
-  rm -rf "$tmp/pysrc/ergon/__pycache__"
+  rm -rf "$tmp/pysrc/ergon/__pycache__" "$tmp/pysrc/ergon/integration/__pycache__"
   $py -m pip install --no-build-isolation --no-deps --no-index --target "$tmp/pip" "$tmp/pysrc" >"$tmp/log" 2>&1 ||
     fail "pip install ./python: $(tail -20 "$tmp/log")"
   [ -f "$tmp/pip/ergon/_libfind.py" ] || fail "pip did not install ergon/_libfind.py"
+  [ -f "$tmp/pip/ergon/integration/deepspeed.py" ] || fail "pip did not install ergon.integration"
   out=$(cd / && env -i PATH=/usr/bin:/bin PYTHONPATH="$tmp/pip" ERGON_LIBRARY="$B/libergon.so.0" $py -c "import ergon; print(ergon.version())" 2>&1)
   [ "$out" = "$("$B/ergon" version | cut -d' ' -f2)" ] || fail "pip-installed package: $out"
   if ! ldconfig -p 2>/dev/null | grep -q libergon.so.0; then

@@ -9,7 +9,7 @@ import time
 import unittest
 
 import ergon
-from ergon.integration import PipelineHooks, PipeliningStageHooks, instrument_deepspeed
+from ergon.integration import PipelineHooks, PipeliningStageHooks
 
 
 class Binding(unittest.TestCase):
@@ -247,52 +247,6 @@ time.sleep(30)
         self.assertEqual(p.returncode, -15)
         with open(state) as f:
             self.assertEqual([l.split()[2] for l in f], ["0", "0"])
-
-    def test_deepspeed_style_engine(self):
-        calls = []
-
-        class ForwardPass: pass
-        class BackwardPass: pass
-        class OptimizerStep: pass
-        class RecvActivation: pass
-
-        class FakeEngine:
-            def _exec_forward_pass(self, buffer_id):
-                calls.append(("F", buffer_id))
-            def _exec_backward_pass(self, buffer_id):
-                calls.append(("B", buffer_id))
-            def _exec_optimizer_step(self):
-                calls.append(("S",))
-            def _exec_recv_activations(self, buffer_id):
-                time.sleep(0.02)     # waiting for the upstream stage
-            _INSTRUCTION_MAP = {ForwardPass: _exec_forward_pass, BackwardPass: _exec_backward_pass,
-                                OptimizerStep: _exec_optimizer_step,
-                                RecvActivation: _exec_recv_activations}
-            def train_batch(self):
-                for cmd, kw in [(ForwardPass, {"buffer_id": 0}),
-                                (RecvActivation, {"buffer_id": 1}), (ForwardPass, {"buffer_id": 1}),
-                                (BackwardPass, {"buffer_id": 0}), (BackwardPass, {"buffer_id": 1}),
-                                (OptimizerStep, {})]:
-                    self._INSTRUCTION_MAP[cmd](self, **kw)
-                return 1.5
-
-        plan = os.path.join(self.dir, "plan.json")
-        with ergon.Gpu("sim:a100:gpt3-xl:1") as g:
-            c = ergon.Client(g, flags=ergon.CLIENT_NO_SIGNALS)
-            c.set_uniform_clock(1305)
-            eng = FakeEngine()
-            hooks = instrument_deepspeed(eng, c)
-            self.assertEqual(eng.train_batch(), 1.5)
-            self.assertEqual(calls, [("F", 0), ("F", 1), ("B", 0), ("B", 1), ("S",)])
-            self.assertIsNotNone(hooks.last_step)
-            # the receive's wait went to the forward that consumed it
-            self.assertEqual(hooks.last_waits["forward"][0], 0.0)
-            self.assertGreaterEqual(hooks.last_waits["forward"][1], 0.019)
-            self.assertEqual(hooks.last_waits["backward"], [0.0, 0.0])
-            self.assertIs(FakeEngine._INSTRUCTION_MAP[ForwardPass], FakeEngine._exec_forward_pass)
-            c.sync()
-            self.assertEqual(c.active_clock, 1305)
-            c.close()
 
     def test_pipelining_stage_wrapper_zbv(self):
         """A stand-in for torch.distributed.pipelining stages (Debian's torch is 1.13):
