@@ -19,7 +19,8 @@
  *
  * Consecutive equal clocks are skipped on the producer side (`last_req`),
  * unless the clock thread reset the GPU behind the producer's back since (a
- * signal: `reset_gen`), so a clock asked for again after a reset is applied.
+ * signal) or the GPU refused a change (ergond unreachable, no permission): both bump
+ * `reset_gen`, so a clock asked for again after a reset or a refusal is applied.
  * Every request carries an increasing number. When the consumer finds
  * several requests pending (the GPU is slower than the instructions), it
  * applies only the newest and drops the rest: a clock meant for an
@@ -63,9 +64,12 @@ static void apply_clock(erg_client *c, int f)
         erg__watchdog_note(c, true);
     erg_status st = f > 0 ? erg_gpu_lock_sm_clocks(c->gpu, c->dev, f, f, &e)
                           : erg_gpu_reset_sm_clocks(c->gpu, c->dev, &e);
-    if (st)
+    if (st) {
         set_clock_error(c, &e);
-    else {
+        /* The GPU did not take it (ergond unreachable, no permission): the producer must not
+         * skip the same clock asked again as a repeat. */
+        atomic_fetch_add_explicit(&c->reset_gen, 1, memory_order_release);
+    } else {
         atomic_store(&c->active_clock, f > 0 ? f : 0);
         atomic_fetch_add(&c->changes, 1);
     }
