@@ -480,6 +480,17 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
                                                                 : "chain"));
     if (p->method == ERG_SHARD_DP && p->lower_bound_s > 0)
         json_object_set_new(root, "lower_bound_s", json_real(p->lower_bound_s));
+    /* What the cost model charged for this plan, by collective kind (count, bytes moved per
+     * device), to set next to what XLA's partitioner emits (tools/shard_xla.py). */
+    shard_comm cm;
+    shard_plan_comm(s, p->k, &cm);
+    static const char *const kind_names[3] = {"all-reduce", "all-gather", "all-to-all"};
+    json_t *comm = json_pack("{s:f}", "bytes_per_device", cm.bytes[0] + cm.bytes[1] + cm.bytes[2]);
+    for (int c = 0; comm && c < 3; c++)
+        json_object_set_new(comm, kind_names[c],
+                            json_pack("{s:f, s:f}", "count", cm.count[c], "bytes", cm.bytes[c]));
+    if (!comm || json_object_set_new(root, "communication", comm))
+        goto oom;
     for (int oi = 0; oi < s->norder; oi++) {
         const pblock *pb = &s->pbs[s->order[oi]];
         json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:i}", "anchor", s->c->ins[pb->anchor].name,
