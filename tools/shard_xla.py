@@ -30,6 +30,7 @@ if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                                " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # XLA's info lines and GSPMD's notice
 
 import numpy as np  # noqa: E402
 
@@ -46,7 +47,7 @@ class XlaRejected(Exception):
         super().__init__(msg if len(msg) < 1500 else msg[:700] + " ... " + msg[-700:])
 
 
-def compile_partitioned(text, ndev):
+def compile_partitioned(text, ndev, fast=False):
     """Compile HLO text with shardings for `ndev` partitions under XLA's GSPMD partitioner.
 
     jaxlib 0.10.2 has no entry point that compiles HLO text directly; its HLO parser
@@ -71,11 +72,33 @@ def compile_partitioned(text, ndev):
     bo.use_spmd_partitioning = True
     bo.use_shardy_partitioner = False  # the annotations are GSPMD HloShardings
     opts.device_assignment = _jax.DeviceAssignment.create(np.arange(ndev).reshape(1, ndev))
+    if fast:  # the partitioner runs in full; only the CPU backend's optimisations are cut
+        bo.debug_options.xla_backend_optimization_level = 0
+        bo.debug_options.xla_llvm_disable_expensive_passes = True
     try:
         return backend.compile_and_load(stablehlo, executable_devices=_jax.DeviceList(
             tuple(devices)), compile_options=opts), devices
     except Exception as e:
         raise XlaRejected(f"XLA compile: {e}") from e
+
+
+def parameter_shardings_kept(annotated, ex):
+    """ergon's sharding of every ENTRY parameter equals the one the executable takes its
+    input in (XLA's partitioner keeps explicit annotations: a difference means it did not
+    read what ergon wrote). Returns the first difference, or None."""
+    from jaxlib import _hlo
+    entry = annotated[annotated.index("\nENTRY"):]
+    entry = entry[:entry.index("\n}")]
+    ergon = {int(i): t for i, t in
+             re.findall(r"parameter\((\d+)\)[^\n]*?sharding=(\{[^{}]*\})", entry)}
+    xla = ex.get_parameter_shardings() or []
+    if len(ergon) != len(xla):
+        return f"ergon annotated {len(ergon)} of the {len(xla)} parameters"
+    for i, proto in enumerate(xla):
+        got = _hlo.HloSharding.from_proto(proto)
+        if got != _hlo.HloSharding.from_string(ergon[i]):
+            return f"parameter {i}: ergon wrote {ergon[i]}, XLA compiled {got}"
+    return None
 
 
 def run_partitioned(ex, devices, args, out_shapes):
@@ -204,7 +227,17 @@ def compare(outs, ref, names):
     return worst, bad
 
 
-def check(ergon, models, meshes, keep=None, log=print):
+def corrupt(annotated, ndev):
+    """Self-test: give ENTRY parameter 0's sharding a device id outside the mesh (XLA's HLO
+    verifier must refuse it, and the run must fail)."""
+    new, n = re.subn(r"(parameter\(0\), sharding=\{devices=\[[0-9,]+\][0-9,]*?)\d+\}",
+                     lambda m: m.group(1) + f"{ndev + 90}}}", annotated, count=1)
+    if not n:
+        raise RuntimeError("--corrupt: parameter 0 has no tiled sharding to break")
+    return new
+
+
+def check(ergon, models, meshes, keep=None, log=print, fast=False, break_one=False):
     import jax
     rows, failures = [], []
     workdir = keep or tempfile.mkdtemp(prefix="ergon-shard-xla-")
@@ -224,9 +257,14 @@ def check(ergon, models, meshes, keep=None, log=print):
             try:
                 annotated, plan = ergon_plan(ergon, hlo_path, mesh, workdir)
                 row["plan"] = plan
+                if break_one:
+                    annotated = corrupt(annotated, a * b)
                 t0 = time.perf_counter()
-                ex, devices = compile_partitioned(annotated, a * b)
+                ex, devices = compile_partitioned(annotated, a * b, fast)
                 row["compile_s"] = time.perf_counter() - t0
+                lost = parameter_shardings_kept(annotated, ex)
+                if lost:
+                    raise AssertionError(lost)
                 outs = run_partitioned(ex, devices, args, [r.shape for r in ref])
                 (row["max_abs"], row["max_rel"]), bad = compare(outs, ref, out_names)
                 row["xla"] = count_collectives(ex.hlo_modules()[0].to_string(), a * b)
@@ -269,8 +307,14 @@ def main(argv=None):
     ap.add_argument("--keep", help="keep the HLO, plans and annotated modules in this directory")
     ap.add_argument("--table", action="store_true", help="print the collectives table")
     ap.add_argument("--json", help="write every row (plans, XLA collectives) to this file")
+    ap.add_argument("--fast", action="store_true",
+                    help="cut the CPU backend's optimisations (the SPMD partitioner and its "
+                         "collectives are the same; compiles about 2x faster)")
+    ap.add_argument("--corrupt", action="store_true",
+                    help="self-test: break parameter 0's annotation; every run must then fail")
     a = ap.parse_args(argv)
-    rows, failures = check(a.ergon, a.models.split(","), a.meshes.split(","), a.keep)
+    rows, failures = check(a.ergon, a.models.split(","), a.meshes.split(","), a.keep,
+                           fast=a.fast, break_one=a.corrupt)
     if a.table:
         print(table(rows))
     if a.json:
