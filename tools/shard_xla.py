@@ -281,21 +281,25 @@ def check(ergon, models, meshes, keep=None, log=print, fast=False, break_one=Fal
 
 
 def table(rows):
-    lines = ["| model | mesh | ergon plan (modelled) | ergon comm/device | XLA collectives "
-             "(ops: AR/AG/RS/A2A/CP) | XLA bytes moved/device | ratio XLA/ergon |",
-             "|---|---|---|---|---|---|---|"]
+    """Markdown: per model x mesh, what ergon's cost model charged for its plan (collectives
+    by kind, bytes moved per device) next to the collectives in XLA's partitioned module."""
+    lines = ["| model | mesh | ergon: AR / AG / A2A (count) | ergon: kB moved per device | "
+             "XLA: AR / AG / RS / A2A / CP (ops) | XLA: AR tensors | XLA: kB moved per device | "
+             "XLA / ergon bytes |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "xla" not in r:
             continue
         p, x = r["plan"], r["xla"]
-        comm = p.get("communication", {})
-        eb = comm.get("bytes_per_device")
+        c = p["communication"]
+        eb = c["bytes_per_device"]
         xb = sum(v["moved"] for v in x.values())
-        ops = "/".join(str(x[k]["ops"]) for k in COLLECTIVES)
-        lines.append(
-            f"| {r['model']} | {r['mesh']} | {p['time_s'] * 1e3:.4f} ms | "
-            + (f"{eb / 1e3:.1f} kB" if eb is not None else "n/a") + f" | {ops} | "
-            f"{xb / 1e3:.1f} kB | " + (f"{xb / eb:.2f}" if eb else "n/a") + " |")
+        ecount = " / ".join(f"{c[k]['count']:.0f}" for k in ("all-reduce", "all-gather",
+                                                             "all-to-all"))
+        xops = " / ".join(str(x[k]["ops"]) for k in COLLECTIVES)
+        lines.append(f"| {r['model']} | {r['mesh']} | {ecount} | {eb / 1e3:.1f} | {xops} | "
+                     f"{x['all-reduce']['tensors']} | {xb / 1e3:.1f} | "
+                     + (f"{xb / eb:.2f}" if eb else "n/a") + " |")
     return "\n".join(lines)
 
 

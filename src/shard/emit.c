@@ -394,7 +394,10 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
         if ((st = erg__buf_printf(&b, __VA_ARGS__)))                                               \
             goto fail;                                                                             \
     } while (0)
-    P("method %s, mesh %dx%d, %s\n", p->method == ERG_SHARD_DP ? "dp (CFP)" : "ilp (Alpa, GLPK)",
+    P("method %s, mesh %dx%d, %s\n",
+      p->method == ERG_SHARD_DP    ? "dp (CFP)"
+      : p->method == ERG_SHARD_ILP ? "ilp (Alpa, GLPK)"
+                                   : "given (strategies not searched)",
       s->mesh[0], s->mesh[1], s->cost_source);
     if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
         P("(mesh %dx%d viewed as %dx%d: no dim divides by %d)\n", s->mesh_req[0], s->mesh_req[1],
@@ -460,7 +463,9 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
     /* the mesh asked for, when a 1-D mesh had to be viewed as 2-D */
     if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
         json_object_set_new(root, "mesh_requested", json_pack("[ii]", s->mesh_req[0], s->mesh_req[1]));
-    json_object_set_new(root, "method", json_string(p->method == ERG_SHARD_DP ? "dp" : "ilp"));
+    json_object_set_new(root, "method", json_string(p->method == ERG_SHARD_DP    ? "dp"
+                                          : p->method == ERG_SHARD_ILP ? "ilp"
+                                                                       : "given"));
     json_object_set_new(root, "costs", json_string(s->cost_source));
     json_object_set_new(root, "time_s", json_real(p->time_s));
     json_object_set_new(root, "objective_s", json_real(p->objective_s));
