@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""shard_bench.py: ergon's plans against baselines, and modelled against measured, on XLA.
+"""shard_xla_bench.py: ergon's plans against baselines, and modelled against measured, on XLA.
 
 Both parts compile with XLA's SPMD partitioner on the host's CPU devices (shard_xla.py) and
 time the partitioned training step (median of --reps runs after one warm-up).
@@ -15,8 +15,8 @@ time the partitioned training step (median of --reps runs after one warm-up).
              Spearman rank correlation per segment, and whether the measured-fastest
              variant differs from ergon's choice.
 
-  python tools/shard_bench.py --ergon build/ergon baselines [--models gpt,moe] [--mesh 1x8]
-  python tools/shard_bench.py --ergon build/ergon rank [--models gpt,moe] [--mesh 1x8]
+  python tools/shard_xla_bench.py --ergon build/ergon baselines [--models gpt,moe] [--mesh 1x8]
+  python tools/shard_xla_bench.py --ergon build/ergon rank [--models gpt,moe] [--mesh 1x8]
          [--max-variants 8]
 Prints Markdown tables (docs/shard.md). CPU timings: see docs/shard.md for what does not
 carry over to GPUs.
