@@ -192,10 +192,12 @@ def count_collectives(hlo_text, ndev):
 
 
 # ---------------------------------------------------------------- the check
-def ergon_plan(ergon, hlo_path, mesh, workdir, method="dp"):
-    stem = os.path.join(workdir, os.path.basename(hlo_path)[:-4] + f".{mesh}.{method}")
+def ergon_plan(ergon, hlo_path, mesh, workdir, method="dp", extra=(), tag=""):
+    """`ergon shard search` (extra: more options, e.g. --devices); the annotated text and
+    the plan JSON (with wall_s, the command's wall time)."""
+    stem = os.path.join(workdir, os.path.basename(hlo_path)[:-4] + f".{mesh}.{method}{tag}")
     cmd = [ergon, "shard", "search", "--hlo", hlo_path, "--mesh", mesh, "--method", method,
-           "--out-hlo", stem + ".hlo", "--out-json", stem + ".json"]
+           "--out-hlo", stem + ".hlo", "--out-json", stem + ".json", *extra]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0

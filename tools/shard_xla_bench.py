@@ -173,9 +173,55 @@ def compile_auto(text, a, b):
         tuple(devices)), compile_options=o), devices
 
 
+def calibrate(a, b, path, log):
+    """Measure the CPU devices as ergon's device table describes a GPU: sustained matmul
+    FLOP/s and copy bandwidth per device while all of them run, and an all-reduce's latency
+    and bandwidth over the mesh's devices. Writes one row, `cpu-xla`, to path (CSV)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as Ps
+    n = a * b
+    mesh = Mesh(np.array(jax.devices()[:n]), ("d",))
+    shard = NamedSharding(mesh, Ps("d"))
+
+    def best(f, *xs, reps=7):
+        jax.block_until_ready(f(*xs))
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(*xs))
+            ts.append(time.perf_counter() - t0)
+        return min(ts)
+    m = 256
+    x = jax.device_put(np.ones((n, m, m), np.float32), shard)
+    mm = jax.jit(lambda x: jnp.einsum("bij,bjk->bik", x, x), out_shardings=shard)
+    flops = best(mm, x)
+    flops = 2 * m ** 3 / flops  # per device, all devices busy
+    y = jax.device_put(np.ones((n, 1 << 20), np.float32), shard)
+    cp = jax.jit(lambda y: y * 2.0, out_shardings=shard)
+    bw = 2 * 4 * (1 << 20) / best(cp, y)
+    ar = {}
+    for size in (256, 1 << 20):
+        z = jax.device_put(np.ones((n, size), np.float32), shard)
+        f = jax.jit(lambda z: jnp.broadcast_to(jnp.sum(z, 0), z.shape),
+                    out_shardings=shard)  # an all-reduce of `size` floats per device
+        ar[size] = best(f, z)
+    alpha = ar[256]
+    moved = 2 * (n - 1) / n * 4 * (1 << 20)
+    link = moved / max(ar[1 << 20] - alpha, 1e-9)
+    row = (f"cpu-xla,{flops / 1e12:.6f},1.0,{bw / 1e9:.3f},1,{alpha * 1e6:.1f},"
+           f"{link / 1e9:.3f},{alpha * 1e6:.1f},{link / 1e9:.3f}")
+    with open(path, "w") as fh:
+        fh.write("name,peak_tflops,efficiency,mem_bw_gbs,mem_gb,alpha0_us,bw0_gbs,alpha1_us,"
+                 "bw1_gbs\n" + row + "\n")
+    log(f"calibrated {n} CPU devices: {row}")
+    return path
+
+
 def baselines(ergon, models, mesh, reps, workdir, log):
     import jax
     a, b = (int(x) for x in mesh.split("x"))
+    cpu_table = calibrate(a, b, os.path.join(workdir, "cpu_devices.csv"), log)
     rows = []
     for model in models:
         text, args, names, step = shard_models.build(model)
@@ -185,6 +231,9 @@ def baselines(ergon, models, mesh, reps, workdir, log):
         with open(hlo, "w") as f:
             f.write(text)
         cands = []
+        ann, plan = shard_xla.ergon_plan(ergon, hlo, mesh, workdir, "dp",
+                                         ["--devices", cpu_table, "--device", "cpu-xla"], ".cpu")
+        cands.append(("ergon CFP DP, CPU-calibrated costs", ann, plan["wall_s"], plan))
         for method in ("dp", "ilp"):
             ann, plan = shard_xla.ergon_plan(ergon, hlo, mesh, workdir, method)
             cands.append((f"ergon {'CFP DP' if method == 'dp' else 'block ILP (Alpa-style)'}",
@@ -268,10 +317,10 @@ def spearman(x, y):
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-def ergon_given(ergon, hlo, mesh, strategies, stem):
+def ergon_given(ergon, hlo, mesh, strategies, stem, extra=()):
     cmd = [ergon, "shard", "search", "--hlo", hlo, "--mesh", mesh, "--strategies",
            ",".join(map(str, strategies)), "--out-hlo", stem + ".hlo", "--out-json",
-           stem + ".json"]
+           stem + ".json", *extra]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
@@ -282,6 +331,8 @@ def ergon_given(ergon, hlo, mesh, strategies, stem):
 def rank(ergon, models, mesh, reps, max_variants, workdir, log):
     import jax
     a, b = (int(x) for x in mesh.split("x"))
+    cpu = ["--devices", calibrate(a, b, os.path.join(workdir, "cpu_devices.csv"), log),
+           "--device", "cpu-xla"]
     rows = []
     for model in models:
         text, args, names, step = shard_models.build(model)
@@ -307,10 +358,11 @@ def rank(ergon, models, mesh, reps, max_variants, workdir, log):
                     for s in occ:
                         v[s["first_block"] + p] = k
                     variants.append((f"PB{first['first_block'] + p}={k}", v))
-            model_t, labels, exs = [], [], []
+            model_t, cpu_t, labels, exs = [], [], [], []
             for label, v in variants:
                 stem = os.path.join(workdir, f"{model}.{mesh}.u{u}.{label.replace('=', '_')}")
                 ann, pj = ergon_given(ergon, hlo, mesh, v, stem)
+                _, pc = ergon_given(ergon, hlo, mesh, v, stem + ".cpu", cpu)
                 try:
                     ex, devs = shard_xla.compile_partitioned(ann, a * b)
                     outs = shard_xla.run_partitioned(ex, devs, args, shapes)
@@ -321,26 +373,29 @@ def rank(ergon, models, mesh, reps, max_variants, workdir, log):
                     log(f"{model} u{u} {label}: {str(e)[:200]}")
                     continue
                 model_t.append(pj["time_s"])
+                cpu_t.append(pc["time_s"])
                 labels.append(label)
                 exs.append((ex, devs))
             meas_t = [med for med, _ in time_steps(exs, args, reps)]
-            for label, mt, t in zip(labels, model_t, meas_t):
-                log(f"{model} {mesh} unique {u} {label}: modelled {mt * 1e3:.4f} ms, "
-                    f"measured {t * 1e3:.3f} ms")
+            for label, mt, ct, t in zip(labels, model_t, cpu_t, meas_t):
+                log(f"{model} {mesh} unique {u} {label}: modelled {mt * 1e3:.4f} ms (A100 "
+                    f"table), {ct * 1e3:.3f} ms (CPU-calibrated), measured {t * 1e3:.3f} ms")
             best = labels[int(np.argmin(meas_t))] if meas_t else None
             rows.append(dict(model=model, mesh=mesh, unique=u, variants=len(labels),
-                             rho=spearman(model_t, meas_t), best_measured=best,
+                             rho=spearman(model_t, meas_t), rho_cpu=spearman(cpu_t, meas_t),
+                             best_measured=best, cpu_modelled=cpu_t,
                              plan_rank=(sorted(meas_t).index(meas_t[0]) + 1) if meas_t else None,
                              labels=labels, modelled=model_t, measured=meas_t))
     return rows
 
 
 def rank_table(rows):
-    out = ["| model | mesh | unique segment | variants | Spearman ρ (modelled vs measured) | "
-           "ergon's plan: measured rank | measured fastest |", "|---|---|---|---|---|---|---|"]
+    out = ["| model | mesh | unique segment | variants | Spearman ρ, A100 table | "
+           "Spearman ρ, CPU-calibrated table | ergon's plan: measured rank | measured fastest |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| {r['model']} | {r['mesh']} | {r['unique']} | {r['variants']} | "
-                   f"{r['rho']:.2f} | {r['plan_rank']} of {r['variants']} | "
+                   f"{r['rho']:.2f} | {r['rho_cpu']:.2f} | {r['plan_rank']} of {r['variants']} | "
                    f"{r['best_measured']} |")
     return "\n".join(out)
 
