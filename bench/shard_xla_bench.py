@@ -15,8 +15,8 @@ time the partitioned training step (median of --reps runs after one warm-up).
              Spearman rank correlation per segment, and whether the measured-fastest
              variant differs from ergon's choice.
 
-  python tools/shard_xla_bench.py --ergon build/ergon baselines [--models gpt,moe] [--mesh 1x8]
-  python tools/shard_xla_bench.py --ergon build/ergon rank [--models gpt,moe] [--mesh 1x8]
+  python bench/shard_xla_bench.py --ergon build/ergon baselines [--models gpt,moe] [--mesh 1x8]
+  python bench/shard_xla_bench.py --ergon build/ergon rank [--models gpt,moe] [--mesh 1x8]
          [--max-variants 8]
 Prints Markdown tables (docs/shard.md). CPU timings: see docs/shard.md for what does not
 carry over to GPUs.
@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import shard_xla  # noqa: E402  (sets XLA_FLAGS before jax is imported)
 import shard_models  # noqa: E402
 
