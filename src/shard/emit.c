@@ -492,8 +492,11 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
     static const char *const kind_names[3] = {"all-reduce", "all-gather", "all-to-all"};
     json_t *comm = json_pack("{s:f}", "bytes_per_device", cm.bytes[0] + cm.bytes[1] + cm.bytes[2]);
     for (int c = 0; comm && c < 3; c++)
-        json_object_set_new(comm, kind_names[c],
-                            json_pack("{s:f, s:f}", "count", cm.count[c], "bytes", cm.bytes[c]));
+        if (json_object_set_new(comm, kind_names[c], json_pack("{s:f, s:f}", "count", cm.count[c],
+                                                               "bytes", cm.bytes[c]))) {
+            json_decref(comm);
+            comm = NULL;
+        }
     if (!comm || json_object_set_new(root, "communication", comm))
         goto oom;
     for (int oi = 0; oi < s->norder; oi++) {
