@@ -11,7 +11,8 @@ time the partitioned training step (median of --reps runs after one warm-up).
              (use_auto_spmd_partitioning). Step time, planning time, memory per device.
   rank       per model and unique segment: ergon's plan and its variants that change one
              block of the segment (in every repeat of it) to another strategy
-             (`ergon shard search --strategies`); modelled time against measured step time,
+             (`ergon shard search --strategies`); modelled time against measured step time
+             (minimum of the interleaved rounds),
              Spearman rank correlation per segment, and whether the measured-fastest
              variant differs from ergon's choice.
 
@@ -376,14 +377,16 @@ def rank(ergon, models, mesh, reps, max_variants, workdir, log):
                 cpu_t.append(pc["time_s"])
                 labels.append(label)
                 exs.append((ex, devs))
-            meas_t = [med for med, _ in time_steps(exs, args, reps)]
+            timed = time_steps(exs, args, reps)
+            meas_t = [mn for _, mn in timed]  # minimum of the rounds: the least disturbed run
+            meas_med = [med for med, _ in timed]
             for label, mt, ct, t in zip(labels, model_t, cpu_t, meas_t):
                 log(f"{model} {mesh} unique {u} {label}: modelled {mt * 1e3:.4f} ms (A100 "
                     f"table), {ct * 1e3:.3f} ms (CPU-calibrated), measured {t * 1e3:.3f} ms")
             best = labels[int(np.argmin(meas_t))] if meas_t else None
             rows.append(dict(model=model, mesh=mesh, unique=u, variants=len(labels),
                              rho=spearman(model_t, meas_t), rho_cpu=spearman(cpu_t, meas_t),
-                             best_measured=best, cpu_modelled=cpu_t,
+                             best_measured=best, cpu_modelled=cpu_t, measured_median=meas_med,
                              plan_rank=(sorted(meas_t).index(meas_t[0]) + 1) if meas_t else None,
                              labels=labels, modelled=model_t, measured=meas_t))
     return rows
