@@ -1,9 +1,10 @@
 # ergon: the two entry points of README.md (make demo, make test) and helpers.
 # Both install missing Debian packages, configure and build.
 
+# iproute2: `ip netns`/veth for the multi-host fault test (tests/cli/multihost_faults.sh).
 DEB_PACKAGES := build-essential cmake pkg-config clang libclang-rt-14-dev \
   libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 \
-  libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3
+  libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3 iproute2
 # PyTorch (CPU, gloo) for the end-to-end example (examples/pytorch_pipeline): `make test`,
 # `make e2e` and `make test-e2e` install it (the e2e tests skip, saying so, without it);
 # pydantic (v1 API, Debian 12: 1.10) lets cli/zeus_pydantic check our Zeus dumps and settings

@@ -88,12 +88,33 @@ ERG_API bool erg_frontier_info_power(const char *dir, double *power_w);
 /* Read DIR's baseline for frontier f (have = false when DIR has none). */
 ERG_API erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,
                                               erg_frontier_baseline *b, erg_error *err);
-/* The least-energy plan whose profiled time is within deadline_s (with no
+/* The one selection of "the plan for a deadline" (choose, compare, plan perseus's summary, the
+ * server's Frontier scheduler): the least estimated energy among plans whose estimated time
+ * fits (erg_frontier_choose_deadline), then, since estimates are quantised down, faster plans
+ * one by one until eval's profiled time fits (*em: its values). eval(user, k, em, err) gives
+ * plan k's profiled values; NULL: the estimates alone. ERG_ENOTFOUND when none fits. */
+typedef erg_status (*erg_frontier_eval_fn)(void *user, size_t k, erg_emulation *em,
+                                           erg_error *err);
+ERG_API erg_status erg_frontier_pick(const erg_frontier *f, double deadline_s,
+                                     erg_frontier_eval_fn eval, void *user, size_t *k,
+                                     erg_emulation *em, erg_error *err);
+/* erg_frontier_pick with the baseline's profile: the least-energy plan whose profiled time is
+ * within deadline_s (with no
  * baseline: the planner's estimate, as erg_frontier_choose_deadline); *em is
  * its emulation when b->have. ERG_ENOTFOUND when none fits. */
 ERG_API erg_status erg_frontier_baseline_pick(const erg_frontier_baseline *b,
                                               const erg_frontier *f, double deadline_s,
                                               size_t *k, erg_emulation *em, erg_error *err);
+/* Make sure frontier f (computed, not read from a directory) holds a plan no slower than
+ * all-max clocks by the profiled values, so that a deadline of the all-max time (a slowdown
+ * of 1.0) always has an answer: the planner's times are quantised to its unit, and its fastest
+ * plan can run a little slower than all-max clocks once the profiled times are used. When it
+ * does, all_max (erg_plan_all_max of the same profile, stages, microbatches and schedule) is
+ * appended as the fastest point, with the fastest plan's estimated time and all-max's profiled
+ * energy; *added (may be NULL) says whether it was. Needs b->have. */
+ERG_API erg_status erg_frontier_baseline_complete(const erg_frontier_baseline *b,
+                                                  erg_frontier *f, const erg_plan *all_max,
+                                                  bool *added, erg_error *err);
 
 #ifdef __cplusplus
 }

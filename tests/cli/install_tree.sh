@@ -5,6 +5,8 @@
 # find_package(ergon) -> ergon::ergon, the Python package (from the install and from
 # `pip install ./python`), which names what to install when the library is missing.
 # No root needed; nothing outside a temporary directory is touched.
+# The README.md block `make install` / `pip install ./python` is what this test runs (into a
+# DESTDIR, not /usr/local).
 set -u
 : "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 if [ -n "${ERGON_SANITIZED:-}" ]; then

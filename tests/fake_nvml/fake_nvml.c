@@ -184,6 +184,22 @@ nvmlReturn_t nvmlInit(void)
     return nvmlInit_v2();
 }
 
+/* pynvml (nvidia-ml-py, which Zeus uses) initialises with nvmlInitWithFlags(0). */
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    (void)flags;
+    return nvmlInit_v2();
+}
+
+/* Zeus asks every device whether it is a Grace Hopper chip; an A100 is not: NOT_SUPPORTED
+ * (3), the answer Zeus expects from other chips. */
+nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t dev, void *info)
+{
+    (void)dev;
+    (void)info;
+    return 3;
+}
+
 nvmlReturn_t nvmlShutdown(void)
 {
     pthread_mutex_lock(&mu);

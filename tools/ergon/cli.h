@@ -24,6 +24,10 @@ typedef struct cli_command {
 int cli_report(const char *what, const erg_error *err);
 /* Print "ergon <cmd>: <msg>" plus a hint to --help, return CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) ERG_PRINTF(2, 3);
+/* getopt_long's '?' (with opterr = 0): "unknown option '--x'; did you mean '--y'?" or
+ * "option '--y' needs a value", from the command's option table. */
+struct option;
+int cli_bad_option(const char *cmd, char **argv, const struct option *opts);
 /* Strict option value parsers that print a usage error on failure. */
 bool cli_parse_int(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
 bool cli_parse_double(const char *cmd, const char *opt, const char *s, double min, double max,
@@ -153,5 +157,15 @@ int cmd_plan_uniform(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
+
+/* Provenance of plans (provenance.c): stamp a plan with the profile's fingerprint, the
+ * blocking power and the clock table (NULL: the profile's clocks); check a plan read with a
+ * profile (power_w < 0: not checked; asked: the --schedule given, NULL when none) and refuse a
+ * mismatch, naming both sides, unless force. */
+int cli_plan_stamp(const char *cmd, erg_plan *plan, const erg_profile *prof, double power_w,
+                   const char *clock_table);
+int cli_plan_check(const char *cmd, const char *plan_path, const erg_plan *plan,
+                   const erg_profile *prof, const char *profile_path, double power_w,
+                   const erg_schedule_kind *asked, bool force);
 
 #endif

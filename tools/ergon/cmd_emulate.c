@@ -20,7 +20,10 @@ static void help(FILE *f)
                "FILE is a freqs_pipeline_%%05d.py plan or an ergon JSON plan; the schedule of a .py\n"
                "plan is --schedule (default 1f1b), a JSON plan names its own (and its split;\n"
                "--backward-split overrides it). The plan must have as many ranks as the profile\n"
-               "has stages, or ranks x chunks of them (exit status 1 otherwise).\n\n" CLI_SCHED_HELP
+               "has stages, or ranks x chunks of them (exit status 1 otherwise). A plan that\n"
+               "records where it came from (choose --out, plan envpipe --out) is refused with a\n"
+               "profile, blocking power or --schedule other than its own, naming both\n"
+               "(--force: emulate anyway, with a warning).\n\n" CLI_SCHED_HELP
                "  --p2p-time S         time every cross-rank dependency adds (P2P transfer,\n"
                "                       seconds; default 0: communication is free, as in the\n"
                "                       planner; docs/schedules.md)\n\n"
@@ -49,19 +52,21 @@ int cmd_emulate(int argc, char **argv)
         {"transfer-bytes", required_argument, 0, 'B'},
         {"link-bandwidth", required_argument, 0, 'W'},
         {"link-latency", required_argument, 0, 'l'},
+        {"force", no_argument, 0, 'F'},
         {0, 0, 0, 0},
     };
     erg_emulate_opts eo;
     erg_emulate_opts_init(&eo);
     const char *profile = NULL, *planf = NULL, *gpu = NULL;
     double power = -1;
-    bool json = false;
+    bool json = false, force = false, sched_given = false;
     cli_sched cs;
     cli_sched_init(&cs);
     double p2p = 0;
     erg_error err = {0};
     int c;
     optind = 1;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
@@ -77,10 +82,14 @@ int cmd_emulate(int argc, char **argv)
             if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &power))
                 return CLI_USAGE;
             break;
+        case 'F':
+            force = true;
+            break;
         case 'S':
         case CLI_OPT_SCHED_FILE:
         case CLI_OPT_CHUNKS:
         case CLI_OPT_BACKWARD_SPLIT: {
+            sched_given = sched_given || c == 'S';
             int r = cli_sched_option(cmd, c == 'S', c, optarg, &cs);
             if (r)
                 return r;
@@ -118,7 +127,7 @@ int cmd_emulate(int argc, char **argv)
             help(stdout);
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option");
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)
@@ -148,6 +157,13 @@ int cmd_emulate(int argc, char **argv)
     if (erg_profile_read_csv(profile, &prof, &err) || erg_plan_read(planf, &cs.sched, &plan, &err)) {
         rc = cli_report(cmd, &err);
         goto done;
+    }
+    {
+        erg_schedule_kind asked = cs.sched.kind;
+        rc = cli_plan_check(cmd, planf, plan, prof, profile, power, sched_given ? &asked : NULL,
+                            force);
+        if (rc)
+            goto done;
     }
     erg_schedule ps = erg_plan_schedule(plan);
     {

@@ -325,7 +325,7 @@ int cmd_show(int argc, char **argv)
             show_help(stdout);
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)
