@@ -14,7 +14,7 @@ For each model of tools/shard_models.py and each mesh:
 Any failure (XLA rejects an annotation, a partitioned result differs) exits 1.
 
   python tools/shard_xla.py --ergon build/ergon [--models gpt,...] [--meshes 1x4,...]
-                            [--table] [--keep DIR]
+                            [--fast] [--shardy] [--table] [--json FILE] [--keep DIR] [--corrupt]
 --table prints the collectives comparison as a Markdown table (docs/shard.md).
 """
 import argparse
@@ -47,7 +47,7 @@ class XlaRejected(Exception):
         super().__init__(msg if len(msg) < 1500 else msg[:700] + " ... " + msg[-700:])
 
 
-def compile_partitioned(text, ndev, fast=False):
+def compile_partitioned(text, ndev, fast=False, shardy=False):
     """Compile HLO text with shardings for `ndev` partitions under XLA's GSPMD partitioner.
 
     jaxlib 0.10.2 has no entry point that compiles HLO text directly; its HLO parser
@@ -70,7 +70,9 @@ def compile_partitioned(text, ndev, fast=False):
     opts.num_partitions = ndev
     bo = opts.executable_build_options
     bo.use_spmd_partitioning = True
-    bo.use_shardy_partitioner = False  # the annotations are GSPMD HloShardings
+    # The annotations are GSPMD HloShardings; with shardy, XLA imports them into Shardy
+    # (JAX's default partitioner for its own programs) and partitions with it.
+    bo.use_shardy_partitioner = shardy
     opts.device_assignment = _jax.DeviceAssignment.create(np.arange(ndev).reshape(1, ndev))
     if fast:  # the partitioner runs in full; only the CPU backend's optimisations are cut
         bo.debug_options.xla_backend_optimization_level = 0
@@ -239,7 +241,8 @@ def corrupt(annotated, ndev):
     return new
 
 
-def check(ergon, models, meshes, keep=None, log=print, fast=False, break_one=False):
+def check(ergon, models, meshes, keep=None, log=print, fast=False, break_one=False,
+          shardy=False):
     import jax
     rows, failures = [], []
     workdir = keep or tempfile.mkdtemp(prefix="ergon-shard-xla-")
@@ -262,7 +265,7 @@ def check(ergon, models, meshes, keep=None, log=print, fast=False, break_one=Fal
                 if break_one:
                     annotated = corrupt(annotated, a * b)
                 t0 = time.perf_counter()
-                ex, devices = compile_partitioned(annotated, a * b, fast)
+                ex, devices = compile_partitioned(annotated, a * b, fast, shardy)
                 row["compile_s"] = time.perf_counter() - t0
                 lost = parameter_shardings_kept(annotated, ex)
                 if lost:
@@ -316,11 +319,14 @@ def main(argv=None):
     ap.add_argument("--fast", action="store_true",
                     help="cut the CPU backend's optimisations (the SPMD partitioner and its "
                          "collectives are the same; compiles about 2x faster)")
+    ap.add_argument("--shardy", action="store_true",
+                    help="partition with Shardy (XLA imports the GSPMD annotations) instead of "
+                         "GSPMD")
     ap.add_argument("--corrupt", action="store_true",
                     help="self-test: break parameter 0's annotation; every run must then fail")
     a = ap.parse_args(argv)
     rows, failures = check(a.ergon, a.models.split(","), a.meshes.split(","), a.keep,
-                           fast=a.fast, break_one=a.corrupt)
+                           fast=a.fast, break_one=a.corrupt, shardy=a.shardy)
     if a.table:
         print(table(rows))
     if a.json:

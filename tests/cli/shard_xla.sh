@@ -5,7 +5,8 @@
 # 1x4, 2x2, 1x8 and 2x4; XLA's SPMD partitioner compiles that text for 4 or 8 CPU devices;
 # the loss and every updated parameter and Adam moment must equal the single-device step
 # (fp32 tolerance), XLA must take each parameter in the sharding ergon wrote, and an
-# annotation XLA rejects must fail the run (checked by breaking one on purpose).
+# annotation XLA rejects must fail the run (checked by breaking one on purpose). GPT and MoE
+# on 2x4 also go through Shardy.
 set -u
 source "$(dirname "$0")/venv_lib.bash"
 need_venv jax
@@ -27,6 +28,10 @@ for r in rows:
     assert sum(v["ops"] for v in x.values()) > 0, (r["model"], r["mesh"], "XLA has no collective")
     assert r["max_abs"] < 1e-4, (r["model"], r["mesh"], r["max_abs"])
 PY
+# The same annotations through Shardy, JAX's default partitioner (XLA imports them).
+out=$("$VPY" "$X" --ergon "$ERGON" --fast --shardy --models gpt,moe --meshes 2x4 2>&1); rc=$?
+[ $rc = 0 ] || fail "Shardy did not run ergon's plans (exit $rc): $out"
+[ "$(echo "$out" | grep -c '^ok ')" = 2 ] || fail "expected 2 Shardy runs: $out"
 # A rejected annotation is a failure, never a skip.
 out=$("$VPY" "$X" --ergon "$ERGON" --fast --models gpt --meshes 1x4 --corrupt 2>&1); rc=$?
 [ $rc = 1 ] || fail "a broken annotation did not fail the run (exit $rc): $out"
