@@ -138,6 +138,7 @@ ERG_API erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, ch
 typedef enum erg_shard_method {
     ERG_SHARD_DP = 0,  /* CFP: exact DP over segments with a memory dimension (see search.c) */
     ERG_SHARD_ILP = 1, /* Alpa: ILP over blocks (GLPK) on the same costs */
+    ERG_SHARD_GIVEN = 2, /* not a search: a strategy vector given (erg_shard_plan_given) */
 } erg_shard_method;
 
 typedef struct erg_shard_plan erg_shard_plan;
@@ -147,6 +148,11 @@ typedef struct erg_shard_plan erg_shard_plan;
 ERG_API erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_limit_s,
                                     erg_shard_plan **out, erg_error *err);
 ERG_API void erg_shard_plan_free(erg_shard_plan *p);
+/* A plan from a given strategy vector (one per block, in block order; n = the number of
+ * blocks), costed like a searched one: a baseline, or a variant to measure. ERG_EINVAL names
+ * the block whose strategy is out of range. */
+ERG_API erg_status erg_shard_plan_given(erg_shard *s, const size_t *strategies, size_t n,
+                                        erg_shard_plan **out, erg_error *err);
 /* Alpa's ILP at operator granularity on the same cost model: every block member picks its
  * own row of its block's plan table; every operand edge carries a resharding matrix. Gives the
  * objective (s; INFINITY when the time limit hit before any solution), the solve time, whether

@@ -139,8 +139,9 @@ double shard_coll_time(const erg_shard *s, int kind, int axis, double bytes)
 
 static bool uses(int8_t code, int a) { return code == a || code == SP_BOTH; }
 
-double shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, const spec *dst,
-                     double *bytes)
+/* shard_reshard, also split by collective kind when cnt/kb are given (COLL_AG, COLL_A2A). */
+static double reshard_kinds(const erg_shard *s, const hlo_shape *sh, const spec *src,
+                            const spec *dst, double *bytes, double *cnt, double *kb)
 {
     *bytes = 0;
     if (sh->kind != HLO_ARRAY || sh->rank == 0)
@@ -164,13 +165,27 @@ double shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, c
             double B = full / tiles * n;
             t += shard_coll_time(s, COLL_AG, a, B);
             *bytes += coll_factor(COLL_AG, n) * B;
+            if (cnt) {
+                cnt[COLL_AG] += 1;
+                kb[COLL_AG] += coll_factor(COLL_AG, n) * B;
+            }
         } else {
             double B = full / tiles * n;
             t += shard_coll_time(s, COLL_A2A, a, B);
             *bytes += coll_factor(COLL_A2A, n) * B;
+            if (cnt) {
+                cnt[COLL_A2A] += 1;
+                kb[COLL_A2A] += coll_factor(COLL_A2A, n) * B;
+            }
         }
     }
     return t;
+}
+
+double shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, const spec *dst,
+                     double *bytes)
+{
+    return reshard_kinds(s, sh, src, dst, bytes, NULL, NULL);
 }
 
 /* ---- measured GEMM timing (BLAS on the CPU, cuBLAS at run time) ---- */
@@ -1421,6 +1436,77 @@ erg_status erg_shard_evaluate(const erg_shard *s, const size_t *strategies, doub
                                  strategies[i]);
     shard_eval(s, strategies, time_s, memory_bytes, NULL);
     return ERG_OK;
+}
+
+/* The communication the cost model charges for strategy vector k (per position in order[]),
+ * by collective kind: each block member's own collectives, the resharding inside blocks and
+ * on the edges between them (with the all-reduces reassociation saves), the gathers for
+ * replicated consumers and the loop-carried resharding; times trips. Its total bytes equal
+ * the sum of the blocks' comm_bytes and the edges' bytes that the search adds up. */
+void shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out)
+{
+    memset(out, 0, sizeof *out);
+    spec rep;
+    memset(rep.d, (unsigned char)SP_R, sizeof rep.d);
+    double b;
+#define KOF(pb) k[s->pos_of[pb]]
+    for (int oi = 0; oi < s->norder; oi++) {
+        const pblock *p = &s->pbs[s->order[oi]];
+        for (int mi = 0; mi < p->nmem; mi++) {
+            const member *m = &p->mem[mi];
+            for (int c = 0; c < m->ncolls; c++) {
+                int n = axis_n(s, m->colls[c].axis);
+                if ((size_t)m->coll_k[c] != k[oi] || n <= 1 || m->colls[c].bytes <= 0)
+                    continue;
+                out->count[m->colls[c].kind] += 1;
+                out->bytes[m->colls[c].kind] += coll_factor(m->colls[c].kind, n) *
+                                                m->colls[c].bytes;
+            }
+        }
+    }
+    for (int v = 0; v < s->n; v++) {
+        const hlo_instr *in = &s->c->ins[v];
+        const node *nv = &s->nodes[v];
+        if (nv->pb < 0 && nv->sink)
+            continue;
+        for (int j = 0; j < in->nops; j++) {
+            int u = in->ops[j], q = s->nodes[u].pb;
+            if (q < 0 || s->pos_of[q] < 0)
+                continue;
+            const spec *src = &s->pbs[q].mem[s->nodes[u].slot].out[KOF(q)];
+            const spec *dst = &rep;
+            if (nv->pb >= 0) {
+                const pblock *P = &s->pbs[nv->pb];
+                dst = &P->mem[nv->slot].req[j * P->K + KOF(nv->pb)];
+            }
+            reshard_kinds(s, &s->c->ins[u].shape, src, dst, &b, out->count, out->bytes);
+        }
+    }
+    for (int g = 0; s->loop && g < s->n; g++) {
+        int u = param_gte(s, g) ? shard_loop_producer(s, (int)gte_index(s, g)) : -1;
+        if (u < 0 || u == g || s->nodes[u].pb < 0)
+            continue;
+        int q = s->nodes[u].pb, p = s->nodes[g].pb;
+        const spec *dst = p < 0 ? &rep : &s->pbs[p].mem[s->nodes[g].slot].out[KOF(p)];
+        reshard_kinds(s, &s->c->ins[g].shape, &s->pbs[q].mem[s->nodes[u].slot].out[KOF(q)], dst,
+                      &b, out->count, out->bytes);
+    }
+    for (int r = 0; r < s->nrpairs; r++) {
+        const rpair *R = &s->rpairs[r];
+        int q = s->nodes[R->a].pb, p = s->nodes[R->b].pb;
+        if (q < 0 || p < 0 || q == p || s->pos_of[q] < 0 || s->pos_of[p] < 0)
+            continue;
+        int ax = R->axa[KOF(q)];
+        if (ax < 0 || ax != R->axb[KOF(p)] || R->ba[KOF(q)] != R->bb[KOF(p)])
+            continue;
+        out->count[COLL_AR] -= 1;
+        out->bytes[COLL_AR] -= coll_factor(COLL_AR, axis_n(s, ax)) * R->ba[KOF(q)];
+    }
+#undef KOF
+    for (int c = 0; c < 3; c++) {
+        out->count[c] *= (double)s->trips;
+        out->bytes[c] *= (double)s->trips;
+    }
 }
 
 static void fmt_combo(const erg_shard *s, const segment *g, long c, char *buf, size_t size)

@@ -463,7 +463,10 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
         if ((st = erg__buf_printf(&b, __VA_ARGS__)))                                               \
             goto fail;                                                                             \
     } while (0)
-    P("method %s, mesh %dx%d, %s\n", p->method == ERG_SHARD_DP ? "dp (CFP)" : "ilp (Alpa, GLPK)",
+    P("method %s, mesh %dx%d, %s\n",
+      p->method == ERG_SHARD_DP    ? "dp (CFP)"
+      : p->method == ERG_SHARD_ILP ? "ilp (Alpa, GLPK)"
+                                   : "given (strategies not searched)",
       s->mesh[0], s->mesh[1], s->cost_source);
     if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
         P("(mesh %dx%d viewed as %dx%d: no dim divides by %d)\n", s->mesh_req[0], s->mesh_req[1],
@@ -529,7 +532,9 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
     /* the mesh asked for, when a 1-D mesh had to be viewed as 2-D */
     if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
         json_object_set_new(root, "mesh_requested", json_pack("[ii]", s->mesh_req[0], s->mesh_req[1]));
-    json_object_set_new(root, "method", json_string(p->method == ERG_SHARD_DP ? "dp" : "ilp"));
+    json_object_set_new(root, "method", json_string(p->method == ERG_SHARD_DP    ? "dp"
+                                          : p->method == ERG_SHARD_ILP ? "ilp"
+                                                                       : "given"));
     json_object_set_new(root, "costs", json_string(s->cost_source));
     json_object_set_new(root, "time_s", json_real(p->time_s));
     json_object_set_new(root, "objective_s", json_real(p->objective_s));
@@ -549,6 +554,20 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
                                                                 : "chain"));
     if (p->method == ERG_SHARD_DP && p->lower_bound_s > 0)
         json_object_set_new(root, "lower_bound_s", json_real(p->lower_bound_s));
+    /* What the cost model charged for this plan, by collective kind (count, bytes moved per
+     * device), to set next to what XLA's partitioner emits (tools/shard_xla.py). */
+    shard_comm cm;
+    shard_plan_comm(s, p->k, &cm);
+    static const char *const kind_names[3] = {"all-reduce", "all-gather", "all-to-all"};
+    json_t *comm = json_pack("{s:f}", "bytes_per_device", cm.bytes[0] + cm.bytes[1] + cm.bytes[2]);
+    for (int c = 0; comm && c < 3; c++)
+        if (json_object_set_new(comm, kind_names[c], json_pack("{s:f, s:f}", "count", cm.count[c],
+                                                               "bytes", cm.bytes[c]))) {
+            json_decref(comm);
+            comm = NULL;
+        }
+    if (!comm || json_object_set_new(root, "communication", comm))
+        goto oom;
     for (int oi = 0; oi < s->norder; oi++) {
         const pblock *pb = &s->pbs[s->order[oi]];
         json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:i}", "anchor", s->c->ins[pb->anchor].name,

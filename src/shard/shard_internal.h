@@ -225,6 +225,12 @@ erg_status shard_reassociate(erg_shard *s, erg_error *err);
 /* Whole-graph evaluation of a strategy vector (indexed by position in order[]). */
 void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
                 double *flops);
+/* Communication charged for a strategy vector (per position in order[]), by COLL_* kind:
+ * number of collectives and bytes moved per device (cost.c). */
+typedef struct shard_comm {
+    double count[3], bytes[3];
+} shard_comm;
+void shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out);
 /* Build the exact DP tables of every segment from the combination times/memories of
  * erg_shard_profile (search.c). tv/mv: per segment, arrays of ncombo values; same_as (may
  * be NULL): per segment, an earlier segment with identical tv/mv, or -1. Sets

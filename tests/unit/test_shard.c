@@ -1582,6 +1582,84 @@ static double rnd(void)
 
 /* Random block times (and memories) and edge costs; zero for some edge entries so that
  * free resharding competes with paid. */
+/* Issue 24.3: the communication a plan is charged, by collective kind (what --out-json's
+ * "communication" reports next to XLA's collectives): the MLP by hand, and on every module
+ * and strategy vector the kinds add up to the block and edge bytes the search sums. */
+static double costed_bytes(const erg_shard *s, const size_t *k)
+{
+    double b = 0;
+    for (int oi = 0; oi < s->norder; oi++)
+        b += s->pbs[s->order[oi]].comm_bytes[k[oi]];
+    for (int e = 0; e < s->nedges; e++) {
+        const pedge *E = &s->edges[e];
+        b += E->bytes[k[E->a] * (size_t)s->pbs[s->order[E->b]].K + k[E->b]];
+    }
+    return b;
+}
+
+TEST(plan_communication_by_kind_adds_up)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_mlp.hlo");
+    erg_shard *s = analyze(m, 1, 2);
+    profile(s, 80);
+    /* data/data: two all-reduces (dw1, dw2) of 16 MiB, 2(n-1)/n = 1 of it moved each;
+     * Megatron column/row: AR(y) + AR(dxm) of 32 MiB. No resharding in either. */
+    size_t dp[2] = {0, 0}, mg[2] = {1, 2};
+    shard_comm c;
+    shard_plan_comm(s, dp, &c);
+    ASSERT_NEAR(c.count[COLL_AR], 2, 0);
+    ASSERT_NEAR(c.bytes[COLL_AR], 2 * 16 * MIB, 1e-6);
+    ASSERT_NEAR(c.count[COLL_AG] + c.count[COLL_A2A], 0, 0);
+    shard_plan_comm(s, mg, &c);
+    ASSERT_NEAR(c.count[COLL_AR], 2, 0);
+    ASSERT_NEAR(c.bytes[COLL_AR], 2 * 32 * MIB, 1e-6);
+    /* column then column: h arrives split on its features at a row-replicated y: a gather */
+    size_t cc[2] = {1, 1};
+    shard_plan_comm(s, cc, &c);
+    ASSERT(c.count[COLL_AG] >= 1);
+    ASSERT_NEAR(c.bytes[0] + c.bytes[1] + c.bytes[2], costed_bytes(s, cc), 1e-6);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+    static const char *const files[] = {"shard_gpt8.hlo", "shard_qkv_separate.hlo",
+                                        "shard_attention.hlo", "shard_conv.hlo"};
+    static const int meshes[][2] = {{1, 4}, {2, 2}, {2, 4}};
+    rng_state = 24;
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", ERG_TEST_DATA_DIR, files[f]);
+        m = load_or_skip(path);
+        for (int q = 0; q < 3; q++) {
+            erg_shard *t = NULL;
+            erg_error err;
+            if (erg_shard_analyze(m, meshes[q][0], meshes[q][1], &t, &err))
+                continue; /* no strategy divides on this mesh */
+            profile(t, 80);
+            size_t *k = calloc((size_t)t->norder, sizeof *k);
+            for (int trial = 0; trial < 8; trial++) {
+                for (int oi = 0; oi < t->norder; oi++)
+                    k[oi] = trial ? (size_t)(rnd() * t->pbs[t->order[oi]].K) : 0;
+                shard_plan_comm(t, k, &c);
+                double want = costed_bytes(t, k);
+                ASSERT_MSG(fabs(c.bytes[0] + c.bytes[1] + c.bytes[2] - want) <= 1e-6 * want + 1e-6,
+                           "%s %dx%d: kinds %.0f+%.0f+%.0f != costed %.0f", files[f],
+                           meshes[q][0], meshes[q][1], c.bytes[0], c.bytes[1], c.bytes[2], want);
+                for (int x = 0; x < 3; x++)
+                    ASSERT(c.count[x] >= 0 && c.count[x] == floor(c.count[x]));
+            }
+            free(k);
+            erg_shard_plan *d = search(t, ERG_SHARD_DP);
+            char *j = NULL;
+            ASSERT_OK(erg_shard_plan_json(t, d, &j, &err));
+            ASSERT_CONTAINS(j, "\"communication\": {");
+            ASSERT_CONTAINS(j, "\"all-to-all\": {");
+            erg_free(j);
+            erg_shard_plan_free(d);
+            erg_shard_free(t);
+        }
+        erg_hlo_free(m);
+    }
+}
+
 static void randomize_costs(erg_shard *s, bool mem)
 {
     for (int b = 0; b < s->norder; b++) {
@@ -1915,6 +1993,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(already_partitioned_module_is_refused),
          TEST_ENTRY(mesh_3x2_and_1x6_split_one_axis_replicate_the_other),
          TEST_ENTRY(repeated_layers_share_dp_tables),
+         TEST_ENTRY(plan_communication_by_kind_adds_up),
          TEST_ENTRY(binding_budget_that_the_optimum_fits_stays_exact),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),

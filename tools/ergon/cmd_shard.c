@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "ergon/shard.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,7 +93,7 @@ static void usage(FILE *f, const char *sub)
         fprintf(f,
                 "usage: ergon shard search --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
                 "                          [--method dp|ilp|both] [--time-limit S]\n"
-                "                          [--out-hlo FILE] [--out-json FILE]\n"
+                "                          [--strategies K,K,...] [--out-hlo FILE] [--out-json FILE]\n"
                 "\n"
                 "Searches a plan (one strategy per block) and prints the solution vector, the\n"
                 "modelled iteration time, memory per device and TFLOP/s. When no plan fits the\n"
@@ -103,6 +104,9 @@ static void usage(FILE *f, const char *sub)
                 "                      plus Alpa's per-operator ILP on the same costs\n"
                 "  --time-limit S      ILP time limit in seconds (default 600); an ILP that finds\n"
                 "                      no plan in time says so (no objective, no speed ratio)\n"
+                "  --strategies LIST   no search: cost and write the plan with these strategies,\n"
+                "                      one index per block in block order (PB 0, PB 1, ...),\n"
+                "                      comma-separated (a baseline, or a variant to measure)\n"
                 "  --out-hlo FILE      write the module with sharding annotations\n"
                 "  --out-json FILE     write the plan as JSON\n"
                 "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
@@ -122,6 +126,49 @@ static int write_text(const char *path, const char *text)
     return CLI_OK;
 }
 
+/* --strategies K,K,...: one strategy index per block, in block order. */
+static int given_plan(erg_shard *s, const char *list, erg_shard_plan **p)
+{
+    size_t n = erg_shard_num_blocks(s), i = 0;
+    size_t *k = calloc(n ? n : 1, sizeof *k);
+    if (!k) {
+        fprintf(stderr, "ergon shard: out of memory\n");
+        return CLI_USER_ERROR;
+    }
+    const char *c = list;
+    int rc = CLI_OK;
+    for (;;) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(c, &end, 10);
+        if (end == c || errno || (*end && *end != ',') || *c == '-') {
+            rc = cli_usage_error("shard", "--strategies expects comma-separated indices, got "
+                                          "'%s' (at '%s')", list, c);
+            goto out;
+        }
+        if (i == n) {
+            rc = cli_usage_error("shard", "--strategies: the module has %zu blocks, more were "
+                                          "given ('%s')", n, list);
+            goto out;
+        }
+        k[i++] = v;
+        if (!*end)
+            break;
+        c = end + 1;
+    }
+    if (i != n) {
+        rc = cli_usage_error("shard", "--strategies: %zu given, the module has %zu blocks "
+                                      "(see 'ergon shard analyze')", i, n);
+        goto out;
+    }
+    erg_error err;
+    if (erg_shard_plan_given(s, k, n, p, &err))
+        rc = cli_report("shard", &err);
+out:
+    free(k);
+    return rc;
+}
+
 int cmd_shard(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -134,7 +181,7 @@ int cmd_shard(int argc, char **argv)
         return cli_usage_error("shard", "unknown action '%s' (analyze, profile, search, comm)",
                                sub);
     const char *hlo = NULL, *mesh = NULL, *method = "dp", *out_hlo = NULL, *out_json = NULL,
-               *computation = NULL;
+               *computation = NULL, *strategies = NULL;
     erg_shard_cost_options co;
     erg_shard_cost_options_init(&co);
     double time_limit = 600, d;
@@ -171,6 +218,8 @@ int cmd_shard(int argc, char **argv)
             out_hlo = v;
         else if (!strcmp(a, "--out-json"))
             out_json = v;
+        else if (!strcmp(a, "--strategies"))
+            strategies = v;
         else if (!strcmp(a, "--method")) {
             if (strcmp(v, "dp") && strcmp(v, "ilp") && strcmp(v, "both"))
                 return cli_usage_error("shard", "--method expects dp, ilp or both, got '%s'", v);
@@ -283,7 +332,11 @@ int cmd_shard(int argc, char **argv)
     }
     bool both = !strcmp(method, "both");
     erg_shard_method first = !strcmp(method, "ilp") ? ERG_SHARD_ILP : ERG_SHARD_DP;
-    if (erg_shard_search(s, first, time_limit, &p, &err)) {
+    if (strategies) {
+        both = false;
+        if ((rc = given_plan(s, strategies, &p)))
+            goto out;
+    } else if (erg_shard_search(s, first, time_limit, &p, &err)) {
         rc = cli_report("shard", &err);
         goto out;
     }
