@@ -142,51 +142,68 @@ TEST(transfer_time_matches_independent_relaxation)
 
 /* A plan that switches clocks at every instruction: S = 2, M = 2, orders
  * s0: F0 F1 B0 B1, s1: F0 B0 F1 B1, clocks 1000, 900, 1000, 900 on both
- * stages, so every instruction (the first one too: the previous iteration
- * ended at 900) waits L. By hand (durations s0: 1, 1.5, 2, 3; s1: 1, 3, 1, 3):
- *   s0.F0 [L, 1+L]        s0.F1 [1+2L, 2.5+2L]
- *   s1.F0 [1+L, 2+L]      s1.B0 [2+2L, 5+2L]   s1.F1 [5+3L, 6+3L]  s1.B1 [6+4L, 9+4L]
- *   s0.B0 [max(2.5+3L, 5+2L), ..] = [5+2L, 7+2L]   s0.B1 [max(7+3L, 9+4L), ..] = [9+4L, 12+4L]
- * T = 12 + 4L, with 8 switches charged. */
-TEST(switch_heavy_plan_time_includes_latency)
+ * ranks (F: 1 s / 10 J at 1000 MHz, 1.5 s / 9 J at 900; B: 2 s / 30 J, 3 s / 27 J).
+ * The switch model (emulate_ex.c): each instruction requests its clock when it
+ * starts, the request lands L later, and until then the GPU runs at the old
+ * clock; a rank starts at its last instruction's clock (900). By hand, L = 0.5:
+ *   s0.F0 [0, 7/6]: 0.5 s at 900 does 1/3 of it, 2/3 x 1 s at 1000; 1/3 x 9 + 2/3 x 10 J
+ *   s0.F1 [7/6, 29/12]: 0.5 s at 1000 does 1/2, 1/2 x 1.5 s; 5 + 4.5 J
+ *   s1.F0 [7/6, 7/3] as s0.F0;  s1.B0 [7/3, 61/12]: 0.5 s at 1000 does 1/4, 3/4 x 3 s; 7.5 + 20.25 J
+ *   s0.B0 [61/12, 87/12]: 0.5 s at 900 does 1/6, 5/6 x 2 s; 4.5 + 25 J
+ *   s1.F1 [61/12, 75/12] as s1.F0;  s1.B1 [75/12, 9] as s1.B0;  s0.B1 [9, 11.75] as s1.B0
+ * T = 11.75 s (0.25 s less than without latency: every down-switch keeps the fast clock
+ * 0.5 s longer), compute energy 151.25 J (152 without), 8 requests. */
+TEST(switch_latency_runs_at_old_clock_until_the_request_lands)
 {
     erg_error err;
     erg_profile *prof = two_clock_profile(2);
     erg_schedule sc = {.kind = ERG_SCHED_1F1B};
     erg_dag *d;
-    erg_plan *p;
+    erg_plan *p, *slow;
     ASSERT_OK(erg_dag_new(&sc, 2, 2, &d, &err));
     ASSERT_OK(erg_plan_new(&sc, 2, 2, &p, &err));
+    ASSERT_OK(erg_plan_new(&sc, 2, 2, &slow, &err));
+    erg_plan_fill(slow, 900);
     for (int s = 0; s < 2; s++) {
         int *f = erg_plan_stage_freqs(p, s);
         for (int k = 0; k < 4; k++)
             f[k] = k % 2 ? 900 : 1000;
     }
-    const double Ls[] = {0, 0.001, 0.01, 0.1};
-    for (size_t i = 0; i < 4; i++) {
-        double L = Ls[i];
-        erg_emulate_opts o;
-        erg_emulate_opts_init(&o);
-        o.blocking_power_w = 2;
-        o.switch_latency_s = L;
-        erg_emulation em;
-        ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err));
-        ASSERT_NEAR(em.time_s, 12 + 4 * L, 1e-12);
-        ASSERT_EQ_INT(em.num_switches, L > 0 ? 8 : 0);
-        ASSERT_NEAR(em.switch_time_s, L > 0 ? 8 * L : 0, 1e-15);
-        /* idle = sum over stages of T - busy (7.5 s and 8 s of work) */
-        ASSERT_NEAR(em.blocking_energy_j, 2 * (2 * (12 + 4 * L) - 15.5), 1e-12);
-    }
-    /* a plan at one clock pays nothing */
-    erg_plan_fill(p, 1000);
     erg_emulate_opts o;
     erg_emulate_opts_init(&o);
+    o.blocking_power_w = 2;
+    erg_emulation em, e0;
+    ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &e0, NULL, NULL, &err));
+    ASSERT_NEAR(e0.time_s, 12, 1e-12);
+    ASSERT_EQ_INT(e0.num_switches, 0);
     o.switch_latency_s = 0.5;
-    erg_emulation em;
+    double dur[8];
+    ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, dur, &err));
+    ASSERT_NEAR(em.time_s, 11.75, 1e-12);
+    ASSERT_NEAR(em.switch_time_s, -0.25, 1e-12);
+    ASSERT_EQ_INT(em.num_switches, 8);
+    ASSERT_NEAR(em.compute_energy_j, 151.25, 1e-9);
+    /* busy: s0 7/6 + 5/4 + 13/6 + 11/4, s1 7/6 + 11/4 + 7/6 + 11/4 */
+    double busy = 7.0 / 6 + 1.25 + 13.0 / 6 + 2.75 + 7.0 / 6 + 2.75 + 7.0 / 6 + 2.75;
+    ASSERT_NEAR(em.blocking_energy_j, 2 * (2 * 11.75 - busy), 1e-9);
+    ASSERT_NEAR(dur[0], 7.0 / 6, 1e-12);
+    /* A latency longer than the iteration: no request lands, every rank runs the whole
+     * iteration at the clock it started with (900 MHz), as the all-900 plan does. */
+    erg_emulation es;
+    o.switch_latency_s = 100;
+    ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err));
+    ASSERT_OK(erg_emulate(prof, d, slow, 2, &es, NULL, NULL, &err));
+    ASSERT_NEAR(em.time_s, es.time_s, 1e-12);
+    ASSERT_NEAR(em.energy_j, es.energy_j, 1e-9);
+    ASSERT_EQ_INT(em.num_switches, 8);
+    /* a plan at one clock issues no request */
+    erg_plan_fill(p, 1000);
+    o.switch_latency_s = 0.5;
     ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err));
     ASSERT_NEAR(em.time_s, 9, 1e-12);
     ASSERT_EQ_INT(em.num_switches, 0);
     erg_plan_free(p);
+    erg_plan_free(slow);
     erg_dag_free(d);
     erg_profile_free(prof);
 }
@@ -291,5 +308,5 @@ TEST(planner_plans_transfer_as_fixed_edges)
 TAP_MAIN(TEST_ENTRY(planner_plans_transfer_as_fixed_edges),
          TEST_ENTRY(transfer_time_grows_1f1b_bubble_as_by_hand),
          TEST_ENTRY(transfer_time_matches_independent_relaxation),
-         TEST_ENTRY(switch_heavy_plan_time_includes_latency),
+         TEST_ENTRY(switch_latency_runs_at_old_clock_until_the_request_lands),
          TEST_ENTRY(emulate_ex_rejects_bad_options))
