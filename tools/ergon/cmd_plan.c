@@ -523,10 +523,11 @@ static int plan_perseus(int argc, char **argv)
                 printf("%-25s %s\n", label[i], err.msg);
                 continue;
             }
-            printf("%-25s plan %zu: %.6g s (%+.2f%%), %.6g J (%+.2f%% vs all-max; profiled "
-                   "values)\n",
+            printf("%-25s plan %zu: %.6g s (%+.2f%%), %.6g J (%+.2f%% vs all-max; %s)\n",
                    label[i], k, em.time_s, 100 * (em.time_s / em_max.time_s - 1), em.energy_j,
-                   100 * (em.energy_j / em_max.energy_j - 1));
+                   100 * (em.energy_j / em_max.energy_j - 1),
+                   post.switch_latency_s > 0 ? "emulated with the switch latency"
+                                             : "profiled values");
             /* post-check with clock-switch latency and P2P transfers */
             erg_plan *p = NULL;
             erg_emulation ex, exm;
