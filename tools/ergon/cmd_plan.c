@@ -496,7 +496,12 @@ static int plan_perseus(int argc, char **argv)
                a.time_s, a.energy_j, b.time_s, b.energy_j);
         printf("all-max clocks:           %.6g s, %.6g J (profiled values; the baseline)\n",
                em_max.time_s, em_max.energy_j);
-        if (allmax_added)
+        if (allmax_added && post.switch_latency_s > 0)
+            printf("plan %zu is all-max clocks: every planned plan near the all-max time runs "
+                   "slower than all-max clocks with the switch latency, so all-max clocks were "
+                   "added as the fastest plan\n",
+                   n - 1);
+        else if (allmax_added)
             printf("plan %zu is all-max clocks: the planner's fastest plan runs slower than "
                    "all-max clocks by the profiled values (its times are quantised to %g s), so "
                    "all-max clocks were added as the fastest plan\n",
