@@ -139,6 +139,7 @@ typedef struct erg_switch_aware_stats {
     size_t plans_evaluated; /* of which evaluated: all up to 4,096, else every k-th and the last */
     size_t candidates; /* plans and distinct variants evaluated */
     size_t plans_out;  /* Pareto-optimal ones kept */
+    size_t plans_merged; /* of which variants with merged clocks (not a planned plan) */
 } erg_switch_aware_stats;
 ERG_API erg_status erg_frontier_switch_aware(const erg_profile *profile, const erg_frontier *in,
                                              const erg_emulate_opts *opts, double unit_s,

@@ -328,6 +328,9 @@ erg_status erg_frontier_switch_aware(const erg_profile *prof, const erg_frontier
             st = erg__frontier_end_plan(fr, var, err);
     }
     if (!st && stats) {
+        stats->plans_merged = 0;
+        for (size_t j = 0; j < nk; j++)
+            stats->plans_merged += cands[j].variant != 0;
         stats->plans_in = np;
         stats->plans_evaluated = (np + stride - 1) / stride + ((np - 1) % stride != 0);
         stats->candidates = nc;

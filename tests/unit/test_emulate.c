@@ -2,7 +2,11 @@
  * (erg_emulate_ex), checked against timelines computed by hand. */
 #include "tap.h"
 
+#include <math.h>
+#include <stdio.h>
+
 #include "ergon/emulate.h"
+#include "ergon/envpipe.h"
 #include "ergon/planner.h"
 
 /* Two clocks: 1000 MHz (forward 1 s, backward 2 s) and 900 MHz (1.5 s, 3 s). */
@@ -305,8 +309,103 @@ TEST(planner_plans_transfer_as_fixed_edges)
     erg_profile_free(prof);
 }
 
+/* Switch-aware planning (switch_aware.c): on a 2-stage, 8-microbatch profile whose forward pass
+ * gains little from a fast clock and whose backward pass gains much, at L = 0.2 s every point
+ * of the frontier is its plan's emulation at L (time and energy), the frontier is Pareto
+ * (faster plans cost more), and the plan it picks for 1 % slowdown meets the deadline at L with
+ * fewer switches than the latency-free frontier's pick, which runs late. */
+TEST(switch_aware_frontier_is_honest_at_the_latency)
+{
+    erg_error err;
+    erg_profile *prof;
+    ASSERT_OK(erg_profile_new(&prof, &err));
+    static const int F[] = {1400, 1300, 1200, 1100, 1000, 900, 800};
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < 7; i++) {
+                double base = k ? 2.0 : 1.0, cb = k ? 0.9 : 0.5, f = F[i];
+                double t = base * (1 + 0.1 * s) * ((1 - cb) + cb * 1400 / f);
+                double pw = 100 + 200 * pow(f / 1400, 2.5);
+                erg_profile_point pt = {F[i], t, pw * t};
+                ASSERT_OK(erg_profile_add(prof, s, k ? ERG_BACKWARD : ERG_FORWARD, &pt, &err));
+            }
+    erg_perseus_opts po;
+    erg_perseus_opts_init(&po);
+    po.unit_s = 0.01;
+    po.blocking_power_w = 60;
+    erg_frontier *f0, *fl;
+    ASSERT_OK(erg_plan_perseus(prof, 2, 8, &po, &f0, &err));
+    erg_emulate_opts eo;
+    erg_emulate_opts_init(&eo);
+    eo.blocking_power_w = 60;
+    eo.switch_latency_s = 0.2;
+    erg_switch_aware_stats st;
+    ASSERT_OK(erg_frontier_switch_aware(prof, f0, &eo, po.unit_s, NULL, NULL, &fl, &st, &err));
+    ASSERT(st.plans_out == erg_frontier_size(fl) && st.plans_out > 10);
+    ASSERT(st.candidates > st.plans_evaluated && st.plans_evaluated == st.plans_in);
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_dag *d;
+    ASSERT_OK(erg_dag_new(&sc, 2, 8, &d, &err));
+    erg_frontier_point prev = {0};
+    for (size_t k = 0; k < erg_frontier_size(fl); k++) {
+        erg_frontier_point pt;
+        erg_plan *p;
+        erg_emulation em;
+        ASSERT_OK(erg_frontier_get(fl, k, &pt, &err));
+        ASSERT_OK(erg_frontier_plan(fl, k, &p, &err));
+        ASSERT_OK(erg_emulate_ex(prof, d, p, &eo, &em, NULL, NULL, &err));
+        ASSERT_NEAR(pt.time_s, em.time_s, 1e-9 * em.time_s);
+        ASSERT_NEAR(pt.energy_j, em.energy_j, 1e-9 * em.energy_j);
+        if (k)
+            ASSERT(pt.time_s < prev.time_s && pt.energy_j > prev.energy_j);
+        prev = pt;
+        erg_plan_free(p);
+    }
+    /* the 1 %-slowdown picks, both emulated at L */
+    erg_plan *am;
+    erg_emulation emax;
+    ASSERT_OK(erg_plan_all_max(prof, 2, 8, &sc, 60, &am, &err));
+    ASSERT_OK(erg_emulate_ex(prof, d, am, &eo, &emax, NULL, NULL, &err));
+    double deadline = 1.01 * emax.time_s;
+    erg_frontier_baseline b0, bl;
+    erg_frontier_baseline_init(&b0);
+    b0.have = true;
+    b0.prof = prof;
+    b0.dag = d;
+    b0.power_w = 60;
+    ASSERT_OK(erg_emulate(prof, d, am, 60, &b0.all_max, NULL, NULL, &err));
+    bl = b0;
+    bl.switch_latency_s = 0.2;
+    bl.all_max = emax;
+    size_t k0, kl;
+    erg_emulation e0, el;
+    ASSERT_OK(erg_frontier_baseline_pick(&b0, f0, deadline, &k0, &e0, &err));
+    ASSERT_OK(erg_frontier_baseline_pick(&bl, fl, deadline, &kl, &el, &err));
+    erg_plan *p0, *pl;
+    ASSERT_OK(erg_frontier_plan(f0, k0, &p0, &err));
+    ASSERT_OK(erg_frontier_plan(fl, kl, &pl, &err));
+    ASSERT_OK(erg_emulate_ex(prof, d, p0, &eo, &e0, NULL, NULL, &err));
+    ASSERT_OK(erg_emulate_ex(prof, d, pl, &eo, &el, NULL, NULL, &err));
+    printf("# deadline %.4f s at L = 0.2 s: latency-free pick %.4f s, %d switches; "
+           "switch-aware %.4f s, %d switches, %.1f J (all-max %.1f J)\n",
+           deadline, e0.time_s, e0.num_switches, el.time_s, el.num_switches, el.energy_j,
+           emax.energy_j);
+    ASSERT(e0.time_s > deadline);
+    ASSERT(el.time_s <= deadline * (1 + 1e-12));
+    ASSERT(el.num_switches < e0.num_switches);
+    ASSERT(el.energy_j < 0.97 * emax.energy_j);
+    erg_plan_free(p0);
+    erg_plan_free(pl);
+    erg_plan_free(am);
+    erg_dag_free(d);
+    erg_frontier_free(fl);
+    erg_frontier_free(f0);
+    erg_profile_free(prof);
+}
+
 TAP_MAIN(TEST_ENTRY(planner_plans_transfer_as_fixed_edges),
          TEST_ENTRY(transfer_time_grows_1f1b_bubble_as_by_hand),
          TEST_ENTRY(transfer_time_matches_independent_relaxation),
          TEST_ENTRY(switch_latency_runs_at_old_clock_until_the_request_lands),
-         TEST_ENTRY(emulate_ex_rejects_bad_options))
+         TEST_ENTRY(emulate_ex_rejects_bad_options),
+         TEST_ENTRY(switch_aware_frontier_is_honest_at_the_latency))

@@ -513,10 +513,11 @@ static int plan_perseus(int argc, char **argv)
         bl.transfer_time_s = post.switch_latency_s > 0 ? post.transfer_time_s : 0;
         if (post.switch_latency_s > 0)
             printf("switch-aware at %g s per clock switch: %zu of %zu planned plans and their "
-                   "variants (%zu) emulated, %zu on the frontier (times and energies below and "
-                   "in frontier.csv are emulated with that latency)\n",
+                   "variants (%zu) emulated, %zu on the frontier, %zu of them with merged "
+                   "clocks (times and energies below and in frontier.csv are emulated with that "
+                   "latency)\n",
                    post.switch_latency_s, sws.plans_evaluated, sws.plans_in, sws.candidates,
-                   sws.plans_out);
+                   sws.plans_out, sws.plans_merged);
         const char *label[3] = {"minimum-energy plan", "at the all-max time",
                                 "within 1% slowdown"};
         const double limit[3] = {1e300, em_max.time_s, 1.01 * em_max.time_s};
