@@ -129,7 +129,8 @@ ERG_API erg_status erg_frontier_baseline_complete(const erg_frontier_baseline *b
  * emulation of its plan with opts (switch_latency_s, transfer, blocking_power_w) by
  * erg_emulate_ex's switch model, so a deadline chosen on it is met at that latency. For every
  * plan of `in` it evaluates the plan and variants that keep a rank's clock where the planned
- * change buys little (switch_aware.c), and keeps the Pareto-optimal ones, slowest first.
+ * change buys little or where an up-switch delays a critical instruction (switch_aware.c), and
+ * keeps the Pareto-optimal ones, slowest first.
  * Frontiers of more than 4,096 plans: every k-th plan (and the last) keeps the work bounded;
  * plans one time unit apart differ in a few clocks.
  * unit_s is recorded as the new frontier's unit (its times are not quantised). progress as

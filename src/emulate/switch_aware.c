@@ -12,7 +12,12 @@
  *    time there is within d of its planned time (the switch would save little
  *    energy, and the way back up costs time);
  *  - up-merge(d): an instruction whose planned clock is faster keeps the
- *    slower clock when that costs it at most d of its planned time.
+ *    slower clock when that costs it at most d of its planned time;
+ *  - repair(r): r rounds of: emulate at L, and give every critical instruction
+ *    that starts with an up-switch (its first L at a clock where it is slower)
+ *    its clock one instruction earlier, on its rank's predecessor, so the
+ *    request lands before it starts. This is the switch cost put where it
+ *    matters, on the critical path; it recovers plans near the all-max time.
  *
  * Every variant (and the plan itself) is evaluated with the emulator's switch
  * model at L (emulate_ex.c: asynchronous requests that land L later) and the
@@ -32,6 +37,7 @@
 static const double DOWN[] = {0.01, 0.02, 0.04, 0.08, 0.16};
 static const double UP[] = {0.01, 0.02, 0.04};
 #define NVAR (1 + (int)ERG__ARRAY_LEN(DOWN) + (int)ERG__ARRAY_LEN(UP))
+#define NREPAIR 8 /* repair rounds: variants NVAR .. NVAR + NREPAIR - 1 */
 
 #define ERG__SWITCH_AWARE_PLANS 4096
 
@@ -151,6 +157,68 @@ static void make_variant(const erg_dag *dag, const table *tb, int v, const int *
     }
 }
 
+/* Repair rounds: emulate the plan (clock indices `oi`, id order) at L, find the critical
+ * instructions that start with an up-switch (their rank's previous instruction ran at a clock
+ * where they are slower: they spend their first L at it), and give that previous instruction
+ * their clock, so the request is made one instruction earlier and lands before them. `rounds`
+ * rounds; returns how many changed the plan. Scratch: sc (doubles, 3 n + S), si (ints, 2 S). */
+static int repair(const erg_dag *dag, const table *tb, double L, double x, int rounds, int *oi,
+                  int *var, double *sc, int *si)
+{
+    int S = erg_dag_num_stages(dag), n = erg_dag_num_instrs(dag), C = tb->nclk;
+    double *tp = sc, *ep = sc + n, *dur = sc + 2 * n, *es = sc + 3 * n, *lf = sc + 4 * n,
+           *pend_t = sc + 5 * n;
+    const int *topo = erg_dag_topo_order(dag);
+    int done = 0;
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < n; i++) {
+            var[i] = tb->clk[oi[i]];
+            tp[i] = tb->t[(size_t)i * C + oi[i]];
+            ep[i] = tb->e[(size_t)i * C + oi[i]];
+        }
+        erg__async_result res;
+        erg__async_pass(dag, var, tp, ep, lookup_table, (void *)tb, L, x, dur, es, si, si + S,
+                        pend_t, &res);
+        double T = res.time_s, tol = 1e-9 * T;
+        for (int k = n - 1; k >= 0; k--) {
+            int u = topo[k], su;
+            erg_dag_instr(dag, u, &su);
+            double f = T;
+            const int *succ;
+            int ns = erg_dag_successors(dag, u, &succ);
+            for (int j = 0; j < ns; j++) {
+                int v = succ[j], sv;
+                erg_dag_instr(dag, v, &sv);
+                double t = lf[v] - dur[v] - (sv == su ? 0 : x);
+                if (t < f)
+                    f = t;
+            }
+            lf[u] = f;
+        }
+        int changed = 0;
+        for (int s = 0; s < S; s++) {
+            int off = erg_dag_rank_offset(dag, s), len = erg_dag_rank_len(dag, s);
+            for (int k = 0; k < len; k++) {
+                int u = off + k, p = off + (k ? k - 1 : len - 1);
+                if (oi[u] == oi[p] || es[u] + dur[u] < lf[u] - tol)
+                    continue; /* no switch, or not critical */
+                double tf = tb->t[(size_t)u * C + oi[u]], tc = tb->t[(size_t)u * C + oi[p]];
+                if (!(tc > tf))
+                    continue; /* a down-switch costs no time */
+                double tpn = tb->t[(size_t)p * C + oi[u]];
+                if (isnan(tpn))
+                    continue;
+                oi[p] = oi[u];
+                changed = 1;
+            }
+        }
+        if (!changed)
+            break;
+        done++;
+    }
+    return done;
+}
+
 typedef struct cand {
     double time_s, energy_j;
     size_t plan;
@@ -230,10 +298,11 @@ erg_status erg_frontier_switch_aware(const erg_profile *prof, const erg_frontier
     erg_frontier *fr = NULL;
     int *base = erg__malloc(sizeof(int) * (size_t)n * 5 + sizeof(int) * 2 * (size_t)S);
     double *dbuf = erg__malloc(sizeof(double) * ((size_t)n * 4 + (size_t)S));
+    double *rsc = erg__malloc(sizeof(double) * ((size_t)n * 5 + (size_t)S));
     st = table_build(prof, dag, &tb, err);
-    if (!st && (!base || !dbuf))
+    if (!st && (!base || !dbuf || !rsc))
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-    size_t ncand = (ERG__SWITCH_AWARE_PLANS + 1) * NVAR;
+    size_t ncand = (ERG__SWITCH_AWARE_PLANS + 1) * (NVAR + NREPAIR);
     if (!st && !(cands = erg__malloc(sizeof(cand) * ncand)))
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
     if (st)
@@ -277,6 +346,21 @@ erg_status erg_frontier_switch_aware(const erg_profile *prof, const erg_frontier
                             pend_t, &r);
             cands[nc++] = (cand){r.time_s, r.compute_energy_j + p_w * r.idle_s, k, v};
         }
+        /* repair rounds from the plan itself, each one a candidate */
+        memcpy(vi, ci, sizeof(int) * (size_t)n);
+        for (int rr = 0; rr < NREPAIR && !st; rr++) {
+            if (!repair(dag, &tb, L, x, 1, vi, var, rsc, cur))
+                break;
+            for (int i = 0; i < n; i++) {
+                var[i] = tb.clk[vi[i]];
+                tp[i] = tb.t[(size_t)i * tb.nclk + vi[i]];
+                ep[i] = tb.e[(size_t)i * tb.nclk + vi[i]];
+            }
+            erg__async_result r;
+            erg__async_pass(dag, var, tp, ep, lookup_table, &tb, L, x, dur, es, cur, pend,
+                            pend_t, &r);
+            cands[nc++] = (cand){r.time_s, r.compute_energy_j + p_w * r.idle_s, k, NVAR + rr};
+        }
         if (!st && progress && progress(progress_user, k + 1, np))
             st = erg_error_set(err, ERG_ECANCELED, "canceled after %zu plans", k + 1);
     }
@@ -300,7 +384,12 @@ erg_status erg_frontier_switch_aware(const erg_profile *prof, const erg_frontier
             break;
         for (int i = 0; i < n; i++)
             ci[i] = clk_index(&tb, base[i]);
-        make_variant(dag, &tb, c->variant, ci, vi);
+        if (c->variant < NVAR) {
+            make_variant(dag, &tb, c->variant, ci, vi);
+        } else {
+            memcpy(vi, ci, sizeof(int) * (size_t)n);
+            repair(dag, &tb, L, x, c->variant - NVAR + 1, vi, var, rsc, cur);
+        }
         for (int i = 0; i < n; i++)
             var[i] = tb.clk[vi[i]];
         erg_frontier_point pt;
@@ -341,6 +430,7 @@ done:
     table_free(&tb);
     erg__free(base);
     erg__free(dbuf);
+    erg__free(rsc);
     erg_dag_free(dag);
     erg_plan_free(p0);
     if (st) {
