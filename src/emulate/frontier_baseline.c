@@ -40,6 +40,47 @@ static void join(char *out, size_t n, const char *dir, const char *name)
     snprintf(out, n, "%.*s/%s", (int)l, dir, name);
 }
 
+/* One evaluation of a plan against the baseline: with the switch latency and transfer of a
+ * switch-aware frontier when it has them, the profiled values alone otherwise. */
+static erg_status eval_plan(const erg_frontier_baseline *b, const erg_plan *p, erg_emulation *em,
+                            erg_error *err)
+{
+    if (!(b->switch_latency_s > 0) && !(b->transfer_time_s > 0))
+        return erg_emulate(b->prof, b->dag, p, b->power_w, em, NULL, NULL, err);
+    erg_emulate_opts o;
+    erg_emulate_opts_init(&o);
+    o.blocking_power_w = b->power_w;
+    o.switch_latency_s = b->switch_latency_s;
+    o.transfer_time_s = b->transfer_time_s;
+    return erg_emulate_ex(b->prof, b->dag, p, &o, em, NULL, NULL, err);
+}
+
+/* The value of a `key,number` row of DIR/frontier-info.csv; false when absent. */
+static bool info_number(const char *dir, const char *key, double *v)
+{
+    char path[4096], fmt[80];
+    join(path, sizeof path, dir, "frontier-info.csv");
+    snprintf(fmt, sizeof fmt, "%s,%%lf", key);
+    char *text = NULL;
+    size_t len = 0;
+    erg_error e;
+    if (erg__read_file(path, 1 << 20, &text, &len, &e))
+        return false;
+    bool found = false;
+    for (const char *p = text; p && *p;) {
+        double w;
+        if (sscanf(p, fmt, &w) == 1 && w >= 0 && w < 1e6) {
+            *v = w;
+            found = true;
+        }
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    erg__free(text);
+    return found;
+}
+
 bool erg_frontier_info_power(const char *dir, double *power_w)
 {
     char path[4096];
@@ -71,6 +112,8 @@ erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,
     char path[4096];
     if (!erg_frontier_info_power(dir, &b->power_w))
         return ERG_OK; /* no info: the caller falls back to the estimates */
+    info_number(dir, "switch_latency_s", &b->switch_latency_s);
+    info_number(dir, "transfer_time_s", &b->transfer_time_s);
     join(path, sizeof path, dir, "profile.csv");
     erg_status st = erg_profile_read_csv(path, &b->prof, err);
     if (st)
@@ -123,7 +166,7 @@ erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,
     }
     if ((st = erg_dag_new(&sched, S, M, &b->dag, err)) ||
         (st = erg_plan_all_max(b->prof, S, M, &sched, b->power_w, &allmax, err)) ||
-        (st = erg_emulate(b->prof, b->dag, allmax, b->power_w, &b->all_max, NULL, NULL, err))) {
+        (st = eval_plan(b, allmax, &b->all_max, err))) {
         erg_plan_free(allmax);
         erg_plan_free(p0);
         goto fail;
@@ -167,7 +210,7 @@ static erg_status baseline_eval(void *user, size_t k, erg_emulation *em, erg_err
     erg_plan *p;
     erg_status st = erg_frontier_plan(f, k, &p, err);
     if (!st)
-        st = erg_emulate(b->prof, b->dag, p, b->power_w, em, NULL, NULL, err);
+        st = eval_plan(b, p, em, err);
     erg_plan_free(p);
     return st;
 }
@@ -203,7 +246,7 @@ erg_status erg_frontier_baseline_complete(const erg_frontier_baseline *b, erg_fr
     erg_emulation em;
     erg_status st = erg_frontier_plan(f, n - 1, &p, err);
     if (!st)
-        st = erg_emulate(b->prof, b->dag, p, b->power_w, &em, NULL, NULL, err);
+        st = eval_plan(b, p, &em, err);
     erg_plan_free(p);
     if (st || em.time_s <= b->all_max.time_s * (1 + 1e-12))
         return st;
@@ -211,6 +254,9 @@ erg_status erg_frontier_baseline_complete(const erg_frontier_baseline *b, erg_fr
     if ((st = erg_frontier_get(f, n - 1, &last, err)))
         return st;
     pt = last; /* the estimated time: all-max's quantised makespan is the fastest plan's */
+    if ((b->switch_latency_s > 0 || b->transfer_time_s > 0) && b->all_max.time_s < pt.time_s)
+        /* a switch-aware frontier's times are emulated, not quantised */
+        pt.time_s = b->all_max.time_s;
     pt.energy_j = b->all_max.energy_j;
     pt.cost_j = last.cost_j + (pt.energy_j - last.energy_j); /* same blocking term */
     pt.cost_change_j = pt.cost_j - last.cost_j;

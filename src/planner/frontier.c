@@ -808,6 +808,11 @@ void erg__frontier_advance(const erg_frontier *f, size_t k, int *freq)
         freq[f->chg_id[i]] = f->chg_f[i];
 }
 
+void erg__frontier_replay(const erg_frontier *f, size_t k, int *freq)
+{
+    replay(f, k, freq);
+}
+
 const int *erg__frontier_rank_offsets(const erg_frontier *f)
 {
     return f->off;

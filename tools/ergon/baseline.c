@@ -105,6 +105,25 @@ int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_sched
     return CLI_OK;
 }
 
+int cli_baseline_write_switch(const char *dir, double switch_latency_s, double transfer_time_s,
+                              erg_error *err)
+{
+    char path[4096];
+    join(path, sizeof path, dir, "frontier-info.csv");
+    FILE *fp = fopen(path, "a");
+    if (!fp) {
+        erg_error_set(err, ERG_EIO, "%s: cannot open the file", path);
+        return CLI_USER_ERROR;
+    }
+    fprintf(fp, "switch_latency_s,%.17g\ntransfer_time_s,%.17g\n", switch_latency_s,
+            transfer_time_s);
+    if (fclose(fp)) {
+        erg_error_set(err, ERG_EIO, "%s: cannot write the file", path);
+        return CLI_USER_ERROR;
+    }
+    return CLI_OK;
+}
+
 int cli_baseline_copy(const char *from_dir, const char *to_dir, erg_error *err)
 {
     static const char *const names[] = {"frontier-info.csv", "profile.csv"};

@@ -118,6 +118,9 @@ int cli_baseline_set(cli_baseline *b, erg_profile *prof, erg_dag *dag, double po
 int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_schedule *sched, int S,
                        int M, double power_w, double unit_s, const erg_emulation *all_max,
                        erg_error *err);
+/* Append the switch latency and transfer of a switch-aware frontier to DIR/frontier-info.csv. */
+int cli_baseline_write_switch(const char *dir, double switch_latency_s, double transfer_time_s,
+                              erg_error *err);
 /* Copy frontier-info.csv and profile.csv from one frontier directory to
  * another when the first has them (CLI_OK otherwise too). */
 int cli_baseline_copy(const char *from_dir, const char *to_dir, erg_error *err);

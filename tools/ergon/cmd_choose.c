@@ -153,10 +153,14 @@ int cmd_choose(int argc, char **argv)
                    1 - em.energy_j / bl.all_max.energy_j);
         printf("}\n");
     } else if (bl.have) {
-        printf("plan %zu: %.6g s, %.6g J (profiled values; %+.2f%% time, %+.2f%% energy vs "
+        char how[96] = "profiled values";
+        if (bl.switch_latency_s > 0) /* a switch-aware frontier (docs/emulate.md) */
+            snprintf(how, sizeof how, "emulated with a %g s clock-switch latency",
+                     bl.switch_latency_s);
+        printf("plan %zu: %.6g s, %.6g J (%s; %+.2f%% time, %+.2f%% energy vs "
                "all-max clocks: %.6g s, %.6g J)\n"
                "planner estimate: %.6g s, %.6g J\n",
-               k, em.time_s, em.energy_j, 100 * (em.time_s / bl.all_max.time_s - 1),
+               k, em.time_s, em.energy_j, how, 100 * (em.time_s / bl.all_max.time_s - 1),
                100 * (em.energy_j / bl.all_max.energy_j - 1), bl.all_max.time_s,
                bl.all_max.energy_j, pt.time_s, pt.energy_j);
         if (file)

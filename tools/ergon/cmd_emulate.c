@@ -29,10 +29,11 @@ static void help(FILE *f)
                "                       planner; docs/schedules.md)\n\n"
                "Fidelity options (docs/emulate.md; all 0 by default, which is the published\n"
                "evaluation of Perseus's lowtime):\n"
-               "  --switch-latency S   a rank waits S seconds (idle, blocking power) before an\n"
-               "                       instruction whose clock differs from its previous one's\n"
-               "                       (the first instruction's previous one is the last:\n"
-               "                       iterations repeat); 'default' = %.0f ms (docs/emulate.md)\n"
+               "  --switch-latency S   a clock request takes effect S seconds after the\n"
+               "                       instruction that needs it starts; until then the GPU\n"
+               "                       runs at its previous clock (the first instruction's\n"
+               "                       previous one is the last: iterations repeat);\n"
+               "                       'default' = %.0f ms (docs/emulate.md)\n"
                "  --transfer-time S    the same as --p2p-time S\n"
                "  --transfer-bytes B, --link-bandwidth B_PER_S, --link-latency S\n"
                "                       or: transfer time = B / bandwidth + latency\n",
@@ -228,8 +229,8 @@ int cmd_emulate(int argc, char **argv)
         cli_sched_split_note(stdout, &local, prof, erg_plan_num_stages(plan),
                              erg_plan_num_microbatches(plan));
         if (eo.switch_latency_s > 0 || em.transfer_time_s > 0)
-            printf("clock switches %d x %.4f s = %.4f s charged; transfer %.6f s per cross-rank "
-                   "edge\n",
+            printf("%d clock switches taking effect %.4f s after their request: iteration "
+                   "%+.4f s against no latency; transfer %.6f s per cross-rank edge\n",
                    em.num_switches, eo.switch_latency_s, em.switch_time_s, em.transfer_time_s);
     }
 done:
