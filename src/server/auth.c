@@ -106,7 +106,8 @@ erg_status srv_auth_init(erg_server *srv, const erg_server_opts *o, erg_error *e
     }
     if ((o->tls_cert_file != NULL) != (o->tls_key_file != NULL))
         return erg_error_set(err, ERG_EINVAL, "TLS needs both --tls-cert and --tls-key");
-    const char *host = o->host ? o->host : "127.0.0.1";
+    /* srv->host: the numeric address the server binds (a name was resolved by erg_server_new) */
+    const char *host = srv->host ? srv->host : o->host ? o->host : "127.0.0.1";
     if (!host_is_loopback(host) && !srv->token && !srv->n_nets && !o->insecure)
         return erg_error_set(
             err, ERG_EINVAL,

@@ -4,6 +4,7 @@
 #include "server/zeus.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <errno.h>
 #include <unistd.h>
 #include <math.h>
@@ -76,10 +77,44 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     pthread_mutex_init(&srv->mu, NULL);
     pthread_mutex_init(&srv->log_mu, NULL);
     pthread_cond_init(&srv->hk_cond, NULL);
+    erg_status st = ERG_OK;
     srv->host = dup_or_null(opts->host ? opts->host : "127.0.0.1");
+    /* A host name (localhost, the node's name) is resolved once, here, to the numeric address
+     * the server binds and access control judges (localhost is loopback). */
+    if (srv->host) {
+        unsigned char probe[16];
+        if (inet_pton(AF_INET, srv->host, probe) != 1 && inet_pton(AF_INET6, srv->host, probe) != 1) {
+            struct addrinfo hints, *res = NULL;
+            memset(&hints, 0, sizeof hints);
+            hints.ai_family = AF_UNSPEC;
+            hints.ai_socktype = SOCK_STREAM;
+            int gr = getaddrinfo(srv->host, NULL, &hints, &res);
+            char num[INET6_ADDRSTRLEN] = "";
+            /* IPv4 first, as a listener on one address takes one family */
+            for (int fam = 0; !gr && fam < 2 && !num[0]; fam++)
+                for (struct addrinfo *ai = res; ai && !num[0]; ai = ai->ai_next) {
+                    if (ai->ai_family == AF_INET && fam == 0)
+                        inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, num,
+                                  sizeof num);
+                    else if (ai->ai_family == AF_INET6 && fam == 1)
+                        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr,
+                                  num, sizeof num);
+                }
+            if (res)
+                freeaddrinfo(res);
+            if (!num[0]) {
+                st = erg_error_set(err, ERG_EINVAL,
+                                   "host '%.64s' is neither a numeric IPv4/IPv6 address nor a "
+                                   "name this machine resolves%s%s",
+                                   srv->host, gr ? ": " : "", gr ? gai_strerror(gr) : "");
+                goto fail;
+            }
+            erg__free(srv->host);
+            srv->host = dup_or_null(num);
+        }
+    }
     srv->db_path = dup_or_null(opts->db_path ? opts->db_path : ":memory:");
     srv->dump_dir = dup_or_null(opts->dump_dir ? opts->dump_dir : "dump");
-    erg_status st = ERG_OK;
     if (!srv->host || !srv->db_path || !srv->dump_dir) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto fail;

@@ -56,4 +56,11 @@ for c in "plan perseus --profle x:--profile" "choose --slowdwn 1:--slowdown" \
 done
 "$ERGON" choose --frontier >/dev/null 2>"$tmp/err"
 grep -q "option '--frontier' needs a value" "$tmp/err" || fail "missing value: $(cat "$tmp/err")"
+# shard: a mesh too large says which bound; --method both compares the objectives first
+hlo="${ERGON_TEST_DATA:?}/shard_mlp.hlo"
+"$ERGON" shard analyze --hlo "$hlo" --mesh 99999x99999 >/dev/null 2>"$tmp/err"; [ $? -eq 2 ] || fail "mesh 99999x99999"
+grep -q "each side is at most 1024 devices (got 99999 x 99999)" "$tmp/err" || fail "mesh bound: $(cat "$tmp/err")"
+"$ERGON" shard search --hlo "$hlo" --mesh 2x2 --method both >"$tmp/out" 2>&1 || fail "search --method both: $(cat "$tmp/out")"
+grep -qE "per-operator ILP .*objective [0-9.]+ ms, (the same as the DP's|[0-9.]+% (better|worse) than the DP's [0-9.]+ ms) on the same costs; search" "$tmp/out" ||
+  fail "--method both does not compare the objectives: $(tail -2 "$tmp/out")"
 echo "ok: inputs questioned"

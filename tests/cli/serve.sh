@@ -15,6 +15,15 @@ grep -q -- "--rank-timeout" <<<"$help" || fail "--help lacks --rank-timeout"
 set +e
 "$ERGON" serve --bogus >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option must exit 2"
 "$ERGON" serve --port 99999 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad port must exit 2"
+# a host name is resolved (localhost is loopback: no access control needed); an unknown one is named
+out=$("$ERGON" serve --host no-such-host.invalid --port 0 --db "$work/h.db" 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "host 'no-such-host.invalid' is neither a numeric IPv4/IPv6 address nor a name" <<<"$out" ||
+  fail "unknown host: $rc $out"
+"$ERGON" serve --host localhost --port 0 --db "$work/h.db" >"$work/h.out" 2>"$work/h.err" & hp=$!
+for _ in $(seq 50); do grep -q listening "$work/h.out" 2>/dev/null && break; sleep 0.1; done
+hport=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/h.out")
+[ -n "$hport" ] && curl -sf "http://127.0.0.1:$hport/healthz" >/dev/null || fail "--host localhost: $(cat "$work/h.err")"
+kill $hp; wait $hp 2>/dev/null
 out=$("$ERGON" serve --db "$work/x.db" --scheduler PointSolution --mode frequency \
       --scheduler-args '{"solution_path": "/nonexistent"}' 2>&1); rc=$?
 [ $rc -eq 1 ] || fail "bad solution_path must exit 1 (got $rc)"

@@ -266,10 +266,13 @@ int cmd_shard(int argc, char **argv)
         return cli_usage_error("shard", "--mesh AxB is required");
     int m0 = 0, m1 = 0;
     char tail;
-    if (sscanf(mesh, "%dx%d%c", &m0, &m1, &tail) != 2 || m0 < 1 || m1 < 1 || m0 > 1024 ||
-        m1 > 1024 || m0 * m1 < 2)
-        return cli_usage_error("shard", "--mesh expects AxB with A,B >= 1 and A*B >= 2, got '%s'",
+    if (sscanf(mesh, "%dx%d%c", &m0, &m1, &tail) != 2 || m0 < 1 || m1 < 1 || m0 * m1 < 2)
+        return cli_usage_error("shard", "--mesh expects AxB (two whole numbers >= 1, at least 2 "
+                                        "devices, e.g. 2x4), got '%s'",
                                mesh);
+    if (m0 > 1024 || m1 > 1024)
+        return cli_usage_error("shard", "--mesh %s: each side is at most 1024 devices (got %d x "
+                                        "%d)", mesh, m0, m1);
     erg_error err;
     erg_hlo_module *m = NULL;
     erg_shard *s = NULL;
@@ -379,13 +382,22 @@ int cmd_shard(int argc, char **argv)
             printf("per-operator ILP (Alpa granularity, GLPK, %zu variables): no plan found "
                    "within the time limit of %g s\n",
                    nvar, time_limit);
-        else
+        else {
+            /* the objectives first: on the same costs, which plan is better and by how much */
+            double td = erg_shard_plan_time_s(p);
+            char cmpw[160];
+            if (td > 0 && fabs(obj - td) > 1e-9 * td)
+                snprintf(cmpw, sizeof cmpw, "%.1f%% %s than the DP's %.6f ms on the same costs",
+                         fabs(td - obj) / td * 100, obj < td ? "better" : "worse", td * 1e3);
+            else
+                snprintf(cmpw, sizeof cmpw, "the same as the DP's on the same costs");
             printf("per-operator ILP (Alpa granularity, GLPK, %zu variables): objective %.6f ms, "
-                   "search %.3f s%s; DP search %.0fx faster%s\n",
-                   nvar, obj * 1e3, secs,
+                   "%s; search %.3f s%s; DP search %.0fx faster%s\n",
+                   nvar, obj * 1e3, cmpw, secs,
                    lim ? " (time limit hit: best found, not proven optimal)" : "",
                    erg_shard_plan_search_s(p) > 0 ? secs / erg_shard_plan_search_s(p) : 0,
                    lim ? " than its time limit" : "");
+        }
     }
     if (out_hlo) {
         if (erg_shard_annotate(s, p, &text, &err)) {
