@@ -15,7 +15,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 data=${ERGON_DATA:-$here/../shared/data}/perseus-sosp24/stage_profile
 [ -d "$data" ] || { echo "SKIP: no published profiles at $data"; exit 77; }
 mkdir -p "$out" || exit 1
-fails=0
+# The same clock table for any binary (the CLI otherwise looks beside its executable).
+export ERGON_GPU_TABLE=${ERGON_GPU_TABLE:-$here/data/gpus.csv}
 run() { # NAME CMD...: stdout and exit status into OUT/NAME.out, stderr into OUT/NAME.err
     local name=$1; shift
     "$@" >"$out/$name.out" 2>"$out/$name.err"

@@ -183,6 +183,19 @@ ERG_API int erg_dag_successors(const erg_dag *dag, int id, const int **succ);
 ERG_API int erg_dag_predecessors(const erg_dag *dag, int id, const int **pred);
 /* A topological order of all instructions (num_instrs ids). */
 ERG_API const int *erg_dag_topo_order(const erg_dag *dag);
+/* The DAG's arrays, read-only and owned by it, for a planner's inner loops
+ * (what erg_dag_instr, _successors, _predecessors and _topo_order return one
+ * call at a time): the successors of instruction u are succ[succ_off[u]] ..
+ * succ[succ_off[u + 1] - 1] (same-rank next first), its predecessors likewise. */
+typedef struct erg_dag_arrays {
+    int num_instrs, num_edges;
+    const int *rank;               /* [num_instrs] the rank of each instruction */
+    const erg_instr *instr;        /* [num_instrs] */
+    const int *topo;               /* [num_instrs] a topological order */
+    const int *succ_off, *succ;    /* [num_instrs + 1], [num_edges] */
+    const int *pred_off, *pred;    /* [num_instrs + 1], [num_edges] */
+} erg_dag_arrays;
+ERG_API void erg_dag_get_arrays(const erg_dag *dag, erg_dag_arrays *out);
 
 /* Critical-path analysis with real-valued durations (seconds or any unit):
  * earliest start es[i], latest finish lf[i] (each num_instrs long, may be NULL)

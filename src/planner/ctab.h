@@ -4,7 +4,6 @@
 #define ERGON_PLANNER_CTAB_H
 
 #include "core/internal.h"
-#include "ergon/emulate.h"
 #include "ergon/pipeline.h"
 #include "ergon/plan.h"
 #include "ergon/profile.h"
