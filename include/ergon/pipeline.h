@@ -70,6 +70,25 @@ typedef struct erg_schedule {
 /* The split a schedule value uses (0.5 when unset). */
 ERG_API double erg_schedule_backward_split(const erg_schedule *sched);
 
+/* Schedule values for bindings (ctypes, cffi) that must not mirror the
+ * struct: a zero-initialised value of `kind` on the heap (NULL when out of
+ * memory; free with erg_schedule_free), and its fields read and written
+ * through the library. extra_warmup outside [0, ERG_SCHED_MAX_STAGES) reads
+ * 0 and is ERG_EINVAL to set; values are checked where the schedule is used
+ * (erg_order_new, erg_dag_new), as for a struct filled by hand. */
+ERG_API erg_schedule *erg_schedule_new(erg_schedule_kind kind);
+ERG_API void erg_schedule_free(erg_schedule *sched);
+ERG_API erg_schedule_kind erg_schedule_get_kind(const erg_schedule *sched);
+ERG_API int erg_schedule_get_max_inflight(const erg_schedule *sched);
+ERG_API void erg_schedule_set_max_inflight(erg_schedule *sched, int max_inflight);
+/* The chunks field as set (0 = the kind's default; erg_schedule_chunks says
+ * what that is). */
+ERG_API int erg_schedule_get_chunks(const erg_schedule *sched);
+ERG_API void erg_schedule_set_chunks(erg_schedule *sched, int chunks);
+ERG_API int erg_schedule_get_extra_warmup(const erg_schedule *sched, int stage);
+ERG_API erg_status erg_schedule_set_extra_warmup(erg_schedule *sched, int stage, int r,
+                                                 erg_error *err);
+
 /* One instruction: kind, stage and microbatch (0-based). For OVERLAP_F_B,
  * (stage, microbatch) is the forward part and (kind2, stage2, microbatch2)
  * the backward part (B or I). For the single-chunk schedules stage = rank.
@@ -126,6 +145,15 @@ ERG_API int erg_order_rank(const erg_order *o, int rank, const erg_instr **instr
 ERG_API int erg_order_rank_steps(const erg_order *o, int rank, const erg_instr **steps);
 /* PyTorch's action text of one instruction ("2I1", "(0F7;7B3)OVERLAP_F_B"). */
 ERG_API void erg_instr_format(erg_instr in, char *buf, size_t size);
+/* Instructions for bindings that must not mirror erg_instr: an array of n
+ * zeroed instructions on the heap (for erg_schedule_stage_order; NULL when
+ * out of memory or n is 0; free with erg_free), and the fields of
+ * instrs[i] (an array from the library: erg_order_rank, erg_order_rank_steps
+ * or erg_instr_array_new) as ints: out[0..5] = kind, stage, microbatch,
+ * kind2, stage2, microbatch2. */
+#define ERG_INSTR_NUM_FIELDS 6
+ERG_API erg_instr *erg_instr_array_new(size_t n);
+ERG_API void erg_instr_get(const erg_instr *instrs, size_t i, int out[ERG_INSTR_NUM_FIELDS]);
 /* The compute_only CSV (torch-csv) / a readable per-rank text, as a malloc'd
  * NUL-terminated string the caller frees with erg_free. */
 ERG_API erg_status erg_order_format(const erg_order *o, int torch_csv, char **out,

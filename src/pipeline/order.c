@@ -27,6 +27,22 @@ void erg_order_free(erg_order *o)
 
 static const char kind_letter[] = {'F', 'B', 'I', 'W'};
 
+erg_instr *erg_instr_array_new(size_t n)
+{
+    return n ? erg__calloc(n, sizeof(erg_instr)) : NULL;
+}
+
+void erg_instr_get(const erg_instr *instrs, size_t i, int out[ERG_INSTR_NUM_FIELDS])
+{
+    const erg_instr *in = &instrs[i];
+    out[0] = (int)in->kind;
+    out[1] = in->stage;
+    out[2] = in->microbatch;
+    out[3] = (int)in->kind2;
+    out[4] = in->stage2;
+    out[5] = in->microbatch2;
+}
+
 void erg_instr_format(erg_instr in, char *buf, size_t size)
 {
     if (!buf || !size)

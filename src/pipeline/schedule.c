@@ -62,6 +62,61 @@ double erg_schedule_backward_split(const erg_schedule *sched)
                                                                            : 0.5;
 }
 
+/* ---- schedule values for bindings: heap value and field accessors ---- */
+
+erg_schedule *erg_schedule_new(erg_schedule_kind kind)
+{
+    erg_schedule *s = erg__calloc(1, sizeof *s);
+    if (s)
+        s->kind = kind;
+    return s;
+}
+
+void erg_schedule_free(erg_schedule *sched)
+{
+    erg__free(sched);
+}
+
+erg_schedule_kind erg_schedule_get_kind(const erg_schedule *sched)
+{
+    return sched->kind;
+}
+
+int erg_schedule_get_max_inflight(const erg_schedule *sched)
+{
+    return sched->max_inflight;
+}
+
+void erg_schedule_set_max_inflight(erg_schedule *sched, int max_inflight)
+{
+    sched->max_inflight = max_inflight;
+}
+
+int erg_schedule_get_chunks(const erg_schedule *sched)
+{
+    return sched->chunks;
+}
+
+void erg_schedule_set_chunks(erg_schedule *sched, int chunks)
+{
+    sched->chunks = chunks;
+}
+
+int erg_schedule_get_extra_warmup(const erg_schedule *sched, int stage)
+{
+    return stage >= 0 && stage < ERG_SCHED_MAX_STAGES ? sched->extra_warmup[stage] : 0;
+}
+
+erg_status erg_schedule_set_extra_warmup(erg_schedule *sched, int stage, int r, erg_error *err)
+{
+    if (stage < 0 || stage >= ERG_SCHED_MAX_STAGES)
+        return erg_error_set(err, ERG_EINVAL,
+                             "extra warm-up of stage %d: a schedule carries stages 0..%d", stage,
+                             ERG_SCHED_MAX_STAGES - 1);
+    sched->extra_warmup[stage] = r;
+    return ERG_OK;
+}
+
 int erg_schedule_is_vshape(erg_schedule_kind kind)
 {
     return kind == ERG_SCHED_ZBV || kind == ERG_SCHED_DUALPIPEV;

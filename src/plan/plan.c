@@ -215,6 +215,10 @@ erg_schedule erg_plan_schedule(const erg_plan *p)
 {
     return p->sched;
 }
+const erg_schedule *erg_plan_schedule_ref(const erg_plan *p)
+{
+    return &p->sched;
+}
 const erg_order *erg_plan_order(const erg_plan *p)
 {
     return p->order;
