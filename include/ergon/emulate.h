@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-/* Result of evaluating a plan with profiled values (lowtime-spec §6.2). */
+/* Result of evaluating a plan with profiled values (docs/emulate.md). */
 typedef struct erg_emulation {
     double time_s;            /* Iteration time: longest path with profiled times. */
     double energy_j;          /* compute_energy_j + blocking_energy_j. */

@@ -23,7 +23,7 @@ extern "C" {
 typedef enum erg_schedule_kind {
     ERG_SCHED_1F1B = 0,  /* DeepSpeed-style synchronous 1F1B (warm-up of S-s forwards). */
     ERG_SCHED_GPIPE = 1, /* All forwards, then all backwards, microbatch order. */
-    ERG_SCHED_ENVPIPE = 2, /* EnvPipe's "ours": extra warm-up forwards (envpipe-spec). */
+    ERG_SCHED_ENVPIPE = 2, /* EnvPipe's "ours": extra warm-up forwards (docs/envpipe.md). */
     ERG_SCHED_INTERLEAVED_1F1B = 3, /* PyTorch ScheduleInterleaved1F1B (loop placement). */
     ERG_SCHED_LOOPED_BFS = 4,       /* PyTorch ScheduleLoopedBFS. */
     ERG_SCHED_INTERLEAVED_ZB = 5,   /* PyTorch ScheduleInterleavedZeroBubble (ZB1P; F, I, W). */
@@ -48,7 +48,7 @@ typedef struct erg_schedule {
                          (activation memory); 0 = no cap. Never cuts below the
                          1F1B warm-up of S-s forwards. */
     /* ERG_SCHED_ENVPIPE: r_s, the extra warm-up forwards of stage s
-     * (envpipe-spec §5.2/§5.4). Stage s runs k_s = min(M, S-s+r_s) forwards
+     * (docs/envpipe.md). Stage s runs k_s = min(M, S-s+r_s) forwards
      * before its first backward. All zero = the 1F1B order. The EnvPipe planner
      * (envpipe.h) computes them from a profile. Must give k_s >= k_{s+1}
      * (otherwise the orders deadlock) and be >= 0. */
@@ -170,7 +170,7 @@ ERG_API erg_status erg_schedule_stage_order(const erg_schedule *sched, int num_s
  * erg_dag_rank_offset(rank) + position in the rank's order. Edges: same-rank
  * chain, F(s-1,m) -> F(s,m), B/I(s+1,m) -> B/I(s,m) (an OVERLAP_F_B node
  * takes the edges of both parts). For the single-chunk schedules (P = S ranks,
- * 2M instructions each) this is lowtime-spec §2. Immutable once built; may be
+ * 2M instructions each) this is the Perseus planner's DAG. Immutable once built; may be
  * shared between threads.
  *
  * Naming: the functions below that say "stage" for historical reasons mean

@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-/* Options of the frontier planner (lowtime-spec). Initialise with
+/* Options of the frontier planner (docs/planner.md). Initialise with
  * erg_perseus_opts_init, then set blocking_power_w. */
 typedef struct erg_perseus_opts {
     double unit_s;                /* Quantisation unit (default 0.001 s). */
@@ -27,7 +27,7 @@ typedef struct erg_perseus_opts {
     erg_progress_fn progress;     /* Optional progress callback (plans done / expected). */
     void *progress_user;
     /* P2P transfer on every cross-stage edge, a fixed-duration dependency
-     * (rounded to whole units; default 0 = lowtime-spec's zero-time edges). */
+     * (rounded to whole units; default 0 = the reference's zero-time edges). */
     double transfer_time_s;
     /* Refuse (ERG_EINVAL, before planning, with the estimate) when the
      * frontier would hold more than this many plans; 0 (default): no limit.

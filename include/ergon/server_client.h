@@ -39,7 +39,7 @@ ERG_API erg_status erg_srv_client_set_token(erg_srv_client *c, const char *token
 ERG_API erg_status erg_srv_client_set_ca_file(erg_srv_client *c, const char *path,
                                               erg_error *err);
 
-/* What rank 0 registers (JobInfo of spec §1.2). Strings are borrowed. */
+/* What rank 0 registers (the Perseus server's JobInfo, docs/http-api.md). Strings are borrowed. */
 typedef struct erg_srv_job_desc {
     int pp_degree, dp_degree, tp_degree, world_size;
     const char *framework, *model_name, *partition_method;
@@ -52,7 +52,7 @@ typedef struct erg_srv_job_desc {
 /* Register a job; *job_id (erg_free) is the server-assigned id. */
 ERG_API erg_status erg_srv_client_register_job(erg_srv_client *c, const erg_srv_job_desc *desc,
                                                char **job_id, erg_error *err);
-/* Register one rank: its per-iteration instruction list (names of spec §1.2:
+/* Register one rank: its per-iteration instruction list (the Perseus wire names:
  * "load", "forward", "backward", "p2p", ...) and the power states its GPU
  * supports. Idempotent: a retry with the same data succeeds. */
 ERG_API erg_status erg_srv_client_register_rank(erg_srv_client *c, const char *job_id, int rank,

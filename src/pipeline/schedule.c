@@ -147,7 +147,7 @@ const char *erg_schedule_name(erg_schedule_kind kind)
     return "unknown";
 }
 
-/* Synchronous 1F1B as DeepSpeed runs it (lowtime-spec §2.1): stage s does
+/* Synchronous 1F1B as DeepSpeed runs it (docs/schedules.md): stage s does
  * w = min(S - s, M) warm-up forwards, then alternates backward/forward until
  * the forwards run out, then drains the backwards. */
 static void order_1f1b(int S, int M, int s, int warmup, erg_instr *out)

@@ -1,4 +1,4 @@
-/* perseus.c: the Perseus time-energy frontier planner (lowtime-spec).
+/* perseus.c: the Perseus time-energy frontier planner (docs/planner.md).
  *
  * WHAT IT DOES: for an S-stage, M-microbatch pipeline and a stage profile,
  * it emits every per-instruction clock plan on the iteration time-energy
@@ -26,7 +26,7 @@
  * tolerance we tried (all eight A100 frontiers to 1e-9 J with its fits).
  *
  * LIMITATIONS: plans that differ from the reference only in near-ties at the
- * 1e-6 tolerance can resolve the other way (see lowtime-spec §4.4); energies
+ * 1e-6 tolerance of the minimum cut's capacity comparisons can resolve the other way; energies
  * then differ by about 1e-6 J and the trajectories re-converge. */
 #include "planner/perseus_internal.h"
 #include "core/internal.h"
@@ -55,7 +55,7 @@ void erg_perseus_opts_init(erg_perseus_opts *o)
     o->schedule.kind = ERG_SCHED_1F1B;
 }
 
-/* ---- candidates (§1.4) ---- */
+/* ---- candidates (docs/planner.md, step 1) ---- */
 
 int erg__perseus_candidates(const erg_profile_point *pts, int n, double unit_s, double nf,
                             erg__cand *out)
@@ -108,7 +108,7 @@ int erg__perseus_candidates(const erg_profile_point *pts, int n, double unit_s, 
     return nc;
 }
 
-/* ---- exponential fit (§3.2) ---- */
+/* ---- exponential fit (docs/planner.md, step 2) ---- */
 
 typedef struct fit_data {
     const double *x, *y;
@@ -801,7 +801,7 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     /* One spec per cost class: instructions of the same rank whose parts
      * read the same profile rows with the same kinds cost the same. For the
      * one-stage-per-rank F/B schedules these are the 2S (stage, kind) specs
-     * of lowtime-spec, built from the profile rows in file order. */
+     * of the reference planner, built from the profile rows in file order. */
     {
         int np = erg_profile_num_stages(prof);
         int NS = erg_dag_num_pipeline_stages(dag);

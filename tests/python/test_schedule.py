@@ -8,7 +8,7 @@ import ergon
 
 
 def closed_form(S, M, s, r):
-    """envpipe-spec 5.2: k = min(M, S-s+r) forwards, then B/F alternating, then backwards."""
+    """EnvPipe's ours order (docs/envpipe.md): k = min(M, S-s+r) forwards, B/F pairs, backwards."""
     k = min(M, S - s + r)
     out, f, b = [], 0, 0
     while f < k:

@@ -84,7 +84,7 @@ GOLDEN_TEST(interleaved_zb_equals_pytorch, "interleaved-zb", "interleaved-zb", 3
 GOLDEN_TEST(zbv_equals_pytorch, "zbv", "zbv", 15, 30)
 GOLDEN_TEST(dualpipev_equals_pytorch, "dualpipev", "dualpipev", 9, 36)
 
-/* ergon's 1F1B is lowtime-spec §2's; PyTorch's Schedule1F1B pipeline order
+/* ergon's 1F1B is the Perseus planner's (docs/schedules.md); PyTorch's Schedule1F1B pipeline order
  * agrees with it on every rank but the last, where PyTorch skips F0 and
  * writes F<M> (a bug in _get_pipeline_order, not in its runtime). */
 TEST(one_f_one_b_equals_pytorch_except_its_last_rank)
