@@ -12,7 +12,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pattern='shared/design|shared/seeds|\b(lowtime|envpipe|cfp|control-plane)-spec\b|[A-Za-z-]+-spec\.md|\b[Ss]pec §|\b[Ss]pec section [0-9]'
 # check ROOT: print every citation as file:line: text; exit 1 when there is one.
 check() {
-  (cd "$1" && grep -rnIE "$pattern" src include python tools tests docs examples bench \
+  (cd "$1" && grep -rnIE "$pattern" src include python tools tests docs examples bench data packaging \
        README.md ARCHITECTURE.md 2>/dev/null |
      # this test, and the --help check that greps for these very words
      grep -v '^tests/cli/no_external_citations\.sh:' |
