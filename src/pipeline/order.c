@@ -496,22 +496,22 @@ erg_status erg_order_parse_csv(const char *text, size_t len, const char *name, e
         if (c.nfields >= 1 && c.fields[0][0] == '#')
             continue;
         if (nrows == cap) {
-            int nc = cap ? cap * 2 : 8;
+            size_t nc = erg__grow_cap((size_t)cap, (size_t)nrows + 1, 8);
             if (nc > 65536) {
                 st = erg_error_set(err, ERG_EPARSE, "%s:%ld: more than 65536 ranks", name,
                                    c.line);
                 goto done;
             }
-            erg__steps *nr = erg__reallocarray(rows, (size_t)nc, sizeof(*rows));
+            erg__steps *nr = erg__reallocarray(rows, nc, sizeof(*rows));
             if (!nr)
                 goto oom;
             rows = nr;
-            int *nl = erg__reallocarray(lines, (size_t)nc, sizeof(int));
+            int *nl = erg__reallocarray(lines, nc, sizeof(int));
             if (!nl)
                 goto oom;
             lines = nl;
-            memset(rows + cap, 0, sizeof(*rows) * (size_t)(nc - cap));
-            cap = nc;
+            memset(rows + cap, 0, sizeof(*rows) * (nc - (size_t)cap));
+            cap = (int)nc;
         }
         lines[nrows] = (int)c.line;
         erg__steps *row = &rows[nrows++];

@@ -3,12 +3,8 @@
 #include "ergon/pipeline.h"
 
 #include <string.h>
-#include <strings.h>
 
-static const struct {
-    const char *name;
-    erg_schedule_kind kind;
-} sched_names[] = {
+static const erg__name sched_names[] = {
     {"1f1b", ERG_SCHED_1F1B},
     {"gpipe", ERG_SCHED_GPIPE},
     {"ours", ERG_SCHED_ENVPIPE},
@@ -26,11 +22,11 @@ static const struct {
 
 erg_status erg_schedule_parse(const char *name, erg_schedule_kind *out, erg_error *err)
 {
-    for (size_t i = 0; name && i < sizeof sched_names / sizeof sched_names[0]; i++)
-        if (!strcasecmp(name, sched_names[i].name)) {
-            *out = sched_names[i].kind;
-            return ERG_OK;
-        }
+    int kind = 0;
+    if (erg__name_lookup(ERG__NAMES(sched_names), name, &kind)) {
+        *out = (erg_schedule_kind)kind;
+        return ERG_OK;
+    }
     return erg_error_set(err, ERG_EINVAL,
                          "unknown schedule '%s' (use 1f1b, gpipe, ours, interleaved-1f1b, "
                          "looped-bfs, interleaved-zb, zbv or dualpipev; or --schedule-file)",

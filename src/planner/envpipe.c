@@ -5,65 +5,71 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #define ERG_ENVPIPE_DEFAULT_MAX_ITERS 10000
 
 /* ---- names and options ---- */
 
+static const erg__name type_names[] = {
+    {"baseline", ERG_ENVPIPE_BASELINE},
+    {"uniform", ERG_ENVPIPE_UNIFORM},
+    {"envelope", ERG_ENVPIPE_ENVELOPE},
+};
+static const erg__name reconfig_names[] = {
+    {"default", ERG_RECONFIG_DEFAULT},
+    {"greedy", ERG_RECONFIG_GREEDY},
+    {"balanced", ERG_RECONFIG_BALANCED},
+};
+static const erg__name variant_names[] = {
+    {"envpipe", ERG_ENVPIPE_REAL},
+    {"real", ERG_ENVPIPE_REAL},
+    {"perseus-emulation", ERG_ENVPIPE_PERSEUS_EMULATION},
+};
+
 erg_status erg_envpipe_type_parse(const char *s, erg_envpipe_type *out, erg_error *err)
 {
-    if (s && !strcasecmp(s, "baseline"))
-        *out = ERG_ENVPIPE_BASELINE;
-    else if (s && !strcasecmp(s, "uniform"))
-        *out = ERG_ENVPIPE_UNIFORM;
-    else if (s && !strcasecmp(s, "envelope"))
-        *out = ERG_ENVPIPE_ENVELOPE;
-    else
+    int v = 0;
+    if (!erg__name_lookup(ERG__NAMES(type_names), s, &v))
         return erg_error_set(err, ERG_EINVAL,
                              "unknown EnvPipe type '%s' (use baseline, uniform or envelope)",
                              s ? s : "");
+    *out = (erg_envpipe_type)v;
     return ERG_OK;
 }
 
 erg_status erg_envpipe_reconfig_parse(const char *s, erg_envpipe_reconfig *out, erg_error *err)
 {
-    if (s && !strcasecmp(s, "default"))
-        *out = ERG_RECONFIG_DEFAULT;
-    else if (s && !strcasecmp(s, "greedy"))
-        *out = ERG_RECONFIG_GREEDY;
-    else if (s && !strcasecmp(s, "balanced"))
-        *out = ERG_RECONFIG_BALANCED;
-    else
+    int v = 0;
+    if (!erg__name_lookup(ERG__NAMES(reconfig_names), s, &v))
         return erg_error_set(err, ERG_EINVAL,
                              "unknown reconfiguration '%s' (use default, greedy or balanced)",
                              s ? s : "");
+    *out = (erg_envpipe_reconfig)v;
     return ERG_OK;
 }
 
 erg_status erg_envpipe_variant_parse(const char *s, erg_envpipe_variant *out, erg_error *err)
 {
-    if (s && (!strcasecmp(s, "envpipe") || !strcasecmp(s, "real")))
-        *out = ERG_ENVPIPE_REAL;
-    else if (s && !strcasecmp(s, "perseus-emulation"))
-        *out = ERG_ENVPIPE_PERSEUS_EMULATION;
-    else
+    int v = 0;
+    if (!erg__name_lookup(ERG__NAMES(variant_names), s, &v))
         return erg_error_set(err, ERG_EINVAL,
                              "unknown EnvPipe variant '%s' (use envpipe or perseus-emulation)",
                              s ? s : "");
+    *out = (erg_envpipe_variant)v;
     return ERG_OK;
 }
 
+/* Any other value reads as the last name, as before the tables. */
 const char *erg_envpipe_type_name(erg_envpipe_type t)
 {
-    return t == ERG_ENVPIPE_BASELINE ? "baseline" : t == ERG_ENVPIPE_UNIFORM ? "uniform"
-                                                                             : "envelope";
+    const char *n = erg__name_of(ERG__NAMES(type_names), (int)t);
+    return n ? n : "envelope";
 }
 
 const char *erg_envpipe_reconfig_name(erg_envpipe_reconfig r)
 {
-    return r == ERG_RECONFIG_DEFAULT ? "default" : r == ERG_RECONFIG_GREEDY ? "greedy"
-                                                                            : "balanced";
+    const char *n = erg__name_of(ERG__NAMES(reconfig_names), (int)r);
+    return n ? n : "balanced";
 }
 
 void erg_envpipe_opts_init(erg_envpipe_opts *o)

@@ -108,7 +108,7 @@ static erg_status grow_points(erg_frontier *f, erg_error *err)
 {
     if (f->np < f->cap)
         return ERG_OK;
-    size_t cap = f->cap ? f->cap * 2 : 1024;
+    size_t cap = erg__grow_cap(f->cap, f->np + 1, 1024);
     erg_frontier_point *p = erg__reallocarray(f->pts, cap, sizeof(*p));
     if (!p)
         return erg_error_set(err, ERG_ENOMEM, "out of memory storing %zu plans", f->np);
@@ -141,7 +141,7 @@ erg_status erg__frontier_begin_plan(erg_frontier *f, const erg_frontier_point *p
 erg_status erg__frontier_add_change(erg_frontier *f, int instr, int freq, erg_error *err)
 {
     if (f->nchg == f->chg_cap) {
-        size_t cap = f->chg_cap ? f->chg_cap * 2 : 4096;
+        size_t cap = erg__grow_cap(f->chg_cap, f->nchg + 1, 4096);
         int *a = erg__reallocarray(f->chg_id, cap, sizeof(int));
         if (!a)
             return erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -163,7 +163,9 @@ erg_status erg__frontier_end_plan(erg_frontier *f, const int *freq, erg_error *e
     if (f->np % ERG__CKPT_EVERY == 0) {
         size_t c = f->np / ERG__CKPT_EVERY;
         if (c >= f->ckpt_cap) {
-            size_t cap = f->ckpt_cap ? f->ckpt_cap * 2 : 8;
+            size_t cap = erg__grow_cap(f->ckpt_cap, c + 1, 8);
+            if (cap > SIZE_MAX / (size_t)f->n)
+                return erg_error_set(err, ERG_ENOMEM, "out of memory");
             int *p = erg__reallocarray(f->ckpt, cap * (size_t)f->n, sizeof(int));
             if (!p)
                 return erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -439,14 +441,9 @@ static erg_status list_files(const char *dir, const char *prefix, const char *su
         size_t l = strlen(e->d_name);
         if (l < pl + sl || strncmp(e->d_name, prefix, pl) || strcmp(e->d_name + l - sl, suffix))
             continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 256;
-            char **nv = erg__reallocarray(v, cap, sizeof(char *));
-            if (!nv) {
-                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                break;
-            }
-            v = nv;
+        if (!ERG__GROW(v, cap, n + 1, 256)) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            break;
         }
         size_t len = strlen(dir) + l + 2;
         v[n] = erg__malloc(len);
