@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# no_mirrored_structs.sh: the Python binding (python/ergon/*.py) declares no ctypes.Structure or
+# no_mirrored_structs.sh: the Python binding (python/ergon/**/*.py) declares no ctypes.Structure or
 # Union, no _fields_ and no ctypes.sizeof of a C type it made up: a C struct copied field by field
 # into Python silently breaks when the C layout changes (issue 25). The binding reaches C values
 # through accessor functions and opaque handles instead (erg_error_size/erg_error_message,
@@ -57,8 +57,9 @@ sys.exit(status)
 PY
 # Files that still mirror, and why (keep this list short; it is the work left).
 PENDING=()
-files=$(ls "$ERGON_SRC"/python/ergon/*.py | tr '\n' ':'); files=${files%:}
+files=$(find "$ERGON_SRC/python/ergon" -name '*.py' | sort | tr '\n' ':'); files=${files%:}
 [ -n "$files" ] || { echo "FAIL: no python/ergon/*.py"; exit 1; }
+echo "scanning $(echo "$files" | tr ':' '\n' | wc -l) files of python/ergon"
 python3 "$tmp/scan.py" "$files" ${PENDING[@]+"${PENDING[@]}"} || exit 1
 # Both bindings read errors through the library (the scan saw them, they were not skipped).
 for f in __init__.py server_client.py; do
