@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # same_outputs.sh: write the outputs a refactoring must not change -- Perseus frontiers and plan
-# files, EnvPipe and Zeus plans, emulations, sparse-profiling predictions and their plan check --
+# files, switch-aware frontiers, EnvPipe and Zeus plans, emulations, sparse-profiling predictions
+# and their plan check --
 # for the published profiles, into one directory, so that two builds can be compared byte for
 # byte:
 #   tools/same_outputs.sh OLD/ergon /tmp/before
@@ -29,6 +30,8 @@ for prof in "$data"/*.csv; do
     mkdir -p "$d"
     run "$base/perseus" "$ergon" plan perseus --profile "$prof" --stages 8 --microbatches 8 \
         --gpu "$gpu" --unit-time 0.002 --per-plan-files --out "$d/perseus"
+    run "$base/perseus-switch" "$ergon" plan perseus --profile "$prof" --stages 8 --microbatches 8 \
+        --gpu "$gpu" --unit-time 0.002 --switch-latency default --out "$d/perseus-switch"
     run "$base/envpipe" "$ergon" plan envpipe --profile "$prof" --stages 8 --microbatches 8 \
         --gpu "$gpu" --out "$d/envpipe"
     run "$base/zeus-global" "$ergon" plan zeus-global --profile "$prof" --stages 8 \
