@@ -329,9 +329,19 @@ static erg_status d_power(erg_gpu *g, int dev, uint32_t *mw, erg_error *err)
     return ERG_OK;
 }
 
+/* ergond checks its own devices' counters (and integrates where it replaced one). */
+static void d_energy_caps(erg_gpu *g, int dev, erg_gpu_energy_info *info)
+{
+    (void)g;
+    (void)dev;
+    info->source = ERG_ENERGY_COUNTER;
+    snprintf(info->scope, sizeof info->scope, "gpu (checked by ergond)");
+}
+
 static const erg__gpu_backend daemon_backend = {
     "daemon",  d_close,    d_name,      d_sm_clocks, d_mem_clocks, d_lock_sm, d_reset_sm,
     d_lock_mem, d_reset_mem, d_limits, d_set_limit, d_energy,     d_power,
+    d_energy_caps, 1,
 };
 
 erg_status erg_gpu_open_daemon(const char *socket_path, erg_gpu **out, erg_error *err)
