@@ -417,7 +417,8 @@ static void start_watchdog(erg_client *c)
 {
     c->watchdog = -1;
     c->watchdog_fd = -1;
-    if ((c->flags & ERG_CLIENT_NO_WATCHDOG) || strcmp(erg_gpu_backend_name(c->gpu), "nvml"))
+    if ((c->flags & ERG_CLIENT_NO_WATCHDOG) || (strcmp(erg_gpu_backend_name(c->gpu), "nvml") &&
+                                                strcmp(erg_gpu_backend_name(c->gpu), "amdsmi")))
         return;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)

@@ -198,8 +198,11 @@ erg_status erg__energy_read(erg_gpu *g, int dev, uint64_t *mj, erg_error *err)
         d->win_integ_j = 0;
     }
     if (why[0]) {
+        bool stalled = c == d->last_counter;
         replace(g, dev, d, why);
-        d->out_mj += e_j * 1000.0;
+        /* A stalled counter missed what power drew while it stood still (this reading's
+         * share included); otherwise count this reading's share. */
+        d->out_mj += (stalled ? d->integ_since_change_j : e_j) * 1000.0;
         *mj = (uint64_t)d->out_mj;
         return ERG_OK;
     }
