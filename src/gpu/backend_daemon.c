@@ -18,6 +18,9 @@
 typedef struct daemon_state {
     char path[108];
     char **names; /* per device, from /discover */
+    /* Where ergond's last energy reading of devices 0..63 came from (0: not read yet). */
+    unsigned char source[64];
+    char scope[64][48];
 } daemon_state;
 
 /* One request: connect, send, read to EOF; *body is malloc'd JSON (or ""). */
@@ -306,6 +309,17 @@ static erg_status d_energy(erg_gpu *g, int dev, uint64_t *mj, erg_error *err)
         return erg_error_set(err, ERG_EIO, "ergond: no energy for GPU %d", dev);
     }
     *mj = (uint64_t)json_integer_value(v);
+    /* ergond says where it came from (older ergond: nothing, a counter). */
+    const char *src = json_string_value(json_object_get(json_object_get(j, id), "energy_source"));
+    const char *scope = json_string_value(json_object_get(json_object_get(j, id), "energy_scope"));
+    if (dev < 64) {
+        daemon_state *s = ds(g);
+        s->source[dev] = src && !strcmp(src, "integrated") ? 1 + ERG_ENERGY_INTEGRATED
+                         : src && !strcmp(src, "model")    ? 1 + ERG_ENERGY_MODEL
+                         : src && !strcmp(src, "none")     ? 1 + ERG_ENERGY_NONE
+                                                           : 1 + ERG_ENERGY_COUNTER;
+        snprintf(s->scope[dev], sizeof s->scope[dev], "%s", scope ? scope : "gpu");
+    }
     json_decref(j);
     return ERG_OK;
 }
@@ -332,10 +346,13 @@ static erg_status d_power(erg_gpu *g, int dev, uint32_t *mw, erg_error *err)
 /* ergond checks its own devices' counters (and integrates where it replaced one). */
 static void d_energy_caps(erg_gpu *g, int dev, erg_gpu_energy_info *info)
 {
-    (void)g;
-    (void)dev;
+    daemon_state *s = ds(g);
     info->source = ERG_ENERGY_COUNTER;
-    snprintf(info->scope, sizeof info->scope, "gpu (checked by ergond)");
+    snprintf(info->scope, sizeof info->scope, "gpu");
+    if (dev < 64 && s->source[dev]) {
+        info->source = (erg_energy_source)(s->source[dev] - 1);
+        snprintf(info->scope, sizeof info->scope, "%s", s->scope[dev]);
+    }
 }
 
 static const erg__gpu_backend daemon_backend = {
