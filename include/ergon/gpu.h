@@ -181,7 +181,10 @@ ERG_API const char *erg_energy_source_name(erg_energy_source s);
 #define ERG_ENERGY_WINDOW_S 5.0
 #define ERG_ENERGY_WINDOW_MIN_J 50.0
 #define ERG_ENERGY_TOLERANCE 0.25
-/* Power is sampled at most every ERG_ENERGY_SAMPLE_MIN_S seconds. */
+/* ...and the window holds at least this many power samples (fewer: too coarse to judge). */
+#define ERG_ENERGY_WINDOW_MIN_SAMPLES 20
+/* While a counter is checked, power is sampled at most every ERG_ENERGY_SAMPLE_MIN_S
+ * seconds; once power is integrated, at every reading. */
 #define ERG_ENERGY_SAMPLE_MIN_S 0.05
 
 /* What a device's energy reading is. */

@@ -33,6 +33,7 @@ struct erg__energy_dev {
     double integ_since_change_j;
     double win_t0, win_integ_j; /* disagreement window */
     uint64_t win_c0;
+    long win_samples;
 };
 
 erg_status erg__energy_alloc(erg_gpu *g)
@@ -103,7 +104,10 @@ static void replace(erg_gpu *g, int dev, erg__energy_dev *d, const char *reason)
 static double sample_power(erg_gpu *g, int dev, erg__energy_dev *d, double t, bool *sampled)
 {
     *sampled = false;
-    if (d->have_p && t - d->last_t < ERG_ENERGY_SAMPLE_MIN_S)
+    /* While checking a counter, power at most every ERG_ENERGY_SAMPLE_MIN_S; once power is
+     * the reading, at every reading (a reading that did not move would look stalled). */
+    if (d->have_p && d->info.source == ERG_ENERGY_COUNTER &&
+        t - d->last_t < ERG_ENERGY_SAMPLE_MIN_S)
         return 0.0;
     uint32_t mw = 0;
     if (g->ops->power_mw(g, dev, &mw, NULL) != ERG_OK)
@@ -183,8 +187,10 @@ erg_status erg__energy_read(erg_gpu *g, int dev, uint64_t *mj, erg_error *err)
         d->change_t = t;
         d->integ_since_change_j = 0;
     }
+    if (sampled)
+        d->win_samples++;
     if (!why[0] && c >= d->last_counter && sampled && t - d->win_t0 >= ERG_ENERGY_WINDOW_S &&
-        d->win_integ_j >= ERG_ENERGY_WINDOW_MIN_J) {
+        d->win_integ_j >= ERG_ENERGY_WINDOW_MIN_J && d->win_samples >= ERG_ENERGY_WINDOW_MIN_SAMPLES) {
         double dc_j = (double)(c - d->win_c0) / 1000.0;
         double rel = fabs(dc_j - d->win_integ_j) / d->win_integ_j;
         if (rel > ERG_ENERGY_TOLERANCE)
@@ -196,6 +202,7 @@ erg_status erg__energy_read(erg_gpu *g, int dev, uint64_t *mj, erg_error *err)
         d->win_t0 = t;
         d->win_c0 = c;
         d->win_integ_j = 0;
+        d->win_samples = 0;
     }
     if (why[0]) {
         bool stalled = c == d->last_counter;
