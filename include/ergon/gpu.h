@@ -169,6 +169,9 @@ typedef enum erg_energy_source {
 } erg_energy_source;
 /* "counter", "integrated", "model", "none". */
 ERG_API const char *erg_energy_source_name(erg_energy_source s);
+/* The name of device dev's current source ("" for a bad handle or device): for bindings
+ * that want the word without the struct. */
+ERG_API const char *erg_gpu_energy_source(erg_gpu *g, int dev);
 
 /* Thresholds of the energy check: a counter that does not move for
  * ERG_ENERGY_STALL_S seconds while integrated power says at least

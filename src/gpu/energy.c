@@ -254,3 +254,11 @@ erg_status erg_gpu_energy_counter_mj(erg_gpu *g, int dev, uint64_t *mj, erg_erro
                              g->count, g->count == 1 ? "" : "s", g->ops->name);
     return g->ops->energy_mj(g, dev, mj, err);
 }
+
+const char *erg_gpu_energy_source(erg_gpu *g, int dev)
+{
+    erg_gpu_energy_info info;
+    if (erg_gpu_energy_info_get(g, dev, &info, NULL) != ERG_OK)
+        return "";
+    return erg_energy_source_name(info.source);
+}
