@@ -83,7 +83,17 @@ erg_status erg_gpu_open(const char *spec, erg_gpu **out, erg_error *err)
             return ERG_OK;
         if (erg_gpu_open_amdsmi(NULL, out, &e2) == ERG_OK)
             return ERG_OK;
-        return erg_error_set(err, ERG_ENOGPU, "no GPU library opens: %s; %s", e1.msg, e2.msg);
+        /* Each reason without its own advice; one piece of advice for both. */
+        char *cut1 = strstr(e1.msg, "; install"), *cut2 = strstr(e2.msg, "; install");
+        if (cut1)
+            *cut1 = '\0';
+        if (cut2)
+            *cut2 = '\0';
+        return erg_error_set(err, ERG_ENOGPU,
+                             "no GPU library opens: %.180s; %.180s; install the NVIDIA driver or "
+                             "ROCm's amd-smi-lib, set $ERGON_NVML_LIBRARY or $ERGON_AMDSMI_LIBRARY, "
+                             "or use --gpu sim:GPU",
+                             e1.msg, e2.msg);
     }
     if (!strncmp(spec, "daemon:", 7))
         return erg_gpu_open_daemon(spec + 7, out, err);
