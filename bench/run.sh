@@ -24,3 +24,6 @@ for b in "$build"/bench/bench_*; do
     *) "$b" ;;
   esac
 done
+echo; echo "== shard_chain"
+echo "ergon shard analyze on N chained dots reading one weight (bench/shard_chain.sh)"
+bash "$here/bench/shard_chain.sh" "$build/ergon" "" 1000 4000 20000

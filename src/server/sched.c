@@ -676,6 +676,26 @@ erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_c
         if ((st = erg_frontier_baseline_open(arg_s(args, "frontier_dir", ""), s->frontier,
                                              &s->baseline, err)))
             goto fail;
+        /* A target no plan meets is refused here, with the numbers, rather than served with
+         * the fastest plan without a word (a later straggler target that cannot be met still
+         * runs the fastest plan: the job's message says so). */
+        if (s->baseline.have) {
+            size_t idx;
+            erg_emulation em;
+            erg_error e2 = {0};
+            double deadline_s =
+                s->tkind == 2 ? s->tval : s->baseline.all_max.time_s * s->tval;
+            erg_status ps = erg_frontier_baseline_pick(&s->baseline, s->frontier, deadline_s,
+                                                       &idx, &em, &e2);
+            if (ps == ERG_ENOTFOUND) {
+                st = erg_error_set(err, ERG_EINVAL,
+                                   "Frontier on %s: %s; plan the frontier again with this ergon "
+                                   "(plan perseus adds all-max clocks as its fastest plan where "
+                                   "needed) or give a larger slowdown or deadline",
+                                   arg_s(args, "frontier_dir", ""), e2.msg);
+                goto fail;
+            }
+        }
         break;
     }
     case K_ENVPIPE:

@@ -3,8 +3,9 @@
 #include "shard/shard_internal.h"
 
 #include <jansson.h>
-#include <stdlib.h>
 #include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /*
@@ -171,7 +172,8 @@ static const spec *spec_of(const erg_shard *s, const erg_shard_plan *p, int ins)
  * instruction had none) or txt (replacing its old value). */
 typedef struct edit {
     size_t cut, resume;
-    bool add_key;
+    bool add_key, applied;
+    const hlo_instr *in;
     char *txt;
 } edit;
 
@@ -195,7 +197,7 @@ static erg_status push_edit(edit **ed, int *n, int *cap, const hlo_instr *in, ch
     }
     const hlo_attr *old = hlo_find_attr(in, "sharding");
     (*ed)[(*n)++] = (edit){old ? old->off : in->end, old ? old->off + old->len : in->end, !old,
-                           txt};
+                           false, in, txt};
     return ERG_OK;
 }
 
@@ -316,6 +318,57 @@ static erg_status loop_edits(const erg_shard *s, const erg_shard_plan *p, edit *
     return st;
 }
 
+/* Parse the annotated text and compare it with the input module: same computations,
+ * instructions and attributes apart from sharding, num_partitions on the header, and every
+ * edited instruction carrying exactly the sharding written for it. EINTERNAL otherwise. */
+static erg_status reread(const erg_shard *s, const edit *ed, int ned, const char *text,
+                         size_t len, erg_error *err)
+{
+    const erg_hlo_module *m = s->m;
+    erg_hlo_module *m2 = NULL;
+    erg_error e2;
+    char why[400];
+    erg_status st = erg_hlo_parse(text, len, "annotated module", &m2, &e2);
+    if (st == ERG_ENOMEM)
+        return erg_error_set(err, st, "out of memory");
+    if (st)
+        return erg_error_set(err, ERG_EINTERNAL,
+                             "%s: the annotated module does not re-read (a bug in ergon; please "
+                             "report it with this module): %s",
+                             m->filename, e2.msg);
+    bool ok = hlo_module_same(m, m2, "sharding", why, sizeof why);
+    long want_np = m->has_num_partitions ? m->num_partitions : (long)s->mesh[0] * s->mesh[1];
+    if (ok && m2->num_partitions != want_np) {
+        snprintf(why, sizeof why, "num_partitions reads back as %ld, not %ld", m2->num_partitions,
+                 want_np);
+        ok = false;
+    }
+    for (int k = 0; ok && k < ned; k++) {
+        if (!ed[k].applied)
+            continue;
+        int ci = 0;
+        while (ci < m->ncomps &&
+               !(ed[k].in >= m->comps[ci].ins && ed[k].in < m->comps[ci].ins + m->comps[ci].n))
+            ci++;
+        if (ci == m->ncomps)
+            continue;
+        const hlo_instr *y = &m2->comps[ci].ins[ed[k].in - m->comps[ci].ins];
+        const hlo_attr *a = hlo_find_attr(y, "sharding");
+        if (!a || a->len != strlen(ed[k].txt) || memcmp(m2->text + a->off, ed[k].txt, a->len)) {
+            snprintf(why, sizeof why, "the sharding of '%s' does not read back as %.200s",
+                     y->name, ed[k].txt);
+            ok = false;
+        }
+    }
+    erg_hlo_free(m2);
+    if (!ok)
+        return erg_error_set(err, ERG_EINTERNAL,
+                             "%s: the annotated module re-reads as a different module (a bug in "
+                             "ergon; please report it with this module): %s",
+                             m->filename, why);
+    return ERG_OK;
+}
+
 erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char **text,
                               erg_error *err)
 {
@@ -351,6 +404,14 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
         (st = erg__buf_printf(&b, ", num_partitions=%d", s->mesh[0] * s->mesh[1])))
         goto fail;
     size_t at = m->header_end;
+    /* A header that runs straight into the first computation ("HloModule m%comp (...)"):
+     * keep them apart, or the new value would swallow the computation's name. (A comment
+     * right after the header ends the value by itself.) */
+    if (!m->has_num_partitions && at < m->len && !isspace((unsigned char)m->text[at]) &&
+        !(m->text[at] == '/' && at + 1 < m->len &&
+          (m->text[at + 1] == '/' || m->text[at + 1] == '*')) &&
+        (st = erg__buf_append(&b, " ", 1)))
+        goto fail;
     for (int k = 0; k < ned; k++) {
         if (ed[k].cut < at)
             continue; /* the same instruction twice (a parameter feeding two loops) */
@@ -358,6 +419,7 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
             (ed[k].add_key && (st = erg__buf_printf(&b, ", sharding="))) ||
             (st = erg__buf_printf(&b, "%s", ed[k].txt)))
             goto fail;
+        ed[k].applied = true;
         at = ed[k].resume;
         /* An instruction that the next one follows on the same line with nothing between
          * ("add(%d, %d)r = ..."): keep them apart, or the new attribute value would run
@@ -369,9 +431,16 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
     }
     if ((st = erg__buf_append(&b, m->text + at, m->len - at)))
         goto fail;
+    /* What it writes it can read back: the text is parsed again and must be the input module
+     * with the plan's shardings (a check on every call, not only in the fuzz harness). */
+    st = reread(s, ed, ned, b.data ? b.data : "", b.len, err);
     for (int k = 0; k < ned; k++)
         erg__free(ed[k].txt);
     erg__free(ed);
+    if (st) {
+        erg__buf_free(&b);
+        return st;
+    }
     *text = b.data;
     return ERG_OK;
 fail:

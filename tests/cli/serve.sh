@@ -67,6 +67,9 @@ code=$(curl -s -o "$work/end" -w '%{http_code}' "$u/schedule/$job?rank=0")
 [ "$code" = 500 ] && grep -q '\[profiling-done\]' "$work/end" || fail "end of job: $code $(cat "$work/end")"
 metrics=$(curl -sf "$u/metrics")
 grep -q '^ergon_jobs{state="done"} 1$' <<<"$metrics" || fail "metrics: $metrics"
+# every schedule request is counted, those that waited at the barrier too (2 + 2 + the end)
+grep -q '^ergon_request_duration_seconds_count{route="schedule"} 5$' <<<"$metrics" ||
+  fail "schedule requests counted: $(grep 'count{route="schedule"}' <<<"$metrics")"
 d="$work/dump/$job"
 for f in perseus.json ranks.json 0.sched.json 0.prof.json 1.sched.json 1.prof.json; do
   [ -s "$d/$f" ] || fail "missing dump $f"

@@ -30,7 +30,11 @@ static const char common_help[] =
     "  --mesh AxB          logical device mesh, e.g. 1x4, 2x2, 3x2 (required)\n"
     "  --computation NAME  analyse this computation instead of ENTRY, e.g. a while body\n"
     "                      (scanned layers: one plan for all iterations, times x trip\n"
-    "                      count from known_trip_count or the loop condition)\n";
+    "                      count from known_trip_count or the loop condition)\n"
+    "  --twin-window N     candidate dots one backward-twin search examines (default\n"
+    "                      64; it also reads at most 64 x N users): keeps the analysis\n"
+    "                      near-linear when a tensor is read by thousands of dots; the\n"
+    "                      report says when a search stopped at the window\n";
 
 static void usage(FILE *f, const char *sub)
 {
@@ -134,7 +138,7 @@ int cmd_shard(int argc, char **argv)
     erg_shard_cost_options co;
     erg_shard_cost_options_init(&co);
     double time_limit = 600, d;
-    long rows = 20, l;
+    long rows = 20, l, twin_window = ERG_SHARD_TWIN_WINDOW;
     bool members = false;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -197,6 +201,9 @@ int cmd_shard(int argc, char **argv)
             if (!cli_parse_int("shard", a, v, 1, 4096, &l))
                 return CLI_USAGE;
             co.keep = (int)l;
+        } else if (!strcmp(a, "--twin-window")) {
+            if (!cli_parse_int("shard", a, v, 1, 1000000, &twin_window))
+                return CLI_USAGE;
         } else if (!strcmp(a, "--rows")) {
             if (!cli_parse_int("shard", a, v, 1, 1000000, &rows))
                 return CLI_USAGE;
@@ -227,9 +234,22 @@ int cmd_shard(int argc, char **argv)
     }
     double t_parse = cli_now_s() - t0;
     t0 = cli_now_s();
-    if (erg_shard_analyze_computation(m, computation, m0, m1, &s, &err)) {
-        rc = cli_report("shard", &err);
-        goto out;
+    {
+        /* progress on stderr for a long analysis (none for a short one) */
+        cli_progress apr;
+        cli_progress_init(&apr, "analyze");
+        erg_shard_analyze_options ao;
+        erg_shard_analyze_options_init(&ao);
+        ao.computation = computation;
+        ao.twin_window = (int)twin_window;
+        ao.progress = cli_progress_cb;
+        ao.user = &apr;
+        erg_status ast = erg_shard_analyze_opts(m, m0, m1, &ao, &s, &err);
+        cli_progress_done(&apr);
+        if (ast) {
+            rc = cli_report("shard", &err);
+            goto out;
+        }
     }
     double t_an = cli_now_s() - t0;
     if (!strcmp(sub, "analyze")) {
