@@ -44,6 +44,7 @@ static void use_fake_amdsmi(char *log, size_t size, const char *quirk)
     make_tmp();
     snprintf(log, size, "%s/amdsmi.log", tmpdir);
     setenv("ERGON_AMDSMI_LIBRARY", ERG_FAKE_AMDSMI, 1);
+    setenv("ERGON_WATCHDOG", ERG_WATCHDOG_EXE, 1); /* a static test binary is not next to it */
     setenv("FAKE_AMDSMI_LOG", log, 1);
     setenv("FAKE_AMDSMI_DEVICES", "2", 1);
     unsetenv("FAKE_AMDSMI_DENY");
@@ -300,8 +301,9 @@ static void kill_and_check(int sig)
     ASSERT(pipe(fds) == 0);
     pid_t pid = spawn_locker(fds[1]);
     ASSERT(pid > 0);
+    close(fds[1]); /* a child that fails gives EOF, not a hang */
     char b;
-    ASSERT_EQ_INT(read(fds[0], &b, 1), 1);
+    ASSERT_MSG(read(fds[0], &b, 1) == 1, "the locker could not lock a clock");
     kill(pid, sig);
     int status;
     ASSERT(waitpid(pid, &status, 0) == pid);
