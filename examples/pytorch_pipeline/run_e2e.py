@@ -118,8 +118,10 @@ def main():
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--microbatches", type=int, default=8)
     ap.add_argument("--steps", type=int, default=6, help="iterations of each training run")
-    ap.add_argument("--sweep", default="1410:855:15",
-                    help="profiling clocks HI:LO:STEP (default: the A100's 15 MHz grid from "
+    ap.add_argument("--sweep", default=None,
+                    help="profiling clocks HI:LO:STEP (default: the 38 highest clocks of the "
+                         "--gpu device as `ergon gpu clocks` lists them, e.g. 1700:775:25 on "
+                         "the fake AMD GPU; without a GPU library, the A100's 15 MHz grid from "
                          "1410 down to 855 MHz, the usual profiling floor)")
     ap.add_argument("--profile", default="sparse", choices=["sparse", "full"],
                     help="with the server: InstructionProfiler's sparse mode (default: measure "
@@ -142,6 +144,8 @@ def main():
     ap.add_argument("--no-server", action="store_true",
                     help="do not use `ergon serve` even when this build has it (local mode)")
     a = ap.parse_args()
+    if a.sweep is None:
+        a.sweep = default_sweep(a.ergon, a.gpu)
 
     S, M = a.stages, a.microbatches
     if os.path.isdir(a.out):
@@ -260,6 +264,21 @@ def server_profile(a, p, url, tag):
                              info["measure_windows"], info["warmup_windows"],
                              info["repeated_measurements"], info["unconverged_clocks"]))
     return job, windows, info
+
+
+def default_sweep(ergon_bin, gpu):
+    """The 38 highest supported clocks of the --gpu device, as HI:LO:STEP; the A100 grid when
+    the spec is a simulated GPU or no GPU library opens."""
+    if gpu and not gpu.startswith("sim") and gpu != "none":
+        r = subprocess.run([ergon_bin, "gpu", "clocks", "--gpu", gpu], capture_output=True,
+                           text=True)
+        clocks = [int(x) for x in r.stdout.split()] if r.returncode == 0 else []
+        if len(clocks) >= 2:
+            step = clocks[0] - clocks[1]
+            lo = clocks[min(37, len(clocks) - 1)]
+            if step > 0 and (clocks[0] - lo) % step == 0:
+                return "%d:%d:%d" % (clocks[0], lo, step)
+    return "1410:855:15"
 
 
 def story(a, S, M, common, p, url):

@@ -106,8 +106,9 @@ def parse_args(argv=None):
                         "--window-steps iterations at each, after one warm-up iteration")
     p.add_argument("--window-steps", type=int, default=3)
     p.add_argument("--gpu", default="auto",
-                   help="ergon GPU spec: auto (nvml, else sim), nvml, nvml:LIB, sim:GPU:MODEL:N, "
-                        "daemon:SOCKET, or none (no ergon client at all)")
+                   help="ergon GPU spec: auto (nvml, else amdsmi, else sim), nvml, nvml:LIB, "
+                        "amdsmi, amdsmi:LIB, sim:GPU:MODEL:N, daemon:SOCKET, or none (no ergon "
+                        "client at all)")
     p.add_argument("--sim-gpu", default="a100")
     p.add_argument("--sim-model", default="gpt3-xl")
     p.add_argument("--pace", choices=["auto", "on", "off"], default="auto",
@@ -441,7 +442,7 @@ def open_gpu(args, S):
         return None, False
     if spec == "auto":
         try:
-            g = ergon.Gpu("nvml")
+            g = ergon.Gpu("auto")  # NVML, else amdsmi
             return g, False
         except ergon.ErgonError as e:
             if os.environ.get("RANK", "0") == "0":

@@ -108,8 +108,16 @@ ERG_API erg_status erg_gpu_open_nvml(const char *lib_path, erg_gpu **out, erg_er
  * protocol over the Unix socket, docs/ergond.md). Also reachable as
  * erg_gpu_open("daemon:<socket path>"). */
 ERG_API erg_status erg_gpu_open_daemon(const char *socket_path, erg_gpu **out, erg_error *err);
+/* Open AMD SMI with dlopen. lib_path NULL means $ERGON_AMDSMI_LIBRARY if
+ * set, else "libamd_smi.so", then "/opt/rocm/lib/libamd_smi.so". ERG_ENOGPU
+ * "amdsmi unavailable: <reason>" as for NVML. The SM clock is the GFX (SCLK)
+ * clock; docs/runtime.md says how amdsmi's calls map to this interface. */
+ERG_API erg_status erg_gpu_open_amdsmi(const char *lib_path, erg_gpu **out, erg_error *err);
 /* Open a back-end from a spec string: "sim:<gpu>[:<model>[:<n>]]", "nvml",
- * "nvml:<library path>", "daemon:<ergond socket path>". */
+ * "nvml:<library path>", "amdsmi", "amdsmi:<library path>",
+ * "daemon:<ergond socket path>", or "auto": NVML if its library
+ * opens, else amdsmi if its library opens, else ERG_ENOGPU naming both
+ * reasons. */
 ERG_API erg_status erg_gpu_open(const char *spec, erg_gpu **out, erg_error *err);
 /* Close; NULL is a no-op. Does not reset clocks: that is the caller's
  * decision (erg_gpu_restore_all). */
@@ -150,8 +158,65 @@ ERG_API erg_status erg_gpu_set_power_limit(erg_gpu *g, int dev, uint32_t limit_m
                                            erg_error *err);
 /* Restore the default power limit. */
 ERG_API erg_status erg_gpu_reset_power_limit(erg_gpu *g, int dev, erg_error *err);
-/* Cumulative energy since the driver loaded, mJ (NVML's counter). */
+/* Cumulative energy, mJ: the hardware counter while it can be trusted;
+ * once it goes backwards, stalls or disagrees with integrated power (see
+ * erg_gpu_energy_info), the reading continues from its last trusted value by
+ * integrating power. Never decreases. ERG_ENOTSUP where the device has no
+ * energy reading of its own (the second die of an MI250). */
 ERG_API erg_status erg_gpu_energy_mj(erg_gpu *g, int dev, uint64_t *energy_mj, erg_error *err);
+
+/* Where a device's energy comes from. */
+typedef enum erg_energy_source {
+    ERG_ENERGY_COUNTER = 0,    /* the driver's hardware energy counter */
+    ERG_ENERGY_INTEGRATED = 1, /* power integrated by ergon (trapezoids between samples) */
+    ERG_ENERGY_MODEL = 2,      /* the simulated GPU's DVFS model */
+    ERG_ENERGY_NONE = 3,       /* no reading of its own (MI250 odd die) */
+} erg_energy_source;
+/* "counter", "integrated", "model", "none". */
+ERG_API const char *erg_energy_source_name(erg_energy_source s);
+/* The name of device dev's current source ("" for a bad handle or device): for bindings
+ * that want the word without the struct. */
+ERG_API const char *erg_gpu_energy_source(erg_gpu *g, int dev);
+
+/* Thresholds of the energy check: a counter that does not move for
+ * ERG_ENERGY_STALL_S seconds while integrated power says at least
+ * ERG_ENERGY_STALL_MIN_J joules were drawn is stalled; over a window of at
+ * least ERG_ENERGY_WINDOW_S seconds and ERG_ENERGY_WINDOW_MIN_J joules, a
+ * counter whose increase differs from integrated power by more than
+ * ERG_ENERGY_TOLERANCE (relative) disagrees. */
+#define ERG_ENERGY_STALL_S 1.0
+#define ERG_ENERGY_STALL_MIN_J 5.0
+#define ERG_ENERGY_WINDOW_S 5.0
+#define ERG_ENERGY_WINDOW_MIN_J 50.0
+#define ERG_ENERGY_TOLERANCE 0.25
+/* ...and the window holds at least this many power samples (fewer: too coarse to judge). */
+#define ERG_ENERGY_WINDOW_MIN_SAMPLES 20
+/* While a counter is checked, power is sampled at most every ERG_ENERGY_SAMPLE_MIN_S
+ * seconds; once power is integrated, at every reading. */
+#define ERG_ENERGY_SAMPLE_MIN_S 0.05
+
+/* What a device's energy reading is. */
+typedef struct erg_gpu_energy_info {
+    erg_energy_source source; /* where erg_gpu_energy_mj's value comes from now */
+    char scope[48];           /* what it covers: "gpu", "module" (GH200: GPU + CPU +
+                                 memory), "package" (MI250: both dies), "none (...)" */
+    double resolution_mj;     /* counter resolution (0: unknown, or not a counter) */
+    double interval_s;        /* integrated: mean interval between power samples so far
+                                 (0 before two samples); the rate is 1 / interval_s */
+    int replaced;             /* 1 when the counter was replaced by integration */
+    char reason[200];         /* why it was replaced ("" otherwise) */
+} erg_gpu_energy_info;
+/* The hardware counter as the driver reports it, mJ, unchecked (for
+ * `ergon gpu energy --check`). */
+ERG_API erg_status erg_gpu_energy_counter_mj(erg_gpu *g, int dev, uint64_t *energy_mj,
+                                             erg_error *err);
+ERG_API erg_status erg_gpu_energy_info_get(erg_gpu *g, int dev, erg_gpu_energy_info *out,
+                                           erg_error *err);
+/* Called once per device when its counter is replaced by integration, with
+ * the reason (the library never prints: the caller logs it). NULL clears.
+ * Called from the thread that read the energy. */
+typedef void (*erg_gpu_energy_event_fn)(void *user, int dev, const char *message);
+ERG_API void erg_gpu_set_energy_event(erg_gpu *g, erg_gpu_energy_event_fn fn, void *user);
 /* Current power draw, mW. */
 ERG_API erg_status erg_gpu_power_mw(erg_gpu *g, int dev, uint32_t *power_mw, erg_error *err);
 /* Reset SM and memory clocks and the power limit of one device (what a

@@ -77,6 +77,15 @@ ERG_API void erg_profile_free(erg_profile *p);
 
 /* Number of stages (highest stage index + 1). */
 ERG_API int erg_profile_num_stages(const erg_profile *p);
+/* Where the profile's energies come from: "" (unknown: files without the optional
+ * `energy_source` column), "counter" (the GPU's energy counter), "integrated" (power
+ * integrated by ergon where the counter could not be trusted), "model" (the simulated
+ * GPU) or "mixed" (rows differ). The CSV reader takes it from the `energy_source` column
+ * (one of those words per row); the writer adds the column when it is set. */
+ERG_API const char *erg_profile_energy_source(const erg_profile *p);
+/* Set it ("" clears); ERG_EINVAL for another word. */
+ERG_API erg_status erg_profile_set_energy_source(erg_profile *p, const char *source,
+                                                 erg_error *err);
 /* Number of points of (stage, kind); 0 when absent. */
 ERG_API size_t erg_profile_num_points(const erg_profile *p, int stage, erg_instr_kind kind);
 /* The points of (stage, kind) (valid until the profile changes), or NULL. */

@@ -91,6 +91,11 @@ ERG_API void erg_srv_result_free(erg_srv_result *r);
 /* Start a new iteration with its total time and energy (this GPU). */
 ERG_API erg_status erg_srv_result_add_iteration(erg_srv_result *r, double time_s, double energy_j,
                                                 erg_error *err);
+/* Where this rank's energies come from: "counter", "integrated", "model", "none" or
+ * "mixed" (erg_energy_source_name of the GPU's erg_gpu_energy_info_get). Sent as the
+ * result's "energy_source" field; the server keeps it in its dumps (N.prof.json). */
+ERG_API erg_status erg_srv_result_set_energy_source(erg_srv_result *r, const char *source,
+                                                    erg_error *err);
 /* One occurrence of an instruction in the last added iteration. energy_j may
  * be NAN (not measured): then only the time is recorded. */
 ERG_API erg_status erg_srv_result_add_sample(erg_srv_result *r, const char *instr, double time_s,

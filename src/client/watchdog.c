@@ -211,7 +211,8 @@ erg_status erg__watchdog_start(erg_client *c, erg_error *err)
     c->watchdog_pid = -1;
     c->watchdog_fd = -1;
     c->watchdog_dirty = true; /* what the watchdog assumes at start */
-    if ((c->flags & ERG_CLIENT_NO_WATCHDOG) || strcmp(erg_gpu_backend_name(c->gpu), "nvml"))
+    if ((c->flags & ERG_CLIENT_NO_WATCHDOG) || (strcmp(erg_gpu_backend_name(c->gpu), "nvml") &&
+                                                strcmp(erg_gpu_backend_name(c->gpu), "amdsmi")))
         return ERG_OK;
     char exe[PATH_MAX + 32];
     erg_status st = find_watchdog(exe, sizeof exe, err);

@@ -575,9 +575,14 @@ static void handle_read(erg_daemon *d, const char *op, uint64_t mask, erg__buf *
                 erg__buf_printf(&b, "%s\"%d\": %u", first ? "" : ", ", g, mw);
         } else if (!strcmp(op, "get_cumulative_energy")) {
             uint64_t mj;
-            if (!(st = erg_gpu_energy_mj(d->gpu, g, &mj, &e)))
-                erg__buf_printf(&b, "%s\"%d\": {\"energy_mj\": %llu}", first ? "" : ", ", g,
-                                (unsigned long long)mj);
+            erg_gpu_energy_info info;
+            if (!(st = erg_gpu_energy_mj(d->gpu, g, &mj, &e)) &&
+                !(st = erg_gpu_energy_info_get(d->gpu, g, &info, &e)))
+                erg__buf_printf(&b,
+                                "%s\"%d\": {\"energy_mj\": %llu, \"energy_source\": \"%s\", "
+                                "\"energy_scope\": \"%s\"}",
+                                first ? "" : ", ", g, (unsigned long long)mj,
+                                erg_energy_source_name(info.source), info.scope);
         } else if (!strcmp(op, "get_power_limit") || !strcmp(op, "get_power_limit_constraints")) {
             uint32_t lo, hi, def, cur;
             if (!(st = erg_gpu_power_limits(d->gpu, g, &lo, &hi, &def, &cur, &e))) {

@@ -17,6 +17,9 @@
 typedef struct daemon_state {
     char path[108];
     char **names; /* per device, from /discover */
+    /* Where ergond's last energy reading of devices 0..63 came from (0: not read yet). */
+    unsigned char source[64];
+    char scope[64][48];
 } daemon_state;
 
 /* One request: connect, send, read to EOF; *body is malloc'd JSON (or ""). */
@@ -305,6 +308,17 @@ static erg_status d_energy(erg_gpu *g, int dev, uint64_t *mj, erg_error *err)
         return erg_error_set(err, ERG_EIO, "ergond: no energy for GPU %d", dev);
     }
     *mj = (uint64_t)json_integer_value(v);
+    /* ergond says where it came from (older ergond: nothing, a counter). */
+    const char *src = json_string_value(json_object_get(json_object_get(j, id), "energy_source"));
+    const char *scope = json_string_value(json_object_get(json_object_get(j, id), "energy_scope"));
+    if (dev < 64) {
+        daemon_state *s = ds(g);
+        s->source[dev] = src && !strcmp(src, "integrated") ? 1 + ERG_ENERGY_INTEGRATED
+                         : src && !strcmp(src, "model")    ? 1 + ERG_ENERGY_MODEL
+                         : src && !strcmp(src, "none")     ? 1 + ERG_ENERGY_NONE
+                                                           : 1 + ERG_ENERGY_COUNTER;
+        snprintf(s->scope[dev], sizeof s->scope[dev], "%s", scope ? scope : "gpu");
+    }
     json_decref(j);
     return ERG_OK;
 }
@@ -328,9 +342,22 @@ static erg_status d_power(erg_gpu *g, int dev, uint32_t *mw, erg_error *err)
     return ERG_OK;
 }
 
+/* ergond checks its own devices' counters (and integrates where it replaced one). */
+static void d_energy_caps(erg_gpu *g, int dev, erg_gpu_energy_info *info)
+{
+    daemon_state *s = ds(g);
+    info->source = ERG_ENERGY_COUNTER;
+    snprintf(info->scope, sizeof info->scope, "gpu");
+    if (dev < 64 && s->source[dev]) {
+        info->source = (erg_energy_source)(s->source[dev] - 1);
+        snprintf(info->scope, sizeof info->scope, "%s", s->scope[dev]);
+    }
+}
+
 static const erg__gpu_backend daemon_backend = {
     "daemon",  d_close,    d_name,      d_sm_clocks, d_mem_clocks, d_lock_sm, d_reset_sm,
     d_lock_mem, d_reset_mem, d_limits, d_set_limit, d_energy,     d_power,
+    d_energy_caps, 1,
 };
 
 erg_status erg_gpu_open_daemon(const char *socket_path, erg_gpu **out, erg_error *err)

@@ -253,10 +253,21 @@ static erg_status nvml_power(erg_gpu *g, int dev, uint32_t *mw, erg_error *err)
     return ERG_OK;
 }
 
+/* NVML's counter covers the GPU board, except on Grace Hopper (GH200) where it covers the
+ * whole module (GPU, CPU and memory). Resolution: 1 mJ. */
+static void nvml_energy_caps(erg_gpu *g, int dev, erg_gpu_energy_info *info)
+{
+    char name[96] = "";
+    info->source = ERG_ENERGY_COUNTER;
+    info->resolution_mj = 1.0;
+    bool module = nvml_name(g, dev, name, sizeof name, NULL) == ERG_OK && strstr(name, "GH200");
+    snprintf(info->scope, sizeof info->scope, "%s", module ? "module" : "gpu");
+}
+
 const erg__gpu_backend erg__gpu_nvml_backend = {
     "nvml",        nvml_close,    nvml_name,     nvml_sm_clocks, nvml_mem_clocks,
     nvml_lock_sm,  nvml_reset_sm, nvml_lock_mem, nvml_reset_mem, nvml_limits,
-    nvml_set_limit, nvml_energy,  nvml_power,
+    nvml_set_limit, nvml_energy,  nvml_power, nvml_energy_caps, 0,
 };
 
 erg_status erg_gpu_open_nvml(const char *lib_path, erg_gpu **out, erg_error *err)

@@ -190,10 +190,18 @@ static erg_status sim_power(erg_gpu *g, int dev, uint32_t *mw, erg_error *err)
     return ERG_OK;
 }
 
+static void sim_energy_caps(erg_gpu *g, int dev, erg_gpu_energy_info *info)
+{
+    (void)g;
+    (void)dev;
+    info->source = ERG_ENERGY_MODEL;
+    snprintf(info->scope, sizeof info->scope, "gpu");
+}
+
 const erg__gpu_backend erg__gpu_sim_backend = {
     "sim",         sim_close,     sim_name,         sim_sm_clocks,       sim_mem_clocks,
     sim_lock_sm,   sim_reset_sm,  sim_lock_mem,     sim_reset_mem,       sim_power_limits,
-    sim_set_power_limit, sim_energy, sim_power,
+    sim_set_power_limit, sim_energy, sim_power, sim_energy_caps, 1,
 };
 
 erg_status erg_gpu_open_sim(const char *gpu, const char *model, int num_devices, erg_gpu **out,

@@ -26,11 +26,13 @@ erg_status erg__gpu_alloc(const erg__gpu_backend *ops, int count, void *impl, er
     g->sm_cache_n = erg__calloc(n, sizeof *g->sm_cache_n);
     g->mem_cache = erg__calloc(n, sizeof *g->mem_cache);
     g->mem_cache_n = erg__calloc(n, sizeof *g->mem_cache_n);
-    if (!g->sm_cache || !g->sm_cache_n || !g->mem_cache || !g->mem_cache_n) {
+    if (!g->sm_cache || !g->sm_cache_n || !g->mem_cache || !g->mem_cache_n ||
+        erg__energy_alloc(g)) {
         erg__free(g->sm_cache);
         erg__free(g->sm_cache_n);
         erg__free(g->mem_cache);
         erg__free(g->mem_cache_n);
+        erg__energy_free(g);
         erg__free(g);
         return erg_error_set(err, ERG_ENOMEM, "out of memory opening the %s back-end", ops->name);
     }
@@ -52,6 +54,7 @@ void erg_gpu_close(erg_gpu *g)
     erg__free(g->sm_cache_n);
     erg__free(g->mem_cache);
     erg__free(g->mem_cache_n);
+    erg__energy_free(g);
     erg__free(g->spec);
     erg__free(g);
 }
@@ -69,6 +72,28 @@ erg_status erg_gpu_open(const char *spec, erg_gpu **out, erg_error *err)
         return erg_gpu_open_nvml(NULL, out, err);
     if (!strncmp(spec, "nvml:", 5))
         return erg_gpu_open_nvml(spec + 5, out, err);
+    if (!strcmp(spec, "amdsmi"))
+        return erg_gpu_open_amdsmi(NULL, out, err);
+    if (!strncmp(spec, "amdsmi:", 7))
+        return erg_gpu_open_amdsmi(spec + 7, out, err);
+    if (!strcmp(spec, "auto")) {
+        erg_error e1, e2;
+        if (erg_gpu_open_nvml(NULL, out, &e1) == ERG_OK)
+            return ERG_OK;
+        if (erg_gpu_open_amdsmi(NULL, out, &e2) == ERG_OK)
+            return ERG_OK;
+        /* Each reason without its own advice; one piece of advice for both. */
+        char *cut1 = strstr(e1.msg, "; install"), *cut2 = strstr(e2.msg, "; install");
+        if (cut1)
+            *cut1 = '\0';
+        if (cut2)
+            *cut2 = '\0';
+        return erg_error_set(err, ERG_ENOGPU,
+                             "no GPU library opens: %.180s; %.180s; install the NVIDIA driver or "
+                             "ROCm's amd-smi-lib, set $ERGON_NVML_LIBRARY or $ERGON_AMDSMI_LIBRARY, "
+                             "or use --gpu sim:GPU",
+                             e1.msg, e2.msg);
+    }
     if (!strncmp(spec, "daemon:", 7))
         return erg_gpu_open_daemon(spec + 7, out, err);
     if (strlen(spec) > 4096)
@@ -106,7 +131,7 @@ erg_status erg_gpu_open(const char *spec, erg_gpu **out, erg_error *err)
     }
     return erg_error_set(err, ERG_EINVAL,
                          "unknown GPU back-end '%s' (expected sim[:GPU[:MODEL[:N]]], nvml, "
-                         "nvml:LIBRARY or daemon:SOCKET)",
+                         "nvml:LIBRARY, amdsmi, amdsmi:LIBRARY, auto or daemon:SOCKET)",
                          spec);
 }
 
@@ -309,7 +334,7 @@ erg_status erg_gpu_energy_mj(erg_gpu *g, int dev, uint64_t *energy_mj, erg_error
     erg_status st = check_dev(g, dev, err);
     if (!st && !energy_mj)
         st = erg_error_set(err, ERG_EINVAL, "NULL output argument");
-    return st ? st : g->ops->energy_mj(g, dev, energy_mj, err);
+    return st ? st : erg__energy_read(g, dev, energy_mj, err);
 }
 
 erg_status erg_gpu_power_mw(erg_gpu *g, int dev, uint32_t *power_mw, erg_error *err)

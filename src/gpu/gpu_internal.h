@@ -23,7 +23,17 @@ typedef struct erg__gpu_backend {
     erg_status (*set_power_limit)(erg_gpu *g, int dev, uint32_t mw, erg_error *err);
     erg_status (*energy_mj)(erg_gpu *g, int dev, uint64_t *mj, erg_error *err);
     erg_status (*power_mw)(erg_gpu *g, int dev, uint32_t *mw, erg_error *err);
+    /* Optional: fill source, scope, resolution_mj and (for a counter known to be
+     * unreliable, which is then integrated from the start) reason. NULL: a
+     * counter of scope "gpu" that gpu.c checks against integrated power. */
+    void (*energy_caps)(erg_gpu *g, int dev, erg_gpu_energy_info *info);
+    /* Nonzero: the reading is checked elsewhere (ergond checks its own devices;
+     * the model is exact): gpu.c passes it through unchecked. */
+    int energy_unchecked;
 } erg__gpu_backend;
+
+/* Per device state of the energy check (energy.c). */
+typedef struct erg__energy_dev erg__energy_dev;
 
 struct erg_gpu {
     const erg__gpu_backend *ops; /* The back-end. */
@@ -34,7 +44,15 @@ struct erg_gpu {
     size_t *sm_cache_n;
     int **mem_cache;             /* Per device: supported memory clocks. */
     size_t *mem_cache_n;
+    erg__energy_dev *energy;     /* Per device: energy check state (energy.c), lazily. */
+    erg_gpu_energy_event_fn energy_event;
+    void *energy_event_user;
 };
+
+/* energy.c: the checked energy reading behind erg_gpu_energy_mj, and cleanup. */
+erg_status erg__energy_alloc(erg_gpu *g);
+erg_status erg__energy_read(erg_gpu *g, int dev, uint64_t *mj, erg_error *err);
+void erg__energy_free(erg_gpu *g);
 
 /* Allocate the common part with `count` devices (caches empty). */
 erg_status erg__gpu_alloc(const erg__gpu_backend *ops, int count, void *impl, erg_gpu **out,
@@ -42,6 +60,7 @@ erg_status erg__gpu_alloc(const erg__gpu_backend *ops, int count, void *impl, er
 
 extern const erg__gpu_backend erg__gpu_sim_backend;
 extern const erg__gpu_backend erg__gpu_nvml_backend;
+extern const erg__gpu_backend erg__gpu_amdsmi_backend;
 
 /* Monotonic time in seconds. */
 double erg__now_s(void);

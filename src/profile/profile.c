@@ -22,7 +22,31 @@ struct erg_profile {
     point_vec (*stages)[ERG_NUM_INSTR_KINDS];
     int nstages; /* highest stage + 1 */
     int cap;
+    char energy_source[16]; /* "" (unknown), counter, integrated, model or mixed */
 };
+
+static bool known_energy_source(const char *s)
+{
+    return !strcmp(s, "counter") || !strcmp(s, "integrated") || !strcmp(s, "model") ||
+           !strcmp(s, "mixed");
+}
+
+const char *erg_profile_energy_source(const erg_profile *p)
+{
+    return p ? p->energy_source : "";
+}
+
+erg_status erg_profile_set_energy_source(erg_profile *p, const char *source, erg_error *err)
+{
+    if (!p || !source)
+        return erg_error_set(err, ERG_EINVAL, "erg_profile_set_energy_source: NULL argument");
+    if (*source && !known_energy_source(source))
+        return erg_error_set(err, ERG_EINVAL,
+                             "energy source '%s' is not counter, integrated, model or mixed",
+                             source);
+    snprintf(p->energy_source, sizeof p->energy_source, "%s", source);
+    return ERG_OK;
+}
 
 const char *erg_instr_kind_name(erg_instr_kind kind)
 {
@@ -223,6 +247,10 @@ erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
         goto fail;
     }
     ncols = c.nfields;
+    int src_col = -1; /* the optional energy_source column */
+    for (size_t i = 0; i < c.nfields; i++)
+        if (!strcmp(c.fields[i], "energy_source"))
+            src_col = (int)i;
     for (size_t k = 0; k < 5; k++) {
         col[k] = -1;
         for (size_t i = 0; i < c.nfields; i++)
@@ -254,6 +282,20 @@ erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
             kind = ERG_BACKWARD_WEIGHT;
         else
             continue; /* load/other instruction kinds are not planned */
+        if (src_col >= 0) {
+            const char *es = c.fields[src_col];
+            if (!known_energy_source(es)) {
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: energy_source '%.40s' is not counter, integrated, "
+                                   "model or mixed",
+                                   name, c.line, es);
+                goto fail;
+            }
+            if (!p->energy_source[0])
+                snprintf(p->energy_source, sizeof p->energy_source, "%s", es);
+            else if (strcmp(p->energy_source, es))
+                snprintf(p->energy_source, sizeof p->energy_source, "mixed");
+        }
         long stage;
         double freq, t, e;
         if (!erg__parse_long(c.fields[col[0]], &stage)) {
@@ -323,7 +365,14 @@ erg_status erg_profile_read_csv(const char *path, erg_profile **out, erg_error *
 erg_status erg_profile_write_csv(const erg_profile *p, const char *path, erg_error *err)
 {
     erg__buf b = {0};
-    erg_status st = erg__buf_printf(&b, "stage,instruction,frequency,time,energy\n");
+    /* The energy_source column only when the source is known (readers that predate it
+     * ignore extra columns). */
+    const char *es = p->energy_source;
+    char tail[24] = "";
+    if (*es)
+        snprintf(tail, sizeof tail, ",%s", es);
+    erg_status st = erg__buf_printf(&b, "stage,instruction,frequency,time,energy%s\n",
+                                    *es ? ",energy_source" : "");
     char t[40], e[40];
     for (int s = 0; s < p->nstages && !st; s++) {
         const point_vec *f = &p->stages[s][ERG_FORWARD], *bw = &p->stages[s][ERG_BACKWARD];
@@ -339,18 +388,18 @@ erg_status erg_profile_write_csv(const erg_profile *p, const char *path, erg_err
                 pt = &bw->v[j++];
                 kind = "backward";
             }
-            st = erg__buf_printf(&b, "%d,%s,%d,%s,%s\n", s, kind, pt->freq_mhz,
+            st = erg__buf_printf(&b, "%d,%s,%d,%s,%s%s\n", s, kind, pt->freq_mhz,
                                  erg__fmt_double_py(pt->time_s, t, sizeof t),
-                                 erg__fmt_double_py(pt->energy_j, e, sizeof e));
+                                 erg__fmt_double_py(pt->energy_j, e, sizeof e), tail);
         }
         /* Then the zero-bubble rows, if any, I before W, in insertion order. */
         for (int k = ERG_BACKWARD_INPUT; k <= ERG_BACKWARD_WEIGHT && !st; k++) {
             const point_vec *v = &p->stages[s][k];
             for (size_t q = 0; q < v->n && !st; q++)
-                st = erg__buf_printf(&b, "%d,%s,%d,%s,%s\n", s,
+                st = erg__buf_printf(&b, "%d,%s,%d,%s,%s%s\n", s,
                                      erg_instr_kind_name((erg_instr_kind)k), v->v[q].freq_mhz,
                                      erg__fmt_double_py(v->v[q].time_s, t, sizeof t),
-                                     erg__fmt_double_py(v->v[q].energy_j, e, sizeof e));
+                                     erg__fmt_double_py(v->v[q].energy_j, e, sizeof e), tail);
         }
     }
     if (st) {

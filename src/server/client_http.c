@@ -622,6 +622,21 @@ erg_status erg_srv_result_new(int rank, erg_srv_result **out, erg_error *err)
     return ERG_OK;
 }
 
+erg_status erg_srv_result_set_energy_source(erg_srv_result *r, const char *source,
+                                            erg_error *err)
+{
+    if (!r || !source)
+        return erg_error_set(err, ERG_EINVAL, "erg_srv_result_set_energy_source: NULL argument");
+    if (strcmp(source, "counter") && strcmp(source, "integrated") && strcmp(source, "model") &&
+        strcmp(source, "none") && strcmp(source, "mixed"))
+        return erg_error_set(err, ERG_EINVAL,
+                             "energy source '%s' is not counter, integrated, model, none or mixed",
+                             source);
+    if (json_object_set_new(r->obj, "energy_source", json_string(source)))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    return ERG_OK;
+}
+
 void erg_srv_result_free(erg_srv_result *r)
 {
     if (!r)

@@ -191,6 +191,20 @@ static json_t *normalize_result(const json_t *in, srv_result *parsed, long *rank
     const json_t *wb = json_object_get(in, "wait_breakdown");
     if (o && wb)
         json_object_set_new(o, "wait_breakdown", floats(wb));
+    /* Where the rank's energies come from (ergon extension, docs/runtime.md): kept only
+     * when sent, into the dumps (N.prof.json). */
+    const json_t *es = json_object_get(in, "energy_source");
+    if (o && es) {
+        const char *v = json_string_value(es);
+        if (!v || (strcmp(v, "counter") && strcmp(v, "integrated") && strcmp(v, "model") &&
+                   strcmp(v, "none") && strcmp(v, "mixed"))) {
+            snprintf(why, wn, "energy_source must be \"counter\", \"integrated\", \"model\", "
+                              "\"none\" or \"mixed\"");
+            json_decref(o);
+            return NULL;
+        }
+        json_object_set_new(o, "energy_source", json_string(v));
+    }
     erg_error e;
     if (!o || srv_result_from_json(o, parsed, &e)) {
         snprintf(why, wn, "%s", o ? e.msg : "out of memory");

@@ -3,10 +3,12 @@
 #include "ergon/gpu.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static void usage_gpu(FILE *f)
@@ -14,19 +16,26 @@ static void usage_gpu(FILE *f)
     fprintf(f,
             "usage: ergon gpu list   [--gpu SPEC]\n"
             "       ergon gpu clocks [--gpu SPEC] [--device N]\n"
-            "       ergon gpu energy [--gpu SPEC] [--device N]\n"
+            "       ergon gpu energy [--gpu SPEC] [--device N] [--check [--seconds S]]\n"
             "       ergon gpu lock   [--gpu SPEC] [--device N] --clock MHZ [--hold]\n"
             "       ergon gpu reset  [--gpu SPEC] [--device N]\n"
             "\n"
-            "list    devices with name, energy counter (mJ) and power (mW)\n"
+            "list    devices with name, energy (mJ), power (mW) and where the energy comes\n"
+            "        from (counter or integrated power) and what it covers (gpu, module,\n"
+            "        package); '-' where a device has no reading of its own (MI250 odd die)\n"
             "clocks  supported SM clocks (MHz, descending) of one device\n"
-            "energy  the cumulative energy counter (mJ) of one device\n"
+            "energy  the cumulative energy (mJ) of one device; with --check, read the\n"
+            "        hardware counter and integrate power at 10 Hz for S seconds (default\n"
+            "        10) and compare the two (exit 1 when they disagree beyond 25%%, or the\n"
+            "        counter stalls or goes backwards)\n"
             "lock    lock the SM clock of one device at MHZ (must be supported); with --hold,\n"
             "        stay alive until a signal and reset the clock then\n"
             "reset   reset SM and memory clocks and the power limit of one device\n"
             "\n"
             "  --gpu SPEC    back-end: nvml (default; $ERGON_NVML_LIBRARY overrides the\n"
-            "                library), nvml:LIBRARY, sim:GPU[:MODEL[:N]], daemon:SOCKET (ergond)\n"
+            "                library), nvml:LIBRARY, amdsmi ($ERGON_AMDSMI_LIBRARY),\n"
+            "                amdsmi:LIBRARY, auto (NVML if it opens, else amdsmi),\n"
+            "                sim:GPU[:MODEL[:N]], daemon:SOCKET (ergond)\n"
             "  --device N    device index (default 0)\n"
             "\n"
             "exit status: 0 success, 1 GPU error (named: permission, unsupported clock...), 2 usage.\n");
@@ -36,6 +45,74 @@ static volatile sig_atomic_t got_signal;
 static void on_signal(int sig)
 {
     got_signal = sig;
+}
+
+/* `ergon gpu energy --check`: the raw counter against power integrated at 10 Hz. */
+static int energy_check(erg_gpu *g, int dev, double seconds)
+{
+    erg_error err;
+    char name[128];
+    uint64_t c0, c1 = 0, prev;
+    uint32_t p0, p1;
+    erg_gpu_energy_info info;
+    if (erg_gpu_name(g, dev, name, sizeof name, &err) ||
+        erg_gpu_energy_counter_mj(g, dev, &c0, &err) || erg_gpu_power_mw(g, dev, &p0, &err) ||
+        erg_gpu_energy_info_get(g, dev, &info, &err))
+        return cli_report("gpu", &err);
+    fprintf(stderr, "ergon gpu energy --check: GPU %d (%s), %.1f s at 10 Hz...\n", dev, name,
+            seconds);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double t0 = (double)ts.tv_sec + ts.tv_nsec * 1e-9, t = t0, tprev = t0, integ_j = 0;
+    double stall_since = t0, stall_j = 0, longest_stall_s = 0;
+    bool backwards = false;
+    long samples = 1;
+    prev = c0;
+    while (t - t0 < seconds) {
+        struct timespec nap = {0, 100000000};
+        nanosleep(&nap, NULL);
+        if (erg_gpu_energy_counter_mj(g, dev, &c1, &err) || erg_gpu_power_mw(g, dev, &p1, &err))
+            return cli_report("gpu", &err);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        t = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+        double e = ((double)p0 + (double)p1) / 2.0 * (t - tprev) / 1000.0;
+        integ_j += e;
+        samples++;
+        if (c1 < prev)
+            backwards = true;
+        if (c1 == prev) {
+            stall_j += e;
+            if (stall_j >= ERG_ENERGY_STALL_MIN_J && t - stall_since > longest_stall_s)
+                longest_stall_s = t - stall_since;
+        } else {
+            stall_since = t;
+            stall_j = 0;
+        }
+        prev = c1;
+        p0 = p1;
+        tprev = t;
+    }
+    double counter_j = c1 >= c0 ? (double)(c1 - c0) / 1000.0 : -(double)(c0 - c1) / 1000.0;
+    double rel = integ_j > 0 ? (counter_j - integ_j) / integ_j : 0.0;
+    printf("GPU %d\t%s\n", dev, name);
+    printf("seconds\t%.2f\n", t - t0);
+    printf("power samples\t%ld (%.1f Hz)\n", samples, (samples - 1) / (t - t0));
+    printf("counter\t%.3f J (resolution %g mJ, scope %s)\n", counter_j, info.resolution_mj,
+           info.scope);
+    printf("integrated\t%.3f J\n", integ_j);
+    printf("difference\t%+.1f%% (tolerance %.0f%%)\n", rel * 100.0,
+           ERG_ENERGY_TOLERANCE * 100.0);
+    const char *verdict = backwards                               ? "counter went backwards"
+                          : longest_stall_s >= ERG_ENERGY_STALL_S ? "counter stalled"
+                          : fabs(rel) > ERG_ENERGY_TOLERANCE      ? "counter and integrated power disagree"
+                                                                  : NULL;
+    printf("verdict\t%s\n", verdict ? verdict : "agree");
+    if (verdict) {
+        fprintf(stderr, "ergon gpu: GPU %d: %s; ergon replaces its counter by integrated power\n", dev,
+                verdict);
+        return CLI_USER_ERROR;
+    }
+    return CLI_OK;
 }
 
 int cmd_gpu(int argc, char **argv)
@@ -54,7 +131,8 @@ int cmd_gpu(int argc, char **argv)
         return cli_usage_error("gpu", "unknown subcommand '%s'", sub);
     const char *spec = "nvml";
     long dev = 0, clock = 0;
-    bool hold = false;
+    bool hold = false, check = false;
+    double seconds = 10.0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -63,6 +141,10 @@ int cmd_gpu(int argc, char **argv)
         }
         if (!strcmp(a, "--hold")) {
             hold = true;
+            continue;
+        }
+        if (!strcmp(a, "--check")) {
+            check = true;
             continue;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -74,12 +156,17 @@ int cmd_gpu(int argc, char **argv)
         else if (!strcmp(a, "--device")) {
             if (!cli_parse_int("gpu", a, v, 0, 1023, &dev))
                 return CLI_USAGE;
+        } else if (!strcmp(a, "--seconds")) {
+            if (!cli_parse_double("gpu", a, v, 0.2, 86400.0, &seconds))
+                return CLI_USAGE;
         } else if (!strcmp(a, "--clock")) {
             if (!cli_parse_int("gpu", a, v, 1, 100000, &clock))
                 return CLI_USAGE;
         } else
             return cli_usage_error("gpu", "unknown option '%s'", a);
     }
+    if (check && strcmp(sub, "energy"))
+        return cli_usage_error("gpu", "--check goes with 'ergon gpu energy'");
     if (!strcmp(sub, "lock") && !clock)
         return cli_usage_error("gpu", "lock needs --clock MHZ");
     erg_error err;
@@ -89,15 +176,27 @@ int cmd_gpu(int argc, char **argv)
     int rc = CLI_OK;
     if (!strcmp(sub, "list")) {
         for (int i = 0; i < erg_gpu_count(g); i++) {
-            char name[128];
+            char name[128], es[32] = "-", ps[32] = "-";
             uint64_t mj = 0;
             uint32_t mw = 0;
-            if (erg_gpu_name(g, i, name, sizeof name, &err) ||
-                erg_gpu_energy_mj(g, i, &mj, &err) || erg_gpu_power_mw(g, i, &mw, &err)) {
+            erg_gpu_energy_info info;
+            erg_status st = erg_gpu_name(g, i, name, sizeof name, &err);
+            if (!st && !(st = erg_gpu_energy_mj(g, i, &mj, &err)))
+                snprintf(es, sizeof es, "%" PRIu64 " mJ", mj);
+            if (st == ERG_ENOTSUP)
+                st = ERG_OK;
+            if (!st && !(st = erg_gpu_power_mw(g, i, &mw, &err)))
+                snprintf(ps, sizeof ps, "%" PRIu32 " mW", mw);
+            if (st == ERG_ENOTSUP)
+                st = ERG_OK;
+            if (!st)
+                st = erg_gpu_energy_info_get(g, i, &info, &err);
+            if (st) {
                 rc = cli_report("gpu", &err);
                 break;
             }
-            printf("%d\t%s\t%" PRIu64 " mJ\t%" PRIu32 " mW\n", i, name, mj, mw);
+            printf("%d\t%s\t%s\t%s\tenergy: %s (%s)\n", i, name, es, ps,
+                   erg_energy_source_name(info.source), info.scope);
         }
     } else if (!strcmp(sub, "clocks")) {
         int *c = NULL;
@@ -107,6 +206,8 @@ int cmd_gpu(int argc, char **argv)
         for (size_t i = 0; i < n; i++)
             printf("%d\n", c[i]);
         erg_free(c);
+    } else if (!strcmp(sub, "energy") && check) {
+        rc = energy_check(g, (int)dev, seconds);
     } else if (!strcmp(sub, "energy")) {
         uint64_t mj;
         if (erg_gpu_energy_mj(g, (int)dev, &mj, &err))

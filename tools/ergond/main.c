@@ -32,6 +32,13 @@ static void log_stderr(void *user, int level, const char *msg)
             names[level < 0 ? 0 : level > 2 ? 2 : level], msg);
 }
 
+/* A device whose energy counter ergon stopped trusting: said once, as a warning. */
+static void on_energy_event(void *user, int dev, const char *msg)
+{
+    (void)dev;
+    log_stderr(user, 1, msg);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -54,7 +61,8 @@ static void usage(FILE *f)
             "                      StrictModes, FILE and every directory above it must be\n"
             "                      owned by root (or ergond's user) and not writable by\n"
             "                      group or others (sticky dirs like /tmp excepted)\n"
-            "  --gpu SPEC          GPU back-end: nvml (default), nvml:LIBRARY, sim:GPU[:MODEL[:N]]\n"
+            "  --gpu SPEC          GPU back-end: nvml (default), nvml:LIBRARY, amdsmi,\n"
+            "                      amdsmi:LIBRARY, auto (NVML, else amdsmi), sim:GPU[:MODEL[:N]]\n"
             "  --socket-mode MODE  octal permissions of the socket (default 0660: root and\n"
             "                      the socket's group may connect and read; only allowed\n"
             "                      peers may write; 0666 lets every local user read)\n"
@@ -171,6 +179,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ergond: %s\n", err.msg);
         return 1;
     }
+    erg_gpu_set_energy_event(gpu, on_energy_event, NULL);
     if (erg_daemon_new(sock, (unsigned)mode, config, gpu, log_stderr, NULL, &the_daemon, &err)) {
         fprintf(stderr, "ergond: %s\n", err.msg);
         erg_gpu_close(gpu);
