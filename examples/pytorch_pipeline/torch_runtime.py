@@ -63,21 +63,31 @@ class TorchPipeline:
         self.opts = [torch.optim.SGD(self.modules[s].parameters(), lr=self.lr, momentum=0.9)
                      for s in self.local]
         cls = schedule_class(self.name)
-        loss_fn = self.data.loss
+        data = self.data
+
+        # loss/M per microbatch and no scaling by the schedule (scale_grads=False): the
+        # gradients accumulate exactly as in train.py's own loop and its one-process
+        # reference, so all three give bitwise the same losses.
+        def loss_fn(out, target):
+            return data.loss(out, target) / M
+
         if cls.__name__ in ("ScheduleGPipe", "Schedule1F1B"):
             if len(self.stages) != 1:
                 raise SystemExit("%s runs one stage per rank (got %d)" % (cls.__name__,
                                                                          len(self.stages)))
-            self.schedule = cls(self.stages[0], n_microbatches=M, loss_fn=loss_fn)
+            self.schedule = cls(self.stages[0], n_microbatches=M, loss_fn=loss_fn,
+                                scale_grads=False)
         else:
-            self.schedule = cls(self.stages, n_microbatches=M, loss_fn=loss_fn)
+            self.schedule = cls(self.stages, n_microbatches=M, loss_fn=loss_fn,
+                                scale_grads=False)
         if hooks_factory is not None:
             self.hooks = hooks_factory(self.stages)
         return self
 
     def run_step(self, step):
-        """One iteration (schedule.step); the iteration loss (sum over microbatches of
-        loss/M, in microbatch order) on the rank holding the last stage, else None."""
+        """One iteration (schedule.step) and the optimizer step; the iteration loss (sum of
+        the microbatches' loss/M, in microbatch order) on the rank holding the last stage,
+        else None."""
         M = self.M
         mbs = [self.data.microbatch(step, mb, M) for mb in range(M)]
         kw = {}
@@ -98,7 +108,7 @@ class TorchPipeline:
                                % (len(losses), M))
         total = torch.zeros((), dtype=torch.float32)
         for l in losses:
-            total = total + l.detach() / M
+            total = total + l.detach()
         return float(total)
 
     def close(self):
