@@ -1,9 +1,11 @@
 # ergon: the two entry points of README.md (make demo, make test) and helpers.
 # Both install missing Debian packages, configure and build.
 
+# iproute2: `ip netns`/veth for the multi-host fault test (tests/cli/multihost_faults.sh);
+# poppler-utils: pdftotext reads the text of the pictures (tests/cli/show_frontier_profiled.sh).
 DEB_PACKAGES := build-essential cmake pkg-config clang libclang-rt-14-dev \
   libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 \
-  libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3
+  libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3 poppler-utils iproute2
 # PyTorch (CPU, gloo) for the end-to-end example (examples/pytorch_pipeline): `make test`,
 # `make e2e` and `make test-e2e` install it (the e2e tests skip, saying so, without it);
 # pydantic (v1 API, Debian 12: 1.10) lets cli/zeus_pydantic check our Zeus dumps and settings
@@ -32,7 +34,7 @@ ASAN_BUILD ?= build-asan
 
 PY_STAMP := $(PY_VENV)/.ergon-requirements
 
-.PHONY: py-deps all deps e2e-deps deb-deps build build-asan demo test test-release test-asan test-e2e fuzz bench e2e format clean \
+.PHONY: py-deps all deps e2e-deps deb-deps build build-asan demo test test-release test-asan test-e2e fuzz fuzz-build fuzz-check bench e2e format clean \
   install uninstall deb
 
 all: build
@@ -79,7 +81,7 @@ build-asan: deps
 demo: build
 	@bash tools/demo.sh $(BUILD)/ergon
 
-test: fuzz test-release test-asan
+test: fuzz-check test-release test-asan
 
 test-release: build e2e-deps deb-deps py-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -97,12 +99,23 @@ e2e: build py-deps
 test-e2e: build e2e-deps py-deps
 	cd $(BUILD) && ctest --output-on-failure -R 'cli/e2e_'
 
-# Every parser has a libFuzzer target; CI runs each briefly (FUZZ_SECONDS).
+# Every parser has a libFuzzer target (tests/fuzz/, docs/fuzzing.md).
+# make fuzz: open-ended random exploration, FUZZ_SECONDS per target; what it finds becomes a
+#   corpus file in tests/fuzz/corpus/NAME/ plus a fix. It may find something new on any run.
+# make fuzz-check (the fuzz stage of make test): replays the committed corpus, then a
+#   fixed-seed exploration of FUZZ_RUNS inputs per target: the same answer on the same code.
 FUZZ_SECONDS ?= 15
-fuzz: deps
+FUZZ_RUNS ?= 20000
+FUZZ_SEED ?= 1
+fuzz-build: deps
 	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DERGON_FUZZ=ON -DBUILD_TESTING=ON >/dev/null
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_all
+
+fuzz: fuzz-build
 	bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
+fuzz-check: fuzz-build
+	bash tests/fuzz/run.sh --fixed build-fuzz $(FUZZ_RUNS) $(FUZZ_SEED)
 
 # Install into PREFIX (default /usr/local; DESTDIR honoured): library, headers, ergon.pc,
 # CMake package, ergon, ergond, man pages, bash completion, the Python package, the systemd

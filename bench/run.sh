@@ -14,6 +14,9 @@ for b in "$build"/bench/bench_*; do
     bench_planner)
       echo "Perseus frontier planner (one core)"
       taskset -c 0 "$b" "$data" "${BENCH_REPS:-3}" ;;
+    bench_replan)
+      echo "Answering a straggler target from a stored frontier vs re-planning (one core)"
+      taskset -c 0 "$b" "$data" "${BENCH_REPS:-3}" ;;
     bench_client_overhead)
       fake="$build/tests/fake_nvml/libnvidia-ml.so.1"
       "$b"
@@ -24,3 +27,9 @@ for b in "$build"/bench/bench_*; do
     *) "$b" ;;
   esac
 done
+echo; echo "== shard_chain"
+echo "ergon shard analyze on N chained dots reading one weight (bench/shard_chain.sh)"
+bash "$here/bench/shard_chain.sh" "$build/ergon" "" 1000 4000 20000
+# instruction counts (do not move with the load): bench/instructions.sh BUILD [BASE_BUILD]
+echo; echo "== instructions (valgrind cachegrind, whole plan perseus process)"
+"$here/bench/instructions.sh" "$build" ${BENCH_BASE_BUILD:-}

@@ -7,6 +7,8 @@
 #   LIBDIR/pkgconfig/ergon.pc                           pkg-config
 #   LIBDIR/cmake/ergon/ergon{Config,ConfigVersion,Targets}.cmake   find_package(ergon) -> ergon::ergon
 #   BINDIR/ergon, SBINDIR/ergond                        the CLI and the clock daemon
+#   LIBDIR/ergon/ergon-watchdog                         the client's watchdog (libergon runs it;
+#                                                       per architecture, as the library is)
 #   MANDIR/man1/ergon.1, ergon-COMMAND.1, man8/ergond.8 generated from the --help texts
 #   DATADIR/bash-completion/completions/{ergon,ergond}
 #   DOCDIR (share/doc/ergon)/*.md                       the documentation
@@ -62,6 +64,7 @@ if(_ergon_sysdir EQUAL -1)
     file(RELATIVE_PATH _rel ${CMAKE_INSTALL_FULL_SBINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
     set_target_properties(ergond PROPERTIES INSTALL_RPATH "$ORIGIN/${_rel}")
   endif()
+  set_target_properties(ergon_watchdog PROPERTIES INSTALL_RPATH "$ORIGIN/..")
 endif()
 
 # --- Library, headers, CMake package, pkg-config.
@@ -95,6 +98,7 @@ install(TARGETS ergon_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET ergond)
   install(TARGETS ergond RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
 endif()
+install(TARGETS ergon_watchdog RUNTIME DESTINATION ${CMAKE_INSTALL_LIBDIR}/ergon)
 
 # --- Man pages, generated at build time from the --help texts (packaging/gen_man.py).
 # Off in sanitizer/fuzz builds: it runs the freshly built programs.
@@ -128,12 +132,15 @@ endif()
 install(FILES ${ERGON_PKG_DIR}/bash-completion/ergon ${ERGON_PKG_DIR}/bash-completion/ergond
         DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 
-# --- Python package: python/ergon/*.py plus _install.py, which tells it where the library is
+# --- Python package: python/ergon/*.py (and integration/*.py) plus _install.py, which tells it where the library is
 # (empty in a system library directory, which the loader searches anyway: the Debian package
 # python3-ergon is then architecture-independent).
 file(GLOB _ergon_py CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/python/ergon/*.py)
 configure_file(${ERGON_PKG_DIR}/_install.py.in ${CMAKE_BINARY_DIR}/packaging/_install.py @ONLY)
 install(FILES ${_ergon_py} ${CMAKE_BINARY_DIR}/packaging/_install.py DESTINATION ${_ergon_pydir}/ergon)
+# ergon.integration is a subpackage (one module per framework: deepspeed, megatron, ...).
+file(GLOB _ergon_py_integration CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/python/ergon/integration/*.py)
+install(FILES ${_ergon_py_integration} DESTINATION ${_ergon_pydir}/ergon/integration)
 
 # --- ergond as a service: unit and default allow list (an existing one is never replaced).
 set(ERGON_FULL_SBINDIR ${CMAKE_INSTALL_FULL_SBINDIR})

@@ -25,8 +25,8 @@ typedef struct erg_client erg_client;
 
 /* Flags of erg_client_new. */
 #define ERG_CLIENT_NO_SIGNALS 1u  /* Do not install SIGINT/SIGTERM/SIGHUP handlers. */
-#define ERG_CLIENT_NO_WATCHDOG 2u /* Do not fork the helper that restores clocks if the
-                                     process dies hard (SIGKILL, crash). */
+#define ERG_CLIENT_NO_WATCHDOG 2u /* Do not start the ergon-watchdog program that restores
+                                     clocks if the process dies hard (SIGKILL, crash). */
 #define ERG_CLIENT_NO_ENERGY 4u   /* Do not sample the energy counter. */
 #define ERG_CLIENT_LOCK_MEMORY 8u /* Lock the memory clock at its maximum while the client
                                      lives, as Perseus does in frequency mode (ignored
@@ -37,10 +37,15 @@ typedef struct erg_client erg_client;
  * the client) as pipeline rank `rank` (= stage). log_dir (may be NULL)
  * receives instructions-<rank>.csv and time-energy-<rank>.csv at
  * erg_client_close / erg_client_flush_logs.
- * Unless flags say otherwise, installs signal handlers that restore the
- * clocks and then re-raise the signal, and forks a watchdog process that
- * resets the GPU when this process dies without closing the client
- * (NVML back-end only: the simulated GPU dies with the process). */
+ * Unless flags say otherwise, installs SIGINT/SIGTERM/SIGHUP handlers that reset
+ * the clocks and then pass the signal on to the handler the program had before
+ * (Python's KeyboardInterrupt) or to the default action; and starts the
+ * ergon-watchdog program (found through $ERGON_WATCHDOG, next to libergon, the
+ * install path, then PATH), which resets the GPU when this process dies without
+ * closing the client (NVML back-end only: the simulated GPU dies with the
+ * process, ergond's lease covers the daemon back-end). A watchdog that cannot
+ * start is an error: ERG_ENOTFOUND (no program), ERG_ENOGPU, ERG_ETIMEOUT (it did
+ * not open the GPU library within 30 s). docs/runtime.md, "Restoring the GPU". */
 ERG_API erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_dir,
                                   unsigned flags, erg_client **out, erg_error *err);
 

@@ -19,8 +19,9 @@ typedef struct erg_emulation {
     double compute_energy_j;  /* Sum of the profiled energy of every instruction. */
     double blocking_energy_j; /* p * sum over stages of (time_s - busy time). */
     /* erg_emulate_ex only (0 from erg_emulate): */
-    int num_switches;         /* Clock changes charged, over all stages. */
-    double switch_time_s;     /* num_switches x the switch latency. */
+    int num_switches;         /* Clock requests issued, over all ranks. */
+    double switch_time_s;     /* Iteration time they cost: time_s minus the time with the
+                                 same options and no switch latency. */
     double transfer_time_s;   /* Time each cross-stage edge carried. */
 } erg_emulation;
 
@@ -38,10 +39,12 @@ typedef struct erg_emulate_opts {
     double transfer_bytes;     /* Bytes per microbatch per transfer. */
     double link_bandwidth_bps; /* Bytes per second (> 0 with transfer_bytes). */
     double link_latency_s;
-    /* Clock-switch latency: charged on a stage before an instruction whose
-     * clock differs from the clock of the stage's previous instruction (the
-     * first instruction's previous one is the stage's last: iterations
-     * repeat). The stage is idle (blocking power) for that long. */
+    /* Clock-switch latency: a rank requests an instruction's clock when the
+     * instruction starts (when it differs from the clock last requested; the
+     * first instruction's previous one is the rank's last: iterations repeat);
+     * the request takes effect switch_latency_s later, and until then the GPU
+     * runs at its previous clock, with that clock's profiled time and energy
+     * (emulate_ex.c, docs/emulate.md). Nothing stalls. */
     double switch_latency_s;
 } erg_emulate_opts;
 
@@ -80,6 +83,11 @@ typedef struct erg_frontier_baseline {
     erg_dag *dag;
     double power_w;         /* blocking power the frontier was planned with */
     erg_emulation all_max;  /* all-max clocks, profiled values */
+    /* A switch-aware frontier (`plan perseus --switch-latency L`, frontier-info.csv rows
+     * switch_latency_s and transfer_time_s): every evaluation uses erg_emulate_ex with these;
+     * 0 = erg_emulate, as for every other frontier. */
+    double switch_latency_s;
+    double transfer_time_s;
 } erg_frontier_baseline;
 ERG_API void erg_frontier_baseline_init(erg_frontier_baseline *b);
 ERG_API void erg_frontier_baseline_free(erg_frontier_baseline *b);
@@ -88,12 +96,57 @@ ERG_API bool erg_frontier_info_power(const char *dir, double *power_w);
 /* Read DIR's baseline for frontier f (have = false when DIR has none). */
 ERG_API erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,
                                               erg_frontier_baseline *b, erg_error *err);
-/* The least-energy plan whose profiled time is within deadline_s (with no
+/* The one selection of "the plan for a deadline" (choose, compare, plan perseus's summary, the
+ * server's Frontier scheduler): the least estimated energy among plans whose estimated time
+ * fits (erg_frontier_choose_deadline), then, since estimates are quantised down, faster plans
+ * one by one until eval's profiled time fits (*em: its values). eval(user, k, em, err) gives
+ * plan k's profiled values; NULL: the estimates alone. ERG_ENOTFOUND when none fits. */
+typedef erg_status (*erg_frontier_eval_fn)(void *user, size_t k, erg_emulation *em,
+                                           erg_error *err);
+ERG_API erg_status erg_frontier_pick(const erg_frontier *f, double deadline_s,
+                                     erg_frontier_eval_fn eval, void *user, size_t *k,
+                                     erg_emulation *em, erg_error *err);
+/* erg_frontier_pick with the baseline's profile: the least-energy plan whose profiled time is
+ * within deadline_s (with no
  * baseline: the planner's estimate, as erg_frontier_choose_deadline); *em is
  * its emulation when b->have. ERG_ENOTFOUND when none fits. */
 ERG_API erg_status erg_frontier_baseline_pick(const erg_frontier_baseline *b,
                                               const erg_frontier *f, double deadline_s,
                                               size_t *k, erg_emulation *em, erg_error *err);
+/* Make sure frontier f (computed, not read from a directory) holds a plan no slower than
+ * all-max clocks by the profiled values, so that a deadline of the all-max time (a slowdown
+ * of 1.0) always has an answer: the planner's times are quantised to its unit, and its fastest
+ * plan can run a little slower than all-max clocks once the profiled times are used. When it
+ * does, all_max (erg_plan_all_max of the same profile, stages, microbatches and schedule) is
+ * appended as the fastest point, with the fastest plan's estimated time and all-max's profiled
+ * energy; *added (may be NULL) says whether it was. Needs b->have. */
+ERG_API erg_status erg_frontier_baseline_complete(const erg_frontier_baseline *b,
+                                                  erg_frontier *f, const erg_plan *all_max,
+                                                  bool *added, erg_error *err);
+
+/* Switch-aware planning (docs/emulate.md): from frontier `in` (a Perseus frontier planned without
+ * switch latency, from the same profile), a frontier whose every point's time and energy are the
+ * emulation of its plan with opts (switch_latency_s, transfer, blocking_power_w) by
+ * erg_emulate_ex's switch model, so a deadline chosen on it is met at that latency. For every
+ * plan of `in` it evaluates the plan and variants that keep a rank's clock where the planned
+ * change buys little or where an up-switch delays a critical instruction (switch_aware.c), and
+ * keeps the Pareto-optimal ones, slowest first.
+ * Frontiers of more than 4,096 plans: every k-th plan (and the last) keeps the work bounded;
+ * plans one time unit apart differ in a few clocks.
+ * unit_s is recorded as the new frontier's unit (its times are not quantised). progress as
+ * erg_perseus_opts's (plans of `in` done / total). */
+typedef struct erg_switch_aware_stats {
+    size_t plans_in;   /* plans of `in` */
+    size_t plans_evaluated; /* of which evaluated: all up to 4,096, else every k-th and the last */
+    size_t candidates; /* plans and distinct variants evaluated */
+    size_t plans_out;  /* Pareto-optimal ones kept */
+    size_t plans_merged; /* of which variants with merged clocks (not a planned plan) */
+} erg_switch_aware_stats;
+ERG_API erg_status erg_frontier_switch_aware(const erg_profile *profile, const erg_frontier *in,
+                                             const erg_emulate_opts *opts, double unit_s,
+                                             erg_progress_fn progress, void *progress_user,
+                                             erg_frontier **out, erg_switch_aware_stats *stats,
+                                             erg_error *err);
 
 #ifdef __cplusplus
 }

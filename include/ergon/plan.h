@@ -42,6 +42,22 @@ ERG_API void erg_plan_estimate(const erg_plan *plan, double *time_s, double *ene
 ERG_API erg_status erg_plan_set_method(erg_plan *plan, const char *method, erg_error *err);
 ERG_API const char *erg_plan_method(const erg_plan *plan);
 
+/* Provenance: where a plan came from. The fingerprint of the profile it was planned with
+ * (erg_profile_fingerprint), the blocking power, and the clock table (a GPU name such as
+ * "A100", or "profile" for the profile's own clocks). Written into JSON plans ("provenance")
+ * and as a comment line of .py plans ("# ergon provenance: {...}", which Perseus and Zeus skip),
+ * and read back; ergon's commands that take a plan with a profile refuse a mismatch. NULL /
+ * NAN when unknown (plans from elsewhere or from older ergon). */
+ERG_API erg_status erg_plan_set_provenance(erg_plan *plan, const char *profile_fingerprint,
+                                           double blocking_power_w, const char *clock_table,
+                                           erg_error *err);
+ERG_API const char *erg_plan_profile_fingerprint(const erg_plan *plan);
+ERG_API double erg_plan_blocking_power(const erg_plan *plan);
+ERG_API const char *erg_plan_clock_table(const erg_plan *plan);
+/* The schedule the plan file itself names (JSON plans; .py plans with a provenance line), or
+ * false when it names none (then the reader's hint was used). */
+ERG_API bool erg_plan_schedule_stated(const erg_plan *plan, erg_schedule_kind *kind);
+
 /* Read a plan file: our JSON format (docs/formats.md) or the Perseus/Zeus
  * `freqs_pipeline_%05d.py` Python literal (parsed as data, never evaluated).
  * For .py files the schedule comes from `sched_hint` (NULL = 1F1B) and M is

@@ -110,6 +110,12 @@ ERG_API erg_status erg_frontier_choose_deadline(const erg_frontier *f, double de
  * a straggler pipeline running slowdown x slower sets the pace). */
 ERG_API erg_status erg_frontier_choose_slowdown(const erg_frontier *f, double slowdown,
                                                 size_t *index, erg_error *err);
+/* Append plan p at the fast end of a computed frontier (not one read from a directory), with
+ * the point pt (pt->time_s no larger than the fastest point's). The plan must have the
+ * frontier's stages, microbatches and schedule. Used to add the all-max plan where the fastest
+ * planned plan is slower by the profiled values (erg_frontier_baseline_complete). */
+ERG_API erg_status erg_frontier_append_plan(erg_frontier *f, const erg_plan *p,
+                                            const erg_frontier_point *pt, erg_error *err);
 
 #ifdef __cplusplus
 }

@@ -86,6 +86,13 @@ ERG_API const erg_profile_point *erg_profile_points(const erg_profile *p, int st
 ERG_API erg_status erg_profile_lookup(const erg_profile *p, int stage, erg_instr_kind kind,
                                       int freq_mhz, erg_profile_point *out, erg_error *err);
 
+/* A fingerprint of the profile's rows, for plans to record where they came from: FNV-1a
+ * (64 bits) of every (stage, instruction, clock, time, energy) row, sorted by stage,
+ * instruction and clock, with times and energies printed to 17 digits; written
+ * "fnv1a64:" and 16 hex digits. Two profiles with the same rows in any order agree. */
+#define ERG_PROFILE_FINGERPRINT_LEN 25
+ERG_API void erg_profile_fingerprint(const erg_profile *p, char out[ERG_PROFILE_FINGERPRINT_LEN]);
+
 /* Published P2P blocking power of a GPU ("A40": 70.38 W, "A100": 83.64 W, case
  * insensitive; "A100-SXM"/"a100_sxm" map to A100). ERG_ENOTFOUND otherwise. */
 ERG_API erg_status erg_blocking_power_w(const char *gpu, double *power_w, erg_error *err);

@@ -1,4 +1,4 @@
-/* server.h: the control-plane server (Perseus/kronos protocol plus our /v1 API) used by `ergon serve`. */
+/* server.h: the control-plane server (Perseus/kronos and Zeus PFO protocols plus our /v1 API) used by `ergon serve`. */
 #ifndef ERGON_SERVER_H
 #define ERGON_SERVER_H
 
@@ -30,8 +30,10 @@ typedef struct erg_server_opts {
     const char *db_path;         /* SQLite file (WAL mode); ":memory:" = no persistence. */
     const char *dump_dir;        /* Root of the per-job dumps (default "dump"). */
     bool dump_data;              /* Write perseus.json, N.sched.json, N.prof.json (default true). */
-    const char *scheduler;       /* Default scheduler class name (default "AllMaxFrequency"). */
-    const char *scheduler_args;  /* JSON object of scheduler arguments (default "{}"). */
+    const char *scheduler;       /* Default scheduler class name; NULL (default): the Zeus
+                                    configuration's counterpart if there is one, else
+                                    "AllMaxFrequency" (docs/zeus-protocol.md §11). */
+    const char *scheduler_args;  /* JSON object of scheduler arguments (NULL = "{}"). */
     const char *mode;            /* "frequency", "power limit" or NULL (= from the scheduler). */
     erg_log_level log_level;     /* Records below this level are dropped (default INFO). */
     double rank_timeout_s;       /* A silent rank aborts its job after this long; 0 = never. */
@@ -56,6 +58,21 @@ typedef struct erg_server_opts {
      * with a message saying how to configure them. */
     const char *zeus_scheduler;
     const char *zeus_scheduler_args;
+    /* Access control of the HTTP front end (docs/http-api.md, "Access control"); requests
+     * through erg_server_handle are not checked. auth_token: every route but /healthz needs
+     * "Authorization: Bearer <token>" (or HTTP Basic credentials whose password is the
+     * token); 16-4096 printable characters. allow_nets: CIDR networks ("10.0.0.0/8",
+     * "fd00::/8") whose clients may use the Perseus and Zeus routes without the token (every
+     * route when there is no token). A host other than loopback needs a token or networks
+     * unless insecure is set. */
+    const char *auth_token;
+    const char *const *allow_nets;
+    size_t n_allow_nets;
+    bool insecure;
+    /* HTTPS through libmicrohttpd (GnuTLS): PEM certificate chain and private key files;
+     * both or neither. */
+    const char *tls_cert_file;
+    const char *tls_key_file;
 } erg_server_opts;
 
 ERG_API void erg_server_opts_init(erg_server_opts *opts);

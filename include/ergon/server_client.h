@@ -24,11 +24,20 @@ ERG_API void erg_srv_client_opts_init(erg_srv_client_opts *opts);
 /* One connection to a server. Not thread-safe: use one client per thread. */
 typedef struct erg_srv_client erg_srv_client;
 
-/* base_url: "http://127.0.0.1:7787" (no trailing slash needed). opts may be
+/* base_url: "http://127.0.0.1:7787" or "https://..." (no trailing slash needed). opts may be
  * NULL for the defaults. */
 ERG_API erg_status erg_srv_client_new(const char *base_url, const erg_srv_client_opts *opts,
                                       erg_srv_client **out, erg_error *err);
 ERG_API void erg_srv_client_free(erg_srv_client *c);
+/* A server with access control (docs/http-api.md, "Access control"): send the token as
+ * "Authorization: Bearer <token>" (NULL or "" = none), and verify an https server against
+ * this PEM CA bundle (NULL = the system's). erg_srv_client_new takes both from
+ * ERGON_SERVE_TOKEN and ERGON_SERVE_CA_FILE when set; a token in the URL
+ * (https://user:TOKEN@host:port) works too. 401 and 403 answers are ERG_EPERM. */
+ERG_API erg_status erg_srv_client_set_token(erg_srv_client *c, const char *token,
+                                            erg_error *err);
+ERG_API erg_status erg_srv_client_set_ca_file(erg_srv_client *c, const char *path,
+                                              erg_error *err);
 
 /* What rank 0 registers (JobInfo of spec §1.2). Strings are borrowed. */
 typedef struct erg_srv_job_desc {

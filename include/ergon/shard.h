@@ -55,6 +55,29 @@ ERG_API erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mes
 ERG_API erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *computation,
                                                  int mesh0, int mesh1, erg_shard **out,
                                                  erg_error *err);
+
+/* Default of erg_shard_analyze_options.twin_window. */
+#define ERG_SHARD_TWIN_WINDOW 64
+
+/* Options of erg_shard_analyze_opts; erg_shard_analyze_options_init sets the defaults. */
+typedef struct erg_shard_analyze_options {
+    const char *computation; /* NULL: ENTRY (as erg_shard_analyze_computation) */
+    /* Candidate dots one backward-twin search examines (1 to 1000000; default
+     * ERG_SHARD_TWIN_WINDOW); it also reads at most 64 times as many users. A search that
+     * reaches the bound stops without a twin; the report says how many did. Keeps the
+     * analysis near-linear when one tensor is read by thousands of dots. */
+    int twin_window;
+    /* Called with (instructions done, instructions) during the analysis; may be NULL.
+     * Non-zero cancels (ERG_ECANCELED). */
+    erg_progress_fn progress;
+    void *user;
+} erg_shard_analyze_options;
+
+ERG_API void erg_shard_analyze_options_init(erg_shard_analyze_options *o);
+/* erg_shard_analyze_computation with options (NULL: the defaults). */
+ERG_API erg_status erg_shard_analyze_opts(const erg_hlo_module *m, int mesh0, int mesh1,
+                                          const erg_shard_analyze_options *o, erg_shard **out,
+                                          erg_error *err);
 ERG_API void erg_shard_free(erg_shard *s);
 /* Counts. */
 ERG_API size_t erg_shard_num_blocks(const erg_shard *s);
@@ -115,6 +138,7 @@ ERG_API erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, ch
 typedef enum erg_shard_method {
     ERG_SHARD_DP = 0,  /* CFP: exact DP over segments with a memory dimension (see search.c) */
     ERG_SHARD_ILP = 1, /* Alpa: ILP over blocks (GLPK) on the same costs */
+    ERG_SHARD_GIVEN = 2, /* not a search: a strategy vector given (erg_shard_plan_given) */
 } erg_shard_method;
 
 typedef struct erg_shard_plan erg_shard_plan;
@@ -124,6 +148,11 @@ typedef struct erg_shard_plan erg_shard_plan;
 ERG_API erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_limit_s,
                                     erg_shard_plan **out, erg_error *err);
 ERG_API void erg_shard_plan_free(erg_shard_plan *p);
+/* A plan from a given strategy vector (one per block, in block order; n = the number of
+ * blocks), costed like a searched one: a baseline, or a variant to measure. ERG_EINVAL names
+ * the block whose strategy is out of range. */
+ERG_API erg_status erg_shard_plan_given(erg_shard *s, const size_t *strategies, size_t n,
+                                        erg_shard_plan **out, erg_error *err);
 /* Alpa's ILP at operator granularity on the same cost model: every block member picks its
  * own row of its block's plan table; every operand edge carries a resharding matrix. Gives the
  * objective (s; INFINITY when the time limit hit before any solution), the solve time, whether

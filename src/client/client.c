@@ -1,241 +1,28 @@
-/* client.c: the training-loop client: hooks, the clock thread, restore on exit/signals/death. */
-#include "client/client_internal.h"
+/* client.c: the training-loop client's core: create and close, plans, the step/instruction
+ * and receive hooks, sync, logs. The clock queue, signals, watchdog and profiling sweep live
+ * in clock_queue.c, signals.c, watchdog.c and profiling.c. */
+#include "client/client_struct.h"
 #include "ergon/plan.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 /*
- * THE CLOCK QUEUE
- *
- * The training thread (producer) and the clock thread (consumer) share a
- * single-producer single-consumer ring of clock requests. The producer
- * writes the slot, then publishes it with a release store of `tail`; the
- * consumer reads `tail` with acquire, reads the newest slot, releases the
- * slots by storing `head`, then makes the (slow) GPU call. Neither side ever takes a
- * lock or makes a system call, so instruction_begin costs a few loads and
- * stores. The consumer polls (sleeping 100 us between empty polls, far below
- * the 10-20 ms an NVML setter takes).
- *
- * Consecutive equal clocks are skipped on the producer side (`last_req`).
- * Every request carries an increasing number. When the consumer finds
- * several requests pending (the GPU is slower than the instructions), it
- * applies only the newest and drops the rest: a clock meant for an
- * instruction that has already finished is worthless, and applying every
- * stale one in turn would leave the GPU ever further behind. If the ring is
- * ever full, the producer puts the request in `overflow` (one atomic 64-bit
- * slot holding number and clock, latest wins). The consumer takes the ring's
- * newest entry and the overflow slot, applies whichever has the higher
- * number, and remembers the number applied so that an older request found
- * later (left in the ring while the overflow slot held a newer one) is
- * skipped. So the GPU always ends at the clock the training loop asked for
- * last. On stop, pending requests are dropped (the client resets the GPU).
- *
- * RESTORE. Normal path: erg_client_close resets the SM (and memory) clocks.
- * Signals: the handler only stores the signal number; every clock thread
- * sees it within 100 us, resets its GPU, marks itself done, and the last one
- * re-raises the signal with the default action. Hard death: a watchdog child
- * (forked at creation, before our thread starts) waits for EOF on a pipe
- * whose write end only the client process holds; EOF without the "clean
- * close" byte means the process died, and the child reopens the back-end
- * from its spec and resets the GPU. LIMITATION: forking from a process that
- * already has other threads is only safe because the child execs nothing
- * and touches only its own fresh state; the daemon lease (ergond) is the
- * robust alternative.
+ * RESTORE. The GPU's clocks go back to their defaults on erg_client_close; on
+ * SIGINT/SIGTERM/SIGHUP (signals.c: every client's clock thread resets its
+ * GPU, then the signal goes on to the program's own handler or its default
+ * action); and when the process dies hard (SIGKILL, a crash): each NVML
+ * client's watchdog, a separate program started by posix_spawn, sees the
+ * process end through a pidfd and resets the GPU (watchdog.c). Through
+ * ergond, the daemon's pidfd lease does the same.
  */
 
-#define QCAP 1024u
-#define REC_CHUNK 1024u
-#define REC_MAX_CHUNKS 65536u
-#define POLL_NS 100000L
-#define ENERGY_PERIOD_S 0.002        /* NVML and the simulated GPU */
-#define ENERGY_PERIOD_DAEMON_S 0.02  /* through ergond: one HTTP request per sample */
-
-struct erg_client {
-    erg_gpu *gpu;
-    int dev, rank;
-    char *log_dir;
-    unsigned flags;
-
-    /* plan: clocks[(chunk * 4 + kind) * M + microbatch]; chunk = position of
-     * the pipeline stage among this rank's stages (ascending), kind F/B/I/W */
-    int *clocks;
-    int num_mb, num_chunks;
-    int uniform_clock;
-
-    /* queue */
-    struct {
-        uint64_t seq;     /* request number, increasing */
-        int freq;         /* MHz, 0 = reset */
-    } ring[QCAP];
-    _Atomic size_t head, tail;
-    _Atomic uint64_t overflow; /* seq << 20 | (freq + 1); 0 = empty */
-    int last_req;         /* producer-side dedupe */
-    uint64_t next_seq;    /* producer: number of the next request */
-    uint64_t applied_seq; /* consumer: newest request applied (or superseded) */
-    _Atomic uint64_t requested;
-    _Atomic int busy;     /* the consumer has taken requests it has not applied yet */
-    _Atomic int active_clock;
-    _Atomic uint64_t changes;
-    _Atomic uint64_t coalesced; /* requests superseded before they were applied */
-    _Atomic int stop;
-    pthread_t thread;
-    bool thread_started;
-
-    /* clock thread error */
-    pthread_mutex_t err_mu;
-    erg_error clock_err;
-
-    /* measurement */
-    double epoch_offset_s; /* realtime - monotonic at creation */
-    bool in_step, in_instr;
-    double step_start_s;
-    uint64_t step_energy_mj;
-    erg__instr_rec **chunks;      /* REC_MAX_CHUNKS slots, filled as needed, never moved */
-    _Atomic size_t nrecs;         /* committed records (release-stored by the producer) */
-    _Atomic(erg__instr_rec *) spare; /* a chunk the clock thread allocated in advance */
-    erg__instr_rec *cur;          /* the open instruction's record */
-    erg__instr_rec scratch;       /* where records go once the store is full */
-    uint64_t dropped;             /* records not stored (store full / no memory) */
-    bool mem_locked;              /* we locked the memory clock (ERG_CLIENT_LOCK_MEMORY) */
-    pthread_mutex_t samples_mu;
-    erg__energy_sample *samples;
-    size_t nsamples, cap_samples;
-    bool sampling;
-
-    /* receive waits: charged to the next instruction; per step (kind, wait) lists */
-    bool in_recv;
-    double recv_start_s, pending_wait_s;
-    struct wait_list {
-        signed char *kind;
-        double *wait_s;
-        size_t n, cap;
-    } waits_cur, waits_last;
-
-    /* watchdog */
-    pid_t watchdog;
-    int watchdog_fd;
-    _Atomic int restored_by_signal;
-};
-
-/* ---- signal handling: a registry of live clients ---- */
-#define MAX_CLIENTS 64
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static erg_client *registry[MAX_CLIENTS];
-static volatile sig_atomic_t pending_signal = 0;
-static int handlers_installed = 0;
-static struct sigaction old_actions[3];
-static const int restore_signals[3] = {SIGINT, SIGTERM, SIGHUP};
-
-static void on_signal(int sig)
-{
-    pending_signal = sig;
-}
-
-static void install_handlers(void)
-{
-    if (handlers_installed++)
-        return;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < 3; i++)
-        sigaction(restore_signals[i], &sa, &old_actions[i]);
-}
-
-static void uninstall_handlers(void)
-{
-    if (handlers_installed == 0 || --handlers_installed)
-        return;
-    for (int i = 0; i < 3; i++)
-        sigaction(restore_signals[i], &old_actions[i], NULL);
-}
-
-static void register_client(erg_client *c)
-{
-    pthread_mutex_lock(&reg_mu);
-    for (int i = 0; i < MAX_CLIENTS; i++)
-        if (!registry[i]) {
-            registry[i] = c;
-            break;
-        }
-    install_handlers();
-    pthread_mutex_unlock(&reg_mu);
-}
-
-static void unregister_client(erg_client *c)
-{
-    pthread_mutex_lock(&reg_mu);
-    for (int i = 0; i < MAX_CLIENTS; i++)
-        if (registry[i] == c)
-            registry[i] = NULL;
-    uninstall_handlers();
-    pthread_mutex_unlock(&reg_mu);
-}
-
-/* Called by a clock thread after it restored its GPU for a signal. */
-static void maybe_reraise(int sig)
-{
-    pthread_mutex_lock(&reg_mu);
-    bool all = true;
-    for (int i = 0; i < MAX_CLIENTS; i++)
-        if (registry[i] && !(registry[i]->flags & ERG_CLIENT_NO_SIGNALS) &&
-            !atomic_load(&registry[i]->restored_by_signal))
-            all = false;
-    if (all) {
-        /* Tell the watchdogs the GPUs are already clean, then die of the
-         * signal as the process would have without us. */
-        for (int i = 0; i < MAX_CLIENTS; i++)
-            if (registry[i] && registry[i]->watchdog_fd >= 0) {
-                ssize_t w = write(registry[i]->watchdog_fd, "q", 1);
-                (void)w;
-            }
-        for (int i = 0; i < 3; i++)
-            if (restore_signals[i] == sig)
-                sigaction(sig, &old_actions[i], NULL);
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        struct sigaction cur;
-        sigaction(sig, NULL, &cur);
-        if (cur.sa_handler == on_signal)
-            sigaction(sig, &dfl, NULL);
-        pthread_mutex_unlock(&reg_mu);
-        kill(getpid(), sig);
-        return;
-    }
-    pthread_mutex_unlock(&reg_mu);
-}
-
-/* ---- helpers ---- */
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double epoch_s(const erg_client *c)
-{
-    return mono_s() + c->epoch_offset_s;
-}
-
-static erg__instr_rec *rec_at(erg_client *c, size_t i)
-{
-    return &c->chunks[i / REC_CHUNK][i % REC_CHUNK];
-}
+#define REC_CHUNK ERG__REC_CHUNK
+#define REC_MAX_CHUNKS ERG__REC_MAX_CHUNKS
 
 static void free_chunks(erg_client *c)
 {
@@ -248,218 +35,6 @@ static void free_chunks(erg_client *c)
     erg__free(c->waits_last.kind);
     erg__free(c->waits_last.wait_s);
 }
-
-static void set_clock_error(erg_client *c, const erg_error *e)
-{
-    pthread_mutex_lock(&c->err_mu);
-    if (c->clock_err.status == ERG_OK)
-        c->clock_err = *e;
-    pthread_mutex_unlock(&c->err_mu);
-}
-
-static void apply_clock(erg_client *c, int f)
-{
-    erg_error e;
-    erg_status st = f > 0 ? erg_gpu_lock_sm_clocks(c->gpu, c->dev, f, f, &e)
-                          : erg_gpu_reset_sm_clocks(c->gpu, c->dev, &e);
-    if (st)
-        set_clock_error(c, &e);
-    else {
-        atomic_store(&c->active_clock, f > 0 ? f : 0);
-        atomic_fetch_add(&c->changes, 1);
-    }
-}
-
-static void sample_energy(erg_client *c)
-{
-    uint64_t mj;
-    erg_error e;
-    if (erg_gpu_energy_mj(c->gpu, c->dev, &mj, &e) != ERG_OK)
-        return;
-    double j = (double)mj / 1000.0, t = epoch_s(c);
-    pthread_mutex_lock(&c->samples_mu);
-    if (c->nsamples && c->samples[c->nsamples - 1].energy_j == j) {
-        pthread_mutex_unlock(&c->samples_mu);
-        return;
-    }
-    if (c->nsamples == c->cap_samples) {
-        size_t nc = c->cap_samples ? 2 * c->cap_samples : 4096;
-        erg__energy_sample *ns = erg__reallocarray(c->samples, nc, sizeof *ns);
-        if (!ns) {
-            pthread_mutex_unlock(&c->samples_mu);
-            return;
-        }
-        c->samples = ns;
-        c->cap_samples = nc;
-    }
-    c->samples[c->nsamples++] = (erg__energy_sample){t, j};
-    pthread_mutex_unlock(&c->samples_mu);
-}
-
-static void *clock_thread(void *arg)
-{
-    erg_client *c = arg;
-    double next_sample = 0;
-    double period = strcmp(erg_gpu_backend_name(c->gpu), "daemon") ? ENERGY_PERIOD_S
-                                                                  : ENERGY_PERIOD_DAEMON_S;
-    for (;;) {
-        bool worked = false;
-        atomic_store(&c->busy, 1);
-        size_t h = atomic_load_explicit(&c->head, memory_order_relaxed);
-        size_t t = atomic_load_explicit(&c->tail, memory_order_acquire);
-        uint64_t ov = atomic_exchange(&c->overflow, 0);
-        if (h != t || ov) {
-            /* Coalesce: apply only the newest request we can see (by its
-             * number, whether it came through the ring or the overflow
-             * slot), and never one older than what was already applied. */
-            uint64_t best_seq = 0;
-            int best_f = 0;
-            if (h != t) {
-                best_seq = c->ring[(t - 1) % QCAP].seq;
-                best_f = c->ring[(t - 1) % QCAP].freq;
-            }
-            if (ov && (ov >> 20) > best_seq) {
-                best_seq = ov >> 20;
-                best_f = (int)(ov & 0xFFFFF) - 1;
-            }
-            atomic_store_explicit(&c->head, t, memory_order_release);
-            if (best_seq > c->applied_seq) {
-                atomic_fetch_add(&c->coalesced, best_seq - c->applied_seq - 1);
-                c->applied_seq = best_seq;
-                if (!atomic_load(&c->stop))
-                    apply_clock(c, best_f);
-            }
-            worked = true;
-        }
-        atomic_store(&c->busy, 0);
-        int sig = pending_signal;
-        if (sig && !(c->flags & ERG_CLIENT_NO_SIGNALS) && !atomic_load(&c->restored_by_signal)) {
-            erg_error e;
-            erg_gpu_reset_sm_clocks(c->gpu, c->dev, &e);
-            if (c->mem_locked)
-                erg_gpu_reset_mem_clocks(c->gpu, c->dev, &e);
-            atomic_store(&c->active_clock, 0);
-            atomic_store(&c->restored_by_signal, 1);
-            if (c->log_dir)
-                erg_client_flush_logs(c, &e);
-            maybe_reraise(sig);
-        }
-        if (!atomic_load_explicit(&c->spare, memory_order_relaxed)) {
-            erg__instr_rec *fresh = erg__malloc(REC_CHUNK * sizeof *fresh);
-            if (fresh) {
-                memset(fresh, 0, REC_CHUNK * sizeof *fresh); /* fault the pages in here */
-                erg__instr_rec *expect = NULL;
-                if (!atomic_compare_exchange_strong(&c->spare, &expect, fresh))
-                    erg__free(fresh);
-            }
-        }
-        if (c->sampling) {
-            double now = mono_s();
-            if (now >= next_sample) {
-                sample_energy(c);
-                next_sample = now + period;
-            }
-        }
-        if (atomic_load(&c->stop) &&
-            atomic_load(&c->head) == atomic_load(&c->tail) && !atomic_load(&c->overflow))
-            break;
-        if (!worked) {
-            struct timespec ts = {0, POLL_NS};
-            nanosleep(&ts, NULL);
-        }
-    }
-    return NULL;
-}
-
-/* Producer side: queue a clock change (0 = reset) unless it repeats. */
-static void request_clock(erg_client *c, int f)
-{
-    if (f == c->last_req)
-        return;
-    c->last_req = f;
-    atomic_fetch_add_explicit(&c->requested, 1, memory_order_relaxed);
-    uint64_t seq = ++c->next_seq;
-    size_t t = atomic_load_explicit(&c->tail, memory_order_relaxed);
-    size_t h = atomic_load_explicit(&c->head, memory_order_acquire);
-    if (t - h >= QCAP) {
-        /* Ring full: the overflow slot keeps the newest request. */
-        atomic_store(&c->overflow, seq << 20 | (uint64_t)(f + 1));
-        return;
-    }
-    c->ring[t % QCAP].seq = seq;
-    c->ring[t % QCAP].freq = f;
-    atomic_store_explicit(&c->tail, t + 1, memory_order_release);
-}
-
-/* ---- watchdog ---- */
-
-static void watchdog_main(int fd, const char *spec, int dev, bool mem)
-{
-    /* Only our pipe end stays open; wait for the parent to go away. */
-    char b = 0;
-    ssize_t r;
-    do
-        r = read(fd, &b, 1);
-    while (r < 0 && errno == EINTR);
-    if (r == 1 && b == 'q')
-        _exit(0);
-    erg_gpu *g = NULL;
-    if (erg_gpu_open(spec, &g, NULL) == ERG_OK) {
-        erg_gpu_reset_sm_clocks(g, dev, NULL);
-        if (mem)
-            erg_gpu_reset_mem_clocks(g, dev, NULL);
-        erg_gpu_close(g);
-    }
-    _exit(0);
-}
-
-static void start_watchdog(erg_client *c)
-{
-    c->watchdog = -1;
-    c->watchdog_fd = -1;
-    if ((c->flags & ERG_CLIENT_NO_WATCHDOG) || strcmp(erg_gpu_backend_name(c->gpu), "nvml"))
-        return;
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return;
-    char spec[4200];
-    snprintf(spec, sizeof spec, "%s", erg_gpu_open_spec(c->gpu));
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return;
-    }
-    if (pid == 0) {
-        close(fds[1]);
-        setsid(); /* survive a terminal's SIGINT/SIGHUP aimed at the job */
-        signal(SIGINT, SIG_IGN);
-        signal(SIGHUP, SIG_IGN);
-        signal(SIGTERM, SIG_IGN);
-        watchdog_main(fds[0], spec, c->dev, c->mem_locked);
-    }
-    close(fds[0]);
-    c->watchdog = pid;
-    c->watchdog_fd = fds[1];
-}
-
-static void stop_watchdog(erg_client *c)
-{
-    if (c->watchdog_fd >= 0) {
-        ssize_t w = write(c->watchdog_fd, "q", 1);
-        (void)w;
-        close(c->watchdog_fd);
-        c->watchdog_fd = -1;
-    }
-    if (c->watchdog > 0) {
-        int status;
-        while (waitpid(c->watchdog, &status, 0) < 0 && errno == EINTR)
-            ;
-        c->watchdog = -1;
-    }
-}
-
-/* ---- public API ---- */
 
 erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_dir,
                           unsigned flags, erg_client **out, erg_error *err)
@@ -479,14 +54,15 @@ erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_di
     c->rank = rank;
     c->flags = flags;
     c->last_req = -1;
-    c->watchdog = -1;
+    c->owner_pid = getpid();
+    c->watchdog_pid = -1;
     c->watchdog_fd = -1;
     c->sampling = !(flags & ERG_CLIENT_NO_ENERGY);
     pthread_mutex_init(&c->err_mu, NULL);
     pthread_mutex_init(&c->samples_mu, NULL);
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
-    c->epoch_offset_s = ((double)rt.tv_sec + (double)rt.tv_nsec * 1e-9) - mono_s();
+    c->epoch_offset_s = ((double)rt.tv_sec + (double)rt.tv_nsec * 1e-9) - erg__client_mono_s();
     erg_status st = ERG_OK;
     if (log_dir) {
         if (!(c->log_dir = erg__strdup(log_dir))) {
@@ -501,6 +77,9 @@ erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_di
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto fail;
     }
+    /* The watchdog first: from here on a hard death resets what we set. */
+    if ((st = erg__watchdog_start(c, err)))
+        goto fail;
     if (flags & ERG_CLIENT_LOCK_MEMORY) {
         int *mem = NULL;
         size_t nm = 0;
@@ -521,31 +100,23 @@ erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_di
     /* A first energy sample now, so that every instruction starts inside the
      * sampled range (the clock thread may be scheduled late). */
     if (c->sampling)
-        sample_energy(c);
-    start_watchdog(c);
-    if (pthread_create(&c->thread, NULL, clock_thread, c) != 0) {
+        erg__client_sample_energy(c);
+    if ((st = erg__client_signals_register(c, err)))
+        goto fail;
+    int rc = pthread_create(&c->thread, NULL, erg__client_clock_thread, c);
+    if (rc != 0) {
         st = erg_error_set(err, ERG_EINTERNAL, "cannot start the clock thread: %s",
-                           strerror(errno));
+                           strerror(rc));
         goto fail;
     }
     c->thread_started = true;
-    if (!(flags & ERG_CLIENT_NO_SIGNALS))
-        register_client(c);
-    else {
-        pthread_mutex_lock(&reg_mu);
-        for (int i = 0; i < MAX_CLIENTS; i++)
-            if (!registry[i]) {
-                registry[i] = c;
-                break;
-            }
-        pthread_mutex_unlock(&reg_mu);
-    }
     *out = c;
     return ERG_OK;
 fail:
-    stop_watchdog(c);
+    erg__client_signals_unregister(c);
     if (c->mem_locked)
         erg_gpu_reset_mem_clocks(gpu, device, NULL);
+    erg__watchdog_stop(c, !c->mem_locked);
     pthread_mutex_destroy(&c->err_mu);
     pthread_mutex_destroy(&c->samples_mu);
     free_chunks(c);
@@ -663,7 +234,7 @@ erg_status erg_client_set_uniform_clock(erg_client *c, int freq_mhz, erg_error *
     c->num_chunks = 0;
     c->uniform_clock = freq_mhz;
     if (freq_mhz > 0)
-        request_clock(c, freq_mhz);
+        erg__client_request_clock(c, freq_mhz);
     return ERG_OK;
 }
 
@@ -675,7 +246,7 @@ erg_status erg_client_step_begin(erg_client *c)
         return ERG_ESTATE;
     c->in_step = true;
     c->waits_cur.n = 0;
-    c->step_start_s = mono_s();
+    c->step_start_s = erg__client_mono_s();
     uint64_t mj = 0;
     if (erg_gpu_energy_mj(c->gpu, c->dev, &mj, NULL) != ERG_OK)
         mj = 0;
@@ -690,8 +261,8 @@ erg_status erg_client_step_end(erg_client *c, double *time_s, double *energy_j)
     if (!c->in_step || c->in_instr)
         return ERG_ESTATE;
     c->in_step = false;
-    double t = mono_s() - c->step_start_s;
-    struct wait_list tmp = c->waits_last; /* the step's waits become the last step's */
+    double t = erg__client_mono_s() - c->step_start_s;
+    struct erg__wait_list tmp = c->waits_last; /* the step's waits become the last step's */
     c->waits_last = c->waits_cur;
     c->waits_cur = tmp;
     c->waits_cur.n = 0;
@@ -726,7 +297,7 @@ erg_status erg_client_instruction_begin_chunk(erg_client *c, erg_instr_kind kind
     int f = c->clocks ? c->clocks[((size_t)chunk * 4 + kind) * c->num_mb + microbatch]
                       : c->uniform_clock;
     if (f > 0)
-        request_clock(c, f);
+        erg__client_request_clock(c, f);
     size_t idx = atomic_load_explicit(&c->nrecs, memory_order_relaxed);
     size_t ch = idx / REC_CHUNK;
     erg__instr_rec *r = &c->scratch;
@@ -742,7 +313,7 @@ erg_status erg_client_instruction_begin_chunk(erg_client *c, erg_instr_kind kind
             r = &c->chunks[ch][idx % REC_CHUNK];
     }
     /* the receive wait before it (a failed allocation loses the wait, never the hook) */
-    struct wait_list *wl = &c->waits_cur;
+    struct erg__wait_list *wl = &c->waits_cur;
     if (wl->n == wl->cap) {
         size_t cap = wl->cap ? wl->cap * 2 : 64;
         signed char *k2 = erg__reallocarray(wl->kind, cap, 1);
@@ -763,7 +334,7 @@ erg_status erg_client_instruction_begin_chunk(erg_client *c, erg_instr_kind kind
     r->kind = (int)kind;
     r->microbatch = microbatch;
     r->freq_start = atomic_load_explicit(&c->active_clock, memory_order_relaxed);
-    r->start_s = epoch_s(c);
+    r->start_s = erg__client_epoch_s(c);
     c->in_instr = true;
     return ERG_OK;
 }
@@ -784,7 +355,7 @@ erg_status erg_client_instruction_end_chunk(erg_client *c, erg_instr_kind kind, 
     erg__instr_rec *r = c->cur;
     if (r->kind != (int)kind || r->microbatch != microbatch)
         return ERG_ESTATE;
-    r->end_s = epoch_s(c);
+    r->end_s = erg__client_epoch_s(c);
     r->freq_end = atomic_load_explicit(&c->active_clock, memory_order_relaxed);
     if (r == &c->scratch)
         c->dropped++;
@@ -802,7 +373,7 @@ erg_status erg_client_recv_begin(erg_client *c)
     if (c->in_recv)
         return ERG_ESTATE;
     c->in_recv = true;
-    c->recv_start_s = mono_s();
+    c->recv_start_s = erg__client_mono_s();
     return ERG_OK;
 }
 
@@ -813,7 +384,7 @@ erg_status erg_client_recv_end(erg_client *c, double *wait_s)
     if (!c->in_recv)
         return ERG_ESTATE;
     c->in_recv = false;
-    double w = mono_s() - c->recv_start_s;
+    double w = erg__client_mono_s() - c->recv_start_s;
     if (w < 0)
         w = 0;
     c->pending_wait_s += w;
@@ -836,7 +407,7 @@ erg_status erg_client_step_waits(const erg_client *c, erg_instr_kind kind, doubl
     if (!c || !n || (unsigned)kind > ERG_OVERLAP_F_B || (cap && !wait_s))
         return ERG_EINVAL;
     size_t k = 0;
-    const struct wait_list *wl = &c->waits_last;
+    const struct erg__wait_list *wl = &c->waits_last;
     for (size_t i = 0; i < wl->n; i++)
         if (wl->kind[i] == (signed char)kind) {
             if (k < cap)
@@ -851,15 +422,15 @@ erg_status erg_client_sync(erg_client *c, double timeout_s, erg_error *err)
 {
     if (!c)
         return erg_error_set(err, ERG_EINVAL, "NULL client");
-    double end = mono_s() + timeout_s;
+    double end = erg__client_mono_s() + timeout_s;
     /* Order matters: the consumer raises `busy` before it moves `head`. */
     while (atomic_load(&c->head) != atomic_load(&c->tail) || atomic_load(&c->overflow) ||
            atomic_load(&c->busy)) {
-        if (mono_s() > end)
+        if (erg__client_mono_s() > end)
             return erg_error_set(err, ERG_ETIMEOUT,
                                  "GPU %d: clock changes still pending after %.3f s", c->dev,
                                  timeout_s);
-        struct timespec ts = {0, POLL_NS};
+        struct timespec ts = {0, ERG__POLL_NS};
         nanosleep(&ts, NULL);
     }
     return erg_client_clock_error(c, err);
@@ -889,7 +460,7 @@ erg_status erg_client_clock_error(const erg_client *c, erg_error *err)
 }
 
 /* Samples snapshot for aggregation / logs (caller frees). */
-static erg_status copy_samples(erg_client *c, erg__energy_sample **out, size_t *n, erg_error *err)
+erg_status erg__client_copy_samples(erg_client *c, erg__energy_sample **out, size_t *n, erg_error *err)
 {
     pthread_mutex_lock(&c->samples_mu);
     size_t k = c->nsamples;
@@ -913,11 +484,11 @@ erg_status erg_client_flush_logs(erg_client *c, erg_error *err)
     /* Records first, then a sample: every record written ends before it. */
     size_t nrecs = atomic_load_explicit(&c->nrecs, memory_order_acquire);
     if (c->sampling)
-        sample_energy(c);
+        erg__client_sample_energy(c);
     erg__buf b = {0};
     erg_status st = erg__buf_printf(&b, "instruction,microbatch,start,end,freq_start,freq_end\n");
     for (size_t i = 0; !st && i < nrecs; i++) {
-        const erg__instr_rec *r = rec_at(c, i);
+        const erg__instr_rec *r = erg__client_rec_at(c, i);
         st = erg__buf_printf(&b, "%s,%d,%.6f,%.6f,%d,%d\n",
                              erg_instr_kind_name((erg_instr_kind)r->kind), r->microbatch,
                              r->start_s, r->end_s, r->freq_start, r->freq_end);
@@ -933,7 +504,7 @@ erg_status erg_client_flush_logs(erg_client *c, erg_error *err)
         return st;
     erg__energy_sample *s = NULL;
     size_t n = 0;
-    if ((st = copy_samples(c, &s, &n, err)))
+    if ((st = erg__client_copy_samples(c, &s, &n, err)))
         return st;
     erg__buf e = {0};
     st = erg__buf_printf(&e, "time,energy\n");
@@ -954,41 +525,46 @@ erg_status erg_client_close(erg_client *c, erg_error *err)
     if (!c)
         return ERG_OK;
     erg_status first = ERG_OK;
+    if (getpid() != c->owner_pid) {
+        /* A forked child's copy (a DataLoader worker): the clock thread, the GPU and the
+         * watchdog are the parent's. Only free the memory. */
+        erg__watchdog_stop(c, true);
+        erg__client_signals_unregister(c);
+        goto free;
+    }
     if (c->thread_started) {
         atomic_store(&c->stop, 1);
         pthread_join(c->thread, NULL);
     }
     if (c->sampling)
-        sample_energy(c); /* a last sample covers the last instruction */
+        erg__client_sample_energy(c); /* a last sample covers the last instruction */
     first = erg_client_clock_error(c, err);
     erg_error e;
     erg_status st = erg_gpu_reset_sm_clocks(c->gpu, c->dev, &e);
+    bool clean = st == ERG_OK;
     if (st && !first) {
         first = st;
         if (err)
             *err = e;
     }
-    if (c->mem_locked && (st = erg_gpu_reset_mem_clocks(c->gpu, c->dev, &e)) && !first) {
-        first = st;
-        if (err)
-            *err = e;
+    if (c->mem_locked && (st = erg_gpu_reset_mem_clocks(c->gpu, c->dev, &e))) {
+        clean = false;
+        if (!first) {
+            first = st;
+            if (err)
+                *err = e;
+        }
     }
+    /* Clean: the watchdog exits; otherwise it tries the reset itself first. */
+    erg__watchdog_stop(c, clean);
     st = erg_client_flush_logs(c, &e);
     if (st && !first) {
         first = st;
         if (err)
             *err = e;
     }
-    stop_watchdog(c);
-    if (!(c->flags & ERG_CLIENT_NO_SIGNALS))
-        unregister_client(c);
-    else {
-        pthread_mutex_lock(&reg_mu);
-        for (int i = 0; i < MAX_CLIENTS; i++)
-            if (registry[i] == c)
-                registry[i] = NULL;
-        pthread_mutex_unlock(&reg_mu);
-    }
+    erg__client_signals_unregister(c);
+free:
     pthread_mutex_destroy(&c->err_mu);
     pthread_mutex_destroy(&c->samples_mu);
     erg__free(c->clocks);
@@ -999,141 +575,3 @@ erg_status erg_client_close(erg_client *c, erg_error *err)
     return first;
 }
 
-/* ---- profiling mode ---- */
-
-bool erg__profile_early_stop(int *ups, double prev, double e, size_t i, size_t n)
-{
-    if (isfinite(prev) && isfinite(e) && e > prev)
-        (*ups)++;
-    else
-        *ups = 0;
-    /* "past the first third" of the whole clock list, as the reference does */
-    return *ups >= 5 && (i + 1) * 3 >= n;
-}
-
-erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int iters,
-                              erg_iteration_fn run_iteration, void *user, double blocking_s,
-                              erg_profile **out, double *blocking_power_w, erg_error *err)
-{
-    if (!c || !run_iteration || !out)
-        return erg_error_set(err, ERG_EINVAL, "erg_client_profile: NULL argument");
-    if (iters < 1 || iters > 100000)
-        return erg_error_set(err, ERG_EINVAL, "iterations per clock %d not in [1, 100000]",
-                             iters);
-    if (!(blocking_s >= 0 && blocking_s <= 3600))
-        return erg_error_set(err, ERG_EINVAL, "blocking measurement %g s not in [0, 3600]",
-                             blocking_s);
-    if (c->in_step)
-        return erg_error_set(err, ERG_ESTATE, "profiling must start outside an iteration");
-    if (!c->sampling)
-        return erg_error_set(err, ERG_ESTATE, "profiling needs energy sampling (client created "
-                                              "with ERG_CLIENT_NO_ENERGY)");
-    int *clocks = NULL;
-    size_t n = 0;
-    erg_status st = erg_gpu_sm_clocks(c->gpu, c->dev, &clocks, &n, err);
-    if (st)
-        return st;
-    size_t nuse = 0;
-    while (nuse < n && clocks[nuse] >= min_freq_mhz)
-        nuse++;
-    erg_profile *p = NULL;
-    erg__energy_sample *samples = NULL;
-    if (nuse == 0) {
-        st = erg_error_set(err, ERG_EINVAL, "no supported clock at or above %d MHz",
-                           min_freq_mhz);
-        goto out;
-    }
-    if ((st = erg_profile_new(&p, err)))
-        goto out;
-    /* Early stop: energy of an iteration went up five times in a row once
-     * past the first third of the clock list (control-plane-spec 2.4). */
-    double prev_e = NAN;
-    int ups = 0;
-    for (size_t i = 0; i < nuse; i++) {
-        if ((st = erg_client_set_uniform_clock(c, clocks[i], err)))
-            goto out;
-        if ((st = erg_client_sync(c, 30.0, err)))
-            goto out;
-        /* one warm-up iteration, not measured */
-        if ((st = run_iteration(user, c)))
-            goto fn_failed;
-        size_t first_rec = atomic_load(&c->nrecs);
-        double esum = 0;
-        int ecount = 0;
-        for (int it = 0; it < iters; it++) {
-            double t = 0, e = NAN;
-            if ((st = erg_client_step_begin(c)))
-                goto fn_failed;
-            if ((st = run_iteration(user, c)))
-                goto fn_failed;
-            if ((st = erg_client_step_end(c, &t, &e)))
-                goto fn_failed;
-            if (isfinite(e)) {
-                esum += e;
-                ecount++;
-            }
-        }
-        sample_energy(c);
-        size_t ns = 0;
-        erg__free(samples);
-        samples = NULL;
-        if ((st = copy_samples(c, &samples, &ns, err)))
-            goto out;
-        /* No warm-up drop inside the window: the window's warm-up ran above. */
-        size_t nrec = atomic_load(&c->nrecs) - first_rec;
-        erg__instr_rec *recs = erg__malloc((nrec ? nrec : 1) * sizeof *recs);
-        if (!recs) {
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            goto out;
-        }
-        for (size_t k = 0; k < nrec; k++) {
-            recs[k] = *rec_at(c, first_rec + k);
-            if (recs[k].freq_start != clocks[i] || recs[k].freq_end != clocks[i])
-                recs[k].freq_start = 0; /* not at the swept clock: excluded */
-        }
-        st = erg__aggregate_stage(p, stage, recs, nrec, samples, ns, false, "profiling", err);
-        erg__free(recs);
-        if (st)
-            goto out;
-        double e_mean = ecount ? esum / ecount : NAN;
-        bool stop = erg__profile_early_stop(&ups, prev_e, e_mean, i, nuse);
-        prev_e = e_mean;
-        if (stop)
-            break;
-    }
-    if ((st = erg_client_set_uniform_clock(c, 0, err)))
-        goto out;
-    request_clock(c, 0);
-    if ((st = erg_client_sync(c, 30.0, err)))
-        goto out;
-    if (blocking_power_w)
-        *blocking_power_w = NAN;
-    if (blocking_s > 0) {
-        erg_gpu_sim_set_activity(c->gpu, c->dev, false, ERG_FORWARD, NULL, NULL);
-        uint64_t e0, e1;
-        if ((st = erg_gpu_energy_mj(c->gpu, c->dev, &e0, err)))
-            goto out;
-        double t0 = mono_s();
-        struct timespec ts = {(time_t)blocking_s,
-                              (long)((blocking_s - floor(blocking_s)) * 1e9)};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-            ;
-        if ((st = erg_gpu_energy_mj(c->gpu, c->dev, &e1, err)))
-            goto out;
-        double dt = mono_s() - t0;
-        if (blocking_power_w && dt > 0)
-            *blocking_power_w = (double)erg_counter_delta(e0, e1, 64) / 1000.0 / dt;
-    }
-    *out = p;
-    p = NULL;
-    goto out;
-fn_failed:
-    if (err && err->status != st)
-        erg_error_set(err, st, "profiling: the iteration callback failed: %s",
-                      erg_strerror(st));
-out:
-    erg__free(samples);
-    erg__free(clocks);
-    erg_profile_free(p);
-    return st;
-}

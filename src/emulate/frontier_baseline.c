@@ -40,6 +40,47 @@ static void join(char *out, size_t n, const char *dir, const char *name)
     snprintf(out, n, "%.*s/%s", (int)l, dir, name);
 }
 
+/* One evaluation of a plan against the baseline: with the switch latency and transfer of a
+ * switch-aware frontier when it has them, the profiled values alone otherwise. */
+static erg_status eval_plan(const erg_frontier_baseline *b, const erg_plan *p, erg_emulation *em,
+                            erg_error *err)
+{
+    if (!(b->switch_latency_s > 0) && !(b->transfer_time_s > 0))
+        return erg_emulate(b->prof, b->dag, p, b->power_w, em, NULL, NULL, err);
+    erg_emulate_opts o;
+    erg_emulate_opts_init(&o);
+    o.blocking_power_w = b->power_w;
+    o.switch_latency_s = b->switch_latency_s;
+    o.transfer_time_s = b->transfer_time_s;
+    return erg_emulate_ex(b->prof, b->dag, p, &o, em, NULL, NULL, err);
+}
+
+/* The value of a `key,number` row of DIR/frontier-info.csv; false when absent. */
+static bool info_number(const char *dir, const char *key, double *v)
+{
+    char path[4096], fmt[80];
+    join(path, sizeof path, dir, "frontier-info.csv");
+    snprintf(fmt, sizeof fmt, "%s,%%lf", key);
+    char *text = NULL;
+    size_t len = 0;
+    erg_error e;
+    if (erg__read_file(path, 1 << 20, &text, &len, &e))
+        return false;
+    bool found = false;
+    for (const char *p = text; p && *p;) {
+        double w;
+        if (sscanf(p, fmt, &w) == 1 && w >= 0 && w < 1e6) {
+            *v = w;
+            found = true;
+        }
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    erg__free(text);
+    return found;
+}
+
 bool erg_frontier_info_power(const char *dir, double *power_w)
 {
     char path[4096];
@@ -71,11 +112,40 @@ erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,
     char path[4096];
     if (!erg_frontier_info_power(dir, &b->power_w))
         return ERG_OK; /* no info: the caller falls back to the estimates */
+    info_number(dir, "switch_latency_s", &b->switch_latency_s);
+    info_number(dir, "transfer_time_s", &b->transfer_time_s);
     join(path, sizeof path, dir, "profile.csv");
     erg_status st = erg_profile_read_csv(path, &b->prof, err);
     if (st)
         return st;
     b->own = true;
+    /* The profile must be the one the frontier was planned with (frontier-info.csv records its
+     * fingerprint; older directories do not). */
+    {
+        char ipath[4096], want[64] = "", have[ERG_PROFILE_FINGERPRINT_LEN];
+        join(ipath, sizeof ipath, dir, "frontier-info.csv");
+        char *text = NULL;
+        size_t len = 0;
+        erg_error e;
+        if (!erg__read_file(ipath, 1 << 20, &text, &len, &e)) {
+            for (const char *q = text; q && *q;) {
+                if (sscanf(q, "profile_fingerprint,%63[^\r\n]", want) == 1)
+                    break;
+                q = strchr(q, '\n');
+                if (q)
+                    q++;
+            }
+            erg__free(text);
+        }
+        erg_profile_fingerprint(b->prof, have);
+        if (want[0] && strcmp(want, have)) {
+            st = erg_error_set(err, ERG_EINVAL,
+                               "%s is profile %s, but the frontier in %s was planned with profile "
+                               "%s (frontier-info.csv): the profile was replaced; plan again",
+                               path, have, dir, want);
+            goto fail;
+        }
+    }
     /* As `ergon emulate` evaluates a plan: the schedule plan 0 names (its
      * kind, chunks, order and backward split), its DAG, the profile's rows
      * per rank or per pipeline stage. p0 owns a schedule file's order, so it
@@ -96,7 +166,7 @@ erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,
     }
     if ((st = erg_dag_new(&sched, S, M, &b->dag, err)) ||
         (st = erg_plan_all_max(b->prof, S, M, &sched, b->power_w, &allmax, err)) ||
-        (st = erg_emulate(b->prof, b->dag, allmax, b->power_w, &b->all_max, NULL, NULL, err))) {
+        (st = eval_plan(b, allmax, &b->all_max, err))) {
         erg_plan_free(allmax);
         erg_plan_free(p0);
         goto fail;
@@ -110,31 +180,89 @@ fail:
     return st;
 }
 
-erg_status erg_frontier_baseline_pick(const erg_frontier_baseline *b, const erg_frontier *f,
-                                      double deadline_s, size_t *k, erg_emulation *em,
-                                      erg_error *err)
+erg_status erg_frontier_pick(const erg_frontier *f, double deadline_s, erg_frontier_eval_fn eval,
+                             void *user, size_t *k, erg_emulation *em, erg_error *err)
 {
     erg_status st = erg_frontier_choose_deadline(f, deadline_s, k, err);
-    if (st || !b->have)
+    if (st || !eval)
         return st;
     /* The planner's times are quantised down: step to faster plans until the
      * profiled time really fits. */
     size_t n = erg_frontier_size(f);
     for (;;) {
-        erg_plan *p;
-        st = erg_frontier_plan(f, *k, &p, err);
-        if (!st)
-            st = erg_emulate(b->prof, b->dag, p, b->power_w, em, NULL, NULL, err);
-        erg_plan_free(p);
-        if (st)
+        if ((st = eval(user, *k, em, err)))
             return st;
         if (em->time_s <= deadline_s * (1 + 1e-12))
             return ERG_OK;
         if (*k + 1 >= n)
             return erg_error_set(err, ERG_ENOTFOUND,
                                  "no plan meets the deadline of %.6g s with the profiled values: "
-                                 "the fastest plan takes %.6g s (all-max clocks: %.6g s)",
-                                 deadline_s, em->time_s, b->all_max.time_s);
+                                 "the fastest plan takes %.6g s",
+                                 deadline_s, em->time_s);
         ++*k;
     }
+}
+
+static erg_status baseline_eval(void *user, size_t k, erg_emulation *em, erg_error *err)
+{
+    const erg_frontier_baseline *b = ((const void **)user)[0];
+    const erg_frontier *f = ((const void **)user)[1];
+    erg_plan *p;
+    erg_status st = erg_frontier_plan(f, k, &p, err);
+    if (!st)
+        st = eval_plan(b, p, em, err);
+    erg_plan_free(p);
+    return st;
+}
+
+erg_status erg_frontier_baseline_pick(const erg_frontier_baseline *b, const erg_frontier *f,
+                                      double deadline_s, size_t *k, erg_emulation *em,
+                                      erg_error *err)
+{
+    const void *ctx[2] = {b, f};
+    erg_status st = erg_frontier_pick(f, deadline_s, b->have ? baseline_eval : NULL, (void *)ctx,
+                                      k, em, err);
+    if (st == ERG_ENOTFOUND && b->have) {
+        char why[ERG_ERROR_MSG_LEN];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return erg_error_set(err, ERG_ENOTFOUND, "%s (all-max clocks: %.6g s)", why,
+                             b->all_max.time_s);
+    }
+    return st;
+}
+
+erg_status erg_frontier_baseline_complete(const erg_frontier_baseline *b, erg_frontier *f,
+                                          const erg_plan *all_max, bool *added, erg_error *err)
+{
+    if (added)
+        *added = false;
+    if (!b || !b->have || !f || !all_max)
+        return erg_error_set(err, ERG_EINVAL,
+                             "completing a frontier needs its all-max baseline and plan");
+    size_t n = erg_frontier_size(f);
+    if (n == 0)
+        return erg_error_set(err, ERG_EINVAL, "the frontier is empty");
+    erg_plan *p = NULL;
+    erg_emulation em;
+    erg_status st = erg_frontier_plan(f, n - 1, &p, err);
+    if (!st)
+        st = eval_plan(b, p, &em, err);
+    erg_plan_free(p);
+    if (st || em.time_s <= b->all_max.time_s * (1 + 1e-12))
+        return st;
+    erg_frontier_point last, pt;
+    if ((st = erg_frontier_get(f, n - 1, &last, err)))
+        return st;
+    pt = last; /* the estimated time: all-max's quantised makespan is the fastest plan's */
+    if ((b->switch_latency_s > 0 || b->transfer_time_s > 0) && b->all_max.time_s < pt.time_s)
+        /* a switch-aware frontier's times are emulated, not quantised */
+        pt.time_s = b->all_max.time_s;
+    pt.energy_j = b->all_max.energy_j;
+    pt.cost_j = last.cost_j + (pt.energy_j - last.energy_j); /* same blocking term */
+    pt.cost_change_j = pt.cost_j - last.cost_j;
+    if ((st = erg_frontier_append_plan(f, all_max, &pt, err)))
+        return st;
+    if (added)
+        *added = true;
+    return ERG_OK;
 }

@@ -1,5 +1,6 @@
 /* backend_nvml.c: the NVML back-end, loaded at run time with dlopen (no nvml.h needed). */
 #include "gpu/gpu_internal.h"
+#include "gpu/nvml_decl.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -7,52 +8,24 @@
 #include <string.h>
 
 /*
- * We declare the few NVML types we use ourselves: nvmlReturn_t is an int
- * enum, nvmlDevice_t an opaque pointer, and every call we need has the shape
- * f(device, unsigned int / unsigned int * / unsigned long long *). The
- * library is opened with dlopen (path from the caller, $ERGON_NVML_LIBRARY,
- * libnvidia-ml.so.1, then libnvidia-ml.so) so that the build needs no CUDA
- * toolkit and the tests can substitute a fake NVML built from tests/.
- * Required symbols missing => the back-end is unavailable (dlclose, clear
- * message); optional ones (memory clocks, power limits) => ERG_ENOTSUP.
+ * The NVML types and calls we use are declared by us in nvml_decl.h (checked against NVIDIA's
+ * nvml.h by a test). The library is opened with dlopen (path from the caller,
+ * $ERGON_NVML_LIBRARY, libnvidia-ml.so.1, then libnvidia-ml.so) so that the build needs no CUDA
+ * toolkit and the tests can substitute a fake NVML built from tests/. Required symbols missing
+ * => the back-end is unavailable (dlclose, clear message); optional ones (memory clocks, power
+ * limits) => ERG_ENOTSUP.
  */
-typedef int nvml_ret;
-typedef void *nvml_dev;
+typedef erg_nvml_ret nvml_ret;
+typedef erg_nvml_dev nvml_dev;
 
-enum {
-    NVML_SUCCESS = 0,
-    NVML_ERROR_UNINITIALIZED = 1,
-    NVML_ERROR_INVALID_ARGUMENT = 2,
-    NVML_ERROR_NOT_SUPPORTED = 3,
-    NVML_ERROR_NO_PERMISSION = 4,
-    NVML_ERROR_NOT_FOUND = 6,
-    NVML_ERROR_INSUFFICIENT_SIZE = 7,
-    NVML_ERROR_DRIVER_NOT_LOADED = 9,
-    NVML_ERROR_TIMEOUT = 10,
-    NVML_ERROR_GPU_IS_LOST = 15,
-};
+#define ERG_NVML_ENUM(name, value) name = value,
+enum { ERG_NVML_CODES(ERG_NVML_ENUM) };
+#undef ERG_NVML_ENUM
 
 typedef struct nvml_api {
-    /* required */
-    nvml_ret (*init)(void);
-    nvml_ret (*shutdown)(void);
-    const char *(*error_string)(nvml_ret);
-    nvml_ret (*get_count)(unsigned int *);
-    nvml_ret (*get_handle)(unsigned int, nvml_dev *);
-    nvml_ret (*get_name)(nvml_dev, char *, unsigned int);
-    nvml_ret (*mem_clocks)(nvml_dev, unsigned int *, unsigned int *);
-    nvml_ret (*sm_clocks)(nvml_dev, unsigned int, unsigned int *, unsigned int *);
-    nvml_ret (*set_locked)(nvml_dev, unsigned int, unsigned int);
-    nvml_ret (*reset_locked)(nvml_dev);
-    nvml_ret (*energy)(nvml_dev, unsigned long long *);
-    nvml_ret (*power)(nvml_dev, unsigned int *);
-    /* optional */
-    nvml_ret (*set_mem_locked)(nvml_dev, unsigned int, unsigned int);
-    nvml_ret (*reset_mem_locked)(nvml_dev);
-    nvml_ret (*limit_constraints)(nvml_dev, unsigned int *, unsigned int *);
-    nvml_ret (*limit_default)(nvml_dev, unsigned int *);
-    nvml_ret (*limit_get)(nvml_dev, unsigned int *);
-    nvml_ret (*limit_set)(nvml_dev, unsigned int);
+#define ERG_NVML_FIELD(field, symbol, fallback, required, ret, params) ret(*field) params;
+    ERG_NVML_CALLS(ERG_NVML_FIELD)
+#undef ERG_NVML_FIELD
 } nvml_api;
 
 typedef struct nvml_state {
@@ -68,26 +41,11 @@ typedef struct sym {
     bool required;
 } sym;
 
-#define OFF(f) offsetof(nvml_api, f)
 static const sym syms[] = {
-    {OFF(init), {"nvmlInit_v2", "nvmlInit"}, true},
-    {OFF(shutdown), {"nvmlShutdown", NULL}, true},
-    {OFF(error_string), {"nvmlErrorString", NULL}, true},
-    {OFF(get_count), {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}, true},
-    {OFF(get_handle), {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"}, true},
-    {OFF(get_name), {"nvmlDeviceGetName", NULL}, true},
-    {OFF(mem_clocks), {"nvmlDeviceGetSupportedMemoryClocks", NULL}, true},
-    {OFF(sm_clocks), {"nvmlDeviceGetSupportedGraphicsClocks", NULL}, true},
-    {OFF(set_locked), {"nvmlDeviceSetGpuLockedClocks", NULL}, true},
-    {OFF(reset_locked), {"nvmlDeviceResetGpuLockedClocks", NULL}, true},
-    {OFF(energy), {"nvmlDeviceGetTotalEnergyConsumption", NULL}, true},
-    {OFF(power), {"nvmlDeviceGetPowerUsage", NULL}, true},
-    {OFF(set_mem_locked), {"nvmlDeviceSetMemoryLockedClocks", NULL}, false},
-    {OFF(reset_mem_locked), {"nvmlDeviceResetMemoryLockedClocks", NULL}, false},
-    {OFF(limit_constraints), {"nvmlDeviceGetPowerManagementLimitConstraints", NULL}, false},
-    {OFF(limit_default), {"nvmlDeviceGetPowerManagementDefaultLimit", NULL}, false},
-    {OFF(limit_get), {"nvmlDeviceGetPowerManagementLimit", NULL}, false},
-    {OFF(limit_set), {"nvmlDeviceSetPowerManagementLimit", NULL}, false},
+#define ERG_NVML_SYM(field, symbol, fallback, required, ret, params)                             \
+    {offsetof(nvml_api, field), {#symbol, fallback}, required},
+    ERG_NVML_CALLS(ERG_NVML_SYM)
+#undef ERG_NVML_SYM
 };
 
 static nvml_state *st_of(erg_gpu *g)

@@ -17,6 +17,10 @@ struct erg_plan {
     int *freqs;         /* clocks, rank by rank, in execution order */
     double time_s, energy_j;
     char *method;
+    /* provenance (erg_plan_set_provenance): NULL / NAN when unknown */
+    char *profile_fp, *clock_table;
+    double power_w;
+    int stated_kind; /* the schedule the file named, -1 when none */
 };
 
 erg_status erg_plan_new(const erg_schedule *sched, int S, int M, erg_plan **out, erg_error *err)
@@ -40,6 +44,8 @@ erg_status erg_plan_new(const erg_schedule *sched, int S, int M, erg_plan **out,
     p->S = S;
     p->M = M;
     p->time_s = p->energy_j = NAN;
+    p->power_w = NAN;
+    p->stated_kind = -1;
     erg_status st = erg_order_new(sched, S, M, &p->order, err);
     if (st) {
         erg_plan_free(p);
@@ -74,6 +80,12 @@ erg_status erg_plan_copy(const erg_plan *src, erg_plan **out, erg_error *err)
     memcpy((*out)->freqs, src->freqs, (size_t)src->off[src->S] * sizeof(int));
     (*out)->time_s = src->time_s;
     (*out)->energy_j = src->energy_j;
+    (*out)->stated_kind = src->stated_kind;
+    if (src->profile_fp || src->clock_table || !isnan(src->power_w)) {
+        st = erg_plan_set_provenance(*out, src->profile_fp, src->power_w, src->clock_table, err);
+        if (st)
+            return st;
+    }
     if (src->method)
         return erg_plan_set_method(*out, src->method, err);
     return ERG_OK;
@@ -87,8 +99,109 @@ void erg_plan_free(erg_plan *p)
     erg__free(p->off);
     erg_order_free(p->order);
     erg__free(p->method);
+    erg__free(p->profile_fp);
+    erg__free(p->clock_table);
     erg__free(p);
 }
+
+static char *dup_or_null(const char *v)
+{
+    if (!v)
+        return NULL;
+    size_t n = strlen(v);
+    char *d = erg__malloc(n + 1);
+    if (d)
+        memcpy(d, v, n + 1);
+    return d;
+}
+
+erg_status erg_plan_set_provenance(erg_plan *p, const char *fp, double power_w,
+                                   const char *clock_table, erg_error *err)
+{
+    char *a = dup_or_null(fp), *b = dup_or_null(clock_table);
+    if ((fp && !a) || (clock_table && !b)) {
+        erg__free(a);
+        erg__free(b);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    erg__free(p->profile_fp);
+    erg__free(p->clock_table);
+    p->profile_fp = a;
+    p->clock_table = b;
+    p->power_w = power_w;
+    return ERG_OK;
+}
+
+const char *erg_plan_profile_fingerprint(const erg_plan *p)
+{
+    return p ? p->profile_fp : NULL;
+}
+
+double erg_plan_blocking_power(const erg_plan *p)
+{
+    return p ? p->power_w : NAN;
+}
+
+const char *erg_plan_clock_table(const erg_plan *p)
+{
+    return p ? p->clock_table : NULL;
+}
+
+bool erg_plan_schedule_stated(const erg_plan *p, erg_schedule_kind *kind)
+{
+    if (!p || p->stated_kind < 0)
+        return false;
+    if (kind)
+        *kind = (erg_schedule_kind)p->stated_kind;
+    return true;
+}
+
+/* The provenance as a JSON object (NULL when the plan has none). */
+static json_t *provenance_json(const erg_plan *p, bool with_schedule)
+{
+    if (!p->profile_fp && !p->clock_table && isnan(p->power_w))
+        return NULL;
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    if (p->profile_fp)
+        json_object_set_new(o, "profile_fingerprint", json_string(p->profile_fp));
+    if (!isnan(p->power_w))
+        json_object_set_new(o, "blocking_power_w", json_real(p->power_w));
+    if (p->clock_table)
+        json_object_set_new(o, "clock_table", json_string(p->clock_table));
+    if (with_schedule) {
+        json_object_set_new(o, "schedule", json_string(erg_schedule_name(p->sched.kind)));
+        json_object_set_new(o, "num_stages", json_integer(p->S));
+        json_object_set_new(o, "num_microbatches", json_integer(p->M));
+    }
+    return o;
+}
+
+/* Read a "provenance" object (JSON plans, or the .py comment line). */
+static erg_status provenance_read(erg_plan *p, const json_t *o, const char *name, erg_error *err)
+{
+    if (!json_is_object(o))
+        return erg_error_set(err, ERG_EPARSE, "%s: \"provenance\" is not an object", name);
+    const json_t *fp = json_object_get(o, "profile_fingerprint");
+    const json_t *pw = json_object_get(o, "blocking_power_w");
+    const json_t *ct = json_object_get(o, "clock_table");
+    if ((fp && !json_is_string(fp)) || (pw && !json_is_number(pw)) || (ct && !json_is_string(ct)))
+        return erg_error_set(err, ERG_EPARSE,
+                             "%s: provenance: profile_fingerprint and clock_table are strings, "
+                             "blocking_power_w a number",
+                             name);
+    const json_t *sk = json_object_get(o, "schedule");
+    if (json_is_string(sk)) {
+        erg_schedule_kind k;
+        if (erg_schedule_parse(json_string_value(sk), &k, NULL) == ERG_OK)
+            p->stated_kind = (int)k;
+    }
+    return erg_plan_set_provenance(p, fp ? json_string_value(fp) : NULL,
+                                   pw ? json_number_value(pw) : NAN,
+                                   ct ? json_string_value(ct) : NULL, err);
+}
+
 
 int erg_plan_num_stages(const erg_plan *p)
 {
@@ -168,6 +281,9 @@ const char *erg_plan_method(const erg_plan *p)
 
 /* ---- .py literal ---- */
 
+/* The comment line of .py plans that carries the provenance (a JSON object after it). */
+#define ERG__PY_PROVENANCE "# ergon provenance: "
+
 erg_status erg_plan_format_py(const erg_plan *p, const char *trailer, char **out, erg_error *err)
 {
     erg__buf b = {0};
@@ -185,6 +301,20 @@ erg_status erg_plan_format_py(const erg_plan *p, const char *trailer, char **out
     }
     if (!st)
         st = erg__buf_append(&b, "]\n", 2);
+    json_t *prov = st ? NULL : provenance_json(p, true);
+    if (prov) {
+        char *js = json_dumps(prov, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        json_decref(prov);
+        if (!js)
+            st = ERG_ENOMEM;
+        if (!st)
+            st = erg__buf_append(&b, ERG__PY_PROVENANCE, strlen(ERG__PY_PROVENANCE));
+        if (!st)
+            st = erg__buf_append(&b, js, strlen(js));
+        if (!st)
+            st = erg__buf_append(&b, "\n", 1);
+        free(js);
+    }
     if (!st && trailer)
         st = erg__buf_append(&b, trailer, strlen(trailer));
     if (st) {
@@ -480,6 +610,9 @@ erg_status erg_plan_format_json(const erg_plan *p, char **out, erg_error *err)
     }
     if (p->method)
         json_object_set_new(root, "method", json_string(p->method));
+    json_t *prov = provenance_json(p, false);
+    if (prov)
+        json_object_set_new(root, "provenance", prov);
     if (isfinite(p->time_s))
         json_object_set_new(root, "time_s", json_real(p->time_s));
     if (isfinite(p->energy_j))
@@ -755,6 +888,10 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
     json_t *m = json_object_get(root, "method");
     if (json_is_string(m))
         st = erg_plan_set_method(p, json_string_value(m), err);
+    p->stated_kind = (int)p->sched.kind;
+    json_t *pv = json_object_get(root, "provenance");
+    if (!st && pv)
+        st = provenance_read(p, pv, name, err);
 done:
     erg__free(seen_at);
     json_decref(root);
@@ -873,6 +1010,28 @@ static int zeus_to_kronos(const char *text, size_t len, const char *name, char *
     return 1;
 }
 
+/* A .py plan's "# ergon provenance: {...}" comment line, if any (at the start of a line). */
+static erg_status py_provenance(const char *text, size_t len, const char *name, erg_plan *p,
+                                erg_error *err)
+{
+    const size_t kl = strlen(ERG__PY_PROVENANCE);
+    for (size_t i = 0; i + kl <= len; i++) {
+        if ((i == 0 || text[i - 1] == '\n') && !memcmp(text + i, ERG__PY_PROVENANCE, kl)) {
+            size_t a = i + kl, b = a;
+            while (b < len && text[b] != '\n')
+                b++;
+            json_error_t je;
+            json_t *o = json_loadb(text + a, b - a, 0, &je);
+            if (!o)
+                return erg_error_set(err, ERG_EPARSE, "%s: provenance comment: %s", name, je.text);
+            erg_status st = provenance_read(p, o, name, err);
+            json_decref(o);
+            return st;
+        }
+    }
+    return ERG_OK;
+}
+
 erg_status erg_plan_parse(const char *text, size_t len, const char *name,
                           const erg_schedule *hint, erg_plan **out, erg_error *err)
 {
@@ -893,7 +1052,32 @@ erg_status erg_plan_parse(const char *text, size_t len, const char *name,
         erg__free(kronos);
         return st;
     }
-    return parse_py(text, len, name, hint, out, err);
+    /* a provenance line that names another schedule than the one asked for: say so, rather
+     * than fail to fit the rows to the wrong schedule */
+    if (hint) {
+        erg_plan *probe = NULL;
+        if (!erg_plan_new(NULL, 1, 1, &probe, NULL)) {
+            erg_schedule_kind k;
+            erg_error e2;
+            if (!py_provenance(text, len, name, probe, &e2) &&
+                erg_plan_schedule_stated(probe, &k) && k != hint->kind) {
+                erg_plan_free(probe);
+                return erg_error_set(err, ERG_EINVAL,
+                                     "%s is a plan for the %s schedule (its provenance line), "
+                                     "but it was to be read as %s",
+                                     name, erg_schedule_name(k), erg_schedule_name(hint->kind));
+            }
+            erg_plan_free(probe);
+        }
+    }
+    erg_status st = parse_py(text, len, name, hint, out, err);
+    if (!st)
+        st = py_provenance(text, len, name, *out, err);
+    if (st && *out) {
+        erg_plan_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 erg_status erg_plan_read(const char *path, const erg_schedule *hint, erg_plan **out,

@@ -740,6 +740,52 @@ erg_status erg_frontier_choose_slowdown(const erg_frontier *f, double slowdown, 
     return erg_frontier_choose_deadline(f, tmin * slowdown, index, err);
 }
 
+erg_status erg_frontier_append_plan(erg_frontier *f, const erg_plan *p,
+                                    const erg_frontier_point *pt, erg_error *err)
+{
+    if (!f || !p || !pt)
+        return erg_error_set(err, ERG_EINVAL, "erg_frontier_append_plan: NULL argument");
+    if (f->files || !f->tmpl || f->np == 0)
+        return erg_error_set(err, ERG_EINVAL,
+                             "only a computed frontier with plans can take another plan");
+    if (erg_plan_num_stages(p) != f->S || erg_plan_num_microbatches(p) != f->M)
+        return erg_error_set(err, ERG_EINVAL,
+                             "the plan has %d stages and %d microbatches, the frontier %d and %d",
+                             erg_plan_num_stages(p), erg_plan_num_microbatches(p), f->S, f->M);
+    for (int s = 0; s < f->S; s++)
+        if (erg_plan_stage_len(p, s) != f->off[s + 1] - f->off[s] ||
+            !erg_plan_stage_freqs_const(p, s))
+            return erg_error_set(err, ERG_EINVAL,
+                                 "the plan's stage %d has %d instructions, the frontier's %d", s,
+                                 erg_plan_stage_len(p, s), f->off[s + 1] - f->off[s]);
+    if (!(pt->time_s <= f->pts[f->np - 1].time_s))
+        return erg_error_set(err, ERG_EINVAL,
+                             "an appended plan's time (%.17g s) must not exceed the fastest "
+                             "plan's (%.17g s)",
+                             pt->time_s, f->pts[f->np - 1].time_s);
+    int *prev = erg__malloc(sizeof(int) * (size_t)f->n);
+    int *cur = erg__malloc(sizeof(int) * (size_t)f->n);
+    erg_status st = ERG_OK;
+    if (!prev || !cur) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto done;
+    }
+    replay(f, f->np - 1, prev);
+    for (int s = 0; s < f->S; s++)
+        memcpy(cur + f->off[s], erg_plan_stage_freqs_const(p, s),
+               sizeof(int) * (size_t)(f->off[s + 1] - f->off[s]));
+    st = erg__frontier_begin_plan(f, pt, err);
+    for (int i = 0; !st && i < f->n; i++)
+        if (cur[i] != prev[i])
+            st = erg__frontier_add_change(f, i, cur[i], err);
+    if (!st)
+        st = erg__frontier_end_plan(f, cur, err);
+done:
+    erg__free(prev);
+    erg__free(cur);
+    return st;
+}
+
 /* ---- for the packed plan file (frontier_pack.c) ---- */
 
 bool erg__frontier_computed(const erg_frontier *f)
@@ -760,6 +806,11 @@ void erg__frontier_advance(const erg_frontier *f, size_t k, int *freq)
     }
     for (size_t i = f->chg_off[k]; i < f->chg_off[k + 1]; i++)
         freq[f->chg_id[i]] = f->chg_f[i];
+}
+
+void erg__frontier_replay(const erg_frontier *f, size_t k, int *freq)
+{
+    replay(f, k, freq);
 }
 
 const int *erg__frontier_rank_offsets(const erg_frontier *f)

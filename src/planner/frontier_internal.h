@@ -29,6 +29,8 @@ const erg_order *erg__frontier_order(const erg_frontier *f);
 /* Computed frontiers: freq (plan k-1's clocks; anything for k = 0) becomes
  * plan k's clocks. */
 void erg__frontier_advance(const erg_frontier *f, size_t k, int *freq);
+/* Computed frontiers: plan k's clocks into freq, from the nearest checkpoint. */
+void erg__frontier_replay(const erg_frontier *f, size_t k, int *freq);
 /* DIR/plans.ergon (docs/formats.md): every plan, or every `every`-th and the
  * last; *kept plans, *bytes written (may be NULL). */
 #define ERG__PACKED_NAME "plans.ergon"

@@ -177,8 +177,20 @@ erg_status erg__perseus_fit(const double *x, const double *y, int m, double unit
             }
     erg__free(work);
     if (!found)
+    {
+        double tmax = 0;
+        for (int i = 0; i < m; i++)
+            tmax = fmax(tmax, x[i] * unit_s);
+        char hint[200] = "";
+        if (tmax > 10)
+            snprintf(hint, sizeof hint,
+                     " (the instruction times reach %g s: are the profile's times in "
+                     "milliseconds? The profile takes seconds and joules)",
+                     tmax);
         return erg_error_set(err, ERG_ENUMERIC,
-                             "no exponential fit a*exp(b*d)+c was accepted for %d points", m);
+                             "no exponential fit a*exp(b*d)+c was accepted for %d points%s", m,
+                             hint);
+    }
     return ERG_OK;
 }
 

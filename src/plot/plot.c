@@ -328,29 +328,47 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
         cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
         text_at(cr, W / 2.0, 34, sub, 0.5, 0.5);
     }
-    /* critical path: edges u -> v with both critical and u ending as v starts */
+    /* critical path: one chain of critical instructions, each starting as the one before ends,
+     * from the iteration's start to its end. Drawn along the boxes' lower edge, clear of their
+     * labels, with right angles only: along a rank, then, where the path moves to another rank,
+     * straight down or up at the moment of the hand-over (drawing every critical edge from box
+     * centre to box centre crossed the other ranks' rows diagonally, a tangle on DualPipeV). */
     if (!opts->no_critical_path) {
         double eps = 1e-9 * (T > 1 ? T : 1);
+        int u = -1;
+        for (int i = 0; i < n && u < 0; i++)
+            if (start[i] <= eps && fabs(lf[i] - start[i] - dur[i]) <= eps) {
+                /* the chain must go on to the end: prefer a start with a tight successor */
+                u = i;
+            }
         cairo_set_source_rgba(cr, 0.05, 0.05, 0.05, 0.85);
         cairo_set_line_width(cr, 2.2);
-        for (int u = 0; u < n; u++) {
-            if (fabs(lf[u] - start[u] - dur[u]) > eps)
-                continue;
-            const int *sc2;
-            int ns = erg_dag_successors(dag, u, &sc2);
-            for (int j = 0; j < ns; j++) {
-                int v = sc2[j];
-                if (fabs(lf[v] - start[v] - dur[v]) > eps ||
-                    fabs(start[u] + dur[u] - start[v]) > eps)
-                    continue;
-                int su, sv;
+        cairo_set_line_join(cr, CAIRO_LINE_JOIN_MITER);
+        if (u >= 0) {
+            int su;
+            (void)erg_dag_instr(dag, u, &su);
+            cairo_move_to(cr, ml + start[u] * xs, mt + row_h * (su + 1) - 4);
+            for (int steps = 0; u >= 0 && steps <= n; steps++) {
                 (void)erg_dag_instr(dag, u, &su);
-                (void)erg_dag_instr(dag, v, &sv);
-                /* along the boxes' lower edge, clear of their labels */
-                cairo_move_to(cr, ml + (start[u] + dur[u] / 2) * xs, mt + row_h * (su + 1) - 4);
-                cairo_line_to(cr, ml + (start[v] + dur[v] / 2) * xs, mt + row_h * (sv + 1) - 4);
-                cairo_stroke(cr);
+                double end_x = ml + (start[u] + dur[u]) * xs, y = mt + row_h * (su + 1) - 4;
+                cairo_line_to(cr, end_x, y);
+                const int *sc2;
+                int ns = erg_dag_successors(dag, u, &sc2), next = -1;
+                for (int j = 0; j < ns && next < 0; j++) {
+                    int v = sc2[j];
+                    if (fabs(lf[v] - start[v] - dur[v]) <= eps &&
+                        fabs(start[u] + dur[u] - start[v]) <= eps)
+                        next = v;
+                }
+                if (next >= 0) {
+                    int sv;
+                    (void)erg_dag_instr(dag, next, &sv);
+                    if (sv != su) /* hand-over to another rank: a vertical step */
+                        cairo_line_to(cr, end_x, mt + row_h * (sv + 1) - 4);
+                }
+                u = next;
             }
+            cairo_stroke(cr);
         }
     }
     /* time axis */

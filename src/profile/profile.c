@@ -3,6 +3,9 @@
 #include "core/internal.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -409,4 +412,39 @@ erg_status erg_blocking_power_w(const char *gpu, double *power_w, erg_error *err
                          "no published blocking power for GPU '%s' (known: A40, A100); give it "
                          "with --blocking-power W",
                          gpu ? gpu : "");
+}
+
+static int cmp_freq(const void *a, const void *b)
+{
+    const erg_profile_point *x = a, *y = b;
+    return (x->freq_mhz > y->freq_mhz) - (x->freq_mhz < y->freq_mhz);
+}
+
+void erg_profile_fingerprint(const erg_profile *p, char out[ERG_PROFILE_FINGERPRINT_LEN])
+{
+    uint64_t h = 14695981039346656037ULL;
+    for (int s = 0; p && s < p->nstages; s++)
+        for (int k = 0; k < ERG_NUM_INSTR_KINDS; k++) {
+            size_t n = p->stages[s][k].n;
+            if (!n)
+                continue;
+            erg_profile_point *v = erg__malloc(n * sizeof *v);
+            if (v) {
+                memcpy(v, p->stages[s][k].v, n * sizeof *v);
+                qsort(v, n, sizeof *v, cmp_freq);
+            }
+            for (size_t i = 0; i < n; i++) {
+                const erg_profile_point *pt = v ? &v[i] : &p->stages[s][k].v[i];
+                char row[160];
+                int len = snprintf(row, sizeof row, "%d,%s,%d,%.17g,%.17g\n", s,
+                                   erg_instr_kind_name((erg_instr_kind)k), pt->freq_mhz,
+                                   pt->time_s, pt->energy_j);
+                for (int c = 0; c < len && c < (int)sizeof row; c++) {
+                    h ^= (unsigned char)row[c];
+                    h *= 1099511628211ULL;
+                }
+            }
+            erg__free(v);
+        }
+    snprintf(out, ERG_PROFILE_FINGERPRINT_LEN, "fnv1a64:%016llx", (unsigned long long)h);
 }

@@ -13,6 +13,8 @@
 struct erg_srv_client {
     CURL *curl;
     char *base;
+    char *auth_header; /* "Authorization: Bearer <token>" or NULL */
+    char *ca_file;     /* CA bundle for https (NULL: the system's) */
     erg_srv_client_opts o;
     unsigned seed;
 };
@@ -42,8 +44,9 @@ erg_status erg_srv_client_new(const char *base_url, const erg_srv_client_opts *o
                               erg_srv_client **out, erg_error *err)
 {
     *out = NULL;
-    if (!base_url || strncmp(base_url, "http://", 7))
-        return erg_error_set(err, ERG_EINVAL, "server URL must start with http://, got '%.100s'",
+    if (!base_url || (strncmp(base_url, "http://", 7) && strncmp(base_url, "https://", 8)))
+        return erg_error_set(err, ERG_EINVAL,
+                             "server URL must start with http:// or https://, got '%.100s'",
                              base_url ? base_url : "");
     pthread_once(&curl_once, curl_init_once);
     erg_srv_client *c = erg__calloc(1, sizeof *c);
@@ -68,7 +71,57 @@ erg_status erg_srv_client_new(const char *base_url, const erg_srv_client_opts *o
     size_t n = strlen(c->base);
     while (n && c->base[n - 1] == '/')
         c->base[--n] = 0;
+    /* A server with access control (docs/http-api.md): the token and CA bundle from the
+     * environment, as `ergon serve` reads its token; the setters below override them. A
+     * token in the URL (http://user:TOKEN@host) is sent by libcurl as Basic credentials. */
+    const char *tok = getenv("ERGON_SERVE_TOKEN"), *ca = getenv("ERGON_SERVE_CA_FILE");
+    erg_status st = ERG_OK;
+    if (tok && *tok)
+        st = erg_srv_client_set_token(c, tok, err);
+    if (!st && ca && *ca)
+        st = erg_srv_client_set_ca_file(c, ca, err);
+    if (st) {
+        erg_srv_client_free(c);
+        return st;
+    }
     *out = c;
+    return ERG_OK;
+}
+
+erg_status erg_srv_client_set_token(erg_srv_client *c, const char *token, erg_error *err)
+{
+    for (const char *p = token ? token : ""; *p; p++)
+        if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+            return erg_error_set(err, ERG_EINVAL,
+                                 "the server token must be printable ASCII without spaces");
+    char *h = NULL;
+    if (token && *token) {
+        erg__buf b = {0};
+        if (erg__buf_printf(&b, "Authorization: Bearer %s", token))
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        h = b.data;
+    }
+    if (c->auth_header) {
+        memset(c->auth_header, 0, strlen(c->auth_header));
+        erg__free(c->auth_header);
+    }
+    c->auth_header = h;
+    return ERG_OK;
+}
+
+erg_status erg_srv_client_set_ca_file(erg_srv_client *c, const char *path, erg_error *err)
+{
+    char *p = NULL;
+    if (path && *path) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+            return erg_error_set(err, ERG_EIO, "CA file %.300s cannot be read", path);
+        fclose(f);
+        if (!(p = erg__strdup(path)))
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    erg__free(c->ca_file);
+    c->ca_file = p;
     return ERG_OK;
 }
 
@@ -79,6 +132,11 @@ void erg_srv_client_free(erg_srv_client *c)
     if (c->curl)
         curl_easy_cleanup(c->curl);
     erg__free(c->base);
+    if (c->auth_header) {
+        memset(c->auth_header, 0, strlen(c->auth_header));
+        erg__free(c->auth_header);
+    }
+    erg__free(c->ca_file);
     erg__free(c);
 }
 
@@ -111,6 +169,8 @@ static erg_status exchange(erg_srv_client *c, const char *method, const char *pa
     curl_easy_reset(h);
     struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
     hdr = curl_slist_append(hdr, "Expect:");
+    if (c->auth_header)
+        hdr = curl_slist_append(hdr, c->auth_header);
     curl_easy_setopt(h, CURLOPT_URL, url.data);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
@@ -118,7 +178,9 @@ static erg_status exchange(erg_srv_client *c, const char *method, const char *pa
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (c->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
     if (!strcmp(method, "POST")) {
         curl_easy_setopt(h, CURLOPT_POST, 1L);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
@@ -149,12 +211,15 @@ static double backoff(erg_srv_client *c, int attempt)
     return d * jitter;
 }
 
+static double mono_s(void);
+
 /* Exchange with retries on transport errors and 500/502/503/504. */
 static erg_status request(erg_srv_client *c, const char *method, const char *path,
                           const char *body, double timeout_s, int *status, erg__buf *resp,
                           erg_error *err)
 {
     erg_status st = ERG_OK;
+    double t0 = mono_s();
     for (int attempt = 0;; attempt++) {
         erg__buf_free(resp);
         *status = 0;
@@ -165,8 +230,16 @@ static erg_status request(erg_srv_client *c, const char *method, const char *pat
         if (!st && *status == 500 && resp->data &&
             (strstr(resp->data, "[profiling-done]") || strstr(resp->data, "aborted")))
             retry = false;
-        if (!retry || attempt >= c->o.max_retries)
+        if (!retry || attempt >= c->o.max_retries) {
+            if (err && st == ERG_ENET && attempt > 0) { /* say what was tried (cut off?) */
+                char last[sizeof err->msg];
+                snprintf(last, sizeof last, "%s", err->msg);
+                erg_error_set(err, st, "%s (gave up after %d attempts in %.1f s: "
+                                       "request_timeout_s %g, max_retries %d)",
+                              last, attempt + 1, mono_s() - t0, timeout_s, c->o.max_retries);
+            }
             break;
+        }
         sleep_s(backoff(c, attempt));
     }
     return st;
@@ -183,13 +256,16 @@ static erg_status http_error(int status, const erg__buf *resp, const char *what,
     if (json_is_string(m))
         msg = json_string_value(m);
     const char *state = json_string_value(json_object_get(v, "state"));
-    erg_status code = status == 404                             ? ERG_ENOTFOUND
+    erg_status code = status == 401 || status == 403              ? ERG_EPERM
+                      : status == 404                           ? ERG_ENOTFOUND
                       : state && !strcmp(state, "aborted")      ? ERG_ECANCELED
                       : status == 409                           ? ERG_ESTATE
                       : status >= 400 && status < 500           ? ERG_EINVAL
                       : status == 503                           ? ERG_ENET
                                                                 : ERG_EINTERNAL;
-    erg_error_set(err, code, "%s: HTTP %d: %.400s", what, status, msg);
+    erg_error_set(err, code, "%s: HTTP %d: %s%.400s", what, status,
+                  code == ERG_ECANCELED && !strstr(msg, "abort") ? "the job was aborted: " : "",
+                  msg);
     json_decref(v);
     return code;
 }

@@ -34,6 +34,16 @@ erg_status srv_dump_dir_check(erg_server *srv, erg_error *err)
     if (erg__buf_printf(&probe, "%s/.ergon-write-test-XXXXXX", srv->dump_dir))
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     int fd = mkstemp(probe.data);
+    if (fd < 0 && (errno == ENOSPC || errno == EDQUOT)) {
+        /* A full disk is a passing state, not a misconfiguration: refusing to start would turn
+         * it into an outage of every job. Dumps wait in memory until the disk takes them. */
+        srv_log(srv, ERG_LOG_WARNING, "dump", NULL,
+                "dump directory %s is full (%s): starting anyway; dumps wait in memory and are "
+                "written as soon as the disk has room",
+                srv->dump_dir, strerror(errno));
+        erg__buf_free(&probe);
+        return ERG_OK;
+    }
     if (fd < 0) {
         erg_status st = erg_error_set(err, ERG_EIO,
                                       "dump directory %s is not writable: %s (use --no-dump to run "

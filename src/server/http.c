@@ -4,6 +4,7 @@
 #include "server/zeus.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <errno.h>
 #include <unistd.h>
 #include <math.h>
@@ -29,8 +30,8 @@ void erg_server_opts_init(erg_server_opts *o)
     o->db_path = "ergon-server.sqlite";
     o->dump_dir = "dump";
     o->dump_data = true;
-    o->scheduler = "AllMaxFrequency";
-    o->scheduler_args = "{}";
+    o->scheduler = NULL;      /* = the Zeus configuration's counterpart, else AllMaxFrequency */
+    o->scheduler_args = NULL; /* = {} */
     o->mode = NULL;
     o->log_level = ERG_LOG_INFO;
     o->rank_timeout_s = 0;
@@ -76,36 +77,116 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     pthread_mutex_init(&srv->mu, NULL);
     pthread_mutex_init(&srv->log_mu, NULL);
     pthread_cond_init(&srv->hk_cond, NULL);
+    erg_status st = ERG_OK;
     srv->host = dup_or_null(opts->host ? opts->host : "127.0.0.1");
+    /* A host name (localhost, the node's name) is resolved once, here, to the numeric address
+     * the server binds and access control judges (localhost is loopback). */
+    if (srv->host) {
+        unsigned char probe[16];
+        if (inet_pton(AF_INET, srv->host, probe) != 1 && inet_pton(AF_INET6, srv->host, probe) != 1) {
+            struct addrinfo hints, *res = NULL;
+            memset(&hints, 0, sizeof hints);
+            hints.ai_family = AF_UNSPEC;
+            hints.ai_socktype = SOCK_STREAM;
+            int gr = getaddrinfo(srv->host, NULL, &hints, &res);
+            char num[INET6_ADDRSTRLEN] = "";
+            /* IPv4 first, as a listener on one address takes one family */
+            for (int fam = 0; !gr && fam < 2 && !num[0]; fam++)
+                for (struct addrinfo *ai = res; ai && !num[0]; ai = ai->ai_next) {
+                    if (ai->ai_family == AF_INET && fam == 0)
+                        inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, num,
+                                  sizeof num);
+                    else if (ai->ai_family == AF_INET6 && fam == 1)
+                        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr,
+                                  num, sizeof num);
+                }
+            if (res)
+                freeaddrinfo(res);
+            if (!num[0]) {
+                st = erg_error_set(err, ERG_EINVAL,
+                                   "host '%.64s' is neither a numeric IPv4/IPv6 address nor a "
+                                   "name this machine resolves%s%s",
+                                   srv->host, gr ? ": " : "", gr ? gai_strerror(gr) : "");
+                goto fail;
+            }
+            erg__free(srv->host);
+            srv->host = dup_or_null(num);
+        }
+    }
     srv->db_path = dup_or_null(opts->db_path ? opts->db_path : ":memory:");
     srv->dump_dir = dup_or_null(opts->dump_dir ? opts->dump_dir : "dump");
-    srv->scheduler = dup_or_null(opts->scheduler ? opts->scheduler : "AllMaxFrequency");
-    erg_status st = ERG_OK;
-    if (!srv->host || !srv->db_path || !srv->dump_dir || !srv->scheduler) {
+    if (!srv->host || !srv->db_path || !srv->dump_dir) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto fail;
     }
     srv->opts.host = srv->host;
     srv->opts.db_path = srv->db_path;
     srv->opts.dump_dir = srv->dump_dir;
-    srv->opts.scheduler = srv->scheduler;
     srv->opts.scheduler_args = NULL;
     srv->opts.mode = NULL;
     srv->opts.plans_dirs = NULL;
     srv->opts.n_plans_dirs = 0;
     if ((st = srv_plans_dirs_init(srv, opts->plans_dirs, opts->n_plans_dirs, err)))
         goto fail;
+    srv->opts.auth_token = NULL;
+    srv->opts.allow_nets = NULL;
+    srv->opts.n_allow_nets = 0;
+    srv->opts.tls_cert_file = srv->opts.tls_key_file = NULL;
+    if ((st = srv_auth_init(srv, opts, err)))
+        goto fail;
+    if (opts->tls_cert_file && opts->tls_key_file) {
+        size_t n;
+        erg_error e;
+        if (erg__read_file(opts->tls_cert_file, 1u << 20, &srv->tls_cert, &n, &e)) {
+            st = erg_error_set(err, ERG_EIO, "TLS certificate: %s", e.msg);
+            goto fail;
+        }
+        if (erg__read_file(opts->tls_key_file, 1u << 20, &srv->tls_key, &n, &e)) {
+            st = erg_error_set(err, ERG_EIO, "TLS key: %s", e.msg);
+            goto fail;
+        }
+        if (!strstr(srv->tls_cert, "-----BEGIN CERTIFICATE-----") ||
+            !strstr(srv->tls_key, "PRIVATE KEY-----")) {
+            st = erg_error_set(err, ERG_EINVAL,
+                               "TLS: %s must hold a PEM certificate (-----BEGIN CERTIFICATE-----) "
+                               "and %s a PEM private key",
+                               opts->tls_cert_file, opts->tls_key_file);
+            goto fail;
+        }
+    }
+    /* One configuration for both protocols: the Zeus one first; without a scheduler of
+     * its own the server runs the Zeus one's counterpart (wire_zeus.c). */
+    if ((st = srv_zeus_config(srv, opts, err)))
+        goto fail;
+    bool perseus_given = opts->scheduler || opts->scheduler_args;
+    const char *sched_name = opts->scheduler ? opts->scheduler : "AllMaxFrequency";
     json_error_t je;
-    srv->sched_args = json_loads(opts->scheduler_args ? opts->scheduler_args : "{}", 0, &je);
-    if (!srv->sched_args || !json_is_object(srv->sched_args)) {
-        st = erg_error_set(err, ERG_EINVAL, "scheduler arguments must be a JSON object: %s",
-                           srv->sched_args ? "got another JSON value" : je.text);
+    if (!perseus_given && srv->zeus_scheduler) {
+        srv->sched_args = srv_zeus_to_perseus(srv, &sched_name);
+        if (!srv->sched_args) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto fail;
+        }
+    } else {
+        srv->sched_args = json_loads(opts->scheduler_args ? opts->scheduler_args : "{}", 0, &je);
+        if (!srv->sched_args || !json_is_object(srv->sched_args)) {
+            st = erg_error_set(err, ERG_EINVAL, "scheduler arguments must be a JSON object: %s",
+                               srv->sched_args ? "got another JSON value" : je.text);
+            goto fail;
+        }
+    }
+    srv->scheduler = dup_or_null(sched_name);
+    if (!srv->scheduler) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto fail;
     }
+    srv->opts.scheduler = srv->scheduler;
     if ((st = srv_sched_check_args(srv->scheduler, srv->sched_args, err)))
         goto fail;
     /* Mode resolution (spec §1.1): fixed-knob schedulers impose theirs. */
     int want = SRV_MODE_ANY;
+    if (!perseus_given && srv->zeus_scheduler && !(opts->mode && *opts->mode))
+        want = SRV_MODE_FREQUENCY; /* Zeus sets clocks */
     if (opts->mode && *opts->mode && strcmp(opts->mode, "unspecified")) {
         if (!strcmp(opts->mode, "frequency"))
             want = SRV_MODE_FREQUENCY;
@@ -137,8 +218,9 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
         }
         srv->mode = want;
     }
-    if ((st = srv_zeus_config(srv, opts, err)))
+    if ((st = srv_zeus_reconcile(srv, perseus_given, err)))
         goto fail;
+    srv_zeus_log_config(srv);
     if (opts->dump_data && (st = srv_dump_dir_check(srv, err)))
         goto fail;
     if ((st = srv_store_open(srv, err)))
@@ -161,6 +243,8 @@ typedef struct conn_ctx {
     erg__buf body;
     bool too_big;
     bool busy;            /* The body budget was exhausted: 503. */
+    int denied;           /* Access refused (401 or 403, auth.c); its body is dropped. */
+    const char *deny_why;
     size_t reserved;      /* Bytes of the server's body budget held by this request. */
     erg_server *srv;
     struct MHD_Connection *conn;
@@ -271,6 +355,70 @@ static enum MHD_Result refuse_busy(erg_server *srv, struct MHD_Connection *c)
     return send_text(c, 503, "application/json", msg, true);
 }
 
+/* Access control (auth.c): with a token or --allow-net networks, a request must carry the
+ * token or come from an allowed network (the Perseus and Zeus routes; every route when there
+ * is no token); /healthz is open. true when the request is refused (ctx->denied set). */
+static bool check_access(erg_server *srv, struct MHD_Connection *c, const char *url,
+                         conn_ctx *ctx)
+{
+    if ((!srv->token && !srv->n_nets) || srv_auth_route_open(url))
+        return false;
+    srv_auth_result ar = SRV_AUTH_MISSING;
+    if (srv->token) {
+        ar = srv_auth_token(srv, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"));
+        if (ar == SRV_AUTH_OK)
+            return false;
+    }
+    if (srv->n_nets && srv_auth_route_net_ok(srv, url)) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (ci && srv_auth_net_allowed(srv, ci->client_addr))
+            return false;
+    }
+    ctx->denied = srv->token ? 401 : 403;
+    ctx->deny_why = !srv->token           ? "this client's address is not in an --allow-net network"
+                    : ar == SRV_AUTH_WRONG ? "the credentials do not match the server's token"
+                                           : "this route needs the server's token";
+    return true;
+}
+
+static enum MHD_Result refuse_access(erg_server *srv, struct MHD_Connection *c, const char *url,
+                                     conn_ctx *ctx)
+{
+    char msg[600], addr[INET6_ADDRSTRLEN + 2] = "?";
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr, addr,
+                  sizeof addr);
+    else if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ci->client_addr)->sin6_addr, addr,
+                  sizeof addr);
+    bool v1 = !strncmp(url, "/v1/", 4);
+    snprintf(msg, sizeof msg, "{\"%s\":\"%d %s: %s (client %s). %s (docs/http-api.md, Access control)\"}",
+             v1 ? "error" : "detail", ctx->denied,
+             ctx->denied == 401 ? "Unauthorized" : "Forbidden", ctx->deny_why, addr,
+             ctx->denied == 401
+                 ? "Send 'Authorization: Bearer <token>', or put the token in the server URL as "
+                   "Zeus and Perseus clients can: http://ergon:<token>@host:port"
+                 : "Start the server with --allow-net naming this client's network");
+    pthread_mutex_lock(&srv->mu);
+    srv->requests_by_class[4]++;
+    pthread_mutex_unlock(&srv->mu);
+    srv_log(srv, ERG_LOG_WARNING, "access", NULL, "refused %.200s from %s: %s", url, addr,
+            ctx->deny_why);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(msg), msg, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    if (ctx->denied == 401)
+        MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"ergon\", Basic realm=\"ergon\"");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)ctx->denied, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
@@ -285,6 +433,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx->conn = c;
         ctx->srv = srv;
         *con_cls = ctx;
+        if (check_access(srv, c, url, ctx))
+            return MHD_YES; /* answered once the body (not kept) has been read */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         long n;
         if (cl && erg__parse_long(cl, &n) && n > 0 && (size_t)n <= srv->opts.max_body_bytes) {
@@ -313,7 +463,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!ctx->too_big && !ctx->busy) {
+        if (!ctx->too_big && !ctx->busy && !ctx->denied) {
             size_t need = ctx->body.len + *upload_size;
             if (need > srv->opts.max_body_bytes) {
                 ctx->too_big = true;
@@ -339,6 +489,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx->resp_ready = false;
         return ret;
     }
+    if (ctx->denied)
+        return refuse_access(srv, c, url, ctx);
     if (ctx->busy)
         return refuse_busy(srv, c);
     if (ctx->too_big) {
@@ -519,8 +671,23 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     srv->stopping = false;
     srv->conn_limit = conn_limit;
     srv->conns = 0;
+    /* HTTPS: libmicrohttpd's own TLS (GnuTLS); the PEM text lives as long as the server. */
+    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL},
+                                    {MHD_OPTION_END, 0, NULL}};
+    if (srv->tls_cert) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            close(fd);
+            return erg_error_set(err, ERG_EINVAL,
+                                 "this libmicrohttpd was built without TLS: https cannot be "
+                                 "served (run without --tls-cert/--tls-key behind a TLS proxy)");
+        }
+        flags |= MHD_USE_TLS;
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, srv->tls_key};
+        tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, srv->tls_cert};
+    }
     srv->mhd = MHD_start_daemon(
-        flags, (uint16_t)port, accept_policy, srv, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
+        flags, (uint16_t)port, accept_policy, srv, on_request, srv, MHD_OPTION_ARRAY, tls,
+        MHD_OPTION_EXTERNAL_LOGGER,
         mhd_log, srv, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
         srv, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, srv, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)ceil(srv->opts.connection_timeout_s), MHD_OPTION_CONNECTION_LIMIT,
@@ -534,8 +701,12 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     srv->port = port;
     if (pthread_create(&srv->hk, NULL, housekeeper, srv) == 0)
         srv->hk_running = true;
-    srv_log(srv, ERG_LOG_INFO, "listen", NULL, "listening on %s port %d, scheduler %s, mode %s",
-            srv->host, srv->port, srv->scheduler, srv_mode_name(srv->mode));
+    srv_log(srv, ERG_LOG_INFO, "listen", NULL,
+            "listening on %s port %d (%s), scheduler %s, mode %s; access: %s%s%zu allowed "
+            "network(s)%s",
+            srv->host, srv->port, srv->tls_cert ? "https" : "http", srv->scheduler,
+            srv_mode_name(srv->mode), srv->token ? "token" : "no token", ", ", srv->n_nets,
+            !srv->token && !srv->n_nets ? " (open to every client that reaches the port)" : "");
     return ERG_OK;
 }
 
@@ -572,6 +743,11 @@ void erg_server_free(erg_server *srv)
     srv_store_close(srv);
     json_decref(srv->sched_args);
     srv_zeus_config_free(srv);
+    srv_auth_free(srv);
+    if (srv->tls_key)
+        memset(srv->tls_key, 0, strlen(srv->tls_key));
+    erg__free(srv->tls_key);
+    erg__free(srv->tls_cert);
     srv_plans_dirs_free(srv);
     erg__free(srv->host);
     erg__free(srv->db_path);

@@ -156,6 +156,7 @@ static void wake_parked(erg_server *srv, srv_job *j)
         srv_waiter *w = *pp;
         srv_resp r2;
         memset(&r2, 0, sizeof r2);
+        double t0 = srv_now_mono();
         if (!w->answer(srv, j, w->rank, w->window, w->flags, now >= w->deadline, &r2)) {
             pp = &w->next;
             continue;
@@ -170,7 +171,9 @@ static void wake_parked(erg_server *srv, srv_job *j)
             r2.body = erg__strdup("{\"detail\":\"out of memory\"}");
             r2.ctype = "application/json";
         }
-        srv->requests_by_class[r2.status / 100]++;
+        /* a parked request is a schedule request: counted, with the time its answer took
+         * (its wait at the barrier excluded, as for requests answered at once) */
+        srv_metrics_observe(srv, 0, r2.status, srv_now_mono() - t0);
         srv->wake(w->conn, r2.status, r2.body, r2.ctype);
         erg__free(w);
     }

@@ -80,6 +80,10 @@ static const arg_spec arg_specs[] = {
     {K_PROFILER, "patience", 'i', false},
     {K_PROFILER, "rel_ci", 'd', false},
     {K_PROFILER, "max_windows_per_clock", 'i', false},
+    /* For Zeus clients of the same server that send no pipe_schedule (wire_zeus.c);
+     * Perseus clients send theirs. */
+    {K_PROFILER, "num_microbatches", 'i', false},
+    {K_PROFILER, "schedule", 's', false},
     {K_POINT, "warmup_iters", 'i', false},
     {K_POINT, "solution_path", 's', false},
     {K_POINT, "reverse", 'b', false},
@@ -97,6 +101,10 @@ static const arg_spec arg_specs[] = {
     {K_ZPOINT, "solution_path", 's', true},
     {K_ZPROF, "warmup_step_ratio", 'd', false},
     {K_ZPROF, "minimum_frequency", 'i', false},
+    /* ergon's: each stage's instruction names for a client that sends no pipe_schedule
+     * (Zeus 0.16's RankInfo has none), from this schedule of pp_degree stages. */
+    {K_ZPROF, "num_microbatches", 'i', false},
+    {K_ZPROF, "schedule", 's', false},
     {K_ENVPIPE, "type", 's', false},
     {K_ENVPIPE, "scheduling", 's', false},
     {K_ENVPIPE, "reconfigure", 's', false},
@@ -237,13 +245,29 @@ erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error 
                                  p);
     }
     if (k == K_ZPOINT) {
-        /* Zeus: one existing .py file (no directory). */
+        /* Zeus: one existing plan file (no directory). */
         const char *p = arg_s(args, "solution_path", "");
-        size_t pl = strlen(p);
         if (!is_file(p))
             return erg_error_set(err, ERG_EINVAL, "Solution file not found: %.200s", p);
-        if (pl < 3 || strcmp(p + pl - 3, ".py"))
-            return erg_error_set(err, ERG_EINVAL, "Solution file is not a Python file: %.200s", p);
+        /* Zeus reads only .py plans; ergon detects the format from the content: Zeus's
+         * (name, clock) lists, a Perseus plan or an ergon JSON plan. */
+        srv_plan_pairs pairs;
+        erg_error pe;
+        if (srv_plan_load_pairs(p, 0, &pairs, &pe))
+            return erg_error_set(err, ERG_EINVAL,
+                                 "Solution file %.200s is neither a Zeus plan (a list per stage "
+                                 "of (name, clock) tuples), a Perseus plan nor an ergon JSON "
+                                 "plan: %.300s",
+                                 p, pe.msg);
+        srv_plan_pairs_free(&pairs);
+    }
+    if (k == K_ZPROF || k == K_PROFILER) {
+        erg_schedule_kind sk;
+        erg_error se;
+        if (json_object_get(args, "num_microbatches") && arg_i(args, "num_microbatches", 0) < 1)
+            return erg_error_set(err, ERG_EINVAL, "scheduler_args: num_microbatches must be >= 1");
+        if (json_object_get(args, "schedule") && erg_schedule_parse(arg_s(args, "schedule", ""), &sk, &se))
+            return erg_error_set(err, ERG_EINVAL, "scheduler_args: schedule: %s", se.msg);
     }
     if (k == K_ENVPIPE)
         return srv_envpipe_check_args(args, err);
@@ -652,6 +676,26 @@ erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_c
         if ((st = erg_frontier_baseline_open(arg_s(args, "frontier_dir", ""), s->frontier,
                                              &s->baseline, err)))
             goto fail;
+        /* A target no plan meets is refused here, with the numbers, rather than served with
+         * the fastest plan without a word (a later straggler target that cannot be met still
+         * runs the fastest plan: the job's message says so). */
+        if (s->baseline.have) {
+            size_t idx;
+            erg_emulation em;
+            erg_error e2 = {0};
+            double deadline_s =
+                s->tkind == 2 ? s->tval : s->baseline.all_max.time_s * s->tval;
+            erg_status ps = erg_frontier_baseline_pick(&s->baseline, s->frontier, deadline_s,
+                                                       &idx, &em, &e2);
+            if (ps == ERG_ENOTFOUND) {
+                st = erg_error_set(err, ERG_EINVAL,
+                                   "Frontier on %s: %s; plan the frontier again with this ergon "
+                                   "(plan perseus adds all-max clocks as its fastest plan where "
+                                   "needed) or give a larger slowdown or deadline",
+                                   arg_s(args, "frontier_dir", ""), e2.msg);
+                goto fail;
+            }
+        }
         break;
     }
     case K_ENVPIPE:

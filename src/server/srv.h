@@ -26,6 +26,7 @@ struct MHD_Daemon;
 #define SRV_HIST_GROUPS 4
 extern const double srv_hist_bounds[SRV_HIST_BUCKETS]; /* seconds */
 typedef struct srv_job srv_job;
+typedef struct srv_net srv_net;
 
 struct erg_server {
     erg_server_opts opts;     /* Copy; the strings below own their text. */
@@ -34,6 +35,8 @@ struct erg_server {
     int mode;                 /* Resolved default mode (SRV_MODE_ANY if none). */
     char *zeus_scheduler;     /* Zeus jobs' "zeus:" class, NULL when not configured. */
     json_t *zeus_sched_args;
+    const char *zeus_source;  /* Where the Zeus configuration came from (static text). */
+    char *zeus_off;           /* Why Zeus jobs are refused (NULL when served). */
     pthread_mutex_t mu;       /* Protects everything below and the database. */
     pthread_mutex_t log_mu;   /* Serialises log callbacks. */
     sqlite3 *db;
@@ -44,6 +47,11 @@ struct erg_server {
     unsigned conn_limit;      /* Their bound. */
     size_t body_inflight;     /* Request body bytes held by connections (atomic). */
     size_t body_budget;       /* Their bound. */
+    char *token;              /* Access token (auth.c), NULL when none. */
+    size_t token_len;
+    srv_net *nets;            /* --allow-net client networks. */
+    size_t n_nets;
+    char *tls_cert, *tls_key; /* PEM text when serving https, else NULL. */
     char **plans_dirs;        /* --plans-dir, resolved (realpath). */
     size_t n_plans_dirs;
     srv_job *jobs;
@@ -121,6 +129,22 @@ char *srv_json_compact(const json_t *v);
 /* The value of key in a raw query string (percent-decoding; '+' is a space
  * in queries), truncated to on - 1 bytes. */
 bool srv_query_get(const char *q, const char *key, char *out, size_t on);
+
+/* ---- auth.c: access control of the HTTP front end (docs/http-api.md) ---- */
+typedef enum { SRV_AUTH_OK, SRV_AUTH_MISSING, SRV_AUTH_WRONG } srv_auth_result;
+/* Start-up: keep the token and the networks; refuse a non-loopback host without either
+ * (unless opts->insecure) and half a TLS configuration. */
+erg_status srv_auth_init(erg_server *srv, const erg_server_opts *o, erg_error *err);
+void srv_auth_free(erg_server *srv);
+/* The Authorization header (may be NULL) against the token: "Bearer TOKEN", or "Basic" with
+ * TOKEN as the password; compared in constant time. */
+srv_auth_result srv_auth_token(const erg_server *srv, const char *authorization);
+/* Whether the client address is in an --allow-net network. */
+struct sockaddr;
+bool srv_auth_net_allowed(const erg_server *srv, const struct sockaddr *sa);
+/* Routes anyone may use (/healthz), and routes an allowed network may use without the token. */
+bool srv_auth_route_open(const char *path);
+bool srv_auth_route_net_ok(const erg_server *srv, const char *path);
 
 /* ---- confine.c ---- */
 /* Scheduler arguments from a client: every argument naming a file must resolve inside a

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "server/store.h"
+#include "server/zeus.h"
 
 /* Error bodies: {"detail": ...} on the Perseus routes (FastAPI), {"error": ...} on /v1. */
 #define fail(rs, v1, status, ...) srv_respond_error(rs, (v1) ? "error" : "detail", status, __VA_ARGS__)
@@ -232,6 +233,10 @@ static int outcome_status(srv_outcome o, bool v1)
 static void h_info(erg_server *srv, srv_resp *rs, bool v1)
 {
     json_t *o = srv_server_info_json(srv, srv->scheduler, srv->sched_args, srv->mode);
+    /* What Zeus PFO jobs run (one configuration serves both protocols); a Perseus
+     * client's pydantic ServerInfo ignores the extra field. */
+    if (o)
+        json_object_set_new(o, "zeus", srv_zeus_info(srv));
     if (v1 && o) {
         json_object_set_new(o, "version", json_string(erg_version()));
         json_object_set_new(o, "api", json_string("v1"));
@@ -358,6 +363,22 @@ static srv_job *lookup(erg_server *srv, const char *id, srv_resp *rs, bool v1)
     return j;
 }
 
+/* One job speaks one protocol: a job registered through Zeus's JobInfo takes its ranks,
+ * schedules and results on Zeus's routes only (its management routes, /v1 status, end,
+ * abort and heartbeat, stay open). false with a 409 naming the job, its protocol and the
+ * refused route. */
+static bool same_protocol(const srv_job *j, const char *route, bool v1, srv_resp *rs)
+{
+    if (!srv_job_is_zeus(j))
+        return true;
+    fail(rs, v1, 409,
+         "job %s speaks the Zeus PFO protocol (registered with Zeus's JobInfo): %s is a %s "
+         "route and is refused on it; Zeus ranks use POST /register_rank/{job_id}, GET "
+         "/schedule/{job_id}?rank=R and POST /result/{job_id}",
+         j->id, route, v1 ? "/v1" : "Perseus");
+    return false;
+}
+
 static void h_register_rank(erg_server *srv, const char *path_id, const srv_body *b,
                             srv_resp *rs, bool v1)
 {
@@ -376,6 +397,9 @@ static void h_register_rank(erg_server *srv, const char *path_id, const srv_body
         id = json_string_value(jid);
     }
     srv_job *j = lookup(srv, id, rs, v1);
+    if (j && !same_protocol(j, v1 ? "POST /v1/jobs/{job_id}/ranks" : "POST /register_rank", v1,
+                            rs))
+        j = NULL;
     char why[512];
     srv_rank_spec sp;
     memset(&sp, 0, sizeof sp);
@@ -491,7 +515,8 @@ static void h_schedule(erg_server *srv, const char *id, const srv_req *rq, srv_r
         wait = fmin(w, rq->max_wait);
     }
     srv_job *j = lookup(srv, id, rs, v1);
-    if (!j)
+    if (!j || !same_protocol(j, v1 ? "GET /v1/jobs/{job_id}/schedule" : "GET /schedule/{job_id}",
+                             v1, rs))
         return;
     char why[512];
     long w;
@@ -512,7 +537,8 @@ static void h_result(erg_server *srv, const char *id, const srv_body *b, srv_res
     int vcode = v1 ? 400 : 422;
     srv_job *j = lookup(srv, id, rs, v1);
     long r = b->rank;
-    if (!j)
+    if (!j || !same_protocol(j, v1 ? "POST /v1/jobs/{job_id}/results" : "POST /result/{job_id}",
+                             v1, rs))
         goto out;
     if (!b->result) {
         fail(rs, v1, vcode, "%s", b->err);

@@ -8,9 +8,12 @@
 #include "server/zeus.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "ergon/pipeline.h"
 #include "server/store.h"
 
 /* Errors are FastAPI's {"detail": ...}: 422 for bodies that fail validation,
@@ -100,10 +103,8 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
         return;
     }
     if (!srv->zeus_scheduler) {
-        zfail(rs, 500,
-              "no Zeus scheduler is configured on this server: start ergon serve with "
-              "ZEUS_PFO_SCHEDULER_ARGS='{\"solution_path\": \"freqs_pipeline_00000.py\"}' (or "
-              "--zeus-scheduler-args)");
+        zfail(rs, 500, "this server does not serve Zeus PFO jobs: %s",
+              srv->zeus_off ? srv->zeus_off : "no Zeus scheduler is configured");
         return;
     }
     const char *sched = srv->zeus_scheduler;
@@ -169,6 +170,36 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
 
 /* ---- register_rank ---- */
 
+/* A stage's instruction names of one iteration (forward, backward, ...) in the order of the
+ * configured schedule (InstructionProfiler's "schedule", default 1f1b) with its
+ * "num_microbatches"; NULL with why. */
+static json_t *schedule_names(erg_server *srv, int stages, int stage, char *why, size_t wn)
+{
+    const json_t *sn = json_object_get(srv->zeus_sched_args, "schedule");
+    long m = (long)json_integer_value(json_object_get(srv->zeus_sched_args, "num_microbatches"));
+    erg_schedule sched;
+    memset(&sched, 0, sizeof sched);
+    erg_error e;
+    erg_order *o = NULL;
+    if ((json_is_string(sn) && erg_schedule_parse(json_string_value(sn), &sched.kind, &e)) ||
+        erg_order_new(&sched, stages, (int)m, &o, &e)) {
+        snprintf(why, wn, "the stage's instructions cannot be derived: %.300s", e.msg);
+        return NULL;
+    }
+    const erg_instr *ins = NULL;
+    int n = erg_order_rank(o, stage, &ins);
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        json_array_append_new(a, json_string(erg_instr_kind_name(ins[i].kind)));
+    erg_order_free(o);
+    if (!a || n <= 0) {
+        json_decref(a);
+        snprintf(why, wn, "schedule gives stage %d no instruction", stage);
+        return NULL;
+    }
+    return a;
+}
+
 static int cmp_desc(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;
@@ -195,9 +226,11 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
     srv_job *j = lookup(srv, id, rs);
     if (!j) return;
     if (!srv_job_is_zeus(j)) {
-        zfail(rs, 404,
-              "job %.300s speaks the Perseus protocol: register ranks with POST "
-              "/register_rank",
+        /* One job speaks one protocol (docs/http-api.md). */
+        zfail(rs, 409,
+              "job %.300s speaks the Perseus protocol (registered with Perseus's or /v1's "
+              "JobInfo): POST /register_rank/{job_id} is a Zeus PFO route and is refused on it; "
+              "register its ranks with POST /register_rank (or POST /v1/jobs/{job_id}/ranks)",
               j->id);
         return;
     }
@@ -284,13 +317,25 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
         names = json_array();
         for (int i = 0; names && i < plan.lens[entry]; i++)
             json_array_append_new(names, json_string(plan.names[entry][i]));
+    } else if ((!ps || json_is_null(ps)) &&
+               json_object_get(srv->zeus_sched_args, "num_microbatches")) {
+        /* Zeus 0.16's client sends no pipe_schedule: the stage's names from the schedule
+         * the configuration names (1F1B by default) for pp_degree stages. */
+        char why2[400];
+        if (!(names = schedule_names(srv, j->pp, (int)pp, why2, sizeof why2))) {
+            json_decref(psr);
+            zfail(rs, 422, "%s", why2);
+            goto out;
+        }
     } else {
         size_t n = json_array_size(ps);
         if (!json_is_array(ps) || n == 0 || n > 1000000) {
             json_decref(psr);
             zfail(rs, 422,
                   "pipe_schedule must not be empty: %s needs each rank's instruction "
-                  "names of one iteration",
+                  "names of one iteration (Zeus 0.16's client sends none: give the server's "
+                  "scheduler arguments num_microbatches, and schedule if not 1f1b, so that it "
+                  "knows them)",
                   display_name(j->sched_name));
             goto out;
         }
@@ -559,7 +604,7 @@ const srv_wire srv_wire_zeus = {"zeus", route};
 erg_status srv_zeus_config(erg_server *srv, const erg_server_opts *opts, erg_error *err)
 {
     if (!opts->zeus_scheduler && !opts->zeus_scheduler_args)
-        return ERG_OK; /* Zeus jobs are refused with a message saying how to configure */
+        return ERG_OK; /* derived from the server's scheduler, or refused with a message */
     const char *name = opts->zeus_scheduler ? opts->zeus_scheduler : "PointSolution";
     static const char *const known[] = {"PointSolution", "PointSolution3D", "InstructionProfiler",
                                         "InstructionProfiler3D"};
@@ -600,14 +645,227 @@ erg_status srv_zeus_config(erg_server *srv, const erg_server_opts *opts, erg_err
     }
     srv->zeus_scheduler = internal.data;
     srv->zeus_sched_args = args;
+    srv->zeus_source = "the Zeus configuration (ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS)";
     return ERG_OK;
+}
+
+/* The scheduler family both protocols share: PointSolution or InstructionProfiler (the *3D
+ * names included), else NULL. */
+static const char *family(const char *name)
+{
+    const char *n = display_name(name);
+    if (!strncmp(n, "PointSolution", 13) && (!n[13] || !strcmp(n + 13, "3D")))
+        return "PointSolution";
+    if (!strncmp(n, "InstructionProfiler", 19) && (!n[19] || !strcmp(n + 19, "3D")))
+        return "InstructionProfiler";
+    return NULL;
+}
+
+json_t *srv_zeus_to_perseus(const erg_server *srv, const char **name)
+{
+    const char *fam = family(srv->zeus_scheduler);
+    json_t *a = json_object();
+    if (!a) return NULL;
+    *name = fam;
+    if (!strcmp(fam, "PointSolution")) {
+        /* Perseus's PointSolution on the same plan (its warm-up windows included). */
+        json_object_set(a, "solution_path", json_object_get(srv->zeus_sched_args, "solution_path"));
+    } else {
+        const json_t *r = json_object_get(srv->zeus_sched_args, "warmup_step_ratio");
+        const json_t *m = json_object_get(srv->zeus_sched_args, "minimum_frequency");
+        if (r) json_object_set(a, "warmup_step_ratio", (json_t *)r);
+        if (m) json_object_set(a, "minimum_power_state", (json_t *)m);
+        static const char *const same[] = {"num_microbatches", "schedule"};
+        for (int i = 0; i < 2; i++)
+            if (json_object_get(srv->zeus_sched_args, same[i]))
+                json_object_set(a, same[i], json_object_get(srv->zeus_sched_args, same[i]));
+    }
+    return a;
+}
+
+/* What a configuration means to a job of either protocol, for the conflict check:
+ * {"family", plan file (real path) | profiler's ratio and minimum clock}. */
+static json_t *canon(const char *name, const json_t *args, bool zeus)
+{
+    const char *fam = family(name);
+    if (!fam) return json_pack("{s:s}", "family", name);
+    if (!strcmp(fam, "PointSolution")) {
+        const json_t *p = json_object_get(args, "solution_path");
+        const char *path = json_is_string(p) ? json_string_value(p) : zeus ? "" : "frequencies.py";
+        char *rp = realpath(path, NULL);
+        json_t *o = json_pack("{s:s,s:s}", "family", fam, "plan", rp ? rp : path);
+        free(rp);
+        return o;
+    }
+    const json_t *r = json_object_get(args, "warmup_step_ratio");
+    const json_t *m = json_object_get(args, zeus ? "minimum_frequency" : "minimum_power_state");
+    return json_pack("{s:s,s:f,s:I}", "family", fam, "warmup_step_ratio",
+                     json_is_number(r) ? json_number_value(r) : 0.1, "minimum", 
+                     (json_int_t)(json_is_integer(m) ? json_integer_value(m) : 850));
+}
+
+/* The plan file's format, by its first bytes (srv_plan_load_pairs reads all three). */
+static const char *plan_format(const char *path)
+{
+    char buf[256];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    int seen = 0;
+    for (const char *p = buf; *p; p++) {
+        if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') continue;
+        if (*p == '#') { /* a comment line */
+            while (*p && *p != '\n') p++;
+            if (!*p) break;
+            continue;
+        }
+        if (!seen && *p == '{') return "ergon JSON plan";
+        if (*p == '[' && seen < 2) { seen++; continue; }
+        if (seen == 2) return *p == '(' || *p == '[' ? "Zeus (name, clock) plan" : "Perseus plan";
+        break;
+    }
+    return "plan";
+}
+
+erg_status srv_zeus_reconcile(erg_server *srv, bool perseus_given, erg_error *err)
+{
+    if (srv->zeus_scheduler && perseus_given) {
+        /* Both given: they must mean the same to either protocol's jobs. */
+        json_t *a = canon(srv->scheduler, srv->sched_args, false);
+        json_t *b = canon(srv->zeus_scheduler, srv->zeus_sched_args, true);
+        bool same = a && b && json_equal(a, b);
+        char *ta = srv_json_compact(srv->sched_args), *tb = srv_json_compact(srv->zeus_sched_args);
+        erg_status st = ERG_OK;
+        if (!same)
+            st = erg_error_set(
+                err, ERG_EINVAL,
+                "conflicting configuration: Perseus and /v1 jobs would run %s %.300s "
+                "(--scheduler/--scheduler-args, PERSEUS_SCHEDULER/PERSEUS_SCHEDULER_ARGS) but "
+                "Zeus jobs %s %.300s (--zeus-scheduler/--zeus-scheduler-args, "
+                "ZEUS_PFO_SCHEDULER/ZEUS_PFO_SCHEDULER_ARGS); one server serves one "
+                "configuration to both protocols: give only one of them (a /v1 job may still "
+                "name its own scheduler)",
+                srv->scheduler, ta ? ta : "", display_name(srv->zeus_scheduler), tb ? tb : "");
+        json_decref(a);
+        json_decref(b);
+        erg__free(ta);
+        erg__free(tb);
+        return st;
+    }
+    if (srv->zeus_scheduler)
+        return ERG_OK; /* the server's scheduler was derived from it */
+    /* Only the server's scheduler: Zeus jobs run its counterpart when Zeus has one. */
+    const char *fam = family(srv->scheduler);
+    char why[600] = "";
+    json_t *zargs = NULL;
+    if (!fam) {
+        snprintf(why, sizeof why,
+                 "this server's scheduler is %s, which Zeus's protocol has no counterpart for "
+                 "(Zeus jobs run PointSolution or InstructionProfiler): start ergon serve with "
+                 "--scheduler PointSolution --scheduler-args '{\"solution_path\": "
+                 "\"freqs_pipeline_00000.py\"}' (or ZEUS_PFO_SCHEDULER_ARGS)",
+                 srv->scheduler);
+    } else if (srv->mode != SRV_MODE_FREQUENCY) {
+        snprintf(why, sizeof why,
+                 "this server's %s runs in %s mode and Zeus jobs set clocks (frequency mode)",
+                 srv->scheduler, srv_mode_name(srv->mode));
+    } else if (!strcmp(fam, "PointSolution")) {
+        const json_t *p = json_object_get(srv->sched_args, "solution_path");
+        zargs = json_pack("{s:s}", "solution_path",
+                          json_is_string(p) ? json_string_value(p) : "frequencies.py");
+    } else if (!srv->opts.dump_data) {
+        snprintf(why, sizeof why, "InstructionProfiler requires dump_data to be enabled.");
+    } else {
+        const json_t *r = json_object_get(srv->sched_args, "warmup_step_ratio");
+        const json_t *m = json_object_get(srv->sched_args, "minimum_power_state");
+        zargs = json_object();
+        if (zargs && r) json_object_set(zargs, "warmup_step_ratio", (json_t *)r);
+        if (zargs && m) json_object_set(zargs, "minimum_frequency", (json_t *)m);
+        static const char *const same[] = {"num_microbatches", "schedule"};
+        for (int i = 0; zargs && i < 2; i++)
+            if (json_object_get(srv->sched_args, same[i]))
+                json_object_set(zargs, same[i], json_object_get(srv->sched_args, same[i]));
+    }
+    if (zargs) {
+        erg__buf internal = {0};
+        erg_error e;
+        if (erg__buf_printf(&internal, "zeus:%s", fam)) {
+            json_decref(zargs);
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+        }
+        if (srv_sched_check_args(internal.data, zargs, &e)) {
+            /* e.g. a directory of plans: Zeus serves one plan file */
+            snprintf(why, sizeof why, "this server's %s cannot serve Zeus jobs: %s%s",
+                     srv->scheduler, e.msg,
+                     !strcmp(fam, "PointSolution") ? " (Zeus serves one plan file)" : "");
+            erg__buf_free(&internal);
+            json_decref(zargs);
+        } else {
+            srv->zeus_scheduler = internal.data;
+            srv->zeus_sched_args = zargs;
+            srv->zeus_source = "the server's scheduler (--scheduler, PERSEUS_SCHEDULER)";
+        }
+    }
+    if (!srv->zeus_scheduler && !(srv->zeus_off = erg__strdup(why)))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    return ERG_OK;
+}
+
+json_t *srv_zeus_info(const erg_server *srv)
+{
+    if (!srv->zeus_scheduler)
+        return json_pack("{s:b,s:s}", "served", 0, "reason", srv->zeus_off ? srv->zeus_off : "");
+    json_t *o = json_pack("{s:b,s:s,s:O,s:s}", "served", 1, "scheduler",
+                          display_name(srv->zeus_scheduler), "scheduler_args",
+                          srv->zeus_sched_args, "from", srv->zeus_source);
+    const json_t *p = json_object_get(srv->zeus_sched_args, "solution_path");
+    if (o && json_is_string(p)) {
+        char *rp = realpath(json_string_value(p), NULL);
+        srv_plan_pairs pp;
+        erg_error e;
+        int stages = srv_plan_load_pairs(json_string_value(p), 0, &pp, &e) ? -1 : pp.n_stages;
+        if (stages >= 0) srv_plan_pairs_free(&pp);
+        json_object_set_new(o, "plan",
+                            json_pack("{s:s,s:s,s:i}", "path", rp ? rp : json_string_value(p),
+                                      "format", plan_format(json_string_value(p)), "stages",
+                                      stages));
+        free(rp);
+    }
+    return o;
+}
+
+void srv_zeus_log_config(erg_server *srv)
+{
+    json_t *o = srv_zeus_info(srv);
+    if (!srv->zeus_scheduler) {
+        srv_log(srv, ERG_LOG_INFO, "zeus", NULL, "Zeus PFO jobs are not served: %s",
+                srv->zeus_off ? srv->zeus_off : "");
+    } else {
+        char *args = srv_json_compact(srv->zeus_sched_args);
+        const json_t *plan = json_object_get(o, "plan");
+        if (plan)
+            srv_log(srv, ERG_LOG_INFO, "zeus", NULL,
+                    "Zeus PFO jobs run %s %s from %s; plan %s loaded (%s, %d stages)",
+                    display_name(srv->zeus_scheduler), args ? args : "", srv->zeus_source,
+                    json_string_value(json_object_get(plan, "path")),
+                    json_string_value(json_object_get(plan, "format")),
+                    (int)json_integer_value(json_object_get(plan, "stages")));
+        else
+            srv_log(srv, ERG_LOG_INFO, "zeus", NULL, "Zeus PFO jobs run %s %s from %s",
+                    display_name(srv->zeus_scheduler), args ? args : "", srv->zeus_source);
+        erg__free(args);
+    }
+    json_decref(o);
 }
 
 void srv_zeus_config_free(erg_server *srv)
 {
     erg__free(srv->zeus_scheduler);
+    erg__free(srv->zeus_off);
     json_decref(srv->zeus_sched_args);
     srv->zeus_scheduler = NULL;
+    srv->zeus_off = NULL;
     srv->zeus_sched_args = NULL;
 }
 

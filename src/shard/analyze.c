@@ -1,5 +1,5 @@
 /* analyze.c: the operator graph, ParallelBlocks (anchors, backward twins, propagation, merge
- * points) and repeated segments of an HLO module on a 2-D device mesh (cfp-spec §1.3, §2.2). */
+ * points) and repeated segments of an HLO module on a 2-D device mesh (docs/shard.md, Analysis). */
 #include "shard/shard_internal.h"
 
 #include <limits.h>
@@ -12,7 +12,7 @@
  *  - A dot that is neither a registered backward twin nor joinable becomes an ANCHOR: a new
  *    block whose K strategies are Alpa's dot strategies on the mesh (data/column/row and
  *    batch splits on a 1-D mesh, SS/SR/RS in both axis orders plus the S01 variants on a
- *    2-D one). Its backward twins are found right away (spec §1.3 "Backward twins") and
+ *    2-D one). Its backward twins are found right away (docs/shard.md, "twins") and
  *    registered with the operand specs each anchor strategy implies.
  *  - A dot whose owned operands, under every strategy of their block(s), arrive split only
  *    on batch dims of both operands or on one operand's space dim JOINS the block (no
@@ -34,241 +34,14 @@
  *    users all lie in one block are ADOPTED by it with the spec their users require. Values
  *    with users in several blocks stay unowned (replicated).
  *
- * Segments: each block gets a hash of its members (opcode, shape, sharding-relevant
- * attributes, role) and its strategy names; the block sequence is searched for the period
- * p <= 64 and offset that cover the most blocks with repeats (cfp-spec §2.2 step 2). The
- * prefix, each repeat and the suffix become segments; repeats share one unique id.
+ * One concept, the block builder, over 1,000 lines: the growth pass, the backward-twin search,
+ * joins, merges, followers and adoption read and write one builder state (pending twins, their
+ * required specs, dot ancestry) and must see each other's effects in order. Around it, by
+ * concern: the spec algebra (spec.c), dots and their strategies (dots.c), the propagation table
+ * and custom-call classes (propagate.c), all-reduce reassociation (reassoc.c), the repeated
+ * segments (segments.c), the report (report.c), HLO text queries such as trip counts and
+ * already-partitioned modules (hlo_query.c).
  */
-
-static spec spec_rep(void)
-{
-    spec s;
-    memset(s.d, (unsigned char)SP_R, sizeof s.d);
-    return s;
-}
-
-static int axis_size(const erg_shard *s, int code)
-{
-    return code == SP_BOTH ? s->mesh[0] * s->mesh[1] : code >= 0 ? s->mesh[code] : 1;
-}
-
-static bool uses_axis(int8_t code, int a) { return code == a || (code == SP_BOTH && a >= 0); }
-
-int shard_tiles(const erg_shard *s, const spec *sp, int rank)
-{
-    int t = 1;
-    for (int i = 0; i < rank; i++)
-        if (sp->d[i] != SP_R)
-            t *= axis_size(s, sp->d[i]);
-    return t;
-}
-
-void shard_spec_str(const spec *sp, int rank, char *buf, size_t size)
-{
-    size_t k = 0;
-    buf[0] = '\0';
-    if (rank == 0) {
-        snprintf(buf, size, "R");
-        return;
-    }
-    for (int i = 0; i < rank && k + 4 < size; i++) {
-        const char *t = sp->d[i] == SP_R ? "R" : sp->d[i] == 0 ? "S0" : sp->d[i] == 1 ? "S1"
-                                                                                       : "S01";
-        k += (size_t)snprintf(buf + k, size - k, "%s", t);
-    }
-}
-
-static bool spec_valid_for(const erg_shard *s, const hlo_shape *sh, const spec *sp)
-{
-    if (sh->kind != HLO_ARRAY)
-        return true;
-    int used[2] = {0, 0};
-    for (int i = 0; i < sh->rank; i++) {
-        int8_t c = sp->d[i];
-        if (c == SP_R)
-            continue;
-        if (sh->dims[i] % axis_size(s, c))
-            return false;
-        for (int a = 0; a < 2; a++)
-            if (uses_axis(c, a) && used[a]++)
-                return false;
-    }
-    return true;
-}
-
-/* ---- dots ---- */
-
-typedef struct dotinfo {
-    int nb, nc;
-    int64_t lb[HLO_MAX_RANK], rb[HLO_MAX_RANK], lc[HLO_MAX_RANK], rc[HLO_MAX_RANK];
-    int lrank, rrank;
-    int nls, nrs;
-    int ls[HLO_MAX_RANK], rs[HLO_MAX_RANK]; /* space dims */
-    /* output dim of batch pair k, lhs space dim k, rhs space dim k */
-    int ob[HLO_MAX_RANK], ols[HLO_MAX_RANK], ors[HLO_MAX_RANK];
-} dotinfo;
-
-bool shard_conv_labels(const erg_hlo_module *m, const hlo_instr *in, int lrank, int rrank,
-                       int orank, int idx[6])
-{
-    /* dim_labels=b01f_01io->b01f: lhs batch 'b' and feature 'f', rhs input 'i' and output
-     * 'o' features, output 'b' and 'f'; digits are spatial. Grouped convolutions are not
-     * handled (replicated). */
-    char *v = hlo_attr_str(m, in, "dim_labels");
-    char *fg = hlo_attr_str(m, in, "feature_group_count");
-    char *bg = hlo_attr_str(m, in, "batch_group_count");
-    bool ok = v && (!fg || !strcmp(fg, "1")) && (!bg || !strcmp(bg, "1"));
-    erg__free(fg);
-    erg__free(bg);
-    if (ok) {
-        char *us = strchr(v, '_'), *ar = strstr(v, "->");
-        ok = us && ar && us < ar && (int)(us - v) == lrank && (int)(ar - us - 1) == rrank &&
-             (int)strlen(ar + 2) == orank;
-        if (ok) {
-            const char *parts[3] = {v, us + 1, ar + 2};
-            const int lens[3] = {lrank, rrank, orank};
-            const char want[6] = {'b', 'f', 'i', 'o', 'b', 'f'};
-            for (int q = 0; q < 6 && ok; q++) {
-                int part = q / 2 == 0 ? 0 : q / 2 == 1 ? 1 : 2;
-                idx[q] = -1;
-                for (int k = 0; k < lens[part]; k++)
-                    if (parts[part][k] == want[q])
-                        idx[q] = k;
-                ok = idx[q] >= 0;
-            }
-        }
-    }
-    erg__free(v);
-    return ok;
-}
-
-static bool dot_info(const erg_shard *s, int i, dotinfo *d)
-{
-    const hlo_instr *in = &s->c->ins[i];
-    memset(d, 0, sizeof *d);
-    if (in->nops != 2 || in->shape.kind != HLO_ARRAY)
-        return false;
-    const hlo_shape *L = &s->c->ins[in->ops[0]].shape, *R = &s->c->ins[in->ops[1]].shape;
-    if (L->kind != HLO_ARRAY || R->kind != HLO_ARRAY)
-        return false;
-    d->lrank = L->rank;
-    d->rrank = R->rank;
-    if (in->op == HLO_OP_CONVOLUTION) {
-        /* A convolution as a dot: batch -> M, input feature -> K, output feature -> N;
-         * spatial dims belong to no role, so a split on them is never valid. */
-        int idx[6];
-        if (!shard_conv_labels(s->m, in, L->rank, R->rank, in->shape.rank, idx))
-            return false;
-        d->nc = 1;
-        d->lc[0] = idx[1];
-        d->rc[0] = idx[2];
-        d->nls = 1;
-        d->ls[0] = idx[0];
-        d->ols[0] = idx[4];
-        d->nrs = 1;
-        d->rs[0] = idx[3];
-        d->ors[0] = idx[5];
-        return true;
-    }
-    if (in->op != HLO_OP_DOT)
-        return false;
-    int nb = hlo_attr_ints(s->m, in, "lhs_batch_dims", d->lb, HLO_MAX_RANK);
-    int nb2 = hlo_attr_ints(s->m, in, "rhs_batch_dims", d->rb, HLO_MAX_RANK);
-    int nc = hlo_attr_ints(s->m, in, "lhs_contracting_dims", d->lc, HLO_MAX_RANK);
-    int nc2 = hlo_attr_ints(s->m, in, "rhs_contracting_dims", d->rc, HLO_MAX_RANK);
-    if (nb < 0)
-        nb = 0;
-    if (nb2 < 0)
-        nb2 = 0;
-    if (nc < 0)
-        nc = 0;
-    if (nc2 < 0)
-        nc2 = 0;
-    if (nb != nb2 || nc != nc2)
-        return false;
-    d->nb = nb;
-    d->nc = nc;
-    bool lused[HLO_MAX_RANK] = {0}, rused[HLO_MAX_RANK] = {0};
-    for (int k = 0; k < nb; k++) {
-        if (d->lb[k] < 0 || d->lb[k] >= L->rank || d->rb[k] < 0 || d->rb[k] >= R->rank)
-            return false;
-        lused[d->lb[k]] = rused[d->rb[k]] = true;
-    }
-    for (int k = 0; k < nc; k++) {
-        if (d->lc[k] < 0 || d->lc[k] >= L->rank || d->rc[k] < 0 || d->rc[k] >= R->rank)
-            return false;
-        lused[d->lc[k]] = rused[d->rc[k]] = true;
-    }
-    for (int k = 0; k < L->rank; k++)
-        if (!lused[k])
-            d->ls[d->nls++] = k;
-    for (int k = 0; k < R->rank; k++)
-        if (!rused[k])
-            d->rs[d->nrs++] = k;
-    for (int k = 0; k < d->nb; k++)
-        d->ob[k] = k;
-    for (int k = 0; k < d->nls; k++)
-        d->ols[k] = d->nb + k;
-    for (int k = 0; k < d->nrs; k++)
-        d->ors[k] = d->nb + d->nls + k;
-    return d->nb + d->nls + d->nrs == in->shape.rank;
-}
-
-/* Output spec and collectives of a dot given its operand specs; false if the operand specs
- * are inconsistent (would need communication before the dot). */
-static bool dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l, const spec *r,
-                     spec *out, int *ar_axes)
-{
-    *out = spec_rep();
-    *ar_axes = 0;
-    for (int a = 0; a < 2; a++) {
-        if (s->mesh[a] == 1)
-            continue;
-        int la = -1, ra = -1;
-        for (int k = 0; k < d->lrank; k++)
-            if (uses_axis(l->d[k], a)) {
-                if (la >= 0)
-                    return false;
-                la = k;
-            }
-        for (int k = 0; k < d->rrank; k++)
-            if (uses_axis(r->d[k], a)) {
-                if (ra >= 0)
-                    return false;
-                ra = k;
-            }
-        if (la < 0 && ra < 0)
-            continue;
-        int od = -1;
-        bool ok = false;
-        for (int k = 0; k < d->nb; k++)
-            if (la == d->lb[k] && ra == d->rb[k]) {
-                od = d->ob[k];
-                ok = true;
-            }
-        for (int k = 0; k < d->nc && !ok; k++)
-            if (la == d->lc[k] && ra == d->rc[k]) {
-                *ar_axes |= 1 << a;
-                ok = true;
-            }
-        for (int k = 0; k < d->nls && !ok; k++)
-            if (la == d->ls[k] && ra < 0) {
-                od = d->ols[k];
-                ok = true;
-            }
-        for (int k = 0; k < d->nrs && !ok; k++)
-            if (ra == d->rs[k] && la < 0) {
-                od = d->ors[k];
-                ok = true;
-            }
-        if (!ok)
-            return false;
-        if (od >= 0)
-            out->d[od] = out->d[od] == SP_R ? (int8_t)a : SP_BOTH;
-    }
-    (void)i;
-    return true;
-}
 
 /* ---- the builder ---- */
 
@@ -286,6 +59,8 @@ typedef struct builder {
     int *pend;       /* registered twins not yet placed (merge_blocks re-points them) */
     int *pref;       /* [n] block whose anchor reads this weight chain, or -1 (adopt) */
     int npend;
+    erg_progress_fn progress; /* may be NULL */
+    void *user;
 } builder;
 
 static erg_status oom(builder *b) { return erg_error_set(b->err, ERG_ENOMEM, "out of memory"); }
@@ -338,9 +113,9 @@ static member *add_member(builder *b, int pbi, int ins, const char *role)
         return NULL;
     }
     for (int k = 0; k < p->K; k++)
-        m->out[k] = spec_rep();
+        m->out[k] = shard_spec_rep();
     for (int k = 0; k < nops * p->K; k++)
-        m->req[k] = spec_rep();
+        m->req[k] = shard_spec_rep();
     p->nmem++;
     s->nodes[ins].pb = pbi;
     s->nodes[ins].slot = p->nmem - 1;
@@ -370,580 +145,6 @@ static const spec *out_spec(const erg_shard *s, int ins, int k)
 {
     const node *nd = &s->nodes[ins];
     return &s->pbs[nd->pb].mem[nd->slot].out[k];
-}
-
-/* ---- propagation table ---- */
-
-enum { PROP_FREE = 0, PROP_PARTIAL = 1, PROP_FAIL = 2 };
-
-static bool same_dims(const hlo_shape *a, const hlo_shape *b);
-
-static bool has_any(const char *t, const char *const *words, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        if (strstr(t, words[k]))
-            return true;
-    return false;
-}
-
-/* Class of a custom-call (shard_internal.h, CC_*) from its target and shapes; for fused
- * attention also the head dim of its rank-4 operands (-1 for rank 3: [batch*heads, seq, d]). */
-static int8_t cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_instr *in,
-                          int8_t *head)
-{
-    static const char *const ew[] = {"gelu", "relu", "silu", "swish", "sigmoid", "tanh",
-                                     "transferwithstaticring", "identity", "dropout",
-                                     "quickgelu", "elementwise"};
-    static const char *const lastdim[] = {"softmax", "layernorm", "layer_norm", "rmsnorm",
-                                          "rms_norm", "normalization", "norm"};
-    static const char *const attn[] = {"fmha", "flash", "attention", "attn", "sdpa", "mha"};
-    *head = -1;
-    char *t = hlo_attr_str(m, in, "custom_call_target");
-    if (!t)
-        return CC_OPAQUE;
-    for (char *q = t; *q; q++)
-        *q = (char)(*q >= 'A' && *q <= 'Z' ? *q - 'A' + 'a' : *q);
-    const hlo_shape *o = &in->shape;
-    if (o->kind == HLO_TUPLE && o->nelems > 0)
-        o = &o->elems[0]; /* fused attention returns (output, statistics/scratch...) */
-    int8_t cls = CC_OPAQUE;
-    /* Array operands of rank > 0 and whether they all have the output's dims. */
-    int narr = 0, nfull = 0;
-    bool all_same = o->kind == HLO_ARRAY, all_compat = all_same;
-    for (int j = 0; j < in->nops; j++) {
-        const hlo_shape *os = &c->ins[in->ops[j]].shape;
-        if (os->kind != HLO_ARRAY) {
-            all_same = all_compat = false;
-            continue;
-        }
-        if (os->rank == 0)
-            continue;
-        narr++;
-        bool same = same_dims(os, o);
-        nfull += same;
-        all_same &= same;
-        /* or the result's trailing dims: a norm's scale and bias ([H] for [T, H]) */
-        bool trailing = o->kind == HLO_ARRAY && os->rank < o->rank;
-        for (int d = 0; trailing && d < os->rank; d++)
-            trailing = os->dims[d] == o->dims[o->rank - os->rank + d];
-        all_compat &= same || trailing;
-    }
-    all_compat &= nfull > 0;
-    bool plain = in->shape.kind == HLO_ARRAY;
-    if (!strcmp(t, "\"sharding\"") || (plain && all_compat && narr > 0 &&
-                                      has_any(t, ew, ERG__ARRAY_LEN(ew))))
-        cls = CC_ELEMENTWISE;
-    else if (has_any(t, attn, ERG__ARRAY_LEN(attn))) {
-        /* Q, K, V of one rank (3 or 4) whose batch and head dims agree; output like Q. */
-        const hlo_shape *Q = in->nops >= 3 ? &c->ins[in->ops[0]].shape : NULL;
-        const hlo_shape *K = Q ? &c->ins[in->ops[1]].shape : NULL;
-        const hlo_shape *V = Q ? &c->ins[in->ops[2]].shape : NULL;
-        bool ok = Q && Q->kind == HLO_ARRAY && K->kind == HLO_ARRAY && V->kind == HLO_ARRAY &&
-                  (Q->rank == 3 || Q->rank == 4) && K->rank == Q->rank && V->rank == Q->rank &&
-                  o->kind == HLO_ARRAY && same_dims(o, Q) && K->dims[0] == Q->dims[0] &&
-                  V->dims[0] == Q->dims[0];
-        if (ok && Q->rank == 4) {
-            /* The head dim: named by cuDNN's dot dimension numbers (batch dims 0 and h),
-             * else the one of dims 1, 2 that K and V share with Q while the other (the
-             * sequence) may differ, else the smaller of the two (heads < sequence). */
-            int h = -1;
-            const hlo_attr *bc = hlo_find_attr(in, "backend_config");
-            if (bc) {
-                const char *b = m->text + bc->off, *e = b + bc->len;
-                static const char key[] = "lhs_batch_dimensions";
-                for (const char *q = b; q + sizeof key - 1 <= e; q++)
-                    if (!memcmp(q, key, sizeof key - 1)) {
-                        const char *r = q + sizeof key - 1;
-                        while (r < e && *r != ']')
-                            r++;
-                        /* the last digit before ']' is the second batch dim */
-                        const char *d = r;
-                        while (d > q && !(d[-1] >= '0' && d[-1] <= '9'))
-                            d--;
-                        if (d > q && (d[-1] == '1' || d[-1] == '2'))
-                            h = d[-1] - '0';
-                        break;
-                    }
-            }
-            if (h < 0) {
-                bool k1 = K->dims[1] == Q->dims[1] && V->dims[1] == Q->dims[1];
-                bool k2 = K->dims[2] == Q->dims[2] && V->dims[2] == Q->dims[2];
-                if (k1 != k2)
-                    h = k1 ? 1 : 2;
-                else
-                    h = Q->dims[1] < Q->dims[2] ? 1 : 2;
-            }
-            ok = K->dims[h] == Q->dims[h] && V->dims[h] == Q->dims[h];
-            *head = (int8_t)h;
-        }
-        cls = ok ? CC_ATTENTION : CC_OPAQUE;
-    } else if (plain && all_compat && narr > 0 && has_any(t, lastdim, ERG__ARRAY_LEN(lastdim)))
-        cls = CC_LASTDIM;
-    else if (plain && all_same && narr > 0)
-        cls = CC_SAMESHAPE;
-    erg__free(t);
-    return cls;
-}
-
-static int8_t cc_of(const erg_shard *s, const hlo_instr *in)
-{
-    return s->nodes[in - s->c->ins].cc;
-}
-
-/* A tensor laid out like fused attention i's output o: Q, K, V, the forward output and its
- * gradient (backward kernels), dQ, dK, dV: the same rank and the same batch and head sizes. */
-static bool attn_like(const erg_shard *s, int i, const hlo_shape *t, const hlo_shape *o)
-{
-    int h = s->nodes[i].attn_head;
-    return t->kind == HLO_ARRAY && o->kind == HLO_ARRAY && t->rank == o->rank && t->rank > 0 &&
-           t->dims[0] == o->dims[0] && (h < 0 || t->dims[h] == o->dims[h]);
-}
-
-static bool is_identity_op(const erg_shard *s, const hlo_instr *in)
-{
-    switch (in->op) {
-    case HLO_OP_ELEMENTWISE:
-    case HLO_OP_CONVERT:
-    case HLO_OP_COPY:
-    case HLO_OP_BITCAST:
-        return true;
-    case HLO_OP_CUSTOM_CALL:
-        return cc_of(s, in) == CC_ELEMENTWISE || cc_of(s, in) == CC_SAMESHAPE;
-    default:
-        return false;
-    }
-}
-
-static bool is_dynamic_slice(const hlo_instr *in)
-{
-    return in->op == HLO_OP_OTHER && !strcmp(in->opcode, "dynamic-slice");
-}
-
-/* A get-tuple-element of a parameter (loop-carried state in a while body). */
-static bool is_param_gte(const hlo_comp *c, const hlo_instr *in)
-{
-    return in->op == HLO_OP_GTE && in->nops == 1 && c->ins[in->ops[0]].op == HLO_OP_PARAMETER;
-}
-
-static bool same_dims(const hlo_shape *a, const hlo_shape *b)
-{
-    if (a->kind != HLO_ARRAY || b->kind != HLO_ARRAY || a->rank != b->rank)
-        return false;
-    for (int i = 0; i < a->rank; i++)
-        if (a->dims[i] != b->dims[i])
-            return false;
-    return true;
-}
-
-/* Reshape dimension groups: in dims [gi[g], gi[g+1]) <-> out dims [go[g], go[g+1]). */
-static int reshape_groups(const hlo_shape *a, const hlo_shape *o, int *gi, int *go)
-{
-    int i = 0, j = 0, g = 0;
-    while (i < a->rank || j < o->rank) {
-        gi[g] = i;
-        go[g] = j;
-        int64_t pa = 1, po = 1;
-        if (i < a->rank)
-            pa = a->dims[i++];
-        if (j < o->rank)
-            po = o->dims[j++];
-        while (pa != po) {
-            if (pa < po) {
-                if (i >= a->rank)
-                    return -1;
-                pa *= a->dims[i++];
-            } else {
-                if (j >= o->rank)
-                    return -1;
-                po *= o->dims[j++];
-            }
-        }
-        g++;
-        if (g >= 2 * HLO_MAX_RANK)
-            return -1;
-    }
-    gi[g] = i;
-    go[g] = j;
-    return g;
-}
-
-/* Map a spec through a reshape (from shape a to shape o); false when some split cannot be
- * carried without communication. */
-static bool reshape_map(const erg_shard *s, const hlo_shape *a, const hlo_shape *o,
-                        const spec *in, spec *out)
-{
-    *out = spec_rep();
-    int gi[2 * HLO_MAX_RANK + 1], go[2 * HLO_MAX_RANK + 1];
-    int ng = reshape_groups(a, o, gi, go);
-    if (ng < 0)
-        return false;
-    bool ok = true;
-    for (int g = 0; g < ng; g++) {
-        int first_in = -1, first_out = -1;
-        for (int k = gi[g]; k < gi[g + 1]; k++)
-            if (a->dims[k] != 1) {
-                first_in = k;
-                break;
-            }
-        for (int k = go[g]; k < go[g + 1]; k++)
-            if (o->dims[k] != 1) {
-                first_out = k;
-                break;
-            }
-        for (int k = gi[g]; k < gi[g + 1]; k++) {
-            if (in->d[k] == SP_R)
-                continue;
-            if (k != first_in || first_out < 0 ||
-                o->dims[first_out] % axis_size(s, in->d[k])) {
-                ok = false;
-                continue;
-            }
-            out->d[first_out] = in->d[k];
-        }
-    }
-    return ok;
-}
-
-/* Forward: operand j arrives with spec `op`; compute the output spec. */
-static int prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, int *ar_axis)
-{
-    const hlo_instr *in = &s->c->ins[i];
-    const hlo_shape *os = &s->c->ins[in->ops[j]].shape;
-    *out = spec_rep();
-    *ar_axis = -1;
-    int64_t dims[HLO_MAX_RANK];
-    int nd;
-    if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_ATTENTION) {
-        /* Fused attention: Q, K, V (operands 0-2) carry batch and head splits to the
-         * output (element 0 of a tuple result); a split elsewhere is gathered. */
-        const hlo_shape *o = in->shape.kind == HLO_TUPLE ? &in->shape.elems[0] : &in->shape;
-        if (!attn_like(s, i, os, o))
-            return PROP_FAIL;
-        int h = s->nodes[i].attn_head;
-        out->d[0] = op->d[0];
-        if (h >= 0)
-            out->d[h] = op->d[h];
-        return PROP_FREE;
-    }
-    if (in->op == HLO_OP_GTE && s->c->ins[in->ops[0]].op == HLO_OP_CUSTOM_CALL &&
-        cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION) {
-        /* Element 0 of a fused attention's tuple carries its spec. */
-        const hlo_shape *t = &s->c->ins[in->ops[0]].shape;
-        nd = hlo_attr_ints(s->m, in, "index", dims, 1);
-        if (t->kind != HLO_TUPLE || nd != 1 || dims[0] < 0 || dims[0] >= t->nelems ||
-            !same_dims(&t->elems[dims[0]], &in->shape) ||
-            !attn_like(s, in->ops[0], &in->shape, &t->elems[0]))
-            return PROP_FAIL;
-        *out = *op; /* dQ, dK, dV of a backward kernel: the same batch and head dims */
-        return PROP_FREE;
-    }
-    if (in->shape.kind != HLO_ARRAY || os->kind != HLO_ARRAY)
-        return PROP_FAIL;
-    if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_LASTDIM) {
-        /* Softmax-like: per row of the last dim; a split of that dim is gathered first. */
-        if (os->rank == 0)
-            return PROP_FREE;
-        if (!same_dims(os, &in->shape))
-            return PROP_FAIL;
-        *out = *op;
-        out->d[os->rank - 1] = SP_R;
-        return PROP_FREE;
-    }
-    if (is_dynamic_slice(in)) {
-        if (j != 0 || os->rank != in->shape.rank)
-            return PROP_FAIL;
-        for (int k = 0; k < os->rank; k++) {
-            if (op->d[k] != SP_R && os->dims[k] != in->shape.dims[k])
-                return PROP_FAIL;
-            out->d[k] = op->d[k];
-        }
-        return PROP_FREE;
-    }
-    switch (in->op) {
-    case HLO_OP_BROADCAST:
-        nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
-        if (nd != os->rank)
-            return PROP_FAIL;
-        for (int k = 0; k < nd; k++) {
-            if (dims[k] < 0 || dims[k] >= in->shape.rank)
-                return PROP_FAIL;
-            out->d[dims[k]] = op->d[k];
-        }
-        return PROP_FREE;
-    case HLO_OP_TRANSPOSE:
-        nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
-        if (nd != in->shape.rank || nd != os->rank)
-            return PROP_FAIL;
-        for (int k = 0; k < nd; k++) {
-            if (dims[k] < 0 || dims[k] >= nd)
-                return PROP_FAIL;
-            out->d[k] = op->d[dims[k]];
-        }
-        return PROP_FREE;
-    case HLO_OP_RESHAPE:
-        return reshape_map(s, os, &in->shape, op, out) ? PROP_FREE : PROP_FAIL;
-    case HLO_OP_REDUCE: {
-        if (j != 0)
-            return PROP_FAIL;
-        nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
-        if (nd < 0)
-            return PROP_FAIL;
-        bool red[HLO_MAX_RANK] = {0};
-        for (int k = 0; k < nd; k++) {
-            if (dims[k] < 0 || dims[k] >= os->rank)
-                return PROP_FAIL;
-            red[dims[k]] = true;
-        }
-        int o = 0, partial = -1;
-        for (int k = 0; k < os->rank; k++) {
-            if (red[k]) {
-                if (op->d[k] != SP_R)
-                    partial = partial < 0 ? op->d[k] : SP_BOTH;
-                continue;
-            }
-            if (o < in->shape.rank)
-                out->d[o] = op->d[k];
-            o++;
-        }
-        if (o != in->shape.rank)
-            return PROP_FAIL;
-        *ar_axis = partial;
-        return partial >= 0 ? PROP_PARTIAL : PROP_FREE;
-    }
-    case HLO_OP_SLICE:
-    case HLO_OP_PAD:
-    case HLO_OP_CONCATENATE:
-        if (os->rank != in->shape.rank)
-            return PROP_FAIL;
-        for (int k = 0; k < os->rank; k++) {
-            if (op->d[k] != SP_R && os->dims[k] != in->shape.dims[k])
-                return PROP_FAIL;
-            out->d[k] = op->d[k];
-        }
-        return PROP_FREE;
-    default:
-        if (!is_identity_op(s, in))
-            return PROP_FAIL;
-        if (os->rank == 0)
-            return PROP_FREE;
-        if (!same_dims(os, &in->shape))
-            return PROP_FAIL;
-        *out = *op;
-        return PROP_FREE;
-    }
-}
-
-/* Backward: the spec operand j must have for instruction i to produce `out` locally. */
-static spec prop_bwd(const erg_shard *s, int i, int j, const spec *out)
-{
-    const hlo_instr *in = &s->c->ins[i];
-    const hlo_shape *os = &s->c->ins[in->ops[j]].shape;
-    spec r = spec_rep();
-    if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_ATTENTION) {
-        const hlo_shape *o = in->shape.kind == HLO_TUPLE ? &in->shape.elems[0] : &in->shape;
-        int h = s->nodes[i].attn_head;
-        if (attn_like(s, i, os, o)) {
-            r.d[0] = out->d[0];
-            if (h >= 0)
-                r.d[h] = out->d[h];
-        }
-        return r;
-    }
-    if (in->op == HLO_OP_GTE && s->c->ins[in->ops[0]].op == HLO_OP_CUSTOM_CALL &&
-        cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION)
-        return *out; /* the tuple's spec is element 0's */
-    if (in->shape.kind != HLO_ARRAY || os->kind != HLO_ARRAY || os->rank == 0)
-        return r;
-    if (in->op == HLO_OP_CUSTOM_CALL && cc_of(s, in) == CC_LASTDIM) {
-        if (same_dims(os, &in->shape)) {
-            r = *out;
-            r.d[os->rank - 1] = SP_R;
-        }
-        return r;
-    }
-    if (is_dynamic_slice(in)) {
-        if (j == 0 && os->rank == in->shape.rank)
-            for (int k = 0; k < os->rank; k++)
-                if (os->dims[k] == in->shape.dims[k])
-                    r.d[k] = out->d[k];
-        return r;
-    }
-    int64_t dims[HLO_MAX_RANK];
-    int nd;
-    switch (in->op) {
-    case HLO_OP_BROADCAST:
-        nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
-        if (nd != os->rank)
-            return r;
-        for (int k = 0; k < nd; k++)
-            if (dims[k] >= 0 && dims[k] < in->shape.rank && os->dims[k] == in->shape.dims[dims[k]])
-                r.d[k] = out->d[dims[k]];
-        return r;
-    case HLO_OP_TRANSPOSE:
-        nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
-        if (nd != in->shape.rank || nd != os->rank)
-            return r;
-        for (int k = 0; k < nd; k++)
-            if (dims[k] >= 0 && dims[k] < nd)
-                r.d[dims[k]] = out->d[k];
-        return r;
-    case HLO_OP_RESHAPE: {
-        spec t;
-        reshape_map(s, &in->shape, os, out, &t);
-        return t;
-    }
-    case HLO_OP_REDUCE: {
-        if (j != 0)
-            return r;
-        nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
-        bool red[HLO_MAX_RANK] = {0};
-        for (int k = 0; k < nd; k++)
-            if (dims[k] >= 0 && dims[k] < os->rank)
-                red[dims[k]] = true;
-        int o = 0;
-        for (int k = 0; k < os->rank; k++)
-            if (!red[k] && o < in->shape.rank)
-                r.d[k] = out->d[o++];
-        return r;
-    }
-    case HLO_OP_SLICE:
-    case HLO_OP_PAD:
-    case HLO_OP_CONCATENATE:
-        if (os->rank != in->shape.rank)
-            return r;
-        for (int k = 0; k < os->rank; k++)
-            if (os->dims[k] == in->shape.dims[k])
-                r.d[k] = out->d[k];
-        return r;
-    default:
-        if (is_identity_op(s, in) && same_dims(os, &in->shape))
-            return *out;
-        if (in->op == HLO_OP_CUSTOM_CALL && is_identity_op(s, in) && os->rank < in->shape.rank) {
-            /* an operand of the result's trailing dims (a scale or bias) */
-            int off = in->shape.rank - os->rank;
-            for (int k = 0; k < os->rank; k++)
-                if (os->dims[k] == in->shape.dims[off + k])
-                    r.d[k] = out->d[off + k];
-        }
-        return r;
-    }
-}
-
-/* ---- anchors and strategies ---- */
-
-typedef struct strat {
-    spec l, r, o;
-    int ar;
-} strat;
-
-static int enumerate_dot(const erg_shard *s, int i, const dotinfo *d, strat *out, int max)
-{
-    const hlo_instr *in = &s->c->ins[i];
-    const hlo_shape *L = &s->c->ins[in->ops[0]].shape, *R = &s->c->ins[in->ops[1]].shape;
-    int n = 0;
-    /* Candidate assignments: (role, axis) pairs; role M = first lhs space dim, N = first
-     * rhs space dim, K = first contracting pair, B_i = batch pair i. */
-    enum { RM, RN, RK, RB };
-    typedef struct {
-        int role, idx, axis;
-    } put;
-    put cands[64][2];
-    int ncand[64];
-    int nc = 0;
-    bool two_d = s->mesh[0] > 1 && s->mesh[1] > 1;
-    int one = s->mesh[0] > 1 ? 0 : 1;
-    if (!two_d) {
-        cands[nc][0] = (put){RM, 0, one}, ncand[nc++] = 1;
-        cands[nc][0] = (put){RN, 0, one}, ncand[nc++] = 1;
-        cands[nc][0] = (put){RK, 0, one}, ncand[nc++] = 1;
-        for (int b = 0; b < d->nb && nc < 60; b++)
-            cands[nc][0] = (put){RB, b, one}, ncand[nc++] = 1;
-    } else {
-        for (int o = 0; o < 2; o++) {
-            int a = o, bb = 1 - o;
-            cands[nc][0] = (put){RM, 0, a}, cands[nc][1] = (put){RN, 0, bb}, ncand[nc++] = 2;
-            cands[nc][0] = (put){RM, 0, a}, cands[nc][1] = (put){RK, 0, bb}, ncand[nc++] = 2;
-            cands[nc][0] = (put){RK, 0, a}, cands[nc][1] = (put){RN, 0, bb}, ncand[nc++] = 2;
-        }
-        cands[nc][0] = (put){RM, 0, SP_BOTH}, ncand[nc++] = 1;
-        cands[nc][0] = (put){RN, 0, SP_BOTH}, ncand[nc++] = 1;
-        cands[nc][0] = (put){RK, 0, SP_BOTH}, ncand[nc++] = 1;
-        for (int b = 0; b < d->nb && nc < 58; b++) {
-            cands[nc][0] = (put){RB, b, SP_BOTH}, ncand[nc++] = 1;
-            cands[nc][0] = (put){RB, b, 0}, cands[nc][1] = (put){RM, 0, 1}, ncand[nc++] = 2;
-        }
-    }
-    /* Roles (M, N, K, batch 0..) split by some valid strategy; on a 2-D mesh a role that no
-     * two-axis strategy can split (its dim does not divide by an axis or by both) gets the
-     * strategies that split it on one axis and replicate on the other (3x2 meshes). */
-    bool role_split[3 + HLO_MAX_RANK] = {0};
-    int first_extra = -1;
-again:
-    for (int c = first_extra < 0 ? 0 : first_extra; c < nc && n < max; c++) {
-        strat st;
-        st.l = spec_rep();
-        st.r = spec_rep();
-        bool ok = true;
-        for (int q = 0; q < ncand[c]; q++) {
-            put p = cands[c][q];
-            int8_t ax = (int8_t)p.axis;
-            switch (p.role) {
-            case RM:
-                if (d->nls == 0)
-                    ok = false;
-                else
-                    st.l.d[d->ls[0]] = ax;
-                break;
-            case RN:
-                if (d->nrs == 0)
-                    ok = false;
-                else
-                    st.r.d[d->rs[0]] = ax;
-                break;
-            case RK:
-                if (d->nc == 0)
-                    ok = false;
-                else
-                    st.l.d[d->lc[0]] = ax, st.r.d[d->rc[0]] = ax;
-                break;
-            default:
-                st.l.d[d->lb[p.idx]] = ax, st.r.d[d->rb[p.idx]] = ax;
-            }
-        }
-        if (!ok || !spec_valid_for(s, L, &st.l) || !spec_valid_for(s, R, &st.r))
-            continue;
-        if (!dot_eval(s, i, d, &st.l, &st.r, &st.o, &st.ar))
-            continue;
-        if (!spec_valid_for(s, &in->shape, &st.o))
-            continue;
-        for (int q = 0; q < ncand[c]; q++)
-            role_split[cands[c][q].role == RB ? 3 + cands[c][q].idx : cands[c][q].role] = true;
-        out[n++] = st;
-    }
-    if (two_d && first_extra < 0) {
-        first_extra = nc;
-        for (int r = 0; r < 3 + d->nb && nc < 62; r++) {
-            if (role_split[r])
-                continue;
-            for (int a = 0; a < 2 && nc < 62; a++)
-                cands[nc][0] = (put){r < 3 ? r : RB, r < 3 ? 0 : r - 3, a}, ncand[nc++] = 1;
-        }
-        if (nc > first_extra)
-            goto again;
-    }
-    return n;
-}
-
-static erg_status strategy_name(const erg_shard *s, int i, const strat *st, char **out)
-{
-    const hlo_instr *in = &s->c->ins[i];
-    char o[80], l[80], r[80], buf[260];
-    shard_spec_str(&st->o, in->shape.rank, o, sizeof o);
-    shard_spec_str(&st->l, s->c->ins[in->ops[0]].shape.rank, l, sizeof l);
-    shard_spec_str(&st->r, s->c->ins[in->ops[1]].shape.rank, r, sizeof r);
-    snprintf(buf, sizeof buf, "%s = %s x %s", o, l, r);
-    *out = erg__strdup(buf);
-    return *out ? ERG_OK : ERG_ENOMEM;
 }
 
 static bool is_chain_op(const hlo_instr *in)
@@ -976,7 +177,7 @@ static bool is_shape_perm(const hlo_shape *a, const hlo_shape *b)
  * (dims matched by size, first unused). */
 static spec perm_spec(const hlo_shape *o, const spec *os, const hlo_shape *g)
 {
-    spec r = spec_rep();
+    spec r = shard_spec_rep();
     bool used[HLO_MAX_RANK] = {0};
     for (int i = 0; i < g->rank; i++)
         for (int j = 0; j < o->rank; j++)
@@ -1032,10 +233,24 @@ static bool depends_on(builder *b, int v, int a)
     return false;
 }
 
-/* Find the backward twin of anchor `a` with respect to its operand `side` (cfp-spec §1.3). */
+/* Find the backward twin of anchor `a` with respect to its operand `side` (docs/shard.md).
+ *
+ * Bounded so that the analysis stays near-linear: a search examines at most s->twin_window
+ * candidate dots (later dots, in no block yet, that read the operand's chain) and reads at
+ * most TWIN_USERS_PER_CANDIDATE x that many users; a search that reaches either bound stops
+ * without a twin and is counted (s->twin_cut, named in the report). In the shared HLO and
+ * the generated GPT steps a search meets at most 8 candidates and 22 users; a weight read by
+ * thousands of chained dots (bench/gen_chain_hlo.py) meets one candidate per later dot,
+ * which made the analysis cubic before the bound (4,000 dots took over a minute). The cheap
+ * test of a candidate (do its strategies fit the anchor's, dot_eval) runs before the
+ * dependence test (depends_on, up to DEP_BUDGET visits); both must hold, so the order does
+ * not change which twin is found. */
+#define TWIN_USERS_PER_CANDIDATE 64
 static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int side,
                             const strat *st)
 {
+    long users_seen = 0, cands_seen = 0;
+    long max_users = (long)b->s->twin_window * TWIN_USERS_PER_CANDIDATE;
     erg_shard *s = b->s;
     const hlo_comp *c = s->c;
     int K = s->pbs[pbi].K;
@@ -1059,7 +274,7 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
     while (nch < 16 && is_chain_op(&c->ins[v]) && c->ins[v].nops >= 1) {
         int up = c->ins[v].ops[0];
         for (int k = 0; k < K; k++)
-            cs[nch * K + k] = prop_bwd(s, v, 0, &cs[(nch - 1) * K + k]);
+            cs[nch * K + k] = shard_prop_bwd(s, v, 0, &cs[(nch - 1) * K + k]);
         v = up;
         chain[nch++] = v;
     }
@@ -1078,13 +293,15 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
             for (int u = 0; u < s->nodes[x].nusers; u++) {
                 int w = s->nodes[x].users[u];
                 const hlo_instr *W = &c->ins[w];
+                if (++users_seen > max_users)
+                    goto cut;
                 if (w == a)
                     continue;
                 if (is_chain_op(W) && W->nops >= 1 && W->ops[0] == x && nf < 64) {
                     bool ok = true;
                     for (int k = 0; k < K && ok; k++) {
                         int ar;
-                        ok = prop_fwd(s, w, 0, &fspec[fi * K + k], &fspec[nf * K + k], &ar) ==
+                        ok = shard_prop_fwd(s, w, 0, &fspec[fi * K + k], &fspec[nf * K + k], &ar) ==
                              PROP_FREE;
                     }
                     if (ok)
@@ -1094,6 +311,8 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                 if (W->op != HLO_OP_DOT || s->nodes[w].pb >= 0 || b->twin_pb[w] >= 0 ||
                     s->nodes[w].topo <= s->nodes[a].topo)
                     continue;
+                if (++cands_seen > s->twin_window)
+                    goto cut;
                 int q = W->ops[0] == x ? 0 : W->ops[1] == x ? 1 : -1;
                 if (q < 0 || W->ops[0] == W->ops[1])
                     continue;
@@ -1101,14 +320,12 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                 if (!is_shape_perm(O, &c->ins[other].shape))
                     continue;
                 dotinfo td;
-                if (!dot_info(s, w, &td))
+                if (!shard_dot_info(s, w, &td))
                     continue;
                 int64_t cp = 1;
                 for (int k = 0; k < td.nc; k++)
                     cp *= c->ins[x].shape.dims[q ? td.rc[k] : td.lc[k]];
                 if (cp != space_prod)
-                    continue;
-                if (b->dotanc[other] && !depends_on(b, other, a))
                     continue;
                 spec *req = erg__calloc((size_t)K * 2, sizeof(spec));
                 if (!req) {
@@ -1122,9 +339,9 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                     req[(1 - q) * K + k] = g;
                     spec o;
                     int ar;
-                    ok = dot_eval(s, w, &td, &req[k], &req[K + k], &o, &ar);
+                    ok = shard_dot_eval(s, w, &td, &req[k], &req[K + k], &o, &ar);
                 }
-                if (!ok) {
+                if (!ok || (b->dotanc[other] && !depends_on(b, other, a))) {
                     erg__free(req);
                     continue;
                 }
@@ -1136,6 +353,10 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
             }
         }
     }
+    goto out;
+cut:
+    if (s->twin_cut++ == 0)
+        s->twin_cut_anchor = a;
 out:
     erg__free(cs);
     erg__free(cur);
@@ -1149,7 +370,7 @@ static erg_status set_dot_member(builder *b, int pbi, int i, const spec *req, co
     erg_shard *s = b->s;
     int K = s->pbs[pbi].K;
     dotinfo d;
-    if (!dot_info(s, i, &d))
+    if (!shard_dot_info(s, i, &d))
         return erg_error_set(b->err, ERG_EINTERNAL, "dot '%s' lost its dimensions",
                              s->c->ins[i].name);
     member *m = add_member(b, pbi, i, role);
@@ -1160,9 +381,9 @@ static erg_status set_dot_member(builder *b, int pbi, int i, const spec *req, co
         int ar;
         m->req[k] = req[k];
         m->req[K + k] = req[K + k];
-        if (!dot_eval(s, i, &d, &req[k], &req[K + k], &m->out[k], &ar)) {
+        if (!shard_dot_eval(s, i, &d, &req[k], &req[K + k], &m->out[k], &ar)) {
             /* Cannot happen for registered twins; be safe: replicated compute. */
-            m->req[k] = m->req[K + k] = m->out[k] = spec_rep();
+            m->req[k] = m->req[K + k] = m->out[k] = shard_spec_rep();
             ar = 0;
         }
         if (ar) {
@@ -1181,7 +402,7 @@ static erg_status new_anchor(builder *b, int i)
     erg_shard *s = b->s;
     dotinfo d;
     strat st[64];
-    int K = dot_info(s, i, &d) ? enumerate_dot(s, i, &d, st, 64) : 0;
+    int K = shard_dot_info(s, i, &d) ? shard_enumerate_dot(s, i, &d, st, 64) : 0;
     if (K == 0)
         return ERG_ENOTFOUND; /* no valid strategy: leave it replicated */
     pblock *p = new_block(b, i, K);
@@ -1189,7 +410,7 @@ static erg_status new_anchor(builder *b, int i)
         return oom(b);
     int pbi = p->id;
     for (int k = 0; k < K; k++)
-        if (strategy_name(s, i, &st[k], &s->pbs[pbi].names[k]))
+        if (shard_strategy_name(s, i, &st[k], &s->pbs[pbi].names[k]))
             return oom(b);
     spec *req = erg__calloc((size_t)K * 2, sizeof(spec));
     if (!req)
@@ -1265,7 +486,7 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
     const hlo_instr *in = &s->c->ins[i];
     *joined = false;
     dotinfo d;
-    if (!dot_info(s, i, &d))
+    if (!shard_dot_info(s, i, &d))
         return ERG_OK;
     int o0 = s->nodes[in->ops[0]].pb, o1 = s->nodes[in->ops[1]].pb;
     if (o0 < 0 && o1 < 0)
@@ -1287,7 +508,7 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
      * if some strategy splits it. */
     bool ok = true, any_split = false;
     for (int k = 0; k < K && ok; k++) {
-        spec l = spec_rep(), r = spec_rep();
+        spec l = shard_spec_rep(), r = shard_spec_rep();
         if (o0 == p)
             l = *out_spec(s, in->ops[0], k);
         if (o1 == p)
@@ -1304,7 +525,7 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
             }
             spec o;
             int ar;
-            ok = dot_eval(s, i, &d, &l, &r, &o, &ar) && !ar;
+            ok = shard_dot_eval(s, i, &d, &l, &r, &o, &ar) && !ar;
             bool split = ok && shard_tiles(s, &o, in->shape.rank) > 1;
             any_split |= split;
             if (o0 < 0 || o1 < 0)
@@ -1318,7 +539,7 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
                 int ar;
                 /* The same strategy index first (like CFP's identity re-index), then the
                  * first one that splits the dot, then any collective-free one. */
-                if (dot_eval(s, i, &d, &l, &rr, &o, &ar) && !ar &&
+                if (shard_dot_eval(s, i, &d, &l, &rr, &o, &ar) && !ar &&
                     (found < 0 || shard_tiles(s, &o, in->shape.rank) > 1)) {
                     bool split = shard_tiles(s, &o, in->shape.rank) > 1;
                     if (found >= 0 && !split)
@@ -1370,7 +591,7 @@ static bool is_boundary_op(const erg_shard *s, const hlo_instr *in)
 {
     if (in->op == HLO_OP_GTE)
         return !(s->c->ins[in->ops[0]].op == HLO_OP_CUSTOM_CALL &&
-                 cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION);
+                 shard_cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION);
     switch (in->op) {
     case HLO_OP_GATHER:
     case HLO_OP_SCATTER:
@@ -1383,9 +604,9 @@ static bool is_boundary_op(const erg_shard *s, const hlo_instr *in)
     case HLO_OP_CONVOLUTION:
         return true;
     case HLO_OP_CUSTOM_CALL:
-        return cc_of(s, in) == CC_OPAQUE;
+        return shard_cc_of(s, in) == CC_OPAQUE;
     case HLO_OP_OTHER:
-        return !is_dynamic_slice(in);
+        return !shard_is_dynamic_slice(in);
     default:
         return false;
     }
@@ -1428,27 +649,27 @@ static erg_status follow(builder *b, int i)
     for (int k = 0; k < K; k++) {
         bool have = false;
         int status = PROP_FREE, ar = -1, definer = -1;
-        spec out = spec_rep();
+        spec out = shard_spec_rep();
         /* First operand of block p defines the output spec. */
         for (int j = 0; j < in->nops && !have; j++) {
             int o = in->ops[j];
             if (s->nodes[o].pb != p || !carries_spec(s, o))
                 continue;
-            status = prop_fwd(s, i, j, out_spec(s, o, k), &out, &ar);
+            status = shard_prop_fwd(s, i, j, out_spec(s, o, k), &out, &ar);
             have = true;
             definer = j;
             if (status == PROP_FAIL)
-                out = spec_rep();
+                out = shard_spec_rep();
             else if (status == PROP_FREE || status == PROP_PARTIAL)
                 m->req[j * K + k] = *out_spec(s, o, k);
         }
-        if (!spec_valid_for(s, &in->shape, &out))
-            out = spec_rep();
+        if (!shard_spec_valid_for(s, &in->shape, &out))
+            out = shard_spec_rep();
         m->out[k] = out;
         /* Custom-calls that drop some splits (softmax-like, attention) need their input
          * gathered there: the definer's requirement follows from the output. */
         if (in->op == HLO_OP_CUSTOM_CALL && definer >= 0 && status == PROP_FREE)
-            m->req[definer * K + k] = prop_bwd(s, i, definer, &out);
+            m->req[definer * K + k] = shard_prop_bwd(s, i, definer, &out);
         if (status == PROP_PARTIAL && ar >= 0) {
             double bytes = hlo_shape_bytes(&in->shape) / shard_tiles(s, &out, in->shape.rank);
             if (!add_coll(m, k, COLL_AR, ar, bytes))
@@ -1459,7 +680,7 @@ static erg_status follow(builder *b, int i)
             if (j == definer && (status == PROP_FREE || status == PROP_PARTIAL))
                 continue;
             m->req[j * K + k] = (status == PROP_PARTIAL && j == 0) ? m->req[j * K + k]
-                                                                    : prop_bwd(s, i, j, &out);
+                                                                    : shard_prop_bwd(s, i, j, &out);
         }
     }
     return ERG_OK;
@@ -1490,18 +711,18 @@ static erg_status adopt(builder *b, int i)
         break;
     case HLO_OP_GTE:
         /* loop-carried state of a while body (a stacked weight) */
-        if (!is_param_gte(s->c, in))
+        if (!shard_is_param_gte(s->c, in))
             return ERG_OK;
         break;
     case HLO_OP_ELEMENTWISE:
-        /* CFP's "attach the remaining instructions" (cfp-spec §1.2 phase 3): a computation
+        /* CFP's "attach the remaining instructions" (its third phase; docs/shard.md): a computation
          * on unowned values whose users all lie in one block, e.g. the in-graph optimizer's
          * update of its moment estimates, is done on that block's shards */
         if (in->shape.rank == 0)
             return ERG_OK;
         break;
     default:
-        if (!is_dynamic_slice(in)) /* one layer of a stacked weight */
+        if (!shard_is_dynamic_slice(in)) /* one layer of a stacked weight */
             return ERG_OK;
     }
     for (int j = 0; j < in->nops; j++)
@@ -1548,200 +769,11 @@ static erg_status adopt(builder *b, int i)
     const member *um = &s->pbs[p].mem[s->nodes[first_user].slot];
     for (int k = 0; k < K; k++) {
         spec o = um->req[pos * K + k];
-        if (!spec_valid_for(s, &in->shape, &o))
-            o = spec_rep();
+        if (!shard_spec_valid_for(s, &in->shape, &o))
+            o = shard_spec_rep();
         m->out[k] = o;
         for (int j = 0; j < in->nops; j++)
-            m->req[j * K + k] = prop_bwd(s, i, j, &o);
-    }
-    return ERG_OK;
-}
-
-/* ---- all-reduce reassociation ---- */
-
-static bool is_add(const hlo_instr *in)
-{
-    return in->op == HLO_OP_ELEMENTWISE && !strcmp(in->opcode, "add");
-}
-
-/* The dot member that produces `v` through single-use reshape, bitcast, copy or transpose
- * members of its block (same bytes), or -1. The dot must have `v`'s chain as its only use. */
-static int partial_source(const erg_shard *s, int v)
-{
-    int p = s->nodes[v].pb;
-    if (p < 0)
-        return -1;
-    for (int guard = 0; guard < 16; guard++) {
-        const hlo_instr *in = &s->c->ins[v];
-        if (s->nodes[v].pb != p)
-            return -1;
-        if (in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION)
-            return s->nodes[v].nusers == 1 ? v : -1;
-        if (!(in->op == HLO_OP_RESHAPE || in->op == HLO_OP_BITCAST || in->op == HLO_OP_COPY ||
-              in->op == HLO_OP_TRANSPOSE) ||
-            in->nops != 1 || s->nodes[in->ops[0]].nusers != 1)
-            return -1;
-        v = in->ops[0];
-    }
-    return -1;
-}
-
-/* Whether `v` is an add that continues a tree: its single user is an add of its shape. */
-static bool inner_add(const erg_shard *s, int v)
-{
-    const hlo_instr *in = &s->c->ins[v];
-    if (!is_add(in) || s->nodes[v].nusers != 1)
-        return false;
-    int u = s->nodes[v].users[0];
-    return is_add(&s->c->ins[u]) && same_dims(&s->c->ins[u].shape, &in->shape);
-}
-
-/* The leaves of the add tree rooted at `r`, in operand order (adds of any block). */
-static void add_leaves(const erg_shard *s, int r, int *leaves, int *nl, int max, int depth)
-{
-    const hlo_instr *in = &s->c->ins[r];
-    for (int j = 0; j < in->nops; j++) {
-        int o = in->ops[j];
-        if (depth < 64 && inner_add(s, o) && s->nodes[o].users[0] == r)
-            add_leaves(s, o, leaves, nl, max, depth + 1);
-        else if (*nl < max)
-            leaves[(*nl)++] = o;
-    }
-}
-
-/* The all-reduce a member needs under strategy k: its axis (or -1) and bytes. */
-static int member_ar(const member *m, int k, double *bytes)
-{
-    for (int c = 0; c < m->ncolls; c++)
-        if (m->coll_k[c] == k && m->colls[c].kind == COLL_AR) {
-            *bytes = m->colls[c].bytes;
-            return m->colls[c].axis;
-        }
-    return -1;
-}
-
-static void drop_ar(erg_shard *s, member *m, int k)
-{
-    for (int c = 0; c < m->ncolls; c++)
-        if (m->coll_k[c] == k && m->colls[c].kind == COLL_AR) {
-            m->colls[c] = m->colls[m->ncolls - 1];
-            m->coll_k[c] = m->coll_k[m->ncolls - 1];
-            m->ncolls--;
-            s->reassoc_saved++;
-            return;
-        }
-}
-
-/*
- * Sibling dots whose partial sums are added (the input gradients of separate Q, K and V
- * projections under a column split: dX = dQ·Wqᵀ + dK·Wkᵀ + dV·Wvᵀ, each contracting the
- * split dim) need one all-reduce of the sum, not one each: XLA's AllReduceReassociate does
- * exactly this. For every maximal add tree, the dot members that produce its leaves
- * ("sources", in operand order):
- *  - all in one block: per strategy, the first source with an all-reduce keeps it and every
- *    other one all-reducing the same size on the same axis drops it (p partial sums, one
- *    all-reduce);
- *  - in several blocks: each pair of consecutive sources saves one all-reduce when both
- *    all-reduce the same size on the same axis: inside a block the later one drops it, across
- *    blocks the pair is recorded (s->rpairs) and cost.c lowers the resharding edge between
- *    the two blocks by one all-reduce for those strategy pairs. This never counts more than
- *    p - 1 savings (it can count fewer when partial sums are not adjacent).
- */
-static erg_status reassociate(erg_shard *s, erg_error *err)
-{
-    enum { MAXL = 64 };
-    int leaves[MAXL], src[MAXL];
-    for (int r = 0; r < s->n; r++) {
-        const hlo_instr *R = &s->c->ins[r];
-        if (!is_add(R) || R->shape.kind != HLO_ARRAY || inner_add(s, r))
-            continue;
-        int nl = 0, ns = 0;
-        add_leaves(s, r, leaves, &nl, MAXL, 0);
-        for (int l = 0; l < nl; l++) {
-            int d = partial_source(s, leaves[l]);
-            if (d >= 0)
-                src[ns++] = d;
-        }
-        if (ns < 2)
-            continue;
-        bool one = true;
-        for (int l = 1; l < ns; l++)
-            one &= s->nodes[src[l]].pb == s->nodes[src[0]].pb;
-        if (one) {
-            pblock *P = &s->pbs[s->nodes[src[0]].pb];
-            for (int k = 0; k < P->K; k++) {
-                int keep_axis = -2;
-                double keep_bytes = 0, b;
-                for (int l = 0; l < ns; l++) {
-                    member *m = &P->mem[s->nodes[src[l]].slot];
-                    int ax = member_ar(m, k, &b);
-                    if (ax < 0)
-                        continue;
-                    if (keep_axis == -2) {
-                        keep_axis = ax;
-                        keep_bytes = b;
-                    } else if (ax == keep_axis && b == keep_bytes) {
-                        drop_ar(s, m, k);
-                    }
-                }
-            }
-            continue;
-        }
-        /* Several blocks: the all-reduces before any is dropped, per source and strategy. */
-        int8_t *ax[MAXL];
-        double *by[MAXL];
-        bool ok = true;
-        for (int l = 0; l < ns; l++) {
-            const pblock *P = &s->pbs[s->nodes[src[l]].pb];
-            ax[l] = erg__malloc((size_t)P->K);
-            by[l] = erg__malloc((size_t)P->K * sizeof(double));
-            ok &= ax[l] && by[l];
-            for (int k = 0; ax[l] && by[l] && k < P->K; k++) {
-                by[l][k] = 0;
-                ax[l][k] = (int8_t)member_ar(&P->mem[s->nodes[src[l]].slot], k, &by[l][k]);
-            }
-        }
-        for (int l = 0; ok && l + 1 < ns; l++) {
-            int pa = s->nodes[src[l]].pb, pb2 = s->nodes[src[l + 1]].pb;
-            if (pa == pb2) {
-                pblock *P = &s->pbs[pa];
-                for (int k = 0; k < P->K; k++)
-                    if (ax[l][k] != -1 && ax[l][k] == ax[l + 1][k] && by[l][k] == by[l + 1][k])
-                        drop_ar(s, &P->mem[s->nodes[src[l + 1]].slot], k);
-                continue;
-            }
-            rpair *np = erg__reallocarray(s->rpairs, (size_t)s->nrpairs + 1, sizeof *np);
-            if (!np) {
-                ok = false;
-                break;
-            }
-            s->rpairs = np;
-            np[s->nrpairs++] = (rpair){src[l], src[l + 1], ax[l], by[l], ax[l + 1], by[l + 1],
-                                       false};
-            /* the arrays now belong to the pair(s); copy for the next pair's left side */
-            int8_t *ca = erg__malloc((size_t)s->pbs[pb2].K);
-            double *cb = erg__malloc((size_t)s->pbs[pb2].K * sizeof(double));
-            if (!ca || !cb) {
-                erg__free(ca);
-                erg__free(cb);
-                ax[l + 1] = NULL;
-                by[l + 1] = NULL;
-                ok = false;
-                break;
-            }
-            memcpy(ca, ax[l + 1], (size_t)s->pbs[pb2].K);
-            memcpy(cb, by[l + 1], (size_t)s->pbs[pb2].K * sizeof(double));
-            ax[l] = NULL;
-            by[l] = NULL;
-            ax[l + 1] = ca;
-            by[l + 1] = cb;
-        }
-        for (int l = 0; l < ns; l++) {
-            erg__free(ax[l]);
-            erg__free(by[l]);
-        }
-        if (!ok)
-            return erg_error_set(err, ERG_ENOMEM, "out of memory");
+            m->req[j * K + k] = shard_prop_bwd(s, i, j, &o);
     }
     return ERG_OK;
 }
@@ -1835,7 +867,7 @@ static erg_status build_graph(erg_shard *s, erg_error *err)
     for (int i = 0; i < n; i++) {
         const hlo_instr *in = &c->ins[i];
         int8_t h = -1;
-        s->nodes[i].cc = in->op == HLO_OP_CUSTOM_CALL ? cc_classify(s->m, c, in, &h) : CC_NONE;
+        s->nodes[i].cc = in->op == HLO_OP_CUSTOM_CALL ? shard_cc_classify(s->m, c, in, &h) : CC_NONE;
         s->nodes[i].attn_head = h;
     }
     for (int i = 0; i < n; i++) {
@@ -1846,318 +878,8 @@ static erg_status build_graph(erg_shard *s, erg_error *err)
     return ERG_OK;
 }
 
-/* ---- segments ---- */
-
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h * 0xff51afd7ed558ccdull;
-}
-
-static uint64_t hstr(uint64_t h, const char *s)
-{
-    for (; s && *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return mix(h, 0x51);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static erg_status block_hashes(erg_shard *s, erg_error *err)
-{
-    static const char *const keys[] = {"dimensions", "lhs_contracting_dims",
-                                       "rhs_contracting_dims", "lhs_batch_dims",
-                                       "rhs_batch_dims", "direction", "slice", "index"};
-    for (int oi = 0; oi < s->norder; oi++) {
-        pblock *p = &s->pbs[s->order[oi]];
-        uint64_t *lab = erg__malloc((size_t)(p->nmem ? p->nmem : 1) * sizeof(uint64_t));
-        if (!lab)
-            return erg_error_set(err, ERG_ENOMEM, "out of memory");
-        int nl = 0;
-        for (int mi = 0; mi < p->nmem; mi++) {
-            const hlo_instr *in = &s->c->ins[p->mem[mi].ins];
-            /* Like CFP's fingerprint, only the dots: the ops a block absorbs at the model's
-             * edges (embedding gradients, loss) must not make the first layer differ. */
-            if (in->op != HLO_OP_DOT && in->op != HLO_OP_CONVOLUTION)
-                continue;
-            uint64_t h = hstr(1469598103934665603ull, in->opcode);
-            h = hstr(h, p->mem[mi].role);
-            h = mix(h, (uint64_t)in->shape.kind * 31 + (uint64_t)in->shape.dtype);
-            for (int d = 0; d < in->shape.rank; d++)
-                h = mix(h, (uint64_t)in->shape.dims[d]);
-            for (size_t k = 0; k < ERG__ARRAY_LEN(keys); k++) {
-                char *v = hlo_attr_str(s->m, in, keys[k]);
-                h = hstr(h, v);
-                erg__free(v);
-            }
-            for (int k = 0; k < p->K; k++) {
-                char buf[80];
-                shard_spec_str(&p->mem[mi].out[k], in->shape.rank, buf, sizeof buf);
-                h = hstr(h, buf);
-            }
-            lab[nl++] = h;
-        }
-        qsort(lab, (size_t)nl, sizeof *lab, cmp_u64);
-        uint64_t h = mix(0x1234, (uint64_t)p->K);
-        for (int k = 0; k < p->K; k++)
-            h = hstr(h, p->names[k]);
-        for (int mi = 0; mi < nl; mi++)
-            h = mix(h, lab[mi]);
-        p->hash = h;
-        erg__free(lab);
-    }
-    return ERG_OK;
-}
-
-static erg_status add_segment(erg_shard *s, int first, int n, int unique, erg_error *err)
-{
-    segment *sg = erg__reallocarray(s->segs, (size_t)s->nseg + 1, sizeof *sg);
-    if (!sg)
-        return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    s->segs = sg;
-    memset(&sg[s->nseg], 0, sizeof *sg);
-    sg[s->nseg].first = first;
-    sg[s->nseg].n = n;
-    sg[s->nseg].unique = unique < 0 ? s->nseg : unique;
-    s->nseg++;
-    return ERG_OK;
-}
-
-/* Split [first, first+n) into chunks whose strategy product stays enumerable. */
-static erg_status add_chunks(erg_shard *s, int first, int n, erg_error *err)
-{
-    while (n > 0) {
-        int len = 0;
-        double prod = 1;
-        while (len < n && prod * s->pbs[s->order[first + len]].K <= 20000) {
-            prod *= s->pbs[s->order[first + len]].K;
-            len++;
-        }
-        if (len == 0)
-            len = 1;
-        erg_status st = add_segment(s, first, len, -1, err);
-        if (st)
-            return st;
-        first += len;
-        n -= len;
-    }
-    return ERG_OK;
-}
-
-static erg_status find_segments(erg_shard *s, erg_error *err)
-{
-    int n = s->norder;
-    int best_p = 0, best_s = 0, best_l = 0;
-    /* For each period p, run[i] = how many consecutive positions from i have
-     * hash[j] == hash[j + p]; a start st then repeats 1 + run[st] / p times. O(64 n). */
-    int *run = erg__malloc((size_t)(n + 1) * sizeof(int));
-    if (!run)
-        return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    for (int p = 1; p <= 64 && 2 * p <= n; p++) {
-        run[n - p] = 0;
-        for (int i = n - p - 1; i >= 0; i--)
-            run[i] = s->pbs[s->order[i]].hash == s->pbs[s->order[i + p]].hash ? run[i + 1] + 1 : 0;
-        for (int st = 0; st + 2 * p <= n; st++) {
-            int L = 1 + run[st] / p;
-            if (L >= 2 && (long)L * p > (long)best_l * best_p) {
-                best_p = p;
-                best_s = st;
-                best_l = L;
-            }
-        }
-    }
-    erg__free(run);
-    erg_status st;
-    if (best_l < 2)
-        return add_chunks(s, 0, n, err);
-    if (best_s > 0 && (st = add_chunks(s, 0, best_s, err)))
-        return st;
-    /* Each repeat is cut into the same chunks (so that a chunk's combinations stay
-     * enumerable); chunk j of every repeat maps to chunk j of the first. */
-    int cut[65], ncut = 0, at = 0;
-    while (at < best_p) {
-        int len = 0;
-        double prod = 1;
-        while (at + len < best_p && prod * s->pbs[s->order[best_s + at + len]].K <= 20000) {
-            prod *= s->pbs[s->order[best_s + at + len]].K;
-            len++;
-        }
-        if (!len)
-            len = 1;
-        cut[ncut++] = len;
-        at += len;
-    }
-    int first_seg = s->nseg;
-    for (int r = 0; r < best_l; r++) {
-        int off = best_s + r * best_p;
-        for (int j = 0; j < ncut; j++) {
-            if ((st = add_segment(s, off, cut[j], r ? first_seg + j : -1, err)))
-                return st;
-            off += cut[j];
-        }
-    }
-    int end = best_s + best_l * best_p;
-    if (end < n && (st = add_chunks(s, end, n - end, err)))
-        return st;
-    return ERG_OK;
-}
-
 /* ---- public ---- */
 
-/* Trip count of the while loop whose body is computation `ci`: backend_config
- * "known_trip_count":{"n":"N"}, else the loop condition's compare(i, constant(N)),
- * direction=LT; 0 when `ci` is no loop body or the count is unknown. *loop names the
- * while instruction (or NULL). */
-static long trip_count(const erg_hlo_module *m, int ci, const char **loop)
-{
-    *loop = NULL;
-    for (int c = 0; c < m->ncomps; c++)
-        for (int i = 0; i < m->comps[c].n; i++) {
-            const hlo_instr *in = &m->comps[c].ins[i];
-            if (in->op != HLO_OP_WHILE)
-                continue;
-            char *body = hlo_attr_str(m, in, "body");
-            bool match = body && hlo_find_comp(m, body) == ci;
-            erg__free(body);
-            if (!match)
-                continue;
-            *loop = in->name;
-            const hlo_attr *a = hlo_find_attr(in, "backend_config");
-            if (a) {
-                const char *t = m->text + a->off, *e = t + a->len;
-                const char *k = NULL;
-                for (const char *q = t; q + 16 <= e; q++)
-                    if (!memcmp(q, "known_trip_count", 16)) {
-                        k = q + 16;
-                        break;
-                    }
-                while (k && k < e && *k != '"' && !(*k >= '0' && *k <= '9'))
-                    k++;
-                /* skip {"n":" */
-                while (k && k < e && !(*k >= '0' && *k <= '9'))
-                    k++;
-                if (k && k < e) {
-                    long v = 0;
-                    while (k < e && *k >= '0' && *k <= '9' && v < 1000000000)
-                        v = v * 10 + (*k++ - '0');
-                    if (v > 0)
-                        return v;
-                }
-            }
-            char *cond = hlo_attr_str(m, in, "condition");
-            int cc = cond ? hlo_find_comp(m, cond) : -1;
-            erg__free(cond);
-            if (cc < 0)
-                return 0;
-            const hlo_comp *C = &m->comps[cc];
-            for (int j = 0; j < C->n; j++) {
-                const hlo_instr *cmp = &C->ins[j];
-                char *dir = hlo_attr_str(m, cmp, "direction");
-                bool lt = dir && !strcmp(dir, "LT");
-                erg__free(dir);
-                if (strcmp(cmp->opcode, "compare") || !lt || cmp->nops != 2)
-                    continue;
-                const hlo_instr *k2 = &C->ins[cmp->ops[1]];
-                if (k2->op == HLO_OP_CONSTANT && k2->lit_len > 0 && k2->lit_len < 20) {
-                    char buf[24];
-                    memcpy(buf, m->text + k2->lit_off, k2->lit_len);
-                    buf[k2->lit_len] = '\0';
-                    long v;
-                    if (erg__parse_long(buf, &v) && v > 0)
-                        return v;
-                }
-            }
-            return 0;
-        }
-    return 0;
-}
-
-/* Largest replica group of a collective: {{0,1},{2,3}} -> 2, [2,4]<=[8] -> 4, {} (all
- * devices) or a missing attribute -> -1. */
-static long largest_group(const erg_hlo_module *m, const hlo_instr *in)
-{
-    const hlo_attr *a = hlo_find_attr(in, "replica_groups");
-    if (!a)
-        a = hlo_find_attr(in, "source_target_pairs");
-    if (!a)
-        return -1;
-    const char *t = m->text + a->off, *e = t + a->len;
-    if (a->len && *t == '[') {
-        /* iota form [groups,size]<=[n]: the last dim before ']' is the group size */
-        const char *r = memchr(t, ']', (size_t)(e - t));
-        long v = 0;
-        const char *q = r;
-        while (q && q > t && q[-1] >= '0' && q[-1] <= '9')
-            q--;
-        for (; q && q < r; q++)
-            v = v * 10 + (*q - '0');
-        return v > 0 ? v : -1;
-    }
-    long best = 0, cur = 0;
-    int depth = 0;
-    bool any = false;
-    for (const char *q = t; q < e; q++) {
-        if (*q == '{') {
-            depth++;
-            if (depth == 2)
-                cur = 0, any = false;
-        } else if (*q == '}') {
-            if (depth == 2 && any)
-                best = ERG__MAX(best, cur + 1);
-            depth--;
-        } else if (depth == 2 && *q == ',') {
-            cur++;
-        } else if (depth == 2 && *q >= '0' && *q <= '9') {
-            any = true;
-        }
-    }
-    return best > 0 ? best : -1;
-}
-
-/* cfp-spec §1.3: collectives already present mean the module was partitioned (per-device
- * shapes); planning it again would re-annotate per-device tensors. */
-static erg_status check_unpartitioned(const erg_hlo_module *m, erg_error *err)
-{
-    bool annotated = false;
-    for (int c = 0; c < m->ncomps; c++)
-        for (int i = 0; i < m->comps[c].n; i++) {
-            const hlo_instr *in = &m->comps[c].ins[i];
-            annotated |= hlo_find_attr(in, "sharding") != NULL;
-            bool is_coll = in->op == HLO_OP_COLLECTIVE || !strcmp(in->opcode, "cross-replica-sum") ||
-                        !strcmp(in->opcode, "collective-permute-start") ||
-                        !strcmp(in->opcode, "collective-broadcast") ||
-                        !strcmp(in->opcode, "ragged-all-to-all");
-            bool ids = !strcmp(in->opcode, "partition-id") || !strcmp(in->opcode, "replica-id");
-            long g = is_coll ? largest_group(m, in) : 0;
-            /* A collective whose groups each hold one device is a no-op; any other one
-             * (explicit groups, or {} meaning all devices) says the module is partitioned
-             * or data-parallel already. */
-            bool real = is_coll && g != 1;
-            if (real || ids) {
-                long line, col;
-                hlo_line_col(m, in->start, &line, &col);
-                return erg_error_set(
-                    err, ERG_EINVAL,
-                    "%s:%ld: the module is already partitioned: '%s' is %s%s%s (num_partitions=%ld); "
-                    "ergon shard plans the single-device module before SPMD partitioning (its "
-                    "shapes are whole tensors): give it that module instead",
-                    m->filename, line, in->name, is_coll ? "a collective " : "a ", in->opcode,
-                    is_coll && g > 1 ? " over device groups" : "", m->num_partitions);
-            }
-        }
-    if (m->num_partitions > 1 && !annotated)
-        return erg_error_set(err, ERG_EINVAL,
-                             "%s: the module declares num_partitions=%ld but carries no "
-                             "sharding annotation: it looks already partitioned (per-device "
-                             "shapes); ergon shard plans the single-device module before SPMD "
-                             "partitioning: give it that module instead",
-                             m->filename, m->num_partitions);
-    return ERG_OK;
-}
 
 erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_shard **out,
                              erg_error *err)
@@ -2165,14 +887,41 @@ erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_
     return erg_shard_analyze_computation(m, NULL, mesh0, mesh1, out, err);
 }
 
+void erg_shard_analyze_options_init(erg_shard_analyze_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->twin_window = ERG_SHARD_TWIN_WINDOW;
+}
+
 static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0,
-                             int mesh1, erg_shard **out, erg_error *err);
+                             int mesh1, const erg_shard_analyze_options *o, erg_shard **out,
+                             erg_error *err);
 
 erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *computation,
                                          int mesh0, int mesh1, erg_shard **out, erg_error *err)
 {
+    erg_shard_analyze_options o;
+    erg_shard_analyze_options_init(&o);
+    o.computation = computation;
+    return erg_shard_analyze_opts(m, mesh0, mesh1, &o, out, err);
+}
+
+erg_status erg_shard_analyze_opts(const erg_hlo_module *m, int mesh0, int mesh1,
+                                  const erg_shard_analyze_options *opts, erg_shard **out,
+                                  erg_error *err)
+{
+    erg_shard_analyze_options o;
+    erg_shard_analyze_options_init(&o);
+    if (opts)
+        o = *opts;
+    if (o.twin_window < 1 || o.twin_window > 1000000)
+        return erg_error_set(err, ERG_EINVAL, "twin window %d: must be 1 to 1000000",
+                             o.twin_window);
+    const char *computation = o.computation;
     erg_error le;
-    erg_status st = analyze_on(m, computation, mesh0, mesh1, out, &le);
+    erg_status st = analyze_on(m, computation, mesh0, mesh1, &o, out, &le);
     if (st && err)
         *err = le;
     /* A 1-D mesh of n devices whose size divides no dim: view it as a 2-D mesh a x b (the same
@@ -2185,7 +934,7 @@ erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *co
         if (n % b)
             continue;
         erg_error e2;
-        if (analyze_on(m, computation, n / b, b, out, &e2) == ERG_OK) {
+        if (analyze_on(m, computation, n / b, b, &o, out, &e2) == ERG_OK) {
             (*out)->mesh_req[0] = mesh0;
             (*out)->mesh_req[1] = mesh1;
             return ERG_OK;
@@ -2202,9 +951,9 @@ static int weight_storage(const erg_shard *s, int v)
 {
     for (int guard = 0; guard < 32; guard++) {
         const hlo_instr *V = &s->c->ins[v];
-        if (V->op == HLO_OP_PARAMETER || is_param_gte(s->c, V))
+        if (V->op == HLO_OP_PARAMETER || shard_is_param_gte(s->c, V))
             return v;
-        bool through = is_chain_op(V) || is_dynamic_slice(V) ||
+        bool through = is_chain_op(V) || shard_is_dynamic_slice(V) ||
                        (V->op == HLO_OP_CUSTOM_CALL &&
                         (s->nodes[v].cc == CC_ELEMENTWISE || s->nodes[v].cc == CC_SAMESHAPE));
         if (!through || V->nops < 1)
@@ -2215,7 +964,8 @@ static int weight_storage(const erg_shard *s, int v)
 }
 
 static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0,
-                             int mesh1, erg_shard **out, erg_error *err)
+                             int mesh1, const erg_shard_analyze_options *opt, erg_shard **out,
+                             erg_error *err)
 {
     if (!m || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_analyze: NULL argument");
@@ -2224,7 +974,7 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
         return erg_error_set(err, ERG_EINVAL,
                              "mesh %dx%d: both sizes must be >= 1 and their product >= 2",
                              mesh0, mesh1);
-    erg_status pst = check_unpartitioned(m, err);
+    erg_status pst = hlo_check_unpartitioned(m, err);
     if (pst)
         return pst;
     int ci = m->entry;
@@ -2241,14 +991,16 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
     s->c = &m->comps[ci];
     s->trips = 1;
     if (ci != m->entry) {
-        long t = trip_count(m, ci, &s->loop);
+        long t = hlo_trip_count(m, ci, &s->loop);
         if (t > 0)
             s->trips = t;
     }
     s->mesh[0] = s->mesh_req[0] = mesh0;
     s->mesh[1] = s->mesh_req[1] = mesh1;
     s->n = s->c->n;
-    builder B = {.s = s, .err = err}, *b = &B;
+    s->twin_window = opt->twin_window;
+    s->twin_cut_anchor = -1;
+    builder B = {.s = s, .err = err, .progress = opt->progress, .user = opt->user}, *b = &B;
     erg_status st = ERG_ENOMEM;
     s->nodes = erg__calloc((size_t)s->n, sizeof *s->nodes);
     s->topo = erg__calloc((size_t)s->n, sizeof(int));
@@ -2288,6 +1040,10 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
         int i = s->topo[t];
         const hlo_instr *in = &s->c->ins[i];
         node *nd = &s->nodes[i];
+        if (b->progress && (t & 1023) == 0 && b->progress(b->user, (uint64_t)t, (uint64_t)s->n)) {
+            st = erg_error_set(err, ERG_ECANCELED, "analysis canceled");
+            goto done;
+        }
         if (nd->pb >= 0 || nd->sink)
             continue;
         if (in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION) {
@@ -2335,7 +1091,7 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
                     break;
                 b->pref[v] = p;
                 const hlo_instr *V = &s->c->ins[v];
-                if (V->op == HLO_OP_PARAMETER || is_param_gte(s->c, V) || V->nops < 1)
+                if (V->op == HLO_OP_PARAMETER || shard_is_param_gte(s->c, V) || V->nops < 1)
                     break;
                 v = V->ops[0];
             }
@@ -2360,7 +1116,7 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
                 s->nodes[w].weight |= s->nodes[w].pb == p;
         }
     }
-    if ((st = reassociate(s, err)))
+    if ((st = shard_reassociate(s, err)))
         goto done;
     /* Live blocks in creation order. */
     s->order = erg__calloc((size_t)(s->npb ? s->npb : 1), sizeof(int));
@@ -2403,11 +1159,13 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
                                m->filename, ndots, s->c->name, mesh0, mesh1, hint);
         goto done;
     }
-    if ((st = block_hashes(s, err)) || (st = find_segments(s, err)))
+    if ((st = shard_block_hashes(s, err)) || (st = shard_find_segments(s, err)))
         goto done;
     for (int i = 0; i < s->nseg; i++)
         if (s->segs[i].unique == i)
             s->nuniq++;
+    if (b->progress)
+        b->progress(b->user, (uint64_t)s->n, (uint64_t)s->n);
     st = ERG_OK;
 done:
     if (b->twin_req)
@@ -2533,193 +1291,4 @@ void erg_shard_segment(const erg_shard *s, size_t i, size_t *first_block, size_t
         *num_blocks = (size_t)s->segs[i].n;
     if (unique_id)
         *unique_id = (size_t)s->segs[i].unique;
-}
-
-erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, erg_error *err)
-{
-    if (!s || !text)
-        return erg_error_set(err, ERG_EINVAL, "erg_shard_report: NULL argument");
-    erg__buf b = {0};
-    erg_status st = ERG_OK;
-#define P(...)                                                                                     \
-    do {                                                                                           \
-        if ((st = erg__buf_printf(&b, __VA_ARGS__)))                                               \
-            goto fail;                                                                             \
-    } while (0)
-    size_t ndots = 0, nowned = 0;
-    for (int i = 0; i < s->n; i++) {
-        ndots += s->c->ins[i].op == HLO_OP_DOT || s->c->ins[i].op == HLO_OP_CONVOLUTION;
-        nowned += s->nodes[i].pb >= 0;
-    }
-P("module %s, %s %s: %d instructions, %zu dots/convolutions; mesh %dx%d\n", s->m->name,
-      s->c == &s->m->comps[s->m->entry] ? "entry" : "computation", s->c->name, s->n, ndots,
-      s->mesh[0], s->mesh[1]);
-    if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
-        P("mesh %dx%d viewed as %dx%d (the same devices): no dim divides by %d, so dims are "
-          "split on one factor and replicated on the other\n",
-          s->mesh_req[0], s->mesh_req[1], s->mesh[0], s->mesh[1], s->mesh_req[0] * s->mesh_req[1]);
-    if (s->loop)
-        P("loop body of '%s': %ld iterations, one plan for all of them (costs x %ld)\n", s->loop,
-          s->trips, s->trips);
-    {
-        /* Loops in this computation, so that their bodies can be analysed on their own. */
-        for (int i = 0; i < s->n; i++) {
-            const hlo_instr *in = &s->c->ins[i];
-            if (in->op != HLO_OP_WHILE)
-                continue;
-            char *body = hlo_attr_str(s->m, in, "body");
-            int bi = body ? hlo_find_comp(s->m, body) : -1;
-            const char *lp;
-            long t = bi >= 0 ? trip_count(s->m, bi, &lp) : 0;
-            size_t nd = 0;
-            for (int j = 0; bi >= 0 && j < s->m->comps[bi].n; j++)
-                nd += s->m->comps[bi].ins[j].op == HLO_OP_DOT;
-            if (t > 0)
-                P("while %s: body %s (%zu dots), %ld iterations; analyse it with "
-                  "--computation %s\n",
-                  in->name, body ? body : "?", nd, t, body ? body : "?");
-            else
-                P("while %s: body %s (%zu dots), unknown trip count; analyse it with "
-                  "--computation %s\n",
-                  in->name, body ? body : "?", nd, body ? body : "?");
-            erg__free(body);
-        }
-    }
-    {
-        int ncc[CC_OPAQUE + 1] = {0};
-        for (int i = 0; i < s->n; i++)
-            ncc[s->nodes[i].cc]++;
-        int tot = ncc[CC_ELEMENTWISE] + ncc[CC_SAMESHAPE] + ncc[CC_LASTDIM] + ncc[CC_ATTENTION] +
-                  ncc[CC_OPAQUE];
-        if (tot)
-            P("custom-calls: %d (%d elementwise, %d same-shape opaque, %d softmax-like, %d fused "
-              "attention, %d opaque: replicated)\n",
-              tot, ncc[CC_ELEMENTWISE], ncc[CC_SAMESHAPE], ncc[CC_LASTDIM], ncc[CC_ATTENTION],
-              ncc[CC_OPAQUE]);
-    }
-    if (s->reassoc_saved || s->nrpairs)
-        P("all-reduce reassociation: %d all-reduces of partial sums merged inside blocks (over "
-          "all strategies), %d sibling pairs across blocks (costed on their edges)\n",
-          s->reassoc_saved, s->nrpairs);
-    P("ParallelBlocks: %d (%zu instructions owned, %zu replicated/multi-block)\n", s->norder,
-      nowned, (size_t)s->n - nowned);
-    for (int oi = 0; oi < s->norder; oi++) {
-        const pblock *p = &s->pbs[s->order[oi]];
-        int nd = 0, na = 0, ntw = 0;
-        for (int mi = 0; mi < p->nmem; mi++) {
-            const char *r = p->mem[mi].role;
-            nd += !strcmp(r, "dot");
-            na += !strcmp(r, "anchor");
-            ntw += !strcmp(r, "twin");
-        }
-        P("\nPB %d: anchor %s, %d strategies, %d members (%d anchor%s, %d twin%s, %d joined "
-          "dot%s)\n",
-          oi, s->c->ins[p->anchor].name, p->K, p->nmem, na, na == 1 ? "" : "s", ntw,
-          ntw == 1 ? "" : "s", nd, nd == 1 ? "" : "s");
-        for (int k = 0; k < p->K; k++)
-            P("  strategy %d: %s\n", k, p->names[k]);
-        for (int mi = 0; mi < p->nmem; mi++) {
-            const member *mm = &p->mem[mi];
-            const hlo_instr *in = &s->c->ins[mm->ins];
-            bool isdot = in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION;
-            if (!isdot)
-                continue;
-            P("  %-6s %-24s Plan:", mm->role, in->name);
-            for (int k = 0; k < p->K; k++) {
-                char buf[80];
-                shard_spec_str(&mm->out[k], in->shape.rank, buf, sizeof buf);
-                bool ar = false;
-                for (int c = 0; c < mm->ncolls; c++)
-                    ar |= mm->coll_k[c] == k;
-                P(" %s%s%s", buf, ar ? "+AR" : "", k + 1 < p->K ? "," : "");
-            }
-            P("\n");
-        }
-        int others = 0, merges = 0;
-        for (int mi = 0; mi < p->nmem; mi++) {
-            others += s->c->ins[p->mem[mi].ins].op != HLO_OP_DOT &&
-                      s->c->ins[p->mem[mi].ins].op != HLO_OP_CONVOLUTION;
-            merges += !strcmp(p->mem[mi].role, "merge");
-        }
-        if (all_members) {
-            for (int mi = 0; mi < p->nmem; mi++) {
-                const member *mm = &p->mem[mi];
-                const hlo_instr *in = &s->c->ins[mm->ins];
-                if (in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION)
-                    continue;
-                P("  %-6s %-24s Plan:", mm->role, in->name);
-                for (int k = 0; k < p->K; k++) {
-                    char buf[80];
-                    shard_spec_str(&mm->out[k], in->shape.kind == HLO_ARRAY ? in->shape.rank : 0,
-                                   buf, sizeof buf);
-                    bool ar = false;
-                    for (int c = 0; c < mm->ncolls; c++)
-                        ar |= mm->coll_k[c] == k;
-                    P(" %s%s%s", buf, ar ? "+AR" : "", k + 1 < p->K ? "," : "");
-                }
-                P("\n");
-            }
-            continue;
-        }
-        P("  + %d other members (%d merge point%s):", others, merges, merges == 1 ? "" : "s");
-        int shown = 0;
-        for (int mi = 0; mi < p->nmem && shown < 6; mi++) {
-            if (s->c->ins[p->mem[mi].ins].op == HLO_OP_DOT ||
-                s->c->ins[p->mem[mi].ins].op == HLO_OP_CONVOLUTION)
-                continue;
-            P(" %s", s->c->ins[p->mem[mi].ins].name);
-            shown++;
-        }
-        P("%s\n", others > shown ? " ..." : "");
-    }
-    /* Multi-block values: unowned values whose users lie in two or more blocks. */
-    int nmulti = 0, shown_multi = 0;
-    for (int i = 0; i < s->n; i++) {
-        if (s->nodes[i].pb >= 0 || s->nodes[i].sink)
-            continue;
-        int first = -1;
-        bool multi = false;
-        for (int u = 0; u < s->nodes[i].nusers; u++) {
-            int q = s->nodes[s->nodes[i].users[u]].pb;
-            if (q < 0)
-                continue;
-            if (first >= 0 && q != first)
-                multi = true;
-            first = q;
-        }
-        if (!multi)
-            continue;
-        if (nmulti++ == 0)
-            P("\nmulti-block values (replicated, consumed by several blocks):");
-        if (shown_multi < 8) {
-            P(" %s", s->c->ins[i].name);
-            shown_multi++;
-        }
-    }
-    if (nmulti)
-        P("%s (%d)\n", nmulti > shown_multi ? " ..." : "", nmulti);
-    P("\nunique segments: %d of %d segments\n", s->nuniq, s->nseg);
-    for (int i = 0; i < s->nseg; i++) {
-        const segment *g = &s->segs[i];
-        const segment *u = &s->segs[g->unique];
-        P("segments (%d, %d) mapped to (%d, %d)\n", g->first, g->first + g->n, u->first,
-          u->first + u->n);
-    }
-    P("\nstrategy map (per anchor: search space):");
-    for (int i = 0; i < s->nseg; i++) {
-        const segment *g = &s->segs[i];
-        P("\n  segment %d [", i);
-        for (int k = 0; k < g->n; k++)
-            P("%d%s", s->pbs[s->order[g->first + k]].K, k + 1 < g->n ? "," : "");
-        P("]:");
-        for (int k = 0; k < g->n; k++)
-            P(" %s", s->c->ins[s->pbs[s->order[g->first + k]].anchor].name);
-    }
-    P("\n");
-#undef P
-    *text = b.data;
-    return ERG_OK;
-fail:
-    erg__buf_free(&b);
-    return erg_error_set(err, st, "out of memory");
 }

@@ -139,8 +139,9 @@ double shard_coll_time(const erg_shard *s, int kind, int axis, double bytes)
 
 static bool uses(int8_t code, int a) { return code == a || code == SP_BOTH; }
 
-double shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, const spec *dst,
-                     double *bytes)
+/* shard_reshard, also split by collective kind when cnt/kb are given (COLL_AG, COLL_A2A). */
+static double reshard_kinds(const erg_shard *s, const hlo_shape *sh, const spec *src,
+                            const spec *dst, double *bytes, double *cnt, double *kb)
 {
     *bytes = 0;
     if (sh->kind != HLO_ARRAY || sh->rank == 0)
@@ -164,13 +165,27 @@ double shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, c
             double B = full / tiles * n;
             t += shard_coll_time(s, COLL_AG, a, B);
             *bytes += coll_factor(COLL_AG, n) * B;
+            if (cnt) {
+                cnt[COLL_AG] += 1;
+                kb[COLL_AG] += coll_factor(COLL_AG, n) * B;
+            }
         } else {
             double B = full / tiles * n;
             t += shard_coll_time(s, COLL_A2A, a, B);
             *bytes += coll_factor(COLL_A2A, n) * B;
+            if (cnt) {
+                cnt[COLL_A2A] += 1;
+                kb[COLL_A2A] += coll_factor(COLL_A2A, n) * B;
+            }
         }
     }
     return t;
+}
+
+double shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, const spec *dst,
+                     double *bytes)
+{
+    return reshard_kinds(s, sh, src, dst, bytes, NULL, NULL);
 }
 
 /* ---- measured GEMM timing (BLAS on the CPU, cuBLAS at run time) ---- */
@@ -509,18 +524,81 @@ static erg_status member_compute(const erg_shard *s, timer_ctx *t, const member 
     return ERG_OK;
 }
 
-static pedge *edge_get(erg_shard *s, int **emap, int a, int b, erg_error *err)
+/* Block pair (a, b) -> edge index: an open-addressing table, so that its size follows the
+ * edges (a dense norder x norder map was 1.6 GB at 20,000 blocks). */
+typedef struct edge_map {
+    uint64_t *keys; /* a * norder + b + 1; 0 = empty */
+    int *vals;
+    size_t cap, n;
+} edge_map;
+
+static uint64_t edge_hash(uint64_t k)
 {
-    int n = s->norder;
-    int idx = (*emap)[a * n + b];
-    if (idx >= 0)
-        return &s->edges[idx];
-    pedge *e = erg__reallocarray(s->edges, (size_t)s->nedges + 1, sizeof *e);
-    if (!e) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return k;
+}
+
+static int *edge_map_slot(edge_map *em, uint64_t key, bool *found)
+{
+    size_t i = (size_t)edge_hash(key) & (em->cap - 1);
+    while (em->keys[i] && em->keys[i] != key)
+        i = (i + 1) & (em->cap - 1);
+    *found = em->keys[i] == key;
+    return &em->vals[i];
+}
+
+static bool edge_map_grow(edge_map *em)
+{
+    size_t nc = em->cap ? em->cap * 2 : 64;
+    edge_map ne = {erg__calloc(nc, sizeof(uint64_t)), erg__malloc(nc * sizeof(int)), nc, em->n};
+    if (!ne.keys || !ne.vals) {
+        erg__free(ne.keys);
+        erg__free(ne.vals);
+        return false;
+    }
+    for (size_t i = 0; i < em->cap; i++) {
+        if (!em->keys[i])
+            continue;
+        bool f;
+        int *v = edge_map_slot(&ne, em->keys[i], &f);
+        ne.keys[v - ne.vals] = em->keys[i];
+        *v = em->vals[i];
+    }
+    erg__free(em->keys);
+    erg__free(em->vals);
+    *em = ne;
+    return true;
+}
+
+static void edge_map_free(edge_map *em)
+{
+    erg__free(em->keys);
+    erg__free(em->vals);
+    memset(em, 0, sizeof *em);
+}
+
+static pedge *edge_get(erg_shard *s, edge_map *emap, int a, int b, erg_error *err)
+{
+    uint64_t key = (uint64_t)a * (uint64_t)s->norder + (uint64_t)b + 1;
+    if ((emap->n + 1) * 2 > emap->cap && !edge_map_grow(emap)) {
         erg_error_set(err, ERG_ENOMEM, "out of memory");
         return NULL;
     }
-    s->edges = e;
+    bool found;
+    int *slot = edge_map_slot(emap, key, &found);
+    if (found)
+        return &s->edges[*slot];
+    /* capacity: the next power of two above nedges (growth doubles) */
+    if ((s->nedges & (s->nedges - 1)) == 0) {
+        pedge *e = erg__reallocarray(s->edges, s->nedges ? (size_t)s->nedges * 2 : 1, sizeof *e);
+        if (!e) {
+            erg_error_set(err, ERG_ENOMEM, "out of memory");
+            return NULL;
+        }
+        s->edges = e;
+    }
     pedge *ne = &s->edges[s->nedges];
     int Ka = s->pbs[s->order[a]].K, Kb = s->pbs[s->order[b]].K;
     ne->a = a;
@@ -533,7 +611,9 @@ static pedge *edge_get(erg_shard *s, int **emap, int a, int b, erg_error *err)
         erg_error_set(err, ERG_ENOMEM, "out of memory");
         return NULL;
     }
-    (*emap)[a * n + b] = s->nedges++;
+    emap->keys[slot - emap->vals] = key;
+    *slot = s->nedges++;
+    emap->n++;
     return ne;
 }
 
@@ -580,6 +660,54 @@ static void decode(const erg_shard *s, const segment *g, long c, size_t *k)
         k[g->first + i] = (size_t)(c % K);
         c /= K;
     }
+}
+
+/* Per segment, the indices of the edges with both ends inside it, in edge order: one pass
+ * over the edges for all segments (segments_build asked seg_edges per segment, which scanned
+ * every edge each time: quadratic with 20,000 one-block segments). *start has nseg + 1
+ * entries; the caller frees both. */
+static erg_status seg_edge_lists(const erg_shard *s, int **start, int **list)
+{
+    int *seg_of = erg__malloc(((size_t)s->norder + 1) * sizeof(int));
+    *start = erg__calloc((size_t)s->nseg + 2, sizeof(int));
+    *list = erg__malloc(((size_t)s->nedges + 1) * sizeof(int));
+    if (!seg_of || !*start || !*list) {
+        erg__free(seg_of);
+        erg__free(*start);
+        erg__free(*list);
+        *start = *list = NULL;
+        return ERG_ENOMEM;
+    }
+    for (int i = 0; i < s->norder; i++)
+        seg_of[i] = -1;
+    for (int si = 0; si < s->nseg; si++)
+        for (int i = 0; i < s->segs[si].n; i++)
+            seg_of[s->segs[si].first + i] = si;
+    int *st = *start;
+    for (int e = 0; e < s->nedges; e++) {
+        int a = seg_of[s->edges[e].a];
+        if (a >= 0 && a == seg_of[s->edges[e].b])
+            st[a + 1]++;
+    }
+    for (int si = 0; si < s->nseg; si++)
+        st[si + 1] += st[si];
+    int *pos = erg__malloc(((size_t)s->nseg + 1) * sizeof(int));
+    if (!pos) {
+        erg__free(seg_of);
+        erg__free(*start);
+        erg__free(*list);
+        *start = *list = NULL;
+        return ERG_ENOMEM;
+    }
+    memcpy(pos, st, (size_t)s->nseg * sizeof(int));
+    for (int e = 0; e < s->nedges; e++) {
+        int a = seg_of[s->edges[e].a];
+        if (a >= 0 && a == seg_of[s->edges[e].b])
+            (*list)[pos[a]++] = e;
+    }
+    erg__free(pos);
+    erg__free(seg_of);
+    return ERG_OK;
 }
 
 /* Sum of block and intra-segment edge costs for combination c of segment g. */
@@ -796,8 +924,12 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
     for (int si = 0; same_as && si <= s->nseg; si++)
         same_as[si] = -1;
     ci *bt = NULL, *bm = NULL;
-    int *rel = NULL;
-    if (!kv || !tvs || !mvs || !same_as) {
+    int *rel = NULL, *rel_start = NULL, *rel_list = NULL;
+    int *last_of = erg__malloc(((size_t)s->nseg + 1) * sizeof(int));
+    for (int si = 0; last_of && si <= s->nseg; si++)
+        last_of[si] = -1;
+    if (!kv || !tvs || !mvs || !same_as || !last_of ||
+        seg_edge_lists(s, &rel_start, &rel_list)) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
@@ -814,15 +946,18 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
         for (int i = 0; i < g->n; i++)
             nc *= s->pbs[s->order[g->first + i]].K;
         g->ncombo = nc;
-        int nrel = seg_edges(s, g, &rel);
-        if (nrel < 0) {
+        int nrel = rel_start[si + 1] - rel_start[si];
+        rel = erg__malloc(((size_t)nrel + 1) * sizeof(int));
+        if (!rel) {
             st = erg_error_set(err, ERG_ENOMEM, "out of memory");
             goto done;
         }
-        int from = -1; /* the latest earlier occurrence of the same unique segment */
-        for (int j = si - 1; j >= 0 && from < 0; j--)
-            if (s->segs[j].unique == g->unique)
-                from = j;
+        memcpy(rel, rel_list + rel_start[si], (size_t)nrel * sizeof(int));
+        /* the latest earlier occurrence of the same unique segment (unique ids are segment
+         * indices: last_of[] keeps the scan linear with thousands of distinct segments) */
+        int from = g->unique >= 0 && g->unique < s->nseg ? last_of[g->unique] : -1;
+        if (g->unique >= 0 && g->unique < s->nseg)
+            last_of[g->unique] = si;
         bool reuse = from >= 0 && same_costs(s, g, &s->segs[from], rel, nrel);
         same_as[si] = reuse ? from : -1;
         if (reuse) {
@@ -917,6 +1052,9 @@ done:
     erg__free(bt);
     erg__free(bm);
     erg__free(rel);
+    erg__free(rel_start);
+    erg__free(rel_list);
+    erg__free(last_of);
     erg__free(kv);
     return st;
 }
@@ -970,7 +1108,7 @@ int shard_loop_producer(const erg_shard *s, int e)
     return r->ops[e];
 }
 
-static erg_status loop_carried_costs(erg_shard *s, int **emap, erg_error *err)
+static erg_status loop_carried_costs(erg_shard *s, edge_map *emap, erg_error *err)
 {
     if (!s->loop)
         return ERG_OK;
@@ -1040,7 +1178,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
     T.mode = o->compute;
     imported *imp = NULL;
     int nimp = 0;
-    int *emap = NULL;
+    edge_map emap = {0};
     size_t *kv = NULL;
     if (o->compute == ERG_SHARD_COMPUTE_CUBLAS && (st = cublas_open(&T, err)))
         goto done;
@@ -1115,13 +1253,6 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
         }
     }
     /* Edges: every operand edge whose ends disagree. */
-    emap = erg__malloc((size_t)s->norder * (size_t)s->norder * sizeof(int));
-    if (!emap) {
-        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < (size_t)s->norder * (size_t)s->norder; i++)
-        emap[i] = -1;
     for (int v = 0; v < s->n; v++) {
         const hlo_instr *in = &s->c->ins[v];
         const node *nv = &s->nodes[v];
@@ -1264,7 +1395,7 @@ done:
     erg__free(T.tab);
     cublas_close(&T);
     erg__free(imp);
-    erg__free(emap);
+    edge_map_free(&emap);
     erg__free(kv);
     if (st)
         free_costs(s);
@@ -1305,6 +1436,77 @@ erg_status erg_shard_evaluate(const erg_shard *s, const size_t *strategies, doub
                                  strategies[i]);
     shard_eval(s, strategies, time_s, memory_bytes, NULL);
     return ERG_OK;
+}
+
+/* The communication the cost model charges for strategy vector k (per position in order[]),
+ * by collective kind: each block member's own collectives, the resharding inside blocks and
+ * on the edges between them (with the all-reduces reassociation saves), the gathers for
+ * replicated consumers and the loop-carried resharding; times trips. Its total bytes equal
+ * the sum of the blocks' comm_bytes and the edges' bytes that the search adds up. */
+void shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out)
+{
+    memset(out, 0, sizeof *out);
+    spec rep;
+    memset(rep.d, (unsigned char)SP_R, sizeof rep.d);
+    double b;
+#define KOF(pb) k[s->pos_of[pb]]
+    for (int oi = 0; oi < s->norder; oi++) {
+        const pblock *p = &s->pbs[s->order[oi]];
+        for (int mi = 0; mi < p->nmem; mi++) {
+            const member *m = &p->mem[mi];
+            for (int c = 0; c < m->ncolls; c++) {
+                int n = axis_n(s, m->colls[c].axis);
+                if ((size_t)m->coll_k[c] != k[oi] || n <= 1 || m->colls[c].bytes <= 0)
+                    continue;
+                out->count[m->colls[c].kind] += 1;
+                out->bytes[m->colls[c].kind] += coll_factor(m->colls[c].kind, n) *
+                                                m->colls[c].bytes;
+            }
+        }
+    }
+    for (int v = 0; v < s->n; v++) {
+        const hlo_instr *in = &s->c->ins[v];
+        const node *nv = &s->nodes[v];
+        if (nv->pb < 0 && nv->sink)
+            continue;
+        for (int j = 0; j < in->nops; j++) {
+            int u = in->ops[j], q = s->nodes[u].pb;
+            if (q < 0 || s->pos_of[q] < 0)
+                continue;
+            const spec *src = &s->pbs[q].mem[s->nodes[u].slot].out[KOF(q)];
+            const spec *dst = &rep;
+            if (nv->pb >= 0) {
+                const pblock *P = &s->pbs[nv->pb];
+                dst = &P->mem[nv->slot].req[j * P->K + KOF(nv->pb)];
+            }
+            reshard_kinds(s, &s->c->ins[u].shape, src, dst, &b, out->count, out->bytes);
+        }
+    }
+    for (int g = 0; s->loop && g < s->n; g++) {
+        int u = param_gte(s, g) ? shard_loop_producer(s, (int)gte_index(s, g)) : -1;
+        if (u < 0 || u == g || s->nodes[u].pb < 0)
+            continue;
+        int q = s->nodes[u].pb, p = s->nodes[g].pb;
+        const spec *dst = p < 0 ? &rep : &s->pbs[p].mem[s->nodes[g].slot].out[KOF(p)];
+        reshard_kinds(s, &s->c->ins[g].shape, &s->pbs[q].mem[s->nodes[u].slot].out[KOF(q)], dst,
+                      &b, out->count, out->bytes);
+    }
+    for (int r = 0; r < s->nrpairs; r++) {
+        const rpair *R = &s->rpairs[r];
+        int q = s->nodes[R->a].pb, p = s->nodes[R->b].pb;
+        if (q < 0 || p < 0 || q == p || s->pos_of[q] < 0 || s->pos_of[p] < 0)
+            continue;
+        int ax = R->axa[KOF(q)];
+        if (ax < 0 || ax != R->axb[KOF(p)] || R->ba[KOF(q)] != R->bb[KOF(p)])
+            continue;
+        out->count[COLL_AR] -= 1;
+        out->bytes[COLL_AR] -= coll_factor(COLL_AR, axis_n(s, ax)) * R->ba[KOF(q)];
+    }
+#undef KOF
+    for (int c = 0; c < 3; c++) {
+        out->count[c] *= (double)s->trips;
+        out->bytes[c] *= (double)s->trips;
+    }
 }
 
 static void fmt_combo(const erg_shard *s, const segment *g, long c, char *buf, size_t size)

@@ -3,8 +3,9 @@
 #include "shard/shard_internal.h"
 
 #include <jansson.h>
-#include <stdlib.h>
 #include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /*
@@ -171,7 +172,8 @@ static const spec *spec_of(const erg_shard *s, const erg_shard_plan *p, int ins)
  * instruction had none) or txt (replacing its old value). */
 typedef struct edit {
     size_t cut, resume;
-    bool add_key;
+    bool add_key, applied;
+    const hlo_instr *in;
     char *txt;
 } edit;
 
@@ -195,7 +197,7 @@ static erg_status push_edit(edit **ed, int *n, int *cap, const hlo_instr *in, ch
     }
     const hlo_attr *old = hlo_find_attr(in, "sharding");
     (*ed)[(*n)++] = (edit){old ? old->off : in->end, old ? old->off + old->len : in->end, !old,
-                           txt};
+                           false, in, txt};
     return ERG_OK;
 }
 
@@ -316,6 +318,57 @@ static erg_status loop_edits(const erg_shard *s, const erg_shard_plan *p, edit *
     return st;
 }
 
+/* Parse the annotated text and compare it with the input module: same computations,
+ * instructions and attributes apart from sharding, num_partitions on the header, and every
+ * edited instruction carrying exactly the sharding written for it. EINTERNAL otherwise. */
+static erg_status reread(const erg_shard *s, const edit *ed, int ned, const char *text,
+                         size_t len, erg_error *err)
+{
+    const erg_hlo_module *m = s->m;
+    erg_hlo_module *m2 = NULL;
+    erg_error e2;
+    char why[400];
+    erg_status st = erg_hlo_parse(text, len, "annotated module", &m2, &e2);
+    if (st == ERG_ENOMEM)
+        return erg_error_set(err, st, "out of memory");
+    if (st)
+        return erg_error_set(err, ERG_EINTERNAL,
+                             "%s: the annotated module does not re-read (a bug in ergon; please "
+                             "report it with this module): %s",
+                             m->filename, e2.msg);
+    bool ok = hlo_module_same(m, m2, "sharding", why, sizeof why);
+    long want_np = m->has_num_partitions ? m->num_partitions : (long)s->mesh[0] * s->mesh[1];
+    if (ok && m2->num_partitions != want_np) {
+        snprintf(why, sizeof why, "num_partitions reads back as %ld, not %ld", m2->num_partitions,
+                 want_np);
+        ok = false;
+    }
+    for (int k = 0; ok && k < ned; k++) {
+        if (!ed[k].applied)
+            continue;
+        int ci = 0;
+        while (ci < m->ncomps &&
+               !(ed[k].in >= m->comps[ci].ins && ed[k].in < m->comps[ci].ins + m->comps[ci].n))
+            ci++;
+        if (ci == m->ncomps)
+            continue;
+        const hlo_instr *y = &m2->comps[ci].ins[ed[k].in - m->comps[ci].ins];
+        const hlo_attr *a = hlo_find_attr(y, "sharding");
+        if (!a || a->len != strlen(ed[k].txt) || memcmp(m2->text + a->off, ed[k].txt, a->len)) {
+            snprintf(why, sizeof why, "the sharding of '%s' does not read back as %.200s",
+                     y->name, ed[k].txt);
+            ok = false;
+        }
+    }
+    erg_hlo_free(m2);
+    if (!ok)
+        return erg_error_set(err, ERG_EINTERNAL,
+                             "%s: the annotated module re-reads as a different module (a bug in "
+                             "ergon; please report it with this module): %s",
+                             m->filename, why);
+    return ERG_OK;
+}
+
 erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char **text,
                               erg_error *err)
 {
@@ -351,6 +404,14 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
         (st = erg__buf_printf(&b, ", num_partitions=%d", s->mesh[0] * s->mesh[1])))
         goto fail;
     size_t at = m->header_end;
+    /* A header that runs straight into the first computation ("HloModule m%comp (...)"):
+     * keep them apart, or the new value would swallow the computation's name. (A comment
+     * right after the header ends the value by itself.) */
+    if (!m->has_num_partitions && at < m->len && !isspace((unsigned char)m->text[at]) &&
+        !(m->text[at] == '/' && at + 1 < m->len &&
+          (m->text[at + 1] == '/' || m->text[at + 1] == '*')) &&
+        (st = erg__buf_append(&b, " ", 1)))
+        goto fail;
     for (int k = 0; k < ned; k++) {
         if (ed[k].cut < at)
             continue; /* the same instruction twice (a parameter feeding two loops) */
@@ -358,6 +419,7 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
             (ed[k].add_key && (st = erg__buf_printf(&b, ", sharding="))) ||
             (st = erg__buf_printf(&b, "%s", ed[k].txt)))
             goto fail;
+        ed[k].applied = true;
         at = ed[k].resume;
         /* An instruction that the next one follows on the same line with nothing between
          * ("add(%d, %d)r = ..."): keep them apart, or the new attribute value would run
@@ -369,9 +431,16 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
     }
     if ((st = erg__buf_append(&b, m->text + at, m->len - at)))
         goto fail;
+    /* What it writes it can read back: the text is parsed again and must be the input module
+     * with the plan's shardings (a check on every call, not only in the fuzz harness). */
+    st = reread(s, ed, ned, b.data ? b.data : "", b.len, err);
     for (int k = 0; k < ned; k++)
         erg__free(ed[k].txt);
     erg__free(ed);
+    if (st) {
+        erg__buf_free(&b);
+        return st;
+    }
     *text = b.data;
     return ERG_OK;
 fail:
@@ -394,7 +463,10 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
         if ((st = erg__buf_printf(&b, __VA_ARGS__)))                                               \
             goto fail;                                                                             \
     } while (0)
-    P("method %s, mesh %dx%d, %s\n", p->method == ERG_SHARD_DP ? "dp (CFP)" : "ilp (Alpa, GLPK)",
+    P("method %s, mesh %dx%d, %s\n",
+      p->method == ERG_SHARD_DP    ? "dp (CFP)"
+      : p->method == ERG_SHARD_ILP ? "ilp (Alpa, GLPK)"
+                                   : "given (strategies not searched)",
       s->mesh[0], s->mesh[1], s->cost_source);
     if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
         P("(mesh %dx%d viewed as %dx%d: no dim divides by %d)\n", s->mesh_req[0], s->mesh_req[1],
@@ -460,7 +532,9 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
     /* the mesh asked for, when a 1-D mesh had to be viewed as 2-D */
     if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
         json_object_set_new(root, "mesh_requested", json_pack("[ii]", s->mesh_req[0], s->mesh_req[1]));
-    json_object_set_new(root, "method", json_string(p->method == ERG_SHARD_DP ? "dp" : "ilp"));
+    json_object_set_new(root, "method", json_string(p->method == ERG_SHARD_DP    ? "dp"
+                                          : p->method == ERG_SHARD_ILP ? "ilp"
+                                                                       : "given"));
     json_object_set_new(root, "costs", json_string(s->cost_source));
     json_object_set_new(root, "time_s", json_real(p->time_s));
     json_object_set_new(root, "objective_s", json_real(p->objective_s));
@@ -480,6 +554,20 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
                                                                 : "chain"));
     if (p->method == ERG_SHARD_DP && p->lower_bound_s > 0)
         json_object_set_new(root, "lower_bound_s", json_real(p->lower_bound_s));
+    /* What the cost model charged for this plan, by collective kind (count, bytes moved per
+     * device), to set next to what XLA's partitioner emits (tools/shard_xla.py). */
+    shard_comm cm;
+    shard_plan_comm(s, p->k, &cm);
+    static const char *const kind_names[3] = {"all-reduce", "all-gather", "all-to-all"};
+    json_t *comm = json_pack("{s:f}", "bytes_per_device", cm.bytes[0] + cm.bytes[1] + cm.bytes[2]);
+    for (int c = 0; comm && c < 3; c++)
+        if (json_object_set_new(comm, kind_names[c], json_pack("{s:f, s:f}", "count", cm.count[c],
+                                                               "bytes", cm.bytes[c]))) {
+            json_decref(comm);
+            comm = NULL;
+        }
+    if (!comm || json_object_set_new(root, "communication", comm))
+        goto oom;
     for (int oi = 0; oi < s->norder; oi++) {
         const pblock *pb = &s->pbs[s->order[oi]];
         json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:i}", "anchor", s->c->ins[pb->anchor].name,

@@ -88,5 +88,17 @@ char *hlo_attr_str(const erg_hlo_module *m, const hlo_instr *in, const char *key
 /* 1-based line and column of a text offset. */
 void hlo_line_col(const erg_hlo_module *m, size_t off, long *line, long *col);
 int hlo_find_comp(const erg_hlo_module *m, const char *name);
+/* True when b has a's computations, instructions (names, opcodes, shapes, operands, literals)
+ * and attributes, in order, apart from attributes keyed skip_key (may be NULL) and the module
+ * header's num_partitions; otherwise false with the first difference in why. */
+/* HLO text queries (hlo_query.c). Trip count of the while loop whose body is computation ci
+ * (backend_config known_trip_count, else the condition's compare with a constant; 0 when
+ * unknown or no loop body); *loop names the while instruction or is NULL. */
+long hlo_trip_count(const erg_hlo_module *m, int ci, const char **loop);
+/* EINVAL with the line when the module is already partitioned (collectives over device
+ * groups, partition-id/replica-id, or num_partitions > 1 without sharding annotations). */
+erg_status hlo_check_unpartitioned(const erg_hlo_module *m, erg_error *err);
+bool hlo_module_same(const erg_hlo_module *a, const erg_hlo_module *b, const char *skip_key,
+                     char *why, size_t whylen);
 
 #endif

@@ -1106,3 +1106,80 @@ int hlo_attr_ints(const erg_hlo_module *m, const hlo_instr *in, const char *key,
     }
     return n;
 }
+
+/* ---- structural comparison (what the annotated module must keep) ---- */
+
+static bool shape_same(const hlo_shape *a, const hlo_shape *b)
+{
+    if (a->kind != b->kind || a->nelems != b->nelems)
+        return false;
+    if (a->kind == HLO_TUPLE) {
+        for (int i = 0; i < a->nelems; i++)
+            if (!shape_same(&a->elems[i], &b->elems[i]))
+                return false;
+        return true;
+    }
+    if (a->dtype != b->dtype || a->rank != b->rank)
+        return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+/* The next attribute of `in` from index *k on whose key is not skip_key, or NULL. */
+static const hlo_attr *next_attr(const hlo_instr *in, int *k, const char *skip_key)
+{
+    while (*k < in->nattrs && skip_key && !strcmp(in->attrs[*k].key, skip_key))
+        (*k)++;
+    return *k < in->nattrs ? &in->attrs[(*k)++] : NULL;
+}
+
+bool hlo_module_same(const erg_hlo_module *a, const erg_hlo_module *b, const char *skip_key,
+                     char *why, size_t whylen)
+{
+#define DIFF(...)                                                                                  \
+    do {                                                                                           \
+        snprintf(why, whylen, __VA_ARGS__);                                                        \
+        return false;                                                                              \
+    } while (0)
+    if (strcmp(a->name, b->name))
+        DIFF("module name '%s' became '%s'", a->name, b->name);
+    if (a->ncomps != b->ncomps || a->entry != b->entry)
+        DIFF("%d computations (ENTRY %d) became %d (ENTRY %d)", a->ncomps, a->entry, b->ncomps,
+             b->entry);
+    if (a->num_replicas != b->num_replicas)
+        DIFF("replica count %ld became %ld", a->num_replicas, b->num_replicas);
+    for (int ci = 0; ci < a->ncomps; ci++) {
+        const hlo_comp *A = &a->comps[ci], *B = &b->comps[ci];
+        if (strcmp(A->name, B->name) || A->n != B->n || A->root != B->root)
+            DIFF("computation '%s' (%d instructions) became '%s' (%d)", A->name, A->n, B->name,
+                 B->n);
+        for (int i = 0; i < A->n; i++) {
+            const hlo_instr *x = &A->ins[i], *y = &B->ins[i];
+            if (strcmp(x->name, y->name) || strcmp(x->opcode, y->opcode) || x->root != y->root ||
+                x->param_num != y->param_num || x->nops != y->nops)
+                DIFF("instruction '%s' %s became '%s' %s", x->name, x->opcode, y->name,
+                     y->opcode);
+            if (!shape_same(&x->shape, &y->shape))
+                DIFF("the shape of '%s' changed", x->name);
+            for (int o = 0; o < x->nops; o++)
+                if (x->ops[o] != y->ops[o])
+                    DIFF("operand %d of '%s' changed", o, x->name);
+            if (x->lit_len != y->lit_len ||
+                memcmp(a->text + x->lit_off, b->text + y->lit_off, x->lit_len))
+                DIFF("the literal of '%s' changed", x->name);
+            int kx = 0, ky = 0;
+            for (;;) {
+                const hlo_attr *p = next_attr(x, &kx, skip_key), *q = next_attr(y, &ky, skip_key);
+                if (!p && !q)
+                    break;
+                if (!p || !q || strcmp(p->key, q->key) || p->len != q->len ||
+                    memcmp(a->text + p->off, b->text + q->off, p->len))
+                    DIFF("attribute '%s' of '%s' changed", p ? p->key : q->key, x->name);
+            }
+        }
+    }
+    return true;
+#undef DIFF
+}

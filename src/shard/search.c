@@ -1403,6 +1403,32 @@ out:
     return st;
 }
 
+erg_status erg_shard_plan_given(erg_shard *s, const size_t *strategies, size_t n,
+                                erg_shard_plan **out, erg_error *err)
+{
+    if (!s || !strategies || !out)
+        return erg_error_set(err, ERG_EINVAL, "erg_shard_plan_given: NULL argument");
+    *out = NULL;
+    if (!s->profiled)
+        return erg_error_set(err, ERG_ESTATE, "erg_shard_plan_given: run erg_shard_profile first");
+    if (n != (size_t)s->norder)
+        return erg_error_set(err, ERG_EINVAL, "%zu strategies given for %d blocks", n, s->norder);
+    for (size_t i = 0; i < n; i++)
+        if (strategies[i] >= (size_t)s->pbs[s->order[i]].K)
+            return erg_error_set(err, ERG_EINVAL,
+                                 "block %zu (anchor %s): strategy %zu given, it has 0 to %d", i,
+                                 s->c->ins[s->pbs[s->order[i]].anchor].name, strategies[i],
+                                 s->pbs[s->order[i]].K - 1);
+    erg_shard_plan *p;
+    if (plan_new(s, ERG_SHARD_GIVEN, &p))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    memcpy(p->k, strategies, n * sizeof *strategies);
+    plan_finish(s, p);
+    p->objective_s = p->time_s;
+    *out = p;
+    return ERG_OK;
+}
+
 void erg_shard_plan_free(erg_shard_plan *p)
 {
     if (!p)

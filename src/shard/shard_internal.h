@@ -189,6 +189,11 @@ struct erg_shard {
     long dp_max_candidates; /* tests: Pareto entries per step before the chain fallback
                              * (0: the default, 2^21) */
     shard_ve *ve; /* block-level elimination (ve.c) when the segment frontier is too large */
+    /* analysis bounds (analyze.c): candidate dots one backward-twin search examines, the
+     * searches that stopped at that window, and the first anchor whose search did */
+    int twin_window;
+    long twin_cut;
+    int twin_cut_anchor;
 };
 
 struct erg_shard_plan {
@@ -212,9 +217,20 @@ double shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, c
                      double *bytes);
 int shard_tiles(const erg_shard *s, const spec *sp, int rank);
 void shard_spec_str(const spec *sp, int rank, char *buf, size_t size);
+/* segments.c: a hash per live block, then the repeated segments of the block order. */
+erg_status shard_block_hashes(erg_shard *s, erg_error *err);
+erg_status shard_find_segments(erg_shard *s, erg_error *err);
+/* reassoc.c: merge the all-reduces of partial sums that are added together. */
+erg_status shard_reassociate(erg_shard *s, erg_error *err);
 /* Whole-graph evaluation of a strategy vector (indexed by position in order[]). */
 void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
                 double *flops);
+/* Communication charged for a strategy vector (per position in order[]), by COLL_* kind:
+ * number of collectives and bytes moved per device (cost.c). */
+typedef struct shard_comm {
+    double count[3], bytes[3];
+} shard_comm;
+void shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out);
 /* Build the exact DP tables of every segment from the combination times/memories of
  * erg_shard_profile (search.c). tv/mv: per segment, arrays of ncombo values; same_as (may
  * be NULL): per segment, an earlier segment with identical tv/mv, or -1. Sets
@@ -246,5 +262,43 @@ bool shard_conv_labels(const erg_hlo_module *m, const hlo_instr *in, int lrank, 
                        int orank, int idx[6]);
 erg_status shard_load_devices(const char *path, const char *name, device_params *out,
                               erg_error *err);
+
+/* ---- analysis internals shared by analyze.c, spec.c, dots.c, propagate.c ---- */
+
+typedef struct dotinfo {
+    int nb, nc;
+    int64_t lb[HLO_MAX_RANK], rb[HLO_MAX_RANK], lc[HLO_MAX_RANK], rc[HLO_MAX_RANK];
+    int lrank, rrank;
+    int nls, nrs;
+    int ls[HLO_MAX_RANK], rs[HLO_MAX_RANK]; /* space dims */
+    /* output dim of batch pair k, lhs space dim k, rhs space dim k */
+    int ob[HLO_MAX_RANK], ols[HLO_MAX_RANK], ors[HLO_MAX_RANK];
+} dotinfo;
+
+typedef struct strat {
+    spec l, r, o;
+    int ar;
+} strat;
+
+enum { PROP_FREE = 0, PROP_PARTIAL = 1, PROP_FAIL = 2 };
+
+spec shard_spec_rep(void);
+int shard_axis_size(const erg_shard *s, int code);
+bool shard_uses_axis(int8_t code, int a);
+bool shard_spec_valid_for(const erg_shard *s, const hlo_shape *sh, const spec *sp);
+bool shard_dot_info(const erg_shard *s, int i, dotinfo *d);
+bool shard_dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l, const spec *r, spec *out, int *ar_axes);
+bool shard_same_dims(const hlo_shape *a, const hlo_shape *b);
+/* Class of a custom-call (CC_*) from its target and shapes; *head: fused attention's head dim. */
+int8_t shard_cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_instr *in,
+                         int8_t *head);
+/* The class analyze_on stored for instruction `in` of the analysed computation. */
+int8_t shard_cc_of(const erg_shard *s, const hlo_instr *in);
+bool shard_is_dynamic_slice(const hlo_instr *in);
+bool shard_is_param_gte(const hlo_comp *c, const hlo_instr *in);
+int shard_prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, int *ar_axis);
+spec shard_prop_bwd(const erg_shard *s, int i, int j, const spec *out);
+int shard_enumerate_dot(const erg_shard *s, int i, const dotinfo *d, strat *out, int max);
+erg_status shard_strategy_name(const erg_shard *s, int i, const strat *st, char **out);
 
 #endif

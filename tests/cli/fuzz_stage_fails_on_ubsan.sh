@@ -31,13 +31,17 @@ fi
 # Sanity: without halt_on_error the probe itself exits 0 (else this test proves nothing).
 UBSAN_OPTIONS=halt_on_error=0 "$tmp/build/tests/fuzz/fuzz_ubsan_probe" >/dev/null 2>&1 \
   || fail "the probe fails even without halt_on_error; the test cannot tell"
-# A caller's UBSAN_OPTIONS (as CI may set) must not switch the halting off.
-UBSAN_OPTIONS=halt_on_error=0:print_stacktrace=0 bash "$ERGON_SRC/tests/fuzz/run.sh" "$tmp/build" 1 \
-  >"$tmp/out" 2>&1
-rc=$?
-[ "$rc" -eq 1 ] || fail "run.sh exited $rc on a target with undefined behaviour: $(cat "$tmp/out")"
-grep -q 'FAILED: fuzz_ubsan_probe' "$tmp/out" || fail "no FAILED line: $(cat "$tmp/out")"
-grep -q 'runtime error' "$tmp/out" || fail "the UBSan report is not shown: $(cat "$tmp/out")"
-grep -qE '^ +#0 ' "$tmp/out" || fail "no stack trace (print_stacktrace): $(cat "$tmp/out")"
-grep -q 'probe survived' "$tmp/out" && fail "the probe ran on past the UBSan finding"
+# A caller's UBSAN_OPTIONS (as CI may set) must not switch the halting off, in either mode:
+# open exploration (make fuzz) and the fixed-seed stage of make test (make fuzz-check).
+for mode in explore fixed; do
+  if [ $mode = fixed ]; then args=(--fixed "$tmp/build" 10 1); else args=("$tmp/build" 1); fi
+  UBSAN_OPTIONS=halt_on_error=0:print_stacktrace=0 bash "$ERGON_SRC/tests/fuzz/run.sh" "${args[@]}" \
+    >"$tmp/out" 2>&1
+  rc=$?
+  [ "$rc" -eq 1 ] || fail "$mode: run.sh exited $rc on a target with undefined behaviour: $(cat "$tmp/out")"
+  grep -q 'FAILED: fuzz_ubsan_probe' "$tmp/out" || fail "$mode: no FAILED line: $(cat "$tmp/out")"
+  grep -q 'runtime error' "$tmp/out" || fail "$mode: the UBSan report is not shown: $(cat "$tmp/out")"
+  grep -qE '^ +#0 ' "$tmp/out" || fail "$mode: no stack trace (print_stacktrace): $(cat "$tmp/out")"
+  grep -q 'probe survived' "$tmp/out" && fail "$mode: the probe ran on past the UBSan finding"
+done
 echo ok

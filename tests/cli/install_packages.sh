@@ -7,6 +7,7 @@
 # ergond, resetting the clock) and check that nothing is left: files, group, unit links.
 # Needs root and Debian's packaging tools (make deb-deps); skips otherwise. The machine is
 # left as it was, also on failure (trap). Builds in a temporary directory, not in build/.
+# The README.md and docs/install.md blocks `make deb` + `dpkg -i` are what this test runs.
 set -u
 : "${ERGON_SRC:?}"
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (dpkg -i, dpkg --purge)"; exit 77; }

@@ -5,6 +5,8 @@
 # find_package(ergon) -> ergon::ergon, the Python package (from the install and from
 # `pip install ./python`), which names what to install when the library is missing.
 # No root needed; nothing outside a temporary directory is touched.
+# The README.md block `make install` / `pip install ./python` is what this test runs (into a
+# DESTDIR, not /usr/local).
 set -u
 : "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 if [ -n "${ERGON_SANITIZED:-}" ]; then
@@ -35,7 +37,7 @@ for f in "$L/libergon.so.0" "$L/libergon.so" "$R/include/ergon/ergon.h" "$L/pkgc
          "$L/cmake/ergon/ergonConfig.cmake" "$L/cmake/ergon/ergonConfigVersion.cmake" \
          "$L/cmake/ergon/ergonTargets.cmake" "$R/bin/ergon" "$R/sbin/ergond" \
          "$R/share/bash-completion/completions/ergon" "$R/share/bash-completion/completions/ergond" \
-         "$R/share/doc/ergon/install.md" "$R/share/doc/ergon/ergond.md"; do
+         "$R/share/doc/ergon/install.md" "$R/share/doc/ergon/ergond.md" "$L/ergon/ergon-watchdog"; do
   [ -e "$f" ] || fail "not installed: ${f#$tmp/root}"
 done
 [ "$(readlink "$L/libergon.so.0")" = "libergon.so.0.1.0" ] || fail "libergon.so.0 -> $(readlink "$L/libergon.so.0")"
@@ -53,6 +55,9 @@ grep -q "^ExecStart=$prefix/sbin/ergond " "$unit" || fail "unit ExecStart does n
 conf=$(find "$tmp/root" -name ergond.conf | head -1)
 [ -n "$conf" ] && grep -q "^allow \* group:ergon" "$conf" || fail "default ergond.conf missing or not 'allow * group:ergon'"
 grep -q -- "--config ${conf#$tmp/root} " "$unit" || fail "unit --config is not the installed ergond.conf"
+# The client's watchdog runs from there (RUNPATH $ORIGIN/.. or a system library dir).
+env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$L" "$L/ergon/ergon-watchdog" --help | grep -q -- "--control-fd" ||
+  fail "installed ergon-watchdog does not run"
 # The installed CLI runs (RUNPATH or a system library dir), without the build tree.
 out=$(env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$L" "$R/bin/ergon" version) || fail "installed ergon does not run"
 [ "$out" = "ergon $("$B/ergon" version | cut -d' ' -f2)" ] || fail "installed ergon version: $out"
@@ -88,6 +93,9 @@ cmake -S "$tmp/cm" -B "$tmp/cm/b2" -DCMAKE_PREFIX_PATH="$R" >"$tmp/log" 2>&1 && 
 # to install when there is none.
 pydir=$(dirname "$(find "$tmp/root" -path '*-packages/ergon/__init__.py' | head -1)")
 [ -f "$pydir/_install.py" ] && [ -f "$pydir/_libfind.py" ] || fail "Python package not installed with _install.py and _libfind.py"
+for f in __init__.py deepspeed.py megatron.py; do
+  [ -f "$pydir/integration/$f" ] || fail "Python subpackage ergon.integration not installed ($f)"
+done
 out=$(cd / && env -i PATH=/usr/bin:/bin PYTHONPATH="$(dirname "$pydir")" LD_LIBRARY_PATH="$L" $py -c "import ergon; print(ergon.version())" 2>&1)
 [ "$out" = "$("$B/ergon" version | cut -d' ' -f2)" ] || fail "installed Python package: $out"
 msg() { cd / && env -i PATH=/usr/bin:/bin PYTHONPATH="$1" $py -c "import ergon
@@ -102,10 +110,11 @@ fi
 # pip install ./python (offline), from a copy so the source tree gets no build/ or egg-info.
 if $py -m pip --version >/dev/null 2>&1 && $py -c "import setuptools" 2>/dev/null; then
   cp -r "$ERGON_SRC/python" "$tmp/pysrc"
-  rm -rf "$tmp/pysrc/ergon/__pycache__"
+  rm -rf "$tmp/pysrc/ergon/__pycache__" "$tmp/pysrc/ergon/integration/__pycache__"
   $py -m pip install --no-build-isolation --no-deps --no-index --target "$tmp/pip" "$tmp/pysrc" >"$tmp/log" 2>&1 ||
     fail "pip install ./python: $(tail -20 "$tmp/log")"
   [ -f "$tmp/pip/ergon/_libfind.py" ] || fail "pip did not install ergon/_libfind.py"
+  [ -f "$tmp/pip/ergon/integration/deepspeed.py" ] || fail "pip did not install ergon.integration"
   out=$(cd / && env -i PATH=/usr/bin:/bin PYTHONPATH="$tmp/pip" ERGON_LIBRARY="$B/libergon.so.0" $py -c "import ergon; print(ergon.version())" 2>&1)
   [ "$out" = "$("$B/ergon" version | cut -d' ' -f2)" ] || fail "pip-installed package: $out"
   if ! ldconfig -p 2>/dev/null | grep -q libergon.so.0; then

@@ -15,6 +15,15 @@ grep -q -- "--rank-timeout" <<<"$help" || fail "--help lacks --rank-timeout"
 set +e
 "$ERGON" serve --bogus >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option must exit 2"
 "$ERGON" serve --port 99999 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad port must exit 2"
+# a host name is resolved (localhost is loopback: no access control needed); an unknown one is named
+out=$("$ERGON" serve --host no-such-host.invalid --port 0 --db "$work/h.db" 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "host 'no-such-host.invalid' is neither a numeric IPv4/IPv6 address nor a name" <<<"$out" ||
+  fail "unknown host: $rc $out"
+"$ERGON" serve --host localhost --port 0 --db "$work/h.db" >"$work/h.out" 2>"$work/h.err" & hp=$!
+for _ in $(seq 50); do grep -q listening "$work/h.out" 2>/dev/null && break; sleep 0.1; done
+hport=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/h.out")
+[ -n "$hport" ] && curl -sf "http://127.0.0.1:$hport/healthz" >/dev/null || fail "--host localhost: $(cat "$work/h.err")"
+kill $hp; wait $hp 2>/dev/null
 out=$("$ERGON" serve --db "$work/x.db" --scheduler PointSolution --mode frequency \
       --scheduler-args '{"solution_path": "/nonexistent"}' 2>&1); rc=$?
 [ $rc -eq 1 ] || fail "bad solution_path must exit 1 (got $rc)"
@@ -67,6 +76,9 @@ code=$(curl -s -o "$work/end" -w '%{http_code}' "$u/schedule/$job?rank=0")
 [ "$code" = 500 ] && grep -q '\[profiling-done\]' "$work/end" || fail "end of job: $code $(cat "$work/end")"
 metrics=$(curl -sf "$u/metrics")
 grep -q '^ergon_jobs{state="done"} 1$' <<<"$metrics" || fail "metrics: $metrics"
+# every schedule request is counted, those that waited at the barrier too (2 + 2 + the end)
+grep -q '^ergon_request_duration_seconds_count{route="schedule"} 5$' <<<"$metrics" ||
+  fail "schedule requests counted: $(grep 'count{route="schedule"}' <<<"$metrics")"
 d="$work/dump/$job"
 for f in perseus.json ranks.json 0.sched.json 0.prof.json 1.sched.json 1.prof.json; do
   [ -s "$d/$f" ] || fail "missing dump $f"

@@ -11,7 +11,8 @@ cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/n
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$ERGON" serve --help | grep -q -- "--plans-dir" || fail "--help lacks --plans-dir"
+help=$("$ERGON" serve --help)  # captured: grep -q would close the pipe early (SIGPIPE under pipefail)
+grep -q -- "--plans-dir" <<<"$help" || fail "--help lacks --plans-dir"
 mkdir "$work/plans"
 printf '[[1410, 1410], [1200, 1200]]\n' >"$work/plans/p.py"
 cd "$work"

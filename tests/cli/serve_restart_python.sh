@@ -17,10 +17,11 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 cat > freqs_pipeline_00000.py <<'PY'
 [[('forward', 1395), ('backward', 1380)],]
 PY
+# One configuration for both protocols: the Perseus-side job runs PointSolution on the same
+# plan (2 all-max warm-up windows, then the plan: windows 0, 1, 2, then the end).
 serve() {
   ZEUS_PFO_SCHEDULER_ARGS='{"solution_path": "freqs_pipeline_00000.py"}' \
-    "$ERGON" serve --port "$port" --db "$work/s.db" --scheduler AllMaxFrequency \
-    --scheduler-args '{"num_iters": 3}' >"$work/out.txt" 2>>"$work/log.txt" &
+    "$ERGON" serve --port "$port" --db "$work/s.db" >"$work/out.txt" 2>>"$work/log.txt" &
   pid=$!
   for _ in $(seq 50); do grep -q listening "$work/out.txt" 2>/dev/null && return 0; sleep 0.1; done
   fail "server did not start: $(tail -3 "$work/log.txt")"
@@ -41,7 +42,7 @@ c = ServerClient(url, backoff_initial_s=0.1, backoff_max_s=0.5, max_retries=40, 
 job = c.register_job(pp_degree=1, framework="torch", model_name="restart",
                      partition_method="uniform", microbatch_size=1, num_microbatches=1)
 c.register_rank(job, rank=0, dp_rank=0, pp_rank=0, tp_rank=0,
-                pipe_schedule=["forward", "backward"], power_states=[1410, 1395])
+                pipe_schedule=["forward", "backward"], power_states=[1410, 1395, 1380])
 windows = []
 while True:
     got = c.fetch_schedule(job, rank=0)

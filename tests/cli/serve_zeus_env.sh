@@ -72,9 +72,10 @@ curl -s "$u/schedule/$job?rank=1" >s1 & c1=$!
 wait $c0 $c1
 [ "$(cat s0)" = '{"rank":0,"frequencies":[["forward",1410],["forward",1395],["backward",1380],["backward",1395]]}' ] \
   || fail "rank 0 schedule after the restart: $(cat s0)"
-# A Perseus client on the same port still gets the kronos protocol.
+# A Perseus client on the same port still gets the kronos protocol, with the same
+# configuration: Zeus's variables configure Perseus jobs too (PointSolution on that plan).
 info=$(curl -sf "$u/info")
-grep -q '"scheduler":"AllMaxFrequency"' <<<"$info" || fail "/info: $info"
+grep -q '"scheduler":"PointSolution","scheduler_args":{"solution_path":"freqs_pipeline_00007.py"}' <<<"$info" || fail "/info: $info"
 stop
 
 # Lower-case Zeus names, dumps off by a Zeus boolean spelling; the plan named in the args.

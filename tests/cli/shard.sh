@@ -57,6 +57,17 @@ grep -q "num_partitions=2" "$T/mlp.hlo" || fail "num_partitions"
 grep -q '%h     = f32\[8192,4096\]{1,0} dot(%x, %w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=\[2,1\]0,1}' "$T/mlp.hlo" || fail "h sharding"
 python3 -c "import json,sys; d=json.load(open('$T/mlp.json')); assert d['mesh']==[1,2] and [b['strategy'] for b in d['blocks']]==[0,0] and d['dp_kind']=='frontier'" || fail "json"
 $E shard comm --hlo "$D/shard_mlp.hlo" --mesh 1x2 | grep -E "^1 +0-0 +33.554" >/dev/null || fail "comm report"
+# The plan JSON's "communication": data/data all-reduces dw1 and dw2 (16 MiB each, n = 2).
+python3 -c "import json; c=json.load(open('$T/mlp.json'))['communication']; assert c['all-reduce']=={'count':2.0,'bytes':33554432.0} and c['bytes_per_device']==33554432.0, c" || fail "json communication"
+# --strategies: no search, the given plan costed and written (Megatron column/row by hand).
+$E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --strategies 1,2 --out-json "$T/given.json" > "$T/g.txt" || fail "given plan"
+grep -q "^method given" "$T/g.txt" && grep -q "solution vector: \[1,2\]" "$T/g.txt" || fail "given plan output: $(cat $T/g.txt)"
+python3 -c "import json; d=json.load(open('$T/given.json')); assert d['method']=='given' and [b['strategy'] for b in d['blocks']]==[1,2] and d['communication']['all-reduce']['bytes']==67108864.0, d" || fail "given plan json"
+out=$($E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --strategies 1,3 2>&1); [ $? = 1 ] || fail "out-of-range strategy exit"
+echo "$out" | grep -q "block 1 (anchor y): strategy 3 given, it has 0 to 2" || fail "out-of-range message: $out"
+for bad in 1 1,2,0 1,x -1,2 1,,2; do
+  $E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --strategies "$bad" >/dev/null 2>&1; [ $? = 2 ] || fail "--strategies '$bad' must be a usage error"
+done
 $E shard profile --hlo "$D/shard_mlp.hlo" --mesh 1x2 > "$T/p.txt" || fail "profile"
 grep -q "unique segment 0: blocks (0, 2), 9 combinations, 9 kept" "$T/p.txt" || fail "profile report"
 # data/data: 0.1318 ms of gradient all-reduces, no resharding; Megatron: 0.2437 ms, none either

@@ -11,16 +11,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 DOC="$ERGON_SRC/docs/integrations.md"
-# block MARKER: the fenced block right after the line "<!-- MARKER -->"
+# block N: the N-th fenced block marked "<!-- docs: run-by torch_integration_doc -->"
 block() {
-  awk -v m="<!-- $1 -->" '$0 == m {t = 1; next} t && /^```/ {n++; if (n == 2) exit; next}
-    t && n == 1' "$DOC"
+  awk -v want="$1" '/^<!-- docs: run-by torch_integration_doc -->$/ {k++; t = (k == want); n = 0; next}
+    t && /^```/ {n++; if (n == 2) exit; next} t && n == 1' "$DOC"
 }
-block "file: examples/pytorch_pipeline/minimal_torch.py" >"$tmp/doc.py"
+block 1 >"$tmp/doc.py"
 cmp -s "$tmp/doc.py" "$ERGON_SRC/examples/pytorch_pipeline/minimal_torch.py" || {
   diff "$tmp/doc.py" "$ERGON_SRC/examples/pytorch_pipeline/minimal_torch.py" | head -20
   fail "docs/integrations.md's script differs from examples/pytorch_pipeline/minimal_torch.py"; }
-block "commands: torch" >"$tmp/cmds.sh"
+block 2 >"$tmp/cmds.sh"
 [ "$(grep -c . "$tmp/cmds.sh")" -ge 5 ] || fail "command block not found: $(cat "$tmp/cmds.sh")"
 mkdir -p "$tmp/run/build" "$tmp/bin"
 ln -s "$ERGON_SRC/examples" "$tmp/run/examples"

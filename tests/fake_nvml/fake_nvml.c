@@ -8,16 +8,24 @@
  *                      non-root user); they also fail when euid != 0
  *   FAKE_NVML_SET_DELAY_US  setters sleep this long first (real NVML
  *                      setters take 10-20 ms)
+ *   FAKE_NVML_LOCKED_DELAY_US  clock setters sleep this long while holding the
+ *                      library's lock, as the real NVML serialises its calls:
+ *                      a thread that fork()s meanwhile leaves its child a held
+ *                      lock (the hang of a watchdog that calls NVML after fork)
  *   FAKE_NVML_STATE    file holding the settings ("DEV LOCK_MIN LOCK_MAX
  *                      MEM_LOCK LIMIT_MW" per device, 0 = not locked):
  *                      read at the first nvmlInit, rewritten after each
  *                      change, so settings outlive the process as they do on
- *                      a real GPU (tests of a restarted ergond)
+ *                      a real GPU (tests of a restarted ergond). Several
+ *                      processes may share it, as they share a real GPU: a
+ *                      change rewrites only its device's line, under a
+ *                      record lock on "<file>.lock", and keeps the others' lines
  * Devices: SM clocks 1410..210 MHz in 15 MHz steps at memory clock 1215 MHz
  * (the only one), power limit 100..400 W (default 400 W). Power is
  * 60 W + 300 W * clock / 1410 and the energy counter integrates it over real
  * time. Lock requests outside the list, or min > max, give INVALID_ARGUMENT.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -93,9 +101,9 @@ static void integrate(struct fake_dev *d)
     d->last_s = t;
 }
 
-static void set_delay(void)
+static void delay_us(const char *var)
 {
-    const char *e = getenv("FAKE_NVML_SET_DELAY_US");
+    const char *e = getenv(var);
     long us = e ? atol(e) : 0;
     if (us > 0 && us < 10000000) {
         struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
@@ -103,23 +111,60 @@ static void set_delay(void)
     }
 }
 
-static void save_state(void)
+static void set_delay(void)
+{
+    delay_us("FAKE_NVML_SET_DELAY_US");
+}
+
+/* Rewrite the state file with device `dev`'s settings (-1: every device),
+ * keeping the other devices' lines as the file has them (another process may
+ * have changed them since we read it). */
+static void save_state(int dev)
 {
     const char *path = getenv("FAKE_NVML_STATE");
     if (!path || !*path)
         return;
-    char tmp[4200];
+    char lock[4200], tmp[4200];
+    snprintf(lock, sizeof lock, "%s.lock", path);
     snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return;
-    for (int i = 0; i < ndev; i++)
-        fprintf(f, "%d %u %u %u %u\n", i, devs[i].lock_min, devs[i].lock_max, devs[i].mem_lock,
-                devs[i].limit_mw);
-    if (fclose(f) == 0)
-        rename(tmp, path);
-    else
-        unlink(tmp);
+    /* A POSIX record lock: owned by this process, so a child forked meanwhile (which keeps
+     * a copy of the descriptor) does not keep it held as it would a flock. */
+    int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (lfd >= 0)
+        while (fcntl(lfd, F_SETLKW, &fl) != 0 && errno == EINTR)
+            ;
+    unsigned v[NDEV_MAX][4];
+    for (int i = 0; i < ndev; i++) {
+        v[i][0] = devs[i].lock_min;
+        v[i][1] = devs[i].lock_max;
+        v[i][2] = devs[i].mem_lock;
+        v[i][3] = devs[i].limit_mw;
+    }
+    FILE *f = dev >= 0 ? fopen(path, "r") : NULL;
+    if (f) {
+        int i;
+        unsigned lo, hi, mem, mw;
+        while (fscanf(f, "%d %u %u %u %u", &i, &lo, &hi, &mem, &mw) == 5)
+            if (i >= 0 && i < ndev && i != dev) {
+                v[i][0] = lo;
+                v[i][1] = hi;
+                v[i][2] = mem;
+                v[i][3] = mw;
+            }
+        fclose(f);
+    }
+    f = fopen(tmp, "w");
+    if (f) {
+        for (int i = 0; i < ndev; i++)
+            fprintf(f, "%d %u %u %u %u\n", i, v[i][0], v[i][1], v[i][2], v[i][3]);
+        if (fclose(f) == 0)
+            rename(tmp, path);
+        else
+            unlink(tmp);
+    }
+    if (lfd >= 0)
+        close(lfd); /* releases the lock */
 }
 
 static void load_state(void)
@@ -182,6 +227,22 @@ nvmlReturn_t nvmlInit_v2(void)
 nvmlReturn_t nvmlInit(void)
 {
     return nvmlInit_v2();
+}
+
+/* pynvml (nvidia-ml-py, which Zeus uses) initialises with nvmlInitWithFlags(0). */
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    (void)flags;
+    return nvmlInit_v2();
+}
+
+/* Zeus asks every device whether it is a Grace Hopper chip; an A100 is not: NOT_SUPPORTED
+ * (3), the answer Zeus expects from other chips. */
+nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t dev, void *info)
+{
+    (void)dev;
+    (void)info;
+    return 3;
 }
 
 nvmlReturn_t nvmlShutdown(void)
@@ -282,9 +343,10 @@ nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned int lo, unsig
         r = 2;
     else {
         integrate(d);
+        delay_us("FAKE_NVML_LOCKED_DELAY_US");
         d->lock_min = lo;
         d->lock_max = hi;
-        save_state();
+        save_state(d->index);
     }
     pthread_mutex_unlock(&mu);
     log_call("nvmlDeviceSetGpuLockedClocks %d %u %u = %d", valid_dev(d) ? d->index : -1, lo, hi,
@@ -303,8 +365,9 @@ nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d)
         r = 4;
     else {
         integrate(d);
+        delay_us("FAKE_NVML_LOCKED_DELAY_US");
         d->lock_min = d->lock_max = 0;
-        save_state();
+        save_state(d->index);
     }
     pthread_mutex_unlock(&mu);
     log_call("nvmlDeviceResetGpuLockedClocks %d = %d", valid_dev(d) ? d->index : -1, r);
@@ -317,7 +380,7 @@ nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t d, unsigned int lo, un
     if (!r) {
         pthread_mutex_lock(&mu);
         d->mem_lock = hi;
-        save_state();
+        save_state(d->index);
         pthread_mutex_unlock(&mu);
     }
     log_call("nvmlDeviceSetMemoryLockedClocks %d %u %u = %d", valid_dev(d) ? d->index : -1, lo,
@@ -331,7 +394,7 @@ nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t d)
     if (!r) {
         pthread_mutex_lock(&mu);
         d->mem_lock = 0;
-        save_state();
+        save_state(d->index);
         pthread_mutex_unlock(&mu);
     }
     log_call("nvmlDeviceResetMemoryLockedClocks %d = %d", valid_dev(d) ? d->index : -1, r);
@@ -370,7 +433,7 @@ nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t d, unsigned int mw)
     if (!r) {
         pthread_mutex_lock(&mu);
         d->limit_mw = mw;
-        save_state();
+        save_state(d->index);
         pthread_mutex_unlock(&mu);
     }
     log_call("nvmlDeviceSetPowerManagementLimit %d %u = %d", valid_dev(d) ? d->index : -1, mw, r);

@@ -27,10 +27,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             o.mem_budget_bytes = pass ? 1e6 : 0;
             if (erg_shard_profile(s, &o, NULL, NULL, &err) == ERG_OK &&
                 erg_shard_search(s, ERG_SHARD_DP, 1, &p, &err) == ERG_OK) {
-                /* the annotated module (custom-call tuples, weights) must re-parse */
+                /* The annotated module (custom-call tuples, weights) must re-read as the same
+                 * module: erg_shard_annotate checks it (EINTERNAL when it does not), and so does
+                 * this harness, independently, for the parse. */
                 char *a = NULL;
                 erg_hlo_module *m2 = NULL;
-                if (erg_shard_annotate(s, p, &a, &err) == ERG_OK) {
+                erg_status ast = erg_shard_annotate(s, p, &a, &err);
+                if (ast == ERG_EINTERNAL)
+                    __builtin_trap();
+                if (ast == ERG_OK) {
                     if (erg_hlo_parse(a, strlen(a), "annotated.hlo", &m2, &err) != ERG_OK)
                         __builtin_trap();
                     erg_hlo_free(m2);
@@ -53,7 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         erg_shard_plan *p = NULL;
         if (erg_shard_num_blocks(s) <= 32 && erg_shard_profile(s, &o, NULL, NULL, &err) == ERG_OK &&
             erg_shard_search(s, ERG_SHARD_DP, 1, &p, &err) == ERG_OK) {
-            if (erg_shard_annotate(s, p, &t, &err) == ERG_OK)
+            erg_status ast = erg_shard_annotate(s, p, &t, &err);
+            if (ast == ERG_EINTERNAL) /* the loop's annotated module must re-read */
+                __builtin_trap();
+            if (ast == ERG_OK)
                 erg_free(t);
             erg_shard_plan_free(p);
         }

@@ -44,8 +44,8 @@ static void setup(void)
     erg_server_opts_init(&o);
     o.db_path = ":memory:";
     o.dump_data = false;
-    o.scheduler = "AllMaxFrequency";
-    o.scheduler_args = "{\"num_iters\": 3}";
+    /* One configuration serves both protocols: Perseus jobs run PointSolution on the Zeus
+     * plan below (2 all-max windows, then the plan, then the end). */
     static char zargs[600];
     if (!plan[0])
         atexit(remove_plan);

@@ -45,6 +45,7 @@ static void use_fake_nvml(char *log, size_t size)
     setenv("FAKE_NVML_LOG", log, 1);
     setenv("FAKE_NVML_DEVICES", "2", 1);
     unsetenv("FAKE_NVML_DENY");
+    setenv("ERGON_WATCHDOG", ERG_WATCHDOG_EXE, 1); /* a static test binary is not next to it */
 }
 
 static char *slurp(const char *path)
@@ -205,7 +206,10 @@ TEST(exact_nvml_calls_for_two_stages_four_microbatches)
     }
     erg_gpu_close(g);
     char *text = slurp(log);
+    /* Each client's watchdog (another process, same fake) opens NVML before the client is
+     * returned and, after the clean close, shuts it down without touching a clock. */
     ASSERT_STR_EQ(text, "nvmlInit_v2 = 0\n"
+                        "nvmlInit_v2 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 0 1410 1410 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 0 1200 1200 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 0 1410 1410 = 0\n"
@@ -215,11 +219,14 @@ TEST(exact_nvml_calls_for_two_stages_four_microbatches)
                         "nvmlDeviceSetGpuLockedClocks 0 1410 1410 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 0 1395 1395 = 0\n"
                         "nvmlDeviceResetGpuLockedClocks 0 = 0\n"
+                        "nvmlShutdown = 0\n"
+                        "nvmlInit_v2 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 1 1350 1350 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 1 1005 1005 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 1 1350 1350 = 0\n"
                         "nvmlDeviceSetGpuLockedClocks 1 1005 1005 = 0\n"
                         "nvmlDeviceResetGpuLockedClocks 1 = 0\n"
+                        "nvmlShutdown = 0\n"
                         "nvmlShutdown = 0\n");
     free(text);
     rm_tmp();
@@ -506,6 +513,35 @@ TEST(profiling_mode_sweeps_and_measures_blocking_power)
 
 /* A tight loop against a slow GPU overflows the ring: the GPU must still end
  * at the last clock asked for, and far fewer changes reach the driver. */
+/* A clock change the GPU refused (ergond down, no permission) is not the GPU's clock: the same
+ * clock asked again is sent again, not dropped as a repeat (multi-host test: the GPU stayed at
+ * 1200 MHz while 1005 was asked once ergond was back). sync keeps reporting the first error. */
+TEST(a_refused_clock_is_sent_again_when_asked_again)
+{
+    char log[512];
+    use_fake_nvml(log, sizeof log);
+    erg_error err;
+    erg_gpu *g = NULL;
+    ASSERT_OK(erg_gpu_open("nvml", &g, &err));
+    erg_client *c = NULL;
+    ASSERT_OK(erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_SIGNALS | ERG_CLIENT_NO_WATCHDOG, &c,
+                             &err));
+    setenv("FAKE_NVML_DENY", "1", 1);
+    ASSERT_OK(erg_client_set_uniform_clock(c, 1200, &err));
+    ASSERT_EQ_INT(erg_client_sync(c, 5, &err), ERG_EPERM);
+    ASSERT_EQ_INT(erg_client_active_clock(c), 0);
+    unsetenv("FAKE_NVML_DENY");
+    ASSERT_OK(erg_client_set_uniform_clock(c, 1200, &err));
+    erg_client_sync(c, 5, NULL); /* still the first error: reported until the client closes */
+    ASSERT_EQ_INT(erg_client_active_clock(c), 1200);
+    char *calls = slurp(log);
+    ASSERT_CONTAINS(calls, "nvmlDeviceSetGpuLockedClocks 0 1200 1200 = 0");
+    free(calls);
+    erg_client_close(c, NULL);
+    erg_gpu_close(g);
+    rm_tmp();
+}
+
 TEST(queue_coalesces_and_ends_at_the_last_request)
 {
     char log[512];
@@ -629,4 +665,5 @@ TAP_MAIN(TEST_ENTRY(nvml_reads_devices_clocks_energy),
          TEST_ENTRY(clocks_restored_after_sigkill_by_watchdog),
          TEST_ENTRY(sim_logs_give_the_model_profile),
          TEST_ENTRY(profiling_mode_sweeps_and_measures_blocking_power),
+         TEST_ENTRY(a_refused_clock_is_sent_again_when_asked_again),
          TEST_ENTRY(queue_coalesces_and_ends_at_the_last_request), TEST_ENTRY(early_stop_rule), TEST_ENTRY(bad_logs_are_refused_with_file_and_line))

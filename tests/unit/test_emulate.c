@@ -2,7 +2,11 @@
  * (erg_emulate_ex), checked against timelines computed by hand. */
 #include "tap.h"
 
+#include <math.h>
+#include <stdio.h>
+
 #include "ergon/emulate.h"
+#include "ergon/envpipe.h"
 #include "ergon/planner.h"
 
 /* Two clocks: 1000 MHz (forward 1 s, backward 2 s) and 900 MHz (1.5 s, 3 s). */
@@ -142,51 +146,68 @@ TEST(transfer_time_matches_independent_relaxation)
 
 /* A plan that switches clocks at every instruction: S = 2, M = 2, orders
  * s0: F0 F1 B0 B1, s1: F0 B0 F1 B1, clocks 1000, 900, 1000, 900 on both
- * stages, so every instruction (the first one too: the previous iteration
- * ended at 900) waits L. By hand (durations s0: 1, 1.5, 2, 3; s1: 1, 3, 1, 3):
- *   s0.F0 [L, 1+L]        s0.F1 [1+2L, 2.5+2L]
- *   s1.F0 [1+L, 2+L]      s1.B0 [2+2L, 5+2L]   s1.F1 [5+3L, 6+3L]  s1.B1 [6+4L, 9+4L]
- *   s0.B0 [max(2.5+3L, 5+2L), ..] = [5+2L, 7+2L]   s0.B1 [max(7+3L, 9+4L), ..] = [9+4L, 12+4L]
- * T = 12 + 4L, with 8 switches charged. */
-TEST(switch_heavy_plan_time_includes_latency)
+ * ranks (F: 1 s / 10 J at 1000 MHz, 1.5 s / 9 J at 900; B: 2 s / 30 J, 3 s / 27 J).
+ * The switch model (emulate_ex.c): each instruction requests its clock when it
+ * starts, the request lands L later, and until then the GPU runs at the old
+ * clock; a rank starts at its last instruction's clock (900). By hand, L = 0.5:
+ *   s0.F0 [0, 7/6]: 0.5 s at 900 does 1/3 of it, 2/3 x 1 s at 1000; 1/3 x 9 + 2/3 x 10 J
+ *   s0.F1 [7/6, 29/12]: 0.5 s at 1000 does 1/2, 1/2 x 1.5 s; 5 + 4.5 J
+ *   s1.F0 [7/6, 7/3] as s0.F0;  s1.B0 [7/3, 61/12]: 0.5 s at 1000 does 1/4, 3/4 x 3 s; 7.5 + 20.25 J
+ *   s0.B0 [61/12, 87/12]: 0.5 s at 900 does 1/6, 5/6 x 2 s; 4.5 + 25 J
+ *   s1.F1 [61/12, 75/12] as s1.F0;  s1.B1 [75/12, 9] as s1.B0;  s0.B1 [9, 11.75] as s1.B0
+ * T = 11.75 s (0.25 s less than without latency: every down-switch keeps the fast clock
+ * 0.5 s longer), compute energy 151.25 J (152 without), 8 requests. */
+TEST(switch_latency_runs_at_old_clock_until_the_request_lands)
 {
     erg_error err;
     erg_profile *prof = two_clock_profile(2);
     erg_schedule sc = {.kind = ERG_SCHED_1F1B};
     erg_dag *d;
-    erg_plan *p;
+    erg_plan *p, *slow;
     ASSERT_OK(erg_dag_new(&sc, 2, 2, &d, &err));
     ASSERT_OK(erg_plan_new(&sc, 2, 2, &p, &err));
+    ASSERT_OK(erg_plan_new(&sc, 2, 2, &slow, &err));
+    erg_plan_fill(slow, 900);
     for (int s = 0; s < 2; s++) {
         int *f = erg_plan_stage_freqs(p, s);
         for (int k = 0; k < 4; k++)
             f[k] = k % 2 ? 900 : 1000;
     }
-    const double Ls[] = {0, 0.001, 0.01, 0.1};
-    for (size_t i = 0; i < 4; i++) {
-        double L = Ls[i];
-        erg_emulate_opts o;
-        erg_emulate_opts_init(&o);
-        o.blocking_power_w = 2;
-        o.switch_latency_s = L;
-        erg_emulation em;
-        ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err));
-        ASSERT_NEAR(em.time_s, 12 + 4 * L, 1e-12);
-        ASSERT_EQ_INT(em.num_switches, L > 0 ? 8 : 0);
-        ASSERT_NEAR(em.switch_time_s, L > 0 ? 8 * L : 0, 1e-15);
-        /* idle = sum over stages of T - busy (7.5 s and 8 s of work) */
-        ASSERT_NEAR(em.blocking_energy_j, 2 * (2 * (12 + 4 * L) - 15.5), 1e-12);
-    }
-    /* a plan at one clock pays nothing */
-    erg_plan_fill(p, 1000);
     erg_emulate_opts o;
     erg_emulate_opts_init(&o);
+    o.blocking_power_w = 2;
+    erg_emulation em, e0;
+    ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &e0, NULL, NULL, &err));
+    ASSERT_NEAR(e0.time_s, 12, 1e-12);
+    ASSERT_EQ_INT(e0.num_switches, 0);
     o.switch_latency_s = 0.5;
-    erg_emulation em;
+    double dur[8];
+    ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, dur, &err));
+    ASSERT_NEAR(em.time_s, 11.75, 1e-12);
+    ASSERT_NEAR(em.switch_time_s, -0.25, 1e-12);
+    ASSERT_EQ_INT(em.num_switches, 8);
+    ASSERT_NEAR(em.compute_energy_j, 151.25, 1e-9);
+    /* busy: s0 7/6 + 5/4 + 13/6 + 11/4, s1 7/6 + 11/4 + 7/6 + 11/4 */
+    double busy = 7.0 / 6 + 1.25 + 13.0 / 6 + 2.75 + 7.0 / 6 + 2.75 + 7.0 / 6 + 2.75;
+    ASSERT_NEAR(em.blocking_energy_j, 2 * (2 * 11.75 - busy), 1e-9);
+    ASSERT_NEAR(dur[0], 7.0 / 6, 1e-12);
+    /* A latency longer than the iteration: no request lands, every rank runs the whole
+     * iteration at the clock it started with (900 MHz), as the all-900 plan does. */
+    erg_emulation es;
+    o.switch_latency_s = 100;
+    ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err));
+    ASSERT_OK(erg_emulate(prof, d, slow, 2, &es, NULL, NULL, &err));
+    ASSERT_NEAR(em.time_s, es.time_s, 1e-12);
+    ASSERT_NEAR(em.energy_j, es.energy_j, 1e-9);
+    ASSERT_EQ_INT(em.num_switches, 8);
+    /* a plan at one clock issues no request */
+    erg_plan_fill(p, 1000);
+    o.switch_latency_s = 0.5;
     ASSERT_OK(erg_emulate_ex(prof, d, p, &o, &em, NULL, NULL, &err));
     ASSERT_NEAR(em.time_s, 9, 1e-12);
     ASSERT_EQ_INT(em.num_switches, 0);
     erg_plan_free(p);
+    erg_plan_free(slow);
     erg_dag_free(d);
     erg_profile_free(prof);
 }
@@ -288,8 +309,119 @@ TEST(planner_plans_transfer_as_fixed_edges)
     erg_profile_free(prof);
 }
 
+/* Switch-aware planning (switch_aware.c): on a 2-stage, 8-microbatch profile whose forward pass
+ * gains little from a fast clock and whose backward pass gains much, at L = 0.2 s every point
+ * of the frontier is its plan's emulation at L (time and energy), the frontier is Pareto
+ * (faster plans cost more), and the plan it picks for 1 % slowdown meets the deadline at L with
+ * fewer switches than the latency-free frontier's pick, which runs late; for a deadline of the
+ * all-max time itself it saves energy on time (the repair rounds) where the latency-free pick
+ * runs late. */
+TEST(switch_aware_frontier_is_honest_at_the_latency)
+{
+    erg_error err;
+    erg_profile *prof;
+    ASSERT_OK(erg_profile_new(&prof, &err));
+    static const int F[] = {1400, 1300, 1200, 1100, 1000, 900, 800};
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < 7; i++) {
+                double base = k ? 2.0 : 1.0, cb = k ? 0.9 : 0.5, f = F[i];
+                double t = base * (1 + 0.1 * s) * ((1 - cb) + cb * 1400 / f);
+                double pw = 100 + 200 * pow(f / 1400, 2.5);
+                erg_profile_point pt = {F[i], t, pw * t};
+                ASSERT_OK(erg_profile_add(prof, s, k ? ERG_BACKWARD : ERG_FORWARD, &pt, &err));
+            }
+    erg_perseus_opts po;
+    erg_perseus_opts_init(&po);
+    po.unit_s = 0.01;
+    po.blocking_power_w = 60;
+    erg_frontier *f0, *fl;
+    ASSERT_OK(erg_plan_perseus(prof, 2, 8, &po, &f0, &err));
+    erg_emulate_opts eo;
+    erg_emulate_opts_init(&eo);
+    eo.blocking_power_w = 60;
+    eo.switch_latency_s = 0.2;
+    erg_switch_aware_stats st;
+    ASSERT_OK(erg_frontier_switch_aware(prof, f0, &eo, po.unit_s, NULL, NULL, &fl, &st, &err));
+    ASSERT(st.plans_out == erg_frontier_size(fl) && st.plans_out > 10);
+    ASSERT(st.candidates > st.plans_evaluated && st.plans_evaluated == st.plans_in);
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_dag *d;
+    ASSERT_OK(erg_dag_new(&sc, 2, 8, &d, &err));
+    erg_frontier_point prev = {0};
+    for (size_t k = 0; k < erg_frontier_size(fl); k++) {
+        erg_frontier_point pt;
+        erg_plan *p;
+        erg_emulation em;
+        ASSERT_OK(erg_frontier_get(fl, k, &pt, &err));
+        ASSERT_OK(erg_frontier_plan(fl, k, &p, &err));
+        ASSERT_OK(erg_emulate_ex(prof, d, p, &eo, &em, NULL, NULL, &err));
+        ASSERT_NEAR(pt.time_s, em.time_s, 1e-9 * em.time_s);
+        ASSERT_NEAR(pt.energy_j, em.energy_j, 1e-9 * em.energy_j);
+        if (k)
+            ASSERT(pt.time_s < prev.time_s && pt.energy_j > prev.energy_j);
+        prev = pt;
+        erg_plan_free(p);
+    }
+    /* the 1 %-slowdown picks, both emulated at L */
+    erg_plan *am;
+    erg_emulation emax;
+    ASSERT_OK(erg_plan_all_max(prof, 2, 8, &sc, 60, &am, &err));
+    ASSERT_OK(erg_emulate_ex(prof, d, am, &eo, &emax, NULL, NULL, &err));
+    double deadline = 1.01 * emax.time_s;
+    erg_frontier_baseline b0, bl;
+    erg_frontier_baseline_init(&b0);
+    b0.have = true;
+    b0.prof = prof;
+    b0.dag = d;
+    b0.power_w = 60;
+    ASSERT_OK(erg_emulate(prof, d, am, 60, &b0.all_max, NULL, NULL, &err));
+    bl = b0;
+    bl.switch_latency_s = 0.2;
+    bl.all_max = emax;
+    size_t k0, kl;
+    erg_emulation e0, el;
+    ASSERT_OK(erg_frontier_baseline_pick(&b0, f0, deadline, &k0, &e0, &err));
+    ASSERT_OK(erg_frontier_baseline_pick(&bl, fl, deadline, &kl, &el, &err));
+    erg_plan *p0, *pl;
+    ASSERT_OK(erg_frontier_plan(f0, k0, &p0, &err));
+    ASSERT_OK(erg_frontier_plan(fl, kl, &pl, &err));
+    ASSERT_OK(erg_emulate_ex(prof, d, p0, &eo, &e0, NULL, NULL, &err));
+    ASSERT_OK(erg_emulate_ex(prof, d, pl, &eo, &el, NULL, NULL, &err));
+    printf("# deadline %.4f s at L = 0.2 s: latency-free pick %.4f s, %d switches; "
+           "switch-aware %.4f s, %d switches, %.1f J (all-max %.1f J)\n",
+           deadline, e0.time_s, e0.num_switches, el.time_s, el.num_switches, el.energy_j,
+           emax.energy_j);
+    ASSERT(e0.time_s > deadline);
+    ASSERT(el.time_s <= deadline * (1 + 1e-12));
+    ASSERT(el.num_switches < e0.num_switches);
+    ASSERT(el.energy_j < 0.97 * emax.energy_j);
+    erg_plan_free(p0);
+    erg_plan_free(pl);
+    /* a deadline of the all-max time itself: the latency-free pick is late by up-switch
+     * delays; the repair rounds give the switch-aware frontier a plan on time that saves */
+    deadline = emax.time_s;
+    ASSERT_OK(erg_frontier_baseline_pick(&b0, f0, deadline, &k0, &e0, &err));
+    ASSERT_OK(erg_frontier_baseline_pick(&bl, fl, deadline, &kl, &el, &err));
+    ASSERT_OK(erg_frontier_plan(f0, k0, &p0, &err));
+    ASSERT_OK(erg_emulate_ex(prof, d, p0, &eo, &e0, NULL, NULL, &err));
+    printf("# deadline %.4f s (all-max) at L = 0.2 s: latency-free pick %.4f s; switch-aware "
+           "%.4f s, %.1f J\n",
+           deadline, e0.time_s, el.time_s, el.energy_j);
+    ASSERT(e0.time_s > deadline);
+    ASSERT(el.time_s <= deadline * (1 + 1e-12));
+    ASSERT(el.energy_j < 0.98 * emax.energy_j);
+    erg_plan_free(p0);
+    erg_plan_free(am);
+    erg_dag_free(d);
+    erg_frontier_free(fl);
+    erg_frontier_free(f0);
+    erg_profile_free(prof);
+}
+
 TAP_MAIN(TEST_ENTRY(planner_plans_transfer_as_fixed_edges),
          TEST_ENTRY(transfer_time_grows_1f1b_bubble_as_by_hand),
          TEST_ENTRY(transfer_time_matches_independent_relaxation),
-         TEST_ENTRY(switch_heavy_plan_time_includes_latency),
-         TEST_ENTRY(emulate_ex_rejects_bad_options))
+         TEST_ENTRY(switch_latency_runs_at_old_clock_until_the_request_lands),
+         TEST_ENTRY(emulate_ex_rejects_bad_options),
+         TEST_ENTRY(switch_aware_frontier_is_honest_at_the_latency))

@@ -242,8 +242,9 @@ static pid_t start_server(const srv_cfg *c, int *port)
         o.port = c->port;
         o.db_path = c->db;
         o.dump_dir = c->dump;
-        o.scheduler = c->scheduler ? c->scheduler : "AllMaxFrequency";
-        o.scheduler_args = c->args ? c->args : "{}";
+        /* NULL: the default (the Zeus configuration's counterpart, else AllMaxFrequency) */
+        o.scheduler = c->scheduler;
+        o.scheduler_args = c->args;
         o.mode = c->mode;
         if (c->rank_timeout_s > 0)
             o.rank_timeout_s = c->rank_timeout_s;
@@ -1854,7 +1855,8 @@ TEST(zeus_client_replay_point_solution)
               "\"microbatch_size\":1,\"num_microbatches\":2,\"run_tag\":\"kronos-extra\"}",
               &r);
     ASSERT_MSG(r.status == 200, "%d %s", r.status, r.body);
-    ASSERT_CONTAINS(r.body, "+merak+gpt+u+dp1+pp2+tp1+mbs1+nmb2+AllMaxFrequency\"");
+    /* One configuration serves both protocols: the Zeus plan's PointSolution. */
+    ASSERT_CONTAINS(r.body, "+merak+gpt+u+dp1+pp2+tp1+mbs1+nmb2+PointSolution\"");
     stop_server(srv);
     sqlite3 *q;
     ASSERT(sqlite3_open(db, &q) == SQLITE_OK);

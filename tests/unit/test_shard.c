@@ -1178,6 +1178,134 @@ TEST(annotations_round_trip_to_plan_specs)
     }
 }
 
+/* fuzz_hlo's finding (tests/fuzz/corpus/hlo/header_name_then_computation.hlo): a header with
+ * no attributes that runs straight into the first computation ("HloModule m%add (...)") got
+ * ", num_partitions=2" glued to "%add" and the output did not re-read. Now it re-reads as the
+ * same module with num_partitions=2; and the comparison erg_shard_annotate re-reads with
+ * tells a changed module apart. */
+TEST(annotated_module_rereads_when_header_meets_computation)
+{
+    static const char text[] =
+        "HloModule glued%add_f32 (a: f32[], b: f32[]) -> f32[] {\n"
+        "  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+        "  ROOT %s = f32[] add(%a, %b)\n}\n"
+        "ENTRY %main (x: f32[64,32], w: f32[32,16]) -> f32[64,16] {\n"
+        "  %x = f32[64,32] parameter(0)\n  %w = f32[32,16] parameter(1)\n"
+        "  ROOT %y = f32[64,16] dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "}\n";
+    erg_hlo_module *m = NULL, *m2 = NULL;
+    erg_error err;
+    ASSERT_OK(erg_hlo_parse(text, strlen(text), "glued.hlo", &m, &err));
+    erg_shard *s = analyze(m, 1, 2);
+    profile(s, 80);
+    erg_shard_plan *p = search(s, ERG_SHARD_DP);
+    char *out = NULL;
+    ASSERT_OK(erg_shard_annotate(s, p, &out, &err));
+    ASSERT_CONTAINS(out, "HloModule glued, num_partitions=2 %add_f32");
+    ASSERT_OK(erg_hlo_parse(out, strlen(out), "annotated.hlo", &m2, &err));
+    ASSERT_EQ_INT(m2->num_partitions, 2);
+    char why[200];
+    ASSERT_MSG(hlo_module_same(m, m2, "sharding", why, sizeof why), "%s", why);
+    check_round_trip(s, p);
+    /* The comparison sees a changed attribute and a changed operand. */
+    char *alt = erg__strdup(text);
+    ASSERT(alt);
+    char *c = strstr(alt, "rhs_contracting_dims={0}");
+    c[strlen("rhs_contracting_dims={")] = '1';
+    erg_hlo_module *m3 = NULL;
+    /* w as [16,32] contracted on dim 1: a different module that still parses */
+    memcpy(strstr(alt, "%w = f32[32,16]"), "%w = f32[16,32]", 15);
+    ASSERT_OK(erg_hlo_parse(alt, strlen(alt), "alt.hlo", &m3, &err));
+    ASSERT(!hlo_module_same(m, m3, "sharding", why, sizeof why));
+    ASSERT_CONTAINS(why, "'w'");
+    ASSERT(!hlo_module_same(m, m2, NULL, why, sizeof why)); /* sharding counted: differs */
+    erg_hlo_free(m3);
+    erg__free(alt);
+    erg_free(out);
+    erg_hlo_free(m2);
+    erg_shard_plan_free(p);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+}
+
+/* N chained dots that all read one weight (bench/gen_chain_hlo.py). */
+static char *chain_module(int n)
+{
+    erg__buf b = {0};
+    ASSERT(!erg__buf_printf(&b, "HloModule chain\nENTRY %%main {\n  %%x0 = f32[64,64] parameter(0)\n"
+                                  "  %%w = f32[64,64] parameter(1)\n"));
+    for (int i = 1; i <= n; i++)
+        ASSERT(!erg__buf_printf(&b, "  %s%%x%d = f32[64,64] dot(%%x%d, %%w), lhs_contracting_dims={1}, "
+                                      "rhs_contracting_dims={0}\n",
+                                  i == n ? "ROOT " : "", i, i - 1));
+    ASSERT(!erg__buf_printf(&b, "}\n"));
+    return b.data;
+}
+
+static int count_progress(void *user, uint64_t done, uint64_t total)
+{
+    long *calls = user;
+    ASSERT(done <= total);
+    calls[0]++;
+    calls[1] = (long)done;
+    calls[2] = (long)total;
+    return (int)calls[3]; /* calls[3]: cancel */
+}
+
+/* The backward-twin search is bounded (issue 21): a weight read by many chained dots makes each
+ * anchor meet one candidate per later dot. With the window, searches stop, are counted and the
+ * report says so; the blocks are the same as with a window wide enough to see every candidate;
+ * progress is reported and can cancel. */
+TEST(twin_search_window_bounds_chained_dots)
+{
+    char *text = chain_module(300);
+    erg_hlo_module *m = NULL;
+    erg_error err;
+    ASSERT_OK(erg_hlo_parse(text, strlen(text), "chain.hlo", &m, &err));
+    erg_shard_analyze_options o;
+    erg_shard_analyze_options_init(&o);
+    ASSERT_EQ_INT(o.twin_window, ERG_SHARD_TWIN_WINDOW);
+    long calls[4] = {0};
+    o.progress = count_progress;
+    o.user = calls;
+    o.twin_window = 8;
+    erg_shard *s = NULL, *wide = NULL;
+    ASSERT_OK(erg_shard_analyze_opts(m, 1, 2, &o, &s, &err));
+    ASSERT(calls[0] >= 1);
+    ASSERT_EQ_INT(calls[1], calls[2]); /* the last report is done == total */
+    ASSERT_EQ_INT(calls[2], 302);
+    ASSERT(s->twin_cut > 0);
+    ASSERT_STR_EQ(s->c->ins[s->twin_cut_anchor].name, "x1");
+    char *r = NULL;
+    ASSERT_OK(erg_shard_report(s, false, &r, &err));
+    ASSERT_CONTAINS(r, "backward-twin searches stopped at the window of 8 candidate dots");
+    o.twin_window = 1000; /* sees every later dot: no search stops */
+    o.progress = NULL;
+    ASSERT_OK(erg_shard_analyze_opts(m, 1, 2, &o, &wide, &err));
+    ASSERT_EQ_INT(wide->twin_cut, 0);
+    char *r2 = NULL;
+    ASSERT_OK(erg_shard_report(wide, false, &r2, &err));
+    ASSERT(!strstr(r2, "backward-twin searches stopped"));
+    ASSERT_STR_EQ(strchr(r, '\n') + 1 + strcspn(strchr(r, '\n') + 1, "\n") + 1, strchr(r2, '\n') + 1);
+    erg_free(r);
+    erg_free(r2);
+    erg_shard_free(s);
+    erg_shard_free(wide);
+    /* cancel from the callback; a window outside 1..1000000 is refused */
+    calls[3] = 1;
+    o.progress = count_progress;
+    o.twin_window = 64;
+    s = NULL;
+    ASSERT_EQ_INT(erg_shard_analyze_opts(m, 1, 2, &o, &s, &err), ERG_ECANCELED);
+    ASSERT(s == NULL);
+    o.progress = NULL;
+    o.twin_window = 0;
+    ASSERT_EQ_INT(erg_shard_analyze_opts(m, 1, 2, &o, &s, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "twin window 0");
+    erg_hlo_free(m);
+    erg__free(text);
+}
+
 TEST(convolution_strategies_by_hand)
 {
     erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_conv.hlo");
@@ -1454,6 +1582,84 @@ static double rnd(void)
 
 /* Random block times (and memories) and edge costs; zero for some edge entries so that
  * free resharding competes with paid. */
+/* Issue 24.3: the communication a plan is charged, by collective kind (what --out-json's
+ * "communication" reports next to XLA's collectives): the MLP by hand, and on every module
+ * and strategy vector the kinds add up to the block and edge bytes the search sums. */
+static double costed_bytes(const erg_shard *s, const size_t *k)
+{
+    double b = 0;
+    for (int oi = 0; oi < s->norder; oi++)
+        b += s->pbs[s->order[oi]].comm_bytes[k[oi]];
+    for (int e = 0; e < s->nedges; e++) {
+        const pedge *E = &s->edges[e];
+        b += E->bytes[k[E->a] * (size_t)s->pbs[s->order[E->b]].K + k[E->b]];
+    }
+    return b;
+}
+
+TEST(plan_communication_by_kind_adds_up)
+{
+    erg_hlo_module *m = load_or_skip(ERG_TEST_DATA_DIR "/shard_mlp.hlo");
+    erg_shard *s = analyze(m, 1, 2);
+    profile(s, 80);
+    /* data/data: two all-reduces (dw1, dw2) of 16 MiB, 2(n-1)/n = 1 of it moved each;
+     * Megatron column/row: AR(y) + AR(dxm) of 32 MiB. No resharding in either. */
+    size_t dp[2] = {0, 0}, mg[2] = {1, 2};
+    shard_comm c;
+    shard_plan_comm(s, dp, &c);
+    ASSERT_NEAR(c.count[COLL_AR], 2, 0);
+    ASSERT_NEAR(c.bytes[COLL_AR], 2 * 16 * MIB, 1e-6);
+    ASSERT_NEAR(c.count[COLL_AG] + c.count[COLL_A2A], 0, 0);
+    shard_plan_comm(s, mg, &c);
+    ASSERT_NEAR(c.count[COLL_AR], 2, 0);
+    ASSERT_NEAR(c.bytes[COLL_AR], 2 * 32 * MIB, 1e-6);
+    /* column then column: h arrives split on its features at a row-replicated y: a gather */
+    size_t cc[2] = {1, 1};
+    shard_plan_comm(s, cc, &c);
+    ASSERT(c.count[COLL_AG] >= 1);
+    ASSERT_NEAR(c.bytes[0] + c.bytes[1] + c.bytes[2], costed_bytes(s, cc), 1e-6);
+    erg_shard_free(s);
+    erg_hlo_free(m);
+    static const char *const files[] = {"shard_gpt8.hlo", "shard_qkv_separate.hlo",
+                                        "shard_attention.hlo", "shard_conv.hlo"};
+    static const int meshes[][2] = {{1, 4}, {2, 2}, {2, 4}};
+    rng_state = 24;
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", ERG_TEST_DATA_DIR, files[f]);
+        m = load_or_skip(path);
+        for (int q = 0; q < 3; q++) {
+            erg_shard *t = NULL;
+            erg_error err;
+            if (erg_shard_analyze(m, meshes[q][0], meshes[q][1], &t, &err))
+                continue; /* no strategy divides on this mesh */
+            profile(t, 80);
+            size_t *k = calloc((size_t)t->norder, sizeof *k);
+            for (int trial = 0; trial < 8; trial++) {
+                for (int oi = 0; oi < t->norder; oi++)
+                    k[oi] = trial ? (size_t)(rnd() * t->pbs[t->order[oi]].K) : 0;
+                shard_plan_comm(t, k, &c);
+                double want = costed_bytes(t, k);
+                ASSERT_MSG(fabs(c.bytes[0] + c.bytes[1] + c.bytes[2] - want) <= 1e-6 * want + 1e-6,
+                           "%s %dx%d: kinds %.0f+%.0f+%.0f != costed %.0f", files[f],
+                           meshes[q][0], meshes[q][1], c.bytes[0], c.bytes[1], c.bytes[2], want);
+                for (int x = 0; x < 3; x++)
+                    ASSERT(c.count[x] >= 0 && c.count[x] == floor(c.count[x]));
+            }
+            free(k);
+            erg_shard_plan *d = search(t, ERG_SHARD_DP);
+            char *j = NULL;
+            ASSERT_OK(erg_shard_plan_json(t, d, &j, &err));
+            ASSERT_CONTAINS(j, "\"communication\": {");
+            ASSERT_CONTAINS(j, "\"all-to-all\": {");
+            erg_free(j);
+            erg_shard_plan_free(d);
+            erg_shard_free(t);
+        }
+        erg_hlo_free(m);
+    }
+}
+
 static void randomize_costs(erg_shard *s, bool mem)
 {
     for (int b = 0; b < s->norder; b++) {
@@ -1771,7 +1977,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(mlp_2x2_data_parallel_over_both_axes),
          TEST_ENTRY(attention_head_split_by_hand),
          TEST_ENTRY(attention_2x2_megatron_output_by_hand), TEST_ENTRY(sharding_strings_match_xla_table),
-         TEST_ENTRY(annotations_round_trip_to_plan_specs),
+         TEST_ENTRY(annotations_round_trip_to_plan_specs), TEST_ENTRY(annotated_module_rereads_when_header_meets_computation), TEST_ENTRY(twin_search_window_bounds_chained_dots),
          TEST_ENTRY(convolution_strategies_by_hand),
          TEST_ENTRY(scanned_layers_while_body_by_hand),
          TEST_ENTRY(weights_behind_transfer_custom_call_are_sharded),
@@ -1787,6 +1993,7 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(already_partitioned_module_is_refused),
          TEST_ENTRY(mesh_3x2_and_1x6_split_one_axis_replicate_the_other),
          TEST_ENTRY(repeated_layers_share_dp_tables),
+         TEST_ENTRY(plan_communication_by_kind_adds_up),
          TEST_ENTRY(binding_budget_that_the_optimum_fits_stays_exact),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),

@@ -55,7 +55,32 @@ int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_sched
 {
     char path[4096];
     join(path, sizeof path, dir, "profile.csv");
-    if (erg_profile_write_csv(prof, path, err)) return CLI_USER_ERROR;
+    /* only the stages planned (--stages S of a larger profile: its first S, or S x chunks), so
+     * that choose, show and emulate evaluate the plans on the profile they were made with */
+    int ps = erg_profile_num_stages(prof), V = erg_schedule_chunks(sched);
+    int used = ps >= S * V ? S * V : S;
+    erg_profile *cut = NULL;
+    if (used < ps) {
+        if (erg_profile_new(&cut, err))
+            return CLI_USER_ERROR;
+        for (int st = 0; st < used; st++)
+            for (int k = 0; k < ERG_NUM_INSTR_KINDS; k++) {
+                size_t n = erg_profile_num_points(prof, st, (erg_instr_kind)k);
+                const erg_profile_point *v = erg_profile_points(prof, st, (erg_instr_kind)k);
+                for (size_t i = 0; i < n; i++)
+                    if (erg_profile_add(cut, st, (erg_instr_kind)k, &v[i], err)) {
+                        erg_profile_free(cut);
+                        return CLI_USER_ERROR;
+                    }
+            }
+        prof = cut;
+    }
+    erg_status wst = erg_profile_write_csv(prof, path, err);
+    char prof_fp[ERG_PROFILE_FINGERPRINT_LEN];
+    erg_profile_fingerprint(prof, prof_fp);
+    erg_profile_free(cut);
+    if (wst)
+        return CLI_USER_ERROR;
     join(path, sizeof path, dir, "frontier-info.csv");
     FILE *fp = fopen(path, "w");
     if (!fp) {
@@ -68,10 +93,30 @@ int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_sched
             "key,value\nformat,ergon-frontier-info\nversion,1\nschedule,%s\nnum_stages,%d\n"
             "num_chunks,%d\nnum_pipeline_stages,%d\nbackward_split,%.17g\n"
             "num_microbatches,%d\nblocking_power_w,%.17g\nunit_time_s,%.17g\n"
-            "all_max_time_s,%.17g\nall_max_energy_j,%.17g\nprofile,profile.csv\n",
+            "all_max_time_s,%.17g\nall_max_energy_j,%.17g\nprofile,profile.csv\n"
+            "profile_fingerprint,%s\n",
             erg_schedule_name(sched->kind), S, erg_schedule_chunks(sched),
             S * erg_schedule_chunks(sched), erg_schedule_backward_split(sched), M, power_w,
-            unit_s, all_max->time_s, all_max->energy_j);
+            unit_s, all_max->time_s, all_max->energy_j, prof_fp);
+    if (fclose(fp)) {
+        erg_error_set(err, ERG_EIO, "%s: cannot write the file", path);
+        return CLI_USER_ERROR;
+    }
+    return CLI_OK;
+}
+
+int cli_baseline_write_switch(const char *dir, double switch_latency_s, double transfer_time_s,
+                              erg_error *err)
+{
+    char path[4096];
+    join(path, sizeof path, dir, "frontier-info.csv");
+    FILE *fp = fopen(path, "a");
+    if (!fp) {
+        erg_error_set(err, ERG_EIO, "%s: cannot open the file", path);
+        return CLI_USER_ERROR;
+    }
+    fprintf(fp, "switch_latency_s,%.17g\ntransfer_time_s,%.17g\n", switch_latency_s,
+            transfer_time_s);
     if (fclose(fp)) {
         erg_error_set(err, ERG_EIO, "%s: cannot write the file", path);
         return CLI_USER_ERROR;

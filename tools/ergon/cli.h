@@ -24,6 +24,10 @@ typedef struct cli_command {
 int cli_report(const char *what, const erg_error *err);
 /* Print "ergon <cmd>: <msg>" plus a hint to --help, return CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) ERG_PRINTF(2, 3);
+/* getopt_long's '?' (with opterr = 0): "unknown option '--x'; did you mean '--y'?" or
+ * "option '--y' needs a value", from the command's option table. */
+struct option;
+int cli_bad_option(const char *cmd, char **argv, const struct option *opts);
 /* Strict option value parsers that print a usage error on failure. */
 bool cli_parse_int(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
 bool cli_parse_double(const char *cmd, const char *opt, const char *s, double min, double max,
@@ -114,6 +118,9 @@ int cli_baseline_set(cli_baseline *b, erg_profile *prof, erg_dag *dag, double po
 int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_schedule *sched, int S,
                        int M, double power_w, double unit_s, const erg_emulation *all_max,
                        erg_error *err);
+/* Append the switch latency and transfer of a switch-aware frontier to DIR/frontier-info.csv. */
+int cli_baseline_write_switch(const char *dir, double switch_latency_s, double transfer_time_s,
+                              erg_error *err);
 /* Copy frontier-info.csv and profile.csv from one frontier directory to
  * another when the first has them (CLI_OK otherwise too). */
 int cli_baseline_copy(const char *from_dir, const char *to_dir, erg_error *err);
@@ -153,5 +160,15 @@ int cmd_plan_uniform(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
+
+/* Provenance of plans (provenance.c): stamp a plan with the profile's fingerprint, the
+ * blocking power and the clock table (NULL: the profile's clocks); check a plan read with a
+ * profile (power_w < 0: not checked; asked: the --schedule given, NULL when none) and refuse a
+ * mismatch, naming both sides, unless force. */
+int cli_plan_stamp(const char *cmd, erg_plan *plan, const erg_profile *prof, double power_w,
+                   const char *clock_table);
+int cli_plan_check(const char *cmd, const char *plan_path, const erg_plan *plan,
+                   const erg_profile *prof, const char *profile_path, double power_w,
+                   const erg_schedule_kind *asked, bool force);
 
 #endif

@@ -21,6 +21,7 @@ int cmd_choose(int argc, char **argv)
     bool json = false;
     int c;
     optind = 1;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'f':
@@ -58,7 +59,7 @@ int cmd_choose(int argc, char **argv)
                    "--json prints the same as one JSON object.\n");
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option");
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)
@@ -69,6 +70,12 @@ int cmd_choose(int argc, char **argv)
         return cli_usage_error(cmd, "--deadline and --slowdown exclude each other: give one");
     if (!(deadline > 0) && !(slowdown > 0))
         return cli_usage_error(cmd, "one of --deadline S or --slowdown X is required");
+    /* a factor, not a percentage: 101 is most likely "1 %" */
+    if (slowdown >= 2)
+        fprintf(stderr,
+                "ergon %s: warning: --slowdown %g allows %gx the all-max time (+%g %%): it is "
+                "a factor (for a 1 %% slowdown write 1.01)\n",
+                cmd, slowdown, slowdown, 100 * (slowdown - 1));
     /* Accept DIR/frontier.csv as `show` does. */
     char dirbuf[4096];
     {
@@ -109,11 +116,20 @@ int cmd_choose(int argc, char **argv)
     }
     erg_frontier_get(f, k, &pt, &err);
     if (out) {
-        erg_plan *p;
+        erg_plan *p = NULL;
         size_t ol = strlen(out);
         bool py = ol > 3 && !strcmp(out + ol - 3, ".py");
-        if (erg_frontier_plan(f, k, &p, &err) ||
-            (py ? erg_plan_write_py(p, NULL, out, &err) : erg_plan_write_json(p, out, &err))) {
+        if (erg_frontier_plan(f, k, &p, &err)) {
+            rc = cli_report(cmd, &err);
+            goto done;
+        }
+        /* the plan records the profile, blocking power and clocks it was planned with */
+        if (bl.have && (rc = cli_plan_stamp(cmd, p, bl.prof, bl.power_w, NULL))) {
+            erg_plan_free(p);
+            goto done;
+        }
+        if (py ? erg_plan_write_py(p, NULL, out, &err) : erg_plan_write_json(p, out, &err)) {
+            erg_plan_free(p);
             rc = cli_report(cmd, &err);
             goto done;
         }
@@ -137,10 +153,14 @@ int cmd_choose(int argc, char **argv)
                    1 - em.energy_j / bl.all_max.energy_j);
         printf("}\n");
     } else if (bl.have) {
-        printf("plan %zu: %.6g s, %.6g J (profiled values; %+.2f%% time, %+.2f%% energy vs "
+        char how[96] = "profiled values";
+        if (bl.switch_latency_s > 0) /* a switch-aware frontier (docs/emulate.md) */
+            snprintf(how, sizeof how, "emulated with a %g s clock-switch latency",
+                     bl.switch_latency_s);
+        printf("plan %zu: %.6g s, %.6g J (%s; %+.2f%% time, %+.2f%% energy vs "
                "all-max clocks: %.6g s, %.6g J)\n"
                "planner estimate: %.6g s, %.6g J\n",
-               k, em.time_s, em.energy_j, 100 * (em.time_s / bl.all_max.time_s - 1),
+               k, em.time_s, em.energy_j, how, 100 * (em.time_s / bl.all_max.time_s - 1),
                100 * (em.energy_j / bl.all_max.energy_j - 1), bl.all_max.time_s,
                bl.all_max.energy_j, pt.time_s, pt.energy_j);
         if (file)

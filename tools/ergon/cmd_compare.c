@@ -143,6 +143,29 @@ static int eval_frontier(const char *cmd, const erg_profile *p, int S, int M, do
         return CLI_USER_ERROR;
     }
     cli_progress_done(&prog);
+    /* as `plan perseus`: the frontier always holds a plan no slower than all-max clocks */
+    {
+        erg_plan *am = NULL;
+        erg_emulation em_max;
+        erg_frontier_baseline bl;
+        erg_frontier_baseline_init(&bl);
+        erg_status st = erg_plan_all_max(p, S, M, sched, power_w, &am, &err);
+        if (!st)
+            st = erg_emulate(p, dag, am, power_w, &em_max, NULL, NULL, &err);
+        if (!st) {
+            bl.have = true;
+            bl.prof = (erg_profile *)p;
+            bl.dag = dag;
+            bl.power_w = power_w;
+            bl.all_max = em_max;
+            st = erg_frontier_baseline_complete(&bl, f, am, NULL, &err);
+        }
+        erg_plan_free(am);
+        if (st) {
+            rc = cli_report(cmd, &err);
+            goto done;
+        }
+    }
     if (dir && erg_frontier_write_dir(f, dir, ERG_FRONTIER_CSV, NULL, NULL, &err)) {
         rc = cli_report(cmd, &err);
         goto done;
@@ -177,13 +200,25 @@ done:
     return rc;
 }
 
-/* The plan Perseus picks for deadline t (erg_frontier_choose_deadline: the
- * least estimated energy among plans whose estimated time fits), evaluated
- * like every other row; -1 when no plan is that fast. */
+/* Plan k's profiled values, from the evaluated frontier. */
+static erg_status front_eval(void *user, size_t k, erg_emulation *em, erg_error *err)
+{
+    const evfront *f = user;
+    (void)err;
+    memset(em, 0, sizeof *em);
+    em->time_s = f->t[k];
+    em->energy_j = f->e[k];
+    return ERG_OK;
+}
+
+/* The plan Perseus picks for deadline t: erg_frontier_pick, the one selection that `choose`,
+ * `plan perseus`'s summary and the server's Frontier scheduler make (the planner's choice,
+ * then faster plans until the profiled time fits); -1 when no plan is that fast. */
 static long front_pick(const evfront *f, double t)
 {
     size_t idx;
-    if (!f->f || erg_frontier_choose_deadline(f->f, t * (1 + 1e-12), &idx, NULL) != ERG_OK)
+    erg_emulation em;
+    if (!f->f || erg_frontier_pick(f->f, t, front_eval, (void *)f, &idx, &em, NULL) != ERG_OK)
         return -1;
     return (long)idx;
 }
@@ -432,7 +467,7 @@ int cmd_compare(int argc, char **argv)
             compare_help(stdout);
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)

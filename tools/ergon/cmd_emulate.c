@@ -20,16 +20,20 @@ static void help(FILE *f)
                "FILE is a freqs_pipeline_%%05d.py plan or an ergon JSON plan; the schedule of a .py\n"
                "plan is --schedule (default 1f1b), a JSON plan names its own (and its split;\n"
                "--backward-split overrides it). The plan must have as many ranks as the profile\n"
-               "has stages, or ranks x chunks of them (exit status 1 otherwise).\n\n" CLI_SCHED_HELP
+               "has stages, or ranks x chunks of them (exit status 1 otherwise). A plan that\n"
+               "records where it came from (choose --out, plan envpipe --out) is refused with a\n"
+               "profile, blocking power or --schedule other than its own, naming both\n"
+               "(--force: emulate anyway, with a warning).\n\n" CLI_SCHED_HELP
                "  --p2p-time S         time every cross-rank dependency adds (P2P transfer,\n"
                "                       seconds; default 0: communication is free, as in the\n"
                "                       planner; docs/schedules.md)\n\n"
                "Fidelity options (docs/emulate.md; all 0 by default, which is the published\n"
                "evaluation of Perseus's lowtime):\n"
-               "  --switch-latency S   a rank waits S seconds (idle, blocking power) before an\n"
-               "                       instruction whose clock differs from its previous one's\n"
-               "                       (the first instruction's previous one is the last:\n"
-               "                       iterations repeat); 'default' = %.0f ms (docs/emulate.md)\n"
+               "  --switch-latency S   a clock request takes effect S seconds after the\n"
+               "                       instruction that needs it starts; until then the GPU\n"
+               "                       runs at its previous clock (the first instruction's\n"
+               "                       previous one is the last: iterations repeat);\n"
+               "                       'default' = %.0f ms (docs/emulate.md)\n"
                "  --transfer-time S    the same as --p2p-time S\n"
                "  --transfer-bytes B, --link-bandwidth B_PER_S, --link-latency S\n"
                "                       or: transfer time = B / bandwidth + latency\n",
@@ -49,19 +53,21 @@ int cmd_emulate(int argc, char **argv)
         {"transfer-bytes", required_argument, 0, 'B'},
         {"link-bandwidth", required_argument, 0, 'W'},
         {"link-latency", required_argument, 0, 'l'},
+        {"force", no_argument, 0, 'F'},
         {0, 0, 0, 0},
     };
     erg_emulate_opts eo;
     erg_emulate_opts_init(&eo);
     const char *profile = NULL, *planf = NULL, *gpu = NULL;
     double power = -1;
-    bool json = false;
+    bool json = false, force = false, sched_given = false;
     cli_sched cs;
     cli_sched_init(&cs);
     double p2p = 0;
     erg_error err = {0};
     int c;
     optind = 1;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
@@ -77,10 +83,14 @@ int cmd_emulate(int argc, char **argv)
             if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &power))
                 return CLI_USAGE;
             break;
+        case 'F':
+            force = true;
+            break;
         case 'S':
         case CLI_OPT_SCHED_FILE:
         case CLI_OPT_CHUNKS:
         case CLI_OPT_BACKWARD_SPLIT: {
+            sched_given = sched_given || c == 'S';
             int r = cli_sched_option(cmd, c == 'S', c, optarg, &cs);
             if (r)
                 return r;
@@ -118,7 +128,7 @@ int cmd_emulate(int argc, char **argv)
             help(stdout);
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option");
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)
@@ -148,6 +158,13 @@ int cmd_emulate(int argc, char **argv)
     if (erg_profile_read_csv(profile, &prof, &err) || erg_plan_read(planf, &cs.sched, &plan, &err)) {
         rc = cli_report(cmd, &err);
         goto done;
+    }
+    {
+        erg_schedule_kind asked = cs.sched.kind;
+        rc = cli_plan_check(cmd, planf, plan, prof, profile, power, sched_given ? &asked : NULL,
+                            force);
+        if (rc)
+            goto done;
     }
     erg_schedule ps = erg_plan_schedule(plan);
     {
@@ -212,8 +229,8 @@ int cmd_emulate(int argc, char **argv)
         cli_sched_split_note(stdout, &local, prof, erg_plan_num_stages(plan),
                              erg_plan_num_microbatches(plan));
         if (eo.switch_latency_s > 0 || em.transfer_time_s > 0)
-            printf("clock switches %d x %.4f s = %.4f s charged; transfer %.6f s per cross-rank "
-                   "edge\n",
+            printf("%d clock switches taking effect %.4f s after their request: iteration "
+                   "%+.4f s against no latency; transfer %.6f s per cross-rank edge\n",
                    em.num_switches, eo.switch_latency_s, em.switch_time_s, em.transfer_time_s);
     }
 done:

@@ -1,6 +1,7 @@
 /* cmd_plan.c: `ergon plan METHOD ...`: the Perseus frontier (and the
  * registered baseline planners). */
 #include "cli.h"
+#include "envpipe_common.h"
 
 #include "ergon/emulate.h"
 #include "ergon/envpipe.h"
@@ -53,6 +54,10 @@ static void plan_perseus_help(FILE *f)
             "                       frontier would hold more than N plans (default %d)\n"
             "  --force              no plan limit (as --max-plans 0)\n"
             CLI_SCHED_HELP
+            "  --extra-warmup LIST  with --schedule ours (EnvPipe's schedule: 1F1B with extra\n"
+            "                       warm-up forwards): comma list of r_s, one per stage (the\n"
+            "                       last is 0); default: EnvPipe's own r_s for this profile\n"
+            "                       (as 'ergon plan envpipe' and compare's perseus-ours row)\n"
             "  --noise-factor X     soft Pareto filter factor (default 0.95)\n"
             "  --always-use-noise-factor   use the soft filter straight away\n"
             "  --fits FILE          use these cost-model coefficients instead of fitting (CSV\n"
@@ -62,9 +67,13 @@ static void plan_perseus_help(FILE *f)
             "                       json (default csv,packed; perseus-py and zeus-py exclude\n"
             "                       each other: same file names)\n"
             "  --quiet              no summary on stdout\n"
-            "  --switch-latency S   post-check: also report each summary plan's time and\n"
-            "                       energy with a clock-switch latency of S seconds ('default'\n"
-            "                       = the published figure; see ergon emulate --help)\n"
+            "  --switch-latency S   plan for a clock-switch latency of S seconds ('default' =\n"
+            "                       10 ms; docs/emulate.md): every plan and variants that keep a\n"
+            "                       rank's clock where a change buys little or request it earlier\n"
+            "                       where it would delay a critical instruction are emulated with\n"
+            "                       that latency and the Pareto-optimal ones form the frontier,\n"
+            "                       with their emulated time and energy (choose and serve then\n"
+            "                       evaluate with it too). 0 (the default): the Perseus frontier\n"
             "  --transfer-time S    every cross-rank edge (P2P send) takes S seconds: planned\n"
             "                       as a fixed-duration dependency (rounded to --unit-time)\n"
             "                       and included in the post-check\n"
@@ -74,6 +83,63 @@ static void plan_perseus_help(FILE *f)
             "$ERGON_NO_PROGRESS=1: none).\n"
             "exit status: 0 success, 1 bad input or no plan (named), 2 usage error.\n",
             CLI_DEFAULT_MAX_PLANS, CLI_PROGRESS_LINE_S);
+}
+
+/* "r0,r1,...": the ours schedule's extra warm-up forwards, one per stage. */
+static int cli_parse_warmup(const char *cmd, const char *list, long S, long M, erg_schedule *sc)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", list);
+    long n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n++) {
+        long v;
+        if (n >= S || n >= ERG_SCHED_MAX_STAGES)
+            return cli_usage_error(cmd, "--extra-warmup: %ld values or more for %ld stages", n + 1,
+                                   S);
+        if (!cli_parse_int(cmd, "--extra-warmup", tok, 0, M, &v))
+            return CLI_USAGE;
+        sc->extra_warmup[n] = (int)v;
+    }
+    if (n != S)
+        return cli_usage_error(cmd, "--extra-warmup: %ld values for %ld stages (one per stage, "
+                                    "e.g. 2,1,0 for 3 stages)", n, S);
+    return CLI_OK;
+}
+
+/* EnvPipe's own r_s for this profile (the plan `ergon plan envpipe` makes with the same GPU and
+ * blocking power; compare's perseus-ours row plans on the same schedule). */
+static int envpipe_warmup(const char *cmd, const char *profile, long S, long M, const char *gpu,
+                          double power_w, erg_schedule *sc)
+{
+    ecli_setup es = {.profile_path = profile, .S = S, .M = M, .gpu = gpu, .power_w = power_w,
+                     .have_power = true};
+    int rc = ecli_setup_load(cmd, &es, true);
+    if (rc) {
+        ecli_setup_free(&es);
+        return rc;
+    }
+    erg_envpipe_opts eo;
+    erg_envpipe_opts_init(&eo);
+    eo.blocking_power_w = power_w;
+    eo.gpu = es.spec;
+    erg_plan *plan = NULL;
+    erg_envpipe_info ki;
+    erg_error err = {0};
+    if (M < S) {
+        ecli_setup_free(&es);
+        return cli_usage_error(cmd, "--schedule ours needs at least as many microbatches as "
+                                    "stages (%ld < %ld)", M, S);
+    }
+    if (erg_plan_envpipe(es.profile, (int)S, (int)M, &eo, &plan, &ki, &err)) {
+        ecli_setup_free(&es);
+        return cli_report(cmd, &err);
+    }
+    erg_plan_free(plan);
+    ecli_setup_free(&es);
+    for (long s = 0; s < S && s < ERG_SCHED_MAX_STAGES; s++)
+        sc->extra_warmup[s] = ki.extra_warmup[s];
+    return CLI_OK;
 }
 
 static int plan_perseus(int argc, char **argv)
@@ -90,6 +156,7 @@ static int plan_perseus(int argc, char **argv)
         {"blocking-power", required_argument, 0, 'w'},
         {"unit-time", required_argument, 0, 'u'},
         {"schedule", required_argument, 0, 'S'},
+        {"extra-warmup", required_argument, 0, 'E'},
         {"noise-factor", required_argument, 0, 'n'},
         {"always-use-noise-factor", no_argument, 0, 'A'},
         {"formats", required_argument, 0, 'F'},
@@ -108,6 +175,7 @@ static int plan_perseus(int argc, char **argv)
     erg_emulate_opts_init(&post);
     const char *fits = NULL, *fits_case = NULL;
     const char *profile = NULL, *out = NULL, *gpu = NULL, *formats = "csv,packed";
+    const char *extra_warmup = NULL;
     long S = 0, M = 0;
     bool quiet = false, have_power = false;
     erg_perseus_opts o;
@@ -119,6 +187,7 @@ static int plan_perseus(int argc, char **argv)
     int c;
     long max_plans;
     optind = 1;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
@@ -167,6 +236,9 @@ static int plan_perseus(int argc, char **argv)
                 return rc;
             break;
         }
+        case 'E':
+            extra_warmup = optarg;
+            break;
         case 'n':
             if (!cli_parse_double(cmd, "--noise-factor", optarg, 1e-9, 1, &o.noise_factor))
                 return CLI_USAGE;
@@ -199,7 +271,7 @@ static int plan_perseus(int argc, char **argv)
             plan_perseus_help(stdout);
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option");
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)
@@ -221,6 +293,19 @@ static int plan_perseus(int argc, char **argv)
     if (!cli_blocking_power(cmd, gpu, &o.blocking_power_w)) {
         cli_sched_free(&cs);
         return CLI_USAGE;
+    }
+    if (extra_warmup && o.schedule.kind != ERG_SCHED_ENVPIPE) {
+        cli_sched_free(&cs);
+        return cli_usage_error(cmd, "--extra-warmup applies to --schedule ours only");
+    }
+    if (o.schedule.kind == ERG_SCHED_ENVPIPE) {
+        int rc = extra_warmup ? cli_parse_warmup(cmd, extra_warmup, S, M, &o.schedule)
+                              : envpipe_warmup(cmd, profile, S, M, gpu, o.blocking_power_w,
+                                               &o.schedule);
+        if (rc) {
+            cli_sched_free(&cs);
+            return rc;
+        }
     }
     int what = 0;
     {
@@ -261,11 +346,21 @@ static int plan_perseus(int argc, char **argv)
     }
     erg_profile *prof;
     erg_plan *allmax = NULL;
+    bool allmax_added = false;
     erg_emulation em_max = {0};
     if (erg_profile_read_csv(profile, &prof, &err)) {
         free(fitv);
         cli_sched_free(&cs);
         return cli_report(cmd, &err);
+    }
+    {
+        /* fewer ranks than the profile has stages: plan the first ones, and say so */
+        int ps = erg_profile_num_stages(prof), V = erg_schedule_chunks(&o.schedule);
+        if (ps > S * V && ps != S)
+            fprintf(stderr,
+                    "ergon %s: note: %s has %d stages; planning its first %ld (--stages %ld%s): "
+                    "the frontier's profile.csv holds those (emulate its plans with it)\n",
+                    cmd, profile, ps, S * V, S, V > 1 ? " x --chunks" : "");
     }
     cli_progress pr;
     cli_progress_init(&pr, "planning");
@@ -289,7 +384,15 @@ static int plan_perseus(int argc, char **argv)
             st = erg_dag_new(&o.schedule, (int)S, (int)M, &dag, &err);
         if (!st)
             st = erg_emulate(prof, dag, allmax, o.blocking_power_w, &em_max, NULL, NULL, &err);
+        /* the frontier always answers a slowdown of 1.0 (a deadline of the all-max time) */
+        if (!st && erg_frontier_size(f)) {
+            cli_baseline bl0;
+            cli_baseline_init(&bl0);
+            cli_baseline_set(&bl0, prof, dag, o.blocking_power_w, &em_max);
+            st = erg_frontier_baseline_complete(&bl0, f, allmax, &allmax_added, &err);
+        }
         erg_plan_free(allmax);
+        allmax = NULL;
         if (st)
             erg_frontier_free(f);
     }
@@ -299,6 +402,39 @@ static int plan_perseus(int argc, char **argv)
         free(fitv);
         cli_sched_free(&cs);
         return cli_report(cmd, &err);
+    }
+    /* switch-aware: the frontier honest at the switch latency (docs/emulate.md) */
+    erg_switch_aware_stats sws = {0};
+    if (!st && post.switch_latency_s > 0) {
+        erg_frontier *g = NULL;
+        post.blocking_power_w = o.blocking_power_w;
+        cli_progress_init(&pr, "switches");
+        st = erg_frontier_switch_aware(prof, f, &post, o.unit_s, cli_progress_cb, &pr, &g, &sws,
+                                       &err);
+        cli_progress_done(&pr);
+        if (!st) {
+            erg_frontier_free(f);
+            f = g;
+            cli_baseline bl1;
+            cli_baseline_init(&bl1);
+            cli_baseline_set(&bl1, prof, dag, o.blocking_power_w, &em_max);
+            bl1.switch_latency_s = post.switch_latency_s;
+            bl1.transfer_time_s = post.transfer_time_s;
+            st = erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w, &allmax,
+                                  &err);
+            if (!st)
+                st = erg_frontier_baseline_complete(&bl1, f, allmax, &allmax_added, &err);
+            erg_plan_free(allmax);
+            allmax = NULL;
+        }
+        if (st) {
+            erg_frontier_free(f);
+            erg_dag_free(dag);
+            erg_profile_free(prof);
+            free(fitv);
+            cli_sched_free(&cs);
+            return cli_report(cmd, &err);
+        }
     }
     double t_plan = cli_now_s() - t0;
     /* no stale plans: an earlier frontier's files in `out` are replaced */
@@ -322,6 +458,10 @@ static int plan_perseus(int argc, char **argv)
     if (!st && n) {
         st = cli_baseline_write(out, prof, &o.schedule, (int)S, (int)M, o.blocking_power_w,
                                 o.unit_s, &em_max, &err) ? err.status : ERG_OK;
+        if (!st && post.switch_latency_s > 0)
+            st = cli_baseline_write_switch(out, post.switch_latency_s, post.transfer_time_s, &err)
+                     ? err.status
+                     : ERG_OK;
         if (st) {
             erg_frontier_free(f);
             erg_dag_free(dag);
@@ -357,9 +497,28 @@ static int plan_perseus(int argc, char **argv)
                a.time_s, a.energy_j, b.time_s, b.energy_j);
         printf("all-max clocks:           %.6g s, %.6g J (profiled values; the baseline)\n",
                em_max.time_s, em_max.energy_j);
+        if (allmax_added && post.switch_latency_s > 0)
+            printf("plan %zu is all-max clocks: every planned plan near the all-max time runs "
+                   "slower than all-max clocks with the switch latency, so all-max clocks were "
+                   "added as the fastest plan\n",
+                   n - 1);
+        else if (allmax_added)
+            printf("plan %zu is all-max clocks: the planner's fastest plan runs slower than "
+                   "all-max clocks by the profiled values (its times are quantised to %g s), so "
+                   "all-max clocks were added as the fastest plan\n",
+                   n - 1, o.unit_s);
         cli_baseline bl;
         cli_baseline_init(&bl);
         cli_baseline_set(&bl, prof, dag, o.blocking_power_w, &em_max);
+        bl.switch_latency_s = post.switch_latency_s;
+        bl.transfer_time_s = post.switch_latency_s > 0 ? post.transfer_time_s : 0;
+        if (post.switch_latency_s > 0)
+            printf("switch-aware at %g s per clock switch: %zu of %zu planned plans and their "
+                   "variants (%zu) emulated, %zu on the frontier, %zu of them with merged "
+                   "clocks (times and energies below and in frontier.csv are emulated with that "
+                   "latency)\n",
+                   post.switch_latency_s, sws.plans_evaluated, sws.plans_in, sws.candidates,
+                   sws.plans_out, sws.plans_merged);
         const char *label[3] = {"minimum-energy plan", "at the all-max time",
                                 "within 1% slowdown"};
         const double limit[3] = {1e300, em_max.time_s, 1.01 * em_max.time_s};
@@ -371,10 +530,11 @@ static int plan_perseus(int argc, char **argv)
                 printf("%-25s %s\n", label[i], err.msg);
                 continue;
             }
-            printf("%-25s plan %zu: %.6g s (%+.2f%%), %.6g J (%+.2f%% vs all-max; profiled "
-                   "values)\n",
+            printf("%-25s plan %zu: %.6g s (%+.2f%%), %.6g J (%+.2f%% vs all-max; %s)\n",
                    label[i], k, em.time_s, 100 * (em.time_s / em_max.time_s - 1), em.energy_j,
-                   100 * (em.energy_j / em_max.energy_j - 1));
+                   100 * (em.energy_j / em_max.energy_j - 1),
+                   post.switch_latency_s > 0 ? "emulated with the switch latency"
+                                             : "profiled values");
             /* post-check with clock-switch latency and P2P transfers */
             erg_plan *p = NULL;
             erg_emulation ex, exm;

@@ -321,7 +321,7 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
             help(stdout, name);
             return -1;
         default:
-            return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return cli_bad_option(cmd, argv, common_opts);
         }
     }
     if (optind < argc)
@@ -403,6 +403,9 @@ static int measured_step(const char *cmd, popts *p)
         erg_free(grid);
     }
     if (p->out)
+        rc = cli_plan_stamp(cmd, plan, p->s.profile, p->s.power_w,
+                            p->s.spec ? p->s.spec->name : NULL);
+    if (p->out && !rc)
         rc = ecli_write_plan(cmd, plan, p->out);
 done:
     free(wait);
@@ -458,6 +461,8 @@ int cmd_plan_envpipe(int argc, char **argv)
                           : "");
     }
     if (p.out)
+        rc = cli_plan_stamp(cmd, plan, p.s.profile, p.s.power_w, p.s.spec ? p.s.spec->name : NULL);
+    if (p.out && !rc)
         rc = ecli_write_plan(cmd, plan, p.out);
     erg_plan_free(plan);
     ecli_setup_free(&p.s);
@@ -492,6 +497,8 @@ static int run_baseline(int argc, char **argv, const char *name, baseline_fn fn)
         cli_sched_split_note(stdout, &p.cs, p.s.profile, p.s.S, p.s.M);
     }
     if (p.out)
+        rc = cli_plan_stamp(cmd, plan, p.s.profile, p.s.power_w, p.s.spec ? p.s.spec->name : NULL);
+    if (p.out && !rc)
         rc = ecli_write_plan(cmd, plan, p.out);
     erg_plan_free(plan);
     ecli_setup_free(&p.s);

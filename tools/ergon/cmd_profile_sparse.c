@@ -172,7 +172,7 @@ int profile_sparse(int argc, char **argv)
             usage_profile_sparse(stdout);
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)

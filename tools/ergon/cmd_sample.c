@@ -15,6 +15,7 @@ int cmd_sample(int argc, char **argv)
     long every = 50;
     int c;
     optind = 1;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
         switch (c) {
         case 'n':
@@ -29,7 +30,7 @@ int cmd_sample(int argc, char **argv)
                    "N is the sampling distance in units (N = 300 at 1 ms: plans 0.3 s apart).\n");
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option");
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (argc - optind != 2)

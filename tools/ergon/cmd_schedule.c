@@ -42,6 +42,7 @@ int cmd_schedule(int argc, char **argv)
     erg_error err = {0};
     int c;
     optind = 1;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         switch (c) {
         case 'r':
@@ -75,7 +76,7 @@ int cmd_schedule(int argc, char **argv)
             help(stdout);
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option");
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     erg_order *o = NULL;

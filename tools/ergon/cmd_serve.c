@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <strings.h>
 #include <time.h>
 
@@ -40,14 +41,21 @@ static const struct {
     {"--zeus-scheduler-args", "ZEUS_PFO_SCHEDULER_ARGS", NULL, "JSON", "its arguments, e.g. {\"solution_path\": \"freqs_pipeline_00042.py\"}"},
     {"--plans-dir", "ERGON_PLANS_DIR", NULL, "DIR", "directory whose plans clients may name in per-job scheduler_args (repeatable; env: ':'-separated; default none: only start-up arguments name files)"},
     {"--max-connections-per-ip", "ERGON_MAX_CONNECTIONS_PER_IP", NULL, "N", "connections from one address (default half of --max-connections)"},
+    {"--token-file", "ERGON_SERVE_TOKEN_FILE", NULL, "FILE", "access token (16+ printable characters, mode 600): every route but /healthz needs 'Authorization: Bearer TOKEN' or the URL http://ergon:TOKEN@host:port (the token itself may come in ERGON_SERVE_TOKEN)"},
+    {"--allow-net", "ERGON_ALLOW_NET", NULL, "CIDR", "client network allowed without the token on the Perseus and Zeus routes (every route without a token); repeatable; env: comma-separated"},
+    {"--tls-cert", "ERGON_TLS_CERT", NULL, "FILE", "serve https with this PEM certificate (chain) ..."},
+    {"--tls-key", "ERGON_TLS_KEY", NULL, "FILE", "... and this PEM private key"},
+    {"--insecure", "ERGON_INSECURE", NULL, "", "allow a non-loopback --host without a token or --allow-net (a network you trust)"},
 };
 enum { O_HOST, O_PORT, O_DB, O_DUMP, O_NODUMP, O_SCHED, O_SARGS, O_MODE, O_LOG, O_RANKTO, O_IDLE,
        O_CONNTO, O_MAXBODY, O_MAXCONN, O_DURABLE, O_MAXJOBS, O_ZSCHED, O_ZARGS, O_PLANS, O_PERIP,
-       O_NUM };
+       O_TOKENFILE, O_ALLOWNET, O_TLSCERT, O_TLSKEY, O_INSECURE, O_NUM };
 #define MAX_PLANS_DIRS 64
+#define MAX_ALLOW_NETS 256
 
 /* Other variables of these families that ergon serve knows (not options). */
-static const char *const other_known[] = {"ERGON_SERVER_URL", "ERGON_LIBRARY"};
+static const char *const other_known[] = {"ERGON_SERVER_URL", "ERGON_LIBRARY", "ERGON_SERVE_TOKEN",
+                                          "ERGON_SERVE_CA_FILE"};
 
 /* ---- environment, read the way pydantic v1 BaseSettings reads it ---- */
 
@@ -221,10 +229,57 @@ static void serve_help(void)
            "PERSEUS_* and ZEUS_PFO_* variables are read in any case, as Perseus and Zeus read\n"
            "them; an unknown variable of these families (or one close to a setting's name) is\n"
            "reported at start-up. Zeus start line: ZEUS_PFO_SCHEDULER_ARGS='{\"solution_path\":\n"
-           "\"freqs_pipeline_00042.py\"}' ergon serve --port 7787 (docs/http-api.md).\n\n"
+           "\"freqs_pipeline_00042.py\"}' ergon serve --port 7787 (docs/http-api.md). One\n"
+           "configuration serves both protocols: --scheduler PointSolution --scheduler-args\n"
+           "'{\"solution_path\": PLAN}' serves Zeus clients that plan too, ZEUS_PFO_* configure\n"
+           "Perseus clients, and two different configurations stop start-up.\n\n"
+           "Access control: a --host other than loopback needs --token-file (or\n"
+           "ERGON_SERVE_TOKEN) and/or --allow-net, or --insecure. Zeus and Perseus clients send\n"
+           "the token through their URL: server_url=\"https://ergon:TOKEN@host:7787\" (httpx\n"
+           "sends it as Basic credentials; SSL_CERT_FILE=cert.pem for --tls-cert).\n\n"
            "Logs go to stderr as one JSON object per line. SIGINT/SIGTERM stop the server;\n"
            "state is already on disk. exit status: 0 after a clean stop, 1 when the server\n"
            "cannot start (bad scheduler arguments, database or port), 2 on a usage error.\n");
+}
+
+/* The token of --token-file: its first line without surrounding white space. The file must
+ * not be readable by other users (it is a password). NULL after a message. */
+static char *read_token_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "ergon serve: --token-file %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && (sb.st_mode & 077)) {
+        fprintf(stderr,
+                "ergon serve: --token-file %s is readable by other users (mode %04o): chmod 600 "
+                "%s\n",
+                path, (unsigned)(sb.st_mode & 07777), path);
+        fclose(f);
+        return NULL;
+    }
+    char buf[4200];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *nl = strchr(buf, '\n');
+    if (nl)
+        *nl = 0;
+    char *b = buf;
+    while (*b == ' ' || *b == '\t')
+        b++;
+    size_t l = strlen(b);
+    while (l && (b[l - 1] == ' ' || b[l - 1] == '\t' || b[l - 1] == '\r'))
+        b[--l] = 0;
+    if (!l) {
+        fprintf(stderr, "ergon serve: --token-file %s is empty\n", path);
+        return NULL;
+    }
+    char *t = strdup(b);
+    memset(buf, 0, sizeof buf);
+    return t;
 }
 
 static void log_line(void *user, erg_log_level level, const char *line)
@@ -249,7 +304,10 @@ int cmd_serve(int argc, char **argv)
             src[i] = serve_opts[i].zenv;
         }
     }
-    bool no_dump = false, durable = false;
+    bool no_dump = false, durable = false, insecure = false;
+    const char *nets[MAX_ALLOW_NETS];
+    size_t n_nets = 0;
+    char *nets_env = NULL, *token = NULL;
     const char *plans[MAX_PLANS_DIRS];
     size_t n_plans = 0;
     char *plans_env = NULL;
@@ -267,6 +325,12 @@ int cmd_serve(int argc, char **argv)
         if (bv < 0)
             return cli_usage_error("serve", "ERGON_DURABLE='%s' is not a boolean", val[O_DURABLE]);
         durable = bv;
+    }
+    if (val[O_INSECURE]) {
+        int bv = parse_bool_py(val[O_INSECURE]);
+        if (bv < 0)
+            return cli_usage_error("serve", "ERGON_INSECURE='%s' is not a boolean", val[O_INSECURE]);
+        insecure = bv;
     }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -286,6 +350,8 @@ int cmd_serve(int argc, char **argv)
                 return cli_usage_error("serve", "%s takes no value", serve_opts[k].flag);
             if (k == O_NODUMP)
                 no_dump = true;
+            else if (k == O_INSECURE)
+                insecure = true;
             else
                 durable = true;
             continue;
@@ -302,6 +368,11 @@ int cmd_serve(int argc, char **argv)
             if (n_plans == MAX_PLANS_DIRS)
                 return cli_usage_error("serve", "at most %d --plans-dir", MAX_PLANS_DIRS);
             plans[n_plans++] = val[k];
+        }
+        if (k == O_ALLOWNET) {
+            if (n_nets == MAX_ALLOW_NETS)
+                return cli_usage_error("serve", "at most %d --allow-net", MAX_ALLOW_NETS);
+            nets[n_nets++] = val[k];
         }
     }
     report_lookalikes();
@@ -400,6 +471,28 @@ int cmd_serve(int argc, char **argv)
     }
     o.plans_dirs = plans;
     o.n_plans_dirs = n_plans;
+    /* Access control: the token (file beats variable), networks, TLS. */
+    if (val[O_TOKENFILE]) {
+        if (!(token = read_token_file(val[O_TOKENFILE]))) {
+            free(plans_env);
+            return CLI_USER_ERROR;
+        }
+    } else if (getenv("ERGON_SERVE_TOKEN") && *getenv("ERGON_SERVE_TOKEN")) {
+        token = strdup(getenv("ERGON_SERVE_TOKEN"));
+    }
+    o.auth_token = token;
+    if (n_nets == 0 && val[O_ALLOWNET] && *val[O_ALLOWNET]) {
+        nets_env = strdup(val[O_ALLOWNET]);
+        char *save = NULL;
+        for (char *t = nets_env ? strtok_r(nets_env, ", ", &save) : NULL;
+             t && n_nets < MAX_ALLOW_NETS; t = strtok_r(NULL, ", ", &save))
+            nets[n_nets++] = t;
+    }
+    o.allow_nets = nets;
+    o.n_allow_nets = n_nets;
+    o.tls_cert_file = val[O_TLSCERT];
+    o.tls_key_file = val[O_TLSKEY];
+    o.insecure = insecure;
     o.durable_sync = durable;
     o.log = log_line;
 
@@ -420,15 +513,22 @@ int cmd_serve(int argc, char **argv)
 
     erg_server *srv = NULL;
     erg_error err;
-    if (erg_server_new(&o, &srv, &err) || erg_server_start(srv, &err)) {
+    erg_status st = erg_server_new(&o, &srv, &err);
+    if (!st)
+        st = erg_server_start(srv, &err);
+    free(plans_env);
+    free(nets_env);
+    if (token) {
+        memset(token, 0, strlen(token));
+        free(token);
+    }
+    if (st) {
         erg_server_free(srv);
-        free(plans_env);
         return cli_report("serve", &err);
     }
-    free(plans_env);
     bool v6 = strchr(o.host, ':') != NULL;
-    printf("ergon serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", o.host, v6 ? "]" : "",
-           erg_server_port(srv));
+    printf("ergon serve: listening on %s://%s%s%s:%d\n", o.tls_cert_file ? "https" : "http",
+           v6 ? "[" : "", o.host, v6 ? "]" : "", erg_server_port(srv));
     fflush(stdout);
     int sig = 0;
     sigwait(&set, &sig);

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "ergon/shard.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,11 @@ static const char common_help[] =
     "  --mesh AxB          logical device mesh, e.g. 1x4, 2x2, 3x2 (required)\n"
     "  --computation NAME  analyse this computation instead of ENTRY, e.g. a while body\n"
     "                      (scanned layers: one plan for all iterations, times x trip\n"
-    "                      count from known_trip_count or the loop condition)\n";
+    "                      count from known_trip_count or the loop condition)\n"
+    "  --twin-window N     candidate dots one backward-twin search examines (default\n"
+    "                      64; it also reads at most 64 x N users): keeps the analysis\n"
+    "                      near-linear when a tensor is read by thousands of dots; the\n"
+    "                      report says when a search stopped at the window\n";
 
 static void usage(FILE *f, const char *sub)
 {
@@ -88,7 +93,7 @@ static void usage(FILE *f, const char *sub)
         fprintf(f,
                 "usage: ergon shard search --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
                 "                          [--method dp|ilp|both] [--time-limit S]\n"
-                "                          [--out-hlo FILE] [--out-json FILE]\n"
+                "                          [--strategies K,K,...] [--out-hlo FILE] [--out-json FILE]\n"
                 "\n"
                 "Searches a plan (one strategy per block) and prints the solution vector, the\n"
                 "modelled iteration time, memory per device and TFLOP/s. When no plan fits the\n"
@@ -99,6 +104,9 @@ static void usage(FILE *f, const char *sub)
                 "                      plus Alpa's per-operator ILP on the same costs\n"
                 "  --time-limit S      ILP time limit in seconds (default 600); an ILP that finds\n"
                 "                      no plan in time says so (no objective, no speed ratio)\n"
+                "  --strategies LIST   no search: cost and write the plan with these strategies,\n"
+                "                      one index per block in block order (PB 0, PB 1, ...),\n"
+                "                      comma-separated (a baseline, or a variant to measure)\n"
                 "  --out-hlo FILE      write the module with sharding annotations\n"
                 "  --out-json FILE     write the plan as JSON\n"
                 "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
@@ -118,6 +126,49 @@ static int write_text(const char *path, const char *text)
     return CLI_OK;
 }
 
+/* --strategies K,K,...: one strategy index per block, in block order. */
+static int given_plan(erg_shard *s, const char *list, erg_shard_plan **p)
+{
+    size_t n = erg_shard_num_blocks(s), i = 0;
+    size_t *k = calloc(n ? n : 1, sizeof *k);
+    if (!k) {
+        fprintf(stderr, "ergon shard: out of memory\n");
+        return CLI_USER_ERROR;
+    }
+    const char *c = list;
+    int rc = CLI_OK;
+    for (;;) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(c, &end, 10);
+        if (end == c || errno || (*end && *end != ',') || *c == '-') {
+            rc = cli_usage_error("shard", "--strategies expects comma-separated indices, got "
+                                          "'%s' (at '%s')", list, c);
+            goto out;
+        }
+        if (i == n) {
+            rc = cli_usage_error("shard", "--strategies: the module has %zu blocks, more were "
+                                          "given ('%s')", n, list);
+            goto out;
+        }
+        k[i++] = v;
+        if (!*end)
+            break;
+        c = end + 1;
+    }
+    if (i != n) {
+        rc = cli_usage_error("shard", "--strategies: %zu given, the module has %zu blocks "
+                                      "(see 'ergon shard analyze')", i, n);
+        goto out;
+    }
+    erg_error err;
+    if (erg_shard_plan_given(s, k, n, p, &err))
+        rc = cli_report("shard", &err);
+out:
+    free(k);
+    return rc;
+}
+
 int cmd_shard(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -130,11 +181,11 @@ int cmd_shard(int argc, char **argv)
         return cli_usage_error("shard", "unknown action '%s' (analyze, profile, search, comm)",
                                sub);
     const char *hlo = NULL, *mesh = NULL, *method = "dp", *out_hlo = NULL, *out_json = NULL,
-               *computation = NULL;
+               *computation = NULL, *strategies = NULL;
     erg_shard_cost_options co;
     erg_shard_cost_options_init(&co);
     double time_limit = 600, d;
-    long rows = 20, l;
+    long rows = 20, l, twin_window = ERG_SHARD_TWIN_WINDOW;
     bool members = false;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -167,6 +218,8 @@ int cmd_shard(int argc, char **argv)
             out_hlo = v;
         else if (!strcmp(a, "--out-json"))
             out_json = v;
+        else if (!strcmp(a, "--strategies"))
+            strategies = v;
         else if (!strcmp(a, "--method")) {
             if (strcmp(v, "dp") && strcmp(v, "ilp") && strcmp(v, "both"))
                 return cli_usage_error("shard", "--method expects dp, ilp or both, got '%s'", v);
@@ -197,6 +250,9 @@ int cmd_shard(int argc, char **argv)
             if (!cli_parse_int("shard", a, v, 1, 4096, &l))
                 return CLI_USAGE;
             co.keep = (int)l;
+        } else if (!strcmp(a, "--twin-window")) {
+            if (!cli_parse_int("shard", a, v, 1, 1000000, &twin_window))
+                return CLI_USAGE;
         } else if (!strcmp(a, "--rows")) {
             if (!cli_parse_int("shard", a, v, 1, 1000000, &rows))
                 return CLI_USAGE;
@@ -210,10 +266,13 @@ int cmd_shard(int argc, char **argv)
         return cli_usage_error("shard", "--mesh AxB is required");
     int m0 = 0, m1 = 0;
     char tail;
-    if (sscanf(mesh, "%dx%d%c", &m0, &m1, &tail) != 2 || m0 < 1 || m1 < 1 || m0 > 1024 ||
-        m1 > 1024 || m0 * m1 < 2)
-        return cli_usage_error("shard", "--mesh expects AxB with A,B >= 1 and A*B >= 2, got '%s'",
+    if (sscanf(mesh, "%dx%d%c", &m0, &m1, &tail) != 2 || m0 < 1 || m1 < 1 || m0 * m1 < 2)
+        return cli_usage_error("shard", "--mesh expects AxB (two whole numbers >= 1, at least 2 "
+                                        "devices, e.g. 2x4), got '%s'",
                                mesh);
+    if (m0 > 1024 || m1 > 1024)
+        return cli_usage_error("shard", "--mesh %s: each side is at most 1024 devices (got %d x "
+                                        "%d)", mesh, m0, m1);
     erg_error err;
     erg_hlo_module *m = NULL;
     erg_shard *s = NULL;
@@ -227,9 +286,22 @@ int cmd_shard(int argc, char **argv)
     }
     double t_parse = cli_now_s() - t0;
     t0 = cli_now_s();
-    if (erg_shard_analyze_computation(m, computation, m0, m1, &s, &err)) {
-        rc = cli_report("shard", &err);
-        goto out;
+    {
+        /* progress on stderr for a long analysis (none for a short one) */
+        cli_progress apr;
+        cli_progress_init(&apr, "analyze");
+        erg_shard_analyze_options ao;
+        erg_shard_analyze_options_init(&ao);
+        ao.computation = computation;
+        ao.twin_window = (int)twin_window;
+        ao.progress = cli_progress_cb;
+        ao.user = &apr;
+        erg_status ast = erg_shard_analyze_opts(m, m0, m1, &ao, &s, &err);
+        cli_progress_done(&apr);
+        if (ast) {
+            rc = cli_report("shard", &err);
+            goto out;
+        }
     }
     double t_an = cli_now_s() - t0;
     if (!strcmp(sub, "analyze")) {
@@ -263,7 +335,11 @@ int cmd_shard(int argc, char **argv)
     }
     bool both = !strcmp(method, "both");
     erg_shard_method first = !strcmp(method, "ilp") ? ERG_SHARD_ILP : ERG_SHARD_DP;
-    if (erg_shard_search(s, first, time_limit, &p, &err)) {
+    if (strategies) {
+        both = false;
+        if ((rc = given_plan(s, strategies, &p)))
+            goto out;
+    } else if (erg_shard_search(s, first, time_limit, &p, &err)) {
         rc = cli_report("shard", &err);
         goto out;
     }
@@ -306,13 +382,22 @@ int cmd_shard(int argc, char **argv)
             printf("per-operator ILP (Alpa granularity, GLPK, %zu variables): no plan found "
                    "within the time limit of %g s\n",
                    nvar, time_limit);
-        else
+        else {
+            /* the objectives first: on the same costs, which plan is better and by how much */
+            double td = erg_shard_plan_time_s(p);
+            char cmpw[160];
+            if (td > 0 && fabs(obj - td) > 1e-9 * td)
+                snprintf(cmpw, sizeof cmpw, "%.1f%% %s than the DP's %.6f ms on the same costs",
+                         fabs(td - obj) / td * 100, obj < td ? "better" : "worse", td * 1e3);
+            else
+                snprintf(cmpw, sizeof cmpw, "the same as the DP's on the same costs");
             printf("per-operator ILP (Alpa granularity, GLPK, %zu variables): objective %.6f ms, "
-                   "search %.3f s%s; DP search %.0fx faster%s\n",
-                   nvar, obj * 1e3, secs,
+                   "%s; search %.3f s%s; DP search %.0fx faster%s\n",
+                   nvar, obj * 1e3, cmpw, secs,
                    lim ? " (time limit hit: best found, not proven optimal)" : "",
                    erg_shard_plan_search_s(p) > 0 ? secs / erg_shard_plan_search_s(p) : 0,
                    lim ? " than its time limit" : "");
+        }
     }
     if (out_hlo) {
         if (erg_shard_annotate(s, p, &text, &err)) {

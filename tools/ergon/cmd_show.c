@@ -2,6 +2,8 @@
 #include "cli.h"
 #include "envpipe_common.h"
 
+#include "ergon/emulate.h"
+#include "ergon/planner.h"
 #include "ergon/plot.h"
 
 #include <errno.h>
@@ -186,6 +188,110 @@ static int read_points(const char *path, const char *tcol, const char *ecol, con
 
 /* The blocking_power_w column of a compare CSV (its first row): 1 and *w if
  * there is one, 0 if not. */
+/* The value of KEY in DIR/frontier-info.csv (key,value rows), or "" when absent. */
+static void info_value(const char *dir, const char *key, char *out, size_t n)
+{
+    char path[4200], line[512];
+    snprintf(path, sizeof path, "%s/frontier-info.csv", dir);
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ',') {
+            snprintf(out, n, "%s", line + kl + 1);
+            out[strcspn(out, "\r\n")] = '\0';
+            break;
+        }
+    fclose(f);
+}
+
+static int cmp_time(const void *a, const void *b)
+{
+    const erg_plot_point *x = a, *y = b;
+    if (x->time_s != y->time_s)
+        return x->time_s < y->time_s ? -1 : 1;
+    return (x->energy_j > y->energy_j) - (x->energy_j < y->energy_j);
+}
+
+/* The frontier of DIR by the profiled values (as choose and compare evaluate plans): up to
+ * SHOW_EVAL_PLANS plans evenly spaced (the first and the last included) emulated with DIR's
+ * profile, then the points no other point beats in both time and energy. 1 = done (*out, the
+ * all-max point and a title), 0 = DIR has no baseline (the caller draws the estimates),
+ * CLI_USER_ERROR = reported. */
+#define SHOW_EVAL_PLANS 2000
+static int evaluated_frontier(const char *cmd, const char *dir, pts *out, erg_plot_point *allmax,
+                              char *title, size_t tn)
+{
+    erg_error err = {0};
+    erg_frontier *f = NULL;
+    if (erg_frontier_read_dir(dir, NULL, &f, &err))
+        return cli_report(cmd, &err);
+    erg_frontier_baseline bl;
+    if (erg_frontier_baseline_open(dir, f, &bl, &err)) {
+        erg_frontier_free(f);
+        return cli_report(cmd, &err);
+    }
+    if (!bl.have) {
+        erg_frontier_free(f);
+        return 0;
+    }
+    size_t n = erg_frontier_size(f), step = n > SHOW_EVAL_PLANS ? n / SHOW_EVAL_PLANS : 1;
+    pts all = {0};
+    int rc = 1;
+    for (size_t k = 0; k < n && rc == 1; k = (k + step < n || k == n - 1) ? k + step : n - 1) {
+        erg_plan *p = NULL;
+        erg_emulation em;
+        if (erg_frontier_plan(f, k, &p, &err) ||
+            erg_emulate(bl.prof, bl.dag, p, bl.power_w, &em, NULL, NULL, &err))
+            rc = cli_report(cmd, &err);
+        else if (!pts_add(&all, em.time_s, em.energy_j, NULL))
+            rc = cli_report(cmd, &(erg_error){ERG_ENOMEM, "out of memory"});
+        erg_plan_free(p);
+        if (k == n - 1)
+            break;
+    }
+    if (rc == 1) {
+        qsort(all.v, all.n, sizeof *all.v, cmp_time);
+        double best = INFINITY;
+        for (size_t i = 0; i < all.n && rc == 1; i++)
+            if (all.v[i].energy_j < best) {
+                best = all.v[i].energy_j;
+                if (!pts_add(out, all.v[i].time_s, all.v[i].energy_j, NULL))
+                    rc = cli_report(cmd, &(erg_error){ERG_ENOMEM, "out of memory"});
+            }
+        *allmax = (erg_plot_point){bl.all_max.time_s, bl.all_max.energy_j};
+        char sched[64], S[32], M[32], unit[64];
+        info_value(dir, "schedule", sched, sizeof sched);
+        info_value(dir, "num_stages", S, sizeof S);
+        info_value(dir, "num_microbatches", M, sizeof M);
+        info_value(dir, "unit_time_s", unit, sizeof unit);
+        double bw;
+        const char *gpu = "";
+        double a40, a100;
+        bw = bl.power_w;
+        if (!erg_blocking_power_w("A40", &a40, NULL) && fabs(bw - a40) < 1e-9)
+            gpu = ", A40";
+        else if (!erg_blocking_power_w("A100", &a100, NULL) && fabs(bw - a100) < 1e-9)
+            gpu = ", A100";
+        size_t dl = strlen(dir);
+        while (dl > 1 && dir[dl - 1] == '/')
+            dl--;
+        const char *base = dir;
+        for (size_t i = 0; i + 1 < dl; i++)
+            if (dir[i] == '/')
+                base = dir + i + 1;
+        snprintf(title, tn, "%.*s: %s ranks, %s microbatches, %s, %g W blocking%s (profiled values)",
+                 (int)(dl - (size_t)(base - dir)), base, S[0] ? S : "?", M[0] ? M : "?",
+                 sched[0] ? sched : "?", bw, gpu);
+    }
+    pts_free(&all);
+    erg_frontier_baseline_free(&bl);
+    erg_frontier_free(f);
+    return rc;
+}
+
 static int compare_power(const char *path, double *w)
 {
     FILE *f = fopen(path, "r");
@@ -325,7 +431,7 @@ int cmd_show(int argc, char **argv)
             show_help(stdout);
             return CLI_OK;
         default:
-            return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)
@@ -365,7 +471,10 @@ int cmd_show(int argc, char **argv)
     if (!nfront && !compare && !npoints)
         return cli_usage_error(cmd, "give --frontier, --compare or --point");
     pts data[MAX_SERIES];
-    erg_plot_series ser[3 * MAX_SERIES + 2];
+    erg_plot_point allmax_pt[MAX_SERIES];
+    bool have_allmax[MAX_SERIES] = {false};
+    static char titles[MAX_SERIES][512];
+    erg_plot_series ser[3 * MAX_SERIES + 3];
     char names[MAX_SERIES][256];
     memset(data, 0, sizeof data);
     size_t ns = 0;
@@ -388,9 +497,44 @@ int cmd_show(int argc, char **argv)
             pts_free(&data[nd]); /* the rows read before the bad one */
             break;
         }
+        /* With the profile it was planned with, draw what the plans really take (the values
+         * choose, compare and the markers use), not the planner's quantised estimates. */
+        {
+            char dir[4096];
+            snprintf(dir, sizeof dir, "%s", file);
+            char *slash = strrchr(dir, '/');
+            if (slash)
+                *slash = '\0';
+            else
+                snprintf(dir, sizeof dir, ".");
+            pts ev = {0};
+            int r = evaluated_frontier(cmd, dir, &ev, &allmax_pt[nd], titles[nd], sizeof titles[nd]);
+            if (r == 1) {
+                pts_free(&data[nd]);
+                data[nd] = ev;
+                if (!eq)
+                    snprintf(names[nd], sizeof names[nd], "Perseus frontier (profiled values)");
+                have_allmax[nd] = true;
+            } else {
+                pts_free(&ev);
+                if (r) {
+                    rc = r;
+                    pts_free(&data[nd]);
+                    break;
+                }
+            }
+        }
         ser[ns++] = (erg_plot_series){names[nd], data[nd].v, data[nd].n, true};
         nd++;
     }
+    /* the all-max point of the (first) frontier, unless the comparison has one */
+    for (int i = 0; i < nd && !rc && !compare; i++)
+        if (have_allmax[i]) {
+            ser[ns++] = (erg_plot_series){"all-max clocks", &allmax_pt[i], 1, false};
+            break;
+        }
+    if (!po.title && nd >= 1 && have_allmax[0])
+        po.title = titles[0];
     /* A comparison is only meaningful at the frontier's blocking power. */
     double cmp_w = 0;
     bool have_cmp_w = compare && compare_power(compare, &cmp_w);

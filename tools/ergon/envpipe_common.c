@@ -68,6 +68,24 @@ int ecli_setup_load(const char *cmd, ecli_setup *s, bool need_m)
             return cli_report(cmd, &err);
         if (erg_gpu_table_find(s->table, s->table_n, s->gpu, &s->spec, &err))
             fprintf(stderr, "ergon %s: note: %s; using the profile's clocks\n", cmd, err.msg);
+        /* a profile measured on another GPU: its clocks go above this GPU's highest */
+        int top = 0;
+        for (int st = 0; s->spec && st < erg_profile_num_stages(s->profile); st++)
+            for (int k = 0; k < ERG_NUM_INSTR_KINDS; k++) {
+                size_t n = erg_profile_num_points(s->profile, st, (erg_instr_kind)k);
+                const erg_profile_point *v = erg_profile_points(s->profile, st, (erg_instr_kind)k);
+                for (size_t i = 0; i < n; i++)
+                    if (v[i].freq_mhz > top)
+                        top = v[i].freq_mhz;
+            }
+        if (s->spec && top > s->spec->filter_max_mhz) {
+            fprintf(stderr,
+                    "ergon %s: %s has clocks up to %d MHz, above the %s's highest (%d MHz, "
+                    "data/gpus.csv): a profile from another GPU? Give that GPU's --gpu, or "
+                    "--blocking-power W without --gpu to use the profile's own clocks\n",
+                    cmd, s->profile_path, top, s->gpu, s->spec->filter_max_mhz);
+            return CLI_USER_ERROR;
+        }
     } else if (s->gpu_table) {
         fprintf(stderr, "ergon %s: note: --gpu-table without --gpu has no effect\n", cmd);
     }

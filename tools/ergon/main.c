@@ -4,6 +4,7 @@
 #include "ergon/profile.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -199,4 +200,59 @@ void cli_progress_done(cli_progress *p)
 {
     if (p->enabled && p->tty)
         fprintf(stderr, "\n");
+}
+
+/* Edit distance between a and b (short strings; capped at 63 characters). */
+static int edit_distance(const char *a, const char *b)
+{
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 63)
+        la = 63;
+    if (lb > 63)
+        lb = 63;
+    int d[64][64];
+    for (int i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (int j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+int cli_bad_option(const char *cmd, char **argv, const struct option *opts)
+{
+    const char *a = optind > 0 ? argv[optind - 1] : "";
+    if (!a)
+        a = "";
+    /* a known option whose value is missing */
+    if (optopt)
+        for (const struct option *o = opts; o && o->name; o++)
+            if (o->val == optopt && o->has_arg == required_argument)
+                return cli_usage_error(cmd, "option '--%s' needs a value", o->name);
+    const char *name = a;
+    while (*name == '-')
+        name++;
+    char word[64];
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(name, "="), name);
+    const char *best = NULL;
+    int bd = 1 << 30;
+    for (const struct option *o = opts; word[0] && o && o->name; o++) {
+        int d = edit_distance(word, o->name);
+        /* a prefix of a longer name ("--micro") counts as close */
+        if (!strncmp(o->name, word, strlen(word)))
+            d = d < 1 ? d : 1;
+        if (d < bd) {
+            bd = d;
+            best = o->name;
+        }
+    }
+    int len = (int)strlen(word);
+    if (best && bd <= (len < 6 ? 2 : 3))
+        return cli_usage_error(cmd, "unknown option '%s'; did you mean '--%s'?", a, best);
+    return cli_usage_error(cmd, "unknown option '%s'", a);
 }

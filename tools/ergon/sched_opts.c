@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <string.h>
+#include <strings.h>
 
 void cli_sched_init(cli_sched *cs)
 {
@@ -16,6 +17,10 @@ int cli_sched_option(const char *cmd, int is_name, int c, const char *arg, cli_s
     long v;
     double x;
     if (is_name) {
+        if (arg && !strcasecmp(arg, "envpipe"))
+            return cli_usage_error(cmd, "--schedule envpipe: the schedule is called 'ours' "
+                                        "(EnvPipe's 1F1B with extra warm-up forwards); EnvPipe's "
+                                        "own plan is 'ergon plan envpipe'");
         if (erg_schedule_parse(arg, &cs->sched.kind, &err))
             return cli_usage_error(cmd, "%s", err.msg);
         return CLI_OK;

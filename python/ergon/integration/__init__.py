@@ -20,15 +20,15 @@ Receive waits (EnvPipe's measurement, for the server's EnvPipe scheduler): wrap 
 receive that feeds an instruction in `with hooks.recv():` (right before the instruction that
 consumes it); the wait is charged to that instruction, and after each step `hooks.last_waits`
 holds {instruction name: [wait_s per occurrence]} for the server report's "wait_breakdown"
-(ServerClient.report's fourth element). instrument_deepspeed times DeepSpeed's RecvActivation
-and RecvGrad this way by itself. torch.distributed.pipelining posts its receives inside the
-schedule's step, out of reach of PipeliningStageHooks: there the waits are not measured
+(ServerClient.report's fourth element). instrument_deepspeed (ergon.integration.deepspeed)
+times DeepSpeed's RecvActivation and RecvGrad this way. torch.distributed.pipelining posts
+its receives inside the schedule's step, out of reach of PipeliningStageHooks: there the waits are not measured
 (the EnvPipe scheduler then refuses the job's results, naming wait_breakdown).
 """
 import contextlib
 import functools
 
-from . import BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD
+from .. import BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD
 
 __all__ = ["PipelineHooks", "PipeliningStageHooks", "instrument_deepspeed"]
 
@@ -93,46 +93,12 @@ class PipelineHooks(_RecvWaits):
         return self._wrap(BACKWARD, fn)
 
 
-def _timed_recv(hooks, fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with hooks.recv():
-            return fn(*args, **kwargs)
-    return wrapper
-
-
-def instrument_deepspeed(engine, client, sync=None):
-    """Instrument a DeepSpeed PipelineEngine in place and return the hooks.
-
-    DeepSpeed runs each pipeline instruction through the class-level
-    `_INSTRUCTION_MAP` (instruction type -> method); we give the engine its own
-    copy in which ForwardPass and BackwardPass go through the hooks, RecvActivation and
-    RecvGrad are timed as receive waits (hooks.recv(): charged to the next forward or
-    backward, as EnvPipe measures them; `hooks.last_waits` after each batch), and wrap
-    `train_batch` as the step. Written against DeepSpeed's documented
-    PipelineEngine structure; not exercised against a real DeepSpeed here (no GPU
-    in CI): check `hooks.last_step` after the first batch.
-    """
-    hooks = PipelineHooks(client, sync=sync)
-    imap = dict(type(engine)._INSTRUCTION_MAP)
-    for instr, method in list(imap.items()):
-        name = getattr(instr, "__name__", "")
-        if name == "ForwardPass":
-            imap[instr] = hooks.forward(method)
-        elif name == "BackwardPass":
-            imap[instr] = hooks.backward(method)
-        elif name in ("RecvActivation", "RecvGrad"):
-            imap[instr] = _timed_recv(hooks, method)
-    engine._INSTRUCTION_MAP = imap
-    train_batch = engine.train_batch
-
-    @functools.wraps(train_batch)
-    def wrapped_train_batch(*args, **kwargs):
-        with hooks.step():
-            return train_batch(*args, **kwargs)
-
-    engine.train_batch = wrapped_train_batch
-    return hooks
+def instrument_deepspeed(engine, client, sync=None, **kwargs):
+    """Instrument a DeepSpeed PipelineEngine in place and return the hooks: see
+    ergon.integration.deepspeed (imported here on first use, so that this package does not
+    need DeepSpeed)."""
+    from .deepspeed import instrument_deepspeed as impl
+    return impl(engine, client, sync=sync, **kwargs)
 
 
 class PipeliningStageHooks(_RecvWaits):
