@@ -3,7 +3,7 @@ ergon needs (marked "# ergon"): every forward, backward, I and W that PyTorch's 
 goes at the plan's clock, and each step's GPU time and energy is measured.
 docs/integrations.md shows it; tests/cli/torch_integration_doc.sh runs it.
 
-    torchrun --nproc-per-node 4 minimal_torch.py --schedule zbv --plan plan.json
+    torchrun --standalone --nproc-per-node 4 minimal_torch.py --schedule zbv --plan plan.json
 """
 import argparse
 import os
