@@ -17,7 +17,7 @@ typedef struct bench_case {
     const char *gpu;
     int M;
     double unit_s;
-    double ref_wall_s, ref_cpu_s; /* reference Python figures (lowtime-spec 4.7), 0 = none */
+    double ref_wall_s, ref_cpu_s; /* reference Python figures (docs/benchmarks.md), 0 = none */
     const char *ref_note;
     const char *sched; /* NULL = 1f1b; else a schedule name, V = 2, split 0.5 */
 } bench_case;

@@ -22,7 +22,7 @@ HOW THE PIPELINE WORKS
     torch.autograd.grad w.r.t. the weights, accumulated into .grad, so the optimizer step
     is the one a full backward would feed.
   * Point-to-point transfers use two process groups per neighbour pair: one that carries
-    activations s -> s+1, one that carries gradients s+1 -> s (envpipe-spec 9.4 option A).
+    activations s -> s+1, one that carries gradients s+1 -> s (docs/e2e.md).
     A send is posted (isend) right after the unit that produced it and completed at the end
     of the step; a receive is posted, blocking, right before the unit that consumes it.
     Sends never wait for anything but the transport, and receives wait only for a unit

@@ -82,7 +82,7 @@ ERG_API erg_status erg_client_instruction_begin_chunk(erg_client *c, erg_instr_k
 ERG_API erg_status erg_client_instruction_end_chunk(erg_client *c, erg_instr_kind kind,
                                                     int chunk, int microbatch);
 
-/* Receive waits (EnvPipe's measurement, envpipe-spec §7.2, from the host clock): call
+/* Receive waits (EnvPipe's measurement, docs/envpipe.md, from the host clock): call
  * erg_client_recv_begin right before a blocking receive and erg_client_recv_end right
  * after it (the data has arrived); the time between them (*wait_s, may be NULL) is
  * charged to the NEXT instruction this client begins, the one that consumes the data.
@@ -128,7 +128,7 @@ ERG_API erg_status erg_client_close(erg_client *c, erg_error *err);
 ERG_API erg_status erg_profile_from_logs(const char *dir, int num_stages, erg_profile **out,
                                          erg_error *err);
 
-/* Profiling mode (control-plane-spec section 2.4): sweep the SM clock from
+/* Profiling mode (docs/runtime.md): sweep the SM clock from
  * the highest supported down to min_freq_mhz, running `iters` iterations at
  * each through `run_iteration` (which calls the hooks of `c`), stop early once
  * iteration energy went up five times in a row past the first third of the

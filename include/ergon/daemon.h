@@ -65,10 +65,9 @@ ERG_API void erg_daemon_stop(erg_daemon *d);
 /* Close the socket (and remove its file) and free. NULL is a no-op. */
 ERG_API void erg_daemon_free(erg_daemon *d);
 
-/* Open the back-end that goes through a running ergond at socket_path: all
- * reads and writes are requests to the daemon. Also reachable as
- * erg_gpu_open("daemon:<socket path>"). */
-ERG_API erg_status erg_gpu_open_daemon(const char *socket_path, erg_gpu **out, erg_error *err);
+/* The client side of this protocol, the GPU back-end that goes through a
+ * running daemon, is erg_gpu_open_daemon in gpu.h (the gpu module is below
+ * the daemon: the daemon drives GPUs through it). */
 
 #ifdef __cplusplus
 }

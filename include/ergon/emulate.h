@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-/* Result of evaluating a plan with profiled values (lowtime-spec §6.2). */
+/* Result of evaluating a plan with profiled values (docs/emulate.md). */
 typedef struct erg_emulation {
     double time_s;            /* Iteration time: longest path with profiled times. */
     double energy_j;          /* compute_energy_j + blocking_energy_j. */
@@ -147,6 +147,31 @@ ERG_API erg_status erg_frontier_switch_aware(const erg_profile *profile, const e
                                              erg_progress_fn progress, void *progress_user,
                                              erg_frontier **out, erg_switch_aware_stats *stats,
                                              erg_error *err);
+
+/* ---- sparse profiling (sparse.h): plans chosen on a predicted profile, run on the real one ---- */
+
+/* One target of erg_sparse_check_plans. */
+typedef struct erg_sparse_check {
+    double deadline_s;       /* Iteration-time target (INFINITY: minimum energy). */
+    double ref_time_s;       /* Plan chosen on the real profile, evaluated on it. */
+    double ref_energy_j;
+    double pred_time_s;      /* Plan chosen on the predicted profile, evaluated on */
+    double pred_energy_j;    /* the real one. */
+    double pred_est_time_s;  /* The same plan evaluated on the predicted profile. */
+    double pred_est_energy_j;
+} erg_sparse_check;
+
+/* Plan an S-stage, M-microbatch 1F1B pipeline with the Perseus frontier
+ * (unit_s) on `real` and on `pred`, and at three targets -- the all-max
+ * iteration time of `real`, 1 % slower, and no deadline (minimum energy) --
+ * choose on each profile the plan of least energy whose time, both evaluated
+ * with that profile (erg_emulate), meets the target (the all-max plan is
+ * always a candidate); evaluate both choices on `real`. pred must have every
+ * clock of real. out[0..2] in that order. */
+ERG_API erg_status erg_sparse_check_plans(const erg_profile *real, const erg_profile *pred,
+                                          int num_stages, int num_microbatches,
+                                          double blocking_power_w, double unit_s,
+                                          erg_sparse_check out[3], erg_error *err);
 
 #ifdef __cplusplus
 }

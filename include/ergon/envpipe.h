@@ -14,7 +14,7 @@ extern "C" {
 
 /* ---- GPU clock table (data/gpus.csv) ---- */
 
-/* One GPU model's clock constants (envpipe-spec §2.3). */
+/* One GPU model's clock constants (data/gpus.csv; docs/envpipe.md, GPU clock table). */
 typedef struct erg_gpu_spec {
     char name[32];          /* Lower-case name, e.g. "a100". */
     int filter_max_mhz;     /* EnvPipe keeps clocks f with min <= f <= max ... */
@@ -52,7 +52,7 @@ typedef enum erg_envpipe_reconfig {
 
 typedef enum erg_envpipe_variant {
     ERG_ENVPIPE_REAL = 0,              /* EnvPipe as the ATC'23 artifact runs it. */
-    ERG_ENVPIPE_PERSEUS_EMULATION = 1, /* Perseus's scripts/envpipe.py (lowtime-spec §7). */
+    ERG_ENVPIPE_PERSEUS_EMULATION = 1, /* Perseus's scripts/envpipe.py (docs/envpipe.md). */
 } erg_envpipe_variant;
 
 /* "baseline"/"uniform"/"envelope", "default"/"greedy"/"balanced",
@@ -87,7 +87,7 @@ typedef struct erg_envpipe_opts {
     int max_iterations;             /* Hard cap on iterations (default 10000). */
     double unit_s;                  /* Perseus emulation: quantisation unit (0.001 s). */
     /* Critical path rule of the real variant. 0 (default): CPM on the emulated
-     * pipeline. > 0: EnvPipe's measured-wait rule (§7.3-7.4) on emulated waits
+     * pipeline. > 0: EnvPipe's measured-wait rule (docs/envpipe.md) on emulated waits
      * plus transfer_s per receive; threshold = this scale x the smallest
      * non-zero last-stage wait (the scripts use 4, 8 or 10). */
     double threshold_scale;
@@ -109,7 +109,7 @@ typedef struct erg_envpipe_info {
 
 /* Plan an S-stage, M-microbatch pipeline with EnvPipe on the emulated
  * pipeline (profiled durations, CPM critical path). The plan's schedule
- * carries r_s; its estimate is the profile evaluation (lowtime-spec §6.2).
+ * carries r_s; its estimate is the profile evaluation (erg_emulate's).
  * Errors: ERG_EINVAL (bad options, M < S with "ours", S > ERG_SCHED_MAX_STAGES),
  * ERG_ENOTFOUND (a clock the method needs is missing from the profile).
  * info may be NULL. Always terminates. */
@@ -117,7 +117,7 @@ ERG_API erg_status erg_plan_envpipe(const erg_profile *profile, int num_stages,
                                     int num_microbatches, const erg_envpipe_opts *opts,
                                     erg_plan **out, erg_envpipe_info *info, erg_error *err);
 
-/* One measured reconfiguration step (envpipe-spec §7.3-7.5), what EnvPipe's
+/* One measured reconfiguration step (docs/envpipe.md, --from-plan), what EnvPipe's
  * stage 0 does after each real iteration. wait_s[id] is the time the
  * instruction's stage waited in the receive before it (id = stage*2M + position
  * in the stage order); threshold_s = scale x the smallest non-zero last-stage

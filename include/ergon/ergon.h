@@ -71,6 +71,12 @@ ERG_API erg_status erg_error_setv(erg_error *err, erg_status status, const char 
                                   va_list ap);
 /* Reset `err` to ERG_OK with an empty message. */
 ERG_API void erg_error_clear(erg_error *err);
+/* For bindings (ctypes, cffi) that must not mirror the struct: the bytes to
+ * allocate for one erg_error (zeroed storage is a cleared error), and its
+ * code and message read through the library. */
+ERG_API size_t erg_error_size(void);
+ERG_API erg_status erg_error_status(const erg_error *err);
+ERG_API const char *erg_error_message(const erg_error *err);
 
 /* Version of the library, "MAJOR.MINOR.PATCH". */
 ERG_API const char *erg_version(void);

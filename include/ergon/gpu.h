@@ -103,8 +103,13 @@ ERG_API erg_status erg_gpu_open_sim(const char *gpu, const char *model, int num_
  * else "libnvidia-ml.so.1", then "libnvidia-ml.so". A missing library or a
  * missing required symbol gives ERG_ENOGPU "NVML unavailable: <reason>". */
 ERG_API erg_status erg_gpu_open_nvml(const char *lib_path, erg_gpu **out, erg_error *err);
+/* Open the back-end that goes through a running ergond (daemon.h) at
+ * socket_path: all reads and writes are requests to the daemon (its HTTP
+ * protocol over the Unix socket, docs/ergond.md). Also reachable as
+ * erg_gpu_open("daemon:<socket path>"). */
+ERG_API erg_status erg_gpu_open_daemon(const char *socket_path, erg_gpu **out, erg_error *err);
 /* Open a back-end from a spec string: "sim:<gpu>[:<model>[:<n>]]", "nvml",
- * "nvml:<library path>", "daemon:<ergond socket path>" (daemon.h). */
+ * "nvml:<library path>", "daemon:<ergond socket path>". */
 ERG_API erg_status erg_gpu_open(const char *spec, erg_gpu **out, erg_error *err);
 /* Close; NULL is a no-op. Does not reset clocks: that is the caller's
  * decision (erg_gpu_restore_all). */

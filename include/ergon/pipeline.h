@@ -23,7 +23,7 @@ extern "C" {
 typedef enum erg_schedule_kind {
     ERG_SCHED_1F1B = 0,  /* DeepSpeed-style synchronous 1F1B (warm-up of S-s forwards). */
     ERG_SCHED_GPIPE = 1, /* All forwards, then all backwards, microbatch order. */
-    ERG_SCHED_ENVPIPE = 2, /* EnvPipe's "ours": extra warm-up forwards (envpipe-spec). */
+    ERG_SCHED_ENVPIPE = 2, /* EnvPipe's "ours": extra warm-up forwards (docs/envpipe.md). */
     ERG_SCHED_INTERLEAVED_1F1B = 3, /* PyTorch ScheduleInterleaved1F1B (loop placement). */
     ERG_SCHED_LOOPED_BFS = 4,       /* PyTorch ScheduleLoopedBFS. */
     ERG_SCHED_INTERLEAVED_ZB = 5,   /* PyTorch ScheduleInterleavedZeroBubble (ZB1P; F, I, W). */
@@ -48,7 +48,7 @@ typedef struct erg_schedule {
                          (activation memory); 0 = no cap. Never cuts below the
                          1F1B warm-up of S-s forwards. */
     /* ERG_SCHED_ENVPIPE: r_s, the extra warm-up forwards of stage s
-     * (envpipe-spec §5.2/§5.4). Stage s runs k_s = min(M, S-s+r_s) forwards
+     * (docs/envpipe.md). Stage s runs k_s = min(M, S-s+r_s) forwards
      * before its first backward. All zero = the 1F1B order. The EnvPipe planner
      * (envpipe.h) computes them from a profile. Must give k_s >= k_{s+1}
      * (otherwise the orders deadlock) and be >= 0. */
@@ -69,6 +69,25 @@ typedef struct erg_schedule {
 
 /* The split a schedule value uses (0.5 when unset). */
 ERG_API double erg_schedule_backward_split(const erg_schedule *sched);
+
+/* Schedule values for bindings (ctypes, cffi) that must not mirror the
+ * struct: a zero-initialised value of `kind` on the heap (NULL when out of
+ * memory; free with erg_schedule_free), and its fields read and written
+ * through the library. extra_warmup outside [0, ERG_SCHED_MAX_STAGES) reads
+ * 0 and is ERG_EINVAL to set; values are checked where the schedule is used
+ * (erg_order_new, erg_dag_new), as for a struct filled by hand. */
+ERG_API erg_schedule *erg_schedule_new(erg_schedule_kind kind);
+ERG_API void erg_schedule_free(erg_schedule *sched);
+ERG_API erg_schedule_kind erg_schedule_get_kind(const erg_schedule *sched);
+ERG_API int erg_schedule_get_max_inflight(const erg_schedule *sched);
+ERG_API void erg_schedule_set_max_inflight(erg_schedule *sched, int max_inflight);
+/* The chunks field as set (0 = the kind's default; erg_schedule_chunks says
+ * what that is). */
+ERG_API int erg_schedule_get_chunks(const erg_schedule *sched);
+ERG_API void erg_schedule_set_chunks(erg_schedule *sched, int chunks);
+ERG_API int erg_schedule_get_extra_warmup(const erg_schedule *sched, int stage);
+ERG_API erg_status erg_schedule_set_extra_warmup(erg_schedule *sched, int stage, int r,
+                                                 erg_error *err);
 
 /* One instruction: kind, stage and microbatch (0-based). For OVERLAP_F_B,
  * (stage, microbatch) is the forward part and (kind2, stage2, microbatch2)
@@ -126,6 +145,15 @@ ERG_API int erg_order_rank(const erg_order *o, int rank, const erg_instr **instr
 ERG_API int erg_order_rank_steps(const erg_order *o, int rank, const erg_instr **steps);
 /* PyTorch's action text of one instruction ("2I1", "(0F7;7B3)OVERLAP_F_B"). */
 ERG_API void erg_instr_format(erg_instr in, char *buf, size_t size);
+/* Instructions for bindings that must not mirror erg_instr: an array of n
+ * zeroed instructions on the heap (for erg_schedule_stage_order; NULL when
+ * out of memory or n is 0; free with erg_free), and the fields of
+ * instrs[i] (an array from the library: erg_order_rank, erg_order_rank_steps
+ * or erg_instr_array_new) as ints: out[0..5] = kind, stage, microbatch,
+ * kind2, stage2, microbatch2. */
+#define ERG_INSTR_NUM_FIELDS 6
+ERG_API erg_instr *erg_instr_array_new(size_t n);
+ERG_API void erg_instr_get(const erg_instr *instrs, size_t i, int out[ERG_INSTR_NUM_FIELDS]);
 /* The compute_only CSV (torch-csv) / a readable per-rank text, as a malloc'd
  * NUL-terminated string the caller frees with erg_free. */
 ERG_API erg_status erg_order_format(const erg_order *o, int torch_csv, char **out,
@@ -142,7 +170,7 @@ ERG_API erg_status erg_schedule_stage_order(const erg_schedule *sched, int num_s
  * erg_dag_rank_offset(rank) + position in the rank's order. Edges: same-rank
  * chain, F(s-1,m) -> F(s,m), B/I(s+1,m) -> B/I(s,m) (an OVERLAP_F_B node
  * takes the edges of both parts). For the single-chunk schedules (P = S ranks,
- * 2M instructions each) this is lowtime-spec §2. Immutable once built; may be
+ * 2M instructions each) this is the Perseus planner's DAG. Immutable once built; may be
  * shared between threads.
  *
  * Naming: the functions below that say "stage" for historical reasons mean
@@ -183,6 +211,19 @@ ERG_API int erg_dag_successors(const erg_dag *dag, int id, const int **succ);
 ERG_API int erg_dag_predecessors(const erg_dag *dag, int id, const int **pred);
 /* A topological order of all instructions (num_instrs ids). */
 ERG_API const int *erg_dag_topo_order(const erg_dag *dag);
+/* The DAG's arrays, read-only and owned by it, for a planner's inner loops
+ * (what erg_dag_instr, _successors, _predecessors and _topo_order return one
+ * call at a time): the successors of instruction u are succ[succ_off[u]] ..
+ * succ[succ_off[u + 1] - 1] (same-rank next first), its predecessors likewise. */
+typedef struct erg_dag_arrays {
+    int num_instrs, num_edges;
+    const int *rank;               /* [num_instrs] the rank of each instruction */
+    const erg_instr *instr;        /* [num_instrs] */
+    const int *topo;               /* [num_instrs] a topological order */
+    const int *succ_off, *succ;    /* [num_instrs + 1], [num_edges] */
+    const int *pred_off, *pred;    /* [num_instrs + 1], [num_edges] */
+} erg_dag_arrays;
+ERG_API void erg_dag_get_arrays(const erg_dag *dag, erg_dag_arrays *out);
 
 /* Critical-path analysis with real-valued durations (seconds or any unit):
  * earliest start es[i], latest finish lf[i] (each num_instrs long, may be NULL)

@@ -24,6 +24,9 @@ ERG_API void erg_plan_free(erg_plan *plan);
 ERG_API int erg_plan_num_stages(const erg_plan *plan);
 ERG_API int erg_plan_num_microbatches(const erg_plan *plan);
 ERG_API erg_schedule erg_plan_schedule(const erg_plan *plan);
+/* The same, by reference (valid while the plan lives): for bindings that read
+ * it with the erg_schedule_get_* accessors (pipeline.h). */
+ERG_API const erg_schedule *erg_plan_schedule_ref(const erg_plan *plan);
 /* The rank's instructions (the plan's own order; ERG_SCHED_FILE plans carry it). */
 ERG_API const erg_order *erg_plan_order(const erg_plan *plan);
 /* Number of clocks of a rank (its instruction count; 0 if out of range). */

@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-/* Options of the frontier planner (lowtime-spec). Initialise with
+/* Options of the frontier planner (docs/planner.md). Initialise with
  * erg_perseus_opts_init, then set blocking_power_w. */
 typedef struct erg_perseus_opts {
     double unit_s;                /* Quantisation unit (default 0.001 s). */
@@ -27,7 +27,7 @@ typedef struct erg_perseus_opts {
     erg_progress_fn progress;     /* Optional progress callback (plans done / expected). */
     void *progress_user;
     /* P2P transfer on every cross-stage edge, a fixed-duration dependency
-     * (rounded to whole units; default 0 = lowtime-spec's zero-time edges). */
+     * (rounded to whole units; default 0 = the reference's zero-time edges). */
     double transfer_time_s;
     /* Refuse (ERG_EINVAL, before planning, with the estimate) when the
      * frontier would hold more than this many plans; 0 (default): no limit.
@@ -116,6 +116,24 @@ ERG_API erg_status erg_frontier_choose_slowdown(const erg_frontier *f, double sl
  * planned plan is slower by the profiled values (erg_frontier_baseline_complete). */
 ERG_API erg_status erg_frontier_append_plan(erg_frontier *f, const erg_plan *p,
                                             const erg_frontier_point *pt, erg_error *err);
+
+/* ---- frontiers built outside the Perseus planner (the switch-aware one, emulate.h) ---- */
+/* An empty computed frontier of S ranks, M microbatches and `sched` (its order gives each
+ * rank's instructions), unit_s and the blocking power it was planned with. S, M >= 1. */
+ERG_API erg_status erg_frontier_new(int num_stages, int num_microbatches,
+                                    const erg_schedule *sched, double unit_s,
+                                    double blocking_power_w, erg_frontier **out,
+                                    erg_error *err);
+/* Append a plan at the fast end of a computed frontier: its point and its clocks, one per
+ * instruction in id order (rank 0's in run order, then rank 1's, ...; as the DAG numbers
+ * them). Stored as the changes from the previous plan. */
+ERG_API erg_status erg_frontier_push(erg_frontier *f, const erg_frontier_point *pt,
+                                     const int *freq_mhz, erg_error *err);
+/* Plan k's clocks in that order into freq_mhz. With sequential true, freq_mhz holds plan
+ * k-1's (a walk from plan 0 up: cheaper on computed frontiers). ERG_EINVAL for k out of
+ * range. */
+ERG_API erg_status erg_frontier_plan_clocks(const erg_frontier *f, size_t k, bool sequential,
+                                            int *freq_mhz, erg_error *err);
 
 #ifdef __cplusplus
 }

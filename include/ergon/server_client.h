@@ -38,8 +38,17 @@ ERG_API erg_status erg_srv_client_set_token(erg_srv_client *c, const char *token
                                             erg_error *err);
 ERG_API erg_status erg_srv_client_set_ca_file(erg_srv_client *c, const char *path,
                                               erg_error *err);
+/* Options for bindings that must not mirror erg_srv_client_opts: a heap value with the
+ * defaults (NULL when out of memory; free with erg_srv_client_opts_free), and one field set
+ * by its name ("max_retries", "request_timeout_s", ...): an unknown name, or a max_retries
+ * that is not an integer in int range, is ERG_EINVAL naming it (the values themselves are
+ * checked by erg_srv_client_new, as for a struct filled by hand). */
+ERG_API erg_srv_client_opts *erg_srv_client_opts_new(void);
+ERG_API void erg_srv_client_opts_free(erg_srv_client_opts *opts);
+ERG_API erg_status erg_srv_client_opts_set(erg_srv_client_opts *opts, const char *name,
+                                           double value, erg_error *err);
 
-/* What rank 0 registers (JobInfo of spec §1.2). Strings are borrowed. */
+/* What rank 0 registers (the Perseus server's JobInfo, docs/http-api.md). Strings are borrowed. */
 typedef struct erg_srv_job_desc {
     int pp_degree, dp_degree, tp_degree, world_size;
     const char *framework, *model_name, *partition_method;
@@ -52,7 +61,13 @@ typedef struct erg_srv_job_desc {
 /* Register a job; *job_id (erg_free) is the server-assigned id. */
 ERG_API erg_status erg_srv_client_register_job(erg_srv_client *c, const erg_srv_job_desc *desc,
                                                char **job_id, erg_error *err);
-/* Register one rank: its per-iteration instruction list (names of spec §1.2:
+/* The same with the description as a JSON object whose keys are erg_srv_job_desc's field
+ * names (scheduler_args as an object or scheduler_args_json as a string; absent ints are 0,
+ * absent strings NULL; world_size defaults to pp x dp x tp), for bindings that must not
+ * mirror the struct. An unknown key or a wrong type is ERG_EINVAL naming it. */
+ERG_API erg_status erg_srv_client_register_job_json(erg_srv_client *c, const char *desc_json,
+                                                    char **job_id, erg_error *err);
+/* Register one rank: its per-iteration instruction list (the Perseus wire names:
  * "load", "forward", "backward", "p2p", ...) and the power states its GPU
  * supports. Idempotent: a retry with the same data succeeds. */
 ERG_API erg_status erg_srv_client_register_rank(erg_srv_client *c, const char *job_id, int rank,

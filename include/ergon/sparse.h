@@ -99,30 +99,9 @@ ERG_API erg_status erg_sparse_write_csv(const erg_sparse *sp, const char *path, 
 ERG_API erg_status erg_sparse_format_csv(const erg_sparse *sp, char **out, size_t *len,
                                          erg_error *err);
 
-/* ---- evaluation: plans chosen on a predicted profile, run on the real one ---- */
-
-/* One target of erg_sparse_check_plans. */
-typedef struct erg_sparse_check {
-    double deadline_s;       /* Iteration-time target (INFINITY: minimum energy). */
-    double ref_time_s;       /* Plan chosen on the real profile, evaluated on it. */
-    double ref_energy_j;
-    double pred_time_s;      /* Plan chosen on the predicted profile, evaluated on */
-    double pred_energy_j;    /* the real one. */
-    double pred_est_time_s;  /* The same plan evaluated on the predicted profile. */
-    double pred_est_energy_j;
-} erg_sparse_check;
-
-/* Plan an S-stage, M-microbatch 1F1B pipeline with the Perseus frontier
- * (unit_s) on `real` and on `pred`, and at three targets -- the all-max
- * iteration time of `real`, 1 % slower, and no deadline (minimum energy) --
- * choose on each profile the plan of least energy whose time, both evaluated
- * with that profile (erg_emulate), meets the target (the all-max plan is
- * always a candidate); evaluate both choices on `real`. pred must have every
- * clock of real. out[0..2] in that order. */
-ERG_API erg_status erg_sparse_check_plans(const erg_profile *real, const erg_profile *pred,
-                                          int num_stages, int num_microbatches,
-                                          double blocking_power_w, double unit_s,
-                                          erg_sparse_check out[3], erg_error *err);
+/* The acceptance check of a prediction -- plans chosen on it, evaluated on
+ * the real profile -- needs the planner and the emulator, which sit above
+ * this module: erg_sparse_check_plans in emulate.h. */
 
 /* ---- measurement stability (the measurer's side) ---- */
 

@@ -86,23 +86,33 @@ class LibraryMissing(ErgonError):
         self.name = "ELIBRARY"
 
 
-class _Error(ctypes.Structure):
-    _fields_ = [("status", ctypes.c_int), ("msg", ctypes.c_char * 512)]
+# No C struct is mirrored here (tests/cli/no_mirrored_structs.sh): an erg_error is opaque
+# storage of the size libergon reports, read with erg_error_message; schedules are heap
+# values set and read with erg_schedule_* accessors; instructions are read as ints with
+# erg_instr_get. A change of a C struct's layout cannot silently corrupt the binding.
+def _Error():
+    """Opaque, zeroed storage for one erg_error (a cleared error)."""
+    return ctypes.create_string_buffer(load_library().erg_error_size())
 
 
-class _Schedule(ctypes.Structure):
-    # mirrors erg_schedule in pipeline.h (layout must match)
-    _fields_ = [("kind", ctypes.c_int), ("max_inflight", ctypes.c_int),
-                ("extra_warmup", ctypes.c_int * SCHED_MAX_STAGES),
-                ("chunks", ctypes.c_int), ("order", ctypes.c_void_p),
-                ("p2p_time_s", ctypes.c_double), ("backward_split", ctypes.c_double)]
+class _Sched:
+    """A heap erg_schedule built from a Schedule (freed with the object)."""
 
+    def __init__(self, schedule):
+        lib = self._lib = load_library()
+        self.ptr = lib.erg_schedule_new(schedule.kind)
+        if not self.ptr:
+            raise MemoryError("erg_schedule_new")
+        lib.erg_schedule_set_max_inflight(self.ptr, schedule.max_inflight)
+        lib.erg_schedule_set_chunks(self.ptr, schedule.chunks)
+        err = _Error()
+        for i, r in enumerate(schedule.extra_warmup):
+            _check(lib.erg_schedule_set_extra_warmup(self.ptr, i, r, ctypes.byref(err)), err)
 
-class _Instr(ctypes.Structure):
-    # mirrors erg_instr in pipeline.h: kind, microbatch, stage, and the
-    # backward part of an OVERLAP_F_B
-    _fields_ = [("kind", ctypes.c_int), ("microbatch", ctypes.c_int), ("stage", ctypes.c_int),
-                ("kind2", ctypes.c_int), ("stage2", ctypes.c_int), ("microbatch2", ctypes.c_int)]
+    def __del__(self):
+        if getattr(self, "ptr", None):
+            self._lib.erg_schedule_free(self.ptr)
+            self.ptr = None
 
 
 _lib = None
@@ -141,8 +151,7 @@ def load_library(path=None):
         lib = _libfind.load(path)
     except OSError as e:
         raise LibraryMissing(str(e)) from None
-    _declare(lib)
-    ver = lib.erg_version().decode()
+    ver = _declare(lib)
     major, minor = (int(x) for x in ver.split(".")[:2])
     if (major, minor) != API_VERSION:
         raise ErgonError(5, "libergon %s, this binding expects %d.%d" % ((ver,) + API_VERSION))
@@ -151,11 +160,16 @@ def load_library(path=None):
 
 
 def _declare(lib):
-    P, I, D, U, E = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_uint, ctypes.POINTER(_Error)
+    """Declare every function the binding calls; returns libergon's version. A library
+    without one of them (older than the binding) is refused, naming the function."""
+    P, I, D, U, E = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_uint, ctypes.c_void_p
     S = ctypes.c_char_p
+    IP = ctypes.POINTER(I)
     sig = {
         "erg_version": (S, []),
         "erg_free": (None, [P]),
+        "erg_error_size": (ctypes.c_size_t, []),
+        "erg_error_message": (S, [E]),
         "erg_gpu_open": (I, [S, ctypes.POINTER(P), E]),
         "erg_gpu_close": (None, [P]),
         "erg_gpu_count": (I, [P]),
@@ -195,29 +209,48 @@ def _declare(lib):
         "erg_profile_num_stages": (I, [P]),
         "erg_schedule_parse": (I, [S, ctypes.POINTER(I), E]),
         "erg_schedule_name": (S, [I]),
-        "erg_schedule_stage_order": (I, [ctypes.POINTER(_Schedule), I, I, I,
-                                         ctypes.POINTER(_Instr), E]),
-        "erg_schedule_chunks": (I, [ctypes.POINTER(_Schedule)]),
-        "erg_order_new": (I, [ctypes.POINTER(_Schedule), I, I, ctypes.POINTER(P), E]),
+        "erg_schedule_new": (P, [I]),
+        "erg_schedule_free": (None, [P]),
+        "erg_schedule_get_kind": (I, [P]),
+        "erg_schedule_get_max_inflight": (I, [P]),
+        "erg_schedule_set_max_inflight": (None, [P, I]),
+        "erg_schedule_get_chunks": (I, [P]),
+        "erg_schedule_set_chunks": (None, [P, I]),
+        "erg_schedule_get_extra_warmup": (I, [P, I]),
+        "erg_schedule_set_extra_warmup": (I, [P, I, I, E]),
+        "erg_schedule_stage_order": (I, [P, I, I, I, P, E]),
+        "erg_schedule_chunks": (I, [P]),
+        "erg_instr_array_new": (P, [ctypes.c_size_t]),
+        "erg_instr_get": (None, [P, ctypes.c_size_t, IP]),
+        "erg_order_new": (I, [P, I, I, ctypes.POINTER(P), E]),
         "erg_order_free": (None, [P]),
         "erg_order_num_stages": (I, [P]),
         "erg_order_stage_rank": (I, [P, I]),
-        "erg_order_rank": (I, [P, I, ctypes.POINTER(ctypes.POINTER(_Instr))]),
-        "erg_plan_read": (I, [S, ctypes.POINTER(_Schedule), ctypes.POINTER(P), E]),
+        "erg_order_rank": (I, [P, I, ctypes.POINTER(P)]),
+        "erg_plan_read": (I, [S, P, ctypes.POINTER(P), E]),
         "erg_plan_free": (None, [P]),
-        "erg_plan_schedule": (_Schedule, [P]),
+        "erg_plan_schedule_ref": (P, [P]),
         "erg_plan_num_stages": (I, [P]),
         "erg_plan_num_microbatches": (I, [P]),
     }
     for name, (res, args) in sig.items():
-        f = getattr(lib, name)
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            ver = lib.erg_version().decode() if hasattr(lib, "erg_version") else "unknown"
+            raise ErgonError(5, "libergon %s lacks %s, which this binding (for %d.%d) calls: "
+                                "install a matching libergon" % ((ver, name) + API_VERSION)) from None
         f.restype = res
         f.argtypes = args
+    return lib.erg_version().decode()
 
 
 def _check(status, err=None, what=""):
     if status != 0:
-        msg = err.msg.decode(errors="replace") if err is not None and err.msg else what
+        msg = b""
+        if err is not None:
+            msg = load_library().erg_error_message(ctypes.byref(err)) or b""
+        msg = msg.decode(errors="replace") or what
         raise ErgonError(status, msg or _STATUS_NAMES.get(status, "error"))
 
 
@@ -514,21 +547,11 @@ class Schedule:
     @property
     def num_chunks(self):
         """V: the chunks per rank this schedule uses (its default when 0)."""
-        st = self._struct()
-        return load_library().erg_schedule_chunks(ctypes.byref(st))
+        return load_library().erg_schedule_chunks(_Sched(self).ptr)
 
     @property
     def name(self):
         return load_library().erg_schedule_name(self.kind).decode()
-
-    def _struct(self):
-        st = _Schedule()
-        st.kind = self.kind
-        st.max_inflight = self.max_inflight
-        st.chunks = self.chunks
-        for i, r in enumerate(self.extra_warmup):
-            st.extra_warmup[i] = r
-        return st
 
     def stage_order(self, num_stages, num_microbatches, stage):
         """This stage's instructions in execution order: a list of 2*M
@@ -559,23 +582,24 @@ def rank_order(schedule, num_ranks, num_microbatches, rank):
         schedule = Schedule(schedule)
     num_ranks, rank = _int("num_ranks", num_ranks), _int("rank", rank)
     num_microbatches = _int("num_microbatches", num_microbatches)
-    st = schedule._struct()
+    st = _Sched(schedule)
     o = ctypes.c_void_p()
     err = _Error()
-    _check(lib.erg_order_new(ctypes.byref(st), num_ranks, num_microbatches, ctypes.byref(o),
+    _check(lib.erg_order_new(st.ptr, num_ranks, num_microbatches, ctypes.byref(o),
                              ctypes.byref(err)), err)
     try:
         if rank < 0 or rank >= num_ranks:
             raise ErgonError(1, "rank %d is out of [0, %d]" % (rank, num_ranks - 1))
-        p = ctypes.POINTER(_Instr)()
+        p = ctypes.c_void_p()
         n = lib.erg_order_rank(o, rank, ctypes.byref(p))
         out = []
+        f = (ctypes.c_int * 6)()  # ERG_INSTR_NUM_FIELDS: kind, stage, microbatch, kind2, ...
         for i in range(n):
-            x = p[i]
-            if x.kind == OVERLAP_F_B:
-                out.append((x.kind, x.stage, x.microbatch, x.kind2, x.stage2, x.microbatch2))
+            lib.erg_instr_get(p, i, f)
+            if f[0] == OVERLAP_F_B:
+                out.append(tuple(f))
             else:
-                out.append((x.kind, x.stage, x.microbatch, -1, -1, -1))
+                out.append((f[0], f[1], f[2], -1, -1, -1))
         placement = [lib.erg_order_stage_rank(o, s) for s in range(lib.erg_order_num_stages(o))]
         return out, placement
     finally:
@@ -592,12 +616,23 @@ def schedule_order(schedule, num_stages, num_microbatches, stage):
     num_microbatches = _int("num_microbatches", num_microbatches)
     if num_microbatches < 1 or num_microbatches > (1 << 24):
         raise ErgonError(1, "number of microbatches out of range: %d" % num_microbatches)
-    st = schedule._struct()
-    out = (_Instr * (2 * num_microbatches))()
-    err = _Error()
-    _check(lib.erg_schedule_stage_order(ctypes.byref(st), num_stages, num_microbatches, stage,
-                                        out, ctypes.byref(err)), err)
-    return [(i.kind, i.microbatch) for i in out]
+    st = _Sched(schedule)
+    n = 2 * num_microbatches
+    out = lib.erg_instr_array_new(n)
+    if not out:
+        raise MemoryError("erg_instr_array_new(%d)" % n)
+    try:
+        err = _Error()
+        _check(lib.erg_schedule_stage_order(st.ptr, num_stages, num_microbatches, stage, out,
+                                            ctypes.byref(err)), err)
+        f = (ctypes.c_int * 6)()
+        order = []
+        for i in range(n):
+            lib.erg_instr_get(out, i, f)
+            order.append((f[0], f[2]))
+        return order
+    finally:
+        lib.erg_free(out)
 
 
 def plan_schedule(path):
@@ -609,10 +644,11 @@ def plan_schedule(path):
     _check(lib.erg_plan_read(os.fspath(path).encode(), None, ctypes.byref(p), ctypes.byref(err)),
            err)
     try:
-        st = lib.erg_plan_schedule(p)
+        st = lib.erg_plan_schedule_ref(p)
         S = lib.erg_plan_num_stages(p)
-        sched = Schedule(st.kind, list(st.extra_warmup)[:max(S, 0)], st.max_inflight,
-                         st.chunks)
+        r = [lib.erg_schedule_get_extra_warmup(st, i) for i in range(min(max(S, 0), SCHED_MAX_STAGES))]
+        sched = Schedule(lib.erg_schedule_get_kind(st), r, lib.erg_schedule_get_max_inflight(st),
+                         lib.erg_schedule_get_chunks(st))
         return sched, S, lib.erg_plan_num_microbatches(p)
     finally:
         lib.erg_plan_free(p)

@@ -43,23 +43,11 @@ class ServerError(_Base):
     """A client call failed: .status is the erg_status code (11 network, 14 aborted...)."""
 
 
-class _Error(ctypes.Structure):
-    _fields_ = [("status", ctypes.c_int), ("msg", ctypes.c_char * 512)]
-
-
-class _Opts(ctypes.Structure):
-    _fields_ = [("request_timeout_s", ctypes.c_double), ("max_retries", ctypes.c_int),
-                ("backoff_initial_s", ctypes.c_double), ("backoff_max_s", ctypes.c_double),
-                ("schedule_wait_s", ctypes.c_double), ("schedule_timeout_s", ctypes.c_double)]
-
-
-class _JobDesc(ctypes.Structure):
-    _fields_ = [("pp_degree", ctypes.c_int), ("dp_degree", ctypes.c_int),
-                ("tp_degree", ctypes.c_int), ("world_size", ctypes.c_int),
-                ("framework", ctypes.c_char_p), ("model_name", ctypes.c_char_p),
-                ("partition_method", ctypes.c_char_p), ("microbatch_size", ctypes.c_int),
-                ("num_microbatches", ctypes.c_int), ("scheduler", ctypes.c_char_p),
-                ("scheduler_args_json", ctypes.c_char_p), ("mode", ctypes.c_char_p)]
+# No C struct is mirrored here (tests/cli/no_mirrored_structs.sh): errors are opaque storage
+# read with erg_error_message, options a heap value set by name (erg_srv_client_opts_set),
+# the job description a JSON object (erg_srv_client_register_job_json).
+def _Error():
+    return ctypes.create_string_buffer(_load().erg_error_size())
 
 
 _lib = None
@@ -74,12 +62,16 @@ def _load():
     except OSError as e:
         raise ServerError(10, str(e)) from None
     P, I, D, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_char_p
-    E = ctypes.POINTER(_Error)
+    E = ctypes.c_void_p
     sigs = {
-        "erg_srv_client_opts_init": (None, [ctypes.POINTER(_Opts)]),
-        "erg_srv_client_new": (I, [S, ctypes.POINTER(_Opts), ctypes.POINTER(P), E]),
+        "erg_error_size": (ctypes.c_size_t, []),
+        "erg_error_message": (S, [E]),
+        "erg_srv_client_opts_new": (P, []),
+        "erg_srv_client_opts_free": (None, [P]),
+        "erg_srv_client_opts_set": (I, [P, S, D, E]),
+        "erg_srv_client_new": (I, [S, P, ctypes.POINTER(P), E]),
         "erg_srv_client_free": (None, [P]),
-        "erg_srv_client_register_job": (I, [P, ctypes.POINTER(_JobDesc), ctypes.POINTER(P), E]),
+        "erg_srv_client_register_job_json": (I, [P, S, ctypes.POINTER(P), E]),
         "erg_srv_client_register_rank": (I, [P, S, I, I, I, I, ctypes.POINTER(S), ctypes.c_size_t,
                                              ctypes.POINTER(I), ctypes.c_size_t, E]),
         "erg_srv_client_fetch_schedule": (I, [P, S, I, ctypes.POINTER(ctypes.POINTER(I)),
@@ -116,23 +108,32 @@ class ServerClient:
     def __init__(self, url, request_timeout_s=None, max_retries=None, backoff_initial_s=None,
                  backoff_max_s=None, schedule_wait_s=None, schedule_timeout_s=None):
         lib = _load()
-        opts = _Opts()
-        lib.erg_srv_client_opts_init(ctypes.byref(opts))
-        for k, v in (("request_timeout_s", request_timeout_s), ("max_retries", max_retries),
-                     ("backoff_initial_s", backoff_initial_s), ("backoff_max_s", backoff_max_s),
-                     ("schedule_wait_s", schedule_wait_s),
-                     ("schedule_timeout_s", schedule_timeout_s)):
-            if v is not None:
-                setattr(opts, k, v)
         self._h = ctypes.c_void_p()
-        self._call(lib.erg_srv_client_new, url.encode(), ctypes.byref(opts),
-                   ctypes.byref(self._h))
+        opts = lib.erg_srv_client_opts_new()
+        if not opts:
+            raise MemoryError("erg_srv_client_opts_new")
+        try:
+            for k, v in (("request_timeout_s", request_timeout_s), ("max_retries", max_retries),
+                         ("backoff_initial_s", backoff_initial_s), ("backoff_max_s", backoff_max_s),
+                         ("schedule_wait_s", schedule_wait_s),
+                         ("schedule_timeout_s", schedule_timeout_s)):
+                if v is None:
+                    continue
+                if k == "max_retries" and (isinstance(v, bool) or not isinstance(v, int)):
+                    raise TypeError("max_retries must be an integer, got %r" % (v,))
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise TypeError("%s must be a number, got %r" % (k, v))
+                self._call(lib.erg_srv_client_opts_set, opts, k.encode(), float(v))
+            self._call(lib.erg_srv_client_new, url.encode(), opts, ctypes.byref(self._h))
+        finally:
+            lib.erg_srv_client_opts_free(opts)
 
     def _call(self, fn, *args):
         err = _Error()
         st = fn(*args, ctypes.byref(err))
         if st:
-            raise ServerError(st, err.msg.decode(errors="replace"))
+            msg = _lib.erg_error_message(ctypes.byref(err)) or b""
+            raise ServerError(st, msg.decode(errors="replace"))
 
     def close(self):
         if getattr(self, "_h", None) and _lib is not None:
@@ -152,13 +153,19 @@ class ServerClient:
                      scheduler=None, scheduler_args=None, mode=None):
         """Register a job (rank 0 only); returns the server's job id."""
         import json
-        d = _JobDesc(pp_degree, dp_degree, tp_degree, pp_degree * dp_degree * tp_degree,
-                     _b(framework), _b(model_name), _b(partition_method), microbatch_size,
-                     num_microbatches, _b(scheduler),
-                     _b(json.dumps(scheduler_args)) if scheduler_args is not None else None,
-                     _b(mode))
+        ints = {"pp_degree": pp_degree, "dp_degree": dp_degree, "tp_degree": tp_degree,
+                "microbatch_size": microbatch_size, "num_microbatches": num_microbatches}
+        for k, v in ints.items():
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError("%s must be an integer, got %r" % (k, v))
+        d = dict(ints, world_size=pp_degree * dp_degree * tp_degree, framework=framework,
+                 model_name=model_name, partition_method=partition_method, scheduler=scheduler,
+                 scheduler_args_json=(json.dumps(scheduler_args)
+                                      if scheduler_args is not None else None),
+                 mode=mode)
         out = ctypes.c_void_p()
-        self._call(_lib.erg_srv_client_register_job, self._h, ctypes.byref(d), ctypes.byref(out))
+        self._call(_lib.erg_srv_client_register_job_json, self._h, json.dumps(d).encode(),
+                   ctypes.byref(out))
         s = ctypes.cast(out, ctypes.c_char_p).value.decode()
         _lib.erg_free(out)
         return s

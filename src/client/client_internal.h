@@ -36,7 +36,7 @@ erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec 
                                 size_t nsamples, bool drop_warmup, const char *name,
                                 erg_error *err);
 
-/* Profiling mode's early stop (control-plane-spec 2.4): after the window of
+/* Profiling mode's early stop (docs/runtime.md): after the window of
  * clock index i (0-based, clocks descending) of n with mean iteration energy
  * e, given the previous window's energy prev (NAN for the first) and the
  * running count *ups of consecutive increases: true when the energy went up

@@ -1,4 +1,4 @@
-/* alloc.c: the library's allocation wrappers, with a fault-injection hook. */
+/* alloc.c: the library's allocation wrappers, with a fault-injection hook, and array growth. */
 #include "core/internal.h"
 
 #include <stdatomic.h>
@@ -53,6 +53,29 @@ void *erg__reallocarray(void *ptr, size_t count, size_t size)
 void erg__free(void *ptr)
 {
     free(ptr);
+}
+
+size_t erg__grow_cap(size_t cap, size_t need, size_t first)
+{
+    if (need <= cap)
+        return cap;
+    size_t nc = cap ? (cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2) : first;
+    return nc < need ? need : nc;
+}
+
+bool erg__grow(void *arrp, size_t *cap, size_t need, size_t size, size_t first)
+{
+    if (need <= *cap)
+        return true;
+    size_t nc = erg__grow_cap(*cap, need, first);
+    void *old;
+    memcpy(&old, arrp, sizeof old); /* *arrp is a T *: object pointers share one representation */
+    void *nv = erg__reallocarray(old, nc, size);
+    if (!nv)
+        return false;
+    memcpy(arrp, &nv, sizeof nv);
+    *cap = nc;
+    return true;
 }
 
 char *erg__strndup(const char *s, size_t n)

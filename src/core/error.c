@@ -57,6 +57,22 @@ void erg_error_clear(erg_error *err)
     }
 }
 
+size_t erg_error_size(void)
+{
+    return sizeof(erg_error);
+}
+
+erg_status erg_error_status(const erg_error *err)
+{
+    return err ? err->status : ERG_OK;
+}
+
+const char *erg_error_message(const erg_error *err)
+{
+    /* a message is NUL-terminated within the array; never read past it */
+    return err && memchr(err->msg, '\0', sizeof err->msg) ? err->msg : "";
+}
+
 const char *erg_version(void)
 {
     return ERG_VERSION_STRING;

@@ -21,6 +21,32 @@ char *erg__strndup(const char *s, size_t n);
 /* Test hook: make the n-th allocation from now fail (0 = never). */
 void erg__alloc_fail_after(long n);
 
+/* ---- growable arrays ---- */
+/* The capacity an array of capacity cap grows to so that it holds `need`
+ * elements: cap itself when it already does, otherwise the larger of twice
+ * cap, `first` (the first allocation) and need. 0 when that would overflow
+ * (a count the caller then cannot allocate). */
+size_t erg__grow_cap(size_t cap, size_t need, size_t first);
+/* Room for `need` elements of `size` bytes in the array *(T **)arrp of
+ * capacity *cap, growing it by erg__grow_cap: *arrp and *cap change only on
+ * success; false when out of memory (both untouched, the caller reports).
+ * Use ERG__GROW, which checks the element size against the pointer. */
+bool erg__grow(void *arrp, size_t *cap, size_t need, size_t size, size_t first);
+#define ERG__GROW(arr, cap, need, first) erg__grow(&(arr), &(cap), (need), sizeof *(arr), (first))
+
+/* ---- names: case-insensitive tables for the values a user spells ---- */
+typedef struct erg__name {
+    const char *name;
+    int value;
+} erg__name;
+/* The value of `name` (ASCII case-insensitive) in table[0..n); false when
+ * absent or name is NULL (the caller's error names the choices). Several
+ * names may give one value (aliases). */
+bool erg__name_lookup(const erg__name *table, size_t n, const char *name, int *value);
+/* The first name of `value`, or NULL. */
+const char *erg__name_of(const erg__name *table, size_t n, int value);
+#define ERG__NAMES(table) (table), sizeof(table) / sizeof((table)[0])
+
 /* ---- growable byte buffer with a size cap ---- */
 typedef struct erg__buf {
     char *data;  /* NUL-terminated contents (may be NULL when empty). */

@@ -1,4 +1,4 @@
-/* util.c: buffers, files, Python-compatible number formatting, strict parsing. */
+/* util.c: buffers, files, Python-compatible number formatting, strict parsing, name tables. */
 #include "core/internal.h"
 
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -679,4 +680,24 @@ void erg__csv_free(erg__csv *c)
     erg__free(c->fields_buf);
     erg__free(c->fields);
     memset(c, 0, sizeof(*c));
+}
+
+/* ---- names ---- */
+
+bool erg__name_lookup(const erg__name *table, size_t n, const char *name, int *value)
+{
+    for (size_t i = 0; name && i < n; i++)
+        if (!strcasecmp(name, table[i].name)) {
+            *value = table[i].value;
+            return true;
+        }
+    return false;
+}
+
+const char *erg__name_of(const erg__name *table, size_t n, int value)
+{
+    for (size_t i = 0; i < n; i++)
+        if (table[i].value == value)
+            return table[i].name;
+    return NULL;
 }

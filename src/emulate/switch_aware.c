@@ -27,7 +27,6 @@
 #include "core/internal.h"
 #include "emulate/emulate_internal.h"
 #include "ergon/emulate.h"
-#include "planner/frontier_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -241,25 +240,7 @@ static int cmp_cand(const void *a, const void *b)
 static erg_status plan_freqs(const erg_frontier *f, size_t k, bool seq, int *freq,
                              erg_error *err)
 {
-    if (erg__frontier_computed(f)) {
-        if (seq)
-            erg__frontier_advance(f, k, freq);
-        else
-            erg__frontier_replay(f, k, freq);
-        return ERG_OK;
-    }
-    erg_plan *p;
-    erg_status st = erg_frontier_plan(f, k, &p, err);
-    if (st)
-        return st;
-    int S = erg_plan_num_stages(p), off = 0;
-    for (int s = 0; s < S; s++) {
-        int len = erg_plan_stage_len(p, s);
-        memcpy(freq + off, erg_plan_stage_freqs_const(p, s), sizeof(int) * (size_t)len);
-        off += len;
-    }
-    erg_plan_free(p);
-    return ERG_OK;
+    return erg_frontier_plan_clocks(f, k, seq, freq, err);
 }
 
 erg_status erg_frontier_switch_aware(const erg_profile *prof, const erg_frontier *in,
@@ -307,7 +288,7 @@ erg_status erg_frontier_switch_aware(const erg_profile *prof, const erg_frontier
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
     if (st)
         goto done;
-    int *var = base + n, *best = base + 2 * n, *ci = base + 3 * n, *vi = base + 4 * n,
+    int *var = base + n, *ci = base + 3 * n, *vi = base + 4 * n,
         *cur = base + 5 * n, *pend = cur + S;
     double *tp = dbuf, *ep = dbuf + n, *dur = dbuf + 2 * n, *es = dbuf + 3 * n,
            *pend_t = dbuf + 4 * n;
@@ -376,7 +357,7 @@ erg_status erg_frontier_switch_aware(const erg_profile *prof, const erg_frontier
             emin = cands[i].energy_j;
             cands[nk++] = cands[i];
         }
-    if ((st = erg__frontier_new(S, M, &sched, unit_s, p_w, &fr, err)))
+    if ((st = erg_frontier_new(S, M, &sched, unit_s, p_w, &fr, err)))
         goto done;
     for (size_t j = 0; j < nk && !st; j++) {
         const cand *c = &cands[nk - 1 - j];
@@ -402,19 +383,8 @@ erg_status erg_frontier_switch_aware(const erg_profile *prof, const erg_frontier
             erg_frontier_point prev;
             erg_frontier_get(fr, j - 1, &prev, NULL);
             pt.cost_change_j = pt.cost_j - prev.cost_j;
-        } else {
-            st = erg__frontier_set_initial(fr, var, err);
-            memcpy(best, var, sizeof(int) * (size_t)n);
         }
-        if (!st)
-            st = erg__frontier_begin_plan(fr, &pt, err);
-        for (int i = 0; i < n && !st; i++)
-            if (var[i] != best[i]) {
-                best[i] = var[i];
-                st = erg__frontier_add_change(fr, i, var[i], err);
-            }
-        if (!st)
-            st = erg__frontier_end_plan(fr, var, err);
+        st = erg_frontier_push(fr, &pt, var, err);
     }
     if (!st && stats) {
         stats->plans_merged = 0;

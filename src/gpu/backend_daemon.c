@@ -1,5 +1,4 @@
 /* backend_daemon.c: the GPU back-end that goes through ergond (HTTP over its Unix socket). */
-#include "ergon/daemon.h"
 #include "gpu/gpu_internal.h"
 
 #include <errno.h>

@@ -1,5 +1,4 @@
 /* gpu.c: the GPU back-end front: argument checks, clock validation, dispatch to an ops table. */
-#include "ergon/daemon.h"
 #include "gpu/gpu_internal.h"
 
 #include <stdlib.h>

@@ -289,6 +289,19 @@ const int *erg_dag_topo_order(const erg_dag *d)
     return d->topo;
 }
 
+void erg_dag_get_arrays(const erg_dag *d, erg_dag_arrays *out)
+{
+    out->num_instrs = d->n;
+    out->num_edges = d->nedges;
+    out->rank = d->stage;
+    out->instr = d->instr;
+    out->topo = d->topo;
+    out->succ_off = d->succ_off;
+    out->succ = d->succ;
+    out->pred_off = d->pred_off;
+    out->pred = d->pred;
+}
+
 erg_status erg_dag_cpm_p2p(const erg_dag *d, const double *dur, double p2p, double *es,
                            double *lf, double *makespan, erg_error *err)
 {

@@ -1,4 +1,5 @@
-/* dag_internal.h: the instruction DAG's layout, shared with the planner. */
+/* dag_internal.h: the instruction DAG's layout, private to the pipeline module (other modules
+ * read a DAG through pipeline.h: its accessors and erg_dag_get_arrays). */
 #ifndef ERGON_DAG_INTERNAL_H
 #define ERGON_DAG_INTERNAL_H
 

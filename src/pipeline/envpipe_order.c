@@ -5,7 +5,7 @@
 erg_status erg_schedule_envpipe_order(const erg_schedule *sched, int S, int M, int s,
                                       erg_instr *out, erg_error *err);
 
-/* Forwards stage s runs before its first backward (k_s of envpipe-spec §5.2):
+/* Forwards stage s runs before its first backward (k_s, docs/envpipe.md "The ours schedule"):
  * min(M, S - s + r_s), where the memory cap max_inflight may cut the extra
  * forwards but never below the 1F1B warm-up of S - s. */
 static int envpipe_warmup(const erg_schedule *sched, int S, int M, int s)
@@ -17,7 +17,7 @@ static int envpipe_warmup(const erg_schedule *sched, int S, int M, int s)
     return (int)ERG__MIN(k, (long)M);
 }
 
-/* EnvPipe's "ours" order (envpipe-spec §5.2, the closed form verified there
+/* EnvPipe's "ours" order (docs/envpipe.md, the closed form verified
  * against DeepSpeed's step grid): with k_s = min(M, S - s + r_s), stage s runs
  * F0 .. F(k_s - 1), then alternates B0, F(k_s), B1, F(k_s + 1), ... until the
  * forwards run out, then the remaining backwards. With r = 0 it is 1F1B.
@@ -28,7 +28,7 @@ static int envpipe_warmup(const erg_schedule *sched, int S, int M, int s)
  * acyclic: B(s, j) needs B(s+1, j), which stage s+1 issues after
  * F(s+1, k_{s+1} + j - 1), which needs F(s, k_{s+1} + j - 1); stage s has
  * issued only min(M, k_s + j) forwards before B(s, j). EnvPipe's own clamp
- * (§5.4) produces such r. */
+ * (docs/envpipe.md, step 3) produces such r. */
 erg_status erg_schedule_envpipe_order(const erg_schedule *sched, int S, int M, int s,
                                       erg_instr *out, erg_error *err)
 {

@@ -4,17 +4,20 @@
 #include "core/internal.h"
 #include "pipeline/order_internal.h"
 
+#include <limits.h>
 #include <string.h>
 
 int erg__steps_push(erg__steps *s, erg_instr in)
 {
     if (s->n == s->cap) {
-        int nc = s->cap ? s->cap * 2 : 64;
-        erg_instr *v = erg__reallocarray(s->v, (size_t)nc, sizeof(erg_instr));
+        size_t nc = erg__grow_cap((size_t)s->cap, (size_t)s->n + 1, 64);
+        if (nc > INT_MAX)
+            return -1;
+        erg_instr *v = erg__reallocarray(s->v, nc, sizeof(erg_instr));
         if (!v)
             return -1;
         s->v = v;
-        s->cap = nc;
+        s->cap = (int)nc;
     }
     s->v[s->n++] = in;
     return 0;

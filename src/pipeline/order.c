@@ -27,6 +27,22 @@ void erg_order_free(erg_order *o)
 
 static const char kind_letter[] = {'F', 'B', 'I', 'W'};
 
+erg_instr *erg_instr_array_new(size_t n)
+{
+    return n ? erg__calloc(n, sizeof(erg_instr)) : NULL;
+}
+
+void erg_instr_get(const erg_instr *instrs, size_t i, int out[ERG_INSTR_NUM_FIELDS])
+{
+    const erg_instr *in = &instrs[i];
+    out[0] = (int)in->kind;
+    out[1] = in->stage;
+    out[2] = in->microbatch;
+    out[3] = (int)in->kind2;
+    out[4] = in->stage2;
+    out[5] = in->microbatch2;
+}
+
 void erg_instr_format(erg_instr in, char *buf, size_t size)
 {
     if (!buf || !size)
@@ -480,22 +496,22 @@ erg_status erg_order_parse_csv(const char *text, size_t len, const char *name, e
         if (c.nfields >= 1 && c.fields[0][0] == '#')
             continue;
         if (nrows == cap) {
-            int nc = cap ? cap * 2 : 8;
+            size_t nc = erg__grow_cap((size_t)cap, (size_t)nrows + 1, 8);
             if (nc > 65536) {
                 st = erg_error_set(err, ERG_EPARSE, "%s:%ld: more than 65536 ranks", name,
                                    c.line);
                 goto done;
             }
-            erg__steps *nr = erg__reallocarray(rows, (size_t)nc, sizeof(*rows));
+            erg__steps *nr = erg__reallocarray(rows, nc, sizeof(*rows));
             if (!nr)
                 goto oom;
             rows = nr;
-            int *nl = erg__reallocarray(lines, (size_t)nc, sizeof(int));
+            int *nl = erg__reallocarray(lines, nc, sizeof(int));
             if (!nl)
                 goto oom;
             lines = nl;
-            memset(rows + cap, 0, sizeof(*rows) * (size_t)(nc - cap));
-            cap = nc;
+            memset(rows + cap, 0, sizeof(*rows) * (nc - (size_t)cap));
+            cap = (int)nc;
         }
         lines[nrows] = (int)c.line;
         erg__steps *row = &rows[nrows++];

@@ -3,12 +3,8 @@
 #include "ergon/pipeline.h"
 
 #include <string.h>
-#include <strings.h>
 
-static const struct {
-    const char *name;
-    erg_schedule_kind kind;
-} sched_names[] = {
+static const erg__name sched_names[] = {
     {"1f1b", ERG_SCHED_1F1B},
     {"gpipe", ERG_SCHED_GPIPE},
     {"ours", ERG_SCHED_ENVPIPE},
@@ -26,11 +22,11 @@ static const struct {
 
 erg_status erg_schedule_parse(const char *name, erg_schedule_kind *out, erg_error *err)
 {
-    for (size_t i = 0; name && i < sizeof sched_names / sizeof sched_names[0]; i++)
-        if (!strcasecmp(name, sched_names[i].name)) {
-            *out = sched_names[i].kind;
-            return ERG_OK;
-        }
+    int kind = 0;
+    if (erg__name_lookup(ERG__NAMES(sched_names), name, &kind)) {
+        *out = (erg_schedule_kind)kind;
+        return ERG_OK;
+    }
     return erg_error_set(err, ERG_EINVAL,
                          "unknown schedule '%s' (use 1f1b, gpipe, ours, interleaved-1f1b, "
                          "looped-bfs, interleaved-zb, zbv or dualpipev; or --schedule-file)",
@@ -60,6 +56,61 @@ double erg_schedule_backward_split(const erg_schedule *sched)
 {
     return sched && sched->backward_split > 0 && sched->backward_split < 1 ? sched->backward_split
                                                                            : 0.5;
+}
+
+/* ---- schedule values for bindings: heap value and field accessors ---- */
+
+erg_schedule *erg_schedule_new(erg_schedule_kind kind)
+{
+    erg_schedule *s = erg__calloc(1, sizeof *s);
+    if (s)
+        s->kind = kind;
+    return s;
+}
+
+void erg_schedule_free(erg_schedule *sched)
+{
+    erg__free(sched);
+}
+
+erg_schedule_kind erg_schedule_get_kind(const erg_schedule *sched)
+{
+    return sched->kind;
+}
+
+int erg_schedule_get_max_inflight(const erg_schedule *sched)
+{
+    return sched->max_inflight;
+}
+
+void erg_schedule_set_max_inflight(erg_schedule *sched, int max_inflight)
+{
+    sched->max_inflight = max_inflight;
+}
+
+int erg_schedule_get_chunks(const erg_schedule *sched)
+{
+    return sched->chunks;
+}
+
+void erg_schedule_set_chunks(erg_schedule *sched, int chunks)
+{
+    sched->chunks = chunks;
+}
+
+int erg_schedule_get_extra_warmup(const erg_schedule *sched, int stage)
+{
+    return stage >= 0 && stage < ERG_SCHED_MAX_STAGES ? sched->extra_warmup[stage] : 0;
+}
+
+erg_status erg_schedule_set_extra_warmup(erg_schedule *sched, int stage, int r, erg_error *err)
+{
+    if (stage < 0 || stage >= ERG_SCHED_MAX_STAGES)
+        return erg_error_set(err, ERG_EINVAL,
+                             "extra warm-up of stage %d: a schedule carries stages 0..%d", stage,
+                             ERG_SCHED_MAX_STAGES - 1);
+    sched->extra_warmup[stage] = r;
+    return ERG_OK;
 }
 
 int erg_schedule_is_vshape(erg_schedule_kind kind)
@@ -92,7 +143,7 @@ const char *erg_schedule_name(erg_schedule_kind kind)
     return "unknown";
 }
 
-/* Synchronous 1F1B as DeepSpeed runs it (lowtime-spec §2.1): stage s does
+/* Synchronous 1F1B as DeepSpeed runs it (docs/schedules.md): stage s does
  * w = min(S - s, M) warm-up forwards, then alternates backward/forward until
  * the forwards run out, then drains the backwards. */
 static void order_1f1b(int S, int M, int s, int warmup, erg_instr *out)

@@ -215,6 +215,10 @@ erg_schedule erg_plan_schedule(const erg_plan *p)
 {
     return p->sched;
 }
+const erg_schedule *erg_plan_schedule_ref(const erg_plan *p)
+{
+    return &p->sched;
+}
 const erg_order *erg_plan_order(const erg_plan *p)
 {
     return p->order;
@@ -483,15 +487,9 @@ static erg_status parse_py(const char *text, size_t len, const char *name,
                 st = py_error(&ps, "a clock in MHz (a positive integer below 10^9)");
                 goto done;
             }
-            if (nv == cap) {
-                size_t nc = cap ? cap * 2 : 256;
-                int *d = erg__reallocarray(vals, nc, sizeof(int));
-                if (!d) {
-                    st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                    goto done;
-                }
-                vals = d;
-                cap = nc;
+            if (!ERG__GROW(vals, cap, nv + 1, 256)) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                goto done;
             }
             vals[nv++] = (int)v;
             count++;
@@ -508,14 +506,14 @@ static erg_status parse_py(const char *text, size_t len, const char *name,
             goto done;
         }
         if (rows == rcap) {
-            int nc = rcap ? rcap * 2 : 16;
-            int *d = erg__reallocarray(rowlens, (size_t)nc, sizeof(int));
+            size_t nc = erg__grow_cap((size_t)rcap, (size_t)rows + 1, 16);
+            int *d = erg__reallocarray(rowlens, nc, sizeof(int));
             if (!d) {
                 st = erg_error_set(err, ERG_ENOMEM, "out of memory");
                 goto done;
             }
             rowlens = d;
-            rcap = nc;
+            rcap = (int)nc;
         }
         rowlens[rows] = count;
         /* One-stage-per-rank F/B schedules: every stage has 2M clocks. */

@@ -4,7 +4,6 @@
 #define ERGON_PLANNER_CTAB_H
 
 #include "core/internal.h"
-#include "ergon/emulate.h"
 #include "ergon/pipeline.h"
 #include "ergon/plan.h"
 #include "ergon/profile.h"
@@ -31,7 +30,7 @@ void erg__ctab_free(erg__ctab *c);
 /* Index of freq in (s, kind), or -1. */
 int erg__ctab_find(const erg__ctab *c, int s, erg_instr_kind kind, int freq);
 
-/* Evaluation of a plan with profiled values (lowtime-spec §6.2). Arrays are
+/* Evaluation of a plan with profiled values (as erg_emulate, docs/emulate.md). Arrays are
  * num_instrs long (es, dur may be NULL); stage_j is S long (may be NULL). */
 typedef struct erg__eval {
     double time_s, energy_j;

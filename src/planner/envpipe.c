@@ -1,69 +1,75 @@
-/* envpipe.c: the EnvPipe planner (envpipe-spec) and Perseus's emulation of it (lowtime-spec §7). */
+/* envpipe.c: the EnvPipe planner and Perseus's emulation of it (docs/envpipe.md). */
 #include "ergon/envpipe.h"
 #include "planner/ctab.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #define ERG_ENVPIPE_DEFAULT_MAX_ITERS 10000
 
 /* ---- names and options ---- */
 
+static const erg__name type_names[] = {
+    {"baseline", ERG_ENVPIPE_BASELINE},
+    {"uniform", ERG_ENVPIPE_UNIFORM},
+    {"envelope", ERG_ENVPIPE_ENVELOPE},
+};
+static const erg__name reconfig_names[] = {
+    {"default", ERG_RECONFIG_DEFAULT},
+    {"greedy", ERG_RECONFIG_GREEDY},
+    {"balanced", ERG_RECONFIG_BALANCED},
+};
+static const erg__name variant_names[] = {
+    {"envpipe", ERG_ENVPIPE_REAL},
+    {"real", ERG_ENVPIPE_REAL},
+    {"perseus-emulation", ERG_ENVPIPE_PERSEUS_EMULATION},
+};
+
 erg_status erg_envpipe_type_parse(const char *s, erg_envpipe_type *out, erg_error *err)
 {
-    if (s && !strcasecmp(s, "baseline"))
-        *out = ERG_ENVPIPE_BASELINE;
-    else if (s && !strcasecmp(s, "uniform"))
-        *out = ERG_ENVPIPE_UNIFORM;
-    else if (s && !strcasecmp(s, "envelope"))
-        *out = ERG_ENVPIPE_ENVELOPE;
-    else
+    int v = 0;
+    if (!erg__name_lookup(ERG__NAMES(type_names), s, &v))
         return erg_error_set(err, ERG_EINVAL,
                              "unknown EnvPipe type '%s' (use baseline, uniform or envelope)",
                              s ? s : "");
+    *out = (erg_envpipe_type)v;
     return ERG_OK;
 }
 
 erg_status erg_envpipe_reconfig_parse(const char *s, erg_envpipe_reconfig *out, erg_error *err)
 {
-    if (s && !strcasecmp(s, "default"))
-        *out = ERG_RECONFIG_DEFAULT;
-    else if (s && !strcasecmp(s, "greedy"))
-        *out = ERG_RECONFIG_GREEDY;
-    else if (s && !strcasecmp(s, "balanced"))
-        *out = ERG_RECONFIG_BALANCED;
-    else
+    int v = 0;
+    if (!erg__name_lookup(ERG__NAMES(reconfig_names), s, &v))
         return erg_error_set(err, ERG_EINVAL,
                              "unknown reconfiguration '%s' (use default, greedy or balanced)",
                              s ? s : "");
+    *out = (erg_envpipe_reconfig)v;
     return ERG_OK;
 }
 
 erg_status erg_envpipe_variant_parse(const char *s, erg_envpipe_variant *out, erg_error *err)
 {
-    if (s && (!strcasecmp(s, "envpipe") || !strcasecmp(s, "real")))
-        *out = ERG_ENVPIPE_REAL;
-    else if (s && !strcasecmp(s, "perseus-emulation"))
-        *out = ERG_ENVPIPE_PERSEUS_EMULATION;
-    else
+    int v = 0;
+    if (!erg__name_lookup(ERG__NAMES(variant_names), s, &v))
         return erg_error_set(err, ERG_EINVAL,
                              "unknown EnvPipe variant '%s' (use envpipe or perseus-emulation)",
                              s ? s : "");
+    *out = (erg_envpipe_variant)v;
     return ERG_OK;
 }
 
+/* Any other value reads as the last name, as before the tables. */
 const char *erg_envpipe_type_name(erg_envpipe_type t)
 {
-    return t == ERG_ENVPIPE_BASELINE ? "baseline" : t == ERG_ENVPIPE_UNIFORM ? "uniform"
-                                                                             : "envelope";
+    const char *n = erg__name_of(ERG__NAMES(type_names), (int)t);
+    return n ? n : "envelope";
 }
 
 const char *erg_envpipe_reconfig_name(erg_envpipe_reconfig r)
 {
-    return r == ERG_RECONFIG_DEFAULT ? "default" : r == ERG_RECONFIG_GREEDY ? "greedy"
-                                                                            : "balanced";
+    const char *n = erg__name_of(ERG__NAMES(reconfig_names), (int)r);
+    return n ? n : "balanced";
 }
 
 void erg_envpipe_opts_init(erg_envpipe_opts *o)
@@ -164,7 +170,7 @@ erg_status erg_envpipe_format_grid(const erg_plan *plan, const double *wait_s, c
 
 /* ---- critical path and the reconfiguration policies ---- */
 
-/* EnvPipe's measured critical path (envpipe-spec §7.4): walk back from the
+/* EnvPipe's measured critical path (docs/envpipe.md, step 4): walk back from the
  * last unit of stage 0. A unit that waited less than the threshold in its
  * receive was not held up by another stage, so the path continues at the
  * previous unit of the same stage; otherwise it moves to the producer of the
@@ -208,7 +214,7 @@ static int snap_plain(void *ctx, int s, erg_instr_kind kind, int cur, int target
     return target > max ? max : target;
 }
 
-/* The greedy and balanced policies (envpipe-spec §7.5) on a path; returns
+/* The greedy and balanced policies (docs/envpipe.md, --reconfig) on a path; returns
  * whether a clock changed. A path entirely in the outer envelope, or with
  * nothing below max, changes nothing. */
 static bool apply_policy(erg_plan *plan, const layout *L, const int *path, int len,
@@ -289,7 +295,7 @@ erg_status erg_envpipe_reconfigure_step(erg_plan *plan, const double *wait_s, do
                                  wait_s[i]);
         }
     if (!(thr > 0)) {
-        /* threshold = the smallest non-zero last-stage wait x scale (§7.3) */
+        /* threshold = the smallest non-zero last-stage wait x scale (EnvPipe's) */
         double mn = INFINITY;
         for (int k = 0; k < 2 * M; k++) {
             double w = wait_s[(S - 1) * 2 * M + k];
@@ -520,7 +526,7 @@ static erg_status finish_plan(const erg__ctab *c, const erg_dag *dag, erg_plan *
     return st;
 }
 
-/* ---- Perseus's emulation of EnvPipe (lowtime-spec §7) ----
+/* ---- Perseus's emulation of EnvPipe (docs/envpipe.md, --variant perseus-emulation) ----
  *
  * Every instruction starts at the slowest Pareto-optimal clock of its
  * (stage, kind) on quantised times; the outer envelope (last stage, F0 and
@@ -546,7 +552,7 @@ static int cmp_cand_t_desc(const void *a, const void *b)
     return (x->t < y->t) - (x->t > y->t);
 }
 
-/* The slowest Pareto candidate's clock of (s, kind) (lowtime-spec §1.4 with
+/* The slowest Pareto candidate's clock of (s, kind) (the frontier planner's candidates with
  * the hard filter): strict-dominance filter on raw (t, e), per quantised time
  * the option with the largest energy (ties: larger t first), then max q. */
 static erg_status slowest_pareto(const erg_profile *p, int s, erg_instr_kind kind, double unit,
@@ -797,15 +803,16 @@ done:
 
 /* ---- EnvPipe as the artifact runs it, on the emulated pipeline ----
  *
- * 1. Clock list per stage (§2.3): the profile's clocks (with forward and
+ * (docs/envpipe.md, "How the plan is built")
+ * 1. Clock list per stage: the profile's clocks (with forward and
  *    backward points), filtered by the GPU table's rule when a GPU is given;
  *    [0] is "max". In envelope mode the last stage stays at max.
- * 2. Profiling (§4): for each list index k, the whole pipeline runs at clock k
+ * 2. Profiling: for each list index k, the whole pipeline runs at clock k
  *    (1F1B, r = 0); the stage's per-iteration energy includes its idle time at
  *    blocking power. The energy-valley optimum is the argmin (ties: higher).
- * 3. r_s (§5.4) from T_B at max and T_F at the optimum, capped by the memory
+ * 3. r_s from T_B at max and T_F at the optimum, capped by the memory
  *    cap and by M - (S - s), then EnvPipe's clamp along the pipeline.
- * 4. Initial clocks (§2.2), then reconfiguration (§7) on the emulated
+ * 4. Initial clocks (the --type knob), then reconfiguration on the emulated
  *    pipeline: CPM critical path, envelope test, greedy or balanced, until
  *    finish_limit + 1 consecutive iterations change nothing (never loops:
  *    also capped at max_iterations). */
@@ -906,7 +913,7 @@ static erg_status plan_real(const erg_profile *profile, int S, int M, const erg_
         if (st)
             goto done;
     }
-    /* r_s (§5.4) */
+    /* r_s (docs/envpipe.md, step 3) */
     if (o->schedule == ERG_SCHED_ENVPIPE && o->type != ERG_ENVPIPE_BASELINE) {
         for (int s = 0; s + 1 < S; s++) {
             double tb = c->k[s * 2 + 1].t[erg__ctab_find(c, s, ERG_BACKWARD, mx[s])];
@@ -973,7 +980,7 @@ static erg_status plan_real(const erg_profile *profile, int S, int M, const erg_
                         (in.kind == ERG_BACKWARD && s < S - 1))
                         wait[id] += o->transfer_s;
                 }
-                if (mthr < 0) { /* computed once, from the first iteration (§7.3) */
+                if (mthr < 0) { /* computed once, from the first iteration (as EnvPipe) */
                     double mn = INFINITY;
                     for (int k = 0; k < 2 * M; k++) {
                         double w = wait[(S - 1) * 2 * M + k];

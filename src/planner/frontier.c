@@ -28,6 +28,9 @@ struct erg_frontier {
     size_t nchg, chg_cap;
     int *ckpt;
     size_t nckpt, ckpt_cap;
+    /* erg_frontier_push: the clocks of the last plan pushed (pushed_np plans then). */
+    int *pushed;
+    size_t pushed_np;
     /* Frontiers read from a directory: one plan file per point. */
     char **files;
 };
@@ -90,6 +93,7 @@ void erg_frontier_free(erg_frontier *f)
     erg__free(f->chg_id);
     erg__free(f->chg_f);
     erg__free(f->ckpt);
+    erg__free(f->pushed);
     if (f->files)
         for (size_t i = 0; i < f->np; i++)
             erg__free(f->files[i]);
@@ -108,7 +112,7 @@ static erg_status grow_points(erg_frontier *f, erg_error *err)
 {
     if (f->np < f->cap)
         return ERG_OK;
-    size_t cap = f->cap ? f->cap * 2 : 1024;
+    size_t cap = erg__grow_cap(f->cap, f->np + 1, 1024);
     erg_frontier_point *p = erg__reallocarray(f->pts, cap, sizeof(*p));
     if (!p)
         return erg_error_set(err, ERG_ENOMEM, "out of memory storing %zu plans", f->np);
@@ -141,7 +145,7 @@ erg_status erg__frontier_begin_plan(erg_frontier *f, const erg_frontier_point *p
 erg_status erg__frontier_add_change(erg_frontier *f, int instr, int freq, erg_error *err)
 {
     if (f->nchg == f->chg_cap) {
-        size_t cap = f->chg_cap ? f->chg_cap * 2 : 4096;
+        size_t cap = erg__grow_cap(f->chg_cap, f->nchg + 1, 4096);
         int *a = erg__reallocarray(f->chg_id, cap, sizeof(int));
         if (!a)
             return erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -163,7 +167,9 @@ erg_status erg__frontier_end_plan(erg_frontier *f, const int *freq, erg_error *e
     if (f->np % ERG__CKPT_EVERY == 0) {
         size_t c = f->np / ERG__CKPT_EVERY;
         if (c >= f->ckpt_cap) {
-            size_t cap = f->ckpt_cap ? f->ckpt_cap * 2 : 8;
+            size_t cap = erg__grow_cap(f->ckpt_cap, c + 1, 8);
+            if (cap > SIZE_MAX / (size_t)f->n)
+                return erg_error_set(err, ERG_ENOMEM, "out of memory");
             int *p = erg__reallocarray(f->ckpt, cap * (size_t)f->n, sizeof(int));
             if (!p)
                 return erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -439,14 +445,9 @@ static erg_status list_files(const char *dir, const char *prefix, const char *su
         size_t l = strlen(e->d_name);
         if (l < pl + sl || strncmp(e->d_name, prefix, pl) || strcmp(e->d_name + l - sl, suffix))
             continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 256;
-            char **nv = erg__reallocarray(v, cap, sizeof(char *));
-            if (!nv) {
-                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                break;
-            }
-            v = nv;
+        if (!ERG__GROW(v, cap, n + 1, 256)) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            break;
         }
         size_t len = strlen(dir) + l + 2;
         v[n] = erg__malloc(len);
@@ -821,4 +822,71 @@ const int *erg__frontier_rank_offsets(const erg_frontier *f)
 const erg_order *erg__frontier_order(const erg_frontier *f)
 {
     return f->tmpl ? erg_plan_order(f->tmpl) : NULL;
+}
+
+/* ---- frontiers built outside the Perseus planner ---- */
+
+erg_status erg_frontier_new(int S, int M, const erg_schedule *sched, double unit_s,
+                            double blocking_power_w, erg_frontier **out, erg_error *err)
+{
+    *out = NULL;
+    if (S < 1 || M < 1 || !sched)
+        return erg_error_set(err, ERG_EINVAL, "a frontier needs a schedule, at least 1 rank "
+                             "and 1 microbatch (S=%d, M=%d)", S, M);
+    return erg__frontier_new(S, M, sched, unit_s, blocking_power_w, out, err);
+}
+
+erg_status erg_frontier_push(erg_frontier *f, const erg_frontier_point *pt, const int *freq,
+                             erg_error *err)
+{
+    if (!erg__frontier_computed(f) || !f->tmpl)
+        return erg_error_set(err, ERG_EINVAL, "erg_frontier_push: not a computed frontier");
+    erg_status st;
+    if (!f->pushed && !(f->pushed = erg__malloc(sizeof(int) * (size_t)(f->n ? f->n : 1))))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if (f->np == 0) {
+        if ((st = erg__frontier_set_initial(f, freq, err)))
+            return st;
+        memcpy(f->pushed, freq, sizeof(int) * (size_t)f->n);
+    } else if (f->pushed_np != f->np) {
+        replay(f, f->np - 1, f->pushed); /* plans were added another way since */
+    }
+    if ((st = erg__frontier_begin_plan(f, pt, err)))
+        return st;
+    for (int i = 0; i < f->n; i++)
+        if (freq[i] != f->pushed[i]) {
+            f->pushed[i] = freq[i];
+            if ((st = erg__frontier_add_change(f, i, freq[i], err)))
+                return st;
+        }
+    if ((st = erg__frontier_end_plan(f, freq, err)))
+        return st;
+    f->pushed_np = f->np;
+    return ERG_OK;
+}
+
+erg_status erg_frontier_plan_clocks(const erg_frontier *f, size_t k, bool sequential, int *freq,
+                                    erg_error *err)
+{
+    if (k >= f->np)
+        return erg_error_set(err, ERG_EINVAL, "plan %zu of a frontier of %zu plans", k, f->np);
+    if (erg__frontier_computed(f)) {
+        if (sequential)
+            erg__frontier_advance(f, k, freq);
+        else
+            replay(f, k, freq);
+        return ERG_OK;
+    }
+    erg_plan *p;
+    erg_status st = erg_frontier_plan(f, k, &p, err);
+    if (st)
+        return st;
+    int S = erg_plan_num_stages(p), off = 0;
+    for (int s = 0; s < S; s++) {
+        int len = erg_plan_stage_len(p, s);
+        memcpy(freq + off, erg_plan_stage_freqs_const(p, s), sizeof(int) * (size_t)len);
+        off += len;
+    }
+    erg_plan_free(p);
+    return ERG_OK;
 }

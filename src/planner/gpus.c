@@ -95,15 +95,9 @@ erg_status erg_gpu_table_parse(const char *text, size_t len, const char *name,
         g.profile_step_mhz = (int)iv[2];
         g.reconfig_step_mhz = (int)iv[3];
         g.max_power_w = pw;
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 8;
-            erg_gpu_spec *nv = erg__reallocarray(v, nc, sizeof *v);
-            if (!nv) {
-                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                goto fail;
-            }
-            v = nv;
-            cap = nc;
+        if (!ERG__GROW(v, cap, n + 1, 8)) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto fail;
         }
         v[n++] = g;
     }

@@ -1,4 +1,4 @@
-/* perseus.c: the Perseus time-energy frontier planner (lowtime-spec).
+/* perseus.c: the Perseus time-energy frontier planner (docs/planner.md).
  *
  * WHAT IT DOES: for an S-stage, M-microbatch pipeline and a stage profile,
  * it emits every per-instruction clock plan on the iteration time-energy
@@ -26,11 +26,10 @@
  * tolerance we tried (all eight A100 frontiers to 1e-9 J with its fits).
  *
  * LIMITATIONS: plans that differ from the reference only in near-ties at the
- * 1e-6 tolerance can resolve the other way (see lowtime-spec §4.4); energies
+ * 1e-6 tolerance of the minimum cut's capacity comparisons can resolve the other way; energies
  * then differ by about 1e-6 J and the trajectories re-converge. */
 #include "planner/perseus_internal.h"
 #include "core/internal.h"
-#include "pipeline/dag_internal.h"
 #include "planner/maxflow.h"
 #include "planner/frontier_internal.h"
 
@@ -56,7 +55,7 @@ void erg_perseus_opts_init(erg_perseus_opts *o)
     o->schedule.kind = ERG_SCHED_1F1B;
 }
 
-/* ---- candidates (§1.4) ---- */
+/* ---- candidates (docs/planner.md, step 1) ---- */
 
 int erg__perseus_candidates(const erg_profile_point *pts, int n, double unit_s, double nf,
                             erg__cand *out)
@@ -109,7 +108,7 @@ int erg__perseus_candidates(const erg_profile_point *pts, int n, double unit_s, 
     return nc;
 }
 
-/* ---- exponential fit (§3.2) ---- */
+/* ---- exponential fit (docs/planner.md, step 2) ---- */
 
 typedef struct fit_data {
     const double *x, *y;
@@ -341,6 +340,7 @@ static void free_spec(op_spec *sp)
 
 typedef struct crash_state {
     const erg_dag *dag;
+    erg_dag_arrays g; /* the DAG's arrays (erg_dag_get_arrays) */
     int n;
     long lag;        /* transfer time of a cross-stage edge, in units (0 = none): the
                       * fixed duration of every dependency between two ranks */
@@ -378,10 +378,10 @@ enum { ERG__NO_PRED = 1, ERG__NO_SUCC = 2 };
  * no transfer time has its own loops. */
 static void cpm_int(crash_state *cs)
 {
-    const erg_dag *g = cs->dag;
+    const erg_dag_arrays *g = &cs->g;
     const int n = cs->n;
     const int *topo = g->topo, *pred_off = g->pred_off, *pred = g->pred;
-    const int *succ_off = g->succ_off, *succ = g->succ, *stage = g->stage;
+    const int *succ_off = g->succ_off, *succ = g->succ, *stage = g->rank;
     const int *d = cs->d;
     long *es = cs->es, *lf = cs->lf;
     const long lag = cs->lag;
@@ -562,13 +562,13 @@ static int solve_cut(crash_state *cs, int mode)
  * the dummies), so every plan is the same as before. */
 static int crash_step(crash_state *cs, double *cost_change)
 {
-    const erg_dag *g = cs->dag;
+    const erg_dag_arrays *g = &cs->g;
     const int n = cs->n;
     const int SRC = 2 * n, SNK = 2 * n + 1;
-    const int E = g->nedges;
+    const int E = g->num_edges;
     const int64_t inf = cs->inf;
     const long lag = cs->lag;
-    const int *succ_off = g->succ_off, *succ = g->succ, *stage = g->stage;
+    const int *succ_off = g->succ_off, *succ = g->succ, *stage = g->rank;
     const long *es = cs->es, *lf = cs->lf;
     int *d = cs->d;
     const int *spec_of = cs->spec_of;
@@ -762,8 +762,9 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
         return st;
     crash_state cs;
     memset(&cs, 0, sizeof(cs));
-    int n = dag->n, nspecs = 0;
+    int n = erg_dag_num_instrs(dag), nspecs = 0;
     cs.dag = dag;
+    erg_dag_get_arrays(dag, &cs.g);
     cs.n = n;
     cs.lag = lround((o.transfer_time_s > 0 ? o.transfer_time_s : o.schedule.p2p_time_s) /
                     o.unit_s);
@@ -776,7 +777,7 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     cs.ends = erg__malloc((size_t)n);
     cs.cval = erg__malloc(sizeof(double) * (size_t)n);
     cs.inf = bound_units(ERG__PD_INF);
-    int max_arcs = n + dag->nedges + 2 * n + 2;
+    int max_arcs = n + cs.g.num_edges + 2 * n + 2;
     cs.im = erg__malloc(sizeof(int64_t) * (size_t)(2 * n + 4));
     cs.arc_u = erg__malloc(sizeof(int) * (size_t)max_arcs);
     cs.arc_v = erg__malloc(sizeof(int) * (size_t)max_arcs);
@@ -793,21 +794,22 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     if (!cs.specs || !cs.spec_of || !cs.d || !cs.es || !cs.lf || !cs.crit || !cs.ends || !cs.cval || !cs.im || !cs.arc_u ||
         !cs.arc_v || !cs.arc_key || !cs.arc_lb || !cs.arc_ub || !cs.prev_flow ||
         !cs.reach || !cs.shorten || !cs.lengthen || !keys ||
-        erg__flow_init(&cs.flow, 2 * n + 4, 2 * (n + dag->nedges + 2 * n + 2 + 1 + 2 * n))) {
+        erg__flow_init(&cs.flow, 2 * n + 4, 2 * (n + cs.g.num_edges + 2 * n + 2 + 1 + 2 * n))) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
     /* One spec per cost class: instructions of the same rank whose parts
      * read the same profile rows with the same kinds cost the same. For the
      * one-stage-per-rank F/B schedules these are the 2S (stage, kind) specs
-     * of lowtime-spec, built from the profile rows in file order. */
+     * of the reference planner, built from the profile rows in file order. */
     {
         int np = erg_profile_num_stages(prof);
-        int per_stage = np >= dag->NS && dag->NS > dag->S;
+        int NS = erg_dag_num_pipeline_stages(dag);
+        int per_stage = np >= NS && NS > erg_dag_num_stages(dag);
         erg_profile_point *pts = NULL;
         for (int x = 0; x < n && !st; x++) {
-            erg_instr in = dag->instr[x];
-            int r = dag->stage[x];
+            erg_instr in = cs.g.instr[x];
+            int r = cs.g.rank[x];
             int key[5] = {r, (int)in.kind, in.kind == ERG_OVERLAP_F_B ? (int)in.kind2 : -1,
                           per_stage ? in.stage : r,
                           in.kind == ERG_OVERLAP_F_B ? (per_stage ? in.stage2 : r) : -1};
@@ -846,7 +848,7 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
                 }
                 if (st)
                     break;
-                int simple = dag->V == 1 && (in.kind == ERG_FORWARD || in.kind == ERG_BACKWARD);
+                int simple = erg_dag_num_chunks(dag) == 1 && (in.kind == ERG_FORWARD || in.kind == ERG_BACKWARD);
                 if (o.fits && !simple) {
                     st = erg_error_set(err, ERG_EINVAL,
                                        "fitted coefficients (--fits) exist only for the one-stage-"
@@ -866,8 +868,8 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     if (st)
         goto done;
     for (int x = 0; x < n; x++)
-        cs.ends[x] = (unsigned char)((dag->pred_off[x] == dag->pred_off[x + 1] ? ERG__NO_PRED : 0) |
-                                     (dag->succ_off[x] == dag->succ_off[x + 1] ? ERG__NO_SUCC : 0));
+        cs.ends[x] = (unsigned char)((cs.g.pred_off[x] == cs.g.pred_off[x + 1] ? ERG__NO_PRED : 0) |
+                                     (cs.g.succ_off[x] == cs.g.succ_off[x + 1] ? ERG__NO_SUCC : 0));
     /* Expected number of plans: makespan at all-min minus at all-max. */
     for (int x = 0; x < n; x++)
         cs.d[x] = cs.specs[cs.spec_of[x]].min_q;

@@ -11,14 +11,14 @@ typedef struct erg__cand {
     double time_s, energy_j;
 } erg__cand;
 
-/* Candidate filtering of lowtime-spec §1.4 (steps 1-4) with noise factor nf:
+/* Candidate filtering (docs/planner.md, "Candidates") with noise factor nf:
  * writes the survivors sorted by q descending into out (room for n) and
  * returns their count. */
 int erg__perseus_candidates(const erg_profile_point *pts, int n, double unit_s, double nf,
                             erg__cand *out);
 
 /* Exponential fit cost(d) = a exp(b d) + c by Levenberg-Marquardt from the
- * grid of starts of lowtime-spec §3.2, keeping the lowest-MSE accepted fit.
+ * reference's grid of 54 starts (docs/planner.md, "Cost model"), keeping the lowest-MSE fit.
  * Returns ERG_ENUMERIC when no start is accepted. */
 erg_status erg__perseus_fit(const double *x, const double *y, int m, double unit_s, double abc[3],
                             erg_error *err);

@@ -10,7 +10,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 void erg_plot_opts_init(erg_plot_opts *o)
 {
@@ -21,19 +20,17 @@ void erg_plot_opts_init(erg_plot_opts *o)
 
 typedef enum { FMT_PNG, FMT_SVG, FMT_PDF } out_fmt;
 
+static const erg__name fmt_names[] = {{".png", FMT_PNG}, {".svg", FMT_SVG}, {".pdf", FMT_PDF}};
+
 static erg_status pick_format(const char *path, out_fmt *f, erg_error *err)
 {
     const char *dot = path ? strrchr(path, '.') : NULL;
-    if (dot && !strcasecmp(dot, ".png"))
-        *f = FMT_PNG;
-    else if (dot && !strcasecmp(dot, ".svg"))
-        *f = FMT_SVG;
-    else if (dot && !strcasecmp(dot, ".pdf"))
-        *f = FMT_PDF;
-    else
+    int v = 0;
+    if (!erg__name_lookup(ERG__NAMES(fmt_names), dot, &v))
         return erg_error_set(err, ERG_EINVAL,
                              "cannot tell the picture format of '%s' (use .png, .svg or .pdf)",
                              path ? path : "");
+    *f = (out_fmt)v;
     return ERG_OK;
 }
 
@@ -184,7 +181,7 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
     erg_plot_opts_init(&def);
     if (!opts)
         opts = &def;
-    out_fmt fmt;
+    out_fmt fmt = FMT_PNG; /* set by pick_format */
     erg_status st = pick_format(path, &fmt, err);
     if (st)
         return st;
@@ -495,7 +492,7 @@ erg_status erg_plot_frontier(const erg_plot_series *series, size_t count,
     erg_plot_opts_init(&def);
     if (!opts)
         opts = &def;
-    out_fmt fmt;
+    out_fmt fmt = FMT_PNG; /* set by pick_format */
     erg_status st = pick_format(path, &fmt, err);
     if (st)
         return st;

@@ -114,15 +114,13 @@ static erg_status add_point(erg_profile *p, int stage, erg_instr_kind kind,
     if (bst)
         return bst;
     if (stage >= p->cap) {
-        int cap = p->cap ? p->cap : 8;
-        while (cap <= stage)
-            cap *= 2;
-        void *d = erg__reallocarray(p->stages, (size_t)cap, sizeof(*p->stages));
+        size_t cap = erg__grow_cap((size_t)p->cap, (size_t)stage + 1, 8);
+        void *d = erg__reallocarray(p->stages, cap, sizeof(*p->stages));
         if (!d)
             return erg_error_set(err, ERG_ENOMEM, "out of memory");
         p->stages = d;
-        memset(&p->stages[p->cap], 0, (size_t)(cap - p->cap) * sizeof(*p->stages));
-        p->cap = cap;
+        memset(&p->stages[p->cap], 0, (cap - (size_t)p->cap) * sizeof(*p->stages));
+        p->cap = (int)cap;
     }
     point_vec *v = &p->stages[stage][kind];
     for (size_t i = 0; i < v->n; i++)
@@ -137,7 +135,7 @@ static erg_status add_point(erg_profile *p, int stage, erg_instr_kind kind,
                                  erg_instr_kind_name(kind), pt->freq_mhz);
         }
     if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 16;
+        size_t cap = erg__grow_cap(v->cap, v->n + 1, 16);
         erg_profile_point *d = erg__reallocarray(v->v, cap, sizeof(*d));
         if (!d)
             return erg_error_set(err, ERG_ENOMEM, "out of memory");

@@ -4,6 +4,7 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -336,6 +337,152 @@ erg_status erg_srv_client_register_job(erg_srv_client *c, const erg_srv_job_desc
             st = erg_error_set(err, ERG_EPARSE, "register job: no job_id in the answer");
     }
     json_decref(reply);
+    return st;
+}
+
+/* ---- JSON forms for bindings (no struct layout crosses the boundary) ---- */
+
+static json_t *parse_object(const char *text, const char *what, erg_error *err)
+{
+    json_error_t je;
+    json_t *o = json_loads(text && *text ? text : "{}", 0, &je);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        erg_error_set(err, ERG_EINVAL, "%s: not a JSON object%s%s", what, o ? "" : ": ",
+                      o ? "" : je.text);
+        return NULL;
+    }
+    return o;
+}
+
+/* An int-valued member: a JSON integer within int range. */
+static bool get_int(json_t *v, int *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < INT_MIN || json_integer_value(v) > INT_MAX)
+        return false;
+    *out = (int)json_integer_value(v);
+    return true;
+}
+
+erg_srv_client_opts *erg_srv_client_opts_new(void)
+{
+    erg_srv_client_opts *o = erg__malloc(sizeof *o);
+    if (o)
+        erg_srv_client_opts_init(o);
+    return o;
+}
+
+void erg_srv_client_opts_free(erg_srv_client_opts *opts)
+{
+    erg__free(opts);
+}
+
+erg_status erg_srv_client_opts_set(erg_srv_client_opts *o, const char *name, double value,
+                                   erg_error *err)
+{
+    struct {
+        const char *name;
+        double *x;
+    } fields[] = {
+        {"request_timeout_s", &o->request_timeout_s},
+        {"max_retries", NULL},
+        {"backoff_initial_s", &o->backoff_initial_s},
+        {"backoff_max_s", &o->backoff_max_s},
+        {"schedule_wait_s", &o->schedule_wait_s},
+        {"schedule_timeout_s", &o->schedule_timeout_s},
+    };
+    for (size_t i = 0; name && i < sizeof fields / sizeof fields[0]; i++) {
+        if (strcmp(name, fields[i].name))
+            continue;
+        if (fields[i].x) {
+            *fields[i].x = value;
+            return ERG_OK;
+        }
+        if (!(value >= INT_MIN && value <= INT_MAX) || value != floor(value))
+            return erg_error_set(err, ERG_EINVAL, "client options: max_retries must be an "
+                                 "integer, not %g", value);
+        o->max_retries = (int)value;
+        return ERG_OK;
+    }
+    return erg_error_set(err, ERG_EINVAL, "client options: unknown option '%s'",
+                         name ? name : "");
+}
+
+erg_status erg_srv_client_register_job_json(erg_srv_client *c, const char *desc_json,
+                                            char **job_id, erg_error *err)
+{
+    *job_id = NULL;
+    json_t *o = parse_object(desc_json, "job description", err);
+    if (!o)
+        return ERG_EINVAL;
+    erg_srv_job_desc d;
+    memset(&d, 0, sizeof d);
+    char *args = NULL;
+    bool have_world = false;
+    erg_status st = ERG_OK;
+    struct {
+        const char *name;
+        int *i;
+        const char **s;
+    } fields[] = {
+        {"pp_degree", &d.pp_degree, NULL},
+        {"dp_degree", &d.dp_degree, NULL},
+        {"tp_degree", &d.tp_degree, NULL},
+        {"world_size", &d.world_size, NULL},
+        {"framework", NULL, &d.framework},
+        {"model_name", NULL, &d.model_name},
+        {"partition_method", NULL, &d.partition_method},
+        {"microbatch_size", &d.microbatch_size, NULL},
+        {"num_microbatches", &d.num_microbatches, NULL},
+        {"scheduler", NULL, &d.scheduler},
+        {"scheduler_args_json", NULL, &d.scheduler_args_json},
+        {"mode", NULL, &d.mode},
+    };
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        if (!strcmp(k, "scheduler_args")) {
+            if (json_is_null(v))
+                continue;
+            if (!json_is_object(v) || d.scheduler_args_json) {
+                st = erg_error_set(err, ERG_EINVAL, "job description: scheduler_args must be "
+                                   "an object (and not given with scheduler_args_json)");
+                break;
+            }
+            if (!(args = json_dumps(v, JSON_COMPACT))) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                break;
+            }
+            d.scheduler_args_json = args;
+            continue;
+        }
+        size_t i = 0, n = sizeof fields / sizeof fields[0];
+        while (i < n && strcmp(k, fields[i].name))
+            i++;
+        if (i == n) {
+            st = erg_error_set(err, ERG_EINVAL, "job description: unknown field '%s'", k);
+            break;
+        }
+        if (fields[i].i ? !get_int(v, fields[i].i)
+                        : !(json_is_null(v) || (*fields[i].s = json_string_value(v)))) {
+            st = erg_error_set(err, ERG_EINVAL, "job description: %s must be %s", k,
+                               fields[i].i ? "an integer" : "a string or null");
+            break;
+        }
+        if (fields[i].i == &d.world_size)
+            have_world = true;
+    }
+    if (!st && args && json_object_get(o, "scheduler_args_json") &&
+        !json_is_null(json_object_get(o, "scheduler_args_json")))
+        st = erg_error_set(err, ERG_EINVAL, "job description: give scheduler_args or "
+                           "scheduler_args_json, not both");
+    if (!st) {
+        if (!have_world)
+            d.world_size = d.pp_degree * d.dp_degree * d.tp_degree;
+        st = erg_srv_client_register_job(c, &d, job_id, err);
+    }
+    free(args);
+    json_decref(o);
     return st;
 }
 

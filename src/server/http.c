@@ -183,7 +183,7 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     srv->opts.scheduler = srv->scheduler;
     if ((st = srv_sched_check_args(srv->scheduler, srv->sched_args, err)))
         goto fail;
-    /* Mode resolution (spec §1.1): fixed-knob schedulers impose theirs. */
+    /* Mode resolution (docs/http-api.md, Options): fixed-knob schedulers impose theirs. */
     int want = SRV_MODE_ANY;
     if (!perseus_given && srv->zeus_scheduler && !(opts->mode && *opts->mode))
         want = SRV_MODE_FREQUENCY; /* Zeus sets clocks */

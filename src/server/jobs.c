@@ -274,7 +274,7 @@ static erg_status job_build_ctx(erg_server *srv, srv_job *j, erg_error *err)
         c->instrs[s] = j->ranks[j->stage_rep[s]].instrs;
         c->n_instrs[s] = j->ranks[j->stage_rep[s]].n_instrs;
     }
-    /* Rank 0's supported states are the job's (spec §1.2). */
+    /* Rank 0's supported states are the job's (as in the Perseus server). */
     c->n_states = j->ranks[0].n_states;
     c->states = erg__calloc((size_t)c->n_states + 1, sizeof(int));
     if (!c->states)

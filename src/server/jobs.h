@@ -2,7 +2,7 @@
  * wire protocol. Wires parse and validate their bodies, call these functions (with the server
  * lock held) and format the outcome; nothing here knows about HTTP paths or error-body keys.
  *
- * THE JOB LIFE CYCLE (spec §1.4) and HOW CRASH RECOVERY WORKS.
+ * THE JOB LIFE CYCLE (ARCHITECTURE.md, "The server's jobs") and HOW CRASH RECOVERY WORKS.
  *
  * A job is created (srv_job_create), collects world_size ranks
  * (srv_job_add_rank), then runs windows n = 0, 1, ...: the schedule of

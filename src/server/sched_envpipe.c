@@ -1,7 +1,7 @@
 /* sched_envpipe.c: the server's EnvPipe scheduler: profile, plan with erg_plan_envpipe, then
  * one measured reconfiguration step per window until EnvPipe's termination rule holds.
  *
- * HOW IT RUNS, window by window (envpipe-spec §3, §4, §7; docs/http-api.md "EnvPipe"):
+ * HOW IT RUNS, window by window (docs/envpipe.md; docs/http-api.md "EnvPipe online"):
  *
  * 1. Profiling (type uniform or envelope): warmup_windows windows with every instruction at
  *    the top supported clock, then one window per clock of the ranks' power_state_range
@@ -479,7 +479,7 @@ erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, srv_env
     if (!e->path || !e->wait || !e->clocks)
         goto nomem;
     if (e->opts.type == ERG_ENVPIPE_BASELINE) {
-        e->warm = 0; /* no profiling (§2.2) */
+        e->warm = 0; /* no profiling (EnvPipe's knobs) */
     } else {
         for (int i = 0; i < ctx->n_states; i++)
             if (ctx->states[i] >= min_state && passes_filter(e, ctx->states[i]))
@@ -758,7 +758,7 @@ static bool append_path(const srv_envpipe *e, erg__buf *b)
     return false;
 }
 
-/* Is every unit of the critical path in the outer envelope (§7.5)? */
+/* Is every unit of the critical path in the outer envelope (EnvPipe's test)? */
 static bool path_in_envelope(const srv_envpipe *e)
 {
     for (int i = 0; i < e->path_len; i++) {
@@ -791,7 +791,7 @@ static erg_status reconf_observe(srv_envpipe *e, const srv_result *r, erg_error 
     if (!(e->thr > 0)) {
         if (e->thr_arg > 0) {
             e->thr = e->thr_arg;
-        } else { /* computed once, from the first window (§7.3) */
+        } else { /* computed once, from the first window (EnvPipe's threshold) */
             double mn = INFINITY;
             for (int k = 0; k < 2 * M; k++) {
                 double w = e->wait[(S - 1) * 2 * M + k];

@@ -151,7 +151,7 @@ erg_status srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out);
 void srv_sched_set_target(srv_sched *s, int kind, double value);
 /* Frontier: the plan index used by the last schedule (-1 when none). */
 long srv_sched_choice(const srv_sched *s);
-/* Plan -> per-instruction expansion (spec §1.6). */
+/* Plan -> per-instruction expansion (docs/http-api.md, Schedulers). */
 erg_status srv_expand(const int *plan, int n_plan, const int *instrs, int n_instrs, int *out,
                       erg_error *err);
 

@@ -10,7 +10,7 @@
 #include <time.h>
 
 /*
- * Cost model (cfp-spec §3.2, §3.3, §4.3), per device, in seconds:
+ * Cost model (docs/shard.md, Costs), per device, in seconds:
  *  - collective on mesh axis d with n devices (alpha_d s, beta_d s/byte):
  *      all-reduce  alpha + beta * 2(n-1)/n * B   (B = tensor bytes per device)
  *      all-gather  alpha + beta * (n-1)/n * B    (B = gathered bytes per device)

@@ -1,5 +1,5 @@
 /* emit.c: a plan as text, as JSON, and as the input module annotated with sharding={...}
- * (cfp-spec §6.7). */
+ * (docs/shard.md). */
 #include "shard/shard_internal.h"
 
 #include <jansson.h>

@@ -1,4 +1,4 @@
-/* hlo_parse.c: a recursive-descent parser for the XLA HLO text subset of cfp-spec §6. */
+/* hlo_parse.c: a recursive-descent parser for the XLA HLO text subset of docs/shard.md. */
 #include "shard/hlo.h"
 
 #include <ctype.h>

@@ -1,5 +1,5 @@
 /* search.c: plan search: CFP's DP over segments with a memory dimension and Alpa's ILP over
- * blocks (GLPK), both on the costs of erg_shard_profile (cfp-spec §5). */
+ * blocks (GLPK), both on the costs of erg_shard_profile (docs/shard.md, Search). */
 #include "shard/shard_internal.h"
 
 #include <glpk.h>
@@ -9,7 +9,7 @@
 #include <time.h>
 
 /*
- * DP (CFP, §5.1). The main search is the exact frontier DP further down
+ * DP (CFP's). The main search is the exact frontier DP further down
  * (search_dp_exact_*); when its frontier is too large, ve.c eliminates blocks one by one
  * (additive costs, memory that cannot bind), and only when neither applies the chain DP
  * below runs. Chain DP: segments in order; each offers its kept combinations c (time
@@ -20,7 +20,7 @@
  * Rcross sums the resharding edges between blocks of adjacent segments. Edges that skip a
  * segment are invisible to it; a second pass (refine) then changes one block at a time.
  *
- * ILP (Alpa, §5.2): binary s[b][k]; for every block pair with a resharding matrix,
+ * ILP (Alpa's): binary s[b][k]; for every block pair with a resharding matrix,
  * continuous e[a,b][ka][kb] >= 0 whose row sums equal s[a] and column sums equal s[b] (with
  * one-hot s this forces e to the product); minimise sum s*time + sum e*cost subject to
  * sum s*memory <= budget.
@@ -211,7 +211,7 @@ out:
 }
 
 /*
- * Exact DP over the segment sequence (cfp-spec §5.1, with the "carry the state" fix for
+ * Exact DP over the segment sequence (docs/shard.md, Search; with the "carry the state" fix for
  * edges that skip segments).
  *
  * Segment s offers combinations c with time T[s][c] (blocks + intra-segment resharding, or
@@ -999,7 +999,7 @@ out:
     return st;
 }
 
-/* Second pass after the DP (spec §5.1, "both ends known"): the DP cannot see resharding
+/* Second pass after the DP ("both ends known"): the DP cannot see resharding
  * edges between non-adjacent segments. Starting from its plan, change one block at a time to
  * the strategy that lowers the whole-graph time (within the memory budget) until no single
  * change helps. Returns the number of changes. */
@@ -1224,7 +1224,7 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
 }
 
 /*
- * Alpa's ILP at operator granularity (cfp-spec §5.2), on the same cost model: every block
+ * Alpa's ILP at operator granularity (docs/shard.md, Search), on the same cost model: every block
  * member is its own decision node choosing one of its block's K plan rows (its output spec,
  * operand specs and collectives under that row) independently of the other members; every
  * operand edge between two members carries the resharding matrix between their rows. Block

@@ -35,7 +35,7 @@ typedef struct node {
     int8_t attn_head; /* CC_ATTENTION: the head dim of the rank-4 operands, or -1 */
 } node;
 
-/* Custom-call classes (cfp-spec §1.3 propagation table, custom-call row):
+/* Custom-call classes (docs/shard.md, Analysis: how specs propagate through custom calls):
  *  CC_ELEMENTWISE  known per-element targets (Gelu, Relu, Silu, TransferWithStaticRing,
  *                  Sharding...): identity on every dim;
  *  CC_SAMESHAPE    unknown target whose array operands all have the output's shape
@@ -95,7 +95,7 @@ typedef struct segment {
     long *keep;       /* kept combination indices */
     double *keep_time, *keep_mem;
     bool imported;    /* times from --profiles */
-    /* Exact DP tables (search.c, cfp-spec §5.1): the blocks of this segment that have a
+    /* Exact DP tables (search.c, docs/shard.md Search): the blocks of this segment that have a
      * resharding edge to a block of another segment ("interface"), and per assignment of
      * their strategies ("key", mixed radix, first block most significant) the combinations
      * that are not dominated: ent[koff[y] .. koff[y+1]) sorted by memory ascending with time

@@ -1,5 +1,5 @@
 /* ve.c: exact block-level search by variable elimination, for block graphs whose
- * cross-segment edges make the segment frontier DP too large (cfp-spec §5.1). */
+ * cross-segment edges make the segment frontier DP too large (docs/shard.md, Search). */
 #include "shard/shard_internal.h"
 
 #include <math.h>

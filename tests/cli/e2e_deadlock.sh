@@ -17,7 +17,7 @@ for S in 2 3 4; do
   grep -q "^S=$S M=$((2 * S)) ours r=$((S)),.*same" "$out" || fail "S=$S: no 'ours' case with r > 0"
 done
 
-# Negative control: S=2, M=3, blocking sends on one shared channel (envpipe-spec 9.1) must
+# Negative control: S=2, M=3, blocking sends on one shared channel (original EnvPipe's P2P) must
 # hang; gloo sends are rendezvous, so this deadlocks and the launcher's timeout fires.
 launch 2 12 --microbatches 3 --steps 2 --pace off --runtime ergon --p2p shared-blocking >"$tmp/neg.txt" 2>&1
 rc=$?

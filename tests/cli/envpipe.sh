@@ -73,7 +73,7 @@ if "$ERGON" plan envpipe --help >/dev/null 2>&1; then
   has "a100 max is 1350" "1350"
   check "plan envpipe: unknown GPU falls back to the profile" 0 "$ERGON" plan envpipe --profile "$P" --microbatches 6 --blocking-power 60 --gpu tpu9
   has "note on unknown GPU" "using the profile's clocks"
-  # one measured reconfiguration step on EnvPipe's README plan (envpipe-spec §7.6)
+  # one measured reconfiguration step on EnvPipe's README plan (docs/envpipe.md, --from-plan)
   R="$ERGON_TEST_DATA/envpipe_rtx3090_toy.csv"
   check "measured step: README plan" 0 "$ERGON" plan envpipe --profile "$R" --gpu rtx3090 --blocking-power 60 \
     --from-plan "$ERGON_TEST_DATA/envpipe_readme_plan.json" --waits "$ERGON_TEST_DATA/envpipe_readme_waits.csv"

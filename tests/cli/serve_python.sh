@@ -62,6 +62,31 @@ try:
     raise SystemExit("unknown job must fail")
 except ServerError as e:
     assert e.status == 6, e.status
+# Options and the job description cross by name and as JSON (no mirrored struct): what the
+# library checks comes back as its own error.
+for bad in ({"request_timeout_s": -1}, {"max_retries": -1}, {"backoff_max_s": 0.01, "backoff_initial_s": 1}):
+    try:
+        ServerClient(url, **bad)
+        raise SystemExit("options %r must be refused" % (bad,))
+    except ServerError as e:
+        assert e.status == 1 and "invalid client timeouts" in str(e), (bad, e)
+try:
+    ServerClient(url, max_retries=2.5)
+    raise SystemExit("a fractional max_retries must be refused")
+except TypeError as e:
+    assert "max_retries" in str(e), e
+with ServerClient(url, max_retries=0, request_timeout_s=5, schedule_timeout_s=float("inf")) as c2:
+    j2 = c2.register_job(pp_degree=1, framework="jax", model_name="opt", partition_method="p",
+                         microbatch_size=2, num_microbatches=3, dp_degree=2, tp_degree=1,
+                         scheduler="AllMaxFrequency", scheduler_args={"num_iters": 1},
+                         mode="frequency")
+    assert "+jax+opt+p+dp2+pp1+tp1+mbs2+nmb3+AllMaxFrequency" in j2, j2
+    try:
+        c2.register_job(pp_degree=1, framework="jax", model_name="opt", partition_method="p",
+                        microbatch_size=2, num_microbatches=3, scheduler_args=[1, 2])
+        raise SystemExit("scheduler_args that are not an object must be refused")
+    except ServerError as e:
+        assert e.status == 1 and "scheduler_args" in str(e), e
 c.close()
 print("python ok")
 PY

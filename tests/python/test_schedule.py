@@ -8,7 +8,7 @@ import ergon
 
 
 def closed_form(S, M, s, r):
-    """envpipe-spec 5.2: k = min(M, S-s+r) forwards, then B/F alternating, then backwards."""
+    """EnvPipe's ours order (docs/envpipe.md): k = min(M, S-s+r) forwards, B/F pairs, backwards."""
     k = min(M, S - s + r)
     out, f, b = [], 0, 0
     while f < k:
@@ -74,6 +74,68 @@ class ScheduleTest(unittest.TestCase):
         self.assertEqual((sch.name, S, M), ("1f1b", 2, 2))
         with self.assertRaises(ergon.ErgonError):
             ergon.plan_schedule(os.path.join(d, "missing.json"))
+
+    def test_plan_schedule_carries_envpipe_options(self):
+        """plan_schedule reads the kind, r_s, max_inflight and chunks of a plan through
+        libergon's erg_schedule_get_* accessors (no mirrored struct), and the Schedule
+        it returns reproduces the plan's orders."""
+        S, M, r = 3, 4, [1, 0, 0]
+        cell = {ergon.FORWARD: "F", ergon.BACKWARD: "B"}
+        stages = [{"stage": s, "order": ["%s%d" % (cell[k], m) for k, m in closed_form(S, M, s, r[s])],
+                   "freq_mhz": [1410] * (2 * M)} for s in range(S)]
+        plan = {"format": "ergon-plan", "version": 1, "schedule": "ours", "num_stages": S,
+                "num_microbatches": M, "method": "test", "extra_warmup": r, "max_inflight": 5,
+                "stages": stages}
+        p = os.path.join(tempfile.mkdtemp(), "ours.json")
+        with open(p, "w") as f:
+            json.dump(plan, f)
+        sch, S2, M2 = ergon.plan_schedule(p)
+        self.assertEqual((sch.name, S2, M2), ("ours", S, M))
+        self.assertEqual((sch.extra_warmup, sch.max_inflight, sch.chunks), (r, 5, 1))
+        self.assertEqual(sch.num_chunks, 1)
+        for s in range(S):
+            self.assertEqual(sch.stage_order(S, M, s), closed_form(S, M, s, r[s]), s)
+
+    def test_error_message_comes_from_libergon(self):
+        """Errors carry libergon's own message (read with erg_error_message)."""
+        with self.assertRaises(ergon.ErgonError) as cm:
+            ergon.Schedule("no-such-schedule")
+        self.assertEqual(cm.exception.name, "EINVAL")
+        self.assertIn("unknown schedule 'no-such-schedule'", str(cm.exception))
+        with self.assertRaises(ergon.ErgonError) as cm:  # k_1 < k_2
+            ergon.schedule_order(ergon.Schedule("ours", [0, 0, 3, 0]), 4, 4, 1)
+        self.assertIn("deadlock", str(cm.exception))
+
+    def test_rank_order_overlap_fields(self):
+        """OVERLAP_F_B instructions come back with both parts (all six fields of
+        erg_instr through erg_instr_get), the others with -1 for the second part; the
+        same cells as `ergon schedule dualpipev`."""
+        names = {ergon.FORWARD: "F", ergon.BACKWARD: "B", ergon.BACKWARD_INPUT: "I",
+                 ergon.BACKWARD_WEIGHT: "W"}
+        P, M = 2, 4
+        want = ["0F0 0F1 0F2 3F0 3I0 3W0 3F1 (0F3;3B1)OVERLAP_F_B (3F2;0B0)OVERLAP_F_B 3B2 "
+                "(3F3;0B1)OVERLAP_F_B 3B3 0I2 0W2 0I3 0W3",
+                "1F0 2F0 1F1 2F1 1F2 2B0 (2F2;1B0)OVERLAP_F_B (1F3;2B1)OVERLAP_F_B "
+                "(2F3;1B1)OVERLAP_F_B 2B2 1B2 2I3 1I3 2W3 1W3"]
+        ergon_bin = os.environ.get("ERGON")
+        if ergon_bin:
+            import subprocess
+            text = subprocess.run([ergon_bin, "schedule", "dualpipev", "--ranks", str(P),
+                                   "--microbatches", str(M)], check=True, capture_output=True,
+                                  text=True).stdout.splitlines()
+            self.assertEqual(text[1:], ["rank %d: %s" % (r, w) for r, w in enumerate(want)])
+        for rank in range(P):
+            order, place = ergon.rank_order("dualpipev", P, M, rank)
+            self.assertEqual(place, [0, 1, 1, 0])
+            cells = []
+            for k, s, m, k2, s2, m2 in order:
+                if k == ergon.OVERLAP_F_B:
+                    self.assertEqual(place[s2], rank)
+                    cells.append("(%d%s%d;%d%s%d)OVERLAP_F_B" % (s, "F", m, s2, names[k2], m2))
+                else:
+                    self.assertEqual((k2, s2, m2), (-1, -1, -1))
+                    cells.append("%d%s%d" % (s, names[k], m))
+            self.assertEqual(" ".join(cells), want[rank])
 
     def test_rank_order_new_schedules_match_the_cli(self):
         """rank_order (erg_order_new) gives, rank by rank, the order `ergon schedule`

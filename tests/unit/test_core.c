@@ -167,7 +167,60 @@ TEST(allocation_failure_is_reported)
     erg__buf_free(&b);
 }
 
-TAP_MAIN(TEST_ENTRY(floordiv_matches_python), TEST_ENTRY(fmt_double_like_python_repr),
+/* The one growth rule (erg__grow_cap) and the array helper every module uses. */
+TEST(array_growth_doubles_keeps_contents_and_survives_failure)
+{
+    ASSERT_EQ_INT((int)erg__grow_cap(0, 1, 16), 16);
+    ASSERT_EQ_INT((int)erg__grow_cap(16, 16, 16), 16);  /* already room */
+    ASSERT_EQ_INT((int)erg__grow_cap(16, 17, 16), 32);  /* doubles */
+    ASSERT_EQ_INT((int)erg__grow_cap(16, 100, 16), 100); /* at least what is needed */
+    ASSERT_EQ_INT((int)erg__grow_cap(0, 40, 8), 40);
+    ASSERT(erg__grow_cap(SIZE_MAX / 2 + 1, SIZE_MAX, 8) == SIZE_MAX); /* no wrap-around */
+    int *v = NULL;
+    size_t cap = 0, n = 0;
+    for (int i = 0; i < 1000; i++) {
+        ASSERT(ERG__GROW(v, cap, n + 1, 4));
+        ASSERT(cap >= n + 1);
+        v[n++] = i * 3;
+    }
+    ASSERT_EQ_INT((int)cap, 1024);
+    for (int i = 0; i < 1000; i++)
+        ASSERT_EQ_INT(v[i], i * 3);
+    /* a failed growth leaves the array and its capacity as they were */
+    int *before = v;
+    erg__alloc_fail_after(1);
+    ASSERT(!ERG__GROW(v, cap, cap + 1, 4));
+    erg__alloc_fail_after(0);
+    ASSERT(v == before);
+    ASSERT_EQ_INT((int)cap, 1024);
+    ASSERT_EQ_INT(v[999], 2997);
+    /* an element count that cannot be allocated fails, it does not wrap */
+    ASSERT(!ERG__GROW(v, cap, SIZE_MAX / 2, 4));
+    ASSERT_EQ_INT((int)cap, 1024);
+    erg__free(v);
+}
+
+TEST(name_tables_are_case_insensitive_with_aliases)
+{
+    static const erg__name t[] = {{"default", 0}, {"greedy", 1}, {"eager", 1}, {"balanced", 2}};
+    int v = -1;
+    ASSERT(erg__name_lookup(ERG__NAMES(t), "GREEDY", &v));
+    ASSERT_EQ_INT(v, 1);
+    ASSERT(erg__name_lookup(ERG__NAMES(t), "eager", &v));
+    ASSERT_EQ_INT(v, 1);
+    v = -1;
+    ASSERT(!erg__name_lookup(ERG__NAMES(t), "greed", &v));
+    ASSERT(!erg__name_lookup(ERG__NAMES(t), "", &v));
+    ASSERT(!erg__name_lookup(ERG__NAMES(t), NULL, &v));
+    ASSERT_EQ_INT(v, -1); /* untouched when absent */
+    ASSERT_STR_EQ(erg__name_of(ERG__NAMES(t), 1), "greedy"); /* the first name of a value */
+    ASSERT_STR_EQ(erg__name_of(ERG__NAMES(t), 2), "balanced");
+    ASSERT(erg__name_of(ERG__NAMES(t), 7) == NULL);
+}
+
+TAP_MAIN(TEST_ENTRY(array_growth_doubles_keeps_contents_and_survives_failure),
+         TEST_ENTRY(name_tables_are_case_insensitive_with_aliases),
+         TEST_ENTRY(floordiv_matches_python), TEST_ENTRY(fmt_double_like_python_repr),
          TEST_ENTRY(fmt_double_shortest_round_trip_equals_python_repr),
          TEST_ENTRY(csv_tokenizer_tracks_lines), TEST_ENTRY(error_set_and_names),
          TEST_ENTRY(strict_number_parsing), TEST_ENTRY(allocation_failure_is_reported))

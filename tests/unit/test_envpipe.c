@@ -148,7 +148,7 @@ TEST(readme_plan_path_is_the_envelope)
     erg_plan_free(p);
 }
 
-/* envpipe-spec §7.6: stage 1's B1..B3 waits set to 1.0 ms. */
+/* EnvPipe's README plan, stage 1's B1..B3 waits set to 1.0 ms (docs/envpipe.md, --from-plan). */
 TEST(modified_readme_plan_balanced_and_greedy)
 {
     for (int pol = 0; pol < 2; pol++) {
@@ -421,7 +421,7 @@ static int log_changes(void *user, int it, const erg_plan *plan, const char *gri
     return 0;
 }
 
-/* envpipe-spec §7.7: reconfiguration ends after 11 consecutive iterations
+/* Termination (docs/envpipe.md, step 5): reconfiguration ends after 11 consecutive iterations
  * without change, and a raise resets the count. */
 TEST(terminates_after_eleven_quiet_iterations)
 {
@@ -467,8 +467,8 @@ TEST(terminates_after_eleven_quiet_iterations)
 }
 
 
-/* envpipe-spec §5.3's toy timing model: S = 4, M = 8, F = 10 and B = 20 on
- * every stage at max, 30 % slower at the low clock, no communication cost. */
+/* EnvPipe's toy timing model (docs/envpipe.md, "The ours schedule"): S = 4, M = 8, F = 10, B = 20
+ * on every stage at max, 30 % slower at the low clock, no communication cost. */
 static double toy_time(erg_schedule_kind kind, const int *r, int mode)
 {
     const char *csv = "stage,instruction,frequency,time,energy\n"

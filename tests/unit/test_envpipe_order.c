@@ -3,7 +3,7 @@
 #include "ergon/pipeline.h"
 #include "tap.h"
 
-/* DeepSpeed's step grid (envpipe-spec §5.1), an independent formulation:
+/* DeepSpeed's step grid (docs/envpipe.md, "The ours schedule"), an independent formulation:
  * step t is a forward slot of stage s when t and s have the same parity;
  * forward j = t/2 - s/2, backward j = t/2 + s/2 + 1 - S - r_s; T steps. */
 static int step_grid_order(int S, int M, int s, const int *r, erg_instr *out)

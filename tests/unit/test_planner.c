@@ -888,7 +888,61 @@ TEST(flow_source_side_equals_residual_reachable_set)
     erg__flow_free(&f);
 }
 
-TAP_MAIN(TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
+/* The public frontier builder (erg_frontier_new/_push/_plan_clocks) that modules above the
+ * planner use (the switch-aware frontier): plans pushed come back, by index, sequentially,
+ * as erg_plan, after a checkpoint boundary, and after a directory round trip. */
+TEST(frontier_built_by_push_reads_back)
+{
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_frontier *f;
+    erg_error err;
+    ASSERT_EQ_INT(erg_frontier_new(0, 2, &sc, 0.001, 80, &f, &err), ERG_EINVAL);
+    ASSERT_OK(erg_frontier_new(2, 2, &sc, 0.001, 80, &f, &err));
+    enum { N = 8, P = 600 }; /* 2 ranks x 2M instructions; past one checkpoint (512) */
+    static int want[P][N];
+    for (int k = 0; k < P; k++) {
+        for (int i = 0; i < N; i++)
+            want[k][i] = 1410 - 15 * ((k * (i + 1)) % 7);
+        erg_frontier_point pt = {.time_s = 2.0 - k * 1e-3, .energy_j = 100 + k,
+                                 .quant_time = 2000 - k};
+        ASSERT_OK(erg_frontier_push(f, &pt, want[k], &err));
+    }
+    ASSERT_EQ_INT((int)erg_frontier_size(f), P);
+    int got[N];
+    for (int k = 0; k < P; k++) {
+        ASSERT_OK(erg_frontier_plan_clocks(f, (size_t)k, k > 0, got, &err));
+        ASSERT(!memcmp(got, want[k], sizeof got));
+    }
+    for (int k = P - 1; k >= 0; k -= 97) {
+        memset(got, 0, sizeof got);
+        ASSERT_OK(erg_frontier_plan_clocks(f, (size_t)k, false, got, &err));
+        ASSERT(!memcmp(got, want[k], sizeof got));
+        erg_plan *p;
+        ASSERT_OK(erg_frontier_plan(f, (size_t)k, &p, &err));
+        ASSERT(!memcmp(erg_plan_stage_freqs_const(p, 0), want[k], 4 * sizeof(int)));
+        ASSERT(!memcmp(erg_plan_stage_freqs_const(p, 1), want[k] + 4, 4 * sizeof(int)));
+        erg_plan_free(p);
+    }
+    ASSERT_EQ_INT(erg_frontier_plan_clocks(f, P, false, got, &err), ERG_EINVAL);
+    char dir[] = "/tmp/erg_push_XXXXXX";
+    ASSERT(mkdtemp(dir) != NULL);
+    ASSERT_OK(erg_frontier_write_dir(f, dir, ERG_FRONTIER_CSV | ERG_FRONTIER_JSON, NULL, NULL,
+                                     &err));
+    erg_frontier *r;
+    ASSERT_OK(erg_frontier_read_dir(dir, &sc, &r, &err));
+    ASSERT_EQ_INT((int)erg_frontier_size(r), P);
+    ASSERT_OK(erg_frontier_plan_clocks(r, 123, false, got, &err));
+    ASSERT(!memcmp(got, want[123], sizeof got));
+    ASSERT_EQ_INT(erg_frontier_push(r, NULL, want[0], &err), ERG_EINVAL); /* read, not built */
+    erg_frontier_free(r);
+    erg_frontier_free(f);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ASSERT_EQ_INT(system(cmd), 0);
+}
+
+TAP_MAIN(TEST_ENTRY(frontier_built_by_push_reads_back),
+         TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
          TEST_ENTRY(a100_frontiers_with_own_fit), TEST_ENTRY(fit_matches_reference_coefficients),
          TEST_ENTRY(candidate_example_from_spec), TEST_ENTRY(a40_plan_counts_at_0_1ms),
          TEST_ENTRY(brute_force_tiny_pipelines), TEST_ENTRY(brute_force_interleaved_1f1b),

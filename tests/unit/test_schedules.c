@@ -84,7 +84,7 @@ GOLDEN_TEST(interleaved_zb_equals_pytorch, "interleaved-zb", "interleaved-zb", 3
 GOLDEN_TEST(zbv_equals_pytorch, "zbv", "zbv", 15, 30)
 GOLDEN_TEST(dualpipev_equals_pytorch, "dualpipev", "dualpipev", 9, 36)
 
-/* ergon's 1F1B is lowtime-spec §2's; PyTorch's Schedule1F1B pipeline order
+/* ergon's 1F1B is the Perseus planner's (docs/schedules.md); PyTorch's Schedule1F1B pipeline order
  * agrees with it on every rank but the last, where PyTorch skips F0 and
  * writes F<M> (a bug in _get_pipeline_order, not in its runtime). */
 TEST(one_f_one_b_equals_pytorch_except_its_last_rank)
@@ -283,7 +283,81 @@ TEST(torch_csv_reader_accepts_idle_cells_and_overlap)
     erg_order_free(o);
 }
 
-TAP_MAIN(TEST_ENTRY(gpipe_equals_pytorch), TEST_ENTRY(interleaved_1f1b_equals_pytorch),
+/* The accessors bindings use instead of mirroring erg_schedule, erg_instr and
+ * erg_error (python/ergon): they read and write the very fields a C caller sees. */
+TEST(binding_accessors_read_and_write_the_struct_fields)
+{
+    erg_schedule *sp = erg_schedule_new(ERG_SCHED_ENVPIPE);
+    ASSERT(sp != NULL);
+    ASSERT_EQ_INT(erg_schedule_get_kind(sp), ERG_SCHED_ENVPIPE);
+    ASSERT_EQ_INT(erg_schedule_get_chunks(sp), 0);
+    ASSERT_EQ_INT(erg_schedule_chunks(sp), 1);
+    erg_schedule_set_max_inflight(sp, 7);
+    erg_schedule_set_chunks(sp, 3);
+    ASSERT_EQ_INT(sp->max_inflight, 7);
+    ASSERT_EQ_INT(erg_schedule_get_max_inflight(sp), 7);
+    ASSERT_EQ_INT(sp->chunks, 3);
+    erg_error err;
+    ASSERT_OK(erg_schedule_set_extra_warmup(sp, 0, 2, &err));
+    ASSERT_OK(erg_schedule_set_extra_warmup(sp, ERG_SCHED_MAX_STAGES - 1, 5, &err));
+    ASSERT_EQ_INT(sp->extra_warmup[0], 2);
+    ASSERT_EQ_INT(sp->extra_warmup[ERG_SCHED_MAX_STAGES - 1], 5);
+    ASSERT_EQ_INT(erg_schedule_get_extra_warmup(sp, ERG_SCHED_MAX_STAGES - 1), 5);
+    ASSERT_EQ_INT(erg_schedule_get_extra_warmup(sp, ERG_SCHED_MAX_STAGES), 0);
+    ASSERT_EQ_INT(erg_schedule_get_extra_warmup(sp, -1), 0);
+    ASSERT_EQ_INT(erg_schedule_set_extra_warmup(sp, ERG_SCHED_MAX_STAGES, 1, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(erg_error_message(&err), "stage 64");
+    ASSERT_EQ_INT(erg_error_status(&err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg_schedule_set_extra_warmup(sp, -1, 1, &err), ERG_EINVAL);
+    erg_schedule_free(sp);
+    erg_schedule_free(NULL);
+
+    /* erg_error as opaque zeroed storage */
+    ASSERT_EQ_INT((int)erg_error_size(), (int)sizeof(erg_error));
+    char *raw = calloc(1, erg_error_size());
+    ASSERT(raw != NULL);
+    ASSERT_STR_EQ(erg_error_message((erg_error *)raw), "");
+    ASSERT_EQ_INT(erg_error_status((erg_error *)raw), ERG_OK);
+    memset(raw, 'x', erg_error_size()); /* no NUL: never read past the array */
+    ASSERT_STR_EQ(erg_error_message((erg_error *)raw), "");
+    free(raw);
+    ASSERT_STR_EQ(erg_error_message(NULL), "");
+
+    /* instructions as ints, for every field, from an order and from a fresh array */
+    erg_schedule dv = {.kind = ERG_SCHED_DUALPIPEV};
+    erg_order *o;
+    ASSERT_OK(erg_order_new(&dv, 2, 4, &o, &err));
+    const erg_instr *v;
+    int n = erg_order_rank(o, 0, &v);
+    ASSERT(n > 0);
+    int overlaps = 0;
+    for (int i = 0; i < n; i++) {
+        int f[ERG_INSTR_NUM_FIELDS];
+        erg_instr_get(v, (size_t)i, f);
+        ASSERT_EQ_INT(f[0], (int)v[i].kind);
+        ASSERT_EQ_INT(f[1], v[i].stage);
+        ASSERT_EQ_INT(f[2], v[i].microbatch);
+        ASSERT_EQ_INT(f[3], (int)v[i].kind2);
+        ASSERT_EQ_INT(f[4], v[i].stage2);
+        ASSERT_EQ_INT(f[5], v[i].microbatch2);
+        overlaps += v[i].kind == ERG_OVERLAP_F_B;
+    }
+    ASSERT(overlaps > 0);
+    erg_order_free(o);
+    erg_instr *arr = erg_instr_array_new(8);
+    ASSERT(arr != NULL);
+    ASSERT(erg_instr_array_new(0) == NULL);
+    erg_schedule one = {.kind = ERG_SCHED_1F1B};
+    ASSERT_OK(erg_schedule_stage_order(&one, 2, 4, 1, arr, &err));
+    int f[ERG_INSTR_NUM_FIELDS];
+    erg_instr_get(arr, 1, f);
+    ASSERT_EQ_INT(f[0], ERG_BACKWARD); /* stage 1 of 2: F0 B0 F1 B1 ... */
+    ASSERT_EQ_INT(f[2], 0);
+    erg_free(arr);
+}
+
+TAP_MAIN(TEST_ENTRY(binding_accessors_read_and_write_the_struct_fields),
+         TEST_ENTRY(gpipe_equals_pytorch), TEST_ENTRY(interleaved_1f1b_equals_pytorch),
          TEST_ENTRY(looped_bfs_equals_pytorch), TEST_ENTRY(interleaved_zb_equals_pytorch),
          TEST_ENTRY(zbv_equals_pytorch), TEST_ENTRY(dualpipev_equals_pytorch),
          TEST_ENTRY(one_f_one_b_equals_pytorch_except_its_last_rank),

@@ -446,7 +446,7 @@ TEST(envpipe_online_with_the_sparse_profiler)
 TEST(envpipe_online_terminates_when_stuck_on_a_bottleneck_stage)
 {
     /* stage 1 is the bottleneck: its units reach the max clock, the path runs through it
-     * and leaves the envelope, nothing more can be raised; EnvPipe stops anyway (§7.7) */
+     * and leaves the envelope, nothing more can be raised; EnvPipe stops anyway (its termination rule) */
     job j;
     job_init(&j, 4, 8, NULL, false);
     char *dir = (char *)mktmp();

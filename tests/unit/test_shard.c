@@ -251,7 +251,7 @@ TEST(mlp_1x2_data_parallel_vs_megatron_by_hand)
     ASSERT_EQ_INT(erg_shard_num_blocks(s), 2);
     ASSERT_STR_EQ(erg_shard_block_anchor(s, 0), "h");
     ASSERT_STR_EQ(erg_shard_block_anchor(s, 1), "y");
-    /* Twins and followers of spec §1.5. */
+    /* Twins and followers (docs/shard.md, Analysis). */
     ASSERT_EQ_INT(erg_shard_block_of(s, "dw1"), 0);
     ASSERT_EQ_INT(erg_shard_block_of(s, "dxm"), 0);
     ASSERT_EQ_INT(erg_shard_block_of(s, "dw2"), 1);
@@ -434,7 +434,7 @@ TEST(attention_2x2_megatron_output_by_hand)
 
 TEST(sharding_strings_match_xla_table)
 {
-    /* spec §6.7 worked cases on a 2x2 mesh and a 1x4 mesh. */
+    /* XLA's sharding attribute text (docs/shard.md) on a 2x2 mesh and a 1x4 mesh. */
     const char *t = "HloModule m\nENTRY e {\n"
                     "  a = f32[8,8]{1,0} parameter(0)\n"
                     "  b = f32[8,8]{1,0} parameter(1)\n"
@@ -1403,7 +1403,7 @@ TEST(bert_base_layers_repeat_and_round_trip)
         best = c > best ? c : best;
     }
     ASSERT_EQ_INT(best, 12);
-    /* Spec §9.1: 4 blocks per layer (12 x 4 + the 3 head blocks), and in the first layer
+    /* 4 blocks per layer (12 x 4 + the 3 head blocks), and in the first layer
      * Q·Kᵀ (dot.1149) and P·V (dot.1177) join the block of the Q, K, V projections
      * (dot.1139, dot.1118, dot.1037); the output projection and the FFN dots anchor their own. */
     ASSERT_EQ_INT(erg_shard_num_blocks(s), 12 * 4 + 3);
@@ -1705,7 +1705,7 @@ static int segment_of(const erg_shard *s, int b)
 
 TEST(dp_equals_ilp_on_shared_models)
 {
-    /* cfp-spec §5.1 vs §5.2 on the same cost model: the DP's plan must be the ILP optimum. On
+    /* CFP's DP vs Alpa's ILP on the same cost model: the DP's plan must be the ILP optimum. On
      * BERT-base 1x8 the attention blocks of each layer are tied to backward blocks a dozen
      * segments later, so the segment frontier is too large and blocks are eliminated one by
      * one instead; every other case is a frontier DP over segments. */
@@ -1894,8 +1894,8 @@ TEST(dp_exact_with_random_costs_skip_edges_and_memory)
 
 TEST(bert_base_1x8_attention_dots_anchor_their_own_blocks)
 {
-    /* Spec §1.3: a reshape keeps a split only on the most-major dim of its group and only if
-     * that dim divides by the mesh axis; §3.1: no strategy that needs padding. On 1x8 the
+    /* A reshape keeps a split only on the most-major dim of its group and only if
+     * that dim divides by the mesh axis; no strategy that needs padding. On 1x8 the
      * QKV projections' splits (tokens 512 = batch 4 x 128, features 768 = 12 heads x 64)
      * reach the head reshape on batch 4 or heads 12, neither divisible by 8, so no strategy
      * carries a split into Q·Kᵀ / P·V without communication: they anchor their own blocks

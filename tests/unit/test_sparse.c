@@ -3,6 +3,7 @@
 #include "tap.h"
 
 #include "ergon/gpu.h"
+#include "ergon/emulate.h"
 #include "ergon/sparse.h"
 
 #include <unistd.h>

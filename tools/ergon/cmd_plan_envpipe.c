@@ -345,7 +345,7 @@ static void envpipe_help2(FILE *f, const char *name)
     envpipe_help(f);
 }
 
-/* --from-plan + --waits: one measured reconfiguration step (envpipe-spec §7.3-7.5). */
+/* --from-plan + --waits: one measured reconfiguration step (docs/envpipe.md). */
 static int measured_step(const char *cmd, popts *p)
 {
     erg_error err = {0};

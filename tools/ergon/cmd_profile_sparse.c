@@ -2,6 +2,7 @@
  * replayed from a full profile (docs/sparse-profiling.md). */
 #include "cli.h"
 
+#include "ergon/emulate.h"
 #include "ergon/sparse.h"
 
 #include <getopt.h>

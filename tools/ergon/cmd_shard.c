@@ -266,7 +266,8 @@ int cmd_shard(int argc, char **argv)
         return cli_usage_error("shard", "--mesh AxB is required");
     int m0 = 0, m1 = 0;
     char tail;
-    if (sscanf(mesh, "%dx%d%c", &m0, &m1, &tail) != 2 || m0 < 1 || m1 < 1 || m0 * m1 < 2)
+    if (sscanf(mesh, "%dx%d%c", &m0, &m1, &tail) != 2 || m0 < 1 || m1 < 1 ||
+        (long long)m0 * m1 < 2)
         return cli_usage_error("shard", "--mesh expects AxB (two whole numbers >= 1, at least 2 "
                                         "devices, e.g. 2x4), got '%s'",
                                mesh);

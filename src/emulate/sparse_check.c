@@ -4,7 +4,6 @@
 #include "ergon/emulate.h"
 #include "ergon/envpipe.h"
 #include "ergon/planner.h"
-#include "ergon/sparse.h"
 
 #include <math.h>
 #include <string.h>
