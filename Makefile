@@ -11,7 +11,8 @@ DEB_PACKAGES := build-essential cmake pkg-config clang libclang-rt-14-dev \
 # pydantic (v1 API, Debian 12: 1.10) lets cli/zeus_pydantic check our Zeus dumps and settings
 # parsing against the library the Zeus server itself uses.
 E2E_PACKAGES := python3-torch python3-torchvision python3-pydantic
-E2E_PYTHON := /usr/bin/python3
+# `make e2e` runs the example trainer on the venv's torch 2 (PyTorch's own pipeline runtime).
+E2E_PYTHON = $(PY_VENV)/bin/python
 # The real training stacks (PyTorch 2, Zeus, DeepSpeed, Megatron-core, JAX) from PyPI, pinned in
 # requirements.txt, in a virtual environment under the build tree: `make py-deps`. Rerunning it
 # is a no-op (a stamp records the requirements it installed); pip's cache keeps a second fresh
@@ -94,11 +95,11 @@ test-asan: build-asan
 # E2E_GPU picks the GPU back-end (default auto: NVML, else amdsmi, else the simulated GPU),
 # e.g. E2E_GPU=amdsmi:$(BUILD)/tests/fake_amdsmi/libamd_smi.so or nvml:LIB (docs/e2e.md).
 E2E_GPU ?= auto
-e2e: build e2e-deps
+e2e: build py-deps
 	$(E2E_PYTHON) examples/pytorch_pipeline/run_e2e.py --ergon $(BUILD)/ergon --out $(E2E_OUT) --gpu $(E2E_GPU) $(E2E_ARGS)
 
 # Only the end-to-end tests (tests/cli/e2e_*.sh), with PyTorch installed.
-test-e2e: build e2e-deps
+test-e2e: build e2e-deps py-deps
 	cd $(BUILD) && ctest --output-on-failure -R 'cli/e2e_'
 
 # Every parser has a libFuzzer target (tests/fuzz/, docs/fuzzing.md).

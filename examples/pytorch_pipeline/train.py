@@ -91,6 +91,13 @@ def parse_args(argv=None):
                    help="1f1b, gpipe, ours (EnvPipe), interleaved-1f1b, looped-bfs, "
                         "interleaved-zb or zbv (the order from libergon); default: the JSON "
                         "plan's schedule, else 1f1b")
+    p.add_argument("--runtime", choices=["auto", "torch", "ergon"], default="auto",
+                   help="torch: PyTorch's own pipeline runtime (torch.distributed.pipelining: "
+                        "real PipelineStage objects and schedule classes, ergon's hooks "
+                        "around their forward/backward); ergon: this example's own loop in "
+                        "libergon's order; auto (default): torch for every schedule PyTorch "
+                        "ships when this torch has torch.distributed.pipelining, else ergon "
+                        "(always for ours, which PyTorch lacks, and --deadlock-check)")
     p.add_argument("--chunks", type=int, default=0,
                    help="stages per rank V for the multi-chunk schedules (default: the "
                         "plan's, else the schedule's default, 2); the model is split into "
@@ -187,12 +194,12 @@ class Pacer:
     def wrap(self, kind, fn, chunks=1):
         """`chunks`: V, the rank's stages; each is an equal share (1/V) of the simulated
         device's stage, as the planner reads a per-rank profile ("stages split evenly")."""
-        def run(*args):
+        def run(*args, **kwargs):
             t0 = time.monotonic()
             self.client.sync(10.0)   # the clock requested by instruction_begin is applied
             t_sim = self.gpu.sim_set_activity(self.dev, True, kind) / chunks
             try:
-                r = fn(*args)
+                r = fn(*args, **kwargs)
             finally:
                 rest = t_sim - (time.monotonic() - t0)
                 self.instructions += 1
@@ -216,10 +223,10 @@ class Recorder:
     def wrap(self, kind, fn):
         name = KIND_NAMES[kind]
 
-        def run(*args):
+        def run(*args, **kwargs):
             e0, t0 = self.gpu.energy_mj(self.dev), time.monotonic()
             try:
-                return fn(*args)
+                return fn(*args, **kwargs)
             finally:
                 t = time.monotonic() - t0
                 self.samples.setdefault(name, []).append(
@@ -410,6 +417,83 @@ class Stage:
         return None
 
 
+class TorchStage:
+    """This rank's stages run by PyTorch's own runtime (torch_runtime.TorchPipeline: real
+    PipelineStage objects, the real schedule class), with ergon's hooks
+    (ergon.torch_pipelining.TorchPipeliningHooks) around every forward, backward, I and W
+    the schedule runs, the pacer (simulated GPU) and the recorder (server samples) inside
+    them. The interface train() and train_server() use: reset, run_step, hooks, wait_s."""
+
+    def __init__(self, args, rank, placement, sched, client, pacer=None, recorder=None):
+        import torch_runtime
+        self.pipe = torch_runtime.TorchPipeline(args.model, sched.name, placement, rank,
+                                                args.microbatch_size, args.seed, args.lr)
+        self.placement = list(placement)
+        self.NS = len(self.placement)
+        self.P = max(self.placement) + 1
+        self.V = self.NS // self.P
+        self.local = self.pipe.local
+        self.client, self.pacer, self.recorder = client, pacer, recorder
+
+    @property
+    def hooks(self):
+        return self.pipe.hooks
+
+    @property
+    def wait_s(self):
+        """Receive waits of the last step (hooks.last_waits), seconds."""
+        waits = self.pipe.hooks.last_waits if self.pipe.hooks else None
+        return sum(sum(v) for v in waits.values()) if waits else 0.0
+
+    def _wrap(self, kind, fn):
+        run = fn
+        if self.pacer:
+            run = self.pacer.wrap(kind, run, self.V)
+        if self.recorder:
+            run = self.recorder.wrap(kind, run)
+        return run
+
+    def reset(self, M):
+        from ergon.torch_pipelining import TorchPipeliningHooks
+        factory = None
+        if self.client is not None:
+            def factory(stages):
+                return TorchPipeliningHooks(self.client, stages, wrap=self._wrap)
+        self.pipe.reset(M, factory)
+
+    def run_step(self, step, order, M):
+        if M != self.pipe.M:
+            raise SystemExit("run_step: M=%d but the pipeline was built for M=%d"
+                             % (M, self.pipe.M))
+        return self.pipe.run_step(step)
+
+    def order_ran(self):
+        """What the hooks saw in the last step: [kind letter, stage, microbatch] ..."""
+        return [list(x) for x in self.pipe.hooks.seen] if self.pipe.hooks else None
+
+    def close(self):
+        self.pipe.close()
+
+
+def resolve_runtime(args, sched, rank):
+    """'torch' or 'ergon' (see --runtime)."""
+    why = ""
+    try:
+        import torch.distributed.pipelining  # noqa: F401
+        from ergon.torch_pipelining import SCHEDULE_CLASSES
+        if sched.name not in SCHEDULE_CLASSES:
+            why = "PyTorch ships no %s schedule" % sched.name
+    except ImportError:
+        why = "torch %s has no torch.distributed.pipelining" % torch.__version__
+    if args.runtime == "torch" and why:
+        raise SystemExit("--runtime torch: %s" % why)
+    if args.runtime == "ergon" or why:
+        if args.runtime == "auto" and rank == 0:
+            print("runtime: this example's own loop (%s)" % why, flush=True)
+        return "ergon"
+    return "torch"
+
+
 def reference_losses(args, S, M, steps):
     """Every stage in one process, microbatch by microbatch: the math the pipeline must
     reproduce bitwise."""
@@ -484,14 +568,22 @@ def main(argv=None):
     if args.deadlock_check:   # picks its schedules and M itself; starts with 1F1B
         sched = ergon.Schedule("1f1b")
         order, placement = sched.rank_order(S, S, rank)
+        runtime = "ergon"
+        if args.runtime == "torch":
+            raise SystemExit("--deadlock-check checks this example's own loop (--runtime "
+                             "ergon); PyTorch's runtime: tests/cli/torch_pipelining.sh")
     else:
         sched = resolve_schedule(args, S, M)
-        if sched.kind == ergon.SCHED_DUALPIPEV:
-            raise SystemExit("train.py does not run dualpipev: its OVERLAP_F_B steps are not "
-                             "implemented in this example")
+        runtime = resolve_runtime(args, sched, rank)
+        if sched.kind == ergon.SCHED_DUALPIPEV and runtime != "torch":
+            raise SystemExit("train.py's own loop does not run dualpipev (its OVERLAP_F_B "
+                             "steps): use --runtime torch (PyTorch's ScheduleDualPipeV)")
         order, placement = sched.rank_order(S, M, rank)
-    NS = len(placement)
-    act, grad = make_groups(args, placement)
+    if runtime == "torch" and args.p2p != "split":
+        raise SystemExit("--p2p %s is this example's own loop's (--runtime ergon)" % args.p2p)
+    act = grad = None
+    if runtime == "ergon":
+        act, grad = make_groups(args, placement)
 
     gpu, sim = open_gpu(args, S)
     client = hooks = pacer = None
@@ -507,7 +599,11 @@ def main(argv=None):
     recorder = Recorder(gpu, dev) if (args.server and gpu is not None) else None
     if args.server and gpu is None:
         raise SystemExit("--server needs a GPU back-end (not --gpu none)")
-    stage = Stage(args, rank, placement, (act, grad), hooks, pacer, recorder)
+    if runtime == "torch":
+        stage = TorchStage(args, rank, placement, sched, client, pacer, recorder)
+    else:
+        stage = Stage(args, rank, placement, (act, grad), hooks, pacer, recorder)
+    stage.runtime = runtime
     rc = 1
     try:
         if args.server:
@@ -517,6 +613,8 @@ def main(argv=None):
         else:
             rc = train(args, stage, client, gpu, S, M, rank, sched, order)
     finally:
+        if runtime == "torch":
+            stage.close()      # torch's stage methods back, before the client goes
         # Close (resets the clocks) on every path; a failure here must not hide the error
         # that brought us here, and fails an otherwise good run.
         for obj in (client, gpu):
@@ -597,7 +695,9 @@ def train(args, stage, client, gpu, S, M, rank, sched, order):
            "paced": stage.pacer is not None,
            "overruns": stage.pacer.overruns if stage.pacer else 0,
            "instructions": stage.pacer.instructions if stage.pacer else 0,
-           "wall_s": time.time() - t_start, "steps": rows}
+           "wall_s": time.time() - t_start, "steps": rows, "runtime": stage.runtime,
+           "torch": torch.__version__,
+           "order_ran": stage.order_ran() if stage.runtime == "torch" else None}
     if client is not None:
         client.sync(10.0)
         res["clock_changes"] = client.clock_changes
@@ -736,7 +836,9 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
            "paced": stage.pacer is not None,
            "overruns": stage.pacer.overruns if stage.pacer else 0,
            "instructions": stage.pacer.instructions if stage.pacer else 0,
-           "wall_s": time.time() - t_start, "steps": rows}
+           "wall_s": time.time() - t_start, "steps": rows, "runtime": stage.runtime,
+           "torch": torch.__version__,
+           "order_ran": stage.order_ran() if stage.runtime == "torch" else None}
     if args.out:
         with open(os.path.join(args.out, "result-%d.json" % rank), "w") as f:
             json.dump(res, f, indent=1)

@@ -7,7 +7,7 @@ source "$(dirname "$0")/e2e_lib.bash"
 
 for S in 2 3 4; do
   out="$tmp/S$S.txt"
-  launch "$S" 60 --deadlock-check --steps 2 --pace off --p2p-timeout 30 >"$out" 2>&1
+  launch "$S" 150 --deadlock-check --steps 2 --pace off --p2p-timeout 30 >"$out" 2>&1
   rc=$?
   cat "$out" | grep -v '^ergon:'
   [ $rc -eq 0 ] || fail "S=$S: exit $rc (124 = timeout: deadlock)"
@@ -19,7 +19,7 @@ done
 
 # Negative control: S=2, M=3, blocking sends on one shared channel (original EnvPipe's P2P) must
 # hang; gloo sends are rendezvous, so this deadlocks and the launcher's timeout fires.
-launch 2 12 --microbatches 3 --steps 2 --pace off --p2p shared-blocking >"$tmp/neg.txt" 2>&1
+launch 2 12 --microbatches 3 --steps 2 --pace off --runtime ergon --p2p shared-blocking >"$tmp/neg.txt" 2>&1
 rc=$?
 [ $rc -eq 124 ] || { cat "$tmp/neg.txt"; fail "naive shared blocking channel: exit $rc, expected a deadlock (124)"; }
 echo "negative control: the naive shared blocking channel deadlocks (timeout), as expected"

@@ -32,12 +32,12 @@ kill_run() {
   local name=$1; shift
   export FAKE_NVML_LOG="$tmp/$name-nvml.log"
   rm -f "$tmp/kill"
-  timeout -k 5 90 "$PY" "$EX/launch.py" --nproc $S --timeout 60 --kill-rank 1 \
+  timeout -k 5 200 "$PY" "$EX/launch.py" --nproc $S --timeout 180 --kill-rank 1 \
     --kill-when-file "$tmp/kill" -- "$EX/train.py" --microbatches $M --steps 100000 \
     --gpu "nvml:$ERGON_FAKE_NVML" "$@" >"$tmp/$name-out.txt" 2>&1 &
   launch_pid=$!
   local ok=0 d n
-  for _ in $(seq 600); do
+  for _ in $(seq 1500); do
     ok=1
     for d in 0 1 2; do
       n=$(grep -c "^nvmlDeviceSetGpuLockedClocks $d .* = 0" "$FAKE_NVML_LOG" 2>/dev/null)
@@ -100,7 +100,7 @@ fi
   --scheduler-args '{"forward_freq": 1200, "backward_freq": 1305}' --rank-timeout 5 \
   >"$tmp/srv.txt" 2>"$tmp/srv.log" &
 srv_pid=$!
-for _ in $(seq 50); do grep -q listening "$tmp/srv.txt" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q listening "$tmp/srv.txt" 2>/dev/null && break; sleep 0.1; done
 url=$(sed -n 's/.*listening on \(http[^ ]*\)$/\1/p' "$tmp/srv.txt")
 [ -n "$url" ] || { cat "$tmp/srv.log"; fail "ergon serve did not start"; }
 kill_run server --server "$url" --window-steps 2 --job-file "$tmp/job.txt"
@@ -114,16 +114,17 @@ done
 echo "server: job $job: $state"
 case "$state" in aborted*) ;; *) cat "$tmp/srv.log" | tail -5; fail "the server did not mark the job aborted ($state)";; esac
 
+# (Waits allow for torch 2.x, whose import alone takes tens of seconds on a loaded machine.)
 # A rank that hangs without dying (it sleeps at step 3: no request, no heartbeat, its
 # neighbours block in their receives) is noticed by the server alone (--rank-timeout 5).
 export FAKE_NVML_LOG="$tmp/stall-nvml.log"
-timeout -k 5 90 "$PY" "$EX/launch.py" --nproc $S --timeout 60 -- "$EX/train.py" \
+timeout -k 5 200 "$PY" "$EX/launch.py" --nproc $S --timeout 180 -- "$EX/train.py" \
   --microbatches $M --steps 100000 --gpu "nvml:$ERGON_FAKE_NVML" --server "$url" \
   --window-steps 2 --job-file "$tmp/job2.txt" --stall-rank 1 --stall-step 3 \
   >"$tmp/stall-out.txt" 2>&1 &
 launch_pid=$!
 state=""
-for _ in $(seq 300); do
+for _ in $(seq 1500); do
   if [ -s "$tmp/job2.txt" ]; then
     state=$(job_state "$url" "$(cat "$tmp/job2.txt")")
     case "$state" in aborted*) break;; esac

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# e2e_schedules_bitwise.sh: clocks never change the math on the multi-chunk schedules. For
-# interleaved-1f1b (V=2) and interleaved-zb on P=4 ranks (8 stages, I and W as separate
-# autograd passes), the losses of the all-max run and of a run with a Perseus plan for that
-# schedule (clocks really changing on the simulated GPU) are bitwise identical step by step.
-# (zbv: e2e_schedules_energy.sh; 1F1B equality and no deadlock: e2e_schedules_deadlock.sh.)
+# e2e_schedules_bitwise.sh: clocks never change the math on the multi-chunk schedules, on
+# PyTorch's own runtime (venv torch 2). For interleaved-1f1b (V=2) and interleaved-zb on P=4
+# ranks (8 stages, M=4), and dualpipev (M=8: its OVERLAP_F_B steps as PyTorch runs them), the
+# losses of the all-max run and of a run with a Perseus plan for that schedule (clocks really
+# changing on the simulated GPU) are bitwise identical step by step, and on every rank
+# PyTorch's runtime ran exactly ergon's order. (zbv: e2e_schedules_energy.sh; every class and
+# M: torch_pipelining.sh; the own loop's deadlock test: e2e_schedules_deadlock.sh.)
 source "$(dirname "$0")/e2e_lib.bash"
 
 P=4 M=4 STEPS=2
@@ -17,7 +19,9 @@ for f in sorted(glob.glob(sys.argv[1] + "/result-*.json")):
         if "loss_hex" in s:
             print(s["loss_hex"])' "$1"
 }
-for s in interleaved-1f1b interleaved-zb; do
+for s in interleaved-1f1b interleaved-zb dualpipev; do
+  M=4
+  [ $s = dualpipev ] && M=8     # DualPipeV needs M >= 2P (PyTorch and ergon)
   "$ERGON" plan perseus --profile "$tmp/sim.csv" --schedule $s --chunks 2 --stages $P \
     --microbatches $M --blocking-power 83.64 --out "$tmp/$s-frontier" --formats csv,json --quiet ||
     fail "$s: plan perseus"
@@ -38,9 +42,19 @@ for s in interleaved-1f1b interleaved-zb; do
 import csv, json, sys
 tmp, P, s = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 clocks = set()
+letters = {0: "F", 1: "B", 2: "I", 3: "W"}
 for r in range(P):
     res = json.load(open("%s/%s-plan/result-%d.json" % (tmp, s, r)))
-    assert res["schedule"] == s and res["chunks"] == 2 and res["local_stages"] == [r, r + P], res
+    local = [r, 2 * P - 1 - r] if s == "dualpipev" else [r, r + P]
+    assert res["schedule"] == s and res["chunks"] == 2 and res["local_stages"] == local, res
+    # PyTorch's runtime ran it, in ergon's order (an OVERLAP_F_B step as its two parts)
+    assert res["runtime"] == "torch", res["runtime"]
+    want = []
+    for k, st, mb, k2, st2, mb2 in res["order"]:
+        want.append([letters[0 if k == 4 else k], st, mb])
+        if k == 4:
+            want.append([letters[k2], st2, mb2])
+    assert res["order_ran"] == want, (res["order_ran"], want)
     for row in csv.DictReader(open("%s/%s-logs/instructions-%d.csv" % (tmp, s, r))):
         if row["freq_start"] == row["freq_end"]:
             clocks.add(int(row["freq_end"]))

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# e2e_schedules_energy.sh: the energy story on a new schedule (SCHED, default zbv; also run as
-# e2e_schedules_energy_interleaved_1f1b.sh and _interleaved_zb.sh; P=4 ranks, V=2, M=4; for the
-# zero-bubble schedules I and W as separate autograd passes; paced simulated A100 running GPT-3 2.7B's stage
-# times). The profile is the simulated GPU's own (`ergon profile sim --split-backward`: the
-# model the pacing follows, with backward_input/backward_weight rows), then `ergon plan
-# perseus --schedule zbv`, `ergon choose --slowdown 1.01`, training at all-max and with the
-# plan. Checks: losses of both runs bitwise identical; planned energy below all-max; planned
-# time within the 1% budget (+2% for noise: other tests share the CPU); measured time and
-# energy of both runs within 5% of `ergon emulate`. Skips when the machine is too loaded to
-# time the simulated GPU (more than 5% of the instructions overran it).
+# e2e_schedules_energy.sh: the energy story on PyTorch's own pipeline runtime (venv torch 2,
+# torch.distributed.pipelining; SCHED, default zbv = ScheduleZBVZeroBubble; also run as
+# e2e_schedules_energy_1f1b.sh, _interleaved_1f1b.sh and _interleaved_zb.sh; P=4 ranks, V=2
+# (1 for 1f1b), M=4; paced simulated A100 running GPT-3 2.7B's stage times; ergon's hooks
+# around the real PipelineStage's forward/backward/I/W). The profile is the simulated GPU's
+# own (`ergon profile sim --split-backward`: the model the pacing follows, with
+# backward_input/backward_weight rows), then `ergon plan perseus --schedule SCHED`, `ergon
+# choose --slowdown 1.01`, training at all-max and with the plan. Checks: torch's runtime ran
+# exactly ergon's order on every rank; losses of both runs bitwise identical; planned energy
+# below all-max; planned time within the 1% budget (+2% for noise: other tests share the
+# CPU); measured time and energy of both runs within 5% of `ergon emulate`. Skips when the
+# machine is too loaded to time the simulated GPU (more than 5% of the instructions overran
+# it).
 source "$(dirname "$0")/e2e_lib.bash"
 
-P=4 M=4 STEPS=4 SCHED=${SCHED:-zbv} MODEL=gpt3-2.7b
+P=4 M=4 STEPS=5 SCHED=${SCHED:-zbv} MODEL=gpt3-2.7b
 "$ERGON" profile sim --gpu a100 --model $MODEL --stages $P --split-backward -o "$tmp/sim.csv" \
   >/dev/null 2>&1 || fail "profile sim"
 "$ERGON" plan perseus --profile "$tmp/sim.csv" --schedule $SCHED --stages $P --microbatches $M \
@@ -42,8 +45,15 @@ tmp, P, sched = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
 def load(run):
     R = [json.load(open("%s/%s/result-%d.json" % (tmp, run, r))) for r in range(P)]
+    V = 1 if sched in ("1f1b", "gpipe") else 2
     for r in R:
-        assert r["schedule"] == sched and r["chunks"] == 2 and r["paced"], (r["schedule"], r["chunks"])
+        assert r["schedule"] == sched and r["chunks"] == V and r["paced"], (r["schedule"], r["chunks"])
+        # PyTorch's own runtime ran it (torch.distributed.pipelining), in ergon's order.
+        assert r["runtime"] == "torch", r["runtime"]
+        ran = [tuple(x) for x in r["order_ran"]]
+        letters = {0: "F", 1: "B", 2: "I", 3: "W"}
+        want = [(letters[k], s, m) for k, s, m, *_ in r["order"]]
+        assert ran == want, (ran, want)
     over = sum(r["overruns"] for r in R) / max(1, sum(r["instructions"] for r in R))
     if over > 0.05:
         print("SKIP: %s run: %.0f%% of the instructions overran the simulated GPU "

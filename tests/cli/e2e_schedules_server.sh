@@ -18,7 +18,7 @@ P=2 M=4
   >"$tmp/out.txt" 2>"$tmp/serve.log" &
 spid=$!
 trap 'kill $spid 2>/dev/null; wait $spid 2>/dev/null; rm -rf "$tmp"' EXIT
-for _ in $(seq 50); do grep -q listening "$tmp/out.txt" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q listening "$tmp/out.txt" 2>/dev/null && break; sleep 0.1; done
 port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$tmp/out.txt")
 [ -n "$port" ] || fail "server did not start"
 common=(--server "http://127.0.0.1:$port" --schedule zbv --microbatches $M --window-steps 2)

@@ -55,7 +55,7 @@ grep -q "scheduler_args: num_iters must be >= 1 and warmup_iters >= 0, got num_i
 command -v curl >/dev/null && command -v python3 >/dev/null || { echo "ok (server part skipped: curl/python3 missing)"; exit 0; }
 "$ERGON" serve --port 0 --db "$tmp/s.db" --scheduler AllMaxFrequency --mode frequency \
   >"$tmp/out" 2>"$tmp/log" & pid=$!
-for _ in $(seq 50); do grep -q listening "$tmp/out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q listening "$tmp/out" 2>/dev/null && break; sleep 0.1; done
 port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$tmp/out")
 [ -n "$port" ] || fail "server did not start: $(cat "$tmp/log")"
 u="http://127.0.0.1:$port"

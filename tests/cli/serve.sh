@@ -20,7 +20,7 @@ out=$("$ERGON" serve --host no-such-host.invalid --port 0 --db "$work/h.db" 2>&1
 [ $rc -ne 0 ] && grep -q "host 'no-such-host.invalid' is neither a numeric IPv4/IPv6 address nor a name" <<<"$out" ||
   fail "unknown host: $rc $out"
 "$ERGON" serve --host localhost --port 0 --db "$work/h.db" >"$work/h.out" 2>"$work/h.err" & hp=$!
-for _ in $(seq 50); do grep -q listening "$work/h.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q listening "$work/h.out" 2>/dev/null && break; sleep 0.1; done
 hport=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/h.out")
 [ -n "$hport" ] && curl -sf "http://127.0.0.1:$hport/healthz" >/dev/null || fail "--host localhost: $(cat "$work/h.err")"
 kill $hp; wait $hp 2>/dev/null
@@ -43,7 +43,7 @@ cd "$work"
   --scheduler-args "{\"solution_path\": \"$work/plan.py\", \"warmup_iters\": 1}" --mode frequency \
   >"$work/out.txt" 2>"$work/log.txt" &
 pid=$!
-for _ in $(seq 50); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
 port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out.txt")
 [ -n "$port" ] || fail "server did not start: $(cat "$work/log.txt")"
 u="http://127.0.0.1:$port"
@@ -95,7 +95,7 @@ kill "$pid"; wait "$pid" 2>/dev/null || true
 "$ERGON" serve --port 0 --db "$work/s2.db" --no-dump --connection-timeout 1 \
   >"$work/out2.txt" 2>"$work/log2.txt" &
 pid=$!
-for _ in $(seq 50); do grep -q listening "$work/out2.txt" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q listening "$work/out2.txt" 2>/dev/null && break; sleep 0.1; done
 port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out2.txt")
 u="http://127.0.0.1:$port"
 job=$(curl -sf -X POST "$u/register_job" -d '{"job_id":"","pp_degree":2,"dp_degree":1,"tp_degree":1,"world_size":2,"framework":"m","model_name":"g","partition_method":"c","microbatch_size":1,"num_microbatches":1}')

@@ -19,7 +19,7 @@ cd "$work"
   --scheduler-args "{\"solution_path\": \"$work/plan.py\", \"warmup_iters\": 1}" --mode frequency \
   >"$work/out.txt" 2>"$work/log.txt" &
 pid=$!
-for _ in $(seq 50); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
 port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out.txt")
 [ -n "$port" ] || fail "server did not start: $(cat "$work/log.txt")"
 u="http://127.0.0.1:$port"

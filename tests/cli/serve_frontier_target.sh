@@ -17,7 +17,7 @@ start() { # ARGS_JSON
   [ -n "$pid" ] && { kill $pid; wait $pid 2>/dev/null; }
   "$ERGON" serve --port 0 --db "$tmp/s$RANDOM.db" --scheduler Frontier --scheduler-args "$1" \
     >"$tmp/out" 2>"$tmp/log" & pid=$!
-  for _ in $(seq 100); do grep -q listening "$tmp/out" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 600); do grep -q listening "$tmp/out" 2>/dev/null && break; sleep 0.1; done
   port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$tmp/out")
   [ -n "$port" ] || fail "server did not start: $(cat "$tmp/log")"
 }

@@ -14,7 +14,7 @@ cd "$work"
 "$ERGON" serve --port 0 --db "$work/s.db" --dump "$work/dump" --scheduler AllMaxFrequency \
   --scheduler-args '{"num_iters": 2}' >"$work/out.txt" 2>"$work/log.txt" &
 pid=$!
-for _ in $(seq 50); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
 port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out.txt")
 [ -n "$port" ] || { echo "FAIL: server did not start"; exit 1; }
 # ASan builds: the binding loads an instrumented library into python.

@@ -23,7 +23,7 @@ serve() {
   ZEUS_PFO_SCHEDULER_ARGS='{"solution_path": "freqs_pipeline_00000.py"}' \
     "$ERGON" serve --port "$port" --db "$work/s.db" >"$work/out.txt" 2>>"$work/log.txt" &
   pid=$!
-  for _ in $(seq 50); do grep -q listening "$work/out.txt" 2>/dev/null && return 0; sleep 0.1; done
+  for _ in $(seq 600); do grep -q listening "$work/out.txt" 2>/dev/null && return 0; sleep 0.1; done
   fail "server did not start: $(tail -3 "$work/log.txt")"
 }
 wait_for() { for _ in $(seq 200); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done; fail "no '$1' in $2: $(cat "$2")"; }

@@ -21,7 +21,7 @@ cd "$work"
 "$ERGON" choose --frontier frontier --slowdown 1.01 --out plan.json >/dev/null
 "$ERGON" serve --port 0 --db "$work/s.db" --dump "$work/dump" --plans-dir "$work" >"$work/out.txt" 2>"$work/log.txt" &
 pid=$!
-for _ in $(seq 50); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
 port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out.txt")
 [ -n "$port" ] || { echo "FAIL: server did not start"; exit 1; }
 pre=""

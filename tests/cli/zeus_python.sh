@@ -21,7 +21,7 @@ PY
 ZEUS_PFO_SCHEDULER_ARGS='{"solution_path": "freqs_pipeline_00001.py"}' \
   "$ERGON" serve --port 0 --db "$work/s.db" >"$work/out.txt" 2>"$work/log.txt" &
 pid=$!
-for _ in $(seq 50); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
 port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out.txt")
 [ -n "$port" ] || { echo "FAIL: server did not start: $(cat "$work/log.txt")"; exit 1; }
 pre=""

@@ -141,7 +141,7 @@ serve() { # name, kind (point|profiler), env assignments... -- serve options...
     >"$work/out-$name.txt" 2>"$work/log-$name.txt" &
   local p=$!
   spids+=($p)
-  for _ in $(seq 50); do grep -q listening "$work/out-$name.txt" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 600); do grep -q listening "$work/out-$name.txt" 2>/dev/null && break; sleep 0.1; done
   local port; port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out-$name.txt")
   [ -n "$port" ] || fail "$name: server did not start: $(cat "$work/log-$name.txt")"
   names+=("$name"); kinds+=("$kind"); urls+=("http://127.0.0.1:$port")
