@@ -41,6 +41,14 @@ for p in p.json p.py; do
     >/dev/null 2>"$tmp/err" || fail "$p: --force refused: $(cat "$tmp/err")"
   grep -q "warning: .*going on (--force)" "$tmp/err" || fail "$p: no warning with --force: $(cat "$tmp/err")"
 done
+# show plan checks the same
+"$ERGON" show plan --profile "$tmp/b.csv" --plan "$tmp/p.json" --blocking-power 83.64 -o "$tmp/x.png" \
+  >/dev/null 2>"$tmp/err"; [ $? -eq 1 ] && grep -q "planned with profile $fpa" "$tmp/err" ||
+  fail "show plan with another profile: $(cat "$tmp/err")"
+"$ERGON" show plan --profile "$tmp/a.csv" --plan "$tmp/p.json" --blocking-power 83.64 -o "$tmp/x.png" \
+  >/dev/null 2>"$tmp/err" || fail "show plan with its own profile: $(cat "$tmp/err")"
+"$ERGON" show plan --profile "$tmp/b.csv" --plan "$tmp/p.json" --blocking-power 83.64 --force \
+  -o "$tmp/x.png" >/dev/null 2>&1 || fail "show plan --force"
 # a .py plan whose provenance names another schedule than it is read as
 sed 's/"schedule":"1f1b"/"schedule":"gpipe"/' "$tmp/p.py" > "$tmp/q.py"
 "$ERGON" emulate --profile "$tmp/a.csv" --plan "$tmp/q.py" --blocking-power 83.64 >/dev/null 2>"$tmp/err"

@@ -35,7 +35,9 @@ static void show_help(FILE *f)
             "  --backward-split X   I/W share of backward where the profile has no I/W rows\n"
             "  --profile P          the stage profile the plan is evaluated with\n"
             "  --gpu NAME           A40 or A100: their blocking power, or\n"
-            "  --blocking-power W   power while idle or blocked\n\n"
+            "  --blocking-power W   power while idle or blocked\n"
+            "  --force              draw a plan that records another profile, blocking power or\n"
+            "                       schedule than these (refused otherwise, naming both)\n\n"
             "show frontier: iteration time against energy.\n"
             "  --frontier X         a frontier.csv (time,energy per plan) or a directory holding\n"
             "                       one; drawn as a line through its non-dominated plans (the\n"
@@ -44,6 +46,9 @@ static void show_help(FILE *f)
             "                       marked point (columns method,time_s,energy_j); refused\n"
             "                       (exit 1) when its blocking_power_w differs from a frontier\n"
             "                       directory's (frontier-info.csv)\n"
+            "  A frontier directory with its profile (plan perseus) is drawn from the plans'\n"
+            "  profiled values, titled with ranks, microbatches, schedule and blocking power;\n"
+            "  a bare frontier.csv from the planner's estimates, labelled so.\n"
             "  --point NAME=T,E     one more marked point (repeatable)\n\n"
             "common:\n"
             "  -o, --out OUT        the picture to write (.png, .svg, .pdf)\n"
@@ -320,7 +325,7 @@ static int compare_power(const char *path, double *w)
 }
 
 enum { S_PROFILE = 256, S_PLAN, S_GPU, S_POWER, S_COLOR, S_SCHED, S_FRONTIER,
-       S_COMPARE, S_POINT, S_TITLE, S_WIDTH };
+       S_COMPARE, S_POINT, S_TITLE, S_WIDTH, S_FORCE };
 
 #define MAX_SERIES 32
 
@@ -343,10 +348,12 @@ int cmd_show(int argc, char **argv)
         {"frontier", required_argument, 0, S_FRONTIER},
         {"compare", required_argument, 0, S_COMPARE}, {"point", required_argument, 0, S_POINT},
         {"title", required_argument, 0, S_TITLE}, {"width", required_argument, 0, S_WIDTH},
-        {"out", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"out", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'},
+        {"force", no_argument, 0, S_FORCE}, {0, 0, 0, 0},
     };
     ecli_setup s;
     memset(&s, 0, sizeof s);
+    bool force = false, sched_given = false;
     erg_plot_opts po;
     erg_plot_opts_init(&po);
     cli_sched cs;
@@ -361,7 +368,7 @@ int cmd_show(int argc, char **argv)
     optind = 2;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
-        bool plan_only = c == S_PROFILE || c == S_PLAN || c == S_GPU || c == S_POWER ||
+        bool plan_only = c == S_PROFILE || c == S_PLAN || c == S_GPU || c == S_POWER || c == S_FORCE ||
                          c == S_COLOR || c == S_SCHED || c == CLI_OPT_SCHED_FILE ||
                          c == CLI_OPT_CHUNKS || c == CLI_OPT_BACKWARD_SPLIT;
         bool front_only = c == S_FRONTIER || c == S_COMPARE || c == S_POINT;
@@ -402,6 +409,10 @@ int cmd_show(int argc, char **argv)
         case S_SCHED:
             if (erg_schedule_parse(optarg, &cs.sched.kind, &err))
                 return cli_usage_error(cmd, "%s", err.msg);
+            sched_given = true;
+            break;
+        case S_FORCE:
+            force = true;
             break;
         case S_FRONTIER:
             if (nfront == MAX_SERIES - 2)
@@ -449,6 +460,13 @@ int cmd_show(int argc, char **argv)
         erg_plan *plan = NULL;
         if (!rc && erg_plan_read(plan_path, &cs.sched, &plan, &err))
             rc = cli_report(cmd, &err);
+        /* the plan's own profile, blocking power and schedule (provenance.c) */
+        if (!rc) {
+            erg_schedule_kind asked = cs.sched.kind;
+            rc = cli_plan_check(cmd, plan_path, plan, s.profile, s.profile_path,
+                                s.have_power || s.gpu ? s.power_w : -1,
+                                sched_given ? &asked : NULL, force);
+        }
         if (!rc && erg_plan_num_stages(plan) > erg_profile_num_stages(s.profile)) {
             fprintf(stderr, "ergon show: the plan has %d stages, the profile %d\n",
                     erg_plan_num_stages(plan), erg_profile_num_stages(s.profile));
