@@ -5,18 +5,50 @@
 # with the same profiled time and energy; `choose --slowdown 1.0` always answers (where the
 # planner's fastest plan is slower than all-max clocks by the profiled values, all-max clocks
 # are on the frontier as its fastest plan); and the 1 % plan of the summary is choose's.
-# The server's Frontier scheduler makes the same call (erg_frontier_baseline_pick).
+# The server's Frontier scheduler (slowdown 1.0) runs the same plan.
 set -u
 : "${ERGON:?}"
 data=${ERGON_DATA:-../shared/data}/perseus-sosp24/stage_profile
 if [ ! -d "$data" ]; then
   echo "SKIP: the published profiles are not in $data (../shared/data)"; exit 77
 fi
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tmp=$(mktemp -d)
 fail() { echo "FAIL: $*"; exit 1; }
 # same NAME A B: A and B agree to 1e-6 relative
 same() { awk -v a="$2" -v b="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a);
   exit !(d <= 1e-6 * (m > 1 ? m : 1)) }' || fail "$1: $2 vs $3"; }
+command -v curl >/dev/null || fail "curl missing"
+pid=""
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+# server_choice DIR PROFILE: the plan the server's Frontier scheduler runs at a slowdown of 1.0
+# (a /v1 job of 8 ranks x 12 microbatches, 1F1B instruction lists, every clock of the profile)
+server_choice() {
+  "$ERGON" serve --port 0 --db "$tmp/s.db" --scheduler Frontier \
+    --scheduler-args "{\"frontier_dir\": \"$1\", \"slowdown\": 1.0}" >"$tmp/sout" 2>"$tmp/slog" & pid=$!
+  for _ in $(seq 600); do grep -q listening "$tmp/sout" 2>/dev/null && break; sleep 0.1; done
+  local port u id
+  port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$tmp/sout"); u="http://127.0.0.1:$port"
+  [ -n "$port" ] || fail "server: $(cat "$tmp/slog")"
+  id=$(curl -sf -X POST "$u/v1/jobs" -d '{"pp_degree":8,"dp_degree":1,"tp_degree":1,"world_size":8,"framework":"f","model_name":"m","partition_method":"p","microbatch_size":1,"num_microbatches":12}' |
+       python3 -c 'import json,sys; print(json.load(sys.stdin)["job_id"])') || fail "job: $(cat "$tmp/slog")"
+  for r in 0 1 2 3 4 5 6 7; do
+    python3 - "$r" "$2" >"$tmp/rank.json" <<'PYEOF'
+import csv, json, sys
+r, S, M = int(sys.argv[1]), 8, 12
+w = min(S - r - 1, M)
+order = ["forward"] * w
+for i in range(M - w):
+    order += ["forward", "backward"]
+order += ["backward"] * w
+clocks = sorted({int(float(row["frequency"])) for row in csv.DictReader(open(sys.argv[2]))}, reverse=True)
+print(json.dumps({"rank": r, "dp_rank": 0, "pp_rank": r, "tp_rank": 0, "pipe_schedule": order,
+                  "power_state_range": clocks}))
+PYEOF
+    curl -sf -o /dev/null -X POST "$u/v1/jobs/$id/ranks" -d @"$tmp/rank.json" || fail "rank $r"
+  done
+  curl -sf "$u/v1/jobs/$id" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["frontier_choice"], d["state"], d["message"])'
+  kill $pid; wait $pid 2>/dev/null; pid=""; rm -f "$tmp/s.db"*
+}
 added=0; cases=0
 for prof in gpt3-175b+a40_bf16 bloom+a40_bf16 gpt3-175b+a100_sxm_bf16 bloom+a100_sxm_bf16; do
   gpu=A40; case $prof in *a100*) gpu=A100 ;; esac
@@ -42,6 +74,8 @@ print(d["index"], repr(d["time_s"]), repr(d["energy_j"]))' "$tmp/ch")
     IFS=, read -r _ rt re _ <<<"$row"
     same "$c: compare's perseus time vs choose" "$rt" "$ct"
     same "$c: compare's perseus energy vs choose" "$re" "$ce"
+    read -r sk2 sst smsg < <(server_choice "$d" "$data/$prof.csv")
+    [ "$sk2" = "$ck" ] || fail "$c: the server's Frontier scheduler runs plan $sk2 ($sst $smsg), choose plan $ck"
     cases=$((cases + 1))
   done
 done
