@@ -592,6 +592,8 @@ erg_status erg_plot_frontier(const erg_plot_series *series, size_t count,
         if (dom[i] && erg__plot_dominated(sr->points, sr->count, dom[i]))
             any_dominated = true;
     }
+    double drawn[256][2];
+    int n_drawn = 0;
     int marker_i = 0;
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < count; i++) {
@@ -632,8 +634,26 @@ erg_status erg_plot_frontier(const erg_plot_series *series, size_t count,
                 cairo_stroke(cr);
             } else if (pass == 1 && !sr->line) {
                 for (size_t k = 0; k < sr->count; k++) {
-                    marker(cr, marker_i, PX(sr->points[k].time_s), PY(sr->points[k].energy_j), 6);
+                    double x = PX(sr->points[k].time_s), y = PY(sr->points[k].energy_j);
+                    /* a marker on top of one already drawn (two methods with the same time
+                     * and energy, e.g. all-max and the frontier at the all-max time) is drawn
+                     * larger and hollow around it, so both stay visible */
+                    int under = 0;
+                    for (int q = 0; q < n_drawn; q++)
+                        if (fabs(drawn[q][0] - x) < 5 && fabs(drawn[q][1] - y) < 5)
+                            under++;
+                    if (n_drawn < (int)(sizeof drawn / sizeof drawn[0])) {
+                        drawn[n_drawn][0] = x;
+                        drawn[n_drawn][1] = y;
+                        n_drawn++;
+                    }
+                    marker(cr, marker_i, x, y, 6 + 4 * under);
                     cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+                    if (under) {
+                        cairo_set_line_width(cr, 2.5);
+                        cairo_stroke(cr);
+                        continue;
+                    }
                     cairo_fill_preserve(cr);
                     cairo_set_source_rgb(cr, 0, 0, 0);
                     cairo_set_line_width(cr, 1);
