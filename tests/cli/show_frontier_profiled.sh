@@ -16,7 +16,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 if command -v pdftotext >/dev/null; then
   "$ERGON" show frontier --frontier "$tmp/front" -o "$tmp/f.pdf" 2>/dev/null || fail "show pdf"
   t=$(pdftotext "$tmp/f.pdf" - | tr '\n' ' ')
-  case $t in *"front: 4 ranks, 8 microbatches, 1f1b, 83.64 W blocking, A100 (profiled values)"*) ;;
+  case $t in *"p.csv in front: 4 ranks, 8 microbatches, 1f1b, 83.64 W blocking, A100 (profiled values)"*) ;;
     *) fail "title: $t" ;; esac
   case $t in *"Perseus frontier (profiled values)"*"all-max clocks"*) ;; *) fail "legend: $t" ;; esac
   rm "$tmp/front/frontier-info.csv"

@@ -458,6 +458,18 @@ static int plan_perseus(int argc, char **argv)
     if (!st && n) {
         st = cli_baseline_write(out, prof, &o.schedule, (int)S, (int)M, o.blocking_power_w,
                                 o.unit_s, &em_max, &err) ? err.status : ERG_OK;
+        if (!st) {
+            /* the profile's own file name, for titles (show frontier) */
+            const char *base = strrchr(profile, '/') ? strrchr(profile, '/') + 1 : profile;
+            char ipath[4200];
+            snprintf(ipath, sizeof ipath, "%s/frontier-info.csv", out);
+            FILE *fi = strpbrk(base, ",\n\r") ? NULL : fopen(ipath, "a");
+            if (fi) {
+                fprintf(fi, "source_profile,%s\n", base);
+                if (fclose(fi))
+                    st = erg_error_set(&err, ERG_EIO, "%s: cannot write the file", ipath);
+            }
+        }
         if (!st && post.switch_latency_s > 0)
             st = cli_baseline_write_switch(out, post.switch_latency_s, post.transfer_time_s, &err)
                      ? err.status

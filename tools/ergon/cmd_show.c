@@ -267,7 +267,8 @@ static int evaluated_frontier(const char *cmd, const char *dir, pts *out, erg_pl
                     rc = cli_report(cmd, &(erg_error){ERG_ENOMEM, "out of memory"});
             }
         *allmax = (erg_plot_point){bl.all_max.time_s, bl.all_max.energy_j};
-        char sched[64], S[32], M[32], unit[64];
+        char sched[64], S[32], M[32], unit[64], src[256];
+        info_value(dir, "source_profile", src, sizeof src);
         info_value(dir, "schedule", sched, sizeof sched);
         info_value(dir, "num_stages", S, sizeof S);
         info_value(dir, "num_microbatches", M, sizeof M);
@@ -287,9 +288,10 @@ static int evaluated_frontier(const char *cmd, const char *dir, pts *out, erg_pl
         for (size_t i = 0; i + 1 < dl; i++)
             if (dir[i] == '/')
                 base = dir + i + 1;
-        snprintf(title, tn, "%.*s: %s ranks, %s microbatches, %s, %g W blocking%s (profiled values)",
-                 (int)(dl - (size_t)(base - dir)), base, S[0] ? S : "?", M[0] ? M : "?",
-                 sched[0] ? sched : "?", bw, gpu);
+        snprintf(title, tn, "%s%s%.*s: %s ranks, %s microbatches, %s, %g W blocking%s (profiled "
+                 "values)",
+                 src, src[0] ? " in " : "", (int)(dl - (size_t)(base - dir)), base,
+                 S[0] ? S : "?", M[0] ? M : "?", sched[0] ? sched : "?", bw, gpu);
     }
     pts_free(&all);
     erg_frontier_baseline_free(&bl);
