@@ -43,6 +43,7 @@ GPU CLOCKS
 """
 import argparse
 import datetime
+import importlib
 import json
 import os
 import sys
@@ -479,7 +480,7 @@ def resolve_runtime(args, sched, rank):
     """'torch' or 'ergon' (see --runtime)."""
     why = ""
     try:
-        import torch.distributed.pipelining  # noqa: F401
+        importlib.import_module("torch.distributed.pipelining")
         from ergon.torch_pipelining import SCHEDULE_CLASSES
         if sched.name not in SCHEDULE_CLASSES:
             why = "PyTorch ships no %s schedule" % sched.name
