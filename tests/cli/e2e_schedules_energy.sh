@@ -14,7 +14,7 @@
 # it).
 source "$(dirname "$0")/e2e_lib.bash"
 
-P=4 M=4 STEPS=5 SCHED=${SCHED:-zbv} MODEL=gpt3-2.7b
+P=4 M=${M:-4} STEPS=5 SCHED=${SCHED:-zbv} MODEL=gpt3-2.7b
 "$ERGON" profile sim --gpu a100 --model $MODEL --stages $P --split-backward -o "$tmp/sim.csv" \
   >/dev/null 2>&1 || fail "profile sim"
 "$ERGON" plan perseus --profile "$tmp/sim.csv" --schedule $SCHED --stages $P --microbatches $M \
