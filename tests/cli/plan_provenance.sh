@@ -6,6 +6,8 @@
 # schedule is refused; a frontier directory whose profile.csv was replaced is refused by choose.
 # Plans without provenance (Perseus's own) are still accepted.
 set -u
+# cairo/fontconfig keep caches LeakSanitizer reports (show plan draws with cairo; as readme_tour)
+export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan-fontconfig.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 : "${ERGON:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
