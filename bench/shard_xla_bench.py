@@ -299,6 +299,41 @@ def baselines_table(rows):
     return "\n".join(out)
 
 
+PLANS = ["ergon CFP DP", "ergon CFP DP, CPU-calibrated costs", "ergon block ILP (Alpa-style)",
+         "data parallel", "Megatron-style", "XLA auto-sharding"]
+
+
+def baselines_summary(rows):
+    """Markdown, one row per model x mesh: each plan's minimum step time (ms), its ratio to
+    ergon's DP plan, and memory per device (MB); rows from several --json files."""
+    short = ["ergon DP", "ergon DP, CPU table", "ergon ILP", "data parallel", "Megatron",
+             "XLA auto"]
+    out = ["| model | mesh | " + " | ".join(f"{x}: ms (x DP)" for x in short) +
+           " | memory MB/device: " + " / ".join(short) + " | all equal 1 device |",
+           "|---|---|" + "---|" * len(short) + "---|---|"]
+    keys = []
+    for r in rows:
+        if (r["model"], r["mesh"]) not in keys:
+            keys.append((r["model"], r["mesh"]))
+    for model, mesh in keys:
+        by = {r["plan"]: r for r in rows if r["model"] == model and r["mesh"] == mesh}
+        ref = by.get("ergon CFP DP", {}).get("step_min_s")
+        cells, mem, ok = [], [], True
+        for p in PLANS:
+            r = by.get(p)
+            if not r or "error" in r:
+                cells.append("error" if r else "n/a")
+                mem.append("-")
+                continue
+            ok = ok and r["matches"]
+            cells.append(f"{r['step_min_s'] * 1e3:.2f} ({r['step_min_s'] / ref:.2f})"
+                         if ref else f"{r['step_min_s'] * 1e3:.2f}")
+            mem.append(f"{r['mem_bytes'] / 1e6:.2f}")
+        out.append(f"| {model} | {mesh} | " + " | ".join(cells) + " | " + " / ".join(mem) +
+                   f" | {'yes' if ok else 'NO'} |")
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------- modelled vs measured
 def spearman(x, y):
     def ranks(v):
@@ -413,12 +448,19 @@ def main(argv=None):
     ap.add_argument("--max-variants", type=int, default=8)
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--keep", help="keep the modules in this directory")
-    ap.add_argument("--from-json", help="print the table of rows written earlier by --json")
+    ap.add_argument("--from-json", help="print the table of rows written earlier by --json "
+                                        "(baselines: several files, comma-separated, give the "
+                                        "one-row-per-model-and-mesh summary)")
     a = ap.parse_args(argv)
     if a.from_json:
-        with open(a.from_json) as f:
-            rows = json.load(f)
-        print(baselines_table(rows) if a.what == "baselines" else rank_table(rows))
+        rows = []
+        for path in a.from_json.split(","):
+            with open(path) as f:
+                rows += json.load(f)
+        if a.what == "baselines" and "," in a.from_json:
+            print(baselines_summary(rows))
+        else:
+            print(baselines_table(rows) if a.what == "baselines" else rank_table(rows))
         return 0
     workdir = a.keep or tempfile.mkdtemp(prefix="ergon-shard-bench-")
     os.makedirs(workdir, exist_ok=True)
