@@ -34,41 +34,19 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import shard_xla  # noqa: E402  (sets XLA_FLAGS before jax is imported)
 import shard_models  # noqa: E402
+import shard_measure  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 
 def time_steps(cands, args, reps):
-    """Step times of several compiled executables [(ex, devices)], measured in interleaved
-    rounds (each round runs every candidate once) so that load drifting on a shared machine
-    hits all alike; per candidate the median and the minimum over the rounds."""
-    import jax
-    from jax._src.sharding_impls import GSPMDSharding
-    placed = []
-    for ex, devices in cands:
-        ins = ex.get_parameter_shardings()
-        if ins is None:
-            placed.append([jax.device_put(x, devices[0]) for x in args])
-        else:
-            placed.append([jax.device_put(x, GSPMDSharding(tuple(devices), s))
-                           for x, s in zip(args, ins)])
-    run = lambda i: jax.block_until_ready(  # noqa: E731
-        cands[i][0].execute_sharded(placed[i]).disassemble_into_single_device_arrays())
-    for i in range(len(cands)):
-        run(i)  # warm-up
-    times = [[] for _ in cands]
-    for _ in range(reps):
-        for i in range(len(cands)):
-            t0 = time.perf_counter()
-            run(i)
-            times[i].append(time.perf_counter() - t0)
-    return [(float(np.median(t)), float(np.min(t))) for t in times]
+    """Step times of several compiled executables [(ex, devices)] on the same arguments, in
+    interleaved rounds (shard_measure.time_executables); per candidate (median, minimum)."""
+    return [(med, mn) for mn, med in
+            shard_measure.time_executables([(ex, d, args) for ex, d in cands], reps)]
 
 
-def memory_per_device(ex):
-    m = ex.get_compiled_memory_stats()
-    return m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes \
-        - m.alias_size_in_bytes
+memory_per_device = shard_measure.memory_per_device
 
 
 # ---------------------------------------------------------------- baselines by hand
@@ -335,22 +313,7 @@ def baselines_summary(rows):
 
 
 # ---------------------------------------------------------------- modelled vs measured
-def spearman(x, y):
-    def ranks(v):
-        v = np.asarray(v, float)
-        order = np.argsort(v, kind="mergesort")
-        r = np.empty(len(v))
-        r[order] = np.arange(len(v))
-        for val in np.unique(v):  # average ties
-            idx = v == val
-            r[idx] = r[idx].mean()
-        return r
-    if len(x) < 3:
-        return float("nan")
-    rx, ry = ranks(x), ranks(y)
-    if rx.std() == 0 or ry.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(rx, ry)[0, 1])
+spearman = shard_measure.spearman
 
 
 def ergon_given(ergon, hlo, mesh, strategies, stem, extra=()):
