@@ -87,6 +87,8 @@ static void usage(FILE *f, const char *sub)
                 "  --out-profiles FILE (profile) write every unique segment's kept combinations\n"
                 "                      as the CSV --profiles reads (segment,strategies,time_s,\n"
                 "                      memory_bytes; modelled): the candidates to measure\n"
+                "                      (tools/shard_measure.py times them with XLA on CPU\n"
+                "                      devices and writes the file --profiles reads)\n"
                 "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
                 sub,
                 !strcmp(sub, "profile")
