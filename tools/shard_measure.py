@@ -19,7 +19,7 @@ For one HLO module and mesh:
 
   python tools/shard_measure.py --ergon build/ergon (--hlo FILE | --model gpt) --mesh 1x8
          [--top 6] [--reps 10] [--out costs.csv] [--json rows.json] [--fast] [--keep DIR]
-         [--devices FILE --device NAME]
+         [--devices FILE --device NAME] [--step] [--table]
   ergon shard search --hlo FILE --mesh 1x8 --profiles costs.csv --profiles-only
 
 Cross-segment resharding stays modelled (as in CFP), with the device table given (default
@@ -369,6 +369,30 @@ def measure(ergon, hlo, mesh, top=6, reps=10, out=None, workdir=None, fast=False
                 plan_changed=k0 != k1)
 
 
+def step_check(ergon, hlo, mesh, model, plans, reps, workdir, fast=False, cost=()):
+    """Whole training steps of shard_models.py's `model` under each strategy vector of
+    `plans` (ergon's modelled plan, the plan with measured costs): compiled by XLA, checked
+    against the single-device step, timed in interleaved rounds. Returns the minima (s)."""
+    import jax
+    import shard_models
+    a, b = (int(x) for x in mesh.split("x"))
+    _, args, _, step = shard_models.build(model)
+    ref = [np.asarray(x) for x in jax.block_until_ready(step(*args))]
+    cands = []
+    for i, k in enumerate(plans):
+        path = os.path.join(workdir, f"{model}.{mesh}.step{i}.hlo")
+        _ergon([ergon, "shard", "search", "--hlo", hlo, "--mesh", mesh, "--strategies",
+                ",".join(map(str, k)), "--out-hlo", path, *cost])
+        with open(path) as f:
+            ex, devs = shard_xla.compile_partitioned(f.read(), a * b, fast)
+        outs = shard_xla.run_partitioned(ex, devs, args, [r.shape for r in ref])
+        _, bad = shard_xla.compare(outs, ref, [f"out{j}" for j in range(len(ref))])
+        if bad:
+            raise AssertionError(f"{model} {mesh} plan {i}: {bad}")
+        cands.append((ex, devs, args))
+    return [t for t, _ in time_executables(cands, reps)]
+
+
 def table(results):
     """Markdown: one row per model x mesh x unique segment."""
     lines = ["| model | mesh | unique segment (blocks) | candidates | Spearman ρ | ergon's "
@@ -383,6 +407,11 @@ def table(results):
                 f"{len(r['candidates'])} | {r['fastest_measured']} | "
                 + (f"changed: {r['plan']} -> {mp}" if r["plan_changed"] else
                    f"same ({r['plan']})") + " |")
+        if "step_s" in res:
+            st = res["step_s"]
+            lines.append(f"| {model} | {mesh} | whole step | | | | | modelled plan "
+                         f"{st['modelled_plan'] * 1e3:.2f} ms, measured-cost plan "
+                         f"{st['measured_plan'] * 1e3:.2f} ms |")
     return "\n".join(lines)
 
 
@@ -405,6 +434,9 @@ def main(argv=None):
                     help="CPU backend optimisation level 0 (compiles faster; the partitioner "
                          "is the same)")
     ap.add_argument("--table", action="store_true", help="print the Markdown table")
+    ap.add_argument("--step", action="store_true",
+                    help="with --model, where the plan with measured costs differs: run both "
+                         "whole steps (checked against one device) and time them")
     ap.add_argument("--devices", help="device table CSV for ergon's modelled costs")
     ap.add_argument("--device", help="row of the device table")
     a = ap.parse_args(argv)
@@ -436,6 +468,17 @@ def main(argv=None):
             except (RuntimeError, ValueError, AssertionError, shard_xla.XlaRejected) as e:
                 print(f"FAIL {name} {mesh}: {e}", file=sys.stderr)
                 return 1
+            if a.step and a.model and res["plan_changed"]:
+                try:
+                    t0, t1 = step_check(a.ergon, path, mesh, name,
+                                        [res["plan"], res["measured_plan"]], 2 * a.reps,
+                                        workdir, a.fast, cost)
+                except (RuntimeError, AssertionError, shard_xla.XlaRejected) as e:
+                    print(f"FAIL {name} {mesh}: {e}", file=sys.stderr)
+                    return 1
+                res["step_s"] = dict(modelled_plan=t0, measured_plan=t1)
+                print(f"{name} {mesh}: whole step, ergon's modelled plan {t0 * 1e3:.2f} ms, "
+                      f"plan with measured costs {t1 * 1e3:.2f} ms (both equal one device)")
             results.append((name, mesh, res))
             for r in res["rows"]:
                 print(f"{name} {mesh} unique segment {r['segment']}: {len(r['candidates'])} "
