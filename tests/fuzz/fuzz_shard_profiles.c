@@ -48,10 +48,12 @@ static int write_file(const char *path, const void *p, size_t n)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static erg_hlo_module *m;
+    static erg_shard *s; /* analysed once; every input profiles it again */
     static char path[64], back[64];
     erg_error err;
     if (!m) {
-        if (erg_hlo_parse(module, strlen(module), "mlp.hlo", &m, &err) != ERG_OK)
+        if (erg_hlo_parse(module, strlen(module), "mlp.hlo", &m, &err) != ERG_OK ||
+            erg_shard_analyze(m, 1, 2, &s, &err) != ERG_OK)
             __builtin_trap();
         snprintf(path, sizeof path, "/tmp/ergon-fuzz-profiles-%ld.csv", (long)getpid());
         snprintf(back, sizeof back, "/tmp/ergon-fuzz-profiles-%ld.back.csv", (long)getpid());
@@ -59,9 +61,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (write_file(path, data, size))
         return 0;
     for (int only = 0; only < 2; only++) {
-        erg_shard *s = NULL;
-        if (erg_shard_analyze(m, 1, 2, &s, &err) != ERG_OK)
-            __builtin_trap();
         erg_shard_cost_options o;
         erg_shard_cost_options_init(&o);
         o.profiles_path = path;
@@ -82,7 +81,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     __builtin_trap();
             }
         }
-        erg_shard_free(s);
     }
     unlink(path);
     unlink(back);
