@@ -19,6 +19,9 @@ time the partitioned training step (median of --reps runs after one warm-up).
   python bench/shard_xla_bench.py --ergon build/ergon baselines [--models gpt,moe] [--mesh 1x8]
   python bench/shard_xla_bench.py --ergon build/ergon rank [--models gpt,moe] [--mesh 1x8]
          [--max-variants 8]
+  python bench/shard_xla_bench.py --ergon build/ergon baselines --from-json 1x4.json,2x2.json
+         (rows written by --json: one summary row per model and mesh)
+Measured costs per segment combination, fed back into the search: tools/shard_measure.py.
 Prints Markdown tables (docs/shard.md). CPU timings: see docs/shard.md for what does not
 carry over to GPUs.
 """
