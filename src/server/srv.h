@@ -12,8 +12,10 @@
  *   metrics.c     /metrics (Prometheus text) and the latency histogram
  *   confine.c     --plans-dir: which files clients may name
  *   log.c         clocks and the structured log
- *   sched.c       schedulers (sched_envpipe.c: EnvPipe online); wire.c wire types,
- *                 Python-compatible JSON, plan files
+ *   sched.c       the scheduler dispatcher over one ops table per class (sched.h), and a
+ *                 file per family: sched_fixed.c, sched_profiler.c (+ sched_sparse.c),
+ *                 sched_zeus.c, sched_frontier.c, sched_envpipe.c
+ *   wire.c        wire types, Python-compatible JSON, results, plan files (read by plan.c)
  * A second wire protocol is another wire_*.c with its srv_wire entry in router.c; it parses
  * its own bodies and formats its own answers, and drives jobs through jobs.h. */
 #ifndef ERGON_SERVER_SRV_H

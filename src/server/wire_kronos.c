@@ -623,7 +623,8 @@ static void h_straggler(erg_server *srv, const char *id, const srv_body *b, srv_
     const json_t *sd = json_object_get(in, "slowdown"), *dl = json_object_get(in, "deadline_s");
     if (!j)
         goto out;
-    if (!srv_sched_find(j->sched_name) || strncmp(j->sched_name, "Frontier", 8)) {
+    const srv_sched_class *cls = srv_sched_find(j->sched_name);
+    if (!cls || !cls->targets) {
         fail(rs, true, 409, "job %s runs %s; straggler targets need the Frontier scheduler", j->id,
              j->sched_name);
         goto out;
