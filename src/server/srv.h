@@ -115,6 +115,9 @@ extern const srv_wire srv_wire_zeus; /* wire_zeus.c: Zeus PFO (docs/zeus-protoco
 /* ---- clocks and logs ---- */
 double srv_now_mono(void);
 double srv_now_wall(void);
+/* The local time a job id begins with, as Perseus and Zeus write it: 2026-11-26-13-05-09. */
+#define SRV_JOB_ID_TIME_LEN 32
+void srv_job_id_time(char ts[SRV_JOB_ID_TIME_LEN]);
 void srv_log(erg_server *srv, erg_log_level lvl, const char *event, const char *job_id,
              const char *fmt, ...) ERG_PRINTF(5, 6);
 

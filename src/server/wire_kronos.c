@@ -5,7 +5,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "server/store.h"
 #include "server/zeus.h"
@@ -314,11 +313,8 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
         }
     }
     /* The Perseus job id: local time + the job's fields + scheduler. */
-    char ts[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    strftime(ts, sizeof ts, "%Y-%m-%d-%H-%M-%S", &tm);
+    char ts[SRV_JOB_ID_TIME_LEN];
+    srv_job_id_time(ts);
     erg__buf id = {0};
     if (erg__buf_printf(&id, "%s+%s+%s+%s+dp%d+pp%d+tp%d+mbs%d+nmb%d+%s", ts,
                         json_string_value(json_object_get(info, "framework")),

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ergon/pipeline.h"
 #include "server/store.h"
@@ -145,11 +144,8 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
         json_object_set_new(info, ints[i], json_integer(v[i]));
     if (!md) json_object_set_new(info, "job_metadata", json_null());
     /* Zeus's job id: local time + dp + pp + tp + scheduler [+ job_metadata]. */
-    char ts[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    strftime(ts, sizeof ts, "%Y-%m-%d-%H-%M-%S", &tm);
+    char ts[SRV_JOB_ID_TIME_LEN];
+    srv_job_id_time(ts);
     erg__buf id = {0};
     if (erg__buf_printf(&id, "%s+dp%ld+pp%ld+tp%ld+%s%s%s", ts, v[1], v[0], v[2],
                         display_name(sched), *meta ? "+" : "", meta)) {
