@@ -551,47 +551,42 @@ static erg_status pairs_rows(const erg_plan_pairs *pp, const char *path, bool al
     return ERG_OK;
 }
 
-/* A plan file's text and, when it is a literal of (instruction, clock) pairs (Zeus's format,
- * Perseus's master branch), its pairs as plan.c reads them (*pairs NULL otherwise). */
-static erg_status read_plan(const char *path, char **text, size_t *len, erg_plan_pairs **pairs,
+/* A plan file: its (instruction, clock) pairs when it is a pair literal (Zeus's format,
+ * Perseus's master branch), else the plan (a kronos literal of 1F1B or an ergon JSON plan);
+ * both read by plan.c. */
+static erg_status read_plan(const char *path, erg_plan_pairs **pairs, erg_plan **plan,
                             erg_error *err)
 {
     *pairs = NULL;
-    erg_status st = erg__read_file(path, 64u << 20, text, len, err);
+    *plan = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    erg_status st = erg__read_file(path, 64u << 20, &text, &len, err);
     if (st)
         return st;
     erg_error pe = {0};
-    st = erg_plan_pairs_parse(*text, *len, path, pairs, &pe);
+    st = erg_plan_pairs_parse(text, len, path, pairs, &pe);
     if (st == ERG_ENOTFOUND)
-        return ERG_OK;
-    if (st) {
+        st = erg_plan_parse(text, len, path, NULL, plan, err);
+    else if (st)
         *err = pe;
-        erg__free(*text);
-        *text = NULL;
-    }
+    erg__free(text);
     return st;
 }
 
 erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_stages,
                          erg_error *err)
 {
-    char *text = NULL;
-    size_t len = 0;
     erg_plan_pairs *pairs = NULL;
-    erg_status st = read_plan(path, &text, &len, &pairs, err);
+    erg_plan *plan = NULL;
+    erg_status st = read_plan(path, &pairs, &plan, err);
     if (st)
         return st;
     if (pairs) { /* only the pairs that get clocks: they are the plan */
-        erg__free(text);
         st = pairs_rows(pairs, path, false, stages, lens, NULL, n_stages, err);
         erg_plan_pairs_free(pairs);
         return st;
     }
-    erg_plan *plan = NULL;
-    st = erg_plan_parse(text, len, path, NULL, &plan, err);
-    erg__free(text);
-    if (st)
-        return st;
     int S = erg_plan_num_stages(plan);
     int **rows = erg__calloc((size_t)S, sizeof *rows);
     int *l = erg__calloc((size_t)S, sizeof *l);
@@ -632,24 +627,18 @@ erg_status srv_plan_load_pairs(const char *path, int hint_stages, srv_plan_pairs
 {
     (void)hint_stages;
     memset(out, 0, sizeof *out);
-    char *text = NULL;
-    size_t len = 0;
     erg_plan_pairs *pairs = NULL;
-    erg_status st = read_plan(path, &text, &len, &pairs, err);
+    erg_plan *plan = NULL;
+    erg_status st = read_plan(path, &pairs, &plan, err);
     if (st)
         return st;
     if (pairs) { /* every pair, with its name */
-        erg__free(text);
-        st = pairs_rows(pairs, path, true, &out->freqs, &out->lens, &out->names, &out->n_stages, err);
+        st = pairs_rows(pairs, path, true, &out->freqs, &out->lens, &out->names, &out->n_stages,
+                        err);
         erg_plan_pairs_free(pairs);
         return st;
     }
     /* kronos literal or JSON plan: name each clock by its stage's order. */
-    erg_plan *plan = NULL;
-    st = erg_plan_parse(text, len, path, NULL, &plan, err);
-    erg__free(text);
-    if (st)
-        return st;
     int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan);
     erg_schedule sched = erg_plan_schedule(plan);
     /* Every schedule's per-rank order (multi-chunk and zero-bubble ones too):
