@@ -1,4 +1,5 @@
-/* wire.c: the server's wire types: instruction names, Python-compatible JSON output, measurement results, plan files (parsed by plan.c: erg_plan_parse, erg_plan_pairs_parse). */
+/* wire.c: the server's wire types: instruction names, Python-compatible JSON output, measurement
+ * results, plan files (parsed by plan.c: erg_plan_parse, erg_plan_pairs_parse). */
 #include "server/server_internal.h"
 
 #include "ergon/plan.h"

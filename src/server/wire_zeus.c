@@ -2,9 +2,10 @@
  * zeus/optimizer/pipeline_frequency/; docs/zeus-protocol.md): POST /register_job with Zeus's
  * JobInfo, POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=R answering
  * {"rank", "frequencies": [[name, clock], ...]}, POST /result/{job_id}. Zeus jobs run on the
- * shared state machine (jobs.c) with the "zeus:" scheduler classes (sched.c); this file only
- * parses Zeus bodies and formats Zeus answers. A /register_job body is Zeus's when it carries
- * job_metadata or none of the kronos-only fields; the other routes are Zeus's when the job is. */
+ * shared state machine (jobs.c) with the "zeus:" scheduler classes (sched.c's table:
+ * sched_fixed.c, sched_profiler.c); this file only parses Zeus bodies and formats Zeus answers.
+ * A /register_job body is Zeus's when it carries job_metadata or none of the kronos-only
+ * fields; the other routes are Zeus's when the job is. */
 #include "server/zeus.h"
 
 #include <math.h>
