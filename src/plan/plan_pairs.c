@@ -142,7 +142,8 @@ static int parse_pairs(const char *text, size_t len, const char *name, erg_plan_
                 st = py_error(&ps, "an instruction name without NUL bytes");
                 break;
             }
-            if (!ERG__GROW(pp->freqs, fcap, n + 1, 256) || !ERG__GROW(pp->names, ncap, n + 1, 256)) {
+            if (!ERG__GROW(pp->freqs, fcap, n + 1, 256) ||
+                !ERG__GROW(pp->names, ncap, n + 1, 256)) {
                 st = ERG_ENOMEM;
                 break;
             }

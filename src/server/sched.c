@@ -1,7 +1,7 @@
 /* sched.c: the server's scheduler dispatcher: the class table (name, mode, ops), the argument
  * checks every class shares, and srv_sched_new/next/observe/free over each class's ops
- * (sched.h says which file holds which family and how schedulers work). */
-#include "server/sched.h"
+ * (sched_ops.h says which file holds which family and how schedulers work). */
+#include "server/sched_ops.h"
 
 #include <math.h>
 #include <string.h>

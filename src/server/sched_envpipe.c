@@ -37,7 +37,7 @@
  * grid after every reconfiguration window in EnvPipe's printed format, and the
  * termination) and envpipe-windows.csv (one row per window: phase, path, changed; only the
  * first 100 windows of the final plan). */
-#include "server/sched.h"
+#include "server/sched_ops.h"
 
 #include "ergon/envpipe.h"
 #include "ergon/pipeline.h"

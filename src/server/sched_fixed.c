@@ -2,7 +2,7 @@
  * state for num_iters windows), TwoFrequencies (one clock for forwards, one for backwards),
  * PointSolution (warm-up windows at the top state, then each plan file of solution_path in
  * turn) and Zeus PFO's PointSolution (one plan's (name, clock) pairs, every window). */
-#include "server/sched.h"
+#include "server/sched_ops.h"
 
 #include <dirent.h>
 #include <string.h>

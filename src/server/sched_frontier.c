@@ -2,7 +2,7 @@
  * plan of a Perseus frontier (frontier_dir) for the job's target -- a slowdown over all-max
  * clocks or a deadline, changed at run time by straggler targets -- chosen as `ergon choose`
  * chooses it (erg_frontier_baseline_pick). */
-#include "server/sched.h"
+#include "server/sched_ops.h"
 
 #include "ergon/emulate.h"
 #include "ergon/planner.h"

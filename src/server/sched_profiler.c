@@ -3,7 +3,7 @@
  * minimum_frequency), each window's mean time and energy per (stage, instruction) appended to
  * the profile CSV of the job's dump directory. With "sparse": true the sparse profiler
  * (sched_sparse.c) picks each window's clocks and the CSV is its predicted full profile. */
-#include "server/sched.h"
+#include "server/sched_ops.h"
 
 #include "ergon/pipeline.h"
 

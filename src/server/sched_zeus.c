@@ -2,7 +2,7 @@
  * window per candidate state for every stage at once) and ZeusLocalPowerState (a per-stage
  * search around the heaviest stage), each picking the state of least Zeus cost, written to the
  * job's dump directory and, with deploy_optimum, served for the rest of the job. */
-#include "server/sched.h"
+#include "server/sched_ops.h"
 
 #include <math.h>
 #include <string.h>

@@ -80,7 +80,7 @@ erg_status srv_result_aggregate(const srv_result *const *in, int n, srv_result *
 double srv_series_mean(const srv_series *s, int drop);
 double srv_mean(const double *v, int from, int to);
 
-/* ---- schedulers (sched.c dispatches to a file per family: sched.h) ---- */
+/* ---- schedulers (sched.c dispatches to a file per family: sched_ops.h) ---- */
 typedef struct srv_sched_ctx {
     int num_stages;
     int *n_instrs;           /* Per stage: length of its pipe_schedule. */

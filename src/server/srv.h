@@ -12,7 +12,7 @@
  *   metrics.c     /metrics (Prometheus text) and the latency histogram
  *   confine.c     --plans-dir: which files clients may name
  *   log.c         clocks and the structured log
- *   sched.c       the scheduler dispatcher over one ops table per class (sched.h), and a
+ *   sched.c       the scheduler dispatcher over one ops table per class (sched_ops.h), and a
  *                 file per family: sched_fixed.c, sched_profiler.c (+ sched_sparse.c),
  *                 sched_zeus.c, sched_frontier.c, sched_envpipe.c
  *   wire.c        wire types, Python-compatible JSON, results, plan files (read by plan.c)

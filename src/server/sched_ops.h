@@ -1,5 +1,5 @@
-/* sched.h: what the server's scheduler files share (private to sched*.c): the scheduler object,
- * the ops table every scheduler class fills, and the helpers the families use.
+/* sched_ops.h: what the server's scheduler files share (private to sched*.c): the scheduler
+ * object, the ops table every scheduler class fills, and the helpers the families use.
  *
  * sched.c is the dispatcher: the class table (name, mode, ops), the argument checks and
  * srv_sched_new/next/observe/free, which call through the ops. One file per family:
@@ -20,8 +20,8 @@
  * the schedule of the next window (or says "done", the [profiling-done] ending), each observe
  * receives that window's results. Schedulers are deterministic functions of their arguments
  * and the results they observed, which is what makes crash recovery a replay (see jobs.h). */
-#ifndef ERGON_SERVER_SCHED_H
-#define ERGON_SERVER_SCHED_H
+#ifndef ERGON_SERVER_SCHED_OPS_H
+#define ERGON_SERVER_SCHED_OPS_H
 
 #include "server/server_internal.h"
 
