@@ -333,7 +333,7 @@ static void free_spec(op_spec *sp)
  * finishes lf, makespan T. Runs once per plan over every dependency, so
  * the arrays live in locals (no reloads through cs) and the common case of
  * no transfer time has its own loops. */
-static void cpm_int(crash_state *cs)
+void erg__crash_cpm(crash_state *cs)
 {
     const erg_dag_arrays *g = &cs->g;
     const int n = cs->n;
@@ -850,11 +850,11 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     /* Expected number of plans: makespan at all-min minus at all-max. */
     for (int x = 0; x < n; x++)
         cs.d[x] = cs.specs[cs.spec_of[x]].min_q;
-    cpm_int(&cs);
+    erg__crash_cpm(&cs);
     long t_min = cs.T;
     for (int x = 0; x < n; x++)
         cs.d[x] = cs.specs[cs.spec_of[x]].max_q;
-    cpm_int(&cs);
+    erg__crash_cpm(&cs);
     long t_max = cs.T;
     uint64_t expected = (uint64_t)(t_max - t_min);
     if (o.max_plans && expected > o.max_plans) {
@@ -879,7 +879,7 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     }
 
     bool full = use_full_pass();
-    if (!full && erg__crash_incr_init(&cs, t_max)) {
+    if (!full && erg__crash_incr_init(&cs)) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
@@ -910,8 +910,8 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
         if (full) {
             if (!crash_step(&cs, &cc))
                 break;
-            cpm_int(&cs);
-        } else if (!erg__crash_incr_step(&cs, &cc)) {
+            erg__crash_cpm(&cs);
+        } else if (!erg__crash_incr_step(&cs, &cc)) { /* CPM included */
             break;
         }
         /* The same sum in the same order as over spec_cost(x, d[x]): the

@@ -64,6 +64,8 @@ static inline double spec_cost(const op_spec *sp, int d)
     return sp->cost[d - sp->min_q];
 }
 
+/* perseus.c: the critical path method on the durations cs->d: es, lf and T. */
+void erg__crash_cpm(crash_state *cs);
 /* perseus.c: the cut of the lower-bounded problem on the arc lists cs->arc_* (mode CUT_*);
  * 0 = infeasible. */
 int erg__crash_solve_cut(crash_state *cs, int mode);
@@ -73,7 +75,7 @@ int erg__crash_apply(crash_state *cs, int ns, int nl, double *cost_change);
 
 /* perseus_incr.c: the incremental crashing step (docs/planner.md, "Incremental crashing").
  * init after the initial CPM (cs->es, cs->lf, cs->T valid); step as crash_step. */
-int erg__crash_incr_init(crash_state *cs, long t_max);
+int erg__crash_incr_init(crash_state *cs);
 int erg__crash_incr_step(crash_state *cs, double *cost_change);
 void erg__crash_incr_free(crash_state *cs);
 

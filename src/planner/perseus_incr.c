@@ -1,19 +1,11 @@
-/* perseus_incr.c: the incremental crashing step of the Perseus planner (docs/planner.md,
- * "Incremental crashing").
+/* perseus_incr.c: the crashing step of the Perseus planner on a persistent flow network
+ * (docs/planner.md, "Incremental crashing").
  *
  * WHAT IT DOES: the same steps as crash_step in perseus.c -- the same cuts, the same flows,
- * the same plans, bit for bit -- without rebuilding CPM, the critical sub-DAG and the flow
- * network for every plan. A step moves a few instructions; this file updates what they move.
+ * the same plans, bit for bit -- without rebuilding the flow network for every plan: a step
+ * moves a few instructions, and only the arcs whose criticality or bounds changed are patched.
  *
  * HOW IT WORKS:
- *  - CPM is kept as earliest starts es and tails (the longest path from an instruction's end
- *    to the iteration's end; lf = T - tail, which does not depend on T). After a step only the
- *    successors of the instructions whose duration or es changed are recomputed (in
- *    topological order, while values change), likewise the tails backwards.
- *  - Every instruction is in a bucket by the length L = es + d + tail of the longest path
- *    through it; T is the highest non-empty bucket and the critical instructions are those
- *    with L = T. Only the instructions whose L changed, and those entering or leaving the
- *    bucket T when T moves, change criticality; only their arcs are checked again.
  *  - The flow network persists. Every possible arc has a fixed ordinal -- the position at
  *    which crash_step would add it (op arc of x, then x's dependencies, x ascending; then the
  *    source/sink dummies) -- and each node's arc list is kept in descending ordinal, which is
@@ -23,6 +15,12 @@
  *    start would give it (its flow from the last solve, already within its bounds); arcs
  *    that enter, leave or change bounds are patched and the node imbalances updated, so the
  *    repair arcs are those of crash_step, added in ascending node order.
+ *  - The cut is read off the max flow's last search: the nodes it reached (not a pass over
+ *    every node), and the infinite arcs crossing it are among their saturated arcs.
+ *  - CPM is still a full pass per plan (erg__crash_cpm): keeping earliest starts and tails
+ *    and updating them only where a step moved them was tried and was slower, because
+ *    shortening every critical path moves the start or the tail of about 95 % of the
+ *    instructions at every step (docs/benchmarks.md, "Incremental crashing").
  *  - A warm start that fails (a repair arc left unsaturated) falls back to crash_step's cold
  *    and two-phase solves on arc lists written from the persistent arcs, then rebuilds the
  *    network from the resulting flow.
@@ -40,28 +38,11 @@ typedef struct erg__crash_inc {
     int *akey;         /* [nord] key into prev_flow */
     unsigned char *active; /* [nord] in the network now */
     int64_t *alb, *aub;    /* [nord] bounds of the active arcs */
-    int *edge_src;     /* [E] tail instruction of dependency j */
-    int *pred_edge;    /* [E] dependency index of predecessor entry k */
-    int *pos;          /* [n] position in the topological order */
-    long *tail;        /* [n] longest path from the end of x to the iteration's end */
-    long *L;           /* [n] es + d + tail */
-    int nb;            /* buckets 0 .. nb - 1 */
-    int *bhead, *bnext, *bprev; /* buckets of instructions by L */
-    unsigned char *crit;   /* [n] L == T */
     int64_t *im;       /* [2n + 4] imbalance of the real arcs' flow */
     int *touched;      /* nodes whose imbalance may be non-zero */
     unsigned char *tflag;
     int ntouched;
-    int *chg;          /* instructions whose arcs are checked again */
-    unsigned char *cflag;
-    int nchg;
-    unsigned char *fdirty, *bdirty; /* [n] by topological position */
 } erg__crash_inc;
-
-static long dep_lag(const crash_state *cs, int x, int y)
-{
-    return cs->lag && cs->g.rank[x] != cs->g.rank[y] ? cs->lag : 0;
-}
 
 /* ---- the persistent network ---- */
 
@@ -174,39 +155,46 @@ static void arc_want(crash_state *cs, int o, int want, int64_t lb, int64_t ub)
     }
 }
 
-/* Re-check every arc that touches instruction x: its op arc, its dependencies both ways,
- * its source/sink dummies (the conditions of crash_step). */
-static void check_arcs(crash_state *cs, int x)
+/* Every arc wanted or not by this plan's CPM (the conditions of crash_step), patched where
+ * the network differs. */
+static void scan_arcs(crash_state *cs)
 {
     erg__crash_inc *in = cs->inc;
     const erg_dag_arrays *g = &cs->g;
     const int n = cs->n, E = g->num_edges;
-    const long T = cs->T;
-    const long *es = cs->es, *tail = in->tail;
-    const int *d = cs->d;
-    const unsigned char *crit = in->crit;
-    int cx = crit[x];
-    {
-        const op_spec *sp = &cs->specs[cs->spec_of[x]];
-        size_t i = (size_t)(d[x] - sp->min_q);
-        int64_t lb = sp->lb[i], ub = sp->ub[i];
-        arc_want(cs, x + g->succ_off[x], cx, lb, ub > lb ? ub : lb);
+    const long T = cs->T, lag = cs->lag;
+    const long *es = cs->es, *lf = cs->lf;
+    const int *d = cs->d, *rank = g->rank, *succ_off = g->succ_off, *succ = g->succ;
+    const unsigned char *active = in->active, *ends = cs->ends;
+    const int64_t inf = cs->inf;
+    for (int x = 0; x < n; x++) {
+        const long ef = es[x] + d[x];
+        const int cx = es[x] == lf[x] - d[x];
+        int o = x + succ_off[x];
+        if (cx | active[o]) {
+            const op_spec *sp = &cs->specs[cs->spec_of[x]];
+            size_t i = (size_t)(d[x] - sp->min_q);
+            int64_t lb = sp->lb[i], ub = sp->ub[i];
+            ub = ub > lb ? ub : lb;
+            if (active[o] != cx || (cx && (in->alb[o] != lb || in->aub[o] != ub)))
+                arc_want(cs, o, cx, lb, ub);
+        }
+        for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
+            int y = succ[j];
+            long l = lag && rank[x] != rank[y] ? lag : 0;
+            int want = cx & (ef + l == lf[y] - d[y]);
+            if (active[x + 1 + j] != want)
+                arc_want(cs, x + 1 + j, want, 0, inf);
+        }
+        if (ends[x]) {
+            int ne = n + E;
+            if ((ends[x] & ERG__NO_PRED) && active[ne + 2 * x] != cx)
+                arc_want(cs, ne + 2 * x, cx, 0, inf);
+            int ws = cx && ef == T;
+            if ((ends[x] & ERG__NO_SUCC) && active[ne + 2 * x + 1] != ws)
+                arc_want(cs, ne + 2 * x + 1, ws, 0, inf);
+        }
     }
-    for (int j = g->succ_off[x]; j < g->succ_off[x + 1]; j++) {
-        int y = g->succ[j];
-        int want = cx && es[x] + d[x] + dep_lag(cs, x, y) + d[y] + tail[y] == T;
-        arc_want(cs, x + 1 + j, want, 0, cs->inf);
-    }
-    for (int k = g->pred_off[x]; k < g->pred_off[x + 1]; k++) {
-        int p = g->pred[k], j = in->pred_edge[k];
-        int want = crit[p] && es[p] + d[p] + dep_lag(cs, p, x) + d[x] + tail[x] == T;
-        arc_want(cs, p + 1 + j, want, 0, cs->inf);
-    }
-    int ne = n + E;
-    if (cs->ends[x] & ERG__NO_PRED)
-        arc_want(cs, ne + 2 * x, cx, 0, cs->inf);
-    if (cs->ends[x] & ERG__NO_SUCC)
-        arc_want(cs, ne + 2 * x + 1, cx && es[x] + d[x] == T, 0, cs->inf);
 }
 
 /* The network from scratch: every active arc with the flow prev_flow (clamped). */
@@ -225,38 +213,6 @@ static void rebuild_network(crash_state *cs)
     cs->flow.arcs = 2 * in->nord;
 }
 
-/* ---- CPM and criticality ---- */
-
-static void bucket_put(erg__crash_inc *in, int x, long l)
-{
-    int b = (int)l;
-    in->L[x] = l;
-    in->bprev[x] = -1;
-    in->bnext[x] = in->bhead[b];
-    if (in->bhead[b] >= 0)
-        in->bprev[in->bhead[b]] = x;
-    in->bhead[b] = x;
-}
-
-static void bucket_take(erg__crash_inc *in, int x)
-{
-    int b = (int)in->L[x];
-    if (in->bprev[x] >= 0)
-        in->bnext[in->bprev[x]] = in->bnext[x];
-    else
-        in->bhead[b] = in->bnext[x];
-    if (in->bnext[x] >= 0)
-        in->bprev[in->bnext[x]] = in->bprev[x];
-}
-
-static void mark_chg(erg__crash_inc *in, int x)
-{
-    if (!in->cflag[x]) {
-        in->cflag[x] = 1;
-        in->chg[in->nchg++] = x;
-    }
-}
-
 void erg__crash_incr_free(crash_state *cs)
 {
     erg__crash_inc *in = cs->inc;
@@ -268,63 +224,34 @@ void erg__crash_incr_free(crash_state *cs)
     erg__free(in->active);
     erg__free(in->alb);
     erg__free(in->aub);
-    erg__free(in->edge_src);
-    erg__free(in->pred_edge);
-    erg__free(in->pos);
-    erg__free(in->tail);
-    erg__free(in->L);
-    erg__free(in->bhead);
-    erg__free(in->bnext);
-    erg__free(in->bprev);
-    erg__free(in->crit);
     erg__free(in->im);
     erg__free(in->touched);
     erg__free(in->tflag);
-    erg__free(in->chg);
-    erg__free(in->cflag);
-    erg__free(in->fdirty);
-    erg__free(in->bdirty);
     erg__free(in);
     cs->inc = NULL;
 }
 
-int erg__crash_incr_init(crash_state *cs, long t_max)
+int erg__crash_incr_init(crash_state *cs)
 {
     const erg_dag_arrays *g = &cs->g;
     const int n = cs->n, E = g->num_edges, nn = 2 * n + 4;
     erg__crash_inc *in = erg__calloc(1, sizeof(*in));
     cs->inc = in;
-    if (!in || t_max < 0 || t_max > 100000000)
+    if (!in)
         return -1;
     in->nord = n + E + 2 * n;
-    in->nb = (int)t_max + 1;
-    size_t no = (size_t)in->nord, un = (size_t)n, ue = (size_t)(E ? E : 1);
+    size_t no = (size_t)in->nord;
     in->au = erg__malloc(sizeof(int) * no);
     in->av = erg__malloc(sizeof(int) * no);
     in->akey = erg__malloc(sizeof(int) * no);
     in->active = erg__calloc(no, 1);
     in->alb = erg__calloc(no, sizeof(int64_t));
     in->aub = erg__calloc(no, sizeof(int64_t));
-    in->edge_src = erg__malloc(sizeof(int) * ue);
-    in->pred_edge = erg__malloc(sizeof(int) * ue);
-    in->pos = erg__malloc(sizeof(int) * un);
-    in->tail = erg__malloc(sizeof(long) * un);
-    in->L = erg__malloc(sizeof(long) * un);
-    in->bhead = erg__malloc(sizeof(int) * (size_t)in->nb);
-    in->bnext = erg__malloc(sizeof(int) * un);
-    in->bprev = erg__malloc(sizeof(int) * un);
-    in->crit = erg__calloc(un, 1);
     in->im = erg__calloc((size_t)nn, sizeof(int64_t));
     in->touched = erg__malloc(sizeof(int) * (size_t)nn);
     in->tflag = erg__calloc((size_t)nn, 1);
-    in->chg = erg__malloc(sizeof(int) * un);
-    in->cflag = erg__calloc(un, 1);
-    in->fdirty = erg__calloc(un, 1);
-    in->bdirty = erg__calloc(un, 1);
-    if (!in->au || !in->av || !in->akey || !in->active || !in->alb || !in->aub ||
-        !in->edge_src || !in->pred_edge || !in->pos || !in->tail || !in->L || !in->bhead ||
-        !in->bnext || !in->bprev || !in->crit || !in->im || !in->touched || !in->tflag ||
-        !in->chg || !in->cflag || !in->fdirty || !in->bdirty)
+    if (!in->au || !in->av || !in->akey || !in->active || !in->alb || !in->aub || !in->im ||
+        !in->touched || !in->tflag)
         return -1;
     const int SRC = 2 * n, SNK = 2 * n + 1, ne = n + E;
     for (int x = 0; x < n; x++) {
@@ -333,7 +260,6 @@ int erg__crash_incr_init(crash_state *cs, long t_max)
         in->av[o] = 2 * x + 1;
         in->akey[o] = x;
         for (int j = g->succ_off[x]; j < g->succ_off[x + 1]; j++) {
-            in->edge_src[j] = x;
             in->au[x + 1 + j] = 2 * x + 1;
             in->av[x + 1 + j] = 2 * g->succ[j];
             in->akey[x + 1 + j] = n + j;
@@ -345,146 +271,12 @@ int erg__crash_incr_init(crash_state *cs, long t_max)
         in->av[ne + 2 * x + 1] = SNK;
         in->akey[ne + 2 * x + 1] = n + E + n + x;
     }
-    /* predecessor entry k of y -> the dependency j (p -> y); parallel edges in order */
-    for (int y = 0; y < n; y++)
-        for (int k = g->pred_off[y]; k < g->pred_off[y + 1]; k++) {
-            int p = g->pred[k], j = g->succ_off[p];
-            while (j < g->succ_off[p + 1] &&
-                   (g->succ[j] != y ||
-                    (k > g->pred_off[y] && g->pred[k - 1] == p && j <= in->pred_edge[k - 1])))
-                j++;
-            if (j == g->succ_off[p + 1])
-                return -1;
-            in->pred_edge[k] = j;
-        }
-    for (int k = 0; k < n; k++)
-        in->pos[g->topo[k]] = k;
-    for (int b = 0; b < in->nb; b++)
-        in->bhead[b] = -1;
-    for (int x = 0; x < n; x++) {
-        in->tail[x] = cs->T - cs->lf[x];
-        long l = cs->es[x] + cs->d[x] + in->tail[x];
-        if (l < 0 || l >= in->nb)
-            return -1;
-        bucket_put(in, x, l);
-        in->crit[x] = l == cs->T;
-    }
-    erg__flow_reset(&cs->flow, 2 * n + 4);
-    for (int x = 0; x < n; x++)
-        check_arcs(cs, x);
-    rebuild_network(cs);
+    /* the network of the initial CPM (cs->es, lf, T): prev_flow is all 0, so every arc
+     * starts at its lower bound, as crash_step's first warm start */
+    erg__flow_reset(&cs->flow, nn);
+    scan_arcs(cs);
+    cs->flow.arcs = 2 * in->nord;
     return 0;
-}
-
-/* After the durations of the moved instructions changed: es and tails, buckets, T,
- * criticality and the arcs of every instruction concerned. */
-static void propagate(crash_state *cs)
-{
-    erg__crash_inc *in = cs->inc;
-    const erg_dag_arrays *g = &cs->g;
-    const int n = cs->n;
-    const int *topo = g->topo, *pos = in->pos;
-    const int *succ_off = g->succ_off, *succ = g->succ, *pred_off = g->pred_off, *pred = g->pred;
-    const int *d = cs->d;
-    long *es = cs->es, *tail = in->tail;
-    unsigned char *fd = in->fdirty, *bd = in->bdirty;
-    int flo = n, fhi = -1, blo = n, bhi = -1;
-    for (int s = 0; s < 2; s++) {
-        const int *lst = s ? cs->lengthen : cs->shorten;
-        int cnt = s ? cs->nlengthen : cs->nshorten;
-        for (int i = 0; i < cnt; i++) {
-            int x = lst[i];
-            mark_chg(in, x);
-            for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
-                int p = pos[succ[j]];
-                fd[p] = 1;
-                flo = p < flo ? p : flo;
-                fhi = p > fhi ? p : fhi;
-            }
-            for (int k = pred_off[x]; k < pred_off[x + 1]; k++) {
-                int p = pos[pred[k]];
-                bd[p] = 1;
-                blo = p < blo ? p : blo;
-                bhi = p > bhi ? p : bhi;
-            }
-        }
-    }
-    for (int p = flo; p <= fhi; p++) {
-        if (!fd[p])
-            continue;
-        fd[p] = 0;
-        int u = topo[p];
-        long s = 0;
-        for (int k = pred_off[u]; k < pred_off[u + 1]; k++) {
-            int q = pred[k];
-            long f = es[q] + d[q] + dep_lag(cs, q, u);
-            s = f > s ? f : s;
-        }
-        if (s == es[u])
-            continue;
-        es[u] = s;
-        mark_chg(in, u);
-        for (int j = succ_off[u]; j < succ_off[u + 1]; j++) {
-            int q = pos[succ[j]];
-            fd[q] = 1;
-            fhi = q > fhi ? q : fhi;
-        }
-    }
-    for (int p = bhi; p >= blo; p--) {
-        if (!bd[p])
-            continue;
-        bd[p] = 0;
-        int u = topo[p];
-        long t = 0;
-        for (int j = succ_off[u]; j < succ_off[u + 1]; j++) {
-            int v = succ[j];
-            long f = d[v] + dep_lag(cs, u, v) + tail[v];
-            t = f > t ? f : t;
-        }
-        if (t == tail[u])
-            continue;
-        tail[u] = t;
-        mark_chg(in, u);
-        for (int k = pred_off[u]; k < pred_off[u + 1]; k++) {
-            int q = pos[pred[k]];
-            bd[q] = 1;
-            blo = q < blo ? q : blo;
-        }
-    }
-    /* buckets and T */
-    const long T0 = cs->T;
-    long top = T0;
-    int nc0 = in->nchg;
-    for (int i = 0; i < nc0; i++) {
-        int x = in->chg[i];
-        long l = es[x] + d[x] + tail[x];
-        if (l != in->L[x]) {
-            bucket_take(in, x);
-            bucket_put(in, x, l);
-        }
-        top = l > top ? l : top;
-    }
-    while (top > 0 && in->bhead[top] < 0)
-        top--;
-    cs->T = top;
-    if (top != T0) {
-        for (int x = in->bhead[top]; x >= 0; x = in->bnext[x])
-            mark_chg(in, x);
-        if (top > T0)
-            for (int x = in->bhead[T0]; x >= 0; x = in->bnext[x])
-                mark_chg(in, x);
-    }
-    for (int i = 0; i < in->nchg; i++) {
-        int x = in->chg[i];
-        in->crit[x] = in->L[x] == top;
-    }
-    for (int i = 0; i < in->nchg; i++) {
-        int x = in->chg[i];
-        check_arcs(cs, x);
-        in->cflag[x] = 0;
-    }
-    in->nchg = 0;
-    /* cs->lf is not kept: nothing reads it on this path */
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -518,7 +310,7 @@ static int fallback_cut(crash_state *cs, int *nl_out)
     const int n = cs->n, SNK = 2 * n + 1;
     int narcs = 0, ncrit = 0;
     for (int x = 0; x < n; x++)
-        if (in->crit[x])
+        if (cs->es[x] == cs->lf[x] - cs->d[x])
             cs->crit[ncrit++] = x;
     for (int o = 0; o < in->nord; o++)
         if (in->active[o]) {
@@ -606,21 +398,26 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
         const int nq = f->nreach, lim = 2 * in->nord;
         int infinite = 0;
         ns = 0;
+        const int64_t *res = f->res;
         for (int i = 0; i < nq; i++) {
             int u = q[i];
-            for (int a = head[u]; a >= 0; a = next[a]) {
-                if ((a & 1) || a >= lim || in->akey[a >> 1] < n)
-                    continue;
-                int v = to[a];
-                infinite |= (v == SNK) | (level[v] < 0);
-            }
             if (u < 2 * n) {
                 int x = u >> 1;
-                if (!(u & 1) && level[u + 1] < 0)
-                    cs->shorten[ns++] = x;
-                else if ((u & 1) && level[u - 1] < 0)
+                if (!(u & 1)) {
+                    /* an in-node's only forward arc is its op arc */
+                    if (level[u + 1] < 0)
+                        cs->shorten[ns++] = x;
+                    continue;
+                }
+                if (level[u - 1] < 0)
                     cs->lengthen[nl++] = x;
             }
+            /* an infinite arc crossing the cut forward: saturated, to an unreached node */
+            for (int a = head[u]; a >= 0; a = next[a])
+                if (!(a & 1) && res[a] == 0 && a < lim && in->akey[a >> 1] >= n) {
+                    int v = to[a];
+                    infinite |= (v == SNK) | (level[v] < 0);
+                }
         }
         if (infinite)
             return 0;
@@ -636,6 +433,7 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
         return 0;
     if (!erg__crash_apply(cs, ns, nl, cost_change))
         return 0;
-    propagate(cs);
+    erg__crash_cpm(cs);
+    scan_arcs(cs);
     return 1;
 }
