@@ -54,7 +54,6 @@ void erg__flow_free(erg__flow *f)
 void erg__flow_reset(erg__flow *f, int nodes)
 {
     f->nodes = nodes;
-    f->levels_clean = 0;
     f->arcs = 0;
     memset(f->head, 0xff, sizeof(int) * (size_t)nodes);
 }
@@ -64,26 +63,12 @@ static bool bfs(erg__flow *f, int s, int t)
     int *level = f->level, *queue = f->queue;
     const int *head = f->head, *next = f->next, *to = f->to;
     const int64_t *res = f->res;
-    /* Every level is -1 but those of the nodes the last search reached (the DFS only ever
-     * sets reached nodes to -1): reset those, not every node. */
-    if (f->levels_clean) {
-        for (int i = 0; i < f->nreach; i++)
-            level[queue[i]] = -1;
-    } else {
-        memset(level, 0xff, sizeof(int) * (size_t)f->nodes);
-    }
-    f->levels_clean = 1;
+    memset(level, 0xff, sizeof(int) * (size_t)f->nodes);
     int qh = 0, qt = 0;
     level[s] = 0;
     queue[qt++] = s;
-    /* Stop labelling once t's layer is complete: nodes deeper than t lie on no shortest
-     * path to it, and the DFS, which only follows arcs one level up, would only find them
-     * dead ends (no flow pushed), so the flows are those of a full search. */
-    int lt = -1;
     while (qh < qt) {
         int u = queue[qh++];
-        if (level[u] == lt)
-            break;
         int lu = level[u] + 1;
         /* Branch-free: whether an arc opens a new node is unpredictable. */
         for (int a = head[u]; a >= 0; a = next[a]) {
@@ -94,8 +79,6 @@ static bool bfs(erg__flow *f, int s, int t)
             queue[qt] = v;
             qt += take;
         }
-        if (lt < 0 && level[t] >= 0)
-            lt = level[t];
     }
     f->nreach = qt;
     return level[t] >= 0;
@@ -170,7 +153,6 @@ void erg__flow_reachable(erg__flow *f, int s, int64_t min_res, unsigned char *ma
     int *queue = f->queue;
     const int *head = f->head, *next = f->next, *to = f->to;
     const int64_t *res = f->res;
-    f->levels_clean = 0; /* the queue is overwritten */
     memset(mark, 0, (size_t)f->nodes);
     int qh = 0, qt = 0;
     mark[s] = 1;

@@ -18,7 +18,6 @@ typedef struct erg__flow {
     int *level, *iter, *queue; /* [max_nodes] Dinic work arrays (queue: + 1) */
     int *stack;                /* [max_nodes] DFS path (arcs) */
     int nreach;                /* nodes the last search reached: queue[0 .. nreach - 1] */
-    int levels_clean;          /* level[] is -1 outside queue[0 .. nreach - 1] */
 } erg__flow;
 
 int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs);

@@ -332,16 +332,15 @@ static void free_spec(op_spec *sp)
 /* Critical path method on integer durations: earliest starts es, latest
  * finishes lf, makespan T. Runs once per plan over every dependency, so
  * the arrays live in locals (no reloads through cs) and the common case of
- * no transfer time has its own loops. erg__crash_cpm_forward is the forward
- * half (es and T); the incremental step fuses the backward half with its arc
- * checks (perseus_incr.c). */
-void erg__crash_cpm_forward(crash_state *cs)
+ * no transfer time has its own loops. */
+void erg__crash_cpm(crash_state *cs)
 {
     const erg_dag_arrays *g = &cs->g;
     const int n = cs->n;
-    const int *topo = g->topo, *pred_off = g->pred_off, *pred = g->pred, *stage = g->rank;
+    const int *topo = g->topo, *pred_off = g->pred_off, *pred = g->pred;
+    const int *succ_off = g->succ_off, *succ = g->succ, *stage = g->rank;
     const int *d = cs->d;
-    long *es = cs->es;
+    long *es = cs->es, *lf = cs->lf;
     const long lag = cs->lag;
     long T = 0;
     for (int k = 0; k < n; k++) {
@@ -366,18 +365,6 @@ void erg__crash_cpm_forward(crash_state *cs)
         if (s + d[u] > T)
             T = s + d[u];
     }
-    cs->T = T;
-}
-
-void erg__crash_cpm(crash_state *cs)
-{
-    erg__crash_cpm_forward(cs);
-    const erg_dag_arrays *g = &cs->g;
-    const int n = cs->n;
-    const int *topo = g->topo, *succ_off = g->succ_off, *succ = g->succ, *stage = g->rank;
-    const int *d = cs->d;
-    long *lf = cs->lf;
-    const long lag = cs->lag, T = cs->T;
     for (int k = n - 1; k >= 0; k--) {
         int u = topo[k];
         long f = T;
@@ -398,7 +385,9 @@ void erg__crash_cpm(crash_state *cs)
         }
         lf[u] = f;
     }
+    cs->T = T;
 }
+
 
 /* The cut of the lower-bounded problem.
  *

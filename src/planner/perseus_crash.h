@@ -66,7 +66,6 @@ static inline double spec_cost(const op_spec *sp, int d)
 
 /* perseus.c: the critical path method on the durations cs->d: es, lf and T. */
 void erg__crash_cpm(crash_state *cs);
-void erg__crash_cpm_forward(crash_state *cs); /* es and T only */
 /* perseus.c: the cut of the lower-bounded problem on the arc lists cs->arc_* (mode CUT_*);
  * 0 = infeasible. */
 int erg__crash_solve_cut(crash_state *cs, int mode);

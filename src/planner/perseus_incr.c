@@ -17,7 +17,7 @@
  *    repair arcs are those of crash_step, added in ascending node order.
  *  - The cut is read off the max flow's last search: the nodes it reached (not a pass over
  *    every node), and the infinite arcs crossing it are among their saturated arcs.
- *  - CPM is still a full pass per plan (its backward half fused with the arc checks): keeping earliest starts and tails
+ *  - CPM is still a full pass per plan (erg__crash_cpm): keeping earliest starts and tails
  *    and updating them only where a step moved them was tried and was slower, because
  *    shortening every critical path moves the start or the tail of about 95 % of the
  *    instructions at every step (docs/benchmarks.md, "Incremental crashing").
@@ -155,48 +155,22 @@ static void arc_want(crash_state *cs, int o, int want, int64_t lb, int64_t ub)
     }
 }
 
-/* The backward half of CPM (latest finishes lf, from the earliest starts es and T of the
- * forward half) fused with the critical sub-DAG: x is critical iff es + d = lf, and a
- * dependency x -> y iff x is critical and y's latest start less the transfer time attains
- * the minimum that gives lf[x] (the conditions of crash_step: ef + l == lf[y] - d[y]).
- * Arcs whose state differs from the network's are patched. */
-static void lf_and_arcs(crash_state *cs)
+/* Every arc wanted or not by this plan's CPM (the conditions of crash_step), patched where
+ * the network differs. */
+static void scan_arcs(crash_state *cs)
 {
     erg__crash_inc *in = cs->inc;
     const erg_dag_arrays *g = &cs->g;
     const int n = cs->n, E = g->num_edges;
     const long T = cs->T, lag = cs->lag;
-    const long *es = cs->es;
-    long *lf = cs->lf;
+    const long *es = cs->es, *lf = cs->lf;
     const int *d = cs->d, *rank = g->rank, *succ_off = g->succ_off, *succ = g->succ;
-    const int *topo = g->topo;
     const unsigned char *active = in->active, *ends = cs->ends;
     const int64_t inf = cs->inf;
-    long w[64];
-    for (int k = n - 1; k >= 0; k--) {
-        const int x = topo[k];
-        const int j0 = succ_off[x], nj = succ_off[x + 1] - j0;
-        long f = T;
-        if (nj <= 64) {
-            for (int i = 0; i < nj; i++) {
-                int y = succ[j0 + i];
-                long l = lag && rank[x] != rank[y] ? lag : 0;
-                long v = lf[y] - d[y] - l;
-                w[i] = v;
-                f = v < f ? v : f;
-            }
-        } else {
-            for (int i = 0; i < nj; i++) {
-                int y = succ[j0 + i];
-                long l = lag && rank[x] != rank[y] ? lag : 0;
-                long v = lf[y] - d[y] - l;
-                f = v < f ? v : f;
-            }
-        }
-        lf[x] = f;
+    for (int x = 0; x < n; x++) {
         const long ef = es[x] + d[x];
-        const int cx = ef == f;
-        int o = x + j0;
+        const int cx = es[x] == lf[x] - d[x];
+        int o = x + succ_off[x];
         if (cx | active[o]) {
             const op_spec *sp = &cs->specs[cs->spec_of[x]];
             size_t i = (size_t)(d[x] - sp->min_q);
@@ -205,17 +179,12 @@ static void lf_and_arcs(crash_state *cs)
             if (active[o] != cx || (cx && (in->alb[o] != lb || in->aub[o] != ub)))
                 arc_want(cs, o, cx, lb, ub);
         }
-        for (int i = 0; i < nj; i++) {
-            long v;
-            if (nj <= 64) {
-                v = w[i];
-            } else {
-                int y = succ[j0 + i];
-                v = lf[y] - d[y] - (lag && rank[x] != rank[y] ? lag : 0);
-            }
-            int want = cx & (v == ef);
-            if (active[o + 1 + i] != want)
-                arc_want(cs, o + 1 + i, want, 0, inf);
+        for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
+            int y = succ[j];
+            long l = lag && rank[x] != rank[y] ? lag : 0;
+            int want = cx & (ef + l == lf[y] - d[y]);
+            if (active[x + 1 + j] != want)
+                arc_want(cs, x + 1 + j, want, 0, inf);
         }
         if (ends[x]) {
             int ne = n + E;
@@ -305,7 +274,7 @@ int erg__crash_incr_init(crash_state *cs)
     /* the network of the initial CPM (cs->es, lf, T): prev_flow is all 0, so every arc
      * starts at its lower bound, as crash_step's first warm start */
     erg__flow_reset(&cs->flow, nn);
-    lf_and_arcs(cs);
+    scan_arcs(cs);
     cs->flow.arcs = 2 * in->nord;
     return 0;
 }
@@ -464,7 +433,7 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
         return 0;
     if (!erg__crash_apply(cs, ns, nl, cost_change))
         return 0;
-    erg__crash_cpm_forward(cs);
-    lf_and_arcs(cs);
+    erg__crash_cpm(cs);
+    scan_arcs(cs);
     return 1;
 }
