@@ -279,6 +279,15 @@ int erg__crash_incr_init(crash_state *cs)
     return 0;
 }
 
+/* Tests: take the fallback (cold, then two-phase) at every k-th step as if the warm start
+ * had failed (0 = never). */
+static int force_fallback_every = 0;
+
+void erg__perseus_incr_force_fallback(int every)
+{
+    force_fallback_every = every;
+}
+
 static int cmp_int(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;
@@ -377,6 +386,8 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
     int ok = 1;
     for (int a = first; a < last; a += 2)
         ok &= f->res[a] <= 1; /* ERG__FEAS_MAX_DEFICIT */
+    if (force_fallback_every > 0 && (cs->warm_ok + cs->warm_fail) % force_fallback_every == 0)
+        ok = 0;
     int ns, nl = 0;
     if (ok) {
         cs->warm_ok++;
