@@ -911,8 +911,12 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
             if (!crash_step(&cs, &cc))
                 break;
             erg__crash_cpm(&cs);
-        } else if (!erg__crash_incr_step(&cs, &cc)) { /* CPM included */
-            break;
+        } else {
+            int r = erg__crash_incr_step(&cs, &cc); /* CPM included */
+            if (r < 0)
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            if (r <= 0)
+                break;
         }
         /* The same sum in the same order as over spec_cost(x, d[x]): the
          * cached costs change only for the instructions the step moved. */

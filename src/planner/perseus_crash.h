@@ -74,7 +74,8 @@ int erg__crash_solve_cut(crash_state *cs, int mode);
 int erg__crash_apply(crash_state *cs, int ns, int nl, double *cost_change);
 
 /* perseus_incr.c: the incremental crashing step (docs/planner.md, "Incremental crashing").
- * init after the initial CPM (cs->es, cs->lf, cs->T valid); step as crash_step. */
+ * init after the initial CPM (cs->es, cs->lf, cs->T valid); step as crash_step (1 = a plan,
+ * 0 = the end), -1 = out of memory. */
 int erg__crash_incr_init(crash_state *cs);
 int erg__crash_incr_step(crash_state *cs, double *cost_change);
 void erg__crash_incr_free(crash_state *cs);

@@ -32,13 +32,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The per-arc arrays are the crash state's arc lists (cs->arc_u, ..., sized for every
+ * possible arc), indexed by ordinal here: the full pass's lists are only written by the
+ * fallback, which swaps in arrays of its own, so the incremental step needs no more memory
+ * than the full pass. */
 typedef struct erg__crash_inc {
     int nord;          /* n + E + 2n possible arcs */
-    int *au, *av;      /* [nord] endpoints (flow nodes) of each possible arc */
-    int *akey;         /* [nord] key into prev_flow */
+    int *au, *av;      /* [nord] endpoints (flow nodes) of each possible arc (cs->arc_u, _v) */
+    int *akey;         /* [nord] key into prev_flow (cs->arc_key) */
     unsigned char *active; /* [nord] in the network now */
-    int64_t *alb, *aub;    /* [nord] bounds of the active arcs */
-    int64_t *im;       /* [2n + 4] imbalance of the real arcs' flow */
+    int64_t *alb, *aub;    /* [nord] bounds of the active arcs (cs->arc_lb, _ub) */
+    int64_t *im;       /* [2n + 4] imbalance of the real arcs' flow (cs->im) */
     int *touched;      /* nodes whose imbalance may be non-zero */
     unsigned char *tflag;
     int ntouched;
@@ -218,13 +222,7 @@ void erg__crash_incr_free(crash_state *cs)
     erg__crash_inc *in = cs->inc;
     if (!in)
         return;
-    erg__free(in->au);
-    erg__free(in->av);
-    erg__free(in->akey);
     erg__free(in->active);
-    erg__free(in->alb);
-    erg__free(in->aub);
-    erg__free(in->im);
     erg__free(in->touched);
     erg__free(in->tflag);
     erg__free(in);
@@ -241,17 +239,17 @@ int erg__crash_incr_init(crash_state *cs)
         return -1;
     in->nord = n + E + 2 * n;
     size_t no = (size_t)in->nord;
-    in->au = erg__malloc(sizeof(int) * no);
-    in->av = erg__malloc(sizeof(int) * no);
-    in->akey = erg__malloc(sizeof(int) * no);
+    in->au = cs->arc_u;
+    in->av = cs->arc_v;
+    in->akey = cs->arc_key;
+    in->alb = cs->arc_lb;
+    in->aub = cs->arc_ub;
+    in->im = cs->im;
+    memset(in->im, 0, sizeof(int64_t) * (size_t)nn);
     in->active = erg__calloc(no, 1);
-    in->alb = erg__calloc(no, sizeof(int64_t));
-    in->aub = erg__calloc(no, sizeof(int64_t));
-    in->im = erg__calloc((size_t)nn, sizeof(int64_t));
     in->touched = erg__malloc(sizeof(int) * (size_t)nn);
     in->tflag = erg__calloc((size_t)nn, 1);
-    if (!in->au || !in->av || !in->akey || !in->active || !in->alb || !in->aub || !in->im ||
-        !in->touched || !in->tflag)
+    if (!in->active || !in->touched || !in->tflag)
         return -1;
     const int SRC = 2 * n, SNK = 2 * n + 1, ne = n + E;
     for (int x = 0; x < n; x++) {
@@ -313,7 +311,7 @@ static void sort_ints(int *v, int k)
 /* crash_step's fallback: the cold and two-phase solves on arc lists written from the
  * active arcs (in ordinal order, which is crash_step's), then its cut reading. Returns
  * the number of instructions to shorten (lists in cs) or -1 when the loop ends. */
-static int fallback_cut(crash_state *cs, int *nl_out)
+static int fallback_lists(crash_state *cs, int *nl_out)
 {
     erg__crash_inc *in = cs->inc;
     const int n = cs->n, SNK = 2 * n + 1;
@@ -352,12 +350,46 @@ static int fallback_cut(crash_state *cs, int *nl_out)
         cs->lengthen[nl] = x;
         nl += (rin ^ 1) & rout;
     }
-    /* the persistent network from this flow, for the next steps */
-    rebuild_network(cs);
-    for (int v = 0; v < 2 * n; v++)
-        if (in->im[v])
-            touch(in, v);
     *nl_out = nl;
+    return ns;
+}
+
+/* The fallback on arc lists of its own (the persistent arcs live in cs->arc_*), then the
+ * persistent network rebuilt from the resulting flow. -2: out of memory. */
+static int fallback_cut(crash_state *cs, int *nl_out)
+{
+    erg__crash_inc *in = cs->inc;
+    size_t no = (size_t)in->nord;
+    int *u = erg__malloc(sizeof(int) * no), *v = erg__malloc(sizeof(int) * no),
+        *k = erg__malloc(sizeof(int) * no);
+    int64_t *lb = erg__malloc(sizeof(int64_t) * no), *ub = erg__malloc(sizeof(int64_t) * no);
+    int ns = -2;
+    if (u && v && k && lb && ub) {
+        cs->arc_u = u;
+        cs->arc_v = v;
+        cs->arc_key = k;
+        cs->arc_lb = lb;
+        cs->arc_ub = ub;
+        ns = fallback_lists(cs, nl_out);
+        cs->arc_u = in->au;
+        cs->arc_v = in->av;
+        cs->arc_key = in->akey;
+        cs->arc_lb = in->alb;
+        cs->arc_ub = in->aub;
+    }
+    erg__free(u);
+    erg__free(v);
+    erg__free(k);
+    erg__free(lb);
+    erg__free(ub);
+    if (ns >= 0) {
+        /* the persistent network from this flow (solve_cut used cs->im too), for the next
+         * steps */
+        rebuild_network(cs);
+        for (int x = 0; x < 2 * cs->n; x++)
+            if (in->im[x])
+                touch(in, x);
+    }
     return ns;
 }
 
@@ -438,7 +470,7 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
         cs->warm_fail++;
         ns = fallback_cut(cs, &nl);
         if (ns < 0)
-            return 0;
+            return ns == -2 ? -1 : 0;
     }
     if (ns == 0)
         return 0;
