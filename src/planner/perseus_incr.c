@@ -159,6 +159,15 @@ static void arc_want(crash_state *cs, int o, int want, int64_t lb, int64_t ub)
     }
 }
 
+/* The op arc of x in the network iff want, with the bounds of x's duration. */
+static void op_arc(crash_state *cs, int x, int want)
+{
+    const op_spec *sp = &cs->specs[cs->spec_of[x]];
+    size_t i = (size_t)(cs->d[x] - sp->min_q);
+    int64_t lb = sp->lb[i], ub = sp->ub[i];
+    arc_want(cs, x + cs->g.succ_off[x], want, lb, ub > lb ? ub : lb);
+}
+
 /* Every arc wanted or not by this plan's CPM (the conditions of crash_step), patched where
  * the network differs. */
 static void scan_arcs(crash_state *cs)
@@ -175,14 +184,8 @@ static void scan_arcs(crash_state *cs)
         const long ef = es[x] + d[x];
         const int cx = es[x] == lf[x] - d[x];
         int o = x + succ_off[x];
-        if (cx | active[o]) {
-            const op_spec *sp = &cs->specs[cs->spec_of[x]];
-            size_t i = (size_t)(d[x] - sp->min_q);
-            int64_t lb = sp->lb[i], ub = sp->ub[i];
-            ub = ub > lb ? ub : lb;
-            if (active[o] != cx || (cx && (in->alb[o] != lb || in->aub[o] != ub)))
-                arc_want(cs, o, cx, lb, ub);
-        }
+        if (active[o] != cx)
+            op_arc(cs, x, cx);
         for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
             int y = succ[j];
             long l = lag && rank[x] != rank[y] ? lag : 0;
@@ -478,5 +481,13 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
         return 0;
     erg__crash_cpm(cs);
     scan_arcs(cs);
+    /* an op arc's bounds change only with its duration: those of the moved instructions
+     * still critical (scan_arcs inserts and removes op arcs with their current bounds) */
+    for (int k = 0; k < cs->nshorten; k++)
+        if (in->active[cs->shorten[k] + cs->g.succ_off[cs->shorten[k]]])
+            op_arc(cs, cs->shorten[k], 1);
+    for (int k = 0; k < cs->nlengthen; k++)
+        if (in->active[cs->lengthen[k] + cs->g.succ_off[cs->lengthen[k]]])
+            op_arc(cs, cs->lengthen[k], 1);
     return 1;
 }
