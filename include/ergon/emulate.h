@@ -172,6 +172,17 @@ ERG_API erg_status erg_sparse_check_plans(const erg_profile *real, const erg_pro
                                           int num_stages, int num_microbatches,
                                           double blocking_power_w, double unit_s,
                                           erg_sparse_check out[3], erg_error *err);
+/* The same check under measurement noise: plans chosen on `ref` (e.g. a full
+ * sweep whose every point carries noise) and on `pred` (a sparse profile of
+ * the same noisy measurements), each against its own all-max time (x 1,
+ * x 1.01, no deadline), both evaluated on `truth` (the noise-free profile);
+ * deadline_s is the truth's target. erg_sparse_check_plans(real, pred) is
+ * erg_sparse_check_plans_noisy(real, real, pred). */
+ERG_API erg_status erg_sparse_check_plans_noisy(const erg_profile *truth, const erg_profile *ref,
+                                                const erg_profile *pred, int num_stages,
+                                                int num_microbatches, double blocking_power_w,
+                                                double unit_s, erg_sparse_check out[3],
+                                                erg_error *err);
 
 #ifdef __cplusplus
 }
