@@ -159,6 +159,10 @@ typedef struct erg_sparse_check {
     double pred_energy_j;    /* the real one. */
     double pred_est_time_s;  /* The same plan evaluated on the predicted profile. */
     double pred_est_energy_j;
+    /* The least energy on the real (truth) profile of a plan chosen on it
+     * that is no slower than the predicted-profile plan there: what the
+     * prediction's plan could have cost at its own time. */
+    double best_energy_at_pred_time_j;
 } erg_sparse_check;
 
 /* Plan an S-stage, M-microbatch 1F1B pipeline with the Perseus frontier

@@ -49,6 +49,10 @@ typedef struct erg_sparse_opts {
 
 ERG_API void erg_sparse_opts_init(erg_sparse_opts *opts);
 
+/* A time_noise at least this large (0.5 %) switches the predictor to the
+ * noise fit (docs/sparse-profiling.md: "Under measurement noise"). */
+#define ERG_SPARSE_NOISY 0.005
+
 typedef struct erg_sparse erg_sparse;
 
 /* A sparse profiler for num_stages stages whose GPUs support the clocks

