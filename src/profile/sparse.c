@@ -110,7 +110,8 @@ erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs
     sp->o = o;
     int ncurves = 2 * num_stages;
     long full = (long)ncurves * sp->n;
-    long budget = o.budget ? o.budget : full / 6;
+    /* under noise a quarter: the fit averages neighbouring clocks */
+    long budget = o.budget ? o.budget : o.time_noise >= ERG_SPARSE_NOISY ? full / 4 : full / 6;
     int per = (int)(budget / ncurves);
     int extra = (int)(budget % ncurves);
     if (!o.budget && per < 4)
