@@ -163,6 +163,8 @@ typedef struct erg_sparse_check {
      * that is no slower than the predicted-profile plan there: what the
      * prediction's plan could have cost at its own time. */
     double best_energy_at_pred_time_j;
+    /* The same for the reference plan (ref_time_s). */
+    double best_energy_at_ref_time_j;
 } erg_sparse_check;
 
 /* Plan an S-stage, M-microbatch 1F1B pipeline with the Perseus frontier

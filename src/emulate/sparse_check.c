@@ -203,16 +203,24 @@ erg_status erg_sparse_check_plans_noisy(const erg_profile *truth, const erg_prof
     /* the truth's own choice at the prediction's plans' times */
     if (truth != ref && (st = erg_plan_perseus(truth, S, M, &o, &ft, err)))
         goto done;
-    double dl_at[3];
-    for (int k = 0; k < 3; k++)
-        dl_at[k] = out[k].pred_time_s;
-    if ((st = choose(truth, dag, truth != ref ? ft : fr, allmax, blocking_power_w, dl_at, 3, ct,
-                     err)))
-        goto done;
-    for (int k = 0; k < 3; k++) {
-        if ((st = erg_emulate(truth, dag, ct[k], blocking_power_w, &em, NULL, NULL, err)))
+    for (int which = 0; which < 2; which++) {
+        double dl_at[3];
+        for (int k = 0; k < 3; k++) {
+            dl_at[k] = which ? out[k].ref_time_s : out[k].pred_time_s;
+            erg_plan_free(ct[k]);
+            ct[k] = NULL;
+        }
+        if ((st = choose(truth, dag, truth != ref ? ft : fr, allmax, blocking_power_w, dl_at, 3,
+                         ct, err)))
             goto done;
-        out[k].best_energy_at_pred_time_j = em.energy_j;
+        for (int k = 0; k < 3; k++) {
+            if ((st = erg_emulate(truth, dag, ct[k], blocking_power_w, &em, NULL, NULL, err)))
+                goto done;
+            if (which)
+                out[k].best_energy_at_ref_time_j = em.energy_j;
+            else
+                out[k].best_energy_at_pred_time_j = em.energy_j;
+        }
     }
 done:
     erg_frontier_free(ft);

@@ -574,18 +574,20 @@ TEST(sparse_plans_under_noise)
                 double gap = 100 * (ck[t].pred_energy_j / ck[t].ref_energy_j - 1);
                 double late = 100 * (ck[t].pred_time_s / ck[t].deadline_s - 1);
                 double rlate = 100 * (ck[t].ref_time_s / ck[t].deadline_s - 1);
-                /* faster than the full sweep's plan: judged against the best
-                 * plan as fast as itself */
-                double gap_at = 100 * (ck[t].pred_energy_j / ck[t].best_energy_at_pred_time_j - 1);
-                bool faster = ck[t].pred_time_s < ck[t].ref_time_s;
+                /* each plan's loss against the best plan (chosen on the
+                 * truth) as fast as itself: plans that differ in time are
+                 * compared on it */
+                double loss = 100 * (ck[t].pred_energy_j / ck[t].best_energy_at_pred_time_j - 1);
+                double rloss = 100 * (ck[t].ref_energy_j / ck[t].best_energy_at_ref_time_j - 1);
                 bool over = late > (rlate > 0 ? rlate : 0) + 100 * sigma / 4;
-                bool dear = gap > 0.5 && !(faster && gap_at <= 0.5);
+                bool dear = gap > 0.5 && (t == 2 || loss > rloss + 0.5);
                 fprintf(stderr,
-                        "# %s sigma %.0f%% target %d: %d/%d points, energy %+.3f%% "
-                        "(%+.3f%% vs the best as fast), time vs target %+.3f%% (full noisy sweep's plan %+.3f%%)%s%s\n",
+                        "# %s sigma %.0f%% target %d: %d/%d points, energy %+.3f%%, time %+.3f%% "
+                        "vs target; full noisy sweep's plan %+.3f%%; loss vs the best as fast "
+                        "%.3f%% (full sweep's %.3f%%)%s%s\n",
                         names[i], 100 * sigma, t, erg_sparse_num_measured(sp),
-                        erg_sparse_num_full(sp), gap, gap_at, late, rlate, dear ? " ENERGY" : "",
-                        over ? " LATE" : "");
+                        erg_sparse_num_full(sp), gap, late, rlate, loss, rloss,
+                        dear ? " ENERGY" : "", over ? " LATE" : "");
                 bad += dear || over;
                 worst_gap = gap > worst_gap ? gap : worst_gap;
                 worst_late = late > worst_late ? late : worst_late;
