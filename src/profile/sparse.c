@@ -11,6 +11,7 @@
 typedef struct curve {
     int budget;
     int nmeas;
+    int nrep;    /* repeated measurements (a clock measured again) */
     bool *meas;  /* per clock index (descending clocks) */
     double *t_s; /* measured time at index (valid where meas) */
     double *e_j; /* measured energy */
@@ -31,6 +32,7 @@ struct erg_sparse {
     int *grid;  /* per stage: its grid index (see update_wants) */
     bool *pool_meas, *pool_taken; /* scratch over the clocks */
     double *pool_e;
+    double *fit; /* under noise: the fit, [kind][quantity][stage][clock] */
 };
 
 void erg_sparse_opts_init(erg_sparse_opts *o)
@@ -42,6 +44,7 @@ void erg_sparse_opts_init(erg_sparse_opts *o)
     o->time_margin = 1.0;
     o->energy_margin = 1.0;
     o->time_noise = 0.002;
+    o->remeasure = true;
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -135,9 +138,10 @@ erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs
     sp->pool_meas = erg__calloc(n, sizeof(bool));
     sp->pool_taken = erg__calloc(n, sizeof(bool));
     sp->pool_e = erg__calloc(n, sizeof(double));
+    sp->fit = erg__calloc(4 * (size_t)num_stages * n, sizeof(double));
     sp->stale = true;
     if (!sp->want || !sp->group || !sp->grid || !sp->pool_meas || !sp->pool_taken ||
-        !sp->pool_e) {
+        !sp->pool_e || !sp->fit) {
         sp->S = num_stages;
         erg_sparse_free(sp);
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -177,6 +181,7 @@ void erg_sparse_free(erg_sparse *sp)
     erg__free(sp->pool_meas);
     erg__free(sp->pool_taken);
     erg__free(sp->pool_e);
+    erg__free(sp->fit);
     erg__free(sp->freqs);
     erg__free(sp);
 }
@@ -357,6 +362,85 @@ static int series_next(const erg_sparse *sp, const bool *meas, const bool *taken
     return best;
 }
 
+/* Whether the measurements are noisy enough to be fitted rather than trusted
+ * point by point. */
+static bool noisy_mode(const erg_sparse *sp)
+{
+    return sp->o.time_noise >= ERG_SPARSE_NOISY;
+}
+
+static erg_status noise_fit(const erg_sparse *sp, const curve *cv, int kind, int q, double *fit,
+                            erg_error *err);
+
+/* Standardised departure of measured point x of curve (stage s, kind k) from
+ * the fit in sp->fit: the larger of time's and energy's |log(mean / fit)|
+ * over the noise of the mean (time_noise / sqrt(measurements)). */
+static double departure(const erg_sparse *sp, int s, int k, int x)
+{
+    const curve *c = &sp->c[2 * s + k];
+    int S = sp->S, n = sp->n;
+    const double *ft = sp->fit + (size_t)(2 * k) * S * n, *fe = ft + (size_t)S * n;
+    double se = sp->o.time_noise / sqrt(c->cnt[x] > 0 ? c->cnt[x] : 1);
+    double dt = fabs(log(c->t_s[x] / ft[s * n + x]));
+    double de = c->e_j[x] > 0 && fe[s * n + x] > 0 ? fabs(log(c->e_j[x] / fe[s * n + x])) : 0;
+    return (dt > de ? dt : de) / (se > 0 ? se : 1e-300);
+}
+
+/* A measured point departing from the fit by more than this many standard
+ * deviations of its mean is measured again (a point of noise is averaged
+ * down; a real jag or step of the curve is confirmed, and kept). */
+#define NOISE_OUTLIER 2.0
+
+/* Under noise: the measured clock of curve (s, k) most worth measuring
+ * again (the largest departure above NOISE_OUTLIER), -1 if none. */
+static int worst_outlier(const erg_sparse *sp, int s, int k)
+{
+    const curve *c = &sp->c[2 * s + k];
+    int best = -1;
+    double worst = NOISE_OUTLIER;
+    for (int x = 0; x < sp->n; x++)
+        if (c->meas[x] && c->cnt[x] < 4) {
+            double d = departure(sp, s, k, x);
+            if (d > worst)
+                worst = d, best = x;
+        }
+    return best;
+}
+
+/* Under noise every stage follows its own curve (measurement noise makes no
+ * two stages replicas): its descent and refinement with two thirds of its
+ * budget, then, while the budget lasts, measure again the point that departs
+ * most from the fit (opts.remeasure) or, where none does, split the widest
+ * gap. */
+static void update_wants_noisy(erg_sparse *sp)
+{
+    int S = sp->S, n = sp->n;
+    bool fitted = true;
+    for (int i = 0; i < 2 * S; i++)
+        fitted = fitted && sp->c[i].nmeas > 0;
+    for (int k = 0; k < 2 && fitted; k++)
+        for (int q = 0; q < 2 && fitted; q++)
+            fitted = !noise_fit(sp, sp->c, k, q, sp->fit + (size_t)(2 * k + q) * S * n, NULL);
+    for (int s = 0; s < S; s++) {
+        sp->group[s] = s;
+        sp->grid[s] = s;
+    }
+    for (int i = 0; i < 2 * S; i++) {
+        const curve *c = &sp->c[i];
+        int spent = c->nmeas + c->nrep;
+        int base = ERG__MAX(ERG__MIN(4, c->budget), c->budget * 2 / 3);
+        int x = series_next(sp, c->meas, c->meas, c->e_j, spent, base, i / 2, 1);
+        if (x < 0 && spent < c->budget) {
+            if (fitted && sp->o.remeasure)
+                x = worst_outlier(sp, i / 2, i % 2);
+            if (x < 0)
+                x = series_next(sp, c->meas, c->meas, c->e_j, spent, c->budget, i / 2, 1);
+        }
+        sp->want[i] = x;
+    }
+    sp->stale = false;
+}
+
 /* Work out again what every curve wants next (after a report).
  *
  * Replica groups: the lowest stage of each group, and the grid each stage
@@ -372,6 +456,10 @@ static int series_next(const erg_sparse *sp, const bool *meas, const bool *taken
  * replicas measure the same clock. */
 static void update_wants(erg_sparse *sp)
 {
+    if (noisy_mode(sp)) {
+        update_wants_noisy(sp);
+        return;
+    }
     int S = sp->S, n = sp->n;
     find_groups(sp, sp->group);
     for (int s = 0; s < S; s++) {
@@ -464,10 +552,23 @@ erg_status erg_sparse_report(erg_sparse *sp, int stage, erg_instr_kind kind,
                              "(time %g s, energy %g J)",
                              stage, erg_instr_kind_name(kind), pt->freq_mhz, pt->time_s,
                              pt->energy_j);
-    if (c->meas[i])
-        return erg_error_set(err, ERG_EEXIST,
-                             "sparse profiling: stage %d %s at %d MHz is already measured", stage,
-                             erg_instr_kind_name(kind), pt->freq_mhz);
+    if (c->meas[i]) {
+        /* under noise a clock measured again is accepted (asked for: a
+         * point departing from the fit; the fit, and so what a curve wants,
+         * moves with every report of a round): the point keeps the mean */
+        if (!noisy_mode(sp))
+            return erg_error_set(err, ERG_EEXIST,
+                                 "sparse profiling: stage %d %s at %d MHz is already measured",
+                                 stage, erg_instr_kind_name(kind), pt->freq_mhz);
+        int m = c->cnt[i];
+        c->t_s[i] = (c->t_s[i] * m + pt->time_s) / (m + 1);
+        c->e_j[i] = (c->e_j[i] * m + pt->energy_j) / (m + 1);
+        c->cnt[i] = m + 1;
+        c->nrep++;
+        sp->measured++;
+        sp->stale = true;
+        return ERG_OK;
+    }
     c->meas[i] = true;
     c->t_s[i] = pt->time_s;
     c->e_j[i] = pt->energy_j;
@@ -539,6 +640,34 @@ erg_status erg_sparse_run(erg_sparse *sp, erg_measure_fn measure, void *user, in
     if (!st && rounds)
         *rounds = r;
     return st;
+}
+
+int erg_sparse_num_samples(const erg_sparse *sp, int stage, erg_instr_kind kind, int freq_mhz)
+{
+    const curve *c = get_curve(sp, stage, kind);
+    int i = c ? freq_index(sp, freq_mhz) : -1;
+    return i >= 0 && c->meas[i] ? c->cnt[i] : 0;
+}
+
+int erg_sparse_uncertain(const erg_sparse *sp, int stage, erg_instr_kind kind, int *freqs_mhz,
+                         int max)
+{
+    const curve *c = get_curve(sp, stage, kind);
+    if (!c || !noisy_mode(sp))
+        return 0;
+    if (sp->stale)
+        update_wants((erg_sparse *)sp); /* refreshes the fit */
+    for (int i = 0; i < 2 * sp->S; i++)
+        if (!sp->c[i].nmeas)
+            return 0;
+    int k = 0;
+    for (int x = 0; x < sp->n; x++)
+        if (c->meas[x] && departure(sp, stage, (int)kind, x) > NOISE_OUTLIER) {
+            if (freqs_mhz && k < max)
+                freqs_mhz[k] = sp->freqs[x];
+            k++;
+        }
+    return k;
 }
 
 bool erg_sparse_is_measured(const erg_sparse *sp, int stage, erg_instr_kind kind, int freq_mhz)
@@ -764,50 +893,79 @@ static curve *pooled_curves(const erg_sparse *sp, int *group)
 /* ---- the fit under measurement noise (docs/sparse-profiling.md) ---- */
 
 /* Half-width, in clocks, of the window the shared shape is smoothed over. */
-#define NOISE_WINDOW 4
+#define NOISE_WINDOW 2
+/* Degree of the local polynomial (2 was tried: no better, more variance). */
+#define NOISE_DEG 1
 
-/* Whether the measurements are noisy enough to be fitted rather than trusted
- * point by point. */
-static bool noisy_mode(const erg_sparse *sp)
+/* Solve the 3x3 (or 2x2 with deg 1) normal equations A c = b by Gaussian
+ * elimination; false when singular. */
+static bool solve_small(double A[3][3], double b[3], int m, double c[3])
 {
-    return sp->o.time_noise >= ERG_SPARSE_NOISY;
+    for (int i = 0; i < m; i++) {
+        int p = i;
+        for (int j = i + 1; j < m; j++)
+            if (fabs(A[j][i]) > fabs(A[p][i]))
+                p = j;
+        if (!(fabs(A[p][i]) > 1e-12))
+            return false;
+        for (int j = 0; j < m; j++) {
+            double t = A[i][j];
+            A[i][j] = A[p][j];
+            A[p][j] = t;
+        }
+        double t = b[i];
+        b[i] = b[p];
+        b[p] = t;
+        for (int j = i + 1; j < m; j++) {
+            double f = A[j][i] / A[i][i];
+            for (int k = i; k < m; k++)
+                A[j][k] -= f * A[i][k];
+            b[j] -= f * b[i];
+        }
+    }
+    for (int i = m - 1; i >= 0; i--) {
+        double v = b[i];
+        for (int k = i + 1; k < m; k++)
+            v -= A[i][k] * c[k];
+        c[i] = v / A[i][i];
+    }
+    return true;
 }
 
-/* Smooth r (weights w, over the clock indices) into g by a local linear fit
- * over the clocks within NOISE_WINDOW of each (wider where fewer than 3
- * measurements and 2 clocks fall in the window). */
-/* Weighted local linear fit of r over the clocks lo..hi, evaluated at x;
- * *rms receives the residual mean square per degree of freedom (INFINITY with
- * fewer than 3 measurements or 2 clocks). Returns false when no data. */
-static bool local_line(const double *r, const double *w, int lo, int hi, int x, double *val,
-                       double *rms)
+/* Weighted local polynomial fit (degree deg, lower where the clocks in the
+ * window are too few) of r over the clocks lo..hi, evaluated at x. */
+static bool local_poly(const double *r, const double *w, int lo, int hi, int x, int deg,
+                       double *val)
 {
-    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     int clocks = 0;
-    for (int y = lo; y <= hi; y++) {
-        if (!(w[y] > 0))
-            continue;
-        double d = y - x;
-        sw += w[y];
-        sx += w[y] * d;
-        sy += w[y] * r[y];
-        sxx += w[y] * d * d;
-        sxy += w[y] * d * r[y];
-        clocks++;
-    }
+    double sw = 0, sy = 0;
+    for (int y = lo; y <= hi; y++)
+        if (w[y] > 0) {
+            clocks++;
+            sw += w[y];
+            sy += w[y] * r[y];
+        }
     if (!(sw > 0))
         return false;
-    double det = sw * sxx - sx * sx, a = sy / sw, b = 0;
-    if (clocks >= 2 && det > 1e-12 * sw * sxx) {
-        a = (sxx * sy - sx * sxy) / det;
-        b = (sw * sxy - sx * sy) / det;
+    for (int d = deg < clocks - 1 ? deg : clocks - 1; d >= 1; d--) {
+        double A[3][3] = {{0}}, b[3] = {0}, c[3] = {0};
+        int m = d + 1;
+        for (int y = lo; y <= hi; y++) {
+            if (!(w[y] > 0))
+                continue;
+            double u = (y - x) / (double)(hi - lo + 1), pw[3] = {1, u, u * u};
+            for (int i = 0; i < m; i++) {
+                b[i] += w[y] * pw[i] * r[y];
+                for (int j = 0; j < m; j++)
+                    A[i][j] += w[y] * pw[i] * pw[j];
+            }
+        }
+        if (solve_small(A, b, m, c)) {
+            *val = c[0];
+            return true;
+        }
     }
-    *val = a;
-    double ss = 0;
-    for (int y = lo; y <= hi; y++)
-        if (w[y] > 0)
-            ss += w[y] * (r[y] - a - b * (y - x)) * (r[y] - a - b * (y - x));
-    *rms = sw >= 3 && clocks >= 2 ? ss / (sw - 2 > 0.5 ? sw - 2 : 0.5) : INFINITY;
+    *val = sy / sw;
     return true;
 }
 
@@ -822,7 +980,7 @@ static void smooth_shape(const erg_sparse *sp, const double *r, const double *w,
     int n = sp->n;
     for (int x = 0; x < n; x++) {
         int h = NOISE_WINDOW;
-        double val = 0, rms = INFINITY;
+        double val = 0;
         for (;; h++) {
             double cnt = 0;
             for (int y = ERG__MAX(0, x - h); y <= ERG__MIN(n - 1, x + h); y++)
@@ -830,7 +988,7 @@ static void smooth_shape(const erg_sparse *sp, const double *r, const double *w,
             if (cnt >= 3 || h >= n)
                 break;
         }
-        if (!local_line(r, w, ERG__MAX(0, x - h), ERG__MIN(n - 1, x + h), x, &val, &rms)) {
+        if (!local_poly(r, w, ERG__MAX(0, x - h), ERG__MIN(n - 1, x + h), x, NOISE_DEG, &val)) {
             g[x] = 0;
             continue;
         }
@@ -951,15 +1109,27 @@ erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error
             if ((st = noise_fit(sp, cv, k, 0, fit, err)) ||
                 (st = noise_fit(sp, cv, k, 1, fit + S * n, err)))
                 break;
-            /* every clock from the fit, the maximum as measured (it defines
-             * the all-max plan and the time targets are taken from it) */
+            /* every clock from the fit; at a measured clock the measured
+             * mean's departure from the fit is kept in the part that exceeds
+             * its noise (positive-part shrinkage: a departure of d standard
+             * deviations keeps 1 - (2/d)^2 of itself, nothing below 2) */
             for (int s = 0; s < S && !st; s++) {
                 const curve *c = &cv[2 * s + k];
                 for (int x = 0; x < n && !st; x++) {
                     erg_profile_point pt = {sp->freqs[x], fit[s * n + x], fit[S * n + s * n + x]};
-                    if (x == 0 && c->meas[0]) {
+                    if (c->meas[x] && x == 0) {
+                        /* the maximum as measured: the all-max plan, whose
+                         * time the targets are taken from, as measured */
                         pt.time_s = c->t_s[0];
                         pt.energy_j = c->e_j[0];
+                    } else if (c->meas[x]) {
+                        double se = sp->o.time_noise / sqrt(c->cnt[x] > 0 ? c->cnt[x] : 1);
+                        double dt = log(c->t_s[x] / pt.time_s);
+                        double de = c->e_j[x] > 0 && pt.energy_j > 0 ? log(c->e_j[x] / pt.energy_j) : 0;
+                        double kt = 1 - NOISE_OUTLIER * NOISE_OUTLIER * se * se / (dt * dt + 1e-300);
+                        double ke = 1 - NOISE_OUTLIER * NOISE_OUTLIER * se * se / (de * de + 1e-300);
+                        pt.time_s *= exp(dt * (kt > 0 ? kt : 0));
+                        pt.energy_j *= exp(de * (ke > 0 ? ke : 0));
                     }
                     st = erg_profile_add(p, s, (erg_instr_kind)k, &pt, err);
                 }
