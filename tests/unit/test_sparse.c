@@ -577,6 +577,60 @@ TEST(sparse_plans_under_noise)
     ASSERT_EQ_INT(bad, 0);
 }
 
+/* Under noise the profiler measures again the points that depart from its
+ * fit (at most a quarter of the sweep in all; a repeat is averaged into its
+ * point); with remeasure off (a replay) it measures nothing twice and lists
+ * those points instead. Without noise a repeat is refused. */
+TEST(sparse_remeasures_where_the_fit_is_uncertain)
+{
+    erg_error err;
+    erg_profile *truth;
+    ASSERT_OK(erg_sim_profile("a100", "gpt3-2.7b", 4, 0, 0, &truth, &err));
+    int f[512];
+    int n = clocks_of(truth, f);
+    int repeats[2] = {0, 0}, listed[2] = {0, 0};
+    for (int mode = 0; mode < 2; mode++) {
+        erg_sparse_opts o;
+        erg_sparse_opts_init(&o);
+        o.time_noise = 0.02;
+        o.remeasure = mode == 0;
+        erg_sparse *sp;
+        ASSERT_OK(erg_sparse_new(4, f, (size_t)n, &o, &sp, &err));
+        noisy q = {truth, NULL, 0.02, {42}, 0, sp};
+        ASSERT_OK(erg_sparse_run(sp, noisy_measure, &q, NULL, &err));
+        ASSERT_EQ_INT(q.calls, erg_sparse_num_measured(sp));
+        ASSERT(erg_sparse_num_measured(sp) * 4 <= erg_sparse_num_full(sp));
+        for (int s = 0; s < 4; s++)
+            for (int k = 0; k < 2; k++) {
+                int u[512];
+                int m = erg_sparse_uncertain(sp, s, (erg_instr_kind)k, u, 512);
+                listed[mode] += m;
+                for (int i = 0; i < m; i++)
+                    ASSERT(erg_sparse_is_measured(sp, s, (erg_instr_kind)k, u[i]));
+                for (int x = 0; x < n; x++)
+                    repeats[mode] += erg_sparse_num_samples(sp, s, (erg_instr_kind)k, f[x]) > 1;
+            }
+        erg_sparse_free(sp);
+    }
+    printf("# remeasure on: %d points measured more than once, %d still departing; off: %d, "
+           "%d listed\n",
+           repeats[0], listed[0], repeats[1], listed[1]);
+    ASSERT(repeats[0] > 0);
+    ASSERT_EQ_INT(repeats[1], 0);
+    ASSERT(listed[1] > 0);
+    /* without noise a clock is measured once */
+    erg_sparse *sp;
+    ASSERT_OK(erg_sparse_new(1, f, (size_t)n, NULL, &sp, &err));
+    erg_profile_point pt;
+    ASSERT_OK(erg_profile_lookup(truth, 0, ERG_FORWARD, f[0], &pt, &err));
+    ASSERT_OK(erg_sparse_report(sp, 0, ERG_FORWARD, &pt, &err));
+    ASSERT_EQ_INT(erg_sparse_report(sp, 0, ERG_FORWARD, &pt, &err), ERG_EEXIST);
+    ASSERT_EQ_INT(erg_sparse_num_samples(sp, 0, ERG_FORWARD, f[0]), 1);
+    ASSERT_EQ_INT(erg_sparse_uncertain(sp, 0, ERG_FORWARD, NULL, 0), 0);
+    erg_sparse_free(sp);
+    erg_profile_free(truth);
+}
+
 /* ---- measurement stability ---- */
 
 typedef struct seq {
@@ -656,4 +710,5 @@ TAP_MAIN(TEST_ENTRY(sparse_predicts_simulated_gpus_within_tolerance),
          TEST_ENTRY(sparse_predicted_energy_carries_margin),
          TEST_ENTRY(sparse_plans_on_published_profiles),
          TEST_ENTRY(sparse_plans_under_noise),
+         TEST_ENTRY(sparse_remeasures_where_the_fit_is_uncertain),
          TEST_ENTRY(stable_measure_warmup_ci_and_outliers))
