@@ -892,8 +892,12 @@ static curve *pooled_curves(const erg_sparse *sp, int *group)
 
 /* ---- the fit under measurement noise (docs/sparse-profiling.md) ---- */
 
-/* Half-width, in clocks, of the window the shared shape is smoothed over. */
-#define NOISE_WINDOW 2
+/* Half-width, in clocks, of the window the shared shape is smoothed over:
+ * none below 1 % noise (each clock's own measurements, with the nearest
+ * clocks' until there are 3), 2 from 1 % (docs/sparse-profiling.md: at 0.5 %
+ * the +-2 window's bias cost more than the noise it removed, 46 of 192 cells
+ * against 8). */
+#define NOISE_WINDOW (sp->o.time_noise < 0.0075 ? 0 : 2)
 /* Degree of the local polynomial (2 was tried: no better, more variance). */
 #define NOISE_DEG 1
 
