@@ -20,9 +20,10 @@ extern "C" {
 
 /* Options; initialise with erg_sparse_opts_init. */
 typedef struct erg_sparse_opts {
-    /* Most (stage, instruction, clock) points measured in all; 0 = one sixth
-     * of the full sweep (num_stages * 2 * num_clocks / 6, at least 4 per
-     * (stage, instruction)). Split evenly over the (stage, instruction)s. */
+    /* Most (stage, instruction, clock) points measured in all, repeats
+     * included; 0 = one sixth of the full sweep (num_stages * 2 * num_clocks
+     * / 6, at least 4 per (stage, instruction)), a quarter under noise.
+     * Split evenly over the (stage, instruction)s. */
     int budget;
     /* Zeus's rule: below the lowest-energy clock found so far, stop going down
      * once energy has risen this many measurements in a row (default 2). */
@@ -41,9 +42,13 @@ typedef struct erg_sparse_opts {
      * (default 1.0, 0..10): plans prefer measured clocks unless a predicted
      * one is better by more than its prediction can be trusted to be. */
     double energy_margin;
-    /* Relative noise of a time measurement: the least uncertainty a predicted
-     * time is given (default 0.002; a live profiler passes the confidence
-     * half-width its measurements reached). 0..1. */
+    /* Relative noise of a measurement (time and energy): the least
+     * uncertainty a predicted time is given (default 0.002; a live profiler
+     * passes the confidence half-width its measurements reached). 0..1.
+     * From ERG_SPARSE_NOISY (0.5 %) on, the measurements are fitted rather
+     * than trusted point by point, the default budget is a quarter of the
+     * sweep and the descent goes to the bottom (docs/sparse-profiling.md,
+     * "Under measurement noise"). */
     double time_noise;
     /* Under noise (time_noise >= ERG_SPARSE_NOISY): measure a point again
      * when it departs from the fit by more than 2 standard deviations of its
