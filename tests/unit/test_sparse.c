@@ -494,13 +494,18 @@ static erg_profile *noisy_sweep(const erg_profile *truth, int S, double sigma, u
 }
 
 /* Issue 26: every point of the four published profiles measured with
- * independent noise of 1 % and 2 % (time and energy, fresh on every
- * measurement; fixed seeds). Plans chosen on the sparse profile, and on a
- * full sweep with the same noise, each against its own all-max time, both
- * evaluated on the noise-free profile: the sparse plans within 0.5 % of the
- * full sweep's energy, late on the truth by no more than the noise allows
- * (sigma / 4: the all-max time itself is measured with that noise), at most
- * a quarter of the sweep measured. M = 12 at 1 ms. */
+ * independent noise of 1 % and 2 % (time and energy; the sparse profiler's
+ * first measurement of a point is the noisy sweep's, a repeat a fresh draw;
+ * fixed seeds). Plans chosen on the sparse profile and on the full noisy
+ * sweep, each against its own all-max time (x 1, x 1.01, no deadline), both
+ * evaluated on the noise-free profile. A cell passes when the sparse plan's
+ * energy is within 0.5 % of the full sweep's, or -- time targets, where the
+ * later plan is also the cheaper -- its loss against the best plan as fast as
+ * itself is within 0.5 points of the full sweep plan's; and when it is no
+ * later on the truth than the full sweep's plan (or the target) by more than
+ * sigma / 4. At most a quarter of the sweep measured. M = 12 at 1 ms. Over
+ * other draws (ERGON_NOISE_SEED_SET) 92-94 % of the cells pass, not all
+ * (docs/sparse-profiling.md, "Under measurement noise"). */
 TEST(sparse_plans_under_noise)
 {
     const char *dir = ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile";
