@@ -790,6 +790,7 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
             window, ps = got
             apply_power_states(client, ps, sched, S, M, rank, plan_path)
             client.sync(10.0)
+            client.energy_source(reset=True)  # the window's steps only
             its = []
             for _ in range(args.window_steps):
                 if rank == args.stall_rank and step == args.stall_step:
@@ -810,7 +811,9 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
                           flush=True)
                 rows.append(row)
                 step += 1
-            sc.report(job, window, rank, its)
+            # where the window's energies came from (the counter, or power integrated
+            # once the counter was not trusted): the server keeps it in its dumps
+            sc.report(job, window, rank, its, energy_source=client.energy_source(reset=True))
             windows += 1
             states_seen.append(ps)
             if args.max_windows and windows >= args.max_windows:

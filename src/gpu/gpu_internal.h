@@ -5,6 +5,8 @@
 #include "core/internal.h"
 #include "ergon/gpu.h"
 
+#include <pthread.h>
+
 /* One back-end. Device indices reaching these are already range-checked and
  * clock arguments already validated against the supported lists by gpu.c. */
 typedef struct erg__gpu_backend {
@@ -45,6 +47,9 @@ struct erg_gpu {
     int **mem_cache;             /* Per device: supported memory clocks. */
     size_t *mem_cache_n;
     erg__energy_dev *energy;     /* Per device: energy check state (energy.c), lazily. */
+    pthread_mutex_t energy_mu;   /* Guards `energy`: a client reads energy from its clock
+                                    thread and from the training thread (recursive: the
+                                    event callback may ask for the info). */
     erg_gpu_energy_event_fn energy_event;
     void *energy_event_user;
 };
