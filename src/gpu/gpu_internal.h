@@ -67,6 +67,9 @@ extern const erg__gpu_backend erg__gpu_sim_backend;
 extern const erg__gpu_backend erg__gpu_nvml_backend;
 extern const erg__gpu_backend erg__gpu_amdsmi_backend;
 
+/* qsort comparator: ints in descending order (clock lists). */
+int erg__cmp_int_desc(const void *a, const void *b);
+
 /* Monotonic time in seconds. */
 double erg__now_s(void);
 
