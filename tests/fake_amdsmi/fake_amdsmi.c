@@ -10,7 +10,9 @@
  *   FAKE_AMDSMI_DENY     setters fail with NO_PERM (they also do when euid != 0)
  *   FAKE_AMDSMI_STATE    file holding the settings ("DEV RANGE_MIN RANGE_MAX CAP_UW" per
  *                        device), read at the first amdsmi_init, rewritten after each change,
- *                        so that settings outlive the process as on a real GPU
+ *                        so that settings outlive the process as on a real GPU; a change
+ *                        rewrites only its device's line, under a record lock on
+ *                        "<file>.lock", as the fake NVML (tests/fake_common)
  *   FAKE_AMDSMI_QUIRK    the misbehaviour of a real model:
  *     mi250     "AMD Instinct MI250X": dies in pairs; the even die reports the package's
  *               power and energy (both dies), the odd die 0 W and a counter that stays at 0
@@ -18,13 +20,15 @@
  *     mi100     "AMD Instinct MI100": the counter runs 1.6 times too fast
  *     stall     the counter stops moving after FAKE_AMDSMI_QUIRK_AFTER_S seconds (default 0.5)
  *               of the process's life
- *     backwards the counter drops by 10^6 units after FAKE_AMDSMI_QUIRK_AFTER_S seconds
+ *     backwards the counter drops by 10^8 units (1.5 kJ) after FAKE_AMDSMI_QUIRK_AFTER_S seconds
  *     drift     the counter runs 1.6 times too fast (any model name)
  * Devices (default "AMD Instinct MI210"): GFX DPM levels 500, 1000 and 1700 MHz, memory 1600
  * MHz, power cap 150..300 W (default 300 W). A range outside [500, 1700] or min >= max gives
  * INVAL (as rocm_smi's range check). Power is 40 W + 260 W * max / 1700 and the counter
  * integrates it over real time.
  */
+#include "fake_common.h"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -103,10 +107,10 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return fake_now_s();
 }
+
+#define log_call(...) fake_log_call("FAKE_AMDSMI_LOG", __VA_ARGS__)
 
 static const char *quirk(void)
 {
@@ -126,69 +130,41 @@ static double quirk_after_s(void)
     return v >= 0 ? v : 0.5;
 }
 
-static void log_call(const char *fmt, ...)
+/* The state file: "DEV RANGE_MIN RANGE_MAX CAP_UW" per device; a change rewrites only its
+ * device's line (another process may share the GPU). */
+enum { NVALS = 3 };
+
+static void state_values(unsigned long long *v)
 {
-    const char *path = getenv("FAKE_AMDSMI_LOG");
-    if (!path || !*path)
-        return;
-    char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if (n > (int)sizeof line - 2)
-        n = (int)sizeof line - 2;
-    line[n++] = '\n';
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return;
-    ssize_t w = write(fd, line, (size_t)n);
-    (void)w;
-    close(fd);
+    for (int i = 0; i < ngpu; i++) {
+        v[i * NVALS + 0] = gpus[i].range_min;
+        v[i * NVALS + 1] = gpus[i].range_max;
+        v[i * NVALS + 2] = gpus[i].cap_uw;
+    }
 }
 
-static void save_state(void)
+static void save_state(int dev)
 {
-    const char *path = getenv("FAKE_AMDSMI_STATE");
-    if (!path || !*path)
-        return;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return;
-    for (int i = 0; i < ngpu; i++)
-        fprintf(f, "%d %u %u %llu\n", i, gpus[i].range_min, gpus[i].range_max,
-                (unsigned long long)gpus[i].cap_uw);
-    if (fclose(f) == 0)
-        rename(tmp, path);
-    else
-        unlink(tmp);
+    unsigned long long v[NDEV_MAX * NVALS];
+    state_values(v);
+    fake_state_save("FAKE_AMDSMI_STATE", dev, ngpu, NVALS, v);
 }
 
 static void load_state(void)
 {
-    const char *path = getenv("FAKE_AMDSMI_STATE");
-    FILE *f = path && *path ? fopen(path, "r") : NULL;
-    if (!f)
-        return;
-    int i;
-    unsigned lo, hi;
-    unsigned long long cap;
-    while (fscanf(f, "%d %u %u %llu", &i, &lo, &hi, &cap) == 4)
-        if (i >= 0 && i < ngpu) {
-            gpus[i].range_min = lo;
-            gpus[i].range_max = hi;
-            gpus[i].cap_uw = cap;
-        }
-    fclose(f);
+    unsigned long long v[NDEV_MAX * NVALS];
+    state_values(v);
+    fake_state_load("FAKE_AMDSMI_STATE", ngpu, NVALS, v);
+    for (int i = 0; i < ngpu; i++) {
+        gpus[i].range_min = (unsigned)v[i * NVALS + 0];
+        gpus[i].range_max = (unsigned)v[i * NVALS + 1];
+        gpus[i].cap_uw = v[i * NVALS + 2];
+    }
 }
 
 static bool denied(void)
 {
-    return geteuid() != 0 || getenv("FAKE_AMDSMI_DENY") != NULL;
+    return fake_denied("FAKE_AMDSMI_DENY");
 }
 
 static struct fake_gpu *gpu_of(amdsmi_handle h)
@@ -218,12 +194,7 @@ amdsmi_status_t amdsmi_init(uint64_t flags)
         return INVAL;
     pthread_mutex_lock(&mu);
     if (init_count++ == 0) {
-        const char *e = getenv("FAKE_AMDSMI_DEVICES");
-        ngpu = e ? atoi(e) : 2;
-        if (ngpu < 0)
-            ngpu = 0;
-        if (ngpu > NDEV_MAX)
-            ngpu = NDEV_MAX;
+        ngpu = fake_device_count("FAKE_AMDSMI_DEVICES", 2, NDEV_MAX);
         start_s = now_s();
         for (int i = 0; i < ngpu; i++) {
             memset(&gpus[i], 0, sizeof gpus[i]);
@@ -365,7 +336,7 @@ amdsmi_status_t amdsmi_set_gpu_clk_range(amdsmi_handle h, uint64_t lo, uint64_t 
         integrate(d);
         d->range_min = (unsigned)lo;
         d->range_max = (unsigned)hi;
-        save_state();
+        save_state(d->index);
     }
     pthread_mutex_unlock(&mu);
     log_call("amdsmi_set_gpu_clk_range %d %llu %llu %u = %d", d ? d->index : -1,
@@ -398,7 +369,7 @@ amdsmi_status_t amdsmi_set_power_cap(amdsmi_handle h, uint32_t sensor, uint64_t 
     if (!r) {
         pthread_mutex_lock(&mu);
         d->cap_uw = cap_uw;
-        save_state();
+        save_state(d->index);
         pthread_mutex_unlock(&mu);
     }
     log_call("amdsmi_set_power_cap %d %llu = %d", d ? d->index : -1, (unsigned long long)cap_uw,
@@ -449,7 +420,7 @@ amdsmi_status_t amdsmi_get_energy_count(amdsmi_handle h, uint64_t *acc, float *r
             frozen_uj[d->index] = uj;
         uj = frozen_uj[d->index];
     } else if (is("backwards") && t - start_s > after)
-        uj -= 1e6 * RES_UJ;
+        uj -= 1e8 * RES_UJ; /* 1.5 kJ: more than any reading interval draws */
     pthread_mutex_unlock(&mu);
     *acc = (uint64_t)(uj / RES_UJ);
     *res = RES_UJ;
