@@ -95,6 +95,7 @@ struct fake_gpu {
     uint64_t cap_uw;
     double energy_uj;
     double last_s;
+    int busy; /* fake kernels running (fake_gpu_kernel_begin) */
 };
 
 static struct fake_gpu gpus[NDEV_MAX];
@@ -111,6 +112,8 @@ static double now_s(void)
 }
 
 #define log_call(...) fake_log_call("FAKE_AMDSMI_LOG", __VA_ARGS__)
+
+#define IDLE_W 40.0
 
 static const char *quirk(void)
 {
@@ -178,7 +181,9 @@ static struct fake_gpu *gpu_of(amdsmi_handle h)
 /* Power drawn by one die, W. */
 static double die_power_w(const struct fake_gpu *d)
 {
-    return 40.0 + 260.0 * d->range_max / SCLK_MAX;
+    if (fake_activity_model() && !d->busy)
+        return IDLE_W;
+    return IDLE_W + 260.0 * d->range_max / SCLK_MAX;
 }
 
 static void integrate(struct fake_gpu *d)
@@ -442,4 +447,39 @@ amdsmi_status_t amdsmi_get_power_info(amdsmi_handle h, amdsmi_power_info_t *p)
     p->power_limit = (uint32_t)(d->cap_uw / 1000000u);
     pthread_mutex_unlock(&mu);
     return OK;
+}
+
+/* Fake compute (tests/fake_common/fake_common.h): not amdsmi's; a trainer finds them with
+ * dlsym to hold each instruction as long as the device's clock makes it last. dev is the
+ * processor's index in handle order (ergon's device index). */
+double fake_gpu_kernel_begin(unsigned dev, double work_s);
+int fake_gpu_kernel_end(unsigned dev);
+
+double fake_gpu_kernel_begin(unsigned dev, double work_s)
+{
+    pthread_mutex_lock(&mu);
+    if (!init_count || dev >= (unsigned)ngpu) {
+        pthread_mutex_unlock(&mu);
+        return -1.0;
+    }
+    struct fake_gpu *d = &gpus[dev];
+    integrate(d);
+    d->busy++;
+    double t = fake_kernel_s(work_s, d->range_max, SCLK_MAX);
+    pthread_mutex_unlock(&mu);
+    return t;
+}
+
+int fake_gpu_kernel_end(unsigned dev)
+{
+    pthread_mutex_lock(&mu);
+    if (!init_count || dev >= (unsigned)ngpu) {
+        pthread_mutex_unlock(&mu);
+        return -1;
+    }
+    integrate(&gpus[dev]);
+    if (gpus[dev].busy > 0)
+        gpus[dev].busy--;
+    pthread_mutex_unlock(&mu);
+    return 0;
 }

@@ -136,3 +136,18 @@ void fake_state_save(const char *env, int dev, int ndev, int nvals,
     if (lfd >= 0)
         close(lfd); /* releases the lock */
 }
+
+double fake_kernel_s(double work_s, unsigned f_mhz, unsigned fmax_mhz)
+{
+    if (!(work_s > 0) || !f_mhz || !fmax_mhz)
+        return 0.0;
+    return work_s * (FAKE_MEM_SHARE + (1.0 - FAKE_MEM_SHARE) * (double)fmax_mhz / f_mhz);
+}
+
+bool fake_activity_model(void)
+{
+    static int cached = -1;
+    if (cached < 0)
+        cached = getenv("FAKE_GPU_ACTIVITY") && *getenv("FAKE_GPU_ACTIVITY");
+    return cached == 1;
+}

@@ -30,4 +30,19 @@ FAKE_HIDDEN void fake_state_load(const char *env, int ndev, int nvals, unsigned 
 FAKE_HIDDEN void fake_state_save(const char *env, int dev, int ndev, int nvals,
                                  const unsigned long long *vals);
 
+
+/* Compute on a fake device (what lets an end-to-end run on a fake library see clocks change
+ * time and energy, as on a GPU). A trainer that finds the symbols fake_gpu_kernel_begin /
+ * fake_gpu_kernel_end in the vendor library it loaded (the fakes only) brackets each
+ * instruction with them: begin returns how long a kernel of work_s seconds at the top clock
+ * takes at the device's clock, half of it memory-bound (FAKE_MEM_SHARE: that half does not
+ * scale with the clock), and the trainer holds the instruction that long. With
+ * $FAKE_GPU_ACTIVITY set, a device draws its clock's power only while a kernel runs and its
+ * idle power between kernels (the blocking power of a pipeline stage); without it, the
+ * clock's power all the time (what the unit tests of the fakes measure). */
+#define FAKE_MEM_SHARE 0.5
+FAKE_HIDDEN double fake_kernel_s(double work_s, unsigned f_mhz, unsigned fmax_mhz);
+/* $FAKE_GPU_ACTIVITY, read once. */
+FAKE_HIDDEN bool fake_activity_model(void);
+
 #endif

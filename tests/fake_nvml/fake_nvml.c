@@ -53,6 +53,7 @@ struct fake_dev {
     unsigned limit_mw;
     double energy_mj;
     double last_s;
+    int busy; /* fake kernels running (fake_gpu_kernel_begin) */
 };
 
 static struct fake_dev devs[NDEV_MAX];
@@ -67,10 +68,14 @@ static double now_s(void)
 
 #define log_call(...) fake_log_call("FAKE_NVML_LOG", __VA_ARGS__)
 
+#define IDLE_W 60.0
+
 static double power_w(const struct fake_dev *d)
 {
+    if (fake_activity_model() && !d->busy)
+        return IDLE_W;
     unsigned f = d->lock_max ? d->lock_max : SM_MAX;
-    return 60.0 + 300.0 * f / SM_MAX;
+    return IDLE_W + 300.0 * f / SM_MAX;
 }
 
 static void integrate(struct fake_dev *d)
@@ -392,6 +397,40 @@ nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw)
         return 2;
     pthread_mutex_lock(&mu);
     *mw = (unsigned)(power_w(d) * 1000.0);
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+/* Fake compute (tests/fake_common/fake_common.h): not NVML's; a trainer finds them with
+ * dlsym to hold each instruction as long as the device's clock makes it last. */
+double fake_gpu_kernel_begin(unsigned dev, double work_s);
+int fake_gpu_kernel_end(unsigned dev);
+
+double fake_gpu_kernel_begin(unsigned dev, double work_s)
+{
+    pthread_mutex_lock(&mu);
+    if (!init_count || dev >= (unsigned)ndev) {
+        pthread_mutex_unlock(&mu);
+        return -1.0;
+    }
+    struct fake_dev *d = &devs[dev];
+    integrate(d);
+    d->busy++;
+    double t = fake_kernel_s(work_s, d->lock_max ? d->lock_max : SM_MAX, SM_MAX);
+    pthread_mutex_unlock(&mu);
+    return t;
+}
+
+int fake_gpu_kernel_end(unsigned dev)
+{
+    pthread_mutex_lock(&mu);
+    if (!init_count || dev >= (unsigned)ndev) {
+        pthread_mutex_unlock(&mu);
+        return -1;
+    }
+    integrate(&devs[dev]);
+    if (devs[dev].busy > 0)
+        devs[dev].busy--;
     pthread_mutex_unlock(&mu);
     return 0;
 }
