@@ -42,7 +42,7 @@ FAKE_HIDDEN void fake_state_save(const char *env, int dev, int ndev, int nvals,
  * clock's power all the time (what the unit tests of the fakes measure). */
 #define FAKE_MEM_SHARE 0.5
 FAKE_HIDDEN double fake_kernel_s(double work_s, unsigned f_mhz, unsigned fmax_mhz);
-/* $FAKE_GPU_ACTIVITY, read once. */
+/* $FAKE_GPU_ACTIVITY is set (read at each power reading: a test may switch it). */
 FAKE_HIDDEN bool fake_activity_model(void);
 
 #endif
