@@ -11,9 +11,9 @@ source "$(dirname "$0")/e2e_lib.bash"
 [ -n "${ERGON_FAKE_AMDSMI:-}" ] && [ -r "$ERGON_FAKE_AMDSMI" ] || { echo "SKIP: fake amdsmi not built"; exit 77; }
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (the fake amdsmi refuses clock changes otherwise)"; exit 77; }
 unset FAKE_AMDSMI_STATE FAKE_AMDSMI_DENY FAKE_AMDSMI_QUIRK FAKE_AMDSMI_LOG FAKE_AMDSMI_DEVICES FAKE_GPU_ACTIVITY
-timeout -k 5 400 "$PY" "$EX/run_e2e.py" --ergon "$ERGON" --out "$tmp/out" --stages 2 \
+timeout -k 5 800 "$PY" "$EX/run_e2e.py" --ergon "$ERGON" --out "$tmp/out" --stages 2 \
   --microbatches 4 --sim-model gpt3-xl --gpu "amdsmi:$ERGON_FAKE_AMDSMI" --window-steps 2 \
-  --steps 4 --time-tolerance 0.02 --allow-repeat-windows --timeout 60 >"$tmp/log.txt" 2>&1
+  --steps 4 --time-tolerance 0.02 --allow-repeat-windows --timeout 240 >"$tmp/log.txt" 2>&1
 rc=$?
 if [ $rc -eq 3 ]; then
   grep STOPPED "$tmp/log.txt"
