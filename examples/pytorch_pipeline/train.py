@@ -199,13 +199,24 @@ class Pacer:
         self.overruns = 0      # instructions whose real compute took longer than simulated
         self.instructions = 0
 
+    def begin(self, kind):
+        """Mark the device busy with an instruction of `kind`; its time at the clock, s."""
+        return self.gpu.sim_set_activity(self.dev, True, kind)
+
+    def end(self):
+        self.gpu.sim_set_activity(self.dev, False)
+
     def wrap(self, kind, fn, chunks=1):
         """`chunks`: V, the rank's stages; each is an equal share (1/V) of the simulated
         device's stage, as the planner reads a per-rank profile ("stages split evenly")."""
         def run(*args, **kwargs):
             t0 = time.monotonic()
-            self.client.sync(10.0)   # the clock requested by instruction_begin is applied
-            t_sim = self.gpu.sim_set_activity(self.dev, True, kind) / chunks
+            try:
+                self.client.sync(10.0)   # the clock requested by instruction_begin is applied
+            except ergon.ErgonError:
+                pass  # a clock change failed (no privilege): check_clocks says so after the
+                # first iteration, with what to do
+            t_sim = self.begin(kind) / chunks
             try:
                 r = fn(*args, **kwargs)
             finally:
@@ -215,7 +226,7 @@ class Pacer:
                     time.sleep(rest)
                 else:
                     self.overruns += 1
-                self.gpu.sim_set_activity(self.dev, False)
+                self.end()
             return r
         return run
 
@@ -280,31 +291,14 @@ class KernelPacer(Pacer):
     device says at its clock, the device busy meanwhile."""
 
     def __init__(self, kernels, client):
-        self.kernels, self.client = kernels, client
-        self.overruns = 0
-        self.instructions = 0
+        super().__init__(None, client, None)
+        self.kernels = kernels
 
-    def wrap(self, kind, fn, chunks=1):
-        def run(*args, **kwargs):
-            t0 = time.monotonic()
-            try:
-                self.client.sync(10.0)   # the clock requested by instruction_begin is applied
-            except ergon.ErgonError:
-                pass  # a clock change failed (no privilege): check_clocks says so after the
-                # first iteration, with what to do
-            t_dev = self.kernels.begin(kind) / chunks
-            try:
-                r = fn(*args, **kwargs)
-            finally:
-                rest = t_dev - (time.monotonic() - t0)
-                self.instructions += 1
-                if rest > 0:
-                    time.sleep(rest)
-                else:
-                    self.overruns += 1
-                self.kernels.end()
-            return r
-        return run
+    def begin(self, kind):
+        return self.kernels.begin(kind)
+
+    def end(self):
+        self.kernels.end()
 
 
 class Recorder:

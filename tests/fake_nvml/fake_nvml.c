@@ -100,27 +100,27 @@ enum { NVALS = 4 };
 
 /* Rewrite the state file with device `dev`'s settings (-1: every device), keeping the other
  * devices' lines as the file has them (another process may have changed them since). */
-static void save_state(int dev)
+static void state_values(unsigned long long *v)
 {
-    unsigned long long v[NDEV_MAX * NVALS];
     for (int i = 0; i < ndev; i++) {
         v[i * NVALS + 0] = devs[i].lock_min;
         v[i * NVALS + 1] = devs[i].lock_max;
         v[i * NVALS + 2] = devs[i].mem_lock;
         v[i * NVALS + 3] = devs[i].limit_mw;
     }
+}
+
+static void save_state(int dev)
+{
+    unsigned long long v[NDEV_MAX * NVALS];
+    state_values(v);
     fake_state_save("FAKE_NVML_STATE", dev, ndev, NVALS, v);
 }
 
 static void load_state(void)
 {
     unsigned long long v[NDEV_MAX * NVALS];
-    for (int i = 0; i < ndev; i++) {
-        v[i * NVALS + 0] = devs[i].lock_min;
-        v[i * NVALS + 1] = devs[i].lock_max;
-        v[i * NVALS + 2] = devs[i].mem_lock;
-        v[i * NVALS + 3] = devs[i].limit_mw;
-    }
+    state_values(v);
     fake_state_load("FAKE_NVML_STATE", ndev, NVALS, v);
     for (int i = 0; i < ndev; i++) {
         devs[i].lock_min = (unsigned)v[i * NVALS + 0];
