@@ -524,7 +524,7 @@ erg_status erg_client_flush_logs(erg_client *c, erg_error *err)
     if ((st = erg__client_copy_samples(c, &s, &n, err)))
         return st;
     erg__buf e = {0};
-    /* energy_source: where each reading came from (docs/formats.md); readers before it take
+    /* energy_source: where each reading came from (docs/runtime.md); readers before it take
      * the first two columns. */
     st = erg__buf_printf(&e, "time,energy,energy_source\n");
     for (size_t i = 0; !st && i < n; i++)
