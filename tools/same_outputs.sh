@@ -34,6 +34,25 @@ for prof in "$data"/*.csv; do
         --gpu "$gpu" --unit-time 0.002 --switch-latency default --out "$d/perseus-switch"
     run "$base/envpipe" "$ergon" plan envpipe --profile "$prof" --stages 8 --microbatches 8 \
         --gpu "$gpu" --out "$d/envpipe"
+    # EnvPipe's phases under each knob: --type, --reconfig, the schedule, the memory cap, the
+    # measured-wait rule, the per-iteration printout, and Perseus's emulation of it.
+    for ty in baseline uniform envelope; do
+        for rc in default greedy balanced; do
+            run "$base/envpipe-$ty-$rc" "$ergon" plan envpipe --profile "$prof" --stages 8 \
+                --microbatches 8 --gpu "$gpu" --type "$ty" --reconfig "$rc" --quiet \
+                --out "$d/envpipe-$ty-$rc.json"
+        done
+    done
+    run "$base/envpipe-1f1b" "$ergon" plan envpipe --profile "$prof" --stages 8 --microbatches 8 \
+        --gpu "$gpu" --schedule 1f1b --out "$d/envpipe-1f1b.json"
+    run "$base/envpipe-inflight" "$ergon" plan envpipe --profile "$prof" --stages 8 \
+        --microbatches 12 --gpu "$gpu" --max-inflight 10 --out "$d/envpipe-inflight.json"
+    run "$base/envpipe-iterations" "$ergon" plan envpipe --profile "$prof" --stages 4 \
+        --microbatches 6 --gpu "$gpu" --threshold-scale 4 --transfer-time 0.001 \
+        --print-iterations --out "$d/envpipe-iterations.json"
+    run "$base/envpipe-perseus" "$ergon" plan envpipe --profile "$prof" --stages 8 \
+        --microbatches 8 --gpu "$gpu" --variant perseus-emulation --unit-time 0.002 \
+        --out "$d/envpipe-perseus.json"
     run "$base/zeus-global" "$ergon" plan zeus-global --profile "$prof" --stages 8 \
         --microbatches 8 --gpu "$gpu" --out "$d/zeus-global"
     run "$base/zeus-stage" "$ergon" plan zeus-stage --profile "$prof" --stages 8 \
