@@ -116,15 +116,9 @@ erg_status erg__config_parse(const char *text, size_t len, const char *name, erg
                                    line, prin);
                 goto fail;
             }
-            if (out->n == cap) {
-                size_t nc = cap ? 2 * cap : 8;
-                erg__allow *na = erg__reallocarray(out->allow, nc, sizeof *na);
-                if (!na) {
-                    st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                    goto fail;
-                }
-                out->allow = na;
-                cap = nc;
+            if (!ERG__GROW(out->allow, cap, out->n + 1, 8)) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                goto fail;
             }
             out->allow[out->n++] = a;
             nprin++;
