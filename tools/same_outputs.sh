@@ -46,7 +46,8 @@ digest() {
 
 # compare OLD NEW: both builds' outputs into a temporary directory, then diff -r.
 compare() {
-    local old=$1 new=$2 tmp rc
+    local old new tmp rc
+    old=$(realpath "$1") && new=$(realpath "$2") || exit 1
     tmp=$(mktemp -d)
     "$0" "$old" "$tmp/old" >/dev/null
     rc=$?
