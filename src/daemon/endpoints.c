@@ -28,6 +28,24 @@ static int status_of(erg_status st)
 
 typedef enum { EP_READ, EP_WRITE, EP_OPEN } ep_kind;
 
+/* What an endpoint does; the table in erg__daemon_handle maps each path to one. */
+typedef enum {
+    OP_DISCOVER,
+    OP_TIME,
+    OP_SET_SM,        /* set_gpu_locked_clocks */
+    OP_SET_MEM,       /* set_mem_locked_clocks */
+    OP_RESET_SM,      /* reset_gpu_locked_clocks */
+    OP_RESET_MEM,     /* reset_mem_locked_clocks */
+    OP_RESET_CLOCKS,  /* reset_locked_clocks: SM and memory */
+    OP_SET_PL,        /* set_power_limit */
+    OP_RESET_PL,      /* reset_power_limit */
+    OP_GET_ENERGY,    /* get_cumulative_energy */
+    OP_GET_POWER,     /* get_power */
+    OP_GET_PL,        /* get_power_limit */
+    OP_GET_PL_RANGE,  /* get_power_limit_constraints */
+    OP_GET_CLOCKS,    /* get_supported_clocks */
+} ep_op;
+
 /* Check every parameter is one of `allowed` (NULL-terminated). */
 static bool params_known(const erg__query *q, const char *const *allowed, char *bad, size_t n)
 {
@@ -96,14 +114,15 @@ static void handle_discover(erg_daemon *d, erg__buf *resp)
     erg__buf_free(&b);
 }
 
-static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uint64_t mask,
-                         const erg__peer *peer, erg__buf *resp)
+/* A write endpoint; `name` (the path after /gpu/) is for the log. */
+static void handle_write(erg_daemon *d, ep_op op, const char *name, const erg__query *q,
+                         uint64_t mask, const erg__peer *peer, erg__buf *resp)
 {
     unsigned uid = peer->uid, gid = peer->gid;
     pid_t pid = peer->pid;
     int count = erg_gpu_count(d->gpu);
     if (d->lock_file && access(d->lock_file, F_OK) == 0) {
-        erg__dlog(d, 1, "refused %s for uid %u pid %d: writes disabled (%s exists)", op, uid,
+        erg__dlog(d, 1, "refused %s for uid %u pid %d: writes disabled (%s exists)", name, uid,
                   (int)pid, d->lock_file);
         erg__http_respond_error(resp, 503, "writes are disabled by the administrator (%s exists)",
                                 d->lock_file);
@@ -114,7 +133,7 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
         if ((mask >> g) & 1 &&
             !erg__config_allows_groups(&d->cfg, uid, gid, peer->groups, peer->ngroups, g)) {
             erg__dlog(d, 1, "refused %s on GPU %d for uid %u gid %u pid %d: not in the allow list",
-                      op, g, uid, gid, (int)pid);
+                      name, g, uid, gid, (int)pid);
             erg__http_respond_error(resp, 403,
                                     "uid %u (gid %u) may not change GPU %d (not in the allow "
                                     "list of ergond)",
@@ -122,9 +141,7 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
             return;
         }
     unsigned long lo = 0, hi = 0, mw = 0;
-    bool set_sm = !strcmp(op, "set_gpu_locked_clocks");
-    bool set_mem = !strcmp(op, "set_mem_locked_clocks");
-    bool set_pl = !strcmp(op, "set_power_limit");
+    bool set_sm = op == OP_SET_SM, set_mem = op == OP_SET_MEM, set_pl = op == OP_SET_PL;
     if (set_sm || set_mem) {
         if (!parse_uint(erg__query_get(q, "min_clock_mhz"), 100000, &lo) ||
             !parse_uint(erg__query_get(q, "max_clock_mhz"), 100000, &hi)) {
@@ -186,13 +203,13 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
         } else if (set_pl) {
             st = erg_gpu_set_power_limit(d->gpu, g, (uint32_t)mw, &e);
             what = CH_PL;
-        } else if (!strcmp(op, "reset_gpu_locked_clocks")) {
+        } else if (op == OP_RESET_SM) {
             st = erg_gpu_reset_sm_clocks(d->gpu, g, &e);
             erg__lease_release(d, pid, g, CH_SM);
-        } else if (!strcmp(op, "reset_mem_locked_clocks")) {
+        } else if (op == OP_RESET_MEM) {
             st = erg_gpu_reset_mem_clocks(d->gpu, g, &e);
             erg__lease_release(d, pid, g, CH_MEM);
-        } else if (!strcmp(op, "reset_locked_clocks")) {
+        } else if (op == OP_RESET_CLOCKS) {
             st = erg_gpu_reset_sm_clocks(d->gpu, g, &e);
             erg_error e2;
             erg_status st2 = erg_gpu_reset_mem_clocks(d->gpu, g, &e2);
@@ -201,7 +218,7 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
                 e = e2;
             }
             erg__lease_release(d, pid, g, CH_SM | CH_MEM);
-        } else if (!strcmp(op, "reset_power_limit")) {
+        } else if (op == OP_RESET_PL) {
             st = erg_gpu_reset_power_limit(d->gpu, g, &e);
             erg__lease_release(d, pid, g, CH_PL);
         }
@@ -209,7 +226,7 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
             int hs = status_of(st);
             if (hs > worst || worst == 200)
                 worst = hs;
-            erg__dlog(d, 1, "%s on GPU %d for pid %d failed: %s", op, g, (int)pid, e.msg);
+            erg__dlog(d, 1, "%s on GPU %d for pid %d failed: %s", name, g, (int)pid, e.msg);
             char msg[600];
             size_t o = 0;
             for (const char *c = e.msg; *c && o + 2 < sizeof msg; c++)
@@ -219,7 +236,7 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
         } else {
             if (what)
                 erg__lease_take(d, l, g, what);
-            erg__dlog(d, 0, "%s on GPU %d for uid %u pid %d", op, g, uid, (int)pid);
+            erg__dlog(d, 0, "%s on GPU %d for uid %u pid %d", name, g, uid, (int)pid);
         }
     }
     if (l)
@@ -240,14 +257,15 @@ static void handle_write(erg_daemon *d, const char *op, const erg__query *q, uin
     erg__buf_free(&errs);
 }
 
-static void handle_read(erg_daemon *d, const char *op, uint64_t mask, erg__buf *resp)
+/* A read endpoint. */
+static void handle_read(erg_daemon *d, ep_op op, uint64_t mask, erg__buf *resp)
 {
     int count = erg_gpu_count(d->gpu);
     erg__buf b = {0};
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     long long ts_ms = (long long)rt.tv_sec * 1000 + rt.tv_nsec / 1000000;
-    bool power = !strcmp(op, "get_power");
+    bool power = op == OP_GET_POWER;
     if (power)
         erg__buf_printf(&b, "{\"timestamp_ms\": %lld, \"power_mw\": {", ts_ms);
     else
@@ -262,7 +280,7 @@ static void handle_read(erg_daemon *d, const char *op, uint64_t mask, erg__buf *
             uint32_t mw;
             if (!(st = erg_gpu_power_mw(d->gpu, g, &mw, &e)))
                 erg__buf_printf(&b, "%s\"%d\": %u", first ? "" : ", ", g, mw);
-        } else if (!strcmp(op, "get_cumulative_energy")) {
+        } else if (op == OP_GET_ENERGY) {
             uint64_t mj;
             erg_gpu_energy_info info;
             if (!(st = erg_gpu_energy_mj(d->gpu, g, &mj, &e)) &&
@@ -272,10 +290,10 @@ static void handle_read(erg_daemon *d, const char *op, uint64_t mask, erg__buf *
                                 "\"energy_scope\": \"%s\"}",
                                 first ? "" : ", ", g, (unsigned long long)mj,
                                 erg_energy_source_name(info.source), info.scope);
-        } else if (!strcmp(op, "get_power_limit") || !strcmp(op, "get_power_limit_constraints")) {
+        } else if (op == OP_GET_PL || op == OP_GET_PL_RANGE) {
             uint32_t lo, hi, def, cur;
             if (!(st = erg_gpu_power_limits(d->gpu, g, &lo, &hi, &def, &cur, &e))) {
-                if (op[15] == '\0')
+                if (op == OP_GET_PL)
                     erg__buf_printf(&b, "%s\"%d\": {\"power_limit_mw\": %u}", first ? "" : ", ",
                                     g, cur);
                 else
@@ -284,7 +302,7 @@ static void handle_read(erg_daemon *d, const char *op, uint64_t mask, erg__buf *
                                     "\"max_power_limit_mw\": %u, \"default_power_limit_mw\": %u}",
                                     first ? "" : ", ", g, lo, hi, def);
             }
-        } else if (!strcmp(op, "get_supported_clocks")) {
+        } else if (op == OP_GET_CLOCKS) {
             int *sm = NULL, *mem = NULL;
             size_t nsm = 0, nmem = 0;
             if (!(st = erg_gpu_sm_clocks(d->gpu, g, &sm, &nsm, &e)) &&
@@ -329,21 +347,22 @@ void erg__daemon_handle(erg_daemon *d, const erg__http_req *req, const erg__peer
         const char *method;
         const char *const *params;
         ep_kind kind;
+        ep_op op;
     } eps[] = {
-        {"/discover", "GET", no_params, EP_OPEN},
-        {"/time", "GET", no_params, EP_OPEN},
-        {"/gpu/set_gpu_locked_clocks", "POST", write_params_clk, EP_WRITE},
-        {"/gpu/set_mem_locked_clocks", "POST", write_params_clk, EP_WRITE},
-        {"/gpu/reset_gpu_locked_clocks", "POST", write_params_reset, EP_WRITE},
-        {"/gpu/reset_mem_locked_clocks", "POST", write_params_reset, EP_WRITE},
-        {"/gpu/reset_locked_clocks", "POST", write_params_reset, EP_WRITE},
-        {"/gpu/set_power_limit", "POST", write_params_pl, EP_WRITE},
-        {"/gpu/reset_power_limit", "POST", write_params_reset, EP_WRITE},
-        {"/gpu/get_cumulative_energy", "GET", read_params, EP_READ},
-        {"/gpu/get_power", "GET", read_params, EP_READ},
-        {"/gpu/get_power_limit", "GET", read_params, EP_READ},
-        {"/gpu/get_power_limit_constraints", "GET", read_params, EP_READ},
-        {"/gpu/get_supported_clocks", "GET", read_params, EP_READ},
+        {"/discover", "GET", no_params, EP_OPEN, OP_DISCOVER},
+        {"/time", "GET", no_params, EP_OPEN, OP_TIME},
+        {"/gpu/set_gpu_locked_clocks", "POST", write_params_clk, EP_WRITE, OP_SET_SM},
+        {"/gpu/set_mem_locked_clocks", "POST", write_params_clk, EP_WRITE, OP_SET_MEM},
+        {"/gpu/reset_gpu_locked_clocks", "POST", write_params_reset, EP_WRITE, OP_RESET_SM},
+        {"/gpu/reset_mem_locked_clocks", "POST", write_params_reset, EP_WRITE, OP_RESET_MEM},
+        {"/gpu/reset_locked_clocks", "POST", write_params_reset, EP_WRITE, OP_RESET_CLOCKS},
+        {"/gpu/set_power_limit", "POST", write_params_pl, EP_WRITE, OP_SET_PL},
+        {"/gpu/reset_power_limit", "POST", write_params_reset, EP_WRITE, OP_RESET_PL},
+        {"/gpu/get_cumulative_energy", "GET", read_params, EP_READ, OP_GET_ENERGY},
+        {"/gpu/get_power", "GET", read_params, EP_READ, OP_GET_POWER},
+        {"/gpu/get_power_limit", "GET", read_params, EP_READ, OP_GET_PL},
+        {"/gpu/get_power_limit_constraints", "GET", read_params, EP_READ, OP_GET_PL_RANGE},
+        {"/gpu/get_supported_clocks", "GET", read_params, EP_READ, OP_GET_CLOCKS},
     };
     d->requests++;
     size_t i = 0;
@@ -373,7 +392,7 @@ void erg__daemon_handle(erg_daemon *d, const erg__http_req *req, const erg__peer
         return;
     }
     if (eps[i].kind == EP_OPEN) {
-        if (!strcmp(req->path, "/time")) {
+        if (eps[i].op == OP_TIME) {
             struct timespec rt;
             clock_gettime(CLOCK_REALTIME, &rt);
             char body[64];
@@ -397,9 +416,8 @@ void erg__daemon_handle(erg_daemon *d, const erg__http_req *req, const erg__peer
                                 count - 1);
         return;
     }
-    const char *op = req->path + 5; /* after "/gpu/" */
     if (eps[i].kind == EP_READ)
-        handle_read(d, op, mask, resp);
+        handle_read(d, eps[i].op, mask, resp);
     else
-        handle_write(d, op, &q, mask, peer, resp);
+        handle_write(d, eps[i].op, req->path + 5 /* after "/gpu/" */, &q, mask, peer, resp);
 }
