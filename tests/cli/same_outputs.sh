@@ -4,7 +4,7 @@
 # those recorded in tests/data/same_outputs.digest (tools/same_outputs.sh writes them, --digest
 # hashes them). A refactoring keeps the digest; a change meant to change outputs updates it in
 # the same commit (ERGON_UPDATE_DIGEST=1 ctest -R cli/same_outputs), and the digest's diff names
-# the outputs it changed (tools/same_outputs.sh --rev REV shows how). About 5 s.
+# the outputs it changed (tools/same_outputs.sh --rev REV shows how). About 3 s of CPU.
 set -u
 : "${ERGON:?path of the ergon binary}"
 src=${ERGON_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
