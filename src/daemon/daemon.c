@@ -1,10 +1,10 @@
 /* daemon.c: the ergond object -- building it (the config file read under StrictModes and
  * parsed, the Unix socket created with its mode, a stale socket replaced but never a live
- * daemon's), its options (the administrator's lock file, the state directory's owner checks
- * via leases.c, the socket's group, connections per uid), its log, and freeing it. Owns: the
- * erg_daemon allocation, the socket file and the stop pipe. Trusts: the caller (ergond's main,
- * run by root) for paths and modes; the config file, the lock file's directory and the state
- * directory only when StrictModes (state.c) says no one but root or ergond can change them.
+ * daemon's), its options (the administrator's lock file, the socket's group, connections per
+ * uid; the state directory is leases.c's), its log, and freeing it. Owns: the erg_daemon
+ * allocation, the socket file and the stop pipe. Trusts: the caller (ergond's main, run by
+ * root) for paths and modes; the config file and the lock file's directory only when
+ * StrictModes (state.c) says no one but root or ergond can change them.
  * The rest lives by concern: loop.c (the poll loop, connections), endpoints.c (requests),
  * leases.c (leases, their state file, recovery), config.c (the allow list), http.c (HTTP),
  * state.c (the state file's format, process identity, StrictModes). */

@@ -1,5 +1,6 @@
 /* leases.c: ergond's leases -- which process holds what it changed on which GPU -- and their
- * durability: the state file written before each answer, and recovery at start-up. Owns: the
+ * durability: the state file written before each answer, and recovery at start-up (from
+ * erg_daemon_set_state_dir, which checks the directory with StrictModes). Owns: the
  * lease table (d->leases), the pending-change record (d->pending) and STATE_DIR/leases. Trusts:
  * the kernel for process identity (the pid from SO_PEERCRED, pidfds, /proc/PID/stat start
  * times, the boot id), and the state file only after StrictModes (state.c) and a strict parse;
