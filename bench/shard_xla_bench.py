@@ -19,6 +19,9 @@ time the partitioned training step (median of --reps runs after one warm-up).
   python bench/shard_xla_bench.py --ergon build/ergon baselines [--models gpt,moe] [--mesh 1x8]
   python bench/shard_xla_bench.py --ergon build/ergon rank [--models gpt,moe] [--mesh 1x8]
          [--max-variants 8]
+  python bench/shard_xla_bench.py --ergon build/ergon baselines --from-json 1x4.json,2x2.json
+         (rows written by --json: one summary row per model and mesh)
+Measured costs per segment combination, fed back into the search: tools/shard_measure.py.
 Prints Markdown tables (docs/shard.md). CPU timings: see docs/shard.md for what does not
 carry over to GPUs.
 """
@@ -34,41 +37,19 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import shard_xla  # noqa: E402  (sets XLA_FLAGS before jax is imported)
 import shard_models  # noqa: E402
+import shard_measure  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 
 def time_steps(cands, args, reps):
-    """Step times of several compiled executables [(ex, devices)], measured in interleaved
-    rounds (each round runs every candidate once) so that load drifting on a shared machine
-    hits all alike; per candidate the median and the minimum over the rounds."""
-    import jax
-    from jax._src.sharding_impls import GSPMDSharding
-    placed = []
-    for ex, devices in cands:
-        ins = ex.get_parameter_shardings()
-        if ins is None:
-            placed.append([jax.device_put(x, devices[0]) for x in args])
-        else:
-            placed.append([jax.device_put(x, GSPMDSharding(tuple(devices), s))
-                           for x, s in zip(args, ins)])
-    run = lambda i: jax.block_until_ready(  # noqa: E731
-        cands[i][0].execute_sharded(placed[i]).disassemble_into_single_device_arrays())
-    for i in range(len(cands)):
-        run(i)  # warm-up
-    times = [[] for _ in cands]
-    for _ in range(reps):
-        for i in range(len(cands)):
-            t0 = time.perf_counter()
-            run(i)
-            times[i].append(time.perf_counter() - t0)
-    return [(float(np.median(t)), float(np.min(t))) for t in times]
+    """Step times of several compiled executables [(ex, devices)] on the same arguments, in
+    interleaved rounds (shard_measure.time_executables); per candidate (median, minimum)."""
+    return [(med, mn) for mn, med in
+            shard_measure.time_executables([(ex, d, args) for ex, d in cands], reps)]
 
 
-def memory_per_device(ex):
-    m = ex.get_compiled_memory_stats()
-    return m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes \
-        - m.alias_size_in_bytes
+memory_per_device = shard_measure.memory_per_device
 
 
 # ---------------------------------------------------------------- baselines by hand
@@ -299,23 +280,43 @@ def baselines_table(rows):
     return "\n".join(out)
 
 
+PLANS = ["ergon CFP DP", "ergon CFP DP, CPU-calibrated costs", "ergon block ILP (Alpa-style)",
+         "data parallel", "Megatron-style", "XLA auto-sharding"]
+
+
+def baselines_summary(rows):
+    """Markdown, one row per model x mesh: each plan's minimum step time (ms), its ratio to
+    ergon's DP plan, and memory per device (MB); rows from several --json files."""
+    short = ["ergon DP", "ergon DP, CPU table", "ergon ILP", "data parallel", "Megatron",
+             "XLA auto"]
+    out = ["| model | mesh | " + " | ".join(f"{x}: ms (x DP)" for x in short) +
+           " | memory MB/device: " + " / ".join(short) + " | all equal 1 device |",
+           "|---|---|" + "---|" * len(short) + "---|---|"]
+    keys = []
+    for r in rows:
+        if (r["model"], r["mesh"]) not in keys:
+            keys.append((r["model"], r["mesh"]))
+    for model, mesh in keys:
+        by = {r["plan"]: r for r in rows if r["model"] == model and r["mesh"] == mesh}
+        ref = by.get("ergon CFP DP", {}).get("step_min_s")
+        cells, mem, ok = [], [], True
+        for p in PLANS:
+            r = by.get(p)
+            if not r or "error" in r:
+                cells.append("error" if r else "n/a")
+                mem.append("-")
+                continue
+            ok = ok and r["matches"]
+            cells.append(f"{r['step_min_s'] * 1e3:.2f} ({r['step_min_s'] / ref:.2f})"
+                         if ref else f"{r['step_min_s'] * 1e3:.2f}")
+            mem.append(f"{r['mem_bytes'] / 1e6:.2f}")
+        out.append(f"| {model} | {mesh} | " + " | ".join(cells) + " | " + " / ".join(mem) +
+                   f" | {'yes' if ok else 'NO'} |")
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------- modelled vs measured
-def spearman(x, y):
-    def ranks(v):
-        v = np.asarray(v, float)
-        order = np.argsort(v, kind="mergesort")
-        r = np.empty(len(v))
-        r[order] = np.arange(len(v))
-        for val in np.unique(v):  # average ties
-            idx = v == val
-            r[idx] = r[idx].mean()
-        return r
-    if len(x) < 3:
-        return float("nan")
-    rx, ry = ranks(x), ranks(y)
-    if rx.std() == 0 or ry.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(rx, ry)[0, 1])
+spearman = shard_measure.spearman
 
 
 def ergon_given(ergon, hlo, mesh, strategies, stem, extra=()):
@@ -413,12 +414,19 @@ def main(argv=None):
     ap.add_argument("--max-variants", type=int, default=8)
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--keep", help="keep the modules in this directory")
-    ap.add_argument("--from-json", help="print the table of rows written earlier by --json")
+    ap.add_argument("--from-json", help="print the table of rows written earlier by --json "
+                                        "(baselines: several files, comma-separated, give the "
+                                        "one-row-per-model-and-mesh summary)")
     a = ap.parse_args(argv)
     if a.from_json:
-        with open(a.from_json) as f:
-            rows = json.load(f)
-        print(baselines_table(rows) if a.what == "baselines" else rank_table(rows))
+        rows = []
+        for path in a.from_json.split(","):
+            with open(path) as f:
+                rows += json.load(f)
+        if a.what == "baselines" and "," in a.from_json:
+            print(baselines_summary(rows))
+        else:
+            print(baselines_table(rows) if a.what == "baselines" else rank_table(rows))
         return 0
     workdir = a.keep or tempfile.mkdtemp(prefix="ergon-shard-bench-")
     os.makedirs(workdir, exist_ok=True)

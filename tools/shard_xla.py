@@ -15,7 +15,9 @@ Any failure (XLA rejects an annotation, a partitioned result differs) exits 1.
 
   python tools/shard_xla.py --ergon build/ergon [--models gpt,...] [--meshes 1x4,...]
                             [--fast] [--shardy] [--table] [--json FILE] [--keep DIR] [--corrupt]
---table prints the collectives comparison as a Markdown table (docs/shard.md).
+--table prints the collectives comparison as a Markdown table (docs/shard.md). With --keep,
+DIR/MODEL.MESH.shardings.json holds ergon's sharding of every step argument by name (the plan
+JSON's `parameters` mapped through shard_models.py's argument names).
 """
 import argparse
 import json
@@ -101,6 +103,26 @@ def parameter_shardings_kept(annotated, ex):
         if got != _hlo.HloSharding.from_string(ergon[i]):
             return f"parameter {i}: ergon wrote {ergon[i]}, XLA compiled {got}"
     return None
+
+
+def named_shardings(plan, annotated, arg_names):
+    """ergon's sharding of every step argument, by name: the plan JSON's `parameters`
+    (number, HLO name, sharding) mapped through the argument names shard_models.py records
+    (HLO parameter i is argument i; JAX names the parameters args_i_, not by the Python
+    names). Also checks that the JSON says what the annotated text says."""
+    entry = annotated[annotated.index("\nENTRY"):]
+    written = dict(re.findall(r"\n\s*([\w.\-]+) = [^\n]*?parameter\(\d+\)[^\n]*?"
+                              r"sharding=(\{[^{}]*\})", entry))
+    out = {}
+    for q in plan["parameters"]:
+        if written.get(q["name"]) != q["sharding"]:
+            raise AssertionError(f"plan JSON parameter {q['number']} ({q['name']}): "
+                                 f"{q['sharding']}, the module says {written.get(q['name'])}")
+        out[arg_names[q["number"]]] = q["sharding"]
+    if len(out) != len(arg_names):
+        raise AssertionError(f"plan JSON names {len(out)} parameters, the step has "
+                             f"{len(arg_names)} arguments")
+    return out
 
 
 def run_partitioned(ex, devices, args, out_shapes):
@@ -262,6 +284,9 @@ def check(ergon, models, meshes, keep=None, log=print, fast=False, break_one=Fal
             try:
                 annotated, plan = ergon_plan(ergon, hlo_path, mesh, workdir)
                 row["plan"] = plan
+                row["shardings"] = named_shardings(plan, annotated, arg_names)
+                with open(os.path.join(workdir, f"{model}.{mesh}.shardings.json"), "w") as f:
+                    json.dump(row["shardings"], f, indent=1)
                 if break_one:
                     annotated = corrupt(annotated, a * b)
                 t0 = time.perf_counter()

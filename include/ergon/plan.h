@@ -71,6 +71,25 @@ ERG_API erg_status erg_plan_read(const char *path, const erg_schedule *sched_hin
 ERG_API erg_status erg_plan_parse(const char *text, size_t len, const char *name,
                                   const erg_schedule *sched_hint, erg_plan **out,
                                   erg_error *err);
+/* A plan literal of (instruction name, clock) pairs per stage -- Zeus PFO's format, which
+ * `ergon plan ... --format zeus-py` writes too: [[("forward", 1410), ("backward", 1395), ...],
+ * ...] with tuples or lists, single or double quotes, # comments, trailing commas -- read as
+ * written: every pair in order with its name, no schedule fitted. (erg_plan_parse reads the
+ * same text as a plan, keeping the pairs that get clocks: forward, backward, backward_input,
+ * backward_weight, overlap_f_b.) ERG_ENOTFOUND when the text is not of this format (it does
+ * not open with "[[(" or "[[["); ERG_EPARSE naming file, line and column. */
+typedef struct erg_plan_pairs erg_plan_pairs;
+ERG_API erg_status erg_plan_pairs_parse(const char *text, size_t len, const char *name,
+                                        erg_plan_pairs **out, erg_error *err);
+ERG_API void erg_plan_pairs_free(erg_plan_pairs *pairs);
+ERG_API int erg_plan_pairs_num_stages(const erg_plan_pairs *pairs);
+/* Pairs of a stage (0 if out of range). */
+ERG_API int erg_plan_pairs_stage_len(const erg_plan_pairs *pairs, int stage);
+/* The clocks of a stage's pairs, in order (NULL if out of range). */
+ERG_API const int *erg_plan_pairs_freqs(const erg_plan_pairs *pairs, int stage);
+/* The instruction name of pair i of a stage (NULL if out of range). */
+ERG_API const char *erg_plan_pairs_name(const erg_plan_pairs *pairs, int stage, int i);
+
 /* Write our JSON format. */
 ERG_API erg_status erg_plan_write_json(const erg_plan *plan, const char *path, erg_error *err);
 /* Write the freqs_pipeline_%05d.py literal; `trailer` (may be NULL) is

@@ -118,6 +118,9 @@ typedef struct erg_shard_cost_options {
     int keep;                 /* combinations per segment listed by the profile report and
                                * kept by the fallback chain DP (0 = 64); the exact DP keeps
                                * every combination not dominated in (time, memory) */
+    bool profiles_only;       /* with profiles_path: a combination without a row is not a
+                               * candidate (measured costs only; every unique segment must
+                               * have a row), instead of keeping its modelled time */
 } erg_shard_cost_options;
 
 ERG_API void erg_shard_cost_options_init(erg_shard_cost_options *o);
@@ -128,6 +131,11 @@ ERG_API erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options 
 /* Per unique segment and combination: compute, communication, memory (text table). */
 ERG_API erg_status erg_shard_profile_report(const erg_shard *s, size_t max_rows, char **text,
                                             erg_error *err);
+/* The kept combinations of every unique segment (the report's rows: the `keep` fastest,
+ * then the `keep` smallest) as the CSV that profiles_path reads back: header
+ * segment,strategies,time_s,memory_bytes; time per iteration (a loop body's trip count
+ * divided out). The list of candidates a measuring tool times (tools/shard_measure.py). */
+ERG_API erg_status erg_shard_profile_csv(const erg_shard *s, char **text, erg_error *err);
 /* CFP's communication-volume experiment: per combination of the first repeated segment
  * (or the whole model when it has none): bytes moved per device and modelled time. */
 ERG_API erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **text,

@@ -258,7 +258,23 @@ def version():
     return load_library().erg_version().decode()
 
 
-class Gpu:
+class _Closes:
+    """A handle closed by `with` or when collected (close() never raises from __del__)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Gpu(_Closes):
     """A GPU back-end: "nvml", "nvml:LIB", "sim:GPU[:MODEL[:N]]", "daemon:SOCKET"."""
 
     def __init__(self, spec="nvml"):
@@ -337,20 +353,7 @@ class Gpu:
             self._lib.erg_gpu_close(self._h)
             self._h = ctypes.c_void_p()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-class Client:
+class Client(_Closes):
     """One training rank's client (see include/ergon/client.h)."""
 
     def __init__(self, gpu, device=0, rank=0, log_dir=None, flags=0):
@@ -510,19 +513,6 @@ class Client:
         if self in self._gpu._clients:
             self._gpu._clients.remove(self)
         _check(st, err)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
 
 class Schedule:
     """A pipeline schedule (erg_schedule): kind "1f1b", "gpipe", "ours"/"envpipe",

@@ -70,13 +70,32 @@ erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t
  * file is an error naming what it is. */
 erg_status erg__read_regular_file(const char *path, size_t max_bytes, char **out, size_t *len,
                                   erg_error *err);
-/* Write a buffer to path atomically (temp file + rename). */
-erg_status erg__write_file(const char *path, const char *data, size_t len, erg_error *err);
-/* Write a buffer to path directly (create or truncate): for many small
- * files in a fresh output directory, where a temp file + rename per file
- * costs more than the write. */
-erg_status erg__write_file_direct(const char *path, const char *data, size_t len,
-                                  erg_error *err);
+/* durable.c: write a whole file. By default atomically: a temp file (path.tmpPID, mode 0666
+ * less the umask) renamed over path; readers see the old or the new file, never half. */
+enum {
+    /* Write path itself (create or truncate): for many small files in a fresh output
+     * directory, where a temp file + rename per file costs more than the write. */
+    ERG__WRITE_IN_PLACE = 1,
+    /* Survive a crash: fsync the temp file before the rename and the directory after. */
+    ERG__WRITE_DURABLE = 2,
+    /* A file one process owns (a daemon's state): mode 0600, symlinks not followed, one
+     * fixed temp name (path.tmp) that a crash cannot multiply. */
+    ERG__WRITE_PRIVATE = 4,
+};
+erg_status erg__write_file_ex(const char *path, const char *data, size_t len, unsigned flags,
+                              erg_error *err);
+/* Atomic (temp file + rename). */
+static inline erg_status erg__write_file(const char *path, const char *data, size_t len,
+                                         erg_error *err)
+{
+    return erg__write_file_ex(path, data, len, 0, err);
+}
+/* In place (ERG__WRITE_IN_PLACE). */
+static inline erg_status erg__write_file_direct(const char *path, const char *data, size_t len,
+                                                erg_error *err)
+{
+    return erg__write_file_ex(path, data, len, ERG__WRITE_IN_PLACE, err);
+}
 /* mkdir -p; ok if it exists. */
 erg_status erg__mkdir_p(const char *path, erg_error *err);
 

@@ -150,56 +150,6 @@ static erg_status read_stream(FILE *f, const char *path, size_t max_bytes, char 
     return ERG_OK;
 }
 
-erg_status erg__write_file(const char *path, const char *data, size_t len, erg_error *err)
-{
-    size_t plen = strlen(path);
-    char *tmp = erg__malloc(plen + 16);
-    if (!tmp)
-        return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    snprintf(tmp, plen + 16, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        erg_status st = erg_error_set(err, ERG_EIO, "%s: cannot create: %s", path, strerror(errno));
-        erg__free(tmp);
-        return st;
-    }
-    size_t w = len ? fwrite(data, 1, len, f) : 0;
-    int bad = (w != len) | (fflush(f) != 0);
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        erg_status st = erg_error_set(err, ERG_EIO, "%s: write failed: %s", path, strerror(errno));
-        unlink(tmp);
-        erg__free(tmp);
-        return st;
-    }
-    erg__free(tmp);
-    return ERG_OK;
-}
-
-erg_status erg__write_file_direct(const char *path, const char *data, size_t len,
-                                  erg_error *err)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return erg_error_set(err, ERG_EIO, "%s: cannot create: %s", path, strerror(errno));
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            erg_status st =
-                erg_error_set(err, ERG_EIO, "%s: write failed: %s", path, strerror(errno));
-            close(fd);
-            return st;
-        }
-        off += (size_t)w;
-    }
-    if (close(fd) != 0)
-        return erg_error_set(err, ERG_EIO, "%s: write failed: %s", path, strerror(errno));
-    return ERG_OK;
-}
-
 erg_status erg__mkdir_p(const char *path, erg_error *err)
 {
     char *p = erg__strdup(path);

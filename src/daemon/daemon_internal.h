@@ -118,9 +118,6 @@ typedef struct erg__state {
 erg_status erg__state_parse(const char *text, size_t len, const char *name, erg__state *out,
                             erg_error *err);
 void erg__state_free(erg__state *s);
-/* Write path atomically and durably: temp file (0600), fsync, rename, fsync dir. */
-erg_status erg__write_file_durable(const char *path, const char *data, size_t len,
-                                   erg_error *err);
 /* Start time of pid in clock ticks after boot (/proc/PID/stat field 22); -1 if unknown. */
 int erg__proc_start_ticks(pid_t pid, unsigned long long *out);
 /* This boot's id (/proc/sys/kernel/random/boot_id), "" if unknown. */

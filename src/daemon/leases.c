@@ -168,7 +168,8 @@ erg_status erg__lease_sync(erg_daemon *d, bool force, erg_error *err)
         if (d->pending[g])
             erg__buf_printf(&b, "pending %d %u\n", g, (unsigned)d->pending[g]);
     erg_error e;
-    erg_status st = b.data ? erg__write_file_durable(d->state_path, b.data, b.len, &e)
+    erg_status st = b.data ? erg__write_file_ex(d->state_path, b.data, b.len,
+                                                ERG__WRITE_DURABLE | ERG__WRITE_PRIVATE, &e)
                            : erg_error_set(&e, ERG_ENOMEM, "out of memory");
     erg__buf_free(&b);
     if (st) {

@@ -1,5 +1,6 @@
-/* state.c: ergond's persistent lease state (parser, durable write), process identity, and the
- * StrictModes checks on the files and directories it trusts. */
+/* state.c: ergond's persistent lease state (its parser; written durably by core's
+ * erg__write_file_ex), process identity, and the StrictModes checks on the files and
+ * directories it trusts. */
 #include "daemon/daemon_internal.h"
 
 #include <errno.h>
@@ -204,65 +205,6 @@ void erg__state_free(erg__state *s)
     erg__free(s->rec);
     s->rec = NULL;
     s->n = 0;
-}
-
-erg_status erg__write_file_durable(const char *path, const char *data, size_t len, erg_error *err)
-{
-    size_t pl = strlen(path);
-    char *tmp = erg__malloc(pl + 8), *dir = erg__strdup(path);
-    if (!tmp || !dir) {
-        erg__free(tmp);
-        erg__free(dir);
-        return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    }
-    snprintf(tmp, pl + 8, "%s.tmp", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        dir[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    else
-        strcpy(dir, ".");
-    erg_status st = ERG_OK;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        st = erg_error_set(err, ERG_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto out;
-    }
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            st = erg_error_set(err, ERG_EIO, "%s: write failed: %s", tmp,
-                               w < 0 ? strerror(errno) : "short write");
-            break;
-        }
-        off += (size_t)w;
-    }
-    if (!st && fsync(fd) != 0)
-        st = erg_error_set(err, ERG_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && !st)
-        st = erg_error_set(err, ERG_EIO, "%s: write failed: %s", tmp, strerror(errno));
-    if (!st && rename(tmp, path) != 0)
-        st = erg_error_set(err, ERG_EIO, "rename %s to %s: %s", tmp, path, strerror(errno));
-    if (st) {
-        unlink(tmp);
-        goto out;
-    }
-    /* The rename itself is durable once the directory is synced. */
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        if (fsync(dfd) != 0)
-            st = erg_error_set(err, ERG_EIO, "%s: fsync of the directory failed: %s", dir,
-                               strerror(errno));
-        close(dfd);
-    }
-out:
-    erg__free(tmp);
-    erg__free(dir);
-    return st;
 }
 
 /* ---- StrictModes ---- */

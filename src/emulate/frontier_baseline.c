@@ -83,26 +83,7 @@ static bool info_number(const char *dir, const char *key, double *v)
 
 bool erg_frontier_info_power(const char *dir, double *power_w)
 {
-    char path[4096];
-    join(path, sizeof path, dir, "frontier-info.csv");
-    char *text = NULL;
-    size_t len = 0;
-    erg_error e;
-    if (erg__read_file(path, 1 << 20, &text, &len, &e))
-        return false;
-    bool found = false;
-    for (const char *p = text; p && *p;) {
-        double w;
-        if (sscanf(p, "blocking_power_w,%lf", &w) == 1 && w >= 0) {
-            *power_w = w;
-            found = true;
-        }
-        p = strchr(p, '\n');
-        if (p)
-            p++;
-    }
-    erg__free(text);
-    return found;
+    return info_number(dir, "blocking_power_w", power_w);
 }
 
 erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,

@@ -156,6 +156,22 @@ static void make_variant(const erg_dag *dag, const table *tb, int v, const int *
     }
 }
 
+/* The asynchronous-switch pass (erg__async_pass) over the plan whose instruction i runs at
+ * the table's clock oi[i]: fills var/tp/ep with its clocks, times and energies first. */
+static void pass_variant(const erg_dag *dag, const table *tb, const int *oi, double L, double x,
+                         int *var, double *tp, double *ep, double *dur, double *es, int *cur,
+                         int *pend, double *pend_t, erg__async_result *r)
+{
+    int n = erg_dag_num_instrs(dag), C = tb->nclk;
+    for (int i = 0; i < n; i++) {
+        var[i] = tb->clk[oi[i]];
+        tp[i] = tb->t[(size_t)i * C + oi[i]];
+        ep[i] = tb->e[(size_t)i * C + oi[i]];
+    }
+    erg__async_pass(dag, var, tp, ep, lookup_table, (void *)tb, L, x, dur, es, cur, pend, pend_t,
+                    r);
+}
+
 /* Repair rounds: emulate the plan (clock indices `oi`, id order) at L, find the critical
  * instructions that start with an up-switch (their rank's previous instruction ran at a clock
  * where they are slower: they spend their first L at it), and give that previous instruction
@@ -170,14 +186,8 @@ static int repair(const erg_dag *dag, const table *tb, double L, double x, int r
     const int *topo = erg_dag_topo_order(dag);
     int done = 0;
     for (int r = 0; r < rounds; r++) {
-        for (int i = 0; i < n; i++) {
-            var[i] = tb->clk[oi[i]];
-            tp[i] = tb->t[(size_t)i * C + oi[i]];
-            ep[i] = tb->e[(size_t)i * C + oi[i]];
-        }
         erg__async_result res;
-        erg__async_pass(dag, var, tp, ep, lookup_table, (void *)tb, L, x, dur, es, si, si + S,
-                        pend_t, &res);
+        pass_variant(dag, tb, oi, L, x, var, tp, ep, dur, es, si, si + S, pend_t, &res);
         double T = res.time_s, tol = 1e-9 * T;
         for (int k = n - 1; k >= 0; k--) {
             int u = topo[k], su;
@@ -317,14 +327,8 @@ erg_status erg_frontier_switch_aware(const erg_profile *prof, const erg_frontier
             make_variant(dag, &tb, v, ci, vi);
             if (v && !memcmp(vi, ci, sizeof(int) * (size_t)n))
                 continue; /* the plan itself: nothing new */
-            for (int i = 0; i < n; i++) {
-                var[i] = tb.clk[vi[i]];
-                tp[i] = tb.t[(size_t)i * tb.nclk + vi[i]];
-                ep[i] = tb.e[(size_t)i * tb.nclk + vi[i]];
-            }
             erg__async_result r;
-            erg__async_pass(dag, var, tp, ep, lookup_table, &tb, L, x, dur, es, cur, pend,
-                            pend_t, &r);
+            pass_variant(dag, &tb, vi, L, x, var, tp, ep, dur, es, cur, pend, pend_t, &r);
             cands[nc++] = (cand){r.time_s, r.compute_energy_j + p_w * r.idle_s, k, v};
         }
         /* repair rounds from the plan itself, each one a candidate */
@@ -332,14 +336,8 @@ erg_status erg_frontier_switch_aware(const erg_profile *prof, const erg_frontier
         for (int rr = 0; rr < NREPAIR && !st; rr++) {
             if (!repair(dag, &tb, L, x, 1, vi, var, rsc, cur))
                 break;
-            for (int i = 0; i < n; i++) {
-                var[i] = tb.clk[vi[i]];
-                tp[i] = tb.t[(size_t)i * tb.nclk + vi[i]];
-                ep[i] = tb.e[(size_t)i * tb.nclk + vi[i]];
-            }
             erg__async_result r;
-            erg__async_pass(dag, var, tp, ep, lookup_table, &tb, L, x, dur, es, cur, pend,
-                            pend_t, &r);
+            pass_variant(dag, &tb, vi, L, x, var, tp, ep, dur, es, cur, pend, pend_t, &r);
             cands[nc++] = (cand){r.time_s, r.compute_energy_j + p_w * r.idle_s, k, NVAR + rr};
         }
         if (!st && progress && progress(progress_user, k + 1, np))

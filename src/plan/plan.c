@@ -1,6 +1,7 @@
 /* plan.c: the plan container and its JSON and freqs_pipeline .py formats. */
 #include "core/internal.h"
 #include "ergon/plan.h"
+#include "plan/plan_literal.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -339,59 +340,6 @@ erg_status erg_plan_write_py(const erg_plan *p, const char *trailer, const char 
     st = erg__write_file(path, s, strlen(s), err);
     erg__free(s);
     return st;
-}
-
-/* Parse the Python literal: a list of lists of integers, with # comments,
- * whitespace and trailing commas. Nothing is evaluated. */
-typedef struct pyparse {
-    const char *p, *end, *name;
-    long line, col;
-    erg_error *err;
-} pyparse;
-
-static void py_skip(pyparse *ps)
-{
-    while (ps->p < ps->end) {
-        char c = *ps->p;
-        if (c == '\n') {
-            ps->line++;
-            ps->col = 1;
-            ps->p++;
-        } else if (c == ' ' || c == '\t' || c == '\r') {
-            ps->p++;
-            ps->col++;
-        } else if (c == '#') {
-            while (ps->p < ps->end && *ps->p != '\n')
-                ps->p++;
-        } else {
-            break;
-        }
-    }
-}
-
-static erg_status py_error(pyparse *ps, const char *what)
-{
-    char got[16] = "end of file";
-    if (ps->p < ps->end) {
-        unsigned char c = (unsigned char)*ps->p;
-        if (c >= 32 && c < 127)
-            snprintf(got, sizeof got, "'%c'", c);
-        else
-            snprintf(got, sizeof got, "byte 0x%02x", c);
-    }
-    return erg_error_set(ps->err, ERG_EPARSE, "%s:%ld:%ld: expected %s, found %s", ps->name,
-                         ps->line, ps->col, what, got);
-}
-
-static bool py_expect(pyparse *ps, char c)
-{
-    py_skip(ps);
-    if (ps->p < ps->end && *ps->p == c) {
-        ps->p++;
-        ps->col++;
-        return true;
-    }
-    return false;
 }
 
 /* The plan of `hint`'s schedule whose rank lengths are `lens`: the
@@ -901,113 +849,6 @@ done:
     return ERG_OK;
 }
 
-/* Zeus PFO's plan literal -- per stage a list of ("forward"|"backward",
- * clock) tuples (or lists), single or double quotes, # comments, trailing
- * commas; ergon also writes backward_input, backward_weight and overlap_f_b
- * for the new schedules -- rewritten as the kronos literal of those clocks,
- * which parse_py then reads (pairs with other names are not planned and are
- * dropped). 1 = rewritten into *out, 0 = not this format, <0 = error set. */
-static int zeus_to_kronos(const char *text, size_t len, const char *name, char **out,
-                          erg_error *err)
-{
-    pyparse ps = {text, text + len, name, 1, 1, err};
-    if (!py_expect(&ps, '[') || !py_expect(&ps, '['))
-        return 0;
-    py_skip(&ps);
-    if (ps.p >= ps.end || (*ps.p != '(' && *ps.p != '['))
-        return 0;
-    ps = (pyparse){text, text + len, name, 1, 1, err};
-    erg__buf b = {0};
-    erg_status st = ERG_OK;
-    py_expect(&ps, '[');
-    st = erg__buf_append(&b, "[", 1);
-    for (int stage = 0; !st; stage++) {
-        if (py_expect(&ps, ']'))
-            break;
-        if (!py_expect(&ps, '[')) {
-            st = py_error(&ps, "'[' opening a stage's (instruction, clock) pairs or ']'");
-            break;
-        }
-        st = erg__buf_append(&b, stage ? ",[" : "[", stage ? 2 : 1);
-        for (int k = 0; !st;) {
-            if (py_expect(&ps, ']'))
-                break;
-            char close = py_expect(&ps, '(') ? ')' : py_expect(&ps, '[') ? ']' : 0;
-            if (!close) {
-                st = py_error(&ps, "'(' opening an (instruction, clock) pair");
-                break;
-            }
-            py_skip(&ps);
-            if (ps.p >= ps.end || (*ps.p != '\'' && *ps.p != '"')) {
-                st = py_error(&ps, "a quoted instruction name");
-                break;
-            }
-            char q = *ps.p++;
-            const char *s0 = ps.p;
-            while (ps.p < ps.end && *ps.p != q && *ps.p != '\n')
-                ps.p++;
-            if (ps.p >= ps.end || *ps.p != q) {
-                st = py_error(&ps, "the closing quote of the instruction name");
-                break;
-            }
-            size_t sl = (size_t)(ps.p - s0);
-            ps.p++;
-            /* ergon's instruction kind names (zeus-py plans of zero-bubble
-             * and DualPipeV schedules carry I, W and overlapped steps). */
-            bool compute = (sl == 7 && !memcmp(s0, "forward", 7)) ||
-                           (sl == 8 && !memcmp(s0, "backward", 8)) ||
-                           (sl == 14 && !memcmp(s0, "backward_input", 14)) ||
-                           (sl == 15 && !memcmp(s0, "backward_weight", 15)) ||
-                           (sl == 11 && !memcmp(s0, "overlap_f_b", 11));
-            if (!py_expect(&ps, ',')) {
-                st = py_error(&ps, "',' after the instruction name");
-                break;
-            }
-            py_skip(&ps);
-            const char *v0 = ps.p;
-            while (ps.p < ps.end && *ps.p >= '0' && *ps.p <= '9' && ps.p - v0 < 9)
-                ps.p++;
-            if (ps.p == v0 || (ps.p < ps.end && *ps.p >= '0' && *ps.p <= '9')) {
-                st = py_error(&ps, "a clock (a non-negative integer below 10^9)");
-                break;
-            }
-            size_t vl = (size_t)(ps.p - v0);
-            py_expect(&ps, ',');
-            if (!py_expect(&ps, close)) {
-                st = py_error(&ps, close == ')' ? "')' closing the pair" : "']' closing the pair");
-                break;
-            }
-            if (compute) {
-                st = k ? erg__buf_append(&b, ",", 1) : ERG_OK;
-                if (!st)
-                    st = erg__buf_append(&b, v0, vl);
-                k++;
-            }
-            if (!st && !py_expect(&ps, ',') && !(py_skip(&ps), ps.p < ps.end && *ps.p == ']')) {
-                st = py_error(&ps, "',' or ']' after a pair");
-                break;
-            }
-        }
-        if (!st)
-            st = erg__buf_append(&b, "]", 1);
-        if (!st && !py_expect(&ps, ',') && !(py_skip(&ps), ps.p < ps.end && *ps.p == ']'))
-            st = py_error(&ps, "',' or ']' after a stage");
-    }
-    py_skip(&ps);
-    if (!st && ps.p != ps.end)
-        st = py_error(&ps, "only comments after the list of stages");
-    if (!st)
-        st = erg__buf_append(&b, "]\n", 2);
-    if (st) {
-        if (st == ERG_ENOMEM)
-            erg_error_set(err, ERG_ENOMEM, "out of memory");
-        erg__buf_free(&b);
-        return -1;
-    }
-    *out = b.data;
-    return 1;
-}
-
 /* A .py plan's "# ergon provenance: {...}" comment line, if any (at the start of a line). */
 static erg_status py_provenance(const char *text, size_t len, const char *name, erg_plan *p,
                                 erg_error *err)
@@ -1042,7 +883,7 @@ erg_status erg_plan_parse(const char *text, size_t len, const char *name,
     if (i < len && text[i] == '{')
         return parse_json(text, len, name, out, err);
     char *kronos = NULL;
-    int z = zeus_to_kronos(text, len, name, &kronos, err);
+    int z = erg__plan_zeus_to_kronos(text, len, name, &kronos, err);
     if (z < 0)
         return err->status ? err->status : ERG_EPARSE;
     if (z > 0) {

@@ -1,4 +1,5 @@
-/* log.c: the server's clocks and its structured log (one JSON object per record). */
+/* log.c: the server's clocks (and the time job ids begin with) and its structured log (one
+ * JSON object per record). */
 #include "server/srv.h"
 
 #include <stdarg.h>
@@ -17,6 +18,14 @@ double srv_now_wall(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void srv_job_id_time(char ts[SRV_JOB_ID_TIME_LEN])
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(ts, SRV_JOB_ID_TIME_LEN, "%Y-%m-%d-%H-%M-%S", &tm);
 }
 
 void srv_log(erg_server *srv, erg_log_level lvl, const char *event, const char *job_id,

@@ -37,7 +37,7 @@
  * grid after every reconfiguration window in EnvPipe's printed format, and the
  * termination) and envpipe-windows.csv (one row per window: phase, path, changed; only the
  * first 100 windows of the final plan). */
-#include "server/sched_envpipe.h"
+#include "server/sched_ops.h"
 
 #include "ergon/envpipe.h"
 #include "ergon/pipeline.h"
@@ -49,6 +49,8 @@
 
 enum { EP_PROFILE, EP_RECONF, EP_FINAL, EP_DONE };
 #define FINAL_ROWS 100
+
+typedef struct srv_envpipe srv_envpipe;
 
 struct srv_envpipe {
     const srv_sched_ctx *ctx;
@@ -102,17 +104,7 @@ static bool passes_filter(const srv_envpipe *e, int f)
 static erg_status write_file(const srv_envpipe *e, const char *name, const char *data, size_t len,
                              erg_error *err)
 {
-    const srv_sched_ctx *c = e->ctx;
-    if (!c->job_dir)
-        return ERG_OK;
-    if (c->write_file)
-        return c->write_file(c->write_user, name, data ? data : "", len, err);
-    erg__buf path = {0};
-    if (erg__buf_printf(&path, "%s/%s", c->job_dir, name))
-        return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    erg_status st = erg__write_file(path.data, data ? data : "", len, err);
-    erg__buf_free(&path);
-    return st;
+    return srv_sched_write_file(e->ctx, name, data, len, err);
 }
 
 static erg_status oom(erg_error *err)
@@ -150,7 +142,7 @@ static bool order_matches(const srv_sched_ctx *c, int s, const erg_instr *order)
 
 /* ---- arguments ---- */
 
-erg_status srv_envpipe_check_args(const json_t *args, erg_error *err)
+static erg_status srv_envpipe_check_args(const json_t *args, erg_error *err)
 {
     const json_t *v;
     erg_envpipe_type t;
@@ -321,7 +313,7 @@ static erg_status prof_build(srv_envpipe *e, erg_profile **out, erg__buf *csv, e
 
 /* ---- construction ---- */
 
-void srv_envpipe_free(srv_envpipe *e)
+static void srv_envpipe_free(srv_envpipe *e)
 {
     if (!e)
         return;
@@ -401,7 +393,7 @@ static erg_status check_registered(srv_envpipe *e, erg_error *err)
     return st;
 }
 
-erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, srv_envpipe **out,
+static erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, srv_envpipe **out,
                            erg_error *err)
 {
     *out = NULL;
@@ -648,7 +640,7 @@ static erg_status expand_plan(srv_envpipe *e, int **out, erg_error *err)
     return ERG_OK;
 }
 
-erg_status srv_envpipe_next(srv_envpipe *e, int **out, bool *done, erg_error *err)
+static erg_status srv_envpipe_next(srv_envpipe *e, int **out, bool *done, erg_error *err)
 {
     *done = false;
     if (e->phase == EP_PROFILE) {
@@ -869,7 +861,7 @@ static erg_status reconf_observe(srv_envpipe *e, const srv_result *r, erg_error 
     return write_logs(e, err);
 }
 
-erg_status srv_envpipe_observe(srv_envpipe *e, const srv_result *per_stage, erg_error *err)
+static erg_status srv_envpipe_observe(srv_envpipe *e, const srv_result *per_stage, erg_error *err)
 {
     char a[40], b[40];
     double t, en;
@@ -909,3 +901,60 @@ erg_status srv_envpipe_observe(srv_envpipe *e, const srv_result *per_stage, erg_
     }
     return ERG_OK;
 }
+
+/* ---- the ops sched.c dispatches to ---- */
+
+static const srv_sched_arg envpipe_args[] = {
+    {"type", 's', false},
+    {"scheduling", 's', false},
+    {"reconfigure", 's', false},
+    {"blocking_power_w", 'd', true},
+    {"gpu", 's', false},
+    {"gpu_table_path", 's', false},
+    {"reconfig_step_mhz", 'i', false},
+    {"threshold_scale", 'd', false},
+    {"threshold_s", 'd', false},
+    {"finish_limit", 'i', false},
+    {"warmup_windows", 'i', false},
+    {"warmup_step_ratio", 'd', false},
+    {"minimum_power_state", 'i', false},
+    {"final_windows", 'i', false},
+    {"sparse", 'b', false},
+    {"budget", 'i', false},
+    {"patience", 'i', false},
+    {"rel_ci", 'd', false},
+    {"max_windows_per_clock", 'i', false},
+};
+
+static erg_status envpipe_init(srv_sched *s, const json_t *args, erg_error *err)
+{
+    srv_envpipe *e = NULL;
+    erg_status st = srv_envpipe_new(args, s->ctx, &e, err);
+    s->state = e;
+    return st;
+}
+
+static erg_status envpipe_next(srv_sched *s, bool *done, erg_error *err)
+{
+    return srv_envpipe_next(s->state, s->out, done, err);
+}
+
+static erg_status envpipe_observe(srv_sched *s, const srv_result *per_stage, erg_error *err)
+{
+    return srv_envpipe_observe(s->state, per_stage, err);
+}
+
+static void envpipe_free(void *state)
+{
+    srv_envpipe_free(state);
+}
+
+const srv_sched_ops srv_sched_envpipe = {
+    .args = envpipe_args,
+    .n_args = ERG__ARRAY_LEN(envpipe_args),
+    .check = srv_envpipe_check_args,
+    .init = envpipe_init,
+    .next = envpipe_next,
+    .observe = envpipe_observe,
+    .free = envpipe_free,
+};

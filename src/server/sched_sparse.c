@@ -3,7 +3,7 @@
  * measured next; a clock is measured until its samples meet a
  * confidence-interval rule, then reported; at the end the full profile is
  * predicted (docs/sparse-profiling.md, "In the server"). */
-#include "server/server_internal.h"
+#include "server/sched_ops.h"
 
 #include "ergon/sparse.h"
 

@@ -80,7 +80,7 @@ erg_status srv_result_aggregate(const srv_result *const *in, int n, srv_result *
 double srv_series_mean(const srv_series *s, int drop);
 double srv_mean(const double *v, int from, int to);
 
-/* ---- schedulers ---- */
+/* ---- schedulers (sched.c dispatches to a file per family: sched_ops.h) ---- */
 typedef struct srv_sched_ctx {
     int num_stages;
     int *n_instrs;           /* Per stage: length of its pipe_schedule. */
@@ -102,6 +102,7 @@ typedef struct srv_sched srv_sched;
 typedef struct srv_sched_class {
     const char *name;
     int fixed_mode; /* SRV_MODE_ANY when knob-agnostic. */
+    bool targets;   /* Takes straggler targets (srv_sched_set_target). */
 } srv_sched_class;
 
 /* Look up a scheduler class by name (NULL when unknown). */
@@ -124,28 +125,6 @@ bool srv_state_supported(const srv_sched_ctx *c, int v);
 int srv_drop_of(int n, double ratio);
 /* Mean power (energy / time) of iterations [drop, n) of r; NAN when none. */
 double srv_iter_power(const srv_result *r, int drop);
-
-/* ---- the InstructionProfiler's sparse mode (sched_sparse.c) ---- */
-typedef struct srv_sparse_prof srv_sparse_prof;
-/* Arguments that only sparse profiling takes, and their ranges. */
-erg_status srv_sparse_prof_check_args(const json_t *args, erg_error *err);
-erg_status srv_sparse_prof_new(const srv_sched_ctx *ctx, const json_t *args, int min_state,
-                               double ratio, bool energy_from_iters, srv_sparse_prof **out,
-                               erg_error *err);
-void srv_sparse_prof_free(srv_sparse_prof *p);
-/* Fill out[stage][instruction] with the next window's clocks, or *done. */
-void srv_sparse_prof_next(srv_sparse_prof *p, int **out, bool *done);
-/* Results of the window last handed out. */
-erg_status srv_sparse_prof_observe(srv_sparse_prof *p, const srv_result *r, erg_error *err);
-/* Whether every (stage, instruction) has its maximum clock measured (the
- * prediction below needs it). */
-bool srv_sparse_prof_ready(const srv_sparse_prof *p);
-/* The predicted full profile as CSV with the `source` column (erg_free). */
-erg_status srv_sparse_prof_csv(const srv_sparse_prof *p, char **text, size_t *len,
-                               erg_error *err);
-erg_status srv_sparse_prof_profile(const srv_sparse_prof *p, erg_profile **out, erg_error *err);
-/* A JSON summary: points measured against the full sweep, windows. */
-erg_status srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out);
 
 /* Frontier: set the straggler target (kind 0 none, 1 slowdown, 2 deadline_s). */
 void srv_sched_set_target(srv_sched *s, int kind, double value);

@@ -12,8 +12,10 @@
  *   metrics.c     /metrics (Prometheus text) and the latency histogram
  *   confine.c     --plans-dir: which files clients may name
  *   log.c         clocks and the structured log
- *   sched.c       schedulers (sched_envpipe.c: EnvPipe online); wire.c wire types,
- *                 Python-compatible JSON, plan files
+ *   sched.c       the scheduler dispatcher over one ops table per class (sched_ops.h), and a
+ *                 file per family: sched_fixed.c, sched_profiler.c (+ sched_sparse.c),
+ *                 sched_zeus.c, sched_frontier.c, sched_envpipe.c
+ *   wire.c        wire types, Python-compatible JSON, results, plan files (read by plan.c)
  * A second wire protocol is another wire_*.c with its srv_wire entry in router.c; it parses
  * its own bodies and formats its own answers, and drives jobs through jobs.h. */
 #ifndef ERGON_SERVER_SRV_H
@@ -113,6 +115,9 @@ extern const srv_wire srv_wire_zeus; /* wire_zeus.c: Zeus PFO (docs/zeus-protoco
 /* ---- clocks and logs ---- */
 double srv_now_mono(void);
 double srv_now_wall(void);
+/* The local time a job id begins with, as Perseus and Zeus write it: 2026-11-26-13-05-09. */
+#define SRV_JOB_ID_TIME_LEN 32
+void srv_job_id_time(char ts[SRV_JOB_ID_TIME_LEN]);
 void srv_log(erg_server *srv, erg_log_level lvl, const char *event, const char *job_id,
              const char *fmt, ...) ERG_PRINTF(5, 6);
 

@@ -1,4 +1,5 @@
-/* wire.c: the server's wire types: instruction names, Python-compatible JSON output, measurement results, plan files. */
+/* wire.c: the server's wire types: instruction names, Python-compatible JSON output, measurement
+ * results, plan files (parsed by plan.c: erg_plan_parse, erg_plan_pairs_parse). */
 #include "server/server_internal.h"
 
 #include "ergon/plan.h"
@@ -487,47 +488,6 @@ void srv_plan_stages_free(int **stages, int *lens, int n)
     erg__free(lens);
 }
 
-/* The master-branch literal: [[("forward", 1410), ("backward", 1395), ...], ...]
- * (tuples or lists, single or double quotes, # comments, trailing commas).
- * Only forward/backward pairs are kept (in order): they are the plan. */
-typedef struct tp {
-    const char *p, *end, *name;
-    long line;
-    erg_error *err;
-} tp;
-
-static void tp_skip(tp *t)
-{
-    while (t->p < t->end) {
-        if (*t->p == '\n') {
-            t->line++;
-            t->p++;
-        } else if (*t->p == ' ' || *t->p == '\t' || *t->p == '\r') {
-            t->p++;
-        } else if (*t->p == '#') {
-            while (t->p < t->end && *t->p != '\n')
-                t->p++;
-        } else {
-            break;
-        }
-    }
-}
-
-static bool tp_eat(tp *t, char c)
-{
-    tp_skip(t);
-    if (t->p < t->end && *t->p == c) {
-        t->p++;
-        return true;
-    }
-    return false;
-}
-
-static erg_status tp_fail(tp *t, const char *what)
-{
-    return erg_error_set(t->err, ERG_EPARSE, "%s:%ld: expected %s", t->name, t->line, what);
-}
-
 static void names_free(char ***names, const int *lens, int n)
 {
     if (!names)
@@ -540,199 +500,94 @@ static void names_free(char ***names, const int *lens, int n)
     erg__free(names);
 }
 
-/* names_out NULL: only forward/backward pairs are kept (the kronos plan);
- * else every pair is kept and its name too (the Zeus schedule). */
-static erg_status parse_tuples(const char *text, size_t len, const char *name, int ***stages_out,
-                               int **lens_out, int *n_out, char ****names_out, erg_error *err)
+/* Per stage the clocks of a pair literal: every pair with its name (all), or only the pairs
+ * that get clocks (no names). */
+static erg_status pairs_rows(const erg_plan_pairs *pp, const char *path, bool all,
+                             int ***stages_out,
+                             int **lens_out, char ****names_out, int *n_out, erg_error *err)
 {
-    tp t = {text, text + len, name, 1, err};
-    int **stages = NULL, *lens = NULL, n = 0, cap = 0;
-    int *row = NULL, rn = 0, rcap = 0;
-    char ***names = NULL, **nrow = NULL;
-    erg_status st = ERG_OK;
-    if (!tp_eat(&t, '[')) {
-        st = tp_fail(&t, "'[' opening the list of stages");
-        goto fail;
-    }
-    for (;;) {
-        if (tp_eat(&t, ']'))
+    int S = erg_plan_pairs_num_stages(pp);
+    int **stages = erg__calloc((size_t)S, sizeof *stages);
+    int *lens = erg__calloc((size_t)S, sizeof *lens);
+    char ***names = all ? erg__calloc((size_t)S, sizeof *names) : NULL;
+    erg_status st = !stages || !lens || (all && !names) ? ERG_ENOMEM : ERG_OK;
+    for (int g = 0; !st && g < S; g++) {
+        int n = erg_plan_pairs_stage_len(pp, g);
+        const int *f = erg_plan_pairs_freqs(pp, g);
+        if (!(stages[g] = erg__calloc((size_t)n + 1, sizeof(int))) ||
+            (all && !(names[g] = erg__calloc((size_t)n + 1, sizeof(char *))))) {
+            st = ERG_ENOMEM;
             break;
-        if (!tp_eat(&t, '[')) {
-            st = tp_fail(&t, "'[' opening a stage");
-            goto fail;
         }
-        row = NULL, rn = 0, rcap = 0;
-        nrow = NULL;
-        for (;;) {
-            if (tp_eat(&t, ']'))
-                break;
-            char close;
-            if (tp_eat(&t, '('))
-                close = ')';
-            else if (tp_eat(&t, '['))
-                close = ']';
-            else {
-                st = tp_fail(&t, "'(' opening an (instruction, clock) pair");
-                goto fail;
-            }
-            tp_skip(&t);
-            if (t.p >= t.end || (*t.p != '"' && *t.p != '\'')) {
-                st = tp_fail(&t, "a quoted instruction name");
-                goto fail;
-            }
-            char q = *t.p++;
-            const char *s0 = t.p;
-            while (t.p < t.end && *t.p != q && *t.p != '\n')
-                t.p++;
-            if (t.p >= t.end || *t.p != q) {
-                st = tp_fail(&t, "a closing quote");
-                goto fail;
-            }
-            size_t sl = (size_t)(t.p - s0);
-            t.p++;
-            /* forward, backward and the zero-bubble kinds (backward_input,
-             * backward_weight, overlap_f_b) get clocks; other names are ignored */
-            char nm[24] = "";
-            if (sl < sizeof nm) {
-                memcpy(nm, s0, sl);
-                nm[sl] = 0;
-            }
-            bool compute = srv_instr_is_compute(srv_instr_code(nm));
-            if (!tp_eat(&t, ',')) {
-                st = tp_fail(&t, "',' after the instruction name");
-                goto fail;
-            }
-            tp_skip(&t);
-            long v = 0;
-            int digits = 0;
-            while (t.p < t.end && *t.p >= '0' && *t.p <= '9' && digits < 9) {
-                v = v * 10 + (*t.p++ - '0');
-                digits++;
-            }
-            if (!digits || (t.p < t.end && *t.p >= '0' && *t.p <= '9')) {
-                st = tp_fail(&t, "a clock (a non-negative integer below 10^9)");
-                goto fail;
-            }
-            tp_eat(&t, ',');
-            if (!tp_eat(&t, close)) {
-                st = tp_fail(&t, close == ')' ? "')'" : "']'");
-                goto fail;
-            }
-            if (compute || names_out) {
-                if (rn == rcap) {
-                    rcap = rcap ? rcap * 2 : 64;
-                    int *d = erg__reallocarray(row, (size_t)rcap, sizeof(int));
-                    if (d)
-                        row = d;
-                    if (d && names_out) {
-                        char **nd = erg__reallocarray(nrow, (size_t)rcap, sizeof(char *));
-                        if (nd)
-                            nrow = nd;
-                        else
-                            d = NULL;
-                    }
-                    if (!d) {
-                        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                        goto fail;
-                    }
+        for (int i = 0; i < n; i++) {
+            const char *nm = erg_plan_pairs_name(pp, g, i);
+            if (all) {
+                if (strlen(nm) > 64) {
+                    st = erg_error_set(err, ERG_EPARSE,
+                                       "%s: stage %d, pair %d: the instruction name is longer "
+                                       "than 64 characters",
+                                       path, g, i);
+                    break;
                 }
-                if (names_out) {
-                    if (sl > 64) {
-                        st = tp_fail(&t, "an instruction name of at most 64 characters");
-                        goto fail;
-                    }
-                    if (!(nrow[rn] = erg__strndup(s0, sl))) {
-                        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                        goto fail;
-                    }
+                if (!(names[g][lens[g]] = erg__strdup(nm))) {
+                    st = ERG_ENOMEM;
+                    break;
                 }
-                row[rn++] = (int)v;
-            }
-            if (tp_eat(&t, ','))
+            } else if (!srv_instr_is_compute(srv_instr_code(nm))) {
                 continue;
-            if (tp_eat(&t, ']'))
-                break;
-            st = tp_fail(&t, "',' or ']'");
-            goto fail;
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            int **d = erg__reallocarray(stages, (size_t)cap, sizeof *d);
-            int *l = erg__reallocarray(lens, (size_t)cap, sizeof *l);
-            char ***nn = names_out ? erg__reallocarray(names, (size_t)cap, sizeof *nn) : NULL;
-            if (d)
-                stages = d;
-            if (l)
-                lens = l;
-            if (nn)
-                names = nn;
-            if (!d || !l || (names_out && !nn)) {
-                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                goto fail;
             }
+            stages[g][lens[g]++] = f[i];
         }
-        if (names_out)
-            names[n] = nrow;
-        stages[n] = row;
-        lens[n++] = rn;
-        row = NULL;
-        nrow = NULL;
-        if (tp_eat(&t, ','))
-            continue;
-        if (tp_eat(&t, ']'))
-            break;
-        st = tp_fail(&t, "',' or ']' after a stage");
-        goto fail;
     }
-    tp_skip(&t);
-    if (t.p != t.end) {
-        st = tp_fail(&t, "only comments after the list");
-        goto fail;
-    }
-    if (n == 0) {
-        st = erg_error_set(err, ERG_EPARSE, "%s: the plan has no stages", name);
-        goto fail;
+    if (st) {
+        names_free(names, lens, S);
+        srv_plan_stages_free(stages, lens, S);
+        return st == ERG_ENOMEM ? erg_error_set(err, ERG_ENOMEM, "out of memory") : st;
     }
     *stages_out = stages;
     *lens_out = lens;
-    *n_out = n;
     if (names_out)
         *names_out = names;
+    *n_out = S;
     return ERG_OK;
-fail:
-    if (nrow)
-        for (int k = 0; k < rn; k++)
-            erg__free(nrow[k]);
-    erg__free(nrow);
-    names_free(names, lens, n);
-    erg__free(row);
-    srv_plan_stages_free(stages, lens, n);
+}
+
+/* A plan file: its (instruction, clock) pairs when it is a pair literal (Zeus's format,
+ * Perseus's master branch), else the plan (a kronos literal of 1F1B or an ergon JSON plan);
+ * both read by plan.c. */
+static erg_status read_plan(const char *path, erg_plan_pairs **pairs, erg_plan **plan,
+                            erg_error *err)
+{
+    *pairs = NULL;
+    *plan = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    erg_status st = erg__read_file(path, 64u << 20, &text, &len, err);
+    if (st)
+        return st;
+    erg_error pe = {0};
+    st = erg_plan_pairs_parse(text, len, path, pairs, &pe);
+    if (st == ERG_ENOTFOUND)
+        st = erg_plan_parse(text, len, path, NULL, plan, err);
+    else if (st)
+        *err = pe;
+    erg__free(text);
     return st;
 }
 
 erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_stages,
                          erg_error *err)
 {
-    char *text = NULL;
-    size_t len = 0;
-    erg_status st = erg__read_file(path, 64u << 20, &text, &len, err);
+    erg_plan_pairs *pairs = NULL;
+    erg_plan *plan = NULL;
+    erg_status st = read_plan(path, &pairs, &plan, err);
     if (st)
         return st;
-    /* Tell the formats apart by the first token inside the stage list: a
-     * pair opens with '(' or '[' in the master format. */
-    tp probe = {text, text + len, path, 1, err};
-    bool tuples = tp_eat(&probe, '[') && tp_eat(&probe, '[') &&
-                  (tp_eat(&probe, '(') || tp_eat(&probe, '['));
-    if (tuples) {
-        st = parse_tuples(text, len, path, stages, lens, n_stages, NULL, err);
-        erg__free(text);
+    if (pairs) { /* only the pairs that get clocks: they are the plan */
+        st = pairs_rows(pairs, path, false, stages, lens, NULL, n_stages, err);
+        erg_plan_pairs_free(pairs);
         return st;
     }
-    erg_plan *plan = NULL;
-    st = erg_plan_parse(text, len, path, NULL, &plan, err);
-    erg__free(text);
-    if (st)
-        return st;
     int S = erg_plan_num_stages(plan);
     int **rows = erg__calloc((size_t)S, sizeof *rows);
     int *l = erg__calloc((size_t)S, sizeof *l);
@@ -773,26 +628,18 @@ erg_status srv_plan_load_pairs(const char *path, int hint_stages, srv_plan_pairs
 {
     (void)hint_stages;
     memset(out, 0, sizeof *out);
-    char *text = NULL;
-    size_t len = 0;
-    erg_status st = erg__read_file(path, 64u << 20, &text, &len, err);
+    erg_plan_pairs *pairs = NULL;
+    erg_plan *plan = NULL;
+    erg_status st = read_plan(path, &pairs, &plan, err);
     if (st)
         return st;
-    tp probe = {text, text + len, path, 1, err};
-    bool tuples = tp_eat(&probe, '[') && tp_eat(&probe, '[') &&
-                  (tp_eat(&probe, '(') || tp_eat(&probe, '['));
-    if (tuples) {
-        st = parse_tuples(text, len, path, &out->freqs, &out->lens, &out->n_stages, &out->names,
-                          err);
-        erg__free(text);
+    if (pairs) { /* every pair, with its name */
+        st = pairs_rows(pairs, path, true, &out->freqs, &out->lens, &out->names, &out->n_stages,
+                        err);
+        erg_plan_pairs_free(pairs);
         return st;
     }
     /* kronos literal or JSON plan: name each clock by its stage's order. */
-    erg_plan *plan = NULL;
-    st = erg_plan_parse(text, len, path, NULL, &plan, err);
-    erg__free(text);
-    if (st)
-        return st;
     int S = erg_plan_num_stages(plan), M = erg_plan_num_microbatches(plan);
     erg_schedule sched = erg_plan_schedule(plan);
     /* Every schedule's per-rank order (multi-chunk and zero-bubble ones too):

@@ -5,7 +5,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "server/store.h"
 #include "server/zeus.h"
@@ -314,11 +313,8 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
         }
     }
     /* The Perseus job id: local time + the job's fields + scheduler. */
-    char ts[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    strftime(ts, sizeof ts, "%Y-%m-%d-%H-%M-%S", &tm);
+    char ts[SRV_JOB_ID_TIME_LEN];
+    srv_job_id_time(ts);
     erg__buf id = {0};
     if (erg__buf_printf(&id, "%s+%s+%s+%s+dp%d+pp%d+tp%d+mbs%d+nmb%d+%s", ts,
                         json_string_value(json_object_get(info, "framework")),
@@ -623,7 +619,8 @@ static void h_straggler(erg_server *srv, const char *id, const srv_body *b, srv_
     const json_t *sd = json_object_get(in, "slowdown"), *dl = json_object_get(in, "deadline_s");
     if (!j)
         goto out;
-    if (!srv_sched_find(j->sched_name) || strncmp(j->sched_name, "Frontier", 8)) {
+    const srv_sched_class *cls = srv_sched_find(j->sched_name);
+    if (!cls || !cls->targets) {
         fail(rs, true, 409, "job %s runs %s; straggler targets need the Frontier scheduler", j->id,
              j->sched_name);
         goto out;

@@ -2,16 +2,16 @@
  * zeus/optimizer/pipeline_frequency/; docs/zeus-protocol.md): POST /register_job with Zeus's
  * JobInfo, POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=R answering
  * {"rank", "frequencies": [[name, clock], ...]}, POST /result/{job_id}. Zeus jobs run on the
- * shared state machine (jobs.c) with the "zeus:" scheduler classes (sched.c); this file only
- * parses Zeus bodies and formats Zeus answers. A /register_job body is Zeus's when it carries
- * job_metadata or none of the kronos-only fields; the other routes are Zeus's when the job is. */
+ * shared state machine (jobs.c) with the "zeus:" scheduler classes (sched.c's table:
+ * sched_fixed.c, sched_profiler.c); this file only parses Zeus bodies and formats Zeus answers.
+ * A /register_job body is Zeus's when it carries job_metadata or none of the kronos-only
+ * fields; the other routes are Zeus's when the job is. */
 #include "server/zeus.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ergon/pipeline.h"
 #include "server/store.h"
@@ -145,11 +145,8 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
         json_object_set_new(info, ints[i], json_integer(v[i]));
     if (!md) json_object_set_new(info, "job_metadata", json_null());
     /* Zeus's job id: local time + dp + pp + tp + scheduler [+ job_metadata]. */
-    char ts[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    strftime(ts, sizeof ts, "%Y-%m-%d-%H-%M-%S", &tm);
+    char ts[SRV_JOB_ID_TIME_LEN];
+    srv_job_id_time(ts);
     erg__buf id = {0};
     if (erg__buf_printf(&id, "%s+dp%ld+pp%ld+tp%ld+%s%s%s", ts, v[1], v[0], v[2],
                         display_name(sched), *meta ? "+" : "", meta)) {

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-/* Zeus jobs run the "zeus:"-prefixed scheduler classes (sched.c). */
+/* Zeus jobs run the "zeus:"-prefixed scheduler classes (sched.c's table). */
 static inline bool srv_job_is_zeus(const srv_job *j)
 {
     return j->sched_name && !strncmp(j->sched_name, "zeus:", 5);

@@ -895,7 +895,7 @@ static bool same_costs(const erg_shard *s, const segment *g, const segment *u, c
  * or an imported profile row), the `keep` fastest plus `keep` smallest for the report and
  * the fallback DP, and the exact DP tables (search.c). */
 static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, int keep,
-                                 erg_error *err)
+                                 bool only, erg_error *err)
 {
     erg_status st = ERG_OK;
     size_t *kv = erg__calloc((size_t)s->norder + 1, sizeof(size_t));
@@ -977,12 +977,15 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
             decode(s, g, c, kv);
             double t, m;
             seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
+            bool found = false;
             for (int x = 0; x < nimp; x++)
                 if (imp[x].seg == g->unique && imp[x].combo == c) {
                     t = imp[x].time_s * (double)s->trips;
                     m = imp[x].mem;
-                    g->imported = true;
+                    g->imported = found = true;
                 }
+            if (only && !found) /* measured costs only: not a candidate */
+                t = INFINITY;
             bt[c] = (ci){c, t};
             bm[c] = (ci){c, m};
             tv[c] = t;
@@ -1004,6 +1007,8 @@ static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, in
             ci *arr = pass ? bm : bt;
             for (long x = 0; x < ERG__MIN((long)keep, nc); x++) {
                 long c = arr[x].c;
+                if (!isfinite(tv[c]))
+                    continue; /* not a candidate (measured costs only) */
                 bool dup = false;
                 for (int y = 0; y < g->nkeep && !dup; y++)
                     dup = g->keep[y] == c;
@@ -1042,7 +1047,7 @@ done:
 
 erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err)
 {
-    return segments_build(s, NULL, 0, keep > 0 ? keep : 64, err);
+    return segments_build(s, NULL, 0, keep > 0 ? keep : 64, false, err);
 }
 
 static bool param_gte(const erg_shard *s, int v)
@@ -1365,7 +1370,26 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
         s->const_flops *= f;
     }
     /* Segments: enumerate combinations, apply imported profiles, keep the best. */
-    if ((st = segments_build(s, imp, nimp, keep, err)))
+    if (o->profiles_only) {
+        /* every unique segment needs a row, or its modelled and measured times would mix */
+        if (!o->profiles_path) {
+            st = erg_error_set(err, ERG_EINVAL, "profiles_only needs a profiles file");
+            goto done;
+        }
+        for (int si = 0; si < s->nseg; si++) {
+            bool any = false;
+            for (int x = 0; x < nimp && !any; x++)
+                any = imp[x].seg == si;
+            if (s->segs[si].unique == si && !any) {
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s: unique segment %d has no row; measured costs only "
+                                   "(--profiles-only) need at least one per unique segment",
+                                   o->profiles_path, si);
+                goto done;
+            }
+        }
+    }
+    if ((st = segments_build(s, imp, nimp, keep, o->profiles_only, err)))
         goto done;
     if (o->compute != ERG_SHARD_COMPUTE_MODEL && o->cache_path &&
         (st = cache_save(&T, o->cache_path, err)))
@@ -1555,6 +1579,39 @@ fail:
     erg__free(kv);
     erg__buf_free(&b);
     return erg_error_set(err, st, "out of memory");
+}
+
+erg_status erg_shard_profile_csv(const erg_shard *s, char **text, erg_error *err)
+{
+    if (!s || !text)
+        return erg_error_set(err, ERG_EINVAL, "erg_shard_profile_csv: NULL argument");
+    if (!s->profiled)
+        return erg_error_set(err, ERG_ESTATE, "run erg_shard_profile first");
+    erg__buf b = {0};
+    size_t *kv = erg__calloc((size_t)s->norder + 1, sizeof(size_t));
+    erg_status st = kv ? erg__buf_printf(&b, "segment,strategies,time_s,memory_bytes\n")
+                       : ERG_ENOMEM;
+    for (int si = 0; si < s->nseg && !st; si++) {
+        const segment *g = &s->segs[si];
+        if (g->unique != si)
+            continue;
+        for (int y = 0; y < g->nkeep && !st; y++) {
+            decode(s, g, g->keep[y], kv);
+            st = erg__buf_printf(&b, "%d,", si);
+            for (int i = 0; i < g->n && !st; i++)
+                st = erg__buf_printf(&b, "%s%zu", i ? "-" : "", kv[g->first + i]);
+            if (!st)
+                st = erg__buf_printf(&b, ",%.17g,%.17g\n", g->keep_time[y] / (double)s->trips,
+                                     g->keep_mem[y]);
+        }
+    }
+    erg__free(kv);
+    if (st) {
+        erg__buf_free(&b);
+        return erg_error_set(err, st, "out of memory");
+    }
+    *text = b.data;
+    return ERG_OK;
 }
 
 erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **text,

@@ -514,13 +514,24 @@ fail:
     return erg_error_set(err, st, "out of memory");
 }
 
+typedef struct param_ref {
+    long num;
+    int ins;
+} param_ref;
+static int cmp_param_ref(const void *a, const void *b)
+{
+    const param_ref *x = a, *y = b;
+    return x->num != y->num ? (x->num < y->num ? -1 : 1) : (x->ins > y->ins) - (x->ins < y->ins);
+}
+
 erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char **json,
                                erg_error *err)
 {
     if (!s || !p || !json)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_plan_json: NULL argument");
-    json_t *root = json_object(), *blocks = json_array(), *segs = json_array();
-    if (!root || !blocks || !segs)
+    json_t *root = json_object(), *blocks = json_array(), *segs = json_array(),
+           *params = json_array();
+    if (!root || !blocks || !segs || !params)
         goto oom;
     json_object_set_new(root, "module", json_string(s->m->name));
     json_object_set_new(root, "mesh", json_pack("[ii]", s->mesh[0], s->mesh[1]));
@@ -568,9 +579,50 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
         json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:i}", "anchor", s->c->ins[pb->anchor].name,
                               "strategy", (int)p->k[oi], "num_strategies", pb->K, "name",
                               pb->names[p->k[oi]], "members", pb->nmem);
-        if (!o || json_array_append_new(blocks, o))
+        json_t *names = json_array();
+        for (int mi = 0; names && mi < pb->nmem; mi++)
+            if (json_array_append_new(names, json_string(s->c->ins[pb->mem[mi].ins].name))) {
+                json_decref(names);
+                names = NULL;
+            }
+        if (!o || !names || json_object_set_new(o, "member_names", names) ||
+            json_array_append_new(blocks, o)) {
+            json_decref(o);
             goto oom;
+        }
     }
+    /* The shardings of the analysed computation's parameters, by parameter number and name,
+     * as --out-hlo writes them: what a framework applies to its arguments (argument i is
+     * parameter i in a module lowered by jax.jit). `block`: the block position that owns
+     * the parameter (a weight), or -1. */
+    int np = 0;
+    param_ref *byn = erg__malloc(((size_t)s->n + 1) * sizeof *byn);
+    if (!byn)
+        goto oom;
+    for (int i = 0; i < s->n; i++)
+        if (s->c->ins[i].op == HLO_OP_PARAMETER)
+            byn[np++] = (param_ref){s->c->ins[i].param_num, i};
+    qsort(byn, (size_t)np, sizeof *byn, cmp_param_ref);
+    for (int x = 0; x < np; x++) {
+        int i = byn[x].ins;
+        const hlo_instr *in = &s->c->ins[i];
+        erg__buf b = {0};
+        if (instr_sharding(s, p, i, &b)) {
+            erg__buf_free(&b);
+            erg__free(byn);
+            goto oom;
+        }
+        int pb = s->nodes[i].pb;
+        json_t *o = json_pack("{s:I, s:s, s:s, s:i}", "number", (json_int_t)in->param_num,
+                              "name", in->name, "sharding", b.data ? b.data : "{replicated}",
+                              "block", pb >= 0 ? s->pos_of[pb] : -1);
+        erg__buf_free(&b);
+        if (!o || json_array_append_new(params, o)) {
+            erg__free(byn);
+            goto oom;
+        }
+    }
+    erg__free(byn);
     for (int si = 0; si < s->nseg; si++) {
         const segment *g = &s->segs[si];
         json_t *o = json_pack("{s:i, s:i, s:i}", "first_block", g->first, "num_blocks", g->n,
@@ -580,7 +632,8 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
     }
     json_object_set_new(root, "blocks", blocks);
     json_object_set_new(root, "segments", segs);
-    blocks = segs = NULL;
+    json_object_set_new(root, "parameters", params);
+    blocks = segs = params = NULL;
     char *t = json_dumps(root, JSON_INDENT(2));
     json_decref(root);
     if (!t)
@@ -592,5 +645,6 @@ oom:
     json_decref(root);
     json_decref(blocks);
     json_decref(segs);
+    json_decref(params);
     return erg_error_set(err, ERG_ENOMEM, "out of memory");
 }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # shard.sh: `ergon shard` end to end: usage errors, golden analysis of the 2-layer BERT,
-# search with DP and ILP, annotated output that re-parses, JSON, comm report.
+# search with DP and ILP, annotated output that re-parses, JSON (parameters' shardings), comm
+# report, the cost file (profile --out-profiles, search --profiles --profiles-only).
 set -u
 fail() { echo "FAIL: $*" >&2; exit 1; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -63,6 +64,19 @@ python3 -c "import json; c=json.load(open('$T/mlp.json'))['communication']; asse
 $E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --strategies 1,2 --out-json "$T/given.json" > "$T/g.txt" || fail "given plan"
 grep -q "^method given" "$T/g.txt" && grep -q "solution vector: \[1,2\]" "$T/g.txt" || fail "given plan output: $(cat $T/g.txt)"
 python3 -c "import json; d=json.load(open('$T/given.json')); assert d['method']=='given' and [b['strategy'] for b in d['blocks']]==[1,2] and d['communication']['all-reduce']['bytes']==67108864.0, d" || fail "given plan json"
+# The plan JSON's "parameters": each parameter's sharding by number and name (Megatron: w1 by
+# columns, w2 by rows), as --out-hlo writes it, and the block that owns it.
+python3 -c "import json; p=json.load(open('$T/given.json'))['parameters']; assert [(q['number'], q['name'], q['sharding'], q['block']) for q in p]==[(0,'x','{replicated}',0),(1,'w1','{devices=[1,2]0,1}',0),(2,'w2','{devices=[2,1]0,1}',1),(3,'dout','{replicated}',-1)], p" || fail "json parameters"
+# profile --out-profiles writes the kept combinations as the cost file --profiles reads;
+# --profiles-only searches only the listed ones (here the second fastest, Megatron 1-2).
+$E shard profile --hlo "$D/shard_mlp.hlo" --mesh 1x2 --keep 2 --out-profiles "$T/cand.csv" >/dev/null || fail "out-profiles"
+head -1 "$T/cand.csv" | grep -qx "segment,strategies,time_s,memory_bytes" && grep -q "^0,1-2," "$T/cand.csv" || fail "out-profiles: $(cat "$T/cand.csv")"
+$E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --profiles "$T/cand.csv" --profiles-only | grep -q "solution vector: \[0,0\]" || fail "modelled rows read back"
+grep -E "^(segment|0,1-2,)" "$T/cand.csv" > "$T/one.csv"
+$E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --profiles "$T/one.csv" --profiles-only | grep -q "solution vector: \[1,2\]" || fail "--profiles-only chose an unlisted combination"
+$E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --profiles "$T/one.csv" | grep -q "solution vector: \[0,0\]" || fail "without --profiles-only, unlisted combinations keep their modelled time"
+out=$($E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --profiles "$T/one.csv" --profiles-only --method ilp 2>&1); [ $? = 2 ] || fail "--profiles-only with the ILP: $out"
+out=$($E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --out-profiles "$T/x.csv" 2>&1); [ $? = 2 ] || fail "--out-profiles on search: $out"
 out=$($E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --strategies 1,3 2>&1); [ $? = 1 ] || fail "out-of-range strategy exit"
 echo "$out" | grep -q "block 1 (anchor y): strategy 3 given, it has 0 to 2" || fail "out-of-range message: $out"
 for bad in 1 1,2,0 1,x -1,2 1,,2; do

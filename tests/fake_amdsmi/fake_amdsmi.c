@@ -18,7 +18,9 @@
  *     mi100     "AMD Instinct MI100": the counter runs 1.6 times too fast
  *     stall     the counter stops moving after FAKE_AMDSMI_QUIRK_AFTER_S seconds (default 0.5)
  *               of the process's life
- *     backwards the counter drops by 10^6 units after FAKE_AMDSMI_QUIRK_AFTER_S seconds
+ *     backwards after FAKE_AMDSMI_QUIRK_AFTER_S seconds the counter starts again from 0 (a
+ *               driver reload): a drop larger than anything a reading can gain, however long
+ *               a loaded machine makes the gap between two readings
  *     drift     the counter runs 1.6 times too fast (any model name)
  * Devices (default "AMD Instinct MI210"): GFX DPM levels 500, 1000 and 1700 MHz, memory 1600
  * MHz, power cap 150..300 W (default 300 W). A range outside [500, 1700] or min >= max gives
@@ -95,6 +97,7 @@ struct fake_gpu {
 
 static struct fake_gpu gpus[NDEV_MAX];
 static double frozen_uj[NDEV_MAX]; /* stall quirk: the value it froze at (< 0: not yet) */
+static double reload_uj[NDEV_MAX]; /* backwards quirk: the value at the reload (< 0: not yet) */
 static int sockets[NDEV_MAX]; /* socket handles point here */
 static int ngpu = 0, nsock = 0;
 static int init_count = 0;
@@ -233,7 +236,7 @@ amdsmi_status_t amdsmi_init(uint64_t flags)
             gpus[i].cap_uw = CAP_MAX_UW;
             gpus[i].energy_uj = 3e11 + i * 1e9;
             gpus[i].last_s = start_s;
-            frozen_uj[i] = -1;
+            frozen_uj[i] = reload_uj[i] = -1;
         }
         nsock = is("mi250") ? (ngpu + 1) / 2 : ngpu;
         load_state();
@@ -448,8 +451,11 @@ amdsmi_status_t amdsmi_get_energy_count(amdsmi_handle h, uint64_t *acc, float *r
         if (frozen_uj[d->index] < 0)
             frozen_uj[d->index] = uj;
         uj = frozen_uj[d->index];
-    } else if (is("backwards") && t - start_s > after)
-        uj -= 1e6 * RES_UJ;
+    } else if (is("backwards") && t - start_s > after) {
+        if (reload_uj[d->index] < 0)
+            reload_uj[d->index] = uj;
+        uj -= reload_uj[d->index];
+    }
     pthread_mutex_unlock(&mu);
     *acc = (uint64_t)(uj / RES_UJ);
     *res = RES_UJ;

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,22 @@ typedef struct tap_test {
         if (_st != 0)                                                                              \
             TAP_FAIL("%s failed with status %d: %s", #call, _st, err.msg);                         \
     } while (0)
+
+/* Removes the directory tree `dir` (a test's scratch directory); false if it cannot. A process
+ * the test started may still be writing its last lines there (a client's watchdog that exits
+ * after its client: its GPU library's shut-down goes to the fake's log), so a tree that is not
+ * empty yet is tried again, for up to 5 s. */
+static inline bool tap_rm_tree(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' 2>/dev/null", dir);
+    for (int i = 0; i < 100; i++) {
+        if (system(cmd) == 0 && access(dir, F_OK) != 0)
+            return true;
+        usleep(50000);
+    }
+    return false;
+}
 
 static inline int tap_timeout_s(void)
 {

@@ -28,9 +28,7 @@ static void make_tmp(void)
 
 static void rm_tmp(void)
 {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (tmpdir[0] && system(cmd) != 0)
+    if (tmpdir[0] && !tap_rm_tree(tmpdir))
         TAP_FAIL("cannot remove %s", tmpdir);
 }
 

@@ -47,9 +47,7 @@ static void sleep_s(double s)
 
 static void rm_tmp(void)
 {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (tmpdir[0] && system(cmd) != 0)
+    if (tmpdir[0] && !tap_rm_tree(tmpdir))
         TAP_FAIL("cannot remove %s", tmpdir);
 }
 

@@ -167,6 +167,37 @@ TEST(plan_parse_errors)
     ASSERT_CONTAINS(err.msg, "b.json:1:");
 }
 
+/* The pair literal read as written (what the server's Zeus route serves), and the same text
+ * read as a plan: only the pairs that get clocks. */
+TEST(plan_pairs_as_written)
+{
+    const char *t = "[\n  [(\"forward\", 1410), ('backward', 1200)],  # stage 0\n"
+                    "  [[\"forward\", 1000], (\"load\", 5), (\"backward\", 800),],\n]\n";
+    erg_plan_pairs *pp = NULL;
+    erg_error err;
+    ASSERT_OK(erg_plan_pairs_parse(t, strlen(t), "z.py", &pp, &err));
+    ASSERT_EQ_INT(erg_plan_pairs_num_stages(pp), 2);
+    ASSERT_EQ_INT(erg_plan_pairs_stage_len(pp, 0), 2);
+    ASSERT_EQ_INT(erg_plan_pairs_stage_len(pp, 1), 3);
+    ASSERT_STR_EQ(erg_plan_pairs_name(pp, 1, 1), "load");
+    ASSERT_EQ_INT(erg_plan_pairs_freqs(pp, 1)[1], 5);
+    ASSERT_EQ_INT(erg_plan_pairs_freqs(pp, 1)[2], 800);
+    ASSERT(erg_plan_pairs_name(pp, 1, 3) == NULL);
+    ASSERT(erg_plan_pairs_freqs(pp, 2) == NULL);
+    erg_plan_pairs_free(pp);
+    erg_plan *p = NULL;
+    ASSERT_OK(erg_plan_parse(t, strlen(t), "z.py", NULL, &p, &err));
+    ASSERT_EQ_INT(erg_plan_stage_len(p, 1), 2);
+    ASSERT_EQ_INT(erg_plan_stage_freqs_const(p, 1)[1], 800);
+    erg_plan_free(p);
+    const char *kronos = "[[1410, 1200]]\n";
+    ASSERT_EQ_INT(erg_plan_pairs_parse(kronos, strlen(kronos), "k.py", &pp, &err), ERG_ENOTFOUND);
+    ASSERT(pp == NULL);
+    const char *bad = "[[(\"forward\", 1410),\n (\"backward\" 1200)]]";
+    ASSERT_EQ_INT(erg_plan_pairs_parse(bad, strlen(bad), "b.py", &pp, &err), ERG_EPARSE);
+    ASSERT_STR_EQ(err.msg, "b.py:2:14: expected ',' after the instruction name, found '1'");
+}
+
 TEST(emulate_two_stage_pipeline)
 {
     /* S=2, M=2, forward 1 s / 10 J, backward 2 s / 30 J at 1000 MHz;
@@ -264,6 +295,6 @@ TEST(json_plan_rejects_unknown_version)
 
 TAP_MAIN(TEST_ENTRY(one_f_one_b_matches_spec), TEST_ENTRY(dag_sizes_match_spec),
          TEST_ENTRY(cpm_unit_durations), TEST_ENTRY(bad_pipeline_arguments),
-         TEST_ENTRY(plan_py_and_json_formats), TEST_ENTRY(plan_parse_errors),
+         TEST_ENTRY(plan_py_and_json_formats), TEST_ENTRY(plan_parse_errors), TEST_ENTRY(plan_pairs_as_written),
          TEST_ENTRY(emulate_two_stage_pipeline), TEST_ENTRY(json_plan_stage_field_places_the_clocks),
          TEST_ENTRY(json_plan_rejects_unknown_version))

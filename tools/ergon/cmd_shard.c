@@ -18,6 +18,9 @@ static const char cost_help[] =
     "  --cache FILE        measured GEMM cache (CSV batch,m,n,k,time_s), read and updated\n"
     "  --profiles FILE     imported table segment,strategies,time_s,memory_bytes\n"
     "                      (strategies: indices joined by '-'); overrides modelled rows\n"
+    "  --profiles-only     with --profiles: only the combinations the file lists are\n"
+    "                      candidates (measured costs, e.g. tools/shard_measure.py; every\n"
+    "                      unique segment needs a row)\n"
     "  --mem-gb X          memory budget per device in GB (default: the device's)\n"
     "  --optimizer-factor X  bytes kept per weight byte (default 4: weight, grad, Adam)\n"
     "  --keep N            combinations listed per segment by `profile` and kept by the\n"
@@ -77,10 +80,15 @@ static void usage(FILE *f, const char *sub)
     } else if (!strcmp(sub, "profile") || !strcmp(sub, "comm")) {
         fprintf(f,
                 "usage: ergon shard %s --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
-                "                         [--rows N]\n"
+                "                         [--rows N] [--out-profiles FILE]\n"
                 "\n%s"
                 "\noptions:\n%s%s"
                 "  --rows N            rows per table (default 20)\n"
+                "  --out-profiles FILE (profile) write every unique segment's kept combinations\n"
+                "                      as the CSV --profiles reads (segment,strategies,time_s,\n"
+                "                      memory_bytes; modelled): the candidates to measure\n"
+                "                      (tools/shard_measure.py times them with XLA on CPU\n"
+                "                      devices and writes the file --profiles reads)\n"
                 "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
                 sub,
                 !strcmp(sub, "profile")
@@ -181,7 +189,7 @@ int cmd_shard(int argc, char **argv)
         return cli_usage_error("shard", "unknown action '%s' (analyze, profile, search, comm)",
                                sub);
     const char *hlo = NULL, *mesh = NULL, *method = "dp", *out_hlo = NULL, *out_json = NULL,
-               *computation = NULL, *strategies = NULL;
+               *computation = NULL, *strategies = NULL, *out_profiles = NULL;
     erg_shard_cost_options co;
     erg_shard_cost_options_init(&co);
     double time_limit = 600, d;
@@ -192,6 +200,10 @@ int cmd_shard(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout, sub);
             return CLI_OK;
+        }
+        if (!strcmp(a, "--profiles-only")) {
+            co.profiles_only = true;
+            continue;
         }
         if (!strcmp(a, "--members")) {
             members = true;
@@ -216,6 +228,8 @@ int cmd_shard(int argc, char **argv)
             computation = v;
         else if (!strcmp(a, "--out-hlo"))
             out_hlo = v;
+        else if (!strcmp(a, "--out-profiles"))
+            out_profiles = v;
         else if (!strcmp(a, "--out-json"))
             out_json = v;
         else if (!strcmp(a, "--strategies"))
@@ -262,6 +276,13 @@ int cmd_shard(int argc, char **argv)
     }
     if (!hlo)
         return cli_usage_error("shard", "--hlo FILE is required");
+    if (co.profiles_only && !co.profiles_path)
+        return cli_usage_error("shard", "--profiles-only needs --profiles FILE");
+    if (co.profiles_only && !strcmp(sub, "search") && strcmp(method, "dp") && !strategies)
+        return cli_usage_error("shard", "--profiles-only: measured costs are per segment "
+                                        "combination, which only the DP searches (--method dp)");
+    if (out_profiles && strcmp(sub, "profile"))
+        return cli_usage_error("shard", "--out-profiles is an option of 'profile'");
     if (!mesh)
         return cli_usage_error("shard", "--mesh AxB is required");
     int m0 = 0, m1 = 0;
@@ -332,6 +353,15 @@ int cmd_shard(int argc, char **argv)
             goto out;
         }
         fputs(text, stdout);
+        if (out_profiles) {
+            erg_free(text);
+            text = NULL;
+            if (erg_shard_profile_csv(s, &text, &err)) {
+                rc = cli_report("shard", &err);
+                goto out;
+            }
+            rc = write_text(out_profiles, text);
+        }
         goto out;
     }
     bool both = !strcmp(method, "both");

@@ -28,7 +28,8 @@ its receives inside the schedule's step, out of reach of PipeliningStageHooks: t
 import contextlib
 import functools
 
-from .. import BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD
+from .. import BACKWARD, FORWARD
+from ..torch_pipelining import TorchPipeliningHooks
 
 __all__ = ["PipelineHooks", "PipeliningStageHooks", "instrument_deepspeed"]
 
@@ -101,7 +102,7 @@ def instrument_deepspeed(engine, client, sync=None, **kwargs):
     return impl(engine, client, sync=sync, **kwargs)
 
 
-class PipeliningStageHooks(_RecvWaits):
+class PipeliningStageHooks(TorchPipeliningHooks):
     """Wrap the stages of torch.distributed.pipelining (this rank's stage objects) so that
     every schedule PyTorch runs (GPipe, 1F1B, Interleaved1F1B, LoopedBFS,
     InterleavedZeroBubble, ZBVZeroBubble, DualPipeV) runs each instruction at its planned
@@ -120,56 +121,7 @@ class PipeliningStageHooks(_RecvWaits):
     """
 
     def __init__(self, client, stages, sync=None):
-        self.client = client
-        self.sync = sync
-        self.last_step = None
-        order = sorted(int(s.stage_index) for s in stages)
-        if len(set(order)) != len(order):
-            raise ValueError("two stages with the same stage_index: %r" % order)
-        for stage in stages:
-            self._wrap_stage(stage, order.index(int(stage.stage_index)))
-
-    @contextlib.contextmanager
-    def step(self):
-        self.client.step_begin()
-        try:
-            yield self
-        finally:
-            self._end_step()
-
-    def _run(self, kind, chunk, mb, fn, args, kwargs):
-        if self.sync:
-            self.sync()
-        self.client.instruction_begin_chunk(kind, chunk, mb)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if self.sync:
-                self.sync()
-            self.client.instruction_end_chunk(kind, chunk, mb)
-
-    def _wrap_stage(self, stage, chunk):
-        fwd = stage.forward_one_chunk
-        bwd = stage.backward_one_chunk
-        wgt = getattr(stage, "backward_weight_one_chunk", None)
-
-        @functools.wraps(fwd)
-        def forward_one_chunk(fwd_chunk_id, *args, **kwargs):
-            return self._run(FORWARD, chunk, int(fwd_chunk_id), fwd, (fwd_chunk_id,) + args,
-                             kwargs)
-
-        @functools.wraps(bwd)
-        def backward_one_chunk(bwd_chunk_id, *args, **kwargs):
-            full = kwargs.get("full_backward", True)
-            kind = BACKWARD if full else BACKWARD_INPUT
-            return self._run(kind, chunk, int(bwd_chunk_id), bwd, (bwd_chunk_id,) + args, kwargs)
-
-        stage.forward_one_chunk = forward_one_chunk
-        stage.backward_one_chunk = backward_one_chunk
-        if wgt is not None:
-            @functools.wraps(wgt)
-            def backward_weight_one_chunk(bwd_chunk_id, *args, **kwargs):
-                return self._run(BACKWARD_WEIGHT, chunk, int(bwd_chunk_id), wgt,
-                                 (bwd_chunk_id,) + args, kwargs)
-
-            stage.backward_weight_one_chunk = backward_weight_one_chunk
+        # The same wrappers as ergon.torch_pipelining's (one implementation), without
+        # receive-wait measurement: that needs torch's schedules module, and these hooks
+        # also serve duck-typed stages in programs without torch.
+        super().__init__(client, stages, sync=sync, measure_waits=False)
