@@ -154,6 +154,11 @@ def main():
     env_lib = os.path.join(os.path.dirname(os.path.abspath(a.ergon)), "libergon.so.0")
     if os.path.exists(env_lib):
         os.environ["ERGON_LIBRARY"] = env_lib
+    # Only the fake vendor libraries (tests/fake_*) read it: their devices draw their clock's
+    # power while a (fake) kernel runs and idle power between kernels, as a GPU does.
+    os.environ.setdefault("FAKE_GPU_ACTIVITY", "1")
+    for var in ("FAKE_NVML_DEVICES", "FAKE_AMDSMI_DEVICES"):  # one fake GPU per stage
+        os.environ.setdefault(var, str(a.stages))
     common = ["--model", a.model, "--microbatches", str(M), "--gpu", a.gpu,
               "--sim-gpu", a.sim_gpu, "--sim-model", a.sim_model]
     p = lambda *x: os.path.join(a.out, *x)  # noqa: E731
@@ -318,6 +323,15 @@ def story(a, S, M, common, p, url):
                 nums = [w for w in line.replace("W", " ").split() if _isfloat(w)]
                 if nums:
                     blocking_w = float(nums[-1])
+    elif sweep[0].get("paced"):
+        # A fake GPU library (the trainer ran fake kernels): the blocking power is the idle
+        # device's power, read as on a GPU (`ergon gpu list`: index, name, energy, power).
+        out = subprocess.run([a.ergon, "gpu", "list", "--gpu", a.gpu], capture_output=True,
+                             text=True, check=True).stdout
+        mw = [ln.split("\t")[3] for ln in out.splitlines() if ln.startswith("0\t")]
+        if mw and mw[0].endswith(" mW"):
+            blocking_w = float(mw[0][:-3]) / 1000.0
+        print("blocking power of the idle fake GPU 0 (ergon gpu list): %.2f W" % blocking_w)
     print("blocking power: %.2f W" % blocking_w)
 
     print("\n== 3. Perseus frontier", flush=True)

@@ -40,6 +40,12 @@ GPU CLOCKS
   padded to the time the simulated GPU takes for it at the clock that is applied, and the
   device is marked busy meanwhile, so the clock changes iteration time and energy the way
   the model says. The math never depends on the clock.
+  On a fake vendor library (tests/fake_nvml, tests/fake_amdsmi: `--gpu nvml:LIB` or
+  `amdsmi:LIB`) the device itself models compute: each instruction is a fake kernel
+  (fake_gpu_kernel_begin/end, found with dlsym in the library ergon loaded) whose time at
+  the device's clock the fake library gives, the work being the simulated model's time at
+  its top clock; with FAKE_GPU_ACTIVITY=1 the fake draws its clock's power only while a
+  kernel runs. A real GPU's library has no such symbols: its kernels pace themselves.
 """
 import argparse
 import datetime
@@ -120,7 +126,8 @@ def parse_args(argv=None):
     p.add_argument("--sim-gpu", default="a100")
     p.add_argument("--sim-model", default="gpt3-xl")
     p.add_argument("--pace", choices=["auto", "on", "off"], default="auto",
-                   help="pad instructions to the simulated GPU's time (auto: on with sim)")
+                   help="pad instructions to the simulated GPU's time, or run them as the fake "
+                        "library's kernels (auto: on with sim or a fake library)")
     p.add_argument("--log-dir", help="ergon client logs (instructions-R.csv, time-energy-R.csv)")
     p.add_argument("--out", help="directory for result-RANK.json")
     p.add_argument("--p2p-timeout", type=float, default=60.0,
@@ -192,13 +199,24 @@ class Pacer:
         self.overruns = 0      # instructions whose real compute took longer than simulated
         self.instructions = 0
 
+    def begin(self, kind):
+        """Mark the device busy with an instruction of `kind`; its time at the clock, s."""
+        return self.gpu.sim_set_activity(self.dev, True, kind)
+
+    def end(self):
+        self.gpu.sim_set_activity(self.dev, False)
+
     def wrap(self, kind, fn, chunks=1):
         """`chunks`: V, the rank's stages; each is an equal share (1/V) of the simulated
         device's stage, as the planner reads a per-rank profile ("stages split evenly")."""
         def run(*args, **kwargs):
             t0 = time.monotonic()
-            self.client.sync(10.0)   # the clock requested by instruction_begin is applied
-            t_sim = self.gpu.sim_set_activity(self.dev, True, kind) / chunks
+            try:
+                self.client.sync(10.0)   # the clock requested by instruction_begin is applied
+            except ergon.ErgonError:
+                pass  # a clock change failed (no privilege): check_clocks says so after the
+                # first iteration, with what to do
+            t_sim = self.begin(kind) / chunks
             try:
                 r = fn(*args, **kwargs)
             finally:
@@ -208,9 +226,79 @@ class Pacer:
                     time.sleep(rest)
                 else:
                     self.overruns += 1
-                self.gpu.sim_set_activity(self.dev, False)
+                self.end()
             return r
         return run
+
+
+class FakeKernels:
+    """A fake vendor library's compute (tests/fake_common/fake_common.h): begin(kind) starts a
+    kernel on the fake device and returns how long it lasts at the device's clock; end()
+    ends it. The work of an instruction is the simulated model's time for it at its top
+    clock (the stage's device of sim:GPU:MODEL:S)."""
+
+    def __init__(self, lib, dev, sim_spec, stage):
+        import ctypes
+        self.lib, self.dev = lib, dev
+        lib.fake_gpu_kernel_begin.restype = ctypes.c_double
+        lib.fake_gpu_kernel_begin.argtypes = [ctypes.c_uint, ctypes.c_double]
+        lib.fake_gpu_kernel_end.restype = ctypes.c_int
+        lib.fake_gpu_kernel_end.argtypes = [ctypes.c_uint]
+        self.work = {}
+        sim = ergon.Gpu(sim_spec)
+        try:
+            for kind in KIND_NAMES:
+                try:
+                    self.work[kind] = sim.sim_set_activity(stage, True, kind)
+                except ergon.ErgonError:
+                    pass  # a kind the model has no time for (zero-bubble parts)
+            sim.sim_set_activity(stage, False)
+        finally:
+            sim.close()
+
+    def begin(self, kind):
+        t = self.lib.fake_gpu_kernel_begin(self.dev, self.work.get(kind, 0.0))
+        if t < 0:
+            raise RuntimeError("fake_gpu_kernel_begin: no device %d" % self.dev)
+        return t
+
+    def end(self):
+        self.lib.fake_gpu_kernel_end(self.dev)
+
+
+def fake_kernels(gpu, dev, sim_spec, stage):
+    """FakeKernels when the vendor library ergon loaded is one of the fakes, else None."""
+    if gpu is None or gpu.backend not in ("nvml", "amdsmi"):
+        return None
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({ln.split()[-1] for ln in f if ln.rstrip().split()[-1:] and
+                            ln.split()[-1].startswith("/")})
+    except OSError:
+        return None
+    for path in paths:
+        base = os.path.basename(path)
+        if base.startswith("libnvidia-ml") or base.startswith("libamd_smi"):
+            lib = ctypes.CDLL(path)
+            if hasattr(lib, "fake_gpu_kernel_begin"):
+                return FakeKernels(lib, dev, sim_spec, stage)
+    return None
+
+
+class KernelPacer(Pacer):
+    """Pacer for a fake library: the instruction is a fake kernel; it lasts what the fake
+    device says at its clock, the device busy meanwhile."""
+
+    def __init__(self, kernels, client):
+        super().__init__(None, client, None)
+        self.kernels = kernels
+
+    def begin(self, kind):
+        return self.kernels.begin(kind)
+
+    def end(self):
+        self.kernels.end()
 
 
 class Recorder:
@@ -592,11 +680,16 @@ def main(argv=None):
         dev = rank if sim else local_rank
         client = ergon.Client(gpu, device=dev, rank=rank, log_dir=args.log_dir)
         hooks = ergon.integration.PipelineHooks(client)
-        pace = args.pace == "on" or (args.pace == "auto" and sim)
+        kernels = None if sim or args.pace == "off" else fake_kernels(
+            gpu, dev, "sim:%s:%s:%d" % (args.sim_gpu, args.sim_model, S), rank)
+        pace = args.pace == "on" or (args.pace == "auto" and (sim or kernels))
         if pace:
-            if not sim:
-                raise SystemExit("--pace on needs the simulated GPU")
-            pacer = Pacer(gpu, client, dev)
+            if kernels:
+                pacer = KernelPacer(kernels, client)
+            elif not sim:
+                raise SystemExit("--pace on needs the simulated GPU or a fake GPU library")
+            else:
+                pacer = Pacer(gpu, client, dev)
     recorder = Recorder(gpu, dev) if (args.server and gpu is not None) else None
     if args.server and gpu is None:
         raise SystemExit("--server needs a GPU back-end (not --gpu none)")
@@ -790,6 +883,7 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
             window, ps = got
             apply_power_states(client, ps, sched, S, M, rank, plan_path)
             client.sync(10.0)
+            client.energy_source(reset=True)  # the window's steps only
             its = []
             for _ in range(args.window_steps):
                 if rank == args.stall_rank and step == args.stall_step:
@@ -810,7 +904,9 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
                           flush=True)
                 rows.append(row)
                 step += 1
-            sc.report(job, window, rank, its)
+            # where the window's energies came from (the counter, or power integrated
+            # once the counter was not trusted): the server keeps it in its dumps
+            sc.report(job, window, rank, its, energy_source=client.energy_source(reset=True))
             windows += 1
             states_seen.append(ps)
             if args.max_windows and windows >= args.max_windows:

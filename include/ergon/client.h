@@ -66,6 +66,12 @@ ERG_API erg_status erg_client_step_begin(erg_client *c);
 /* Ends the iteration; time_s / energy_j (may be NULL) receive its wall time
  * and GPU energy. */
 ERG_API erg_status erg_client_step_end(erg_client *c, double *time_s, double *energy_j);
+/* Where the energies of the steps ended since the last reset came from: "counter" (the
+ * GPU's energy counter), "integrated" (power integrated by ergon, the counter not trusted),
+ * "model" (the simulated GPU), "mixed" (steps differ) or "" (no step energy). reset starts
+ * a new set (a server window: erg_srv_result_set_energy_source takes the word). A static
+ * string. */
+ERG_API const char *erg_client_energy_source(erg_client *c, bool reset);
 ERG_API erg_status erg_client_instruction_begin(erg_client *c, erg_instr_kind kind,
                                                 int microbatch);
 ERG_API erg_status erg_client_instruction_end(erg_client *c, erg_instr_kind kind,

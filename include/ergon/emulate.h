@@ -159,6 +159,12 @@ typedef struct erg_sparse_check {
     double pred_energy_j;    /* the real one. */
     double pred_est_time_s;  /* The same plan evaluated on the predicted profile. */
     double pred_est_energy_j;
+    /* The least energy on the real (truth) profile of a plan chosen on it
+     * that is no slower than the predicted-profile plan there: what the
+     * prediction's plan could have cost at its own time. */
+    double best_energy_at_pred_time_j;
+    /* The same for the reference plan (ref_time_s). */
+    double best_energy_at_ref_time_j;
 } erg_sparse_check;
 
 /* Plan an S-stage, M-microbatch 1F1B pipeline with the Perseus frontier
@@ -172,6 +178,17 @@ ERG_API erg_status erg_sparse_check_plans(const erg_profile *real, const erg_pro
                                           int num_stages, int num_microbatches,
                                           double blocking_power_w, double unit_s,
                                           erg_sparse_check out[3], erg_error *err);
+/* The same check under measurement noise: plans chosen on `ref` (e.g. a full
+ * sweep whose every point carries noise) and on `pred` (a sparse profile of
+ * the same noisy measurements), each against its own all-max time (x 1,
+ * x 1.01, no deadline), both evaluated on `truth` (the noise-free profile);
+ * deadline_s is the truth's target. erg_sparse_check_plans(real, pred) is
+ * erg_sparse_check_plans_noisy(real, real, pred). */
+ERG_API erg_status erg_sparse_check_plans_noisy(const erg_profile *truth, const erg_profile *ref,
+                                                const erg_profile *pred, int num_stages,
+                                                int num_microbatches, double blocking_power_w,
+                                                double unit_s, erg_sparse_check out[3],
+                                                erg_error *err);
 
 #ifdef __cplusplus
 }

@@ -20,9 +20,10 @@ extern "C" {
 
 /* Options; initialise with erg_sparse_opts_init. */
 typedef struct erg_sparse_opts {
-    /* Most (stage, instruction, clock) points measured in all; 0 = one sixth
-     * of the full sweep (num_stages * 2 * num_clocks / 6, at least 4 per
-     * (stage, instruction)). Split evenly over the (stage, instruction)s. */
+    /* Most (stage, instruction, clock) points measured in all, repeats
+     * included; 0 = one sixth of the full sweep (num_stages * 2 * num_clocks
+     * / 6, at least 4 per (stage, instruction)), a quarter under noise.
+     * Split evenly over the (stage, instruction)s. */
     int budget;
     /* Zeus's rule: below the lowest-energy clock found so far, stop going down
      * once energy has risen this many measurements in a row (default 2). */
@@ -41,13 +42,27 @@ typedef struct erg_sparse_opts {
      * (default 1.0, 0..10): plans prefer measured clocks unless a predicted
      * one is better by more than its prediction can be trusted to be. */
     double energy_margin;
-    /* Relative noise of a time measurement: the least uncertainty a predicted
-     * time is given (default 0.002; a live profiler passes the confidence
-     * half-width its measurements reached). 0..1. */
+    /* Relative noise of a measurement (time and energy): the least
+     * uncertainty a predicted time is given (default 0.002; a live profiler
+     * passes the confidence half-width its measurements reached). 0..1.
+     * From ERG_SPARSE_NOISY (0.5 %) on, the measurements are fitted rather
+     * than trusted point by point, the default budget is a quarter of the
+     * sweep and the descent goes to the bottom (docs/sparse-profiling.md,
+     * "Under measurement noise"). */
     double time_noise;
+    /* Under noise (time_noise >= ERG_SPARSE_NOISY): measure a point again
+     * when it departs from the fit by more than 2 standard deviations of its
+     * mean (default true). False where a repeat would read the same number
+     * (`--replay` of a file): erg_sparse_uncertain() then lists the points
+     * it would have measured again. */
+    bool remeasure;
 } erg_sparse_opts;
 
 ERG_API void erg_sparse_opts_init(erg_sparse_opts *opts);
+
+/* A time_noise at least this large (0.5 %) switches the predictor to the
+ * noise fit (docs/sparse-profiling.md: "Under measurement noise"). */
+#define ERG_SPARSE_NOISY 0.005
 
 typedef struct erg_sparse erg_sparse;
 
@@ -88,6 +103,18 @@ ERG_API erg_status erg_sparse_run(erg_sparse *sp, erg_measure_fn measure, void *
  * replicas and share their measurements).
  * Needs at least one measurement of every (stage, kind). */
 ERG_API erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error *err);
+/* Under noise: the measured clocks of (stage, kind) that depart from the
+ * fit by more than 2 standard deviations of their mean -- where a live
+ * profiler measures again, and what `--replay` would have measured again.
+ * Writes at most max clocks (MHz) to freqs_mhz (may be NULL with max 0) and
+ * returns how many there are (0 without noise or before every (stage, kind)
+ * has a measurement). */
+ERG_API int erg_sparse_uncertain(const erg_sparse *sp, int stage, erg_instr_kind kind,
+                                 int *freqs_mhz, int max);
+/* Measurements of (stage, kind, freq_mhz) averaged into its point (0: not
+ * measured; more than 1: measured again). */
+ERG_API int erg_sparse_num_samples(const erg_sparse *sp, int stage, erg_instr_kind kind,
+                                   int freq_mhz);
 /* Whether (stage, kind, freq_mhz) was measured. */
 ERG_API bool erg_sparse_is_measured(const erg_sparse *sp, int stage, erg_instr_kind kind,
                                     int freq_mhz);

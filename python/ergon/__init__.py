@@ -179,6 +179,7 @@ def _declare(lib):
         "erg_gpu_lock_sm_clocks": (I, [P, I, I, I, E]),
         "erg_gpu_reset_sm_clocks": (I, [P, I, E]),
         "erg_gpu_energy_mj": (I, [P, I, ctypes.POINTER(ctypes.c_uint64), E]),
+        "erg_gpu_energy_source": (ctypes.c_char_p, [P, I]),
         "erg_gpu_sim_set_activity": (I, [P, I, ctypes.c_bool, I, ctypes.POINTER(D), E]),
         "erg_client_new": (I, [P, I, I, S, U, ctypes.POINTER(P), E]),
         "erg_client_load_plan": (I, [P, S, I, E]),
@@ -196,6 +197,7 @@ def _declare(lib):
         "erg_client_step_waits": (I, [P, I, ctypes.POINTER(D), ctypes.c_size_t,
                                       ctypes.POINTER(ctypes.c_size_t)]),
         "erg_client_active_clock": (I, [P]),
+        "erg_client_energy_source": (ctypes.c_char_p, [P, ctypes.c_bool]),
         "erg_client_clock_changes": (ctypes.c_uint64, [P]),
         "erg_client_clock_error": (I, [P, E]),
         "erg_client_flush_logs": (I, [P, E]),
@@ -329,6 +331,11 @@ class Gpu(_Closes):
         _check(self._lib.erg_gpu_reset_sm_clocks(self.handle, _int("dev", dev), ctypes.byref(err)),
                err)
 
+    def energy_source(self, dev=0):
+        """Where device dev's energy comes from now: "counter", "integrated" (power
+        integrated by ergon once the counter was not trusted), "model" or "none"."""
+        return self._lib.erg_gpu_energy_source(self.handle, _int("dev", dev)).decode()
+
     def energy_mj(self, dev=0):
         v = ctypes.c_uint64()
         err = _Error()
@@ -447,6 +454,12 @@ class Client(_Closes):
     def sync(self, timeout_s=30.0):
         err = _Error()
         _check(self._lib.erg_client_sync(self.handle, timeout_s, ctypes.byref(err)), err)
+
+    def energy_source(self, reset=True):
+        """Where the energies of the steps ended since the last reset came from: "counter",
+        "integrated" (power integrated by ergon, the counter not trusted), "model", "mixed",
+        or "" (no step energy); what a server result's energy_source says."""
+        return self._lib.erg_client_energy_source(self.handle, bool(reset)).decode()
 
     @property
     def active_clock(self):

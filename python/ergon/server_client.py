@@ -83,6 +83,7 @@ def _load():
         "erg_srv_result_add_iteration": (I, [P, D, D, E]),
         "erg_srv_result_add_sample": (I, [P, S, D, D, E]),
         "erg_srv_result_add_wait": (I, [P, S, D, E]),
+        "erg_srv_result_set_energy_source": (I, [P, S, E]),
         "erg_srv_client_report": (I, [P, S, ctypes.c_long, P, E]),
         "erg_srv_client_heartbeat": (I, [P, S, I, E]),
         "erg_srv_client_end_job": (I, [P, S, ctypes.c_bool, S, E]),
@@ -192,14 +193,19 @@ class ServerClient:
         _lib.erg_free(ps)
         return window.value, states
 
-    def report(self, job_id, window, rank, iterations):
+    def report(self, job_id, window, rank, iterations, energy_source=None):
         """iterations: [(time_s, energy_j, {instruction: [(time_s, energy_j or None), ...]},
         {instruction: [wait_s, ...]})]; the per-instruction samples and the receive waits
         (seconds waited in the receive before each occurrence, in run order; the EnvPipe
-        scheduler reads them, docs/http-api.md "wait_breakdown") are optional."""
+        scheduler reads them, docs/http-api.md "wait_breakdown") are optional.
+        energy_source: where the energies came from ("counter", "integrated", "model",
+        "mixed"; Client.energy_source() gives it for the window's steps), kept in the
+        server's dumps; None or "" sends none."""
         r = ctypes.c_void_p()
         self._call(_lib.erg_srv_result_new, rank, ctypes.byref(r))
         try:
+            if energy_source:
+                self._call(_lib.erg_srv_result_set_energy_source, r, _b(energy_source))
             for it in iterations:
                 t, e = it[0], it[1]
                 samples = it[2] if len(it) > 2 else {}

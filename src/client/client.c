@@ -270,13 +270,30 @@ erg_status erg_client_step_end(erg_client *c, double *time_s, double *energy_j)
     c->pending_wait_s = 0;
     uint64_t mj = 0;
     double e = NAN;
-    if (erg_gpu_energy_mj(c->gpu, c->dev, &mj, NULL) == ERG_OK && c->step_energy_mj)
+    if (erg_gpu_energy_mj(c->gpu, c->dev, &mj, NULL) == ERG_OK && c->step_energy_mj) {
         e = (double)erg_counter_delta(c->step_energy_mj, mj, 64) / 1000.0;
+        /* The step's energy is measured the way its last reading was (the counter, or
+         * integration that also covers what a stalled counter missed). */
+        erg_gpu_energy_info info;
+        c->step_sources |= erg_gpu_energy_info_get(c->gpu, c->dev, &info, NULL) == ERG_OK
+                               ? erg__source_bit((int)info.source)
+                               : erg__source_bit(ERG__SOURCE_UNKNOWN);
+    }
     if (time_s)
         *time_s = t;
     if (energy_j)
         *energy_j = e;
     return ERG_OK;
+}
+
+const char *erg_client_energy_source(erg_client *c, bool reset)
+{
+    if (!c)
+        return "";
+    const char *w = erg__source_set_word(c->step_sources);
+    if (reset)
+        c->step_sources = 0;
+    return w;
 }
 
 erg_status erg_client_instruction_begin(erg_client *c, erg_instr_kind kind, int microbatch)
@@ -502,9 +519,14 @@ erg_status erg_client_flush_logs(erg_client *c, erg_error *err)
     if ((st = erg__client_copy_samples(c, &s, &n, err)))
         return st;
     erg__buf e = {0};
-    st = erg__buf_printf(&e, "time,energy\n");
+    /* energy_source: where each reading came from (docs/runtime.md); readers before it take
+     * the first two columns. */
+    st = erg__buf_printf(&e, "time,energy,energy_source\n");
     for (size_t i = 0; !st && i < n; i++)
-        st = erg__buf_printf(&e, "%.6f,%.3f\n", s[i].time_s, s[i].energy_j);
+        st = erg__buf_printf(&e, "%.6f,%.3f,%s\n", s[i].time_s, s[i].energy_j,
+                             s[i].source >= 0 ? erg_energy_source_name(
+                                                    (erg_energy_source)s[i].source)
+                                              : "");
     erg__free(s);
     if (!st) {
         snprintf(path, sizeof path, "%s/time-energy-%d.csv", c->log_dir, c->rank);

@@ -57,6 +57,7 @@ struct erg_client {
     bool in_step, in_instr;
     double step_start_s;
     uint64_t step_energy_mj;
+    unsigned step_sources; /* sources of the step energies since the last query (bits) */
     erg__instr_rec **chunks;         /* REC_MAX_CHUNKS slots, filled as needed, never moved */
     _Atomic size_t nrecs;            /* committed records (release-stored by the producer) */
     _Atomic(erg__instr_rec *) spare; /* a chunk the clock thread allocated in advance */

@@ -81,6 +81,12 @@ void erg__client_sample_energy(erg_client *c)
     erg_error e;
     if (erg_gpu_energy_mj(c->gpu, c->dev, &mj, &e) != ERG_OK)
         return;
+    /* Where this reading came from (the counter, or power integrated once the counter was
+     * not trusted): the time-energy log records it per sample. */
+    erg_gpu_energy_info info;
+    int source = erg_gpu_energy_info_get(c->gpu, c->dev, &info, NULL) == ERG_OK
+                     ? (int)info.source
+                     : ERG__SOURCE_UNKNOWN;
     double j = (double)mj / 1000.0, t = erg__client_epoch_s(c);
     pthread_mutex_lock(&c->samples_mu);
     if (c->nsamples && c->samples[c->nsamples - 1].energy_j == j) {
@@ -91,7 +97,7 @@ void erg__client_sample_energy(erg_client *c)
         pthread_mutex_unlock(&c->samples_mu);
         return;
     }
-    c->samples[c->nsamples++] = (erg__energy_sample){t, j};
+    c->samples[c->nsamples++] = (erg__energy_sample){t, j, source};
     pthread_mutex_unlock(&c->samples_mu);
 }
 

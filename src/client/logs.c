@@ -10,14 +10,45 @@
 
 #define LOG_MAX_BYTES ((size_t)1 << 30)
 
+const char *erg__source_set_word(unsigned set)
+{
+    if (!(set & ~1u))
+        return "";
+    if (set & (set - 1))
+        return "mixed";
+    for (int k = 0; k < 8; k++)
+        if (set == erg__source_bit(k))
+            return erg_energy_source_name((erg_energy_source)k);
+    return "mixed";
+}
+
+bool erg__source_parse(const char *word, int *source)
+{
+    /* What the client writes: a reading comes from a counter, integrated power or the
+     * model ("none" has no reading to log). */
+    static const erg_energy_source known[] = {ERG_ENERGY_COUNTER, ERG_ENERGY_INTEGRATED,
+                                              ERG_ENERGY_MODEL};
+    if (!*word) { /* the writer's word when the GPU could not say */
+        *source = ERG__SOURCE_UNKNOWN;
+        return true;
+    }
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+        if (!strcmp(word, erg_energy_source_name(known[k]))) {
+            *source = (int)known[k];
+            return true;
+        }
+    return false;
+}
+
 erg_status erg__energy_between(const erg__energy_sample *s, size_t n, double t0, double t1,
-                               double *energy_j)
+                               double *energy_j, unsigned *sources)
 {
     if (n < 2 || t0 < s[0].time_s || t1 > s[n - 1].time_s || t1 < t0)
         return ERG_EINVAL;
     /* E(t) by binary search + linear interpolation. */
     double e[2];
     double ts[2] = {t0, t1};
+    size_t first = 0, last = 0; /* the samples whose increases make up the result */
     for (int k = 0; k < 2; k++) {
         size_t lo = 0, hi = n - 1;
         while (hi - lo > 1) {
@@ -34,8 +65,15 @@ erg_status erg__energy_between(const erg__energy_sample *s, size_t n, double t0,
         if (w > 1)
             w = 1;
         e[k] = s[lo].energy_j + w * (s[hi].energy_j - s[lo].energy_j);
+        if (k == 0)
+            first = w < 1 ? hi : hi + 1; /* t0 at hi exactly: hi's increase is before it */
+        else
+            last = w > 0 ? hi : lo;
     }
     *energy_j = e[1] - e[0];
+    if (sources)
+        for (size_t i = first; i <= last && i < n; i++)
+            *sources |= erg__source_bit(s[i].source);
     return ERG_OK;
 }
 
@@ -57,7 +95,7 @@ static int cmp_group(const void *a, const void *b)
 erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec *recs,
                                 size_t nrecs, const erg__energy_sample *samples,
                                 size_t nsamples, bool drop_warmup, const char *name,
-                                erg_error *err)
+                                unsigned *sources, erg_error *err)
 {
     group *g = NULL;
     size_t ng = 0, capg = 0;
@@ -93,7 +131,8 @@ erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec 
         if (g[k].seen++ < drop)
             continue;
         double e;
-        if (erg__energy_between(samples, nsamples, r->start_s, r->end_s, &e) != ERG_OK) {
+        if (erg__energy_between(samples, nsamples, r->start_s, r->end_s, &e, sources) !=
+            ERG_OK) {
             st = erg_error_set(err, ERG_EPARSE,
                                "%s: %s of microbatch %d (%.6f..%.6f) is outside the energy "
                                "samples (%zu samples%s)",
@@ -226,6 +265,7 @@ erg_status erg__parse_energy(const char *text, size_t len, const char *path, erg
     size_t ns = 0, cap = 0;
     int r = erg__csv_next(&c);
     int ct = r > 0 ? col(&c, "time") : -1, ce = r > 0 ? col(&c, "energy") : -1;
+    int cs = r > 0 ? col(&c, "energy_source") : -1; /* optional: logs before it lack it */
     if (r < 0) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto out;
@@ -234,13 +274,21 @@ erg_status erg__parse_energy(const char *text, size_t len, const char *path, erg
         st = erg_error_set(err, ERG_EPARSE, "%s:1: header needs the columns time,energy", path);
         goto out;
     }
-    size_t need = (size_t)ERG__MAX(ct, ce) + 1;
+    size_t need = (size_t)ERG__MAX(ERG__MAX(ct, ce), cs) + 1;
     while ((r = erg__csv_next(&c)) > 0) {
         double t, e;
         if (c.nfields < need || !erg__parse_double(c.fields[ct], &t) ||
             !erg__parse_double(c.fields[ce], &e)) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: expected two numbers time,energy", path,
-                               c.line);
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: expected two numbers time,energy%s",
+                               path, c.line, cs >= 0 ? " and an energy_source" : "");
+            goto out;
+        }
+        int src = ERG__SOURCE_UNKNOWN;
+        if (cs >= 0 && !erg__source_parse(c.fields[cs], &src)) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s:%ld: energy_source '%.40s' is not counter, integrated or "
+                               "model",
+                               path, c.line, c.fields[cs]);
             goto out;
         }
         if (ns && (t < s[ns - 1].time_s || e < s[ns - 1].energy_j)) {
@@ -253,7 +301,7 @@ erg_status erg__parse_energy(const char *text, size_t len, const char *path, erg
             st = erg_error_set(err, ERG_ENOMEM, "out of memory");
             goto out;
         }
-        s[ns++] = (erg__energy_sample){t, e};
+        s[ns++] = (erg__energy_sample){t, e, src};
     }
     if (r < 0)
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -366,6 +414,7 @@ erg_status erg_profile_from_logs(const char *dir, int num_stages, erg_profile **
     erg_status st = erg_profile_new(&p, err);
     if (st)
         return st;
+    unsigned sources = 0;
     for (int s = 0; s < num_stages; s++) {
         char ip[4200], ep[4200];
         snprintf(ip, sizeof ip, "%s/instructions-%d.csv", dir, s);
@@ -379,13 +428,14 @@ erg_status erg_profile_from_logs(const char *dir, int num_stages, erg_profile **
             erg__free(recs);
             goto fail;
         }
-        st = erg__aggregate_stage(p, s, recs, nr, samples, ns, true, ip, err);
+        st = erg__aggregate_stage(p, s, recs, nr, samples, ns, true, ip, &sources, err);
         erg__free(recs);
         erg__free(samples);
         if (st)
             goto fail;
     }
-    if ((st = erg_profile_validate(p, err)))
+    if ((st = erg_profile_validate(p, err)) ||
+        (st = erg_profile_set_energy_source(p, erg__source_set_word(sources), err)))
         goto fail;
     *out = p;
     return ERG_OK;

@@ -55,6 +55,7 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
      * past the first third of the clock list, as the reference profiler does. */
     double prev_e = NAN;
     int ups = 0;
+    unsigned sources = 0; /* where the rows' energies came from */
     for (size_t i = 0; i < nuse; i++) {
         if ((st = erg_client_set_uniform_clock(c, clocks[i], err)))
             goto out;
@@ -97,7 +98,8 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
             if (recs[k].freq_start != clocks[i] || recs[k].freq_end != clocks[i])
                 recs[k].freq_start = 0; /* not at the swept clock: excluded */
         }
-        st = erg__aggregate_stage(p, stage, recs, nrec, samples, ns, false, "profiling", err);
+        st = erg__aggregate_stage(p, stage, recs, nrec, samples, ns, false, "profiling",
+                                  &sources, err);
         erg__free(recs);
         if (st)
             goto out;
@@ -107,7 +109,8 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
         if (stop)
             break;
     }
-    if ((st = erg_client_set_uniform_clock(c, 0, err)))
+    if ((st = erg_profile_set_energy_source(p, erg__source_set_word(sources), err)) ||
+        (st = erg_client_set_uniform_clock(c, 0, err)))
         goto out;
     erg__client_request_clock(c, 0);
     if ((st = erg_client_sync(c, 30.0, err)))

@@ -130,7 +130,26 @@ erg_status erg_sparse_check_plans(const erg_profile *real, const erg_profile *pr
                                   int num_stages, int num_microbatches, double blocking_power_w,
                                   double unit_s, erg_sparse_check out[3], erg_error *err)
 {
-    if (!real || !pred || !out)
+    return erg_sparse_check_plans_noisy(real, real, pred, num_stages, num_microbatches,
+                                        blocking_power_w, unit_s, out, err);
+}
+
+/* The all-max iteration time of profile p. */
+static erg_status allmax_time(const erg_profile *p, const erg_dag *dag, const erg_plan *allmax,
+                              double power_w, double *time_s, erg_error *err)
+{
+    erg_emulation em;
+    erg_status st = erg_emulate(p, dag, allmax, power_w, &em, NULL, NULL, err);
+    *time_s = em.time_s;
+    return st;
+}
+
+erg_status erg_sparse_check_plans_noisy(const erg_profile *truth, const erg_profile *ref,
+                                        const erg_profile *pred, int num_stages,
+                                        int num_microbatches, double blocking_power_w,
+                                        double unit_s, erg_sparse_check out[3], erg_error *err)
+{
+    if (!truth || !ref || !pred || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_sparse_check_plans: NULL argument");
     int S = num_stages, M = num_microbatches;
     erg_schedule sched;
@@ -141,27 +160,38 @@ erg_status erg_sparse_check_plans(const erg_profile *real, const erg_profile *pr
     o.blocking_power_w = blocking_power_w;
     o.unit_s = unit_s;
     erg_dag *dag = NULL;
-    erg_frontier *fr = NULL, *fp = NULL;
-    erg_plan *allmax = NULL, *plan = NULL, *cr[3] = {0}, *cp[3] = {0};
+    erg_frontier *fr = NULL, *fp = NULL, *ft = NULL;
+    erg_plan *allmax = NULL, *cr[3] = {0}, *cp[3] = {0}, *ct[3] = {0};
     erg_emulation em;
     erg_status st;
+    double t_truth, t_ref, t_pred;
     if ((st = erg_dag_new(&sched, S, M, &dag, err)) ||
-        (st = erg_plan_all_max(real, S, M, &sched, blocking_power_w, &allmax, err)) ||
-        (st = erg_emulate(real, dag, allmax, blocking_power_w, &em, NULL, NULL, err)))
+        (st = erg_plan_all_max(truth, S, M, &sched, blocking_power_w, &allmax, err)) ||
+        (st = allmax_time(truth, dag, allmax, blocking_power_w, &t_truth, err)) ||
+        (st = allmax_time(ref, dag, allmax, blocking_power_w, &t_ref, err)) ||
+        (st = allmax_time(pred, dag, allmax, blocking_power_w, &t_pred, err)))
         goto done;
-    double deadline[3] = {em.time_s, em.time_s * 1.01, INFINITY};
-    if ((st = erg_plan_perseus(real, S, M, &o, &fr, err)) ||
+    /* each profile chooses against its own all-max time (what its user
+     * sees); the targets on the truth are the truth's */
+    static const double factor[3] = {1, 1.01, INFINITY};
+    double dl_truth[3], dl_ref[3], dl_pred[3];
+    for (int k = 0; k < 3; k++) {
+        dl_truth[k] = t_truth * factor[k];
+        dl_ref[k] = t_ref * factor[k];
+        dl_pred[k] = t_pred * factor[k];
+    }
+    if ((st = erg_plan_perseus(ref, S, M, &o, &fr, err)) ||
         (st = erg_plan_perseus(pred, S, M, &o, &fp, err)) ||
-        (st = choose(real, dag, fr, allmax, blocking_power_w, deadline, 3, cr, err)) ||
-        (st = choose(pred, dag, fp, allmax, blocking_power_w, deadline, 3, cp, err)))
+        (st = choose(ref, dag, fr, allmax, blocking_power_w, dl_ref, 3, cr, err)) ||
+        (st = choose(pred, dag, fp, allmax, blocking_power_w, dl_pred, 3, cp, err)))
         goto done;
     for (int k = 0; k < 3; k++) {
-        out[k].deadline_s = deadline[k];
-        if ((st = erg_emulate(real, dag, cr[k], blocking_power_w, &em, NULL, NULL, err)))
+        out[k].deadline_s = dl_truth[k];
+        if ((st = erg_emulate(truth, dag, cr[k], blocking_power_w, &em, NULL, NULL, err)))
             goto done;
         out[k].ref_time_s = em.time_s;
         out[k].ref_energy_j = em.energy_j;
-        if ((st = erg_emulate(real, dag, cp[k], blocking_power_w, &em, NULL, NULL, err)))
+        if ((st = erg_emulate(truth, dag, cp[k], blocking_power_w, &em, NULL, NULL, err)))
             goto done;
         out[k].pred_time_s = em.time_s;
         out[k].pred_energy_j = em.energy_j;
@@ -170,12 +200,36 @@ erg_status erg_sparse_check_plans(const erg_profile *real, const erg_profile *pr
         out[k].pred_est_time_s = em.time_s;
         out[k].pred_est_energy_j = em.energy_j;
     }
+    /* the truth's own choice at the prediction's plans' times */
+    if (truth != ref && (st = erg_plan_perseus(truth, S, M, &o, &ft, err)))
+        goto done;
+    for (int which = 0; which < 2; which++) {
+        double dl_at[3];
+        for (int k = 0; k < 3; k++) {
+            dl_at[k] = which ? out[k].ref_time_s : out[k].pred_time_s;
+            erg_plan_free(ct[k]);
+            ct[k] = NULL;
+        }
+        if ((st = choose(truth, dag, truth != ref ? ft : fr, allmax, blocking_power_w, dl_at, 3,
+                         ct, err)))
+            goto done;
+        for (int k = 0; k < 3; k++) {
+            if ((st = erg_emulate(truth, dag, ct[k], blocking_power_w, &em, NULL, NULL, err)))
+                goto done;
+            if (which)
+                out[k].best_energy_at_ref_time_j = em.energy_j;
+            else
+                out[k].best_energy_at_pred_time_j = em.energy_j;
+        }
+    }
 done:
+    erg_frontier_free(ft);
+    for (int k = 0; k < 3; k++)
+        erg_plan_free(ct[k]);
     for (int k = 0; k < 3; k++) {
         erg_plan_free(cr[k]);
         erg_plan_free(cp[k]);
     }
-    erg_plan_free(plan);
     erg_plan_free(allmax);
     erg_frontier_free(fr);
     erg_frontier_free(fp);

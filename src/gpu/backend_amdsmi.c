@@ -1,5 +1,6 @@
 /* backend_amdsmi.c: the AMD SMI back-end, loaded at run time with dlopen (no ROCm needed). */
 #include "gpu/amdsmi_decl.h"
+#include "gpu/dl_lib.h"
 #include "gpu/gpu_internal.h"
 
 #include <dlfcn.h>
@@ -58,14 +59,9 @@ typedef struct amd_state {
     amd_dev *devs;
 } amd_state;
 
-typedef struct sym {
-    size_t offset;
-    const char *name;
-    bool required;
-} sym;
-
-static const sym syms[] = {
-#define ERG_AMDSMI_SYM(field, symbol, required, params) {offsetof(amd_api, field), #symbol, required},
+static const erg__dl_sym syms[] = {
+#define ERG_AMDSMI_SYM(field, symbol, required, params)                                          \
+    {offsetof(amd_api, field), {#symbol, NULL}, required},
     ERG_AMDSMI_CALLS(ERG_AMDSMI_SYM)
 #undef ERG_AMDSMI_SYM
 };
@@ -119,12 +115,6 @@ static erg_status amd_name(erg_gpu *g, int dev, char *buf, size_t size, erg_erro
     return ERG_OK;
 }
 
-static int cmp_desc(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x < y) - (x > y);
-}
-
 /* The DPM levels of one clock domain, MHz, descending. */
 static erg_status levels(amd_state *s, int dev, uint32_t domain, int *out, size_t *n,
                          erg_error *err)
@@ -143,7 +133,7 @@ static erg_status levels(amd_state *s, int dev, uint32_t domain, int *out, size_
     if (k == 0)
         return erg_error_set(err, ERG_ENOTSUP, "GPU %d reports no %s clock levels", dev,
                              domain == ERG_AMDSMI_CLK_TYPE_MEM ? "memory" : "graphics");
-    qsort(out, k, sizeof *out, cmp_desc);
+    qsort(out, k, sizeof *out, erg__cmp_int_desc);
     *n = k;
     return ERG_OK;
 }
@@ -345,43 +335,6 @@ const erg__gpu_backend erg__gpu_amdsmi_backend = {
     .energy_caps = amd_energy_caps,
 };
 
-/* Open the library and resolve the symbols; *reason explains a failure. */
-static erg_status load(amd_state *s, const char *const *cands, const char **loaded,
-                       erg_error *err)
-{
-    char reason[256] = "";
-    for (int i = 0; cands[i] && !s->lib; i++) {
-        dlerror();
-        s->lib = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
-        *loaded = cands[i];
-        if (!s->lib) {
-            const char *e = dlerror();
-            snprintf(reason, sizeof reason, "%s", e ? e : cands[i]);
-        }
-    }
-    if (!s->lib)
-        return erg_error_set(err, ERG_ENOGPU,
-                             "amdsmi unavailable: library not found: cannot load %s (%s); install "
-                             "ROCm's amd-smi-lib, point $ERGON_AMDSMI_LIBRARY or --gpu "
-                             "amdsmi:LIBRARY at libamd_smi.so, or use --gpu sim:GPU to try "
-                             "without a GPU",
-                             cands[0], reason);
-    for (size_t i = 0; i < ERG__ARRAY_LEN(syms); i++) {
-        dlerror();
-        void *fn = dlsym(s->lib, syms[i].name);
-        if (!fn && syms[i].required) {
-            const char *e = dlerror();
-            snprintf(reason, sizeof reason, "%s", e ? e : syms[i].name);
-            dlclose(s->lib);
-            s->lib = NULL;
-            return erg_error_set(err, ERG_ENOGPU, "amdsmi unavailable: missing symbol %s (%s)",
-                                 syms[i].name, reason);
-        }
-        memcpy((char *)&s->api + syms[i].offset, &fn, sizeof fn);
-    }
-    return ERG_OK;
-}
-
 /* Every GPU processor handle, socket by socket. */
 static erg_status enumerate(amd_state *s, int *count, erg_error *err)
 {
@@ -453,21 +406,16 @@ erg_status erg_gpu_open_amdsmi(const char *lib_path, erg_gpu **out, erg_error *e
 {
     if (!out)
         return erg_error_set(err, ERG_EINVAL, "erg_gpu_open_amdsmi: NULL output");
-    const char *env = getenv("ERGON_AMDSMI_LIBRARY");
-    const char *cands[3] = {NULL, NULL, NULL};
-    if (lib_path && *lib_path)
-        cands[0] = lib_path;
-    else if (env && *env)
-        cands[0] = env;
-    else {
-        cands[0] = "libamd_smi.so";
-        cands[1] = "/opt/rocm/lib/libamd_smi.so";
-    }
+    static const erg__dl_vendor vendor = {
+        "amdsmi", "ERGON_AMDSMI_LIBRARY", {"libamd_smi.so", "/opt/rocm/lib/libamd_smi.so"},
+        "install ROCm's amd-smi-lib, point $ERGON_AMDSMI_LIBRARY or --gpu amdsmi:LIBRARY at "
+        "libamd_smi.so, or use --gpu sim:GPU to try without a GPU"};
     amd_state *s = erg__calloc(1, sizeof *s);
     if (!s)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    const char *loaded = cands[0];
-    erg_status st = load(s, cands, &loaded, err);
+    const char *loaded = NULL;
+    erg_status st = erg__dl_open(&vendor, lib_path, syms, ERG__ARRAY_LEN(syms), &s->api, &s->lib,
+                                 &loaded, err);
     if (st) {
         erg__free(s);
         return st;

@@ -1,4 +1,5 @@
 /* backend_nvml.c: the NVML back-end, loaded at run time with dlopen (no nvml.h needed). */
+#include "gpu/dl_lib.h"
 #include "gpu/gpu_internal.h"
 #include "gpu/nvml_decl.h"
 
@@ -34,14 +35,7 @@ typedef struct nvml_state {
     nvml_dev *devs;
 } nvml_state;
 
-/* One symbol table entry: up to two names (versioned first). */
-typedef struct sym {
-    size_t offset;
-    const char *names[2];
-    bool required;
-} sym;
-
-static const sym syms[] = {
+static const erg__dl_sym syms[] = {
 #define ERG_NVML_SYM(field, symbol, fallback, required, ret, params)                             \
     {offsetof(nvml_api, field), {#symbol, fallback}, required},
     ERG_NVML_CALLS(ERG_NVML_SYM)
@@ -100,12 +94,6 @@ static erg_status nvml_name(erg_gpu *g, int dev, char *buf, size_t size, erg_err
     return ERG_OK;
 }
 
-static int cmp_desc(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x < y) - (x > y);
-}
-
 /* The two-call size pattern: ask with a buffer, grow on INSUFFICIENT_SIZE. */
 static erg_status clock_list(nvml_state *s, int dev, bool mem, unsigned int mem_mhz, int **out,
                              size_t *n, erg_error *err)
@@ -140,7 +128,7 @@ static erg_status clock_list(nvml_state *s, int dev, bool mem, unsigned int mem_
         for (unsigned int i = 0; i < count; i++)
             c[i] = (int)buf[i];
         erg__free(buf);
-        qsort(c, count, sizeof *c, cmp_desc);
+        qsort(c, count, sizeof *c, erg__cmp_int_desc);
         *out = c;
         *n = count;
         return ERG_OK;
@@ -274,56 +262,19 @@ erg_status erg_gpu_open_nvml(const char *lib_path, erg_gpu **out, erg_error *err
 {
     if (!out)
         return erg_error_set(err, ERG_EINVAL, "erg_gpu_open_nvml: NULL output");
-    const char *env = getenv("ERGON_NVML_LIBRARY");
-    const char *cands[3] = {NULL, NULL, NULL};
-    if (lib_path && *lib_path)
-        cands[0] = lib_path;
-    else if (env && *env)
-        cands[0] = env;
-    else {
-        cands[0] = "libnvidia-ml.so.1";
-        cands[1] = "libnvidia-ml.so";
-    }
+    static const erg__dl_vendor vendor = {
+        "NVML", "ERGON_NVML_LIBRARY", {"libnvidia-ml.so.1", "libnvidia-ml.so"},
+        "install the NVIDIA driver, point $ERGON_NVML_LIBRARY or --gpu nvml:LIBRARY at "
+        "libnvidia-ml.so.1, or use --gpu sim:GPU to try without a GPU"};
     nvml_state *s = erg__calloc(1, sizeof *s);
     if (!s)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    char reason[256] = "";
     const char *loaded = NULL;
-    for (int i = 0; i < 3 && cands[i] && !s->lib; i++) {
-        dlerror();
-        s->lib = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
-        loaded = cands[i];
-        if (!s->lib) {
-            const char *e = dlerror();
-            snprintf(reason, sizeof reason, "%s", e ? e : cands[i]);
-        }
-    }
-    if (!s->lib) {
+    erg_status lst = erg__dl_open(&vendor, lib_path, syms, ERG__ARRAY_LEN(syms), &s->api, &s->lib,
+                                  &loaded, err);
+    if (lst) {
         erg__free(s);
-        return erg_error_set(err, ERG_ENOGPU,
-                             "NVML unavailable: library not found: cannot load %s%s%s (%s); install the "
-                             "NVIDIA driver, point $ERGON_NVML_LIBRARY or --gpu nvml:LIBRARY at "
-                             "libnvidia-ml.so.1, or use --gpu sim:GPU to try without a GPU",
-                             cands[0], cands[1] ? " or " : "", cands[1] ? cands[1] : "",
-                             reason);
-    }
-    for (size_t i = 0; i < ERG__ARRAY_LEN(syms); i++) {
-        void *fn = NULL;
-        for (int k = 0; k < 2 && !fn && syms[i].names[k]; k++) {
-            dlerror();
-            fn = dlsym(s->lib, syms[i].names[k]);
-            if (!fn) {
-                const char *e = dlerror();
-                snprintf(reason, sizeof reason, "%s", e ? e : syms[i].names[k]);
-            }
-        }
-        if (!fn && syms[i].required) {
-            dlclose(s->lib);
-            erg__free(s);
-            return erg_error_set(err, ERG_ENOGPU, "NVML unavailable: missing symbol %s (%s)",
-                                 syms[i].names[0], reason);
-        }
-        memcpy((char *)&s->api + syms[i].offset, &fn, sizeof fn);
+        return lst;
     }
     nvml_ret r = s->api.init();
     if (r) {

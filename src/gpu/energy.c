@@ -39,11 +39,25 @@ struct erg__energy_dev {
 erg_status erg__energy_alloc(erg_gpu *g)
 {
     g->energy = erg__calloc(g->count > 0 ? (size_t)g->count : 1, sizeof *g->energy);
-    return g->energy ? ERG_OK : ERG_ENOMEM;
+    if (!g->energy)
+        return ERG_ENOMEM;
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    int rc = pthread_mutex_init(&g->energy_mu, &a);
+    pthread_mutexattr_destroy(&a);
+    if (rc) {
+        erg__free(g->energy);
+        g->energy = NULL;
+        return ERG_ENOMEM;
+    }
+    return ERG_OK;
 }
 
 void erg__energy_free(erg_gpu *g)
 {
+    if (g->energy)
+        pthread_mutex_destroy(&g->energy_mu);
     erg__free(g->energy);
     g->energy = NULL;
 }
@@ -137,10 +151,20 @@ static double sample_power(erg_gpu *g, int dev, erg__energy_dev *d, double t, bo
     return e_j;
 }
 
+static erg_status energy_read_locked(erg_gpu *g, int dev, uint64_t *mj, erg_error *err);
+
 erg_status erg__energy_read(erg_gpu *g, int dev, uint64_t *mj, erg_error *err)
 {
     if (g->ops->energy_unchecked || !g->energy)
         return g->ops->energy_mj(g, dev, mj, err);
+    pthread_mutex_lock(&g->energy_mu);
+    erg_status st = energy_read_locked(g, dev, mj, err);
+    pthread_mutex_unlock(&g->energy_mu);
+    return st;
+}
+
+static erg_status energy_read_locked(erg_gpu *g, int dev, uint64_t *mj, erg_error *err)
+{
     erg__energy_dev *d = &g->energy[dev];
     fill_info(g, dev, d);
     if (d->info.source == ERG_ENERGY_NONE)
@@ -244,8 +268,10 @@ erg_status erg_gpu_energy_info_get(erg_gpu *g, int dev, erg_gpu_energy_info *out
         return ERG_OK;
     }
     erg__energy_dev *d = &g->energy[dev];
+    pthread_mutex_lock(&g->energy_mu);
     fill_info(g, dev, d);
     *out = d->info;
+    pthread_mutex_unlock(&g->energy_mu);
     if (g->ops->energy_caps) { /* the resolution may be known only after a reading */
         erg_gpu_energy_info now;
         memset(&now, 0, sizeof now);

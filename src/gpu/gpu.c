@@ -12,6 +12,12 @@ double erg__now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+int erg__cmp_int_desc(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x < y) - (x > y);
+}
+
 erg_status erg__gpu_alloc(const erg__gpu_backend *ops, int count, void *impl, erg_gpu **out,
                           erg_error *err)
 {

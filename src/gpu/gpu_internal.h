@@ -5,6 +5,8 @@
 #include "core/internal.h"
 #include "ergon/gpu.h"
 
+#include <pthread.h>
+
 /* One back-end. Device indices reaching these are already range-checked and
  * clock arguments already validated against the supported lists by gpu.c. */
 typedef struct erg__gpu_backend {
@@ -45,6 +47,9 @@ struct erg_gpu {
     int **mem_cache;             /* Per device: supported memory clocks. */
     size_t *mem_cache_n;
     erg__energy_dev *energy;     /* Per device: energy check state (energy.c), lazily. */
+    pthread_mutex_t energy_mu;   /* Guards `energy`: a client reads energy from its clock
+                                    thread and from the training thread (recursive: the
+                                    event callback may ask for the info). */
     erg_gpu_energy_event_fn energy_event;
     void *energy_event_user;
 };
@@ -64,6 +69,9 @@ erg_status erg__gpu_alloc(const erg__gpu_backend *ops, int count, void *impl, er
 extern const erg__gpu_backend erg__gpu_sim_backend;
 extern const erg__gpu_backend erg__gpu_nvml_backend;
 extern const erg__gpu_backend erg__gpu_amdsmi_backend;
+
+/* qsort comparator: ints in descending order (clock lists). */
+int erg__cmp_int_desc(const void *a, const void *b);
 
 /* Monotonic time in seconds. */
 double erg__now_s(void);

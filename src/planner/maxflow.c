@@ -80,6 +80,7 @@ static bool bfs(erg__flow *f, int s, int t)
             qt += take;
         }
     }
+    f->nreach = qt;
     return level[t] >= 0;
 }
 

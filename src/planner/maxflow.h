@@ -17,6 +17,7 @@ typedef struct erg__flow {
     int64_t *res;              /* [max_arcs] residual capacity */
     int *level, *iter, *queue; /* [max_nodes] Dinic work arrays (queue: + 1) */
     int *stack;                /* [max_nodes] DFS path (arcs) */
+    int nreach;                /* nodes the last search reached: queue[0 .. nreach - 1] */
 } erg__flow;
 
 int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs);

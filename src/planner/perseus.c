@@ -31,10 +31,12 @@
 #include "planner/perseus_internal.h"
 #include "core/internal.h"
 #include "planner/maxflow.h"
+#include "planner/perseus_crash.h"
 #include "planner/frontier_internal.h"
 
 #include <cminpack.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ERG__PD_INF 10000.0                /* the reference's "infinite" bound, J */
@@ -195,18 +197,6 @@ erg_status erg__perseus_fit(const double *x, const double *y, int m, double unit
 
 /* ---- operation specs ---- */
 
-typedef struct op_spec {
-    int stage;
-    erg_instr_kind kind;
-    int ncand;
-    erg__cand *cand; /* q descending */
-    int min_q, max_q;
-    double abc[3];
-    double *cost;     /* [max_q - min_q + 1]: C(d) */
-    int64_t *lb, *ub; /* [same]: flow bounds in micro-joules at duration d */
-    int *freq;        /* [same]: clock used at duration d */
-    double nf_used;
-} op_spec;
 
 static int64_t bound_units(double x)
 {
@@ -338,45 +328,12 @@ static void free_spec(op_spec *sp)
 
 /* ---- the crashing loop ---- */
 
-typedef struct crash_state {
-    const erg_dag *dag;
-    erg_dag_arrays g; /* the DAG's arrays (erg_dag_get_arrays) */
-    int n;
-    long lag;        /* transfer time of a cross-stage edge, in units (0 = none): the
-                      * fixed duration of every dependency between two ranks */
-    int *spec_of;    /* [n] index into specs */
-    op_spec *specs;
-    int *d;          /* [n] duration in units */
-    long *es, *lf;   /* [n] CPM */
-    long T;
-    erg__flow flow;
-    unsigned char *reach;
-    int *shorten, *lengthen; /* [n] lists */
-    int *crit;       /* [n] this iteration's critical instructions, ascending */
-    int ncrit;
-    int nshorten, nlengthen; /* sizes of the lists of the last step */
-    int64_t inf;     /* the "infinite" bound in micro-joules */
-    unsigned char *ends; /* [n] ERG__NO_PRED | ERG__NO_SUCC (DAG sources and sinks) */
-    double *cval;    /* [n] cost of each instruction at its current duration */
-    /* Critical arcs of this iteration (arc pair k = flow arcs 2k, 2k+1). */
-    int narcs;
-    int *arc_u, *arc_v, *arc_key; /* endpoints; key into prev_flow */
-    int64_t *arc_lb, *arc_ub;
-    /* Flow (including lb) of every arc in the previous iteration's solution,
-     * by key: op arc of x = x, dependency j of the DAG = n + j, source arc =
-     * n + E, sink arc = n + E + 1. -1 = not critical then. */
-    int64_t *prev_flow;
-    int64_t *im;     /* [nodes] imbalance of the warm-start flow */
-    long warm_ok, warm_fail; /* statistics */
-} crash_state;
-
-enum { ERG__NO_PRED = 1, ERG__NO_SUCC = 2 };
 
 /* Critical path method on integer durations: earliest starts es, latest
  * finishes lf, makespan T. Runs once per plan over every dependency, so
  * the arrays live in locals (no reloads through cs) and the common case of
  * no transfer time has its own loops. */
-static void cpm_int(crash_state *cs)
+void erg__crash_cpm(crash_state *cs)
 {
     const erg_dag_arrays *g = &cs->g;
     const int n = cs->n;
@@ -431,10 +388,6 @@ static void cpm_int(crash_state *cs)
     cs->T = T;
 }
 
-static inline double spec_cost(const op_spec *sp, int d)
-{
-    return sp->cost[d - sp->min_q];
-}
 
 /* The cut of the lower-bounded problem.
  *
@@ -456,7 +409,6 @@ static inline double spec_cost(const op_spec *sp, int d)
  *  - TWO-PHASE: the reference's construction, only used to decide
  *    feasibility when neither of the above saturates its repair arcs; an
  *    infeasible flow ends the frontier as in the reference. */
-enum { CUT_WARM, CUT_COLD, CUT_TWO_PHASE };
 
 /* The nodes reachable from src through residuals >= ERG__CUT_MIN_RES, right
  * after erg__flow_max(f, src, ...). With the exact cut (1 micro-joule) that
@@ -471,7 +423,7 @@ static void cut_side(erg__flow *f, int src, unsigned char *reach)
 #endif
 }
 
-static int solve_cut(crash_state *cs, int mode)
+int erg__crash_solve_cut(crash_state *cs, int mode)
 {
     erg__flow *f = &cs->flow;
     int n = cs->n;
@@ -631,11 +583,11 @@ static int crash_step(crash_state *cs, double *cost_change)
     }
     cs->narcs = narcs;
     cs->ncrit = ncrit;
-    if (solve_cut(cs, CUT_WARM)) {
+    if (erg__crash_solve_cut(cs, CUT_WARM)) {
         cs->warm_ok++;
     } else {
         cs->warm_fail++;
-        if (!solve_cut(cs, CUT_COLD) && !solve_cut(cs, CUT_TWO_PHASE))
+        if (!erg__crash_solve_cut(cs, CUT_COLD) && !erg__crash_solve_cut(cs, CUT_TWO_PHASE))
             return 0;
     }
     /* Remember this flow (with lower bounds) for the next warm start, and
@@ -665,6 +617,14 @@ static int crash_step(crash_state *cs, double *cost_change)
     }
     if (ns == 0)
         return 0;
+    return erg__crash_apply(cs, ns, nl, cost_change);
+}
+
+int erg__crash_apply(crash_state *cs, int ns, int nl, double *cost_change)
+{
+    int *d = cs->d;
+    const int *spec_of = cs->spec_of;
+    const op_spec *specs = cs->specs;
     double cc = 0;
     for (int k = 0; k < ns; k++) {
         int x = cs->shorten[k];
@@ -722,6 +682,23 @@ static void free_state(crash_state *cs, int nspecs)
     erg__free(cs->shorten);
     erg__free(cs->lengthen);
     erg__flow_free(&cs->flow);
+    erg__crash_incr_free(cs);
+}
+
+/* The full pass per plan instead of the incremental one: -1 = ERGON_PERSEUS_FULL_PASS decides. */
+static int full_pass = -1;
+
+void erg__perseus_set_full_pass(int on)
+{
+    full_pass = on;
+}
+
+static bool use_full_pass(void)
+{
+    if (full_pass >= 0)
+        return full_pass;
+    const char *e = getenv("ERGON_PERSEUS_FULL_PASS");
+    return e && *e && strcmp(e, "0") != 0;
 }
 
 erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_perseus_opts *opts,
@@ -873,11 +850,11 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     /* Expected number of plans: makespan at all-min minus at all-max. */
     for (int x = 0; x < n; x++)
         cs.d[x] = cs.specs[cs.spec_of[x]].min_q;
-    cpm_int(&cs);
+    erg__crash_cpm(&cs);
     long t_min = cs.T;
     for (int x = 0; x < n; x++)
         cs.d[x] = cs.specs[cs.spec_of[x]].max_q;
-    cpm_int(&cs);
+    erg__crash_cpm(&cs);
     long t_max = cs.T;
     uint64_t expected = (uint64_t)(t_max - t_min);
     if (o.max_plans && expected > o.max_plans) {
@@ -901,6 +878,11 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
         goto done;
     }
 
+    bool full = use_full_pass();
+    if (!full && erg__crash_incr_init(&cs)) {
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        goto done;
+    }
     st = erg__frontier_new(S, M, &o.schedule, o.unit_s, o.blocking_power_w, &fr, err);
     if (st)
         goto done;
@@ -925,9 +907,17 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     slowest.energy_j = slowest.cost_j + ((S * slowest.time_s) * o.blocking_power_w);
     for (uint64_t iter = 0; !st; iter++) {
         double cc = 0;
-        if (!crash_step(&cs, &cc))
-            break;
-        cpm_int(&cs);
+        if (full) {
+            if (!crash_step(&cs, &cc))
+                break;
+            erg__crash_cpm(&cs);
+        } else {
+            int r = erg__crash_incr_step(&cs, &cc); /* CPM included */
+            if (r < 0)
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            if (r <= 0)
+                break;
+        }
         /* The same sum in the same order as over spec_cost(x, d[x]): the
          * cached costs change only for the instructions the step moved. */
         double cost = 0;

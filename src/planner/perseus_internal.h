@@ -23,4 +23,13 @@ int erg__perseus_candidates(const erg_profile_point *pts, int n, double unit_s, 
 erg_status erg__perseus_fit(const double *x, const double *y, int m, double unit_s, double abc[3],
                             erg_error *err);
 
+/* Tests: 1 = every plan from the full pass (CPM, critical sub-DAG and flow network rebuilt),
+ * 0 = the incremental step (the default), -1 = the environment decides
+ * (ERGON_PERSEUS_FULL_PASS=1 selects the full pass). Both give the same frontier. */
+void erg__perseus_set_full_pass(int on);
+/* Tests: the incremental step takes its fallback (cold, then two-phase solve, then the
+ * network rebuilt from that flow) at every k-th plan as if the warm start had failed;
+ * 0 = only when it does. */
+void erg__perseus_incr_force_fallback(int every);
+
 #endif

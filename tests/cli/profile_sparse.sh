@@ -30,6 +30,17 @@ grep -q '^0,forward,1410,.*,measured$' "$tmp/pred.csv" || fail "max clock not me
 "$ERGON" profile sparse --replay "$tmp/full.csv" -o "$tmp/p3.csv" --check 4 --blocking-power 80 \
   --unit-time 0.001 >"$tmp/out" || fail "--check"
 [ "$(grep -c '^check M=4 ' "$tmp/out")" -eq 3 ] || fail "--check lines: $(cat "$tmp/out")"
+# under noise (--time-noise >= 0.005): fitted, at most a quarter measured, the points it would
+# measure again listed (deterministic +-1 % jitter on every time and energy)
+awk -F, 'NR == 1 { print; next } { j = ((NR * 7919) % 21 - 10) / 1000; printf "%s,%s,%s,%.9g,%.9g\n", $1, $2, $3, $4 * (1 + j), $5 * (1 - j) }' \
+  "$tmp/full.csv" >"$tmp/noisy.csv"
+"$ERGON" profile sparse --replay "$tmp/noisy.csv" -o "$tmp/pn.csv" --time-noise 0.01 >"$tmp/out" \
+  || fail "noisy replay"
+meas=$(sed -n 's/^measured \([0-9]*\) of.*/\1/p' "$tmp/out")
+[ "$meas" -le 76 ] && [ "$meas" -gt 50 ] || fail "under noise measured $meas (want 51..76 of 304)"
+grep -q '^noise 1.00%: fitted; [0-9]* measured points depart from the fit' "$tmp/out" \
+  || fail "noise line: $(cat "$tmp/out")"
+[ "$(($(wc -l <"$tmp/pn.csv") - 1))" -eq 304 ] || fail "noisy rows"
 # usage errors
 "$ERGON" profile sparse -o "$tmp/x.csv" 2>/dev/null; [ $? -eq 2 ] || fail "missing --replay"
 "$ERGON" profile sparse --replay "$tmp/full.csv" 2>/dev/null; [ $? -eq 2 ] || fail "missing -o"

@@ -10,7 +10,9 @@
  *   FAKE_AMDSMI_DENY     setters fail with NO_PERM (they also do when euid != 0)
  *   FAKE_AMDSMI_STATE    file holding the settings ("DEV RANGE_MIN RANGE_MAX CAP_UW" per
  *                        device), read at the first amdsmi_init, rewritten after each change,
- *                        so that settings outlive the process as on a real GPU
+ *                        so that settings outlive the process as on a real GPU; a change
+ *                        rewrites only its device's line, under a record lock on
+ *                        "<file>.lock", as the fake NVML (tests/fake_common)
  *   FAKE_AMDSMI_QUIRK    the misbehaviour of a real model:
  *     mi250     "AMD Instinct MI250X": dies in pairs; the even die reports the package's
  *               power and energy (both dies), the odd die 0 W and a counter that stays at 0
@@ -27,6 +29,8 @@
  * INVAL (as rocm_smi's range check). Power is 40 W + 260 W * max / 1700 and the counter
  * integrates it over real time.
  */
+#include "fake_common.h"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -93,6 +97,7 @@ struct fake_gpu {
     uint64_t cap_uw;
     double energy_uj;
     double last_s;
+    int busy; /* fake kernels running (fake_gpu_kernel_begin) */
 };
 
 static struct fake_gpu gpus[NDEV_MAX];
@@ -106,10 +111,12 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return fake_now_s();
 }
+
+#define log_call(...) fake_log_call("FAKE_AMDSMI_LOG", __VA_ARGS__)
+
+#define IDLE_W 40.0
 
 static const char *quirk(void)
 {
@@ -129,69 +136,41 @@ static double quirk_after_s(void)
     return v >= 0 ? v : 0.5;
 }
 
-static void log_call(const char *fmt, ...)
+/* The state file: "DEV RANGE_MIN RANGE_MAX CAP_UW" per device; a change rewrites only its
+ * device's line (another process may share the GPU). */
+enum { NVALS = 3 };
+
+static void state_values(unsigned long long *v)
 {
-    const char *path = getenv("FAKE_AMDSMI_LOG");
-    if (!path || !*path)
-        return;
-    char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if (n > (int)sizeof line - 2)
-        n = (int)sizeof line - 2;
-    line[n++] = '\n';
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return;
-    ssize_t w = write(fd, line, (size_t)n);
-    (void)w;
-    close(fd);
+    for (int i = 0; i < ngpu; i++) {
+        v[i * NVALS + 0] = gpus[i].range_min;
+        v[i * NVALS + 1] = gpus[i].range_max;
+        v[i * NVALS + 2] = gpus[i].cap_uw;
+    }
 }
 
-static void save_state(void)
+static void save_state(int dev)
 {
-    const char *path = getenv("FAKE_AMDSMI_STATE");
-    if (!path || !*path)
-        return;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return;
-    for (int i = 0; i < ngpu; i++)
-        fprintf(f, "%d %u %u %llu\n", i, gpus[i].range_min, gpus[i].range_max,
-                (unsigned long long)gpus[i].cap_uw);
-    if (fclose(f) == 0)
-        rename(tmp, path);
-    else
-        unlink(tmp);
+    unsigned long long v[NDEV_MAX * NVALS];
+    state_values(v);
+    fake_state_save("FAKE_AMDSMI_STATE", dev, ngpu, NVALS, v);
 }
 
 static void load_state(void)
 {
-    const char *path = getenv("FAKE_AMDSMI_STATE");
-    FILE *f = path && *path ? fopen(path, "r") : NULL;
-    if (!f)
-        return;
-    int i;
-    unsigned lo, hi;
-    unsigned long long cap;
-    while (fscanf(f, "%d %u %u %llu", &i, &lo, &hi, &cap) == 4)
-        if (i >= 0 && i < ngpu) {
-            gpus[i].range_min = lo;
-            gpus[i].range_max = hi;
-            gpus[i].cap_uw = cap;
-        }
-    fclose(f);
+    unsigned long long v[NDEV_MAX * NVALS];
+    state_values(v);
+    fake_state_load("FAKE_AMDSMI_STATE", ngpu, NVALS, v);
+    for (int i = 0; i < ngpu; i++) {
+        gpus[i].range_min = (unsigned)v[i * NVALS + 0];
+        gpus[i].range_max = (unsigned)v[i * NVALS + 1];
+        gpus[i].cap_uw = v[i * NVALS + 2];
+    }
 }
 
 static bool denied(void)
 {
-    return geteuid() != 0 || getenv("FAKE_AMDSMI_DENY") != NULL;
+    return fake_denied("FAKE_AMDSMI_DENY");
 }
 
 static struct fake_gpu *gpu_of(amdsmi_handle h)
@@ -205,7 +184,9 @@ static struct fake_gpu *gpu_of(amdsmi_handle h)
 /* Power drawn by one die, W. */
 static double die_power_w(const struct fake_gpu *d)
 {
-    return 40.0 + 260.0 * d->range_max / SCLK_MAX;
+    if (fake_activity_model() && !d->busy)
+        return IDLE_W;
+    return IDLE_W + 260.0 * d->range_max / SCLK_MAX;
 }
 
 static void integrate(struct fake_gpu *d)
@@ -221,12 +202,7 @@ amdsmi_status_t amdsmi_init(uint64_t flags)
         return INVAL;
     pthread_mutex_lock(&mu);
     if (init_count++ == 0) {
-        const char *e = getenv("FAKE_AMDSMI_DEVICES");
-        ngpu = e ? atoi(e) : 2;
-        if (ngpu < 0)
-            ngpu = 0;
-        if (ngpu > NDEV_MAX)
-            ngpu = NDEV_MAX;
+        ngpu = fake_device_count("FAKE_AMDSMI_DEVICES", 2, NDEV_MAX);
         start_s = now_s();
         for (int i = 0; i < ngpu; i++) {
             memset(&gpus[i], 0, sizeof gpus[i]);
@@ -368,7 +344,7 @@ amdsmi_status_t amdsmi_set_gpu_clk_range(amdsmi_handle h, uint64_t lo, uint64_t 
         integrate(d);
         d->range_min = (unsigned)lo;
         d->range_max = (unsigned)hi;
-        save_state();
+        save_state(d->index);
     }
     pthread_mutex_unlock(&mu);
     log_call("amdsmi_set_gpu_clk_range %d %llu %llu %u = %d", d ? d->index : -1,
@@ -401,7 +377,7 @@ amdsmi_status_t amdsmi_set_power_cap(amdsmi_handle h, uint32_t sensor, uint64_t 
     if (!r) {
         pthread_mutex_lock(&mu);
         d->cap_uw = cap_uw;
-        save_state();
+        save_state(d->index);
         pthread_mutex_unlock(&mu);
     }
     log_call("amdsmi_set_power_cap %d %llu = %d", d ? d->index : -1, (unsigned long long)cap_uw,
@@ -477,4 +453,39 @@ amdsmi_status_t amdsmi_get_power_info(amdsmi_handle h, amdsmi_power_info_t *p)
     p->power_limit = (uint32_t)(d->cap_uw / 1000000u);
     pthread_mutex_unlock(&mu);
     return OK;
+}
+
+/* Fake compute (tests/fake_common/fake_common.h): not amdsmi's; a trainer finds them with
+ * dlsym to hold each instruction as long as the device's clock makes it last. dev is the
+ * processor's index in handle order (ergon's device index). */
+double fake_gpu_kernel_begin(unsigned dev, double work_s);
+int fake_gpu_kernel_end(unsigned dev);
+
+double fake_gpu_kernel_begin(unsigned dev, double work_s)
+{
+    pthread_mutex_lock(&mu);
+    if (!init_count || dev >= (unsigned)ngpu) {
+        pthread_mutex_unlock(&mu);
+        return -1.0;
+    }
+    struct fake_gpu *d = &gpus[dev];
+    integrate(d);
+    d->busy++;
+    double t = fake_kernel_s(work_s, d->range_max, SCLK_MAX);
+    pthread_mutex_unlock(&mu);
+    return t;
+}
+
+int fake_gpu_kernel_end(unsigned dev)
+{
+    pthread_mutex_lock(&mu);
+    if (!init_count || dev >= (unsigned)ngpu) {
+        pthread_mutex_unlock(&mu);
+        return -1;
+    }
+    integrate(&gpus[dev]);
+    if (gpus[dev].busy > 0)
+        gpus[dev].busy--;
+    pthread_mutex_unlock(&mu);
+    return 0;
 }

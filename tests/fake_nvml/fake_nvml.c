@@ -25,6 +25,8 @@
  * 60 W + 300 W * clock / 1410 and the energy counter integrates it over real
  * time. Lock requests outside the list, or min > max, give INVALID_ARGUMENT.
  */
+#include "fake_common.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -51,6 +53,7 @@ struct fake_dev {
     unsigned limit_mw;
     double energy_mj;
     double last_s;
+    int busy; /* fake kernels running (fake_gpu_kernel_begin) */
 };
 
 static struct fake_dev devs[NDEV_MAX];
@@ -60,38 +63,19 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return fake_now_s();
 }
 
-static void log_call(const char *fmt, ...)
-{
-    const char *path = getenv("FAKE_NVML_LOG");
-    if (!path || !*path)
-        return;
-    char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if (n > (int)sizeof line - 2)
-        n = (int)sizeof line - 2;
-    line[n++] = '\n';
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return;
-    ssize_t w = write(fd, line, (size_t)n);
-    (void)w;
-    close(fd);
-}
+#define log_call(...) fake_log_call("FAKE_NVML_LOG", __VA_ARGS__)
+
+#define IDLE_W 60.0
 
 static double power_w(const struct fake_dev *d)
 {
+    if (fake_activity_model() && !d->busy)
+        return IDLE_W;
     unsigned f = d->lock_max ? d->lock_max : SM_MAX;
-    return 60.0 + 300.0 * f / SM_MAX;
+    return IDLE_W + 300.0 * f / SM_MAX;
 }
 
 static void integrate(struct fake_dev *d)
@@ -103,12 +87,7 @@ static void integrate(struct fake_dev *d)
 
 static void delay_us(const char *var)
 {
-    const char *e = getenv(var);
-    long us = e ? atol(e) : 0;
-    if (us > 0 && us < 10000000) {
-        struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-        nanosleep(&ts, NULL);
-    }
+    fake_delay_us(var);
 }
 
 static void set_delay(void)
@@ -116,78 +95,44 @@ static void set_delay(void)
     delay_us("FAKE_NVML_SET_DELAY_US");
 }
 
-/* Rewrite the state file with device `dev`'s settings (-1: every device),
- * keeping the other devices' lines as the file has them (another process may
- * have changed them since we read it). */
+/* The state file: "DEV LOCK_MIN LOCK_MAX MEM_LOCK LIMIT_MW" per device. */
+enum { NVALS = 4 };
+
+/* Rewrite the state file with device `dev`'s settings (-1: every device), keeping the other
+ * devices' lines as the file has them (another process may have changed them since). */
+static void state_values(unsigned long long *v)
+{
+    for (int i = 0; i < ndev; i++) {
+        v[i * NVALS + 0] = devs[i].lock_min;
+        v[i * NVALS + 1] = devs[i].lock_max;
+        v[i * NVALS + 2] = devs[i].mem_lock;
+        v[i * NVALS + 3] = devs[i].limit_mw;
+    }
+}
+
 static void save_state(int dev)
 {
-    const char *path = getenv("FAKE_NVML_STATE");
-    if (!path || !*path)
-        return;
-    char lock[4200], tmp[4200];
-    snprintf(lock, sizeof lock, "%s.lock", path);
-    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
-    /* A POSIX record lock: owned by this process, so a child forked meanwhile (which keeps
-     * a copy of the descriptor) does not keep it held as it would a flock. */
-    int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-    if (lfd >= 0)
-        while (fcntl(lfd, F_SETLKW, &fl) != 0 && errno == EINTR)
-            ;
-    unsigned v[NDEV_MAX][4];
-    for (int i = 0; i < ndev; i++) {
-        v[i][0] = devs[i].lock_min;
-        v[i][1] = devs[i].lock_max;
-        v[i][2] = devs[i].mem_lock;
-        v[i][3] = devs[i].limit_mw;
-    }
-    FILE *f = dev >= 0 ? fopen(path, "r") : NULL;
-    if (f) {
-        int i;
-        unsigned lo, hi, mem, mw;
-        while (fscanf(f, "%d %u %u %u %u", &i, &lo, &hi, &mem, &mw) == 5)
-            if (i >= 0 && i < ndev && i != dev) {
-                v[i][0] = lo;
-                v[i][1] = hi;
-                v[i][2] = mem;
-                v[i][3] = mw;
-            }
-        fclose(f);
-    }
-    f = fopen(tmp, "w");
-    if (f) {
-        for (int i = 0; i < ndev; i++)
-            fprintf(f, "%d %u %u %u %u\n", i, v[i][0], v[i][1], v[i][2], v[i][3]);
-        if (fclose(f) == 0)
-            rename(tmp, path);
-        else
-            unlink(tmp);
-    }
-    if (lfd >= 0)
-        close(lfd); /* releases the lock */
+    unsigned long long v[NDEV_MAX * NVALS];
+    state_values(v);
+    fake_state_save("FAKE_NVML_STATE", dev, ndev, NVALS, v);
 }
 
 static void load_state(void)
 {
-    const char *path = getenv("FAKE_NVML_STATE");
-    FILE *f = path && *path ? fopen(path, "r") : NULL;
-    if (!f)
-        return;
-    int i;
-    unsigned lo, hi, mem, mw;
-    while (fscanf(f, "%d %u %u %u %u", &i, &lo, &hi, &mem, &mw) == 5)
-        if (i >= 0 && i < ndev) {
-            devs[i].lock_min = lo;
-            devs[i].lock_max = hi;
-            devs[i].mem_lock = mem;
-            devs[i].limit_mw = mw;
-        }
-    fclose(f);
+    unsigned long long v[NDEV_MAX * NVALS];
+    state_values(v);
+    fake_state_load("FAKE_NVML_STATE", ndev, NVALS, v);
+    for (int i = 0; i < ndev; i++) {
+        devs[i].lock_min = (unsigned)v[i * NVALS + 0];
+        devs[i].lock_max = (unsigned)v[i * NVALS + 1];
+        devs[i].mem_lock = (unsigned)v[i * NVALS + 2];
+        devs[i].limit_mw = (unsigned)v[i * NVALS + 3];
+    }
 }
 
 static int denied(void)
 {
-    return geteuid() != 0 || getenv("FAKE_NVML_DENY") != NULL;
+    return fake_denied("FAKE_NVML_DENY");
 }
 
 static int valid_dev(nvmlDevice_t d)
@@ -204,12 +149,7 @@ nvmlReturn_t nvmlInit_v2(void)
 {
     pthread_mutex_lock(&mu);
     if (init_count++ == 0) {
-        const char *e = getenv("FAKE_NVML_DEVICES");
-        ndev = e ? atoi(e) : 2;
-        if (ndev < 0)
-            ndev = 0;
-        if (ndev > NDEV_MAX)
-            ndev = NDEV_MAX;
+        ndev = fake_device_count("FAKE_NVML_DEVICES", 2, NDEV_MAX);
         for (int i = 0; i < ndev; i++) {
             memset(&devs[i], 0, sizeof devs[i]);
             devs[i].index = i;
@@ -457,6 +397,40 @@ nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw)
         return 2;
     pthread_mutex_lock(&mu);
     *mw = (unsigned)(power_w(d) * 1000.0);
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+/* Fake compute (tests/fake_common/fake_common.h): not NVML's; a trainer finds them with
+ * dlsym to hold each instruction as long as the device's clock makes it last. */
+double fake_gpu_kernel_begin(unsigned dev, double work_s);
+int fake_gpu_kernel_end(unsigned dev);
+
+double fake_gpu_kernel_begin(unsigned dev, double work_s)
+{
+    pthread_mutex_lock(&mu);
+    if (!init_count || dev >= (unsigned)ndev) {
+        pthread_mutex_unlock(&mu);
+        return -1.0;
+    }
+    struct fake_dev *d = &devs[dev];
+    integrate(d);
+    d->busy++;
+    double t = fake_kernel_s(work_s, d->lock_max ? d->lock_max : SM_MAX, SM_MAX);
+    pthread_mutex_unlock(&mu);
+    return t;
+}
+
+int fake_gpu_kernel_end(unsigned dev)
+{
+    pthread_mutex_lock(&mu);
+    if (!init_count || dev >= (unsigned)ndev) {
+        pthread_mutex_unlock(&mu);
+        return -1;
+    }
+    integrate(&devs[dev]);
+    if (devs[dev].busy > 0)
+        devs[dev].busy--;
     pthread_mutex_unlock(&mu);
     return 0;
 }

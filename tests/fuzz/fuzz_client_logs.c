@@ -18,7 +18,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (a == ERG_OK && b == ERG_OK) {
         erg_profile *p = NULL;
         if (erg_profile_new(&p, NULL) == ERG_OK) {
-            erg__aggregate_stage(p, 0, recs, nr, samples, ns, true, "fuzz", NULL);
+            unsigned sources = 0;
+            erg__aggregate_stage(p, 0, recs, nr, samples, ns, true, "fuzz", &sources, NULL);
+            (void)erg__source_set_word(sources);
             erg_profile_free(p);
         }
     }

@@ -6,6 +6,7 @@
 #include "ergon/emulate.h"
 #include "ergon/sparse.h"
 
+#include <stdint.h>
 #include <unistd.h>
 
 /* Replay a full profile as the measurement source, counting calls. */
@@ -423,6 +424,218 @@ TEST(sparse_plans_on_published_profiles)
     ASSERT_EQ_INT(bad, 0);
 }
 
+/* ---- under measurement noise ---- */
+
+/* A fixed, portable PRNG (splitmix64) and normal deviates by Box-Muller. */
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint64_t rng_next(rng *r)
+{
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double rng_normal(rng *r)
+{
+    double u1 = ((rng_next(r) >> 11) + 0.5) / 9007199254740992.0;
+    double u2 = (rng_next(r) >> 11) / 9007199254740992.0;
+    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* The noise-free profile measured with independent relative noise sigma on
+ * every time and energy. With `first` (a noisy sweep of it), the first
+ * measurement of a point is the sweep's (the sparse profiler measures a subset
+ * of the same noisy world), a repeat a fresh draw. */
+typedef struct noisy {
+    const erg_profile *truth, *first;
+    double sigma;
+    rng r;
+    int calls;
+    erg_sparse *sp;
+} noisy;
+
+static erg_status noisy_measure(void *user, int stage, erg_instr_kind kind, int freq_mhz,
+                                erg_profile_point *out, erg_error *err)
+{
+    noisy *q = user;
+    q->calls++;
+    if (q->first && !erg_sparse_is_measured(q->sp, stage, kind, freq_mhz))
+        return erg_profile_lookup(q->first, stage, kind, freq_mhz, out, err);
+    erg_status st = erg_profile_lookup(q->truth, stage, kind, freq_mhz, out, err);
+    if (st)
+        return st;
+    out->time_s *= 1 + q->sigma * rng_normal(&q->r);
+    out->energy_j *= 1 + q->sigma * rng_normal(&q->r);
+    return ERG_OK;
+}
+
+/* A full sweep of `truth` with one noisy draw per point. */
+static erg_profile *noisy_sweep(const erg_profile *truth, int S, double sigma, uint64_t seed)
+{
+    erg_error err;
+    erg_profile *p;
+    ASSERT_OK(erg_profile_new(&p, &err));
+    noisy q = {truth, NULL, sigma, {seed}, 0, NULL};
+    for (int s = 0; s < S; s++)
+        for (int k = 0; k < 2; k++) {
+            size_t n = erg_profile_num_points(truth, s, (erg_instr_kind)k);
+            const erg_profile_point *v = erg_profile_points(truth, s, (erg_instr_kind)k);
+            for (size_t i = 0; i < n; i++) {
+                erg_profile_point pt;
+                ASSERT_OK(noisy_measure(&q, s, (erg_instr_kind)k, v[i].freq_mhz, &pt, &err));
+                ASSERT_OK(erg_profile_add(p, s, (erg_instr_kind)k, &pt, &err));
+            }
+        }
+    return p;
+}
+
+/* Issue 26: every point of the four published profiles measured with
+ * independent noise of 1 % and 2 % (time and energy; the sparse profiler's
+ * first measurement of a point is the noisy sweep's, a repeat a fresh draw;
+ * fixed seeds). Plans chosen on the sparse profile and on the full noisy
+ * sweep, each against its own all-max time (x 1, x 1.01, no deadline), both
+ * evaluated on the noise-free profile. A cell passes when the sparse plan's
+ * energy is within 0.5 % of the full sweep's, or -- time targets, where the
+ * later plan is also the cheaper -- its loss against the best plan as fast as
+ * itself is within 0.5 points of the full sweep plan's; and when it is no
+ * later on the truth than the full sweep's plan (or the target) by more than
+ * sigma / 4. At most a quarter of the sweep measured. M = 12 at 1 ms. Over
+ * other draws (ERGON_NOISE_SEED_SET) 92-94 % of the cells pass, not all
+ * (docs/sparse-profiling.md, "Under measurement noise"). */
+TEST(sparse_plans_under_noise)
+{
+    const char *dir = ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile";
+    if (access(dir, R_OK))
+        SKIP("no reference data at %s", dir);
+    const char *names[] = {"gpt3-175b+a100_sxm", "bloom+a100_sxm", "gpt3-175b+a40", "bloom+a40"};
+    const double sigmas[] = {0.01, 0.02};
+    int bad = 0;
+    double worst_gap = -INFINITY, worst_late = 0, worst_frac = 0;
+    for (int i = 0; i < 4; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s_bf16.csv", dir, names[i]);
+        erg_error err;
+        erg_profile *truth;
+        ASSERT_OK(erg_profile_read_csv(path, &truth, &err));
+        int f[512];
+        int n = clocks_of(truth, f);
+        double power = strstr(names[i], "a40") ? 70.38 : 83.64;
+        for (int j = 0; j < 2; j++) {
+            double sigma = sigmas[j];
+            /* ERGON_NOISE_SEED_SET=k draws another set (docs: the table over
+             * sets 0-7); the test uses set 0 */
+            const char *set = getenv("ERGON_NOISE_SEED_SET");
+            uint64_t seed = 1000 * (uint64_t)(i + 1) + (uint64_t)j +
+                            (set ? 100000 * (uint64_t)strtoul(set, NULL, 10) : 0);
+            erg_profile *ref = noisy_sweep(truth, 8, sigma, seed);
+            erg_sparse_opts o;
+            erg_sparse_opts_init(&o);
+            o.time_noise = sigma;
+            erg_sparse *sp;
+            ASSERT_OK(erg_sparse_new(8, f, (size_t)n, &o, &sp, &err));
+            noisy q = {truth, ref, sigma, {seed ^ 0x5eed5eedull}, 0, sp};
+            ASSERT_OK(erg_sparse_run(sp, noisy_measure, &q, NULL, &err));
+            ASSERT_EQ_INT(q.calls, erg_sparse_num_measured(sp));
+            erg_profile *pred;
+            ASSERT_OK(erg_sparse_predict(sp, &pred, &err));
+            double frac = (double)erg_sparse_num_measured(sp) / erg_sparse_num_full(sp);
+            if (frac > 0.25)
+                bad++;
+            worst_frac = frac > worst_frac ? frac : worst_frac;
+            erg_sparse_check ck[3];
+            ASSERT_OK(erg_sparse_check_plans_noisy(truth, ref, pred, 8, 12, power, 0.001, ck,
+                                                   &err));
+            for (int t = 0; t < 3; t++) {
+                double gap = 100 * (ck[t].pred_energy_j / ck[t].ref_energy_j - 1);
+                double late = 100 * (ck[t].pred_time_s / ck[t].deadline_s - 1);
+                double rlate = 100 * (ck[t].ref_time_s / ck[t].deadline_s - 1);
+                /* each plan's loss against the best plan (chosen on the
+                 * truth) as fast as itself: plans that differ in time are
+                 * compared on it */
+                double loss = 100 * (ck[t].pred_energy_j / ck[t].best_energy_at_pred_time_j - 1);
+                double rloss = 100 * (ck[t].ref_energy_j / ck[t].best_energy_at_ref_time_j - 1);
+                bool over = late > (rlate > 0 ? rlate : 0) + 100 * sigma / 4;
+                bool dear = gap > 0.5 && (t == 2 || loss > rloss + 0.5);
+                fprintf(stderr,
+                        "# %s sigma %.0f%% target %d: %d/%d points, energy %+.3f%%, time %+.3f%% "
+                        "vs target; full noisy sweep's plan %+.3f%%; loss vs the best as fast "
+                        "%.3f%% (full sweep's %.3f%%)%s%s\n",
+                        names[i], 100 * sigma, t, erg_sparse_num_measured(sp),
+                        erg_sparse_num_full(sp), gap, late, rlate, loss, rloss,
+                        dear ? " ENERGY" : "", over ? " LATE" : "");
+                bad += dear || over;
+                worst_gap = gap > worst_gap ? gap : worst_gap;
+                worst_late = late > worst_late ? late : worst_late;
+            }
+            erg_profile_free(pred);
+            erg_sparse_free(sp);
+            erg_profile_free(ref);
+        }
+        erg_profile_free(truth);
+    }
+    fprintf(stderr, "# worst: energy %+.3f%%, late %.3f%%, fraction %.3f\n", worst_gap,
+            worst_late, worst_frac);
+    ASSERT_EQ_INT(bad, 0);
+}
+
+/* Under noise the profiler measures again the points that depart from its
+ * fit (at most a quarter of the sweep in all; a repeat is averaged into its
+ * point); with remeasure off (a replay) it measures nothing twice and lists
+ * those points instead. Without noise a repeat is refused. */
+TEST(sparse_remeasures_where_the_fit_is_uncertain)
+{
+    erg_error err;
+    erg_profile *truth;
+    ASSERT_OK(erg_sim_profile("a100", "gpt3-2.7b", 4, 0, 0, &truth, &err));
+    int f[512];
+    int n = clocks_of(truth, f);
+    int repeats[2] = {0, 0}, listed[2] = {0, 0};
+    for (int mode = 0; mode < 2; mode++) {
+        erg_sparse_opts o;
+        erg_sparse_opts_init(&o);
+        o.time_noise = 0.02;
+        o.remeasure = mode == 0;
+        erg_sparse *sp;
+        ASSERT_OK(erg_sparse_new(4, f, (size_t)n, &o, &sp, &err));
+        noisy q = {truth, NULL, 0.02, {42}, 0, sp};
+        ASSERT_OK(erg_sparse_run(sp, noisy_measure, &q, NULL, &err));
+        ASSERT_EQ_INT(q.calls, erg_sparse_num_measured(sp));
+        ASSERT(erg_sparse_num_measured(sp) * 4 <= erg_sparse_num_full(sp));
+        for (int s = 0; s < 4; s++)
+            for (int k = 0; k < 2; k++) {
+                int u[512];
+                int m = erg_sparse_uncertain(sp, s, (erg_instr_kind)k, u, 512);
+                listed[mode] += m;
+                for (int i = 0; i < m; i++)
+                    ASSERT(erg_sparse_is_measured(sp, s, (erg_instr_kind)k, u[i]));
+                for (int x = 0; x < n; x++)
+                    repeats[mode] += erg_sparse_num_samples(sp, s, (erg_instr_kind)k, f[x]) > 1;
+            }
+        erg_sparse_free(sp);
+    }
+    printf("# remeasure on: %d points measured more than once, %d still departing; off: %d, "
+           "%d listed\n",
+           repeats[0], listed[0], repeats[1], listed[1]);
+    ASSERT(repeats[0] > 0);
+    ASSERT_EQ_INT(repeats[1], 0);
+    ASSERT(listed[1] > 0);
+    /* without noise a clock is measured once */
+    erg_sparse *sp;
+    ASSERT_OK(erg_sparse_new(1, f, (size_t)n, NULL, &sp, &err));
+    erg_profile_point pt;
+    ASSERT_OK(erg_profile_lookup(truth, 0, ERG_FORWARD, f[0], &pt, &err));
+    ASSERT_OK(erg_sparse_report(sp, 0, ERG_FORWARD, &pt, &err));
+    ASSERT_EQ_INT(erg_sparse_report(sp, 0, ERG_FORWARD, &pt, &err), ERG_EEXIST);
+    ASSERT_EQ_INT(erg_sparse_num_samples(sp, 0, ERG_FORWARD, f[0]), 1);
+    ASSERT_EQ_INT(erg_sparse_uncertain(sp, 0, ERG_FORWARD, NULL, 0), 0);
+    erg_sparse_free(sp);
+    erg_profile_free(truth);
+}
+
 /* ---- measurement stability ---- */
 
 typedef struct seq {
@@ -501,4 +714,6 @@ TAP_MAIN(TEST_ENTRY(sparse_predicts_simulated_gpus_within_tolerance),
          TEST_ENTRY(sparse_rejects_bad_input), TEST_ENTRY(sparse_pools_replica_stages),
          TEST_ENTRY(sparse_predicted_energy_carries_margin),
          TEST_ENTRY(sparse_plans_on_published_profiles),
+         TEST_ENTRY(sparse_plans_under_noise),
+         TEST_ENTRY(sparse_remeasures_where_the_fit_is_uncertain),
          TEST_ENTRY(stable_measure_warmup_ci_and_outliers))

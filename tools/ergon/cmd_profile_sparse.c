@@ -35,8 +35,14 @@ void usage_profile_sparse(FILE *f)
             "                      (stage, instruction))\n"
             "      --patience N    rises below the valley before going no lower (default 2)\n"
             "      --near-max N    clocks right below the maximum always measured (default 2)\n"
-            "      --time-noise X  relative noise of a time measurement, the least margin a\n"
-            "                      predicted time gets (default 0.002)\n"
+            "      --time-noise X  relative noise of a measurement (time and energy; default\n"
+            "                      0.002: the least margin a predicted time gets). From\n"
+            "                      0.005 on the measurements are fitted, not trusted point\n"
+            "                      by point (shared shape smoothed over neighbouring\n"
+            "                      clocks, each stage's level and tilt), a quarter of the\n"
+            "                      sweep is measured, and the points departing from the fit\n"
+            "                      by more than 2 standard deviations are listed: a live\n"
+            "                      profiler measures them again, a replay cannot\n"
             "      --stages S      profile only stages 0..S-1 (default: all of FULL.csv)\n"
             "      --verbose       list the measured clocks of every (stage, instruction)\n"
             "      --check M,...   also plan S stages x M microbatches (1F1B, Perseus\n"
@@ -236,6 +242,7 @@ int profile_sparse(int argc, char **argv)
         so.near_max = (int)near;
     if (noise >= 0)
         so.time_noise = noise;
+    so.remeasure = false; /* a repeat of a replayed point reads the same number */
     replay r = {full};
     int rounds = 0;
     if (erg_sparse_new(S, freqs, nf, &so, &sp, &err) ||
@@ -257,6 +264,33 @@ int profile_sparse(int argc, char **argv)
                         printf(" %d", freqs[i]);
                 printf("\n");
             }
+    if (so.time_noise >= ERG_SPARSE_NOISY) {
+        int total = 0;
+        int *list = calloc(nf, sizeof(int));
+        if (!list) {
+            fprintf(stderr, "ergon %s: out of memory\n", cmd);
+            rc = CLI_USER_ERROR;
+            goto done;
+        }
+        for (int s = 0; s < S; s++)
+            for (int k = 0; k < 2; k++)
+                total += erg_sparse_uncertain(sp, s, (erg_instr_kind)k, NULL, 0);
+        printf("noise %.2f%%: fitted; %d measured points depart from the fit by more than 2 "
+               "standard deviations (a live profiler measures them again)\n",
+               100 * so.time_noise, total);
+        for (int s = 0; s < S; s++)
+            for (int k = 0; k < 2; k++) {
+                int m = erg_sparse_uncertain(sp, s, (erg_instr_kind)k, list, (int)nf);
+                if (!m)
+                    continue;
+                printf("  would measure again stage %d %-8s:", s,
+                       erg_instr_kind_name((erg_instr_kind)k));
+                for (int i = 0; i < m && i < (int)nf; i++)
+                    printf(" %d", list[i]);
+                printf("\n");
+            }
+        free(list);
+    }
     for (int i = 0; i < ncheck; i++) {
         erg_sparse_check ck[3];
         if (erg_sparse_check_plans(full, pred, S, (int)checkm[i], power, unit_s, ck, &err)) {

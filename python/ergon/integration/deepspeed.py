@@ -411,6 +411,7 @@ def serve_windows(engine, hooks, server, data_iter, window_steps=1, power_states
                 write_stage_plan(plan_path, sched, S, M, engine.stage_id, clocks)
                 hooks.client.load_plan(plan_path, engine.stage_id)
             hooks.client.sync(10.0)
+            hooks.client.energy_source(reset=True)  # the window's steps only
             its = []
             for _ in range(window_steps):
                 sc.heartbeat(job, rank)
@@ -421,7 +422,8 @@ def serve_windows(engine, hooks, server, data_iter, window_steps=1, power_states
                 if on_step is not None:
                     on_step(step, window, loss, hooks)
                 step += 1
-            sc.report(job, window, rank, its)
+            sc.report(job, window, rank, its,
+                      energy_source=hooks.client.energy_source(reset=True))
             windows += 1
             if max_windows and windows >= max_windows:
                 ds_dist.barrier()

@@ -1,0 +1,493 @@
+/* perseus_incr.c: the crashing step of the Perseus planner on a persistent flow network
+ * (docs/planner.md, "Incremental crashing").
+ *
+ * WHAT IT DOES: the same steps as crash_step in perseus.c -- the same cuts, the same flows,
+ * the same plans, bit for bit -- without rebuilding the flow network for every plan: a step
+ * moves a few instructions, and only the arcs whose criticality or bounds changed are patched.
+ *
+ * HOW IT WORKS:
+ *  - The flow network persists. Every possible arc has a fixed ordinal -- the position at
+ *    which crash_step would add it (op arc of x, then x's dependencies, x ascending; then the
+ *    source/sink dummies) -- and each node's arc list is kept in descending ordinal, which is
+ *    the order erg__flow_add's head insertion gives crash_step's lists. Dinic's algorithm
+ *    then sees the same lists and the same residual capacities and pushes the same flows.
+ *    An arc that stays critical with the same bounds keeps its flow, which is what the warm
+ *    start would give it (its flow from the last solve, already within its bounds); arcs
+ *    that enter, leave or change bounds are patched and the node imbalances updated, so the
+ *    repair arcs are those of crash_step, added in ascending node order.
+ *  - The cut is read off the max flow's last search: the nodes it reached (not a pass over
+ *    every node), and the infinite arcs crossing it are among their saturated arcs.
+ *  - CPM is still a full pass per plan (erg__crash_cpm): keeping earliest starts and tails
+ *    and updating them only where a step moved them was tried and was slower, because
+ *    shortening every critical path moves the start or the tail of about 95 % of the
+ *    instructions at every step (docs/benchmarks.md, "Incremental crashing").
+ *  - A warm start that fails (a repair arc left unsaturated) falls back to crash_step's cold
+ *    and two-phase solves on arc lists written from the persistent arcs, then rebuilds the
+ *    network from the resulting flow.
+ * The full pass (crash_step) stays selectable (ERGON_PERSEUS_FULL_PASS=1) and
+ * tests/unit/test_perseus_incr.c compares the two. */
+#include "planner/perseus_crash.h"
+#include "core/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The per-arc arrays are the crash state's arc lists (cs->arc_u, ..., sized for every
+ * possible arc), indexed by ordinal here: the full pass's lists are only written by the
+ * fallback, which swaps in arrays of its own, so the incremental step needs no more memory
+ * than the full pass. */
+typedef struct erg__crash_inc {
+    int nord;          /* n + E + 2n possible arcs */
+    int *au, *av;      /* [nord] endpoints (flow nodes) of each possible arc (cs->arc_u, _v) */
+    int *akey;         /* [nord] key into prev_flow (cs->arc_key) */
+    unsigned char *active; /* [nord] in the network now */
+    int64_t *alb, *aub;    /* [nord] bounds of the active arcs (cs->arc_lb, _ub) */
+    int64_t *im;       /* [2n + 4] imbalance of the real arcs' flow (cs->im) */
+    int *touched;      /* nodes whose imbalance may be non-zero */
+    unsigned char *tflag;
+    int ntouched;
+} erg__crash_inc;
+
+/* ---- the persistent network ---- */
+
+static void touch(erg__crash_inc *in, int v)
+{
+    if (!in->tflag[v]) {
+        in->tflag[v] = 1;
+        in->touched[in->ntouched++] = v;
+    }
+}
+
+/* Link arc index a (ordinal a >> 1) into node u's list, which is in descending ordinal. */
+static void link_arc(erg__flow *f, int u, int a)
+{
+    int *head = f->head, *next = f->next;
+    int p = head[u], o = a >> 1;
+    if (p < 0 || (p >> 1) < o) {
+        next[a] = p;
+        head[u] = a;
+        return;
+    }
+    while (next[p] >= 0 && (next[p] >> 1) > o)
+        p = next[p];
+    next[a] = next[p];
+    next[p] = a;
+}
+
+static void unlink_arc(erg__flow *f, int u, int a)
+{
+    int *head = f->head, *next = f->next;
+    if (head[u] == a) {
+        head[u] = next[a];
+        return;
+    }
+    int p = head[u];
+    while (next[p] != a)
+        p = next[p];
+    next[p] = next[a];
+}
+
+/* Flow g on arc o; adds it to the imbalances. */
+static void set_flow(crash_state *cs, int o, int64_t g)
+{
+    erg__crash_inc *in = cs->inc;
+    int a = 2 * o, u = in->au[o], v = in->av[o];
+    cs->flow.res[a] = in->aub[o] - g;
+    cs->flow.res[a + 1] = g - in->alb[o];
+    in->im[v] += g;
+    in->im[u] -= g;
+    touch(in, u);
+    touch(in, v);
+}
+
+static int64_t clamp_flow(int64_t pf, int64_t lb, int64_t ub)
+{
+    return pf < lb ? lb : pf > ub ? ub : pf;
+}
+
+static void arc_insert(crash_state *cs, int o, int64_t lb, int64_t ub)
+{
+    erg__crash_inc *in = cs->inc;
+    int a = 2 * o;
+    in->active[o] = 1;
+    in->alb[o] = lb;
+    in->aub[o] = ub;
+    cs->flow.to[a] = in->av[o];
+    cs->flow.to[a + 1] = in->au[o];
+    set_flow(cs, o, clamp_flow(cs->prev_flow[in->akey[o]], lb, ub));
+    link_arc(&cs->flow, in->au[o], a);
+    link_arc(&cs->flow, in->av[o], a + 1);
+}
+
+/* The flow of an active arc now (it is what crash_step would store in prev_flow). */
+static int64_t arc_flow(const crash_state *cs, int o)
+{
+    return cs->inc->alb[o] + cs->flow.res[2 * o + 1];
+}
+
+static void arc_remove(crash_state *cs, int o)
+{
+    erg__crash_inc *in = cs->inc;
+    int64_t g = arc_flow(cs, o);
+    cs->prev_flow[in->akey[o]] = g;
+    set_flow(cs, o, -g); /* subtracts g from the imbalances; residuals are dead now */
+    in->active[o] = 0;
+    unlink_arc(&cs->flow, in->au[o], 2 * o);
+    unlink_arc(&cs->flow, in->av[o], 2 * o + 1);
+}
+
+/* Arc o should be in the network (with bounds lb, ub) iff want. */
+static void arc_want(crash_state *cs, int o, int want, int64_t lb, int64_t ub)
+{
+    erg__crash_inc *in = cs->inc;
+    if (!in->active[o]) {
+        if (want)
+            arc_insert(cs, o, lb, ub);
+        return;
+    }
+    if (!want) {
+        arc_remove(cs, o);
+        return;
+    }
+    if (in->alb[o] != lb || in->aub[o] != ub) {
+        int64_t g0 = arc_flow(cs, o);
+        cs->prev_flow[in->akey[o]] = g0;
+        set_flow(cs, o, -g0);
+        in->alb[o] = lb;
+        in->aub[o] = ub;
+        set_flow(cs, o, clamp_flow(g0, lb, ub));
+    }
+}
+
+/* The op arc of x in the network iff want, with the bounds of x's duration. */
+static void op_arc(crash_state *cs, int x, int want)
+{
+    const op_spec *sp = &cs->specs[cs->spec_of[x]];
+    size_t i = (size_t)(cs->d[x] - sp->min_q);
+    int64_t lb = sp->lb[i], ub = sp->ub[i];
+    arc_want(cs, x + cs->g.succ_off[x], want, lb, ub > lb ? ub : lb);
+}
+
+/* Every arc wanted or not by this plan's CPM (the conditions of crash_step), patched where
+ * the network differs. */
+static void scan_arcs(crash_state *cs)
+{
+    erg__crash_inc *in = cs->inc;
+    const erg_dag_arrays *g = &cs->g;
+    const int n = cs->n, E = g->num_edges;
+    const long T = cs->T, lag = cs->lag;
+    const long *es = cs->es, *lf = cs->lf;
+    const int *d = cs->d, *rank = g->rank, *succ_off = g->succ_off, *succ = g->succ;
+    const unsigned char *active = in->active, *ends = cs->ends;
+    const int64_t inf = cs->inf;
+    for (int x = 0; x < n; x++) {
+        const long ef = es[x] + d[x];
+        const int cx = es[x] == lf[x] - d[x];
+        int o = x + succ_off[x];
+        if (active[o] != cx)
+            op_arc(cs, x, cx);
+        for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
+            int y = succ[j];
+            long l = lag && rank[x] != rank[y] ? lag : 0;
+            int want = cx & (ef + l == lf[y] - d[y]);
+            if (active[x + 1 + j] != want)
+                arc_want(cs, x + 1 + j, want, 0, inf);
+        }
+        if (ends[x]) {
+            int ne = n + E;
+            if ((ends[x] & ERG__NO_PRED) && active[ne + 2 * x] != cx)
+                arc_want(cs, ne + 2 * x, cx, 0, inf);
+            int ws = cx && ef == T;
+            if ((ends[x] & ERG__NO_SUCC) && active[ne + 2 * x + 1] != ws)
+                arc_want(cs, ne + 2 * x + 1, ws, 0, inf);
+        }
+    }
+}
+
+/* The network from scratch: every active arc with the flow prev_flow (clamped). */
+static void rebuild_network(crash_state *cs)
+{
+    erg__crash_inc *in = cs->inc;
+    const int n = cs->n;
+    erg__flow_reset(&cs->flow, 2 * n + 4);
+    memset(in->im, 0, sizeof(int64_t) * (size_t)(2 * n + 4));
+    for (int i = 0; i < in->ntouched; i++)
+        in->tflag[in->touched[i]] = 0;
+    in->ntouched = 0;
+    for (int o = 0; o < in->nord; o++)
+        if (in->active[o])
+            arc_insert(cs, o, in->alb[o], in->aub[o]);
+    cs->flow.arcs = 2 * in->nord;
+}
+
+void erg__crash_incr_free(crash_state *cs)
+{
+    erg__crash_inc *in = cs->inc;
+    if (!in)
+        return;
+    erg__free(in->active);
+    erg__free(in->touched);
+    erg__free(in->tflag);
+    erg__free(in);
+    cs->inc = NULL;
+}
+
+int erg__crash_incr_init(crash_state *cs)
+{
+    const erg_dag_arrays *g = &cs->g;
+    const int n = cs->n, E = g->num_edges, nn = 2 * n + 4;
+    erg__crash_inc *in = erg__calloc(1, sizeof(*in));
+    cs->inc = in;
+    if (!in)
+        return -1;
+    in->nord = n + E + 2 * n;
+    size_t no = (size_t)in->nord;
+    in->au = cs->arc_u;
+    in->av = cs->arc_v;
+    in->akey = cs->arc_key;
+    in->alb = cs->arc_lb;
+    in->aub = cs->arc_ub;
+    in->im = cs->im;
+    memset(in->im, 0, sizeof(int64_t) * (size_t)nn);
+    in->active = erg__calloc(no, 1);
+    in->touched = erg__malloc(sizeof(int) * (size_t)nn);
+    in->tflag = erg__calloc((size_t)nn, 1);
+    if (!in->active || !in->touched || !in->tflag)
+        return -1;
+    const int SRC = 2 * n, SNK = 2 * n + 1, ne = n + E;
+    for (int x = 0; x < n; x++) {
+        int o = x + g->succ_off[x];
+        in->au[o] = 2 * x;
+        in->av[o] = 2 * x + 1;
+        in->akey[o] = x;
+        for (int j = g->succ_off[x]; j < g->succ_off[x + 1]; j++) {
+            in->au[x + 1 + j] = 2 * x + 1;
+            in->av[x + 1 + j] = 2 * g->succ[j];
+            in->akey[x + 1 + j] = n + j;
+        }
+        in->au[ne + 2 * x] = SRC;
+        in->av[ne + 2 * x] = 2 * x;
+        in->akey[ne + 2 * x] = n + E + x;
+        in->au[ne + 2 * x + 1] = 2 * x + 1;
+        in->av[ne + 2 * x + 1] = SNK;
+        in->akey[ne + 2 * x + 1] = n + E + n + x;
+    }
+    /* the network of the initial CPM (cs->es, lf, T): prev_flow is all 0, so every arc
+     * starts at its lower bound, as crash_step's first warm start */
+    erg__flow_reset(&cs->flow, nn);
+    scan_arcs(cs);
+    cs->flow.arcs = 2 * in->nord;
+    return 0;
+}
+
+/* Tests: take the fallback (cold, then two-phase) at every k-th step as if the warm start
+ * had failed (0 = never). */
+static int force_fallback_every = 0;
+
+void erg__perseus_incr_force_fallback(int every)
+{
+    force_fallback_every = every;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static void sort_ints(int *v, int k)
+{
+    if (k > 24) {
+        qsort(v, (size_t)k, sizeof(int), cmp_int);
+        return;
+    }
+    for (int i = 1; i < k; i++) {
+        int c = v[i], j = i - 1;
+        while (j >= 0 && v[j] > c) {
+            v[j + 1] = v[j];
+            j--;
+        }
+        v[j + 1] = c;
+    }
+}
+
+/* crash_step's fallback: the cold and two-phase solves on arc lists written from the
+ * active arcs (in ordinal order, which is crash_step's), then its cut reading. Returns
+ * the number of instructions to shorten (lists in cs) or -1 when the loop ends. */
+static int fallback_lists(crash_state *cs, int *nl_out)
+{
+    erg__crash_inc *in = cs->inc;
+    const int n = cs->n, SNK = 2 * n + 1;
+    int narcs = 0, ncrit = 0;
+    for (int x = 0; x < n; x++)
+        if (cs->es[x] == cs->lf[x] - cs->d[x])
+            cs->crit[ncrit++] = x;
+    for (int o = 0; o < in->nord; o++)
+        if (in->active[o]) {
+            cs->arc_u[narcs] = in->au[o];
+            cs->arc_v[narcs] = in->av[o];
+            cs->arc_key[narcs] = in->akey[o];
+            cs->arc_lb[narcs] = in->alb[o];
+            cs->arc_ub[narcs] = in->aub[o];
+            narcs++;
+        }
+    cs->narcs = narcs;
+    cs->ncrit = ncrit;
+    if (!erg__crash_solve_cut(cs, CUT_COLD) && !erg__crash_solve_cut(cs, CUT_TWO_PHASE))
+        return -1;
+    const unsigned char *reach = cs->reach;
+    int infinite = 0;
+    for (int k = 0; k < narcs; k++) {
+        int key = cs->arc_key[k], u = cs->arc_u[k], v = cs->arc_v[k];
+        cs->prev_flow[key] = cs->arc_lb[k] + cs->flow.res[2 * k + 1];
+        infinite |= (key >= n) & reach[u] & ((v == SNK) | (reach[v] ^ 1));
+    }
+    if (infinite)
+        return -1;
+    int ns = 0, nl = 0;
+    for (int c = 0; c < ncrit; c++) {
+        int x = cs->crit[c];
+        int rin = reach[2 * x], rout = reach[2 * x + 1];
+        cs->shorten[ns] = x;
+        ns += rin & (rout ^ 1);
+        cs->lengthen[nl] = x;
+        nl += (rin ^ 1) & rout;
+    }
+    *nl_out = nl;
+    return ns;
+}
+
+/* The fallback on arc lists of its own (the persistent arcs live in cs->arc_*), then the
+ * persistent network rebuilt from the resulting flow. -2: out of memory. */
+static int fallback_cut(crash_state *cs, int *nl_out)
+{
+    erg__crash_inc *in = cs->inc;
+    size_t no = (size_t)in->nord;
+    int *u = erg__malloc(sizeof(int) * no), *v = erg__malloc(sizeof(int) * no),
+        *k = erg__malloc(sizeof(int) * no);
+    int64_t *lb = erg__malloc(sizeof(int64_t) * no), *ub = erg__malloc(sizeof(int64_t) * no);
+    int ns = -2;
+    if (u && v && k && lb && ub) {
+        cs->arc_u = u;
+        cs->arc_v = v;
+        cs->arc_key = k;
+        cs->arc_lb = lb;
+        cs->arc_ub = ub;
+        ns = fallback_lists(cs, nl_out);
+        cs->arc_u = in->au;
+        cs->arc_v = in->av;
+        cs->arc_key = in->akey;
+        cs->arc_lb = in->alb;
+        cs->arc_ub = in->aub;
+    }
+    erg__free(u);
+    erg__free(v);
+    erg__free(k);
+    erg__free(lb);
+    erg__free(ub);
+    if (ns >= 0) {
+        /* the persistent network from this flow (solve_cut used cs->im too), for the next
+         * steps */
+        rebuild_network(cs);
+        for (int x = 0; x < 2 * cs->n; x++)
+            if (in->im[x])
+                touch(in, x);
+    }
+    return ns;
+}
+
+int erg__crash_incr_step(crash_state *cs, double *cost_change)
+{
+    erg__crash_inc *in = cs->inc;
+    erg__flow *f = &cs->flow;
+    const int n = cs->n, SRC = 2 * n, SNK = 2 * n + 1;
+    /* repair arcs at the nodes out of balance, ascending */
+    sort_ints(in->touched, in->ntouched);
+    f->arcs = 2 * in->nord;
+    const int first = f->arcs;
+    for (int i = 0; i < in->ntouched; i++) {
+        int v = in->touched[i];
+        in->tflag[v] = 0;
+        if (v >= 2 * n)
+            continue;
+        if (in->im[v] > 0)
+            erg__flow_add(f, SRC, v, in->im[v]);
+        else if (in->im[v] < 0)
+            erg__flow_add(f, v, SNK, -in->im[v]);
+    }
+    in->ntouched = 0;
+    const int last = f->arcs;
+    erg__flow_max(f, SRC, SNK);
+    int ok = 1;
+    for (int a = first; a < last; a += 2)
+        ok &= f->res[a] <= 1; /* ERG__FEAS_MAX_DEFICIT */
+    if (force_fallback_every > 0 && (cs->warm_ok + cs->warm_fail) % force_fallback_every == 0)
+        ok = 0;
+    int ns, nl = 0;
+    if (ok) {
+        cs->warm_ok++;
+        /* take the repair arcs out (last added first); what they left unsaturated is the
+         * real arcs' imbalance now */
+        for (int a = last - 2; a >= first; a -= 2) {
+            int u = f->to[a + 1], v = f->to[a];
+            f->head[v] = f->next[a + 1];
+            f->head[u] = f->next[a];
+            int x = u == SRC ? v : u;
+            in->im[x] = u == SRC ? f->res[a] : -f->res[a];
+            if (in->im[x])
+                touch(in, x);
+        }
+        f->arcs = first;
+        /* the cut: the nodes the max flow's last search reached */
+        const int *level = f->level, *q = f->queue, *head = f->head, *next = f->next,
+                  *to = f->to;
+        const int nq = f->nreach, lim = 2 * in->nord;
+        int infinite = 0;
+        ns = 0;
+        const int64_t *res = f->res;
+        for (int i = 0; i < nq; i++) {
+            int u = q[i];
+            if (u < 2 * n) {
+                int x = u >> 1;
+                if (!(u & 1)) {
+                    /* an in-node's only forward arc is its op arc */
+                    if (level[u + 1] < 0)
+                        cs->shorten[ns++] = x;
+                    continue;
+                }
+                if (level[u - 1] < 0)
+                    cs->lengthen[nl++] = x;
+            }
+            /* an infinite arc crossing the cut forward: saturated, to an unreached node */
+            for (int a = head[u]; a >= 0; a = next[a])
+                if (!(a & 1) && res[a] == 0 && a < lim && in->akey[a >> 1] >= n) {
+                    int v = to[a];
+                    infinite |= (v == SNK) | (level[v] < 0);
+                }
+        }
+        if (infinite)
+            return 0;
+        sort_ints(cs->shorten, ns);
+        sort_ints(cs->lengthen, nl);
+    } else {
+        cs->warm_fail++;
+        ns = fallback_cut(cs, &nl);
+        if (ns < 0)
+            return ns == -2 ? -1 : 0;
+    }
+    if (ns == 0)
+        return 0;
+    if (!erg__crash_apply(cs, ns, nl, cost_change))
+        return 0;
+    erg__crash_cpm(cs);
+    scan_arcs(cs);
+    /* an op arc's bounds change only with its duration: those of the moved instructions
+     * still critical (scan_arcs inserts and removes op arcs with their current bounds) */
+    for (int k = 0; k < cs->nshorten; k++)
+        if (in->active[cs->shorten[k] + cs->g.succ_off[cs->shorten[k]]])
+            op_arc(cs, cs->shorten[k], 1);
+    for (int k = 0; k < cs->nlengthen; k++)
+        if (in->active[cs->lengthen[k] + cs->g.succ_off[cs->lengthen[k]]])
+            op_arc(cs, cs->lengthen[k], 1);
+    return 1;
+}

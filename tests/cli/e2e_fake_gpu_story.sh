@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# e2e_fake_gpu_story.sh: the `make e2e` story, small, on (fake) AMD GPUs: `make e2e
+# E2E_GPU=amdsmi:<fake>` at 2 stages. The fake libamd_smi.so models compute at the lowest level
+# (fake_gpu_kernel_begin/end: a kernel lasts its work at the device's clock, and with
+# FAKE_GPU_ACTIVITY the device draws its clock's power only while one runs), so the profiling
+# sees the clock change time and energy, the planner finds a frontier, and the planned run
+# saves energy as the emulator says. run_e2e.py exits 1 unless: losses bitwise identical, less
+# energy, iteration time within the budget (+2% for noise), measured time and energy within 5%
+# of the emulation; 3 when the machine is too loaded to time it (then SKIP).
+source "$(dirname "$0")/e2e_lib.bash"
+[ -n "${ERGON_FAKE_AMDSMI:-}" ] && [ -r "$ERGON_FAKE_AMDSMI" ] || { echo "SKIP: fake amdsmi not built"; exit 77; }
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (the fake amdsmi refuses clock changes otherwise)"; exit 77; }
+unset FAKE_AMDSMI_STATE FAKE_AMDSMI_DENY FAKE_AMDSMI_QUIRK FAKE_AMDSMI_LOG FAKE_AMDSMI_DEVICES FAKE_GPU_ACTIVITY
+timeout -k 5 800 "$PY" "$EX/run_e2e.py" --ergon "$ERGON" --out "$tmp/out" --stages 2 \
+  --microbatches 4 --sim-model gpt3-xl --gpu "amdsmi:$ERGON_FAKE_AMDSMI" --window-steps 2 \
+  --steps 4 --time-tolerance 0.02 --allow-repeat-windows --timeout 240 >"$tmp/log.txt" 2>&1
+rc=$?
+if [ $rc -eq 3 ]; then
+  grep STOPPED "$tmp/log.txt"
+  echo "SKIP: this machine is too loaded to time the fake GPU (run_e2e.py exit 3)"; exit 77
+fi
+sed -n '/== 2/,/== 3/p;/== 7/,$p' "$tmp/log.txt" | grep -v '^\$ '
+[ $rc -eq 0 ] || { cat "$tmp/log.txt"; fail "run_e2e.py exit $rc"; }
+"$PY" - "$tmp/out" <<'PY' || fail "profile or plan not as expected"
+import csv, json, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+assert s["backend"] == "amdsmi", s["backend"]
+assert all(s["checks"].values()), s["checks"]
+rows = list(csv.DictReader(open(d + "/profile.csv")))
+clocks = sorted({int(r["frequency"]) for r in rows})
+assert clocks == list(range(775, 1701, 25)), clocks  # the fake's 38 highest clocks
+plan = json.load(open(d + "/plan.json"))
+f = [x for st in plan["stages"] for x in st["freq_mhz"]]
+assert min(f) < 1700 and set(f) <= set(clocks), sorted(set(f))
+# The time of a forward at the lowest clock vs the highest in the profile: the fake's kernel
+# model (half memory-bound: 0.5 + 0.5 * 1700 / 775 = 1.60) plus the CPU's share.
+t = {(int(r["stage"]), r["instruction"], int(r["frequency"])): float(r["time"]) for r in rows}
+ratio = t[(0, "forward", 775)] / t[(0, "forward", 1700)]
+print("planned clocks %s; forward time at 775 / at 1700 MHz: %.2f" % (sorted(set(f)), ratio))
+assert 1.3 < ratio < 1.9, ratio
+src = {r.get("energy_source") for r in csv.DictReader(open(d + "/profile-logs.csv"))}
+assert src == {"counter"}, src  # the fake's counter, checked and trusted (client logs)
+PY
+echo "PASS"
