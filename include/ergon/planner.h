@@ -81,6 +81,10 @@ enum {
      * back by erg_frontier_read_dir in preference to plan files. */
     ERG_FRONTIER_PACKED = 16,
 };
+/* The ERG_FRONTIER_* bits of a comma list of format names, in any case: csv, packed,
+ * perseus-py (alias py), zeus-py, json (empty entries are skipped). ERG_EINVAL names an unknown
+ * format, or perseus-py with zeus-py (both write freqs_pipeline_%05d.py). */
+ERG_API erg_status erg_frontier_formats_parse(const char *list, int *what, erg_error *err);
 /* Write the frontier into `dir` (created; existing files are replaced). */
 ERG_API erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int what,
                                           erg_progress_fn progress, void *progress_user,

@@ -331,16 +331,11 @@ erg_status erg_client_instruction_begin_chunk(erg_client *c, erg_instr_kind kind
     }
     /* the receive wait before it (a failed allocation loses the wait, never the hook) */
     struct erg__wait_list *wl = &c->waits_cur;
-    if (wl->n == wl->cap) {
-        size_t cap = wl->cap ? wl->cap * 2 : 64;
-        signed char *k2 = erg__reallocarray(wl->kind, cap, 1);
-        if (k2)
-            wl->kind = k2;
-        double *w2 = k2 ? erg__reallocarray(wl->wait_s, cap, sizeof(double)) : NULL;
-        if (w2) {
-            wl->wait_s = w2;
-            wl->cap = cap;
-        }
+    if (wl->n == wl->cap) { /* two arrays, one capacity: it grows when both have */
+        size_t cap_k = wl->cap, cap_w = wl->cap;
+        if (ERG__GROW(wl->kind, cap_k, wl->n + 1, 64) &&
+            ERG__GROW(wl->wait_s, cap_w, wl->n + 1, 64))
+            wl->cap = cap_k;
     }
     if (wl->n < wl->cap) {
         wl->kind[wl->n] = (signed char)kind;

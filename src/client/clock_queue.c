@@ -93,15 +93,9 @@ void erg__client_sample_energy(erg_client *c)
         pthread_mutex_unlock(&c->samples_mu);
         return;
     }
-    if (c->nsamples == c->cap_samples) {
-        size_t nc = c->cap_samples ? 2 * c->cap_samples : 4096;
-        erg__energy_sample *ns = erg__reallocarray(c->samples, nc, sizeof *ns);
-        if (!ns) {
-            pthread_mutex_unlock(&c->samples_mu);
-            return;
-        }
-        c->samples = ns;
-        c->cap_samples = nc;
+    if (!ERG__GROW(c->samples, c->cap_samples, c->nsamples + 1, 4096)) {
+        pthread_mutex_unlock(&c->samples_mu);
+        return;
     }
     c->samples[c->nsamples++] = (erg__energy_sample){t, j, source};
     pthread_mutex_unlock(&c->samples_mu);

@@ -110,15 +110,9 @@ erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec 
         while (k < ng && !(g[k].kind == r->kind && g[k].freq == r->freq_start))
             k++;
         if (k == ng) {
-            if (ng == capg) {
-                size_t nc = capg ? 2 * capg : 64;
-                group *ngp = erg__reallocarray(g, nc, sizeof *ngp);
-                if (!ngp) {
-                    st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                    goto out;
-                }
-                g = ngp;
-                capg = nc;
+            if (!ERG__GROW(g, capg, ng + 1, 64)) {
+                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                goto out;
             }
             g[ng++] = (group){r->kind, r->freq_start, 0, 0, 0, 0, 0};
         }
@@ -242,15 +236,9 @@ erg_status erg__parse_instructions(const char *text, size_t len, const char *pat
                                path, c.line, fs0, fs1);
             goto out;
         }
-        if (nr == cap) {
-            size_t nc = cap ? 2 * cap : 1024;
-            erg__instr_rec *nrp = erg__reallocarray(recs, nc, sizeof *nrp);
-            if (!nrp) {
-                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                goto out;
-            }
-            recs = nrp;
-            cap = nc;
+        if (!ERG__GROW(recs, cap, nr + 1, 1024)) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto out;
         }
         recs[nr++] = (erg__instr_rec){kind, (int)mb, t0, t1, (int)f0, (int)f1};
     }
@@ -309,15 +297,9 @@ erg_status erg__parse_energy(const char *text, size_t len, const char *path, erg
                                c.line, c.fields[ct], c.fields[ce]);
             goto out;
         }
-        if (ns == cap) {
-            size_t nc = cap ? 2 * cap : 1024;
-            erg__energy_sample *nsp = erg__reallocarray(s, nc, sizeof *nsp);
-            if (!nsp) {
-                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                goto out;
-            }
-            s = nsp;
-            cap = nc;
+        if (!ERG__GROW(s, cap, ns + 1, 1024)) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto out;
         }
         s[ns++] = (erg__energy_sample){t, e, src};
     }

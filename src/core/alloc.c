@@ -63,7 +63,7 @@ size_t erg__grow_cap(size_t cap, size_t need, size_t first)
     return nc < need ? need : nc;
 }
 
-bool erg__grow(void *arrp, size_t *cap, size_t need, size_t size, size_t first)
+bool erg__grow_slow(void *arrp, size_t *cap, size_t need, size_t size, size_t first)
 {
     if (need <= *cap)
         return true;

@@ -31,7 +31,12 @@ size_t erg__grow_cap(size_t cap, size_t need, size_t first);
  * capacity *cap, growing it by erg__grow_cap: *arrp and *cap change only on
  * success; false when out of memory (both untouched, the caller reports).
  * Use ERG__GROW, which checks the element size against the pointer. */
-bool erg__grow(void *arrp, size_t *cap, size_t need, size_t size, size_t first);
+bool erg__grow_slow(void *arrp, size_t *cap, size_t need, size_t size, size_t first);
+/* The common case (room already) inline: array pushes in parsers' loops stay a compare. */
+static inline bool erg__grow(void *arrp, size_t *cap, size_t need, size_t size, size_t first)
+{
+    return need <= *cap || erg__grow_slow(arrp, cap, need, size, first);
+}
 #define ERG__GROW(arr, cap, need, first) erg__grow(&(arr), &(cap), (need), sizeof *(arr), (first))
 
 /* ---- names: case-insensitive tables for the values a user spells ---- */

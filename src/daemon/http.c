@@ -1,9 +1,13 @@
-/* http.c: ergond's bounded parsers: HTTP request head, query string, allow-list config. */
-#include "daemon/daemon_internal.h"
+/* http.c: ergond's HTTP, both directions: the bounded request-head parser, the query-string
+ * parser with GPU id lists, and the responses. Owns: nothing but the bytes it is given. Trusts:
+ * nothing -- every request byte comes from a local, possibly hostile, process; every parser is
+ * bounded (ERG__HTTP_MAX_*, ERG__QUERY_MAX), never reads past its length and is fuzzed
+ * (tests/fuzz/fuzz_daemon_request.c). */
+#include "daemon/daemon_impl.h"
 
 #include <ctype.h>
-#include <grp.h>
-#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -228,166 +232,57 @@ int erg__parse_gpu_ids(const char *s, int count, uint64_t *mask)
     }
 }
 
-/* ---- config ---- */
+/* ---- responses ---- */
 
-erg_status erg__next_line(const char **p, const char *end, char *buf, size_t cap, long *line,
-                          const char *name, erg_error *err)
+const char *erg__http_reason(int status)
 {
-    if (*p >= end)
-        return ERG_ENOTFOUND;
-    ++*line;
-    const char *eol = memchr(*p, '\n', (size_t)(end - *p));
-    size_t ll = eol ? (size_t)(eol - *p) : (size_t)(end - *p);
-    if (ll >= cap)
-        return erg_error_set(err, ERG_EPARSE, "%s:%ld: line too long", name, *line);
-    memcpy(buf, *p, ll);
-    buf[ll] = '\0';
-    bool nul = memchr(buf, '\0', ll) != NULL;
-    *p += ll + (eol ? 1 : 0);
-    if (nul)
-        return erg_error_set(err, ERG_EPARSE, "%s:%ld: NUL byte", name, *line);
-    return ERG_OK;
-}
-
-erg_status erg__config_parse(const char *text, size_t len, const char *name, erg__config *out,
-                             erg_error *err)
-{
-    out->allow = NULL;
-    out->n = 0;
-    size_t cap = 0;
-    long line = 0;
-    const char *p = text, *end = text + len;
-    erg_status st = ERG_OK;
-    while (p < end) {
-        char buf[1024];
-        if ((st = erg__next_line(&p, end, buf, sizeof buf, &line, name, err)))
-            goto fail;
-        char *hash = strchr(buf, '#');
-        if (hash)
-            *hash = '\0';
-        char *save = NULL;
-        char *tok = strtok_r(buf, " \t\r", &save);
-        if (!tok)
-            continue;
-        if (strcmp(tok, "allow")) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: unknown directive '%s' (expected allow)",
-                               name, line, tok);
-            goto fail;
-        }
-        char *gpus = strtok_r(NULL, " \t\r", &save);
-        if (!gpus) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: allow needs GPUS and principals", name,
-                               line);
-            goto fail;
-        }
-        uint64_t mask;
-        if (!strcmp(gpus, "*"))
-            mask = UINT64_MAX;
-        else if (erg__parse_gpu_ids(gpus, 64, &mask)) {
-            st = erg_error_set(err, ERG_EPARSE,
-                               "%s:%ld: GPU list '%s' is not '*' or ids 0..63 separated by commas",
-                               name, line, gpus);
-            goto fail;
-        }
-        int nprin = 0;
-        char *prin;
-        while ((prin = strtok_r(NULL, " \t\r", &save))) {
-            erg__allow a = {mask, 0, 0};
-            char *colon = strchr(prin, ':');
-            if (!colon || !colon[1]) {
-                st = erg_error_set(err, ERG_EPARSE,
-                                   "%s:%ld: principal '%s' is not user:NAME, uid:N, group:NAME "
-                                   "or gid:N",
-                                   name, line, prin);
-                goto fail;
-            }
-            *colon = '\0';
-            const char *v = colon + 1;
-            long id;
-            if (!strcmp(prin, "uid") || !strcmp(prin, "gid")) {
-                if (!erg__parse_long(v, &id) || id < 0 || id > 0x7fffffffL) {
-                    st = erg_error_set(err, ERG_EPARSE, "%s:%ld: %s '%s' is not a number", name,
-                                       line, prin, v);
-                    goto fail;
-                }
-                a.is_gid = prin[0] == 'g';
-                a.id = (unsigned)id;
-            } else if (!strcmp(prin, "user")) {
-                struct passwd pw, *res = NULL;
-                char pbuf[4096];
-                if (getpwnam_r(v, &pw, pbuf, sizeof pbuf, &res) || !res) {
-                    st = erg_error_set(err, ERG_EPARSE, "%s:%ld: unknown user '%s'", name, line,
-                                       v);
-                    goto fail;
-                }
-                a.id = res->pw_uid;
-            } else if (!strcmp(prin, "group")) {
-                struct group gr, *res = NULL;
-                char gbuf[8192];
-                if (getgrnam_r(v, &gr, gbuf, sizeof gbuf, &res) || !res) {
-                    st = erg_error_set(err, ERG_EPARSE, "%s:%ld: unknown group '%s'", name, line,
-                                       v);
-                    goto fail;
-                }
-                a.is_gid = 1;
-                a.id = res->gr_gid;
-            } else {
-                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: unknown principal kind '%s'", name,
-                                   line, prin);
-                goto fail;
-            }
-            if (out->n == cap) {
-                size_t nc = cap ? 2 * cap : 8;
-                erg__allow *na = erg__reallocarray(out->allow, nc, sizeof *na);
-                if (!na) {
-                    st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                    goto fail;
-                }
-                out->allow = na;
-                cap = nc;
-            }
-            out->allow[out->n++] = a;
-            nprin++;
-        }
-        if (!nprin) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: allow lists no principal", name, line);
-            goto fail;
-        }
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Internal Server Error";
     }
-    return ERG_OK;
-fail:
-    erg__config_free(out);
-    return st;
 }
 
-void erg__config_free(erg__config *c)
+void erg__http_respond(erg__buf *resp, int status, const char *body)
 {
-    erg__free(c->allow);
-    c->allow = NULL;
-    c->n = 0;
+    resp->len = 0;
+    if (resp->data)
+        resp->data[0] = '\0';
+    erg__buf_printf(resp,
+                    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                    "Connection: close\r\n\r\n%s",
+                    status, erg__http_reason(status), strlen(body), body);
 }
 
-bool erg__config_allows(const erg__config *c, unsigned uid, unsigned gid, int gpu)
+void erg__http_respond_error(erg__buf *resp, int status, const char *fmt, ...)
 {
-    return erg__config_allows_groups(c, uid, gid, NULL, 0, gpu);
-}
-
-bool erg__config_allows_groups(const erg__config *c, unsigned uid, unsigned gid,
-                               const unsigned *groups, unsigned ngroups, int gpu)
-{
-    if (uid == 0)
-        return true;
-    if (gpu < 0 || gpu > 63)
-        return false;
-    for (size_t i = 0; i < c->n; i++) {
-        const erg__allow *a = &c->allow[i];
-        if (!(a->gpus & ((uint64_t)1 << gpu)))
-            continue;
-        if ((a->is_gid && a->id == gid) || (!a->is_gid && a->id == uid))
-            return true;
-        for (unsigned k = 0; a->is_gid && k < ngroups; k++)
-            if (groups[k] == a->id)
-                return true;
+    char msg[600], body[1400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t o = 0;
+    o += (size_t)snprintf(body, sizeof body, "{\"error\": \"");
+    for (const char *c = msg; *c && o + 8 < sizeof body; c++) {
+        unsigned char ch = (unsigned char)*c;
+        if (ch == '"' || ch == '\\') {
+            body[o++] = '\\';
+            body[o++] = (char)ch;
+        } else if (ch < 0x20)
+            o += (size_t)snprintf(body + o, sizeof body - o, "\\u%04x", ch);
+        else
+            body[o++] = (char)ch;
     }
-    return false;
+    snprintf(body + o, sizeof body - o, "\"}");
+    erg__http_respond(resp, status, body);
 }

@@ -184,15 +184,9 @@ erg_status erg__state_parse(const char *text, size_t len, const char *name, erg_
         r.uid = (unsigned)uid;
         r.gpu = (int)gpu;
         r.bits = (unsigned)bits;
-        if (out->n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            erg__lease_rec *nr = erg__reallocarray(out->rec, nc, sizeof *nr);
-            if (!nr) {
-                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                goto fail;
-            }
-            out->rec = nr;
-            cap = nc;
+        if (!ERG__GROW(out->rec, cap, out->n + 1, 16)) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto fail;
         }
         out->rec[out->n++] = r;
     }

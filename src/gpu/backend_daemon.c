@@ -313,10 +313,7 @@ static erg_status d_energy(erg_gpu *g, int dev, uint64_t *mj, erg_error *err)
     const char *scope = json_string_value(json_object_get(json_object_get(j, id), "energy_scope"));
     if (dev < 64) {
         daemon_state *s = ds(g);
-        s->source[dev] = src && !strcmp(src, "integrated") ? 1 + ERG_ENERGY_INTEGRATED
-                         : src && !strcmp(src, "model")    ? 1 + ERG_ENERGY_MODEL
-                         : src && !strcmp(src, "none")     ? 1 + ERG_ENERGY_NONE
-                                                           : 1 + ERG_ENERGY_COUNTER;
+        s->source[dev] = 1 + erg__energy_source_parse(src);
         snprintf(s->scope[dev], sizeof s->scope[dev], "%s", scope ? scope : "gpu");
     }
     json_decref(j);

@@ -62,15 +62,25 @@ void erg__energy_free(erg_gpu *g)
     g->energy = NULL;
 }
 
+static const erg__name energy_source_names[] = {
+    {"counter", ERG_ENERGY_COUNTER},
+    {"integrated", ERG_ENERGY_INTEGRATED},
+    {"model", ERG_ENERGY_MODEL},
+    {"none", ERG_ENERGY_NONE},
+};
+
 const char *erg_energy_source_name(erg_energy_source s)
 {
-    switch (s) {
-    case ERG_ENERGY_COUNTER: return "counter";
-    case ERG_ENERGY_INTEGRATED: return "integrated";
-    case ERG_ENERGY_MODEL: return "model";
-    case ERG_ENERGY_NONE: return "none";
-    }
-    return "unknown";
+    const char *n = erg__name_of(ERG__NAMES(energy_source_names), (int)s);
+    return n ? n : "unknown";
+}
+
+erg_energy_source erg__energy_source_parse(const char *name)
+{
+    int v = ERG_ENERGY_COUNTER;
+    if (name)
+        erg__name_lookup(ERG__NAMES(energy_source_names), name, &v);
+    return (erg_energy_source)v;
 }
 
 void erg_gpu_set_energy_event(erg_gpu *g, erg_gpu_energy_event_fn fn, void *user)

@@ -58,6 +58,9 @@ struct erg_gpu {
 erg_status erg__energy_alloc(erg_gpu *g);
 erg_status erg__energy_read(erg_gpu *g, int dev, uint64_t *mj, erg_error *err);
 void erg__energy_free(erg_gpu *g);
+/* The source erg_energy_source_name names (any case); a counter for NULL or an unknown name
+ * (what an ergond too old to say reports). */
+erg_energy_source erg__energy_source_parse(const char *name);
 
 /* Allocate the common part with `count` devices (caches empty). */
 erg_status erg__gpu_alloc(const erg__gpu_backend *ops, int count, void *impl, erg_gpu **out,

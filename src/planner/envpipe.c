@@ -1,12 +1,13 @@
-/* envpipe.c: the EnvPipe planner and Perseus's emulation of it (docs/envpipe.md). */
-#include "ergon/envpipe.h"
-#include "planner/ctab.h"
+/* envpipe.c: the EnvPipe planner (docs/envpipe.md): its names and options, the reconfiguration
+ * step shared with the server's online EnvPipe (erg_envpipe_reconfigure_step), measured waits,
+ * and the planner on the emulated pipeline in its five phases (plan_real). Perseus's emulation
+ * of EnvPipe, --variant perseus-emulation, is envpipe_perseus.c. */
+#include "planner/envpipe_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define ERG_ENVPIPE_DEFAULT_MAX_ITERS 10000
 
 /* ---- names and options ---- */
 
@@ -121,7 +122,7 @@ static int layout_id(const layout *L, int s, erg_instr_kind kind, int j)
     return -1;
 }
 
-static bool in_envelope(int S, int M, int s, erg_instr in)
+bool erg__envpipe_in_envelope(int S, int M, int s, erg_instr in)
 {
     return s == S - 1 || (in.kind == ERG_FORWARD && in.microbatch == 0) ||
            (in.kind == ERG_BACKWARD && in.microbatch == M - 1);
@@ -224,7 +225,7 @@ static bool apply_policy(erg_plan *plan, const layout *L, const int *path, int l
     int S = L->S, M = L->M;
     bool all_env = true;
     for (int i = 0; i < len && all_env; i++)
-        all_env = in_envelope(S, M, path[i] / (2 * M), L->order[path[i]]);
+        all_env = erg__envpipe_in_envelope(S, M, path[i] / (2 * M), L->order[path[i]]);
     if (all_env || policy == ERG_RECONFIG_DEFAULT)
         return false;
     bool changed = false;
@@ -472,7 +473,8 @@ static erg_status check_common(const erg_profile *profile, int S, int M, double 
 
 /* Emulated receive waits: start minus the previous unit's end on the same
  * stage (minus 0 for the first unit); 0 for units without a receive. */
-static void emulated_waits(const erg_dag *dag, const double *es, const double *dur, double *wait)
+void erg__envpipe_emulated_waits(const erg_dag *dag, const double *es, const double *dur,
+                                 double *wait)
 {
     int S = erg_dag_num_stages(dag), M = erg_dag_num_microbatches(dag);
     for (int s = 0; s < S; s++)
@@ -514,8 +516,8 @@ static int snap_profile(void *vctx, int s, erg_instr_kind kind, int cur, int tar
     return best;
 }
 
-static erg_status finish_plan(const erg__ctab *c, const erg_dag *dag, erg_plan *plan,
-                              double power_w, const char *method, erg_error *err)
+erg_status erg__envpipe_finish_plan(const erg__ctab *c, const erg_dag *dag, erg_plan *plan,
+                                    double power_w, const char *method, erg_error *err)
 {
     erg__eval ev;
     erg_status st = erg__ctab_eval(c, dag, plan, power_w, NULL, NULL, NULL, &ev, err);
@@ -526,298 +528,36 @@ static erg_status finish_plan(const erg__ctab *c, const erg_dag *dag, erg_plan *
     return st;
 }
 
-/* ---- Perseus's emulation of EnvPipe (docs/envpipe.md, --variant perseus-emulation) ----
- *
- * Every instruction starts at the slowest Pareto-optimal clock of its
- * (stage, kind) on quantised times; the outer envelope (last stage, F0 and
- * B_{M-1} of every stage) is pinned at the profile's max clock. Each pass
- * runs CPM on quantised durations, takes ONE critical path (from F(0,0), at
- * every step the critical successor discovered first by a BFS from the
- * source that visits same-stage successors before cross-stage ones), and
- * raises every path instruction at the path's lowest clock by 15 MHz. It
- * stops when the path lies in the envelope, or (unlike the reference, which
- * spins to 10,000 passes) as soon as a pass changes nothing: the final plan is
- * the same. A +15 MHz clock missing from the profile is an error (the
- * reference crashes with a KeyError). */
-
-typedef struct cand {
-    long q;
-    double t, e;
-    int f;
-} cand;
-
-static int cmp_cand_t_desc(const void *a, const void *b)
-{
-    const cand *x = a, *y = b;
-    return (x->t < y->t) - (x->t > y->t);
-}
-
-/* The slowest Pareto candidate's clock of (s, kind) (the frontier planner's candidates with
- * the hard filter): strict-dominance filter on raw (t, e), per quantised time
- * the option with the largest energy (ties: larger t first), then max q. */
-static erg_status slowest_pareto(const erg_profile *p, int s, erg_instr_kind kind, double unit,
-                                 int *freq, erg_error *err)
-{
-    size_t n = erg_profile_num_points(p, s, kind);
-    const erg_profile_point *pt = erg_profile_points(p, s, kind);
-    cand *v = erg__calloc(n ? n : 1, sizeof *v);
-    if (!v)
-        return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        bool dom = false;
-        for (size_t j = 0; j < n && !dom; j++)
-            dom = pt[j].time_s < pt[i].time_s && pt[j].energy_j < pt[i].energy_j;
-        if (dom)
-            continue;
-        /* A long holds the quantised time only below 2^53 units: past that the
-         * cast is undefined (a 1e308 s time) and the units mean nothing. */
-        double q = erg__floordiv_py(pt[i].time_s, unit);
-        if (!(q >= 0 && q <= 9007199254740992.0)) {
-            erg__free(v);
-            return erg_error_set(err, ERG_EINVAL,
-                                 "stage %d %s at %d MHz: time %g s is %g units of %g s, more "
-                                 "than the planner can count (2^53)",
-                                 s, erg_instr_kind_name(kind), pt[i].freq_mhz, pt[i].time_s, q,
-                                 unit);
-        }
-        v[m++] = (cand){(long)q, pt[i].time_s, pt[i].energy_j, pt[i].freq_mhz};
-    }
-    /* order by t descending, then a stable sort by e descending (insertion) */
-    for (size_t i = 1; i < m; i++) { /* stable: t descending */
-        cand x = v[i];
-        size_t j = i;
-        while (j > 0 && cmp_cand_t_desc(&v[j - 1], &x) > 0) {
-            v[j] = v[j - 1];
-            j--;
-        }
-        v[j] = x;
-    }
-    for (size_t i = 1; i < m; i++) {
-        cand x = v[i];
-        size_t j = i;
-        while (j > 0 && v[j - 1].e < x.e) {
-            v[j] = v[j - 1];
-            j--;
-        }
-        v[j] = x;
-    }
-    /* first seen per q wins; keep the one with the largest q */
-    long bestq = -1;
-    int bestf = 0;
-    for (size_t i = 0; i < m; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = v[j].q == v[i].q;
-        if (!seen && v[i].q > bestq) {
-            bestq = v[i].q;
-            bestf = v[i].f;
-        }
-    }
-    erg__free(v);
-    if (bestq < 0)
-        return erg_error_set(err, ERG_EINVAL, "stage %d has no %s points", s,
-                             erg_instr_kind_name(kind));
-    *freq = bestf;
-    return ERG_OK;
-}
-
-static erg_status plan_perseus_emulation(const erg_profile *profile, int S, int M,
-                                         const erg_envpipe_opts *o, erg_plan **out,
-                                         erg_envpipe_info *info, erg_error *err)
-{
-    if (!(o->unit_s > 0) || !isfinite(o->unit_s))
-        return erg_error_set(err, ERG_EINVAL, "the time unit must be positive (got %g s)",
-                             o->unit_s);
-    int step = o->reconfig_step_mhz > 0 ? o->reconfig_step_mhz : 15;
-    erg__ctab *c = NULL;
-    erg_dag *dag = NULL;
-    erg_plan *plan = NULL;
-    int n = 2 * S * M;
-    double *qd = NULL, *es = NULL, *lf = NULL;
-    int *disc = NULL, *queue = NULL, *path = NULL;
-    erg_schedule sched = {.kind = o->schedule};
-    sched.max_inflight = o->max_inflight;
-    erg_status st = erg__ctab_new(profile, S, &c, err);
-    if (!st)
-        st = erg_dag_new(&sched, S, M, &dag, err);
-    if (!st)
-        st = erg_plan_new(&sched, S, M, &plan, err);
-    if (st)
-        goto done;
-    qd = erg__calloc((size_t)n * 3, sizeof(double));
-    disc = erg__calloc((size_t)n * 3, sizeof(int));
-    if (!qd || !disc) {
-        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-        goto done;
-    }
-    es = qd + n;
-    lf = es + n;
-    queue = disc + n;
-    path = queue + n;
-    /* the max clock of the profile (over the stages used) */
-    int fmax = 0;
-    for (int s = 0; s < S; s++)
-        for (int k = 0; k < 2; k++) {
-            const erg__ckind *ck = &c->k[s * 2 + k];
-            if (ck->freq[ck->n - 1] > fmax)
-                fmax = ck->freq[ck->n - 1];
-        }
-    int start[ERG_SCHED_MAX_STAGES][2];
-    for (int s = 0; s < S && !st; s++)
-        for (int k = 0; k < 2 && !st; k++) {
-            st = slowest_pareto(profile, s, (erg_instr_kind)k, o->unit_s, &start[s][k], err);
-            if (!st && erg__ctab_find(c, s, (erg_instr_kind)k, fmax) < 0)
-                st = erg_error_set(err, ERG_ENOTFOUND,
-                                   "stage %d has no %s point at the max clock %d MHz, where the "
-                                   "outer envelope runs",
-                                   s, erg_instr_kind_name((erg_instr_kind)k), fmax);
-        }
-    if (st)
-        goto done;
-    for (int id = 0; id < n; id++) {
-        int s;
-        erg_instr in = erg_dag_instr(dag, id, &s);
-        erg_plan_stage_freqs(plan, s)[id % (2 * M)] =
-            in_envelope(S, M, s, in) ? fmax : start[s][in.kind];
-    }
-    /* BFS discovery order from the source (F(0,0) is its only successor). */
-    for (int i = 0; i < n; i++)
-        disc[i] = -1;
-    int head = 0, tail = 0, next = 0;
-    disc[0] = next++;
-    queue[tail++] = 0;
-    while (head < tail) {
-        int u = queue[head++];
-        const int *sc;
-        int ns = erg_dag_successors(dag, u, &sc);
-        for (int j = 0; j < ns; j++)
-            if (disc[sc[j]] < 0) {
-                disc[sc[j]] = next++;
-                queue[tail++] = sc[j];
-            }
-    }
-    int maxit = o->max_iterations > 0 ? o->max_iterations : ERG_ENVPIPE_DEFAULT_MAX_ITERS;
-    int it = 0;
-    bool stuck = false;
-    for (; it < maxit; it++) {
-        for (int id = 0; id < n; id++) {
-            int s;
-            erg_instr in = erg_dag_instr(dag, id, &s);
-            int f = erg_plan_stage_freqs_const(plan, s)[id % (2 * M)];
-            int i = erg__ctab_find(c, s, in.kind, f);
-            qd[id] = erg__floordiv_py(c->k[s * 2 + in.kind].t[i], o->unit_s);
-        }
-        double T;
-        st = erg_dag_cpm(dag, qd, es, lf, &T, err);
-        if (st)
-            goto done;
-        int len = 0, u = 0;
-        for (;;) {
-            path[len++] = u;
-            const int *sc;
-            int ns = erg_dag_successors(dag, u, &sc);
-            int best = -1;
-            for (int j = 0; j < ns; j++) {
-                int v = sc[j];
-                if (es[u] + qd[u] == lf[v] - qd[v] && (best < 0 || disc[v] < disc[best]))
-                    best = v;
-            }
-            if (best < 0 || len >= n)
-                break;
-            u = best;
-        }
-        int fmin = fmax;
-        bool all_env = true;
-        for (int i = 0; i < len; i++) {
-            int s;
-            erg_instr in = erg_dag_instr(dag, path[i], &s);
-            int f = erg_plan_stage_freqs_const(plan, s)[path[i] % (2 * M)];
-            if (f < fmin)
-                fmin = f;
-            if (!in_envelope(S, M, s, in))
-                all_env = false;
-        }
-        bool changed = false;
-        for (int i = 0; i < len && fmin + step <= fmax; i++) {
-            int s;
-            erg_instr in = erg_dag_instr(dag, path[i], &s);
-            int *f = erg_plan_stage_freqs(plan, s) + path[i] % (2 * M);
-            if (*f != fmin)
-                continue;
-            if (erg__ctab_find(c, s, in.kind, fmin + step) < 0) {
-                st = erg_error_set(err, ERG_ENOTFOUND,
-                                   "stage %d %s has no point at %d MHz (EnvPipe's emulation "
-                                   "raises clocks in %d MHz steps from %d MHz)",
-                                   s, erg_instr_kind_name(in.kind), fmin + step, step, fmin);
-                goto done;
-            }
-            *f = fmin + step;
-            changed = true;
-        }
-        if (o->on_iteration) {
-            char *grid = NULL;
-            for (int i = 0; i < n; i++)
-                qd[i] *= o->unit_s; /* reuse: durations in seconds for the waits */
-            emulated_waits(dag, es, qd, lf);
-            for (int i = 0; i < n; i++)
-                lf[i] *= o->unit_s;
-            st = erg_envpipe_format_grid(plan, lf, path, len, &grid, err);
-            if (st)
-                goto done;
-            int stop = o->on_iteration(o->user, it + 1, plan, grid);
-            erg__free(grid);
-            if (stop) {
-                st = erg_error_set(err, ERG_ECANCELED, "canceled");
-                goto done;
-            }
-        }
-        if (all_env)
-            break;
-        if (!changed) {
-            stuck = true;
-            break;
-        }
-    }
-    if (info) {
-        info->iterations = it + 1;
-        info->stuck = stuck;
-        for (int s = 0; s < S; s++) {
-            info->max_mhz[s] = fmax;
-            info->optimal_mhz[s] = 0;
-            info->extra_warmup[s] = 0;
-        }
-    }
-    st = finish_plan(c, dag, plan, o->blocking_power_w, "envpipe-perseus-emulation", err);
-done:
-    erg__free(qd);
-    erg__free(disc);
-    erg_dag_free(dag);
-    erg__ctab_free(c);
-    if (st)
-        erg_plan_free(plan);
-    else
-        *out = plan;
-    return st;
-}
-
 /* ---- EnvPipe as the artifact runs it, on the emulated pipeline ----
  *
- * (docs/envpipe.md, "How the plan is built")
- * 1. Clock list per stage: the profile's clocks (with forward and
- *    backward points), filtered by the GPU table's rule when a GPU is given;
- *    [0] is "max". In envelope mode the last stage stays at max.
- * 2. Profiling: for each list index k, the whole pipeline runs at clock k
- *    (1F1B, r = 0); the stage's per-iteration energy includes its idle time at
- *    blocking power. The energy-valley optimum is the argmin (ties: higher).
- * 3. r_s from T_B at max and T_F at the optimum, capped by the memory
- *    cap and by M - (S - s), then EnvPipe's clamp along the pipeline.
- * 4. Initial clocks (the --type knob), then reconfiguration on the emulated
- *    pipeline: CPM critical path, envelope test, greedy or balanced, until
- *    finish_limit + 1 consecutive iterations change nothing (never loops:
- *    also capped at max_iterations). */
-static erg_status plan_real(const erg_profile *profile, int S, int M, const erg_envpipe_opts *o,
-                            erg_plan **out, erg_envpipe_info *info, erg_error *err)
+ * (docs/envpipe.md, "How the plan is built") plan_real checks the options EnvPipe alone has,
+ * then runs five phases, a function each, over one real_run that they fill in turn:
+ * 1. clock_lists: the clock list per stage, the profile's clocks (with forward and backward
+ *    points), filtered by the GPU table's rule when a GPU is given; [0] is "max". In envelope
+ *    mode the last stage stays at max.
+ * 2. energy_valley: for each list index k, the whole pipeline runs at clock k (1F1B, r = 0);
+ *    the stage's per-iteration energy includes its idle time at blocking power. The
+ *    energy-valley optimum is the argmin (ties: higher).
+ * 3. extra_warmups: r_s from T_B at max and T_F at the optimum, capped by the memory cap and by
+ *    M - (S - s), then EnvPipe's clamp along the pipeline.
+ * 4. initial_plan: the schedule with those r_s and the initial clocks (the --type knob).
+ * 5. reconfigure: reconfiguration on the emulated pipeline: CPM critical path, envelope test,
+ *    greedy or balanced, until finish_limit + 1 consecutive iterations change nothing (never
+ *    loops: also capped at max_iterations). */
+
+typedef struct real_run {
+    const erg_envpipe_opts *o;
+    const erg__ctab *c;
+    int S, M, n;                     /* stages, microbatches, instructions (2 S M) */
+    int *list[ERG_SCHED_MAX_STAGES]; /* per stage: its clocks, [0] the max (phase 1) */
+    int nlist[ERG_SCHED_MAX_STAGES];
+    int mx[ERG_SCHED_MAX_STAGES];    /* per stage: the max clock (phase 1) */
+    int opt[ERG_SCHED_MAX_STAGES];   /* per stage: the optimum (phase 2; the max before) */
+    int r[ERG_SCHED_MAX_STAGES];     /* per stage: extra warm-up forwards (phase 3; 0 before) */
+} real_run;
+
+/* What only EnvPipe asks of the options: its schedules, M >= S for "ours", max_inflight. */
+static erg_status check_real_opts(int S, int M, const erg_envpipe_opts *o, erg_error *err)
 {
     if (o->schedule != ERG_SCHED_1F1B && o->schedule != ERG_SCHED_ENVPIPE)
         return erg_error_set(err, ERG_EINVAL,
@@ -834,207 +574,260 @@ static erg_status plan_real(const erg_profile *profile, int S, int M, const erg_
     if (o->max_inflight < 0)
         return erg_error_set(err, ERG_EINVAL, "max_inflight must be >= 0 (got %d)",
                              o->max_inflight);
-    erg__ctab *c = NULL;
-    erg_dag *dag = NULL;
-    erg_plan *plan = NULL;
-    int n = 2 * S * M;
-    double *buf = NULL;
-    int *path = NULL;
-    int *list[ERG_SCHED_MAX_STAGES] = {0};
-    int nlist[ERG_SCHED_MAX_STAGES] = {0}, opt[ERG_SCHED_MAX_STAGES], mx[ERG_SCHED_MAX_STAGES];
-    int r[ERG_SCHED_MAX_STAGES] = {0};
-    erg_status st = erg__ctab_new(profile, S, &c, err);
-    if (st)
-        return st;
-    for (int s = 0; s < S && !st; s++) {
-        list[s] = erg__calloc((size_t)c->nboth[s], sizeof(int));
-        if (!list[s]) {
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            break;
-        }
+    return ERG_OK;
+}
+
+/* Phase 1: each stage's clock list (R->list, R->nlist); its first clock is the stage's max
+ * and, until phase 2, its optimum. */
+static erg_status clock_lists(real_run *R, erg_error *err)
+{
+    const erg__ctab *c = R->c;
+    const erg_envpipe_opts *o = R->o;
+    for (int s = 0; s < R->S; s++) {
+        R->list[s] = erg__calloc((size_t)c->nboth[s], sizeof(int));
+        if (!R->list[s])
+            return erg_error_set(err, ERG_ENOMEM, "out of memory");
         for (int i = 0; i < c->nboth[s]; i++) {
             int f = c->both[s][i];
             if (o->gpu && (f % o->gpu->profile_step_mhz != 0 || f < o->gpu->filter_min_mhz ||
                            f > o->gpu->filter_max_mhz))
                 continue;
-            list[s][nlist[s]++] = f;
+            R->list[s][R->nlist[s]++] = f;
         }
-        if (nlist[s] == 0)
-            st = erg_error_set(err, ERG_ENOTFOUND,
-                               "stage %d: no profiled clock passes the %s filter (multiples of "
-                               "%d MHz in [%d, %d])",
-                               s, o->gpu->name, o->gpu->profile_step_mhz, o->gpu->filter_min_mhz,
-                               o->gpu->filter_max_mhz);
-        else
-            mx[s] = opt[s] = list[s][0];
+        if (R->nlist[s] == 0)
+            return erg_error_set(err, ERG_ENOTFOUND,
+                                 "stage %d: no profiled clock passes the %s filter (multiples of "
+                                 "%d MHz in [%d, %d])",
+                                 s, o->gpu->name, o->gpu->profile_step_mhz,
+                                 o->gpu->filter_min_mhz, o->gpu->filter_max_mhz);
+        R->mx[s] = R->opt[s] = R->list[s][0];
     }
+    return ERG_OK;
+}
+
+/* Phase 2 (not for --type baseline): the energy-valley optimum of each stage (R->opt), from
+ * the pipeline profiled at each clock level, 1F1B with r = 0. stage_j: room for S energies. */
+static erg_status energy_valley(real_run *R, double *stage_j, erg_error *err)
+{
+    const erg_envpipe_opts *o = R->o;
+    int S = R->S, M = R->M;
+    bool pin_last = o->type == ERG_ENVPIPE_ENVELOPE;
+    erg_dag *dag = NULL;
+    erg_plan *plan = NULL;
+    erg_schedule ps = {.kind = ERG_SCHED_1F1B};
+    erg_status st = erg_dag_new(&ps, S, M, &dag, err);
+    if (!st)
+        st = erg_plan_new(&ps, S, M, &plan, err);
+    int K = 0;
+    for (int s = 0; s < S; s++)
+        K = ERG__MAX(K, R->nlist[s]);
+    double best[ERG_SCHED_MAX_STAGES];
+    for (int k = 0; k < K && !st; k++) {
+        for (int s = 0; s < S; s++) {
+            int f = (pin_last && s == S - 1) ? R->mx[s]
+                                             : R->list[s][ERG__MIN(k, R->nlist[s] - 1)];
+            int *pf = erg_plan_stage_freqs(plan, s);
+            for (int i = 0; i < 2 * M; i++)
+                pf[i] = f;
+        }
+        erg__eval ev;
+        st = erg__ctab_eval(R->c, dag, plan, o->blocking_power_w, NULL, NULL, stage_j, &ev, err);
+        for (int s = 0; s < S && !st; s++) {
+            if (pin_last && s == S - 1)
+                continue;
+            if (k < R->nlist[s] && (k == 0 || stage_j[s] < best[s])) {
+                best[s] = stage_j[s];
+                R->opt[s] = R->list[s][k];
+            }
+        }
+    }
+    erg_dag_free(dag);
+    erg_plan_free(plan);
+    return st;
+}
+
+/* Phase 3 (docs/envpipe.md, step 3; the "ours" schedule, not --type baseline): the extra
+ * warm-up forwards r_s (R->r), which stay 0 otherwise. */
+static void extra_warmups(real_run *R)
+{
+    const erg_envpipe_opts *o = R->o;
+    const erg__ctab *c = R->c;
+    int S = R->S, M = R->M;
+    int *r = R->r;
+    if (o->schedule != ERG_SCHED_ENVPIPE || o->type == ERG_ENVPIPE_BASELINE)
+        return;
+    for (int s = 0; s + 1 < S; s++) {
+        double tb = c->k[s * 2 + 1].t[erg__ctab_find(c, s, ERG_BACKWARD, R->mx[s])];
+        double tf = c->k[s * 2].t[erg__ctab_find(c, s, ERG_FORWARD, R->opt[s])];
+        double x = tf > 0 ? floor(tb * (S - s - 1) / tf) : (double)M;
+        long rs = x > M ? M : (long)x;
+        if (o->max_inflight > 0)
+            rs = ERG__MIN(rs, (long)ERG__MAX(0, o->max_inflight - (S - s)));
+        rs = ERG__MIN(rs, (long)(M - (S - s)));
+        r[s] = rs > 0 ? (int)rs : 0;
+    }
+    for (int i = 0; i + 1 < S; i++)
+        if (r[i] < r[i + 1] && r[i] + (S - i) != M)
+            r[i + 1] = r[i];
+}
+
+/* Phase 4: the DAG and the plan of the schedule with r_s, at the initial clocks of --type:
+ * max everywhere (baseline), the optimum everywhere (uniform), the optimum outside the outer
+ * envelope (envelope). On failure *dag and *plan hold what was built, for the caller to free. */
+static erg_status initial_plan(const real_run *R, erg_dag **dag, erg_plan **plan,
+                               erg_error *err)
+{
+    const erg_envpipe_opts *o = R->o;
+    int S = R->S, M = R->M;
+    erg_schedule sched = {.kind = o->schedule, .max_inflight = o->max_inflight};
+    for (int s = 0; s < S; s++)
+        sched.extra_warmup[s] = R->r[s];
+    erg_status st = erg_dag_new(&sched, S, M, dag, err);
+    if (!st)
+        st = erg_plan_new(&sched, S, M, plan, err);
     if (st)
+        return st;
+    for (int id = 0; id < R->n; id++) {
+        int s;
+        erg_instr in = erg_dag_instr(*dag, id, &s);
+        int f = R->mx[s];
+        if (o->type == ERG_ENVPIPE_UNIFORM)
+            f = R->opt[s];
+        else if (o->type == ERG_ENVPIPE_ENVELOPE && !erg__envpipe_in_envelope(S, M, s, in))
+            f = R->opt[s];
+        erg_plan_stage_freqs(*plan, s)[id % (2 * M)] = f;
+    }
+    return ERG_OK;
+}
+
+/* Phase 5 (not for --reconfig default): raise clocks on the emulated pipeline's critical path
+ * until it settles. buf: 3 n doubles of work space (start times, durations, waits); path: n
+ * ints. *iters counts the iterations; *stuck says the last path left the envelope. */
+static erg_status reconfigure(const real_run *R, const erg_dag *dag, erg_plan *plan,
+                              double *buf, int *path, int *iters, bool *stuck, erg_error *err)
+{
+    const erg_envpipe_opts *o = R->o;
+    const erg__ctab *c = R->c;
+    int S = R->S, M = R->M, n = R->n;
+    double *es = buf, *dur = buf + n, *wait = buf + 2 * n;
+    int gran = o->gpu ? o->gpu->reconfig_step_mhz : 30;
+    int step = o->reconfig_step_mhz > 0 ? o->reconfig_step_mhz
+               : o->reconfig == ERG_RECONFIG_GREEDY ? 3 * gran
+                                                     : gran;
+    layout L;
+    erg_status st = layout_init(&L, plan, err);
+    if (st)
+        return st;
+    snap_ctx sx = {c};
+    int maxit = o->max_iterations > 0 ? o->max_iterations : ERG_ENVPIPE_DEFAULT_MAX_ITERS;
+    int finish = o->finish_limit >= 0 ? o->finish_limit : 10;
+    int nochange = 0;
+    double mthr = -1;
+    while (*iters < maxit) {
+        erg__eval ev;
+        st = erg__ctab_eval(c, dag, plan, o->blocking_power_w, es, dur, NULL, &ev, err);
+        if (st)
+            break;
+        erg__envpipe_emulated_waits(dag, es, dur, wait);
+        /* threshold: a wait shorter than 1 ns (relative to T) is no wait */
+        double thr = 1e-9 * (ev.time_s > 1 ? ev.time_s : 1);
+        if (o->threshold_scale > 0) {
+            /* the measured-wait rule: every receive also pays the transfer */
+            for (int id = 0; id < n; id++) {
+                int s = id / (2 * M);
+                erg_instr in = L.order[id];
+                if ((in.kind == ERG_FORWARD && s > 0) || (in.kind == ERG_BACKWARD && s < S - 1))
+                    wait[id] += o->transfer_s;
+            }
+            if (mthr < 0) { /* computed once, from the first iteration (as EnvPipe) */
+                double mn = INFINITY;
+                for (int k = 0; k < 2 * M; k++) {
+                    double w = wait[(S - 1) * 2 * M + k];
+                    if (w > 0 && w < mn)
+                        mn = w;
+                }
+                mthr = isfinite(mn) ? mn * o->threshold_scale : thr;
+            }
+            thr = mthr;
+        }
+        int len = walk_path(&L, wait, thr, path);
+        bool changed = apply_policy(plan, &L, path, len, o->reconfig, step, R->mx, snap_profile,
+                                    &sx);
+        ++*iters;
+        if (o->on_iteration) {
+            char *grid = NULL;
+            st = erg_envpipe_format_grid(plan, wait, path, len, &grid, err);
+            if (st)
+                break;
+            int stop = o->on_iteration(o->user, *iters, plan, grid);
+            erg__free(grid);
+            if (stop) {
+                st = erg_error_set(err, ERG_ECANCELED, "canceled");
+                break;
+            }
+        }
+        if (changed) {
+            nochange = 0;
+            continue;
+        }
+        bool all_env = true;
+        for (int i = 0; i < len && all_env; i++)
+            all_env = erg__envpipe_in_envelope(S, M, path[i] / (2 * M), L.order[path[i]]);
+        *stuck = !all_env;
+        if (++nochange > finish)
+            break;
+    }
+    erg__free(L.order);
+    return st;
+}
+
+/* EnvPipe on the emulated pipeline: the options' checks, then the five phases above. */
+static erg_status plan_real(const erg_profile *profile, int S, int M, const erg_envpipe_opts *o,
+                            erg_plan **out, erg_envpipe_info *info, erg_error *err)
+{
+    erg_status st = check_real_opts(S, M, o, err);
+    if (st)
+        return st;
+    real_run R = {.o = o, .S = S, .M = M, .n = 2 * S * M};
+    erg__ctab *c = NULL;
+    erg_dag *dag = NULL;
+    erg_plan *plan = NULL;
+    double *buf = NULL;
+    int *path = NULL;
+    int iters = 0;
+    bool stuck = false;
+    if ((st = erg__ctab_new(profile, S, &c, err)))
+        return st;
+    R.c = c;
+    if ((st = clock_lists(&R, err)))
         goto done;
-    buf = erg__calloc((size_t)n * 3 + (size_t)S, sizeof(double));
-    path = erg__calloc((size_t)n, sizeof(int));
+    buf = erg__calloc((size_t)R.n * 3 + (size_t)S, sizeof(double));
+    path = erg__calloc((size_t)R.n, sizeof(int));
     if (!buf || !path) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
-    double *es = buf, *dur = buf + n, *wait = buf + 2 * n, *stage_j = buf + 3 * n;
-    bool pin_last = o->type == ERG_ENVPIPE_ENVELOPE;
-    if (o->type != ERG_ENVPIPE_BASELINE) {
-        /* profiling: the pipeline at each clock level, 1F1B with r = 0 */
-        erg_schedule ps = {.kind = ERG_SCHED_1F1B};
-        st = erg_dag_new(&ps, S, M, &dag, err);
-        if (!st)
-            st = erg_plan_new(&ps, S, M, &plan, err);
-        int K = 0;
-        for (int s = 0; s < S; s++)
-            K = ERG__MAX(K, nlist[s]);
-        double best[ERG_SCHED_MAX_STAGES];
-        for (int k = 0; k < K && !st; k++) {
-            for (int s = 0; s < S; s++) {
-                int f = (pin_last && s == S - 1) ? mx[s] : list[s][ERG__MIN(k, nlist[s] - 1)];
-                int *pf = erg_plan_stage_freqs(plan, s);
-                for (int i = 0; i < 2 * M; i++)
-                    pf[i] = f;
-            }
-            erg__eval ev;
-            st = erg__ctab_eval(c, dag, plan, o->blocking_power_w, NULL, NULL, stage_j, &ev, err);
-            for (int s = 0; s < S && !st; s++) {
-                if (pin_last && s == S - 1)
-                    continue;
-                if (k < nlist[s] && (k == 0 || stage_j[s] < best[s])) {
-                    best[s] = stage_j[s];
-                    opt[s] = list[s][k];
-                }
-            }
-        }
-        erg_dag_free(dag);
-        erg_plan_free(plan);
-        dag = NULL;
-        plan = NULL;
-        if (st)
-            goto done;
-    }
-    /* r_s (docs/envpipe.md, step 3) */
-    if (o->schedule == ERG_SCHED_ENVPIPE && o->type != ERG_ENVPIPE_BASELINE) {
-        for (int s = 0; s + 1 < S; s++) {
-            double tb = c->k[s * 2 + 1].t[erg__ctab_find(c, s, ERG_BACKWARD, mx[s])];
-            double tf = c->k[s * 2].t[erg__ctab_find(c, s, ERG_FORWARD, opt[s])];
-            double x = tf > 0 ? floor(tb * (S - s - 1) / tf) : (double)M;
-            long rs = x > M ? M : (long)x;
-            if (o->max_inflight > 0)
-                rs = ERG__MIN(rs, (long)ERG__MAX(0, o->max_inflight - (S - s)));
-            rs = ERG__MIN(rs, (long)(M - (S - s)));
-            r[s] = rs > 0 ? (int)rs : 0;
-        }
-        for (int i = 0; i + 1 < S; i++)
-            if (r[i] < r[i + 1] && r[i] + (S - i) != M)
-                r[i + 1] = r[i];
-    }
-    erg_schedule sched = {.kind = o->schedule, .max_inflight = o->max_inflight};
-    for (int s = 0; s < S; s++)
-        sched.extra_warmup[s] = r[s];
-    st = erg_dag_new(&sched, S, M, &dag, err);
-    if (!st)
-        st = erg_plan_new(&sched, S, M, &plan, err);
-    if (st)
+    if (o->type != ERG_ENVPIPE_BASELINE && (st = energy_valley(&R, buf + 3 * R.n, err)))
         goto done;
-    for (int id = 0; id < n; id++) {
-        int s;
-        erg_instr in = erg_dag_instr(dag, id, &s);
-        int f = mx[s];
-        if (o->type == ERG_ENVPIPE_UNIFORM)
-            f = opt[s];
-        else if (o->type == ERG_ENVPIPE_ENVELOPE && !in_envelope(S, M, s, in))
-            f = opt[s];
-        erg_plan_stage_freqs(plan, s)[id % (2 * M)] = f;
-    }
-    int iters = 0;
-    bool stuck = false;
-    if (o->reconfig != ERG_RECONFIG_DEFAULT) {
-        int gran = o->gpu ? o->gpu->reconfig_step_mhz : 30;
-        int step = o->reconfig_step_mhz > 0 ? o->reconfig_step_mhz
-                   : o->reconfig == ERG_RECONFIG_GREEDY ? 3 * gran
-                                                         : gran;
-        layout L;
-        st = layout_init(&L, plan, err);
-        if (st)
-            goto done;
-        snap_ctx sx = {c};
-        int maxit = o->max_iterations > 0 ? o->max_iterations : ERG_ENVPIPE_DEFAULT_MAX_ITERS;
-        int finish = o->finish_limit >= 0 ? o->finish_limit : 10;
-        int nochange = 0;
-        double mthr = -1;
-        while (iters < maxit) {
-            erg__eval ev;
-            st = erg__ctab_eval(c, dag, plan, o->blocking_power_w, es, dur, NULL, &ev, err);
-            if (st)
-                break;
-            emulated_waits(dag, es, dur, wait);
-            /* threshold: a wait shorter than 1 ns (relative to T) is no wait */
-            double thr = 1e-9 * (ev.time_s > 1 ? ev.time_s : 1);
-            if (o->threshold_scale > 0) {
-                /* the measured-wait rule: every receive also pays the transfer */
-                for (int id = 0; id < n; id++) {
-                    int s = id / (2 * M);
-                    erg_instr in = L.order[id];
-                    if ((in.kind == ERG_FORWARD && s > 0) ||
-                        (in.kind == ERG_BACKWARD && s < S - 1))
-                        wait[id] += o->transfer_s;
-                }
-                if (mthr < 0) { /* computed once, from the first iteration (as EnvPipe) */
-                    double mn = INFINITY;
-                    for (int k = 0; k < 2 * M; k++) {
-                        double w = wait[(S - 1) * 2 * M + k];
-                        if (w > 0 && w < mn)
-                            mn = w;
-                    }
-                    mthr = isfinite(mn) ? mn * o->threshold_scale : thr;
-                }
-                thr = mthr;
-            }
-            int len = walk_path(&L, wait, thr, path);
-            bool changed = apply_policy(plan, &L, path, len, o->reconfig, step, mx,
-                                        snap_profile, &sx);
-            iters++;
-            if (o->on_iteration) {
-                char *grid = NULL;
-                st = erg_envpipe_format_grid(plan, wait, path, len, &grid, err);
-                if (st)
-                    break;
-                int stop = o->on_iteration(o->user, iters, plan, grid);
-                erg__free(grid);
-                if (stop) {
-                    st = erg_error_set(err, ERG_ECANCELED, "canceled");
-                    break;
-                }
-            }
-            if (changed) {
-                nochange = 0;
-                continue;
-            }
-            bool all_env = true;
-            for (int i = 0; i < len && all_env; i++)
-                all_env = in_envelope(S, M, path[i] / (2 * M), L.order[path[i]]);
-            stuck = !all_env;
-            if (++nochange > finish)
-                break;
-        }
-        erg__free(L.order);
-        if (st)
-            goto done;
-    }
+    extra_warmups(&R);
+    if ((st = initial_plan(&R, &dag, &plan, err)))
+        goto done;
+    if (o->reconfig != ERG_RECONFIG_DEFAULT &&
+        (st = reconfigure(&R, dag, plan, buf, path, &iters, &stuck, err)))
+        goto done;
     if (info) {
         info->iterations = iters;
         info->stuck = stuck;
         for (int s = 0; s < S; s++) {
-            info->max_mhz[s] = mx[s];
-            info->optimal_mhz[s] = o->type == ERG_ENVPIPE_BASELINE ? 0 : opt[s];
-            info->extra_warmup[s] = r[s];
+            info->max_mhz[s] = R.mx[s];
+            info->optimal_mhz[s] = o->type == ERG_ENVPIPE_BASELINE ? 0 : R.opt[s];
+            info->extra_warmup[s] = R.r[s];
         }
     }
-    st = finish_plan(c, dag, plan, o->blocking_power_w, "envpipe", err);
+    st = erg__envpipe_finish_plan(c, dag, plan, o->blocking_power_w, "envpipe", err);
 done:
     for (int s = 0; s < S; s++)
-        erg__free(list[s]);
+        erg__free(R.list[s]);
     erg__free(buf);
     erg__free(path);
     erg_dag_free(dag);
@@ -1070,6 +863,6 @@ erg_status erg_plan_envpipe(const erg_profile *profile, int S, int M, const erg_
         return erg_error_set(err, ERG_EINVAL, "the clock step must be positive (got %d MHz)",
                              o->reconfig_step_mhz);
     if (o->variant == ERG_ENVPIPE_PERSEUS_EMULATION)
-        return plan_perseus_emulation(profile, S, M, o, out, info, err);
+        return erg__envpipe_perseus_emulation(profile, S, M, o, out, info, err);
     return plan_real(profile, S, M, o, out, info, err);
 }

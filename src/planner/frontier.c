@@ -344,6 +344,45 @@ static erg_status write_json_fast(const erg_frontier *f, size_t k, const int *fr
     return erg__write_file_direct(path, b->data, b->len, err);
 }
 
+static const erg__name format_names[] = {
+    {"csv", ERG_FRONTIER_CSV},         {"packed", ERG_FRONTIER_PACKED},
+    {"perseus-py", ERG_FRONTIER_PY},   {"py", ERG_FRONTIER_PY},
+    {"zeus-py", ERG_FRONTIER_ZEUS_PY}, {"json", ERG_FRONTIER_JSON},
+};
+
+erg_status erg_frontier_formats_parse(const char *list, int *what, erg_error *err)
+{
+    if (!list || !what)
+        return erg_error_set(err, ERG_EINVAL, "erg_frontier_formats_parse: NULL argument");
+    int w = 0;
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n) {
+            char tok[32];
+            int v = 0;
+            bool known = n < sizeof tok;
+            if (known) {
+                memcpy(tok, p, n);
+                tok[n] = '\0';
+                known = erg__name_lookup(ERG__NAMES(format_names), tok, &v);
+            }
+            if (!known)
+                return erg_error_set(
+                    err, ERG_EINVAL,
+                    "unknown format '%.*s' (csv, packed, perseus-py, zeus-py, json)", (int)n, p);
+            w |= v;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if ((w & ERG_FRONTIER_PY) && (w & ERG_FRONTIER_ZEUS_PY))
+        return erg_error_set(err, ERG_EINVAL, "perseus-py and zeus-py both write "
+                                              "freqs_pipeline_%%05d.py; pick one per directory");
+    *what = w;
+    return ERG_OK;
+}
+
 erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int what,
                                   erg_progress_fn progress, void *user, erg_error *err)
 {

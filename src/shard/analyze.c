@@ -68,14 +68,8 @@ static erg_status oom(builder *b) { return erg_error_set(b->err, ERG_ENOMEM, "ou
 static pblock *new_block(builder *b, int anchor, int K)
 {
     erg_shard *s = b->s;
-    if (s->npb == s->cappb) {
-        int nc = s->cappb ? s->cappb * 2 : 32;
-        pblock *p = erg__reallocarray(s->pbs, (size_t)nc, sizeof *p);
-        if (!p)
-            return NULL;
-        s->pbs = p;
-        s->cappb = nc;
-    }
+    if (!ERG__GROW(s->pbs, s->cappb, s->npb + 1, 32))
+        return NULL;
     pblock *p = &s->pbs[s->npb];
     memset(p, 0, sizeof *p);
     p->names = erg__calloc((size_t)K, sizeof(char *));
@@ -92,14 +86,8 @@ static member *add_member(builder *b, int pbi, int ins, const char *role)
 {
     erg_shard *s = b->s;
     pblock *p = &s->pbs[pbi];
-    if (p->nmem == p->capmem) {
-        int nc = p->capmem ? p->capmem * 2 : 8;
-        member *m = erg__reallocarray(p->mem, (size_t)nc, sizeof *m);
-        if (!m)
-            return NULL;
-        p->mem = m;
-        p->capmem = nc;
-    }
+    if (!ERG__GROW(p->mem, p->capmem, p->nmem + 1, 8))
+        return NULL;
     member *m = &p->mem[p->nmem];
     memset(m, 0, sizeof *m);
     int nops = s->c->ins[ins].nops;
@@ -124,18 +112,12 @@ static member *add_member(builder *b, int pbi, int ins, const char *role)
 
 static bool add_coll(member *m, int k, int kind, int axis, double bytes)
 {
-    if (m->ncolls == m->capcolls) {
-        int nc = m->capcolls ? m->capcolls * 2 : 4;
-        coll *c = erg__reallocarray(m->colls, (size_t)nc, sizeof *c);
-        if (!c)
-            return false;
-        m->colls = c;
-        int *ck = erg__reallocarray(m->coll_k, (size_t)nc, sizeof *ck);
-        if (!ck)
-            return false;
-        m->coll_k = ck;
-        m->capcolls = nc;
-    }
+    /* two arrays, one capacity: it grows when both have */
+    size_t cap_c = m->capcolls, cap_k = m->capcolls;
+    if (!ERG__GROW(m->colls, cap_c, (size_t)m->ncolls + 1, 4) ||
+        !ERG__GROW(m->coll_k, cap_k, (size_t)m->ncolls + 1, 4))
+        return false;
+    m->capcolls = cap_c;
     m->colls[m->ncolls] = (coll){kind, axis, bytes};
     m->coll_k[m->ncolls++] = k;
     return true;

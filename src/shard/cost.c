@@ -197,7 +197,8 @@ typedef struct gemm_key {
 
 typedef struct timer_ctx {
     gemm_key *tab;
-    int n, cap;
+    int n;
+    size_t cap;
     erg_shard_compute mode;
     /* cuBLAS */
     void *hcudart, *hcublas, *handle;
@@ -316,14 +317,8 @@ static erg_status time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64
         t->cudaFree(C);
     }
     best *= (double)b;
-    if (t->n == t->cap) {
-        int nc = t->cap ? t->cap * 2 : 64;
-        gemm_key *g = erg__reallocarray(t->tab, (size_t)nc, sizeof *g);
-        if (!g)
-            return erg_error_set(err, ERG_ENOMEM, "out of memory");
-        t->tab = g;
-        t->cap = nc;
-    }
+    if (!ERG__GROW(t->tab, t->cap, t->n + 1, 64))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
     t->tab[t->n++] = (gemm_key){b, m, n, k, best};
     *out = best;
     return ERG_OK;
@@ -356,15 +351,9 @@ static erg_status cache_load(timer_ctx *t, const char *path, erg_error *err)
                                c.line);
             break;
         }
-        if (t->n == t->cap) {
-            int nc = t->cap ? t->cap * 2 : 64;
-            gemm_key *g = erg__reallocarray(t->tab, (size_t)nc, sizeof *g);
-            if (!g) {
-                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                break;
-            }
-            t->tab = g;
-            t->cap = nc;
+        if (!ERG__GROW(t->tab, t->cap, t->n + 1, 64)) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            break;
         }
         t->tab[t->n++] = (gemm_key){v[0], v[1], v[2], v[3], ts};
     }
@@ -590,14 +579,9 @@ static pedge *edge_get(erg_shard *s, edge_map *emap, int a, int b, erg_error *er
     int *slot = edge_map_slot(emap, key, &found);
     if (found)
         return &s->edges[*slot];
-    /* capacity: the next power of two above nedges (growth doubles) */
-    if ((s->nedges & (s->nedges - 1)) == 0) {
-        pedge *e = erg__reallocarray(s->edges, s->nedges ? (size_t)s->nedges * 2 : 1, sizeof *e);
-        if (!e) {
-            erg_error_set(err, ERG_ENOMEM, "out of memory");
-            return NULL;
-        }
-        s->edges = e;
+    if (!ERG__GROW(s->edges, s->capedges, (size_t)s->nedges + 1, 1)) {
+        erg_error_set(err, ERG_ENOMEM, "out of memory");
+        return NULL;
     }
     pedge *ne = &s->edges[s->nedges];
     int Ka = s->pbs[s->order[a]].K, Kb = s->pbs[s->order[b]].K;
@@ -641,6 +625,7 @@ static void free_costs(erg_shard *s)
     erg__free(s->edges);
     s->edges = NULL;
     s->nedges = 0;
+    s->capedges = 0;
     for (int i = 0; i < s->nseg; i++) {
         erg__free(s->segs[i].keep);
         erg__free(s->segs[i].keep_time);
@@ -789,7 +774,8 @@ static erg_status load_profiles(erg_shard *s, const char *path, imported **out, 
         return st;
     erg__csv c;
     erg__csv_init(&c, text, len);
-    int r, n = 0, cap = 0;
+    int r, n = 0;
+    size_t cap = 0;
     imported *v = NULL;
     bool header = true;
     while ((r = erg__csv_next(&c)) > 0) {
@@ -852,14 +838,9 @@ static erg_status load_profiles(erg_shard *s, const char *path, imported **out, 
                                path, c.line, c.fields[1], g->n);
             break;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            imported *nv = erg__reallocarray(v, (size_t)cap, sizeof *nv);
-            if (!nv) {
-                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                break;
-            }
-            v = nv;
+        if (!ERG__GROW(v, cap, (size_t)n + 1, 64)) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            break;
         }
         v[n++] = (imported){(int)seg, combo, ts, mem};
     }

@@ -183,17 +183,11 @@ static int cmp_edit(const void *a, const void *b)
     return x->cut < y->cut ? -1 : x->cut > y->cut;
 }
 
-static erg_status push_edit(edit **ed, int *n, int *cap, const hlo_instr *in, char *txt)
+static erg_status push_edit(edit **ed, int *n, size_t *cap, const hlo_instr *in, char *txt)
 {
-    if (*n == *cap) {
-        int nc = *cap ? *cap * 2 : 64;
-        edit *e = erg__reallocarray(*ed, (size_t)nc, sizeof *e);
-        if (!e) {
-            erg__free(txt);
-            return ERG_ENOMEM;
-        }
-        *ed = e;
-        *cap = nc;
+    if (!ERG__GROW(*ed, *cap, *n + 1, 64)) {
+        erg__free(txt);
+        return ERG_ENOMEM;
     }
     const hlo_attr *old = hlo_find_attr(in, "sharding");
     (*ed)[(*n)++] = (edit){old ? old->off : in->end, old ? old->off + old->len : in->end, !old,
@@ -241,7 +235,7 @@ static erg_status instr_sharding(const erg_shard *s, const erg_shard_plan *p, in
  * and the condition's parameter get the body parameter's shardings, so that the loop's
  * shardings agree everywhere. */
 static erg_status loop_edits(const erg_shard *s, const erg_shard_plan *p, edit **ed, int *n,
-                             int *cap)
+                             size_t *cap)
 {
     const erg_hlo_module *m = s->m;
     int bi = (int)(s->c - m->comps);
@@ -378,7 +372,8 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
     erg__buf b = {0};
     erg_status st = ERG_OK;
     edit *ed = NULL;
-    int ned = 0, caped = 0;
+    int ned = 0;
+    size_t caped = 0;
     /* Edits: every block member, every parameter and the ROOT of the analysed computation;
      * for a loop body also the caller's loop (loop_edits). Applied in text order. */
     for (int i = 0; i < s->n && !st; i++) {

@@ -52,7 +52,8 @@ typedef struct hlo_instr {
 typedef struct hlo_comp {
     char *name;
     bool entry;
-    int n, cap;
+    int n;
+    size_t cap;
     hlo_instr *ins;
     int root;
     size_t start;
@@ -69,7 +70,8 @@ struct erg_hlo_module {
     size_t header_end;  /* end of the HloModule header line's attributes */
     bool has_num_partitions;
     long num_partitions, num_replicas; /* header values, 1 when absent */
-    int ncomps, capcomps;
+    int ncomps;
+    size_t capcomps;
     hlo_comp *comps;
     int entry;
 };

@@ -307,17 +307,11 @@ static erg_status parse_shape(parser *p, hlo_shape *s)
             return FAIL("tuple shapes nested deeper than 64");
         p->pos++;
         s->kind = HLO_TUPLE;
-        int cap = 0;
+        size_t cap = 0;
         if (!accept(p, ')')) {
             for (;;) {
-                if (s->nelems == cap) {
-                    int nc = cap ? cap * 2 : 4;
-                    hlo_shape *e = erg__reallocarray(s->elems, (size_t)nc, sizeof *e);
-                    if (!e)
-                        return erg_error_set(p->err, ERG_ENOMEM, "out of memory");
-                    s->elems = e;
-                    cap = nc;
-                }
+                if (!ERG__GROW(s->elems, cap, s->nelems + 1, 4))
+                    return erg_error_set(p->err, ERG_ENOMEM, "out of memory");
                 st = parse_shape(p, &s->elems[s->nelems]);
                 s->nelems++;
                 if (st)
@@ -512,17 +506,11 @@ static void instr_free(hlo_instr *in)
     erg__free(in->attrs);
 }
 
-static erg_status push_operand(parser *p, hlo_instr *in, char *name, int *cap)
+static erg_status push_operand(parser *p, hlo_instr *in, char *name, size_t *cap)
 {
-    if (in->nops == *cap) {
-        int nc = *cap ? *cap * 2 : 4;
-        char **o = erg__reallocarray(in->op_names, (size_t)nc, sizeof *o);
-        if (!o) {
-            erg__free(name);
-            return erg_error_set(p->err, ERG_ENOMEM, "out of memory");
-        }
-        in->op_names = o;
-        *cap = nc;
+    if (!ERG__GROW(in->op_names, *cap, in->nops + 1, 4)) {
+        erg__free(name);
+        return erg_error_set(p->err, ERG_ENOMEM, "out of memory");
     }
     in->op_names[in->nops++] = name;
     return ERG_OK;
@@ -576,7 +564,7 @@ static erg_status parse_instr(parser *p, hlo_instr *in)
             in->param_num = v;
         }
     } else if (!accept(p, ')')) {
-        int cap = 0;
+        size_t cap = 0;
         for (;;) {
             int c = peek(p);
             size_t at = p->pos;
@@ -611,21 +599,15 @@ static erg_status parse_instr(parser *p, hlo_instr *in)
         }
     }
     in->end = p->pos;
-    int cap = 0;
+    size_t cap = 0;
     while (peek(p) == ',') {
         p->pos++;
         char *key;
         if ((st = parse_ident(p, &key, NULL)))
             return st;
-        if (in->nattrs == cap) {
-            int nc = cap ? cap * 2 : 4;
-            hlo_attr *a = erg__reallocarray(in->attrs, (size_t)nc, sizeof *a);
-            if (!a) {
-                erg__free(key);
-                return erg_error_set(p->err, ERG_ENOMEM, "out of memory");
-            }
-            in->attrs = a;
-            cap = nc;
+        if (!ERG__GROW(in->attrs, cap, in->nattrs + 1, 4)) {
+            erg__free(key);
+            return erg_error_set(p->err, ERG_ENOMEM, "out of memory");
         }
         hlo_attr *a = &in->attrs[in->nattrs++];
         a->key = key;
@@ -806,14 +788,8 @@ static erg_status parse_computation(parser *p, hlo_comp *c)
     while (peek(p) != '}') {
         if (peek(p) < 0)
             return fail_at(p, c->start, "computation '%s' is not closed with '}'", c->name);
-        if (c->n == c->cap) {
-            int nc = c->cap ? c->cap * 2 : 16;
-            hlo_instr *ni = erg__reallocarray(c->ins, (size_t)nc, sizeof *ni);
-            if (!ni)
-                return erg_error_set(p->err, ERG_ENOMEM, "out of memory");
-            c->ins = ni;
-            c->cap = nc;
-        }
+        if (!ERG__GROW(c->ins, c->cap, c->n + 1, 16))
+            return erg_error_set(p->err, ERG_ENOMEM, "out of memory");
         hlo_instr *in = &c->ins[c->n++];
         st = parse_instr(p, in);
         if (st)
@@ -966,15 +942,9 @@ erg_status erg_hlo_parse(const char *text, size_t len, const char *filename, erg
         m->header_end = p->pos;
     }
     while (peek(p) >= 0) {
-        if (m->ncomps == m->capcomps) {
-            int nc = m->capcomps ? m->capcomps * 2 : 8;
-            hlo_comp *c = erg__reallocarray(m->comps, (size_t)nc, sizeof *c);
-            if (!c) {
-                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                goto fail;
-            }
-            m->comps = c;
-            m->capcomps = nc;
+        if (!ERG__GROW(m->comps, m->capcomps, m->ncomps + 1, 8)) {
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+            goto fail;
         }
         st = parse_computation(p, &m->comps[m->ncomps++]);
         if (st)

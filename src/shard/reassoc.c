@@ -157,14 +157,12 @@ erg_status shard_reassociate(erg_shard *s, erg_error *err)
                         drop_ar(s, &P->mem[s->nodes[src[l + 1]].slot], k);
                 continue;
             }
-            rpair *np = erg__reallocarray(s->rpairs, (size_t)s->nrpairs + 1, sizeof *np);
-            if (!np) {
+            if (!ERG__GROW(s->rpairs, s->caprpairs, (size_t)s->nrpairs + 1, 8)) {
                 ok = false;
                 break;
             }
-            s->rpairs = np;
-            np[s->nrpairs++] = (rpair){src[l], src[l + 1], ax[l], by[l], ax[l + 1], by[l + 1],
-                                       false};
+            s->rpairs[s->nrpairs++] =
+                (rpair){src[l], src[l + 1], ax[l], by[l], ax[l + 1], by[l + 1], false};
             /* the arrays now belong to the pair(s); copy for the next pair's left side */
             int8_t *ca = erg__malloc((size_t)s->pbs[pb2].K);
             double *cb = erg__malloc((size_t)s->pbs[pb2].K * sizeof(double));

@@ -1249,7 +1249,8 @@ erg_status erg_shard_search_ops_ilp(erg_shard *s, double time_limit_s, double *o
     int *base = erg__calloc((size_t)s->n, sizeof(int));
     int *ia = NULL, *ja = NULL;
     double *ar = NULL;
-    long nnz = 0, cap = 0;
+    long nnz = 0;
+    size_t cap = 0;
     erg_status st = ERG_OK;
     if (!base) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -1258,22 +1259,16 @@ erg_status erg_shard_search_ops_ilp(erg_shard *s, double time_limit_s, double *o
     glp_set_obj_dir(lp, GLP_MIN);
 #define PUSH(r, c, v)                                                                              \
     do {                                                                                           \
-        if (nnz + 1 >= cap) {                                                                      \
-            long nc = cap ? cap * 2 : 1 << 16;                                                     \
-            int *ni = erg__reallocarray(ia, (size_t)nc, sizeof(int));                              \
-            if (ni)                                                                                \
-                ia = ni;                                                                           \
-            int *nj = erg__reallocarray(ja, (size_t)nc, sizeof(int));                              \
-            if (nj)                                                                                \
-                ja = nj;                                                                           \
-            double *na = erg__reallocarray(ar, (size_t)nc, sizeof(double));                        \
-            if (na)                                                                                \
-                ar = na;                                                                           \
-            if (!ni || !nj || !na) {                                                               \
+        if ((size_t)nnz + 1 >= cap) { /* three arrays, one capacity (1-based: nnz + 2) */          \
+            size_t ci = cap, cj = cap, ca = cap;                                                   \
+            bool grew = ERG__GROW(ia, ci, (size_t)nnz + 2, 1 << 16);                               \
+            grew = ERG__GROW(ja, cj, (size_t)nnz + 2, 1 << 16) && grew;                            \
+            grew = ERG__GROW(ar, ca, (size_t)nnz + 2, 1 << 16) && grew;                            \
+            if (!grew) {                                                                           \
                 st = erg_error_set(err, ERG_ENOMEM, "out of memory");                              \
                 goto out;                                                                          \
             }                                                                                      \
-            cap = nc;                                                                              \
+            cap = ci;                                                                              \
         }                                                                                          \
         ++nnz;                                                                                     \
         ia[nnz] = (r), ja[nnz] = (c), ar[nnz] = (v);                                               \

@@ -73,10 +73,9 @@ erg_status shard_block_hashes(erg_shard *s, erg_error *err)
 
 static erg_status add_segment(erg_shard *s, int first, int n, int unique, erg_error *err)
 {
-    segment *sg = erg__reallocarray(s->segs, (size_t)s->nseg + 1, sizeof *sg);
-    if (!sg)
+    if (!ERG__GROW(s->segs, s->capseg, (size_t)s->nseg + 1, 16))
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    s->segs = sg;
+    segment *sg = s->segs;
     memset(&sg[s->nseg], 0, sizeof *sg);
     sg[s->nseg].first = first;
     sg[s->nseg].n = n;

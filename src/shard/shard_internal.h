@@ -55,7 +55,8 @@ typedef struct member {
     spec *req;    /* [nops*K], operand j under k at req[j*K+k] */
     coll *colls;  /* [ncolls] */
     int *coll_k;  /* strategy of each collective */
-    int ncolls, capcolls;
+    int ncolls;
+    size_t capcolls;
     const char *role; /* "anchor", "twin", "dot", "follow", "merge", "adopt" */
     double *cost_s;   /* [K] own compute + collectives + gathers for replicated consumers */
     double *mem_b;    /* [K] own memory per device */
@@ -67,7 +68,8 @@ typedef struct pblock {
     int anchor;     /* instruction index */
     int K;
     char **names;   /* [K] strategy names */
-    int nmem, capmem;
+    int nmem;
+    size_t capmem;
     member *mem;
     /* costs (filled by erg_shard_profile) */
     double *time_s;    /* [K] compute + intrinsic comm + intra-block resharding */
@@ -159,18 +161,22 @@ struct erg_shard {
     int n;           /* instructions in the entry computation */
     node *nodes;
     int *topo;       /* instruction indices in topological order */
-    int npb, cappb;
+    int npb;
+    size_t cappb;
     pblock *pbs;     /* all created blocks */
     int norder;
     int *order;      /* live blocks in creation order (indices into pbs) */
     int *pos_of;     /* pbs index -> position in order (or -1) */
     int nedges;
+    size_t capedges;
     pedge *edges;
     int nseg;
+    size_t capseg;
     segment *segs;
     int nuniq;
     int reassoc_saved; /* all-reduces removed by reassociation (summed over strategies) */
     int nrpairs;
+    size_t caprpairs;
     rpair *rpairs;     /* reassociation across blocks, costed on the edges */
     /* costs */
     bool profiled;

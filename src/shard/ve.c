@@ -52,7 +52,8 @@ typedef struct ve_step {
 } ve_step;
 
 struct shard_ve {
-    int nf, capf;
+    int nf;
+    size_t capf;
     ve_factor *f;
     int nsteps;
     ve_step *steps;
@@ -96,14 +97,8 @@ static uint64_t a_bit(int b) { return (uint64_t)1 << (b % 64); }
 
 static ve_factor *add_factor(shard_ve *ve)
 {
-    if (ve->nf == ve->capf) {
-        int nc = ve->capf ? 2 * ve->capf : 64;
-        ve_factor *nf = erg__reallocarray(ve->f, (size_t)nc, sizeof *nf);
-        if (!nf)
-            return NULL;
-        ve->f = nf;
-        ve->capf = nc;
-    }
+    if (!ERG__GROW(ve->f, ve->capf, ve->nf + 1, 64))
+        return NULL;
     ve_factor *f = &ve->f[ve->nf++];
     memset(f, 0, sizeof *f);
     f->alive = true;

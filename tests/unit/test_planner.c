@@ -941,7 +941,31 @@ TEST(frontier_built_by_push_reads_back)
     ASSERT_EQ_INT(system(cmd), 0);
 }
 
-TAP_MAIN(TEST_ENTRY(frontier_built_by_push_reads_back),
+/* --formats names: any case, the py alias, empty entries skipped; an unknown name and the
+ * perseus-py/zeus-py clash are refused with the name in the message, *what untouched. */
+TEST(frontier_formats_parse_names)
+{
+    erg_error err = {0};
+    int what = -1;
+    ASSERT_EQ_INT(erg_frontier_formats_parse("CSV,,Packed,", &what, &err), ERG_OK);
+    ASSERT_EQ_INT(what, ERG_FRONTIER_CSV | ERG_FRONTIER_PACKED);
+    ASSERT_EQ_INT(erg_frontier_formats_parse("py,json", &what, &err), ERG_OK);
+    ASSERT_EQ_INT(what, ERG_FRONTIER_PY | ERG_FRONTIER_JSON);
+    ASSERT_EQ_INT(erg_frontier_formats_parse("perseus-py,zeus-py", &what, &err), ERG_EINVAL);
+    ASSERT(strstr(err.msg, "pick one per directory"));
+    ASSERT_EQ_INT(what, ERG_FRONTIER_PY | ERG_FRONTIER_JSON);
+    ASSERT_EQ_INT(erg_frontier_formats_parse("csv,jsonx", &what, &err), ERG_EINVAL);
+    ASSERT(strstr(err.msg, "unknown format 'jsonx'"));
+    ASSERT_EQ_INT(erg_frontier_formats_parse("zeus-py,a-name-longer-than-thirty-two-bytes", &what,
+                                             &err),
+                  ERG_EINVAL);
+    ASSERT(strstr(err.msg, "'a-name-longer-than-thirty-two-bytes'"));
+    ASSERT_EQ_INT(erg_frontier_formats_parse("", &what, &err), ERG_OK);
+    ASSERT_EQ_INT(what, 0);
+    ASSERT_EQ_INT(erg_frontier_formats_parse(NULL, &what, &err), ERG_EINVAL);
+}
+
+TAP_MAIN(TEST_ENTRY(frontier_built_by_push_reads_back), TEST_ENTRY(frontier_formats_parse_names),
          TEST_ENTRY(a100_frontiers_exact_with_reference_fits),
          TEST_ENTRY(a100_frontiers_with_own_fit), TEST_ENTRY(fit_matches_reference_coefficients),
          TEST_ENTRY(candidate_example_from_spec), TEST_ENTRY(a40_plan_counts_at_0_1ms),

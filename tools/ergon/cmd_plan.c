@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 static void plan_perseus_help(FILE *f)
 {
@@ -308,32 +307,9 @@ static int plan_perseus(int argc, char **argv)
         }
     }
     int what = 0;
-    {
-        char buf[64];
-        snprintf(buf, sizeof buf, "%s", formats);
-        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-            if (!strcasecmp(tok, "csv"))
-                what |= ERG_FRONTIER_CSV;
-            else if (!strcasecmp(tok, "py") || !strcasecmp(tok, "perseus-py"))
-                what |= ERG_FRONTIER_PY;
-            else if (!strcasecmp(tok, "zeus-py"))
-                what |= ERG_FRONTIER_ZEUS_PY;
-            else if (!strcasecmp(tok, "json"))
-                what |= ERG_FRONTIER_JSON;
-            else if (!strcasecmp(tok, "packed"))
-                what |= ERG_FRONTIER_PACKED;
-            else {
-                cli_sched_free(&cs);
-                return cli_usage_error(
-                    cmd, "--formats: unknown format '%s' (csv, packed, perseus-py, zeus-py, json)",
-                    tok);
-            }
-        }
-        if ((what & ERG_FRONTIER_PY) && (what & ERG_FRONTIER_ZEUS_PY)) {
-            cli_sched_free(&cs);
-            return cli_usage_error(cmd, "--formats: perseus-py and zeus-py both write "
-                                        "freqs_pipeline_%%05d.py; pick one per directory");
-        }
+    if (erg_frontier_formats_parse(formats, &what, &err)) {
+        cli_sched_free(&cs);
+        return cli_usage_error(cmd, "--formats: %s", err.msg);
     }
     double *fitv = NULL;
     if (fits) {
