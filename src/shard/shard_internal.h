@@ -245,6 +245,12 @@ void shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out);
 erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
                             const int *same_as, erg_error *err);
 void shard_dp_free(erg_shard *s);
+/* search_ilp.c: Alpa's block ILP (GLPK) within limit_s into p; the DP's second pass (changes
+ * one block at a time while the whole-graph time drops; returns the number of changes); the
+ * Lagrangian fallback when the frontier is too large and memory binds. */
+erg_status shard_search_ilp(erg_shard *s, erg_shard_plan *p, double limit_s, erg_error *err);
+int shard_refine(const erg_shard *s, erg_shard_plan *p);
+erg_status shard_lagrange(erg_shard *s, erg_shard_plan *p, erg_error *err);
 /* Block-level variable elimination (ve.c): exact for additive costs when memory cannot
  * bind. prepare leaves s->ve NULL when the elimination tables would be too large. search
  * writes the strategies into k (per position in order[]) and returns the part of the time
