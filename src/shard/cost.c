@@ -1,13 +1,11 @@
-/* cost.c: block and segment costs: alpha-beta collectives, roofline or measured (BLAS,
- * cuBLAS) compute, resharding between specs, memory, and imported per-segment profiles. */
+/* cost.c: block and edge costs: alpha-beta collectives, roofline or measured compute (the
+ * GEMM timing is in cost_gemm.c), resharding between specs, memory; erg_shard_profile, which
+ * builds them and then the segment tables (segments.c); evaluation and the cost reports. */
 #include "shard/shard_internal.h"
 
-#include <cblas.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /*
  * Cost model (docs/shard.md, Costs), per device, in seconds:
@@ -188,199 +186,6 @@ double shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, c
     return reshard_kinds(s, sh, src, dst, bytes, NULL, NULL);
 }
 
-/* ---- measured GEMM timing (BLAS on the CPU, cuBLAS at run time) ---- */
-
-typedef struct gemm_key {
-    int64_t b, m, n, k;
-    double time_s;
-} gemm_key;
-
-typedef struct timer_ctx {
-    gemm_key *tab;
-    int n;
-    size_t cap;
-    erg_shard_compute mode;
-    /* cuBLAS */
-    void *hcudart, *hcublas, *handle;
-    int (*cudaMalloc)(void **, size_t);
-    int (*cudaFree)(void *);
-    int (*cudaDeviceSynchronize)(void);
-    int (*cublasCreate)(void **);
-    int (*cublasDestroy)(void *);
-    int (*cublasSgemm)(void *, int, int, int, int, int, const float *, const float *, int,
-                       const float *, int, const float *, float *, int);
-} timer_ctx;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static erg_status cublas_open(timer_ctx *t, erg_error *err)
-{
-    const char *rt[] = {"libcudart.so", "libcudart.so.12", "libcudart.so.11.0"};
-    const char *bl[] = {"libcublas.so", "libcublas.so.12", "libcublas.so.11"};
-    for (size_t i = 0; i < ERG__ARRAY_LEN(rt) && !t->hcudart; i++)
-        t->hcudart = dlopen(rt[i], RTLD_NOW | RTLD_LOCAL);
-    for (size_t i = 0; i < ERG__ARRAY_LEN(bl) && !t->hcublas; i++)
-        t->hcublas = dlopen(bl[i], RTLD_NOW | RTLD_LOCAL);
-    if (!t->hcudart || !t->hcublas)
-        return erg_error_set(err, ERG_ENOGPU,
-                             "cuBLAS unavailable: could not load libcudart/libcublas (no CUDA "
-                             "runtime on this machine)");
-    *(void **)&t->cudaMalloc = dlsym(t->hcudart, "cudaMalloc");
-    *(void **)&t->cudaFree = dlsym(t->hcudart, "cudaFree");
-    *(void **)&t->cudaDeviceSynchronize = dlsym(t->hcudart, "cudaDeviceSynchronize");
-    *(void **)&t->cublasCreate = dlsym(t->hcublas, "cublasCreate_v2");
-    *(void **)&t->cublasDestroy = dlsym(t->hcublas, "cublasDestroy_v2");
-    *(void **)&t->cublasSgemm = dlsym(t->hcublas, "cublasSgemm_v2");
-    if (!t->cudaMalloc || !t->cudaFree || !t->cudaDeviceSynchronize || !t->cublasCreate ||
-        !t->cublasDestroy || !t->cublasSgemm)
-        return erg_error_set(err, ERG_ENOGPU, "cuBLAS unavailable: missing symbols");
-    if (t->cublasCreate(&t->handle) != 0)
-        return erg_error_set(err, ERG_ENOGPU, "cuBLAS unavailable: cublasCreate failed (no GPU?)");
-    return ERG_OK;
-}
-
-static void cublas_close(timer_ctx *t)
-{
-    if (t->handle && t->cublasDestroy)
-        t->cublasDestroy(t->handle);
-    if (t->hcublas)
-        dlclose(t->hcublas);
-    if (t->hcudart)
-        dlclose(t->hcudart);
-}
-
-static erg_status time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_t k,
-                            double *out, erg_error *err)
-{
-    for (int i = 0; i < t->n; i++)
-        if (t->tab[i].b == b && t->tab[i].m == m && t->tab[i].n == n && t->tab[i].k == k) {
-            *out = t->tab[i].time_s;
-            return ERG_OK;
-        }
-    if (m <= 0 || n <= 0 || k <= 0 || b <= 0 || (double)m * (double)k > 4e8 ||
-        (double)k * (double)n > 4e8 || (double)m * (double)n > 4e8)
-        return erg_error_set(err, ERG_EINVAL, "GEMM %lldx%lldx%lld too large to time",
-                             (long long)m, (long long)n, (long long)k);
-    double best = INFINITY;
-    if (t->mode == ERG_SHARD_COMPUTE_BLAS) {
-        float *A = erg__calloc((size_t)(m * k), sizeof(float));
-        float *B = erg__calloc((size_t)(k * n), sizeof(float));
-        float *C = erg__calloc((size_t)(m * n), sizeof(float));
-        if (!A || !B || !C) {
-            erg__free(A);
-            erg__free(B);
-            erg__free(C);
-            return erg_error_set(err, ERG_ENOMEM, "out of memory");
-        }
-        for (int64_t i = 0; i < m * k; i++)
-            A[i] = (float)(i % 7) * 0.1f;
-        for (int64_t i = 0; i < k * n; i++)
-            B[i] = (float)(i % 5) * 0.1f;
-        for (int rep = 0; rep < 3; rep++) {
-            double t0 = now_s();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
-                        A, (int)k, B, (int)n, 0.0f, C, (int)n);
-            double dt = now_s() - t0;
-            best = ERG__MIN(best, dt);
-        }
-        erg__free(A);
-        erg__free(B);
-        erg__free(C);
-    } else {
-        void *A = NULL, *B = NULL, *C = NULL;
-        if (t->cudaMalloc(&A, (size_t)(m * k) * 4) || t->cudaMalloc(&B, (size_t)(k * n) * 4) ||
-            t->cudaMalloc(&C, (size_t)(m * n) * 4)) {
-            if (A)
-                t->cudaFree(A);
-            if (B)
-                t->cudaFree(B);
-            return erg_error_set(err, ERG_ENOGPU, "cudaMalloc failed");
-        }
-        float one = 1, zero = 0;
-        for (int rep = 0; rep < 4; rep++) {
-            t->cudaDeviceSynchronize();
-            double t0 = now_s();
-            t->cublasSgemm(t->handle, 0, 0, (int)n, (int)m, (int)k, &one, B, (int)n, A, (int)k,
-                           &zero, C, (int)n);
-            t->cudaDeviceSynchronize();
-            double dt = now_s() - t0;
-            if (rep)
-                best = ERG__MIN(best, dt);
-        }
-        t->cudaFree(A);
-        t->cudaFree(B);
-        t->cudaFree(C);
-    }
-    best *= (double)b;
-    if (!ERG__GROW(t->tab, t->cap, t->n + 1, 64))
-        return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    t->tab[t->n++] = (gemm_key){b, m, n, k, best};
-    *out = best;
-    return ERG_OK;
-}
-
-static erg_status cache_load(timer_ctx *t, const char *path, erg_error *err)
-{
-    char *text = NULL;
-    size_t len = 0;
-    erg_error e2;
-    if (erg__read_file(path, 64 << 20, &text, &len, &e2))
-        return ERG_OK; /* no cache yet */
-    erg__csv c;
-    erg__csv_init(&c, text, len);
-    erg_status st = ERG_OK;
-    int r;
-    bool header = true;
-    while ((r = erg__csv_next(&c)) > 0) {
-        if (header) {
-            header = false;
-            continue;
-        }
-        long v[4];
-        double ts;
-        if (c.nfields != 5 || !erg__parse_long(c.fields[0], &v[0]) ||
-            !erg__parse_long(c.fields[1], &v[1]) || !erg__parse_long(c.fields[2], &v[2]) ||
-            !erg__parse_long(c.fields[3], &v[3]) || !erg__parse_double(c.fields[4], &ts) ||
-            ts < 0) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: expected batch,m,n,k,time_s", path,
-                               c.line);
-            break;
-        }
-        if (!ERG__GROW(t->tab, t->cap, t->n + 1, 64)) {
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            break;
-        }
-        t->tab[t->n++] = (gemm_key){v[0], v[1], v[2], v[3], ts};
-    }
-    erg__csv_free(&c);
-    erg__free(text);
-    return st;
-}
-
-static erg_status cache_save(timer_ctx *t, const char *path, erg_error *err)
-{
-    erg__buf b = {0};
-    erg_status st = erg__buf_printf(&b, "batch,m,n,k,time_s\n");
-    for (int i = 0; i < t->n && !st; i++) {
-        char num[40];
-        erg__fmt_double_py(t->tab[i].time_s, num, sizeof num);
-        st = erg__buf_printf(&b, "%lld,%lld,%lld,%lld,%s\n", (long long)t->tab[i].b,
-                             (long long)t->tab[i].m, (long long)t->tab[i].n,
-                             (long long)t->tab[i].k, num);
-    }
-    if (!st)
-        st = erg__write_file(path, b.data, b.len, err);
-    else
-        erg_error_set(err, st, "out of memory");
-    erg__buf_free(&b);
-    return st;
-}
-
 /* ---- per-member costs ---- */
 
 /* Local GEMM shape of a dot member under its specs: batch, M, N, K per device. */
@@ -502,7 +307,7 @@ static erg_status member_compute(const erg_shard *s, timer_ctx *t, const member 
             d[0] = d[1] = d[2] = d[3] = 1;
         double per_dev = 2.0 * (double)d[0] * (double)d[1] * (double)d[2] * (double)d[3];
         if (t && t->mode != ERG_SHARD_COMPUTE_MODEL)
-            return time_gemm(t, d[0], d[1], d[2], d[3], time_s, err);
+            return shard_time_gemm(t, d[0], d[1], d[2], d[3], time_s, err);
         *time_s = per_dev / (s->dev.peak_flops * s->dev.eff);
         return ERG_OK;
     }
@@ -638,418 +443,6 @@ static void free_costs(erg_shard *s)
     s->profiled = false;
 }
 
-static void decode(const erg_shard *s, const segment *g, long c, size_t *k)
-{
-    for (int i = g->n - 1; i >= 0; i--) {
-        int K = s->pbs[s->order[g->first + i]].K;
-        k[g->first + i] = (size_t)(c % K);
-        c /= K;
-    }
-}
-
-/* Per segment, the indices of the edges with both ends inside it, in edge order: one pass
- * over the edges for all segments (segments_build asked seg_edges per segment, which scanned
- * every edge each time: quadratic with 20,000 one-block segments). *start has nseg + 1
- * entries; the caller frees both. */
-static erg_status seg_edge_lists(const erg_shard *s, int **start, int **list)
-{
-    int *seg_of = erg__malloc(((size_t)s->norder + 1) * sizeof(int));
-    *start = erg__calloc((size_t)s->nseg + 2, sizeof(int));
-    *list = erg__malloc(((size_t)s->nedges + 1) * sizeof(int));
-    if (!seg_of || !*start || !*list) {
-        erg__free(seg_of);
-        erg__free(*start);
-        erg__free(*list);
-        *start = *list = NULL;
-        return ERG_ENOMEM;
-    }
-    for (int i = 0; i < s->norder; i++)
-        seg_of[i] = -1;
-    for (int si = 0; si < s->nseg; si++)
-        for (int i = 0; i < s->segs[si].n; i++)
-            seg_of[s->segs[si].first + i] = si;
-    int *st = *start;
-    for (int e = 0; e < s->nedges; e++) {
-        int a = seg_of[s->edges[e].a];
-        if (a >= 0 && a == seg_of[s->edges[e].b])
-            st[a + 1]++;
-    }
-    for (int si = 0; si < s->nseg; si++)
-        st[si + 1] += st[si];
-    int *pos = erg__malloc(((size_t)s->nseg + 1) * sizeof(int));
-    if (!pos) {
-        erg__free(seg_of);
-        erg__free(*start);
-        erg__free(*list);
-        *start = *list = NULL;
-        return ERG_ENOMEM;
-    }
-    memcpy(pos, st, (size_t)s->nseg * sizeof(int));
-    for (int e = 0; e < s->nedges; e++) {
-        int a = seg_of[s->edges[e].a];
-        if (a >= 0 && a == seg_of[s->edges[e].b])
-            (*list)[pos[a]++] = e;
-    }
-    erg__free(pos);
-    erg__free(seg_of);
-    return ERG_OK;
-}
-
-/* Sum of block and intra-segment edge costs for combination c of segment g. */
-/* Indices of the edges with both ends inside segment g (caller frees); -1 on OOM. */
-static int seg_edges(const erg_shard *s, const segment *g, int **out)
-{
-    *out = erg__malloc((size_t)(s->nedges + 1) * sizeof(int));
-    if (!*out)
-        return -1;
-    int n = 0;
-    for (int e = 0; e < s->nedges; e++) {
-        const pedge *E = &s->edges[e];
-        if (E->a >= g->first && E->a < g->first + g->n && E->b >= g->first &&
-            E->b < g->first + g->n)
-            (*out)[n++] = e;
-    }
-    return n;
-}
-
-static void seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel,
-                     const size_t *k, double *time_s, double *mem, double *comm_s,
-                     double *comm_bytes, double *intr_s)
-{
-    double t = 0, m = 0, cs = 0, cb = 0, is = 0;
-    for (int i = 0; i < g->n; i++) {
-        const pblock *p = &s->pbs[s->order[g->first + i]];
-        size_t kk = k[g->first + i];
-        t += p->time_s[kk];
-        m += p->mem_bytes[kk];
-        cs += p->comm_s[kk];
-        is += p->intr_s[kk];
-        cb += p->comm_bytes[kk];
-    }
-    int n = rel ? nrel : s->nedges;
-    for (int x = 0; x < n; x++) {
-        const pedge *E = &s->edges[rel ? rel[x] : x];
-        if (!rel && (E->a < g->first || E->a >= g->first + g->n || E->b < g->first ||
-                     E->b >= g->first + g->n))
-            continue;
-        int Kb = s->pbs[s->order[E->b]].K;
-        double c = E->cost_s[k[E->a] * (size_t)Kb + k[E->b]];
-        t += c;
-        cs += c;
-        cb += E->bytes[k[E->a] * (size_t)Kb + k[E->b]];
-    }
-    *time_s = t;
-    *mem = m;
-    if (comm_s)
-        *comm_s = cs;
-    if (comm_bytes)
-        *comm_bytes = cb;
-    if (intr_s)
-        *intr_s = is;
-}
-
-typedef struct ci {
-    long c;
-    double v;
-} ci;
-static int cmp_ci(const void *a, const void *b)
-{
-    double x = ((const ci *)a)->v, y = ((const ci *)b)->v;
-    return x < y ? -1 : x > y;
-}
-
-typedef struct imported {
-    int seg; /* unique segment id */
-    long combo;
-    double time_s, mem;
-} imported;
-
-static erg_status load_profiles(erg_shard *s, const char *path, imported **out, int *nout,
-                                erg_error *err)
-{
-    char *text = NULL;
-    size_t len = 0;
-    erg_status st = erg__read_file(path, 256 << 20, &text, &len, err);
-    if (st)
-        return st;
-    erg__csv c;
-    erg__csv_init(&c, text, len);
-    int r, n = 0;
-    size_t cap = 0;
-    imported *v = NULL;
-    bool header = true;
-    while ((r = erg__csv_next(&c)) > 0) {
-        if (header) {
-            header = false;
-            if (c.nfields != 4 || strcmp(c.fields[0], "segment") ||
-                strcmp(c.fields[1], "strategies")) {
-                st = erg_error_set(err, ERG_EPARSE,
-                                   "%s:%ld: expected the header segment,strategies,time_s,"
-                                   "memory_bytes",
-                                   path, c.line);
-                break;
-            }
-            continue;
-        }
-        long seg;
-        double ts, mem;
-        if (c.nfields != 4 || !erg__parse_long(c.fields[0], &seg) ||
-            !erg__parse_double(c.fields[2], &ts) || !erg__parse_double(c.fields[3], &mem) ||
-            ts < 0 || mem < 0) {
-            st = erg_error_set(err, ERG_EPARSE,
-                               "%s:%ld: expected segment,strategies,time_s,memory_bytes with "
-                               "non-negative numbers",
-                               path, c.line);
-            break;
-        }
-        if (seg < 0 || seg >= s->nseg || s->segs[seg].unique != seg) {
-            st = erg_error_set(err, ERG_EPARSE,
-                               "%s:%ld: segment %ld is not a unique segment of this analysis "
-                               "(see 'ergon shard analyze')",
-                               path, c.line, seg);
-            break;
-        }
-        const segment *g = &s->segs[seg];
-        long combo = 0;
-        const char *q = c.fields[1];
-        int cnt = 0;
-        while (*q) {
-            char *e;
-            long k = strtol(q, &e, 10);
-            if (e == q || cnt >= g->n || k < 0 || k >= s->pbs[s->order[g->first + cnt]].K) {
-                st = erg_error_set(err, ERG_EPARSE,
-                                   "%s:%ld: strategies '%s' must be %d indices joined by '-', "
-                                   "each below its block's strategy count",
-                                   path, c.line, c.fields[1], g->n);
-                goto out;
-            }
-            combo = combo * s->pbs[s->order[g->first + cnt]].K + k;
-            cnt++;
-            q = e;
-            if (*q == '-')
-                q++;
-            else if (*q) {
-                cnt = -1;
-                break;
-            }
-        }
-        if (cnt != g->n) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: strategies '%s' must list %d indices",
-                               path, c.line, c.fields[1], g->n);
-            break;
-        }
-        if (!ERG__GROW(v, cap, (size_t)n + 1, 64)) {
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            break;
-        }
-        v[n++] = (imported){(int)seg, combo, ts, mem};
-    }
-    if (r < 0 && !st)
-        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-out:
-    erg__csv_free(&c);
-    erg__free(text);
-    if (st) {
-        erg__free(v);
-        return st;
-    }
-    *out = v;
-    *nout = n;
-    return ERG_OK;
-}
-
-/* True when segment g repeats segment u (an earlier occurrence of its unique segment) with
- * bitwise identical block costs and intra-segment edges, so its combination table is u's
- * (the first BERT layer differs slightly: it also holds embedding ops). rel: g's edges. */
-static bool same_costs(const erg_shard *s, const segment *g, const segment *u, const int *rel,
-                       int nrel)
-{
-    if (u == g || u->n != g->n || u->ncombo != g->ncombo || u->first >= g->first)
-        return false;
-    for (int i = 0; i < g->n; i++) {
-        const pblock *a = &s->pbs[s->order[g->first + i]], *b = &s->pbs[s->order[u->first + i]];
-        size_t K = (size_t)a->K;
-        if (a->K != b->K || memcmp(a->time_s, b->time_s, K * sizeof(double)) ||
-            memcmp(a->mem_bytes, b->mem_bytes, K * sizeof(double)))
-            return false;
-    }
-    int n = 0;
-    for (int e = 0; e < s->nedges; e++) {
-        const pedge *E = &s->edges[e];
-        if (E->a < u->first || E->a >= u->first + u->n || E->b < u->first ||
-            E->b >= u->first + u->n)
-            continue;
-        if (n >= nrel)
-            return false;
-        const pedge *F = &s->edges[rel[n++]];
-        if (F->a - g->first != E->a - u->first || F->b - g->first != E->b - u->first)
-            return false;
-        size_t KK = (size_t)s->pbs[s->order[E->a]].K * (size_t)s->pbs[s->order[E->b]].K;
-        if (memcmp(E->cost_s, F->cost_s, KK * sizeof(double)))
-            return false;
-    }
-    return n == nrel;
-}
-
-/* Per segment: every combination's time and memory (block costs plus intra-segment edges,
- * or an imported profile row), the `keep` fastest plus `keep` smallest for the report and
- * the fallback DP, and the exact DP tables (search.c). */
-static erg_status segments_build(erg_shard *s, const imported *imp, int nimp, int keep,
-                                 bool only, erg_error *err)
-{
-    erg_status st = ERG_OK;
-    size_t *kv = erg__calloc((size_t)s->norder + 1, sizeof(size_t));
-    double **tvs = erg__calloc((size_t)s->nseg + 1, sizeof(double *));
-    double **mvs = erg__calloc((size_t)s->nseg + 1, sizeof(double *));
-    int *same_as = erg__malloc((size_t)(s->nseg + 1) * sizeof(int));
-    for (int si = 0; same_as && si <= s->nseg; si++)
-        same_as[si] = -1;
-    ci *bt = NULL, *bm = NULL;
-    int *rel = NULL, *rel_start = NULL, *rel_list = NULL;
-    int *last_of = erg__malloc(((size_t)s->nseg + 1) * sizeof(int));
-    for (int si = 0; last_of && si <= s->nseg; si++)
-        last_of[si] = -1;
-    if (!kv || !tvs || !mvs || !same_as || !last_of ||
-        seg_edge_lists(s, &rel_start, &rel_list)) {
-        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-        goto done;
-    }
-    for (int si = 0; si < s->nseg; si++) {
-        segment *g = &s->segs[si];
-        erg__free(g->keep);
-        erg__free(g->keep_time);
-        erg__free(g->keep_mem);
-        g->keep = NULL;
-        g->keep_time = g->keep_mem = NULL;
-        g->nkeep = 0;
-        g->imported = false;
-        long nc = 1;
-        for (int i = 0; i < g->n; i++)
-            nc *= s->pbs[s->order[g->first + i]].K;
-        g->ncombo = nc;
-        int nrel = rel_start[si + 1] - rel_start[si];
-        rel = erg__malloc(((size_t)nrel + 1) * sizeof(int));
-        if (!rel) {
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            goto done;
-        }
-        memcpy(rel, rel_list + rel_start[si], (size_t)nrel * sizeof(int));
-        /* the latest earlier occurrence of the same unique segment (unique ids are segment
-         * indices: last_of[] keeps the scan linear with thousands of distinct segments) */
-        int from = g->unique >= 0 && g->unique < s->nseg ? last_of[g->unique] : -1;
-        if (g->unique >= 0 && g->unique < s->nseg)
-            last_of[g->unique] = si;
-        bool reuse = from >= 0 && same_costs(s, g, &s->segs[from], rel, nrel);
-        same_as[si] = reuse ? from : -1;
-        if (reuse) {
-            /* A repeat of its unique segment with identical block and edge costs (the 12
-             * BERT layers): its combinations and kept rows are that segment's, costed and
-             * stored once (tvs/mvs point at the earlier arrays). */
-            const segment *u = &s->segs[from];
-            tvs[si] = tvs[from];
-            mvs[si] = mvs[from];
-            g->imported = u->imported;
-            g->keep = erg__malloc((size_t)(u->nkeep + 1) * sizeof(long));
-            g->keep_time = erg__malloc((size_t)(u->nkeep + 1) * sizeof(double));
-            g->keep_mem = erg__malloc((size_t)(u->nkeep + 1) * sizeof(double));
-            if (!g->keep || !g->keep_time || !g->keep_mem) {
-                st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-                goto done;
-            }
-            g->nkeep = u->nkeep;
-            memcpy(g->keep, u->keep, (size_t)u->nkeep * sizeof(long));
-            memcpy(g->keep_time, u->keep_time, (size_t)u->nkeep * sizeof(double));
-            memcpy(g->keep_mem, u->keep_mem, (size_t)u->nkeep * sizeof(double));
-            erg__free(rel);
-            rel = NULL;
-            continue;
-        }
-        bt = erg__malloc((size_t)nc * sizeof(ci));
-        bm = erg__malloc((size_t)nc * sizeof(ci));
-        tvs[si] = erg__malloc((size_t)nc * sizeof(double));
-        mvs[si] = erg__malloc((size_t)nc * sizeof(double));
-        if (!bt || !bm || !tvs[si] || !mvs[si]) {
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            goto done;
-        }
-        double *tv = tvs[si], *mv = mvs[si];
-        for (long c = 0; !reuse && c < nc; c++) {
-            decode(s, g, c, kv);
-            double t, m;
-            seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
-            bool found = false;
-            for (int x = 0; x < nimp; x++)
-                if (imp[x].seg == g->unique && imp[x].combo == c) {
-                    t = imp[x].time_s * (double)s->trips;
-                    m = imp[x].mem;
-                    g->imported = found = true;
-                }
-            if (only && !found) /* measured costs only: not a candidate */
-                t = INFINITY;
-            bt[c] = (ci){c, t};
-            bm[c] = (ci){c, m};
-            tv[c] = t;
-            mv[c] = m;
-        }
-        erg__free(rel);
-        rel = NULL;
-        qsort(bt, (size_t)nc, sizeof *bt, cmp_ci);
-        qsort(bm, (size_t)nc, sizeof *bm, cmp_ci);
-        int cap = (int)ERG__MIN((long)2 * keep, nc);
-        g->keep = erg__malloc((size_t)cap * sizeof(long));
-        g->keep_time = erg__malloc((size_t)cap * sizeof(double));
-        g->keep_mem = erg__malloc((size_t)cap * sizeof(double));
-        if (!g->keep || !g->keep_time || !g->keep_mem) {
-            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-            goto done;
-        }
-        for (int pass = 0; pass < 2; pass++) {
-            ci *arr = pass ? bm : bt;
-            for (long x = 0; x < ERG__MIN((long)keep, nc); x++) {
-                long c = arr[x].c;
-                if (!isfinite(tv[c]))
-                    continue; /* not a candidate (measured costs only) */
-                bool dup = false;
-                for (int y = 0; y < g->nkeep && !dup; y++)
-                    dup = g->keep[y] == c;
-                if (!dup && g->nkeep < cap)
-                    g->keep[g->nkeep++] = c;
-            }
-        }
-        for (int y = 0; y < g->nkeep; y++) {
-            g->keep_time[y] = tv[g->keep[y]];
-            g->keep_mem[y] = mv[g->keep[y]];
-        }
-        erg__free(bt);
-        erg__free(bm);
-        bt = bm = NULL;
-    }
-    st = shard_dp_prepare(s, tvs, mvs, same_as, err);
-done:
-    for (int si = 0; tvs && mvs && same_as && si < s->nseg; si++) {
-        if (same_as[si] >= 0)
-            continue; /* shared with an earlier segment */
-        erg__free(tvs[si]);
-        erg__free(mvs[si]);
-    }
-    erg__free(tvs);
-    erg__free(mvs);
-    erg__free(same_as);
-    erg__free(bt);
-    erg__free(bm);
-    erg__free(rel);
-    erg__free(rel_start);
-    erg__free(rel_list);
-    erg__free(last_of);
-    erg__free(kv);
-    return st;
-}
-
-erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err)
-{
-    return segments_build(s, NULL, 0, keep > 0 ? keep : 64, false, err);
-}
-
 static bool param_gte(const erg_shard *s, int v)
 {
     const hlo_instr *in = &s->c->ins[v];
@@ -1152,7 +545,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
 {
     if (!s || !o)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_profile: NULL argument");
-    double t0 = now_s();
+    double t0 = shard_now_s();
     free_costs(s);
     erg_status st = shard_load_devices(o->devices_path, o->device, &s->dev, err);
     if (st)
@@ -1162,16 +555,16 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
     int keep = o->keep > 0 ? o->keep : 64;
     timer_ctx T = {0};
     T.mode = o->compute;
-    imported *imp = NULL;
+    shard_imported *imp = NULL;
     int nimp = 0;
     edge_map emap = {0};
     size_t *kv = NULL;
-    if (o->compute == ERG_SHARD_COMPUTE_CUBLAS && (st = cublas_open(&T, err)))
+    if (o->compute == ERG_SHARD_COMPUTE_CUBLAS && (st = shard_cublas_open(&T, err)))
         goto done;
     if (o->compute != ERG_SHARD_COMPUTE_MODEL && o->cache_path &&
-        (st = cache_load(&T, o->cache_path, err)))
+        (st = shard_gemm_cache_load(&T, o->cache_path, err)))
         goto done;
-    if (o->profiles_path && (st = load_profiles(s, o->profiles_path, &imp, &nimp, err)))
+    if (o->profiles_path && (st = shard_load_profiles(s, o->profiles_path, &imp, &nimp, err)))
         goto done;
     snprintf(s->cost_source, sizeof s->cost_source, "%s, %s compute%s", s->dev.name,
              o->compute == ERG_SHARD_COMPUTE_MODEL  ? "roofline"
@@ -1389,16 +782,16 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
             }
         }
     }
-    if ((st = segments_build(s, imp, nimp, keep, o->profiles_only, err)))
+    if ((st = shard_segments_build(s, imp, nimp, keep, o->profiles_only, err)))
         goto done;
     if (o->compute != ERG_SHARD_COMPUTE_MODEL && o->cache_path &&
-        (st = cache_save(&T, o->cache_path, err)))
+        (st = shard_gemm_cache_save(&T, o->cache_path, err)))
         goto done;
     s->profiled = true;
-    s->profile_s = now_s() - t0;
+    s->profile_s = shard_now_s() - t0;
 done:
     erg__free(T.tab);
-    cublas_close(&T);
+    shard_cublas_close(&T);
     erg__free(imp);
     edge_map_free(&emap);
     erg__free(kv);
@@ -1564,9 +957,9 @@ erg_status erg_shard_profile_report(const erg_shard *s, size_t max_rows, char **
         for (int y = 0; y < g->nkeep && (size_t)y < max_rows; y++) {
             char cb[200];
             fmt_combo(s, g, g->keep[y], cb, sizeof cb);
-            decode(s, g, g->keep[y], kv);
+            shard_seg_decode(s, g, g->keep[y], kv);
             double t, m, cs, cby, is;
-            seg_cost(s, g, NULL, -1, kv, &t, &m, &cs, &cby, &is);
+            shard_seg_cost(s, g, NULL, -1, kv, &t, &m, &cs, &cby, &is);
             P("  %-24s %12.4f %12.4f %12.4f %12.4f %14.3f %12.3f\n", cb, g->keep_time[y] * 1e3,
               (t - cs) * 1e3, is * 1e3, (cs - is) * 1e3, cby / 1e6, g->keep_mem[y] / 1e6);
         }
@@ -1596,7 +989,7 @@ erg_status erg_shard_profile_csv(const erg_shard *s, char **text, erg_error *err
         if (g->unique != si)
             continue;
         for (int y = 0; y < g->nkeep && !st; y++) {
-            decode(s, g, g->keep[y], kv);
+            shard_seg_decode(s, g, g->keep[y], kv);
             st = erg__buf_printf(&b, "%d,", si);
             for (int i = 0; i < g->n && !st; i++)
                 st = erg__buf_printf(&b, "%s%zu", i ? "-" : "", kv[g->first + i]);
@@ -1633,11 +1026,11 @@ erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **tex
     int reps = 0;
     for (int si = 0; si < s->nseg; si++)
         reps += s->segs[si].unique == pick;
-    ci *rows = erg__malloc((size_t)nc * sizeof(ci));
+    shard_ci *rows = erg__malloc((size_t)nc * sizeof(shard_ci));
     double *bytes = erg__malloc((size_t)nc * sizeof(double));
     size_t *kv = erg__calloc((size_t)s->norder, sizeof(size_t));
     int *rel = NULL;
-    int nrel = seg_edges(s, g, &rel);
+    int nrel = shard_seg_edges(s, g, &rel);
     erg__buf b = {0};
     erg_status st = ERG_OK;
     if (!rows || !bytes || !kv || nrel < 0) {
@@ -1645,13 +1038,13 @@ erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **tex
         goto fail;
     }
     for (long c = 0; c < nc; c++) {
-        decode(s, g, c, kv);
+        shard_seg_decode(s, g, c, kv);
         double t, m, cs, cb;
-        seg_cost(s, g, rel, nrel, kv, &t, &m, &cs, &cb, NULL);
-        rows[c] = (ci){c, cs};
+        shard_seg_cost(s, g, rel, nrel, kv, &t, &m, &cs, &cb, NULL);
+        rows[c] = (shard_ci){c, cs};
         bytes[c] = cb;
     }
-    qsort(rows, (size_t)nc, sizeof *rows, cmp_ci);
+    qsort(rows, (size_t)nc, sizeof *rows, shard_cmp_ci);
 #define P(...)                                                                                     \
     do {                                                                                           \
         if ((st = erg__buf_printf(&b, __VA_ARGS__)))                                               \

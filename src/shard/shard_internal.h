@@ -245,6 +245,12 @@ void shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out);
 erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
                             const int *same_as, erg_error *err);
 void shard_dp_free(erg_shard *s);
+/* search_ilp.c: Alpa's block ILP (GLPK) within limit_s into p; the DP's second pass (changes
+ * one block at a time while the whole-graph time drops; returns the number of changes); the
+ * Lagrangian fallback when the frontier is too large and memory binds. */
+erg_status shard_search_ilp(erg_shard *s, erg_shard_plan *p, double limit_s, erg_error *err);
+int shard_refine(const erg_shard *s, erg_shard_plan *p);
+erg_status shard_lagrange(erg_shard *s, erg_shard_plan *p, erg_error *err);
 /* Block-level variable elimination (ve.c): exact for additive costs when memory cannot
  * bind. prepare leaves s->ve NULL when the elimination tables would be too large. search
  * writes the strategies into k (per position in order[]) and returns the part of the time
@@ -268,6 +274,72 @@ bool shard_conv_labels(const erg_hlo_module *m, const hlo_instr *in, int lrank, 
                        int orank, int idx[6]);
 erg_status shard_load_devices(const char *path, const char *name, device_params *out,
                               erg_error *err);
+
+/* ---- measured GEMM timing (cost_gemm.c): BLAS on the CPU, cuBLAS at run time ---- */
+
+typedef struct gemm_key {
+    int64_t b, m, n, k;
+    double time_s;
+} gemm_key;
+
+typedef struct timer_ctx {
+    gemm_key *tab;
+    int n;
+    size_t cap;
+    erg_shard_compute mode;
+    /* cuBLAS */
+    void *hcudart, *hcublas, *handle;
+    int (*cudaMalloc)(void **, size_t);
+    int (*cudaFree)(void *);
+    int (*cudaDeviceSynchronize)(void);
+    int (*cublasCreate)(void **);
+    int (*cublasDestroy)(void *);
+    int (*cublasSgemm)(void *, int, int, int, int, int, const float *, const float *, int,
+                       const float *, int, const float *, float *, int);
+} timer_ctx;
+
+/* Monotonic clock in seconds (cost_gemm.c; also search timings). */
+double shard_now_s(void);
+/* Load libcudart/libcublas by dlopen and create a handle; ERG_ENOGPU when unavailable. */
+erg_status shard_cublas_open(timer_ctx *t, erg_error *err);
+void shard_cublas_close(timer_ctx *t);
+/* Measured time of a (b x) m x n x k GEMM, from the table or timed now and added to it. */
+erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_t k,
+                           double *out, erg_error *err);
+/* The GEMM time cache, CSV batch,m,n,k,time_s (a missing file is an empty cache). */
+erg_status shard_gemm_cache_load(timer_ctx *t, const char *path, erg_error *err);
+erg_status shard_gemm_cache_save(timer_ctx *t, const char *path, erg_error *err);
+
+/* ---- segment combination tables (segments.c), built from the block and edge costs ---- */
+
+typedef struct shard_ci {
+    long c;
+    double v;
+} shard_ci;
+
+typedef struct shard_imported {
+    int seg; /* unique segment id */
+    long combo;
+    double time_s, mem;
+} shard_imported;
+
+
+/* Strategy vector k (per position in order[]) of combination c of segment g. */
+void shard_seg_decode(const erg_shard *s, const segment *g, long c, size_t *k);
+/* Indices of the edges with both ends inside segment g (caller frees); -1 on OOM. */
+int shard_seg_edges(const erg_shard *s, const segment *g, int **out);
+/* Sum of block and intra-segment edge costs for combination c of segment g. */
+void shard_seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel,
+                    const size_t *k, double *time_s, double *mem, double *comm_s,
+                    double *comm_bytes, double *intr_s);
+/* qsort comparator of shard_ci by v, ascending. */
+int shard_cmp_ci(const void *a, const void *b);
+/* Imported per-segment profile rows (CSV) of erg_shard_cost_options.profiles_path. */
+erg_status shard_load_profiles(erg_shard *s, const char *path, shard_imported **out, int *nout,
+                               erg_error *err);
+/* Every segment's combination table and the exact DP tables, from the costs and imp. */
+erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nimp, int keep,
+                                bool only, erg_error *err);
 
 /* ---- analysis internals shared by analyze.c, spec.c, dots.c, propagate.c ---- */
 
