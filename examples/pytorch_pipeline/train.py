@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """train.py: a pipeline-parallel trainer on torch.distributed (gloo), one process per stage,
 whose schedule order comes from libergon and whose every forward and backward goes through
-ergon's hooks (per-instruction GPU clocks, time and energy measurement).
+ergon's hooks (per-instruction GPU clocks, time and energy measurement). One file of ~1,000
+lines on purpose: an example a user copies and runs as a single script (its models, launch,
+runtimes and server loop read top to bottom); the library code it shows lives in python/ergon.
 
 Start it like any torchrun job (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT):
 

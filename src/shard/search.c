@@ -1,6 +1,7 @@
 /* search.c: plan search: CFP's DP over segments with a memory dimension (exact frontier DP,
  * chain DP fallback), on the costs of erg_shard_profile (docs/shard.md, Search), and the plan
- * object; erg_shard_search dispatches to the ILPs of search_ilp.c as well. */
+ * object; erg_shard_search dispatches to the ILPs of search_ilp.c as well. One concept in
+ * ~1,000 lines: the DP's three variants share its tables and frontier representation. */
 #include "shard/shard_internal.h"
 
 #include <math.h>
