@@ -92,3 +92,18 @@ char *erg__strdup(const char *s)
 {
     return erg__strndup(s, strlen(s));
 }
+
+char *erg__dirname_dup(const char *path)
+{
+    char *dir = erg__strndup(path, strlen(path) + 1); /* room for "." after an empty path */
+    if (!dir)
+        return NULL;
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        dir[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else
+        strcpy(dir, ".");
+    return dir;
+}

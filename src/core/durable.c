@@ -31,16 +31,9 @@ static bool write_all(int fd, const char *data, size_t len)
 /* fsync the directory holding path: the rename into it is durable once it is synced. */
 static erg_status sync_dir(const char *path, erg_error *err)
 {
-    char *dir = erg__strdup(path);
+    char *dir = erg__dirname_dup(path);
     if (!dir)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        dir[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    else
-        strcpy(dir, ".");
     erg_status st = ERG_OK;
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {

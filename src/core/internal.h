@@ -17,6 +17,9 @@ void *erg__realloc(void *ptr, size_t size);
 void *erg__reallocarray(void *ptr, size_t count, size_t size);
 void erg__free(void *ptr);
 char *erg__strdup(const char *s);
+/* The directory that holds `path` ("/" for "/x", "." for "x"), newly allocated; NULL when out
+ * of memory. */
+char *erg__dirname_dup(const char *path);
 char *erg__strndup(const char *s, size_t n);
 /* Test hook: make the n-th allocation from now fail (0 = never). */
 void erg__alloc_fail_after(long n);

@@ -305,17 +305,10 @@ erg_status erg__read_secure_file(const char *path, const char *what, size_t max_
         st = erg_error_set(err, ERG_EINVAL, "%s %s is not a regular file", what, path);
     else if (!(st = check_inode(&sb, what, path, path, err))) {
         /* the directories that hold it (after symlinks) */
-        char *dir = erg__strdup(path);
+        char *dir = erg__dirname_dup(path);
         if (!dir)
             st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         else {
-            char *slash = strrchr(dir, '/');
-            if (slash == dir)
-                dir[1] = '\0';
-            else if (slash)
-                *slash = '\0';
-            else
-                strcpy(dir, ".");
             char *real = realpath(path, NULL);
             st = erg__check_secure_dirs(dir, what, path, err);
             if (!st && real) {
