@@ -1,4 +1,5 @@
-/* bench_client_overhead.c: training-thread cost of instruction_begin + instruction_end with a clock change pending. */
+/* bench_client_overhead.c: training-thread cost of instruction_begin + instruction_end with a clock
+ * change pending. */
 /*
  * Every instruction asks for a different clock than the previous one (a plan
  * alternating 1410/1395 MHz), so every instruction_begin enqueues a change
@@ -35,8 +36,8 @@ static int cmp(const void *a, const void *b)
 static void report(const char *label, double *v, size_t n)
 {
     qsort(v, n, sizeof *v, cmp);
-    printf("%-34s n=%-7zu median %7.0f ns  p99 %7.0f ns  p99.9 %8.0f ns  max %9.0f ns\n",
-           label, n, v[n / 2], v[(size_t)(n * 0.99)], v[(size_t)(n * 0.999)], v[n - 1]);
+    printf("%-34s n=%-7zu median %7.0f ns  p99 %7.0f ns  p99.9 %8.0f ns  max %9.0f ns\n", label, n,
+           v[n / 2], v[(size_t)(n * 0.99)], v[(size_t)(n * 0.999)], v[n - 1]);
 }
 
 int main(int argc, char **argv)

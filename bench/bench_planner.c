@@ -103,8 +103,7 @@ static int run_case(const char *data, const bench_case *c, int reps)
                  c->ref_wall_s / best_wall);
     printf("| %s | %s | %s | %d | %d | %g ms | %zu | %.3f | %.3f | %.0f | %.2f | %.1f | %s |\n",
            c->profile, c->gpu, c->sched ? c->sched : "1f1b", c->M, n, c->unit_s * 1e3, plans,
-           best_wall, best_cpu,
-           (double)plans / best_wall, 1e9 * best_cpu / ((double)plans * n),
+           best_wall, best_cpu, (double)plans / best_wall, 1e9 * best_cpu / ((double)plans * n),
            (double)ru.ru_maxrss / 1024.0, ratio[0] ? ratio : "-");
     fflush(stdout);
     erg_profile_free(p);

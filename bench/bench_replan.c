@@ -100,8 +100,8 @@ static void run(const char *data, int M, int reps, const char *tmpdir)
         double t0 = now_s();
         for (int i = 0; i < NT; i++) {
             erg_emulation em;
-            CHECK(erg_frontier_baseline_pick(&b, f, b.all_max.time_s * (1 + 0.005 * i),
-                                             &picks[i], &em, &err));
+            CHECK(erg_frontier_baseline_pick(&b, f, b.all_max.time_s * (1 + 0.005 * i), &picks[i],
+                                             &em, &err));
         }
         double t = (now_s() - t0) / NT;
         t_pick = t < t_pick ? t : t_pick;
@@ -117,8 +117,7 @@ static void run(const char *data, int M, int reps, const char *tmpdir)
     char dir[1200], p2[1300];
     snprintf(dir, sizeof dir, "%s/m%d", tmpdir, M);
     mkdir(dir, 0755);
-    CHECK(erg_frontier_write_dir(f, dir, ERG_FRONTIER_CSV | ERG_FRONTIER_PACKED, NULL, NULL,
-                                 &err));
+    CHECK(erg_frontier_write_dir(f, dir, ERG_FRONTIER_CSV | ERG_FRONTIER_PACKED, NULL, NULL, &err));
     snprintf(p2, sizeof p2, "%s/profile.csv", dir);
     CHECK(erg_profile_write_csv(prof, p2, &err));
     snprintf(p2, sizeof p2, "%s/frontier-info.csv", dir);
@@ -155,9 +154,9 @@ static void run(const char *data, int M, int reps, const char *tmpdir)
         np2 = erg_frontier_size(g);
         erg_frontier_free(g);
     }
-    printf("| %d | %zu | %.3f | %.1f | %.1f | %.1f | %.0fx | %.0fx | %.3f (%zu plans) |%s\n",
-           M, np, t_plan, t_pick * 1e6, t_est * 1e6, t_open * 1e3, t_plan / t_pick,
-           t_plan / t_open, t_re, np2, same ? "" : " (directory pick differs!)");
+    printf("| %d | %zu | %.3f | %.1f | %.1f | %.1f | %.0fx | %.0fx | %.3f (%zu plans) |%s\n", M, np,
+           t_plan, t_pick * 1e6, t_est * 1e6, t_open * 1e3, t_plan / t_pick, t_plan / t_open, t_re,
+           np2, same ? "" : " (directory pick differs!)");
     fflush(stdout);
     erg_profile_free(q);
     erg_plan_free(allmax);

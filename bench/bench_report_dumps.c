@@ -116,7 +116,8 @@ int main(int argc, char **argv)
         return 2;
     }
     char dir[] = "/tmp/ergon-bench-report-XXXXXX";
-    if (!mkdtemp(dir)) return 1;
+    if (!mkdtemp(dir))
+        return 1;
     char db[300], dump[300];
     snprintf(db, sizeof db, "%s/state.sqlite", dir);
     snprintf(dump, sizeof dump, "%s/dump", dir);
@@ -240,7 +241,8 @@ int main(int argc, char **argv)
     double loadavg[1] = {0};
     FILE *la = fopen("/proc/loadavg", "r");
     if (la) {
-        if (fscanf(la, "%lf", &loadavg[0]) != 1) loadavg[0] = -1;
+        if (fscanf(la, "%lf", &loadavg[0]) != 1)
+            loadavg[0] = -1;
         fclose(la);
     }
     printf("result reports with dumps on: %d ranks (%d stages), %d windows, %d iterations x %d "
@@ -267,6 +269,7 @@ int main(int argc, char **argv)
     free(last);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) return 1;
+    if (system(cmd) != 0)
+        return 1;
     return 0;
 }

@@ -1,4 +1,5 @@
-/* bench_server.c: load benchmark of the control-plane server: N simulated ranks (threads, one keep-alive connection each) registering, waiting at window barriers and reporting on loopback. */
+/* bench_server.c: load benchmark of the control-plane server: N simulated ranks (threads, one
+ * keep-alive connection each) registering, waiting at window barriers and reporting on loopback. */
 #include "ergon/server.h"
 #include "ergon/server_client.h"
 
@@ -240,7 +241,8 @@ static int paced_phase(void)
            N, PACED_RATE, PACED_S);
     printf("| %-28s | %6s | %8s | %8s | %8s | %8s |\n", "request", "count", "p50 ms", "p99 ms",
            "max ms", "mean ms");
-    printf("|------------------------------|--------|----------|----------|----------|----------|\n");
+    printf(
+        "|------------------------------|--------|----------|----------|----------|----------|\n");
     if (nl)
         report("schedule fetch (paced)", lat, nl);
     printf("\nachieved %.0f requests/s; errors: %ld; not sent (all connections busy): %ld\n",
@@ -325,8 +327,8 @@ static int multi_barrier_phase(void)
         for (int r = 0; r < N; r++) {
             char body[160];
             snprintf(body, sizeof body,
-                     "{\"rank\":%d,\"window\":%d,\"iter_time\":[1.0],\"iter_energy\":[100.0]}",
-                     r, w);
+                     "{\"rank\":%d,\"window\":%d,\"iter_time\":[1.0],\"iter_energy\":[100.0]}", r,
+                     w);
             curl_easy_setopt(post[r], CURLOPT_COPYPOSTFIELDS, body);
         }
         bad += run_all(post, N, ts, td);
@@ -338,10 +340,11 @@ static int multi_barrier_phase(void)
             lat[nl++] = fmax(0, td[r] - last);
     }
     double wall = now_s() - wall0;
-    printf("\nbarriers from one event-driven client (libcurl multi): %d rounds of N results "
-           "then N schedule requests at once, %.2f s\n\n| %-28s | %6s | %8s | %8s | %8s | %8s |\n"
-           "|------------------------------|--------|----------|----------|----------|----------|\n",
-           rounds, wall, "request", "count", "p50 ms", "p99 ms", "max ms", "mean ms");
+    printf(
+        "\nbarriers from one event-driven client (libcurl multi): %d rounds of N results "
+        "then N schedule requests at once, %.2f s\n\n| %-28s | %6s | %8s | %8s | %8s | %8s |\n"
+        "|------------------------------|--------|----------|----------|----------|----------|\n",
+        rounds, wall, "request", "count", "p50 ms", "p99 ms", "max ms", "mean ms");
     if (nl)
         report("schedule: barrier release", lat, nl);
     printf("\nerrors: %d\n", bad);
@@ -388,9 +391,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--paced-seconds") && i + 1 < argc)
             PACED_S = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--ranks N] [--windows W] [--stages S] [--paced-rate R] "
-                            "[--paced-seconds T]\n"
-                            "Load benchmark of ergon's control-plane server on loopback.\n",
+            fprintf(stderr,
+                    "usage: %s [--ranks N] [--windows W] [--stages S] [--paced-rate R] "
+                    "[--paced-seconds T]\n"
+                    "Load benchmark of ergon's control-plane server on loopback.\n",
                     argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
@@ -468,7 +472,8 @@ int main(int argc, char **argv)
            N, PP, N / PP, W, H, sysconf(_SC_NPROCESSORS_ONLN));
     printf("| %-28s | %6s | %8s | %8s | %8s | %8s |\n", "request", "count", "p50 ms", "p99 ms",
            "max ms", "mean ms");
-    printf("|------------------------------|--------|----------|----------|----------|----------|\n");
+    printf(
+        "|------------------------------|--------|----------|----------|----------|----------|\n");
     for (int r = 0; r < N; r++)
         v[r] = stats[r].reg;
     report("register rank", v, (size_t)N);
@@ -508,15 +513,17 @@ int main(int argc, char **argv)
     erg_srv_client_request(c, "GET", "/metrics", NULL, &status, &m, &err);
     /* Server-side handling time from the /metrics histogram (bucket bounds). */
     static const char *const groups[] = {"schedule", "result", "register", "other"};
-    printf("\nserver-side handling time (lock queueing included, barrier waits excluded; "
-           "quantiles are histogram bucket bounds):\n\n| route    | count  | p50 <= ms | p99 <= ms |\n"
-           "|----------|--------|-----------|-----------|\n");
+    printf(
+        "\nserver-side handling time (lock queueing included, barrier waits excluded; "
+        "quantiles are histogram bucket bounds):\n\n| route    | count  | p50 <= ms | p99 <= ms |\n"
+        "|----------|--------|-----------|-----------|\n");
     for (int g = 0; m && g < 4; g++) {
         double le[32];
         long cum[32];
         int nb = 0;
         char key[96];
-        snprintf(key, sizeof key, "ergon_request_duration_seconds_bucket{route=\"%s\",le=\"", groups[g]);
+        snprintf(key, sizeof key, "ergon_request_duration_seconds_bucket{route=\"%s\",le=\"",
+                 groups[g]);
         for (const char *p = strstr(m, key); p && nb < 32; p = strstr(p + 1, key)) {
             const char *q = p + strlen(key);
             le[nb] = !strncmp(q, "+Inf", 4) ? INFINITY : atof(q);
@@ -540,8 +547,18 @@ int main(int argc, char **argv)
     /* The paced phase: a fresh job of N ranks, barrier once, then paced fetches. */
     int paced_err = 0;
     if (PACED_S > 0) {
-        erg_srv_job_desc d2 = {PP, N / PP, 1, N, "bench", "paced", "uniform", 1, 1,
-                               "AllMaxFrequency", "{\"num_iters\": 10}", NULL};
+        erg_srv_job_desc d2 = {PP,
+                               N / PP,
+                               1,
+                               N,
+                               "bench",
+                               "paced",
+                               "uniform",
+                               1,
+                               1,
+                               "AllMaxFrequency",
+                               "{\"num_iters\": 10}",
+                               NULL};
         char *id2 = NULL;
         if (erg_srv_client_register_job(c, &d2, &id2, &err)) {
             fprintf(stderr, "register job: %s\n", err.msg);

@@ -294,8 +294,7 @@ int main(int argc, char **argv)
     long wal_max = 0;
     long rss_first = 0, rss_last = 0, fds_first = 0, fds_last = 0;
     for (int k = 0; k < jobs; k++) {
-        erg_srv_job_desc d = {S,   N / S, 1,    N,    "soak", "model", "uniform", 1, 8,
-                              NULL, NULL,  NULL};
+        erg_srv_job_desc d = {S, N / S, 1, N, "soak", "model", "uniform", 1, 8, NULL, NULL, NULL};
         char *id = NULL;
         if (erg_srv_client_register_job(c, &d, &id, &err)) {
             fprintf(stderr, "bench_soak: register job %d: %s\n", k, err.msg);

@@ -1,4 +1,5 @@
-/* client.h: the run-time client a training loop calls: per-instruction clocks, measurement, logs. */
+/* client.h: the run-time client a training loop calls: per-instruction clocks, measurement, logs.
+ */
 #ifndef ERGON_CLIENT_H
 #define ERGON_CLIENT_H
 
@@ -24,14 +25,16 @@ extern "C" {
 typedef struct erg_client erg_client;
 
 /* Flags of erg_client_new. */
-#define ERG_CLIENT_NO_SIGNALS 1u  /* Do not install SIGINT/SIGTERM/SIGHUP handlers. */
-#define ERG_CLIENT_NO_WATCHDOG 2u /* Do not start the ergon-watchdog program that restores
-                                     clocks if the process dies hard (SIGKILL, crash). */
-#define ERG_CLIENT_NO_ENERGY 4u   /* Do not sample the energy counter. */
-#define ERG_CLIENT_LOCK_MEMORY 8u /* Lock the memory clock at its maximum while the client
-                                     lives, as Perseus does in frequency mode (ignored
-                                     where the GPU cannot, e.g. before Ampere); it is
-                                     reset with the SM clock. */
+#define ERG_CLIENT_NO_SIGNALS 1u /* Do not install SIGINT/SIGTERM/SIGHUP handlers. */
+#define ERG_CLIENT_NO_WATCHDOG                                                                     \
+    2u                          /* Do not start the ergon-watchdog program that restores           \
+                                   clocks if the process dies hard (SIGKILL, crash). */
+#define ERG_CLIENT_NO_ENERGY 4u /* Do not sample the energy counter. */
+#define ERG_CLIENT_LOCK_MEMORY                                                                     \
+    8u /* Lock the memory clock at its maximum while the client                                    \
+          lives, as Perseus does in frequency mode (ignored                                        \
+          where the GPU cannot, e.g. before Ampere); it is                                         \
+          reset with the SM clock. */
 
 /* Create a client for device `device` of `gpu` (borrowed: it must outlive
  * the client) as pipeline rank `rank` (= stage). log_dir (may be NULL)
@@ -54,8 +57,7 @@ ERG_API erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char
 ERG_API erg_status erg_client_set_plan(erg_client *c, const erg_plan *plan, int stage,
                                        erg_error *err);
 /* Read a plan file (JSON or freqs_pipeline .py, see plan.h) and use it. */
-ERG_API erg_status erg_client_load_plan(erg_client *c, const char *path, int stage,
-                                        erg_error *err);
+ERG_API erg_status erg_client_load_plan(erg_client *c, const char *path, int stage, erg_error *err);
 /* Run every instruction at one clock (0 = leave the clocks alone). Used by
  * profiling mode. Requests the clock at once. */
 ERG_API erg_status erg_client_set_uniform_clock(erg_client *c, int freq_mhz, erg_error *err);
@@ -72,10 +74,8 @@ ERG_API erg_status erg_client_step_end(erg_client *c, double *time_s, double *en
  * a new set (a server window: erg_srv_result_set_energy_source takes the word). A static
  * string. */
 ERG_API const char *erg_client_energy_source(erg_client *c, bool reset);
-ERG_API erg_status erg_client_instruction_begin(erg_client *c, erg_instr_kind kind,
-                                                int microbatch);
-ERG_API erg_status erg_client_instruction_end(erg_client *c, erg_instr_kind kind,
-                                              int microbatch);
+ERG_API erg_status erg_client_instruction_begin(erg_client *c, erg_instr_kind kind, int microbatch);
+ERG_API erg_status erg_client_instruction_end(erg_client *c, erg_instr_kind kind, int microbatch);
 /* The same for multi-chunk and zero-bubble schedules: kind F, B, I or W (an
  * OVERLAP_F_B step calls begin/end for each of its parts, which share one
  * clock), chunk = the position of the pipeline stage among this rank's
@@ -83,10 +83,10 @@ ERG_API erg_status erg_client_instruction_end(erg_client *c, erg_instr_kind kind
  * stage rank + P*chunk; V shape: stage r is chunk 0, 2P-1-r chunk 1). The
  * plain hooks are chunk 0. The logs keep kind and microbatch; profiles from
  * logs use only F and B records. */
-ERG_API erg_status erg_client_instruction_begin_chunk(erg_client *c, erg_instr_kind kind,
-                                                      int chunk, int microbatch);
-ERG_API erg_status erg_client_instruction_end_chunk(erg_client *c, erg_instr_kind kind,
-                                                    int chunk, int microbatch);
+ERG_API erg_status erg_client_instruction_begin_chunk(erg_client *c, erg_instr_kind kind, int chunk,
+                                                      int microbatch);
+ERG_API erg_status erg_client_instruction_end_chunk(erg_client *c, erg_instr_kind kind, int chunk,
+                                                    int microbatch);
 
 /* Receive waits (EnvPipe's measurement, docs/envpipe.md, from the host clock): call
  * erg_client_recv_begin right before a blocking receive and erg_client_recv_end right
@@ -104,8 +104,8 @@ ERG_API erg_status erg_client_add_wait(erg_client *c, double wait_s);
  * Writes at most cap values to wait_s (may be NULL when cap is 0); *n gets the count,
  * which may exceed cap. These are the "wait_breakdown" series of a server result
  * (server_client.h erg_srv_result_add_wait). */
-ERG_API erg_status erg_client_step_waits(const erg_client *c, erg_instr_kind kind,
-                                         double *wait_s, size_t cap, size_t *n);
+ERG_API erg_status erg_client_step_waits(const erg_client *c, erg_instr_kind kind, double *wait_s,
+                                         size_t cap, size_t *n);
 
 /* Wait (up to timeout_s) until every requested clock has been applied.
  * ERG_ETIMEOUT otherwise. Returns the clock thread's first error if it had
@@ -148,9 +148,8 @@ ERG_API erg_status erg_profile_from_logs(const char *dir, int num_stages, erg_pr
  * reset afterwards. */
 typedef erg_status (*erg_iteration_fn)(void *user, erg_client *c);
 ERG_API erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int iters,
-                                      erg_iteration_fn run_iteration, void *user,
-                                      double blocking_s, erg_profile **out,
-                                      double *blocking_power_w, erg_error *err);
+                                      erg_iteration_fn run_iteration, void *user, double blocking_s,
+                                      erg_profile **out, double *blocking_power_w, erg_error *err);
 
 #ifdef __cplusplus
 }

@@ -19,10 +19,10 @@ typedef struct erg_emulation {
     double compute_energy_j;  /* Sum of the profiled energy of every instruction. */
     double blocking_energy_j; /* p * sum over stages of (time_s - busy time). */
     /* erg_emulate_ex only (0 from erg_emulate): */
-    int num_switches;         /* Clock requests issued, over all ranks. */
-    double switch_time_s;     /* Iteration time they cost: time_s minus the time with the
-                                 same options and no switch latency. */
-    double transfer_time_s;   /* Time each cross-stage edge carried. */
+    int num_switches;       /* Clock requests issued, over all ranks. */
+    double switch_time_s;   /* Iteration time they cost: time_s minus the time with the
+                               same options and no switch latency. */
+    double transfer_time_s; /* Time each cross-stage edge carried. */
 } erg_emulation;
 
 /* The published default clock-switch latency (docs/emulate.md): 10 ms. */
@@ -57,10 +57,9 @@ ERG_API double erg_emulate_opts_transfer_s(const erg_emulate_opts *opts);
  * communication time of every stage draws blocking_power_w. Optional arrays
  * (num_instrs long, may be NULL) receive each instruction's start and
  * duration in seconds. ERG_ENOTFOUND names a clock missing from the profile. */
-ERG_API erg_status erg_emulate(const erg_profile *profile, const erg_dag *dag,
-                               const erg_plan *plan, double blocking_power_w,
-                               erg_emulation *out, double *start_s, double *dur_s,
-                               erg_error *err);
+ERG_API erg_status erg_emulate(const erg_profile *profile, const erg_dag *dag, const erg_plan *plan,
+                               double blocking_power_w, erg_emulation *out, double *start_s,
+                               double *dur_s, erg_error *err);
 
 /* erg_emulate with transfer time on cross-stage edges and clock-switch
  * latency (see erg_emulate_opts). Invalid (negative, non-finite) options are
@@ -76,13 +75,13 @@ ERG_API erg_status erg_emulate_ex(const erg_profile *profile, const erg_dag *dag
  * docs/formats.md). Shared by the CLI and the server's Frontier scheduler so
  * that both pick the same plan for the same target. */
 typedef struct erg_frontier_baseline {
-    bool have;              /* false: the directory carries no baseline (older
-                               ergon, Perseus's own output): use the estimates */
-    bool own;               /* prof and dag are freed by _free */
+    bool have; /* false: the directory carries no baseline (older
+                  ergon, Perseus's own output): use the estimates */
+    bool own;  /* prof and dag are freed by _free */
     erg_profile *prof;
     erg_dag *dag;
-    double power_w;         /* blocking power the frontier was planned with */
-    erg_emulation all_max;  /* all-max clocks, profiled values */
+    double power_w;        /* blocking power the frontier was planned with */
+    erg_emulation all_max; /* all-max clocks, profiled values */
     /* A switch-aware frontier (`plan perseus --switch-latency L`, frontier-info.csv rows
      * switch_latency_s and transfer_time_s): every evaluation uses erg_emulate_ex with these;
      * 0 = erg_emulate, as for every other frontier. */
@@ -101,8 +100,7 @@ ERG_API erg_status erg_frontier_baseline_open(const char *dir, const erg_frontie
  * fits (erg_frontier_choose_deadline), then, since estimates are quantised down, faster plans
  * one by one until eval's profiled time fits (*em: its values). eval(user, k, em, err) gives
  * plan k's profiled values; NULL: the estimates alone. ERG_ENOTFOUND when none fits. */
-typedef erg_status (*erg_frontier_eval_fn)(void *user, size_t k, erg_emulation *em,
-                                           erg_error *err);
+typedef erg_status (*erg_frontier_eval_fn)(void *user, size_t k, erg_emulation *em, erg_error *err);
 ERG_API erg_status erg_frontier_pick(const erg_frontier *f, double deadline_s,
                                      erg_frontier_eval_fn eval, void *user, size_t *k,
                                      erg_emulation *em, erg_error *err);
@@ -110,9 +108,9 @@ ERG_API erg_status erg_frontier_pick(const erg_frontier *f, double deadline_s,
  * within deadline_s (with no
  * baseline: the planner's estimate, as erg_frontier_choose_deadline); *em is
  * its emulation when b->have. ERG_ENOTFOUND when none fits. */
-ERG_API erg_status erg_frontier_baseline_pick(const erg_frontier_baseline *b,
-                                              const erg_frontier *f, double deadline_s,
-                                              size_t *k, erg_emulation *em, erg_error *err);
+ERG_API erg_status erg_frontier_baseline_pick(const erg_frontier_baseline *b, const erg_frontier *f,
+                                              double deadline_s, size_t *k, erg_emulation *em,
+                                              erg_error *err);
 /* Make sure frontier f (computed, not read from a directory) holds a plan no slower than
  * all-max clocks by the profiled values, so that a deadline of the all-max time (a slowdown
  * of 1.0) always has an answer: the planner's times are quantised to its unit, and its fastest
@@ -120,9 +118,9 @@ ERG_API erg_status erg_frontier_baseline_pick(const erg_frontier_baseline *b,
  * does, all_max (erg_plan_all_max of the same profile, stages, microbatches and schedule) is
  * appended as the fastest point, with the fastest plan's estimated time and all-max's profiled
  * energy; *added (may be NULL) says whether it was. Needs b->have. */
-ERG_API erg_status erg_frontier_baseline_complete(const erg_frontier_baseline *b,
-                                                  erg_frontier *f, const erg_plan *all_max,
-                                                  bool *added, erg_error *err);
+ERG_API erg_status erg_frontier_baseline_complete(const erg_frontier_baseline *b, erg_frontier *f,
+                                                  const erg_plan *all_max, bool *added,
+                                                  erg_error *err);
 
 /* Switch-aware planning (docs/emulate.md): from frontier `in` (a Perseus frontier planned without
  * switch latency, from the same profile), a frontier whose every point's time and energy are the
@@ -136,11 +134,11 @@ ERG_API erg_status erg_frontier_baseline_complete(const erg_frontier_baseline *b
  * unit_s is recorded as the new frontier's unit (its times are not quantised). progress as
  * erg_perseus_opts's (plans of `in` done / total). */
 typedef struct erg_switch_aware_stats {
-    size_t plans_in;   /* plans of `in` */
+    size_t plans_in;        /* plans of `in` */
     size_t plans_evaluated; /* of which evaluated: all up to 4,096, else every k-th and the last */
-    size_t candidates; /* plans and distinct variants evaluated */
-    size_t plans_out;  /* Pareto-optimal ones kept */
-    size_t plans_merged; /* of which variants with merged clocks (not a planned plan) */
+    size_t candidates;      /* plans and distinct variants evaluated */
+    size_t plans_out;       /* Pareto-optimal ones kept */
+    size_t plans_merged;    /* of which variants with merged clocks (not a planned plan) */
 } erg_switch_aware_stats;
 ERG_API erg_status erg_frontier_switch_aware(const erg_profile *profile, const erg_frontier *in,
                                              const erg_emulate_opts *opts, double unit_s,
@@ -148,16 +146,17 @@ ERG_API erg_status erg_frontier_switch_aware(const erg_profile *profile, const e
                                              erg_frontier **out, erg_switch_aware_stats *stats,
                                              erg_error *err);
 
-/* ---- sparse profiling (sparse.h): plans chosen on a predicted profile, run on the real one ---- */
+/* ---- sparse profiling (sparse.h): plans chosen on a predicted profile, run on the real one ----
+ */
 
 /* One target of erg_sparse_check_plans. */
 typedef struct erg_sparse_check {
-    double deadline_s;       /* Iteration-time target (INFINITY: minimum energy). */
-    double ref_time_s;       /* Plan chosen on the real profile, evaluated on it. */
+    double deadline_s; /* Iteration-time target (INFINITY: minimum energy). */
+    double ref_time_s; /* Plan chosen on the real profile, evaluated on it. */
     double ref_energy_j;
-    double pred_time_s;      /* Plan chosen on the predicted profile, evaluated on */
-    double pred_energy_j;    /* the real one. */
-    double pred_est_time_s;  /* The same plan evaluated on the predicted profile. */
+    double pred_time_s;     /* Plan chosen on the predicted profile, evaluated on */
+    double pred_energy_j;   /* the real one. */
+    double pred_est_time_s; /* The same plan evaluated on the predicted profile. */
     double pred_est_energy_j;
     /* The least energy on the real (truth) profile of a plan chosen on it
      * that is no slower than the predicted-profile plan there: what the

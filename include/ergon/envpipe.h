@@ -16,12 +16,12 @@ extern "C" {
 
 /* One GPU model's clock constants (data/gpus.csv; docs/envpipe.md, GPU clock table). */
 typedef struct erg_gpu_spec {
-    char name[32];          /* Lower-case name, e.g. "a100". */
-    int filter_max_mhz;     /* EnvPipe keeps clocks f with min <= f <= max ... */
+    char name[32];      /* Lower-case name, e.g. "a100". */
+    int filter_max_mhz; /* EnvPipe keeps clocks f with min <= f <= max ... */
     int filter_min_mhz;
-    int profile_step_mhz;   /* ... and f a multiple of this step (90). */
-    int reconfig_step_mhz;  /* Reconfiguration granularity (30). */
-    double max_power_w;     /* Board power limit: Zeus's P_max. */
+    int profile_step_mhz;  /* ... and f a multiple of this step (90). */
+    int reconfig_step_mhz; /* Reconfiguration granularity (30). */
+    double max_power_w;    /* Board power limit: Zeus's P_max. */
 } erg_gpu_spec;
 
 /* Parse the CSV table (header gpu,filter_max_mhz,filter_min_mhz,profile_step_mhz,
@@ -76,22 +76,22 @@ typedef int (*erg_envpipe_iter_fn)(void *user, int iteration, const erg_plan *pl
 typedef struct erg_envpipe_opts {
     erg_envpipe_variant variant;
     erg_envpipe_type type;
-    erg_schedule_kind schedule;     /* ERG_SCHED_1F1B or ERG_SCHED_ENVPIPE ("ours"). */
+    erg_schedule_kind schedule; /* ERG_SCHED_1F1B or ERG_SCHED_ENVPIPE ("ours"). */
     erg_envpipe_reconfig reconfig;
-    double blocking_power_w;        /* Power while idle/blocked (required, >= 0). */
-    const erg_gpu_spec *gpu;        /* Clock filter; NULL = every clock of the profile. */
-    int reconfig_step_mhz;          /* 0 = the GPU's granularity (30 MHz) for balanced,
-                                       3x that for greedy. Perseus emulation: 0 = 15. */
-    int max_inflight;               /* Memory cap on forwards in flight per stage; 0 = none. */
-    int finish_limit;               /* Stop after finish_limit + 1 no-change iterations (10). */
-    int max_iterations;             /* Hard cap on iterations (default 10000). */
-    double unit_s;                  /* Perseus emulation: quantisation unit (0.001 s). */
+    double blocking_power_w; /* Power while idle/blocked (required, >= 0). */
+    const erg_gpu_spec *gpu; /* Clock filter; NULL = every clock of the profile. */
+    int reconfig_step_mhz;   /* 0 = the GPU's granularity (30 MHz) for balanced,
+                                3x that for greedy. Perseus emulation: 0 = 15. */
+    int max_inflight;        /* Memory cap on forwards in flight per stage; 0 = none. */
+    int finish_limit;        /* Stop after finish_limit + 1 no-change iterations (10). */
+    int max_iterations;      /* Hard cap on iterations (default 10000). */
+    double unit_s;           /* Perseus emulation: quantisation unit (0.001 s). */
     /* Critical path rule of the real variant. 0 (default): CPM on the emulated
      * pipeline. > 0: EnvPipe's measured-wait rule (docs/envpipe.md) on emulated waits
      * plus transfer_s per receive; threshold = this scale x the smallest
      * non-zero last-stage wait (the scripts use 4, 8 or 10). */
     double threshold_scale;
-    double transfer_s;              /* P2P transfer time added to every receive wait. */
+    double transfer_s;                /* P2P transfer time added to every receive wait. */
     erg_envpipe_iter_fn on_iteration; /* Optional. */
     void *user;
 } erg_envpipe_opts;
@@ -100,11 +100,11 @@ ERG_API void erg_envpipe_opts_init(erg_envpipe_opts *opts);
 
 /* What the planner found besides the plan. */
 typedef struct erg_envpipe_info {
-    int iterations;                          /* Reconfiguration iterations run. */
-    bool stuck;                              /* Stopped although the path left the envelope. */
-    int max_mhz[ERG_SCHED_MAX_STAGES];       /* Per-stage max clock used. */
-    int optimal_mhz[ERG_SCHED_MAX_STAGES];   /* Per-stage energy-valley clock (0 if none). */
-    int extra_warmup[ERG_SCHED_MAX_STAGES];  /* r_s of the "ours" schedule. */
+    int iterations;                         /* Reconfiguration iterations run. */
+    bool stuck;                             /* Stopped although the path left the envelope. */
+    int max_mhz[ERG_SCHED_MAX_STAGES];      /* Per-stage max clock used. */
+    int optimal_mhz[ERG_SCHED_MAX_STAGES];  /* Per-stage energy-valley clock (0 if none). */
+    int extra_warmup[ERG_SCHED_MAX_STAGES]; /* r_s of the "ours" schedule. */
 } erg_envpipe_info;
 
 /* Plan an S-stage, M-microbatch pipeline with EnvPipe on the emulated
@@ -156,12 +156,12 @@ ERG_API erg_status erg_envpipe_format_grid(const erg_plan *plan, const double *w
 /* ---- Zeus and uniform baselines (emulated with profiled values) ---- */
 
 typedef struct erg_baseline_opts {
-    double blocking_power_w; /* Required, >= 0. */
-    double eta;              /* Zeus's knob in eta*E + (1-eta)*P_max*T (default 0.5). */
-    double max_power_w;      /* P_max; 0 = the GPU's, else the highest average power of
-                                any profiled instruction. */
-    const erg_gpu_spec *gpu; /* Optional (P_max). */
-    erg_schedule schedule;   /* Default 1F1B. */
+    double blocking_power_w;   /* Required, >= 0. */
+    double eta;                /* Zeus's knob in eta*E + (1-eta)*P_max*T (default 0.5). */
+    double max_power_w;        /* P_max; 0 = the GPU's, else the highest average power of
+                                  any profiled instruction. */
+    const erg_gpu_spec *gpu;   /* Optional (P_max). */
+    erg_schedule schedule;     /* Default 1F1B. */
     double power_limit_step_w; /* zeus-global: > 0 = choose one power limit instead of one
                                   clock, trying limits step, 2 step, ... up to P_max; under a
                                   limit each instruction runs at its highest clock whose

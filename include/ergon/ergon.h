@@ -56,7 +56,7 @@ typedef enum erg_status {
  * when the caller only wants the code. `msg` is a full sentence that names the
  * file, line and value at fault where there is one. */
 typedef struct erg_error {
-    erg_status status;          /* The code last returned. */
+    erg_status status;           /* The code last returned. */
     char msg[ERG_ERROR_MSG_LEN]; /* Human-readable detail, NUL-terminated. */
 } erg_error;
 
@@ -67,8 +67,7 @@ ERG_API const char *erg_status_name(erg_status status);
 /* Fill `err` (if not NULL) and return `status`. Thread-safe. */
 ERG_API erg_status erg_error_set(erg_error *err, erg_status status, const char *fmt, ...)
     ERG_PRINTF(3, 4);
-ERG_API erg_status erg_error_setv(erg_error *err, erg_status status, const char *fmt,
-                                  va_list ap);
+ERG_API erg_status erg_error_setv(erg_error *err, erg_status status, const char *fmt, va_list ap);
 /* Reset `err` to ERG_OK with an empty message. */
 ERG_API void erg_error_clear(erg_error *err);
 /* For bindings (ctypes, cffi) that must not mirror the struct: the bytes to

@@ -15,23 +15,23 @@ extern "C" {
 
 /* Parameters of one simulated GPU kind. All powers are board powers in W. */
 typedef struct erg_sim_gpu_info {
-    const char *name;             /* "a100", "a40", "h100", "v100". */
-    const char *full_name;        /* Marketing name, e.g. "NVIDIA A100-SXM4-40GB". */
-    int min_freq_mhz;             /* Lowest supported SM clock. */
-    int max_freq_mhz;             /* Highest supported SM clock. */
-    int step_mhz;                 /* Distance between supported clocks. */
-    int profile_min_freq_mhz;     /* Lowest clock `ergon profile sim` writes by default. */
-    int mem_freq_mhz;             /* The (single) supported memory clock. */
-    double static_power_w;        /* Power drawn whatever the activity (leakage, fans, HBM). */
-    double dynamic_power_w;       /* Extra power of a fully busy SM array at max clock. */
-    double memory_power_w;        /* Extra power while memory-bound (clock independent). */
-    double power_cap_w;           /* Board power limit: above it the GPU throttles. */
-    double blocking_power_w;      /* Power while blocked on P2P communication. */
-    double knee_freq_mhz;         /* Voltage is flat below this clock and rises above it. */
-    double voltage_rise;          /* Relative voltage increase from the knee to max clock. */
-    double tflops_at_max;         /* Effective bf16 throughput at max clock, TFLOP/s. */
-    double mem_bandwidth_gbs;     /* Effective memory bandwidth, GB/s. */
-    bool calibrated;              /* Fitted against real profiles (A100, A40) or extrapolated. */
+    const char *name;         /* "a100", "a40", "h100", "v100". */
+    const char *full_name;    /* Marketing name, e.g. "NVIDIA A100-SXM4-40GB". */
+    int min_freq_mhz;         /* Lowest supported SM clock. */
+    int max_freq_mhz;         /* Highest supported SM clock. */
+    int step_mhz;             /* Distance between supported clocks. */
+    int profile_min_freq_mhz; /* Lowest clock `ergon profile sim` writes by default. */
+    int mem_freq_mhz;         /* The (single) supported memory clock. */
+    double static_power_w;    /* Power drawn whatever the activity (leakage, fans, HBM). */
+    double dynamic_power_w;   /* Extra power of a fully busy SM array at max clock. */
+    double memory_power_w;    /* Extra power while memory-bound (clock independent). */
+    double power_cap_w;       /* Board power limit: above it the GPU throttles. */
+    double blocking_power_w;  /* Power while blocked on P2P communication. */
+    double knee_freq_mhz;     /* Voltage is flat below this clock and rises above it. */
+    double voltage_rise;      /* Relative voltage increase from the knee to max clock. */
+    double tflops_at_max;     /* Effective bf16 throughput at max clock, TFLOP/s. */
+    double mem_bandwidth_gbs; /* Effective memory bandwidth, GB/s. */
+    bool calibrated;          /* Fitted against real profiles (A100, A40) or extrapolated. */
 } erg_sim_gpu_info;
 
 /* Number of simulated GPU kinds, and the i-th one (NULL when out of range).
@@ -40,8 +40,7 @@ ERG_API size_t erg_sim_gpu_count(void);
 ERG_API const erg_sim_gpu_info *erg_sim_gpu_at(size_t i);
 /* Look a GPU kind up by name (case insensitive; "a100-sxm", "a100_sxm" are
  * A100). ERG_ENOTFOUND with the list of known names otherwise. */
-ERG_API erg_status erg_sim_gpu_find(const char *name, const erg_sim_gpu_info **out,
-                                    erg_error *err);
+ERG_API erg_status erg_sim_gpu_find(const char *name, const erg_sim_gpu_info **out, erg_error *err);
 
 /* Number of built-in models and the name of the i-th (NULL when out of range):
  * "gpt3-xl", "gpt3-2.7b", "gpt3-6.7b", "bloom-3b", "bert-large". */
@@ -51,8 +50,8 @@ ERG_API const char *erg_sim_model_name(size_t i);
 /* The work of one instruction of a partitioned model: floating-point work and
  * memory traffic for one microbatch. */
 typedef struct erg_sim_work {
-    double gflop;     /* Floating-point work, GFLOP. */
-    double mem_gb;    /* DRAM traffic that does not overlap with compute, GB. */
+    double gflop;  /* Floating-point work, GFLOP. */
+    double mem_gb; /* DRAM traffic that does not overlap with compute, GB. */
 } erg_sim_work;
 
 /* Work of (stage, kind) when `model` is split into num_stages stages with
@@ -69,8 +68,7 @@ ERG_API erg_status erg_sim_model_work(const char *model, int num_stages, int mic
  * clock locked at freq_mhz (any value in [min, max]; the power cap may make
  * the effective clock lower). Pure function, thread-safe. */
 ERG_API erg_status erg_sim_eval(const erg_sim_gpu_info *gpu, const erg_sim_work *work,
-                                double freq_mhz, double *time_s, double *power_w,
-                                erg_error *err);
+                                double freq_mhz, double *time_s, double *power_w, erg_error *err);
 
 /* A whole stage profile from the model: every supported clock from the max
  * down to min_freq_mhz (0 = the GPU's profile_min_freq_mhz), forward and
@@ -78,8 +76,8 @@ ERG_API erg_status erg_sim_eval(const erg_sim_gpu_info *gpu, const erg_sim_work 
 /* The same; with split_backward also backward_input and backward_weight
  * rows (the zero-bubble split, docs/sim-gpu.md). */
 ERG_API erg_status erg_sim_profile_kinds(const char *gpu, const char *model, int num_stages,
-                                         int microbatch_size, int min_freq_mhz,
-                                         int split_backward, erg_profile **out, erg_error *err);
+                                         int microbatch_size, int min_freq_mhz, int split_backward,
+                                         erg_profile **out, erg_error *err);
 ERG_API erg_status erg_sim_profile(const char *gpu, const char *model, int num_stages,
                                    int microbatch_size, int min_freq_mhz, erg_profile **out,
                                    erg_error *err);
@@ -134,11 +132,9 @@ ERG_API int erg_gpu_count(const erg_gpu *g);
 ERG_API erg_status erg_gpu_name(erg_gpu *g, int dev, char *buf, size_t size, erg_error *err);
 /* Supported SM clocks at the highest memory clock, descending, in MHz. The
  * caller frees *clocks with erg_free. */
-ERG_API erg_status erg_gpu_sm_clocks(erg_gpu *g, int dev, int **clocks, size_t *n,
-                                     erg_error *err);
+ERG_API erg_status erg_gpu_sm_clocks(erg_gpu *g, int dev, int **clocks, size_t *n, erg_error *err);
 /* Supported memory clocks, descending, MHz; free with erg_free. */
-ERG_API erg_status erg_gpu_mem_clocks(erg_gpu *g, int dev, int **clocks, size_t *n,
-                                      erg_error *err);
+ERG_API erg_status erg_gpu_mem_clocks(erg_gpu *g, int dev, int **clocks, size_t *n, erg_error *err);
 /* Lock the SM clock to [min_mhz, max_mhz]; min_mhz <= max_mhz, both
  * supported (ERG_EINVAL otherwise, checked before any driver call). Needs
  * privilege on real GPUs: ERG_EPERM with the driver's text. */
@@ -151,11 +147,9 @@ ERG_API erg_status erg_gpu_lock_mem_clocks(erg_gpu *g, int dev, int min_mhz, int
 ERG_API erg_status erg_gpu_reset_mem_clocks(erg_gpu *g, int dev, erg_error *err);
 /* Power limit constraints, default and current values, in mW. */
 ERG_API erg_status erg_gpu_power_limits(erg_gpu *g, int dev, uint32_t *min_mw, uint32_t *max_mw,
-                                        uint32_t *default_mw, uint32_t *current_mw,
-                                        erg_error *err);
+                                        uint32_t *default_mw, uint32_t *current_mw, erg_error *err);
 /* Set the power limit (within the constraints, ERG_EINVAL otherwise). */
-ERG_API erg_status erg_gpu_set_power_limit(erg_gpu *g, int dev, uint32_t limit_mw,
-                                           erg_error *err);
+ERG_API erg_status erg_gpu_set_power_limit(erg_gpu *g, int dev, uint32_t limit_mw, erg_error *err);
 /* Restore the default power limit. */
 ERG_API erg_status erg_gpu_reset_power_limit(erg_gpu *g, int dev, erg_error *err);
 /* Cumulative energy, mJ: the hardware counter while it can be trusted;

@@ -21,8 +21,8 @@ extern "C" {
 #endif
 
 typedef enum erg_schedule_kind {
-    ERG_SCHED_1F1B = 0,  /* DeepSpeed-style synchronous 1F1B (warm-up of S-s forwards). */
-    ERG_SCHED_GPIPE = 1, /* All forwards, then all backwards, microbatch order. */
+    ERG_SCHED_1F1B = 0,    /* DeepSpeed-style synchronous 1F1B (warm-up of S-s forwards). */
+    ERG_SCHED_GPIPE = 1,   /* All forwards, then all backwards, microbatch order. */
     ERG_SCHED_ENVPIPE = 2, /* EnvPipe's "ours": extra warm-up forwards (docs/envpipe.md). */
     ERG_SCHED_INTERLEAVED_1F1B = 3, /* PyTorch ScheduleInterleaved1F1B (loop placement). */
     ERG_SCHED_LOOPED_BFS = 4,       /* PyTorch ScheduleLoopedBFS. */
@@ -156,8 +156,7 @@ ERG_API erg_instr *erg_instr_array_new(size_t n);
 ERG_API void erg_instr_get(const erg_instr *instrs, size_t i, int out[ERG_INSTR_NUM_FIELDS]);
 /* The compute_only CSV (torch-csv) / a readable per-rank text, as a malloc'd
  * NUL-terminated string the caller frees with erg_free. */
-ERG_API erg_status erg_order_format(const erg_order *o, int torch_csv, char **out,
-                                    erg_error *err);
+ERG_API erg_status erg_order_format(const erg_order *o, int torch_csv, char **out, erg_error *err);
 
 /* The execution order of `stage` (0-based) of S stages with M microbatches:
  * writes exactly 2*M instructions to out. Only for the single-chunk F/B
@@ -217,11 +216,11 @@ ERG_API const int *erg_dag_topo_order(const erg_dag *dag);
  * succ[succ_off[u + 1] - 1] (same-rank next first), its predecessors likewise. */
 typedef struct erg_dag_arrays {
     int num_instrs, num_edges;
-    const int *rank;               /* [num_instrs] the rank of each instruction */
-    const erg_instr *instr;        /* [num_instrs] */
-    const int *topo;               /* [num_instrs] a topological order */
-    const int *succ_off, *succ;    /* [num_instrs + 1], [num_edges] */
-    const int *pred_off, *pred;    /* [num_instrs + 1], [num_edges] */
+    const int *rank;            /* [num_instrs] the rank of each instruction */
+    const erg_instr *instr;     /* [num_instrs] */
+    const int *topo;            /* [num_instrs] a topological order */
+    const int *succ_off, *succ; /* [num_instrs + 1], [num_edges] */
+    const int *pred_off, *pred; /* [num_instrs + 1], [num_edges] */
 } erg_dag_arrays;
 ERG_API void erg_dag_get_arrays(const erg_dag *dag, erg_dag_arrays *out);
 
@@ -232,8 +231,8 @@ ERG_API void erg_dag_get_arrays(const erg_dag *dag, erg_dag_arrays *out);
 ERG_API erg_status erg_dag_cpm(const erg_dag *dag, const double *dur, double *es, double *lf,
                                double *makespan, erg_error *err);
 /* The same with p2p_s added to every cross-rank edge. */
-ERG_API erg_status erg_dag_cpm_p2p(const erg_dag *dag, const double *dur, double p2p_s,
-                                   double *es, double *lf, double *makespan, erg_error *err);
+ERG_API erg_status erg_dag_cpm_p2p(const erg_dag *dag, const double *dur, double p2p_s, double *es,
+                                   double *lf, double *makespan, erg_error *err);
 
 /* ---- costs of instructions from a stage profile ---- */
 /* The profiled time and energy of instruction `id` of `dag` at freq_mhz.

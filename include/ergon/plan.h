@@ -66,11 +66,10 @@ ERG_API bool erg_plan_schedule_stated(const erg_plan *plan, erg_schedule_kind *k
  * For .py files the schedule comes from `sched_hint` (NULL = 1F1B) and M is
  * the one whose orders have the rows' lengths; errors name the file, line and
  * column. */
-ERG_API erg_status erg_plan_read(const char *path, const erg_schedule *sched_hint,
-                                 erg_plan **out, erg_error *err);
+ERG_API erg_status erg_plan_read(const char *path, const erg_schedule *sched_hint, erg_plan **out,
+                                 erg_error *err);
 ERG_API erg_status erg_plan_parse(const char *text, size_t len, const char *name,
-                                  const erg_schedule *sched_hint, erg_plan **out,
-                                  erg_error *err);
+                                  const erg_schedule *sched_hint, erg_plan **out, erg_error *err);
 /* A plan literal of (instruction name, clock) pairs per stage -- Zeus PFO's format, which
  * `ergon plan ... --format zeus-py` writes too: [[("forward", 1410), ("backward", 1395), ...],
  * ...] with tuples or lists, single or double quotes, # comments, trailing commas -- read as

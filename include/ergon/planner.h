@@ -24,7 +24,7 @@ typedef struct erg_perseus_opts {
      * for stage s and kind k (0 forward, 1 backward) fits[(2*s+k)*3 + 0..2] =
      * (a, b, c) of a*exp(b*d)+c. Used to replay a reference run's fits. */
     const double *fits;
-    erg_progress_fn progress;     /* Optional progress callback (plans done / expected). */
+    erg_progress_fn progress; /* Optional progress callback (plans done / expected). */
     void *progress_user;
     /* P2P transfer on every cross-stage edge, a fixed-duration dependency
      * (rounded to whole units; default 0 = the reference's zero-time edges). */
@@ -124,9 +124,8 @@ ERG_API erg_status erg_frontier_append_plan(erg_frontier *f, const erg_plan *p,
 /* ---- frontiers built outside the Perseus planner (the switch-aware one, emulate.h) ---- */
 /* An empty computed frontier of S ranks, M microbatches and `sched` (its order gives each
  * rank's instructions), unit_s and the blocking power it was planned with. S, M >= 1. */
-ERG_API erg_status erg_frontier_new(int num_stages, int num_microbatches,
-                                    const erg_schedule *sched, double unit_s,
-                                    double blocking_power_w, erg_frontier **out,
+ERG_API erg_status erg_frontier_new(int num_stages, int num_microbatches, const erg_schedule *sched,
+                                    double unit_s, double blocking_power_w, erg_frontier **out,
                                     erg_error *err);
 /* Append a plan at the fast end of a computed frontier: its point and its clocks, one per
  * instruction in id order (rank 0's in run order, then rank 1's, ...; as the DAG numbers

@@ -16,10 +16,10 @@ typedef enum erg_plot_color {
 } erg_plot_color;
 
 typedef struct erg_plot_opts {
-    int width_px;         /* Picture width (0 = 1200). */
-    int height_px;        /* Picture height (0 = fitted to the content). */
-    erg_plot_color color; /* Timeline colouring. */
-    const char *title;    /* NULL = a title made from the plan or "Time vs energy". */
+    int width_px;          /* Picture width (0 = 1200). */
+    int height_px;         /* Picture height (0 = fitted to the content). */
+    erg_plot_color color;  /* Timeline colouring. */
+    const char *title;     /* NULL = a title made from the plan or "Time vs energy". */
     bool no_critical_path; /* Timeline: do not draw the critical path. */
 } erg_plot_opts;
 
@@ -53,8 +53,7 @@ typedef struct erg_plot_series {
 /* Draw iteration time (x) against energy (y) for every series, with axes,
  * grid and a legend. Same formats as erg_plot_timeline. */
 ERG_API erg_status erg_plot_frontier(const erg_plot_series *series, size_t count,
-                                     const erg_plot_opts *opts, const char *path,
-                                     erg_error *err);
+                                     const erg_plot_opts *opts, const char *path, erg_error *err);
 
 #ifdef __cplusplus
 }

@@ -11,11 +11,11 @@ extern "C" {
 /* Instruction kinds a pipeline stage runs. */
 typedef enum erg_instr_kind {
     ERG_FORWARD = 0,
-    ERG_BACKWARD = 1,         /* full backward (B) */
-    ERG_BACKWARD_INPUT = 2,   /* zero-bubble backward for inputs (I) */
-    ERG_BACKWARD_WEIGHT = 3,  /* zero-bubble backward for weights (W) */
-    ERG_OVERLAP_F_B = 4,      /* DualPipeV: a forward and a backward run as one step
-                                 (pipeline.h; never a profile row) */
+    ERG_BACKWARD = 1,        /* full backward (B) */
+    ERG_BACKWARD_INPUT = 2,  /* zero-bubble backward for inputs (I) */
+    ERG_BACKWARD_WEIGHT = 3, /* zero-bubble backward for weights (W) */
+    ERG_OVERLAP_F_B = 4,     /* DualPipeV: a forward and a backward run as one step
+                                (pipeline.h; never a profile row) */
 } erg_instr_kind;
 /* Kinds a profile stores rows for: forward, backward, and optionally
  * backward_input / backward_weight (zero-bubble I and W; where a stage lacks

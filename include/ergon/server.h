@@ -1,4 +1,5 @@
-/* server.h: the control-plane server (Perseus/kronos and Zeus PFO protocols plus our /v1 API) used by `ergon serve`. */
+/* server.h: the control-plane server (Perseus/kronos and Zeus PFO protocols plus our /v1 API) used
+ * by `ergon serve`. */
 #ifndef ERGON_SERVER_H
 #define ERGON_SERVER_H
 
@@ -43,14 +44,14 @@ typedef struct erg_server_opts {
     unsigned max_connections;    /* Concurrent connections (default 4096; at most the
                                     descriptor limit less 128). */
     unsigned max_connections_per_ip; /* Of those, from one address (0 = half of them). */
-    int max_jobs;                /* Jobs held at once; more get 503 (default 1000). */
-    bool durable_sync;           /* SQLite synchronous=FULL (power-loss safe) instead of NORMAL. */
+    int max_jobs;                    /* Jobs held at once; more get 503 (default 1000). */
+    bool durable_sync; /* SQLite synchronous=FULL (power-loss safe) instead of NORMAL. */
     /* Directories whose files clients may name in per-job scheduler arguments
      * (solution_path, frontier_dir, ...); none by default: only the start-up
      * scheduler_args may name files. */
     const char *const *plans_dirs;
     size_t n_plans_dirs;
-    erg_log_fn log;              /* Optional log sink (NULL = no logs). */
+    erg_log_fn log; /* Optional log sink (NULL = no logs). */
     void *log_user;
     /* Zeus PFO jobs (docs/zeus-protocol.md): their scheduler class
      * (PointSolution, PointSolution3D, InstructionProfiler(3D)) and its

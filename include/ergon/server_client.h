@@ -1,4 +1,5 @@
-/* server_client.h: an HTTP client of the control-plane server's /v1 API (libcurl), for the run-time client and tests. */
+/* server_client.h: an HTTP client of the control-plane server's /v1 API (libcurl), for the run-time
+ * client and tests. */
 #ifndef ERGON_SERVER_CLIENT_H
 #define ERGON_SERVER_CLIENT_H
 
@@ -34,10 +35,8 @@ ERG_API void erg_srv_client_free(erg_srv_client *c);
  * this PEM CA bundle (NULL = the system's). erg_srv_client_new takes both from
  * ERGON_SERVE_TOKEN and ERGON_SERVE_CA_FILE when set; a token in the URL
  * (https://user:TOKEN@host:port) works too. 401 and 403 answers are ERG_EPERM. */
-ERG_API erg_status erg_srv_client_set_token(erg_srv_client *c, const char *token,
-                                            erg_error *err);
-ERG_API erg_status erg_srv_client_set_ca_file(erg_srv_client *c, const char *path,
-                                              erg_error *err);
+ERG_API erg_status erg_srv_client_set_token(erg_srv_client *c, const char *token, erg_error *err);
+ERG_API erg_status erg_srv_client_set_ca_file(erg_srv_client *c, const char *path, erg_error *err);
 /* Options for bindings that must not mirror erg_srv_client_opts: a heap value with the
  * defaults (NULL when out of memory; free with erg_srv_client_opts_free), and one field set
  * by its name ("max_retries", "request_timeout_s", ...): an unknown name, or a max_retries
@@ -72,9 +71,9 @@ ERG_API erg_status erg_srv_client_register_job_json(erg_srv_client *c, const cha
  * supports. Idempotent: a retry with the same data succeeds. */
 ERG_API erg_status erg_srv_client_register_rank(erg_srv_client *c, const char *job_id, int rank,
                                                 int dp_rank, int pp_rank, int tp_rank,
-                                                const char *const *pipe_schedule,
-                                                size_t n_instrs, const int *power_states,
-                                                size_t n_states, erg_error *err);
+                                                const char *const *pipe_schedule, size_t n_instrs,
+                                                const int *power_states, size_t n_states,
+                                                erg_error *err);
 /* Wait at the window barrier and fetch this rank's schedule: one power state
  * per pipe instruction in *power_states (erg_free), *n entries, for window
  * *window. When the job has ended normally *done is true and nothing is
@@ -123,8 +122,7 @@ ERG_API erg_status erg_srv_client_end_job(erg_srv_client *c, const char *job_id,
 /* Frontier jobs: set the straggler's slowdown (>= 1; deadline_s <= 0) or an
  * iteration deadline (slowdown <= 0). Takes effect at the next window. */
 ERG_API erg_status erg_srv_client_set_straggler(erg_srv_client *c, const char *job_id,
-                                                double slowdown, double deadline_s,
-                                                erg_error *err);
+                                                double slowdown, double deadline_s, erg_error *err);
 /* Bridge to the run-time client (client.h): turn a fetched schedule into a
  * plan for erg_client_set_plan(c, plan, stage). The states of the
  * "forward" and "backward" entries of pipe_schedule (n entries, as

@@ -46,8 +46,8 @@ typedef struct erg_shard erg_shard;
  * partition-id, or num_partitions > 1 without any sharding annotation); ENOTFOUND when
  * nothing can be sharded (no dot, or no strategy divides the dims). A 1-D mesh whose size
  * divides no dim is analysed as a 2-D mesh of the same devices (docs/shard.md). */
-ERG_API erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1,
-                                     erg_shard **out, erg_error *err);
+ERG_API erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_shard **out,
+                                     erg_error *err);
 /* The same for any computation of the module (NULL = ENTRY). For the body of a `while`
  * (scanned layers), the trip count comes from backend_config known_trip_count or the loop
  * condition's compare with a constant; every iteration uses the same plan and times are
@@ -111,16 +111,16 @@ typedef struct erg_shard_cost_options {
     const char *devices_path; /* device/cluster table (CSV); NULL = the built-in table */
     const char *device;       /* row name, e.g. "a100-nvlink" (default) */
     erg_shard_compute compute;
-    const char *cache_path;   /* measured compute cache (CSV); NULL = no cache */
-    const char *profiles_path;/* imported per-segment table (CSV); NULL = none */
-    double mem_budget_bytes;  /* per device; 0 = the device's memory */
-    double optimizer_factor;  /* bytes kept per weight byte (weight+grad+Adam: 4) */
-    int keep;                 /* combinations per segment listed by the profile report and
-                               * kept by the fallback chain DP (0 = 64); the exact DP keeps
-                               * every combination not dominated in (time, memory) */
-    bool profiles_only;       /* with profiles_path: a combination without a row is not a
-                               * candidate (measured costs only; every unique segment must
-                               * have a row), instead of keeping its modelled time */
+    const char *cache_path;    /* measured compute cache (CSV); NULL = no cache */
+    const char *profiles_path; /* imported per-segment table (CSV); NULL = none */
+    double mem_budget_bytes;   /* per device; 0 = the device's memory */
+    double optimizer_factor;   /* bytes kept per weight byte (weight+grad+Adam: 4) */
+    int keep;                  /* combinations per segment listed by the profile report and
+                                * kept by the fallback chain DP (0 = 64); the exact DP keeps
+                                * every combination not dominated in (time, memory) */
+    bool profiles_only;        /* with profiles_path: a combination without a row is not a
+                                * candidate (measured costs only; every unique segment must
+                                * have a row), instead of keeping its modelled time */
 } erg_shard_cost_options;
 
 ERG_API void erg_shard_cost_options_init(erg_shard_cost_options *o);
@@ -144,8 +144,8 @@ ERG_API erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, ch
 /* ---- search ---------------------------------------------------------------------------- */
 
 typedef enum erg_shard_method {
-    ERG_SHARD_DP = 0,  /* CFP: exact DP over segments with a memory dimension (see search.c) */
-    ERG_SHARD_ILP = 1, /* Alpa: ILP over blocks (GLPK) on the same costs */
+    ERG_SHARD_DP = 0,    /* CFP: exact DP over segments with a memory dimension (see search.c) */
+    ERG_SHARD_ILP = 1,   /* Alpa: ILP over blocks (GLPK) on the same costs */
     ERG_SHARD_GIVEN = 2, /* not a search: a strategy vector given (erg_shard_plan_given) */
 } erg_shard_method;
 
@@ -166,10 +166,10 @@ ERG_API erg_status erg_shard_plan_given(erg_shard *s, const size_t *strategies, 
  * objective (s; INFINITY when the time limit hit before any solution), the solve time, whether
  * the limit was hit, the fraction of blocks whose members all chose the same row, and the
  * number of ILP variables (may be NULL). Its optimum is <= the block optimum. */
-ERG_API erg_status erg_shard_search_ops_ilp(erg_shard *s, double time_limit_s,
-                                            double *objective_s, double *search_s,
-                                            bool *timed_out, double *uniform_blocks,
-                                            size_t *num_variables, erg_error *err);
+ERG_API erg_status erg_shard_search_ops_ilp(erg_shard *s, double time_limit_s, double *objective_s,
+                                            double *search_s, bool *timed_out,
+                                            double *uniform_blocks, size_t *num_variables,
+                                            erg_error *err);
 /* Strategy of block b in the plan. */
 ERG_API size_t erg_shard_plan_strategy(const erg_shard_plan *p, size_t b);
 /* Modelled iteration time (s) of the plan: what the search minimised, re-evaluated on the
@@ -184,14 +184,14 @@ ERG_API double erg_shard_plan_tflops(const erg_shard_plan *p);
 /* True when the ILP stopped at its time limit (result may not be optimal). */
 ERG_API bool erg_shard_plan_timed_out(const erg_shard_plan *p);
 /* Evaluate any strategy vector (one per block) on the whole block graph. */
-ERG_API erg_status erg_shard_evaluate(const erg_shard *s, const size_t *strategies,
-                                      double *time_s, double *memory_bytes, erg_error *err);
+ERG_API erg_status erg_shard_evaluate(const erg_shard *s, const size_t *strategies, double *time_s,
+                                      double *memory_bytes, erg_error *err);
 /* Human-readable plan summary (solution vector, cost, memory, TFLOP/s). */
-ERG_API erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p,
-                                           char **text, erg_error *err);
+ERG_API erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, char **text,
+                                           erg_error *err);
 /* The plan as JSON. */
-ERG_API erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p,
-                                       char **json, erg_error *err);
+ERG_API erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char **json,
+                                       erg_error *err);
 /* The module text with sharding={...} on every instruction the plan decides, and
  * num_partitions on the HloModule line. */
 ERG_API erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char **text,

@@ -94,8 +94,8 @@ typedef erg_status (*erg_measure_fn)(void *user, int stage, erg_instr_kind kind,
 /* Run to the end in rounds: each round measures every (stage, kind) that
  * still wants a clock once (the order a pipeline measures in lock-step
  * windows). *rounds (may be NULL) receives the number of rounds. */
-ERG_API erg_status erg_sparse_run(erg_sparse *sp, erg_measure_fn measure, void *user,
-                                  int *rounds, erg_error *err);
+ERG_API erg_status erg_sparse_run(erg_sparse *sp, erg_measure_fn measure, void *user, int *rounds,
+                                  erg_error *err);
 
 /* The full predicted profile: every supported clock of every (stage, kind),
  * measured points as measured, the others predicted (model in the docs;
@@ -134,20 +134,19 @@ ERG_API erg_status erg_sparse_format_csv(const erg_sparse *sp, char **out, size_
 
 /* Options of erg_stable_measure; initialise with erg_stable_opts_init. */
 typedef struct erg_stable_opts {
-    int warmup;          /* Samples taken and thrown away first (default 1). */
-    int min_samples;     /* Kept samples before the stopping rule applies (default 3). */
-    int max_samples;     /* Stop here even if not stable (default 20). */
-    double rel_ci;       /* Stop when the 95 % confidence interval half-width of the
-                            mean time and mean energy is at most this fraction of the
-                            mean (default 0.01). */
+    int warmup;      /* Samples taken and thrown away first (default 1). */
+    int min_samples; /* Kept samples before the stopping rule applies (default 3). */
+    int max_samples; /* Stop here even if not stable (default 20). */
+    double rel_ci;   /* Stop when the 95 % confidence interval half-width of the
+                        mean time and mean energy is at most this fraction of the
+                        mean (default 0.01). */
 } erg_stable_opts;
 
 ERG_API void erg_stable_opts_init(erg_stable_opts *opts);
 
 /* One sample: the time and energy of one instruction (or of one window divided
  * by its instruction count). */
-typedef erg_status (*erg_sample_fn)(void *user, double *time_s, double *energy_j,
-                                    erg_error *err);
+typedef erg_status (*erg_sample_fn)(void *user, double *time_s, double *energy_j, erg_error *err);
 
 /* Measurement outcome. */
 typedef struct erg_stable_result {
@@ -161,9 +160,8 @@ typedef struct erg_stable_result {
  * max_samples), and return EnvPipe's outlier-filtered means (mean of the values
  * strictly within one population standard deviation of the mean; the plain
  * mean with 3 values or fewer, or when that leaves none). */
-ERG_API erg_status erg_stable_measure(erg_sample_fn sample, void *user,
-                                      const erg_stable_opts *opts, erg_stable_result *out,
-                                      erg_error *err);
+ERG_API erg_status erg_stable_measure(erg_sample_fn sample, void *user, const erg_stable_opts *opts,
+                                      erg_stable_result *out, erg_error *err);
 /* Half-width of the 95 % confidence interval (Student's t) of the mean of n
  * values, relative to the mean: INFINITY with fewer than 2 values or a zero
  * mean of values that differ. The stopping rule of erg_stable_measure, for a

@@ -36,8 +36,8 @@ static void free_chunks(erg_client *c)
     erg__free(c->waits_last.wait_s);
 }
 
-erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_dir,
-                          unsigned flags, erg_client **out, erg_error *err)
+erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_dir, unsigned flags,
+                          erg_client **out, erg_error *err)
 {
     if (!gpu || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_client_new: NULL argument");
@@ -105,8 +105,7 @@ erg_status erg_client_new(erg_gpu *gpu, int device, int rank, const char *log_di
         goto fail;
     int rc = pthread_create(&c->thread, NULL, erg__client_clock_thread, c);
     if (rc != 0) {
-        st = erg_error_set(err, ERG_EINTERNAL, "cannot start the clock thread: %s",
-                           strerror(rc));
+        st = erg_error_set(err, ERG_EINTERNAL, "cannot start the clock thread: %s", strerror(rc));
         goto fail;
     }
     c->thread_started = true;
@@ -189,8 +188,9 @@ erg_status erg_client_set_plan(erg_client *c, const erg_plan *plan, int stage, e
         }
         for (int p = 0; p < (v[k].kind == ERG_OVERLAP_F_B ? 2 : 1); p++) {
             int sg = p ? v[k].stage2 : v[k].stage, ch = 0;
-            erg_instr_kind kd = p ? v[k].kind2 : v[k].kind == ERG_OVERLAP_F_B ? ERG_FORWARD
-                                                                             : v[k].kind;
+            erg_instr_kind kd = p                              ? v[k].kind2
+                                : v[k].kind == ERG_OVERLAP_F_B ? ERG_FORWARD
+                                                               : v[k].kind;
             int mb = p ? v[k].microbatch2 : v[k].microbatch;
             while (ch < V && chunk_stage[ch] != sg)
                 ch++;
@@ -472,7 +472,8 @@ erg_status erg_client_clock_error(const erg_client *c, erg_error *err)
 }
 
 /* Samples snapshot for aggregation / logs (caller frees). */
-erg_status erg__client_copy_samples(erg_client *c, erg__energy_sample **out, size_t *n, erg_error *err)
+erg_status erg__client_copy_samples(erg_client *c, erg__energy_sample **out, size_t *n,
+                                    erg_error *err)
 {
     pthread_mutex_lock(&c->samples_mu);
     size_t k = c->nsamples;
@@ -523,10 +524,9 @@ erg_status erg_client_flush_logs(erg_client *c, erg_error *err)
      * the first two columns. */
     st = erg__buf_printf(&e, "time,energy,energy_source\n");
     for (size_t i = 0; !st && i < n; i++)
-        st = erg__buf_printf(&e, "%.6f,%.3f,%s\n", s[i].time_s, s[i].energy_j,
-                             s[i].source >= 0 ? erg_energy_source_name(
-                                                    (erg_energy_source)s[i].source)
-                                              : "");
+        st = erg__buf_printf(
+            &e, "%.6f,%.3f,%s\n", s[i].time_s, s[i].energy_j,
+            s[i].source >= 0 ? erg_energy_source_name((erg_energy_source)s[i].source) : "");
     erg__free(s);
     if (!st) {
         snprintf(path, sizeof path, "%s/time-energy-%d.csv", c->log_dir, c->rank);
@@ -591,4 +591,3 @@ free:
     erg__free(c);
     return first;
 }
-

@@ -7,11 +7,11 @@
 
 /* One timed instruction. Times are epoch seconds. */
 typedef struct erg__instr_rec {
-    int kind;        /* erg_instr_kind, or -1 for an instruction we do not profile. */
-    int microbatch;  /* Microbatch index, -1 if unknown. */
+    int kind;       /* erg_instr_kind, or -1 for an instruction we do not profile. */
+    int microbatch; /* Microbatch index, -1 if unknown. */
     double start_s, end_s;
-    int freq_start;  /* SM clock applied when it began (0 = unknown / not locked). */
-    int freq_end;    /* ... and when it ended. */
+    int freq_start; /* SM clock applied when it began (0 = unknown / not locked). */
+    int freq_end;   /* ... and when it ended. */
 } erg__instr_rec;
 
 /* One energy counter sample: epoch seconds, cumulative joules, and where the reading came
@@ -48,10 +48,10 @@ erg_status erg__energy_between(const erg__energy_sample *s, size_t n, double t0,
  * in descending order. A record outside the sampled energy range is an
  * error. `name` is used in messages. *sources (may be NULL) gains the sources of the
  * samples behind the rows (erg__source_set_word names them). */
-erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec *recs,
-                                size_t nrecs, const erg__energy_sample *samples,
-                                size_t nsamples, bool drop_warmup, const char *name,
-                                unsigned *sources, erg_error *err);
+erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec *recs, size_t nrecs,
+                                const erg__energy_sample *samples, size_t nsamples,
+                                bool drop_warmup, const char *name, unsigned *sources,
+                                erg_error *err);
 
 /* Profiling mode's early stop (docs/runtime.md): after the window of
  * clock index i (0-based, clocks descending) of n with mean iteration energy

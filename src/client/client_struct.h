@@ -32,13 +32,13 @@ struct erg_client {
         int freq;     /* MHz, 0 = reset */
     } ring[ERG__QCAP];
     _Atomic size_t head, tail;
-    _Atomic uint64_t overflow; /* seq << 20 | (freq + 1); 0 = empty */
-    int last_req;              /* producer-side dedupe */
-    unsigned seen_reset_gen;   /* producer: reset_gen when last_req was set */
+    _Atomic uint64_t overflow;  /* seq << 20 | (freq + 1); 0 = empty */
+    int last_req;               /* producer-side dedupe */
+    unsigned seen_reset_gen;    /* producer: reset_gen when last_req was set */
     _Atomic unsigned reset_gen; /* consumer: bumped when it resets the GPU behind the
                                    producer's back (a signal): last_req is then stale */
-    uint64_t next_seq;         /* producer: number of the next request */
-    uint64_t applied_seq;      /* consumer: newest request applied (or superseded) */
+    uint64_t next_seq;          /* producer: number of the next request */
+    uint64_t applied_seq;       /* consumer: newest request applied (or superseded) */
     _Atomic uint64_t requested;
     _Atomic int busy; /* the consumer has taken requests it has not applied yet */
     _Atomic int active_clock;
@@ -57,7 +57,7 @@ struct erg_client {
     bool in_step, in_instr;
     double step_start_s;
     uint64_t step_energy_mj;
-    unsigned step_sources; /* sources of the step energies since the last query (bits) */
+    unsigned step_sources;           /* sources of the step energies since the last query (bits) */
     erg__instr_rec **chunks;         /* REC_MAX_CHUNKS slots, filled as needed, never moved */
     _Atomic size_t nrecs;            /* committed records (release-stored by the producer) */
     _Atomic(erg__instr_rec *) spare; /* a chunk the clock thread allocated in advance */
@@ -84,9 +84,9 @@ struct erg_client {
     bool sig_registered;
 
     /* watchdog (watchdog.c) */
-    pid_t owner_pid;    /* the process that created the client (a forked child is not it) */
-    pid_t watchdog_pid; /* -1 = none */
-    int watchdog_fd;    /* our end of the control socket, -1 = none */
+    pid_t owner_pid;     /* the process that created the client (a forked child is not it) */
+    pid_t watchdog_pid;  /* -1 = none */
+    int watchdog_fd;     /* our end of the control socket, -1 = none */
     bool watchdog_dirty; /* what the watchdog was last told: a clock may be set */
 };
 

@@ -105,8 +105,8 @@ void *erg__client_clock_thread(void *arg)
 {
     erg_client *c = arg;
     double next_sample = 0;
-    double period = strcmp(erg_gpu_backend_name(c->gpu), "daemon") ? ENERGY_PERIOD_S
-                                                                  : ENERGY_PERIOD_DAEMON_S;
+    double period =
+        strcmp(erg_gpu_backend_name(c->gpu), "daemon") ? ENERGY_PERIOD_S : ENERGY_PERIOD_DAEMON_S;
     for (;;) {
         bool worked = false;
         atomic_store(&c->busy, 1);

@@ -92,10 +92,10 @@ static int cmp_group(const void *a, const void *b)
     return x->kind - y->kind;
 }
 
-erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec *recs,
-                                size_t nrecs, const erg__energy_sample *samples,
-                                size_t nsamples, bool drop_warmup, const char *name,
-                                unsigned *sources, erg_error *err)
+erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec *recs, size_t nrecs,
+                                const erg__energy_sample *samples, size_t nsamples,
+                                bool drop_warmup, const char *name, unsigned *sources,
+                                erg_error *err)
 {
     group *g = NULL;
     size_t ng = 0, capg = 0;
@@ -131,8 +131,7 @@ erg_status erg__aggregate_stage(erg_profile *p, int stage, const erg__instr_rec 
         if (g[k].seen++ < drop)
             continue;
         double e;
-        if (erg__energy_between(samples, nsamples, r->start_s, r->end_s, &e, sources) !=
-            ERG_OK) {
+        if (erg__energy_between(samples, nsamples, r->start_s, r->end_s, &e, sources) != ERG_OK) {
             st = erg_error_set(err, ERG_EPARSE,
                                "%s: %s of microbatch %d (%.6f..%.6f) is outside the energy "
                                "samples (%zu samples%s)",
@@ -171,8 +170,8 @@ static int col(const erg__csv *c, const char *name)
     return -1;
 }
 
-erg_status erg__parse_instructions(const char *text, size_t len, const char *path, erg__instr_rec **out, size_t *n,
-                                    erg_error *err)
+erg_status erg__parse_instructions(const char *text, size_t len, const char *path,
+                                   erg__instr_rec **out, size_t *n, erg_error *err)
 {
     erg_status st = ERG_OK;
     erg__csv c;
@@ -196,7 +195,8 @@ erg_status erg__parse_instructions(const char *text, size_t len, const char *pat
         goto out;
     }
     size_t need = (size_t)ERG__MAX(ERG__MAX(ERG__MAX(ci, cs), ERG__MAX(ce, cm)),
-                                   ERG__MAX(ERG__MAX(cf0, cf1), cf)) + 1;
+                                   ERG__MAX(ERG__MAX(cf0, cf1), cf)) +
+                  1;
     while ((r = erg__csv_next(&c)) > 0) {
         if (c.nfields < need) {
             st = erg_error_set(err, ERG_EPARSE, "%s:%ld: %zu fields, expected %zu", path, c.line,
@@ -214,18 +214,18 @@ erg_status erg__parse_instructions(const char *text, size_t len, const char *pat
         double t0, t1;
         long mb = -1, f0 = 0, f1 = 0;
         if (!erg__parse_double(c.fields[cs], &t0) || !erg__parse_double(c.fields[ce], &t1)) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: start/end '%s','%s' are not numbers",
-                               path, c.line, c.fields[cs], c.fields[ce]);
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: start/end '%s','%s' are not numbers", path,
+                               c.line, c.fields[cs], c.fields[ce]);
             goto out;
         }
         if (t1 < t0) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: end %s is before start %s", path,
-                               c.line, c.fields[ce], c.fields[cs]);
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: end %s is before start %s", path, c.line,
+                               c.fields[ce], c.fields[cs]);
             goto out;
         }
         if (cm >= 0 && !erg__parse_long(c.fields[cm], &mb)) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: microbatch '%s' is not an integer",
-                               path, c.line, c.fields[cm]);
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: microbatch '%s' is not an integer", path,
+                               c.line, c.fields[cm]);
             goto out;
         }
         const char *fs0 = cf0 >= 0 ? c.fields[cf0] : c.fields[cf];
@@ -255,8 +255,8 @@ out:
     return ERG_OK;
 }
 
-erg_status erg__parse_energy(const char *text, size_t len, const char *path, erg__energy_sample **out, size_t *n,
-                              erg_error *err)
+erg_status erg__parse_energy(const char *text, size_t len, const char *path,
+                             erg__energy_sample **out, size_t *n, erg_error *err)
 {
     erg_status st = ERG_OK;
     erg__csv c;
@@ -279,8 +279,8 @@ erg_status erg__parse_energy(const char *text, size_t len, const char *path, erg
         double t, e;
         if (c.nfields < need || !erg__parse_double(c.fields[ct], &t) ||
             !erg__parse_double(c.fields[ce], &e)) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: expected two numbers time,energy%s",
-                               path, c.line, cs >= 0 ? " and an energy_source" : "");
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: expected two numbers time,energy%s", path,
+                               c.line, cs >= 0 ? " and an energy_source" : "");
             goto out;
         }
         int src = ERG__SOURCE_UNKNOWN;
@@ -292,9 +292,9 @@ erg_status erg__parse_energy(const char *text, size_t len, const char *path, erg
             goto out;
         }
         if (ns && (t < s[ns - 1].time_s || e < s[ns - 1].energy_j)) {
-            st = erg_error_set(err, ERG_EPARSE,
-                               "%s:%ld: time and energy must not decrease (%s, %s)", path,
-                               c.line, c.fields[ct], c.fields[ce]);
+            st =
+                erg_error_set(err, ERG_EPARSE, "%s:%ld: time and energy must not decrease (%s, %s)",
+                              path, c.line, c.fields[ct], c.fields[ce]);
             goto out;
         }
         if (!ERG__GROW(s, cap, ns + 1, 1024)) {
@@ -329,8 +329,7 @@ static erg_status read_instructions(const char *path, erg__instr_rec **out, size
     return st;
 }
 
-static erg_status read_energy(const char *path, erg__energy_sample **out, size_t *n,
-                              erg_error *err)
+static erg_status read_energy(const char *path, erg__energy_sample **out, size_t *n, erg_error *err)
 {
     char *text = NULL;
     size_t len = 0;
@@ -398,8 +397,7 @@ static erg_status ranks_in_dir(const char *dir, int *num_stages, erg_error *err)
     return ERG_OK;
 }
 
-erg_status erg_profile_from_logs(const char *dir, int num_stages, erg_profile **out,
-                                 erg_error *err)
+erg_status erg_profile_from_logs(const char *dir, int num_stages, erg_profile **out, erg_error *err)
 {
     if (!dir || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_profile_from_logs: NULL argument");

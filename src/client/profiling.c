@@ -24,16 +24,16 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
     if (!c || !run_iteration || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_client_profile: NULL argument");
     if (iters < 1 || iters > 100000)
-        return erg_error_set(err, ERG_EINVAL, "iterations per clock %d not in [1, 100000]",
-                             iters);
+        return erg_error_set(err, ERG_EINVAL, "iterations per clock %d not in [1, 100000]", iters);
     if (!(blocking_s >= 0 && blocking_s <= 3600))
         return erg_error_set(err, ERG_EINVAL, "blocking measurement %g s not in [0, 3600]",
                              blocking_s);
     if (c->in_step)
         return erg_error_set(err, ERG_ESTATE, "profiling must start outside an iteration");
     if (!c->sampling)
-        return erg_error_set(err, ERG_ESTATE, "profiling needs energy sampling (client created "
-                                              "with ERG_CLIENT_NO_ENERGY)");
+        return erg_error_set(err, ERG_ESTATE,
+                             "profiling needs energy sampling (client created "
+                             "with ERG_CLIENT_NO_ENERGY)");
     int *clocks = NULL;
     size_t n = 0;
     erg_status st = erg_gpu_sm_clocks(c->gpu, c->dev, &clocks, &n, err);
@@ -45,8 +45,7 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
     erg_profile *p = NULL;
     erg__energy_sample *samples = NULL;
     if (nuse == 0) {
-        st = erg_error_set(err, ERG_EINVAL, "no supported clock at or above %d MHz",
-                           min_freq_mhz);
+        st = erg_error_set(err, ERG_EINVAL, "no supported clock at or above %d MHz", min_freq_mhz);
         goto out;
     }
     if ((st = erg_profile_new(&p, err)))
@@ -98,8 +97,8 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
             if (recs[k].freq_start != clocks[i] || recs[k].freq_end != clocks[i])
                 recs[k].freq_start = 0; /* not at the swept clock: excluded */
         }
-        st = erg__aggregate_stage(p, stage, recs, nrec, samples, ns, false, "profiling",
-                                  &sources, err);
+        st = erg__aggregate_stage(p, stage, recs, nrec, samples, ns, false, "profiling", &sources,
+                                  err);
         erg__free(recs);
         if (st)
             goto out;
@@ -123,8 +122,7 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
         if ((st = erg_gpu_energy_mj(c->gpu, c->dev, &e0, err)))
             goto out;
         double t0 = erg__client_mono_s();
-        struct timespec ts = {(time_t)blocking_s,
-                              (long)((blocking_s - floor(blocking_s)) * 1e9)};
+        struct timespec ts = {(time_t)blocking_s, (long)((blocking_s - floor(blocking_s)) * 1e9)};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
             ;
         if ((st = erg_gpu_energy_mj(c->gpu, c->dev, &e1, err)))
@@ -138,8 +136,7 @@ erg_status erg_client_profile(erg_client *c, int stage, int min_freq_mhz, int it
     goto out;
 fn_failed:
     if (err && err->status != st)
-        erg_error_set(err, st, "profiling: the iteration callback failed: %s",
-                      erg_strerror(st));
+        erg_error_set(err, st, "profiling: the iteration callback failed: %s", erg_strerror(st));
 out:
     erg__free(samples);
     erg__free(clocks);

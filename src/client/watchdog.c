@@ -50,9 +50,10 @@
  * not, which erg_client_new returns.
  */
 
-#define START_TIMEOUT_S 30.0 /* for the watchdog to open the GPU library (nvmlInit can take
-                                seconds on a node without persistence mode) */
-#define STOP_TIMEOUT_S 5.0   /* for it to exit after 'q' before it is killed */
+#define START_TIMEOUT_S                                                                            \
+    30.0                   /* for the watchdog to open the GPU library (nvmlInit can take          \
+                              seconds on a node without persistence mode) */
+#define STOP_TIMEOUT_S 5.0 /* for it to exit after 'q' before it is killed */
 
 #ifndef ERG_WATCHDOG_INSTALL_PATH
 #define ERG_WATCHDOG_INSTALL_PATH ""
@@ -81,8 +82,8 @@ static erg_status find_watchdog(char *out, size_t size, erg_error *err)
     const char *env = getenv("ERGON_WATCHDOG");
     if (env && *env) {
         if (!is_exe(env))
-            return erg_error_set(err, ERG_ENOTFOUND,
-                                 "ERGON_WATCHDOG=%s is not an executable file", env);
+            return erg_error_set(err, ERG_ENOTFOUND, "ERGON_WATCHDOG=%s is not an executable file",
+                                 env);
         snprintf(out, size, "%s", env);
         return ERG_OK;
     }
@@ -186,10 +187,11 @@ static erg_status await_ready(erg_client *c, const char *exe, int fd, pid_t pid,
             continue;
         if (k <= 0) {
             line[n] = '\0';
-            return erg_error_set(err, ERG_EINTERNAL,
-                                 "the GPU %d watchdog %s ended before it opened the GPU library%s%s "
-                                 "(its own message, if any, is on stderr)",
-                                 c->dev, exe, n ? ": " : "", line);
+            return erg_error_set(
+                err, ERG_EINTERNAL,
+                "the GPU %d watchdog %s ended before it opened the GPU library%s%s "
+                "(its own message, if any, is on stderr)",
+                c->dev, exe, n ? ": " : "", line);
         }
         n += (size_t)k;
         line[n] = '\0';

@@ -57,9 +57,9 @@ const char *erg__name_of(const erg__name *table, size_t n, int value);
 
 /* ---- growable byte buffer with a size cap ---- */
 typedef struct erg__buf {
-    char *data;  /* NUL-terminated contents (may be NULL when empty). */
-    size_t len;  /* Bytes used, without the terminator. */
-    size_t cap;  /* Bytes allocated. */
+    char *data; /* NUL-terminated contents (may be NULL when empty). */
+    size_t len; /* Bytes used, without the terminator. */
+    size_t cap; /* Bytes allocated. */
 } erg__buf;
 erg_status erg__buf_append(erg__buf *b, const char *s, size_t n);
 erg_status erg__buf_printf(erg__buf *b, const char *fmt, ...) ERG_PRINTF(2, 3);
@@ -117,11 +117,11 @@ bool erg__parse_long(const char *s, long *out);
 
 /* ---- CSV: a tokenizer over an in-memory text, tracking line numbers ---- */
 typedef struct erg__csv {
-    const char *p, *end;   /* Remaining text. */
-    long line;             /* 1-based number of the line last returned. */
-    char *fields_buf;      /* Copy of the current line, split in place. */
+    const char *p, *end; /* Remaining text. */
+    long line;           /* 1-based number of the line last returned. */
+    char *fields_buf;    /* Copy of the current line, split in place. */
     size_t fields_cap;
-    char **fields;         /* Pointers into fields_buf. */
+    char **fields; /* Pointers into fields_buf. */
     size_t nfields, fields_alloc;
 } erg__csv;
 void erg__csv_init(erg__csv *c, const char *text, size_t len);

@@ -60,8 +60,8 @@ void erg__buf_free(erg__buf *b)
     b->len = b->cap = 0;
 }
 
-static erg_status read_stream(FILE *f, const char *path, size_t max_bytes, char **out,
-                              size_t *len, erg_error *err);
+static erg_status read_stream(FILE *f, const char *path, size_t max_bytes, char **out, size_t *len,
+                              erg_error *err);
 
 erg_status erg__read_file(const char *path, size_t max_bytes, char **out, size_t *len,
                           erg_error *err)
@@ -114,8 +114,8 @@ erg_status erg__read_regular_file(const char *path, size_t max_bytes, char **out
 }
 
 /* Read f to the end (at most max_bytes) and close it. */
-static erg_status read_stream(FILE *f, const char *path, size_t max_bytes, char **out,
-                              size_t *len, erg_error *err)
+static erg_status read_stream(FILE *f, const char *path, size_t max_bytes, char **out, size_t *len,
+                              erg_error *err)
 {
     erg__buf b = {0};
     char chunk[65536];
@@ -123,8 +123,8 @@ static erg_status read_stream(FILE *f, const char *path, size_t max_bytes, char 
     erg_status st = ERG_OK;
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
         if (b.len + n > max_bytes) {
-            st = erg_error_set(err, ERG_EINVAL, "%s: file larger than the limit of %zu bytes",
-                               path, max_bytes);
+            st = erg_error_set(err, ERG_EINVAL, "%s: file larger than the limit of %zu bytes", path,
+                               max_bytes);
             break;
         }
         if (erg__buf_append(&b, chunk, n) != ERG_OK) {
@@ -159,9 +159,8 @@ erg_status erg__mkdir_p(const char *path, erg_error *err)
         if (*s == '/') {
             *s = '\0';
             if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-                erg_status st =
-                    erg_error_set(err, ERG_EIO, "%s: cannot create directory: %s", p,
-                                  strerror(errno));
+                erg_status st = erg_error_set(err, ERG_EIO, "%s: cannot create directory: %s", p,
+                                              strerror(errno));
                 erg__free(p);
                 return st;
             }
@@ -206,8 +205,8 @@ double erg__floordiv_py(double a, double b)
  * digit -- the rule of David Gay's dtoa mode 0, which CPython's repr uses. */
 #define BN_LIMBS 40 /* 1280 bits: r, s and m+ stay below 2^1100 */
 typedef struct bn {
-    int n;                 /* limbs in use; no leading zero limbs */
-    uint32_t d[BN_LIMBS];  /* little endian */
+    int n;                /* limbs in use; no leading zero limbs */
+    uint32_t d[BN_LIMBS]; /* little endian */
 } bn;
 
 static void bn_set_u64(bn *a, uint64_t v)
@@ -254,8 +253,7 @@ static void bn_mul_pow10(bn *a, int k)
         bn_mul_small(a, 1000000000u);
         k -= 9;
     }
-    static const uint32_t p10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
-                                    100000000};
+    static const uint32_t p10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
     if (k > 0)
         bn_mul_small(a, p10[k]);
 }

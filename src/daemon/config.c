@@ -96,8 +96,7 @@ erg_status erg__config_parse(const char *text, size_t len, const char *name, erg
                 struct passwd pw, *res = NULL;
                 char pbuf[4096];
                 if (getpwnam_r(v, &pw, pbuf, sizeof pbuf, &res) || !res) {
-                    st = erg_error_set(err, ERG_EPARSE, "%s:%ld: unknown user '%s'", name, line,
-                                       v);
+                    st = erg_error_set(err, ERG_EPARSE, "%s:%ld: unknown user '%s'", name, line, v);
                     goto fail;
                 }
                 a.id = res->pw_uid;
@@ -105,8 +104,8 @@ erg_status erg__config_parse(const char *text, size_t len, const char *name, erg
                 struct group gr, *res = NULL;
                 char gbuf[8192];
                 if (getgrnam_r(v, &gr, gbuf, sizeof gbuf, &res) || !res) {
-                    st = erg_error_set(err, ERG_EPARSE, "%s:%ld: unknown group '%s'", name, line,
-                                       v);
+                    st =
+                        erg_error_set(err, ERG_EPARSE, "%s:%ld: unknown group '%s'", name, line, v);
                     goto fail;
                 }
                 a.is_gid = 1;

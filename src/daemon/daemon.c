@@ -172,14 +172,13 @@ erg_status erg_daemon_set_lock_file(erg_daemon *d, const char *path, erg_error *
     return ERG_OK;
 }
 
-
 erg_status erg_daemon_set_socket_group(erg_daemon *d, unsigned gid, erg_error *err)
 {
     if (!d || !d->socket_path)
         return erg_error_set(err, ERG_EINVAL, "erg_daemon_set_socket_group: no socket");
     if (lchown(d->socket_path, (uid_t)-1, (gid_t)gid) != 0)
-        return erg_error_set(err, ERG_EIO, "cannot give socket %s to gid %u: %s",
-                             d->socket_path, gid, strerror(errno));
+        return erg_error_set(err, ERG_EIO, "cannot give socket %s to gid %u: %s", d->socket_path,
+                             gid, strerror(errno));
     return ERG_OK;
 }
 
@@ -188,8 +187,7 @@ erg_status erg_daemon_set_conn_limit(erg_daemon *d, int per_uid, erg_error *err)
     if (!d)
         return erg_error_set(err, ERG_EINVAL, "NULL daemon");
     if (per_uid < 1 || per_uid > MAX_CONNS - ROOT_RESERVED)
-        return erg_error_set(err, ERG_EINVAL,
-                             "connections per uid must be in [1, %d], got %d",
+        return erg_error_set(err, ERG_EINVAL, "connections per uid must be in [1, %d], got %d",
                              MAX_CONNS - ROOT_RESERVED, per_uid);
     d->conns_per_uid = per_uid;
     return ERG_OK;

@@ -32,8 +32,8 @@ typedef struct lease {
     pid_t pid;
     unsigned long long start; /* start time of pid (clock ticks after boot), 0 if unknown */
     unsigned uid;
-    int pidfd;          /* -1: fall back to kill(pid, 0) */
-    uint8_t what[64];   /* per GPU: CH_* bits this process changed */
+    int pidfd;        /* -1: fall back to kill(pid, 0) */
+    uint8_t what[64]; /* per GPU: CH_* bits this process changed */
     bool used;
 } lease;
 
@@ -44,13 +44,13 @@ struct erg_daemon {
     void *log_user;
     int listen_fd;
     char *socket_path;
-    char *lock_file;     /* writes refused while it exists (NULL = no admin lock) */
+    char *lock_file; /* writes refused while it exists (NULL = no admin lock) */
     int stop_pipe[2];
     conn *conns[MAX_CONNS];
     lease leases[MAX_LEASES];
     uint64_t requests;
-    int conns_per_uid;   /* connections one non-root uid may hold at once */
-    char *state_path;    /* DIR/leases, NULL = leases are not persisted */
+    int conns_per_uid; /* connections one non-root uid may hold at once */
+    char *state_path;  /* DIR/leases, NULL = leases are not persisted */
     char boot_id[ERG__BOOT_ID_MAX + 1];
     uint8_t pending[64]; /* per GPU: CH_* bits a request is changing right now */
     bool dirty;          /* leases changed since the state was last written */

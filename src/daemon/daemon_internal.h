@@ -13,11 +13,11 @@
 #define ERG__QUERY_MAX 16
 
 typedef struct erg__http_req {
-    char method[8];         /* "GET", "POST". */
-    char path[256];         /* Percent-decoded path. */
-    char query[1024];       /* Raw query string (after '?'), may be empty. */
-    size_t head_len;        /* Bytes of the request line and headers, blank line included. */
-    size_t content_length;  /* Body bytes that follow. */
+    char method[8];        /* "GET", "POST". */
+    char path[256];        /* Percent-decoded path. */
+    char query[1024];      /* Raw query string (after '?'), may be empty. */
+    size_t head_len;       /* Bytes of the request line and headers, blank line included. */
+    size_t content_length; /* Body bytes that follow. */
 } erg__http_req;
 
 /* Parse the head of a request in buf[0..len). Returns 1 when the head and
@@ -41,8 +41,8 @@ const char *erg__query_get(const erg__query *q, const char *key);
 
 /* One allow-list entry: a principal allowed on a set of GPUs. */
 typedef struct erg__allow {
-    uint64_t gpus;  /* Bit i = GPU i; all ones for '*'. */
-    int is_gid;     /* 1: id is a gid, 0: a uid. */
+    uint64_t gpus; /* Bit i = GPU i; all ones for '*'. */
+    int is_gid;    /* 1: id is a gid, 0: a uid. */
     unsigned id;
 } erg__allow;
 
@@ -78,7 +78,7 @@ int erg__parse_gpu_ids(const char *s, int count, uint64_t *mask);
 typedef struct erg__peer {
     unsigned uid, gid;
     pid_t pid;
-    unsigned ngroups;                       /* supplementary groups known */
+    unsigned ngroups; /* supplementary groups known */
     unsigned groups[ERG__PEER_MAX_GROUPS];
 } erg__peer;
 
@@ -104,7 +104,7 @@ typedef struct erg__lease_rec {
     unsigned long long start; /* start time of pid, clock ticks after boot */
     unsigned uid;
     int gpu;
-    unsigned bits;            /* 1 SM clocks, 2 memory clocks, 4 power limit */
+    unsigned bits; /* 1 SM clocks, 2 memory clocks, 4 power limit */
     bool pending;
 } erg__lease_rec;
 
@@ -131,7 +131,7 @@ erg_status erg__check_secure_dirs(const char *path, const char *what, const char
                                   erg_error *err);
 /* Read a regular file that passes StrictModes itself (owner root or euid, not
  * group/world-writable) and whose directories do (erg__check_secure_dirs). */
-erg_status erg__read_secure_file(const char *path, const char *what, size_t max_bytes,
-                                 char **out, size_t *len, erg_error *err);
+erg_status erg__read_secure_file(const char *path, const char *what, size_t max_bytes, char **out,
+                                 size_t *len, erg_error *err);
 
 #endif

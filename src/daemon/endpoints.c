@@ -18,11 +18,15 @@
 static int status_of(erg_status st)
 {
     switch (st) {
-    case ERG_OK: return 200;
-    case ERG_EPERM: return 403;
+    case ERG_OK:
+        return 200;
+    case ERG_EPERM:
+        return 403;
     case ERG_EINVAL:
-    case ERG_ENOTSUP: return 400;
-    default: return 500;
+    case ERG_ENOTSUP:
+        return 400;
+    default:
+        return 500;
     }
 }
 
@@ -32,18 +36,18 @@ typedef enum { EP_READ, EP_WRITE, EP_OPEN } ep_kind;
 typedef enum {
     OP_DISCOVER,
     OP_TIME,
-    OP_SET_SM,        /* set_gpu_locked_clocks */
-    OP_SET_MEM,       /* set_mem_locked_clocks */
-    OP_RESET_SM,      /* reset_gpu_locked_clocks */
-    OP_RESET_MEM,     /* reset_mem_locked_clocks */
-    OP_RESET_CLOCKS,  /* reset_locked_clocks: SM and memory */
-    OP_SET_PL,        /* set_power_limit */
-    OP_RESET_PL,      /* reset_power_limit */
-    OP_GET_ENERGY,    /* get_cumulative_energy */
-    OP_GET_POWER,     /* get_power */
-    OP_GET_PL,        /* get_power_limit */
-    OP_GET_PL_RANGE,  /* get_power_limit_constraints */
-    OP_GET_CLOCKS,    /* get_supported_clocks */
+    OP_SET_SM,       /* set_gpu_locked_clocks */
+    OP_SET_MEM,      /* set_mem_locked_clocks */
+    OP_RESET_SM,     /* reset_gpu_locked_clocks */
+    OP_RESET_MEM,    /* reset_mem_locked_clocks */
+    OP_RESET_CLOCKS, /* reset_locked_clocks: SM and memory */
+    OP_SET_PL,       /* set_power_limit */
+    OP_RESET_PL,     /* reset_power_limit */
+    OP_GET_ENERGY,   /* get_cumulative_energy */
+    OP_GET_POWER,    /* get_power */
+    OP_GET_PL,       /* get_power_limit */
+    OP_GET_PL_RANGE, /* get_power_limit_constraints */
+    OP_GET_CLOCKS,   /* get_supported_clocks */
 } ep_op;
 
 /* Check every parameter is one of `allowed` (NULL-terminated). */
@@ -294,8 +298,8 @@ static void handle_read(erg_daemon *d, ep_op op, uint64_t mask, erg__buf *resp)
             uint32_t lo, hi, def, cur;
             if (!(st = erg_gpu_power_limits(d->gpu, g, &lo, &hi, &def, &cur, &e))) {
                 if (op == OP_GET_PL)
-                    erg__buf_printf(&b, "%s\"%d\": {\"power_limit_mw\": %u}", first ? "" : ", ",
-                                    g, cur);
+                    erg__buf_printf(&b, "%s\"%d\": {\"power_limit_mw\": %u}", first ? "" : ", ", g,
+                                    cur);
                 else
                     erg__buf_printf(&b,
                                     "%s\"%d\": {\"min_power_limit_mw\": %u, "

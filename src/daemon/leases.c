@@ -248,8 +248,7 @@ static void recover(erg_daemon *d, const erg__state *s)
         }
         lease *l = NULL;
         for (int k = 0; k < MAX_LEASES && !l; k++)
-            if (d->leases[k].used && d->leases[k].pid == r->pid &&
-                d->leases[k].start == r->start)
+            if (d->leases[k].used && d->leases[k].pid == r->pid && d->leases[k].start == r->start)
                 l = &d->leases[k];
         int fd = -1;
         if (!l && holder_alive(r->pid, r->start, &fd)) {

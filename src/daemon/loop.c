@@ -224,8 +224,8 @@ erg_status erg_daemon_run(erg_daemon *d, erg_error *err)
             }
         if (fallback)
             for (int i = 0; i < MAX_LEASES; i++)
-                if (d->leases[i].used && d->leases[i].pidfd < 0 &&
-                    kill(d->leases[i].pid, 0) != 0 && errno == ESRCH)
+                if (d->leases[i].used && d->leases[i].pidfd < 0 && kill(d->leases[i].pid, 0) != 0 &&
+                    errno == ESRCH)
                     erg__lease_expire(d, &d->leases[i], "exited");
         erg__lease_sync(d, false, NULL);
     }

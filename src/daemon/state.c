@@ -290,13 +290,13 @@ erg_status erg__check_secure_dirs(const char *path, const char *what, const char
     return st;
 }
 
-erg_status erg__read_secure_file(const char *path, const char *what, size_t max_bytes,
-                                 char **out, size_t *len, erg_error *err)
+erg_status erg__read_secure_file(const char *path, const char *what, size_t max_bytes, char **out,
+                                 size_t *len, erg_error *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return erg_error_set(err, errno == ENOENT ? ERG_ENOTFOUND : ERG_EIO, "%s %s: %s", what, path,
-                             strerror(errno));
+        return erg_error_set(err, errno == ENOENT ? ERG_ENOTFOUND : ERG_EIO, "%s %s: %s", what,
+                             path, strerror(errno));
     struct stat sb;
     erg_status st = ERG_OK;
     if (fstat(fd, &sb) != 0)
@@ -323,8 +323,8 @@ erg_status erg__read_secure_file(const char *path, const char *what, size_t max_
         }
     }
     if (!st && (size_t)sb.st_size > max_bytes)
-        st = erg_error_set(err, ERG_EINVAL, "%s %s is larger than %zu bytes", what, path,
-                           max_bytes);
+        st =
+            erg_error_set(err, ERG_EINVAL, "%s %s is larger than %zu bytes", what, path, max_bytes);
     char *buf = NULL;
     size_t n = 0;
     if (!st && !(buf = erg__malloc((size_t)sb.st_size + 1)))
@@ -334,8 +334,7 @@ erg_status erg__read_secure_file(const char *path, const char *what, size_t max_
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            st = erg_error_set(err, ERG_EIO, "%s %s: read failed: %s", what, path,
-                               strerror(errno));
+            st = erg_error_set(err, ERG_EIO, "%s %s: read failed: %s", what, path, strerror(errno));
         if (r <= 0)
             break;
         n += (size_t)r;

@@ -5,8 +5,8 @@
 #include <math.h>
 
 erg_status erg_emulate(const erg_profile *profile, const erg_dag *dag, const erg_plan *plan,
-                       double blocking_power_w, erg_emulation *out, double *start_s,
-                       double *dur_s, erg_error *err)
+                       double blocking_power_w, erg_emulation *out, double *start_s, double *dur_s,
+                       erg_error *err)
 {
     if (!profile || !dag || !plan || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_emulate: NULL argument");

@@ -143,17 +143,14 @@ erg_status erg_emulate_ex(const erg_profile *profile, const erg_dag *dag, const 
 {
     if (!profile || !dag || !plan || !opts || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_emulate_ex: NULL argument");
-    if (bad(opts->transfer_time_s) || bad(opts->transfer_bytes) ||
-        bad(opts->link_bandwidth_bps) || bad(opts->link_latency_s) ||
-        bad(opts->switch_latency_s))
+    if (bad(opts->transfer_time_s) || bad(opts->transfer_bytes) || bad(opts->link_bandwidth_bps) ||
+        bad(opts->link_latency_s) || bad(opts->switch_latency_s))
         return erg_error_set(err, ERG_EINVAL,
                              "emulation: invalid transfer time %g s, transfer %g bytes at %g B/s "
                              "+ %g s, or switch latency %g s (all must be finite and >= 0)",
-                             opts->transfer_time_s, opts->transfer_bytes,
-                             opts->link_bandwidth_bps, opts->link_latency_s,
-                             opts->switch_latency_s);
-    if (opts->transfer_bytes > 0 && !(opts->link_bandwidth_bps > 0) &&
-        !(opts->transfer_time_s > 0))
+                             opts->transfer_time_s, opts->transfer_bytes, opts->link_bandwidth_bps,
+                             opts->link_latency_s, opts->switch_latency_s);
+    if (opts->transfer_bytes > 0 && !(opts->link_bandwidth_bps > 0) && !(opts->transfer_time_s > 0))
         return erg_error_set(err, ERG_EINVAL,
                              "emulation: transfer size %g bytes needs a link bandwidth",
                              opts->transfer_bytes);
@@ -191,8 +188,7 @@ erg_status erg_emulate_ex(const erg_profile *profile, const erg_dag *dag, const 
         x = erg_dag_schedule(dag).p2p_time_s; /* the schedule's own P2P time */
     profile_lookup pl = {profile, dag};
     erg__async_result r0, r;
-    erg__async_pass(dag, freq, tp, ep, lookup_profile, &pl, 0, x, dur, es0, cur, pend, pend_t,
-                    &r0);
+    erg__async_pass(dag, freq, tp, ep, lookup_profile, &pl, 0, x, dur, es0, cur, pend, pend_t, &r0);
     erg__async_pass(dag, freq, tp, ep, lookup_profile, &pl, L, x, dur, es, cur, pend, pend_t, &r);
     out->time_s = r.time_s;
     out->compute_energy_j = L > 0 ? r.compute_energy_j : base.compute_energy_j;

@@ -201,8 +201,8 @@ erg_status erg_frontier_baseline_pick(const erg_frontier_baseline *b, const erg_
                                       erg_error *err)
 {
     const void *ctx[2] = {b, f};
-    erg_status st = erg_frontier_pick(f, deadline_s, b->have ? baseline_eval : NULL, (void *)ctx,
-                                      k, em, err);
+    erg_status st =
+        erg_frontier_pick(f, deadline_s, b->have ? baseline_eval : NULL, (void *)ctx, k, em, err);
     if (st == ERG_ENOTFOUND && b->have) {
         char why[ERG_ERROR_MSG_LEN];
         snprintf(why, sizeof why, "%s", err ? err->msg : "");

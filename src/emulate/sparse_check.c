@@ -53,8 +53,8 @@ static erg_status repair(const erg_profile *p, const erg_dag *dag, erg_plan *pla
  * Perseus picks for the deadline (erg_frontier_choose_deadline) repaired
  * until it meets it. chosen[k] receives a copy. */
 static erg_status choose(const erg_profile *p, const erg_dag *dag, const erg_frontier *f,
-                         const erg_plan *allmax, double power_w, const double *deadline,
-                         int nd, erg_plan **chosen, erg_error *err)
+                         const erg_plan *allmax, double power_w, const double *deadline, int nd,
+                         erg_plan **chosen, erg_error *err)
 {
     double best[3];
     long pick[3];
@@ -116,8 +116,7 @@ static erg_status choose(const erg_profile *p, const erg_dag *dag, const erg_fro
     erg__free(work);
     for (int k = 0; k < nd && !st; k++)
         if (!chosen[k])
-            st = erg_error_set(err, ERG_ENOTFOUND, "no plan meets the deadline %g s",
-                               deadline[k]);
+            st = erg_error_set(err, ERG_ENOTFOUND, "no plan meets the deadline %g s", deadline[k]);
     if (st)
         for (int k = 0; k < nd; k++) {
             erg_plan_free(chosen[k]);
@@ -126,9 +125,9 @@ static erg_status choose(const erg_profile *p, const erg_dag *dag, const erg_fro
     return st;
 }
 
-erg_status erg_sparse_check_plans(const erg_profile *real, const erg_profile *pred,
-                                  int num_stages, int num_microbatches, double blocking_power_w,
-                                  double unit_s, erg_sparse_check out[3], erg_error *err)
+erg_status erg_sparse_check_plans(const erg_profile *real, const erg_profile *pred, int num_stages,
+                                  int num_microbatches, double blocking_power_w, double unit_s,
+                                  erg_sparse_check out[3], erg_error *err)
 {
     return erg_sparse_check_plans_noisy(real, real, pred, num_stages, num_microbatches,
                                         blocking_power_w, unit_s, out, err);
@@ -210,8 +209,8 @@ erg_status erg_sparse_check_plans_noisy(const erg_profile *truth, const erg_prof
             erg_plan_free(ct[k]);
             ct[k] = NULL;
         }
-        if ((st = choose(truth, dag, truth != ref ? ft : fr, allmax, blocking_power_w, dl_at, 3,
-                         ct, err)))
+        if ((st = choose(truth, dag, truth != ref ? ft : fr, allmax, blocking_power_w, dl_at, 3, ct,
+                         err)))
             goto done;
         for (int k = 0; k < 3; k++) {
             if ((st = erg_emulate(truth, dag, ct[k], blocking_power_w, &em, NULL, NULL, err)))

@@ -145,8 +145,8 @@ static void make_variant(const erg_dag *dag, const table *tb, int v, const int *
             int id = off + k, f = ci[id];
             if (f != c) {
                 double tf = tb->t[(size_t)id * C + f], tc = tb->t[(size_t)id * C + c];
-                bool keep = down ? (tc < tf && tf <= (1 + d) * tc)
-                                 : (tc > tf && tc <= (1 + d) * tf);
+                bool keep =
+                    down ? (tc < tf && tf <= (1 + d) * tc) : (tc > tf && tc <= (1 + d) * tf);
                 if (keep) /* NAN (not profiled) compares false: no merge */
                     f = c;
             }
@@ -247,8 +247,7 @@ static int cmp_cand(const void *a, const void *b)
 }
 
 /* plan k's clocks in id order; `seq`: freq holds plan k-1's (a sequential walk) */
-static erg_status plan_freqs(const erg_frontier *f, size_t k, bool seq, int *freq,
-                             erg_error *err)
+static erg_status plan_freqs(const erg_frontier *f, size_t k, bool seq, int *freq, erg_error *err)
 {
     return erg_frontier_plan_clocks(f, k, seq, freq, err);
 }
@@ -298,8 +297,8 @@ erg_status erg_frontier_switch_aware(const erg_profile *prof, const erg_frontier
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
     if (st)
         goto done;
-    int *var = base + n, *ci = base + 3 * n, *vi = base + 4 * n,
-        *cur = base + 5 * n, *pend = cur + S;
+    int *var = base + n, *ci = base + 3 * n, *vi = base + 4 * n, *cur = base + 5 * n,
+        *pend = cur + S;
     double *tp = dbuf, *ep = dbuf + n, *dur = dbuf + 2 * n, *es = dbuf + 3 * n,
            *pend_t = dbuf + 4 * n;
     double L = opts->switch_latency_s, x = erg_emulate_opts_transfer_s(opts);

@@ -21,19 +21,19 @@ typedef uint32_t erg_amdsmi_ret;
 typedef void *erg_amdsmi_handle;
 
 /* Return codes we interpret: X(NAME, VALUE). */
-#define ERG_AMDSMI_CODES(X)                                                                      \
-    X(AMDSMI_STATUS_SUCCESS, 0)                                                                  \
-    X(AMDSMI_STATUS_INVAL, 1)                                                                    \
-    X(AMDSMI_STATUS_NOT_SUPPORTED, 2)                                                            \
-    X(AMDSMI_STATUS_NOT_YET_IMPLEMENTED, 3)                                                      \
-    X(AMDSMI_STATUS_TIMEOUT, 8)                                                                  \
-    X(AMDSMI_STATUS_NO_PERM, 10)                                                                 \
-    X(AMDSMI_STATUS_INIT_ERROR, 18)                                                              \
-    X(AMDSMI_STATUS_BUSY, 30)                                                                    \
-    X(AMDSMI_STATUS_NOT_FOUND, 31)                                                               \
-    X(AMDSMI_STATUS_NOT_INIT, 32)                                                                \
-    X(AMDSMI_STATUS_DRIVER_NOT_LOADED, 34)                                                       \
-    X(AMDSMI_STATUS_INSUFFICIENT_SIZE, 41)                                                       \
+#define ERG_AMDSMI_CODES(X)                                                                        \
+    X(AMDSMI_STATUS_SUCCESS, 0)                                                                    \
+    X(AMDSMI_STATUS_INVAL, 1)                                                                      \
+    X(AMDSMI_STATUS_NOT_SUPPORTED, 2)                                                              \
+    X(AMDSMI_STATUS_NOT_YET_IMPLEMENTED, 3)                                                        \
+    X(AMDSMI_STATUS_TIMEOUT, 8)                                                                    \
+    X(AMDSMI_STATUS_NO_PERM, 10)                                                                   \
+    X(AMDSMI_STATUS_INIT_ERROR, 18)                                                                \
+    X(AMDSMI_STATUS_BUSY, 30)                                                                      \
+    X(AMDSMI_STATUS_NOT_FOUND, 31)                                                                 \
+    X(AMDSMI_STATUS_NOT_INIT, 32)                                                                  \
+    X(AMDSMI_STATUS_DRIVER_NOT_LOADED, 34)                                                         \
+    X(AMDSMI_STATUS_INSUFFICIENT_SIZE, 41)                                                         \
     X(AMDSMI_STATUS_NO_DRV, 51)
 
 /* amdsmi_init flags and the clock domains we use. */
@@ -47,7 +47,7 @@ typedef void *erg_amdsmi_handle;
 typedef struct erg_amdsmi_frequencies {
     bool has_deep_sleep;
     uint32_t num_supported;
-    uint32_t current; /* index into frequency[] */
+    uint32_t current;                                   /* index into frequency[] */
     uint64_t frequency[ERG_AMDSMI_MAX_NUM_FREQUENCIES]; /* Hz */
 } erg_amdsmi_frequencies;
 
@@ -90,22 +90,22 @@ typedef struct erg_amdsmi_asic_info {
  * The calls: X(FIELD, SYMBOL, REQUIRED, PARAMETERS), all returning erg_amdsmi_ret. Missing
  * required calls make the back-end unavailable; missing optional ones give ERG_ENOTSUP.
  */
-#define ERG_AMDSMI_CALLS(X)                                                                      \
-    X(init, amdsmi_init, 1, (uint64_t))                                                          \
-    X(shut_down, amdsmi_shut_down, 1, (void))                                                    \
-    X(status_string, amdsmi_status_code_to_string, 0, (erg_amdsmi_ret, const char **))           \
-    X(socket_handles, amdsmi_get_socket_handles, 1, (uint32_t *, erg_amdsmi_handle *))           \
-    X(processor_handles, amdsmi_get_processor_handles, 1,                                        \
-      (erg_amdsmi_handle, uint32_t *, erg_amdsmi_handle *))                                      \
-    X(asic_info, amdsmi_get_gpu_asic_info, 1, (erg_amdsmi_handle, erg_amdsmi_asic_info *))       \
-    X(clk_freq, amdsmi_get_clk_freq, 1, (erg_amdsmi_handle, uint32_t, erg_amdsmi_frequencies *)) \
-    X(set_clk_range, amdsmi_set_gpu_clk_range, 1, (erg_amdsmi_handle, uint64_t, uint64_t,        \
-                                                   uint32_t))                                    \
-    X(energy_count, amdsmi_get_energy_count, 1,                                                  \
-      (erg_amdsmi_handle, uint64_t *, float *, uint64_t *))                                      \
-    X(power_info, amdsmi_get_power_info, 1, (erg_amdsmi_handle, erg_amdsmi_power_info *))        \
-    X(power_cap_info, amdsmi_get_power_cap_info, 0,                                              \
-      (erg_amdsmi_handle, uint32_t, erg_amdsmi_power_cap_info *))                                \
+#define ERG_AMDSMI_CALLS(X)                                                                        \
+    X(init, amdsmi_init, 1, (uint64_t))                                                            \
+    X(shut_down, amdsmi_shut_down, 1, (void))                                                      \
+    X(status_string, amdsmi_status_code_to_string, 0, (erg_amdsmi_ret, const char **))             \
+    X(socket_handles, amdsmi_get_socket_handles, 1, (uint32_t *, erg_amdsmi_handle *))             \
+    X(processor_handles, amdsmi_get_processor_handles, 1,                                          \
+      (erg_amdsmi_handle, uint32_t *, erg_amdsmi_handle *))                                        \
+    X(asic_info, amdsmi_get_gpu_asic_info, 1, (erg_amdsmi_handle, erg_amdsmi_asic_info *))         \
+    X(clk_freq, amdsmi_get_clk_freq, 1, (erg_amdsmi_handle, uint32_t, erg_amdsmi_frequencies *))   \
+    X(set_clk_range, amdsmi_set_gpu_clk_range, 1,                                                  \
+      (erg_amdsmi_handle, uint64_t, uint64_t, uint32_t))                                           \
+    X(energy_count, amdsmi_get_energy_count, 1,                                                    \
+      (erg_amdsmi_handle, uint64_t *, float *, uint64_t *))                                        \
+    X(power_info, amdsmi_get_power_info, 1, (erg_amdsmi_handle, erg_amdsmi_power_info *))          \
+    X(power_cap_info, amdsmi_get_power_cap_info, 0,                                                \
+      (erg_amdsmi_handle, uint32_t, erg_amdsmi_power_cap_info *))                                  \
     X(set_power_cap, amdsmi_set_power_cap, 0, (erg_amdsmi_handle, uint32_t, uint64_t))
 
 #endif

@@ -47,8 +47,8 @@ typedef struct amd_api {
 typedef struct amd_dev {
     erg_amdsmi_handle h;
     char name[96];
-    bool odd_die;  /* second die of an MI250 package: nothing measured here */
-    bool package;  /* first die of an MI250 package: measures both dies */
+    bool odd_die; /* second die of an MI250 package: nothing measured here */
+    bool package; /* first die of an MI250 package: measures both dies */
     bool unreliable_counter;
     float resolution_uj;
 } amd_dev;
@@ -60,7 +60,7 @@ typedef struct amd_state {
 } amd_state;
 
 static const erg__dl_sym syms[] = {
-#define ERG_AMDSMI_SYM(field, symbol, required, params)                                          \
+#define ERG_AMDSMI_SYM(field, symbol, required, params)                                            \
     {offsetof(amd_api, field), {#symbol, NULL}, required},
     ERG_AMDSMI_CALLS(ERG_AMDSMI_SYM)
 #undef ERG_AMDSMI_SYM
@@ -75,24 +75,37 @@ static erg_status amd_fail(amd_state *s, amd_ret r, erg_error *err, const char *
 {
     erg_status code;
     switch (r) {
-    case AMDSMI_STATUS_INVAL: code = ERG_EINVAL; break;
+    case AMDSMI_STATUS_INVAL:
+        code = ERG_EINVAL;
+        break;
     case AMDSMI_STATUS_NOT_SUPPORTED:
-    case AMDSMI_STATUS_NOT_YET_IMPLEMENTED: code = ERG_ENOTSUP; break;
-    case AMDSMI_STATUS_NO_PERM: code = ERG_EPERM; break;
-    case AMDSMI_STATUS_NOT_FOUND: code = ERG_ENOTFOUND; break;
-    case AMDSMI_STATUS_TIMEOUT: code = ERG_ETIMEOUT; break;
+    case AMDSMI_STATUS_NOT_YET_IMPLEMENTED:
+        code = ERG_ENOTSUP;
+        break;
+    case AMDSMI_STATUS_NO_PERM:
+        code = ERG_EPERM;
+        break;
+    case AMDSMI_STATUS_NOT_FOUND:
+        code = ERG_ENOTFOUND;
+        break;
+    case AMDSMI_STATUS_TIMEOUT:
+        code = ERG_ETIMEOUT;
+        break;
     case AMDSMI_STATUS_DRIVER_NOT_LOADED:
-    case AMDSMI_STATUS_NO_DRV: code = ERG_ENOGPU; break;
-    default: code = ERG_EIO; break;
+    case AMDSMI_STATUS_NO_DRV:
+        code = ERG_ENOGPU;
+        break;
+    default:
+        code = ERG_EIO;
+        break;
     }
     const char *text = NULL;
     if (s->api.status_string && s->api.status_string(r, &text) != AMDSMI_STATUS_SUCCESS)
         text = NULL;
-    return erg_error_set(err, code, "GPU %d: %s failed: %s (amdsmi status %u)%s", dev, what,
-                         text ? text : "unknown error", (unsigned)r,
-                         r == AMDSMI_STATUS_NO_PERM
-                             ? "; setting clocks needs root: run through ergond"
-                             : "");
+    return erg_error_set(
+        err, code, "GPU %d: %s failed: %s (amdsmi status %u)%s", dev, what,
+        text ? text : "unknown error", (unsigned)r,
+        r == AMDSMI_STATUS_NO_PERM ? "; setting clocks needs root: run through ergond" : "");
 }
 
 static void amd_close(erg_gpu *g)
@@ -186,8 +199,8 @@ static erg_status set_range(erg_gpu *g, int dev, int lo, int hi, erg_error *err)
         else
             lo = hi - 1;
     }
-    amd_ret r = s->api.set_clk_range(s->devs[dev].h, (uint64_t)lo, (uint64_t)hi,
-                                     ERG_AMDSMI_CLK_TYPE_SYS);
+    amd_ret r =
+        s->api.set_clk_range(s->devs[dev].h, (uint64_t)lo, (uint64_t)hi, ERG_AMDSMI_CLK_TYPE_SYS);
     return r ? amd_fail(s, r, err, "amdsmi_set_gpu_clk_range", dev) : ERG_OK;
 }
 
@@ -234,8 +247,8 @@ static erg_status amd_limits(erg_gpu *g, int dev, uint32_t *min_mw, uint32_t *ma
     uint64_t v[4] = {p.min_power_cap, p.max_power_cap, p.default_power_cap, p.power_cap};
     for (int i = 0; i < 4; i++)
         if (v[i] / 1000 > UINT32_MAX)
-            return erg_error_set(err, ERG_EIO, "GPU %d: amdsmi reports a power cap of %llu uW",
-                                 dev, (unsigned long long)v[i]);
+            return erg_error_set(err, ERG_EIO, "GPU %d: amdsmi reports a power cap of %llu uW", dev,
+                                 (unsigned long long)v[i]);
     *min_mw = (uint32_t)(v[0] / 1000);
     *max_mw = (uint32_t)(v[1] / 1000);
     *def_mw = (uint32_t)(v[2] / 1000);
@@ -292,8 +305,9 @@ static erg_status amd_power(erg_gpu *g, int dev, uint32_t *mw, erg_error *err)
     if (w == ERG_AMDSMI_NA_U32 || w == 0xFFFF)
         w = p.average_socket_power;
     if (w == ERG_AMDSMI_NA_U32 || w == 0xFFFF)
-        return erg_error_set(err, ERG_ENOTSUP, "GPU %d: amdsmi reports neither current nor "
-                                               "average socket power (both N/A)",
+        return erg_error_set(err, ERG_ENOTSUP,
+                             "GPU %d: amdsmi reports neither current nor "
+                             "average socket power (both N/A)",
                              dev);
     if (w > 100000)
         return erg_error_set(err, ERG_EIO, "GPU %d: amdsmi reports %u W", dev, w);
@@ -314,8 +328,8 @@ static void amd_energy_caps(erg_gpu *g, int dev, erg_gpu_energy_info *info)
     snprintf(info->scope, sizeof info->scope, "%s", d->package ? "package" : "gpu");
     info->resolution_mj = d->resolution_uj > 0 ? d->resolution_uj / 1000.0 : 0.0;
     if (d->unreliable_counter)
-        snprintf(info->reason, sizeof info->reason,
-                 "%s energy counters are known to be unreliable", d->name);
+        snprintf(info->reason, sizeof info->reason, "%s energy counters are known to be unreliable",
+                 d->name);
 }
 
 const erg__gpu_backend erg__gpu_amdsmi_backend = {
@@ -407,15 +421,17 @@ erg_status erg_gpu_open_amdsmi(const char *lib_path, erg_gpu **out, erg_error *e
     if (!out)
         return erg_error_set(err, ERG_EINVAL, "erg_gpu_open_amdsmi: NULL output");
     static const erg__dl_vendor vendor = {
-        "amdsmi", "ERGON_AMDSMI_LIBRARY", {"libamd_smi.so", "/opt/rocm/lib/libamd_smi.so"},
+        "amdsmi",
+        "ERGON_AMDSMI_LIBRARY",
+        {"libamd_smi.so", "/opt/rocm/lib/libamd_smi.so"},
         "install ROCm's amd-smi-lib, point $ERGON_AMDSMI_LIBRARY or --gpu amdsmi:LIBRARY at "
         "libamd_smi.so, or use --gpu sim:GPU to try without a GPU"};
     amd_state *s = erg__calloc(1, sizeof *s);
     if (!s)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     const char *loaded = NULL;
-    erg_status st = erg__dl_open(&vendor, lib_path, syms, ERG__ARRAY_LEN(syms), &s->api, &s->lib,
-                                 &loaded, err);
+    erg_status st =
+        erg__dl_open(&vendor, lib_path, syms, ERG__ARRAY_LEN(syms), &s->api, &s->lib, &loaded, err);
     if (st) {
         erg__free(s);
         return st;

@@ -36,12 +36,12 @@ static erg_status request(daemon_state *s, const char *method, const char *targe
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
         int e = errno;
         close(fd);
-        return erg_error_set(err, ERG_ENOGPU, "ergond unreachable at %s: %s", s->path,
-                             strerror(e));
+        return erg_error_set(err, ERG_ENOGPU, "ergond unreachable at %s: %s", s->path, strerror(e));
     }
     char req[1400];
-    int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n"
-                                      "Connection: close\r\n\r\n",
+    int n = snprintf(req, sizeof req,
+                     "%s %s HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n"
+                     "Connection: close\r\n\r\n",
                      method, target);
     if (n < 0 || (size_t)n >= sizeof req) {
         close(fd);
@@ -67,8 +67,7 @@ static erg_status request(daemon_state *s, const char *method, const char *targe
         if (pr == 0) {
             close(fd);
             erg__buf_free(&b);
-            return erg_error_set(err, ERG_ETIMEOUT, "ergond did not answer %s %s", method,
-                                 target);
+            return erg_error_set(err, ERG_ETIMEOUT, "ergond did not answer %s %s", method, target);
         }
         ssize_t r = recv(fd, chunk, sizeof chunk, 0);
         if (r < 0 && errno == EINTR)
@@ -86,8 +85,7 @@ static erg_status request(daemon_state *s, const char *method, const char *targe
     const char *sep = b.data ? strstr(b.data, "\r\n\r\n") : NULL;
     if (!b.data || sscanf(b.data, "HTTP/1.%*d %d", &code) != 1 || !sep) {
         erg__buf_free(&b);
-        return erg_error_set(err, ERG_EIO, "malformed reply from ergond to %s %s", method,
-                             target);
+        return erg_error_set(err, ERG_EIO, "malformed reply from ergond to %s %s", method, target);
     }
     char *copy = erg__strdup(sep + 4);
     erg__buf_free(&b);
@@ -101,8 +99,8 @@ static erg_status request(daemon_state *s, const char *method, const char *targe
 /* Map a non-200 reply to a status with the daemon's message. */
 static erg_status reply_error(int code, const char *body, const char *what, erg_error *err)
 {
-    erg_status st = code == 403 ? ERG_EPERM
-                    : code == 400 ? ERG_EINVAL
+    erg_status st = code == 403                  ? ERG_EPERM
+                    : code == 400                ? ERG_EINVAL
                     : code == 404 || code == 405 ? ERG_ENOTSUP
                                                  : ERG_EIO;
     json_error_t je;
@@ -123,8 +121,7 @@ static erg_status reply_error(int code, const char *body, const char *what, erg_
         }
         msg = buf;
     }
-    erg_error_set(err, st, "ergond refused %s (HTTP %d): %s", what, code,
-                  msg && *msg ? msg : body);
+    erg_error_set(err, st, "ergond refused %s (HTTP %d): %s", what, code, msg && *msg ? msg : body);
     json_decref(j);
     return st;
 }
@@ -146,8 +143,7 @@ static erg_status get_json(daemon_state *s, const char *target, json_t **out, er
     json_t *j = json_loads(body, 0, &je);
     erg__free(body);
     if (!j)
-        return erg_error_set(err, ERG_EIO, "ergond sent invalid JSON for %s: %s", target,
-                             je.text);
+        return erg_error_set(err, ERG_EIO, "ergond sent invalid JSON for %s: %s", target, je.text);
     *out = j;
     return ERG_OK;
 }
@@ -187,8 +183,7 @@ static erg_status d_name(erg_gpu *g, int dev, char *buf, size_t size, erg_error 
     return ERG_OK;
 }
 
-static erg_status clocks(erg_gpu *g, int dev, const char *key, int **out, size_t *n,
-                         erg_error *err)
+static erg_status clocks(erg_gpu *g, int dev, const char *key, int **out, size_t *n, erg_error *err)
 {
     char target[128];
     snprintf(target, sizeof target, "/gpu/get_supported_clocks?gpu_ids=%d", dev);
@@ -230,8 +225,8 @@ static erg_status d_mem_clocks(erg_gpu *g, int dev, int **c, size_t *n, erg_erro
 static erg_status d_lock(erg_gpu *g, const char *op, int dev, int lo, int hi, erg_error *err)
 {
     char target[200];
-    snprintf(target, sizeof target, "/gpu/%s?gpu_ids=%d&min_clock_mhz=%d&max_clock_mhz=%d&block=true",
-             op, dev, lo, hi);
+    snprintf(target, sizeof target,
+             "/gpu/%s?gpu_ids=%d&min_clock_mhz=%d&max_clock_mhz=%d&block=true", op, dev, lo, hi);
     return post(ds(g), target, err);
 }
 
@@ -352,9 +347,9 @@ static void d_energy_caps(erg_gpu *g, int dev, erg_gpu_energy_info *info)
 }
 
 static const erg__gpu_backend daemon_backend = {
-    "daemon",  d_close,    d_name,      d_sm_clocks, d_mem_clocks, d_lock_sm, d_reset_sm,
-    d_lock_mem, d_reset_mem, d_limits, d_set_limit, d_energy,     d_power,
-    d_energy_caps, 1,
+    "daemon",    d_close,    d_name,     d_sm_clocks,   d_mem_clocks,
+    d_lock_sm,   d_reset_sm, d_lock_mem, d_reset_mem,   d_limits,
+    d_set_limit, d_energy,   d_power,    d_energy_caps, 1,
 };
 
 erg_status erg_gpu_open_daemon(const char *socket_path, erg_gpu **out, erg_error *err)

@@ -36,7 +36,7 @@ typedef struct nvml_state {
 } nvml_state;
 
 static const erg__dl_sym syms[] = {
-#define ERG_NVML_SYM(field, symbol, fallback, required, ret, params)                             \
+#define ERG_NVML_SYM(field, symbol, fallback, required, ret, params)                               \
     {offsetof(nvml_api, field), {#symbol, fallback}, required},
     ERG_NVML_CALLS(ERG_NVML_SYM)
 #undef ERG_NVML_SYM
@@ -52,14 +52,28 @@ static erg_status nvml_fail(nvml_state *s, nvml_ret r, erg_error *err, const cha
 {
     erg_status code;
     switch (r) {
-    case NVML_ERROR_INVALID_ARGUMENT: code = ERG_EINVAL; break;
-    case NVML_ERROR_NOT_SUPPORTED: code = ERG_ENOTSUP; break;
-    case NVML_ERROR_NO_PERMISSION: code = ERG_EPERM; break;
-    case NVML_ERROR_NOT_FOUND: code = ERG_ENOTFOUND; break;
-    case NVML_ERROR_TIMEOUT: code = ERG_ETIMEOUT; break;
+    case NVML_ERROR_INVALID_ARGUMENT:
+        code = ERG_EINVAL;
+        break;
+    case NVML_ERROR_NOT_SUPPORTED:
+        code = ERG_ENOTSUP;
+        break;
+    case NVML_ERROR_NO_PERMISSION:
+        code = ERG_EPERM;
+        break;
+    case NVML_ERROR_NOT_FOUND:
+        code = ERG_ENOTFOUND;
+        break;
+    case NVML_ERROR_TIMEOUT:
+        code = ERG_ETIMEOUT;
+        break;
     case NVML_ERROR_DRIVER_NOT_LOADED:
-    case NVML_ERROR_GPU_IS_LOST: code = ERG_ENOGPU; break;
-    default: code = ERG_EIO; break;
+    case NVML_ERROR_GPU_IS_LOST:
+        code = ERG_ENOGPU;
+        break;
+    default:
+        code = ERG_EIO;
+        break;
     }
     const char *text = s->api.error_string ? s->api.error_string(r) : NULL;
     return erg_error_set(err, code, "GPU %d: %s failed: %s (NVML error %d)%s", dev, what,
@@ -253,9 +267,9 @@ static void nvml_energy_caps(erg_gpu *g, int dev, erg_gpu_energy_info *info)
 }
 
 const erg__gpu_backend erg__gpu_nvml_backend = {
-    "nvml",        nvml_close,    nvml_name,     nvml_sm_clocks, nvml_mem_clocks,
-    nvml_lock_sm,  nvml_reset_sm, nvml_lock_mem, nvml_reset_mem, nvml_limits,
-    nvml_set_limit, nvml_energy,  nvml_power, nvml_energy_caps, 0,
+    "nvml",         nvml_close,    nvml_name,     nvml_sm_clocks,   nvml_mem_clocks,
+    nvml_lock_sm,   nvml_reset_sm, nvml_lock_mem, nvml_reset_mem,   nvml_limits,
+    nvml_set_limit, nvml_energy,   nvml_power,    nvml_energy_caps, 0,
 };
 
 erg_status erg_gpu_open_nvml(const char *lib_path, erg_gpu **out, erg_error *err)
@@ -263,15 +277,17 @@ erg_status erg_gpu_open_nvml(const char *lib_path, erg_gpu **out, erg_error *err
     if (!out)
         return erg_error_set(err, ERG_EINVAL, "erg_gpu_open_nvml: NULL output");
     static const erg__dl_vendor vendor = {
-        "NVML", "ERGON_NVML_LIBRARY", {"libnvidia-ml.so.1", "libnvidia-ml.so"},
+        "NVML",
+        "ERGON_NVML_LIBRARY",
+        {"libnvidia-ml.so.1", "libnvidia-ml.so"},
         "install the NVIDIA driver, point $ERGON_NVML_LIBRARY or --gpu nvml:LIBRARY at "
         "libnvidia-ml.so.1, or use --gpu sim:GPU to try without a GPU"};
     nvml_state *s = erg__calloc(1, sizeof *s);
     if (!s)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     const char *loaded = NULL;
-    erg_status lst = erg__dl_open(&vendor, lib_path, syms, ERG__ARRAY_LEN(syms), &s->api, &s->lib,
-                                  &loaded, err);
+    erg_status lst =
+        erg__dl_open(&vendor, lib_path, syms, ERG__ARRAY_LEN(syms), &s->api, &s->lib, &loaded, err);
     if (lst) {
         erg__free(s);
         return lst;

@@ -15,14 +15,14 @@
  */
 typedef struct sim_dev {
     pthread_mutex_t mu;
-    int sm_lock_mhz;       /* Locked SM clock (max of the locked range), 0 = unlocked. */
-    int mem_lock_mhz;      /* Locked memory clock, 0 = unlocked. */
-    uint32_t limit_mw;     /* Current power limit. */
-    bool busy;             /* An instruction is running. */
-    erg_instr_kind kind;   /* Which one. */
-    double energy_mj;      /* Counter (fractional part kept). */
-    double last_s;         /* Time of the last integration. */
-    erg_sim_work work[4];  /* Forward, backward, backward_input, backward_weight work. */
+    int sm_lock_mhz;      /* Locked SM clock (max of the locked range), 0 = unlocked. */
+    int mem_lock_mhz;     /* Locked memory clock, 0 = unlocked. */
+    uint32_t limit_mw;    /* Current power limit. */
+    bool busy;            /* An instruction is running. */
+    erg_instr_kind kind;  /* Which one. */
+    double energy_mj;     /* Counter (fractional part kept). */
+    double last_s;        /* Time of the last integration. */
+    erg_sim_work work[4]; /* Forward, backward, backward_input, backward_weight work. */
 } sim_dev;
 
 typedef struct sim_state {
@@ -199,9 +199,21 @@ static void sim_energy_caps(erg_gpu *g, int dev, erg_gpu_energy_info *info)
 }
 
 const erg__gpu_backend erg__gpu_sim_backend = {
-    "sim",         sim_close,     sim_name,         sim_sm_clocks,       sim_mem_clocks,
-    sim_lock_sm,   sim_reset_sm,  sim_lock_mem,     sim_reset_mem,       sim_power_limits,
-    sim_set_power_limit, sim_energy, sim_power, sim_energy_caps, 1,
+    "sim",
+    sim_close,
+    sim_name,
+    sim_sm_clocks,
+    sim_mem_clocks,
+    sim_lock_sm,
+    sim_reset_sm,
+    sim_lock_mem,
+    sim_reset_mem,
+    sim_power_limits,
+    sim_set_power_limit,
+    sim_energy,
+    sim_power,
+    sim_energy_caps,
+    1,
 };
 
 erg_status erg_gpu_open_sim(const char *gpu, const char *model, int num_devices, erg_gpu **out,
@@ -228,8 +240,8 @@ erg_status erg_gpu_open_sim(const char *gpu, const char *model, int num_devices,
     double now = erg__now_s();
     for (int i = 0; i < num_devices; i++) {
         for (int k = 0; k < 4; k++) {
-            st = erg_sim_model_work(model ? model : "gpt3-xl", num_devices, 0, i,
-                                    (erg_instr_kind)k, &devs[i].work[k], err);
+            st = erg_sim_model_work(model ? model : "gpt3-xl", num_devices, 0, i, (erg_instr_kind)k,
+                                    &devs[i].work[k], err);
             if (st) {
                 for (int j = 0; j < s->n; j++)
                     pthread_mutex_destroy(&devs[j].mu);
@@ -246,8 +258,7 @@ erg_status erg_gpu_open_sim(const char *gpu, const char *model, int num_devices,
         s->n = i + 1;
     }
     char spec[128];
-    snprintf(spec, sizeof spec, "sim:%s:%s:%d", info->name, model ? model : "gpt3-xl",
-             num_devices);
+    snprintf(spec, sizeof spec, "sim:%s:%s:%d", info->name, model ? model : "gpt3-xl", num_devices);
     char *spec_copy = erg__strdup(spec);
     st = spec_copy ? erg__gpu_alloc(&erg__gpu_sim_backend, num_devices, s, out, err)
                    : erg_error_set(err, ERG_ENOMEM, "out of memory");

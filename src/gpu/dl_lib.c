@@ -7,8 +7,7 @@
 #include <string.h>
 
 erg_status erg__dl_open(const erg__dl_vendor *v, const char *lib_path, const erg__dl_sym *syms,
-                        size_t nsyms, void *api, void **lib, const char **loaded,
-                        erg_error *err)
+                        size_t nsyms, void *api, void **lib, const char **loaded, erg_error *err)
 {
     const char *env = getenv(v->env);
     const char *cands[2] = {NULL, NULL};
@@ -32,10 +31,9 @@ erg_status erg__dl_open(const erg__dl_vendor *v, const char *lib_path, const erg
         }
     }
     if (!h)
-        return erg_error_set(err, ERG_ENOGPU,
-                             "%s unavailable: library not found: cannot load %s%s%s (%s); %s",
-                             v->what, cands[0], cands[1] ? " or " : "", cands[1] ? cands[1] : "",
-                             reason, v->hint);
+        return erg_error_set(
+            err, ERG_ENOGPU, "%s unavailable: library not found: cannot load %s%s%s (%s); %s",
+            v->what, cands[0], cands[1] ? " or " : "", cands[1] ? cands[1] : "", reason, v->hint);
     for (size_t i = 0; i < nsyms; i++) {
         void *fn = NULL;
         for (int k = 0; k < 2 && !fn && syms[i].names[k]; k++) {
@@ -48,8 +46,8 @@ erg_status erg__dl_open(const erg__dl_vendor *v, const char *lib_path, const erg
         }
         if (!fn && syms[i].required) {
             dlclose(h);
-            return erg_error_set(err, ERG_ENOGPU, "%s unavailable: missing symbol %s (%s)",
-                                 v->what, syms[i].names[0], reason);
+            return erg_error_set(err, ERG_ENOGPU, "%s unavailable: missing symbol %s (%s)", v->what,
+                                 syms[i].names[0], reason);
         }
         memcpy((char *)api + syms[i].offset, &fn, sizeof fn);
     }

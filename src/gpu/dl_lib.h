@@ -15,10 +15,10 @@ typedef struct erg__dl_sym {
 
 /* The vendor library the back-end knows. */
 typedef struct erg__dl_vendor {
-    const char *what;     /* "NVML", "amdsmi": the start of messages */
-    const char *env;      /* the variable naming the library, "ERGON_NVML_LIBRARY" */
+    const char *what;        /* "NVML", "amdsmi": the start of messages */
+    const char *env;         /* the variable naming the library, "ERGON_NVML_LIBRARY" */
     const char *defaults[2]; /* tried in order without a path or the variable (NULL ends) */
-    const char *hint;     /* what to do when none loads */
+    const char *hint;        /* what to do when none loads */
 } erg__dl_vendor;
 
 /* Open the library: lib_path if given, else $env, else the defaults, the first that loads;
@@ -27,7 +27,6 @@ typedef struct erg__dl_vendor {
  * found: cannot load A or B (dlerror); <hint>") or a required call is missing ("<what>
  * unavailable: missing symbol NAME (dlerror)", the library closed again). */
 erg_status erg__dl_open(const erg__dl_vendor *v, const char *lib_path, const erg__dl_sym *syms,
-                        size_t nsyms, void *api, void **lib, const char **loaded,
-                        erg_error *err);
+                        size_t nsyms, void *api, void **lib, const char **loaded, erg_error *err);
 
 #endif

@@ -20,7 +20,7 @@
  * model; ergond, which checks its own devices) pass through.
  */
 struct erg__energy_dev {
-    bool init;                /* info filled from the back-end */
+    bool init; /* info filled from the back-end */
     erg_gpu_energy_info info;
     bool have;                /* a counter reading exists */
     uint64_t last_counter;    /* last trusted counter value, mJ */
@@ -29,7 +29,7 @@ struct erg__energy_dev {
     double last_t, last_p_mw; /* last power sample */
     double first_t;           /* first power sample */
     long nsamples;
-    double change_t;          /* when the counter last moved */
+    double change_t; /* when the counter last moved */
     double integ_since_change_j;
     double win_t0, win_integ_j; /* disagreement window */
     uint64_t win_c0;
@@ -224,7 +224,8 @@ static erg_status energy_read_locked(erg_gpu *g, int dev, uint64_t *mj, erg_erro
     if (sampled)
         d->win_samples++;
     if (!why[0] && c >= d->last_counter && sampled && t - d->win_t0 >= ERG_ENERGY_WINDOW_S &&
-        d->win_integ_j >= ERG_ENERGY_WINDOW_MIN_J && d->win_samples >= ERG_ENERGY_WINDOW_MIN_SAMPLES) {
+        d->win_integ_j >= ERG_ENERGY_WINDOW_MIN_J &&
+        d->win_samples >= ERG_ENERGY_WINDOW_MIN_SAMPLES) {
         double dc_j = (double)(c - d->win_c0) / 1000.0;
         double rel = fabs(dc_j - d->win_integ_j) / d->win_integ_j;
         if (rel > ERG_ENERGY_TOLERANCE)

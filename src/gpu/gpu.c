@@ -94,11 +94,12 @@ erg_status erg_gpu_open(const char *spec, erg_gpu **out, erg_error *err)
             *cut1 = '\0';
         if (cut2)
             *cut2 = '\0';
-        return erg_error_set(err, ERG_ENOGPU,
-                             "no GPU library opens: %.180s; %.180s; install the NVIDIA driver or "
-                             "ROCm's amd-smi-lib, set $ERGON_NVML_LIBRARY or $ERGON_AMDSMI_LIBRARY, "
-                             "or use --gpu sim:GPU",
-                             e1.msg, e2.msg);
+        return erg_error_set(
+            err, ERG_ENOGPU,
+            "no GPU library opens: %.180s; %.180s; install the NVIDIA driver or "
+            "ROCm's amd-smi-lib, set $ERGON_NVML_LIBRARY or $ERGON_AMDSMI_LIBRARY, "
+            "or use --gpu sim:GPU",
+            e1.msg, e2.msg);
     }
     if (!strncmp(spec, "daemon:", 7))
         return erg_gpu_open_daemon(spec + 7, out, err);
@@ -169,8 +170,8 @@ static erg_status cached_clocks(erg_gpu *g, int dev, bool mem, const int **clock
     if (!cache[dev]) {
         int *c = NULL;
         size_t k = 0;
-        erg_status st = mem ? g->ops->mem_clocks(g, dev, &c, &k, err)
-                            : g->ops->sm_clocks(g, dev, &c, &k, err);
+        erg_status st =
+            mem ? g->ops->mem_clocks(g, dev, &c, &k, err) : g->ops->sm_clocks(g, dev, &c, &k, err);
         if (st)
             return st;
         if (k == 0) {
@@ -237,8 +238,9 @@ static erg_status check_range(erg_gpu *g, int dev, bool mem, int min_mhz, int ma
     if (st)
         return st;
     if (min_mhz > max_mhz)
-        return erg_error_set(err, ERG_EINVAL, "GPU %d: minimum clock %d MHz is above maximum %d MHz",
-                             dev, min_mhz, max_mhz);
+        return erg_error_set(err, ERG_EINVAL,
+                             "GPU %d: minimum clock %d MHz is above maximum %d MHz", dev, min_mhz,
+                             max_mhz);
     const int *c = NULL;
     size_t n = 0;
     st = cached_clocks(g, dev, mem, &c, &n, err);

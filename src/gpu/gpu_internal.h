@@ -44,12 +44,12 @@ struct erg_gpu {
     char *spec;                  /* A spec that reopens the same back-end (erg_gpu_open). */
     int **sm_cache;              /* Per device: supported SM clocks (lazily filled). */
     size_t *sm_cache_n;
-    int **mem_cache;             /* Per device: supported memory clocks. */
+    int **mem_cache; /* Per device: supported memory clocks. */
     size_t *mem_cache_n;
-    erg__energy_dev *energy;     /* Per device: energy check state (energy.c), lazily. */
-    pthread_mutex_t energy_mu;   /* Guards `energy`: a client reads energy from its clock
-                                    thread and from the training thread (recursive: the
-                                    event callback may ask for the info). */
+    erg__energy_dev *energy;   /* Per device: energy check state (energy.c), lazily. */
+    pthread_mutex_t energy_mu; /* Guards `energy`: a client reads energy from its clock
+                                  thread and from the training thread (recursive: the
+                                  event callback may ask for the info). */
     erg_gpu_energy_event_fn energy_event;
     void *energy_event_user;
 };

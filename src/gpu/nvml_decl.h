@@ -23,16 +23,16 @@ typedef ERG_NVML_RET erg_nvml_ret;
 typedef ERG_NVML_DEV erg_nvml_dev;
 
 /* Return codes we interpret: X(NAME, VALUE). */
-#define ERG_NVML_CODES(X)                                                                        \
-    X(NVML_SUCCESS, 0)                                                                           \
-    X(NVML_ERROR_UNINITIALIZED, 1)                                                               \
-    X(NVML_ERROR_INVALID_ARGUMENT, 2)                                                            \
-    X(NVML_ERROR_NOT_SUPPORTED, 3)                                                               \
-    X(NVML_ERROR_NO_PERMISSION, 4)                                                               \
-    X(NVML_ERROR_NOT_FOUND, 6)                                                                   \
-    X(NVML_ERROR_INSUFFICIENT_SIZE, 7)                                                           \
-    X(NVML_ERROR_DRIVER_NOT_LOADED, 9)                                                           \
-    X(NVML_ERROR_TIMEOUT, 10)                                                                    \
+#define ERG_NVML_CODES(X)                                                                          \
+    X(NVML_SUCCESS, 0)                                                                             \
+    X(NVML_ERROR_UNINITIALIZED, 1)                                                                 \
+    X(NVML_ERROR_INVALID_ARGUMENT, 2)                                                              \
+    X(NVML_ERROR_NOT_SUPPORTED, 3)                                                                 \
+    X(NVML_ERROR_NO_PERMISSION, 4)                                                                 \
+    X(NVML_ERROR_NOT_FOUND, 6)                                                                     \
+    X(NVML_ERROR_INSUFFICIENT_SIZE, 7)                                                             \
+    X(NVML_ERROR_DRIVER_NOT_LOADED, 9)                                                             \
+    X(NVML_ERROR_TIMEOUT, 10)                                                                      \
     X(NVML_ERROR_GPU_IS_LOST, 15)
 
 /*
@@ -40,35 +40,34 @@ typedef ERG_NVML_DEV erg_nvml_dev;
  * first, then FALLBACK (a string or NULL: the unversioned name older drivers export). Missing
  * required calls make the back-end unavailable; missing optional ones give ERG_ENOTSUP.
  */
-#define ERG_NVML_CALLS(X)                                                                        \
-    X(init, nvmlInit_v2, "nvmlInit", 1, erg_nvml_ret, (void))                                    \
-    X(shutdown, nvmlShutdown, NULL, 1, erg_nvml_ret, (void))                                     \
-    X(error_string, nvmlErrorString, NULL, 1, const char *, (erg_nvml_ret))                      \
-    X(get_count, nvmlDeviceGetCount_v2, "nvmlDeviceGetCount", 1, erg_nvml_ret, (unsigned int *)) \
-    X(get_handle, nvmlDeviceGetHandleByIndex_v2, "nvmlDeviceGetHandleByIndex", 1, erg_nvml_ret,  \
-      (unsigned int, erg_nvml_dev *))                                                            \
-    X(get_name, nvmlDeviceGetName, NULL, 1, erg_nvml_ret, (erg_nvml_dev, char *, unsigned int))  \
-    X(mem_clocks, nvmlDeviceGetSupportedMemoryClocks, NULL, 1, erg_nvml_ret,                     \
-      (erg_nvml_dev, unsigned int *, unsigned int *))                                            \
-    X(sm_clocks, nvmlDeviceGetSupportedGraphicsClocks, NULL, 1, erg_nvml_ret,                    \
-      (erg_nvml_dev, unsigned int, unsigned int *, unsigned int *))                              \
-    X(set_locked, nvmlDeviceSetGpuLockedClocks, NULL, 1, erg_nvml_ret,                           \
-      (erg_nvml_dev, unsigned int, unsigned int))                                                \
-    X(reset_locked, nvmlDeviceResetGpuLockedClocks, NULL, 1, erg_nvml_ret, (erg_nvml_dev))       \
-    X(energy, nvmlDeviceGetTotalEnergyConsumption, NULL, 1, erg_nvml_ret,                        \
-      (erg_nvml_dev, unsigned long long *))                                                      \
-    X(power, nvmlDeviceGetPowerUsage, NULL, 1, erg_nvml_ret, (erg_nvml_dev, unsigned int *))     \
-    X(set_mem_locked, nvmlDeviceSetMemoryLockedClocks, NULL, 0, erg_nvml_ret,                    \
-      (erg_nvml_dev, unsigned int, unsigned int))                                                \
-    X(reset_mem_locked, nvmlDeviceResetMemoryLockedClocks, NULL, 0, erg_nvml_ret,                \
-      (erg_nvml_dev))                                                                            \
-    X(limit_constraints, nvmlDeviceGetPowerManagementLimitConstraints, NULL, 0, erg_nvml_ret,    \
-      (erg_nvml_dev, unsigned int *, unsigned int *))                                            \
-    X(limit_default, nvmlDeviceGetPowerManagementDefaultLimit, NULL, 0, erg_nvml_ret,            \
-      (erg_nvml_dev, unsigned int *))                                                            \
-    X(limit_get, nvmlDeviceGetPowerManagementLimit, NULL, 0, erg_nvml_ret,                       \
-      (erg_nvml_dev, unsigned int *))                                                            \
-    X(limit_set, nvmlDeviceSetPowerManagementLimit, NULL, 0, erg_nvml_ret,                       \
+#define ERG_NVML_CALLS(X)                                                                          \
+    X(init, nvmlInit_v2, "nvmlInit", 1, erg_nvml_ret, (void))                                      \
+    X(shutdown, nvmlShutdown, NULL, 1, erg_nvml_ret, (void))                                       \
+    X(error_string, nvmlErrorString, NULL, 1, const char *, (erg_nvml_ret))                        \
+    X(get_count, nvmlDeviceGetCount_v2, "nvmlDeviceGetCount", 1, erg_nvml_ret, (unsigned int *))   \
+    X(get_handle, nvmlDeviceGetHandleByIndex_v2, "nvmlDeviceGetHandleByIndex", 1, erg_nvml_ret,    \
+      (unsigned int, erg_nvml_dev *))                                                              \
+    X(get_name, nvmlDeviceGetName, NULL, 1, erg_nvml_ret, (erg_nvml_dev, char *, unsigned int))    \
+    X(mem_clocks, nvmlDeviceGetSupportedMemoryClocks, NULL, 1, erg_nvml_ret,                       \
+      (erg_nvml_dev, unsigned int *, unsigned int *))                                              \
+    X(sm_clocks, nvmlDeviceGetSupportedGraphicsClocks, NULL, 1, erg_nvml_ret,                      \
+      (erg_nvml_dev, unsigned int, unsigned int *, unsigned int *))                                \
+    X(set_locked, nvmlDeviceSetGpuLockedClocks, NULL, 1, erg_nvml_ret,                             \
+      (erg_nvml_dev, unsigned int, unsigned int))                                                  \
+    X(reset_locked, nvmlDeviceResetGpuLockedClocks, NULL, 1, erg_nvml_ret, (erg_nvml_dev))         \
+    X(energy, nvmlDeviceGetTotalEnergyConsumption, NULL, 1, erg_nvml_ret,                          \
+      (erg_nvml_dev, unsigned long long *))                                                        \
+    X(power, nvmlDeviceGetPowerUsage, NULL, 1, erg_nvml_ret, (erg_nvml_dev, unsigned int *))       \
+    X(set_mem_locked, nvmlDeviceSetMemoryLockedClocks, NULL, 0, erg_nvml_ret,                      \
+      (erg_nvml_dev, unsigned int, unsigned int))                                                  \
+    X(reset_mem_locked, nvmlDeviceResetMemoryLockedClocks, NULL, 0, erg_nvml_ret, (erg_nvml_dev))  \
+    X(limit_constraints, nvmlDeviceGetPowerManagementLimitConstraints, NULL, 0, erg_nvml_ret,      \
+      (erg_nvml_dev, unsigned int *, unsigned int *))                                              \
+    X(limit_default, nvmlDeviceGetPowerManagementDefaultLimit, NULL, 0, erg_nvml_ret,              \
+      (erg_nvml_dev, unsigned int *))                                                              \
+    X(limit_get, nvmlDeviceGetPowerManagementLimit, NULL, 0, erg_nvml_ret,                         \
+      (erg_nvml_dev, unsigned int *))                                                              \
+    X(limit_set, nvmlDeviceSetPowerManagementLimit, NULL, 0, erg_nvml_ret,                         \
       (erg_nvml_dev, unsigned int))
 
 #endif

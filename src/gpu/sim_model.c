@@ -45,10 +45,10 @@
 static const erg_sim_gpu_info gpus[] = {
     {"a100", "NVIDIA A100-SXM4-40GB", 210, 1410, 15, 855, 1215, 60.2, 474.0, 269.0, 480.0, 83.64,
      1098.0, 0.284, 156.0, 1800.0, true},
-    {"a40", "NVIDIA A40", 210, 1740, 15, 855, 7251, 64.0, 477.0, 223.0, 300.0, 70.38, 1133.0,
-     0.687, 114.0, 200.0, true},
-    {"h100", "NVIDIA H100 80GB HBM3", 345, 1980, 15, 1005, 2619, 90.0, 760.0, 300.0, 700.0,
-     110.0, 1400.0, 0.35, 400.0, 2600.0, false},
+    {"a40", "NVIDIA A40", 210, 1740, 15, 855, 7251, 64.0, 477.0, 223.0, 300.0, 70.38, 1133.0, 0.687,
+     114.0, 200.0, true},
+    {"h100", "NVIDIA H100 80GB HBM3", 345, 1980, 15, 1005, 2619, 90.0, 760.0, 300.0, 700.0, 110.0,
+     1400.0, 0.35, 400.0, 2600.0, false},
     {"v100", "Tesla V100-SXM2-32GB", 135, 1530, 15, 765, 877, 40.0, 300.0, 120.0, 300.0, 55.0,
      1050.0, 0.35, 60.0, 700.0, false},
 };
@@ -57,16 +57,16 @@ static const erg_sim_gpu_info gpus[] = {
  * (forward FLOPs per layer = 24 b s h^2 + 4 b s^2 h; LM head 2 b s h V). */
 typedef struct sim_model {
     const char *name;
-    int layers;       /* Transformer blocks. */
-    int hidden;       /* Hidden size h. */
-    int seq_len;      /* Sequence length s. */
-    int vocab;        /* Vocabulary V (LM head on the last stage). */
-    int microbatch;   /* Default microbatch size b. */
+    int layers;     /* Transformer blocks. */
+    int hidden;     /* Hidden size h. */
+    int seq_len;    /* Sequence length s. */
+    int vocab;      /* Vocabulary V (LM head on the last stage). */
+    int microbatch; /* Default microbatch size b. */
 } sim_model;
 
 static const sim_model models[] = {
-    {"gpt3-xl", 24, 2048, 2048, 50257, 4},     {"gpt3-2.7b", 32, 2560, 2048, 50257, 4},
-    {"gpt3-6.7b", 32, 4096, 2048, 50257, 2},   {"bloom-3b", 30, 2560, 2048, 250880, 4},
+    {"gpt3-xl", 24, 2048, 2048, 50257, 4},    {"gpt3-2.7b", 32, 2560, 2048, 50257, 4},
+    {"gpt3-6.7b", 32, 4096, 2048, 50257, 2},  {"bloom-3b", 30, 2560, 2048, 250880, 4},
     {"bert-large", 24, 1024, 512, 30522, 16},
 };
 
@@ -133,8 +133,7 @@ erg_status erg_sim_model_work(const char *model, int num_stages, int microbatch_
         return erg_error_set(err, ERG_EINVAL, "model %s has %d layers: %d stages is out of [1, %d]",
                              m->name, m->layers, num_stages, m->layers);
     if (stage < 0 || stage >= num_stages)
-        return erg_error_set(err, ERG_EINVAL, "stage %d is out of [0, %d]", stage,
-                             num_stages - 1);
+        return erg_error_set(err, ERG_EINVAL, "stage %d is out of [0, %d]", stage, num_stages - 1);
     if ((unsigned)kind > ERG_BACKWARD_WEIGHT)
         return erg_error_set(err, ERG_EINVAL,
                              "instruction kind %d is not forward, backward, backward_input or "
@@ -153,7 +152,7 @@ erg_status erg_sim_model_work(const char *model, int num_stages, int microbatch_
     if (stage == 0)
         bytes += 2.0 * (v * h + b * s * h); /* embedding lookup */
     if (stage == num_stages - 1) {
-        flop += 2.0 * b * s * h * v;            /* LM head */
+        flop += 2.0 * b * s * h * v;              /* LM head */
         bytes += 2.0 * (v * h + 2.0 * b * s * v); /* its weights, logits and softmax */
     }
     double factor = kind == ERG_BACKWARD ? 2.0 : 1.0;
@@ -186,8 +185,7 @@ static void eval_at(const erg_sim_gpu_info *g, const erg_sim_work *w, double f, 
     double tc = w->gflop / (g->tflops_at_max * 1000.0 * f / fmax);
     double tm = w->mem_gb / g->mem_bandwidth_gbs;
     *t = tc + tm;
-    *p = *t > 0 ? g->static_power_w + (tc * pdyn + tm * g->memory_power_w) / *t
-                : g->static_power_w;
+    *p = *t > 0 ? g->static_power_w + (tc * pdyn + tm * g->memory_power_w) / *t : g->static_power_w;
 }
 
 erg_status erg_sim_eval(const erg_sim_gpu_info *gpu, const erg_sim_work *work, double freq_mhz,
@@ -221,9 +219,8 @@ erg_status erg_sim_eval(const erg_sim_gpu_info *gpu, const erg_sim_work *work, d
     return ERG_OK;
 }
 
-erg_status erg_sim_profile(const char *gpu, const char *model, int num_stages,
-                           int microbatch_size, int min_freq_mhz, erg_profile **out,
-                           erg_error *err)
+erg_status erg_sim_profile(const char *gpu, const char *model, int num_stages, int microbatch_size,
+                           int min_freq_mhz, erg_profile **out, erg_error *err)
 {
     return erg_sim_profile_kinds(gpu, model, num_stages, microbatch_size, min_freq_mhz, 0, out,
                                  err);

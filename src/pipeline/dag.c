@@ -27,8 +27,7 @@ void erg_dag_free(erg_dag *d)
 }
 
 /* Build from an order we own (taken over, freed on failure). */
-static erg_status dag_build(erg_order *o, const erg_schedule *sched, erg_dag **out,
-                            erg_error *err)
+static erg_status dag_build(erg_order *o, const erg_schedule *sched, erg_dag **out, erg_error *err)
 {
     int P = o->P, NS = o->S, M = o->M, n = o->off[P];
     if (n > ERG_MAX_DAG_INSTRS) {
@@ -155,8 +154,8 @@ static erg_status dag_build(erg_order *o, const erg_schedule *sched, erg_dag **o
                     char t[64];
                     erg_instr_format(d->instr[id], t, sizeof t);
                     (void)erg__buf_printf(&b, "%s %s:%d:%d (%s)", b.len ? ";" : "",
-                                          o->name[0] ? o->name : "rank", o->line[r],
-                                          o->cell[id], t);
+                                          o->name[0] ? o->name : "rank", o->line[r], o->cell[id],
+                                          t);
                     break;
                 }
         erg_status st = erg_error_set(
@@ -302,8 +301,8 @@ void erg_dag_get_arrays(const erg_dag *d, erg_dag_arrays *out)
     out->pred = d->pred;
 }
 
-erg_status erg_dag_cpm_p2p(const erg_dag *d, const double *dur, double p2p, double *es,
-                           double *lf, double *makespan, erg_error *err)
+erg_status erg_dag_cpm_p2p(const erg_dag *d, const double *dur, double p2p, double *es, double *lf,
+                           double *makespan, erg_error *err)
 {
     int n = d->n;
     double *ES = es, *LF = lf;

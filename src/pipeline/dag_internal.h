@@ -18,7 +18,7 @@ struct erg_dag {
     int *pred_off, *pred; /* CSR predecessors */
     int *topo;            /* [n] topological order */
     int nedges;
-    int *rank_nstages;    /* [P] pipeline stages on each rank */
+    int *rank_nstages; /* [P] pipeline stages on each rank */
 };
 
 #endif

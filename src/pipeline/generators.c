@@ -35,10 +35,10 @@ static erg_instr act(erg_instr_kind k, int stage, int mb)
     return (erg_instr){k, mb, stage, ERG_FORWARD, -1, -1};
 }
 
-#define PUSH(st, in)                                                                           \
-    do {                                                                                       \
-        if (erg__steps_push((st), (in)))                                                       \
-            goto oom;                                                                          \
+#define PUSH(st, in)                                                                               \
+    do {                                                                                           \
+        if (erg__steps_push((st), (in)))                                                           \
+            goto oom;                                                                              \
     } while (0)
 
 /* ---- interleaved 1F1B and interleaved zero bubble (ZB1P) ---- */
@@ -119,7 +119,7 @@ static erg_status zb_bubbles(int P, int S, int M, erg__steps *steps, erg_error *
 {
     erg__steps *res = erg__calloc((size_t)P, sizeof(erg__steps));
     int *nxt = erg__calloc((size_t)P, sizeof(int));
-    unsigned char *seen = erg__calloc((size_t)S * M, 1);  /* forwards that ran */
+    unsigned char *seen = erg__calloc((size_t)S * M, 1); /* forwards that ran */
     int *tmp = erg__calloc((size_t)P, sizeof(int));
     erg_status st = ERG_OK;
     if (!res || !nxt || !seen || !tmp)
@@ -368,8 +368,8 @@ static erg_status gen_dualpipev(int P, int M, erg__steps *steps, erg_error *err)
         for (int i = 0; i < r + 1; i++)
             bad |= dpv_add(&d, 0, ERG_FORWARD) | dpv_add(&d, 1, ERG_FORWARD);
         for (int i = 0; i < P - r - 1; i++)
-            bad |= dpv_add(&d, 1, ERG_BACKWARD_INPUT) | dpv_weight(&d) |
-                   dpv_add(&d, 1, ERG_FORWARD);
+            bad |=
+                dpv_add(&d, 1, ERG_BACKWARD_INPUT) | dpv_weight(&d) | dpv_add(&d, 1, ERG_FORWARD);
         for (int i = 0; i < M - 2 * P + r + 1; i++) {
             if (i == 0 && r == P - 1)
                 bad |= dpv_add(&d, 0, ERG_FORWARD) | dpv_add(&d, 1, ERG_BACKWARD);

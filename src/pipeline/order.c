@@ -62,8 +62,8 @@ void erg_instr_format(erg_instr in, char *buf, size_t size)
 }
 
 /* Where an instruction is, for messages: "name:line:cell (text)". */
-static void where(const char *name, const int *lines, int rank, int cell, erg_instr in,
-                  char *buf, size_t size)
+static void where(const char *name, const int *lines, int rank, int cell, erg_instr in, char *buf,
+                  size_t size)
 {
     char t[64];
     erg_instr_format(in, t, sizeof t);
@@ -72,8 +72,7 @@ static void where(const char *name, const int *lines, int rank, int cell, erg_in
 }
 
 erg_status erg__order_build(erg_schedule_kind kind, int P, int M, erg__steps *steps,
-                            const char *name, const int *lines, erg_order **out,
-                            erg_error *err)
+                            const char *name, const int *lines, erg_order **out, erg_error *err)
 {
     *out = NULL;
     char w[192];
@@ -134,8 +133,8 @@ erg_status erg__order_build(erg_schedule_kind kind, int P, int M, erg__steps *st
     /* seen[(s*4 + kind)*M + mb]: where (position+1) each part was seen */
     int *seen = erg__calloc((size_t)S * 4 * M, sizeof(int));
     erg_status st = ERG_OK;
-    if (!o->stage_rank || !o->off || !o->soff || !o->instrs || !o->steps || !o->cell ||
-        !o->line || !o->name || !seen) {
+    if (!o->stage_rank || !o->off || !o->soff || !o->instrs || !o->steps || !o->cell || !o->line ||
+        !o->name || !seen) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto fail;
     }
@@ -163,22 +162,21 @@ erg_status erg__order_build(erg_schedule_kind kind, int P, int M, erg__steps *st
                 int s = p ? in.stage2 : in.stage, mb = p ? in.microbatch2 : in.microbatch;
                 erg_instr_kind kd = p ? in.kind2 : parts == 2 ? ERG_FORWARD : in.kind;
                 if (o->stage_rank[s] >= 0 && o->stage_rank[s] != r) {
-                    st = erg_error_set(err, ERG_EPARSE, "%s: stage %d is on rank %d and rank %d",
-                                       w, s, o->stage_rank[s], r);
+                    st = erg_error_set(err, ERG_EPARSE, "%s: stage %d is on rank %d and rank %d", w,
+                                       s, o->stage_rank[s], r);
                     goto fail;
                 }
                 o->stage_rank[s] = r;
                 int *sv = seen + ((size_t)s * 4) * M;
                 if (sv[kd * M + mb]) {
-                    st = erg_error_set(err, ERG_EPARSE, "%s: repeated action (also at cell %d)",
-                                       w, sv[kd * M + mb]);
+                    st = erg_error_set(err, ERG_EPARSE, "%s: repeated action (also at cell %d)", w,
+                                       sv[kd * M + mb]);
                     goto fail;
                 }
                 if ((kd == ERG_BACKWARD || kd == ERG_BACKWARD_INPUT) &&
                     (sv[ERG_BACKWARD * M + mb] || sv[ERG_BACKWARD_INPUT * M + mb])) {
                     st = erg_error_set(err, ERG_EPARSE,
-                                       "%s: a second backward of stage %d microbatch %d", w, s,
-                                       mb);
+                                       "%s: a second backward of stage %d microbatch %d", w, s, mb);
                     goto fail;
                 }
                 if (kd == ERG_BACKWARD_WEIGHT && sv[ERG_BACKWARD * M + mb]) {
@@ -187,8 +185,8 @@ erg_status erg__order_build(erg_schedule_kind kind, int P, int M, erg__steps *st
                     goto fail;
                 }
                 if (kd != ERG_FORWARD && !sv[ERG_FORWARD * M + mb]) {
-                    st = erg_error_set(err, ERG_EPARSE, "%s: backward before its forward %dF%d",
-                                       w, s, mb);
+                    st = erg_error_set(err, ERG_EPARSE, "%s: backward before its forward %dF%d", w,
+                                       s, mb);
                     goto fail;
                 }
                 if (kd == ERG_BACKWARD_WEIGHT && !sv[ERG_BACKWARD_INPUT * M + mb]) {
@@ -208,8 +206,8 @@ erg_status erg__order_build(erg_schedule_kind kind, int P, int M, erg__steps *st
     for (int s = 0; s < S; s++) {
         const char *nm = name && *name ? name : "schedule";
         if (o->stage_rank[s] < 0) {
-            st = erg_error_set(err, ERG_EPARSE, "%s: stage %d has no actions (missing stage)",
-                               nm, s);
+            st = erg_error_set(err, ERG_EPARSE, "%s: stage %d has no actions (missing stage)", nm,
+                               s);
             goto fail;
         }
         int *sv = seen + ((size_t)s * 4) * M;
@@ -414,8 +412,8 @@ static int parse_simple(const char *s, int *stage, erg_instr_kind *kind, int *mb
     return 0;
 }
 
-static erg_status parse_cell(const char *cell, const char *name, long line, int col,
-                             erg_instr *out, erg_error *err)
+static erg_status parse_cell(const char *cell, const char *name, long line, int col, erg_instr *out,
+                             erg_error *err)
 {
     if (!*cell) {
         *out = ERG__IDLE;
@@ -447,8 +445,8 @@ static erg_status parse_cell(const char *cell, const char *name, long line, int 
         int s2, m2;
         erg_instr_kind k2;
         if (parse_simple(a, &s, &k, &m) || parse_simple(b, &s2, &k2, &m2))
-            return erg_error_set(err, ERG_EPARSE, "%s:%ld:%d: unknown action in '%s'", name,
-                                 line, col, cell);
+            return erg_error_set(err, ERG_EPARSE, "%s:%ld:%d: unknown action in '%s'", name, line,
+                                 col, cell);
         /* PyTorch writes (F;B); accept either order, store forward first. */
         if (k2 == ERG_FORWARD && k != ERG_FORWARD) {
             int ts = s, tm = m;
@@ -498,8 +496,7 @@ erg_status erg_order_parse_csv(const char *text, size_t len, const char *name, e
         if (nrows == cap) {
             size_t nc = erg__grow_cap((size_t)cap, (size_t)nrows + 1, 8);
             if (nc > 65536) {
-                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: more than 65536 ranks", name,
-                                   c.line);
+                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: more than 65536 ranks", name, c.line);
                 goto done;
             }
             erg__steps *nr = erg__reallocarray(rows, nc, sizeof(*rows));

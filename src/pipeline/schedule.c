@@ -164,9 +164,8 @@ static void order_1f1b(int S, int M, int s, int warmup, erg_instr *out)
 erg_status erg_schedule_envpipe_order(const erg_schedule *sched, int S, int M, int s,
                                       erg_instr *out, erg_error *err);
 
-erg_status erg_schedule_stage_order(const erg_schedule *sched, int num_stages,
-                                    int num_microbatches, int stage, erg_instr *out,
-                                    erg_error *err)
+erg_status erg_schedule_stage_order(const erg_schedule *sched, int num_stages, int num_microbatches,
+                                    int stage, erg_instr *out, erg_error *err)
 {
     if (!sched || !out)
         return erg_error_set(err, ERG_EINVAL, "NULL argument");

@@ -203,7 +203,6 @@ static erg_status provenance_read(erg_plan *p, const json_t *o, const char *name
                                    ct ? json_string_value(ct) : NULL, err);
 }
 
-
 int erg_plan_num_stages(const erg_plan *p)
 {
     return p->S;
@@ -345,8 +344,7 @@ erg_status erg_plan_write_py(const erg_plan *p, const char *trailer, const char 
 /* The plan of `hint`'s schedule whose rank lengths are `lens`: the
  * microbatch count is the one whose orders have these lengths. */
 static erg_status plan_from_rows(const erg_schedule *hint, int rows, const int *lens,
-                                 const int *vals, const char *name, erg_plan **out,
-                                 erg_error *err)
+                                 const int *vals, const char *name, erg_plan **out, erg_error *err)
 {
     erg_schedule def = {.kind = ERG_SCHED_1F1B};
     if (!hint)
@@ -397,8 +395,8 @@ static erg_status plan_from_rows(const erg_schedule *hint, int rows, const int *
     return ERG_OK;
 }
 
-static erg_status parse_py(const char *text, size_t len, const char *name,
-                           const erg_schedule *hint, erg_plan **out, erg_error *err)
+static erg_status parse_py(const char *text, size_t len, const char *name, const erg_schedule *hint,
+                           erg_plan **out, erg_error *err)
 {
     pyparse ps = {text, text + len, name, 1, 1, err};
     int *vals = NULL;
@@ -467,9 +465,8 @@ static erg_status parse_py(const char *text, size_t len, const char *name,
         /* One-stage-per-rank F/B schedules: every stage has 2M clocks. */
         int fb = !hint || (hint->kind != ERG_SCHED_FILE && erg_schedule_chunks(hint) == 1);
         if (fb && rows > 0 && count != rowlens[0]) {
-            st = erg_error_set(err, ERG_EPARSE,
-                               "%s:%ld: stage %d has %d clocks but stage 0 has %d", name, ps.line,
-                               rows, count, rowlens[0]);
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: stage %d has %d clocks but stage 0 has %d",
+                               name, ps.line, rows, count, rowlens[0]);
             goto done;
         }
         if (fb && count % 2) {
@@ -645,7 +642,8 @@ static erg_status json_stage_of(const json_t *stages, json_int_t pos, json_int_t
         return erg_error_set(err, ERG_EPARSE,
                              "%s: stages[%lld] %s \"stage\" but stages[0] %s (give it in every "
                              "entry or in none)",
-                             name, (long long)pos, js ? "has" : "has no", named0 ? "has" : "has not");
+                             name, (long long)pos, js ? "has" : "has no",
+                             named0 ? "has" : "has not");
     if (!js) {
         *stage = pos;
         return ERG_OK;
@@ -680,12 +678,14 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
     erg_plan *p = NULL;
     json_int_t *seen_at = NULL; /* per stage: 1 + the entry that named it, 0: none yet */
     json_t *fmt = json_object_get(root, "format");
-    json_t *jS = json_object_get(root, "num_stages"), *jM = json_object_get(root, "num_microbatches");
+    json_t *jS = json_object_get(root, "num_stages"),
+           *jM = json_object_get(root, "num_microbatches");
     json_t *jsched = json_object_get(root, "schedule"), *stages = json_object_get(root, "stages");
     if (!json_is_object(root) || !json_is_string(fmt) ||
         strcmp(json_string_value(fmt), "ergon-plan") != 0) {
-        st = erg_error_set(err, ERG_EPARSE, "%s: not an ergon plan (\"format\": \"ergon-plan\" "
-                                            "missing)",
+        st = erg_error_set(err, ERG_EPARSE,
+                           "%s: not an ergon plan (\"format\": \"ergon-plan\" "
+                           "missing)",
                            name);
         goto done;
     }
@@ -727,8 +727,8 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
         sched.backward_split = json_number_value(jx);
     }
     json_t *mi = json_object_get(root, "max_inflight");
-    if (mi && (!json_is_integer(mi) || json_integer_value(mi) < 0 ||
-               json_integer_value(mi) > 65536)) {
+    if (mi &&
+        (!json_is_integer(mi) || json_integer_value(mi) < 0 || json_integer_value(mi) > 65536)) {
         st = erg_error_set(err, ERG_EPARSE, "%s: max_inflight must be an integer in [0, 65536]",
                            name);
         goto done;
@@ -738,14 +738,15 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
     json_t *ew = json_object_get(root, "extra_warmup");
     if (ew) {
         if (!json_is_array(ew) || json_array_size(ew) > ERG_SCHED_MAX_STAGES) {
-            st = erg_error_set(err, ERG_EPARSE, "%s: extra_warmup must be a list of at most %d "
-                                                "integers", name, ERG_SCHED_MAX_STAGES);
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s: extra_warmup must be a list of at most %d "
+                               "integers",
+                               name, ERG_SCHED_MAX_STAGES);
             goto done;
         }
         for (size_t i = 0; i < json_array_size(ew); i++) {
             json_t *v = json_array_get(ew, i);
-            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-                json_integer_value(v) > 65536) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 65536) {
                 st = erg_error_set(err, ERG_EPARSE,
                                    "%s: extra_warmup[%zu] must be an integer in [0, 65536]", name,
                                    i);
@@ -871,8 +872,8 @@ static erg_status py_provenance(const char *text, size_t len, const char *name, 
     return ERG_OK;
 }
 
-erg_status erg_plan_parse(const char *text, size_t len, const char *name,
-                          const erg_schedule *hint, erg_plan **out, erg_error *err)
+erg_status erg_plan_parse(const char *text, size_t len, const char *name, const erg_schedule *hint,
+                          erg_plan **out, erg_error *err)
 {
     *out = NULL;
     if (!name)
@@ -919,8 +920,7 @@ erg_status erg_plan_parse(const char *text, size_t len, const char *name,
     return st;
 }
 
-erg_status erg_plan_read(const char *path, const erg_schedule *hint, erg_plan **out,
-                         erg_error *err)
+erg_status erg_plan_read(const char *path, const erg_schedule *hint, erg_plan **out, erg_error *err)
 {
     char *text;
     size_t len;

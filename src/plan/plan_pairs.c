@@ -10,10 +10,10 @@
 
 struct erg_plan_pairs {
     int S;
-    int *lens;     /* pairs per stage */
-    int *off;      /* [S + 1] first pair of each stage */
-    int *freqs;    /* clocks, stage by stage */
-    char **names;  /* their instruction names */
+    int *lens;    /* pairs per stage */
+    int *off;     /* [S + 1] first pair of each stage */
+    int *freqs;   /* clocks, stage by stage */
+    char **names; /* their instruction names */
 };
 
 void erg_plan_pairs_free(erg_plan_pairs *p)

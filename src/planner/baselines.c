@@ -26,8 +26,8 @@ static void bctx_free(bctx *b)
     erg__ctab_free(b->c);
 }
 
-static erg_status bctx_init(bctx *b, const erg_profile *p, int S, int M,
-                            const erg_schedule *sched, double power_w, erg_error *err)
+static erg_status bctx_init(bctx *b, const erg_profile *p, int S, int M, const erg_schedule *sched,
+                            double power_w, erg_error *err)
 {
     memset(b, 0, sizeof *b);
     if (!p)
@@ -87,12 +87,12 @@ static erg_instr_kind table_kind(erg_instr_kind k)
                                                                : k;
 }
 
-static erg_status finish(bctx *b, const erg_baseline_opts *o, const char *method,
-                         erg_plan **out, erg_error *err)
+static erg_status finish(bctx *b, const erg_baseline_opts *o, const char *method, erg_plan **out,
+                         erg_error *err)
 {
     erg__eval ev;
-    erg_status st = erg__ctab_eval(b->c, b->dag, b->plan, o->blocking_power_w, NULL, NULL, NULL,
-                                   &ev, err);
+    erg_status st =
+        erg__ctab_eval(b->c, b->dag, b->plan, o->blocking_power_w, NULL, NULL, NULL, &ev, err);
     if (!st) {
         erg_plan_set_estimate(b->plan, ev.time_s, ev.energy_j);
         st = erg_plan_set_method(b->plan, method, err);
@@ -242,8 +242,8 @@ static double stage_pace(const erg__ctab *c, int s, int f)
  * clocks, every other stage runs at its lowest clock whose forward + backward
  * time still fits in the heaviest stage's, so it does not become the
  * bottleneck. The assignment with the lowest Zeus cost wins. */
-erg_status erg_plan_zeus_stage(const erg_profile *profile, int S, int M,
-                               const erg_baseline_opts *o, erg_plan **out, erg_error *err)
+erg_status erg_plan_zeus_stage(const erg_profile *profile, int S, int M, const erg_baseline_opts *o,
+                               erg_plan **out, erg_error *err)
 {
     if (!out || !o)
         return erg_error_set(err, ERG_EINVAL, "NULL argument");

@@ -137,8 +137,8 @@ static int cmp_idx_freq(const void *a, const void *b, void *ctx)
 }
 
 erg_status erg__ctab_eval(const erg__ctab *c, const erg_dag *dag, const erg_plan *plan,
-                          double power_w, double *es, double *dur, double *stage_j,
-                          erg__eval *out, erg_error *err)
+                          double power_w, double *es, double *dur, double *stage_j, erg__eval *out,
+                          erg_error *err)
 {
     int S = erg_dag_num_stages(dag), n = erg_dag_num_instrs(dag);
     int simple = erg_dag_num_chunks(dag) == 1;

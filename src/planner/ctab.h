@@ -18,10 +18,10 @@ typedef struct erg__ckind {
 typedef struct erg__ctab {
     int S;
     const erg_profile *prof; /* borrowed: costs of I, W, OVERLAP_F_B and chunks */
-    erg__ckind *k;   /* [S][2] */
-    int **both;      /* [S]: clocks with forward and backward points, descending */
-    int *nboth;      /* [S] */
-    int *common;     /* clocks every stage has (both kinds), descending */
+    erg__ckind *k;           /* [S][2] */
+    int **both;              /* [S]: clocks with forward and backward points, descending */
+    int *nboth;              /* [S] */
+    int *common;             /* clocks every stage has (both kinds), descending */
     int ncommon;
 } erg__ctab;
 
@@ -36,7 +36,7 @@ typedef struct erg__eval {
     double time_s, energy_j;
 } erg__eval;
 erg_status erg__ctab_eval(const erg__ctab *c, const erg_dag *dag, const erg_plan *plan,
-                          double power_w, double *es, double *dur, double *stage_j,
-                          erg__eval *out, erg_error *err);
+                          double power_w, double *es, double *dur, double *stage_j, erg__eval *out,
+                          erg_error *err);
 
 #endif

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* ---- names and options ---- */
 
 static const erg__name type_names[] = {
@@ -274,16 +273,15 @@ static bool apply_policy(erg_plan *plan, const layout *L, const int *path, int l
 
 erg_status erg_envpipe_reconfigure_step(erg_plan *plan, const double *wait_s, double thr,
                                         double scale, erg_envpipe_reconfig policy, int step,
-                                        const int *max_mhz, int *path, int *path_len,
-                                        bool *changed, erg_error *err)
+                                        const int *max_mhz, int *path, int *path_len, bool *changed,
+                                        erg_error *err)
 {
     *changed = false;
     *path_len = 0;
     if (!plan || !wait_s || !max_mhz || !path)
         return erg_error_set(err, ERG_EINVAL, "erg_envpipe_reconfigure_step: NULL argument");
     if (step <= 0)
-        return erg_error_set(err, ERG_EINVAL, "the clock step must be positive (got %d MHz)",
-                             step);
+        return erg_error_set(err, ERG_EINVAL, "the clock step must be positive (got %d MHz)", step);
     layout L;
     erg_status st = layout_init(&L, plan, err);
     if (st)
@@ -446,8 +444,9 @@ erg_status erg_envpipe_max_clocks(const erg_profile *profile, int S, const erg_g
                 max_mhz[s] = f;
         }
         if (!max_mhz[s])
-            st = erg_error_set(err, ERG_ENOTFOUND, "stage %d: no profiled clock passes the %s filter",
-                               s, gpu ? gpu->name : "");
+            st = erg_error_set(err, ERG_ENOTFOUND,
+                               "stage %d: no profiled clock passes the %s filter", s,
+                               gpu ? gpu->name : "");
     }
     erg__ctab_free(c);
     return st;
@@ -551,9 +550,9 @@ typedef struct real_run {
     int S, M, n;                     /* stages, microbatches, instructions (2 S M) */
     int *list[ERG_SCHED_MAX_STAGES]; /* per stage: its clocks, [0] the max (phase 1) */
     int nlist[ERG_SCHED_MAX_STAGES];
-    int mx[ERG_SCHED_MAX_STAGES];    /* per stage: the max clock (phase 1) */
-    int opt[ERG_SCHED_MAX_STAGES];   /* per stage: the optimum (phase 2; the max before) */
-    int r[ERG_SCHED_MAX_STAGES];     /* per stage: extra warm-up forwards (phase 3; 0 before) */
+    int mx[ERG_SCHED_MAX_STAGES];  /* per stage: the max clock (phase 1) */
+    int opt[ERG_SCHED_MAX_STAGES]; /* per stage: the optimum (phase 2; the max before) */
+    int r[ERG_SCHED_MAX_STAGES];   /* per stage: extra warm-up forwards (phase 3; 0 before) */
 } real_run;
 
 /* What only EnvPipe asks of the options: its schedules, M >= S for "ours", max_inflight. */
@@ -598,8 +597,8 @@ static erg_status clock_lists(real_run *R, erg_error *err)
             return erg_error_set(err, ERG_ENOTFOUND,
                                  "stage %d: no profiled clock passes the %s filter (multiples of "
                                  "%d MHz in [%d, %d])",
-                                 s, o->gpu->name, o->gpu->profile_step_mhz,
-                                 o->gpu->filter_min_mhz, o->gpu->filter_max_mhz);
+                                 s, o->gpu->name, o->gpu->profile_step_mhz, o->gpu->filter_min_mhz,
+                                 o->gpu->filter_max_mhz);
         R->mx[s] = R->opt[s] = R->list[s][0];
     }
     return ERG_OK;
@@ -624,8 +623,7 @@ static erg_status energy_valley(real_run *R, double *stage_j, erg_error *err)
     double best[ERG_SCHED_MAX_STAGES];
     for (int k = 0; k < K && !st; k++) {
         for (int s = 0; s < S; s++) {
-            int f = (pin_last && s == S - 1) ? R->mx[s]
-                                             : R->list[s][ERG__MIN(k, R->nlist[s] - 1)];
+            int f = (pin_last && s == S - 1) ? R->mx[s] : R->list[s][ERG__MIN(k, R->nlist[s] - 1)];
             int *pf = erg_plan_stage_freqs(plan, s);
             for (int i = 0; i < 2 * M; i++)
                 pf[i] = f;
@@ -674,8 +672,7 @@ static void extra_warmups(real_run *R)
 /* Phase 4: the DAG and the plan of the schedule with r_s, at the initial clocks of --type:
  * max everywhere (baseline), the optimum everywhere (uniform), the optimum outside the outer
  * envelope (envelope). On failure *dag and *plan hold what was built, for the caller to free. */
-static erg_status initial_plan(const real_run *R, erg_dag **dag, erg_plan **plan,
-                               erg_error *err)
+static erg_status initial_plan(const real_run *R, erg_dag **dag, erg_plan **plan, erg_error *err)
 {
     const erg_envpipe_opts *o = R->o;
     int S = R->S, M = R->M;
@@ -703,17 +700,17 @@ static erg_status initial_plan(const real_run *R, erg_dag **dag, erg_plan **plan
 /* Phase 5 (not for --reconfig default): raise clocks on the emulated pipeline's critical path
  * until it settles. buf: 3 n doubles of work space (start times, durations, waits); path: n
  * ints. *iters counts the iterations; *stuck says the last path left the envelope. */
-static erg_status reconfigure(const real_run *R, const erg_dag *dag, erg_plan *plan,
-                              double *buf, int *path, int *iters, bool *stuck, erg_error *err)
+static erg_status reconfigure(const real_run *R, const erg_dag *dag, erg_plan *plan, double *buf,
+                              int *path, int *iters, bool *stuck, erg_error *err)
 {
     const erg_envpipe_opts *o = R->o;
     const erg__ctab *c = R->c;
     int S = R->S, M = R->M, n = R->n;
     double *es = buf, *dur = buf + n, *wait = buf + 2 * n;
     int gran = o->gpu ? o->gpu->reconfig_step_mhz : 30;
-    int step = o->reconfig_step_mhz > 0 ? o->reconfig_step_mhz
+    int step = o->reconfig_step_mhz > 0             ? o->reconfig_step_mhz
                : o->reconfig == ERG_RECONFIG_GREEDY ? 3 * gran
-                                                     : gran;
+                                                    : gran;
     layout L;
     erg_status st = layout_init(&L, plan, err);
     if (st)
@@ -751,8 +748,8 @@ static erg_status reconfigure(const real_run *R, const erg_dag *dag, erg_plan *p
             thr = mthr;
         }
         int len = walk_path(&L, wait, thr, path);
-        bool changed = apply_policy(plan, &L, path, len, o->reconfig, step, R->mx, snap_profile,
-                                    &sx);
+        bool changed =
+            apply_policy(plan, &L, path, len, o->reconfig, step, R->mx, snap_profile, &sx);
         ++*iters;
         if (o->on_iteration) {
             char *grid = NULL;
@@ -851,8 +848,7 @@ erg_status erg_plan_envpipe(const erg_profile *profile, int S, int M, const erg_
     if (info)
         memset(info, 0, sizeof *info);
     if (o->gpu && (o->gpu->profile_step_mhz <= 0 || o->gpu->reconfig_step_mhz <= 0))
-        return erg_error_set(err, ERG_EINVAL, "GPU %s has a non-positive clock step",
-                             o->gpu->name);
+        return erg_error_set(err, ERG_EINVAL, "GPU %s has a non-positive clock step", o->gpu->name);
     if (!(o->threshold_scale >= 0) || !isfinite(o->threshold_scale) || !(o->transfer_s >= 0) ||
         !isfinite(o->transfer_s))
         return erg_error_set(err, ERG_EINVAL,

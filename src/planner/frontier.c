@@ -12,7 +12,7 @@
 #define ERG__CKPT_EVERY 512
 
 struct erg_frontier {
-    int S, M, n; /* ranks, microbatches, instructions (2SM for 1F1B) */
+    int S, M, n;        /* ranks, microbatches, instructions (2SM for 1F1B) */
     erg_schedule sched; /* a FILE schedule's order lives in tmpl */
     erg_plan *tmpl;     /* an empty plan: the order and each rank's offset */
     int *off;           /* [S+1] first instruction of each rank */
@@ -35,8 +35,8 @@ struct erg_frontier {
     char **files;
 };
 
-erg_status erg__frontier_new(int S, int M, const erg_schedule *sched, double unit_s,
-                             double power_w, erg_frontier **out, erg_error *err)
+erg_status erg__frontier_new(int S, int M, const erg_schedule *sched, double unit_s, double power_w,
+                             erg_frontier **out, erg_error *err)
 {
     erg_frontier *f = erg__calloc(1, sizeof(*f));
     if (!f)
@@ -306,13 +306,12 @@ static erg_status write_json_fast(const erg_frontier *f, size_t k, const int *fr
         "{\"format\": \"ergon-plan\", \"version\": 1, \"method\": \"perseus\", \"index\": %zu,\n"
         " \"schedule\": \"%s\", \"num_stages\": %d, \"num_microbatches\": %d,\n"
         " \"time_s\": %s, \"energy_j\": %s,\n",
-        k, erg_schedule_name(f->sched.kind), f->S, f->M,
-        erg__fmt_double_py(p->time_s, t, sizeof t), erg__fmt_double_py(p->energy_j, e, sizeof e));
+        k, erg_schedule_name(f->sched.kind), f->S, f->M, erg__fmt_double_py(p->time_s, t, sizeof t),
+        erg__fmt_double_py(p->energy_j, e, sizeof e));
     if (!st && !shortn)
-        st = erg__buf_printf(b, " \"num_chunks\": %d, \"backward_split\": %s,\n",
-                             erg_schedule_chunks(&f->sched),
-                             erg__fmt_double_py(erg_schedule_backward_split(&f->sched), t,
-                                                sizeof t));
+        st = erg__buf_printf(
+            b, " \"num_chunks\": %d, \"backward_split\": %s,\n", erg_schedule_chunks(&f->sched),
+            erg__fmt_double_py(erg_schedule_backward_split(&f->sched), t, sizeof t));
     if (!st)
         st = erg__buf_append(b, " \"stages\": [", 12);
     char num[96];
@@ -345,9 +344,8 @@ static erg_status write_json_fast(const erg_frontier *f, size_t k, const int *fr
 }
 
 static const erg__name format_names[] = {
-    {"csv", ERG_FRONTIER_CSV},         {"packed", ERG_FRONTIER_PACKED},
-    {"perseus-py", ERG_FRONTIER_PY},   {"py", ERG_FRONTIER_PY},
-    {"zeus-py", ERG_FRONTIER_ZEUS_PY}, {"json", ERG_FRONTIER_JSON},
+    {"csv", ERG_FRONTIER_CSV}, {"packed", ERG_FRONTIER_PACKED},   {"perseus-py", ERG_FRONTIER_PY},
+    {"py", ERG_FRONTIER_PY},   {"zeus-py", ERG_FRONTIER_ZEUS_PY}, {"json", ERG_FRONTIER_JSON},
 };
 
 erg_status erg_frontier_formats_parse(const char *list, int *what, erg_error *err)
@@ -377,8 +375,9 @@ erg_status erg_frontier_formats_parse(const char *list, int *what, erg_error *er
             p++;
     }
     if ((w & ERG_FRONTIER_PY) && (w & ERG_FRONTIER_ZEUS_PY))
-        return erg_error_set(err, ERG_EINVAL, "perseus-py and zeus-py both write "
-                                              "freqs_pipeline_%%05d.py; pick one per directory");
+        return erg_error_set(err, ERG_EINVAL,
+                             "perseus-py and zeus-py both write "
+                             "freqs_pipeline_%%05d.py; pick one per directory");
     *what = w;
     return ERG_OK;
 }
@@ -448,8 +447,7 @@ erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int wh
                 snprintf(path, dl + 64, "%s/plan_%05zu.json", dir, k);
                 st = write_json_fast(f, k, freq, order, &b, path, err);
             }
-            if (!st && progress && (k % 64 == 0 || k + 1 == f->np) &&
-                progress(user, k + 1, f->np))
+            if (!st && progress && (k % 64 == 0 || k + 1 == f->np) && progress(user, k + 1, f->np))
                 st = erg_error_set(err, ERG_ECANCELED, "canceled while writing plans");
         }
     }
@@ -467,8 +465,8 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* List dir entries starting with prefix and ending with suffix, sorted. */
-static erg_status list_files(const char *dir, const char *prefix, const char *suffix,
-                             char ***out, size_t *count, erg_error *err)
+static erg_status list_files(const char *dir, const char *prefix, const char *suffix, char ***out,
+                             size_t *count, erg_error *err)
 {
     *out = NULL;
     *count = 0;
@@ -567,8 +565,7 @@ erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *hint, erg_
         if (c.nfields != 2 || !erg__parse_double(c.fields[0], &t) ||
             !erg__parse_double(c.fields[1], &e) || t <= 0) {
             st = erg_error_set(err, ERG_EPARSE,
-                               "%s:%ld: expected 'time,energy' with a positive time", path,
-                               c.line);
+                               "%s:%ld: expected 'time,energy' with a positive time", path, c.line);
             goto done;
         }
         if (f->np >= nfiles) {
@@ -591,8 +588,7 @@ erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *hint, erg_
     else if (f->np == 0)
         st = erg_error_set(err, ERG_EPARSE, "%s: no plans", path);
     else if (f->np != nfiles)
-        st = erg_error_set(err, ERG_EPARSE, "%s: %zu rows but %zu plan files", path, f->np,
-                           nfiles);
+        st = erg_error_set(err, ERG_EPARSE, "%s: %zu rows but %zu plan files", path, f->np, nfiles);
     if (!st) {
         erg_plan *p0;
         st = erg_plan_read(f->files[0], hint, &p0, err);
@@ -870,8 +866,10 @@ erg_status erg_frontier_new(int S, int M, const erg_schedule *sched, double unit
 {
     *out = NULL;
     if (S < 1 || M < 1 || !sched)
-        return erg_error_set(err, ERG_EINVAL, "a frontier needs a schedule, at least 1 rank "
-                             "and 1 microbatch (S=%d, M=%d)", S, M);
+        return erg_error_set(err, ERG_EINVAL,
+                             "a frontier needs a schedule, at least 1 rank "
+                             "and 1 microbatch (S=%d, M=%d)",
+                             S, M);
     return erg__frontier_new(S, M, sched, unit_s, blocking_power_w, out, err);
 }
 

@@ -13,8 +13,7 @@ erg_status erg__frontier_new(int S, int M, const erg_schedule *sched, double uni
 erg_status erg__frontier_set_initial(erg_frontier *f, const int *freq, erg_error *err);
 /* Append a plan: begin, add the clocks that changed since the previous plan,
  * end with the full current clocks (used for periodic checkpoints). */
-erg_status erg__frontier_begin_plan(erg_frontier *f, const erg_frontier_point *pt,
-                                    erg_error *err);
+erg_status erg__frontier_begin_plan(erg_frontier *f, const erg_frontier_point *pt, erg_error *err);
 erg_status erg__frontier_add_change(erg_frontier *f, int instr, int freq_mhz, erg_error *err);
 erg_status erg__frontier_end_plan(erg_frontier *f, const int *freq, erg_error *err);
 
@@ -37,9 +36,8 @@ void erg__frontier_replay(const erg_frontier *f, size_t k, int *freq);
 erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, size_t every,
                                       size_t *kept, size_t *bytes, erg_error *err);
 erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *name,
-                                      const erg_schedule *hint, erg_frontier **out,
-                                      erg_error *err);
-erg_status erg__frontier_read_packed(const char *path, const erg_schedule *hint,
-                                     erg_frontier **out, erg_error *err);
+                                      const erg_schedule *hint, erg_frontier **out, erg_error *err);
+erg_status erg__frontier_read_packed(const char *path, const erg_schedule *hint, erg_frontier **out,
+                                     erg_error *err);
 
 #endif

@@ -32,14 +32,16 @@ static erg_status header(erg__buf *b, const erg_frontier *f, size_t nplans)
     erg_status st = erg__buf_printf(b, "%s 1\nschedule %s\nnum_stages %d\nnum_microbatches %d\n",
                                     PACK_MAGIC, erg_schedule_name(sc->kind), S, M);
     if (!st && long_schedule(sc))
-        st = erg__buf_printf(
-            b, "num_chunks %d\nbackward_split %s\n", erg_schedule_chunks(sc),
-            erg__fmt_double_py(erg_schedule_backward_split(sc), x, sizeof x));
-    if (!st) st = erg__buf_append(b, "instructions", 12);
+        st = erg__buf_printf(b, "num_chunks %d\nbackward_split %s\n", erg_schedule_chunks(sc),
+                             erg__fmt_double_py(erg_schedule_backward_split(sc), x, sizeof x));
+    if (!st)
+        st = erg__buf_append(b, "instructions", 12);
     for (int r = 0; r < S && !st; r++)
         st = erg__buf_printf(b, " %d", off[r + 1] - off[r]);
-    if (!st) st = erg__buf_printf(b, "\nnum_plans %zu\n", nplans);
-    if (!st && sc->max_inflight) st = erg__buf_printf(b, "max_inflight %d\n", sc->max_inflight);
+    if (!st)
+        st = erg__buf_printf(b, "\nnum_plans %zu\n", nplans);
+    if (!st && sc->max_inflight)
+        st = erg__buf_printf(b, "max_inflight %d\n", sc->max_inflight);
     bool ew = false;
     for (int s = 0; s < S && s < ERG_SCHED_MAX_STAGES; s++)
         ew |= sc->extra_warmup[s] != 0;
@@ -47,7 +49,8 @@ static erg_status header(erg__buf *b, const erg_frontier *f, size_t nplans)
         st = erg__buf_append(b, "extra_warmup", 12);
         for (int s = 0; s < S && s < ERG_SCHED_MAX_STAGES && !st; s++)
             st = erg__buf_printf(b, " %d", sc->extra_warmup[s]);
-        if (!st) st = erg__buf_append(b, "\n", 1);
+        if (!st)
+            st = erg__buf_append(b, "\n", 1);
     }
     /* a schedule file's order is the plans' own (the JSON plan's "order"
      * lists): one line per rank, PyTorch's action names */
@@ -60,7 +63,8 @@ static erg_status header(erg__buf *b, const erg_frontier *f, size_t nplans)
             erg_instr_format(v[j], nm, sizeof nm);
             st = erg__buf_printf(b, " %s", nm);
         }
-        if (!st) st = erg__buf_append(b, "\n", 1);
+        if (!st)
+            st = erg__buf_append(b, "\n", 1);
     }
     return st;
 }
@@ -70,14 +74,14 @@ static erg_status load_plan(const erg_frontier *f, size_t k, int *freq, erg_erro
 {
     erg_plan *p;
     erg_status st = erg_frontier_plan(f, k, &p, err);
-    if (st) return st;
+    if (st)
+        return st;
     const int *off = erg__frontier_rank_offsets(f);
     for (int r = 0; r < erg_frontier_num_stages(f); r++) {
         if (erg_plan_stage_len(p, r) != off[r + 1] - off[r]) {
             erg_plan_free(p);
-            return erg_error_set(err, ERG_EINVAL,
-                                 "plan %zu: rank %d has %d clocks, plan 0 has %d", k, r,
-                                 erg_plan_stage_len(p, r), off[r + 1] - off[r]);
+            return erg_error_set(err, ERG_EINVAL, "plan %zu: rank %d has %d clocks, plan 0 has %d",
+                                 k, r, erg_plan_stage_len(p, r), off[r + 1] - off[r]);
         }
         memcpy(freq + off[r], erg_plan_stage_freqs_const(p, r),
                sizeof(int) * (size_t)(off[r + 1] - off[r]));
@@ -106,7 +110,8 @@ erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, s
     size_t nk = 0;
     for (size_t k = 0; k < np; k++)
         nk += k % every == 0 || k + 1 == np;
-    if (!st) st = header(&b, f, nk);
+    if (!st)
+        st = header(&b, f, nk);
     bool first = true;
     char t[40], e[40], c[40], cc[40];
     for (size_t k = 0; k < np && !st; k++) {
@@ -115,14 +120,16 @@ erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, s
             erg__frontier_advance(f, k, cur);
         else if (keep)
             st = load_plan(f, k, cur, err);
-        if (st || !keep) continue;
+        if (st || !keep)
+            continue;
         erg_frontier_point pt;
         erg_frontier_get(f, k, &pt, err);
         if (first) {
             st = erg__buf_append(&b, "base", 4);
             for (size_t i = 0; i < n && !st; i++)
                 st = erg__buf_printf(&b, " %d", cur[i]);
-            if (!st) st = erg__buf_append(&b, "\n", 1);
+            if (!st)
+                st = erg__buf_append(&b, "\n", 1);
             memcpy(out, cur, sizeof(int) * n);
         }
         if (!st)
@@ -139,13 +146,18 @@ erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, s
                 st = erg__buf_printf(&b, " %zu:%d", i, cur[i]);
                 out[i] = cur[i];
             }
-        if (!st) st = erg__buf_append(&b, "\n", 1);
+        if (!st)
+            st = erg__buf_append(&b, "\n", 1);
         first = false;
     }
-    if (st == ERG_ENOMEM && !err->msg[0]) erg_error_set(err, st, "out of memory");
-    if (!st) st = erg__write_file(path, b.data ? b.data : "", b.len, err);
-    if (!st && kept) *kept = nk;
-    if (!st && bytes) *bytes = b.len;
+    if (st == ERG_ENOMEM && !err->msg[0])
+        erg_error_set(err, st, "out of memory");
+    if (!st)
+        st = erg__write_file(path, b.data ? b.data : "", b.len, err);
+    if (!st && kept)
+        *kept = nk;
+    if (!st && bytes)
+        *bytes = b.len;
     erg__buf_free(&b);
     erg__free(cur);
     erg__free(out);
@@ -162,7 +174,8 @@ typedef struct lines {
 /* The next line, NUL-terminated in place (NULL at the end). */
 static char *next_line(lines *l)
 {
-    if (l->p >= l->end) return NULL;
+    if (l->p >= l->end)
+        return NULL;
     char *s = l->p, *nl = memchr(s, '\n', (size_t)(l->end - s));
     if (nl) {
         *nl = '\0';
@@ -172,14 +185,16 @@ static char *next_line(lines *l)
     }
     l->line++;
     size_t len = strlen(s);
-    if (len && s[len - 1] == '\r') s[len - 1] = '\0';
+    if (len && s[len - 1] == '\r')
+        s[len - 1] = '\0';
     return s;
 }
 
 static bool parse_int_tok(const char *s, long lo, long hi, long *out)
 {
     long v;
-    if (!erg__parse_long(s, &v) || v < lo || v > hi) return false;
+    if (!erg__parse_long(s, &v) || v < lo || v > hi)
+        return false;
     *out = v;
     return true;
 }
@@ -208,7 +223,8 @@ static erg_status add_order_line(order_lines *ol, const char *v, long line, cons
     const char *sp = strchr(v, ' ');
     char num[24];
     size_t nl = sp ? (size_t)(sp - v) : strlen(v);
-    if (nl >= sizeof num) nl = sizeof num - 1;
+    if (nl >= sizeof num)
+        nl = sizeof num - 1;
     memcpy(num, v, nl);
     num[nl] = '\0';
     if (!parse_int_tok(num, 0, 1L << 20, &r) || r != ol->ranks)
@@ -218,8 +234,8 @@ static erg_status add_order_line(order_lines *ol, const char *v, long line, cons
                              name, line, ol->ranks, v);
     if (strchr(v, ','))
         return erg_error_set(err, ERG_EPARSE,
-                             "%s:%ld: order %ld: actions are separated by spaces, not commas",
-                             name, line, r);
+                             "%s:%ld: order %ld: actions are separated by spaces, not commas", name,
+                             line, r);
     erg_status st = ERG_OK;
     for (; ol->lines + 1 < line && !st; ol->lines++)
         st = erg__buf_append(&ol->csv, "#\n", 2);
@@ -230,13 +246,16 @@ static erg_status add_order_line(order_lines *ol, const char *v, long line, cons
         const char *e = strchr(p, ' ');
         size_t tl = e ? (size_t)(e - p) : strlen(p);
         if (tl) {
-            if (!first) st = erg__buf_append(&ol->csv, ",", 1);
-            if (!st) st = erg__buf_append(&ol->csv, p, tl);
+            if (!first)
+                st = erg__buf_append(&ol->csv, ",", 1);
+            if (!st)
+                st = erg__buf_append(&ol->csv, p, tl);
             first = false;
         }
         p = e;
     }
-    if (!st) st = erg__buf_append(&ol->csv, "\n", 1);
+    if (!st)
+        st = erg__buf_append(&ol->csv, "\n", 1);
     ol->lines++;
     ol->ranks++;
     return st ? erg_error_set(err, ERG_ENOMEM, "out of memory") : ERG_OK;
@@ -247,7 +266,8 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
 {
     *out = NULL;
     char *buf = erg__malloc(len + 1);
-    if (!buf) return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if (!buf)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
     memcpy(buf, text, len);
     buf[len] = '\0';
     lines l = {buf, buf + len, 0};
@@ -258,7 +278,8 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
     int *freq = NULL, *counts = NULL;
     long S = 0, M = 0, np = -1, V = 0, ncounts = -1, counts_line = 0;
     erg_schedule sc = {.kind = ERG_SCHED_1F1B};
-    if (hint) sc = *hint;
+    if (hint)
+        sc = *hint;
     sc.order = NULL;
     sc.chunks = 0;
     sc.backward_split = 0;
@@ -304,16 +325,16 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
         } else if ((v = value_of(ln, "num_chunks"))) {
             if (!parse_int_tok(v, 1, 64, &V)) {
                 st = erg_error_set(err, ERG_EPARSE,
-                                   "%s:%ld: num_chunks '%.40s' is not an integer in [1, 64]",
-                                   name, l.line, v);
+                                   "%s:%ld: num_chunks '%.40s' is not an integer in [1, 64]", name,
+                                   l.line, v);
                 goto done;
             }
         } else if ((v = value_of(ln, "backward_split"))) {
             double x;
             if (!erg__parse_double(v, &x) || !(x > 0 && x < 1)) {
                 st = erg_error_set(err, ERG_EPARSE,
-                                   "%s:%ld: backward_split '%.40s' is not a number in (0, 1)",
-                                   name, l.line, v);
+                                   "%s:%ld: backward_split '%.40s' is not a number in (0, 1)", name,
+                                   l.line, v);
                 goto done;
             }
             sc.backward_split = x;
@@ -373,7 +394,8 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
                 sc.extra_warmup[s++] = (int)r;
             }
         } else if ((v = value_of(ln, "order"))) {
-            if ((st = add_order_line(&ol, v, l.line, name, err))) goto done;
+            if ((st = add_order_line(&ol, v, l.line, name, err)))
+                goto done;
         } else if (!strncmp(ln, "base", 4) && (ln[4] == ' ' || !ln[4])) {
             break;
         } else {
@@ -401,18 +423,18 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
     }
     if (sc.kind == ERG_SCHED_FILE) {
         if (ol.ranks != S) {
-            st = erg_error_set(err, ERG_EPARSE,
-                               "%s:%ld: %ld order lines for num_stages %ld ranks", name,
-                               base_line, ol.ranks, S);
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: %ld order lines for num_stages %ld ranks",
+                               name, base_line, ol.ranks, S);
             goto done;
         }
         st = erg_order_parse_csv(ol.csv.data ? ol.csv.data : "", ol.csv.len, name, &order, err);
-        if (st) goto done;
+        if (st)
+            goto done;
         sc.order = order;
         if (V && V != erg_schedule_chunks(&sc)) {
             st = erg_error_set(err, ERG_EPARSE,
-                               "%s: num_chunks %ld but the order has %d chunks per rank", name,
-                               V, erg_schedule_chunks(&sc));
+                               "%s: num_chunks %ld but the order has %d chunks per rank", name, V,
+                               erg_schedule_chunks(&sc));
             goto done;
         }
     } else {
@@ -496,7 +518,8 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
     st = erg__frontier_set_initial(f, freq, err);
     long k = 0;
     while (!st && (ln = next_line(&l))) {
-        if (!*ln) continue;
+        if (!*ln)
+            continue;
         if (k >= np) {
             st = erg_error_set(err, ERG_EPARSE, "%s:%ld: more plans than num_plans %ld", name,
                                l.line, np);
@@ -520,7 +543,8 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
                                name, l.line, k);
             break;
         }
-        if (!costs) pt.cost_j = pt.cost_change_j = NAN;
+        if (!costs)
+            pt.cost_j = pt.cost_change_j = NAN;
         st = erg__frontier_begin_plan(f, &pt, err);
         for (char *tok = strtok_r(NULL, " ", &save); tok && !st; tok = strtok_r(NULL, " ", &save)) {
             char *colon = strchr(tok, ':');
@@ -537,7 +561,8 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
             freq[id] = (int)v;
             st = erg__frontier_add_change(f, (int)id, (int)v, err);
         }
-        if (!st) st = erg__frontier_end_plan(f, freq, err);
+        if (!st)
+            st = erg__frontier_end_plan(f, freq, err);
         k++;
     }
     if (!st && k != np)
@@ -565,7 +590,8 @@ erg_status erg__frontier_read_packed(const char *path, const erg_schedule *hint,
     char *text;
     size_t len;
     erg_status st = erg__read_regular_file(path, (size_t)PACK_MAX_BYTES, &text, &len, err);
-    if (st) return st;
+    if (st)
+        return st;
     st = erg__frontier_parse_packed(text, len, path, hint, out, err);
     erg__free(text);
     return st;

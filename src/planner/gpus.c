@@ -8,11 +8,12 @@
 
 #define ERG_MAX_GPU_TABLE_BYTES (1u << 20)
 
-static const char *const gpu_cols[] = {"gpu", "filter_max_mhz", "filter_min_mhz",
-                                       "profile_step_mhz", "reconfig_step_mhz", "max_power_w"};
+static const char *const gpu_cols[] = {
+    "gpu",        "filter_max_mhz", "filter_min_mhz", "profile_step_mhz", "reconfig_step_mhz",
+    "max_power_w"};
 
-erg_status erg_gpu_table_parse(const char *text, size_t len, const char *name,
-                               erg_gpu_spec **out, size_t *count, erg_error *err)
+erg_status erg_gpu_table_parse(const char *text, size_t len, const char *name, erg_gpu_spec **out,
+                               size_t *count, erg_error *err)
 {
     *out = NULL;
     *count = 0;
@@ -56,8 +57,8 @@ erg_status erg_gpu_table_parse(const char *text, size_t len, const char *name,
         const char *gn = c.fields[col[0]];
         size_t gl = strlen(gn);
         if (gl == 0 || gl >= sizeof g.name) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: GPU name '%s' is empty or too long",
-                               name, c.line, gn);
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: GPU name '%s' is empty or too long", name,
+                               c.line, gn);
             goto fail;
         }
         for (size_t i = 0; i < gl; i++)
@@ -86,8 +87,8 @@ erg_status erg_gpu_table_parse(const char *text, size_t len, const char *name,
         }
         for (size_t i = 0; i < n; i++)
             if (!strcmp(v[i].name, g.name)) {
-                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: GPU '%s' listed twice", name,
-                                   c.line, g.name);
+                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: GPU '%s' listed twice", name, c.line,
+                                   g.name);
                 goto fail;
             }
         g.filter_max_mhz = (int)iv[0];
@@ -121,8 +122,7 @@ fail:
     return st;
 }
 
-erg_status erg_gpu_table_read(const char *path, erg_gpu_spec **out, size_t *count,
-                              erg_error *err)
+erg_status erg_gpu_table_read(const char *path, erg_gpu_spec **out, size_t *count, erg_error *err)
 {
     char *text;
     size_t len;

@@ -39,14 +39,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ERG__PD_INF 10000.0                /* the reference's "infinite" bound, J */
-#define ERG__PD_TOL 1e-6                   /* the reference's tolerance, J */
-#define ERG__BIG_CAP ((int64_t)1 << 60)    /* truly unbounded (sink->source arc) */
+#define ERG__PD_INF 10000.0             /* the reference's "infinite" bound, J */
+#define ERG__PD_TOL 1e-6                /* the reference's tolerance, J */
+#define ERG__BIG_CAP ((int64_t)1 << 60) /* truly unbounded (sink->source arc) */
 #ifndef ERG__CUT_MIN_RES
-#define ERG__CUT_MIN_RES 1                 /* exact: any residual crosses */
+#define ERG__CUT_MIN_RES 1 /* exact: any residual crosses */
 #endif
 #ifndef ERG__FEAS_MAX_DEFICIT
-#define ERG__FEAS_MAX_DEFICIT 1            /* unsaturated by more than 1e-6 J */
+#define ERG__FEAS_MAX_DEFICIT 1 /* unsaturated by more than 1e-6 J */
 #endif
 
 void erg_perseus_opts_init(erg_perseus_opts *o)
@@ -91,8 +91,7 @@ int erg__perseus_candidates(const erg_profile_point *pts, int n, double unit_s, 
             out[nc++] = cand;
         } else {
             erg__cand *b = &out[found];
-            if (p->energy_j > b->energy_j ||
-                (p->energy_j == b->energy_j && p->time_s > b->time_s))
+            if (p->energy_j > b->energy_j || (p->energy_j == b->energy_j && p->time_s > b->time_s))
                 *b = cand;
         }
     }
@@ -177,8 +176,7 @@ erg_status erg__perseus_fit(const double *x, const double *y, int m, double unit
                 }
             }
     erg__free(work);
-    if (!found)
-    {
+    if (!found) {
         double tmax = 0;
         for (int i = 0; i < m; i++)
             tmax = fmax(tmax, x[i] * unit_s);
@@ -197,7 +195,6 @@ erg_status erg__perseus_fit(const double *x, const double *y, int m, double unit
 
 /* ---- operation specs ---- */
 
-
 static int64_t bound_units(double x)
 {
     /* The reference rounds down to a multiple of 1e-6 with Python's floor
@@ -208,8 +205,7 @@ static int64_t bound_units(double x)
 /* A spec from the points of one cost class (pts, n). fit_idx >= 0 selects
  * the o->fits coefficients of (stage s, kind) when the caller gave fits. */
 static erg_status build_spec(const erg_profile_point *pts, size_t n, int s, erg_instr_kind kind,
-                             int fit_idx, const erg_perseus_opts *o, op_spec *sp,
-                             erg_error *err)
+                             int fit_idx, const erg_perseus_opts *o, op_spec *sp, erg_error *err)
 {
     sp->stage = s;
     sp->kind = kind;
@@ -293,8 +289,8 @@ static erg_status build_spec(const erg_profile_point *pts, size_t n, int s, erg_
         size_t i = (size_t)(d - sp->min_q);
         double lb, ub;
         if (o->fits && fit_idx >= 0) {
-        memcpy(sp->abc, o->fits + (size_t)fit_idx * 3, sizeof(sp->abc));
-    } else if (sp->min_q == sp->max_q) {
+            memcpy(sp->abc, o->fits + (size_t)fit_idx * 3, sizeof(sp->abc));
+        } else if (sp->min_q == sp->max_q) {
             sp->lb[i] = 0;
             sp->ub[i] = inf;
             continue;
@@ -327,7 +323,6 @@ static void free_spec(op_spec *sp)
 }
 
 /* ---- the crashing loop ---- */
-
 
 /* Critical path method on integer durations: earliest starts es, latest
  * finishes lf, makespan T. Runs once per plan over every dependency, so
@@ -387,7 +382,6 @@ void erg__crash_cpm(crash_state *cs)
     }
     cs->T = T;
 }
-
 
 /* The cut of the lower-bounded problem.
  *
@@ -713,8 +707,7 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     if (!prof)
         return erg_error_set(err, ERG_EINVAL, "no profile");
     if (!(o.unit_s > 0) || !isfinite(o.unit_s))
-        return erg_error_set(err, ERG_EINVAL, "the time unit must be positive, got %g s",
-                             o.unit_s);
+        return erg_error_set(err, ERG_EINVAL, "the time unit must be positive, got %g s", o.unit_s);
     if (!(o.blocking_power_w >= 0) || !isfinite(o.blocking_power_w))
         return erg_error_set(err, ERG_EINVAL,
                              "the blocking power must be a non-negative number of watts, got %g",
@@ -743,8 +736,7 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     cs.dag = dag;
     erg_dag_get_arrays(dag, &cs.g);
     cs.n = n;
-    cs.lag = lround((o.transfer_time_s > 0 ? o.transfer_time_s : o.schedule.p2p_time_s) /
-                    o.unit_s);
+    cs.lag = lround((o.transfer_time_s > 0 ? o.transfer_time_s : o.schedule.p2p_time_s) / o.unit_s);
     cs.specs = erg__calloc((size_t)n, sizeof(op_spec));
     cs.spec_of = erg__malloc(sizeof(int) * (size_t)n);
     cs.d = erg__malloc(sizeof(int) * (size_t)n);
@@ -768,9 +760,9 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
     /* cost classes: key[5] per spec */
     int *keys = erg__malloc(sizeof(int) * 5 * (size_t)n);
     erg_frontier *fr = NULL;
-    if (!cs.specs || !cs.spec_of || !cs.d || !cs.es || !cs.lf || !cs.crit || !cs.ends || !cs.cval || !cs.im || !cs.arc_u ||
-        !cs.arc_v || !cs.arc_key || !cs.arc_lb || !cs.arc_ub || !cs.prev_flow ||
-        !cs.reach || !cs.shorten || !cs.lengthen || !keys ||
+    if (!cs.specs || !cs.spec_of || !cs.d || !cs.es || !cs.lf || !cs.crit || !cs.ends || !cs.cval ||
+        !cs.im || !cs.arc_u || !cs.arc_v || !cs.arc_key || !cs.arc_lb || !cs.arc_ub ||
+        !cs.prev_flow || !cs.reach || !cs.shorten || !cs.lengthen || !keys ||
         erg__flow_init(&cs.flow, 2 * n + 4, 2 * (n + cs.g.num_edges + 2 * n + 2 + 1 + 2 * n))) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
@@ -813,8 +805,8 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
                 size_t m = 0;
                 for (size_t i = 0; i < npts; i++) {
                     erg_error e2;
-                    erg_status cst = erg_instr_cost_point(prof, dag, x, rows[i].freq_mhz,
-                                                          &pts[m], &e2);
+                    erg_status cst =
+                        erg_instr_cost_point(prof, dag, x, rows[i].freq_mhz, &pts[m], &e2);
                     if (cst == ERG_OK)
                         m++;
                     else if (cst != ERG_ENOTFOUND) {
@@ -825,7 +817,8 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
                 }
                 if (st)
                     break;
-                int simple = erg_dag_num_chunks(dag) == 1 && (in.kind == ERG_FORWARD || in.kind == ERG_BACKWARD);
+                int simple = erg_dag_num_chunks(dag) == 1 &&
+                             (in.kind == ERG_FORWARD || in.kind == ERG_BACKWARD);
                 if (o.fits && !simple) {
                     st = erg_error_set(err, ERG_EINVAL,
                                        "fitted coefficients (--fits) exist only for the one-stage-"

@@ -26,22 +26,22 @@ typedef struct crash_state {
     const erg_dag *dag;
     erg_dag_arrays g; /* the DAG's arrays (erg_dag_get_arrays) */
     int n;
-    long lag;        /* transfer time of a cross-stage edge, in units (0 = none): the
-                      * fixed duration of every dependency between two ranks */
-    int *spec_of;    /* [n] index into specs */
+    long lag;     /* transfer time of a cross-stage edge, in units (0 = none): the
+                   * fixed duration of every dependency between two ranks */
+    int *spec_of; /* [n] index into specs */
     op_spec *specs;
-    int *d;          /* [n] duration in units */
-    long *es, *lf;   /* [n] CPM */
+    int *d;        /* [n] duration in units */
+    long *es, *lf; /* [n] CPM */
     long T;
     erg__flow flow;
     unsigned char *reach;
     int *shorten, *lengthen; /* [n] lists */
-    int *crit;       /* [n] this iteration's critical instructions, ascending */
+    int *crit;               /* [n] this iteration's critical instructions, ascending */
     int ncrit;
     int nshorten, nlengthen; /* sizes of the lists of the last step */
-    int64_t inf;     /* the "infinite" bound in micro-joules */
-    unsigned char *ends; /* [n] ERG__NO_PRED | ERG__NO_SUCC (DAG sources and sinks) */
-    double *cval;    /* [n] cost of each instruction at its current duration */
+    int64_t inf;             /* the "infinite" bound in micro-joules */
+    unsigned char *ends;     /* [n] ERG__NO_PRED | ERG__NO_SUCC (DAG sources and sinks) */
+    double *cval;            /* [n] cost of each instruction at its current duration */
     /* Critical arcs of this iteration (arc pair k = flow arcs 2k, 2k+1). */
     int narcs;
     int *arc_u, *arc_v, *arc_key; /* endpoints; key into prev_flow */
@@ -50,8 +50,8 @@ typedef struct crash_state {
      * by key: op arc of x = x, dependency j of the DAG = n + j, source arc =
      * n + E, sink arc = n + E + 1. -1 = not critical then. */
     int64_t *prev_flow;
-    int64_t *im;     /* [nodes] imbalance of the warm-start flow */
-    long warm_ok, warm_fail; /* statistics */
+    int64_t *im;                /* [nodes] imbalance of the warm-start flow */
+    long warm_ok, warm_fail;    /* statistics */
     struct erg__crash_inc *inc; /* the incremental step's state (perseus_incr.c), or NULL */
 } crash_state;
 

@@ -37,13 +37,13 @@
  * fallback, which swaps in arrays of its own, so the incremental step needs no more memory
  * than the full pass. */
 typedef struct erg__crash_inc {
-    int nord;          /* n + E + 2n possible arcs */
-    int *au, *av;      /* [nord] endpoints (flow nodes) of each possible arc (cs->arc_u, _v) */
-    int *akey;         /* [nord] key into prev_flow (cs->arc_key) */
+    int nord;              /* n + E + 2n possible arcs */
+    int *au, *av;          /* [nord] endpoints (flow nodes) of each possible arc (cs->arc_u, _v) */
+    int *akey;             /* [nord] key into prev_flow (cs->arc_key) */
     unsigned char *active; /* [nord] in the network now */
     int64_t *alb, *aub;    /* [nord] bounds of the active arcs (cs->arc_lb, _ub) */
-    int64_t *im;       /* [2n + 4] imbalance of the real arcs' flow (cs->im) */
-    int *touched;      /* nodes whose imbalance may be non-zero */
+    int64_t *im;           /* [2n + 4] imbalance of the real arcs' flow (cs->im) */
+    int *touched;          /* nodes whose imbalance may be non-zero */
     unsigned char *tflag;
     int ntouched;
 } erg__crash_inc;
@@ -439,8 +439,7 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
         }
         f->arcs = first;
         /* the cut: the nodes the max flow's last search reached */
-        const int *level = f->level, *q = f->queue, *head = f->head, *next = f->next,
-                  *to = f->to;
+        const int *level = f->level, *q = f->queue, *head = f->head, *next = f->next, *to = f->to;
         const int nq = f->nreach, lim = 2 * in->nord;
         int infinite = 0;
         ns = 0;

@@ -6,7 +6,7 @@
 
 /* One execution option of an operation spec after filtering. */
 typedef struct erg__cand {
-    int q;           /* quantised time in units */
+    int q; /* quantised time in units */
     int freq_mhz;
     double time_s, energy_j;
 } erg__cand;

@@ -37,7 +37,7 @@ static erg_status pick_format(const char *path, out_fmt *f, erg_error *err)
 static erg_status open_surface(const char *path, out_fmt f, int w, int h, cairo_surface_t **out,
                                erg_error *err)
 {
-    cairo_surface_t *s = f == FMT_PNG ? cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h)
+    cairo_surface_t *s = f == FMT_PNG   ? cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h)
                          : f == FMT_SVG ? cairo_svg_surface_create(path, w, h)
                                         : cairo_pdf_surface_create(path, w, h);
     if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) {
@@ -250,15 +250,13 @@ erg_status erg_plot_timeline(const erg_profile *profile, const erg_plan *plan, d
     char title[256];
     if (opts->title)
         snprintf(title, sizeof title, "%s", opts->title);
-    else
-    {
+    else {
         char vs[32] = "";
         if (V > 1)
             snprintf(vs, sizeof vs, ", V=%d", V);
         snprintf(title, sizeof title, "%s, %s schedule, %s=%d%s, M=%d: %.4g s, %.6g J",
-                 erg_plan_method(plan) ? erg_plan_method(plan) : "plan",
-                 erg_schedule_name(sc.kind), V > 1 ? "P" : "S", S, vs, M, em.time_s,
-                 em.energy_j);
+                 erg_plan_method(plan) ? erg_plan_method(plan) : "plan", erg_schedule_name(sc.kind),
+                 V > 1 ? "P" : "S", S, vs, M, em.time_s, em.energy_j);
     }
     cairo_set_source_rgb(cr, 0, 0, 0);
     set_font(cr, 15, true);
@@ -483,8 +481,8 @@ static const double palette[][3] = {{0.12, 0.47, 0.71}, {0.84, 0.15, 0.16}, {0.1
                                     {0.89, 0.47, 0.76}, {0.50, 0.50, 0.50}, {0.74, 0.74, 0.13},
                                     {0.09, 0.75, 0.81}};
 
-erg_status erg_plot_frontier(const erg_plot_series *series, size_t count,
-                             const erg_plot_opts *opts, const char *path, erg_error *err)
+erg_status erg_plot_frontier(const erg_plot_series *series, size_t count, const erg_plot_opts *opts,
+                             const char *path, erg_error *err)
 {
     if (!series || !count || !path)
         return erg_error_set(err, ERG_EINVAL, "erg_plot_frontier: nothing to draw");
@@ -573,8 +571,7 @@ erg_status erg_plot_frontier(const erg_plot_series *series, size_t count,
     text_at(cr, 0, 0, "energy per iteration (J)", 0.5, 0.5);
     cairo_restore(cr);
     set_font(cr, 15, true);
-    text_at(cr, ml + pw / 2, 18, opts->title ? opts->title : "Iteration time vs energy", 0.5,
-            0.5);
+    text_at(cr, ml + pw / 2, 18, opts->title ? opts->title : "Iteration time vs energy", 0.5, 0.5);
     /* series: lines first, then markers on top */
     cairo_save(cr);
     cairo_rectangle(cr, ml, mt, pw, ph);

@@ -89,8 +89,8 @@ void erg_profile_free(erg_profile *p)
 /* The physical bounds of profile.h on one point. `txt` holds the clock, time
  * and energy as written in the file (NULL: print the values); `where` is
  * "file:line: " or "". */
-static erg_status check_bounds(const char *where, erg_status code, double freq, double t,
-                               double e, const char *const *txt, erg_error *err)
+static erg_status check_bounds(const char *where, erg_status code, double freq, double t, double e,
+                               const char *const *txt, erg_error *err)
 {
     char b[3][40];
     snprintf(b[0], sizeof b[0], "%.17g", freq);
@@ -100,8 +100,8 @@ static erg_status check_bounds(const char *where, erg_status code, double freq, 
     if (!(freq >= 1))
         return erg_error_set(err, code, "%sclock %s MHz is below the minimum of 1 MHz", where, fs);
     if (!(freq <= ERG_PROFILE_MAX_FREQ_MHZ))
-        return erg_error_set(err, code, "%sclock %s MHz is above the maximum of %d MHz", where,
-                             fs, ERG_PROFILE_MAX_FREQ_MHZ);
+        return erg_error_set(err, code, "%sclock %s MHz is above the maximum of %d MHz", where, fs,
+                             ERG_PROFILE_MAX_FREQ_MHZ);
     if (!(t >= ERG_PROFILE_MIN_TIME_S))
         return erg_error_set(err, code, "%stime %s s is below the minimum of %g s (1 ns)", where,
                              ts, ERG_PROFILE_MIN_TIME_S);
@@ -129,12 +129,12 @@ static erg_status add_point(erg_profile *p, int stage, erg_instr_kind kind,
     if (name)
         snprintf(where, sizeof(where), "%s:%ld: ", name, line);
     if (stage < 0 || stage >= ERG_MAX_STAGES)
-        return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
-                             "%sstage %d out of range (0..%d)", where, stage, ERG_MAX_STAGES - 1);
+        return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL, "%sstage %d out of range (0..%d)",
+                             where, stage, ERG_MAX_STAGES - 1);
     if ((unsigned)kind >= ERG_NUM_INSTR_KINDS)
         return erg_error_set(err, ERG_EINVAL, "%sunknown instruction kind %d", where, (int)kind);
-    erg_status bst = check_bounds(where, name ? ERG_EPARSE : ERG_EINVAL, pt->freq_mhz,
-                                  pt->time_s, pt->energy_j, NULL, err);
+    erg_status bst = check_bounds(where, name ? ERG_EPARSE : ERG_EINVAL, pt->freq_mhz, pt->time_s,
+                                  pt->energy_j, NULL, err);
     if (bst)
         return bst;
     if (stage >= p->cap) {
@@ -150,10 +150,9 @@ static erg_status add_point(erg_profile *p, int stage, erg_instr_kind kind,
     for (size_t i = 0; i < v->n; i++)
         if (v->v[i].freq_mhz == pt->freq_mhz) {
             if (name && v->lines[i])
-                return erg_error_set(err, ERG_EPARSE,
-                                     "%sduplicate row: stage %d %s at %d MHz already on line %ld",
-                                     where, stage, erg_instr_kind_name(kind), pt->freq_mhz,
-                                     v->lines[i]);
+                return erg_error_set(
+                    err, ERG_EPARSE, "%sduplicate row: stage %d %s at %d MHz already on line %ld",
+                    where, stage, erg_instr_kind_name(kind), pt->freq_mhz, v->lines[i]);
             return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
                                  "%sduplicate point: stage %d %s at %d MHz", where, stage,
                                  erg_instr_kind_name(kind), pt->freq_mhz);
@@ -190,8 +189,8 @@ static erg_status validate(const erg_profile *p, const char *name, erg_error *er
 {
     const char *pre = name ? name : "profile";
     if (p->nstages == 0)
-        return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
-                             "%s: no forward or backward rows", pre);
+        return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL, "%s: no forward or backward rows",
+                             pre);
     for (int s = 0; s < p->nstages; s++) {
         bool f = p->stages[s][ERG_FORWARD].n > 0, b = p->stages[s][ERG_BACKWARD].n > 0;
         if (!f && !b)
@@ -200,9 +199,10 @@ static erg_status validate(const erg_profile *p, const char *name, erg_error *er
                                  "gaps)",
                                  pre, s, p->nstages - 1);
         if (!f || !b)
-            return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
-                                 "%s: stage %d has no %s rows", pre, s, f ? "backward" : "forward");
-        bool i = p->stages[s][ERG_BACKWARD_INPUT].n > 0, w = p->stages[s][ERG_BACKWARD_WEIGHT].n > 0;
+            return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL, "%s: stage %d has no %s rows",
+                                 pre, s, f ? "backward" : "forward");
+        bool i = p->stages[s][ERG_BACKWARD_INPUT].n > 0,
+             w = p->stages[s][ERG_BACKWARD_WEIGHT].n > 0;
         if (i != w)
             return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL,
                                  "%s: stage %d has %s rows but no %s rows (give both or neither)",
@@ -221,8 +221,8 @@ erg_status erg_profile_validate(const erg_profile *p, erg_error *err)
 
 static const char *const required_cols[] = {"stage", "instruction", "frequency", "time", "energy"};
 
-erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
-                                 erg_profile **out, erg_error *err)
+erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name, erg_profile **out,
+                                 erg_error *err)
 {
     *out = NULL;
     if (!name)
@@ -241,8 +241,9 @@ erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
         goto fail;
     }
     if (r == 0) {
-        st = erg_error_set(err, ERG_EPARSE, "%s: empty file (expected a header line "
-                                            "'stage,instruction,frequency,time,energy')",
+        st = erg_error_set(err, ERG_EPARSE,
+                           "%s: empty file (expected a header line "
+                           "'stage,instruction,frequency,time,energy')",
                            name);
         goto fail;
     }
@@ -319,8 +320,8 @@ erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
             goto fail;
         }
         if (!erg__parse_double(c.fields[col[4]], &e)) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: energy '%s' is not a number", name,
-                               c.line, c.fields[col[4]]);
+            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: energy '%s' is not a number", name, c.line,
+                               c.fields[col[4]]);
             goto fail;
         }
         char where[300];
@@ -484,8 +485,8 @@ void erg_profile_fingerprint(const erg_profile *p, char out[ERG_PROFILE_FINGERPR
                 const erg_profile_point *pt = v ? &v[i] : &p->stages[s][k].v[i];
                 char row[160];
                 int len = snprintf(row, sizeof row, "%d,%s,%d,%.17g,%.17g\n", s,
-                                   erg_instr_kind_name((erg_instr_kind)k), pt->freq_mhz,
-                                   pt->time_s, pt->energy_j);
+                                   erg_instr_kind_name((erg_instr_kind)k), pt->freq_mhz, pt->time_s,
+                                   pt->energy_j);
                 for (int c = 0; c < len && c < (int)sizeof row; c++) {
                     h ^= (unsigned char)row[c];
                     h *= 1099511628211ULL;

@@ -45,10 +45,10 @@ erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs
         o = *opts;
     else
         erg_sparse_opts_init(&o);
-    if (o.budget < 0 || o.patience < 1 || !(o.rise_tolerance >= 0) ||
-        !isfinite(o.rise_tolerance) || o.near_max < 0 || !(o.time_margin >= 0) ||
-        !(o.time_margin <= 10) || !(o.energy_margin >= 0) || !(o.energy_margin <= 10) ||
-        !(o.time_noise >= 0) || !(o.time_noise <= 1))
+    if (o.budget < 0 || o.patience < 1 || !(o.rise_tolerance >= 0) || !isfinite(o.rise_tolerance) ||
+        o.near_max < 0 || !(o.time_margin >= 0) || !(o.time_margin <= 10) ||
+        !(o.energy_margin >= 0) || !(o.energy_margin <= 10) || !(o.time_noise >= 0) ||
+        !(o.time_noise <= 1))
         return erg_error_set(err, ERG_EINVAL,
                              "sparse profiling: invalid options (budget %d, patience %d, rise "
                              "tolerance %g, near-max %d, time margin %g, energy margin %g, time "
@@ -115,8 +115,8 @@ erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs
     sp->pool_e = erg__calloc(n, sizeof(double));
     sp->fit = erg__calloc(4 * (size_t)num_stages * n, sizeof(double));
     sp->stale = true;
-    if (!sp->want || !sp->group || !sp->grid || !sp->pool_meas || !sp->pool_taken ||
-        !sp->pool_e || !sp->fit) {
+    if (!sp->want || !sp->group || !sp->grid || !sp->pool_meas || !sp->pool_taken || !sp->pool_e ||
+        !sp->fit) {
         sp->S = num_stages;
         erg_sparse_free(sp);
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
@@ -290,8 +290,8 @@ static int stagger(int g, int stride)
  * other replicas this round (they count for where to go next, not for the
  * energy rules); spent of budget points used; grid: its grid index;
  * spacing: see descent_done. */
-static int series_next(const erg_sparse *sp, const bool *meas, const bool *taken,
-                       const double *e_j, int spent, int budget, int grid, int spacing)
+static int series_next(const erg_sparse *sp, const bool *meas, const bool *taken, const double *e_j,
+                       int spent, int budget, int grid, int spacing)
 {
     if (spent >= budget)
         return -1;
@@ -387,7 +387,8 @@ static void update_wants_noisy(erg_sparse *sp)
         fitted = fitted && sp->c[i].nmeas > 0;
     for (int k = 0; k < 2 && fitted; k++)
         for (int q = 0; q < 2 && fitted; q++)
-            fitted = !sparse_noise_fit(sp, sp->c, k, q, sp->fit + (size_t)(2 * k + q) * S * n, NULL);
+            fitted =
+                !sparse_noise_fit(sp, sp->c, k, q, sp->fit + (size_t)(2 * k + q) * S * n, NULL);
     for (int s = 0; s < S; s++) {
         sp->group[s] = s;
         sp->grid[s] = s;

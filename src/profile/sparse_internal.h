@@ -25,9 +25,9 @@ struct erg_sparse {
     /* What every curve wants next, worked out again after a report (lazily:
      * erg_sparse_next is const to its callers, and asking is pure). */
     bool stale;
-    int *want;  /* per curve: clock index, -1 when done */
-    int *group; /* per stage: the lowest stage of its replica group */
-    int *grid;  /* per stage: its grid index (see update_wants) */
+    int *want;                    /* per curve: clock index, -1 when done */
+    int *group;                   /* per stage: the lowest stage of its replica group */
+    int *grid;                    /* per stage: its grid index (see update_wants) */
     bool *pool_meas, *pool_taken; /* scratch over the clocks */
     double *pool_e;
     double *fit; /* under noise: the fit, [kind][quantity][stage][clock] */

@@ -21,8 +21,8 @@ static double lerp(double x0, double y0, double x1, double y1, double x)
  * measured neighbours (t = a/f + b piecewise), power E/t linear in f; beyond
  * the measured range the nearest segment is extended (one point: t ~ 1/f,
  * constant power). */
-static void interp_point(const erg_sparse *sp, const bool *meas, const double *tv,
-                         const double *ev, int x, double *t, double *e)
+static void interp_point(const erg_sparse *sp, const bool *meas, const double *tv, const double *ev,
+                         int x, double *t, double *e)
 {
     int n = sp->n;
     int idx[2] = {x, x}, k = 0;
@@ -115,8 +115,8 @@ static void shared_shape(const erg_sparse *sp, const curve *cv, int kind, bool *
 /* Predict curve c at clock index x: its value at the highest clock times the
  * shared shape, times a correction interpolated (linearly in f) between the
  * ratios measured/shape at c's own measured clocks. */
-static void predict_point(const erg_sparse *sp, const curve *c, const double *ts,
-                          const double *es, int x, double *t, double *e, double *u)
+static void predict_point(const erg_sparse *sp, const curve *c, const double *ts, const double *es,
+                          int x, double *t, double *e, double *u)
 {
     *u = 0;
     if (!c->meas[0] || !(ts[x] > 0)) {
@@ -340,8 +340,7 @@ erg_status sparse_noise_fit(const erg_sparse *sp, const curve *cv, int kind, int
     double *buf = erg__calloc((size_t)(4 * n + 2 * S), sizeof(double));
     if (!buf)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    double *g = buf, *r = buf + n, *w = buf + 2 * n, *z = buf + 3 * n, *a = buf + 4 * n,
-           *b = a + S;
+    double *g = buf, *r = buf + n, *w = buf + 2 * n, *z = buf + 3 * n, *a = buf + 4 * n, *b = a + S;
     double span = sp->freqs[0] - sp->freqs[n - 1];
     for (int x = 0; x < n; x++)
         z[x] = (sp->freqs[x] - sp->freqs[0]) / span;
@@ -456,9 +455,12 @@ erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error
                     } else if (c->meas[x]) {
                         double se = sp->o.time_noise / sqrt(c->cnt[x] > 0 ? c->cnt[x] : 1);
                         double dt = log(c->t_s[x] / pt.time_s);
-                        double de = c->e_j[x] > 0 && pt.energy_j > 0 ? log(c->e_j[x] / pt.energy_j) : 0;
-                        double kt = 1 - NOISE_OUTLIER * NOISE_OUTLIER * se * se / (dt * dt + 1e-300);
-                        double ke = 1 - NOISE_OUTLIER * NOISE_OUTLIER * se * se / (de * de + 1e-300);
+                        double de =
+                            c->e_j[x] > 0 && pt.energy_j > 0 ? log(c->e_j[x] / pt.energy_j) : 0;
+                        double kt =
+                            1 - NOISE_OUTLIER * NOISE_OUTLIER * se * se / (dt * dt + 1e-300);
+                        double ke =
+                            1 - NOISE_OUTLIER * NOISE_OUTLIER * se * se / (de * de + 1e-300);
                         pt.time_s *= exp(dt * (kt > 0 ? kt : 0));
                         pt.energy_j *= exp(de * (ke > 0 ? ke : 0));
                     }

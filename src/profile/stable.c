@@ -110,8 +110,9 @@ erg_status erg_stable_measure(erg_sample_fn sample, void *user, const erg_stable
         if (st)
             break;
         if (!(t[n] >= 0) || !isfinite(t[n]) || !(e[n] >= 0) || !isfinite(e[n])) {
-            st = erg_error_set(err, ERG_EINVAL, "measurement %d: invalid sample (time %g s, "
-                                                "energy %g J)",
+            st = erg_error_set(err, ERG_EINVAL,
+                               "measurement %d: invalid sample (time %g s, "
+                               "energy %g J)",
                                n + 1, t[n], e[n]);
             break;
         }

@@ -13,9 +13,9 @@
 #include <sys/socket.h>
 
 struct srv_net {
-    int family;            /* AF_INET or AF_INET6 */
+    int family; /* AF_INET or AF_INET6 */
     unsigned char addr[16];
-    int prefix;            /* bits */
+    int prefix; /* bits */
 };
 
 /* ---- start-up ---- */
@@ -98,7 +98,8 @@ erg_status srv_auth_init(erg_server *srv, const erg_server_opts *o, erg_error *e
         if (!srv->nets)
             return erg_error_set(err, ERG_ENOMEM, "out of memory");
         for (size_t i = 0; i < o->n_allow_nets; i++) {
-            erg_status st = parse_cidr(o->allow_nets[i] ? o->allow_nets[i] : "", &srv->nets[i], err);
+            erg_status st =
+                parse_cidr(o->allow_nets[i] ? o->allow_nets[i] : "", &srv->nets[i], err);
             if (st)
                 return st;
             srv->n_nets++;
@@ -234,7 +235,8 @@ bool srv_auth_net_allowed(const erg_server *srv, const struct sockaddr *sa)
         fam = AF_INET;
         memcpy(a, &((const struct sockaddr_in *)sa)->sin_addr, 4);
     } else if (sa->sa_family == AF_INET6) {
-        const unsigned char *b = (const unsigned char *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+        const unsigned char *b =
+            (const unsigned char *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
         static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
         if (!memcmp(b, mapped, 12)) { /* ::ffff:a.b.c.d is the IPv4 host */
             fam = AF_INET;

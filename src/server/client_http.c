@@ -1,4 +1,5 @@
-/* client_http.c: the libcurl client of the server's /v1 API with retries and exponential backoff. */
+/* client_http.c: the libcurl client of the server's /v1 API with retries and exponential backoff.
+ */
 #include "core/internal.h"
 #include "ergon/server_client.h"
 
@@ -215,9 +216,8 @@ static double backoff(erg_srv_client *c, int attempt)
 static double mono_s(void);
 
 /* Exchange with retries on transport errors and 500/502/503/504. */
-static erg_status request(erg_srv_client *c, const char *method, const char *path,
-                          const char *body, double timeout_s, int *status, erg__buf *resp,
-                          erg_error *err)
+static erg_status request(erg_srv_client *c, const char *method, const char *path, const char *body,
+                          double timeout_s, int *status, erg__buf *resp, erg_error *err)
 {
     erg_status st = ERG_OK;
     double t0 = mono_s();
@@ -225,8 +225,9 @@ static erg_status request(erg_srv_client *c, const char *method, const char *pat
         erg__buf_free(resp);
         *status = 0;
         st = exchange(c, method, path, body, timeout_s, status, resp, err);
-        bool retry = st == ERG_ENET || (!st && (*status == 500 || *status == 502 ||
-                                                *status == 503 || *status == 504));
+        bool retry =
+            st == ERG_ENET ||
+            (!st && (*status == 500 || *status == 502 || *status == 503 || *status == 504));
         /* Perseus routes use 500 for their endings: never retry those. */
         if (!st && *status == 500 && resp->data &&
             (strstr(resp->data, "[profiling-done]") || strstr(resp->data, "aborted")))
@@ -235,8 +236,9 @@ static erg_status request(erg_srv_client *c, const char *method, const char *pat
             if (err && st == ERG_ENET && attempt > 0) { /* say what was tried (cut off?) */
                 char last[sizeof err->msg];
                 snprintf(last, sizeof last, "%s", err->msg);
-                erg_error_set(err, st, "%s (gave up after %d attempts in %.1f s: "
-                                       "request_timeout_s %g, max_retries %d)",
+                erg_error_set(err, st,
+                              "%s (gave up after %d attempts in %.1f s: "
+                              "request_timeout_s %g, max_retries %d)",
                               last, attempt + 1, mono_s() - t0, timeout_s, c->o.max_retries);
             }
             break;
@@ -257,13 +259,13 @@ static erg_status http_error(int status, const erg__buf *resp, const char *what,
     if (json_is_string(m))
         msg = json_string_value(m);
     const char *state = json_string_value(json_object_get(v, "state"));
-    erg_status code = status == 401 || status == 403              ? ERG_EPERM
-                      : status == 404                           ? ERG_ENOTFOUND
-                      : state && !strcmp(state, "aborted")      ? ERG_ECANCELED
-                      : status == 409                           ? ERG_ESTATE
-                      : status >= 400 && status < 500           ? ERG_EINVAL
-                      : status == 503                           ? ERG_ENET
-                                                                : ERG_EINTERNAL;
+    erg_status code = status == 401 || status == 403       ? ERG_EPERM
+                      : status == 404                      ? ERG_ENOTFOUND
+                      : state && !strcmp(state, "aborted") ? ERG_ECANCELED
+                      : status == 409                      ? ERG_ESTATE
+                      : status >= 400 && status < 500      ? ERG_EINVAL
+                      : status == 503                      ? ERG_ENET
+                                                           : ERG_EINTERNAL;
     erg_error_set(err, code, "%s: HTTP %d: %s%.400s", what, status,
                   code == ERG_ECANCELED && !strstr(msg, "abort") ? "the job was aborted: " : "",
                   msg);
@@ -303,8 +305,8 @@ static erg_status post_json(erg_srv_client *c, const char *path, json_t *body, c
     return st;
 }
 
-erg_status erg_srv_client_register_job(erg_srv_client *c, const erg_srv_job_desc *d,
-                                       char **job_id, erg_error *err)
+erg_status erg_srv_client_register_job(erg_srv_client *c, const erg_srv_job_desc *d, char **job_id,
+                                       erg_error *err)
 {
     *job_id = NULL;
     json_t *o = json_pack("{s:i,s:i,s:i,s:i,s:s,s:s,s:s,s:i,s:i}", "pp_degree", d->pp_degree,
@@ -399,17 +401,18 @@ erg_status erg_srv_client_opts_set(erg_srv_client_opts *o, const char *name, dou
             return ERG_OK;
         }
         if (!(value >= INT_MIN && value <= INT_MAX) || value != floor(value))
-            return erg_error_set(err, ERG_EINVAL, "client options: max_retries must be an "
-                                 "integer, not %g", value);
+            return erg_error_set(err, ERG_EINVAL,
+                                 "client options: max_retries must be an "
+                                 "integer, not %g",
+                                 value);
         o->max_retries = (int)value;
         return ERG_OK;
     }
-    return erg_error_set(err, ERG_EINVAL, "client options: unknown option '%s'",
-                         name ? name : "");
+    return erg_error_set(err, ERG_EINVAL, "client options: unknown option '%s'", name ? name : "");
 }
 
-erg_status erg_srv_client_register_job_json(erg_srv_client *c, const char *desc_json,
-                                            char **job_id, erg_error *err)
+erg_status erg_srv_client_register_job_json(erg_srv_client *c, const char *desc_json, char **job_id,
+                                            erg_error *err)
 {
     *job_id = NULL;
     json_t *o = parse_object(desc_json, "job description", err);
@@ -440,12 +443,14 @@ erg_status erg_srv_client_register_job_json(erg_srv_client *c, const char *desc_
     };
     const char *k;
     json_t *v;
-    json_object_foreach(o, k, v) {
+    json_object_foreach(o, k, v)
+    {
         if (!strcmp(k, "scheduler_args")) {
             if (json_is_null(v))
                 continue;
             if (!json_is_object(v) || d.scheduler_args_json) {
-                st = erg_error_set(err, ERG_EINVAL, "job description: scheduler_args must be "
+                st = erg_error_set(err, ERG_EINVAL,
+                                   "job description: scheduler_args must be "
                                    "an object (and not given with scheduler_args_json)");
                 break;
             }
@@ -474,7 +479,8 @@ erg_status erg_srv_client_register_job_json(erg_srv_client *c, const char *desc_
     }
     if (!st && args && json_object_get(o, "scheduler_args_json") &&
         !json_is_null(json_object_get(o, "scheduler_args_json")))
-        st = erg_error_set(err, ERG_EINVAL, "job description: give scheduler_args or "
+        st = erg_error_set(err, ERG_EINVAL,
+                           "job description: give scheduler_args or "
                            "scheduler_args_json, not both");
     if (!st) {
         if (!have_world)
@@ -569,8 +575,7 @@ erg_status erg_srv_client_fetch_schedule(erg_srv_client *c, const char *job_id, 
         const json_t *a = json_object_get(v, "power_states");
         if (!json_is_array(a) || json_integer_value(json_object_get(v, "rank")) != rank) {
             st = erg_error_set(err, ERG_EPARSE,
-                               "fetch schedule: the answer has no power_states for rank %d",
-                               rank);
+                               "fetch schedule: the answer has no power_states for rank %d", rank);
             json_decref(v);
             break;
         }
@@ -584,8 +589,9 @@ erg_status erg_srv_client_fetch_schedule(erg_srv_client *c, const char *job_id, 
         for (size_t i = 0; i < len; i++) {
             const json_t *x = json_array_get(a, i);
             if (!json_is_integer(x)) {
-                st = erg_error_set(err, ERG_EPARSE, "fetch schedule: power_states[%zu] is not an "
-                                                    "integer",
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "fetch schedule: power_states[%zu] is not an "
+                                   "integer",
                                    i);
                 break;
             }
@@ -622,8 +628,7 @@ erg_status erg_srv_result_new(int rank, erg_srv_result **out, erg_error *err)
     return ERG_OK;
 }
 
-erg_status erg_srv_result_set_energy_source(erg_srv_result *r, const char *source,
-                                            erg_error *err)
+erg_status erg_srv_result_set_energy_source(erg_srv_result *r, const char *source, erg_error *err)
 {
     if (!r || !source)
         return erg_error_set(err, ERG_EINVAL, "erg_srv_result_set_energy_source: NULL argument");
@@ -656,8 +661,8 @@ erg_status erg_srv_result_add_iteration(erg_srv_result *r, double time_s, double
     /* Every breakdown list gets a new (empty) iteration. */
     const char *k;
     json_t *v;
-    json_object_foreach(json_object_get(r->obj, "time_breakdown"), k, v) json_array_append_new(
-        v, json_array());
+    json_object_foreach(json_object_get(r->obj, "time_breakdown"), k, v)
+        json_array_append_new(v, json_array());
     json_object_foreach(json_object_get(r->obj, "energy_breakdown"), k, v)
         json_array_append_new(v, json_array());
     json_object_foreach(json_object_get(r->obj, "wait_breakdown"), k, v)
@@ -734,8 +739,7 @@ erg_status erg_srv_client_report(erg_srv_client *c, const char *job_id, long win
     return st;
 }
 
-erg_status erg_srv_client_heartbeat(erg_srv_client *c, const char *job_id, int rank,
-                                    erg_error *err)
+erg_status erg_srv_client_heartbeat(erg_srv_client *c, const char *job_id, int rank, erg_error *err)
 {
     json_t *o = json_pack("{s:i}", "rank", rank);
     char *path = job_path(c, job_id, "heartbeat");
@@ -788,8 +792,8 @@ erg_status erg_srv_client_request(erg_srv_client *c, const char *method, const c
 
 static bool is_compute_name(const char *name)
 {
-    static const char *const names[] = {"forward", "backward", "backward_input",
-                                        "backward_weight", "overlap_f_b"};
+    static const char *const names[] = {"forward", "backward", "backward_input", "backward_weight",
+                                        "overlap_f_b"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(name, names[i]))
             return true;

@@ -105,8 +105,9 @@ erg_status srv_plans_dirs_init(erg_server *srv, const char *const *dirs, size_t 
         char *real = realpath(d, NULL);
         struct stat sb;
         if (!real || stat(real, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            erg_status st = erg_error_set(err, ERG_EINVAL, "--plans-dir '%.200s' is not a directory%s%s",
-                                          d, real ? "" : ": ", real ? "" : strerror(errno));
+            erg_status st =
+                erg_error_set(err, ERG_EINVAL, "--plans-dir '%.200s' is not a directory%s%s", d,
+                              real ? "" : ": ", real ? "" : strerror(errno));
             free(real);
             return st;
         }

@@ -23,8 +23,8 @@ erg_status srv_dump_dir_check(erg_server *srv, erg_error *err)
 {
     erg_error e;
     if (erg__mkdir_p(srv->dump_dir, &e))
-        return erg_error_set(err, ERG_EIO, "dump directory %s cannot be created: %s",
-                             srv->dump_dir, e.msg);
+        return erg_error_set(err, ERG_EIO, "dump directory %s cannot be created: %s", srv->dump_dir,
+                             e.msg);
     struct stat sb;
     if (stat(srv->dump_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return erg_error_set(err, ERG_EIO, "dump directory %s is not a directory", srv->dump_dir);

@@ -71,8 +71,8 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     srv->lock_fd = -1;
     /* Bodies held at once: room for two of the largest, at least 16 MiB. */
-    srv->body_budget = opts->max_body_bytes * 2 > (16u << 20) ? opts->max_body_bytes * 2
-                                                                : (16u << 20);
+    srv->body_budget =
+        opts->max_body_bytes * 2 > (16u << 20) ? opts->max_body_bytes * 2 : (16u << 20);
     srv->opts = *opts;
     pthread_mutex_init(&srv->mu, NULL);
     pthread_mutex_init(&srv->log_mu, NULL);
@@ -83,7 +83,8 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
      * the server binds and access control judges (localhost is loopback). */
     if (srv->host) {
         unsigned char probe[16];
-        if (inet_pton(AF_INET, srv->host, probe) != 1 && inet_pton(AF_INET6, srv->host, probe) != 1) {
+        if (inet_pton(AF_INET, srv->host, probe) != 1 &&
+            inet_pton(AF_INET6, srv->host, probe) != 1) {
             struct addrinfo hints, *res = NULL;
             memset(&hints, 0, sizeof hints);
             hints.ai_family = AF_UNSPEC;
@@ -97,8 +98,8 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
                         inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, num,
                                   sizeof num);
                     else if (ai->ai_family == AF_INET6 && fam == 1)
-                        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr,
-                                  num, sizeof num);
+                        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr, num,
+                                  sizeof num);
                 }
             if (res)
                 freeaddrinfo(res);
@@ -203,8 +204,7 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     if (cls->fixed_mode != SRV_MODE_ANY) {
         if (want != SRV_MODE_ANY && want != cls->fixed_mode) {
             st = erg_error_set(err, ERG_EINVAL, "scheduler %s runs in %s mode, not %s",
-                               srv->scheduler, srv_mode_name(cls->fixed_mode),
-                               srv_mode_name(want));
+                               srv->scheduler, srv_mode_name(cls->fixed_mode), srv_mode_name(want));
             goto fail;
         }
         srv->mode = cls->fixed_mode;
@@ -242,13 +242,13 @@ fail:
 typedef struct conn_ctx {
     erg__buf body;
     bool too_big;
-    bool busy;            /* The body budget was exhausted: 503. */
-    int denied;           /* Access refused (401 or 403, auth.c); its body is dropped. */
+    bool busy;  /* The body budget was exhausted: 503. */
+    int denied; /* Access refused (401 or 403, auth.c); its body is dropped. */
     const char *deny_why;
-    size_t reserved;      /* Bytes of the server's body budget held by this request. */
+    size_t reserved; /* Bytes of the server's body budget held by this request. */
     erg_server *srv;
     struct MHD_Connection *conn;
-    bool resp_ready;      /* A parked request's answer arrived. */
+    bool resp_ready; /* A parked request's answer arrived. */
     int resp_status;
     char *resp_body;
     const char *resp_ctype;
@@ -358,8 +358,7 @@ static enum MHD_Result refuse_busy(erg_server *srv, struct MHD_Connection *c)
 /* Access control (auth.c): with a token or --allow-net networks, a request must carry the
  * token or come from an allowed network (the Perseus and Zeus routes; every route when there
  * is no token); /healthz is open. true when the request is refused (ctx->denied set). */
-static bool check_access(erg_server *srv, struct MHD_Connection *c, const char *url,
-                         conn_ctx *ctx)
+static bool check_access(erg_server *srv, struct MHD_Connection *c, const char *url, conn_ctx *ctx)
 {
     if ((!srv->token && !srv->n_nets) || srv_auth_route_open(url))
         return false;
@@ -376,7 +375,7 @@ static bool check_access(erg_server *srv, struct MHD_Connection *c, const char *
             return false;
     }
     ctx->denied = srv->token ? 401 : 403;
-    ctx->deny_why = !srv->token           ? "this client's address is not in an --allow-net network"
+    ctx->deny_why = !srv->token ? "this client's address is not in an --allow-net network"
                     : ar == SRV_AUTH_WRONG ? "the credentials do not match the server's token"
                                            : "this route needs the server's token";
     return true;
@@ -395,7 +394,8 @@ static enum MHD_Result refuse_access(erg_server *srv, struct MHD_Connection *c, 
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ci->client_addr)->sin6_addr, addr,
                   sizeof addr);
     bool v1 = !strncmp(url, "/v1/", 4);
-    snprintf(msg, sizeof msg, "{\"%s\":\"%d %s: %s (client %s). %s (docs/http-api.md, Access control)\"}",
+    snprintf(msg, sizeof msg,
+             "{\"%s\":\"%d %s: %s (client %s). %s (docs/http-api.md, Access control)\"}",
              v1 ? "error" : "detail", ctx->denied,
              ctx->denied == 401 ? "Unauthorized" : "Forbidden", ctx->deny_why, addr,
              ctx->denied == 401
@@ -413,15 +413,16 @@ static enum MHD_Result refuse_access(erg_server *srv, struct MHD_Connection *c, 
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", "application/json");
     if (ctx->denied == 401)
-        MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"ergon\", Basic realm=\"ergon\"");
+        MHD_add_response_header(r, "WWW-Authenticate",
+                                "Bearer realm=\"ergon\", Basic realm=\"ergon\"");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)ctx->denied, r);
     MHD_destroy_response(r);
     return ret;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_size, void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **con_cls)
 {
     (void)version;
     erg_server *srv = cls;
@@ -452,8 +453,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (cl && erg__parse_long(cl, &n) && (size_t)n > srv->opts.max_body_bytes) {
             char msg[160];
             snprintf(msg, sizeof msg,
-                     "{\"detail\":\"request body of %ld bytes exceeds the limit of %zu bytes\"}",
-                     n, srv->opts.max_body_bytes);
+                     "{\"detail\":\"request body of %ld bytes exceeds the limit of %zu bytes\"}", n,
+                     srv->opts.max_body_bytes);
             pthread_mutex_lock(&srv->mu);
             srv->requests_by_class[4]++;
             pthread_mutex_unlock(&srv->mu);
@@ -482,8 +483,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* A resumed connection is closed after its answer: with epoll,
          * libmicrohttpd 0.9.75 may not notice the next request on it
          * (observed: 30 s stalls until the connection timeout). */
-        enum MHD_Result ret =
-            send_text(c, ctx->resp_status, ctx->resp_ctype, ctx->resp_body, true);
+        enum MHD_Result ret = send_text(c, ctx->resp_status, ctx->resp_ctype, ctx->resp_body, true);
         erg__free(ctx->resp_body);
         ctx->resp_body = NULL;
         ctx->resp_ready = false;
@@ -664,16 +664,16 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     }
     /* One address never takes every connection slot: the others (health
      * checks, other nodes) keep at least half. */
-    unsigned per_ip = srv->opts.max_connections_per_ip ? srv->opts.max_connections_per_ip
-                                                       : (conn_limit + 1) / 2;
+    unsigned per_ip =
+        srv->opts.max_connections_per_ip ? srv->opts.max_connections_per_ip : (conn_limit + 1) / 2;
     if (per_ip > conn_limit)
         per_ip = conn_limit;
     srv->stopping = false;
     srv->conn_limit = conn_limit;
     srv->conns = 0;
     /* HTTPS: libmicrohttpd's own TLS (GnuTLS); the PEM text lives as long as the server. */
-    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL},
-                                    {MHD_OPTION_END, 0, NULL}};
+    struct MHD_OptionItem tls[3] = {
+        {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
     if (srv->tls_cert) {
         if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
             close(fd);
@@ -687,16 +687,16 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     }
     srv->mhd = MHD_start_daemon(
         flags, (uint16_t)port, accept_policy, srv, on_request, srv, MHD_OPTION_ARRAY, tls,
-        MHD_OPTION_EXTERNAL_LOGGER,
-        mhd_log, srv, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        srv, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, srv, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)ceil(srv->opts.connection_timeout_s), MHD_OPTION_CONNECTION_LIMIT,
-        (conn_limit + 8) * SRV_HTTP_THREADS, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS, MHD_OPTION_END);
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, notify_conn,
+        srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ceil(srv->opts.connection_timeout_s),
+        MHD_OPTION_CONNECTION_LIMIT, (conn_limit + 8) * SRV_HTTP_THREADS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)SRV_HTTP_THREADS, MHD_OPTION_END);
     if (!srv->mhd) {
         close(fd);
-        return erg_error_set(err, ERG_ENET, "cannot start the HTTP server on %s port %d",
-                             srv->host, port);
+        return erg_error_set(err, ERG_ENET, "cannot start the HTTP server on %s port %d", srv->host,
+                             port);
     }
     srv->port = port;
     if (pthread_create(&srv->hk, NULL, housekeeper, srv) == 0)

@@ -91,8 +91,7 @@ static void set_message(srv_job *j, const char *msg)
     j->message = erg__strdup(msg ? msg : "");
 }
 
-static srv_job *job_alloc(const char *id, json_t *info, const char *sched, json_t *args,
-                          int mode)
+static srv_job *job_alloc(const char *id, json_t *info, const char *sched, json_t *args, int mode)
 {
     srv_job *j = erg__calloc(1, sizeof *j);
     if (!j)
@@ -233,8 +232,8 @@ void srv_job_finish(erg_server *srv, srv_job *j, int state, const char *msg)
     set_message(j, msg);
     srv_store_job_state(srv, j->id, state_names[j->state], j->message);
     srv_store_event(srv, j->id, state_names[state], msg);
-    srv_log(srv, state == SRV_JOB_DONE ? ERG_LOG_INFO : ERG_LOG_WARNING, "job_end", j->id,
-            "%s: %s", state_names[state], msg ? msg : "");
+    srv_log(srv, state == SRV_JOB_DONE ? ERG_LOG_INFO : ERG_LOG_WARNING, "job_end", j->id, "%s: %s",
+            state_names[state], msg ? msg : "");
     pthread_cond_broadcast(&j->cond);
     wake_parked(srv, j);
 }
@@ -508,8 +507,7 @@ srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info, c
     erg__buf_free(&id);
     if (st) {
         job_free(j);
-        snprintf(why, wn, "could not create the job: %s",
-                 st == ERG_EDB ? e.msg : "out of memory");
+        snprintf(why, wn, "could not create the job: %s", st == ERG_EDB ? e.msg : "out of memory");
         return st == ERG_EDB ? SRV_UNAVAILABLE : SRV_INTERNAL;
     }
     j->created_wall = srv_now_wall();
@@ -554,8 +552,8 @@ static bool same_instrs(const srv_rank *a, const srv_rank_spec *b)
            !memcmp(a->instrs, b->instrs, (size_t)b->n_instrs * sizeof(int));
 }
 
-srv_outcome srv_job_add_rank(erg_server *srv, srv_job *j, const srv_rank_spec *sp,
-                             json_t *record, char *why, size_t wn)
+srv_outcome srv_job_add_rank(erg_server *srv, srv_job *j, const srv_rank_spec *sp, json_t *record,
+                             char *why, size_t wn)
 {
     long r = sp->rank;
     if (r < 0 || r >= j->world) {
@@ -602,8 +600,8 @@ srv_outcome srv_job_add_rank(erg_server *srv, srv_job *j, const srv_rank_spec *s
         snprintf(why, wn, "could not store the rank: %s", st == ERG_EDB ? e.msg : "out of memory");
         return SRV_UNAVAILABLE;
     }
-    srv_log(srv, ERG_LOG_DEBUG, "register_rank", j->id, "rank %ld (%d of %d)", r,
-            j->n_registered, j->world);
+    srv_log(srv, ERG_LOG_DEBUG, "register_rank", j->id, "rank %ld (%d of %d)", r, j->n_registered,
+            j->world);
     if (j->n_registered == j->world)
         start_running(srv, j, false);
     return SRV_OK;

@@ -35,8 +35,14 @@
 
 #include "server/srv.h"
 
-enum { SRV_JOB_REGISTERING, SRV_JOB_RUNNING, SRV_JOB_DONE, SRV_JOB_FAILED, SRV_JOB_ABORTED,
-       SRV_JOB_NUM_STATES };
+enum {
+    SRV_JOB_REGISTERING,
+    SRV_JOB_RUNNING,
+    SRV_JOB_DONE,
+    SRV_JOB_FAILED,
+    SRV_JOB_ABORTED,
+    SRV_JOB_NUM_STATES
+};
 const char *srv_job_state_name(int state);
 static inline bool srv_job_live(int state)
 {
@@ -57,15 +63,15 @@ typedef enum srv_outcome {
 
 typedef struct srv_rank {
     bool registered;
-    json_t *info;      /* The rank's record (stored, dumped in ranks.json). */
+    json_t *info; /* The rank's record (stored, dumped in ranks.json). */
     int dp, pp, tp;
-    int *instrs;       /* pipe_schedule codes. */
+    int *instrs; /* pipe_schedule codes. */
     int n_instrs;
-    int *states;       /* power_state_range, descending. */
+    int *states; /* power_state_range, descending. */
     int n_states;
-    long asked;        /* Highest window this rank asked for (memory only). */
-    double last_seen;  /* Monotonic seconds of its last request. */
-    int waiting;       /* Requests of this rank blocked at the barrier. */
+    long asked;       /* Highest window this rank asked for (memory only). */
+    double last_seen; /* Monotonic seconds of its last request. */
+    int waiting;      /* Requests of this rank blocked at the barrier. */
 } srv_rank;
 
 struct srv_waiter;
@@ -73,7 +79,7 @@ struct srv_dump_file;
 
 struct srv_job {
     char *id;
-    json_t *info;        /* The job's record (JobInfo as stored). */
+    json_t *info; /* The job's record (JobInfo as stored). */
     char *sched_name;
     json_t *sched_args;
     int mode;
@@ -92,11 +98,11 @@ struct srv_job {
     json_t **results;    /* Per rank: result record of window n (NULL until reported). */
     srv_result **parsed; /* Per rank: its numbers (NULL until reported). */
     int n_results;
-    int tkind;           /* Straggler target: 0 none, 1 slowdown, 2 deadline_s. */
+    int tkind; /* Straggler target: 0 none, 1 slowdown, 2 deadline_s. */
     double tval;
-    long choice;         /* Frontier plan of window n (-1). */
+    long choice; /* Frontier plan of window n (-1). */
     double created_wall, created_mono, last_activity;
-    double baseline_j;   /* Energy per iteration of the last all-max window (0 = none). */
+    double baseline_j; /* Energy per iteration of the last all-max window (0 = none). */
     double energy_j, saved_j;
     int waiters;
     struct srv_waiter *parked; /* Suspended HTTP schedule requests. */
@@ -111,9 +117,9 @@ struct srv_job {
 typedef struct srv_rank_spec {
     long rank;
     int dp, pp, tp;
-    const int *instrs;  /* The rank's instruction codes, in execution order. */
+    const int *instrs; /* The rank's instruction codes, in execution order. */
     int n_instrs;
-    const int *states;  /* Supported power states (any order, unique, > 0). */
+    const int *states; /* Supported power states (any order, unique, > 0). */
     int n_states;
 } srv_rank_spec;
 
@@ -125,17 +131,15 @@ int srv_jobs_held(erg_server *srv);
  * info must hold integer pp_degree, dp_degree, tp_degree and world_size
  * (= pp*dp*tp, validated by the wire). Stores it and links it.
  * SRV_UNAVAILABLE with why when --max-jobs is reached or the database fails. */
-srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info,
-                           const char *sched, json_t *args, int mode, srv_job **out,
-                           char *why, size_t wn);
+srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info, const char *sched,
+                           json_t *args, int mode, srv_job **out, char *why, size_t wn);
 /* Register a rank; record is stored as its RankInfo. A rank registered
  * again with an equal record is SRV_DUPLICATE; the last rank starts the job. */
-srv_outcome srv_job_add_rank(erg_server *srv, srv_job *j, const srv_rank_spec *spec,
-                             json_t *record, char *why, size_t wn);
+srv_outcome srv_job_add_rank(erg_server *srv, srv_job *j, const srv_rank_spec *spec, json_t *record,
+                             char *why, size_t wn);
 /* A rank asks for its schedule: derive the window it means (*window), mark
  * it alive, and release the barrier if it was the last one. */
-srv_outcome srv_job_ask(erg_server *srv, srv_job *j, long rank, long *window, char *why,
-                        size_t wn);
+srv_outcome srv_job_ask(erg_server *srv, srv_job *j, long rank, long *window, char *why, size_t wn);
 
 /* Where the schedule of window w stands for a rank. */
 typedef enum srv_sched_state {
@@ -155,16 +159,16 @@ typedef bool (*srv_answer_fn)(erg_server *srv, srv_job *j, long rank, long windo
  * (rs->parked) or, for direct calls (conn NULL), wait on the job. flags is
  * passed to answer unchanged (wire-specific). false (rs untouched) when out
  * of memory. */
-bool srv_job_wait(erg_server *srv, srv_job *j, long rank, long window, double wait_s,
-                  void *conn, srv_answer_fn answer, int flags, srv_resp *rs);
+bool srv_job_wait(erg_server *srv, srv_job *j, long rank, long window, double wait_s, void *conn,
+                  srv_answer_fn answer, int flags, srv_resp *rs);
 
 /* Accept a rank's result for window win (record: the stored ProfilingResult;
  * parsed: its numbers, copied). SRV_DUPLICATE when (win, rank) is stored
  * already; SRV_CONFLICT when the window has not started or the rank
  * reported it already; SRV_NOT_RUNNING when the job is not running.
  * Completes the window when it was the last result. */
-srv_outcome srv_job_add_result(erg_server *srv, srv_job *j, long rank, long win,
-                               json_t *record, const srv_result *parsed, char *why, size_t wn);
+srv_outcome srv_job_add_result(erg_server *srv, srv_job *j, long rank, long win, json_t *record,
+                               const srv_result *parsed, char *why, size_t wn);
 /* End a live job (done, failed or aborted) and answer its waiters. */
 void srv_job_finish(erg_server *srv, srv_job *j, int state, const char *msg);
 /* Set a straggler target (kind 1 slowdown, 2 deadline_s); returns the

@@ -5,8 +5,8 @@
 #include <math.h>
 
 const double srv_hist_bounds[SRV_HIST_BUCKETS] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001,
-                                                   0.0025,  0.005,  0.01,    0.025,  0.05,
-                                                   0.1,     0.25,   0.5,     1,      2.5};
+                                                  0.0025,  0.005,  0.01,    0.025,  0.05,
+                                                  0.1,     0.25,   0.5,     1,      2.5};
 
 void srv_metrics_observe(erg_server *srv, int group, int status, double dt)
 {
@@ -65,8 +65,7 @@ void srv_metrics_text(erg_server *srv, srv_resp *rs)
     for (int c = 1; c < 6; c++)
         erg__buf_printf(&b, "ergon_http_requests_total{code=\"%dxx\"} %ld\n", c,
                         srv->requests_by_class[c]);
-    static const char *const groups[SRV_HIST_GROUPS] = {"schedule", "result", "register",
-                                                        "other"};
+    static const char *const groups[SRV_HIST_GROUPS] = {"schedule", "result", "register", "other"};
     erg__buf_printf(&b, "# HELP ergon_request_duration_seconds Server-side handling time of a "
                         "request (lock queueing included, barrier waits excluded).\n"
                         "# TYPE ergon_request_duration_seconds histogram\n");

@@ -198,8 +198,9 @@ static json_t *normalize_result(const json_t *in, srv_result *parsed, long *rank
         const char *v = json_string_value(es);
         if (!v || (strcmp(v, "counter") && strcmp(v, "integrated") && strcmp(v, "model") &&
                    strcmp(v, "none") && strcmp(v, "mixed"))) {
-            snprintf(why, wn, "energy_source must be \"counter\", \"integrated\", \"model\", "
-                              "\"none\" or \"mixed\"");
+            snprintf(why, wn,
+                     "energy_source must be \"counter\", \"integrated\", \"model\", "
+                     "\"none\" or \"mixed\"");
             json_decref(o);
             return NULL;
         }
@@ -260,8 +261,8 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     bool v1 = !strncmp(path, "/v1/", 4);
     size_t pl = strlen(path);
-    bool is_result = !strncmp(path, "/result/", 8) ||
-                     (v1 && pl > 8 && !strcmp(path + pl - 8, "/results"));
+    bool is_result =
+        !strncmp(path, "/result/", 8) || (v1 && pl > 8 && !strcmp(path + pl - 8, "/results"));
     srv_body pb;
     double t0 = srv_now_mono();
     body_prepare(&pb, post ? body : NULL, post ? len : 0, is_result);
@@ -301,10 +302,9 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
     }
     /* Server-side handling time (queueing on the lock included, barrier
      * waits excluded) into the latency histogram. */
-    int group = strstr(path, "schedule")                                    ? 0
-                : is_result                                                 ? 1
-                : strstr(path, "register") ||
-                        (v1 && pl > 6 && !strcmp(path + pl - 6, "/ranks")) ||
+    int group = strstr(path, "schedule") ? 0
+                : is_result              ? 1
+                : strstr(path, "register") || (v1 && pl > 6 && !strcmp(path + pl - 6, "/ranks")) ||
                         !strcmp(path, "/v1/jobs")
                     ? 2
                     : 3;

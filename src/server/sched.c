@@ -74,7 +74,8 @@ erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error 
         return erg_error_set(err, ERG_EINVAL, "scheduler_args must be a JSON object");
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)args, key, v) {
+    json_object_foreach((json_t *)args, key, v)
+    {
         const srv_sched_arg *sp = NULL;
         for (size_t i = 0; i < ops->n_args; i++)
             if (!strcmp(ops->args[i].name, key))
@@ -112,8 +113,8 @@ erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error 
                              r, eta);
     const char *phase = srv_arg_s(args, "balanced_phase", "forward");
     if (strcmp(phase, "forward") && strcmp(phase, "backward"))
-        return erg_error_set(err, ERG_EINVAL, "balanced_phase must be forward or backward, not '%.32s'",
-                             phase);
+        return erg_error_set(err, ERG_EINVAL,
+                             "balanced_phase must be forward or backward, not '%.32s'", phase);
     if (json_object_get(args, "slowdown") && !(srv_arg_d(args, "slowdown", 1) >= 1))
         return erg_error_set(err, ERG_EINVAL, "scheduler_args: slowdown must be >= 1, got %g",
                              srv_arg_d(args, "slowdown", 1));

@@ -55,35 +55,35 @@ typedef struct srv_envpipe srv_envpipe;
 struct srv_envpipe {
     const srv_sched_ctx *ctx;
     int S, M;
-    erg_envpipe_opts opts;     /* type, schedule, reconfig, blocking power, gpu */
+    erg_envpipe_opts opts; /* type, schedule, reconfig, blocking power, gpu */
     erg_gpu_spec gpu;
     bool have_gpu;
-    int warm;                  /* warm-up windows at the top clock */
-    double ratio;              /* warm-up drop within a window */
-    long final_windows;        /* -1 = forever */
-    double thr_arg;            /* threshold_s (0 = derive) */
+    int warm;           /* warm-up windows at the top clock */
+    double ratio;       /* warm-up drop within a window */
+    long final_windows; /* -1 = forever */
+    double thr_arg;     /* threshold_s (0 = derive) */
     int step_mhz;
     int reg_r[ERG_SCHED_MAX_STAGES]; /* r_s of the registered order */
     /* profiling (prof_* functions) */
-    srv_sparse_prof *sparse;   /* "sparse": true: the InstructionProfiler's sparse mode */
+    srv_sparse_prof *sparse; /* "sparse": true: the InstructionProfiler's sparse mode */
     int n_clocks;
-    int *clocks;               /* descending */
-    double *pt, *pe;           /* [(s * n_clocks + k) * 2 + kind]: means */
-    long prof_k;               /* profiling windows handed out */
-    int prof_clock;            /* the last one's uniform clock (0: mixed, sparse) */
+    int *clocks;     /* descending */
+    double *pt, *pe; /* [(s * n_clocks + k) * 2 + kind]: means */
+    long prof_k;     /* profiling windows handed out */
+    int prof_clock;  /* the last one's uniform clock (0: mixed, sparse) */
     /* state */
     int phase;
-    long window;               /* windows handed out */
-    long reconf_windows;       /* reconfiguration windows observed */
+    long window;         /* windows handed out */
+    long reconf_windows; /* reconfiguration windows observed */
     erg_plan *plan;
     int max_mhz[ERG_SCHED_MAX_STAGES];
-    double thr;                /* 0 until known */
+    double thr; /* 0 until known */
     int nochange;
     long final_left;
-    int final_rows;            /* final windows logged */
+    int final_rows; /* final windows logged */
     int *path;
     int path_len;
-    double *wait;              /* [2SM] */
+    double *wait; /* [2SM] */
     erg__buf log, csv;
 };
 
@@ -147,9 +147,11 @@ static erg_status srv_envpipe_check_args(const json_t *args, erg_error *err)
     const json_t *v;
     erg_envpipe_type t;
     erg_envpipe_reconfig rc;
-    if ((v = json_object_get(args, "type")) && erg_envpipe_type_parse(json_string_value(v), &t, err))
-        return erg_error_set(err, ERG_EINVAL, "EnvPipe type must be baseline, uniform or envelope, "
-                                              "not '%.32s'",
+    if ((v = json_object_get(args, "type")) &&
+        erg_envpipe_type_parse(json_string_value(v), &t, err))
+        return erg_error_set(err, ERG_EINVAL,
+                             "EnvPipe type must be baseline, uniform or envelope, "
+                             "not '%.32s'",
                              json_string_value(v));
     if ((v = json_object_get(args, "reconfigure")) &&
         erg_envpipe_reconfig_parse(json_string_value(v), &rc, err))
@@ -158,7 +160,8 @@ static erg_status srv_envpipe_check_args(const json_t *args, erg_error *err)
                              json_string_value(v));
     if ((v = json_object_get(args, "scheduling")) && strcmp(json_string_value(v), "1f1b") &&
         strcmp(json_string_value(v), "ours"))
-        return erg_error_set(err, ERG_EINVAL, "EnvPipe scheduling must be 1f1b or ours, not '%.32s'",
+        return erg_error_set(err, ERG_EINVAL,
+                             "EnvPipe scheduling must be 1f1b or ours, not '%.32s'",
                              json_string_value(v));
     double bp = json_number_value(json_object_get(args, "blocking_power_w"));
     if (!(bp >= 0) || !isfinite(bp))
@@ -175,8 +178,10 @@ static erg_status srv_envpipe_check_args(const json_t *args, erg_error *err)
     static const struct {
         const char *name;
         long lo, hi;
-    } ints[] = {{"reconfig_step_mhz", 1, 10000}, {"finish_limit", 0, 1000000},
-                {"warmup_windows", 0, 1000000},  {"final_windows", -1, 1000000000},
+    } ints[] = {{"reconfig_step_mhz", 1, 10000},
+                {"finish_limit", 0, 1000000},
+                {"warmup_windows", 0, 1000000},
+                {"final_windows", -1, 1000000000},
                 {"minimum_power_state", 0, 10000000}};
     for (size_t i = 0; i < ERG__ARRAY_LEN(ints); i++)
         if ((v = json_object_get(args, ints[i].name)) &&
@@ -294,13 +299,14 @@ static erg_status prof_build(srv_envpipe *e, erg_profile **out, erg__buf *csv, e
     for (int s = 0; !st && s < e->S; s++)
         for (int k = 0; !st && k < e->n_clocks; k++)
             for (int kind = 0; !st && kind < 2; kind++) {
-                erg_profile_point pt = {e->clocks[k], e->pt[((size_t)s * e->n_clocks + k) * 2 + kind],
+                erg_profile_point pt = {e->clocks[k],
+                                        e->pt[((size_t)s * e->n_clocks + k) * 2 + kind],
                                         e->pe[((size_t)s * e->n_clocks + k) * 2 + kind]};
                 st = erg_profile_add(p, s, (erg_instr_kind)kind, &pt, err);
-                if (!st && erg__buf_printf(csv, "%d,%s,%d,%s,%s\n", s,
-                                           kind ? "backward" : "forward", pt.freq_mhz,
-                                           erg__fmt_double_py(pt.time_s, a, sizeof a),
-                                           erg__fmt_double_py(pt.energy_j, b, sizeof b)))
+                if (!st &&
+                    erg__buf_printf(csv, "%d,%s,%d,%s,%s\n", s, kind ? "backward" : "forward",
+                                    pt.freq_mhz, erg__fmt_double_py(pt.time_s, a, sizeof a),
+                                    erg__fmt_double_py(pt.energy_j, b, sizeof b)))
                     st = oom(err);
             }
     if (st) {
@@ -394,15 +400,16 @@ static erg_status check_registered(srv_envpipe *e, erg_error *err)
 }
 
 static erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, srv_envpipe **out,
-                           erg_error *err)
+                                  erg_error *err)
 {
     *out = NULL;
     erg_status st = srv_envpipe_check_args(args, err);
     if (st)
         return st;
     if (ctx->mode != SRV_MODE_FREQUENCY)
-        return erg_error_set(err, ERG_EINVAL, "EnvPipe sets SM clocks: the job must run in "
-                                              "frequency mode");
+        return erg_error_set(err, ERG_EINVAL,
+                             "EnvPipe sets SM clocks: the job must run in "
+                             "frequency mode");
     if (ctx->num_stages > ERG_SCHED_MAX_STAGES)
         return erg_error_set(err, ERG_EINVAL, "EnvPipe plans at most %d stages (the job has %d)",
                              ERG_SCHED_MAX_STAGES, ctx->num_stages);
@@ -423,16 +430,15 @@ static erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, 
     e->opts.schedule = ss && !strcmp(ss, "ours") ? ERG_SCHED_ENVPIPE : ERG_SCHED_1F1B;
     e->opts.blocking_power_w = json_number_value(json_object_get(args, "blocking_power_w"));
     const json_t *v;
-    e->opts.threshold_scale = (v = json_object_get(args, "threshold_scale")) ? json_number_value(v)
-                                                                             : 4.0;
-    e->opts.finish_limit = (v = json_object_get(args, "finish_limit"))
-                               ? (int)json_integer_value(v)
-                               : 10;
+    e->opts.threshold_scale =
+        (v = json_object_get(args, "threshold_scale")) ? json_number_value(v) : 4.0;
+    e->opts.finish_limit =
+        (v = json_object_get(args, "finish_limit")) ? (int)json_integer_value(v) : 10;
     e->thr_arg = (v = json_object_get(args, "threshold_s")) ? json_number_value(v) : 0;
     e->warm = (v = json_object_get(args, "warmup_windows")) ? (int)json_integer_value(v) : 2;
     e->ratio = (v = json_object_get(args, "warmup_step_ratio")) ? json_number_value(v) : 0.1;
-    e->final_windows = (v = json_object_get(args, "final_windows")) ? (long)json_integer_value(v)
-                                                                     : -1;
+    e->final_windows =
+        (v = json_object_get(args, "final_windows")) ? (long)json_integer_value(v) : -1;
     int min_state = (int)json_integer_value(json_object_get(args, "minimum_power_state"));
     if ((v = json_object_get(args, "gpu_table_path")) && json_object_get(args, "gpu")) {
         erg_gpu_spec *tab = NULL;
@@ -453,8 +459,8 @@ static erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, 
     }
     int gran = e->have_gpu ? e->gpu.reconfig_step_mhz : 30;
     e->step_mhz = (v = json_object_get(args, "reconfig_step_mhz")) ? (int)json_integer_value(v)
-                  : e->opts.reconfig == ERG_RECONFIG_GREEDY ? 3 * gran
-                                                            : gran;
+                  : e->opts.reconfig == ERG_RECONFIG_GREEDY        ? 3 * gran
+                                                                   : gran;
     if ((st = check_registered(e, err)))
         goto fail;
     if (e->opts.schedule == ERG_SCHED_ENVPIPE && e->M < e->S) {
@@ -495,9 +501,10 @@ static erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, 
     }
     if (erg__buf_printf(&e->csv, "window,phase,iter_time_s,iter_energy_j,clock_mhz,threshold_s,"
                                  "changed,no_change,path\n") ||
-        erg__buf_printf(&e->log, "EnvPipe type %s scheduling %s reconfigure %s step %d MHz "
-                                 "threshold_scale %g finish_limit %d; S=%d M=%d; profiling %d "
-                                 "warm-up + %d clock windows\n",
+        erg__buf_printf(&e->log,
+                        "EnvPipe type %s scheduling %s reconfigure %s step %d MHz "
+                        "threshold_scale %g finish_limit %d; S=%d M=%d; profiling %d "
+                        "warm-up + %d clock windows\n",
                         erg_envpipe_type_name(e->opts.type),
                         e->opts.schedule == ERG_SCHED_ENVPIPE ? "ours" : "1f1b",
                         erg_envpipe_reconfig_name(e->opts.reconfig), e->step_mhz,
@@ -609,8 +616,9 @@ static erg_status plan_initial(srv_envpipe *e, erg_error *err)
     fmt_r(sc.extra_warmup, S, r, sizeof r);
     fmt_r(e->max_mhz, S, mx, sizeof mx);
     fmt_r(info.optimal_mhz, S, opt, sizeof opt);
-    if (erg__buf_printf(&e->log, "plan: max clocks [%s] MHz, energy-valley clocks [%s] MHz, "
-                                 "extra warm-up r = [%s]\n",
+    if (erg__buf_printf(&e->log,
+                        "plan: max clocks [%s] MHz, energy-valley clocks [%s] MHz, "
+                        "extra warm-up r = [%s]\n",
                         mx, opt, r))
         return oom(err);
     if (e->opts.reconfig == ERG_RECONFIG_DEFAULT) {
@@ -631,9 +639,9 @@ static erg_status plan_initial(srv_envpipe *e, erg_error *err)
 static erg_status expand_plan(srv_envpipe *e, int **out, erg_error *err)
 {
     for (int s = 0; s < e->S; s++) {
-        erg_status st = srv_expand(erg_plan_stage_freqs_const(e->plan, s),
-                                   erg_plan_stage_len(e->plan, s), e->ctx->instrs[s],
-                                   e->ctx->n_instrs[s], out[s], err);
+        erg_status st =
+            srv_expand(erg_plan_stage_freqs_const(e->plan, s), erg_plan_stage_len(e->plan, s),
+                       e->ctx->instrs[s], e->ctx->n_instrs[s], out[s], err);
         if (st)
             return st;
     }
@@ -830,15 +838,14 @@ static erg_status reconf_observe(srv_envpipe *e, const srv_result *r, erg_error 
     if ((st = erg_envpipe_format_grid(e->plan, e->wait, e->path, e->path_len, &grid, err)))
         return st;
     char a[40], b[40], c[40];
-    bool bad = erg__buf_printf(&e->log, "window %ld (reconfiguration %ld): %s, no-change %d\n%s",
-                               e->window - 1, e->reconf_windows,
-                               changed ? "changed" : "no change", e->nochange, grid) ||
-               erg__buf_printf(&e->csv, "%ld,reconfigure,%s,%s,,%s,%d,%d,", e->window - 1,
-                               erg__fmt_double_py(t, a, sizeof a),
-                               erg__fmt_double_py(en, b, sizeof b),
-                               erg__fmt_double_py(e->thr, c, sizeof c), changed ? 1 : 0,
-                               e->nochange) ||
-               append_path(e, &e->csv) || erg__buf_append(&e->csv, "\n", 1);
+    bool bad =
+        erg__buf_printf(&e->log, "window %ld (reconfiguration %ld): %s, no-change %d\n%s",
+                        e->window - 1, e->reconf_windows, changed ? "changed" : "no change",
+                        e->nochange, grid) ||
+        erg__buf_printf(&e->csv, "%ld,reconfigure,%s,%s,,%s,%d,%d,", e->window - 1,
+                        erg__fmt_double_py(t, a, sizeof a), erg__fmt_double_py(en, b, sizeof b),
+                        erg__fmt_double_py(e->thr, c, sizeof c), changed ? 1 : 0, e->nochange) ||
+        append_path(e, &e->csv) || erg__buf_append(&e->csv, "\n", 1);
     erg_free(grid);
     if (bad)
         return oom(err);
@@ -877,8 +884,8 @@ static erg_status srv_envpipe_observe(srv_envpipe *e, const srv_result *per_stag
             snprintf(f, sizeof f, "%d", e->prof_clock);
         if (erg__buf_printf(&e->csv, "%ld,%s,%s,%s,%s,,,,\n", e->window - 1,
                             !e->sparse && k < e->warm ? "warmup" : "profile",
-                            erg__fmt_double_py(t, a, sizeof a),
-                            erg__fmt_double_py(en, b, sizeof b), f))
+                            erg__fmt_double_py(t, a, sizeof a), erg__fmt_double_py(en, b, sizeof b),
+                            f))
             return oom(err);
         if (prof_done(e))
             return plan_initial(e, err);
@@ -895,7 +902,8 @@ static erg_status srv_envpipe_observe(srv_envpipe *e, const srv_result *per_stag
         e->final_rows++;
         window_metrics(e, per_stage, &t, &en);
         if (erg__buf_printf(&e->csv, "%ld,final,%s,%s,,,,,\n", e->window - 1,
-                            erg__fmt_double_py(t, a, sizeof a), erg__fmt_double_py(en, b, sizeof b)))
+                            erg__fmt_double_py(t, a, sizeof a),
+                            erg__fmt_double_py(en, b, sizeof b)))
             return oom(err);
         return write_logs(e, err);
     }

@@ -152,11 +152,11 @@ static erg_status check_plan(srv_sched *s, int **stages, int *lens, int n, const
 {
     const srv_sched_ctx *c = s->ctx;
     if (n != c->num_stages)
-        return erg_error_set(err, ERG_EINVAL, "plan %s has %d stages but the job has %d", name,
-                             n, c->num_stages);
+        return erg_error_set(err, ERG_EINVAL, "plan %s has %d stages but the job has %d", name, n,
+                             c->num_stages);
     for (int st = 0; st < n; st++) {
-        erg_status r = srv_expand(stages[st], lens[st], c->instrs[st], c->n_instrs[st],
-                                  s->out[st], err);
+        erg_status r =
+            srv_expand(stages[st], lens[st], c->instrs[st], c->n_instrs[st], s->out[st], err);
         if (r) {
             char why[ERG_ERROR_MSG_LEN];
             snprintf(why, sizeof why, "%s", err->msg);
@@ -213,11 +213,12 @@ static erg_status point_init(srv_sched *s, const json_t *args, erg_error *err)
         }
         closedir(d);
         if (!st && nn == 0)
-            st = erg_error_set(err, ERG_EINVAL, "solution_path %s holds no *.py plan files "
-                                                "(a frontier in one plans.ergon file is served "
-                                                "by the Frontier scheduler, frontier_dir; or "
-                                                "plan with 'ergon plan perseus "
-                                                "--per-plan-files')",
+            st = erg_error_set(err, ERG_EINVAL,
+                               "solution_path %s holds no *.py plan files "
+                               "(a frontier in one plans.ergon file is served "
+                               "by the Frontier scheduler, frontier_dir; or "
+                               "plan with 'ergon plan perseus "
+                               "--per-plan-files')",
                                path);
     } else if (srv_is_file(path)) {
         names = erg__calloc(1, sizeof *names);
@@ -331,15 +332,15 @@ static erg_status zeus_point_init(srv_sched *s, const json_t *args, erg_error *e
         return st;
     if (pp.n_stages != s->ctx->num_stages) {
         st = erg_error_set(err, ERG_EINVAL,
-                           "Solution file assumes %d ranks, but the job has %d ranks.",
-                           pp.n_stages, s->ctx->num_stages);
+                           "Solution file assumes %d ranks, but the job has %d ranks.", pp.n_stages,
+                           s->ctx->num_stages);
         goto out;
     }
     for (int g = 0; g < pp.n_stages; g++) {
         if (pp.lens[g] != s->ctx->n_instrs[g]) {
             st = erg_error_set(err, ERG_EINVAL,
-                               "%s: stage %d has %d pairs but its ranks registered %d",
-                               path, g, pp.lens[g], s->ctx->n_instrs[g]);
+                               "%s: stage %d has %d pairs but its ranks registered %d", path, g,
+                               pp.lens[g], s->ctx->n_instrs[g]);
             goto out;
         }
         memcpy(s->out[g], pp.freqs[g], (size_t)pp.lens[g] * sizeof(int));

@@ -77,8 +77,8 @@ static erg_status frontier_init(srv_sched *s, const json_t *args, erg_error *err
         erg_emulation em;
         erg_error e2 = {0};
         double deadline_s = f->tkind == 2 ? f->tval : f->baseline.all_max.time_s * f->tval;
-        erg_status ps = erg_frontier_baseline_pick(&f->baseline, f->frontier, deadline_s, &idx,
-                                                   &em, &e2);
+        erg_status ps =
+            erg_frontier_baseline_pick(&f->baseline, f->frontier, deadline_s, &idx, &em, &e2);
         if (ps == ERG_ENOTFOUND)
             return erg_error_set(err, ERG_EINVAL,
                                  "Frontier on %s: %s; plan the frontier again with this ergon "

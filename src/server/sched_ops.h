@@ -113,8 +113,7 @@ erg_status srv_sparse_prof_observe(srv_sparse_prof *p, const srv_result *r, erg_
  * prediction below needs it). */
 bool srv_sparse_prof_ready(const srv_sparse_prof *p);
 /* The predicted full profile as CSV with the `source` column (erg_free). */
-erg_status srv_sparse_prof_csv(const srv_sparse_prof *p, char **text, size_t *len,
-                               erg_error *err);
+erg_status srv_sparse_prof_csv(const srv_sparse_prof *p, char **text, size_t *len, erg_error *err);
 erg_status srv_sparse_prof_profile(const srv_sparse_prof *p, erg_profile **out, erg_error *err);
 /* A JSON summary: points measured against the full sweep, windows. */
 erg_status srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out);

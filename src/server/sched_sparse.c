@@ -13,21 +13,21 @@
 struct srv_sparse_prof {
     const srv_sched_ctx *ctx;
     erg_sparse *sp;
-    int warmup_windows;   /* Windows at the maximum clock first. */
-    long step;            /* Windows handed out. */
-    double ratio;         /* Warm-up share of each window's iterations. */
+    int warmup_windows; /* Windows at the maximum clock first. */
+    long step;          /* Windows handed out. */
+    double ratio;       /* Warm-up share of each window's iterations. */
     bool energy_from_iters;
-    double rel_ci;        /* Stop a clock when both CIs are within this share. */
-    int min_samples;      /* Samples a clock needs before the CI rule applies. */
-    int max_windows;      /* Windows one clock may take at most. */
-    int top;              /* Highest clock of the sweep. */
-    int *cur;             /* Per curve (2*stage + kind): clock of the last window, 0 none. */
-    int *tries;           /* Windows spent on cur. */
+    double rel_ci;   /* Stop a clock when both CIs are within this share. */
+    int min_samples; /* Samples a clock needs before the CI rule applies. */
+    int max_windows; /* Windows one clock may take at most. */
+    int top;         /* Highest clock of the sweep. */
+    int *cur;        /* Per curve (2*stage + kind): clock of the last window, 0 none. */
+    int *tries;      /* Windows spent on cur. */
     double **acc_t, **acc_e;
     int *acc_n, *acc_cap;
-    int measure_windows;  /* Windows after the warm-up. */
-    int repeats;          /* (stage, instruction) clocks measured again for the CI rule. */
-    int unconverged;      /* Clocks reported at max_windows without meeting the rule. */
+    int measure_windows; /* Windows after the warm-up. */
+    int repeats;         /* (stage, instruction) clocks measured again for the CI rule. */
+    int unconverged;     /* Clocks reported at max_windows without meeting the rule. */
 };
 
 static int n_curves(const srv_sparse_prof *p)
@@ -59,13 +59,15 @@ erg_status srv_sparse_prof_check_args(const json_t *args, erg_error *err)
     const json_t *v;
     if ((v = json_object_get(args, "budget")) &&
         (json_integer_value(v) < 0 || json_integer_value(v) > 10000000))
-        return erg_error_set(err, ERG_EINVAL, "scheduler_args: budget must be in [0, 10000000] "
-                                              "(0: a sixth of the full sweep), got %lld",
+        return erg_error_set(err, ERG_EINVAL,
+                             "scheduler_args: budget must be in [0, 10000000] "
+                             "(0: a sixth of the full sweep), got %lld",
                              (long long)json_integer_value(v));
     if ((v = json_object_get(args, "patience")) &&
         (json_integer_value(v) < 1 || json_integer_value(v) > 1000))
-        return erg_error_set(err, ERG_EINVAL, "scheduler_args: patience must be in [1, 1000], "
-                                              "got %lld",
+        return erg_error_set(err, ERG_EINVAL,
+                             "scheduler_args: patience must be in [1, 1000], "
+                             "got %lld",
                              (long long)json_integer_value(v));
     if ((v = json_object_get(args, "rel_ci")) &&
         !(json_number_value(v) >= 0 && json_number_value(v) <= 1))
@@ -263,10 +265,9 @@ erg_status srv_sparse_prof_observe(srv_sparse_prof *p, const srv_result *r, erg_
                             s, srv_instr_names[codes[k]], f);
                     erg_status st = push(p, ci, t, e);
                     if (st)
-                        return erg_error_set(err, st, "stage %d, %s at %d MHz: %s", s,
-                                             srv_instr_names[codes[k]], f,
-                                             st == ERG_ENOMEM ? "out of memory"
-                                                              : "too many samples");
+                        return erg_error_set(
+                            err, st, "stage %d, %s at %d MHz: %s", s, srv_instr_names[codes[k]], f,
+                            st == ERG_ENOMEM ? "out of memory" : "too many samples");
                 }
             if (p->acc_n[ci] == before)
                 return erg_error_set(err, ERG_EINVAL,
@@ -308,8 +309,7 @@ bool srv_sparse_prof_ready(const srv_sparse_prof *p)
     return true;
 }
 
-erg_status srv_sparse_prof_csv(const srv_sparse_prof *p, char **text, size_t *len,
-                               erg_error *err)
+erg_status srv_sparse_prof_csv(const srv_sparse_prof *p, char **text, size_t *len, erg_error *err)
 {
     return erg_sparse_format_csv(p->sp, text, len, err);
 }
@@ -321,12 +321,12 @@ erg_status srv_sparse_prof_profile(const srv_sparse_prof *p, erg_profile **out, 
 
 erg_status srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out)
 {
-    json_t *o = json_pack("{s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:i}", "done",
-                          erg_sparse_done(p->sp), "measured", erg_sparse_num_measured(p->sp),
-                          "full_sweep", erg_sparse_num_full(p->sp), "warmup_windows",
-                          p->warmup_windows, "measure_windows", p->measure_windows,
-                          "repeated_measurements", p->repeats, "unconverged_clocks", p->unconverged,
-                          "rel_ci", p->rel_ci, "max_windows_per_clock", p->max_windows);
+    json_t *o = json_pack("{s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:i}", "done", erg_sparse_done(p->sp),
+                          "measured", erg_sparse_num_measured(p->sp), "full_sweep",
+                          erg_sparse_num_full(p->sp), "warmup_windows", p->warmup_windows,
+                          "measure_windows", p->measure_windows, "repeated_measurements",
+                          p->repeats, "unconverged_clocks", p->unconverged, "rel_ci", p->rel_ci,
+                          "max_windows_per_clock", p->max_windows);
     if (!o)
         return ERG_ENOMEM;
     erg_status st = srv_json_py(o, out);

@@ -21,14 +21,14 @@ typedef struct zeus {
     int *cand;
     double *z_time, *z_energy, *z_power, *z_tput;
     /* ZeusLocalPowerState */
-    int phase;         /* SRV_I_FORWARD / SRV_I_BACKWARD */
-    int *idx;          /* Per stage index into states. */
+    int phase; /* SRV_I_FORWARD / SRV_I_BACKWARD */
+    int *idx;  /* Per stage index into states. */
     bool *found;
     double *prev_d, *prev_t;
-    int zl_i;          /* Current outer index. */
-    int zl_heaviest;   /* -1 until known. */
+    int zl_i;        /* Current outer index. */
+    int zl_heaviest; /* -1 until known. */
     double zl_target;
-    int zl_stage;      /* 1 window A at i pending, 2 search windows, 3 confirming window */
+    int zl_stage; /* 1 window A at i pending, 2 search windows, 3 confirming window */
     int n_points;
     zl_point *points;
     /* Keep running the optimum after the search (deploy_optimum). */
@@ -253,13 +253,13 @@ static erg_status global_observe(srv_sched *s, const srv_result *r, erg_error *e
         char key[24];
         snprintf(key, sizeof key, "%d", z->cand[j]);
         json_object_set_new(o, key,
-                            json_pack("{s:f,s:f}", "time", z->z_time[j], "energy",
-                                      z->z_energy[j]));
+                            json_pack("{s:f,s:f}", "time", z->z_time[j], "energy", z->z_energy[j]));
     }
     erg_status st = write_json(s, "ZeusGlobalPowerLimit.json", o, err);
     int best = 0;
     for (int j = 1; j < z->n_cand; j++)
-        if (zeus_cost(s, z->z_tput[j], z->z_power[j]) < zeus_cost(s, z->z_tput[best], z->z_power[best]))
+        if (zeus_cost(s, z->z_tput[j], z->z_power[j]) <
+            zeus_cost(s, z->z_tput[best], z->z_power[best]))
             best = j;
     for (int stg = 0; stg < s->ctx->num_stages; stg++)
         z->opt_states[stg] = z->cand[best];
@@ -292,10 +292,9 @@ static erg_status zlocal_finish(srv_sched *s, erg_error *err)
                                       "throughput", p->throughput, "power", p->power, "time",
                                       p->time, "energy", p->energy));
     }
-    json_t *o = json_pack("{s:i,s:i,s:o}", "heaviest_stage", z->zl_heaviest,
-                          "optimal_heaviest_stage_power_state",
-                          z->n_points ? z->points[best].state : srv_sched_max_state(s),
-                          "profiling_results", res);
+    json_t *o = json_pack(
+        "{s:i,s:i,s:o}", "heaviest_stage", z->zl_heaviest, "optimal_heaviest_stage_power_state",
+        z->n_points ? z->points[best].state : srv_sched_max_state(s), "profiling_results", res);
     erg_status st = write_json(s, "ZeusLocalPowerState.json", o, err);
     if (z->n_points)
         for (int stg = 0; stg < s->ctx->num_stages; stg++)

@@ -52,9 +52,9 @@ int srv_json_depth(const char *s, size_t len);
 
 /* ---- a measurement of one window by one rank or (aggregated) stage ---- */
 typedef struct srv_series {
-    int n_iters;     /* Iterations with samples. */
-    int *n_occ;      /* Samples per iteration. */
-    double **vals;   /* vals[i][k]. */
+    int n_iters;   /* Iterations with samples. */
+    int *n_occ;    /* Samples per iteration. */
+    double **vals; /* vals[i][k]. */
 } srv_series;
 
 typedef struct srv_result {
@@ -83,13 +83,13 @@ double srv_mean(const double *v, int from, int to);
 /* ---- schedulers (sched.c dispatches to a file per family: sched_ops.h) ---- */
 typedef struct srv_sched_ctx {
     int num_stages;
-    int *n_instrs;           /* Per stage: length of its pipe_schedule. */
-    int **instrs;            /* Per stage: instruction codes. */
-    int *states;             /* Supported power states, descending. */
+    int *n_instrs; /* Per stage: length of its pipe_schedule. */
+    int **instrs;  /* Per stage: instruction codes. */
+    int *states;   /* Supported power states, descending. */
     int n_states;
-    int mode;                /* SRV_MODE_FREQUENCY / SRV_MODE_POWER. */
-    char *job_dir;           /* Dump directory of the job, or NULL when not dumping. */
-    char *profile_csv_name;  /* InstructionProfiler's CSV file name. */
+    int mode;               /* SRV_MODE_FREQUENCY / SRV_MODE_POWER. */
+    char *job_dir;          /* Dump directory of the job, or NULL when not dumping. */
+    char *profile_csv_name; /* InstructionProfiler's CSV file name. */
     /* Writes a file of the job's dump directory (the server defers it when the
      * disk refuses; it never fails the job). NULL: written directly. */
     erg_status (*write_file)(void *user, const char *name, const char *data, size_t len,
@@ -146,9 +146,9 @@ void srv_plan_stages_free(int **stages, int *lens, int n);
  * from the 1F1B order of its stage and microbatch counts. */
 typedef struct srv_plan_pairs {
     int n_stages;
-    int *lens;       /* pairs per stage */
-    char ***names;   /* names[s][i] */
-    int **freqs;     /* freqs[s][i] */
+    int *lens;     /* pairs per stage */
+    char ***names; /* names[s][i] */
+    int **freqs;   /* freqs[s][i] */
 } srv_plan_pairs;
 erg_status srv_plan_load_pairs(const char *path, int hint_stages, srv_plan_pairs *out,
                                erg_error *err);

@@ -31,27 +31,27 @@ typedef struct srv_job srv_job;
 typedef struct srv_net srv_net;
 
 struct erg_server {
-    erg_server_opts opts;     /* Copy; the strings below own their text. */
+    erg_server_opts opts; /* Copy; the strings below own their text. */
     char *host, *db_path, *dump_dir, *scheduler;
     json_t *sched_args;
-    int mode;                 /* Resolved default mode (SRV_MODE_ANY if none). */
-    char *zeus_scheduler;     /* Zeus jobs' "zeus:" class, NULL when not configured. */
+    int mode;             /* Resolved default mode (SRV_MODE_ANY if none). */
+    char *zeus_scheduler; /* Zeus jobs' "zeus:" class, NULL when not configured. */
     json_t *zeus_sched_args;
-    const char *zeus_source;  /* Where the Zeus configuration came from (static text). */
-    char *zeus_off;           /* Why Zeus jobs are refused (NULL when served). */
-    pthread_mutex_t mu;       /* Protects everything below and the database. */
-    pthread_mutex_t log_mu;   /* Serialises log callbacks. */
+    const char *zeus_source; /* Where the Zeus configuration came from (static text). */
+    char *zeus_off;          /* Why Zeus jobs are refused (NULL when served). */
+    pthread_mutex_t mu;      /* Protects everything below and the database. */
+    pthread_mutex_t log_mu;  /* Serialises log callbacks. */
     sqlite3 *db;
-    sqlite3 *ckpt_db;         /* Housekeeping thread's connection (checkpoints). */
-    bool ckpt_ready;          /* ckpt_db has read the database (knows it is in WAL mode). */
-    int lock_fd;              /* <db>.lock, held exclusively while the server lives (-1). */
-    unsigned conns;           /* Open HTTP connections (atomic; http.c). */
-    unsigned conn_limit;      /* Their bound. */
-    size_t body_inflight;     /* Request body bytes held by connections (atomic). */
-    size_t body_budget;       /* Their bound. */
-    char *token;              /* Access token (auth.c), NULL when none. */
+    sqlite3 *ckpt_db;     /* Housekeeping thread's connection (checkpoints). */
+    bool ckpt_ready;      /* ckpt_db has read the database (knows it is in WAL mode). */
+    int lock_fd;          /* <db>.lock, held exclusively while the server lives (-1). */
+    unsigned conns;       /* Open HTTP connections (atomic; http.c). */
+    unsigned conn_limit;  /* Their bound. */
+    size_t body_inflight; /* Request body bytes held by connections (atomic). */
+    size_t body_budget;   /* Their bound. */
+    char *token;          /* Access token (auth.c), NULL when none. */
     size_t token_len;
-    srv_net *nets;            /* --allow-net client networks. */
+    srv_net *nets; /* --allow-net client networks. */
     size_t n_nets;
     char *tls_cert, *tls_key; /* PEM text when serving https, else NULL. */
     char **plans_dirs;        /* --plans-dir, resolved (realpath). */
@@ -60,7 +60,7 @@ struct erg_server {
     bool stopping;
     struct MHD_Daemon *mhd;
     int port;
-    pthread_t hk;             /* Housekeeping thread. */
+    pthread_t hk; /* Housekeeping thread. */
     bool hk_running;
     pthread_cond_t hk_cond;
     long windows_completed, results_total, evicted_total;
@@ -76,22 +76,22 @@ struct erg_server {
 /* The answer to one request. */
 typedef struct srv_resp {
     int status;
-    char *body;          /* erg__malloc'd */
+    char *body; /* erg__malloc'd */
     const char *ctype;
-    double waited_s;     /* Time spent waiting at a barrier. */
-    bool parked;         /* The request was suspended; no answer yet. */
+    double waited_s; /* Time spent waiting at a barrier. */
+    bool parked;     /* The request was suspended; no answer yet. */
 } srv_resp;
 
 /* A request body parsed (and, for results, validated) before the server
  * lock is taken, so the expensive part of a request runs in parallel. */
 typedef struct srv_body {
     size_t len;
-    json_t *v;           /* Parsed body or NULL. */
+    json_t *v;                   /* Parsed body or NULL. */
     char err[ERG_ERROR_MSG_LEN]; /* Why it did not parse. */
-    json_t *result;      /* Results: normalised ProfilingResult. */
-    srv_result parsed;   /* Results: its numbers. */
+    json_t *result;              /* Results: normalised ProfilingResult. */
+    srv_result parsed;           /* Results: its numbers. */
     bool have_parsed;
-    long rank;           /* Results: the rank field (>= 0). */
+    long rank; /* Results: the rank field (>= 0). */
 } srv_body;
 
 /* One request as the wires see it (under the server lock). */
@@ -99,8 +99,8 @@ typedef struct srv_req {
     const char *method, *path, *query; /* query: raw, without '?', may be NULL */
     bool get, post;
     const srv_body *body;
-    double max_wait;     /* Longest barrier wait the caller allows (s). */
-    void *conn;          /* HTTP connection (may be parked), NULL for direct calls. */
+    double max_wait; /* Longest barrier wait the caller allows (s). */
+    void *conn;      /* HTTP connection (may be parked), NULL for direct calls. */
 } srv_req;
 
 /* A wire protocol: route() answers the request (true) or leaves it to the
@@ -168,7 +168,7 @@ erg_status srv_dump_dir_check(erg_server *srv, erg_error *err);
 json_t *srv_server_info_json(erg_server *srv, const char *sched, const json_t *args, int mode);
 
 /* ---- metrics.c ---- */
-void srv_metrics_text(erg_server *srv, srv_resp *rs);  /* with mu held */
+void srv_metrics_text(erg_server *srv, srv_resp *rs); /* with mu held */
 /* Count an answered request and its handling time (with mu held). */
 void srv_metrics_observe(erg_server *srv, int group, int status, double dt);
 

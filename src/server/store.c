@@ -57,8 +57,7 @@ static erg_status exec_v(erg_server *srv, erg_error *err, const char *sql, const
     return ERG_OK;
 }
 
-erg_status srv_store_exec(erg_server *srv, erg_error *err, const char *sql, const char *fmt,
-                          ...)
+erg_status srv_store_exec(erg_server *srv, erg_error *err, const char *sql, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -283,8 +282,8 @@ bool srv_store_has_job(erg_server *srv, const char *id)
 
 bool srv_store_has_result(erg_server *srv, const char *id, long window, long rank)
 {
-    return exists_q(srv, "SELECT 1 FROM results WHERE job_id=? AND window=? AND rank=?", id,
-                    window, rank, 2);
+    return exists_q(srv, "SELECT 1 FROM results WHERE job_id=? AND window=? AND rank=?", id, window,
+                    rank, 2);
 }
 
 erg_status srv_store_insert_job(erg_server *srv, const char *id, const char *info,
@@ -360,8 +359,8 @@ int srv_store_load_results(erg_server *srv, const char *id, long window, json_t 
     return n;
 }
 
-bool srv_store_window_get(erg_server *srv, const char *id, long window, int *released,
-                          int *tkind, double *tval)
+bool srv_store_window_get(erg_server *srv, const char *id, long window, int *released, int *tkind,
+                          double *tval)
 {
     sqlite3_stmt *q = NULL;
     bool have = false;
@@ -431,8 +430,8 @@ void srv_store_each_rank(erg_server *srv, const char *id,
                          void (*fn)(erg_server *, long rank, const char *info, void *), void *user)
 {
     sqlite3_stmt *rq = NULL;
-    if (sqlite3_prepare_v2(srv->db, "SELECT rank, info FROM ranks WHERE job_id=?", -1, &rq,
-                           NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(srv->db, "SELECT rank, info FROM ranks WHERE job_id=?", -1, &rq, NULL) ==
+        SQLITE_OK) {
         sqlite3_bind_text(rq, 1, id, -1, SQLITE_TRANSIENT);
         while (sqlite3_step(rq) == SQLITE_ROW)
             fn(srv, sqlite3_column_int(rq, 0), (const char *)sqlite3_column_text(rq, 1), user);

@@ -13,8 +13,7 @@ void srv_store_checkpoint(erg_server *srv);
 
 /* Run one statement with bindings given as a format: 't' text, 'i' int64
  * (long long), 'd' double. ERG_EDB with the SQLite message. */
-erg_status srv_store_exec(erg_server *srv, erg_error *err, const char *sql, const char *fmt,
-                          ...);
+erg_status srv_store_exec(erg_server *srv, erg_error *err, const char *sql, const char *fmt, ...);
 void srv_store_event(erg_server *srv, const char *job, const char *kind, const char *detail);
 
 bool srv_store_has_job(erg_server *srv, const char *id);
@@ -35,8 +34,8 @@ erg_status srv_store_insert_result(erg_server *srv, const char *id, long window,
 int srv_store_load_results(erg_server *srv, const char *id, long window, json_t **per_rank,
                            int world);
 /* The window row: false when there is none. */
-bool srv_store_window_get(erg_server *srv, const char *id, long window, int *released,
-                          int *tkind, double *tval);
+bool srv_store_window_get(erg_server *srv, const char *id, long window, int *released, int *tkind,
+                          double *tval);
 void srv_store_window_add(erg_server *srv, const char *id, long window, int tkind, double tval,
                           long choice);
 void srv_store_window_release(erg_server *srv, const char *id, long window);
@@ -47,11 +46,10 @@ typedef struct srv_store_job_row {
     int mode, tkind;
     double created, tval;
 } srv_store_job_row;
-erg_status srv_store_each_job(erg_server *srv, void (*fn)(erg_server *, const srv_store_job_row *,
-                                                           void *),
+erg_status srv_store_each_job(erg_server *srv,
+                              void (*fn)(erg_server *, const srv_store_job_row *, void *),
                               void *user, erg_error *err);
 void srv_store_each_rank(erg_server *srv, const char *id,
-                         void (*fn)(erg_server *, long rank, const char *info, void *),
-                         void *user);
+                         void (*fn)(erg_server *, long rank, const char *info, void *), void *user);
 
 #endif

@@ -8,8 +8,19 @@
 #include <string.h>
 
 const char *const srv_instr_names[SRV_NUM_INSTR] = {
-    "load", "forward", "backward", "p2p", "cc", "step", "low", "high", "other", "pure_backward",
-    "backward_input", "backward_weight", "overlap_f_b",
+    "load",
+    "forward",
+    "backward",
+    "p2p",
+    "cc",
+    "step",
+    "low",
+    "high",
+    "other",
+    "pure_backward",
+    "backward_input",
+    "backward_weight",
+    "overlap_f_b",
 };
 
 int srv_instr_is_compute(int code)
@@ -116,7 +127,8 @@ static erg_status put_string(erg__buf *b, const char *s, size_t n)
             }
             if (cp >= 0x10000) {
                 unsigned v = cp - 0x10000;
-                snprintf(tmp, sizeof tmp, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+                snprintf(tmp, sizeof tmp, "\\u%04x\\u%04x", 0xD800 + (v >> 10),
+                         0xDC00 + (v & 0x3FF));
             } else {
                 snprintf(tmp, sizeof tmp, "\\u%04x", cp);
             }
@@ -160,7 +172,8 @@ erg_status srv_json_py(const json_t *v, erg__buf *out)
         const char *key;
         json_t *val;
         bool first = true;
-        json_object_foreach((json_t *)v, key, val) {
+        json_object_foreach((json_t *)v, key, val)
+        {
             if (st)
                 break;
             if (!first)
@@ -296,11 +309,11 @@ static erg_status number_array(const json_t *a, const char *what, double **out, 
 static erg_status breakdown(const json_t *obj, const char *what, srv_series *bd, erg_error *err)
 {
     if (!json_is_object(obj))
-        return erg_error_set(err, ERG_EPARSE, "%s must be an object of instruction -> lists",
-                             what);
+        return erg_error_set(err, ERG_EPARSE, "%s must be an object of instruction -> lists", what);
     const char *key;
     json_t *val;
-    json_object_foreach((json_t *)obj, key, val) {
+    json_object_foreach((json_t *)obj, key, val)
+    {
         int code = srv_instr_code(key);
         if (code < 0)
             return erg_error_set(err, ERG_EPARSE, "%s: '%.64s' is not a pipe instruction", what,
@@ -318,8 +331,8 @@ static erg_status breakdown(const json_t *obj, const char *what, srv_series *bd,
         for (size_t i = 0; i < n; i++) {
             char name[96];
             snprintf(name, sizeof name, "%s.%s[%zu]", what, key, i);
-            erg_status st = number_array(json_array_get(val, i), name, &s->vals[i], &s->n_occ[i],
-                                         err);
+            erg_status st =
+                number_array(json_array_get(val, i), name, &s->vals[i], &s->n_occ[i], err);
             if (st)
                 return st;
             s->n_iters++;
@@ -332,8 +345,8 @@ erg_status srv_result_from_json(const json_t *obj, srv_result *r, erg_error *err
 {
     memset(r, 0, sizeof *r);
     int nt = 0, ne = 0;
-    erg_status st = number_array(json_object_get(obj, "iter_time"), "iter_time", &r->iter_time_s,
-                                 &nt, err);
+    erg_status st =
+        number_array(json_object_get(obj, "iter_time"), "iter_time", &r->iter_time_s, &nt, err);
     if (!st)
         st = number_array(json_object_get(obj, "iter_energy"), "iter_energy", &r->iter_energy_j,
                           &ne, err);
@@ -348,8 +361,8 @@ erg_status srv_result_from_json(const json_t *obj, srv_result *r, erg_error *err
     if (!st && json_object_get(obj, "time_breakdown"))
         st = breakdown(json_object_get(obj, "time_breakdown"), "time_breakdown", r->time_bd, err);
     if (!st && json_object_get(obj, "energy_breakdown"))
-        st = breakdown(json_object_get(obj, "energy_breakdown"), "energy_breakdown",
-                       r->energy_bd, err);
+        st = breakdown(json_object_get(obj, "energy_breakdown"), "energy_breakdown", r->energy_bd,
+                       err);
     if (!st && json_object_get(obj, "wait_breakdown"))
         st = breakdown(json_object_get(obj, "wait_breakdown"), "wait_breakdown", r->wait_bd, err);
     if (st)
@@ -387,8 +400,7 @@ static erg_status series_aggregate(const srv_series *const *in, int n, bool sum,
     return ERG_OK;
 }
 
-erg_status srv_result_aggregate(const srv_result *const *in, int n, srv_result *out,
-                                erg_error *err)
+erg_status srv_result_aggregate(const srv_result *const *in, int n, srv_result *out, erg_error *err)
 {
     memset(out, 0, sizeof *out);
     int iters = in[0]->n_iters;
@@ -503,8 +515,8 @@ static void names_free(char ***names, const int *lens, int n)
 /* Per stage the clocks of a pair literal: every pair with its name (all), or only the pairs
  * that get clocks (no names). */
 static erg_status pairs_rows(const erg_plan_pairs *pp, const char *path, bool all,
-                             int ***stages_out,
-                             int **lens_out, char ****names_out, int *n_out, erg_error *err)
+                             int ***stages_out, int **lens_out, char ****names_out, int *n_out,
+                             erg_error *err)
 {
     int S = erg_plan_pairs_num_stages(pp);
     int **stages = erg__calloc((size_t)S, sizeof *stages);
@@ -575,8 +587,7 @@ static erg_status read_plan(const char *path, erg_plan_pairs **pairs, erg_plan *
     return st;
 }
 
-erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_stages,
-                         erg_error *err)
+erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_stages, erg_error *err)
 {
     erg_plan_pairs *pairs = NULL;
     erg_plan *plan = NULL;

@@ -10,10 +10,10 @@
 #include "server/zeus.h"
 
 /* Error bodies: {"detail": ...} on the Perseus routes (FastAPI), {"error": ...} on /v1. */
-#define fail(rs, v1, status, ...) srv_respond_error(rs, (v1) ? "error" : "detail", status, __VA_ARGS__)
+#define fail(rs, v1, status, ...)                                                                  \
+    srv_respond_error(rs, (v1) ? "error" : "detail", status, __VA_ARGS__)
 
 /* ---- validation of wire objects ---- */
-
 
 static bool safe_name(const char *s)
 {
@@ -26,8 +26,8 @@ static bool safe_name(const char *s)
 }
 
 static const char *const job_str_fields[] = {"framework", "model_name", "partition_method"};
-static const char *const job_int_fields[] = {"pp_degree",       "dp_degree",       "tp_degree",
-                                             "world_size",      "microbatch_size", "num_microbatches"};
+static const char *const job_int_fields[] = {"pp_degree",  "dp_degree",       "tp_degree",
+                                             "world_size", "microbatch_size", "num_microbatches"};
 
 /* JobInfo -> normalised object (or NULL with why). */
 static json_t *check_job_info(const json_t *in, bool v1, char *why, size_t wn)
@@ -79,7 +79,8 @@ static json_t *check_job_info(const json_t *in, bool v1, char *why, size_t wn)
      * job record as sent. */
     const char *k;
     json_t *x;
-    json_object_foreach((json_t *)in, k, x) {
+    json_object_foreach((json_t *)in, k, x)
+    {
         if (!json_object_get(o, k) && strcmp(k, "scheduler") && strcmp(k, "scheduler_args") &&
             strcmp(k, "mode"))
             json_object_set(o, k, x);
@@ -267,7 +268,8 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
     if (v1 && (sn || sa || md)) {
         if ((sn && !json_is_string(sn)) || (sa && !json_is_object(sa)) ||
             (md && !json_is_string(md))) {
-            fail(rs, v1, 400, "scheduler must be a string, scheduler_args an object, mode a string");
+            fail(rs, v1, 400,
+                 "scheduler must be a string, scheduler_args an object, mode a string");
             goto out;
         }
         if (sn)
@@ -288,7 +290,7 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
             goto out;
         }
         const srv_sched_class *cls = srv_sched_find(sched);
-        int want = md ? (!strcmp(json_string_value(md), "frequency") ? SRV_MODE_FREQUENCY
+        int want = md ? (!strcmp(json_string_value(md), "frequency")     ? SRV_MODE_FREQUENCY
                          : !strcmp(json_string_value(md), "power limit") ? SRV_MODE_POWER
                                                                          : -2)
                       : SRV_MODE_ANY;
@@ -375,8 +377,8 @@ static bool same_protocol(const srv_job *j, const char *route, bool v1, srv_resp
     return false;
 }
 
-static void h_register_rank(erg_server *srv, const char *path_id, const srv_body *b,
-                            srv_resp *rs, bool v1)
+static void h_register_rank(erg_server *srv, const char *path_id, const srv_body *b, srv_resp *rs,
+                            bool v1)
 {
     json_t *in = body_json(b, rs, v1);
     if (!in)
@@ -393,8 +395,7 @@ static void h_register_rank(erg_server *srv, const char *path_id, const srv_body
         id = json_string_value(jid);
     }
     srv_job *j = lookup(srv, id, rs, v1);
-    if (j && !same_protocol(j, v1 ? "POST /v1/jobs/{job_id}/ranks" : "POST /register_rank", v1,
-                            rs))
+    if (j && !same_protocol(j, v1 ? "POST /v1/jobs/{job_id}/ranks" : "POST /register_rank", v1, rs))
         j = NULL;
     char why[512];
     srv_rank_spec sp;
@@ -425,9 +426,8 @@ static void schedule_reply(srv_job *j, long r, srv_resp *rs, bool v1)
     int s = j->ranks[r].pp;
     erg__buf b = {0};
     erg_status st =
-        v1 ? erg__buf_printf(&b,
-                             "{\"rank\":%ld,\"window\":%ld,\"done\":false,\"power_states\":%s}", r,
-                             j->window, j->cur_json[s])
+        v1 ? erg__buf_printf(&b, "{\"rank\":%ld,\"window\":%ld,\"done\":false,\"power_states\":%s}",
+                             r, j->window, j->cur_json[s])
            : erg__buf_printf(&b, "{\"rank\":%ld,\"power_states\":%s}", r, j->cur_json[s]);
     if (st) {
         rs->status = 500;
@@ -444,8 +444,9 @@ static void end_reply(srv_job *j, long r, srv_resp *rs, bool v1)
     const char *msg = j->message ? j->message : "";
     if (j->state == SRV_JOB_DONE) {
         if (v1)
-            srv_respond(rs, 200, json_pack("{s:i,s:b,s:s,s:s}", "rank", (json_int_t)r, "done", 1,
-                                           "state", "done", "message", msg));
+            srv_respond(rs, 200,
+                        json_pack("{s:i,s:b,s:s,s:s}", "rank", (json_int_t)r, "done", 1, "state",
+                                  "done", "message", msg));
         else
             fail(rs, false, 500, "[profiling-done] job %s has finished: %s", j->id, msg);
     } else if (j->state == SRV_JOB_FAILED) {
@@ -485,8 +486,9 @@ static bool schedule_answer(erg_server *srv, srv_job *j, long r, long w, int fla
     if (!expired)
         return false;
     if (v1)
-        srv_respond(rs, 202, json_pack("{s:i,s:i,s:b,s:b}", "rank", (json_int_t)r, "window",
-                                       (json_int_t)w, "pending", 1, "done", 0));
+        srv_respond(rs, 202,
+                    json_pack("{s:i,s:i,s:b,s:b}", "rank", (json_int_t)r, "window", (json_int_t)w,
+                              "pending", 1, "done", 0));
     else
         fail(rs, false, 503, "window %ld of job %s is not ready yet; retry", w, j->id);
     return true;
@@ -511,8 +513,8 @@ static void h_schedule(erg_server *srv, const char *id, const srv_req *rq, srv_r
         wait = fmin(w, rq->max_wait);
     }
     srv_job *j = lookup(srv, id, rs, v1);
-    if (!j || !same_protocol(j, v1 ? "GET /v1/jobs/{job_id}/schedule" : "GET /schedule/{job_id}",
-                             v1, rs))
+    if (!j ||
+        !same_protocol(j, v1 ? "GET /v1/jobs/{job_id}/schedule" : "GET /schedule/{job_id}", v1, rs))
         return;
     char why[512];
     long w;
@@ -533,8 +535,8 @@ static void h_result(erg_server *srv, const char *id, const srv_body *b, srv_res
     int vcode = v1 ? 400 : 422;
     srv_job *j = lookup(srv, id, rs, v1);
     long r = b->rank;
-    if (!j || !same_protocol(j, v1 ? "POST /v1/jobs/{job_id}/results" : "POST /result/{job_id}",
-                             v1, rs))
+    if (!j ||
+        !same_protocol(j, v1 ? "POST /v1/jobs/{job_id}/results" : "POST /result/{job_id}", v1, rs))
         goto out;
     if (!b->result) {
         fail(rs, v1, vcode, "%s", b->err);
@@ -556,12 +558,14 @@ static void h_result(erg_server *srv, const char *id, const srv_body *b, srv_res
     char why[700];
     srv_outcome oc = srv_job_add_result(srv, j, r, win, b->result, &b->parsed, why, sizeof why);
     if (oc == SRV_OK || (oc == SRV_DUPLICATE && v1))
-        srv_respond(rs, 200, v1 ? json_pack("{s:i,s:i,s:b}", "rank", (json_int_t)r, "window",
-                                            (json_int_t)win, "duplicate", oc == SRV_DUPLICATE)
-                                : NULL);
+        srv_respond(rs, 200,
+                    v1 ? json_pack("{s:i,s:i,s:b}", "rank", (json_int_t)r, "window",
+                                   (json_int_t)win, "duplicate", oc == SRV_DUPLICATE)
+                       : NULL);
     else if (oc == SRV_NOT_RUNNING)
-        srv_respond(rs, 409, json_pack("{s:s,s:s}", v1 ? "error" : "detail", why, "state",
-                                       srv_job_state_name(j->state)));
+        srv_respond(rs, 409,
+                    json_pack("{s:s,s:s}", v1 ? "error" : "detail", why, "state",
+                              srv_job_state_name(j->state)));
     else
         fail(rs, v1, oc == SRV_DUPLICATE ? 409 : outcome_status(oc, v1), "%s", why);
 out:
@@ -582,8 +586,9 @@ static void h_heartbeat(erg_server *srv, const char *id, const srv_body *b, srv_
         fail(rs, true, 404, "rank %ld has not registered in job %s", r, j->id);
     else if (j) {
         j->ranks[r].last_seen = srv_now_mono();
-        srv_respond(rs, 200, json_pack("{s:s,s:i}", "state", srv_job_state_name(j->state),
-                                       "window", (json_int_t)j->window));
+        srv_respond(rs, 200,
+                    json_pack("{s:s,s:i}", "state", srv_job_state_name(j->state), "window",
+                              (json_int_t)j->window));
     }
     json_decref(in);
 }
@@ -604,8 +609,8 @@ static void h_end(erg_server *srv, const char *id, const srv_body *b, bool abort
                      reason ? ": " : "", reason ? json_string_value(reason) : "");
             srv_job_finish(srv, j, abort ? SRV_JOB_ABORTED : SRV_JOB_DONE, msg);
         }
-        srv_respond(rs, 200, json_pack("{s:s,s:s}", "job_id", j->id, "state",
-                                       srv_job_state_name(j->state)));
+        srv_respond(rs, 200,
+                    json_pack("{s:s,s:s}", "job_id", j->id, "state", srv_job_state_name(j->state)));
     }
     json_decref(in);
 }
@@ -629,8 +634,8 @@ static void h_straggler(erg_server *srv, const char *id, const srv_body *b, srv_
         fail(rs, true, 400, "give exactly one of slowdown (>= 1) or deadline_s (> 0)");
         goto out;
     }
-    if ((sd && (!json_is_number(sd) || !(json_number_value(sd) >= 1) ||
-                json_number_value(sd) > 1e6)) ||
+    if ((sd &&
+         (!json_is_number(sd) || !(json_number_value(sd) >= 1) || json_number_value(sd) > 1e6)) ||
         (dl && (!json_is_number(dl) || !(json_number_value(dl) > 0)))) {
         fail(rs, true, 400, "slowdown must be a number >= 1, deadline_s a number > 0");
         goto out;
@@ -652,14 +657,13 @@ static json_t *finite_or_null(double x)
 /* GET /v1/jobs/{id}: always an object (a number JSON cannot hold is null). */
 static json_t *job_status(srv_job *j)
 {
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:I,s:o,s:o}", "job_id", j->id,
-                          "state", srv_job_state_name(j->state), "message",
-                          j->message ? j->message : "", "scheduler", j->sched_name, "world_size",
-                          j->world, "ranks_registered", j->n_registered, "window", (int)j->window,
-                          "results_in_window", j->n_results, "barrier_released", j->released,
-                          "frontier_choice", (json_int_t)j->choice, "energy_j",
-                          finite_or_null(j->energy_j), "energy_saved_j",
-                          finite_or_null(j->saved_j));
+    json_t *o = json_pack(
+        "{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:I,s:o,s:o}", "job_id", j->id, "state",
+        srv_job_state_name(j->state), "message", j->message ? j->message : "", "scheduler",
+        j->sched_name, "world_size", j->world, "ranks_registered", j->n_registered, "window",
+        (int)j->window, "results_in_window", j->n_results, "barrier_released", j->released,
+        "frontier_choice", (json_int_t)j->choice, "energy_j", finite_or_null(j->energy_j),
+        "energy_saved_j", finite_or_null(j->saved_j));
     if (o && j->tkind)
         json_object_set_new(o, j->tkind == 1 ? "slowdown" : "deadline_s", json_real(j->tval));
     if (o)

@@ -26,20 +26,24 @@ static const char *const kronos_only[] = {"framework", "model_name", "partition_
 /* Is this register_job body Zeus's JobInfo? */
 static bool zeus_job_body(const json_t *in)
 {
-    if (!json_is_object(in)) return false;
-    if (json_object_get(in, "job_metadata")) return true;
+    if (!json_is_object(in))
+        return false;
+    if (json_object_get(in, "job_metadata"))
+        return true;
     for (size_t i = 0; i < sizeof kronos_only / sizeof kronos_only[0]; i++)
-        if (json_object_get(in, kronos_only[i])) return false;
+        if (json_object_get(in, kronos_only[i]))
+            return false;
     return true;
 }
-
 
 /* job_metadata becomes part of the job id, hence of a directory name. */
 static bool safe_metadata(const char *s)
 {
-    if (!strcmp(s, ".") || !strcmp(s, "..") || strlen(s) > 128) return false;
+    if (!strcmp(s, ".") || !strcmp(s, "..") || strlen(s) > 128)
+        return false;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p < 0x20 || *p == '/' || *p == '\\' || *p == 0x7f) return false;
+        if (*p < 0x20 || *p == '/' || *p == '\\' || *p == 0x7f)
+            return false;
     return true;
 }
 
@@ -143,7 +147,8 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
     json_object_set_new(info, "job_id", json_string(""));
     for (int i = 0; i < 4; i++)
         json_object_set_new(info, ints[i], json_integer(v[i]));
-    if (!md) json_object_set_new(info, "job_metadata", json_null());
+    if (!md)
+        json_object_set_new(info, "job_metadata", json_null());
     /* Zeus's job id: local time + dp + pp + tp + scheduler [+ job_metadata]. */
     char ts[SRV_JOB_ID_TIME_LEN];
     srv_job_id_time(ts);
@@ -221,7 +226,8 @@ static srv_job *lookup(erg_server *srv, const char *id, srv_resp *rs)
 static void h_register_rank(erg_server *srv, const char *id, const json_t *in, srv_resp *rs)
 {
     srv_job *j = lookup(srv, id, rs);
-    if (!j) return;
+    if (!j)
+        return;
     if (!srv_job_is_zeus(j)) {
         /* One job speaks one protocol (docs/http-api.md). */
         zfail(rs, 409,
@@ -428,7 +434,8 @@ static bool schedule_answer(erg_server *srv, srv_job *j, long r, long w, int fla
     case SRV_SCHED_PENDING:
         break;
     }
-    if (!expired) return false;
+    if (!expired)
+        return false;
     zfail(rs, 503, "window %ld of job %s is not ready yet; retry", w, j->id);
     return true;
 }
@@ -457,7 +464,8 @@ static void h_schedule(erg_server *srv, srv_job *j, const srv_req *rq, srv_resp 
 
 static json_t *floats(const json_t *v)
 {
-    if (json_is_number(v)) return json_real(json_number_value(v));
+    if (json_is_number(v))
+        return json_real(json_number_value(v));
     if (json_is_array(v)) {
         json_t *a = json_array();
         for (size_t i = 0; a && i < json_array_size(v); i++)
@@ -475,7 +483,8 @@ static json_t *zeus_result(const json_t *in, srv_result *parsed, long *rank, cha
         snprintf(why, wn, "the body must be a ProfilingResult object");
         return NULL;
     }
-    if (!srv_json_get_int(in, "rank", 0, 1 << 20, rank, why, wn)) return NULL;
+    if (!srv_json_get_int(in, "rank", 0, 1 << 20, rank, why, wn))
+        return NULL;
     json_t *o = json_pack("{s:i}", "rank", (json_int_t)*rank);
     json_t *known = json_pack("{s:i}", "rank", (json_int_t)*rank);
     static const char *const keys[] = {"iter_time", "iter_energy", "time_breakdown",
@@ -498,10 +507,12 @@ static json_t *zeus_result(const json_t *in, srv_result *parsed, long *rank, cha
         json_t *all = json_object(), *kn = json_object();
         const char *k;
         json_t *x;
-        if (v) json_object_foreach((json_t *)v, k, x)
+        if (v)
+            json_object_foreach((json_t *)v, k, x)
             {
                 json_object_set_new(all, k, floats(x));
-                if (srv_instr_code(k) >= 0) json_object_set_new(kn, k, floats(x));
+                if (srv_instr_code(k) >= 0)
+                    json_object_set_new(kn, k, floats(x));
             }
         json_object_set_new(o, keys[i], all);
         json_object_set_new(known, keys[i], kn);
@@ -581,13 +592,15 @@ static bool route(erg_server *srv, const srv_req *rq, srv_resp *rs)
     }
     if (!strncmp(path, "/schedule/", 10) && rq->get) {
         srv_job *j = zeus_job(srv, path + 10);
-        if (!j) return false;
+        if (!j)
+            return false;
         h_schedule(srv, j, rq, rs);
         return true;
     }
     if (!strncmp(path, "/result/", 8) && rq->post) {
         srv_job *j = zeus_job(srv, path + 8);
-        if (!j) return false;
+        if (!j)
+            return false;
         h_result(srv, j, rq->body, rs);
         return true;
     }
@@ -662,7 +675,8 @@ json_t *srv_zeus_to_perseus(const erg_server *srv, const char **name)
 {
     const char *fam = family(srv->zeus_scheduler);
     json_t *a = json_object();
-    if (!a) return NULL;
+    if (!a)
+        return NULL;
     *name = fam;
     if (!strcmp(fam, "PointSolution")) {
         /* Perseus's PointSolution on the same plan (its warm-up windows included). */
@@ -670,8 +684,10 @@ json_t *srv_zeus_to_perseus(const erg_server *srv, const char **name)
     } else {
         const json_t *r = json_object_get(srv->zeus_sched_args, "warmup_step_ratio");
         const json_t *m = json_object_get(srv->zeus_sched_args, "minimum_frequency");
-        if (r) json_object_set(a, "warmup_step_ratio", (json_t *)r);
-        if (m) json_object_set(a, "minimum_power_state", (json_t *)m);
+        if (r)
+            json_object_set(a, "warmup_step_ratio", (json_t *)r);
+        if (m)
+            json_object_set(a, "minimum_power_state", (json_t *)m);
         static const char *const same[] = {"num_microbatches", "schedule"};
         for (int i = 0; i < 2; i++)
             if (json_object_get(srv->zeus_sched_args, same[i]))
@@ -685,7 +701,8 @@ json_t *srv_zeus_to_perseus(const erg_server *srv, const char **name)
 static json_t *canon(const char *name, const json_t *args, bool zeus)
 {
     const char *fam = family(name);
-    if (!fam) return json_pack("{s:s}", "family", name);
+    if (!fam)
+        return json_pack("{s:s}", "family", name);
     if (!strcmp(fam, "PointSolution")) {
         const json_t *p = json_object_get(args, "solution_path");
         const char *path = json_is_string(p) ? json_string_value(p) : zeus ? "" : "frequencies.py";
@@ -697,7 +714,7 @@ static json_t *canon(const char *name, const json_t *args, bool zeus)
     const json_t *r = json_object_get(args, "warmup_step_ratio");
     const json_t *m = json_object_get(args, zeus ? "minimum_frequency" : "minimum_power_state");
     return json_pack("{s:s,s:f,s:I}", "family", fam, "warmup_step_ratio",
-                     json_is_number(r) ? json_number_value(r) : 0.1, "minimum", 
+                     json_is_number(r) ? json_number_value(r) : 0.1, "minimum",
                      (json_int_t)(json_is_integer(m) ? json_integer_value(m) : 850));
 }
 
@@ -707,19 +724,28 @@ static const char *plan_format(const char *path)
     char buf[256];
     FILE *f = fopen(path, "rb");
     size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f) fclose(f);
+    if (f)
+        fclose(f);
     buf[n] = 0;
     int seen = 0;
     for (const char *p = buf; *p; p++) {
-        if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') continue;
+        if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+            continue;
         if (*p == '#') { /* a comment line */
-            while (*p && *p != '\n') p++;
-            if (!*p) break;
+            while (*p && *p != '\n')
+                p++;
+            if (!*p)
+                break;
             continue;
         }
-        if (!seen && *p == '{') return "ergon JSON plan";
-        if (*p == '[' && seen < 2) { seen++; continue; }
-        if (seen == 2) return *p == '(' || *p == '[' ? "Zeus (name, clock) plan" : "Perseus plan";
+        if (!seen && *p == '{')
+            return "ergon JSON plan";
+        if (*p == '[' && seen < 2) {
+            seen++;
+            continue;
+        }
+        if (seen == 2)
+            return *p == '(' || *p == '[' ? "Zeus (name, clock) plan" : "Perseus plan";
         break;
     }
     return "plan";
@@ -777,8 +803,10 @@ erg_status srv_zeus_reconcile(erg_server *srv, bool perseus_given, erg_error *er
         const json_t *r = json_object_get(srv->sched_args, "warmup_step_ratio");
         const json_t *m = json_object_get(srv->sched_args, "minimum_power_state");
         zargs = json_object();
-        if (zargs && r) json_object_set(zargs, "warmup_step_ratio", (json_t *)r);
-        if (zargs && m) json_object_set(zargs, "minimum_frequency", (json_t *)m);
+        if (zargs && r)
+            json_object_set(zargs, "warmup_step_ratio", (json_t *)r);
+        if (zargs && m)
+            json_object_set(zargs, "minimum_frequency", (json_t *)m);
         static const char *const same[] = {"num_microbatches", "schedule"};
         for (int i = 0; zargs && i < 2; i++)
             if (json_object_get(srv->sched_args, same[i]))
@@ -813,16 +841,17 @@ json_t *srv_zeus_info(const erg_server *srv)
 {
     if (!srv->zeus_scheduler)
         return json_pack("{s:b,s:s}", "served", 0, "reason", srv->zeus_off ? srv->zeus_off : "");
-    json_t *o = json_pack("{s:b,s:s,s:O,s:s}", "served", 1, "scheduler",
-                          display_name(srv->zeus_scheduler), "scheduler_args",
-                          srv->zeus_sched_args, "from", srv->zeus_source);
+    json_t *o =
+        json_pack("{s:b,s:s,s:O,s:s}", "served", 1, "scheduler", display_name(srv->zeus_scheduler),
+                  "scheduler_args", srv->zeus_sched_args, "from", srv->zeus_source);
     const json_t *p = json_object_get(srv->zeus_sched_args, "solution_path");
     if (o && json_is_string(p)) {
         char *rp = realpath(json_string_value(p), NULL);
         srv_plan_pairs pp;
         erg_error e;
         int stages = srv_plan_load_pairs(json_string_value(p), 0, &pp, &e) ? -1 : pp.n_stages;
-        if (stages >= 0) srv_plan_pairs_free(&pp);
+        if (stages >= 0)
+            srv_plan_pairs_free(&pp);
         json_object_set_new(o, "plan",
                             json_pack("{s:s,s:s,s:i}", "path", rp ? rp : json_string_value(p),
                                       "format", plan_format(json_string_value(p)), "stages",

@@ -51,22 +51,25 @@
 typedef struct builder {
     erg_shard *s;
     erg_error *err;
-    int *twin_pb;    /* [n] pending twin block or -1 */
-    spec **twin_req; /* [n] 2*K specs (lhs then rhs) */
+    int *twin_pb;       /* [n] pending twin block or -1 */
+    spec **twin_req;    /* [n] 2*K specs (lhs then rhs) */
     int *twin_rhs_side; /* [n] 1 when the twin is the gradient for the anchor's rhs */
-    bool *dotanc;    /* [n] has a dot ancestor */
-    int *queue;      /* scratch [n] */
-    uint32_t *stamp; /* [n] visit epochs of depends_on */
+    bool *dotanc;       /* [n] has a dot ancestor */
+    int *queue;         /* scratch [n] */
+    uint32_t *stamp;    /* [n] visit epochs of depends_on */
     uint32_t epoch;
-    int *mindot;     /* [n] least topological index of a dot ancestor (INT_MAX: none) */
-    int *pend;       /* registered twins not yet placed (merge_blocks re-points them) */
-    int *pref;       /* [n] block whose anchor reads this weight chain, or -1 (adopt) */
+    int *mindot; /* [n] least topological index of a dot ancestor (INT_MAX: none) */
+    int *pend;   /* registered twins not yet placed (merge_blocks re-points them) */
+    int *pref;   /* [n] block whose anchor reads this weight chain, or -1 (adopt) */
     int npend;
     erg_progress_fn progress; /* may be NULL */
     void *user;
 } builder;
 
-static erg_status oom(builder *b) { return erg_error_set(b->err, ERG_ENOMEM, "out of memory"); }
+static erg_status oom(builder *b)
+{
+    return erg_error_set(b->err, ERG_ENOMEM, "out of memory");
+}
 
 static pblock *new_block(builder *b, int anchor, int K)
 {
@@ -231,8 +234,7 @@ static bool depends_on(builder *b, int v, int a)
  * dependence test (depends_on, up to DEP_BUDGET visits); both must hold, so the order does
  * not change which twin is found. */
 #define TWIN_USERS_PER_CANDIDATE 64
-static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int side,
-                            const strat *st)
+static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int side, const strat *st)
 {
     long users_seen = 0, cands_seen = 0;
     long max_users = (long)b->s->twin_window * TWIN_USERS_PER_CANDIDATE;
@@ -665,7 +667,7 @@ static erg_status follow(builder *b, int i)
             if (j == definer && (status == PROP_FREE || status == PROP_PARTIAL))
                 continue;
             m->req[j * K + k] = (status == PROP_PARTIAL && j == 0) ? m->req[j * K + k]
-                                                                    : shard_prop_bwd(s, i, j, &out);
+                                                                   : shard_prop_bwd(s, i, j, &out);
         }
     }
     return ERG_OK;
@@ -852,7 +854,8 @@ static erg_status build_graph(erg_shard *s, erg_error *err)
     for (int i = 0; i < n; i++) {
         const hlo_instr *in = &c->ins[i];
         int8_t h = -1;
-        s->nodes[i].cc = in->op == HLO_OP_CUSTOM_CALL ? shard_cc_classify(s->m, c, in, &h) : CC_NONE;
+        s->nodes[i].cc =
+            in->op == HLO_OP_CUSTOM_CALL ? shard_cc_classify(s->m, c, in, &h) : CC_NONE;
         s->nodes[i].attn_head = h;
     }
     for (int i = 0; i < n; i++) {
@@ -864,7 +867,6 @@ static erg_status build_graph(erg_shard *s, erg_error *err)
 }
 
 /* ---- public ---- */
-
 
 erg_status erg_shard_analyze(const erg_hlo_module *m, int mesh0, int mesh1, erg_shard **out,
                              erg_error *err)
@@ -880,9 +882,8 @@ void erg_shard_analyze_options_init(erg_shard_analyze_options *o)
     o->twin_window = ERG_SHARD_TWIN_WINDOW;
 }
 
-static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0,
-                             int mesh1, const erg_shard_analyze_options *o, erg_shard **out,
-                             erg_error *err);
+static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0, int mesh1,
+                             const erg_shard_analyze_options *o, erg_shard **out, erg_error *err);
 
 erg_status erg_shard_analyze_computation(const erg_hlo_module *m, const char *computation,
                                          int mesh0, int mesh1, erg_shard **out, erg_error *err)
@@ -948,17 +949,16 @@ static int weight_storage(const erg_shard *s, int v)
     return -1;
 }
 
-static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0,
-                             int mesh1, const erg_shard_analyze_options *opt, erg_shard **out,
-                             erg_error *err)
+static erg_status analyze_on(const erg_hlo_module *m, const char *computation, int mesh0, int mesh1,
+                             const erg_shard_analyze_options *opt, erg_shard **out, erg_error *err)
 {
     if (!m || !out)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_analyze: NULL argument");
     *out = NULL;
     if (mesh0 < 1 || mesh1 < 1 || mesh0 > 1024 || mesh1 > 1024 || mesh0 * mesh1 < 2)
         return erg_error_set(err, ERG_EINVAL,
-                             "mesh %dx%d: both sizes must be >= 1 and their product >= 2",
-                             mesh0, mesh1);
+                             "mesh %dx%d: both sizes must be >= 1 and their product >= 2", mesh0,
+                             mesh1);
     erg_status pst = hlo_check_unpartitioned(m, err);
     if (pst)
         return pst;
@@ -966,8 +966,8 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
     if (computation) {
         ci = hlo_find_comp(m, computation);
         if (ci < 0)
-            return erg_error_set(err, ERG_ENOTFOUND, "%s: no computation named '%s'",
-                                 m->filename, computation);
+            return erg_error_set(err, ERG_ENOTFOUND, "%s: no computation named '%s'", m->filename,
+                                 computation);
     }
     erg_shard *s = erg__calloc(1, sizeof *s);
     if (!s)
@@ -998,8 +998,8 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
     b->pend = erg__malloc((size_t)s->n * sizeof(int));
     b->pref = erg__malloc((size_t)s->n * sizeof(int));
     b->queue = erg__calloc((size_t)s->n, sizeof(int));
-    if (!s->nodes || !s->topo || !b->twin_pb || !b->twin_req || !b->twin_rhs_side ||
-        !b->dotanc || !b->queue || !b->stamp || !b->mindot || !b->pend || !b->pref) {
+    if (!s->nodes || !s->topo || !b->twin_pb || !b->twin_req || !b->twin_rhs_side || !b->dotanc ||
+        !b->queue || !b->stamp || !b->mindot || !b->pend || !b->pref) {
         erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
@@ -1067,9 +1067,9 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
             int a = s->pbs[p].mem[mi].ins;
             if (!s->nodes[a].is_anchor)
                 continue;
-            int side = weight_storage(s, s->c->ins[a].ops[1]) >= 0 ? 1
+            int side = weight_storage(s, s->c->ins[a].ops[1]) >= 0   ? 1
                        : weight_storage(s, s->c->ins[a].ops[0]) >= 0 ? 0
-                                                                       : -1;
+                                                                     : -1;
             for (int v = side >= 0 ? s->c->ins[a].ops[side] : -1, guard = 0; v >= 0 && guard < 32;
                  guard++) {
                 if (s->nodes[v].pb >= 0 || b->pref[v] >= 0)
@@ -1124,8 +1124,10 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
                 continue;
             char *body = hlo_attr_str(m, &s->c->ins[i], "body");
             if (body)
-                snprintf(hint, sizeof hint, "; its loop '%s' has body '%s': analyse that with "
-                         "--computation %s", s->c->ins[i].name, body, body);
+                snprintf(hint, sizeof hint,
+                         "; its loop '%s' has body '%s': analyse that with "
+                         "--computation %s",
+                         s->c->ins[i].name, body, body);
             erg__free(body);
         }
         size_t ndots = 0;
@@ -1227,9 +1229,18 @@ void erg_shard_free(erg_shard *s)
     erg__free(s);
 }
 
-size_t erg_shard_num_blocks(const erg_shard *s) { return s ? (size_t)s->norder : 0; }
-size_t erg_shard_num_segments(const erg_shard *s) { return s ? (size_t)s->nseg : 0; }
-size_t erg_shard_num_unique_segments(const erg_shard *s) { return s ? (size_t)s->nuniq : 0; }
+size_t erg_shard_num_blocks(const erg_shard *s)
+{
+    return s ? (size_t)s->norder : 0;
+}
+size_t erg_shard_num_segments(const erg_shard *s)
+{
+    return s ? (size_t)s->nseg : 0;
+}
+size_t erg_shard_num_unique_segments(const erg_shard *s)
+{
+    return s ? (size_t)s->nuniq : 0;
+}
 
 size_t erg_shard_block_num_strategies(const erg_shard *s, size_t b)
 {

@@ -137,7 +137,10 @@ double shard_coll_time(const erg_shard *s, int kind, int axis, double bytes)
     return a + b * coll_factor(kind, n) * bytes;
 }
 
-static bool uses(int8_t code, int a) { return code == a || code == SP_BOTH; }
+static bool uses(int8_t code, int a)
+{
+    return code == a || code == SP_BOTH;
+}
 
 /* shard_reshard, also split by collective kind when cnt/kb are given (COLL_AG, COLL_A2A). */
 static double reshard_kinds(const erg_shard *s, const hlo_shape *sh, const spec *src,
@@ -617,15 +620,14 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 m->mem_b[k] = mb;
             }
             for (int c = 0; c < m->ncolls; c++) {
-                double ct = shard_coll_time(s, m->colls[c].kind, m->colls[c].axis,
-                                            m->colls[c].bytes);
+                double ct =
+                    shard_coll_time(s, m->colls[c].kind, m->colls[c].axis, m->colls[c].bytes);
                 int n = axis_n(s, m->colls[c].axis);
                 m->cost_s[m->coll_k[c]] += ct;
                 p->intr_s[m->coll_k[c]] += ct;
                 p->time_s[m->coll_k[c]] += ct;
                 p->comm_s[m->coll_k[c]] += ct;
-                p->comm_bytes[m->coll_k[c]] += coll_factor(m->colls[c].kind, n) *
-                                               m->colls[c].bytes;
+                p->comm_bytes[m->coll_k[c]] += coll_factor(m->colls[c].kind, n) * m->colls[c].bytes;
             }
         }
         if (progress && progress(user, ++done_n, total)) {
@@ -645,8 +647,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 member fake = {.ins = v, .out = &r, .req = NULL};
                 double ct = 0, fl = 0;
                 bool contr = in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION;
-                if (!contr && (st = member_compute(s, NULL, &fake, 1, 0, &ct, &fl,
-                                                                  err)))
+                if (!contr && (st = member_compute(s, NULL, &fake, 1, 0, &ct, &fl, err)))
                     goto done;
                 if (contr) {
                     fl = in->nops == 2 ? dot_flops(s, in) : 0;
@@ -832,8 +833,7 @@ erg_status erg_shard_evaluate(const erg_shard *s, const size_t *strategies, doub
         return erg_error_set(err, ERG_ESTATE, "erg_shard_evaluate: run erg_shard_profile first");
     for (int i = 0; i < s->norder; i++)
         if (strategies[i] >= (size_t)s->pbs[s->order[i]].K)
-            return erg_error_set(err, ERG_EINVAL, "block %d has no strategy %zu", i,
-                                 strategies[i]);
+            return erg_error_set(err, ERG_EINVAL, "block %d has no strategy %zu", i, strategies[i]);
     shard_eval(s, strategies, time_s, memory_bytes, NULL);
     return ERG_OK;
 }
@@ -859,8 +859,8 @@ void shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out)
                 if ((size_t)m->coll_k[c] != k[oi] || n <= 1 || m->colls[c].bytes <= 0)
                     continue;
                 out->count[m->colls[c].kind] += 1;
-                out->bytes[m->colls[c].kind] += coll_factor(m->colls[c].kind, n) *
-                                                m->colls[c].bytes;
+                out->bytes[m->colls[c].kind] +=
+                    coll_factor(m->colls[c].kind, n) * m->colls[c].bytes;
             }
         }
     }
@@ -888,8 +888,8 @@ void shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out)
             continue;
         int q = s->nodes[u].pb, p = s->nodes[g].pb;
         const spec *dst = p < 0 ? &rep : &s->pbs[p].mem[s->nodes[g].slot].out[KOF(p)];
-        reshard_kinds(s, &s->c->ins[g].shape, &s->pbs[q].mem[s->nodes[u].slot].out[KOF(q)], dst,
-                      &b, out->count, out->bytes);
+        reshard_kinds(s, &s->c->ins[g].shape, &s->pbs[q].mem[s->nodes[u].slot].out[KOF(q)], dst, &b,
+                      out->count, out->bytes);
     }
     for (int r = 0; r < s->nrpairs; r++) {
         const rpair *R = &s->rpairs[r];
@@ -944,8 +944,7 @@ erg_status erg_shard_profile_report(const erg_shard *s, size_t max_rows, char **
     } while (0)
     P("costs: %s; mesh %dx%d; memory budget %.3f GB per device; profiling %.3f s (DP tables "
       "%.6f s)\n",
-      s->cost_source, s->mesh[0], s->mesh[1], s->mem_budget / 1e9, s->profile_s,
-      s->dp_prepare_s);
+      s->cost_source, s->mesh[0], s->mesh[1], s->mem_budget / 1e9, s->profile_s, s->dp_prepare_s);
     P("replicated remainder: %.6f ms, %.3f MB per device\n", s->const_time_s * 1e3,
       s->const_mem_bytes / 1e6);
     for (int si = 0; si < s->nseg; si++) {
@@ -984,8 +983,8 @@ erg_status erg_shard_profile_csv(const erg_shard *s, char **text, erg_error *err
         return erg_error_set(err, ERG_ESTATE, "run erg_shard_profile first");
     erg__buf b = {0};
     size_t *kv = erg__calloc((size_t)s->norder + 1, sizeof(size_t));
-    erg_status st = kv ? erg__buf_printf(&b, "segment,strategies,time_s,memory_bytes\n")
-                       : ERG_ENOMEM;
+    erg_status st =
+        kv ? erg__buf_printf(&b, "segment,strategies,time_s,memory_bytes\n") : ERG_ENOMEM;
     for (int si = 0; si < s->nseg && !st; si++) {
         const segment *g = &s->segs[si];
         if (g->unique != si)
@@ -1009,8 +1008,7 @@ erg_status erg_shard_profile_csv(const erg_shard *s, char **text, erg_error *err
     return ERG_OK;
 }
 
-erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **text,
-                                 erg_error *err)
+erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **text, erg_error *err)
 {
     if (!s || !text)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_comm_report: NULL argument");

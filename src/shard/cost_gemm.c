@@ -53,8 +53,8 @@ void shard_cublas_close(timer_ctx *t)
         dlclose(t->hcudart);
 }
 
-erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_t k,
-                           double *out, erg_error *err)
+erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_t k, double *out,
+                           erg_error *err)
 {
     for (int i = 0; i < t->n; i++)
         if (t->tab[i].b == b && t->tab[i].m == m && t->tab[i].n == n && t->tab[i].k == k) {
@@ -63,8 +63,8 @@ erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_
         }
     if (m <= 0 || n <= 0 || k <= 0 || b <= 0 || (double)m * (double)k > 4e8 ||
         (double)k * (double)n > 4e8 || (double)m * (double)n > 4e8)
-        return erg_error_set(err, ERG_EINVAL, "GEMM %lldx%lldx%lld too large to time",
-                             (long long)m, (long long)n, (long long)k);
+        return erg_error_set(err, ERG_EINVAL, "GEMM %lldx%lldx%lld too large to time", (long long)m,
+                             (long long)n, (long long)k);
     double best = INFINITY;
     if (t->mode == ERG_SHARD_COMPUTE_BLAS) {
         float *A = erg__calloc((size_t)(m * k), sizeof(float));
@@ -82,8 +82,8 @@ erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_
             B[i] = (float)(i % 5) * 0.1f;
         for (int rep = 0; rep < 3; rep++) {
             double t0 = shard_now_s();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
-                        A, (int)k, B, (int)n, 0.0f, C, (int)n);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, A,
+                        (int)k, B, (int)n, 0.0f, C, (int)n);
             double dt = shard_now_s() - t0;
             best = ERG__MIN(best, dt);
         }
@@ -146,8 +146,8 @@ erg_status shard_gemm_cache_load(timer_ctx *t, const char *path, erg_error *err)
             !erg__parse_long(c.fields[1], &v[1]) || !erg__parse_long(c.fields[2], &v[2]) ||
             !erg__parse_long(c.fields[3], &v[3]) || !erg__parse_double(c.fields[4], &ts) ||
             ts < 0) {
-            st = erg_error_set(err, ERG_EPARSE, "%s:%ld: expected batch,m,n,k,time_s", path,
-                               c.line);
+            st =
+                erg_error_set(err, ERG_EPARSE, "%s:%ld: expected batch,m,n,k,time_s", path, c.line);
             break;
         }
         if (!ERG__GROW(t->tab, t->cap, t->n + 1, 64)) {
@@ -169,8 +169,8 @@ erg_status shard_gemm_cache_save(timer_ctx *t, const char *path, erg_error *err)
         char num[40];
         erg__fmt_double_py(t->tab[i].time_s, num, sizeof num);
         st = erg__buf_printf(&b, "%lld,%lld,%lld,%lld,%s\n", (long long)t->tab[i].b,
-                             (long long)t->tab[i].m, (long long)t->tab[i].n,
-                             (long long)t->tab[i].k, num);
+                             (long long)t->tab[i].m, (long long)t->tab[i].n, (long long)t->tab[i].k,
+                             num);
     }
     if (!st)
         st = erg__write_file(path, b.data, b.len, err);

@@ -115,7 +115,7 @@ bool shard_dot_info(const erg_shard *s, int i, dotinfo *d)
 /* Output spec and collectives of a dot given its operand specs; false if the operand specs
  * are inconsistent (would need communication before the dot). */
 bool shard_dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l, const spec *r,
-                     spec *out, int *ar_axes)
+                    spec *out, int *ar_axes)
 {
     *out = shard_spec_rep();
     *ar_axes = 0;

@@ -15,8 +15,7 @@
  * last_tile_dim_replicate is added. Device ids are listed in row-major order of the tile
  * index; the replicated mesh axes run along the trailing dim.
  */
-static erg_status sharding_str(const erg_shard *s, const hlo_shape *sh, const spec *sp,
-                               erg__buf *b)
+static erg_status sharding_str(const erg_shard *s, const hlo_shape *sh, const spec *sp, erg__buf *b)
 {
     int m0 = s->mesh[0], m1 = s->mesh[1], D = m0 * m1;
     if (sh->kind != HLO_ARRAY || sh->rank == 0 || shard_tiles(s, sp, sh->rank) == 1)
@@ -190,8 +189,8 @@ static erg_status push_edit(edit **ed, int *n, size_t *cap, const hlo_instr *in,
         return ERG_ENOMEM;
     }
     const hlo_attr *old = hlo_find_attr(in, "sharding");
-    (*ed)[(*n)++] = (edit){old ? old->off : in->end, old ? old->off + old->len : in->end, !old,
-                           false, in, txt};
+    (*ed)[(*n)++] =
+        (edit){old ? old->off : in->end, old ? old->off + old->len : in->end, !old, false, in, txt};
     return ERG_OK;
 }
 
@@ -315,8 +314,8 @@ static erg_status loop_edits(const erg_shard *s, const erg_shard_plan *p, edit *
 /* Parse the annotated text and compare it with the input module: same computations,
  * instructions and attributes apart from sharding, num_partitions on the header, and every
  * edited instruction carrying exactly the sharding written for it. EINTERNAL otherwise. */
-static erg_status reread(const erg_shard *s, const edit *ed, int ned, const char *text,
-                         size_t len, erg_error *err)
+static erg_status reread(const erg_shard *s, const edit *ed, int ned, const char *text, size_t len,
+                         erg_error *err)
 {
     const erg_hlo_module *m = s->m;
     erg_hlo_module *m2 = NULL;
@@ -349,8 +348,8 @@ static erg_status reread(const erg_shard *s, const edit *ed, int ned, const char
         const hlo_instr *y = &m2->comps[ci].ins[ed[k].in - m->comps[ci].ins];
         const hlo_attr *a = hlo_find_attr(y, "sharding");
         if (!a || a->len != strlen(ed[k].txt) || memcmp(m2->text + a->off, ed[k].txt, a->len)) {
-            snprintf(why, sizeof why, "the sharding of '%s' does not read back as %.200s",
-                     y->name, ed[k].txt);
+            snprintf(why, sizeof why, "the sharding of '%s' does not read back as %.200s", y->name,
+                     ed[k].txt);
             ok = false;
         }
     }
@@ -419,8 +418,8 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
         /* An instruction that the next one follows on the same line with nothing between
          * ("add(%d, %d)r = ..."): keep them apart, or the new attribute value would run
          * into the next name ("sharding={...}r") and the output would not re-parse. */
-        if (at < m->len && (isalnum((unsigned char)m->text[at]) || m->text[at] == '_' ||
-                            m->text[at] == '%') &&
+        if (at < m->len &&
+            (isalnum((unsigned char)m->text[at]) || m->text[at] == '_' || m->text[at] == '%') &&
             (st = erg__buf_append(&b, " ", 1)))
             goto fail;
     }
@@ -493,8 +492,8 @@ erg_status erg_shard_plan_describe(const erg_shard *s, const erg_shard_plan *p, 
         P("DP exact: every resharding edge is in its state (frontier DP), no second pass\n");
     else if (p->method == ERG_SHARD_DP)
         P("frontier too large for the exact DP: adjacent-segment DP, then a second pass "
-          "(edges between non-adjacent segments): %d block%s changed\n", p->refined,
-          p->refined == 1 ? "" : "s");
+          "(edges between non-adjacent segments): %d block%s changed\n",
+          p->refined, p->refined == 1 ? "" : "s");
     P("memory per device %.3f MB (budget %.3f MB)\n", p->mem_bytes / 1e6, s->mem_budget / 1e6);
     P("modelled throughput %.3f TFLOP/s (all devices)\n", p->tflops);
     P("search time %.9f s\n", p->search_s);
@@ -537,10 +536,12 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
     json_object_set_new(root, "mesh", json_pack("[ii]", s->mesh[0], s->mesh[1]));
     /* the mesh asked for, when a 1-D mesh had to be viewed as 2-D */
     if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])
-        json_object_set_new(root, "mesh_requested", json_pack("[ii]", s->mesh_req[0], s->mesh_req[1]));
-    json_object_set_new(root, "method", json_string(p->method == ERG_SHARD_DP    ? "dp"
-                                          : p->method == ERG_SHARD_ILP ? "ilp"
-                                                                       : "given"));
+        json_object_set_new(root, "mesh_requested",
+                            json_pack("[ii]", s->mesh_req[0], s->mesh_req[1]));
+    json_object_set_new(root, "method",
+                        json_string(p->method == ERG_SHARD_DP    ? "dp"
+                                    : p->method == ERG_SHARD_ILP ? "ilp"
+                                                                 : "given"));
     json_object_set_new(root, "costs", json_string(s->cost_source));
     json_object_set_new(root, "time_s", json_real(p->time_s));
     json_object_set_new(root, "objective_s", json_real(p->objective_s));
@@ -555,9 +556,9 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
         json_object_set_new(root, "dp_kind",
                             json_string(p->ilp_polished        ? "chain+ilp"
                                         : p->lower_bound_s > 0 ? "chain+lagrange"
-                                        : p->ve                 ? "elimination"
-                                        : p->exact              ? "frontier"
-                                                                : "chain"));
+                                        : p->ve                ? "elimination"
+                                        : p->exact             ? "frontier"
+                                                               : "chain"));
     if (p->method == ERG_SHARD_DP && p->lower_bound_s > 0)
         json_object_set_new(root, "lower_bound_s", json_real(p->lower_bound_s));
     /* What the cost model charged for this plan, by collective kind (count, bytes moved per
@@ -567,8 +568,9 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
     static const char *const kind_names[3] = {"all-reduce", "all-gather", "all-to-all"};
     json_t *comm = json_pack("{s:f}", "bytes_per_device", cm.bytes[0] + cm.bytes[1] + cm.bytes[2]);
     for (int c = 0; comm && c < 3; c++)
-        if (json_object_set_new(comm, kind_names[c], json_pack("{s:f, s:f}", "count", cm.count[c],
-                                                               "bytes", cm.bytes[c]))) {
+        if (json_object_set_new(
+                comm, kind_names[c],
+                json_pack("{s:f, s:f}", "count", cm.count[c], "bytes", cm.bytes[c]))) {
             json_decref(comm);
             comm = NULL;
         }
@@ -613,9 +615,9 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
             goto oom;
         }
         int pb = s->nodes[i].pb;
-        json_t *o = json_pack("{s:I, s:s, s:s, s:i}", "number", (json_int_t)in->param_num,
-                              "name", in->name, "sharding", b.data ? b.data : "{replicated}",
-                              "block", pb >= 0 ? s->pos_of[pb] : -1);
+        json_t *o = json_pack("{s:I, s:s, s:s, s:i}", "number", (json_int_t)in->param_num, "name",
+                              in->name, "sharding", b.data ? b.data : "{replicated}", "block",
+                              pb >= 0 ? s->pos_of[pb] : -1);
         erg__buf_free(&b);
         if (!o || json_array_append_new(params, o)) {
             erg__free(byn);

@@ -10,22 +10,43 @@
 enum hlo_shape_kind { HLO_ARRAY = 0, HLO_TUPLE = 1, HLO_TOKEN = 2 };
 
 typedef struct hlo_shape {
-    int kind;       /* enum hlo_shape_kind */
-    int dtype;      /* index into the dtype table (hlo_dtype_name) */
+    int kind;  /* enum hlo_shape_kind */
+    int dtype; /* index into the dtype table (hlo_dtype_name) */
     int rank;
     int64_t dims[HLO_MAX_RANK];
-    int nelems;     /* tuple elements */
+    int nelems; /* tuple elements */
     struct hlo_shape *elems;
 } hlo_shape;
 
 /* Opcodes the analysis distinguishes; everything else is HLO_OP_OTHER plus its text. */
 typedef enum hlo_op {
     HLO_OP_OTHER = 0,
-    HLO_OP_PARAMETER, HLO_OP_CONSTANT, HLO_OP_IOTA, HLO_OP_BROADCAST, HLO_OP_TRANSPOSE,
-    HLO_OP_RESHAPE, HLO_OP_BITCAST, HLO_OP_COPY, HLO_OP_CONVERT, HLO_OP_REDUCE, HLO_OP_DOT,
-    HLO_OP_CONVOLUTION, HLO_OP_GTE, HLO_OP_TUPLE, HLO_OP_CUSTOM_CALL, HLO_OP_ELEMENTWISE,
-    HLO_OP_SLICE, HLO_OP_PAD, HLO_OP_CONCATENATE, HLO_OP_GATHER, HLO_OP_SCATTER,
-    HLO_OP_CALL, HLO_OP_WHILE, HLO_OP_FUSION, HLO_OP_COLLECTIVE, HLO_OP_RNG,
+    HLO_OP_PARAMETER,
+    HLO_OP_CONSTANT,
+    HLO_OP_IOTA,
+    HLO_OP_BROADCAST,
+    HLO_OP_TRANSPOSE,
+    HLO_OP_RESHAPE,
+    HLO_OP_BITCAST,
+    HLO_OP_COPY,
+    HLO_OP_CONVERT,
+    HLO_OP_REDUCE,
+    HLO_OP_DOT,
+    HLO_OP_CONVOLUTION,
+    HLO_OP_GTE,
+    HLO_OP_TUPLE,
+    HLO_OP_CUSTOM_CALL,
+    HLO_OP_ELEMENTWISE,
+    HLO_OP_SLICE,
+    HLO_OP_PAD,
+    HLO_OP_CONCATENATE,
+    HLO_OP_GATHER,
+    HLO_OP_SCATTER,
+    HLO_OP_CALL,
+    HLO_OP_WHILE,
+    HLO_OP_FUSION,
+    HLO_OP_COLLECTIVE,
+    HLO_OP_RNG,
 } hlo_op;
 
 typedef struct hlo_attr {
@@ -34,16 +55,16 @@ typedef struct hlo_attr {
 } hlo_attr;
 
 typedef struct hlo_instr {
-    char *name;     /* without '%' */
-    char *opcode;   /* as written */
+    char *name;   /* without '%' */
+    char *opcode; /* as written */
     hlo_op op;
     hlo_shape shape;
     int nops;
-    int *ops;       /* operand indices in the same computation */
-    char **op_names;/* operand names until resolution, then NULL */
+    int *ops;        /* operand indices in the same computation */
+    char **op_names; /* operand names until resolution, then NULL */
     int nattrs;
     hlo_attr *attrs;
-    size_t start, end;   /* text span of the whole instruction */
+    size_t start, end;       /* text span of the whole instruction */
     size_t lit_off, lit_len; /* text inside the parens of constant/parameter */
     long param_num;
     bool root;
@@ -67,7 +88,7 @@ struct erg_hlo_module {
     size_t len;
     char *filename;
     char *name;
-    size_t header_end;  /* end of the HloModule header line's attributes */
+    size_t header_end; /* end of the HloModule header line's attributes */
     bool has_num_partitions;
     long num_partitions, num_replicas; /* header values, 1 when absent */
     int ncomps;

@@ -20,9 +20,11 @@
  */
 
 static const char *const dtype_names[] = {
-    "pred", "s2", "s4", "s8", "s16", "s32", "s64", "u2", "u4", "u8", "u16", "u32", "u64", "f16",
-    "bf16", "f32", "f64", "c64", "c128", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz",
-    "f8e4m3b11fnuz", "f8e4m3", "f8e3m4", "f4e2m1fn", "f8e8m0fnu", "token",
+    "pred",   "s2",       "s4",       "s8",         "s16",        "s32",
+    "s64",    "u2",       "u4",       "u8",         "u16",        "u32",
+    "u64",    "f16",      "bf16",     "f32",        "f64",        "c64",
+    "c128",   "f8e4m3fn", "f8e5m2",   "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz",
+    "f8e4m3", "f8e3m4",   "f4e2m1fn", "f8e8m0fnu",  "token",
 };
 static const double dtype_bytes[] = {
     1, 1, 1, 1, 2, 4, 8, 1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
@@ -73,10 +75,10 @@ static void shape_free(hlo_shape *s)
 
 typedef struct parser {
     erg_hlo_module *m;
-    const char *t;   /* text */
+    const char *t; /* text */
     size_t n, pos;
     erg_error *err;
-    int depth;       /* shape nesting, bounded */
+    int depth; /* shape nesting, bounded */
 } parser;
 
 void hlo_line_col(const erg_hlo_module *m, size_t off, long *line, long *col)
@@ -161,8 +163,14 @@ static erg_status expect(parser *p, char c)
     return FAIL("expected '%c'", c);
 }
 
-static bool is_id_start(int c) { return isalpha(c) || c == '_'; }
-static bool is_id_char(int c) { return isalnum(c) || c == '_' || c == '.' || c == '-'; }
+static bool is_id_start(int c)
+{
+    return isalpha(c) || c == '_';
+}
+static bool is_id_char(int c)
+{
+    return isalnum(c) || c == '_' || c == '.' || c == '-';
+}
 
 /* An identifier, optionally '%'-prefixed; returns a copy without the '%'. */
 static erg_status parse_ident(parser *p, char **out, size_t *start)
@@ -337,8 +345,7 @@ static erg_status parse_shape(parser *p, hlo_shape *s)
         if (strlen(dtype_names[i]) == k && !memcmp(p->t + p->pos, dtype_names[i], k))
             dt = i;
     if (dt < 0)
-        return fail_at(p, at, "unknown element type '%.*s'", (int)ERG__MIN(k, 32),
-                       p->t + p->pos);
+        return fail_at(p, at, "unknown element type '%.*s'", (int)ERG__MIN(k, 32), p->t + p->pos);
     p->pos += k;
     s->kind = dt == DTYPE_TOKEN ? HLO_TOKEN : HLO_ARRAY;
     s->dtype = dt;
@@ -436,31 +443,89 @@ static hlo_op classify(const char *op)
         const char *name;
         hlo_op op;
     } tab[] = {
-        {"parameter", HLO_OP_PARAMETER}, {"constant", HLO_OP_CONSTANT}, {"iota", HLO_OP_IOTA},
-        {"broadcast", HLO_OP_BROADCAST}, {"transpose", HLO_OP_TRANSPOSE},
-        {"reshape", HLO_OP_RESHAPE}, {"bitcast", HLO_OP_BITCAST}, {"copy", HLO_OP_COPY},
-        {"convert", HLO_OP_CONVERT}, {"reduce", HLO_OP_REDUCE}, {"dot", HLO_OP_DOT},
-        {"convolution", HLO_OP_CONVOLUTION}, {"get-tuple-element", HLO_OP_GTE},
-        {"tuple", HLO_OP_TUPLE}, {"custom-call", HLO_OP_CUSTOM_CALL}, {"slice", HLO_OP_SLICE},
-        {"pad", HLO_OP_PAD}, {"concatenate", HLO_OP_CONCATENATE}, {"gather", HLO_OP_GATHER},
-        {"scatter", HLO_OP_SCATTER}, {"call", HLO_OP_CALL}, {"while", HLO_OP_WHILE},
-        {"fusion", HLO_OP_FUSION}, {"all-reduce", HLO_OP_COLLECTIVE},
-        {"all-gather", HLO_OP_COLLECTIVE}, {"reduce-scatter", HLO_OP_COLLECTIVE},
-        {"all-to-all", HLO_OP_COLLECTIVE}, {"collective-permute", HLO_OP_COLLECTIVE},
-        {"all-reduce-start", HLO_OP_COLLECTIVE}, {"all-gather-start", HLO_OP_COLLECTIVE},
-        {"rng", HLO_OP_RNG}, {"rng-bit-generator", HLO_OP_RNG},
+        {"parameter", HLO_OP_PARAMETER},
+        {"constant", HLO_OP_CONSTANT},
+        {"iota", HLO_OP_IOTA},
+        {"broadcast", HLO_OP_BROADCAST},
+        {"transpose", HLO_OP_TRANSPOSE},
+        {"reshape", HLO_OP_RESHAPE},
+        {"bitcast", HLO_OP_BITCAST},
+        {"copy", HLO_OP_COPY},
+        {"convert", HLO_OP_CONVERT},
+        {"reduce", HLO_OP_REDUCE},
+        {"dot", HLO_OP_DOT},
+        {"convolution", HLO_OP_CONVOLUTION},
+        {"get-tuple-element", HLO_OP_GTE},
+        {"tuple", HLO_OP_TUPLE},
+        {"custom-call", HLO_OP_CUSTOM_CALL},
+        {"slice", HLO_OP_SLICE},
+        {"pad", HLO_OP_PAD},
+        {"concatenate", HLO_OP_CONCATENATE},
+        {"gather", HLO_OP_GATHER},
+        {"scatter", HLO_OP_SCATTER},
+        {"call", HLO_OP_CALL},
+        {"while", HLO_OP_WHILE},
+        {"fusion", HLO_OP_FUSION},
+        {"all-reduce", HLO_OP_COLLECTIVE},
+        {"all-gather", HLO_OP_COLLECTIVE},
+        {"reduce-scatter", HLO_OP_COLLECTIVE},
+        {"all-to-all", HLO_OP_COLLECTIVE},
+        {"collective-permute", HLO_OP_COLLECTIVE},
+        {"all-reduce-start", HLO_OP_COLLECTIVE},
+        {"all-gather-start", HLO_OP_COLLECTIVE},
+        {"rng", HLO_OP_RNG},
+        {"rng-bit-generator", HLO_OP_RNG},
     };
     for (size_t i = 0; i < ERG__ARRAY_LEN(tab); i++)
         if (!strcmp(op, tab[i].name))
             return tab[i].op;
     static const char *const ew[] = {
-        "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "atan2",
-        "remainder", "and", "or", "xor", "not", "negate", "abs", "sign", "exponential",
-        "exponential-minus-one", "log", "log-plus-one", "sqrt", "rsqrt", "cbrt", "tanh",
-        "logistic", "sine", "cosine", "tan", "erf", "floor", "ceil", "round-nearest-afz",
-        "round-nearest-even", "is-finite", "compare", "select", "clamp", "reduce-precision",
-        "shift-left", "shift-right-logical", "shift-right-arithmetic", "bitcast-convert",
-        "real", "imag", "popcnt", "count-leading-zeros",
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "maximum",
+        "minimum",
+        "power",
+        "atan2",
+        "remainder",
+        "and",
+        "or",
+        "xor",
+        "not",
+        "negate",
+        "abs",
+        "sign",
+        "exponential",
+        "exponential-minus-one",
+        "log",
+        "log-plus-one",
+        "sqrt",
+        "rsqrt",
+        "cbrt",
+        "tanh",
+        "logistic",
+        "sine",
+        "cosine",
+        "tan",
+        "erf",
+        "floor",
+        "ceil",
+        "round-nearest-afz",
+        "round-nearest-even",
+        "is-finite",
+        "compare",
+        "select",
+        "clamp",
+        "reduce-precision",
+        "shift-left",
+        "shift-right-logical",
+        "shift-right-arithmetic",
+        "bitcast-convert",
+        "real",
+        "imag",
+        "popcnt",
+        "count-leading-zeros",
     };
     for (size_t i = 0; i < ERG__ARRAY_LEN(ew); i++)
         if (!strcmp(op, ew[i]))
@@ -475,17 +540,56 @@ static hlo_op classify(const char *op)
 static bool known_other_opcode(const char *op)
 {
     static const char *const tab[] = {
-        "add-dependency", "after-all", "all-gather-done", "all-reduce-done", "async-done",
-        "async-start", "async-update", "batch-norm-grad", "batch-norm-inference",
-        "batch-norm-training", "cholesky", "collective-broadcast", "collective-permute-done",
-        "collective-permute-start", "complex", "conditional", "copy-done", "copy-start",
-        "cross-replica-sum", "domain", "dynamic-reshape", "dynamic-slice",
-        "dynamic-update-slice", "fft", "get-dimension-size", "infeed", "map", "opt-barrier",
-        "optimization-barrier", "outfeed", "partition-id", "ragged-all-to-all", "ragged-dot",
-        "recv", "recv-done", "reduce-window", "replica-id", "reverse",
-        "rng-get-and-update-state", "select-and-scatter", "send", "send-done",
-        "set-dimension-size", "sort", "stochastic-convert", "topk", "trace",
-        "triangular-solve", "tuple-select", "inverse",
+        "add-dependency",
+        "after-all",
+        "all-gather-done",
+        "all-reduce-done",
+        "async-done",
+        "async-start",
+        "async-update",
+        "batch-norm-grad",
+        "batch-norm-inference",
+        "batch-norm-training",
+        "cholesky",
+        "collective-broadcast",
+        "collective-permute-done",
+        "collective-permute-start",
+        "complex",
+        "conditional",
+        "copy-done",
+        "copy-start",
+        "cross-replica-sum",
+        "domain",
+        "dynamic-reshape",
+        "dynamic-slice",
+        "dynamic-update-slice",
+        "fft",
+        "get-dimension-size",
+        "infeed",
+        "map",
+        "opt-barrier",
+        "optimization-barrier",
+        "outfeed",
+        "partition-id",
+        "ragged-all-to-all",
+        "ragged-dot",
+        "recv",
+        "recv-done",
+        "reduce-window",
+        "replica-id",
+        "reverse",
+        "rng-get-and-update-state",
+        "select-and-scatter",
+        "send",
+        "send-done",
+        "set-dimension-size",
+        "sort",
+        "stochastic-convert",
+        "topk",
+        "trace",
+        "triangular-solve",
+        "tuple-select",
+        "inverse",
     };
     for (size_t i = 0; i < ERG__ARRAY_LEN(tab); i++)
         if (!strcmp(op, tab[i]))
@@ -537,9 +641,9 @@ static erg_status parse_instr(parser *p, hlo_instr *in)
         return st;
     size_t opat;
     if ((st = parse_ident(p, &in->opcode, &opat)))
-        return st == ERG_ENOMEM ? st
-                                : fail_at(p, opat, "expected an opcode after the shape of '%s'",
-                                          in->name);
+        return st == ERG_ENOMEM
+                   ? st
+                   : fail_at(p, opat, "expected an opcode after the shape of '%s'", in->name);
     in->op = classify(in->opcode);
     if (in->op == HLO_OP_OTHER && !known_other_opcode(in->opcode))
         return fail_at(p, opat, "unknown opcode '%s' of '%s'", in->opcode, in->name);
@@ -645,13 +749,12 @@ static erg_status check_dot(parser *p, const hlo_comp *c, const hlo_instr *in)
     for (int k = 0; k < 4; k++) {
         n[k] = hlo_find_attr(in, keys[k]) ? dims_attr(p, in, keys[k], arr[k]) : 0;
         if (n[k] < 0)
-            return fail_at(p, in->start, "dot '%s': %s is not a list of dims", in->name,
-                           keys[k]);
+            return fail_at(p, in->start, "dot '%s': %s is not a list of dims", in->name, keys[k]);
     }
     if (n[0] != n[1] || n[2] != n[3])
-        return fail_at(p, in->start,
-                       "dot '%s': %d lhs and %d rhs %s dims", in->name, n[0] != n[1] ? n[0] : n[2],
-                       n[0] != n[1] ? n[1] : n[3], n[0] != n[1] ? "batch" : "contracting");
+        return fail_at(p, in->start, "dot '%s': %d lhs and %d rhs %s dims", in->name,
+                       n[0] != n[1] ? n[0] : n[2], n[0] != n[1] ? n[1] : n[3],
+                       n[0] != n[1] ? "batch" : "contracting");
     bool lused[HLO_MAX_RANK] = {0}, rused[HLO_MAX_RANK] = {0};
     for (int q = 0; q < 2; q++) {
         int64_t *la = q ? lc : lb, *ra = q ? rc : rb;
@@ -848,11 +951,10 @@ static erg_status parse_computation(parser *p, hlo_comp *c)
             if (!t || t->kind != HLO_TUPLE)
                 return fail_at(p, in->start, "get-tuple-element '%s' needs one tuple operand",
                                in->name);
-            if (hlo_attr_ints(p->m, in, "index", ix, 1) != 1 || ix[0] < 0 ||
-                ix[0] >= t->nelems)
+            if (hlo_attr_ints(p->m, in, "index", ix, 1) != 1 || ix[0] < 0 || ix[0] >= t->nelems)
                 return fail_at(p, in->start,
-                               "get-tuple-element '%s' needs index=N with 0 <= N < %d",
-                               in->name, t->nelems);
+                               "get-tuple-element '%s' needs index=N with 0 <= N < %d", in->name,
+                               t->nelems);
         }
     }
     return check_acyclic(p, c);
@@ -920,8 +1022,8 @@ erg_status erg_hlo_parse(const char *text, size_t len, const char *filename, erg
         char *key;
         if ((st = parse_ident(p, &key, NULL)))
             goto fail;
-        bool np = !strcmp(key, "num_partitions"), nr = !strcmp(key, "replica_count") ||
-                                                           !strcmp(key, "num_replicas");
+        bool np = !strcmp(key, "num_partitions"),
+             nr = !strcmp(key, "replica_count") || !strcmp(key, "num_replicas");
         if (np)
             m->has_num_partitions = true;
         erg__free(key);
@@ -935,8 +1037,8 @@ erg_status erg_hlo_parse(const char *text, size_t len, const char *filename, erg
             memcpy(buf, p->t + o, k);
             buf[k] = '\0';
             if (!erg__parse_long(buf, &v) || v < 1) {
-                st = fail_at(p, o, "%s must be a positive integer", np ? "num_partitions"
-                                                                       : "replica count");
+                st = fail_at(p, o, "%s must be a positive integer",
+                             np ? "num_partitions" : "replica count");
                 goto fail;
             }
             *(np ? &m->num_partitions : &m->num_replicas) = v;
@@ -1001,8 +1103,14 @@ erg_status erg_hlo_load(const char *path, erg_hlo_module **out, erg_error *err)
     return st;
 }
 
-const char *erg_hlo_name(const erg_hlo_module *m) { return m ? m->name : NULL; }
-size_t erg_hlo_num_computations(const erg_hlo_module *m) { return m ? (size_t)m->ncomps : 0; }
+const char *erg_hlo_name(const erg_hlo_module *m)
+{
+    return m ? m->name : NULL;
+}
+size_t erg_hlo_num_computations(const erg_hlo_module *m)
+{
+    return m ? (size_t)m->ncomps : 0;
+}
 
 size_t erg_hlo_num_instructions(const erg_hlo_module *m)
 {
@@ -1131,8 +1239,7 @@ bool hlo_module_same(const erg_hlo_module *a, const erg_hlo_module *b, const cha
             const hlo_instr *x = &A->ins[i], *y = &B->ins[i];
             if (strcmp(x->name, y->name) || strcmp(x->opcode, y->opcode) || x->root != y->root ||
                 x->param_num != y->param_num || x->nops != y->nops)
-                DIFF("instruction '%s' %s became '%s' %s", x->name, x->opcode, y->name,
-                     y->opcode);
+                DIFF("instruction '%s' %s became '%s' %s", x->name, x->opcode, y->name, y->opcode);
             if (!shape_same(&x->shape, &y->shape))
                 DIFF("the shape of '%s' changed", x->name);
             for (int o = 0; o < x->nops; o++)

@@ -123,10 +123,11 @@ erg_status hlo_check_unpartitioned(const erg_hlo_module *m, erg_error *err)
         for (int i = 0; i < m->comps[c].n; i++) {
             const hlo_instr *in = &m->comps[c].ins[i];
             annotated |= hlo_find_attr(in, "sharding") != NULL;
-            bool is_coll = in->op == HLO_OP_COLLECTIVE || !strcmp(in->opcode, "cross-replica-sum") ||
-                        !strcmp(in->opcode, "collective-permute-start") ||
-                        !strcmp(in->opcode, "collective-broadcast") ||
-                        !strcmp(in->opcode, "ragged-all-to-all");
+            bool is_coll = in->op == HLO_OP_COLLECTIVE ||
+                           !strcmp(in->opcode, "cross-replica-sum") ||
+                           !strcmp(in->opcode, "collective-permute-start") ||
+                           !strcmp(in->opcode, "collective-broadcast") ||
+                           !strcmp(in->opcode, "ragged-all-to-all");
             bool ids = !strcmp(in->opcode, "partition-id") || !strcmp(in->opcode, "replica-id");
             long g = is_coll ? largest_group(m, in) : 0;
             /* A collective whose groups each hold one device is a no-op; any other one
@@ -138,7 +139,8 @@ erg_status hlo_check_unpartitioned(const erg_hlo_module *m, erg_error *err)
                 hlo_line_col(m, in->start, &line, &col);
                 return erg_error_set(
                     err, ERG_EINVAL,
-                    "%s:%ld: the module is already partitioned: '%s' is %s%s%s (num_partitions=%ld); "
+                    "%s:%ld: the module is already partitioned: '%s' is %s%s%s "
+                    "(num_partitions=%ld); "
                     "ergon shard plans the single-device module before SPMD partitioning (its "
                     "shapes are whole tensors): give it that module instead",
                     m->filename, line, in->name, is_coll ? "a collective " : "a ", in->opcode,

@@ -16,12 +16,20 @@ static bool has_any(const char *t, const char *const *words, size_t n)
 /* Class of a custom-call (shard_internal.h, CC_*) from its target and shapes; for fused
  * attention also the head dim of its rank-4 operands (-1 for rank 3: [batch*heads, seq, d]). */
 int8_t shard_cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_instr *in,
-                          int8_t *head)
+                         int8_t *head)
 {
-    static const char *const ew[] = {"gelu", "relu", "silu", "swish", "sigmoid", "tanh",
-                                     "transferwithstaticring", "identity", "dropout",
-                                     "quickgelu", "elementwise"};
-    static const char *const lastdim[] = {"softmax", "layernorm", "layer_norm", "rmsnorm",
+    static const char *const ew[] = {"gelu",
+                                     "relu",
+                                     "silu",
+                                     "swish",
+                                     "sigmoid",
+                                     "tanh",
+                                     "transferwithstaticring",
+                                     "identity",
+                                     "dropout",
+                                     "quickgelu",
+                                     "elementwise"};
+    static const char *const lastdim[] = {"softmax",  "layernorm",     "layer_norm", "rmsnorm",
                                           "rms_norm", "normalization", "norm"};
     static const char *const attn[] = {"fmha", "flash", "attention", "attn", "sdpa", "mha"};
     *head = -1;
@@ -57,8 +65,8 @@ int8_t shard_cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_i
     }
     all_compat &= nfull > 0;
     bool plain = in->shape.kind == HLO_ARRAY;
-    if (!strcmp(t, "\"sharding\"") || (plain && all_compat && narr > 0 &&
-                                      has_any(t, ew, ERG__ARRAY_LEN(ew))))
+    if (!strcmp(t, "\"sharding\"") ||
+        (plain && all_compat && narr > 0 && has_any(t, ew, ERG__ARRAY_LEN(ew))))
         cls = CC_ELEMENTWISE;
     else if (has_any(t, attn, ERG__ARRAY_LEN(attn))) {
         /* Q, K, V of one rank (3 or 4) whose batch and head dims agree; output like Q. */
@@ -196,8 +204,8 @@ static int reshape_groups(const hlo_shape *a, const hlo_shape *o, int *gi, int *
 
 /* Map a spec through a reshape (from shape a to shape o); false when some split cannot be
  * carried without communication. */
-static bool reshape_map(const erg_shard *s, const hlo_shape *a, const hlo_shape *o,
-                        const spec *in, spec *out)
+static bool reshape_map(const erg_shard *s, const hlo_shape *a, const hlo_shape *o, const spec *in,
+                        spec *out)
 {
     *out = shard_spec_rep();
     int gi[2 * HLO_MAX_RANK + 1], go[2 * HLO_MAX_RANK + 1];

@@ -20,7 +20,7 @@ erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, e
         ndots += s->c->ins[i].op == HLO_OP_DOT || s->c->ins[i].op == HLO_OP_CONVOLUTION;
         nowned += s->nodes[i].pb >= 0;
     }
-P("module %s, %s %s: %d instructions, %zu dots/convolutions; mesh %dx%d\n", s->m->name,
+    P("module %s, %s %s: %d instructions, %zu dots/convolutions; mesh %dx%d\n", s->m->name,
       s->c == &s->m->comps[s->m->entry] ? "entry" : "computation", s->c->name, s->n, ndots,
       s->mesh[0], s->mesh[1]);
     if (s->mesh_req[0] != s->mesh[0] || s->mesh_req[1] != s->mesh[1])

@@ -314,8 +314,8 @@ static int cross_edges(const int *eoff, const int *elist, int si, int *out)
  * same unique segment whose tables are built): the same frontier before and after and the
  * same interface, relative to the segment's first block, and edges at the same relative
  * places with equal costs. Then xpart, ypart and cross are equal too. */
-static bool same_transition(const erg_shard *s, const int *eoff, const int *elist, int si,
-                            int tu, const int *prev, int nprevb, int *scratch)
+static bool same_transition(const erg_shard *s, const int *eoff, const int *elist, int si, int tu,
+                            const int *prev, int nprevb, int *scratch)
 {
     const segment *g = &s->segs[si], *u = &s->segs[tu];
     const segment *up = &s->segs[tu - 1];
@@ -348,8 +348,8 @@ static bool same_transition(const erg_shard *s, const int *eoff, const int *elis
     return true;
 }
 
-erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
-                            const int *same_as, erg_error *err)
+erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, const int *same_as,
+                            erg_error *err)
 {
     double t0 = shard_now_s();
     shard_dp_free(s);
@@ -724,10 +724,10 @@ static erg_status search_dp_exact_fast(erg_shard *s, erg_shard_plan *p, erg_erro
 
 /* One Pareto entry of a DP state: time, memory, and where it came from. */
 typedef struct dp_cand {
-    long n;      /* state index (candidates only) */
+    long n; /* state index (candidates only) */
     double t, m;
-    long ex;     /* entry index in the previous step's pool, -1 at the start */
-    long ey;     /* index into the segment's ent[] */
+    long ex; /* entry index in the previous step's pool, -1 at the start */
+    long ey; /* index into the segment's ent[] */
 } dp_cand;
 
 static int cmp_cand(const void *a, const void *b)
@@ -780,10 +780,9 @@ static erg_status search_dp_exact_mem(erg_shard *s, erg_shard_plan *p, bool *too
                         double m = ppool[ex].m + g->ent[ey].m;
                         if (m > avail)
                             continue;
-                        cand[nc++] = (dp_cand){g->xpart[x] + g->ypart[y],
-                                               ppool[ex].t + g->cross[x * g->nkeys + y] +
-                                                   g->ent[ey].t,
-                                               m, ex, ey};
+                        cand[nc++] = (dp_cand){
+                            g->xpart[x] + g->ypart[y],
+                            ppool[ex].t + g->cross[x * g->nkeys + y] + g->ent[ey].t, m, ex, ey};
                     }
         qsort(cand, (size_t)nc, sizeof *cand, cmp_cand);
         pool[si] = erg__malloc((size_t)(nc + 1) * sizeof(dp_cand));
@@ -999,9 +998,27 @@ size_t erg_shard_plan_strategy(const erg_shard_plan *p, size_t b)
 {
     return p && b < (size_t)p->n ? p->k[b] : 0;
 }
-double erg_shard_plan_time_s(const erg_shard_plan *p) { return p ? p->time_s : 0; }
-double erg_shard_plan_objective_s(const erg_shard_plan *p) { return p ? p->objective_s : 0; }
-double erg_shard_plan_memory_bytes(const erg_shard_plan *p) { return p ? p->mem_bytes : 0; }
-double erg_shard_plan_search_s(const erg_shard_plan *p) { return p ? p->search_s : 0; }
-double erg_shard_plan_tflops(const erg_shard_plan *p) { return p ? p->tflops : 0; }
-bool erg_shard_plan_timed_out(const erg_shard_plan *p) { return p && p->timed_out; }
+double erg_shard_plan_time_s(const erg_shard_plan *p)
+{
+    return p ? p->time_s : 0;
+}
+double erg_shard_plan_objective_s(const erg_shard_plan *p)
+{
+    return p ? p->objective_s : 0;
+}
+double erg_shard_plan_memory_bytes(const erg_shard_plan *p)
+{
+    return p ? p->mem_bytes : 0;
+}
+double erg_shard_plan_search_s(const erg_shard_plan *p)
+{
+    return p ? p->search_s : 0;
+}
+double erg_shard_plan_tflops(const erg_shard_plan *p)
+{
+    return p ? p->tflops : 0;
+}
+bool erg_shard_plan_timed_out(const erg_shard_plan *p)
+{
+    return p && p->timed_out;
+}

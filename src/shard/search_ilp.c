@@ -144,8 +144,8 @@ erg_status shard_search_ilp(erg_shard *s, erg_shard_plan *p, double limit_s, erg
                                "--time-limit, or use --method dp)",
                                limit_s);
         else
-            st = erg_error_set(err, ERG_ENUMERIC, "GLPK failed (glp_intopt code %d, status %d)",
-                               rc, status);
+            st = erg_error_set(err, ERG_ENUMERIC, "GLPK failed (glp_intopt code %d, status %d)", rc,
+                               status);
         goto out;
     }
     for (int b = 0; b < nb; b++) {

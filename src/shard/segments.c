@@ -31,9 +31,14 @@ static int cmp_u64(const void *a, const void *b)
 
 erg_status shard_block_hashes(erg_shard *s, erg_error *err)
 {
-    static const char *const keys[] = {"dimensions", "lhs_contracting_dims",
-                                       "rhs_contracting_dims", "lhs_batch_dims",
-                                       "rhs_batch_dims", "direction", "slice", "index"};
+    static const char *const keys[] = {"dimensions",
+                                       "lhs_contracting_dims",
+                                       "rhs_contracting_dims",
+                                       "lhs_batch_dims",
+                                       "rhs_batch_dims",
+                                       "direction",
+                                       "slice",
+                                       "index"};
     for (int oi = 0; oi < s->norder; oi++) {
         pblock *p = &s->pbs[s->order[oi]];
         uint64_t *lab = erg__malloc((size_t)(p->nmem ? p->nmem : 1) * sizeof(uint64_t));
@@ -243,9 +248,8 @@ int shard_seg_edges(const erg_shard *s, const segment *g, int **out)
     return n;
 }
 
-void shard_seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel,
-                    const size_t *k, double *time_s, double *mem, double *comm_s,
-                    double *comm_bytes, double *intr_s)
+void shard_seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel, const size_t *k,
+                    double *time_s, double *mem, double *comm_s, double *comm_bytes, double *intr_s)
 {
     double t = 0, m = 0, cs = 0, cb = 0, is = 0;
     for (int i = 0; i < g->n; i++) {
@@ -430,8 +434,7 @@ erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nim
     int *last_of = erg__malloc(((size_t)s->nseg + 1) * sizeof(int));
     for (int si = 0; last_of && si <= s->nseg; si++)
         last_of[si] = -1;
-    if (!kv || !tvs || !mvs || !same_as || !last_of ||
-        seg_edge_lists(s, &rel_start, &rel_list)) {
+    if (!kv || !tvs || !mvs || !same_as || !last_of || seg_edge_lists(s, &rel_start, &rel_list)) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }

@@ -22,8 +22,8 @@ typedef struct coll {
 
 /* Per instruction of the entry computation. */
 typedef struct node {
-    int pb;        /* owning ParallelBlock or -1 */
-    int slot;      /* member index inside the block */
+    int pb;   /* owning ParallelBlock or -1 */
+    int slot; /* member index inside the block */
     int nusers;
     int *users;    /* instruction indices */
     int topo;      /* position in topological order */
@@ -31,7 +31,7 @@ typedef struct node {
     bool boundary; /* custom-call/gather/...: needs replicated operands */
     bool weight;   /* parameter reached from an anchor's rhs chain */
     bool is_anchor, is_twin, is_dotmember;
-    int8_t cc;     /* custom-calls: CC_* class (analyze.c), else CC_NONE */
+    int8_t cc;        /* custom-calls: CC_* class (analyze.c), else CC_NONE */
     int8_t attn_head; /* CC_ATTENTION: the head dim of the rank-4 operands, or -1 */
 } node;
 
@@ -51,10 +51,10 @@ enum { CC_NONE = 0, CC_ELEMENTWISE, CC_SAMESHAPE, CC_LASTDIM, CC_ATTENTION, CC_O
  * and the intrinsic collectives. */
 typedef struct member {
     int ins;
-    spec *out;    /* [K] */
-    spec *req;    /* [nops*K], operand j under k at req[j*K+k] */
-    coll *colls;  /* [ncolls] */
-    int *coll_k;  /* strategy of each collective */
+    spec *out;   /* [K] */
+    spec *req;   /* [nops*K], operand j under k at req[j*K+k] */
+    coll *colls; /* [ncolls] */
+    int *coll_k; /* strategy of each collective */
     int ncolls;
     size_t capcolls;
     const char *role; /* "anchor", "twin", "dot", "follow", "merge", "adopt" */
@@ -63,49 +63,49 @@ typedef struct member {
 } member;
 
 typedef struct pblock {
-    int id;         /* creation order, stable */
-    bool alive;     /* false after being merged into another block */
-    int anchor;     /* instruction index */
+    int id;     /* creation order, stable */
+    bool alive; /* false after being merged into another block */
+    int anchor; /* instruction index */
     int K;
-    char **names;   /* [K] strategy names */
+    char **names; /* [K] strategy names */
     int nmem;
     size_t capmem;
     member *mem;
     /* costs (filled by erg_shard_profile) */
-    double *time_s;    /* [K] compute + intrinsic comm + intra-block resharding */
-    double *comm_s;    /* [K] communication part of time_s */
-    double *intr_s;    /* [K] intrinsic collectives part of comm_s (rest: resharding) */
-    double *comm_bytes;/* [K] */
-    double *mem_bytes; /* [K] per device */
-    double *flops;     /* [K] total FLOPs (whole model, not per device) */
+    double *time_s;     /* [K] compute + intrinsic comm + intra-block resharding */
+    double *comm_s;     /* [K] communication part of time_s */
+    double *intr_s;     /* [K] intrinsic collectives part of comm_s (rest: resharding) */
+    double *comm_bytes; /* [K] */
+    double *mem_bytes;  /* [K] per device */
+    double *flops;      /* [K] total FLOPs (whole model, not per device) */
     uint64_t hash;
 } pblock;
 
 /* A resharding edge between two live blocks: cost[ka*Kb + kb]. */
 typedef struct pedge {
-    int a, b;        /* block indices in erg_shard.order */
-    double *cost_s;  /* [Ka*Kb] */
-    double *bytes;   /* [Ka*Kb] */
+    int a, b;       /* block indices in erg_shard.order */
+    double *cost_s; /* [Ka*Kb] */
+    double *bytes;  /* [Ka*Kb] */
 } pedge;
 
 typedef struct segment {
-    int first, n;     /* in order[] */
-    int unique;       /* unique segment id (index of the first occurrence segment) */
+    int first, n; /* in order[] */
+    int unique;   /* unique segment id (index of the first occurrence segment) */
     /* combinations (filled by profiling) */
-    long ncombo;      /* product of Ks */
+    long ncombo; /* product of Ks */
     int nkeep;
-    long *keep;       /* kept combination indices */
+    long *keep; /* kept combination indices */
     double *keep_time, *keep_mem;
-    bool imported;    /* times from --profiles */
+    bool imported; /* times from --profiles */
     /* Exact DP tables (search.c, docs/shard.md Search): the blocks of this segment that have a
      * resharding edge to a block of another segment ("interface"), and per assignment of
      * their strategies ("key", mixed radix, first block most significant) the combinations
      * that are not dominated: ent[koff[y] .. koff[y+1]) sorted by memory ascending with time
      * strictly decreasing (one entry, the fastest, when memory cannot bind). */
     int nifc;
-    int *ifc;         /* positions in order[] */
+    int *ifc; /* positions in order[] */
     long nkeys;
-    long *koff;       /* [nkeys + 1] */
+    long *koff; /* [nkeys + 1] */
     struct dp_entry *ent;
     /* The transition into this segment: frontier before it (prev) and after it (fr) are the
      * blocks of earlier segments (and of this one) with an edge to a later segment. State x
@@ -135,9 +135,9 @@ typedef struct dp_entry {
  * reassociate): under strategies (ka, kb) with axa[ka] == axb[kb] >= 0 (or SP_BOTH) and equal
  * bytes, one all-reduce is saved (cost.c lowers the edge between their blocks). */
 typedef struct rpair {
-    int a, b;          /* the dot instructions */
-    int8_t *axa;       /* [K of a's block] all-reduce axis or -1 */
-    double *ba;        /* [K] its bytes */
+    int a, b;    /* the dot instructions */
+    int8_t *axa; /* [K of a's block] all-reduce axis or -1 */
+    double *ba;  /* [K] its bytes */
     int8_t *axb;
     double *bb;
     bool unused;
@@ -160,13 +160,13 @@ struct erg_shard {
     int mesh_req[2]; /* the mesh asked for: differs when a 1-D mesh is viewed as 2-D */
     int n;           /* instructions in the entry computation */
     node *nodes;
-    int *topo;       /* instruction indices in topological order */
+    int *topo; /* instruction indices in topological order */
     int npb;
     size_t cappb;
-    pblock *pbs;     /* all created blocks */
+    pblock *pbs; /* all created blocks */
     int norder;
-    int *order;      /* live blocks in creation order (indices into pbs) */
-    int *pos_of;     /* pbs index -> position in order (or -1) */
+    int *order;  /* live blocks in creation order (indices into pbs) */
+    int *pos_of; /* pbs index -> position in order (or -1) */
     int nedges;
     size_t capedges;
     pedge *edges;
@@ -177,11 +177,11 @@ struct erg_shard {
     int reassoc_saved; /* all-reduces removed by reassociation (summed over strategies) */
     int nrpairs;
     size_t caprpairs;
-    rpair *rpairs;     /* reassociation across blocks, costed on the edges */
+    rpair *rpairs; /* reassociation across blocks, costed on the edges */
     /* costs */
     bool profiled;
     device_params dev;
-    double const_time_s;  /* unowned instructions */
+    double const_time_s; /* unowned instructions */
     double const_mem_bytes;
     double const_flops;
     double mem_budget;
@@ -191,7 +191,7 @@ struct erg_shard {
     /* exact DP (search.c): tables built, memory can bind, the transition work per search */
     bool dp_ready, dp_membind;
     double dp_work;
-    double dp_prepare_s; /* time spent building the DP tables (part of profile_s) */
+    double dp_prepare_s;    /* time spent building the DP tables (part of profile_s) */
     long dp_max_candidates; /* tests: Pareto entries per step before the chain fallback
                              * (0: the default, 2^21) */
     shard_ve *ve; /* block-level elimination (ve.c) when the segment frontier is too large */
@@ -204,15 +204,15 @@ struct erg_shard {
 
 struct erg_shard_plan {
     int n;
-    size_t *k;          /* per position in order[] */
+    size_t *k; /* per position in order[] */
     double time_s, objective_s, mem_bytes, search_s, tflops;
     bool timed_out;
     int method;
-    int refined; /* block changes made by the DP's second pass */
+    int refined;          /* block changes made by the DP's second pass */
     double lower_bound_s; /* chain fallback with elimination: Lagrangian lower bound, or 0 */
-    bool exact;  /* DP: the frontier DP saw every edge (no second pass needed) */
-    bool ve;     /* DP: solved by block-level elimination (segment frontier too large) */
-    bool ilp_polished; /* DP chain fallback: the block ILP (time-limited) found a better plan */
+    bool exact;           /* DP: the frontier DP saw every edge (no second pass needed) */
+    bool ve;              /* DP: solved by block-level elimination (segment frontier too large) */
+    bool ilp_polished;    /* DP chain fallback: the block ILP (time-limited) found a better plan */
 };
 
 /* Collective time (s) on the device's mesh axis for `bytes` (meaning per kind: AR tensor
@@ -242,8 +242,8 @@ void shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out);
  * be NULL): per segment, an earlier segment with identical tv/mv, or -1. Sets
  * s->dp_ready (false when the frontier would be too large: the search then falls back to the
  * adjacent-segment DP plus a second pass). ERG_ENOMEM on allocation failure. */
-erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
-                            const int *same_as, erg_error *err);
+erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, const int *same_as,
+                            erg_error *err);
 void shard_dp_free(erg_shard *s);
 /* search_ilp.c: Alpa's block ILP (GLPK) within limit_s into p; the DP's second pass (changes
  * one block at a time while the whole-graph time drops; returns the number of changes); the
@@ -304,8 +304,8 @@ double shard_now_s(void);
 erg_status shard_cublas_open(timer_ctx *t, erg_error *err);
 void shard_cublas_close(timer_ctx *t);
 /* Measured time of a (b x) m x n x k GEMM, from the table or timed now and added to it. */
-erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_t k,
-                           double *out, erg_error *err);
+erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_t k, double *out,
+                           erg_error *err);
 /* The GEMM time cache, CSV batch,m,n,k,time_s (a missing file is an empty cache). */
 erg_status shard_gemm_cache_load(timer_ctx *t, const char *path, erg_error *err);
 erg_status shard_gemm_cache_save(timer_ctx *t, const char *path, erg_error *err);
@@ -323,15 +323,14 @@ typedef struct shard_imported {
     double time_s, mem;
 } shard_imported;
 
-
 /* Strategy vector k (per position in order[]) of combination c of segment g. */
 void shard_seg_decode(const erg_shard *s, const segment *g, long c, size_t *k);
 /* Indices of the edges with both ends inside segment g (caller frees); -1 on OOM. */
 int shard_seg_edges(const erg_shard *s, const segment *g, int **out);
 /* Sum of block and intra-segment edge costs for combination c of segment g. */
-void shard_seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel,
-                    const size_t *k, double *time_s, double *mem, double *comm_s,
-                    double *comm_bytes, double *intr_s);
+void shard_seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel, const size_t *k,
+                    double *time_s, double *mem, double *comm_s, double *comm_bytes,
+                    double *intr_s);
 /* qsort comparator of shard_ci by v, ascending. */
 int shard_cmp_ci(const void *a, const void *b);
 /* Imported per-segment profile rows (CSV) of erg_shard_cost_options.profiles_path. */
@@ -365,7 +364,8 @@ int shard_axis_size(const erg_shard *s, int code);
 bool shard_uses_axis(int8_t code, int a);
 bool shard_spec_valid_for(const erg_shard *s, const hlo_shape *sh, const spec *sp);
 bool shard_dot_info(const erg_shard *s, int i, dotinfo *d);
-bool shard_dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l, const spec *r, spec *out, int *ar_axes);
+bool shard_dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l, const spec *r,
+                    spec *out, int *ar_axes);
 bool shard_same_dims(const hlo_shape *a, const hlo_shape *b);
 /* Class of a custom-call (CC_*) from its target and shapes; *head: fused attention's head dim. */
 int8_t shard_cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_instr *in,

@@ -17,7 +17,10 @@ int shard_axis_size(const erg_shard *s, int code)
     return code == SP_BOTH ? s->mesh[0] * s->mesh[1] : code >= 0 ? s->mesh[code] : 1;
 }
 
-bool shard_uses_axis(int8_t code, int a) { return code == a || (code == SP_BOTH && a >= 0); }
+bool shard_uses_axis(int8_t code, int a)
+{
+    return code == a || (code == SP_BOTH && a >= 0);
+}
 
 int shard_tiles(const erg_shard *s, const spec *sp, int rank)
 {
@@ -37,8 +40,10 @@ void shard_spec_str(const spec *sp, int rank, char *buf, size_t size)
         return;
     }
     for (int i = 0; i < rank && k + 4 < size; i++) {
-        const char *t = sp->d[i] == SP_R ? "R" : sp->d[i] == 0 ? "S0" : sp->d[i] == 1 ? "S1"
-                                                                                       : "S01";
+        const char *t = sp->d[i] == SP_R ? "R"
+                        : sp->d[i] == 0  ? "S0"
+                        : sp->d[i] == 1  ? "S1"
+                                         : "S01";
         k += (size_t)snprintf(buf + k, size - k, "%s", t);
     }
 }

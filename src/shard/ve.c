@@ -29,24 +29,24 @@
 #define VE_MAX_BLOCKS 4096
 
 typedef struct ve_factor {
-    int n;                   /* scope size */
-    int vars[VE_MAX_SCOPE];  /* block positions, mixed radix, first most significant */
-    const double *tab;       /* input factors: block times or edge costs; else own */
+    int n;                  /* scope size */
+    int vars[VE_MAX_SCOPE]; /* block positions, mixed radix, first most significant */
+    const double *tab;      /* input factors: block times or edge costs; else own */
     double *own;
     bool alive;
 } ve_factor;
 
 typedef struct ve_step {
-    int v;        /* block eliminated */
+    int v; /* block eliminated */
     int nin;
-    int *in;      /* factors combined */
-    int out;      /* factor produced (scope: the union minus v) */
-    long size;    /* entries of out */
-    long *st;     /* [nin * (nscope + 1)]: stride of each out-scope var, then of v */
-    long *sv;     /* [nin] stride of v in each input */
-    long *sq;     /* [nscope * nin] stride of out-scope var q in input j at sq[q*nin + j] */
-    int *rad;     /* [nscope] K of each out-scope var */
-    long *inl;    /* [nin] the inputs again, inside ve->ints (after compaction) */
+    int *in;   /* factors combined */
+    int out;   /* factor produced (scope: the union minus v) */
+    long size; /* entries of out */
+    long *st;  /* [nin * (nscope + 1)]: stride of each out-scope var, then of v */
+    long *sv;  /* [nin] stride of v in each input */
+    long *sq;  /* [nscope * nin] stride of out-scope var q in input j at sq[q*nin + j] */
+    int *rad;  /* [nscope] K of each out-scope var */
+    long *inl; /* [nin] the inputs again, inside ve->ints (after compaction) */
     int Kv;
     unsigned char *arg; /* [size] argmin k_v */
 } ve_step;
@@ -91,9 +91,18 @@ void shard_ve_free(erg_shard *s)
     s->ve = NULL;
 }
 
-static int K_of(const erg_shard *s, int b) { return s->pbs[s->order[b]].K; }
-static int a_word(int b) { return b / 64; }
-static uint64_t a_bit(int b) { return (uint64_t)1 << (b % 64); }
+static int K_of(const erg_shard *s, int b)
+{
+    return s->pbs[s->order[b]].K;
+}
+static int a_word(int b)
+{
+    return b / 64;
+}
+static uint64_t a_bit(int b)
+{
+    return (uint64_t)1 << (b % 64);
+}
 
 static ve_factor *add_factor(shard_ve *ve)
 {
@@ -170,7 +179,10 @@ static void load_inputs(const erg_shard *s, shard_ve *ve, double lambda)
     }
 }
 
-void shard_ve_set_lambda(const erg_shard *s, double lambda) { load_inputs(s, s->ve, lambda); }
+void shard_ve_set_lambda(const erg_shard *s, double lambda)
+{
+    load_inputs(s, s->ve, lambda);
+}
 
 /* Copy the input tables, the produced tables and the per-step index arrays into two
  * contiguous blocks (ve->tabs, ve->ints) and free the scattered copies. Input factors then

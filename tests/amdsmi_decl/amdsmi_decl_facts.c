@@ -21,8 +21,10 @@
 #include "gpu/amdsmi_decl.h"
 #include "amdsmi_decl_structs.inc"
 
-#define KINDS(B, D) B: D, B *: "p:" D, const B *: "p:" D, B **: "p:p:" D, const B **: "p:p:" D
-#define KIND(e)                                                                                  \
+#define KINDS(B, D)                                                                                \
+    B:                                                                                             \
+    D, B * : "p:" D, const B * : "p:" D, B ** : "p:p:" D, const B ** : "p:p:" D
+#define KIND(e)                                                                                    \
     _Generic((e), KINDS(_Bool, "b1"), KINDS(char, "c1"), KINDS(signed char, "i1"),               \
              KINDS(unsigned char, "u1"), KINDS(short, "i2"), KINDS(unsigned short, "u2"),         \
              KINDS(int, "i4"), KINDS(unsigned int, "u4"), KINDS(long, "i8"),                      \
@@ -52,8 +54,8 @@ _Static_assert(sizeof(long) == 8, "the kinds above assume LP64 (as AMD's binding
 #define EACH_PARAM(...) CAT(EACH_, NARGS(__VA_ARGS__))(PARAM, __VA_ARGS__)
 #define PARAM(i, T) CAT(PARAM_VOID, IS_VOID(T))(i, T)
 #define PARAM_VOID1(i, T)
-#define PARAM_VOID0(i, T)                                                                        \
-    n++;                                                                                         \
+#define PARAM_VOID0(i, T)                                                                          \
+    n++;                                                                                           \
     printf("param\t%s\t%d\t%s\t%s\t%zu\n", sym, i, #T, KIND(*(T *)0), sizeof(T));
 
 int main(void)
@@ -64,16 +66,15 @@ int main(void)
     ERG_DECL_DEFINES(DEFINE)
     printf("ret\t%s\t%zu\n", KIND((erg_amdsmi_ret)0), sizeof(erg_amdsmi_ret));
 #define STRUCT(T) printf("struct\t%s\t%zu\n", #T, sizeof(T));
-#define FIELD(T, f)                                                                              \
-    printf("field\t%s\t%s\t%zu\t%zu\t%s\n", #T, #f, offsetof(T, f), sizeof(((T *)0)->f),        \
+#define FIELD(T, f)                                                                                \
+    printf("field\t%s\t%s\t%zu\t%zu\t%s\n", #T, #f, offsetof(T, f), sizeof(((T *)0)->f),           \
            KIND(((T *)0)->f));
     ERG_DECL_STRUCTS(STRUCT, FIELD)
-#define CALL(field, symbol, required, params)                                                    \
-    {                                                                                            \
-        const char *sym = #symbol;                                                               \
-        int n = 0;                                                                               \
-        EACH_PARAM params                                                                        \
-        printf("call\t%s\t%d\n", sym, n);                                                        \
+#define CALL(field, symbol, required, params)                                                      \
+    {                                                                                              \
+        const char *sym = #symbol;                                                                 \
+        int n = 0;                                                                                 \
+        EACH_PARAM params printf("call\t%s\t%d\n", sym, n);                                        \
     }
     ERG_AMDSMI_CALLS(CALL)
     return 0;

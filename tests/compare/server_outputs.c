@@ -17,8 +17,14 @@ static erg_status wf(void *u, const char *name, const char *data, size_t len, er
 
 static int STATES[] = {1410, 1305, 1200, 1095, 990, 885, 780};
 
-static double tm(int stage, int kind, int f) { return (0.01 + 0.003 * stage + 0.002 * kind) * 1410.0 / f + 0.0001 * (f % 7); }
-static double pw(int stage, int f) { return 80 + 0.1 * f + 5 * stage; }
+static double tm(int stage, int kind, int f)
+{
+    return (0.01 + 0.003 * stage + 0.002 * kind) * 1410.0 / f + 0.0001 * (f % 7);
+}
+static double pw(int stage, int f)
+{
+    return 80 + 0.1 * f + 5 * stage;
+}
 
 static void results(const srv_sched_ctx *c, int **sched, srv_result *r, int w)
 {
@@ -72,7 +78,8 @@ static void results(const srv_sched_ctx *c, int **sched, srv_result *r, int w)
 static void run(const char *name, const char *args, int mode, int nst)
 {
     /* 2 stages, M = 2, 1F1B orders: stage 0 F F B B, stage 1 F B F B; p2p between. */
-    static int i0[] = {SRV_I_FORWARD, SRV_I_P2P, SRV_I_FORWARD, SRV_I_BACKWARD, SRV_I_P2P, SRV_I_BACKWARD};
+    static int i0[] = {SRV_I_FORWARD,  SRV_I_P2P, SRV_I_FORWARD,
+                       SRV_I_BACKWARD, SRV_I_P2P, SRV_I_BACKWARD};
     static int i1[] = {SRV_I_FORWARD, SRV_I_BACKWARD, SRV_I_P2P, SRV_I_FORWARD, SRV_I_BACKWARD};
     int n[2] = {6, 5};
     int *ins[2] = {i0, i1};
@@ -103,10 +110,12 @@ static void run(const char *name, const char *args, int mode, int nst)
         int **per = NULL;
         bool done = false;
         st = srv_sched_next(s, &per, &done, &err);
-        printf("w%d next %d %s done %d choice %ld:", w, st, st ? err.msg : "", done, srv_sched_choice(s));
+        printf("w%d next %d %s done %d choice %ld:", w, st, st ? err.msg : "", done,
+               srv_sched_choice(s));
         if (st || done) {
             printf("\n");
-            if (st) break;
+            if (st)
+                break;
             /* done is sticky */
             st = srv_sched_next(s, &per, &done, &err);
             printf("again %d done %d\n", st, done);
@@ -143,7 +152,8 @@ static void load(const char *path)
     if (!r) {
         for (int g = 0; g < n; g++) {
             printf("  stage %d:", g);
-            for (int i = 0; i < len[g]; i++) printf(" %d", st[g][i]);
+            for (int i = 0; i < len[g]; i++)
+                printf(" %d", st[g][i]);
             printf("\n");
         }
         srv_plan_stages_free(st, len, n);
@@ -154,7 +164,8 @@ static void load(const char *path)
     if (!r) {
         for (int g = 0; g < pp.n_stages; g++) {
             printf("  stage %d:", g);
-            for (int i = 0; i < pp.lens[g]; i++) printf(" %s=%d", pp.names[g][i], pp.freqs[g][i]);
+            for (int i = 0; i < pp.lens[g]; i++)
+                printf(" %s=%d", pp.names[g][i], pp.freqs[g][i]);
             printf("\n");
         }
         srv_plan_pairs_free(&pp);
@@ -165,7 +176,8 @@ int main(int argc, char **argv)
 {
     const char *d = argc > 1 ? argv[1] : ".";
     char p[512];
-    const char *files[] = {"kronos.py", "tuples.py", "plan.json", "zb.py", "bad1.py", "bad2.py", "empty_stage.py", "names.py", "list_pairs.py"};
+    const char *files[] = {"kronos.py", "tuples.py",      "plan.json", "zb.py",        "bad1.py",
+                           "bad2.py",   "empty_stage.py", "names.py",  "list_pairs.py"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", d, files[i]);
         load(p);
@@ -176,18 +188,22 @@ int main(int argc, char **argv)
     run("AllMax", "{\"num_iters\": 0}", SRV_MODE_POWER, 4);
     run("AllMax", "{\"bogus\": 1}", SRV_MODE_POWER, 4);
     run("Nope", "{}", SRV_MODE_POWER, 4);
-    run("TwoFrequencies", "{\"forward_freq\": 1305, \"backward_freq\": 1200}", SRV_MODE_FREQUENCY, 4);
-    run("TwoFrequencies", "{\"forward_freq\": 1306, \"backward_freq\": 1200}", SRV_MODE_FREQUENCY, 4);
+    run("TwoFrequencies", "{\"forward_freq\": 1305, \"backward_freq\": 1200}", SRV_MODE_FREQUENCY,
+        4);
+    run("TwoFrequencies", "{\"forward_freq\": 1306, \"backward_freq\": 1200}", SRV_MODE_FREQUENCY,
+        4);
     run("TwoFrequencies", "{\"forward_freq\": 1306}", SRV_MODE_FREQUENCY, 4);
     run("InstructionProfiler", "{}", SRV_MODE_FREQUENCY, 7);
-    run("InstructionProfiler", "{\"minimum_power_state\": 1000, \"energy_from_iterations\": true}", SRV_MODE_POWER, 7);
+    run("InstructionProfiler", "{\"minimum_power_state\": 1000, \"energy_from_iterations\": true}",
+        SRV_MODE_POWER, 7);
     run("InstructionProfiler", "{\"sparse\": true, \"budget\": 8}", SRV_MODE_FREQUENCY, 7);
     run("InstructionProfiler", "{\"schedule\": \"nope\"}", SRV_MODE_FREQUENCY, 7);
     run("zeus:InstructionProfiler", "{\"minimum_frequency\": 990}", SRV_MODE_FREQUENCY, 7);
     run("ZeusGlobalPowerLimit", "{}", SRV_MODE_POWER, 5);
     run("ZeusGlobalPowerLimit", "{\"deploy_optimum\": true, \"eta_knob\": 0.2}", SRV_MODE_POWER, 5);
     run("ZeusLocalPowerState", "{}", SRV_MODE_POWER, 7);
-    run("ZeusLocalPowerState", "{\"balanced_phase\": \"backward\", \"deploy_optimum\": true}", SRV_MODE_POWER, 7);
+    run("ZeusLocalPowerState", "{\"balanced_phase\": \"backward\", \"deploy_optimum\": true}",
+        SRV_MODE_POWER, 7);
     run("ZeusLocalPowerState", "{\"balanced_phase\": \"sideways\"}", SRV_MODE_POWER, 7);
     snprintf(a, sizeof a, "{\"solution_path\": \"%s/kronos.py\", \"warmup_iters\": 1}", d);
     run("PointSolution", a, SRV_MODE_FREQUENCY, 7);
@@ -202,14 +218,19 @@ int main(int argc, char **argv)
     run("zeus:PointSolution", a, SRV_MODE_FREQUENCY, 7);
     run("Frontier", "{\"frontier_dir\": \"/nonexistent\"}", SRV_MODE_FREQUENCY, 7);
     run("Frontier", "{}", SRV_MODE_FREQUENCY, 7);
-    snprintf(a, sizeof a, "{\"frontier_dir\": \"%s/front\", \"warmup_iters\": 1, \"slowdown\": 1.05}", d);
+    snprintf(a, sizeof a,
+             "{\"frontier_dir\": \"%s/front\", \"warmup_iters\": 1, \"slowdown\": 1.05}", d);
     run("Frontier", a, SRV_MODE_FREQUENCY, 7);
     snprintf(a, sizeof a, "{\"frontier_dir\": \"%s/front\", \"deadline_s\": 0.0001}", d);
     run("Frontier3D", a, SRV_MODE_FREQUENCY, 7);
     snprintf(a, sizeof a, "{\"frontier_dir\": \"%s/front\", \"deadline_s\": 100}", d);
     run("Frontier3D", a, SRV_MODE_FREQUENCY, 7);
-    run("EnvPipe", "{\"blocking_power_w\": 60, \"warmup_windows\": 1, \"finish_limit\": 1, \"final_windows\": 2}", SRV_MODE_FREQUENCY, 7);
-    run("EnvPipe", "{\"blocking_power_w\": 60, \"type\": \"uniform\", \"final_windows\": 1}", SRV_MODE_FREQUENCY, 7);
+    run("EnvPipe",
+        "{\"blocking_power_w\": 60, \"warmup_windows\": 1, \"finish_limit\": 1, \"final_windows\": "
+        "2}",
+        SRV_MODE_FREQUENCY, 7);
+    run("EnvPipe", "{\"blocking_power_w\": 60, \"type\": \"uniform\", \"final_windows\": 1}",
+        SRV_MODE_FREQUENCY, 7);
     run("EnvPipe", "{\"blocking_power_w\": -1}", SRV_MODE_FREQUENCY, 7);
     return 0;
 }

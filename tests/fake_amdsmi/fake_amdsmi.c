@@ -103,7 +103,7 @@ struct fake_gpu {
 static struct fake_gpu gpus[NDEV_MAX];
 static double frozen_uj[NDEV_MAX]; /* stall quirk: the value it froze at (< 0: not yet) */
 static double reload_uj[NDEV_MAX]; /* backwards quirk: the value at the reload (< 0: not yet) */
-static int sockets[NDEV_MAX]; /* socket handles point here */
+static int sockets[NDEV_MAX];      /* socket handles point here */
 static int ngpu = 0, nsock = 0;
 static int init_count = 0;
 static double start_s;
@@ -238,12 +238,24 @@ amdsmi_status_t amdsmi_status_code_to_string(amdsmi_status_t s, const char **tex
     if (!text)
         return INVAL;
     switch (s) {
-    case OK: *text = "AMDSMI_STATUS_SUCCESS: Call succeeded"; break;
-    case INVAL: *text = "AMDSMI_STATUS_INVAL: Invalid parameters"; break;
-    case NOT_SUPPORTED: *text = "AMDSMI_STATUS_NOT_SUPPORTED: Command not supported"; break;
-    case NO_PERM: *text = "AMDSMI_STATUS_NO_PERM: Permission Denied"; break;
-    case NOT_INIT: *text = "AMDSMI_STATUS_NOT_INIT: Device not initialized"; break;
-    default: *text = "AMDSMI_STATUS_UNKNOWN_ERROR: An unknown error occurred"; break;
+    case OK:
+        *text = "AMDSMI_STATUS_SUCCESS: Call succeeded";
+        break;
+    case INVAL:
+        *text = "AMDSMI_STATUS_INVAL: Invalid parameters";
+        break;
+    case NOT_SUPPORTED:
+        *text = "AMDSMI_STATUS_NOT_SUPPORTED: Command not supported";
+        break;
+    case NO_PERM:
+        *text = "AMDSMI_STATUS_NO_PERM: Permission Denied";
+        break;
+    case NOT_INIT:
+        *text = "AMDSMI_STATUS_NOT_INIT: Device not initialized";
+        break;
+    default:
+        *text = "AMDSMI_STATUS_UNKNOWN_ERROR: An unknown error occurred";
+        break;
     }
     return OK;
 }
@@ -370,18 +382,17 @@ amdsmi_status_t amdsmi_get_power_cap_info(amdsmi_handle h, uint32_t sensor,
 amdsmi_status_t amdsmi_set_power_cap(amdsmi_handle h, uint32_t sensor, uint64_t cap_uw)
 {
     struct fake_gpu *d = gpu_of(h);
-    int r = !d || sensor != 0 ? INVAL
-            : denied()        ? NO_PERM
+    int r = !d || sensor != 0                              ? INVAL
+            : denied()                                     ? NO_PERM
             : (cap_uw < CAP_MIN_UW || cap_uw > CAP_MAX_UW) ? INVAL
-                                                            : OK;
+                                                           : OK;
     if (!r) {
         pthread_mutex_lock(&mu);
         d->cap_uw = cap_uw;
         save_state(d->index);
         pthread_mutex_unlock(&mu);
     }
-    log_call("amdsmi_set_power_cap %d %llu = %d", d ? d->index : -1, (unsigned long long)cap_uw,
-             r);
+    log_call("amdsmi_set_power_cap %d %llu = %d", d ? d->index : -1, (unsigned long long)cap_uw, r);
     return (amdsmi_status_t)r;
 }
 

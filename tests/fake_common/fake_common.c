@@ -93,8 +93,7 @@ void fake_state_load(const char *env, int ndev, int nvals, unsigned long long *v
     fclose(f);
 }
 
-void fake_state_save(const char *env, int dev, int ndev, int nvals,
-                     const unsigned long long *vals)
+void fake_state_save(const char *env, int dev, int ndev, int nvals, const unsigned long long *vals)
 {
     const char *path = getenv(env);
     if (!path || !*path || nvals > FAKE_MAX_VALS || ndev > FAKE_MAX_DEVS)

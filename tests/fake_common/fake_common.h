@@ -30,7 +30,6 @@ FAKE_HIDDEN void fake_state_load(const char *env, int ndev, int nvals, unsigned 
 FAKE_HIDDEN void fake_state_save(const char *env, int dev, int ndev, int nvals,
                                  const unsigned long long *vals);
 
-
 /* Compute on a fake device (what lets an end-to-end run on a fake library see clocks change
  * time and energy, as on a GPU). A trainer that finds the symbols fake_gpu_kernel_begin /
  * fake_gpu_kernel_end in the vendor library it loaded (the fakes only) brackets each

@@ -199,14 +199,22 @@ nvmlReturn_t nvmlShutdown(void)
 const char *nvmlErrorString(nvmlReturn_t r)
 {
     switch (r) {
-    case 0: return "Success";
-    case 1: return "Uninitialized";
-    case 2: return "Invalid Argument";
-    case 3: return "Not Supported";
-    case 4: return "Insufficient Permissions";
-    case 6: return "Not Found";
-    case 7: return "Insufficient Size";
-    default: return "Unknown Error";
+    case 0:
+        return "Success";
+    case 1:
+        return "Uninitialized";
+    case 2:
+        return "Invalid Argument";
+    case 3:
+        return "Not Supported";
+    case 4:
+        return "Insufficient Permissions";
+    case 6:
+        return "Not Found";
+    case 7:
+        return "Insufficient Size";
+    default:
+        return "Unknown Error";
     }
 }
 
@@ -289,8 +297,7 @@ nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned int lo, unsig
         save_state(d->index);
     }
     pthread_mutex_unlock(&mu);
-    log_call("nvmlDeviceSetGpuLockedClocks %d %u %u = %d", valid_dev(d) ? d->index : -1, lo, hi,
-             r);
+    log_call("nvmlDeviceSetGpuLockedClocks %d %u %u = %d", valid_dev(d) ? d->index : -1, lo, hi, r);
     return r;
 }
 
@@ -323,8 +330,8 @@ nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t d, unsigned int lo, un
         save_state(d->index);
         pthread_mutex_unlock(&mu);
     }
-    log_call("nvmlDeviceSetMemoryLockedClocks %d %u %u = %d", valid_dev(d) ? d->index : -1, lo,
-             hi, r);
+    log_call("nvmlDeviceSetMemoryLockedClocks %d %u %u = %d", valid_dev(d) ? d->index : -1, lo, hi,
+             r);
     return r;
 }
 

@@ -13,8 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     erg__energy_sample *samples = NULL;
     size_t nr = 0, ns = 0;
     erg_status a = erg__parse_instructions((const char *)data, half, "i.csv", &recs, &nr, NULL);
-    erg_status b = erg__parse_energy((const char *)data + half, size - half, "e.csv", &samples,
-                                     &ns, NULL);
+    erg_status b =
+        erg__parse_energy((const char *)data + half, size - half, "e.csv", &samples, &ns, NULL);
     if (a == ERG_OK && b == ERG_OK) {
         erg_profile *p = NULL;
         if (erg_profile_new(&p, NULL) == ERG_OK) {

@@ -1,4 +1,5 @@
-/* fuzz_envpipe_profile.c: the EnvPipe planners and baselines on arbitrary profiles (no crash, no hang). */
+/* fuzz_envpipe_profile.c: the EnvPipe planners and baselines on arbitrary profiles (no crash, no
+ * hang). */
 #include "ergon/envpipe.h"
 
 #include <stdint.h>

@@ -1,4 +1,5 @@
-/* fuzz_envpipe_waits.c: the measured-waits CSV reader and one reconfiguration step on arbitrary bytes. */
+/* fuzz_envpipe_waits.c: the measured-waits CSV reader and one reconfiguration step on arbitrary
+ * bytes. */
 #include "ergon/envpipe.h"
 
 #include <stdint.h>

@@ -1,4 +1,5 @@
-/* fuzz_server_handlers.c: the control-plane server's request handlers on arbitrary requests (no sockets). */
+/* fuzz_server_handlers.c: the control-plane server's request handlers on arbitrary requests (no
+ * sockets). */
 #include "ergon/server.h"
 
 #include <stdint.h>
@@ -53,7 +54,9 @@ static void setup(void)
     FILE *f = fopen(plan, "w");
     if (!f)
         abort();
-    fputs("[\n[('forward', 1410), ('backward', 1395)],\n[('forward', 1395), ('backward', 1410)],\n]\n", f);
+    fputs("[\n[('forward', 1410), ('backward', 1395)],\n[('forward', 1395), ('backward', "
+          "1410)],\n]\n",
+          f);
     fclose(f);
     snprintf(zargs, sizeof zargs, "{\"solution_path\": \"%s\"}", plan);
     o.zeus_scheduler = "PointSolution3D";

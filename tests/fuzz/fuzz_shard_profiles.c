@@ -13,28 +13,37 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char module[] =
-    "HloModule mlp_step, entry_computation_layout={(f32[8192,1024]{1,0}, f32[1024,4096]{1,0}, f32[4096,1024]{1,0}, f32[8192,1024]{1,0})->(f32[1024,4096]{1,0}, f32[4096,1024]{1,0}, f32[8192,1024]{1,0})}\n"
+    "HloModule mlp_step, entry_computation_layout={(f32[8192,1024]{1,0}, f32[1024,4096]{1,0}, "
+    "f32[4096,1024]{1,0}, f32[8192,1024]{1,0})->(f32[1024,4096]{1,0}, f32[4096,1024]{1,0}, "
+    "f32[8192,1024]{1,0})}\n"
     "\n"
-    "ENTRY %main (x: f32[8192,1024], w1: f32[1024,4096], w2: f32[4096,1024], dout: f32[8192,1024]) -> (f32[1024,4096], f32[4096,1024], f32[8192,1024]) {\n"
+    "ENTRY %main (x: f32[8192,1024], w1: f32[1024,4096], w2: f32[4096,1024], dout: f32[8192,1024]) "
+    "-> (f32[1024,4096], f32[4096,1024], f32[8192,1024]) {\n"
     "  %x     = f32[8192,1024]{1,0} parameter(0)\n"
     "  %w1    = f32[1024,4096]{1,0} parameter(1)\n"
     "  %w2    = f32[4096,1024]{1,0} parameter(2)\n"
     "  %dout  = f32[8192,1024]{1,0} parameter(3)\n"
-    "  %h     = f32[8192,4096]{1,0} dot(%x, %w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  %h     = f32[8192,4096]{1,0} dot(%x, %w1), lhs_contracting_dims={1}, "
+    "rhs_contracting_dims={0}\n"
     "  %zero  = f32[] constant(0)\n"
     "  %zeros = f32[8192,4096]{1,0} broadcast(%zero), dimensions={}\n"
     "  %a     = f32[8192,4096]{1,0} maximum(%h, %zeros)\n"
-    "  %y     = f32[8192,1024]{1,0} dot(%a, %w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "  %dw2   = f32[4096,1024]{1,0} dot(%a, %dout), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
-    "  %da    = f32[8192,4096]{1,0} dot(%dout, %w2), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+    "  %y     = f32[8192,1024]{1,0} dot(%a, %w2), lhs_contracting_dims={1}, "
+    "rhs_contracting_dims={0}\n"
+    "  %dw2   = f32[4096,1024]{1,0} dot(%a, %dout), lhs_contracting_dims={0}, "
+    "rhs_contracting_dims={0}\n"
+    "  %da    = f32[8192,4096]{1,0} dot(%dout, %w2), lhs_contracting_dims={1}, "
+    "rhs_contracting_dims={1}\n"
     "  %mask  = pred[8192,4096]{1,0} compare(%h, %zeros), direction=GT\n"
     "  %dh    = f32[8192,4096]{1,0} select(%mask, %da, %zeros)\n"
-    "  %dw1   = f32[1024,4096]{1,0} dot(%x, %dh), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
-    "  %dxm   = f32[8192,1024]{1,0} dot(%dh, %w1), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+    "  %dw1   = f32[1024,4096]{1,0} dot(%x, %dh), lhs_contracting_dims={0}, "
+    "rhs_contracting_dims={0}\n"
+    "  %dxm   = f32[8192,1024]{1,0} dot(%dh, %w1), lhs_contracting_dims={1}, "
+    "rhs_contracting_dims={1}\n"
     "  %dx    = f32[8192,1024]{1,0} add(%dxm, %dout)\n"
-    "  ROOT %r = (f32[1024,4096]{1,0}, f32[4096,1024]{1,0}, f32[8192,1024]{1,0}) tuple(%dw1, %dw2, %dx)\n"
-    "}\n"
-    ;
+    "  ROOT %r = (f32[1024,4096]{1,0}, f32[4096,1024]{1,0}, f32[8192,1024]{1,0}) tuple(%dw1, %dw2, "
+    "%dx)\n"
+    "}\n";
 
 static int write_file(const char *path, const void *p, size_t n)
 {

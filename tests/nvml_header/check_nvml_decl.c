@@ -15,7 +15,8 @@ _Static_assert(sizeof(nvmlDevice_t) == sizeof(void *), "nvmlDevice_t is not a po
 ERG_NVML_CODES(CHECK_CODE)
 
 /* Each call: a pointer of our declared type initialised with NVIDIA's function. */
-#define CHECK_CALL(field, symbol, fallback, required, ret, params) ret(*const check_##field) params = &symbol;
+#define CHECK_CALL(field, symbol, fallback, required, ret, params)                                 \
+    ret(*const check_##field) params = &symbol;
 ERG_NVML_CALLS(CHECK_CALL)
 
 /* The unversioned fallbacks keep the versioned calls' prototypes (nvml.h declares them only
@@ -23,5 +24,6 @@ ERG_NVML_CALLS(CHECK_CALL)
 #ifdef NVML_NO_UNVERSIONED_FUNC_DEFS
 static erg_nvml_ret (*const check_init_v1)(void) = &nvmlInit;
 static erg_nvml_ret (*const check_count_v1)(unsigned int *) = &nvmlDeviceGetCount;
-static erg_nvml_ret (*const check_handle_v1)(unsigned int, erg_nvml_dev *) = &nvmlDeviceGetHandleByIndex;
+static erg_nvml_ret (*const check_handle_v1)(unsigned int,
+                                             erg_nvml_dev *) = &nvmlDeviceGetHandleByIndex;
 #endif

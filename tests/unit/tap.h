@@ -18,7 +18,10 @@ typedef struct tap_test {
 } tap_test;
 
 #define TEST(name) static void name(void)
-#define TEST_ENTRY(name) {#name, name}
+#define TEST_ENTRY(name)                                                                           \
+    {                                                                                              \
+#name, name                                                                                \
+    }
 
 #define TAP_SKIP_CODE 77
 

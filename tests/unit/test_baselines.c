@@ -125,7 +125,6 @@ TEST(no_common_clock_is_an_error)
     erg_profile_free(p);
 }
 
-
 TEST(zeus_global_power_limit)
 {
     erg_profile *p = toy();
@@ -153,5 +152,6 @@ TEST(zeus_global_power_limit)
     erg_profile_free(p);
 }
 
-TAP_MAIN(TEST_ENTRY(zeus_global_power_limit), TEST_ENTRY(zeus_global_follows_eta), TEST_ENTRY(zeus_stage_keeps_pace_with_heaviest),
-         TEST_ENTRY(uniform_picks_the_valley), TEST_ENTRY(no_common_clock_is_an_error))
+TAP_MAIN(TEST_ENTRY(zeus_global_power_limit), TEST_ENTRY(zeus_global_follows_eta),
+         TEST_ENTRY(zeus_stage_keeps_pace_with_heaviest), TEST_ENTRY(uniform_picks_the_valley),
+         TEST_ENTRY(no_common_clock_is_an_error))

@@ -132,8 +132,8 @@ TEST(nvml_without_permission_gives_a_clear_error)
     ASSERT_CONTAINS(err.msg, "ergond");
     /* The client reports it from its clock thread. */
     erg_client *c = NULL;
-    ASSERT_OK(erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_SIGNALS | ERG_CLIENT_NO_WATCHDOG, &c,
-                             &err));
+    ASSERT_OK(
+        erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_SIGNALS | ERG_CLIENT_NO_WATCHDOG, &c, &err));
     ASSERT_OK(erg_client_set_uniform_clock(c, 1200, &err));
     ASSERT_EQ_INT(erg_client_sync(c, 5, &err), ERG_EPERM);
     ASSERT_CONTAINS(err.msg, "Insufficient Permissions");
@@ -238,8 +238,8 @@ TEST(memory_clock_locked_at_max_and_reset)
     erg_gpu *g = NULL;
     ASSERT_OK(erg_gpu_open("nvml", &g, &err));
     erg_client *c = NULL;
-    ASSERT_OK(erg_client_new(g, 1, 0, NULL, ERG_CLIENT_LOCK_MEMORY | ERG_CLIENT_NO_WATCHDOG, &c,
-                             &err));
+    ASSERT_OK(
+        erg_client_new(g, 1, 0, NULL, ERG_CLIENT_LOCK_MEMORY | ERG_CLIENT_NO_WATCHDOG, &c, &err));
     ASSERT_OK(erg_client_set_uniform_clock(c, 1005, &err));
     ASSERT_OK(erg_client_sync(c, 5, &err));
     ASSERT_OK(erg_client_close(c, &err));
@@ -316,9 +316,10 @@ static void chunk_hooks_case(erg_schedule_kind kind)
             int chunk = st == 1 ? 0 : 1;
             ASSERT_OK(erg_client_instruction_begin_chunk(c, kd, chunk, mb));
             ASSERT_OK(erg_client_sync(c, 5, &err));
-            ASSERT_MSG(erg_client_active_clock(c) == fq[k], "%s instruction %d part %d: %d MHz, "
-                       "planned %d", erg_schedule_name(kind), k, p, erg_client_active_clock(c),
-                       fq[k]);
+            ASSERT_MSG(erg_client_active_clock(c) == fq[k],
+                       "%s instruction %d part %d: %d MHz, "
+                       "planned %d",
+                       erg_schedule_name(kind), k, p, erg_client_active_clock(c), fq[k]);
             ASSERT_OK(erg_client_instruction_end_chunk(c, kd, chunk, mb));
             checked++;
         }
@@ -522,8 +523,8 @@ TEST(a_refused_clock_is_sent_again_when_asked_again)
     erg_gpu *g = NULL;
     ASSERT_OK(erg_gpu_open("nvml", &g, &err));
     erg_client *c = NULL;
-    ASSERT_OK(erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_SIGNALS | ERG_CLIENT_NO_WATCHDOG, &c,
-                             &err));
+    ASSERT_OK(
+        erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_SIGNALS | ERG_CLIENT_NO_WATCHDOG, &c, &err));
     setenv("FAKE_NVML_DENY", "1", 1);
     ASSERT_OK(erg_client_set_uniform_clock(c, 1200, &err));
     ASSERT_EQ_INT(erg_client_sync(c, 5, &err), ERG_EPERM);
@@ -557,8 +558,8 @@ TEST(queue_coalesces_and_ends_at_the_last_request)
     for (int i = 0; i < 2 * M; i++)
         f[i] = 1410 - 15 * (i % 60);
     erg_client *c = NULL;
-    ASSERT_OK(erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_SIGNALS | ERG_CLIENT_NO_WATCHDOG, &c,
-                             &err));
+    ASSERT_OK(
+        erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_SIGNALS | ERG_CLIENT_NO_WATCHDOG, &c, &err));
     ASSERT_OK(erg_client_set_plan(c, plan, 0, &err));
     int last = 0;
     for (int it = 0; it < 1000; it++)
@@ -664,4 +665,5 @@ TAP_MAIN(TEST_ENTRY(nvml_reads_devices_clocks_energy),
          TEST_ENTRY(sim_logs_give_the_model_profile),
          TEST_ENTRY(profiling_mode_sweeps_and_measures_blocking_power),
          TEST_ENTRY(a_refused_clock_is_sent_again_when_asked_again),
-         TEST_ENTRY(queue_coalesces_and_ends_at_the_last_request), TEST_ENTRY(early_stop_rule), TEST_ENTRY(bad_logs_are_refused_with_file_and_line))
+         TEST_ENTRY(queue_coalesces_and_ends_at_the_last_request), TEST_ENTRY(early_stop_rule),
+         TEST_ENTRY(bad_logs_are_refused_with_file_and_line))

@@ -70,8 +70,8 @@ TEST(the_samples_source_reaches_the_profile)
                          &p, &err));
     ASSERT_STR_EQ(erg_profile_energy_source(p), "mixed");
     erg_profile_free(p);
-    ASSERT_OK(profile_of("time,energy,energy_source\n0.5,10.0,counter\n3.0,500.0,counter\n", &p,
-                         &err));
+    ASSERT_OK(
+        profile_of("time,energy,energy_source\n0.5,10.0,counter\n3.0,500.0,counter\n", &p, &err));
     ASSERT_STR_EQ(erg_profile_energy_source(p), "counter");
     erg_profile_free(p);
 }
@@ -80,14 +80,13 @@ TEST(a_bad_source_is_refused_naming_file_line_and_value)
 {
     erg_error err;
     erg_profile *p = NULL;
-    ASSERT_EQ_INT(profile_of("time,energy,energy_source\n0.5,10.0,counter\n3.0,500.0,nvml\n",
-                             &p, &err),
-                  ERG_EPARSE);
+    ASSERT_EQ_INT(
+        profile_of("time,energy,energy_source\n0.5,10.0,counter\n3.0,500.0,nvml\n", &p, &err),
+        ERG_EPARSE);
     ASSERT_CONTAINS(err.msg, "time-energy-0.csv:3: energy_source 'nvml' is not counter, "
                              "integrated or model");
     /* A row short of the column. */
-    ASSERT_EQ_INT(profile_of("time,energy,energy_source\n0.5,10.0\n3.0,500.0,counter\n", &p,
-                             &err),
+    ASSERT_EQ_INT(profile_of("time,energy,energy_source\n0.5,10.0\n3.0,500.0,counter\n", &p, &err),
                   ERG_EPARSE);
     ASSERT_CONTAINS(err.msg, "time-energy-0.csv:2: expected two numbers time,energy and an "
                              "energy_source");

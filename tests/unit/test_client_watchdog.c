@@ -434,7 +434,8 @@ TEST(sigint_survived_then_clocks_apply_again_and_a_new_client_works)
         child_check(wait_until(dev_at, a0, 5), "GPU 0 not reset after SIGINT");
         sleep_s(0.1);
         child_check(atomic_load(&sigint_count) == 1, "the handler ran more than once");
-        child_check(erg_client_active_clock(a) == 0, "client a believes a clock is set after the reset");
+        child_check(erg_client_active_clock(a) == 0,
+                    "client a believes a clock is set after the reset");
         /* The same clock again: really applied, not dropped as a duplicate. */
         child_check(!erg_client_set_uniform_clock(a, 1005, &err) && !erg_client_sync(a, 10, &err),
                     "a at 1005 again");
@@ -511,8 +512,8 @@ static void run_bare_watchdog(const char *msgs, int want_resets, unsigned want_d
         snprintf(parent, sizeof parent, "%d", (int)getpid());
         snprintf(ctl, sizeof ctl, "%d", sv[1]);
         /* both ends are inherited: the watchdog closes what is not its own */
-        char *argv[] = {ERG_WATCHDOG_EXE, "--gpu", "nvml", "--device", "1", "--control-fd", ctl,
-                        "--parent", parent, NULL};
+        char *argv[] = {ERG_WATCHDOG_EXE, "--gpu", "nvml",     "--device", "1",
+                        "--control-fd",   ctl,     "--parent", parent,     NULL};
         extern char **environ;
         pid_t w;
         child_check(posix_spawn(&w, ERG_WATCHDOG_EXE, NULL, NULL, argv, environ) == 0, "spawn");
@@ -592,8 +593,8 @@ TEST(a_watchdog_that_cannot_start_is_an_error)
     setenv("ERGON_WATCHDOG", script, 1);
     ASSERT_EQ_INT(erg_client_new(g, 0, 0, NULL, 0, &c, &err), ERG_EINTERNAL);
     ASSERT_CONTAINS(err.msg, "ended before it opened the GPU library");
-    ASSERT_OK(erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_WATCHDOG | ERG_CLIENT_NO_SIGNALS, &c,
-                             &err));
+    ASSERT_OK(
+        erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_WATCHDOG | ERG_CLIENT_NO_SIGNALS, &c, &err));
     ASSERT_OK(erg_client_close(c, &err));
     erg_gpu_close(g);
     rm_tmp();

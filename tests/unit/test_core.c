@@ -171,8 +171,8 @@ TEST(allocation_failure_is_reported)
 TEST(array_growth_doubles_keeps_contents_and_survives_failure)
 {
     ASSERT_EQ_INT((int)erg__grow_cap(0, 1, 16), 16);
-    ASSERT_EQ_INT((int)erg__grow_cap(16, 16, 16), 16);  /* already room */
-    ASSERT_EQ_INT((int)erg__grow_cap(16, 17, 16), 32);  /* doubles */
+    ASSERT_EQ_INT((int)erg__grow_cap(16, 16, 16), 16);   /* already room */
+    ASSERT_EQ_INT((int)erg__grow_cap(16, 17, 16), 32);   /* doubles */
     ASSERT_EQ_INT((int)erg__grow_cap(16, 100, 16), 100); /* at least what is needed */
     ASSERT_EQ_INT((int)erg__grow_cap(0, 40, 8), 40);
     ASSERT(erg__grow_cap(SIZE_MAX / 2 + 1, SIZE_MAX, 8) == SIZE_MAX); /* no wrap-around */
@@ -212,7 +212,7 @@ TEST(name_tables_are_case_insensitive_with_aliases)
     ASSERT(!erg__name_lookup(ERG__NAMES(t), "greed", &v));
     ASSERT(!erg__name_lookup(ERG__NAMES(t), "", &v));
     ASSERT(!erg__name_lookup(ERG__NAMES(t), NULL, &v));
-    ASSERT_EQ_INT(v, -1); /* untouched when absent */
+    ASSERT_EQ_INT(v, -1);                                    /* untouched when absent */
     ASSERT_STR_EQ(erg__name_of(ERG__NAMES(t), 1), "greedy"); /* the first name of a value */
     ASSERT_STR_EQ(erg__name_of(ERG__NAMES(t), 2), "balanced");
     ASSERT(erg__name_of(ERG__NAMES(t), 7) == NULL);

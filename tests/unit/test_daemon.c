@@ -26,14 +26,14 @@ TEST(http_parser_bounds_and_cases)
     ASSERT_EQ_INT(erg__http_parse(ok, strlen(ok) - 1, &r), 0);
     ASSERT_EQ_INT(erg__http_parse(ok, 20, &r), 0);
     const char *bad[] = {
-        "GET /x HTTP/1.1\r\nContent-Length: 99999\r\n\r\n",   /* -413 */
-        "GET /x HTTP/2.0\r\n\r\n",                            /* -505 */
-        "BREW /x HTTP/1.1\r\n\r\n",                           /* -501 */
-        "GET x HTTP/1.1\r\n\r\n",                             /* -400 */
-        "GET /%zz HTTP/1.1\r\n\r\n",                          /* -400 */
-        "GET /x HTTP/1.1\r\nNoColon\r\n\r\n",                 /* -400 */
+        "GET /x HTTP/1.1\r\nContent-Length: 99999\r\n\r\n",                  /* -413 */
+        "GET /x HTTP/2.0\r\n\r\n",                                           /* -505 */
+        "BREW /x HTTP/1.1\r\n\r\n",                                          /* -501 */
+        "GET x HTTP/1.1\r\n\r\n",                                            /* -400 */
+        "GET /%zz HTTP/1.1\r\n\r\n",                                         /* -400 */
+        "GET /x HTTP/1.1\r\nNoColon\r\n\r\n",                                /* -400 */
         "GET /x HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", /* -400 */
-        "GET /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",            /* -501 */
+        "GET /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",             /* -501 */
     };
     const int want[] = {-413, -505, -501, -400, -400, -400, -400, -501};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -85,8 +85,12 @@ TEST(config_allow_list)
     ASSERT(erg__config_allows_groups(&c, 7, 51, sup, 2, 2));
     ASSERT(!erg__config_allows_groups(&c, 7, 51, sup, 1, 2));
     erg__config_free(&c);
-    const char *bad[] = {"deny 0 uid:1\n", "allow 0\n", "allow x uid:1\n", "allow 0 uid:x\n",
-                         "allow 0 user:no-such-user-ergon\n", "allow 0 pid:3\n"};
+    const char *bad[] = {"deny 0 uid:1\n",
+                         "allow 0\n",
+                         "allow x uid:1\n",
+                         "allow 0 uid:x\n",
+                         "allow 0 user:no-such-user-ergon\n",
+                         "allow 0 pid:3\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ASSERT_EQ_INT(erg__config_parse(bad[i], strlen(bad[i]), "c.conf", &c, &err), ERG_EPARSE);
         ASSERT_CONTAINS(err.msg, "c.conf:1:");
@@ -107,22 +111,22 @@ TEST(lease_state_parse_bounds)
     ASSERT(s.rec[1].pending && s.rec[1].gpu == 63 && s.rec[1].bits == 2);
     erg__state_free(&s);
     const char *bad[] = {
-        "",                                           /* no header */
-        "ergond-leases 2\n",                          /* unknown version */
-        "lease 1 1 0 0 1\n",                          /* record before the header */
-        "ergond-leases 1\nlease 0 1 0 0 1\n",         /* pid 0 */
-        "ergond-leases 1\nlease 1 1 0 64 1\n",        /* GPU 64 */
-        "ergond-leases 1\nlease 1 1 0 0 8\n",         /* bits */
-        "ergond-leases 1\nlease 1 1 0 0 0\n",         /* no bits */
-        "ergond-leases 1\nlease 1 -1 0 0 1\n",        /* negative */
-        "ergond-leases 1\nlease 1 0x1 0 0 1\n",       /* hex */
-        "ergond-leases 1\nlease 1 1 0 0\n",           /* short */
-        "ergond-leases 1\nlease 1 1 0 0 1 1\n",       /* long */
+        "",                                             /* no header */
+        "ergond-leases 2\n",                            /* unknown version */
+        "lease 1 1 0 0 1\n",                            /* record before the header */
+        "ergond-leases 1\nlease 0 1 0 0 1\n",           /* pid 0 */
+        "ergond-leases 1\nlease 1 1 0 64 1\n",          /* GPU 64 */
+        "ergond-leases 1\nlease 1 1 0 0 8\n",           /* bits */
+        "ergond-leases 1\nlease 1 1 0 0 0\n",           /* no bits */
+        "ergond-leases 1\nlease 1 -1 0 0 1\n",          /* negative */
+        "ergond-leases 1\nlease 1 0x1 0 0 1\n",         /* hex */
+        "ergond-leases 1\nlease 1 1 0 0\n",             /* short */
+        "ergond-leases 1\nlease 1 1 0 0 1 1\n",         /* long */
         "ergond-leases 1\nlease 99999999999 1 0 0 1\n", /* pid range */
-        "ergond-leases 1\npending 0\n",               /* short */
-        "ergond-leases 1\nboot XYZ\n",                /* not a boot id */
-        "ergond-leases 1\nboot a\nboot b\n",         /* repeated */
-        "ergond-leases 1\nhold 1\n",                  /* unknown record */
+        "ergond-leases 1\npending 0\n",                 /* short */
+        "ergond-leases 1\nboot XYZ\n",                  /* not a boot id */
+        "ergond-leases 1\nboot a\nboot b\n",            /* repeated */
+        "ergond-leases 1\nhold 1\n",                    /* unknown record */
     };
     for (size_t i = 0; i < ERG__ARRAY_LEN(bad); i++) {
         ASSERT_EQ_INT(erg__state_parse(bad[i], strlen(bad[i]), "L", &s, &err), ERG_EPARSE);
@@ -301,5 +305,4 @@ TEST(daemon_backend_round_trip)
 
 TAP_MAIN(TEST_ENTRY(http_parser_bounds_and_cases), TEST_ENTRY(query_and_gpu_ids),
          TEST_ENTRY(config_allow_list), TEST_ENTRY(lease_state_parse_bounds),
-         TEST_ENTRY(config_refused_when_writable_by_others),
-         TEST_ENTRY(daemon_backend_round_trip))
+         TEST_ENTRY(config_refused_when_writable_by_others), TEST_ENTRY(daemon_backend_round_trip))

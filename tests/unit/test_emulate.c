@@ -152,11 +152,11 @@ TEST(transfer_time_matches_independent_relaxation)
  * clock; a rank starts at its last instruction's clock (900). By hand, L = 0.5:
  *   s0.F0 [0, 7/6]: 0.5 s at 900 does 1/3 of it, 2/3 x 1 s at 1000; 1/3 x 9 + 2/3 x 10 J
  *   s0.F1 [7/6, 29/12]: 0.5 s at 1000 does 1/2, 1/2 x 1.5 s; 5 + 4.5 J
- *   s1.F0 [7/6, 7/3] as s0.F0;  s1.B0 [7/3, 61/12]: 0.5 s at 1000 does 1/4, 3/4 x 3 s; 7.5 + 20.25 J
- *   s0.B0 [61/12, 87/12]: 0.5 s at 900 does 1/6, 5/6 x 2 s; 4.5 + 25 J
- *   s1.F1 [61/12, 75/12] as s1.F0;  s1.B1 [75/12, 9] as s1.B0;  s0.B1 [9, 11.75] as s1.B0
- * T = 11.75 s (0.25 s less than without latency: every down-switch keeps the fast clock
- * 0.5 s longer), compute energy 151.25 J (152 without), 8 requests. */
+ *   s1.F0 [7/6, 7/3] as s0.F0;  s1.B0 [7/3, 61/12]: 0.5 s at 1000 does 1/4, 3/4 x 3 s; 7.5 + 20.25
+ * J s0.B0 [61/12, 87/12]: 0.5 s at 900 does 1/6, 5/6 x 2 s; 4.5 + 25 J s1.F1 [61/12, 75/12] as
+ * s1.F0;  s1.B1 [75/12, 9] as s1.B0;  s0.B1 [9, 11.75] as s1.B0 T = 11.75 s (0.25 s less than
+ * without latency: every down-switch keeps the fast clock 0.5 s longer), compute energy 151.25 J
+ * (152 without), 8 requests. */
 TEST(switch_latency_runs_at_old_clock_until_the_request_lands)
 {
     erg_error err;

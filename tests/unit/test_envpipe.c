@@ -1,4 +1,5 @@
-/* test_envpipe.c: the EnvPipe planner: Perseus-emulation rows, the spec's worked examples, bad input. */
+/* test_envpipe.c: the EnvPipe planner: Perseus-emulation rows, the spec's worked examples, bad
+ * input. */
 #include "core/internal.h"
 #include "ergon/emulate.h"
 #include "ergon/envpipe.h"
@@ -61,8 +62,8 @@ TEST(perseus_emulation_reproduces_published_rows)
         snprintf(t, sizeof t, "%.3f", em.time_s * 10);
         snprintf(en, sizeof en, "%.3f", em.energy_j * 80);
         ASSERT_MSG(!strcmp(t, c.fields[5]) && !strcmp(en, c.fields[6]),
-                   "%s %s M=%d: got time %s energy %s, published %s %s (%d iterations)", model,
-                   dev, M, t, en, c.fields[5], c.fields[6], info.iterations);
+                   "%s %s M=%d: got time %s energy %s, published %s %s (%d iterations)", model, dev,
+                   M, t, en, c.fields[5], c.fields[6], info.iterations);
         double pt, pe;
         erg_plan_estimate(plan, &pt, &pe);
         ASSERT_NEAR(pt, em.time_s, 1e-12);
@@ -174,9 +175,8 @@ TEST(modified_readme_plan_balanced_and_greedy)
                 if (pol && s == 1 && k == 6)
                     want = 1350; /* S1 B2 */
                 ASSERT_MSG(erg_plan_stage_freqs_const(p, s)[k] == want,
-                           "%s: stage %d position %d: %d MHz, want %d",
-                           pol ? "greedy" : "balanced", s, k, erg_plan_stage_freqs_const(p, s)[k],
-                           want);
+                           "%s: stage %d position %d: %d MHz, want %d", pol ? "greedy" : "balanced",
+                           s, k, erg_plan_stage_freqs_const(p, s)[k], want);
             }
         erg_plan_free(p);
     }
@@ -362,7 +362,6 @@ TEST(gpu_table)
     ASSERT_EQ_INT(erg_gpu_table_parse(bad2, strlen(bad2), "g.csv", &t, &n, &e), ERG_EPARSE);
 }
 
-
 /* The measured-wait rule offline: waits = emulated bubbles + a transfer
  * time; it terminates and ends no slower than the unreconfigured plan. */
 TEST(measured_wait_rule_offline)
@@ -394,7 +393,6 @@ TEST(measured_wait_rule_offline)
     erg_plan_free(p1);
     erg_profile_free(p);
 }
-
 
 typedef struct term_log {
     int n;
@@ -466,7 +464,6 @@ TEST(terminates_after_eleven_quiet_iterations)
     erg_profile_free(p);
 }
 
-
 /* EnvPipe's toy timing model (docs/envpipe.md, "The ours schedule"): S = 4, M = 8, F = 10, B = 20
  * on every stage at max, 30 % slower at the low clock, no communication cost. */
 static double toy_time(erg_schedule_kind kind, const int *r, int mode)
@@ -512,7 +509,6 @@ TEST(spec_toy_timing_model)
     ASSERT_NEAR(toy_time(ERG_SCHED_1F1B, zero, 2), 429, 1e-9);
 }
 
-
 TEST(waits_parser)
 {
     double w[32];
@@ -540,7 +536,10 @@ TEST(waits_parser)
     erg_plan_free(p);
 }
 
-TAP_MAIN(TEST_ENTRY(perseus_emulation_refuses_times_past_the_unit_count), TEST_ENTRY(waits_parser), TEST_ENTRY(spec_toy_timing_model), TEST_ENTRY(terminates_after_eleven_quiet_iterations), TEST_ENTRY(measured_wait_rule_offline), TEST_ENTRY(perseus_emulation_reproduces_published_rows),
+TAP_MAIN(TEST_ENTRY(perseus_emulation_refuses_times_past_the_unit_count), TEST_ENTRY(waits_parser),
+         TEST_ENTRY(spec_toy_timing_model), TEST_ENTRY(terminates_after_eleven_quiet_iterations),
+         TEST_ENTRY(measured_wait_rule_offline),
+         TEST_ENTRY(perseus_emulation_reproduces_published_rows),
          TEST_ENTRY(readme_plan_path_is_the_envelope),
          TEST_ENTRY(modified_readme_plan_balanced_and_greedy),
          TEST_ENTRY(real_envpipe_on_a100_profile), TEST_ENTRY(bad_input_gets_a_clear_error),

@@ -179,8 +179,8 @@ TEST(amdsmi_without_permission_gives_a_clear_error)
     ASSERT_CONTAINS(err.msg, "Permission Denied");
     ASSERT_CONTAINS(err.msg, "ergond");
     erg_client *c = NULL;
-    ASSERT_OK(erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_SIGNALS | ERG_CLIENT_NO_WATCHDOG, &c,
-                             &err));
+    ASSERT_OK(
+        erg_client_new(g, 0, 0, NULL, ERG_CLIENT_NO_SIGNALS | ERG_CLIENT_NO_WATCHDOG, &c, &err));
     ASSERT_OK(erg_client_set_uniform_clock(c, 1200, &err));
     ASSERT_EQ_INT(erg_client_sync(c, 5, &err), ERG_EPERM);
     ASSERT_CONTAINS(err.msg, "Permission Denied");
@@ -555,8 +555,8 @@ TAP_MAIN(TEST_ENTRY(amdsmi_reads_devices_clocks_power_energy),
          TEST_ENTRY(amdsmi_missing_library_or_symbol_and_auto),
          TEST_ENTRY(amdsmi_client_calls_for_two_stages_four_microbatches),
          TEST_ENTRY(amdsmi_clock_restored_after_sigterm),
-         TEST_ENTRY(amdsmi_clock_restored_after_sigkill_by_watchdog),
-         TEST_ENTRY(mi250_paired_dies), TEST_ENTRY(mi300x_average_power_not_available),
+         TEST_ENTRY(amdsmi_clock_restored_after_sigkill_by_watchdog), TEST_ENTRY(mi250_paired_dies),
+         TEST_ENTRY(mi300x_average_power_not_available),
          TEST_ENTRY(stalled_counter_is_replaced_by_integration_once),
          TEST_ENTRY(backwards_counter_is_replaced_and_reading_never_decreases),
          TEST_ENTRY(mi100_counter_is_integrated_from_the_start),

@@ -11,11 +11,11 @@
 /* Features of one (stage, kind) curve, sorted by clock descending. */
 typedef struct shape {
     int fmax, fmin, n;
-    int valley_mhz;     /* clock of minimum energy */
-    double t_ratio;     /* t(fmin) / t(fmax) */
-    double e_ratio;     /* E(fmax) / E(valley) */
-    double p_max_w;     /* power at fmax */
-    double p_min_w;     /* power at fmin */
+    int valley_mhz; /* clock of minimum energy */
+    double t_ratio; /* t(fmin) / t(fmax) */
+    double e_ratio; /* E(fmax) / E(valley) */
+    double p_max_w; /* power at fmax */
+    double p_min_w; /* power at fmin */
     int min_step_mhz, max_step_mhz;
 } shape;
 

@@ -90,8 +90,8 @@ static size_t same_frontier(const erg_profile *prof, int S, int M, const erg_per
                    pb.cost_change_j);
         ASSERT_OK(erg_frontier_plan_clocks(a, k, true, fa, &err));
         ASSERT_OK(erg_frontier_plan_clocks(b, k, true, fb, &err));
-        ASSERT_MSG(!memcmp(fa, fb, sizeof(int) * (size_t)n), "S=%d M=%d plan %zu: clocks differ",
-                   S, M, k);
+        ASSERT_MSG(!memcmp(fa, fb, sizeof(int) * (size_t)n), "S=%d M=%d plan %zu: clocks differ", S,
+                   M, k);
     }
     /* and the files, byte for byte */
     char da[] = "/tmp/erg_incr_a_XXXXXX", db[] = "/tmp/erg_incr_b_XXXXXX";
@@ -130,8 +130,7 @@ static erg_profile *synthetic(int S, int nclk, double p_w, unsigned seed)
     for (int s = 0; s < S; s++)
         for (size_t k = 0; k < 4; k++) {
             int qmin = 8 + rand() % 6 + 4 * (int)k;
-            double a = 2000 + rand() % 4000, b = -0.15 - (rand() % 20) / 100.0,
-                   c = 5 + rand() % 10;
+            double a = 2000 + rand() % 4000, b = -0.15 - (rand() % 20) / 100.0, c = 5 + rand() % 10;
             for (int i = 0; i < nclk; i++) {
                 int q = qmin + 2 * i + rand() % 2;
                 double eff = a * exp(b * (2 * i)) + c;
@@ -253,4 +252,5 @@ TEST(published_profiles_other_schedules)
 
 TAP_MAIN(TEST_ENTRY(synthetic_1f1b_and_gpipe), TEST_ENTRY(synthetic_with_transfer_time),
          TEST_ENTRY(synthetic_interleaved_and_zero_bubble_schedules),
-         TEST_ENTRY(forced_fallback_gives_the_same_frontier), TEST_ENTRY(published_profiles_1f1b), TEST_ENTRY(published_profiles_other_schedules))
+         TEST_ENTRY(forced_fallback_gives_the_same_frontier), TEST_ENTRY(published_profiles_1f1b),
+         TEST_ENTRY(published_profiles_other_schedules))

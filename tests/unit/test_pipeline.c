@@ -231,8 +231,9 @@ TEST(emulate_two_stage_pipeline)
     erg_profile_free(prof);
 }
 
-#define PLAN_HEAD "{\"format\": \"ergon-plan\", \"version\": 1, \"num_stages\": 2, " \
-                  "\"num_microbatches\": 1, \"stages\": "
+#define PLAN_HEAD                                                                                  \
+    "{\"format\": \"ergon-plan\", \"version\": 1, \"num_stages\": 2, "                             \
+    "\"num_microbatches\": 1, \"stages\": "
 
 static void expect_plan_error(const char *text, const char *msg)
 {
@@ -295,6 +296,7 @@ TEST(json_plan_rejects_unknown_version)
 
 TAP_MAIN(TEST_ENTRY(one_f_one_b_matches_spec), TEST_ENTRY(dag_sizes_match_spec),
          TEST_ENTRY(cpm_unit_durations), TEST_ENTRY(bad_pipeline_arguments),
-         TEST_ENTRY(plan_py_and_json_formats), TEST_ENTRY(plan_parse_errors), TEST_ENTRY(plan_pairs_as_written),
-         TEST_ENTRY(emulate_two_stage_pipeline), TEST_ENTRY(json_plan_stage_field_places_the_clocks),
+         TEST_ENTRY(plan_py_and_json_formats), TEST_ENTRY(plan_parse_errors),
+         TEST_ENTRY(plan_pairs_as_written), TEST_ENTRY(emulate_two_stage_pipeline),
+         TEST_ENTRY(json_plan_stage_field_places_the_clocks),
          TEST_ENTRY(json_plan_rejects_unknown_version))

@@ -112,8 +112,8 @@ static double compare(const erg_frontier *f, const char *ref, double unit_s, dou
             maxr = d / e[k];
     }
     (void)unit_s;
-    printf("#   %s: %zu rows, times identical, max |dE| = %.3g J (%.2g relative)\n", ref, n,
-           maxd, maxr);
+    printf("#   %s: %zu rows, times identical, max |dE| = %.3g J (%.2g relative)\n", ref, n, maxd,
+           maxr);
     ASSERT_MSG(maxd <= tol_j || maxr <= tol_rel, "%s: energy differs by %.3g J (%.3g relative)",
                ref, maxd, maxr);
     free(t);
@@ -324,8 +324,7 @@ static erg_profile *tiny_profile2(int S, int nclk_f, int nclk_b, double p_w, uns
     for (int s = 0; s < S; s++)
         for (int k = 0; k < 2; k++) {
             int qmin = 4 + rand() % 3 + k * 2 + (s == S - 1);
-            double a = 2000 + rand() % 4000, b = -0.35 - (rand() % 30) / 100.0,
-                   c = 5 + rand() % 10;
+            double a = 2000 + rand() % 4000, b = -0.35 - (rand() % 30) / 100.0, c = 5 + rand() % 10;
             int nclk = k ? nclk_b : nclk_f;
             for (int i = 0; i < nclk; i++) {
                 int q = qmin + i;
@@ -413,8 +412,8 @@ static void brute_force_case(int S, int M, int nclk_f, int nclk_b, unsigned seed
             if (all[i].e < best)
                 best = all[i].e;
         double gap = (pt.energy_j - best) / best;
-        ASSERT_MSG(gap > -1e-9, "plan %zu below the exact frontier: %.17g < %.17g", k,
-                   pt.energy_j, best);
+        ASSERT_MSG(gap > -1e-9, "plan %zu below the exact frontier: %.17g < %.17g", k, pt.energy_j,
+                   best);
         ASSERT_MSG(gap < 0.01, "plan %zu is %.2f%% above the exact frontier", k, 100 * gap);
         if (gap > worst_gap)
             worst_gap = gap;
@@ -638,8 +637,8 @@ TEST(frontier_plans_roundtrip_through_directory)
         ASSERT_OK(erg_frontier_plan(f, k, &a, &err));
         ASSERT_OK(erg_frontier_plan(g, k, &b, &err));
         for (int s = 0; s < 3; s++)
-            ASSERT(!memcmp(erg_plan_stage_freqs(a, s), erg_plan_stage_freqs(b, s),
-                           sizeof(int) * 8));
+            ASSERT(
+                !memcmp(erg_plan_stage_freqs(a, s), erg_plan_stage_freqs(b, s), sizeof(int) * 8));
         char path[300];
         snprintf(path, sizeof path, "%s/plan_%05zu.json", dir, k);
         erg_plan *c;
@@ -690,9 +689,8 @@ static void packed_equals_json(const erg_schedule *sched, int P, int M, unsigned
     ASSERT_OK(erg_plan_perseus(prof, P, M, &o, &f, &err));
     char dir[] = "/tmp/ergon_packed_XXXXXX";
     ASSERT(mkdtemp(dir));
-    ASSERT_OK(erg_frontier_write_dir(f, dir, ERG_FRONTIER_CSV | ERG_FRONTIER_JSON |
-                                                 ERG_FRONTIER_PACKED,
-                                     NULL, NULL, &err));
+    ASSERT_OK(erg_frontier_write_dir(
+        f, dir, ERG_FRONTIER_CSV | ERG_FRONTIER_JSON | ERG_FRONTIER_PACKED, NULL, NULL, &err));
     ASSERT_OK(erg_frontier_read_dir(dir, NULL, &g, &err));
     ASSERT_MSG(erg_frontier_plan_path(g, 0) == NULL, "%s: plans.ergon not read",
                erg_schedule_name(sched->kind));
@@ -903,8 +901,8 @@ TEST(frontier_built_by_push_reads_back)
     for (int k = 0; k < P; k++) {
         for (int i = 0; i < N; i++)
             want[k][i] = 1410 - 15 * ((k * (i + 1)) % 7);
-        erg_frontier_point pt = {.time_s = 2.0 - k * 1e-3, .energy_j = 100 + k,
-                                 .quant_time = 2000 - k};
+        erg_frontier_point pt = {
+            .time_s = 2.0 - k * 1e-3, .energy_j = 100 + k, .quant_time = 2000 - k};
         ASSERT_OK(erg_frontier_push(f, &pt, want[k], &err));
     }
     ASSERT_EQ_INT((int)erg_frontier_size(f), P);
@@ -926,8 +924,8 @@ TEST(frontier_built_by_push_reads_back)
     ASSERT_EQ_INT(erg_frontier_plan_clocks(f, P, false, got, &err), ERG_EINVAL);
     char dir[] = "/tmp/erg_push_XXXXXX";
     ASSERT(mkdtemp(dir) != NULL);
-    ASSERT_OK(erg_frontier_write_dir(f, dir, ERG_FRONTIER_CSV | ERG_FRONTIER_JSON, NULL, NULL,
-                                     &err));
+    ASSERT_OK(
+        erg_frontier_write_dir(f, dir, ERG_FRONTIER_CSV | ERG_FRONTIER_JSON, NULL, NULL, &err));
     erg_frontier *r;
     ASSERT_OK(erg_frontier_read_dir(dir, &sc, &r, &err));
     ASSERT_EQ_INT((int)erg_frontier_size(r), P);
@@ -956,9 +954,9 @@ TEST(frontier_formats_parse_names)
     ASSERT_EQ_INT(what, ERG_FRONTIER_PY | ERG_FRONTIER_JSON);
     ASSERT_EQ_INT(erg_frontier_formats_parse("csv,jsonx", &what, &err), ERG_EINVAL);
     ASSERT(strstr(err.msg, "unknown format 'jsonx'"));
-    ASSERT_EQ_INT(erg_frontier_formats_parse("zeus-py,a-name-longer-than-thirty-two-bytes", &what,
-                                             &err),
-                  ERG_EINVAL);
+    ASSERT_EQ_INT(
+        erg_frontier_formats_parse("zeus-py,a-name-longer-than-thirty-two-bytes", &what, &err),
+        ERG_EINVAL);
     ASSERT(strstr(err.msg, "'a-name-longer-than-thirty-two-bytes'"));
     ASSERT_EQ_INT(erg_frontier_formats_parse("", &what, &err), ERG_OK);
     ASSERT_EQ_INT(what, 0);

@@ -80,9 +80,8 @@ TEST(frontier_plot)
     erg_plot_point line[50], pts[2] = {{1.0, 900}, {1.2, 800}};
     for (int i = 0; i < 50; i++)
         line[i] = (erg_plot_point){1.0 + i * 0.01, 1000 - 5.0 * i + 0.1 * i * i};
-    erg_plot_series s[3] = {{"frontier", line, 50, true},
-                            {"envpipe", pts, 1, false},
-                            {"zeus", pts + 1, 1, false}};
+    erg_plot_series s[3] = {
+        {"frontier", line, 50, true}, {"envpipe", pts, 1, false}, {"zeus", pts + 1, 1, false}};
     char path[256];
     tmpname(path, sizeof path, "png");
     erg_error e;
@@ -100,15 +99,14 @@ TEST(frontier_plot)
     remove(path);
 }
 
-
 /* issue 16 item 4: a curve called "frontier" is drawn solid only through its
  * non-dominated plans; the rising slow end (slower and costlier than another
  * plan) is found and drawn dashed. */
 TEST(frontier_dominated_tail_is_found)
 {
     /* slowest first, as frontier.csv: energy falls, then rises again */
-    erg_plot_point p[] = {{3.5, 5750}, {3.3, 5700}, {3.2, 5665}, {3.1, 5680}, {3.0, 5700},
-                          {2.9, 5900}, {2.85, 6200}};
+    erg_plot_point p[] = {{3.5, 5750}, {3.3, 5700}, {3.2, 5665}, {3.1, 5680},
+                          {3.0, 5700}, {2.9, 5900}, {2.85, 6200}};
     unsigned char d[7];
     ASSERT_EQ_INT((int)erg__plot_dominated(p, 7, d), 2);
     ASSERT_EQ_INT(d[0], 1);

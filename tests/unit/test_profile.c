@@ -214,7 +214,6 @@ TEST(blocking_power_table)
     ASSERT_CONTAINS(err.msg, "--blocking-power");
 }
 
-
 TEST(profile_reads_and_writes_backward_input_and_weight_rows)
 {
     const char *csv = "stage,instruction,frequency,time,energy\n"
@@ -247,7 +246,8 @@ TEST(profile_reads_and_writes_backward_input_and_weight_rows)
     ASSERT_CONTAINS(err.msg, "stage 0 has backward_input rows but no backward_weight rows");
 }
 
-TAP_MAIN(TEST_ENTRY(profile_reads_and_writes_backward_input_and_weight_rows), TEST_ENTRY(reads_a_good_profile), TEST_ENTRY(columns_in_any_order_with_extras),
+TAP_MAIN(TEST_ENTRY(profile_reads_and_writes_backward_input_and_weight_rows),
+         TEST_ENTRY(reads_a_good_profile), TEST_ENTRY(columns_in_any_order_with_extras),
          TEST_ENTRY(error_messages), TEST_ENTRY(missing_file), TEST_ENTRY(write_and_read_back),
          TEST_ENTRY(blocking_power_table), TEST_ENTRY(rejects_hexadecimal_values),
          TEST_ENTRY(rejects_values_outside_physical_bounds_naming_the_bound),

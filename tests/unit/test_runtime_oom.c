@@ -20,7 +20,7 @@
         erg__alloc_fail_after(0);                                                                  \
         if (okvar == ERG_OK)                                                                       \
             break;                                                                                 \
-        ASSERT_MSG(okvar == ERG_ENOMEM, "allocation %ld: status %d", n_, (int)okvar);             \
+        ASSERT_MSG(okvar == ERG_ENOMEM, "allocation %ld: status %d", n_, (int)okvar);              \
     }
 
 static erg_status sim_profile_once(void)

@@ -67,12 +67,12 @@ static void check_golden(const char *file, const char *name, int *ncases, int *n
     erg__free(text);
 }
 
-#define GOLDEN_TEST(fn, file, name, min_cases, min_refused)                                       \
+#define GOLDEN_TEST(fn, file, name, min_cases, min_refused)                                        \
     TEST(fn)                                                                                       \
     {                                                                                              \
         int n = 0, r = 0;                                                                          \
         check_golden(file, name, &n, &r);                                                          \
-        printf("# %s: %d cases equal to PyTorch, %d refusals equal\n", name, n, r);               \
+        printf("# %s: %d cases equal to PyTorch, %d refusals equal\n", name, n, r);                \
         ASSERT(n >= (min_cases));                                                                  \
         ASSERT(r >= (min_refused));                                                                \
     }
@@ -162,8 +162,8 @@ TEST(refusals_are_clear_errors)
 TEST(dag_of_every_schedule_is_acyclic_with_expected_sizes)
 {
     static const erg_schedule_kind kinds[] = {
-        ERG_SCHED_GPIPE,      ERG_SCHED_1F1B, ERG_SCHED_INTERLEAVED_1F1B, ERG_SCHED_LOOPED_BFS,
-        ERG_SCHED_INTERLEAVED_ZB, ERG_SCHED_ZBV, ERG_SCHED_DUALPIPEV};
+        ERG_SCHED_GPIPE,          ERG_SCHED_1F1B, ERG_SCHED_INTERLEAVED_1F1B, ERG_SCHED_LOOPED_BFS,
+        ERG_SCHED_INTERLEAVED_ZB, ERG_SCHED_ZBV,  ERG_SCHED_DUALPIPEV};
     erg_error err;
     for (size_t i = 0; i < ERG__ARRAY_LEN(kinds); i++) {
         erg_schedule s = {.kind = kinds[i]};
@@ -175,7 +175,8 @@ TEST(dag_of_every_schedule_is_acyclic_with_expected_sizes)
         int nf = 0, nb = 0, ni = 0, nw = 0, nov = 0, tot = 0;
         for (int r = 0; r < P; r++) {
             tot += erg_dag_rank_len(d, r);
-            ASSERT_EQ_INT(erg_dag_rank_offset(d, r + 1), erg_dag_rank_offset(d, r) + erg_dag_rank_len(d, r));
+            ASSERT_EQ_INT(erg_dag_rank_offset(d, r + 1),
+                          erg_dag_rank_offset(d, r) + erg_dag_rank_len(d, r));
         }
         ASSERT_EQ_INT(tot, erg_dag_num_instrs(d));
         for (int id = 0; id < tot; id++) {
@@ -187,7 +188,10 @@ TEST(dag_of_every_schedule_is_acyclic_with_expected_sizes)
             nw += in.kind == ERG_BACKWARD_WEIGHT;
             nov += in.kind == ERG_OVERLAP_F_B;
             ASSERT_EQ_INT(erg_order_stage_rank(erg_dag_order(d), in.stage), r);
-            ASSERT_EQ_INT(erg_dag_instr_id(d, in.stage, in.kind == ERG_OVERLAP_F_B ? ERG_FORWARD : in.kind, in.microbatch), id);
+            ASSERT_EQ_INT(erg_dag_instr_id(d, in.stage,
+                                           in.kind == ERG_OVERLAP_F_B ? ERG_FORWARD : in.kind,
+                                           in.microbatch),
+                          id);
         }
         /* every (stage, microbatch) forwarded once and backwarded once */
         ASSERT_EQ_INT(nf + nov, P * V * M);

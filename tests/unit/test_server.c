@@ -1,4 +1,5 @@
-/* test_server.c: the control-plane server: schedulers, wire parsing, bad input, and multi-process runs (profiling then plans, crash and restart, stragglers) on loopback. */
+/* test_server.c: the control-plane server: schedulers, wire parsing, bad input, and multi-process
+ * runs (profiling then plans, crash and restart, stragglers) on loopback. */
 #include "tap.h"
 
 #include "ergon/gpu.h"
@@ -44,8 +45,8 @@ static void sim_eval(int S, int stage, int kind, int f, double *t, double *p)
     erg_sim_work w;
     erg_error err;
     ASSERT_OK(erg_sim_gpu_find("a100", &g, &err));
-    ASSERT_OK(erg_sim_model_work("gpt3-xl", S, 0, stage, kind ? ERG_BACKWARD : ERG_FORWARD, &w,
-                                 &err));
+    ASSERT_OK(
+        erg_sim_model_work("gpt3-xl", S, 0, stage, kind ? ERG_BACKWARD : ERG_FORWARD, &w, &err));
     ASSERT_OK(erg_sim_eval(g, &w, f, t, p, &err));
 }
 static double sim_time(int S, int stage, int kind, int f)
@@ -97,10 +98,10 @@ static const int STATES[] = {1410, 1320, 1230, 1140, 1050, 960, 870};
 typedef struct rank_cfg {
     const char *url, *job;
     int rank, S, M, pp, dp, tp;
-    int iters;             /* iterations per window */
-    int report_delay_ms;   /* sleep before each report */
-    const char *ack_log;   /* append "window\n" per acknowledged report */
-    double slow;           /* this GPU's compute is slower by this factor (0 = 1) */
+    int iters;           /* iterations per window */
+    int report_delay_ms; /* sleep before each report */
+    const char *ack_log; /* append "window\n" per acknowledged report */
+    double slow;         /* this GPU's compute is slower by this factor (0 = 1) */
 } rank_cfg;
 
 /* Run one simulated rank to the end of its job; returns 0 on success. */
@@ -135,8 +136,8 @@ static int run_rank(const rank_cfg *c)
         if (done)
             break;
         if ((int)ns != n) {
-            fprintf(stderr, "# rank %d: schedule of %zu entries for %d instructions\n", c->rank,
-                    ns, n);
+            fprintf(stderr, "# rank %d: schedule of %zu entries for %d instructions\n", c->rank, ns,
+                    n);
             erg_free(states);
             return 13;
         }
@@ -148,9 +149,9 @@ static int run_rank(const rank_cfg *c)
                 int f = states[i];
                 bool fw = !strcmp(ps[i], "forward"), bw = !strcmp(ps[i], "backward");
                 double slow = c->slow > 0 ? c->slow : 1;
-                double t = fw || bw ? sim_time(c->S, c->pp, bw, f) * slow
-                                    : !strcmp(ps[i], "step") ? 0.002
-                                                             : 0.0005;
+                double t = fw || bw                 ? sim_time(c->S, c->pp, bw, f) * slow
+                           : !strcmp(ps[i], "step") ? 0.002
+                                                    : 0.0005;
                 double e = (fw || bw ? sim_power(c->S, c->pp, bw, f) : 80.0) * t;
                 T += t;
                 E += e;
@@ -307,8 +308,8 @@ static char *register_job(const char *url, int S, int dp, int M, const char *sch
     erg_srv_client *c = NULL;
     erg_error err;
     ASSERT_OK(erg_srv_client_new(url, NULL, &c, &err));
-    erg_srv_job_desc d = {S, dp, 1, S * dp, "sim", model, "uniform", 1, M, sched, args,
-                          "frequency"};
+    erg_srv_job_desc d = {S,         dp, 1, S * dp, "sim", model,
+                          "uniform", 1,  M, sched,  args,  "frequency"};
     char *id = NULL;
     ASSERT_OK(erg_srv_client_register_job(c, &d, &id, &err));
     erg_srv_client_free(c);
@@ -336,8 +337,8 @@ static bool exists(const char *p)
 TEST(expand_follows_spec)
 {
     /* load F p2p F B p2p B step; plan F=1,2 B=3,4 in execution order. */
-    int instrs[] = {SRV_I_LOAD, SRV_I_FORWARD, SRV_I_P2P, SRV_I_FORWARD, SRV_I_BACKWARD,
-                    SRV_I_P2P,  SRV_I_BACKWARD, SRV_I_STEP};
+    int instrs[] = {SRV_I_LOAD,     SRV_I_FORWARD, SRV_I_P2P,      SRV_I_FORWARD,
+                    SRV_I_BACKWARD, SRV_I_P2P,     SRV_I_BACKWARD, SRV_I_STEP};
     int plan[] = {1000, 1100, 1200, 1300}, out[8];
     erg_error err;
     ASSERT_OK(srv_expand(plan, 4, instrs, 8, out, &err));
@@ -576,11 +577,12 @@ TEST(profiler_writes_empty_not_nan_and_energy_from_iterations)
     f.c.profile_csv_name = (char *)"p.csv";
     int seen[8][2];
     for (int k = 0; k < 2; k++) {
-        ASSERT_EQ_INT(run_sched("InstructionProfiler",
-                                k ? "{\"energy_from_iterations\": true, \"minimum_power_state\": 1300}"
-                                  : "{\"minimum_power_state\": 1300}",
-                                &f, 8, seen),
-                      4);
+        ASSERT_EQ_INT(
+            run_sched("InstructionProfiler",
+                      k ? "{\"energy_from_iterations\": true, \"minimum_power_state\": 1300}"
+                        : "{\"minimum_power_state\": 1300}",
+                      &f, 8, seen),
+            4);
         char p[600], *text;
         size_t len;
         erg_error err;
@@ -648,19 +650,25 @@ static double zl_fwd(int s, int v)
         t *= 0.97;
     return t;
 }
-static double zl_power(int s, int v) { return 60.0 + 0.8 * v + 5.0 * s; }
+static double zl_power(int s, int v)
+{
+    return 60.0 + 0.8 * v + 5.0 * s;
+}
 
 typedef struct zl_window {
     int st[ZL_S];
 } zl_window;
 typedef struct zl_win_res {
-    double t_mean[ZL_S];                 /* balanced-phase mean time (after warm-up drop) */
+    double t_mean[ZL_S]; /* balanced-phase mean time (after warm-up drop) */
     double iter_t[ZL_S][ZL_ITERS], iter_e[ZL_S][ZL_ITERS];
 } zl_win_res;
 
 /* Iteration k of a window: 3 forwards + 3 backwards (2x), a per-iteration
  * wobble so that means are not trivial. */
-static double zl_iter_scale(int k) { return 1.0 + 0.01 * (k % 3) - 0.004 * (k == 0); }
+static double zl_iter_scale(int k)
+{
+    return 1.0 + 0.01 * (k % 3) - 0.004 * (k == 0);
+}
 static void zl_measure(const int *st, zl_win_res *w)
 {
     int drop = 1; /* max(int(5 * 0.1), 1) */
@@ -796,7 +804,7 @@ static void zl_compare(double eta)
 {
     zl_trace ref;
     zl_ref_run(&ref, eta);
-    ASSERT(ref.n_pts >= 3);  /* the model makes the search non-trivial */
+    ASSERT(ref.n_pts >= 3); /* the model makes the search non-trivial */
     ASSERT(ref.n_win >= 12);
 
     int n[ZL_S], ins0[3] = {SRV_I_FORWARD, SRV_I_P2P, SRV_I_BACKWARD}, *ins[ZL_S];
@@ -912,8 +920,8 @@ static void sparse_job_init(sparse_job *f, const erg_profile *truth)
 {
     memset(f, 0, sizeof *f);
     /* M = 2: F F p2p B B step */
-    int ins[6] = {SRV_I_FORWARD, SRV_I_FORWARD, SRV_I_P2P, SRV_I_BACKWARD, SRV_I_BACKWARD,
-                  SRV_I_STEP};
+    int ins[6] = {SRV_I_FORWARD,  SRV_I_FORWARD,  SRV_I_P2P,
+                  SRV_I_BACKWARD, SRV_I_BACKWARD, SRV_I_STEP};
     memcpy(f->ins0, ins, sizeof ins);
     for (int s = 0; s < 4; s++) {
         f->n[s] = 6;
@@ -952,14 +960,14 @@ static void sparse_results(const erg_profile *truth, int **sched, double noise, 
                 int occ = 0;
                 for (int x = 0; x < 6; x++) {
                     if (sched[s] == NULL ||
-                        (k == 0 ? SRV_I_FORWARD : SRV_I_BACKWARD) != (int[]){
-                            SRV_I_FORWARD, SRV_I_FORWARD, SRV_I_P2P, SRV_I_BACKWARD,
-                            SRV_I_BACKWARD, SRV_I_STEP}[x])
+                        (k == 0 ? SRV_I_FORWARD : SRV_I_BACKWARD) !=
+                            (int[]){SRV_I_FORWARD, SRV_I_FORWARD, SRV_I_P2P, SRV_I_BACKWARD,
+                                    SRV_I_BACKWARD, SRV_I_STEP}[x])
                         continue;
                     erg_profile_point pt;
                     erg_error err;
-                    ASSERT_OK(erg_profile_lookup(truth, s, (erg_instr_kind)k, sched[s][x], &pt,
-                                                 &err));
+                    ASSERT_OK(
+                        erg_profile_lookup(truth, s, (erg_instr_kind)k, sched[s][x], &pt, &err));
                     double f = 1 + noise * ((occ++ + i) % 2 ? 1 : -1);
                     json_array_append_new(ti, json_real(pt.time_s * f));
                     json_array_append_new(ei, json_real(pt.energy_j * f));
@@ -974,8 +982,8 @@ static void sparse_results(const erg_profile *truth, int **sched, double noise, 
             json_array_append_new(it, json_real(1.0));
             json_array_append_new(ie, json_real(300.0));
         }
-        json_t *o = json_pack("{s:o,s:o,s:o}", "iter_time", it, "iter_energy", ie,
-                              "time_breakdown", tb);
+        json_t *o =
+            json_pack("{s:o,s:o,s:o}", "iter_time", it, "iter_energy", ie, "time_breakdown", tb);
         if (energies)
             json_object_set_new(o, "energy_breakdown", eb);
         else
@@ -1067,7 +1075,8 @@ TEST(instruction_profiler_sparse_mode_measures_a_sixth_and_predicts_the_rest)
                 worst_t = fmax(worst_t, fabs(b.time_s / a.time_s - 1));
                 worst_e = fmax(worst_e, fabs(b.energy_j / a.energy_j - 1));
             }
-    printf("# worst prediction error: time %.3f %%, energy %.3f %%\n", 100 * worst_t, 100 * worst_e);
+    printf("# worst prediction error: time %.3f %%, energy %.3f %%\n", 100 * worst_t,
+           100 * worst_e);
     ASSERT(worst_t <= 0.01);
     ASSERT(worst_e <= 0.02);
     erg_profile_free(pred);
@@ -1103,8 +1112,8 @@ TEST(instruction_profiler_sparse_mode_measures_a_sixth_and_predicts_the_rest)
     ASSERT_EQ_INT(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "frequency mode");
     f.c.mode = SRV_MODE_FREQUENCY;
-    int zb[6] = {SRV_I_FORWARD, SRV_I_FORWARD, SRV_I_BACKWARD_INPUT, SRV_I_BACKWARD_WEIGHT,
-                 SRV_I_BACKWARD, SRV_I_STEP};
+    int zb[6] = {SRV_I_FORWARD,         SRV_I_FORWARD,  SRV_I_BACKWARD_INPUT,
+                 SRV_I_BACKWARD_WEIGHT, SRV_I_BACKWARD, SRV_I_STEP};
     memcpy(f.ins0, zb, sizeof zb);
     ASSERT_EQ_INT(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "backward_input");
@@ -1127,8 +1136,8 @@ TEST(zero_bubble_instruction_names_through_v1_schedulers)
     ASSERT_EQ_INT(srv_instr_code("forward"), SRV_I_FORWARD); /* Perseus codes unchanged */
     ASSERT_EQ_INT(srv_instr_code("pure_backward"), SRV_I_PURE_BACKWARD);
     /* PointSolution expansion: F p2p I W p2p F I W step; plan 6 clocks. */
-    int instrs[] = {SRV_I_FORWARD, SRV_I_P2P, SRV_I_BACKWARD_INPUT, SRV_I_BACKWARD_WEIGHT,
-                    SRV_I_P2P, SRV_I_FORWARD, SRV_I_BACKWARD_INPUT, SRV_I_BACKWARD_WEIGHT,
+    int instrs[] = {SRV_I_FORWARD, SRV_I_P2P,     SRV_I_BACKWARD_INPUT, SRV_I_BACKWARD_WEIGHT,
+                    SRV_I_P2P,     SRV_I_FORWARD, SRV_I_BACKWARD_INPUT, SRV_I_BACKWARD_WEIGHT,
                     SRV_I_STEP};
     int plan[] = {1000, 1100, 1200, 1300, 1400, 1500}, out[9];
     erg_error err;
@@ -1171,13 +1180,13 @@ TEST(zero_bubble_instruction_names_through_v1_schedulers)
             break;
         srv_result r[2];
         for (int st = 0; st < 2; st++) {
-            json_t *o = json_pack(
-                "{s:[f,f],s:[f,f],s:{s:[[f],[f]],s:[[f],[f]],s:[[f],[f]]},"
-                "s:{s:[[f],[f]],s:[[f],[f]],s:[[f],[f]]}}",
-                "iter_time", 0.3, 0.3, "iter_energy", 60.0, 60.0, "time_breakdown", "forward",
-                0.1, 0.1, "backward_input", 0.12, 0.12, "backward_weight", 0.08, 0.08,
-                "energy_breakdown", "forward", 20.0, 20.0, "backward_input", 25.0, 25.0,
-                "backward_weight", 15.0, 15.0);
+            json_t *o =
+                json_pack("{s:[f,f],s:[f,f],s:{s:[[f],[f]],s:[[f],[f]],s:[[f],[f]]},"
+                          "s:{s:[[f],[f]],s:[[f],[f]],s:[[f],[f]]}}",
+                          "iter_time", 0.3, 0.3, "iter_energy", 60.0, 60.0, "time_breakdown",
+                          "forward", 0.1, 0.1, "backward_input", 0.12, 0.12, "backward_weight",
+                          0.08, 0.08, "energy_breakdown", "forward", 20.0, 20.0, "backward_input",
+                          25.0, 25.0, "backward_weight", 15.0, 15.0);
             ASSERT(o != NULL);
             ASSERT_OK(srv_result_from_json(o, &r[st], &err));
             json_decref(o);
@@ -1455,7 +1464,9 @@ TEST(bad_input_gets_4xx_with_message)
     ASSERT_EQ_INT(call(srv, "POST", rpath, NULL, good, &resp), 409); /* twice */
     ASSERT_CONTAINS(resp, "already reported");
     erg_free(resp);
-    ASSERT_EQ_INT(call(srv, "POST", rpath, NULL, "{\"rank\":1,\"iter_time\":[1.0],\"iter_energy\":[2.0]}", NULL), 200);
+    ASSERT_EQ_INT(call(srv, "POST", rpath, NULL,
+                       "{\"rank\":1,\"iter_time\":[1.0],\"iter_energy\":[2.0]}", NULL),
+                  200);
     /* AllMax with num_iters 1: the job is over */
     ASSERT_EQ_INT(call(srv, "GET", path, "rank=0", NULL, &resp), 500);
     ASSERT_CONTAINS(resp, "[profiling-done]");
@@ -1518,8 +1529,8 @@ TEST(allocation_failures_are_answered)
                          "\"tp_rank\":0,\"pipe_schedule\":%s,\"power_state_range\":[1410]}",
                          id, r, r, ps);
                 resp = NULL;
-                erg_server_handle(srv, "POST", "/register_rank", NULL, body, strlen(body), 0,
-                                  &st, &resp, &ct);
+                erg_server_handle(srv, "POST", "/register_rank", NULL, body, strlen(body), 0, &st,
+                                  &resp, &ct);
                 ASSERT(resp && st >= 200 && st < 600);
                 bad += st != 200;
                 erg_free(resp);
@@ -1528,8 +1539,8 @@ TEST(allocation_failures_are_answered)
                 char path[700];
                 snprintf(path, sizeof path, "/schedule/%s", id);
                 resp = NULL;
-                erg_server_handle(srv, "GET", path, r ? "rank=1" : "rank=0", NULL, 0, 0, &st,
-                                  &resp, &ct);
+                erg_server_handle(srv, "GET", path, r ? "rank=1" : "rank=0", NULL, 0, 0, &st, &resp,
+                                  &ct);
                 ASSERT(resp && st >= 200 && st < 600);
                 bad += st != 200 && !(r == 0 && st == 503); /* rank 0 waits for rank 1 */
                 erg_free(resp);
@@ -1542,8 +1553,7 @@ TEST(allocation_failures_are_answered)
                          "\"time_breakdown\":{\"forward\":[[0.1],[0.2]]}}",
                          r);
                 resp = NULL;
-                erg_server_handle(srv, "POST", path, NULL, body, strlen(body), 0, &st, &resp,
-                                  &ct);
+                erg_server_handle(srv, "POST", path, NULL, body, strlen(body), 0, &st, &resp, &ct);
                 ASSERT(resp && st >= 200 && st < 600);
                 bad += st != 200;
                 erg_free(resp);
@@ -1743,11 +1753,12 @@ TEST(zeus_client_replay_point_solution)
     snprintf(dump, sizeof dump, "%s/dump", d);
     snprintf(plan, sizeof plan, "%s/freqs_pipeline_00042.py", d);
     /* run_optimization.py's file: a repr'd list of tuples per stage. */
-    write_text(plan, "[\n"
-                     "[('forward', 1410), ('forward', 1395), ('backward', 1380), ('backward', 1410)],\n"
-                     "[('forward', 1395), ('backward', 1395), ('forward', 1380), ('backward', 1365)],\n"
-                     "]\n# Iteration 42 cost change: -0.5\n# Iteration 42 total cost: 100.0\n"
-                     "# Iteration 42 total cost with P2P: 120.0\n");
+    write_text(plan,
+               "[\n"
+               "[('forward', 1410), ('forward', 1395), ('backward', 1380), ('backward', 1410)],\n"
+               "[('forward', 1395), ('backward', 1395), ('forward', 1380), ('backward', 1365)],\n"
+               "]\n# Iteration 42 cost change: -0.5\n# Iteration 42 total cost: 100.0\n"
+               "# Iteration 42 total cost with P2P: 120.0\n");
     snprintf(args, sizeof args, "{\"solution_path\": \"%s\"}", plan);
     srv_cfg c = {db, dump, NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL, args};
     int port;
@@ -1876,7 +1887,17 @@ TEST(zeus_client_replay_instruction_profiler)
     char db[512], dump[512];
     snprintf(db, sizeof db, "%s/z.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
-    srv_cfg c = {db,  dump, NULL, NULL, NULL, 0, 0, 0, 0, NULL, "InstructionProfiler",
+    srv_cfg c = {db,
+                 dump,
+                 NULL,
+                 NULL,
+                 NULL,
+                 0,
+                 0,
+                 0,
+                 0,
+                 NULL,
+                 "InstructionProfiler",
                  "{\"minimum_frequency\": 1380, \"warmup_step_ratio\": 0.1}"};
     int port;
     pid_t srv = start_server(&c, &port);
@@ -2055,7 +2076,8 @@ TEST(profile_then_point_solution_8_processes)
         es += t * sim_power(S, 3, 1, 1050);
     }
     snprintf(want, sizeof want, "3,backward,1050,%s,%s\n",
-             erg__fmt_double_py(ts / 12, t1, sizeof t1), erg__fmt_double_py(es / 12, e1, sizeof e1));
+             erg__fmt_double_py(ts / 12, t1, sizeof t1),
+             erg__fmt_double_py(es / 12, e1, sizeof e1));
     ASSERT_CONTAINS(text, want);
     erg__free(text);
     /* Windows 0-1 are all-max warm-ups, 2-8 the sweep; the layout is Perseus's. */
@@ -2257,8 +2279,8 @@ TEST(data_parallel_results_are_aggregated_per_stage)
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
     const int S = 2, M = 2;
-    char *job = register_job(url, S, 2, M, "InstructionProfiler",
-                             "{\"minimum_power_state\": 1000}", "dp");
+    char *job =
+        register_job(url, S, 2, M, "InstructionProfiler", "{\"minimum_power_state\": 1000}", "dp");
     pid_t pids[4];
     for (int r = 0; r < 4; r++) {
         /* Merak's grid: pp varies fastest, so rank = dp * S + pp. */
@@ -2281,7 +2303,8 @@ TEST(data_parallel_results_are_aggregated_per_stage)
         es += t * pw + t * 1.2 * pw;
     }
     char want[160], a[40], b[40];
-    snprintf(want, sizeof want, "1,forward,1230,%s,%s\n", erg__fmt_double_py(ts / (2 * M), a, sizeof a),
+    snprintf(want, sizeof want, "1,forward,1230,%s,%s\n",
+             erg__fmt_double_py(ts / (2 * M), a, sizeof a),
              erg__fmt_double_py(es / (2 * M), b, sizeof b));
     ASSERT_CONTAINS(text, want);
     erg__free(text);
@@ -2305,7 +2328,8 @@ TEST(crash_and_restart_mid_window)
     snprintf(db, sizeof db, "%s/s.db", d);
     snprintf(dump, sizeof dump, "%s/dump", d);
     snprintf(acks, sizeof acks, "%s/acks.txt", d);
-    srv_cfg c = {db, dump, "AllMaxFrequency", "{\"num_iters\": 4}", NULL, 0, 0, 0, 0, NULL, NULL, NULL};
+    srv_cfg c = {db,   dump, "AllMaxFrequency", "{\"num_iters\": 4}", NULL, 0, 0, 0, 0, NULL,
+                 NULL, NULL};
     int port;
     pid_t srv = start_server(&c, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
@@ -2478,8 +2502,8 @@ TEST(frontier_switches_plan_for_straggler)
             else {
                 ASSERT_EQ_INT(st, 200);
                 char want[64];
-                snprintf(want, sizeof want, "[%d, %d, %d, %d, %d]", steps[w].clock,
-                         steps[w].clock, steps[w].clock, steps[w].clock, steps[w].clock);
+                snprintf(want, sizeof want, "[%d, %d, %d, %d, %d]", steps[w].clock, steps[w].clock,
+                         steps[w].clock, steps[w].clock, steps[w].clock);
                 ASSERT_CONTAINS(resp, want);
             }
             erg_free(resp);
@@ -2569,15 +2593,18 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
 TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(schedule_to_client_plan),
          TEST_ENTRY(plan_files_both_literal_formats),
          TEST_ENTRY(python_json_output_matches_real_dump), TEST_ENTRY(zeus_global_sweeps_and_ends),
-         TEST_ENTRY(zeus_local_balances_stages), TEST_ENTRY(zeus_local_matches_reference_window_by_window),
+         TEST_ENTRY(zeus_local_balances_stages),
+         TEST_ENTRY(zeus_local_matches_reference_window_by_window),
          TEST_ENTRY(zeus_deploy_optimum_keeps_running),
-         TEST_ENTRY(profiler_writes_empty_not_nan_and_energy_from_iterations), TEST_ENTRY(two_frequencies_and_allmax),
+         TEST_ENTRY(profiler_writes_empty_not_nan_and_energy_from_iterations),
+         TEST_ENTRY(two_frequencies_and_allmax),
          TEST_ENTRY(instruction_profiler_sparse_mode_measures_a_sixth_and_predicts_the_rest),
          TEST_ENTRY(zero_bubble_instruction_names_through_v1_schedulers),
          TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(allocation_failures_are_answered),
          TEST_ENTRY(job_limit), TEST_ENTRY(scheduler_errors_reach_ranks),
          TEST_ENTRY(zeus_client_replay_point_solution),
-         TEST_ENTRY(zeus_client_replay_instruction_profiler), TEST_ENTRY(huge_bodies_and_slow_clients),
+         TEST_ENTRY(zeus_client_replay_instruction_profiler),
+         TEST_ENTRY(huge_bodies_and_slow_clients),
          TEST_ENTRY(profile_then_point_solution_8_processes),
          TEST_ENTRY(data_parallel_results_are_aggregated_per_stage),
          TEST_ENTRY(crash_and_restart_mid_window), TEST_ENTRY(frontier_switches_plan_for_straggler),

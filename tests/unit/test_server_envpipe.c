@@ -252,10 +252,10 @@ static char *slurp(const char *dir, const char *name)
 typedef struct run {
     int windows;
     bool done;
-    int first_plan_window;    /* first window whose clocks are not uniform */
-    double first_plan_time;   /* its simulated iteration time */
+    int first_plan_window;  /* first window whose clocks are not uniform */
+    double first_plan_time; /* its simulated iteration time */
     double last_time, last_energy, allmax_time, allmax_energy;
-    unsigned sig[512];        /* per window: a checksum of the served clocks */
+    unsigned sig[512]; /* per window: a checksum of the served clocks */
     erg_status observe_st;
     char observe_msg[ERG_ERROR_MSG_LEN];
 } run;
@@ -358,8 +358,8 @@ TEST(envpipe_online_profiles_plans_reconfigures_and_terminates)
     /* (the 2 ms threshold leaves shorter delays alone: EnvPipe's "< 1 %" slowdown) */
     ASSERT_MSG(r.last_time <= r.allmax_time * 1.015 &&
                    r.last_time - r.allmax_time < 0.5 * (r.first_plan_time - r.allmax_time),
-               "final plan %g s, initial plan %g s, all-max %g s", r.last_time,
-               r.first_plan_time, r.allmax_time);
+               "final plan %g s, initial plan %g s, all-max %g s", r.last_time, r.first_plan_time,
+               r.allmax_time);
     fprintf(stderr, "# all-max %g s %g J, initial plan %g s, final %g s %g J\n", r.allmax_time,
             r.allmax_energy, r.first_plan_time, r.last_time, r.last_energy);
     ASSERT_MSG(r.last_energy < r.allmax_energy, "final plan %g J vs all-max %g J", r.last_energy,
@@ -446,14 +446,16 @@ TEST(envpipe_online_with_the_sparse_profiler)
 TEST(envpipe_online_terminates_when_stuck_on_a_bottleneck_stage)
 {
     /* stage 1 is the bottleneck: its units reach the max clock, the path runs through it
-     * and leaves the envelope, nothing more can be raised; EnvPipe stops anyway (its termination rule) */
+     * and leaves the envelope, nothing more can be raised; EnvPipe stops anyway (its termination
+     * rule) */
     job j;
     job_init(&j, 4, 8, NULL, false);
     char *dir = (char *)mktmp();
     j.c.job_dir = dir;
     run r;
-    run_envpipe(&j, "{\"blocking_power_w\": 70, \"warmup_windows\": 0, \"final_windows\": 0, "
-                    "\"finish_limit\": 3}",
+    run_envpipe(&j,
+                "{\"blocking_power_w\": 70, \"warmup_windows\": 0, \"final_windows\": 0, "
+                "\"finish_limit\": 3}",
                 400, true, &r);
     ASSERT_MSG(r.done && r.observe_st == ERG_OK, "%s", r.observe_msg);
     char *log = slurp(dir, "envpipe.log");
@@ -472,8 +474,9 @@ TEST(envpipe_online_without_a_threshold_ends_and_says_why)
     j.c.job_dir = dir;
     run r;
     zero_last_waits = true;
-    run_envpipe(&j, "{\"blocking_power_w\": 70, \"warmup_windows\": 0, \"final_windows\": 150, "
-                    "\"finish_limit\": 1}",
+    run_envpipe(&j,
+                "{\"blocking_power_w\": 70, \"warmup_windows\": 0, \"final_windows\": 150, "
+                "\"finish_limit\": 1}",
                 400, true, &r);
     zero_last_waits = false;
     ASSERT_MSG(r.done && r.observe_st == ERG_OK, "%s", r.observe_msg);
@@ -565,15 +568,17 @@ TEST(envpipe_online_baseline_and_default)
     run r;
     /* baseline: no profiling, every unit at max; nothing can be raised, so the rule ends
      * the reconfiguration after finish_limit + 1 windows */
-    run_envpipe(&j, "{\"blocking_power_w\": 70, \"type\": \"baseline\", \"finish_limit\": 2, "
-                    "\"final_windows\": 1}",
+    run_envpipe(&j,
+                "{\"blocking_power_w\": 70, \"type\": \"baseline\", \"finish_limit\": 2, "
+                "\"final_windows\": 1}",
                 100, true, &r);
     ASSERT_MSG(r.done && r.observe_st == ERG_OK, "%s", r.observe_msg);
     ASSERT_EQ_INT(r.windows, 3 + 1);
     ASSERT_EQ_INT(r.first_plan_window, -1);
     /* default: profiling, then the initial plan for final_windows windows, no steps */
-    run_envpipe(&j, "{\"blocking_power_w\": 70, \"reconfigure\": \"default\", "
-                    "\"warmup_windows\": 2, \"final_windows\": 4}",
+    run_envpipe(&j,
+                "{\"blocking_power_w\": 70, \"reconfigure\": \"default\", "
+                "\"warmup_windows\": 2, \"final_windows\": 4}",
                 100, false, &r);
     ASSERT_MSG(r.done && r.observe_st == ERG_OK, "%s", r.observe_msg);
     ASSERT_EQ_INT(r.windows, 2 + 11 + 4);
@@ -589,7 +594,7 @@ TEST(envpipe_online_needs_the_ranks_waits)
     ASSERT_EQ_INT(r.observe_st, ERG_EINVAL);
     ASSERT_CONTAINS(r.observe_msg, "wait_breakdown");
     ASSERT_CONTAINS(r.observe_msg, "stage 0"); /* its backwards receive gradients */
-    ASSERT_EQ_INT(r.windows, 11 + 1); /* the first reconfiguration window */
+    ASSERT_EQ_INT(r.windows, 11 + 1);          /* the first reconfiguration window */
     job_free(&j);
 }
 
@@ -722,8 +727,7 @@ TEST(envpipe_args_are_checked_with_clear_messages)
  * The wire: "wait_breakdown" on /v1 (validated, stored only when sent).
  * --------------------------------------------------------------------- */
 
-static int call(erg_server *srv, const char *method, const char *path, const char *body,
-                char **out)
+static int call(erg_server *srv, const char *method, const char *path, const char *body, char **out)
 {
     int status = 0;
     char *resp = NULL;
@@ -850,8 +854,7 @@ TEST(wait_breakdown_is_validated_and_kept_only_when_sent)
  * pipeline at the fetched clocks. Runs until the job ends or `stop` windows are complete;
  * returns the windows completed (from window `from`). *id: the job (registered when empty). */
 static int server_job(const char *db, const char *dump, job *j, const char *args, char *id,
-                      size_t idn, int from, int stop, bool *done, char *last_sched,
-                      size_t lsn)
+                      size_t idn, int from, int stop, bool *done, char *last_sched, size_t lsn)
 {
     erg_server_opts o;
     erg_server_opts_init(&o);
@@ -883,9 +886,8 @@ static int server_job(const char *db, const char *dump, job *j, const char *args
                 json_array_append_new(ps, json_string(srv_instr_names[j->ins[r][i]]));
             for (int i = 0; i < j->c.n_states; i++)
                 json_array_append_new(st, json_integer(j->st[i]));
-            json_t *rb = json_pack("{s:i,s:i,s:i,s:i,s:o,s:o}", "rank", r, "dp_rank", 0,
-                                   "pp_rank", r, "tp_rank", 0, "pipe_schedule", ps,
-                                   "power_state_range", st);
+            json_t *rb = json_pack("{s:i,s:i,s:i,s:i,s:o,s:o}", "rank", r, "dp_rank", 0, "pp_rank",
+                                   r, "tp_rank", 0, "pipe_schedule", ps, "power_state_range", st);
             char *text = json_dumps(rb, JSON_COMPACT);
             json_decref(rb);
             snprintf(path, sizeof path, "/v1/jobs/%s/ranks", id);
@@ -933,8 +935,7 @@ static int server_job(const char *db, const char *dump, job *j, const char *args
             json_object_set_new(o2, "window", json_integer(w));
             char *text = json_dumps(o2, JSON_COMPACT);
             json_decref(o2);
-            ASSERT_MSG(call(srv, "POST", path, text, &resp) == 200, "result %d/%d: %s", w, r,
-                       resp);
+            ASSERT_MSG(call(srv, "POST", path, text, &resp) == 200, "result %d/%d: %s", w, r, resp);
             erg_free(resp);
             free(text);
             free(per[r]);
@@ -959,8 +960,7 @@ TEST(envpipe_job_survives_a_server_restart)
     bool done = false;
     snprintf(db, sizeof db, "%s/a.db", dir);
     snprintf(dump, sizeof dump, "%s/dump-a", dir);
-    int total = server_job(db, dump, &j, args, id, sizeof id, 0, 200, &done, last_a,
-                           sizeof last_a);
+    int total = server_job(db, dump, &j, args, id, sizeof id, 0, 200, &done, last_a, sizeof last_a);
     ASSERT_MSG(done, "the job did not end in 200 windows");
     ASSERT_MSG(total > 12 + 3 + 1, "only %d windows", total);
     int cut = 12 + 2; /* two windows into the reconfiguration */
@@ -970,8 +970,7 @@ TEST(envpipe_job_survives_a_server_restart)
     int n1 = server_job(db, dump, &j, args, id, sizeof id, 0, cut, &done, last_b, sizeof last_b);
     ASSERT_EQ_INT(n1, cut);
     ASSERT(!done);
-    int n2 = server_job(db, dump, &j, args, id, sizeof id, cut, 200, &done, last_b,
-                        sizeof last_b);
+    int n2 = server_job(db, dump, &j, args, id, sizeof id, cut, 200, &done, last_b, sizeof last_b);
     ASSERT(done);
     ASSERT_EQ_INT(cut + n2, total);
     ASSERT_STR_EQ(last_a, last_b);

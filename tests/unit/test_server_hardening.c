@@ -192,7 +192,6 @@ TEST(second_server_on_the_same_database_is_refused_naming_the_holder)
     rm_rf(tmpdir);
 }
 
-
 /* ---------------------------------------------------------------------
  * Item 8: file names from clients are confined to --plans-dir.
  * --------------------------------------------------------------------- */
@@ -232,10 +231,10 @@ TEST(client_file_names_are_confined_to_plans_dirs)
     ASSERT_CONTAINS(resp, "--plans-dir");
     ASSERT(!strstr(resp, "root"));
     erg_free(resp);
-    ASSERT_EQ_INT(v1_job(srv, 2,
-                         "\"scheduler\":\"Frontier\",\"scheduler_args\":{\"frontier_dir\":\"/etc\"}",
-                         NULL, 0, &resp),
-                  400);
+    ASSERT_EQ_INT(
+        v1_job(srv, 2, "\"scheduler\":\"Frontier\",\"scheduler_args\":{\"frontier_dir\":\"/etc\"}",
+               NULL, 0, &resp),
+        400);
     ASSERT_CONTAINS(resp, "frontier_dir");
     erg_free(resp);
     snprintf(extra, sizeof extra,
@@ -257,7 +256,8 @@ TEST(client_file_names_are_confined_to_plans_dirs)
              "\"scheduler\":\"PointSolution\",\"mode\":\"frequency\","
              "\"scheduler_args\":{\"solution_path\":\"p1.py\"}");
     ASSERT_EQ_INT(v1_job(srv, 2, extra, NULL, 0, NULL), 201); /* relative to the plans dir */
-    const char *bad[] = {"/etc/passwd", secret, dotdot, link, "../outside/secret.py", "/nonexistent"};
+    const char *bad[] = {"/etc/passwd",          secret,        dotdot, link,
+                         "../outside/secret.py", "/nonexistent"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(extra, sizeof extra,
                  "\"scheduler\":\"PointSolution\",\"mode\":\"frequency\","
@@ -323,8 +323,7 @@ TEST(v1_job_without_scheduler_honours_mode_and_arguments)
      * server's default here is 10^6 windows). */
     base_opts(&o, ":memory:");
     srv = new_server(&o);
-    ASSERT_EQ_INT(v1_job(srv, 2, "\"scheduler_args\":{\"num_iters\":1}", id, sizeof id, NULL),
-                  201);
+    ASSERT_EQ_INT(v1_job(srv, 2, "\"scheduler_args\":{\"num_iters\":1}", id, sizeof id, NULL), 201);
     register_ranks(srv, id, 2);
     fetch_all(srv, id, 2);
     for (int r = 0; r < 2; r++)
@@ -365,8 +364,7 @@ TEST(results_must_be_finite_positive_and_physically_bounded)
         "\"iter_time\":[1.0],\"iter_energy\":[5],\"energy_breakdown\":{\"forward\":[[1e308]]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ASSERT_MSG(post_result(srv, id, 0, bad[i], &resp) == 400, "accepted %s: %s", bad[i],
-                   resp);
+        ASSERT_MSG(post_result(srv, id, 0, bad[i], &resp) == 400, "accepted %s: %s", bad[i], resp);
         erg_free(resp);
     }
     for (int r = 0; r < 2; r++) {
@@ -520,18 +518,18 @@ TEST(dump_failures_never_fail_a_job_and_are_written_later)
     for (int w = 0; w < 2; w++) {
         fetch_all(srv, id, 2);
         for (int r = 0; r < 2; r++)
-            ASSERT_EQ_INT(post_result(srv, id, r, "\"iter_time\":[1.0],\"iter_energy\":[300]", NULL),
-                          200);
+            ASSERT_EQ_INT(
+                post_result(srv, id, r, "\"iter_time\":[1.0],\"iter_energy\":[300]", NULL), 200);
     }
     json_t *v = job_json(srv, id);
-    ASSERT_MSG(!strcmp(json_string_value(json_object_get(v, "state")), "done"),
-               "the job is %s: %s", json_string_value(json_object_get(v, "state")),
+    ASSERT_MSG(!strcmp(json_string_value(json_object_get(v, "state")), "done"), "the job is %s: %s",
+               json_string_value(json_object_get(v, "state")),
                json_string_value(json_object_get(v, "message")));
     json_decref(v);
     /* Space is back: every dump arrives, in the Perseus layout. */
     ASSERT(unlink(blocker) == 0);
-    const char *files[] = {"perseus.json", "ranks.json", "0.prof.json", "0.sched.json",
-                           "1.prof.json", "1.sched.json"};
+    const char *files[] = {"perseus.json", "ranks.json",  "0.prof.json",
+                           "0.sched.json", "1.prof.json", "1.sched.json"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(f, sizeof f, "%s/%s", blocker, files[i]);
         struct stat sb;
@@ -641,8 +639,7 @@ TEST(healthz_answers_under_a_connection_flood)
     int st = healthz("127.0.0.2", port, 3.0, &took);
     printf("# %d idle connections from 127.0.0.1: /healthz from 127.0.0.2 -> %d in %.3f s\n",
            opened, st, took);
-    ASSERT_MSG(st == 200 && took < 1.5, "/healthz under a flood: status %d after %.3f s", st,
-               took);
+    ASSERT_MSG(st == 200 && took < 1.5, "/healthz under a flood: status %d after %.3f s", st, took);
     /* From the flooding address itself it answers once the idle ones time out. */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -800,8 +797,8 @@ TEST(job_failed_by_a_dump_is_taken_up_again_at_restart)
     for (int w = 1; w < 3; w++) {
         fetch_all(srv, id, 2);
         for (int r = 0; r < 2; r++)
-            ASSERT_EQ_INT(post_result(srv, id, r, "\"iter_time\":[1.0],\"iter_energy\":[300]", NULL),
-                          200);
+            ASSERT_EQ_INT(
+                post_result(srv, id, r, "\"iter_time\":[1.0],\"iter_energy\":[300]", NULL), 200);
     }
     v = job_json(srv, id);
     ASSERT_STR_EQ(json_string_value(json_object_get(v, "state")), "done");

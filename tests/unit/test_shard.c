@@ -109,10 +109,13 @@ TEST(parses_while_fusion_conditional)
 
 TEST(errors_name_line_and_column)
 {
-    parse_fails("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] add(a, c)\n}\n",
-                "t.hlo:4:3: operand 'c' of 'b' is not defined");
-    parse_fails("HloModule m\nENTRY e {\n  a = f33[2] parameter(0)\n}\n", "t.hlo:3:7: unknown element type");
-    parse_fails("HloModule m\nENTRY e {\n  a = f32[2 parameter(0)\n}\n", "t.hlo:3:13: expected ']'");
+    parse_fails(
+        "HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] add(a, c)\n}\n",
+        "t.hlo:4:3: operand 'c' of 'b' is not defined");
+    parse_fails("HloModule m\nENTRY e {\n  a = f33[2] parameter(0)\n}\n",
+                "t.hlo:3:7: unknown element type");
+    parse_fails("HloModule m\nENTRY e {\n  a = f32[2 parameter(0)\n}\n",
+                "t.hlo:3:13: expected ']'");
     parse_fails("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n", "is not closed");
     parse_fails("Module m", "t.hlo:1:1: expected 'HloModule'");
     parse_fails("HloModule m\nENTRY e {\n  a = f32[2] parameter(0), metadata={op_name=\"x}\n}\n",
@@ -128,19 +131,24 @@ TEST(errors_name_line_and_column)
 TEST(malformed_modules_are_rejected_with_their_line)
 {
     /* A misspelt opcode must not make the dot disappear. */
-    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
-                "  ROOT d = f32[2,4] dott(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
-                "t.hlo:5:21: unknown opcode 'dott' of 'd'");
+    parse_fails(
+        "HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+        "  ROOT d = f32[2,4] dott(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+        "t.hlo:5:21: unknown opcode 'dott' of 'd'");
     /* Contracting dims that do not exist, sizes that do not pair, a wrong result shape. */
-    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
-                "  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n}\n",
-                "t.hlo:5:3: dot 'd': lhs_contracting_dims names dim 2; lhs has rank 2");
-    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
-                "  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n",
-                "t.hlo:5:3: dot 'd': lhs dim 0 (size 2) and rhs dim 0 (size 3) are paired but differ");
-    parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
-                "  ROOT d = f32[2,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
-                "t.hlo:5:3: dot 'd': declared result shape does not match its operands (expected dims [2,4])");
+    parse_fails(
+        "HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+        "  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n}\n",
+        "t.hlo:5:3: dot 'd': lhs_contracting_dims names dim 2; lhs has rank 2");
+    parse_fails(
+        "HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+        "  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n",
+        "t.hlo:5:3: dot 'd': lhs dim 0 (size 2) and rhs dim 0 (size 3) are paired but differ");
+    parse_fails(
+        "HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
+        "  ROOT d = f32[2,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+        "t.hlo:5:3: dot 'd': declared result shape does not match its operands (expected dims "
+        "[2,4])");
     parse_fails("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n"
                 "  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={1}\n}\n",
                 "dot 'd': 1 lhs and 0 rhs contracting dims");
@@ -180,19 +188,21 @@ TEST(module_without_dot_says_so)
     ASSERT_CONTAINS(err.msg, "computation 'e' has no dot or convolution, nothing to shard");
     erg_hlo_free(m);
     /* Dots whose dims do not divide by the mesh: a different message. */
-    m = parse_ok("HloModule m\nENTRY e {\n  a = f32[3,5] parameter(0)\n  b = f32[5,7] parameter(1)\n"
-                 "  ROOT d = f32[3,7] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+    m = parse_ok(
+        "HloModule m\nENTRY e {\n  a = f32[3,5] parameter(0)\n  b = f32[5,7] parameter(1)\n"
+        "  ROOT d = f32[3,7] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
     ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_ENOTFOUND);
-    ASSERT_CONTAINS(err.msg, "none of the 1 dots/convolutions in computation 'e' has a strategy on the 1x4 mesh");
+    ASSERT_CONTAINS(
+        err.msg,
+        "none of the 1 dots/convolutions in computation 'e' has a strategy on the 1x4 mesh");
     erg_hlo_free(m);
 }
 
 TEST(all_shared_modules_parse_fast)
 {
-    static const char *const files[] = {"baseline_bert_1.hlo",
-                                        "bert_single_device_training_fwd_bwd.hlo",
-                                        "gpt2_tp-1_n_layer-2.hlo", "linear_module_forward.hlo",
-                                        "linear_module_backward.hlo"};
+    static const char *const files[] = {
+        "baseline_bert_1.hlo", "bert_single_device_training_fwd_bwd.hlo", "gpt2_tp-1_n_layer-2.hlo",
+        "linear_module_forward.hlo", "linear_module_backward.hlo"};
     static const int instrs[] = {10814, 847, 356, 19, 24};
     static const int dots[] = {294, 30, 21, 0, 0};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -257,10 +267,10 @@ TEST(mlp_1x2_data_parallel_vs_megatron_by_hand)
     ASSERT_EQ_INT(erg_shard_block_of(s, "dw2"), 1);
     ASSERT_EQ_INT(erg_shard_block_of(s, "da"), 1);
     ASSERT_EQ_INT(erg_shard_block_of(s, "a"), 0);
-    ASSERT_EQ_INT(erg_shard_block_of(s, "dout"), -1); /* multi-block value */
-    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, 0), "S1R = S1R x RR");  /* data */
-    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, 1), "RS1 = RR x RS1");  /* column */
-    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, 2), "RR = RS1 x S1R");  /* row */
+    ASSERT_EQ_INT(erg_shard_block_of(s, "dout"), -1);                  /* multi-block value */
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, 0), "S1R = S1R x RR"); /* data */
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, 1), "RS1 = RR x RS1"); /* column */
+    ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, 2), "RR = RS1 x S1R"); /* row */
     profile(s, 80);
     /* By hand, n = 2, all-reduce = alpha + beta * 2(n-1)/n * B:
      * data/data: AR(dw1) + AR(dw2), 16 MiB each; Megatron column/row: AR(y) + AR(dxm),
@@ -582,8 +592,9 @@ static const char *spec_under(const erg_shard *s, const erg_shard_plan *p, const
     const hlo_shape *sh = &s->c->ins[i].shape;
     if (sh->kind == HLO_TUPLE)
         sh = &sh->elems[0];
-    shard_spec_str(&s->pbs[nd->pb].mem[nd->slot].out[erg_shard_plan_strategy(p, (size_t)s->pos_of[nd->pb])],
-                   sh->rank, buf, sizeof buf);
+    shard_spec_str(
+        &s->pbs[nd->pb].mem[nd->slot].out[erg_shard_plan_strategy(p, (size_t)s->pos_of[nd->pb])],
+        sh->rank, buf, sizeof buf);
     return buf;
 }
 
@@ -619,8 +630,12 @@ TEST(weights_behind_transfer_custom_call_are_sharded)
     char *text = read_data(ERG_TEST_DATA_DIR "/shard_neuron_mlp.hlo");
     /* The same module with copies instead of the custom-calls, and with an unknown
      * same-shape target: all three must give the same plan, time and memory. */
-    char *copy = replaced(text, "custom-call(%w1p), custom_call_target=\"AwsNeuronTransferWithStaticRing\"", "copy(%w1p)");
-    char *copy2 = replaced(copy, "custom-call(%w2p), custom_call_target=\"AwsNeuronTransferWithStaticRing\"", "copy(%w2p)");
+    char *copy =
+        replaced(text, "custom-call(%w1p), custom_call_target=\"AwsNeuronTransferWithStaticRing\"",
+                 "copy(%w1p)");
+    char *copy2 =
+        replaced(copy, "custom-call(%w2p), custom_call_target=\"AwsNeuronTransferWithStaticRing\"",
+                 "copy(%w2p)");
     char *vendor = replaced(text, "AwsNeuronTransferWithStaticRing", "VendorOpaqueMove");
     const char *mods[3] = {text, copy2, vendor};
     double t0 = 0, m0 = 0;
@@ -634,8 +649,10 @@ TEST(weights_behind_transfer_custom_call_are_sharded)
         profile(s, 80);
         erg_shard_plan *d = search(s, ERG_SHARD_DP);
         /* 512 tokens, 16 MiB weights: Megatron (column then row), one all-reduce each way. */
-        ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, erg_shard_plan_strategy(d, 0)), "RS1 = RR x RS1");
-        ASSERT_STR_EQ(erg_shard_strategy_name(s, 1, erg_shard_plan_strategy(d, 1)), "RR = RS1 x S1R");
+        ASSERT_STR_EQ(erg_shard_strategy_name(s, 0, erg_shard_plan_strategy(d, 0)),
+                      "RS1 = RR x RS1");
+        ASSERT_STR_EQ(erg_shard_strategy_name(s, 1, erg_shard_plan_strategy(d, 1)),
+                      "RR = RS1 x S1R");
         ASSERT_STR_EQ(emitted(s, d, "w1p"), "{devices=[1,4]0,1,2,3}");
         ASSERT_STR_EQ(emitted(s, d, "w2p"), "{devices=[4,1]0,1,2,3}");
         if (v != 1)
@@ -665,10 +682,12 @@ TEST(weights_behind_transfer_custom_call_are_sharded)
 TEST(weight_on_the_lhs_is_detected)
 {
     erg_hlo_module *m = parse_ok(
-        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w0 = f32[1024,1024] parameter(1)\n"
+        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w0 = f32[1024,1024] "
+        "parameter(1)\n"
         "  w1 = f32[2048,1024] parameter(2)\n"
         "  h = f32[512,1024] dot(x, w0), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-        "  ROOT y = f32[2048,512] dot(w1, h), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n");
+        "  ROOT y = f32[2048,512] dot(w1, h), lhs_contracting_dims={1}, "
+        "rhs_contracting_dims={1}\n}\n");
     erg_shard *s = analyze(m, 1, 4);
     ASSERT(s->nodes[ins_index(s, "w0")].weight);
     ASSERT(s->nodes[ins_index(s, "w1")].weight);
@@ -683,10 +702,12 @@ TEST(weight_on_the_lhs_is_detected)
 TEST(weight_with_users_in_two_blocks_follows_its_first_anchor)
 {
     erg_hlo_module *m = parse_ok(
-        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w = f32[1024,1024] parameter(1)\n"
+        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w = f32[1024,1024] "
+        "parameter(1)\n"
         "  h = f32[512,1024] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
         "  a = f32[512,1024] tanh(h)\n"
-        "  ROOT y = f32[512,1024] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+        "  ROOT y = f32[512,1024] dot(a, w), lhs_contracting_dims={1}, "
+        "rhs_contracting_dims={0}\n}\n");
     erg_shard *s = analyze(m, 1, 4);
     long bh = erg_shard_block_of(s, "h"), by = erg_shard_block_of(s, "y");
     ASSERT(bh != by && bh >= 0 && by >= 0);
@@ -719,7 +740,8 @@ TEST(weight_with_users_in_two_blocks_follows_its_first_anchor)
 TEST(optimizer_state_update_is_sharded_like_its_gradient)
 {
     erg_hlo_module *m = parse_ok(
-        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w = f32[1024,4096] parameter(1)\n"
+        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w = f32[1024,4096] "
+        "parameter(1)\n"
         "  dy = f32[512,4096] parameter(2)\n  mo = f32[1024,4096] parameter(3)\n"
         "  h = f32[512,4096] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
         "  dw = f32[1024,4096] dot(x, dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
@@ -766,7 +788,8 @@ TEST(scanned_stacked_weights_are_sharded_and_loop_state_agrees)
     char ps[512];
     snprintf(ps, sizeof ps, "%s", emitted(s, d, "p"));
     ASSERT_STR_EQ(ps, emitted(s, d, "t"));
-    ASSERT_STR_EQ(ps, "{{replicated}, {replicated}, {devices=[1,1,4]0,1,2,3}, {devices=[1,4,1]0,1,2,3}}");
+    ASSERT_STR_EQ(
+        ps, "{{replicated}, {replicated}, {devices=[1,1,4]0,1,2,3}, {devices=[1,4,1]0,1,2,3}}");
     /* ... and so do the caller's while, its init tuple, the condition's parameter, and the
      * ENTRY parameters that feed the loop (the stacked weights). */
     ASSERT_STR_EQ(emitted_in(s, d, "main", "loop"), ps);
@@ -838,12 +861,15 @@ TEST(softmax_custom_call_follows_head_split)
 TEST(norm_and_activation_custom_calls_with_scale_operands_follow)
 {
     erg_hlo_module *m = parse_ok(
-        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w1 = f32[1024,4096] parameter(1)\n"
-        "  g = f32[4096] parameter(2)\n  bias = f32[4096] parameter(3)\n  w2 = f32[4096,1024] parameter(4)\n"
+        "HloModule m\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  w1 = f32[1024,4096] "
+        "parameter(1)\n"
+        "  g = f32[4096] parameter(2)\n  bias = f32[4096] parameter(3)\n  w2 = f32[4096,1024] "
+        "parameter(4)\n"
         "  h = f32[512,4096] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
         "  n = f32[512,4096] custom-call(h, g), custom_call_target=\"AwsNeuronRmsNorm\"\n"
         "  a = f32[512,4096] custom-call(n, bias), custom_call_target=\"AwsNeuronGelu\"\n"
-        "  ROOT y = f32[512,1024] dot(a, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+        "  ROOT y = f32[512,1024] dot(a, w2), lhs_contracting_dims={1}, "
+        "rhs_contracting_dims={0}\n}\n");
     erg_shard *s = analyze(m, 1, 4);
     ASSERT_EQ_INT(s->nodes[ins_index(s, "n")].cc, CC_LASTDIM);
     ASSERT_EQ_INT(s->nodes[ins_index(s, "a")].cc, CC_ELEMENTWISE);
@@ -892,8 +918,9 @@ TEST(fused_attention_custom_call_keeps_heads_split)
         static const char *const proj[] = {"q", "k", "v"};
         for (int j = 0; j < 3; j++) {
             long b = erg_shard_block_of(s, proj[j]);
-            ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)b, erg_shard_plan_strategy(d, (size_t)b)),
-                          "RS1 = RR x RS1");
+            ASSERT_STR_EQ(
+                erg_shard_strategy_name(s, (size_t)b, erg_shard_plan_strategy(d, (size_t)b)),
+                "RS1 = RR x RS1");
         }
         ASSERT_STR_EQ(spec_under(s, d, "att"), "RRS1R");
         ASSERT_STR_EQ(spec_under(s, d, "o4"), "RRS1R");
@@ -957,8 +984,9 @@ TEST(fused_attention_backward_kernel_keeps_heads_split)
         bytes += s->pbs[s->order[b]].comm_bytes[erg_shard_plan_strategy(d, (size_t)b)];
     for (int e = 0; e < s->nedges; e++) {
         const pedge *E = &s->edges[e];
-        bytes += E->bytes[erg_shard_plan_strategy(d, (size_t)E->a) * (size_t)s->pbs[s->order[E->b]].K +
-                          erg_shard_plan_strategy(d, (size_t)E->b)];
+        bytes +=
+            E->bytes[erg_shard_plan_strategy(d, (size_t)E->a) * (size_t)s->pbs[s->order[E->b]].K +
+                     erg_shard_plan_strategy(d, (size_t)E->b)];
     }
     ASSERT_NEAR(bytes, 2 * 1.5 * 256 * 1024, 1e-6);
     erg_shard_plan_free(d);
@@ -1013,20 +1041,23 @@ TEST(already_partitioned_module_is_refused)
     erg_shard *s = NULL;
     erg_error err;
     ASSERT_EQ_INT(erg_shard_analyze(m, 1, 4, &s, &err), ERG_EINVAL);
-    ASSERT_CONTAINS(err.msg, "shard_partitioned.hlo:17: the module is already partitioned: 'y' is a "
-                             "collective all-reduce over device groups (num_partitions=4)");
+    ASSERT_CONTAINS(err.msg,
+                    "shard_partitioned.hlo:17: the module is already partitioned: 'y' is a "
+                    "collective all-reduce over device groups (num_partitions=4)");
     ASSERT(s == NULL);
     erg_hlo_free(m);
     /* all-gather with iota groups; reduce-scatter; collective-permute; partition-id. */
     static const char *const bodies[] = {
         "  ROOT g = f32[8,4] all-gather(a), dimensions={0}, replica_groups=[1,2]<=[2]\n",
-        "  ROOT g = f32[2,4] reduce-scatter(a), dimensions={0}, replica_groups={{0,1}}, to_apply=e\n",
+        "  ROOT g = f32[2,4] reduce-scatter(a), dimensions={0}, replica_groups={{0,1}}, "
+        "to_apply=e\n",
         "  ROOT g = f32[4,4] collective-permute(a), source_target_pairs={{0,1},{1,0}}\n",
         "  ROOT g = u32[] partition-id()\n",
     };
     for (size_t q = 0; q < sizeof bodies / sizeof bodies[0]; q++) {
         char t[400];
-        snprintf(t, sizeof t, "HloModule m\nENTRY e {\n  a = f32[4,4] parameter(0)\n%s}\n", bodies[q]);
+        snprintf(t, sizeof t, "HloModule m\nENTRY e {\n  a = f32[4,4] parameter(0)\n%s}\n",
+                 bodies[q]);
         m = parse_ok(t);
         ASSERT_EQ_INT(erg_shard_analyze(m, 1, 2, &s, &err), ERG_EINVAL);
         ASSERT_CONTAINS(err.msg, "t.hlo:4: the module is already partitioned: 'g'");
@@ -1110,7 +1141,8 @@ TEST(repeated_layers_share_dp_tables)
         ASSERT_EQ_INT(own_trans, 3);
         erg_shard_plan *d = search(s, ERG_SHARD_DP), *i = search(s, ERG_SHARD_ILP);
         ASSERT(d->exact);
-        ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i), 1e-12 * erg_shard_plan_time_s(i));
+        ASSERT_NEAR(erg_shard_plan_time_s(d), erg_shard_plan_time_s(i),
+                    1e-12 * erg_shard_plan_time_s(i));
         erg_shard_plan_free(d);
         erg_shard_plan_free(i);
         erg_shard_free(s);
@@ -1152,10 +1184,9 @@ TEST(binding_budget_that_the_optimum_fits_stays_exact)
 
 TEST(annotations_round_trip_to_plan_specs)
 {
-    static const char *const files[] = {ERG_TEST_DATA_DIR "/shard_mlp.hlo",
-                                        ERG_TEST_DATA_DIR "/shard_attention.hlo",
-                                        HLO_DIR "/bert_single_device_training_fwd_bwd.hlo",
-                                        HLO_DIR "/gpt2_tp-1_n_layer-2.hlo"};
+    static const char *const files[] = {
+        ERG_TEST_DATA_DIR "/shard_mlp.hlo", ERG_TEST_DATA_DIR "/shard_attention.hlo",
+        HLO_DIR "/bert_single_device_training_fwd_bwd.hlo", HLO_DIR "/gpt2_tp-1_n_layer-2.hlo"};
     static const int meshes[][2] = {{1, 2}, {2, 2}, {1, 4}, {4, 2}};
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         if (access(files[f], R_OK))
@@ -1232,12 +1263,14 @@ TEST(annotated_module_rereads_when_header_meets_computation)
 static char *chain_module(int n)
 {
     erg__buf b = {0};
-    ASSERT(!erg__buf_printf(&b, "HloModule chain\nENTRY %%main {\n  %%x0 = f32[64,64] parameter(0)\n"
-                                  "  %%w = f32[64,64] parameter(1)\n"));
+    ASSERT(!erg__buf_printf(&b,
+                            "HloModule chain\nENTRY %%main {\n  %%x0 = f32[64,64] parameter(0)\n"
+                            "  %%w = f32[64,64] parameter(1)\n"));
     for (int i = 1; i <= n; i++)
-        ASSERT(!erg__buf_printf(&b, "  %s%%x%d = f32[64,64] dot(%%x%d, %%w), lhs_contracting_dims={1}, "
-                                      "rhs_contracting_dims={0}\n",
-                                  i == n ? "ROOT " : "", i, i - 1));
+        ASSERT(!erg__buf_printf(&b,
+                                "  %s%%x%d = f32[64,64] dot(%%x%d, %%w), lhs_contracting_dims={1}, "
+                                "rhs_contracting_dims={0}\n",
+                                i == n ? "ROOT " : "", i, i - 1));
     ASSERT(!erg__buf_printf(&b, "}\n"));
     return b.data;
 }
@@ -1286,7 +1319,8 @@ TEST(twin_search_window_bounds_chained_dots)
     char *r2 = NULL;
     ASSERT_OK(erg_shard_report(wide, false, &r2, &err));
     ASSERT(!strstr(r2, "backward-twin searches stopped"));
-    ASSERT_STR_EQ(strchr(r, '\n') + 1 + strcspn(strchr(r, '\n') + 1, "\n") + 1, strchr(r2, '\n') + 1);
+    ASSERT_STR_EQ(strchr(r, '\n') + 1 + strcspn(strchr(r, '\n') + 1, "\n") + 1,
+                  strchr(r2, '\n') + 1);
     erg_free(r);
     erg_free(r2);
     erg_shard_free(s);
@@ -1467,7 +1501,8 @@ TEST(report_lists_blocks_members_and_segments)
     char *t = NULL;
     erg_error err;
     ASSERT_OK(erg_shard_report(s, false, &t, &err));
-    ASSERT_CONTAINS(t, "PB 0: anchor h, 3 strategies, 11 members (1 anchor, 2 twins, 0 joined dots)");
+    ASSERT_CONTAINS(t,
+                    "PB 0: anchor h, 3 strategies, 11 members (1 anchor, 2 twins, 0 joined dots)");
     ASSERT_CONTAINS(t, "  twin   dw1                      Plan: RR+AR, RS1, S1R\n");
     ASSERT_CONTAINS(t, "(1 merge point)");
     ASSERT_CONTAINS(t, "multi-block values (replicated, consumed by several blocks): dout (1)");
@@ -1641,8 +1676,8 @@ TEST(plan_communication_by_kind_adds_up)
                 shard_plan_comm(t, k, &c);
                 double want = costed_bytes(t, k);
                 ASSERT_MSG(fabs(c.bytes[0] + c.bytes[1] + c.bytes[2] - want) <= 1e-6 * want + 1e-6,
-                           "%s %dx%d: kinds %.0f+%.0f+%.0f != costed %.0f", files[f],
-                           meshes[q][0], meshes[q][1], c.bytes[0], c.bytes[1], c.bytes[2], want);
+                           "%s %dx%d: kinds %.0f+%.0f+%.0f != costed %.0f", files[f], meshes[q][0],
+                           meshes[q][1], c.bytes[0], c.bytes[1], c.bytes[2], want);
                 for (int x = 0; x < 3; x++)
                     ASSERT(c.count[x] >= 0 && c.count[x] == floor(c.count[x]));
             }
@@ -1714,8 +1749,8 @@ TEST(dp_equals_ilp_on_shared_models)
         int m0, m1;
         bool ve;
     } cases[] = {
-        {"baseline_bert_1.hlo", 1, 4, false}, {"baseline_bert_1.hlo", 2, 2, false},
-        {"baseline_bert_1.hlo", 1, 8, true},  {"gpt2_tp-1_n_layer-2.hlo", 1, 4, false},
+        {"baseline_bert_1.hlo", 1, 4, false},     {"baseline_bert_1.hlo", 2, 2, false},
+        {"baseline_bert_1.hlo", 1, 8, true},      {"gpt2_tp-1_n_layer-2.hlo", 1, 4, false},
         {"gpt2_tp-1_n_layer-2.hlo", 2, 2, false}, {"gpt2_tp-1_n_layer-2.hlo", 1, 8, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -1726,8 +1761,8 @@ TEST(dp_equals_ilp_on_shared_models)
         profile(s, 80);
         erg_shard_plan *d = search(s, ERG_SHARD_DP), *q = search(s, ERG_SHARD_ILP);
         double td = erg_shard_plan_time_s(d), ti = erg_shard_plan_time_s(q);
-        ASSERT_MSG(fabs(td - ti) <= 1e-12 * ti, "%s %dx%d: DP %.9f ms, ILP %.9f ms",
-                   cases[i].file, cases[i].m0, cases[i].m1, td * 1e3, ti * 1e3);
+        ASSERT_MSG(fabs(td - ti) <= 1e-12 * ti, "%s %dx%d: DP %.9f ms, ILP %.9f ms", cases[i].file,
+                   cases[i].m0, cases[i].m1, td * 1e3, ti * 1e3);
         ASSERT(d->exact);
         ASSERT_EQ_INT(d->ve, cases[i].ve);
         ASSERT_EQ_INT(d->refined, 0);
@@ -1839,8 +1874,7 @@ TEST(dp_exact_with_random_costs_skip_edges_and_memory)
         ASSERT_EQ_INT(sd, sq);
         if (sd == ERG_OK) {
             double td = erg_shard_plan_time_s(d), ti = erg_shard_plan_time_s(q);
-            ASSERT_MSG(fabs(td - ti) <= 1e-9 * ti, "round %d: DP %.12g, ILP %.12g", round, td,
-                       ti);
+            ASSERT_MSG(fabs(td - ti) <= 1e-9 * ti, "round %d: DP %.12g, ILP %.12g", round, td, ti);
             ASSERT(d->exact && !d->ve);
             ASSERT_NEAR(erg_shard_plan_objective_s(d), td, 1e-12 * td);
             ASSERT(erg_shard_plan_memory_bytes(d) <= s->mem_budget * (1 + 1e-12));
@@ -1882,8 +1916,8 @@ TEST(dp_exact_with_random_costs_skip_edges_and_memory)
         if (!st)
             st = erg_shard_search(s, ERG_SHARD_DP, 10, &d, &err);
         erg__alloc_fail_after(0);
-        ASSERT_MSG(st == ERG_OK || st == ERG_ENOMEM || st == ERG_ENOTFOUND, "n=%ld: %d (%s)",
-                   n, (int)st, err.msg);
+        ASSERT_MSG(st == ERG_OK || st == ERG_ENOMEM || st == ERG_ENOTFOUND, "n=%ld: %d (%s)", n,
+                   (int)st, err.msg);
         completed = st != ERG_ENOMEM;
         erg_shard_plan_free(d);
     }
@@ -1970,16 +2004,18 @@ TEST(allocation_failures_are_clean)
     erg__free(text);
 }
 
-TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_conditional), TEST_ENTRY(errors_name_line_and_column),
-         TEST_ENTRY(malformed_modules_are_rejected_with_their_line), TEST_ENTRY(module_without_dot_says_so),
-         TEST_ENTRY(all_shared_modules_parse_fast),
+TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_conditional),
+         TEST_ENTRY(errors_name_line_and_column),
+         TEST_ENTRY(malformed_modules_are_rejected_with_their_line),
+         TEST_ENTRY(module_without_dot_says_so), TEST_ENTRY(all_shared_modules_parse_fast),
          TEST_ENTRY(mlp_1x2_data_parallel_vs_megatron_by_hand),
-         TEST_ENTRY(mlp_2x2_data_parallel_over_both_axes),
-         TEST_ENTRY(attention_head_split_by_hand),
-         TEST_ENTRY(attention_2x2_megatron_output_by_hand), TEST_ENTRY(sharding_strings_match_xla_table),
-         TEST_ENTRY(annotations_round_trip_to_plan_specs), TEST_ENTRY(annotated_module_rereads_when_header_meets_computation), TEST_ENTRY(twin_search_window_bounds_chained_dots),
-         TEST_ENTRY(convolution_strategies_by_hand),
-         TEST_ENTRY(scanned_layers_while_body_by_hand),
+         TEST_ENTRY(mlp_2x2_data_parallel_over_both_axes), TEST_ENTRY(attention_head_split_by_hand),
+         TEST_ENTRY(attention_2x2_megatron_output_by_hand),
+         TEST_ENTRY(sharding_strings_match_xla_table),
+         TEST_ENTRY(annotations_round_trip_to_plan_specs),
+         TEST_ENTRY(annotated_module_rereads_when_header_meets_computation),
+         TEST_ENTRY(twin_search_window_bounds_chained_dots),
+         TEST_ENTRY(convolution_strategies_by_hand), TEST_ENTRY(scanned_layers_while_body_by_hand),
          TEST_ENTRY(weights_behind_transfer_custom_call_are_sharded),
          TEST_ENTRY(weight_on_the_lhs_is_detected),
          TEST_ENTRY(weight_with_users_in_two_blocks_follows_its_first_anchor),
@@ -1997,7 +2033,8 @@ TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_con
          TEST_ENTRY(binding_budget_that_the_optimum_fits_stays_exact),
          TEST_ENTRY(bert_base_layers_repeat_and_round_trip),
          TEST_ENTRY(small_bert_attention_joins_qkv_block),
-         TEST_ENTRY(report_lists_blocks_members_and_segments), TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache),
+         TEST_ENTRY(report_lists_blocks_members_and_segments),
+         TEST_ENTRY(profiles_import_and_errors), TEST_ENTRY(blas_measurement_and_cache),
          TEST_ENTRY(dp_equals_ilp_on_shared_models),
          TEST_ENTRY(dp_exact_with_random_costs_skip_edges_and_memory),
          TEST_ENTRY(dp_bert_base_1x8_under_memory_budgets),

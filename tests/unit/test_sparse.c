@@ -73,8 +73,8 @@ TEST(sparse_predicts_simulated_gpus_within_tolerance)
                 const erg_profile_point *v = erg_profile_points(full, s, (erg_instr_kind)k);
                 for (size_t i = 0; i < n; i++) {
                     erg_profile_point q;
-                    ASSERT_OK(erg_profile_lookup(pred, s, (erg_instr_kind)k, v[i].freq_mhz, &q,
-                                                 &err));
+                    ASSERT_OK(
+                        erg_profile_lookup(pred, s, (erg_instr_kind)k, v[i].freq_mhz, &q, &err));
                     if (erg_sparse_is_measured(sp, s, (erg_instr_kind)k, v[i].freq_mhz)) {
                         ASSERT_NEAR(q.time_s, v[i].time_s, 0);
                         ASSERT_NEAR(q.energy_j, v[i].energy_j, 0);
@@ -86,11 +86,10 @@ TEST(sparse_predicts_simulated_gpus_within_tolerance)
                 }
             }
         printf("# %s: %d of %d points, worst time error %.3f%%, energy %.3f%%\n", gpus[g],
-               erg_sparse_num_measured(sp), erg_sparse_num_full(sp), 100 * worst_t,
-               100 * worst_e);
+               erg_sparse_num_measured(sp), erg_sparse_num_full(sp), 100 * worst_t, 100 * worst_e);
         /* the noise margin is 0.2 %, the model is exact up to interpolation */
-        ASSERT_MSG(worst_t < 0.01 && worst_e < 0.02, "%s: time %.4f energy %.4f", gpus[g],
-                   worst_t, worst_e);
+        ASSERT_MSG(worst_t < 0.01 && worst_e < 0.02, "%s: time %.4f energy %.4f", gpus[g], worst_t,
+                   worst_e);
         /* plans chosen on the prediction, run on the simulated profile */
         erg_sparse_check ck[3];
         ASSERT_OK(erg_sparse_check_plans(full, pred, 4, 8, 80, 0.0001, ck, &err));
@@ -410,9 +409,9 @@ TEST(sparse_plans_on_published_profiles)
             for (int t = 0; t < 3; t++) {
                 double gap = 100 * (ck[t].pred_energy_j / ck[t].ref_energy_j - 1);
                 bool late = ck[t].pred_time_s > ck[t].deadline_s * (1 + 1e-12);
-                fprintf(stderr, "# %s M=%d target %d: %d/%d points, energy %+.3f%%%s\n", names[i], Ms[m],
-                       t, erg_sparse_num_measured(sp), erg_sparse_num_full(sp), gap,
-                       late ? " LATE" : "");
+                fprintf(stderr, "# %s M=%d target %d: %d/%d points, energy %+.3f%%%s\n", names[i],
+                        Ms[m], t, erg_sparse_num_measured(sp), erg_sparse_num_full(sp), gap,
+                        late ? " LATE" : "");
                 if (gap > 0.5 || late)
                     bad++;
             }
@@ -547,8 +546,8 @@ TEST(sparse_plans_under_noise)
                 bad++;
             worst_frac = frac > worst_frac ? frac : worst_frac;
             erg_sparse_check ck[3];
-            ASSERT_OK(erg_sparse_check_plans_noisy(truth, ref, pred, 8, 12, power, 0.001, ck,
-                                                   &err));
+            ASSERT_OK(
+                erg_sparse_check_plans_noisy(truth, ref, pred, 8, 12, power, 0.001, ck, &err));
             for (int t = 0; t < 3; t++) {
                 double gap = 100 * (ck[t].pred_energy_j / ck[t].ref_energy_j - 1);
                 double late = 100 * (ck[t].pred_time_s / ck[t].deadline_s - 1);
@@ -577,8 +576,8 @@ TEST(sparse_plans_under_noise)
         }
         erg_profile_free(truth);
     }
-    fprintf(stderr, "# worst: energy %+.3f%%, late %.3f%%, fraction %.3f\n", worst_gap,
-            worst_late, worst_frac);
+    fprintf(stderr, "# worst: energy %+.3f%%, late %.3f%%, fraction %.3f\n", worst_gap, worst_late,
+            worst_frac);
     ASSERT_EQ_INT(bad, 0);
 }
 
@@ -713,7 +712,6 @@ TAP_MAIN(TEST_ENTRY(sparse_predicts_simulated_gpus_within_tolerance),
          TEST_ENTRY(sparse_csv_has_source_column_and_reads_back),
          TEST_ENTRY(sparse_rejects_bad_input), TEST_ENTRY(sparse_pools_replica_stages),
          TEST_ENTRY(sparse_predicted_energy_carries_margin),
-         TEST_ENTRY(sparse_plans_on_published_profiles),
-         TEST_ENTRY(sparse_plans_under_noise),
+         TEST_ENTRY(sparse_plans_on_published_profiles), TEST_ENTRY(sparse_plans_under_noise),
          TEST_ENTRY(sparse_remeasures_where_the_fit_is_uncertain),
          TEST_ENTRY(stable_measure_warmup_ci_and_outliers))

@@ -4,9 +4,9 @@
  *
  * `plan perseus --out DIR` writes DIR/frontier-info.csv (key,value rows:
  * schedule, ranks, chunks, pipeline stages, backward split, microbatches,
- * blocking power, unit, all-max time and energy) and DIR/profile.csv (the profile it planned with); `choose` reads
- * them back. A frontier directory without them (older ergon, Perseus's own
- * output) falls back to the fastest plan's estimate, and says so. */
+ * blocking power, unit, all-max time and energy) and DIR/profile.csv (the profile it planned with);
+ * `choose` reads them back. A frontier directory without them (older ergon, Perseus's own output)
+ * falls back to the fastest plan's estimate, and says so. */
 #include "cli.h"
 
 #include "ergon/emulate.h"
@@ -96,8 +96,8 @@ int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_sched
             "all_max_time_s,%.17g\nall_max_energy_j,%.17g\nprofile,profile.csv\n"
             "profile_fingerprint,%s\n",
             erg_schedule_name(sched->kind), S, erg_schedule_chunks(sched),
-            S * erg_schedule_chunks(sched), erg_schedule_backward_split(sched), M, power_w,
-            unit_s, all_max->time_s, all_max->energy_j, prof_fp);
+            S * erg_schedule_chunks(sched), erg_schedule_backward_split(sched), M, power_w, unit_s,
+            all_max->time_s, all_max->energy_j, prof_fp);
     if (fclose(fp)) {
         erg_error_set(err, ERG_EIO, "%s: cannot write the file", path);
         return CLI_USER_ERROR;
@@ -130,7 +130,8 @@ int cli_baseline_copy(const char *from_dir, const char *to_dir, erg_error *err)
     char from[4096], to[4096];
     join(from, sizeof from, from_dir, names[0]);
     FILE *probe = fopen(from, "r");
-    if (!probe) return CLI_OK;
+    if (!probe)
+        return CLI_OK;
     fclose(probe);
     for (int i = 0; i < 2; i++) {
         join(from, sizeof from, from_dir, names[i]);
@@ -142,8 +143,10 @@ int cli_baseline_copy(const char *from_dir, const char *to_dir, erg_error *err)
         while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
             ok = fwrite(buf, 1, n, out) == n;
         ok = ok && !ferror(in);
-        if (in) fclose(in);
-        if (out && fclose(out)) ok = false;
+        if (in)
+            fclose(in);
+        if (out && fclose(out))
+            ok = false;
         if (!ok) {
             erg_error_set(err, ERG_EIO, "cannot copy %s to %s", from, to);
             return CLI_USER_ERROR;

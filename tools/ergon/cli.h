@@ -76,10 +76,12 @@ enum { CLI_OPT_SCHED_FILE = 0x1001, CLI_OPT_CHUNKS, CLI_OPT_BACKWARD_SPLIT };
 #define CLI_SCHED_LONGOPTS                                                                         \
     {"schedule-file", required_argument, 0, CLI_OPT_SCHED_FILE},                                   \
         {"chunks", required_argument, 0, CLI_OPT_CHUNKS},                                          \
-        {"backward-split", required_argument, 0, CLI_OPT_BACKWARD_SPLIT}
+    {                                                                                              \
+        "backward-split", required_argument, 0, CLI_OPT_BACKWARD_SPLIT                             \
+    }
 #define CLI_SCHED_HELP                                                                             \
-    "  --schedule NAME      1f1b (default), gpipe, ours, interleaved-1f1b, looped-bfs,\n"           \
-    "                       interleaved-zb, zbv, dualpipev (docs/schedules.md)\n"                   \
+    "  --schedule NAME      1f1b (default), gpipe, ours, interleaved-1f1b, looped-bfs,\n"          \
+    "                       interleaved-zb, zbv, dualpipev (docs/schedules.md)\n"                  \
     "  --schedule-file F    a PyTorch compute_only schedule CSV (_dump_csv) instead\n"             \
     "  --chunks V           chunks (virtual stages) per rank (default 1, 2 for the\n"              \
     "                       interleaved, zbv and dualpipev schedules)\n"                           \

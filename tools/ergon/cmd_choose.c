@@ -11,9 +11,12 @@ int cmd_choose(int argc, char **argv)
 {
     const char *cmd = "choose";
     static const struct option opts[] = {
-        {"frontier", required_argument, 0, 'f'}, {"deadline", required_argument, 0, 'd'},
-        {"slowdown", required_argument, 0, 's'}, {"out", required_argument, 0, 'o'},
-        {"json", no_argument, 0, 'j'},          {"help", no_argument, 0, 'h'},
+        {"frontier", required_argument, 0, 'f'},
+        {"deadline", required_argument, 0, 'd'},
+        {"slowdown", required_argument, 0, 's'},
+        {"out", required_argument, 0, 'o'},
+        {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *dir = NULL, *out = NULL;
@@ -42,21 +45,22 @@ int cmd_choose(int argc, char **argv)
             json = true;
             break;
         case 'h':
-            printf("usage: ergon choose --frontier DIR (--deadline S | --slowdown X) [--out FILE]"
-                   " [--json]\n\n"
-                   "Choose the minimum-energy plan of a frontier directory (or its frontier.csv)\n"
-                   "whose iteration time fits: at most S seconds, or at most X times the time at\n"
-                   "all-max clocks (a straggler pipeline X times slower sets the pace; 1.01 = 1%%\n"
-                   "slowdown). --deadline and --slowdown exclude each other.\n\n"
-                   "The baseline is all-max clocks evaluated with the profile (the profile.csv and\n"
-                   "frontier-info.csv that 'ergon plan perseus' writes into DIR), the same as the\n"
-                   "plan summary's: the plan is picked by the planner's estimate, then moved to\n"
-                   "faster plans until its profiled time fits. Prints the plan's index, its\n"
-                   "profiled time and energy with the change against all-max clocks, the planner's\n"
-                   "estimate, and its file. A directory without those two files (e.g. Perseus's\n"
-                   "own output) is measured against the fastest plan's estimate, as stated.\n"
-                   "--out writes the plan as an ergon JSON plan (or a .py plan if FILE ends in .py);\n"
-                   "--json prints the same as one JSON object.\n");
+            printf(
+                "usage: ergon choose --frontier DIR (--deadline S | --slowdown X) [--out FILE]"
+                " [--json]\n\n"
+                "Choose the minimum-energy plan of a frontier directory (or its frontier.csv)\n"
+                "whose iteration time fits: at most S seconds, or at most X times the time at\n"
+                "all-max clocks (a straggler pipeline X times slower sets the pace; 1.01 = 1%%\n"
+                "slowdown). --deadline and --slowdown exclude each other.\n\n"
+                "The baseline is all-max clocks evaluated with the profile (the profile.csv and\n"
+                "frontier-info.csv that 'ergon plan perseus' writes into DIR), the same as the\n"
+                "plan summary's: the plan is picked by the planner's estimate, then moved to\n"
+                "faster plans until its profiled time fits. Prints the plan's index, its\n"
+                "profiled time and energy with the change against all-max clocks, the planner's\n"
+                "estimate, and its file. A directory without those two files (e.g. Perseus's\n"
+                "own output) is measured against the fastest plan's estimate, as stated.\n"
+                "--out writes the plan as an ergon JSON plan (or a .py plan if FILE ends in .py);\n"
+                "--json prints the same as one JSON object.\n");
             return CLI_OK;
         default:
             return cli_bad_option(cmd, argv, opts);

@@ -11,68 +11,69 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static void compare_help(FILE *f)
 {
-    fprintf(f,
-            "usage: ergon compare --profile P --microbatches M (--gpu G | --blocking-power W)\n"
-            "                     [--stages S] [--format text|csv|json] [-o FILE] [options]\n\n"
-            "Plan one pipeline with every method and print one table. Every plan is evaluated\n"
-            "the same way: profiled time and energy of each instruction, the longest path as the\n"
-            "iteration time, idle time at blocking power (docs/envpipe.md, also in /usr/share/doc/ergon).\n\n"
-            "methods (rows):\n"
-            "  all-max                    every instruction at the stage's highest clock (1F1B)\n"
-            "  envpipe                    EnvPipe: envelope, ours schedule, balanced reconfig\n"
-            "  envpipe-greedy             the same with greedy reconfiguration\n"
-            "  envpipe-perseus-emulation  Perseus's emulation of EnvPipe (unit 0.1 ms)\n"
-            "  zeus-global                one clock for every GPU (Zeus cost, eta 0.5)\n"
-            "  zeus-stage                 one clock per stage (Zeus cost)\n"
-            "  uniform                    every stage at its energy-valley clock\n"
-            "  perseus                    the Perseus frontier (1F1B) at the all-max time\n"
-            "  perseus-ours               the Perseus frontier on EnvPipe's ours schedule at the\n"
-            "                             all-max time (a method no published system has)\n\n"
-            "columns: time_s, energy_j, saving_pct (energy saved vs all-max), slowdown_pct\n"
-            "(time vs all-max), then the Perseus frontier read at the same iteration time as the\n"
-            "method: the plan Perseus picks for that deadline (least estimated energy among plans\n"
-            "whose estimated time fits), evaluated like every row: perseus_energy_j,\n"
-            "perseus_saving_pct, and the same for the ours-schedule frontier: ours_energy_j,\n"
-            "ours_saving_pct ('-' when the frontier has no plan that fast). The planner rounds\n"
-            "times down to --unit-time, so a picked plan's evaluated time can be slightly longer\n"
-            "than the deadline; the perseus rows show it.\n\n"
-            "  --profile P          stage profile CSV\n"
-            "  --stages S           pipeline stages (default: all of the profile's)\n"
-            "  --microbatches M     microbatches per iteration\n"
-            "  --gpu NAME           blocking power (A40, A100) and clock-table row (see 'ergon plan\n"
-            "                       envpipe --help')\n"
-            "  --blocking-power W   power while idle or blocked\n"
-            "  --gpu-table FILE     GPU clock table (default data/gpus.csv)\n"
-            "  --unit-time S        Perseus frontier quantisation unit (default 0.001 s)\n"
-            "  --max-plans N        refuse a frontier of more than N plans (estimated before\n"
-            "                       planning; default %d)\n"
-            "  --force              no plan limit (as --max-plans 0)\n"
-            "  --no-frontier        skip the Perseus frontiers (fast)\n"
-            "  --ablation           add EnvPipe's ablation rows (its Figure 10):\n"
-            "                       envpipe-uniform-1f1b (uniform, 1f1b, default) and\n"
-            "                       envpipe-no-reconfig (envelope, ours, default)\n"
-            "  --frontier-dir DIR   also write both frontiers as DIR/1f1b/ and DIR/ours/ (CSV)\n"
-            "  --schedule NAME      also plan another schedule (docs/schedules.md) and add its\n"
-            "                       rows: all-max-NAME, zeus-global-NAME, zeus-stage-NAME,\n"
-            "                       uniform-NAME and perseus-NAME (its frontier at the 1F1B\n"
-            "                       all-max time); saving and slowdown stay relative to 1F1B\n"
-            "                       all-max. With it: --schedule-file F, --chunks V,\n"
-            "                       --backward-split X (default 0.5, stated in the output)\n"
-            "  --switch-latency S   also evaluate every row's plan with a clock-switch latency\n"
-            "                       of S seconds ('default' = the published figure, see\n"
-            "                       ergon emulate --help): columns true_s, tsaving%%, tslowdn%%\n"
-            "                       (true_time_s, true_energy_j, true_saving_pct,\n"
-            "                       true_slowdown_pct in csv/json), against all-max evaluated\n"
-            "                       the same way\n"
-            "  --transfer-time S    the same with S seconds on every cross-stage transfer\n"
-            "  --format F           text (default), csv or json\n"
-            "  -o, --out FILE       write the table to FILE instead of stdout\n"
-            "  -h, --help           this help\n"
-            "\nexit status: 0 success, 1 bad input, 2 usage error.\n",
-            CLI_DEFAULT_MAX_PLANS);
+    fprintf(
+        f,
+        "usage: ergon compare --profile P --microbatches M (--gpu G | --blocking-power W)\n"
+        "                     [--stages S] [--format text|csv|json] [-o FILE] [options]\n\n"
+        "Plan one pipeline with every method and print one table. Every plan is evaluated\n"
+        "the same way: profiled time and energy of each instruction, the longest path as the\n"
+        "iteration time, idle time at blocking power (docs/envpipe.md, also in "
+        "/usr/share/doc/ergon).\n\n"
+        "methods (rows):\n"
+        "  all-max                    every instruction at the stage's highest clock (1F1B)\n"
+        "  envpipe                    EnvPipe: envelope, ours schedule, balanced reconfig\n"
+        "  envpipe-greedy             the same with greedy reconfiguration\n"
+        "  envpipe-perseus-emulation  Perseus's emulation of EnvPipe (unit 0.1 ms)\n"
+        "  zeus-global                one clock for every GPU (Zeus cost, eta 0.5)\n"
+        "  zeus-stage                 one clock per stage (Zeus cost)\n"
+        "  uniform                    every stage at its energy-valley clock\n"
+        "  perseus                    the Perseus frontier (1F1B) at the all-max time\n"
+        "  perseus-ours               the Perseus frontier on EnvPipe's ours schedule at the\n"
+        "                             all-max time (a method no published system has)\n\n"
+        "columns: time_s, energy_j, saving_pct (energy saved vs all-max), slowdown_pct\n"
+        "(time vs all-max), then the Perseus frontier read at the same iteration time as the\n"
+        "method: the plan Perseus picks for that deadline (least estimated energy among plans\n"
+        "whose estimated time fits), evaluated like every row: perseus_energy_j,\n"
+        "perseus_saving_pct, and the same for the ours-schedule frontier: ours_energy_j,\n"
+        "ours_saving_pct ('-' when the frontier has no plan that fast). The planner rounds\n"
+        "times down to --unit-time, so a picked plan's evaluated time can be slightly longer\n"
+        "than the deadline; the perseus rows show it.\n\n"
+        "  --profile P          stage profile CSV\n"
+        "  --stages S           pipeline stages (default: all of the profile's)\n"
+        "  --microbatches M     microbatches per iteration\n"
+        "  --gpu NAME           blocking power (A40, A100) and clock-table row (see 'ergon plan\n"
+        "                       envpipe --help')\n"
+        "  --blocking-power W   power while idle or blocked\n"
+        "  --gpu-table FILE     GPU clock table (default data/gpus.csv)\n"
+        "  --unit-time S        Perseus frontier quantisation unit (default 0.001 s)\n"
+        "  --max-plans N        refuse a frontier of more than N plans (estimated before\n"
+        "                       planning; default %d)\n"
+        "  --force              no plan limit (as --max-plans 0)\n"
+        "  --no-frontier        skip the Perseus frontiers (fast)\n"
+        "  --ablation           add EnvPipe's ablation rows (its Figure 10):\n"
+        "                       envpipe-uniform-1f1b (uniform, 1f1b, default) and\n"
+        "                       envpipe-no-reconfig (envelope, ours, default)\n"
+        "  --frontier-dir DIR   also write both frontiers as DIR/1f1b/ and DIR/ours/ (CSV)\n"
+        "  --schedule NAME      also plan another schedule (docs/schedules.md) and add its\n"
+        "                       rows: all-max-NAME, zeus-global-NAME, zeus-stage-NAME,\n"
+        "                       uniform-NAME and perseus-NAME (its frontier at the 1F1B\n"
+        "                       all-max time); saving and slowdown stay relative to 1F1B\n"
+        "                       all-max. With it: --schedule-file F, --chunks V,\n"
+        "                       --backward-split X (default 0.5, stated in the output)\n"
+        "  --switch-latency S   also evaluate every row's plan with a clock-switch latency\n"
+        "                       of S seconds ('default' = the published figure, see\n"
+        "                       ergon emulate --help): columns true_s, tsaving%%, tslowdn%%\n"
+        "                       (true_time_s, true_energy_j, true_saving_pct,\n"
+        "                       true_slowdown_pct in csv/json), against all-max evaluated\n"
+        "                       the same way\n"
+        "  --transfer-time S    the same with S seconds on every cross-stage transfer\n"
+        "  --format F           text (default), csv or json\n"
+        "  -o, --out FILE       write the table to FILE instead of stdout\n"
+        "  -h, --help           this help\n"
+        "\nexit status: 0 success, 1 bad input, 2 usage error.\n",
+        CLI_DEFAULT_MAX_PLANS);
 }
 
 #define MAX_ROWS 20
@@ -85,8 +86,8 @@ typedef struct row {
 } row;
 
 /* The row's plan evaluated with the fidelity options (switch latency, transfer). */
-static erg_status eval_true(const erg_profile *p, const erg_plan *plan,
-                            const erg_emulate_opts *fo, row *r, erg_error *err)
+static erg_status eval_true(const erg_profile *p, const erg_plan *plan, const erg_emulate_opts *fo,
+                            row *r, erg_error *err)
 {
     r->tt = r->te = NAN;
     if (!fo)
@@ -94,8 +95,8 @@ static erg_status eval_true(const erg_profile *p, const erg_plan *plan,
     erg_schedule ps = erg_plan_schedule(plan);
     erg_dag *dag = NULL;
     erg_emulation em;
-    erg_status st = erg_dag_new(&ps, erg_plan_num_stages(plan), erg_plan_num_microbatches(plan),
-                                &dag, err);
+    erg_status st =
+        erg_dag_new(&ps, erg_plan_num_stages(plan), erg_plan_num_microbatches(plan), &dag, err);
     if (!st)
         st = erg_emulate_ex(p, dag, plan, fo, &em, NULL, NULL, err);
     erg_dag_free(dag);
@@ -134,8 +135,9 @@ static int eval_frontier(const char *cmd, const erg_profile *p, int S, int M, do
     if (erg_plan_perseus(p, S, M, &o, &f, &err) || erg_dag_new(sched, S, M, &dag, &err)) {
         cli_progress_done(&prog);
         erg_frontier_free(f);
-        fprintf(stderr, "ergon %s: the Perseus frontier on %s failed: %s\n(use --no-frontier to "
-                        "compare the other methods%s)\n",
+        fprintf(stderr,
+                "ergon %s: the Perseus frontier on %s failed: %s\n(use --no-frontier to "
+                "compare the other methods%s)\n",
                 cmd, erg_schedule_name(sched->kind), err.msg,
                 strstr(err.msg, "more than the limit of")
                     ? "; or a larger --unit-time, or --max-plans N / --force"
@@ -263,14 +265,15 @@ static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecl
         json_str(f, s->profile_path);
         if (split > 0)
             fprintf(f, ", \"backward_split\": %.17g", split);
-        fprintf(f, ", \"num_stages\": %ld, \"num_microbatches\": %ld, "
-                   "\"blocking_power_w\": %.17g, \"methods\": [\n",
+        fprintf(f,
+                ", \"num_stages\": %ld, \"num_microbatches\": %ld, "
+                "\"blocking_power_w\": %.17g, \"methods\": [\n",
                 s->S, s->M, s->power_w);
         for (int i = 0; i < n; i++) {
-            fprintf(f, "  {\"method\": \"%s\", \"time_s\": %.17g, \"energy_j\": %.17g, "
-                       "\"saving_pct\": %.17g, \"slowdown_pct\": %.17g",
-                    r[i].method, r[i].t, r[i].e, 100 * (1 - r[i].e / e0),
-                    100 * (r[i].t / t0 - 1));
+            fprintf(f,
+                    "  {\"method\": \"%s\", \"time_s\": %.17g, \"energy_j\": %.17g, "
+                    "\"saving_pct\": %.17g, \"slowdown_pct\": %.17g",
+                    r[i].method, r[i].t, r[i].e, 100 * (1 - r[i].e / e0), 100 * (r[i].t / t0 - 1));
             if (frontier) {
                 if (isnan(r[i].fe))
                     fprintf(f, ", \"perseus_energy_j\": null, \"perseus_saving_pct\": null");
@@ -284,8 +287,9 @@ static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecl
                             100 * (1 - r[i].fo / e0));
             }
             if (fo)
-                fprintf(f, ", \"true_time_s\": %.17g, \"true_energy_j\": %.17g, "
-                           "\"true_saving_pct\": %.17g, \"true_slowdown_pct\": %.17g",
+                fprintf(f,
+                        ", \"true_time_s\": %.17g, \"true_energy_j\": %.17g, "
+                        "\"true_saving_pct\": %.17g, \"true_slowdown_pct\": %.17g",
                         r[i].tt, r[i].te, 100 * (1 - r[i].te / te0), 100 * (r[i].tt / tt0 - 1));
             fprintf(f, "}%s\n", i + 1 < n ? "," : "");
         }
@@ -341,14 +345,30 @@ static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecl
         fprintf(f, "\n");
     }
     if (fo && !csv)
-        fprintf(f, "true_*: every plan re-evaluated with a clock-switch latency of %g s and %g s "
-                   "per cross-stage transfer (ergon emulate --help); savings against all-max "
-                   "evaluated the same way\n",
+        fprintf(f,
+                "true_*: every plan re-evaluated with a clock-switch latency of %g s and %g s "
+                "per cross-stage transfer (ergon emulate --help); savings against all-max "
+                "evaluated the same way\n",
                 fo->switch_latency_s, erg_emulate_opts_transfer_s(fo));
 }
 
-enum { C_PROFILE = 256, C_STAGES, C_MB, C_GPU, C_POWER, C_TABLE, C_UNIT, C_NOFRONT, C_FDIR,
-       C_FORMAT, C_ABLATION, C_MAXPLANS, C_FORCE, C_SWITCH, C_TRANSFER };
+enum {
+    C_PROFILE = 256,
+    C_STAGES,
+    C_MB,
+    C_GPU,
+    C_POWER,
+    C_TABLE,
+    C_UNIT,
+    C_NOFRONT,
+    C_FDIR,
+    C_FORMAT,
+    C_ABLATION,
+    C_MAXPLANS,
+    C_FORCE,
+    C_SWITCH,
+    C_TRANSFER
+};
 
 int cmd_compare(int argc, char **argv)
 {
@@ -445,8 +465,7 @@ int cmd_compare(int argc, char **argv)
             break;
         case C_FORMAT:
             if (strcmp(optarg, "text") && strcmp(optarg, "csv") && strcmp(optarg, "json"))
-                return cli_usage_error(cmd, "--format expects text, csv or json, got '%s'",
-                                       optarg);
+                return cli_usage_error(cmd, "--format expects text, csv or json, got '%s'", optarg);
             format = optarg;
             break;
         case 'S':
@@ -540,8 +559,8 @@ int cmd_compare(int argc, char **argv)
                 ours.extra_warmup[st] = ki.extra_warmup[st];
         }
         static const char *const enames[] = {"envpipe", "envpipe-greedy",
-                                             "envpipe-perseus-emulation",
-                                             "envpipe-uniform-1f1b", "envpipe-no-reconfig"};
+                                             "envpipe-perseus-emulation", "envpipe-uniform-1f1b",
+                                             "envpipe-no-reconfig"};
         snprintf(r[n].method, sizeof r[n].method, "%s", enames[k]);
         erg_plan_estimate(plan, &r[n].t, &r[n].e);
         if (eval_true(s.profile, plan, fop, &r[n], &err))
@@ -551,9 +570,9 @@ int cmd_compare(int argc, char **argv)
         plan = NULL;
     }
     static const char *const bnames[] = {"zeus-global", "zeus-stage", "uniform"};
-    erg_status (*const bfn[])(const erg_profile *, int, int, const erg_baseline_opts *,
-                              erg_plan **, erg_error *) = {erg_plan_zeus_global,
-                                                           erg_plan_zeus_stage, erg_plan_uniform};
+    erg_status (*const bfn[])(const erg_profile *, int, int, const erg_baseline_opts *, erg_plan **,
+                              erg_error *) = {erg_plan_zeus_global, erg_plan_zeus_stage,
+                                              erg_plan_uniform};
     for (int k = 0; k < 3; k++) {
         erg_baseline_opts bo;
         erg_baseline_opts_init(&bo);
@@ -576,9 +595,9 @@ int cmd_compare(int argc, char **argv)
         bo.blocking_power_w = s.power_w;
         bo.gpu = s.spec;
         bo.schedule = cs.sched;
-        erg_status bst = k == 0 ? erg_plan_all_max(s.profile, S, M, &cs.sched, s.power_w, &plan,
-                                                    &err)
-                                : bfn[k - 1](s.profile, S, M, &bo, &plan, &err);
+        erg_status bst = k == 0
+                             ? erg_plan_all_max(s.profile, S, M, &cs.sched, s.power_w, &plan, &err)
+                             : bfn[k - 1](s.profile, S, M, &bo, &plan, &err);
         if (bst)
             goto fail;
         snprintf(r[n].method, sizeof r[n].method, "%s-%s", k ? bnames[k - 1] : "all-max", oname);
@@ -599,10 +618,11 @@ int cmd_compare(int argc, char **argv)
             snprintf(d1, sizeof d1, "%s/1f1b", fdir);
             snprintf(d2, sizeof d2, "%s/ours", fdir);
         }
-        rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &one, fdir ? d1 : NULL, &f1);
+        rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &one,
+                           fdir ? d1 : NULL, &f1);
         if (!rc && M >= S)
-            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &ours, fdir ? d2 : NULL,
-                               &fo_);
+            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &ours,
+                               fdir ? d2 : NULL, &fo_);
         evfront fx = {0};
         if (!rc && other) {
             char d3[4096];

@@ -8,47 +8,54 @@
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: ergon emulate --profile P --plan FILE (--gpu A40|A100 | --blocking-power W)\n"
-               "                     [--schedule NAME | --schedule-file F.csv] [--chunks V]\n"
-               "                     [--backward-split X] [--p2p-time S] [--json]\n"
-               "                     [--switch-latency S|default] [--transfer-time S |\n"
-               "                      --transfer-bytes B --link-bandwidth B_PER_S [--link-latency S]]\n\n"
-               "Evaluate a plan with the profiled time and energy of every instruction at its\n"
-               "clock (docs/envpipe.md; installed in /usr/share/doc/ergon):\n"
-               "iteration time = longest path of the instruction DAG; energy = sum of\n"
-               "instruction energies + blocking power x idle time of every stage.\n"
-               "FILE is a freqs_pipeline_%%05d.py plan or an ergon JSON plan; the schedule of a .py\n"
-               "plan is --schedule (default 1f1b), a JSON plan names its own (and its split;\n"
-               "--backward-split overrides it). The plan must have as many ranks as the profile\n"
-               "has stages, or ranks x chunks of them (exit status 1 otherwise). A plan that\n"
-               "records where it came from (choose --out, plan envpipe --out) is refused with a\n"
-               "profile, blocking power or --schedule other than its own, naming both\n"
-               "(--force: emulate anyway, with a warning).\n\n" CLI_SCHED_HELP
-               "  --p2p-time S         time every cross-rank dependency adds (P2P transfer,\n"
-               "                       seconds; default 0: communication is free, as in the\n"
-               "                       planner; docs/schedules.md)\n\n"
-               "Fidelity options (docs/emulate.md; all 0 by default, which is the published\n"
-               "evaluation of Perseus's lowtime):\n"
-               "  --switch-latency S   a clock request takes effect S seconds after the\n"
-               "                       instruction that needs it starts; until then the GPU\n"
-               "                       runs at its previous clock (the first instruction's\n"
-               "                       previous one is the last: iterations repeat);\n"
-               "                       'default' = %.0f ms (docs/emulate.md)\n"
-               "  --transfer-time S    the same as --p2p-time S\n"
-               "  --transfer-bytes B, --link-bandwidth B_PER_S, --link-latency S\n"
-               "                       or: transfer time = B / bandwidth + latency\n",
-            ERG_SWITCH_LATENCY_DEFAULT_S * 1e3);
+    fprintf(
+        f,
+        "usage: ergon emulate --profile P --plan FILE (--gpu A40|A100 | --blocking-power W)\n"
+        "                     [--schedule NAME | --schedule-file F.csv] [--chunks V]\n"
+        "                     [--backward-split X] [--p2p-time S] [--json]\n"
+        "                     [--switch-latency S|default] [--transfer-time S |\n"
+        "                      --transfer-bytes B --link-bandwidth B_PER_S [--link-latency S]]\n\n"
+        "Evaluate a plan with the profiled time and energy of every instruction at its\n"
+        "clock (docs/envpipe.md; installed in /usr/share/doc/ergon):\n"
+        "iteration time = longest path of the instruction DAG; energy = sum of\n"
+        "instruction energies + blocking power x idle time of every stage.\n"
+        "FILE is a freqs_pipeline_%%05d.py plan or an ergon JSON plan; the schedule of a .py\n"
+        "plan is --schedule (default 1f1b), a JSON plan names its own (and its split;\n"
+        "--backward-split overrides it). The plan must have as many ranks as the profile\n"
+        "has stages, or ranks x chunks of them (exit status 1 otherwise). A plan that\n"
+        "records where it came from (choose --out, plan envpipe --out) is refused with a\n"
+        "profile, blocking power or --schedule other than its own, naming both\n"
+        "(--force: emulate anyway, with a warning).\n\n" CLI_SCHED_HELP
+        "  --p2p-time S         time every cross-rank dependency adds (P2P transfer,\n"
+        "                       seconds; default 0: communication is free, as in the\n"
+        "                       planner; docs/schedules.md)\n\n"
+        "Fidelity options (docs/emulate.md; all 0 by default, which is the published\n"
+        "evaluation of Perseus's lowtime):\n"
+        "  --switch-latency S   a clock request takes effect S seconds after the\n"
+        "                       instruction that needs it starts; until then the GPU\n"
+        "                       runs at its previous clock (the first instruction's\n"
+        "                       previous one is the last: iterations repeat);\n"
+        "                       'default' = %.0f ms (docs/emulate.md)\n"
+        "  --transfer-time S    the same as --p2p-time S\n"
+        "  --transfer-bytes B, --link-bandwidth B_PER_S, --link-latency S\n"
+        "                       or: transfer time = B / bandwidth + latency\n",
+        ERG_SWITCH_LATENCY_DEFAULT_S * 1e3);
 }
 
 int cmd_emulate(int argc, char **argv)
 {
     const char *cmd = "emulate";
     static const struct option opts[] = {
-        {"profile", required_argument, 0, 'p'}, {"plan", required_argument, 0, 'P'},
-        {"gpu", required_argument, 0, 'g'},     {"blocking-power", required_argument, 0, 'w'},
-        {"schedule", required_argument, 0, 'S'}, {"json", no_argument, 0, 'j'},
-        CLI_SCHED_LONGOPTS, {"p2p-time", required_argument, 0, 'T'},
-        {"help", no_argument, 0, 'h'},          {"switch-latency", required_argument, 0, 'L'},
+        {"profile", required_argument, 0, 'p'},
+        {"plan", required_argument, 0, 'P'},
+        {"gpu", required_argument, 0, 'g'},
+        {"blocking-power", required_argument, 0, 'w'},
+        {"schedule", required_argument, 0, 'S'},
+        {"json", no_argument, 0, 'j'},
+        CLI_SCHED_LONGOPTS,
+        {"p2p-time", required_argument, 0, 'T'},
+        {"help", no_argument, 0, 'h'},
+        {"switch-latency", required_argument, 0, 'L'},
         {"transfer-time", required_argument, 0, 'x'},
         {"transfer-bytes", required_argument, 0, 'B'},
         {"link-bandwidth", required_argument, 0, 'W'},
@@ -116,8 +123,7 @@ int cmd_emulate(int argc, char **argv)
                 return CLI_USAGE;
             break;
         case 'W':
-            if (!cli_parse_double(cmd, "--link-bandwidth", optarg, 1, 1e18,
-                                  &eo.link_bandwidth_bps))
+            if (!cli_parse_double(cmd, "--link-bandwidth", optarg, 1, 1e18, &eo.link_bandwidth_bps))
                 return CLI_USAGE;
             break;
         case 'l':
@@ -155,7 +161,8 @@ int cmd_emulate(int argc, char **argv)
     erg_plan *plan = NULL;
     erg_dag *dag = NULL;
     int rc = CLI_OK;
-    if (erg_profile_read_csv(profile, &prof, &err) || erg_plan_read(planf, &cs.sched, &plan, &err)) {
+    if (erg_profile_read_csv(profile, &prof, &err) ||
+        erg_plan_read(planf, &cs.sched, &plan, &err)) {
         rc = cli_report(cmd, &err);
         goto done;
     }
@@ -217,8 +224,7 @@ int cmd_emulate(int argc, char **argv)
                erg_plan_num_stages(plan), erg_plan_num_microbatches(plan),
                erg_schedule_name(ps.kind), extra, eo.switch_latency_s, em.num_switches,
                em.transfer_time_s);
-    }
-    else {
+    } else {
         printf("iteration time %.6f s, energy %.3f J (compute %.3f J, blocking %.3f J); "
                "S=%d, M=%d, %s\n",
                em.time_s, em.energy_j, em.compute_energy_j, em.blocking_energy_j,

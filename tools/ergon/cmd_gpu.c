@@ -13,32 +13,32 @@
 
 static void usage_gpu(FILE *f)
 {
-    fprintf(f,
-            "usage: ergon gpu list   [--gpu SPEC]\n"
-            "       ergon gpu clocks [--gpu SPEC] [--device N]\n"
-            "       ergon gpu energy [--gpu SPEC] [--device N] [--check [--seconds S]]\n"
-            "       ergon gpu lock   [--gpu SPEC] [--device N] --clock MHZ [--hold]\n"
-            "       ergon gpu reset  [--gpu SPEC] [--device N]\n"
-            "\n"
-            "list    devices with name, energy (mJ), power (mW) and where the energy comes\n"
-            "        from (counter or integrated power) and what it covers (gpu, module,\n"
-            "        package); '-' where a device has no reading of its own (MI250 odd die)\n"
-            "clocks  supported SM clocks (MHz, descending) of one device\n"
-            "energy  the cumulative energy (mJ) of one device; with --check, read the\n"
-            "        hardware counter and integrate power at 10 Hz for S seconds (default\n"
-            "        10) and compare the two (exit 1 when they disagree beyond 25%%, or the\n"
-            "        counter stalls or goes backwards)\n"
-            "lock    lock the SM clock of one device at MHZ (must be supported); with --hold,\n"
-            "        stay alive until a signal and reset the clock then\n"
-            "reset   reset SM and memory clocks and the power limit of one device\n"
-            "\n"
-            "  --gpu SPEC    back-end: nvml (default; $ERGON_NVML_LIBRARY overrides the\n"
-            "                library), nvml:LIBRARY, amdsmi ($ERGON_AMDSMI_LIBRARY),\n"
-            "                amdsmi:LIBRARY, auto (NVML if it opens, else amdsmi),\n"
-            "                sim:GPU[:MODEL[:N]], daemon:SOCKET (ergond)\n"
-            "  --device N    device index (default 0)\n"
-            "\n"
-            "exit status: 0 success, 1 GPU error (named: permission, unsupported clock...), 2 usage.\n");
+    fprintf(f, "usage: ergon gpu list   [--gpu SPEC]\n"
+               "       ergon gpu clocks [--gpu SPEC] [--device N]\n"
+               "       ergon gpu energy [--gpu SPEC] [--device N] [--check [--seconds S]]\n"
+               "       ergon gpu lock   [--gpu SPEC] [--device N] --clock MHZ [--hold]\n"
+               "       ergon gpu reset  [--gpu SPEC] [--device N]\n"
+               "\n"
+               "list    devices with name, energy (mJ), power (mW) and where the energy comes\n"
+               "        from (counter or integrated power) and what it covers (gpu, module,\n"
+               "        package); '-' where a device has no reading of its own (MI250 odd die)\n"
+               "clocks  supported SM clocks (MHz, descending) of one device\n"
+               "energy  the cumulative energy (mJ) of one device; with --check, read the\n"
+               "        hardware counter and integrate power at 10 Hz for S seconds (default\n"
+               "        10) and compare the two (exit 1 when they disagree beyond 25%%, or the\n"
+               "        counter stalls or goes backwards)\n"
+               "lock    lock the SM clock of one device at MHZ (must be supported); with --hold,\n"
+               "        stay alive until a signal and reset the clock then\n"
+               "reset   reset SM and memory clocks and the power limit of one device\n"
+               "\n"
+               "  --gpu SPEC    back-end: nvml (default; $ERGON_NVML_LIBRARY overrides the\n"
+               "                library), nvml:LIBRARY, amdsmi ($ERGON_AMDSMI_LIBRARY),\n"
+               "                amdsmi:LIBRARY, auto (NVML if it opens, else amdsmi),\n"
+               "                sim:GPU[:MODEL[:N]], daemon:SOCKET (ergond)\n"
+               "  --device N    device index (default 0)\n"
+               "\n"
+               "exit status: 0 success, 1 GPU error (named: permission, unsupported clock...), 2 "
+               "usage.\n");
 }
 
 static volatile sig_atomic_t got_signal;
@@ -100,16 +100,16 @@ static int energy_check(erg_gpu *g, int dev, double seconds)
     printf("counter\t%.3f J (resolution %g mJ, scope %s)\n", counter_j, info.resolution_mj,
            info.scope);
     printf("integrated\t%.3f J\n", integ_j);
-    printf("difference\t%+.1f%% (tolerance %.0f%%)\n", rel * 100.0,
-           ERG_ENERGY_TOLERANCE * 100.0);
+    printf("difference\t%+.1f%% (tolerance %.0f%%)\n", rel * 100.0, ERG_ENERGY_TOLERANCE * 100.0);
     const char *verdict = backwards                               ? "counter went backwards"
                           : longest_stall_s >= ERG_ENERGY_STALL_S ? "counter stalled"
-                          : fabs(rel) > ERG_ENERGY_TOLERANCE      ? "counter and integrated power disagree"
-                                                                  : NULL;
+                          : fabs(rel) > ERG_ENERGY_TOLERANCE
+                              ? "counter and integrated power disagree"
+                              : NULL;
     printf("verdict\t%s\n", verdict ? verdict : "agree");
     if (verdict) {
-        fprintf(stderr, "ergon gpu: GPU %d: %s; ergon replaces its counter by integrated power\n", dev,
-                verdict);
+        fprintf(stderr, "ergon gpu: GPU %d: %s; ergon replaces its counter by integrated power\n",
+                dev, verdict);
         return CLI_USER_ERROR;
     }
     return CLI_OK;

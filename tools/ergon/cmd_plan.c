@@ -14,74 +14,75 @@
 
 static void plan_perseus_help(FILE *f)
 {
-    fprintf(f,
-            "usage: ergon plan perseus --profile P --stages S --microbatches M --out DIR\n"
-            "                          (--gpu A40|A100 | --blocking-power W) [options]\n"
-            "       ergon plan perseus --profile P --schedule-file F.csv --out DIR ...\n\n"
-            "Compute the whole iteration-time/energy frontier of per-instruction clock plans\n"
-            "(Perseus, Phillips-Dessouky min-cut crashing), from the slowest plan to the fastest,\n"
-            "one time unit apart.\n\n"
-            "  --profile P          stage profile CSV (stage,instruction,frequency,time,energy)\n"
-            "  --stages S           pipeline stages = ranks (GPUs) P; the profile's first S\n"
-            "                       stages are used (--ranks is the same option); with\n"
-            "                       --chunks V each rank's profile is split evenly over its\n"
-            "                       V chunks, or a profile with P*V stages gives each chunk\n"
-            "  --microbatches M     microbatches per iteration\n"
-            "  --out DIR            output directory (created; the files of an earlier\n"
-            "                       frontier in it are replaced, other files are kept):\n"
-            "                         frontier.csv            time,energy per plan (published format)\n"
-            "                         plans.ergon             every plan in one compact file\n"
-            "                                                 (docs/formats.md); read by choose,\n"
-            "                                                 sample, show and serve's Frontier\n"
-            "                         profile.csv, frontier-info.csv   the profile and blocking\n"
-            "                                                 power used: the all-max baseline of\n"
-            "                                                 'ergon choose' and of the summary\n"
-            "                       and with --per-plan-files (or --formats):\n"
-            "                         freqs_pipeline_%%05d.py  plan files: lists of clocks (perseus-py;\n"
-            "                                                 read by Perseus's PointSolution and\n"
-            "                                                 Merak) or of (\"forward\"|\"backward\",\n"
-            "                                                 clock) tuples (zeus-py; read by Zeus\n"
-            "                                                 PFO's PointSolution); ergon reads both\n"
-            "                         plan_%%05d.json          ergon plan files (docs/formats.md)\n"
-            "  --per-plan-files     also one .py and one .json file per plan (as\n"
-            "                       --formats csv,packed,perseus-py,json)\n"
-            "  --gpu NAME           A40 (70.38 W) or A100 (83.64 W) blocking power\n"
-            "  --blocking-power W   power drawn while blocked on communication, for other GPUs\n"
-            "  --unit-time S        quantisation unit in seconds (default 0.001); the frontier\n"
-            "                       has about (slowest - fastest iteration) / S plans\n"
-            "  --max-plans N        refuse, before planning and with the estimate, when the\n"
-            "                       frontier would hold more than N plans (default %d)\n"
-            "  --force              no plan limit (as --max-plans 0)\n"
-            CLI_SCHED_HELP
-            "  --extra-warmup LIST  with --schedule ours (EnvPipe's schedule: 1F1B with extra\n"
-            "                       warm-up forwards): comma list of r_s, one per stage (the\n"
-            "                       last is 0); default: EnvPipe's own r_s for this profile\n"
-            "                       (as 'ergon plan envpipe' and compare's perseus-ours row)\n"
-            "  --noise-factor X     soft Pareto filter factor (default 0.95)\n"
-            "  --always-use-noise-factor   use the soft filter straight away\n"
-            "  --fits FILE          use these cost-model coefficients instead of fitting (CSV\n"
-            "                       with stage,instruction,a,b,c; e.g. a reference run's fits)\n"
-            "  --fits-case NAME     rows of --fits whose 'case' column is NAME\n"
-            "  --formats LIST       comma list of csv, packed, perseus-py (alias py), zeus-py,\n"
-            "                       json (default csv,packed; perseus-py and zeus-py exclude\n"
-            "                       each other: same file names)\n"
-            "  --quiet              no summary on stdout\n"
-            "  --switch-latency S   plan for a clock-switch latency of S seconds ('default' =\n"
-            "                       10 ms; docs/emulate.md): every plan and variants that keep a\n"
-            "                       rank's clock where a change buys little or request it earlier\n"
-            "                       where it would delay a critical instruction are emulated with\n"
-            "                       that latency and the Pareto-optimal ones form the frontier,\n"
-            "                       with their emulated time and energy (choose and serve then\n"
-            "                       evaluate with it too). 0 (the default): the Perseus frontier\n"
-            "  --transfer-time S    every cross-rank edge (P2P send) takes S seconds: planned\n"
-            "                       as a fixed-duration dependency (rounded to --unit-time)\n"
-            "                       and included in the post-check\n"
-            "  -h, --help           this help\n\n"
-            "Progress goes to stderr: a bar on a terminal, otherwise one line every %.0f s once\n"
-            "a run takes that long ($ERGON_PROGRESS_INTERVAL_S: other seconds;\n"
-            "$ERGON_NO_PROGRESS=1: none).\n"
-            "exit status: 0 success, 1 bad input or no plan (named), 2 usage error.\n",
-            CLI_DEFAULT_MAX_PLANS, CLI_PROGRESS_LINE_S);
+    fprintf(
+        f,
+        "usage: ergon plan perseus --profile P --stages S --microbatches M --out DIR\n"
+        "                          (--gpu A40|A100 | --blocking-power W) [options]\n"
+        "       ergon plan perseus --profile P --schedule-file F.csv --out DIR ...\n\n"
+        "Compute the whole iteration-time/energy frontier of per-instruction clock plans\n"
+        "(Perseus, Phillips-Dessouky min-cut crashing), from the slowest plan to the fastest,\n"
+        "one time unit apart.\n\n"
+        "  --profile P          stage profile CSV (stage,instruction,frequency,time,energy)\n"
+        "  --stages S           pipeline stages = ranks (GPUs) P; the profile's first S\n"
+        "                       stages are used (--ranks is the same option); with\n"
+        "                       --chunks V each rank's profile is split evenly over its\n"
+        "                       V chunks, or a profile with P*V stages gives each chunk\n"
+        "  --microbatches M     microbatches per iteration\n"
+        "  --out DIR            output directory (created; the files of an earlier\n"
+        "                       frontier in it are replaced, other files are kept):\n"
+        "                         frontier.csv            time,energy per plan (published format)\n"
+        "                         plans.ergon             every plan in one compact file\n"
+        "                                                 (docs/formats.md); read by choose,\n"
+        "                                                 sample, show and serve's Frontier\n"
+        "                         profile.csv, frontier-info.csv   the profile and blocking\n"
+        "                                                 power used: the all-max baseline of\n"
+        "                                                 'ergon choose' and of the summary\n"
+        "                       and with --per-plan-files (or --formats):\n"
+        "                         freqs_pipeline_%%05d.py  plan files: lists of clocks "
+        "(perseus-py;\n"
+        "                                                 read by Perseus's PointSolution and\n"
+        "                                                 Merak) or of (\"forward\"|\"backward\",\n"
+        "                                                 clock) tuples (zeus-py; read by Zeus\n"
+        "                                                 PFO's PointSolution); ergon reads both\n"
+        "                         plan_%%05d.json          ergon plan files (docs/formats.md)\n"
+        "  --per-plan-files     also one .py and one .json file per plan (as\n"
+        "                       --formats csv,packed,perseus-py,json)\n"
+        "  --gpu NAME           A40 (70.38 W) or A100 (83.64 W) blocking power\n"
+        "  --blocking-power W   power drawn while blocked on communication, for other GPUs\n"
+        "  --unit-time S        quantisation unit in seconds (default 0.001); the frontier\n"
+        "                       has about (slowest - fastest iteration) / S plans\n"
+        "  --max-plans N        refuse, before planning and with the estimate, when the\n"
+        "                       frontier would hold more than N plans (default %d)\n"
+        "  --force              no plan limit (as --max-plans 0)\n" CLI_SCHED_HELP
+        "  --extra-warmup LIST  with --schedule ours (EnvPipe's schedule: 1F1B with extra\n"
+        "                       warm-up forwards): comma list of r_s, one per stage (the\n"
+        "                       last is 0); default: EnvPipe's own r_s for this profile\n"
+        "                       (as 'ergon plan envpipe' and compare's perseus-ours row)\n"
+        "  --noise-factor X     soft Pareto filter factor (default 0.95)\n"
+        "  --always-use-noise-factor   use the soft filter straight away\n"
+        "  --fits FILE          use these cost-model coefficients instead of fitting (CSV\n"
+        "                       with stage,instruction,a,b,c; e.g. a reference run's fits)\n"
+        "  --fits-case NAME     rows of --fits whose 'case' column is NAME\n"
+        "  --formats LIST       comma list of csv, packed, perseus-py (alias py), zeus-py,\n"
+        "                       json (default csv,packed; perseus-py and zeus-py exclude\n"
+        "                       each other: same file names)\n"
+        "  --quiet              no summary on stdout\n"
+        "  --switch-latency S   plan for a clock-switch latency of S seconds ('default' =\n"
+        "                       10 ms; docs/emulate.md): every plan and variants that keep a\n"
+        "                       rank's clock where a change buys little or request it earlier\n"
+        "                       where it would delay a critical instruction are emulated with\n"
+        "                       that latency and the Pareto-optimal ones form the frontier,\n"
+        "                       with their emulated time and energy (choose and serve then\n"
+        "                       evaluate with it too). 0 (the default): the Perseus frontier\n"
+        "  --transfer-time S    every cross-rank edge (P2P send) takes S seconds: planned\n"
+        "                       as a fixed-duration dependency (rounded to --unit-time)\n"
+        "                       and included in the post-check\n"
+        "  -h, --help           this help\n\n"
+        "Progress goes to stderr: a bar on a terminal, otherwise one line every %.0f s once\n"
+        "a run takes that long ($ERGON_PROGRESS_INTERVAL_S: other seconds;\n"
+        "$ERGON_NO_PROGRESS=1: none).\n"
+        "exit status: 0 success, 1 bad input or no plan (named), 2 usage error.\n",
+        CLI_DEFAULT_MAX_PLANS, CLI_PROGRESS_LINE_S);
 }
 
 /* "r0,r1,...": the ours schedule's extra warm-up forwards, one per stage. */
@@ -101,8 +102,10 @@ static int cli_parse_warmup(const char *cmd, const char *list, long S, long M, e
         sc->extra_warmup[n] = (int)v;
     }
     if (n != S)
-        return cli_usage_error(cmd, "--extra-warmup: %ld values for %ld stages (one per stage, "
-                                    "e.g. 2,1,0 for 3 stages)", n, S);
+        return cli_usage_error(cmd,
+                               "--extra-warmup: %ld values for %ld stages (one per stage, "
+                               "e.g. 2,1,0 for 3 stages)",
+                               n, S);
     return CLI_OK;
 }
 
@@ -111,7 +114,11 @@ static int cli_parse_warmup(const char *cmd, const char *list, long S, long M, e
 static int envpipe_warmup(const char *cmd, const char *profile, long S, long M, const char *gpu,
                           double power_w, erg_schedule *sc)
 {
-    ecli_setup es = {.profile_path = profile, .S = S, .M = M, .gpu = gpu, .power_w = power_w,
+    ecli_setup es = {.profile_path = profile,
+                     .S = S,
+                     .M = M,
+                     .gpu = gpu,
+                     .power_w = power_w,
                      .have_power = true};
     int rc = ecli_setup_load(cmd, &es, true);
     if (rc) {
@@ -127,8 +134,10 @@ static int envpipe_warmup(const char *cmd, const char *profile, long S, long M, 
     erg_error err = {0};
     if (M < S) {
         ecli_setup_free(&es);
-        return cli_usage_error(cmd, "--schedule ours needs at least as many microbatches as "
-                                    "stages (%ld < %ld)", M, S);
+        return cli_usage_error(cmd,
+                               "--schedule ours needs at least as many microbatches as "
+                               "stages (%ld < %ld)",
+                               M, S);
     }
     if (erg_plan_envpipe(es.profile, (int)S, (int)M, &eo, &plan, &ki, &err)) {
         ecli_setup_free(&es);
@@ -298,9 +307,9 @@ static int plan_perseus(int argc, char **argv)
         return cli_usage_error(cmd, "--extra-warmup applies to --schedule ours only");
     }
     if (o.schedule.kind == ERG_SCHED_ENVPIPE) {
-        int rc = extra_warmup ? cli_parse_warmup(cmd, extra_warmup, S, M, &o.schedule)
-                              : envpipe_warmup(cmd, profile, S, M, gpu, o.blocking_power_w,
-                                               &o.schedule);
+        int rc = extra_warmup
+                     ? cli_parse_warmup(cmd, extra_warmup, S, M, &o.schedule)
+                     : envpipe_warmup(cmd, profile, S, M, gpu, o.blocking_power_w, &o.schedule);
         if (rc) {
             cli_sched_free(&cs);
             return rc;
@@ -349,8 +358,9 @@ static int plan_perseus(int argc, char **argv)
     if (st == ERG_EINVAL && o.max_plans && strstr(err.msg, "more than the limit of")) {
         char m[sizeof err.msg];
         snprintf(m, sizeof m, "%s", err.msg);
-        erg_error_set(&err, st, "%s; use a larger --unit-time, or --max-plans N / --force to "
-                                "plan them anyway",
+        erg_error_set(&err, st,
+                      "%s; use a larger --unit-time, or --max-plans N / --force to "
+                      "plan them anyway",
                       m);
     }
     erg_dag *dag = NULL;
@@ -433,7 +443,9 @@ static int plan_perseus(int argc, char **argv)
     }
     if (!st && n) {
         st = cli_baseline_write(out, prof, &o.schedule, (int)S, (int)M, o.blocking_power_w,
-                                o.unit_s, &em_max, &err) ? err.status : ERG_OK;
+                                o.unit_s, &em_max, &err)
+                 ? err.status
+                 : ERG_OK;
         if (!st) {
             /* the profile's own file name, for titles (show frontier) */
             const char *base = strrchr(profile, '/') ? strrchr(profile, '/') + 1 : profile;
@@ -462,8 +474,8 @@ static int plan_perseus(int argc, char **argv)
     if (!quiet && erg_schedule_chunks(&o.schedule) * (long)S != 0 &&
         o.schedule.kind != ERG_SCHED_1F1B)
         printf("schedule %s: %ld ranks, %d pipeline stages, %ld microbatches\n",
-               o.schedule.kind == ERG_SCHED_FILE ? cs.file : erg_schedule_name(o.schedule.kind),
-               S, erg_dag_num_pipeline_stages(dag), M);
+               o.schedule.kind == ERG_SCHED_FILE ? cs.file : erg_schedule_name(o.schedule.kind), S,
+               erg_dag_num_pipeline_stages(dag), M);
     if (!quiet)
         cli_sched_split_note(stdout, &cs, prof, S, M);
     if (!quiet && n) {
@@ -507,8 +519,7 @@ static int plan_perseus(int argc, char **argv)
                    "latency)\n",
                    post.switch_latency_s, sws.plans_evaluated, sws.plans_in, sws.candidates,
                    sws.plans_out, sws.plans_merged);
-        const char *label[3] = {"minimum-energy plan", "at the all-max time",
-                                "within 1% slowdown"};
+        const char *label[3] = {"minimum-energy plan", "at the all-max time", "within 1% slowdown"};
         const double limit[3] = {1e300, em_max.time_s, 1.01 * em_max.time_s};
         for (int i = 0; i < 3; i++) {
             size_t k;
@@ -518,8 +529,8 @@ static int plan_perseus(int argc, char **argv)
                 printf("%-25s %s\n", label[i], err.msg);
                 continue;
             }
-            printf("%-25s plan %zu: %.6g s (%+.2f%%), %.6g J (%+.2f%% vs all-max; %s)\n",
-                   label[i], k, em.time_s, 100 * (em.time_s / em_max.time_s - 1), em.energy_j,
+            printf("%-25s plan %zu: %.6g s (%+.2f%%), %.6g J (%+.2f%% vs all-max; %s)\n", label[i],
+                   k, em.time_s, 100 * (em.time_s / em_max.time_s - 1), em.energy_j,
                    100 * (em.energy_j / em_max.energy_j - 1),
                    post.switch_latency_s > 0 ? "emulated with the switch latency"
                                              : "profiled values");
@@ -530,8 +541,8 @@ static int plan_perseus(int argc, char **argv)
             if ((post.switch_latency_s > 0 || post.transfer_time_s > 0) &&
                 !erg_frontier_plan(f, k, &p, &err) &&
                 !erg_emulate_ex(prof, dag, p, &post, &ex, NULL, NULL, &err) &&
-                !erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w,
-                                  &allmax, &err)) {
+                !erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w, &allmax,
+                                  &err)) {
                 if (!erg_emulate_ex(prof, dag, allmax, &post, &exm, NULL, NULL, &err))
                     printf("%-25s   true time with switch latency %g s and transfer %g s: "
                            "%.6g s (%+.2f%% vs all-max %.6g s), %.6g J (%+.2f%%); %d clock "
@@ -556,8 +567,10 @@ static int plan_perseus(int argc, char **argv)
     free(fitv);
     cli_sched_free(&cs);
     if (n == 0) { /* the planner always emits the slowest plan; never exit 0 with none */
-        fprintf(stderr, "ergon %s: no plan: the pipeline cannot be made faster than its slowest "
-                        "state\n", cmd);
+        fprintf(stderr,
+                "ergon %s: no plan: the pipeline cannot be made faster than its slowest "
+                "state\n",
+                cmd);
         return CLI_USER_ERROR;
     }
     return CLI_OK;

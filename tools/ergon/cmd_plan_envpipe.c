@@ -1,4 +1,5 @@
-/* cmd_plan_envpipe.c: `ergon plan envpipe|zeus-global|zeus-stage|uniform`: EnvPipe and the baselines. */
+/* cmd_plan_envpipe.c: `ergon plan envpipe|zeus-global|zeus-stage|uniform`: EnvPipe and the
+ * baselines. */
 #include "cli.h"
 #include "envpipe_common.h"
 
@@ -7,58 +8,57 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #define COMMON_HELP                                                                                \
-    "  --profile P          stage profile CSV (stage,instruction,frequency,time,energy)\n"        \
-    "  --stages S           pipeline stages (default: all of the profile's)\n"                    \
-    "  --microbatches M     microbatches per iteration (required)\n"                              \
+    "  --profile P          stage profile CSV (stage,instruction,frequency,time,energy)\n"         \
+    "  --stages S           pipeline stages (default: all of the profile's)\n"                     \
+    "  --microbatches M     microbatches per iteration (required)\n"                               \
     "  --gpu NAME           GPU model: sets the blocking power for A40 (70.38 W) and A100\n"       \
-    "                       (83.64 W) and selects its row of the clock table (v100, rtx3090,\n"   \
-    "                       a100, a6000, a40, h100; other GPUs use the profile's clocks)\n"      \
-    "  --blocking-power W   power drawn while idle or blocked on communication\n"                 \
-    "  --gpu-table FILE     GPU clock table (default: $ERGON_GPU_TABLE or data/gpus.csv)\n"       \
-    "  --out FILE           write the plan: FILE.py = freqs_pipeline literal, else ergon JSON\n" \
-    "  --quiet              no summary on stdout\n"                                               \
+    "                       (83.64 W) and selects its row of the clock table (v100, rtx3090,\n"    \
+    "                       a100, a6000, a40, h100; other GPUs use the profile's clocks)\n"        \
+    "  --blocking-power W   power drawn while idle or blocked on communication\n"                  \
+    "  --gpu-table FILE     GPU clock table (default: $ERGON_GPU_TABLE or data/gpus.csv)\n"        \
+    "  --out FILE           write the plan: FILE.py = freqs_pipeline literal, else ergon JSON\n"   \
+    "  --quiet              no summary on stdout\n"                                                \
     "  -h, --help           this help\n"
 
 static void envpipe_help(FILE *f)
 {
-    fprintf(f,
-            "usage: ergon plan envpipe --profile P --microbatches M (--gpu G | --blocking-power W)\n"
-            "                          [--type T] [--schedule S] [--reconfig R] [options]\n\n"
-            "Plan per-instruction SM clocks with EnvPipe (USENIX ATC'23) on the emulated pipeline:\n"
-            "profile each stage's energy valley, slow the units inside the outer envelope (F0, the\n"
-            "last microbatch's B and the whole last stage stay at max), reorder warm-up forwards\n"
-            "('ours'), then raise clocks on the critical path until it is the envelope. The plan\n"
-            "is evaluated with profiled times and energies (idle time at blocking power).\n\n"
-            "  --type T             baseline | uniform | envelope (default envelope)\n"
-            "  --schedule S         1f1b | ours (default ours; 1f1b for perseus-emulation)\n"
-            "  --reconfig R         default | greedy | balanced (default balanced)\n"
-            "  --variant V          envpipe (default) | perseus-emulation: Perseus's emulation of\n"
-            "                       EnvPipe (slowest Pareto clocks, +15 MHz steps on one critical\n"
-            "                       path, CPM on quantised times; the published comparisons)\n"
-            "  --step MHZ           clock step of a raise (default: the GPU's granularity, 30 MHz,\n"
-            "                       x3 for greedy; 15 MHz for perseus-emulation)\n"
-            "  --max-inflight N     memory cap: at most N forwards in flight per stage (ours)\n"
-            "  --unit-time S        perseus-emulation: quantisation unit (default 0.001 s)\n"
-            "  --finish-limit N     stop after N+1 iterations without change (default 10)\n"
-            "  --max-iterations N   hard cap on reconfiguration iterations (default 10000)\n"
-            "  --threshold-scale X  use EnvPipe's measured-wait rule for the critical path\n"
-            "                       instead of CPM: a unit whose receive wait is below X times\n"
-            "                       the smallest last-stage wait was not held up (EnvPipe: 4)\n"
-            "  --transfer-time S    P2P transfer time added to every receive wait (with\n"
-            "                       --threshold-scale; default 0)\n"
-            "  --from-plan FILE     with --waits: one measured reconfiguration step on this\n"
-            "                       plan (JSON; what EnvPipe does after a real iteration)\n"
-            "  --waits CSV          measured receive waits: stage,instruction,microbatch,wait_ms\n"
-            "                       (one row per instruction); the threshold is\n"
-            "                       --threshold-scale (default 4) x the smallest non-zero\n"
-            "                       last-stage wait\n"
-            "  --print-iterations   print every iteration's plan in EnvPipe's format\n"
-            "                       (Stage 0 | [F0 1980 0.0] F1 1260 0.0 ...: clock MHz and wait\n"
-            "                       ms; brackets = critical path)\n" COMMON_HELP
-            "\nexit status: 0 success, 1 bad input (e.g. a clock missing from the profile,\n"
-            "M < S with ours), 2 usage error.\n");
+    fprintf(
+        f, "usage: ergon plan envpipe --profile P --microbatches M (--gpu G | --blocking-power W)\n"
+           "                          [--type T] [--schedule S] [--reconfig R] [options]\n\n"
+           "Plan per-instruction SM clocks with EnvPipe (USENIX ATC'23) on the emulated pipeline:\n"
+           "profile each stage's energy valley, slow the units inside the outer envelope (F0, the\n"
+           "last microbatch's B and the whole last stage stay at max), reorder warm-up forwards\n"
+           "('ours'), then raise clocks on the critical path until it is the envelope. The plan\n"
+           "is evaluated with profiled times and energies (idle time at blocking power).\n\n"
+           "  --type T             baseline | uniform | envelope (default envelope)\n"
+           "  --schedule S         1f1b | ours (default ours; 1f1b for perseus-emulation)\n"
+           "  --reconfig R         default | greedy | balanced (default balanced)\n"
+           "  --variant V          envpipe (default) | perseus-emulation: Perseus's emulation of\n"
+           "                       EnvPipe (slowest Pareto clocks, +15 MHz steps on one critical\n"
+           "                       path, CPM on quantised times; the published comparisons)\n"
+           "  --step MHZ           clock step of a raise (default: the GPU's granularity, 30 MHz,\n"
+           "                       x3 for greedy; 15 MHz for perseus-emulation)\n"
+           "  --max-inflight N     memory cap: at most N forwards in flight per stage (ours)\n"
+           "  --unit-time S        perseus-emulation: quantisation unit (default 0.001 s)\n"
+           "  --finish-limit N     stop after N+1 iterations without change (default 10)\n"
+           "  --max-iterations N   hard cap on reconfiguration iterations (default 10000)\n"
+           "  --threshold-scale X  use EnvPipe's measured-wait rule for the critical path\n"
+           "                       instead of CPM: a unit whose receive wait is below X times\n"
+           "                       the smallest last-stage wait was not held up (EnvPipe: 4)\n"
+           "  --transfer-time S    P2P transfer time added to every receive wait (with\n"
+           "                       --threshold-scale; default 0)\n"
+           "  --from-plan FILE     with --waits: one measured reconfiguration step on this\n"
+           "                       plan (JSON; what EnvPipe does after a real iteration)\n"
+           "  --waits CSV          measured receive waits: stage,instruction,microbatch,wait_ms\n"
+           "                       (one row per instruction); the threshold is\n"
+           "                       --threshold-scale (default 4) x the smallest non-zero\n"
+           "                       last-stage wait\n"
+           "  --print-iterations   print every iteration's plan in EnvPipe's format\n"
+           "                       (Stage 0 | [F0 1980 0.0] F1 1260 0.0 ...: clock MHz and wait\n"
+           "                       ms; brackets = critical path)\n" COMMON_HELP
+           "\nexit status: 0 success, 1 bad input (e.g. a clock missing from the profile,\n"
+           "M < S with ours), 2 usage error.\n");
 }
 
 static void baseline_help(FILE *f, const char *name)
@@ -85,8 +85,8 @@ static void baseline_help(FILE *f, const char *name)
         fprintf(f, "  --power-limit-step W choose one power limit (multiples of W up to P_max)\n"
                    "                       instead of one clock: under a limit each instruction\n"
                    "                       runs at its highest clock whose average power fits\n");
-    fprintf(f, CLI_SCHED_HELP COMMON_HELP
-               "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
+    fprintf(f,
+            CLI_SCHED_HELP COMMON_HELP "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
 }
 
 static void print_summary(const erg_plan *plan, const ecli_setup *s)
@@ -127,9 +127,31 @@ static int print_iteration(void *user, int it, const erg_plan *plan, const char 
 }
 
 enum {
-    OPT_PROFILE = 256, OPT_STAGES, OPT_MB, OPT_GPU, OPT_POWER, OPT_TABLE, OPT_OUT, OPT_QUIET,
-    OPT_TYPE, OPT_SCHED, OPT_RECONFIG, OPT_VARIANT, OPT_STEP, OPT_INFLIGHT, OPT_UNIT, OPT_FINISH,
-    OPT_MAXIT, OPT_PRINT, OPT_ETA, OPT_MAXPOWER, OPT_THR, OPT_XFER, OPT_PLSTEP, OPT_FROM, OPT_WAITS,
+    OPT_PROFILE = 256,
+    OPT_STAGES,
+    OPT_MB,
+    OPT_GPU,
+    OPT_POWER,
+    OPT_TABLE,
+    OPT_OUT,
+    OPT_QUIET,
+    OPT_TYPE,
+    OPT_SCHED,
+    OPT_RECONFIG,
+    OPT_VARIANT,
+    OPT_STEP,
+    OPT_INFLIGHT,
+    OPT_UNIT,
+    OPT_FINISH,
+    OPT_MAXIT,
+    OPT_PRINT,
+    OPT_ETA,
+    OPT_MAXPOWER,
+    OPT_THR,
+    OPT_XFER,
+    OPT_PLSTEP,
+    OPT_FROM,
+    OPT_WAITS,
 };
 
 static const struct option common_opts[] = {
@@ -239,7 +261,7 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
             p->schedule_set = true;
             if (!envpipe && p->eo.schedule == ERG_SCHED_ENVPIPE)
                 return cli_usage_error(cmd, "--schedule ours needs EnvPipe's warm-up counts: use "
-                                           "'ergon plan envpipe'");
+                                            "'ergon plan envpipe'");
             break;
         case OPT_TYPE:
         case OPT_RECONFIG:
@@ -362,8 +384,8 @@ static int measured_step(const char *cmd, popts *p)
             fprintf(stderr, "ergon %s: %s: the plan has %d stages but --stages is %ld\n", cmd,
                     p->from_plan, S, p->s.S);
         else
-            fprintf(stderr, "ergon %s: %s: the plan has %d stages but the profile %s has %d\n",
-                    cmd, p->from_plan, S, p->s.profile_path, erg_profile_num_stages(p->s.profile));
+            fprintf(stderr, "ergon %s: %s: the plan has %d stages but the profile %s has %d\n", cmd,
+                    p->from_plan, S, p->s.profile_path, erg_profile_num_stages(p->s.profile));
         erg_plan_free(plan);
         return CLI_USER_ERROR;
     }
@@ -380,7 +402,7 @@ static int measured_step(const char *cmd, popts *p)
         goto done;
     }
     int gran = p->s.spec ? p->s.spec->reconfig_step_mhz : 30;
-    int step = p->eo.reconfig_step_mhz > 0 ? p->eo.reconfig_step_mhz
+    int step = p->eo.reconfig_step_mhz > 0             ? p->eo.reconfig_step_mhz
                : p->eo.reconfig == ERG_RECONFIG_GREEDY ? 3 * gran
                                                        : gran;
     double scale = p->eo.threshold_scale > 0 ? p->eo.threshold_scale : 4;
@@ -444,9 +466,8 @@ int cmd_plan_envpipe(int argc, char **argv)
     if (!p.quiet) {
         print_summary(plan, &p.s);
         if (p.eo.variant == ERG_ENVPIPE_REAL) {
-            printf("EnvPipe: type %s, schedule %s, reconfig %s\n",
-                   erg_envpipe_type_name(p.eo.type), erg_schedule_name(p.eo.schedule),
-                   erg_envpipe_reconfig_name(p.eo.reconfig));
+            printf("EnvPipe: type %s, schedule %s, reconfig %s\n", erg_envpipe_type_name(p.eo.type),
+                   erg_schedule_name(p.eo.schedule), erg_envpipe_reconfig_name(p.eo.reconfig));
             printf("max / energy-optimal clock per stage (MHz):");
             for (int s = 0; s < (int)p.s.S; s++)
                 printf(" %d/%d", info.max_mhz[s], info.optimal_mhz[s]);

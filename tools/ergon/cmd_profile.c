@@ -63,8 +63,8 @@ static void usage_profile(FILE *f)
 static void print_info(const erg_sim_gpu_info *g)
 {
     printf("%s (%s)%s\n", g->name, g->full_name, g->calibrated ? "" : " [extrapolated]");
-    printf("  sm clocks          %d..%d MHz, step %d MHz (profile floor %d MHz)\n",
-           g->min_freq_mhz, g->max_freq_mhz, g->step_mhz, g->profile_min_freq_mhz);
+    printf("  sm clocks          %d..%d MHz, step %d MHz (profile floor %d MHz)\n", g->min_freq_mhz,
+           g->max_freq_mhz, g->step_mhz, g->profile_min_freq_mhz);
     printf("  memory clock       %d MHz\n", g->mem_freq_mhz);
     printf("  static power       %.2f W\n", g->static_power_w);
     printf("  dynamic power      %.2f W at max clock, voltage +%.0f%% from %.0f MHz\n",
@@ -143,8 +143,9 @@ static int profile_sim(int argc, char **argv)
     erg_profile_free(p);
     if (st)
         return cli_report("profile sim", &err);
-    fprintf(stderr, "# simulated %s, %s, %ld stages: blocking power %.2f W (planner: "
-                    "--blocking-power %.2f)\n",
+    fprintf(stderr,
+            "# simulated %s, %s, %ld stages: blocking power %.2f W (planner: "
+            "--blocking-power %.2f)\n",
             g->name, model, stages, g->blocking_power_w, g->blocking_power_w);
     return CLI_OK;
 }
@@ -224,8 +225,9 @@ static int profile_run(int argc, char **argv)
     int nstages = erg_gpu_count(g);
     if (stage >= nstages) {
         erg_gpu_close(g);
-        return cli_usage_error("profile run", "--stage %ld: stage %ld out of range 0..%d (the spec "
-                                              "has %d stage(s))",
+        return cli_usage_error("profile run",
+                               "--stage %ld: stage %ld out of range 0..%d (the spec "
+                               "has %d stage(s))",
                                stage, stage, nstages - 1, nstages);
     }
     int rc = CLI_OK;
@@ -234,8 +236,8 @@ static int profile_run(int argc, char **argv)
     double pb = 0;
     sim_loop loop = {g, (int)stage};
     if (erg_client_new(g, (int)stage, (int)stage, NULL, ERG_CLIENT_NO_SIGNALS, &c, &err) ||
-        erg_client_profile(c, (int)stage, (int)fmin, (int)iters, sim_iteration, &loop,
-                           blocking_s, &p, &pb, &err) ||
+        erg_client_profile(c, (int)stage, (int)fmin, (int)iters, sim_iteration, &loop, blocking_s,
+                           &p, &pb, &err) ||
         erg_profile_write_csv(p, out, &err))
         rc = cli_report("profile run", &err);
     else if (blocking_s > 0)
@@ -289,7 +291,7 @@ static int profile_logs(int argc, char **argv)
     return CLI_OK;
 }
 
-int profile_sparse(int argc, char **argv);       /* cmd_profile_sparse.c */
+int profile_sparse(int argc, char **argv); /* cmd_profile_sparse.c */
 void usage_profile_sparse(FILE *f);
 
 int cmd_profile(int argc, char **argv)
@@ -310,6 +312,5 @@ int cmd_profile(int argc, char **argv)
         return profile_run(argc - 1, argv + 1);
     if (!strcmp(argv[1], "sparse"))
         return profile_sparse(argc - 1, argv + 1);
-    return cli_usage_error("profile", "unknown subcommand '%s' (sim, logs, run, sparse)",
-                           argv[1]);
+    return cli_usage_error("profile", "unknown subcommand '%s' (sim, logs, run, sparse)", argv[1]);
 }

@@ -15,43 +15,42 @@ void usage_profile_sparse(FILE *f);
 
 void usage_profile_sparse(FILE *f)
 {
-    fprintf(f,
-            "usage: ergon profile sparse --replay FULL.csv [--budget N] [--patience N]\n"
-            "                            [--stages S] -o PRED.csv [--verbose]\n"
-            "                            [--check M[,M...] (--gpu G | --blocking-power W)\n"
-            "                             [--unit-time S]]\n"
-            "\n"
-            "sparse  Sparse adaptive profiling (docs/sparse-profiling.md): per (stage,\n"
-            "      instruction) measure the highest clock, step down to the energy valley\n"
-            "      (stopping below it once energy rose --patience measurements in a row,\n"
-            "      Zeus's rule), then measure where the curve is least known, and predict\n"
-            "      every other clock (time piecewise a/f + b, power piecewise linear in f).\n"
-            "      With --replay the 'measurements' are looked up in FULL.csv (offline\n"
-            "      evaluation). Writes the full predicted profile with a sixth column\n"
-            "      source = measured|predicted and prints the points measured against a\n"
-            "      full sweep of every clock of FULL.csv.\n"
-            "      --budget N      most (stage, instruction, clock) points measured in all\n"
-            "                      (default: a sixth of the full sweep, at least 4 per\n"
-            "                      (stage, instruction))\n"
-            "      --patience N    rises below the valley before going no lower (default 2)\n"
-            "      --near-max N    clocks right below the maximum always measured (default 2)\n"
-            "      --time-noise X  relative noise of a measurement (time and energy; default\n"
-            "                      0.002: the least margin a predicted time gets). From\n"
-            "                      0.005 on the measurements are fitted, not trusted point\n"
-            "                      by point (shared shape smoothed over neighbouring\n"
-            "                      clocks, each stage's level and tilt), a quarter of the\n"
-            "                      sweep is measured, and the points departing from the fit\n"
-            "                      by more than 2 standard deviations are listed: a live\n"
-            "                      profiler measures them again, a replay cannot\n"
-            "      --stages S      profile only stages 0..S-1 (default: all of FULL.csv)\n"
-            "      --verbose       list the measured clocks of every (stage, instruction)\n"
-            "      --check M,...   also plan S stages x M microbatches (1F1B, Perseus\n"
-            "                      frontier, --unit-time, default 0.001 s) on FULL.csv and on\n"
-            "                      the prediction, choose at three targets (all-max time, 1 %%\n"
-            "                      slower, minimum energy) and print both choices evaluated on\n"
-            "                      FULL.csv: energy gap and whether the target is met\n"
-            "\n"
-            "exit status: 0 success, 1 bad input (named), 2 usage error.\n");
+    fprintf(f, "usage: ergon profile sparse --replay FULL.csv [--budget N] [--patience N]\n"
+               "                            [--stages S] -o PRED.csv [--verbose]\n"
+               "                            [--check M[,M...] (--gpu G | --blocking-power W)\n"
+               "                             [--unit-time S]]\n"
+               "\n"
+               "sparse  Sparse adaptive profiling (docs/sparse-profiling.md): per (stage,\n"
+               "      instruction) measure the highest clock, step down to the energy valley\n"
+               "      (stopping below it once energy rose --patience measurements in a row,\n"
+               "      Zeus's rule), then measure where the curve is least known, and predict\n"
+               "      every other clock (time piecewise a/f + b, power piecewise linear in f).\n"
+               "      With --replay the 'measurements' are looked up in FULL.csv (offline\n"
+               "      evaluation). Writes the full predicted profile with a sixth column\n"
+               "      source = measured|predicted and prints the points measured against a\n"
+               "      full sweep of every clock of FULL.csv.\n"
+               "      --budget N      most (stage, instruction, clock) points measured in all\n"
+               "                      (default: a sixth of the full sweep, at least 4 per\n"
+               "                      (stage, instruction))\n"
+               "      --patience N    rises below the valley before going no lower (default 2)\n"
+               "      --near-max N    clocks right below the maximum always measured (default 2)\n"
+               "      --time-noise X  relative noise of a measurement (time and energy; default\n"
+               "                      0.002: the least margin a predicted time gets). From\n"
+               "                      0.005 on the measurements are fitted, not trusted point\n"
+               "                      by point (shared shape smoothed over neighbouring\n"
+               "                      clocks, each stage's level and tilt), a quarter of the\n"
+               "                      sweep is measured, and the points departing from the fit\n"
+               "                      by more than 2 standard deviations are listed: a live\n"
+               "                      profiler measures them again, a replay cannot\n"
+               "      --stages S      profile only stages 0..S-1 (default: all of FULL.csv)\n"
+               "      --verbose       list the measured clocks of every (stage, instruction)\n"
+               "      --check M,...   also plan S stages x M microbatches (1F1B, Perseus\n"
+               "                      frontier, --unit-time, default 0.001 s) on FULL.csv and on\n"
+               "                      the prediction, choose at three targets (all-max time, 1 %%\n"
+               "                      slower, minimum energy) and print both choices evaluated on\n"
+               "                      FULL.csv: energy gap and whether the target is met\n"
+               "\n"
+               "exit status: 0 success, 1 bad input (named), 2 usage error.\n");
 }
 
 typedef struct replay {
@@ -99,8 +98,19 @@ static int *common_clocks(const erg_profile *p, int S, size_t *n, char *bad, siz
     return f;
 }
 
-enum { O_REPLAY = 256, O_BUDGET, O_PATIENCE, O_STAGES, O_CHECK, O_GPU, O_POWER, O_UNIT,
-       O_VERBOSE, O_NEAR, O_NOISE };
+enum {
+    O_REPLAY = 256,
+    O_BUDGET,
+    O_PATIENCE,
+    O_STAGES,
+    O_CHECK,
+    O_GPU,
+    O_POWER,
+    O_UNIT,
+    O_VERBOSE,
+    O_NEAR,
+    O_NOISE
+};
 
 int profile_sparse(int argc, char **argv);
 
@@ -227,8 +237,9 @@ int profile_sparse(int argc, char **argv)
     size_t nf = 0;
     char bad[200] = "out of memory";
     if (!(freqs = common_clocks(full, S, &nf, bad, sizeof bad))) {
-        fprintf(stderr, "ergon %s: %s: every (stage, instruction) must have the same clocks "
-                        "to replay a sweep: %s\n",
+        fprintf(stderr,
+                "ergon %s: %s: every (stage, instruction) must have the same clocks "
+                "to replay a sweep: %s\n",
                 cmd, full_path, bad);
         rc = CLI_USER_ERROR;
         goto done;

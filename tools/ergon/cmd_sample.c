@@ -9,9 +9,8 @@
 int cmd_sample(int argc, char **argv)
 {
     const char *cmd = "sample";
-    static const struct option opts[] = {{"every", required_argument, 0, 'n'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"every", required_argument, 0, 'n'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     long every = 50;
     int c;
     optind = 1;
@@ -37,13 +36,11 @@ int cmd_sample(int argc, char **argv)
         return cli_usage_error(cmd, "expected DIR and OUT");
     erg_error err = {0};
     size_t kept, total;
-    if (erg_frontier_sample_dir(argv[optind], argv[optind + 1], (size_t)every, &kept, &total,
-                                &err))
+    if (erg_frontier_sample_dir(argv[optind], argv[optind + 1], (size_t)every, &kept, &total, &err))
         return cli_report(cmd, &err);
     /* the all-max baseline travels with the plans (baseline.c) */
     if (cli_baseline_copy(argv[optind], argv[optind + 1], &err))
         return cli_report(cmd, &err);
-    printf("Sampled %zu frequency assignments out of %zu into %s\n", kept, total,
-           argv[optind + 1]);
+    printf("Sampled %zu frequency assignments out of %zu into %s\n", kept, total, argv[optind + 1]);
     return CLI_OK;
 }

@@ -10,31 +10,36 @@
 
 static void help(FILE *f)
 {
-    fprintf(f,
-            "usage: ergon schedule NAME --ranks P [--chunks V] --microbatches M\n"
-            "                      [--format text|torch-csv] [-o FILE]\n"
-            "       ergon schedule --schedule-file FILE.csv [--format text|torch-csv] [-o FILE]\n\n"
-            "Print (or write to FILE) each rank's instruction order of a pipeline schedule.\n"
-            "NAME: gpipe, 1f1b, ours (one stage per rank), interleaved-1f1b, looped-bfs,\n"
-            "interleaved-zb (chunks V >= 1, default 2; loop placement: stage s on rank s mod P),\n"
-            "zbv, dualpipev (V = 2, V-shape placement: rank r holds stages r and 2P-1-r).\n"
-            "The orders equal those of PyTorch's torch.distributed.pipelining schedule classes\n"
-            "(1f1b is lowtime's synchronous 1F1B, see docs/schedules.md), and so do the refusals.\n\n"
-            "  --format text       one line per rank: its instructions in run order (default)\n"
-            "  --format torch-csv  PyTorch's compute_only CSV (_dump_csv): one row per rank,\n"
-            "                      cells 0F0, 2I1, 2W1, 1B0, (0F7;7B3)OVERLAP_F_B, empty = idle\n"
-            "  --schedule-file F   read (and check) a compute_only CSV instead of generating\n"
-            "  -o FILE             write to FILE instead of standard output\n");
+    fprintf(
+        f,
+        "usage: ergon schedule NAME --ranks P [--chunks V] --microbatches M\n"
+        "                      [--format text|torch-csv] [-o FILE]\n"
+        "       ergon schedule --schedule-file FILE.csv [--format text|torch-csv] [-o FILE]\n\n"
+        "Print (or write to FILE) each rank's instruction order of a pipeline schedule.\n"
+        "NAME: gpipe, 1f1b, ours (one stage per rank), interleaved-1f1b, looped-bfs,\n"
+        "interleaved-zb (chunks V >= 1, default 2; loop placement: stage s on rank s mod P),\n"
+        "zbv, dualpipev (V = 2, V-shape placement: rank r holds stages r and 2P-1-r).\n"
+        "The orders equal those of PyTorch's torch.distributed.pipelining schedule classes\n"
+        "(1f1b is lowtime's synchronous 1F1B, see docs/schedules.md), and so do the refusals.\n\n"
+        "  --format text       one line per rank: its instructions in run order (default)\n"
+        "  --format torch-csv  PyTorch's compute_only CSV (_dump_csv): one row per rank,\n"
+        "                      cells 0F0, 2I1, 2W1, 1B0, (0F7;7B3)OVERLAP_F_B, empty = idle\n"
+        "  --schedule-file F   read (and check) a compute_only CSV instead of generating\n"
+        "  -o FILE             write to FILE instead of standard output\n");
 }
 
 int cmd_schedule(int argc, char **argv)
 {
     const char *cmd = "schedule";
     static const struct option opts[] = {
-        {"ranks", required_argument, 0, 'r'},   {"chunks", required_argument, 0, 'c'},
-        {"microbatches", required_argument, 0, 'm'}, {"format", required_argument, 0, 'f'},
-        {"output", required_argument, 0, 'o'},  {"schedule-file", required_argument, 0, 'F'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+        {"ranks", required_argument, 0, 'r'},
+        {"chunks", required_argument, 0, 'c'},
+        {"microbatches", required_argument, 0, 'm'},
+        {"format", required_argument, 0, 'f'},
+        {"output", required_argument, 0, 'o'},
+        {"schedule-file", required_argument, 0, 'F'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     long P = 0, V = 0, M = 0;
     int torch_csv = 0;
@@ -63,8 +68,7 @@ int cmd_schedule(int argc, char **argv)
             else if (!strcmp(optarg, "torch-csv"))
                 torch_csv = 1;
             else
-                return cli_usage_error(cmd, "--format must be text or torch-csv, not '%s'",
-                                       optarg);
+                return cli_usage_error(cmd, "--format must be text or torch-csv, not '%s'", optarg);
             break;
         case 'o':
             outp = optarg;

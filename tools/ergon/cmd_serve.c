@@ -1,4 +1,5 @@
-/* cmd_serve.c: `ergon serve`, the control-plane server (Perseus and Zeus PFO protocols plus /v1 API). */
+/* cmd_serve.c: `ergon serve`, the control-plane server (Perseus and Zeus PFO protocols plus /v1
+ * API). */
 #include "cli.h"
 #include "ergon/server.h"
 
@@ -21,35 +22,88 @@
 static const struct {
     const char *flag, *env, *zenv, *value, *help;
 } serve_opts[] = {
-    {"--host", "ERGON_HOST", NULL, "ADDR", "numeric address to bind (default 127.0.0.1; 0.0.0.0 = all)"},
+    {"--host", "ERGON_HOST", NULL, "ADDR",
+     "numeric address to bind (default 127.0.0.1; 0.0.0.0 = all)"},
     {"--port", "PORT", NULL, "N", "TCP port (default 7787; 0 = any free port, printed at start)"},
     {"--db", "ERGON_DB", NULL, "FILE", "SQLite state file, WAL mode (default ergon-server.sqlite)"},
-    {"--dump", "PERSEUS_DUMP_DIR", "ZEUS_PFO_DUMP_DIR", "DIR", "root of the per-job dumps (default dump)"},
-    {"--no-dump", "PERSEUS_DUMP_DATA", "ZEUS_PFO_DUMP_DATA", "", "do not write dumps (env: false, f, no, n, off, 0; any case)"},
-    {"--scheduler", "PERSEUS_SCHEDULER", NULL, "NAME", "default scheduler class (default AllMaxFrequency)"},
-    {"--scheduler-args", "PERSEUS_SCHEDULER_ARGS", NULL, "JSON", "its arguments as a JSON object (default {})"},
-    {"--mode", "PERSEUS_MODE", NULL, "MODE", "knob: frequency or \"power limit\" (required by knob-agnostic schedulers)"},
-    {"--log-level", "PERSEUS_LOG_LEVEL", "ZEUS_PFO_LOG_LEVEL", "LEVEL", "debug, info, warning or error, any case (default info)"},
-    {"--rank-timeout", "ERGON_RANK_TIMEOUT", NULL, "S", "abort a job when one of its ranks is silent this long (default 0 = never)"},
-    {"--job-idle-timeout", "ERGON_JOB_IDLE_TIMEOUT", "ZEUS_PFO_MAX_JOB_IDLE_TIME", "S", "evict jobs idle this long (default 604800)"},
-    {"--connection-timeout", "ERGON_CONNECTION_TIMEOUT", NULL, "S", "close idle or slow connections after this long (default 30)"},
+    {"--dump", "PERSEUS_DUMP_DIR", "ZEUS_PFO_DUMP_DIR", "DIR",
+     "root of the per-job dumps (default dump)"},
+    {"--no-dump", "PERSEUS_DUMP_DATA", "ZEUS_PFO_DUMP_DATA", "",
+     "do not write dumps (env: false, f, no, n, off, 0; any case)"},
+    {"--scheduler", "PERSEUS_SCHEDULER", NULL, "NAME",
+     "default scheduler class (default AllMaxFrequency)"},
+    {"--scheduler-args", "PERSEUS_SCHEDULER_ARGS", NULL, "JSON",
+     "its arguments as a JSON object (default {})"},
+    {"--mode", "PERSEUS_MODE", NULL, "MODE",
+     "knob: frequency or \"power limit\" (required by knob-agnostic schedulers)"},
+    {"--log-level", "PERSEUS_LOG_LEVEL", "ZEUS_PFO_LOG_LEVEL", "LEVEL",
+     "debug, info, warning or error, any case (default info)"},
+    {"--rank-timeout", "ERGON_RANK_TIMEOUT", NULL, "S",
+     "abort a job when one of its ranks is silent this long (default 0 = never)"},
+    {"--job-idle-timeout", "ERGON_JOB_IDLE_TIMEOUT", "ZEUS_PFO_MAX_JOB_IDLE_TIME", "S",
+     "evict jobs idle this long (default 604800)"},
+    {"--connection-timeout", "ERGON_CONNECTION_TIMEOUT", NULL, "S",
+     "close idle or slow connections after this long (default 30)"},
     {"--max-body", "ERGON_MAX_BODY", NULL, "BYTES", "largest request body (default 16777216)"},
-    {"--max-connections", "ERGON_MAX_CONNECTIONS", NULL, "N", "concurrent connections (default 4096; at most `ulimit -n` less 128, raised to the hard limit at start)"},
-    {"--durable", "ERGON_DURABLE", NULL, "", "SQLite synchronous=FULL: survive power loss, not only crashes"},
-    {"--max-jobs", "ERGON_MAX_JOBS", NULL, "N", "jobs running at once (finished ones do not count); more registrations get 503 (default 1000)"},
-    {"--zeus-scheduler", "ZEUS_PFO_SCHEDULER", NULL, "NAME", "scheduler of Zeus PFO jobs: PointSolution (default), PointSolution3D, InstructionProfiler(3D)"},
-    {"--zeus-scheduler-args", "ZEUS_PFO_SCHEDULER_ARGS", NULL, "JSON", "its arguments, e.g. {\"solution_path\": \"freqs_pipeline_00042.py\"}"},
-    {"--plans-dir", "ERGON_PLANS_DIR", NULL, "DIR", "directory whose plans clients may name in per-job scheduler_args (repeatable; env: ':'-separated; default none: only start-up arguments name files)"},
-    {"--max-connections-per-ip", "ERGON_MAX_CONNECTIONS_PER_IP", NULL, "N", "connections from one address (default half of --max-connections)"},
-    {"--token-file", "ERGON_SERVE_TOKEN_FILE", NULL, "FILE", "access token (16+ printable characters, mode 600): every route but /healthz needs 'Authorization: Bearer TOKEN' or the URL http://ergon:TOKEN@host:port (the token itself may come in ERGON_SERVE_TOKEN)"},
-    {"--allow-net", "ERGON_ALLOW_NET", NULL, "CIDR", "client network allowed without the token on the Perseus and Zeus routes (every route without a token); repeatable; env: comma-separated"},
-    {"--tls-cert", "ERGON_TLS_CERT", NULL, "FILE", "serve https with this PEM certificate (chain) ..."},
+    {"--max-connections", "ERGON_MAX_CONNECTIONS", NULL, "N",
+     "concurrent connections (default 4096; at most `ulimit -n` less 128, raised to the hard limit "
+     "at start)"},
+    {"--durable", "ERGON_DURABLE", NULL, "",
+     "SQLite synchronous=FULL: survive power loss, not only crashes"},
+    {"--max-jobs", "ERGON_MAX_JOBS", NULL, "N",
+     "jobs running at once (finished ones do not count); more registrations get 503 (default "
+     "1000)"},
+    {"--zeus-scheduler", "ZEUS_PFO_SCHEDULER", NULL, "NAME",
+     "scheduler of Zeus PFO jobs: PointSolution (default), PointSolution3D, "
+     "InstructionProfiler(3D)"},
+    {"--zeus-scheduler-args", "ZEUS_PFO_SCHEDULER_ARGS", NULL, "JSON",
+     "its arguments, e.g. {\"solution_path\": \"freqs_pipeline_00042.py\"}"},
+    {"--plans-dir", "ERGON_PLANS_DIR", NULL, "DIR",
+     "directory whose plans clients may name in per-job scheduler_args (repeatable; env: "
+     "':'-separated; default none: only start-up arguments name files)"},
+    {"--max-connections-per-ip", "ERGON_MAX_CONNECTIONS_PER_IP", NULL, "N",
+     "connections from one address (default half of --max-connections)"},
+    {"--token-file", "ERGON_SERVE_TOKEN_FILE", NULL, "FILE",
+     "access token (16+ printable characters, mode 600): every route but /healthz needs "
+     "'Authorization: Bearer TOKEN' or the URL http://ergon:TOKEN@host:port (the token itself may "
+     "come in ERGON_SERVE_TOKEN)"},
+    {"--allow-net", "ERGON_ALLOW_NET", NULL, "CIDR",
+     "client network allowed without the token on the Perseus and Zeus routes (every route without "
+     "a token); repeatable; env: comma-separated"},
+    {"--tls-cert", "ERGON_TLS_CERT", NULL, "FILE",
+     "serve https with this PEM certificate (chain) ..."},
     {"--tls-key", "ERGON_TLS_KEY", NULL, "FILE", "... and this PEM private key"},
-    {"--insecure", "ERGON_INSECURE", NULL, "", "allow a non-loopback --host without a token or --allow-net (a network you trust)"},
+    {"--insecure", "ERGON_INSECURE", NULL, "",
+     "allow a non-loopback --host without a token or --allow-net (a network you trust)"},
 };
-enum { O_HOST, O_PORT, O_DB, O_DUMP, O_NODUMP, O_SCHED, O_SARGS, O_MODE, O_LOG, O_RANKTO, O_IDLE,
-       O_CONNTO, O_MAXBODY, O_MAXCONN, O_DURABLE, O_MAXJOBS, O_ZSCHED, O_ZARGS, O_PLANS, O_PERIP,
-       O_TOKENFILE, O_ALLOWNET, O_TLSCERT, O_TLSKEY, O_INSECURE, O_NUM };
+enum {
+    O_HOST,
+    O_PORT,
+    O_DB,
+    O_DUMP,
+    O_NODUMP,
+    O_SCHED,
+    O_SARGS,
+    O_MODE,
+    O_LOG,
+    O_RANKTO,
+    O_IDLE,
+    O_CONNTO,
+    O_MAXBODY,
+    O_MAXCONN,
+    O_DURABLE,
+    O_MAXJOBS,
+    O_ZSCHED,
+    O_ZARGS,
+    O_PLANS,
+    O_PERIP,
+    O_TOKENFILE,
+    O_ALLOWNET,
+    O_TLSCERT,
+    O_TLSKEY,
+    O_INSECURE,
+    O_NUM
+};
 #define MAX_PLANS_DIRS 64
 #define MAX_ALLOW_NETS 256
 
@@ -123,7 +177,8 @@ static void report_lookalikes(void)
             for (int k = 0; k < 2; k++) {
                 if (!cand[k])
                     continue;
-                bool icase = icase_prefix(cand[k], "PERSEUS_") || icase_prefix(cand[k], "ZEUS_PFO_");
+                bool icase =
+                    icase_prefix(cand[k], "PERSEUS_") || icase_prefix(cand[k], "ZEUS_PFO_");
                 if (icase ? !strcasecmp(name, cand[k]) : !strcmp(name, cand[k]))
                     known = true;
                 int dd = edit_distance(name, cand[k]);
@@ -184,7 +239,10 @@ static bool parse_int_py(const char *v, long *out)
     long x = 0;
     int digits = 0;
     char prev = 0;
-    for (; *v >= '0' && *v <= '9' ? true : (*v == '_' && prev >= '0' && prev <= '9' && v[1] >= '0' && v[1] <= '9'); v++) {
+    for (; *v >= '0' && *v <= '9'
+               ? true
+               : (*v == '_' && prev >= '0' && prev <= '9' && v[1] >= '0' && v[1] <= '9');
+         v++) {
         prev = *v;
         if (*v == '_')
             continue;
@@ -209,7 +267,8 @@ static void serve_help(void)
            "/result/{job}), Zeus's Pipeline Frequency Optimizer protocol (/register_job with\n"
            "Zeus's JobInfo, /register_rank/{job}, /schedule/{job}, /result/{job}; configured\n"
            "by ZEUS_PFO_* as Zeus documents it) and ergon's /v1 API (explicit job end,\n"
-           "heartbeats, abort, straggler targets); /metrics serves Prometheus text. Every job, rank and acknowledged result\n"
+           "heartbeats, abort, straggler targets); /metrics serves Prometheus text. Every job, "
+           "rank and acknowledged result\n"
            "is kept in the SQLite file, so a restarted server resumes every job. Endpoints:\n"
            "docs/http-api.md.\n\noptions (environment variable in brackets):\n");
     for (size_t i = 0; i < sizeof serve_opts / sizeof serve_opts[0]; i++) {
@@ -329,7 +388,8 @@ int cmd_serve(int argc, char **argv)
     if (val[O_INSECURE]) {
         int bv = parse_bool_py(val[O_INSECURE]);
         if (bv < 0)
-            return cli_usage_error("serve", "ERGON_INSECURE='%s' is not a boolean", val[O_INSECURE]);
+            return cli_usage_error("serve", "ERGON_INSECURE='%s' is not a boolean",
+                                   val[O_INSECURE]);
         insecure = bv;
     }
     for (int i = 1; i < argc; i++) {

@@ -43,40 +43,42 @@ static const char common_help[] =
 static void usage(FILE *f, const char *sub)
 {
     if (!sub) {
-        fprintf(f,
-                "usage: ergon shard analyze --hlo FILE --mesh AxB [--members]\n"
-                "       ergon shard profile --hlo FILE --mesh AxB [cost options] [--rows N]\n"
-                "       ergon shard search  --hlo FILE --mesh AxB [cost options] [--method dp|ilp|both]\n"
-                "                           [--time-limit S] [--out-hlo FILE] [--out-json FILE]\n"
-                "       ergon shard comm    --hlo FILE --mesh AxB [cost options] [--rows N]\n"
-                "       ergon shard ACTION --help    options of one action\n"
-                "\n"
-                "Plans intra-operator parallelism for an XLA HLO text module (CFP): ParallelBlocks\n"
-                "(anchors, backward twins, communication-free propagation), repeated segments,\n"
-                "per-segment strategy costs, a DP search with a memory budget (and Alpa's ILP on\n"
-                "the same costs as a baseline), and the plan written back as sharding={...}.\n"
-                "\n"
-                "  analyze   print every ParallelBlock with its members and per-strategy plans,\n"
-                "            the segments and how they map to unique ones, the strategy map\n"
-                "  profile   cost every unique segment's strategy combinations (table)\n"
-                "  search    search a plan; print solution vector, time, memory, TFLOP/s\n"
-                "  comm      communication volume and time of each combination of the first\n"
-                "            repeated segment (CFP's comm-volume experiment)\n"
-                "\nSee docs/shard.md. Exit status: 0 ok, 1 input error, 2 usage error.\n");
+        fprintf(
+            f, "usage: ergon shard analyze --hlo FILE --mesh AxB [--members]\n"
+               "       ergon shard profile --hlo FILE --mesh AxB [cost options] [--rows N]\n"
+               "       ergon shard search  --hlo FILE --mesh AxB [cost options] [--method "
+               "dp|ilp|both]\n"
+               "                           [--time-limit S] [--out-hlo FILE] [--out-json FILE]\n"
+               "       ergon shard comm    --hlo FILE --mesh AxB [cost options] [--rows N]\n"
+               "       ergon shard ACTION --help    options of one action\n"
+               "\n"
+               "Plans intra-operator parallelism for an XLA HLO text module (CFP): ParallelBlocks\n"
+               "(anchors, backward twins, communication-free propagation), repeated segments,\n"
+               "per-segment strategy costs, a DP search with a memory budget (and Alpa's ILP on\n"
+               "the same costs as a baseline), and the plan written back as sharding={...}.\n"
+               "\n"
+               "  analyze   print every ParallelBlock with its members and per-strategy plans,\n"
+               "            the segments and how they map to unique ones, the strategy map\n"
+               "  profile   cost every unique segment's strategy combinations (table)\n"
+               "  search    search a plan; print solution vector, time, memory, TFLOP/s\n"
+               "  comm      communication volume and time of each combination of the first\n"
+               "            repeated segment (CFP's comm-volume experiment)\n"
+               "\nSee docs/shard.md. Exit status: 0 ok, 1 input error, 2 usage error.\n");
         return;
     }
     if (!strcmp(sub, "analyze")) {
-        fprintf(f,
-                "usage: ergon shard analyze --hlo FILE --mesh AxB [--computation NAME] [--members]\n"
-                "\n"
-                "Prints every ParallelBlock (anchor, strategies, the dots' specs per strategy),\n"
-                "custom-call classes, all-reduces merged by reassociation, multi-block values,\n"
-                "the segments and the unique segment each maps to, and the strategy map.\n"
-                "\noptions:\n%s"
-                "  --members           list every member of every block with its spec under each\n"
-                "                      strategy (default: the dots and a summary)\n"
-                "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
-                common_help);
+        fprintf(
+            f,
+            "usage: ergon shard analyze --hlo FILE --mesh AxB [--computation NAME] [--members]\n"
+            "\n"
+            "Prints every ParallelBlock (anchor, strategies, the dots' specs per strategy),\n"
+            "custom-call classes, all-reduces merged by reassociation, multi-block values,\n"
+            "the segments and the unique segment each maps to, and the strategy map.\n"
+            "\noptions:\n%s"
+            "  --members           list every member of every block with its spec under each\n"
+            "                      strategy (default: the dots and a summary)\n"
+            "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
+            common_help);
     } else if (!strcmp(sub, "profile") || !strcmp(sub, "comm")) {
         fprintf(f,
                 "usage: ergon shard %s --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
@@ -98,27 +100,28 @@ static void usage(FILE *f, const char *sub)
                       "segment (CFP's comm-volume experiment).\n",
                 common_help, cost_help);
     } else {
-        fprintf(f,
-                "usage: ergon shard search --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
-                "                          [--method dp|ilp|both] [--time-limit S]\n"
-                "                          [--strategies K,K,...] [--out-hlo FILE] [--out-json FILE]\n"
-                "\n"
-                "Searches a plan (one strategy per block) and prints the solution vector, the\n"
-                "modelled iteration time, memory per device and TFLOP/s. When no plan fits the\n"
-                "memory budget it says what the smallest plan needs.\n"
-                "\noptions:\n%s%s"
-                "search options:\n"
-                "  --method M          dp (default), ilp, or both: DP and block ILP (prints the gap)\n"
-                "                      plus Alpa's per-operator ILP on the same costs\n"
-                "  --time-limit S      ILP time limit in seconds (default 600); an ILP that finds\n"
-                "                      no plan in time says so (no objective, no speed ratio)\n"
-                "  --strategies LIST   no search: cost and write the plan with these strategies,\n"
-                "                      one index per block in block order (PB 0, PB 1, ...),\n"
-                "                      comma-separated (a baseline, or a variant to measure)\n"
-                "  --out-hlo FILE      write the module with sharding annotations\n"
-                "  --out-json FILE     write the plan as JSON\n"
-                "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
-                common_help, cost_help);
+        fprintf(
+            f,
+            "usage: ergon shard search --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
+            "                          [--method dp|ilp|both] [--time-limit S]\n"
+            "                          [--strategies K,K,...] [--out-hlo FILE] [--out-json FILE]\n"
+            "\n"
+            "Searches a plan (one strategy per block) and prints the solution vector, the\n"
+            "modelled iteration time, memory per device and TFLOP/s. When no plan fits the\n"
+            "memory budget it says what the smallest plan needs.\n"
+            "\noptions:\n%s%s"
+            "search options:\n"
+            "  --method M          dp (default), ilp, or both: DP and block ILP (prints the gap)\n"
+            "                      plus Alpa's per-operator ILP on the same costs\n"
+            "  --time-limit S      ILP time limit in seconds (default 600); an ILP that finds\n"
+            "                      no plan in time says so (no objective, no speed ratio)\n"
+            "  --strategies LIST   no search: cost and write the plan with these strategies,\n"
+            "                      one index per block in block order (PB 0, PB 1, ...),\n"
+            "                      comma-separated (a baseline, or a variant to measure)\n"
+            "  --out-hlo FILE      write the module with sharding annotations\n"
+            "  --out-json FILE     write the plan as JSON\n"
+            "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
+            common_help, cost_help);
     }
 }
 
@@ -150,13 +153,17 @@ static int given_plan(erg_shard *s, const char *list, erg_shard_plan **p)
         errno = 0;
         unsigned long v = strtoul(c, &end, 10);
         if (end == c || errno || (*end && *end != ',') || *c == '-') {
-            rc = cli_usage_error("shard", "--strategies expects comma-separated indices, got "
-                                          "'%s' (at '%s')", list, c);
+            rc = cli_usage_error("shard",
+                                 "--strategies expects comma-separated indices, got "
+                                 "'%s' (at '%s')",
+                                 list, c);
             goto out;
         }
         if (i == n) {
-            rc = cli_usage_error("shard", "--strategies: the module has %zu blocks, more were "
-                                          "given ('%s')", n, list);
+            rc = cli_usage_error("shard",
+                                 "--strategies: the module has %zu blocks, more were "
+                                 "given ('%s')",
+                                 n, list);
             goto out;
         }
         k[i++] = v;
@@ -165,8 +172,10 @@ static int given_plan(erg_shard *s, const char *list, erg_shard_plan **p)
         c = end + 1;
     }
     if (i != n) {
-        rc = cli_usage_error("shard", "--strategies: %zu given, the module has %zu blocks "
-                                      "(see 'ergon shard analyze')", i, n);
+        rc = cli_usage_error("shard",
+                             "--strategies: %zu given, the module has %zu blocks "
+                             "(see 'ergon shard analyze')",
+                             i, n);
         goto out;
     }
     erg_error err;
@@ -246,8 +255,9 @@ int cmd_shard(int argc, char **argv)
             else if (!strcmp(v, "cublas"))
                 co.compute = ERG_SHARD_COMPUTE_CUBLAS;
             else
-                return cli_usage_error("shard", "--compute expects model, blas or cublas, got "
-                                                "'%s'",
+                return cli_usage_error("shard",
+                                       "--compute expects model, blas or cublas, got "
+                                       "'%s'",
                                        v);
         } else if (!strcmp(a, "--mem-gb")) {
             if (!cli_parse_double("shard", a, v, 1e-9, 1e9, &d))
@@ -287,14 +297,16 @@ int cmd_shard(int argc, char **argv)
         return cli_usage_error("shard", "--mesh AxB is required");
     int m0 = 0, m1 = 0;
     char tail;
-    if (sscanf(mesh, "%dx%d%c", &m0, &m1, &tail) != 2 || m0 < 1 || m1 < 1 ||
-        (long long)m0 * m1 < 2)
-        return cli_usage_error("shard", "--mesh expects AxB (two whole numbers >= 1, at least 2 "
-                                        "devices, e.g. 2x4), got '%s'",
+    if (sscanf(mesh, "%dx%d%c", &m0, &m1, &tail) != 2 || m0 < 1 || m1 < 1 || (long long)m0 * m1 < 2)
+        return cli_usage_error("shard",
+                               "--mesh expects AxB (two whole numbers >= 1, at least 2 "
+                               "devices, e.g. 2x4), got '%s'",
                                mesh);
     if (m0 > 1024 || m1 > 1024)
-        return cli_usage_error("shard", "--mesh %s: each side is at most 1024 devices (got %d x "
-                                        "%d)", mesh, m0, m1);
+        return cli_usage_error("shard",
+                               "--mesh %s: each side is at most 1024 devices (got %d x "
+                               "%d)",
+                               mesh, m0, m1);
     erg_error err;
     erg_hlo_module *m = NULL;
     erg_shard *s = NULL;
@@ -344,10 +356,9 @@ int cmd_shard(int argc, char **argv)
     }
     cli_progress_done(&pr);
     if (!strcmp(sub, "profile") || !strcmp(sub, "comm")) {
-        erg_status st = !strcmp(sub, "profile") ? erg_shard_profile_report(s, (size_t)rows, &text,
-                                                                          &err)
-                                                : erg_shard_comm_report(s, (size_t)rows, &text,
-                                                                        &err);
+        erg_status st = !strcmp(sub, "profile")
+                            ? erg_shard_profile_report(s, (size_t)rows, &text, &err)
+                            : erg_shard_comm_report(s, (size_t)rows, &text, &err);
         if (st) {
             rc = cli_report("shard", &err);
             goto out;
@@ -398,7 +409,8 @@ int cmd_shard(int argc, char **argv)
             printf("gap DP - ILP: %.6f ms (%.4f%%)", (td - ti) * 1e3,
                    ti > 0 ? (td - ti) / ti * 100 : 0);
             if (erg_shard_plan_search_s(p) > 0)
-                printf("; DP search %.1fx %s", erg_shard_plan_search_s(q) / erg_shard_plan_search_s(p),
+                printf("; DP search %.1fx %s",
+                       erg_shard_plan_search_s(q) / erg_shard_plan_search_s(p),
                        lim ? "faster than the ILP's time limit" : "faster");
             printf("\n");
         }

@@ -1,4 +1,5 @@
-/* cmd_show.c: `ergon show plan|frontier`: pictures of a plan's timeline and of time-energy frontiers. */
+/* cmd_show.c: `ergon show plan|frontier`: pictures of a plan's timeline and of time-energy
+ * frontiers. */
 #include "cli.h"
 #include "envpipe_common.h"
 
@@ -13,49 +14,48 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static void show_help(FILE *f)
 {
-    fprintf(f,
-            "usage: ergon show plan --profile P --plan FILE (--gpu G | --blocking-power W)\n"
-            "                       [--color clock|power] [--schedule S | --schedule-file F]\n"
-            "                       [--chunks V] [--backward-split X] -o OUT\n"
-            "       ergon show frontier [--frontier CSV_OR_DIR]... [--compare CSV] -o OUT\n\n"
-            "Draw pictures with cairo; the format follows OUT's extension: .png, .svg or .pdf.\n\n"
-            "show plan: the plan's pipeline timeline, emulated with the profile's times: one row\n"
-            "  per stage (rank), each instruction a box labelled F<m>/B<m> (for multi-chunk and\n"
-            "  zero-bubble schedules PyTorch's action names: <stage>F<m>, <stage>I<m>,\n"
-            "  <stage>W<m>, an overlapped F and B as sF<m>;sB<n>) and coloured by SM clock\n"
-            "  (or average power with --color power), idle time grey, the critical path as a\n"
-            "  dark line, a time axis and a colour legend.\n"
-            "  --plan FILE          ergon plan JSON or freqs_pipeline_%%05d.py file\n"
-            "  --schedule S         schedule of a .py plan (1f1b default; any of 'ergon schedule')\n"
-            "  --schedule-file F    the torch compute_only CSV of a .py plan's schedule\n"
-            "  --chunks V           chunks per rank of a .py plan's schedule\n"
-            "  --backward-split X   I/W share of backward where the profile has no I/W rows\n"
-            "  --profile P          the stage profile the plan is evaluated with\n"
-            "  --gpu NAME           A40 or A100: their blocking power, or\n"
-            "  --blocking-power W   power while idle or blocked\n"
-            "  --force              draw a plan that records another profile, blocking power or\n"
-            "                       schedule than these (refused otherwise, naming both)\n\n"
-            "show frontier: iteration time against energy.\n"
-            "  --frontier X         a frontier.csv (time,energy per plan) or a directory holding\n"
-            "                       one; drawn as a line through its non-dominated plans (the\n"
-            "                       dominated ones dashed); repeat for several, optionally NAME=X\n"
-            "  --compare CSV        the CSV of 'ergon compare --format csv': every method as a\n"
-            "                       marked point (columns method,time_s,energy_j); refused\n"
-            "                       (exit 1) when its blocking_power_w differs from a frontier\n"
-            "                       directory's (frontier-info.csv)\n"
-            "  A frontier directory with its profile (plan perseus) is drawn from the plans'\n"
-            "  profiled values, titled with ranks, microbatches, schedule and blocking power;\n"
-            "  a bare frontier.csv from the planner's estimates, labelled so.\n"
-            "  --point NAME=T,E     one more marked point (repeatable)\n\n"
-            "common:\n"
-            "  -o, --out OUT        the picture to write (.png, .svg, .pdf)\n"
-            "  --title TEXT         picture title\n"
-            "  --width PX           width in pixels/points (default 1200 plan, 1000 frontier)\n"
-            "  -h, --help           this help\n"
-            "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
+    fprintf(
+        f, "usage: ergon show plan --profile P --plan FILE (--gpu G | --blocking-power W)\n"
+           "                       [--color clock|power] [--schedule S | --schedule-file F]\n"
+           "                       [--chunks V] [--backward-split X] -o OUT\n"
+           "       ergon show frontier [--frontier CSV_OR_DIR]... [--compare CSV] -o OUT\n\n"
+           "Draw pictures with cairo; the format follows OUT's extension: .png, .svg or .pdf.\n\n"
+           "show plan: the plan's pipeline timeline, emulated with the profile's times: one row\n"
+           "  per stage (rank), each instruction a box labelled F<m>/B<m> (for multi-chunk and\n"
+           "  zero-bubble schedules PyTorch's action names: <stage>F<m>, <stage>I<m>,\n"
+           "  <stage>W<m>, an overlapped F and B as sF<m>;sB<n>) and coloured by SM clock\n"
+           "  (or average power with --color power), idle time grey, the critical path as a\n"
+           "  dark line, a time axis and a colour legend.\n"
+           "  --plan FILE          ergon plan JSON or freqs_pipeline_%%05d.py file\n"
+           "  --schedule S         schedule of a .py plan (1f1b default; any of 'ergon schedule')\n"
+           "  --schedule-file F    the torch compute_only CSV of a .py plan's schedule\n"
+           "  --chunks V           chunks per rank of a .py plan's schedule\n"
+           "  --backward-split X   I/W share of backward where the profile has no I/W rows\n"
+           "  --profile P          the stage profile the plan is evaluated with\n"
+           "  --gpu NAME           A40 or A100: their blocking power, or\n"
+           "  --blocking-power W   power while idle or blocked\n"
+           "  --force              draw a plan that records another profile, blocking power or\n"
+           "                       schedule than these (refused otherwise, naming both)\n\n"
+           "show frontier: iteration time against energy.\n"
+           "  --frontier X         a frontier.csv (time,energy per plan) or a directory holding\n"
+           "                       one; drawn as a line through its non-dominated plans (the\n"
+           "                       dominated ones dashed); repeat for several, optionally NAME=X\n"
+           "  --compare CSV        the CSV of 'ergon compare --format csv': every method as a\n"
+           "                       marked point (columns method,time_s,energy_j); refused\n"
+           "                       (exit 1) when its blocking_power_w differs from a frontier\n"
+           "                       directory's (frontier-info.csv)\n"
+           "  A frontier directory with its profile (plan perseus) is drawn from the plans'\n"
+           "  profiled values, titled with ranks, microbatches, schedule and blocking power;\n"
+           "  a bare frontier.csv from the planner's estimates, labelled so.\n"
+           "  --point NAME=T,E     one more marked point (repeatable)\n\n"
+           "common:\n"
+           "  -o, --out OUT        the picture to write (.png, .svg, .pdf)\n"
+           "  --title TEXT         picture title\n"
+           "  --width PX           width in pixels/points (default 1200 plan, 1000 frontier)\n"
+           "  -h, --help           this help\n"
+           "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
 }
 
 /* A growable list of points read from a CSV file with two named columns. */
@@ -168,8 +168,8 @@ static int read_points(const char *path, const char *tcol, const char *ecol, con
         }
         double t, e;
         if (n != nf || !parse_num(fl[ti], &t) || !parse_num(fl[ei], &e)) {
-            fprintf(stderr, "ergon show: %s:%ld: expected %d fields with numeric %s and %s\n",
-                    path, ln, nf, tcol, ecol);
+            fprintf(stderr, "ergon show: %s:%ld: expected %d fields with numeric %s and %s\n", path,
+                    ln, nf, tcol, ecol);
             rc = CLI_USER_ERROR;
             break;
         }
@@ -288,10 +288,11 @@ static int evaluated_frontier(const char *cmd, const char *dir, pts *out, erg_pl
         for (size_t i = 0; i + 1 < dl; i++)
             if (dir[i] == '/')
                 base = dir + i + 1;
-        snprintf(title, tn, "%s%s%.*s: %s ranks, %s microbatches, %s, %g W blocking%s (profiled "
+        snprintf(title, tn,
+                 "%s%s%.*s: %s ranks, %s microbatches, %s, %g W blocking%s (profiled "
                  "values)",
-                 src, src[0] ? " in " : "", (int)(dl - (size_t)(base - dir)), base,
-                 S[0] ? S : "?", M[0] ? M : "?", sched[0] ? sched : "?", bw, gpu);
+                 src, src[0] ? " in " : "", (int)(dl - (size_t)(base - dir)), base, S[0] ? S : "?",
+                 M[0] ? M : "?", sched[0] ? sched : "?", bw, gpu);
     }
     pts_free(&all);
     erg_frontier_baseline_free(&bl);
@@ -326,8 +327,20 @@ static int compare_power(const char *path, double *w)
     return found;
 }
 
-enum { S_PROFILE = 256, S_PLAN, S_GPU, S_POWER, S_COLOR, S_SCHED, S_FRONTIER,
-       S_COMPARE, S_POINT, S_TITLE, S_WIDTH, S_FORCE };
+enum {
+    S_PROFILE = 256,
+    S_PLAN,
+    S_GPU,
+    S_POWER,
+    S_COLOR,
+    S_SCHED,
+    S_FRONTIER,
+    S_COMPARE,
+    S_POINT,
+    S_TITLE,
+    S_WIDTH,
+    S_FORCE
+};
 
 #define MAX_SERIES 32
 
@@ -342,16 +355,22 @@ int cmd_show(int argc, char **argv)
     if (!is_plan && !is_frontier)
         return cli_usage_error(cmd, "unknown picture '%s' (use plan or frontier)", argv[1]);
     static const struct option opts[] = {
-        {"profile", required_argument, 0, S_PROFILE}, {"plan", required_argument, 0, S_PLAN},
-        {"gpu", required_argument, 0, S_GPU}, {"blocking-power", required_argument, 0, S_POWER},
+        {"profile", required_argument, 0, S_PROFILE},
+        {"plan", required_argument, 0, S_PLAN},
+        {"gpu", required_argument, 0, S_GPU},
+        {"blocking-power", required_argument, 0, S_POWER},
         {"color", required_argument, 0, S_COLOR},
         {"schedule", required_argument, 0, S_SCHED},
         CLI_SCHED_LONGOPTS,
         {"frontier", required_argument, 0, S_FRONTIER},
-        {"compare", required_argument, 0, S_COMPARE}, {"point", required_argument, 0, S_POINT},
-        {"title", required_argument, 0, S_TITLE}, {"width", required_argument, 0, S_WIDTH},
-        {"out", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'},
-        {"force", no_argument, 0, S_FORCE}, {0, 0, 0, 0},
+        {"compare", required_argument, 0, S_COMPARE},
+        {"point", required_argument, 0, S_POINT},
+        {"title", required_argument, 0, S_TITLE},
+        {"width", required_argument, 0, S_WIDTH},
+        {"out", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},
+        {"force", no_argument, 0, S_FORCE},
+        {0, 0, 0, 0},
     };
     ecli_setup s;
     memset(&s, 0, sizeof s);
@@ -370,8 +389,8 @@ int cmd_show(int argc, char **argv)
     optind = 2;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
-        bool plan_only = c == S_PROFILE || c == S_PLAN || c == S_GPU || c == S_POWER || c == S_FORCE ||
-                         c == S_COLOR || c == S_SCHED || c == CLI_OPT_SCHED_FILE ||
+        bool plan_only = c == S_PROFILE || c == S_PLAN || c == S_GPU || c == S_POWER ||
+                         c == S_FORCE || c == S_COLOR || c == S_SCHED || c == CLI_OPT_SCHED_FILE ||
                          c == CLI_OPT_CHUNKS || c == CLI_OPT_BACKWARD_SPLIT;
         bool front_only = c == S_FRONTIER || c == S_COMPARE || c == S_POINT;
         if ((plan_only && !is_plan) || (front_only && !is_frontier))
@@ -466,8 +485,8 @@ int cmd_show(int argc, char **argv)
         if (!rc) {
             erg_schedule_kind asked = cs.sched.kind;
             rc = cli_plan_check(cmd, plan_path, plan, s.profile, s.profile_path,
-                                s.have_power || s.gpu ? s.power_w : -1,
-                                sched_given ? &asked : NULL, force);
+                                s.have_power || s.gpu ? s.power_w : -1, sched_given ? &asked : NULL,
+                                force);
         }
         if (!rc && erg_plan_num_stages(plan) > erg_profile_num_stages(s.profile)) {
             fprintf(stderr, "ergon show: the plan has %d stages, the profile %d\n",
@@ -528,7 +547,8 @@ int cmd_show(int argc, char **argv)
             else
                 snprintf(dir, sizeof dir, ".");
             pts ev = {0};
-            int r = evaluated_frontier(cmd, dir, &ev, &allmax_pt[nd], titles[nd], sizeof titles[nd]);
+            int r =
+                evaluated_frontier(cmd, dir, &ev, &allmax_pt[nd], titles[nd], sizeof titles[nd]);
             if (r == 1) {
                 pts_free(&data[nd]);
                 data[nd] = ev;
@@ -559,9 +579,11 @@ int cmd_show(int argc, char **argv)
     double cmp_w = 0;
     bool have_cmp_w = compare && compare_power(compare, &cmp_w);
     if (!rc && compare && !have_cmp_w)
-        fprintf(stderr, "ergon show: warning: %s does not name its blocking power (no "
-                        "blocking_power_w column: an older 'ergon compare'); it cannot be checked "
-                        "against the frontier's\n", compare);
+        fprintf(stderr,
+                "ergon show: warning: %s does not name its blocking power (no "
+                "blocking_power_w column: an older 'ergon compare'); it cannot be checked "
+                "against the frontier's\n",
+                compare);
     for (int i = 0; i < nfront && !rc && have_cmp_w; i++) {
         const char *arg = strchr(frontiers[i], '=') ? strchr(frontiers[i], '=') + 1 : frontiers[i];
         char dir[4096];

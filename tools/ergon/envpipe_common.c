@@ -53,16 +53,18 @@ int ecli_setup_load(const char *cmd, ecli_setup *s, bool need_m)
     if (!s->S)
         s->S = ps;
     if (s->S > ps) {
-        fprintf(stderr, "ergon %s: %s has %d stages, --stages asks for %ld\n", cmd,
-                s->profile_path, ps, s->S);
+        fprintf(stderr, "ergon %s: %s has %d stages, --stages asks for %ld\n", cmd, s->profile_path,
+                ps, s->S);
         return CLI_USER_ERROR;
     }
     if (s->no_table)
         return CLI_OK;
     const char *tp = s->gpu_table ? s->gpu_table : ecli_default_gpu_table();
     if (s->gpu && !tp)
-        fprintf(stderr, "ergon %s: note: no GPU clock table found (--gpu-table or "
-                        "$ERGON_GPU_TABLE); using the profile's clocks\n", cmd);
+        fprintf(stderr,
+                "ergon %s: note: no GPU clock table found (--gpu-table or "
+                "$ERGON_GPU_TABLE); using the profile's clocks\n",
+                cmd);
     if (s->gpu && tp) {
         if (erg_gpu_table_read(tp, &s->table, &s->table_n, &err))
             return cli_report(cmd, &err);
@@ -104,8 +106,9 @@ int ecli_write_plan(const char *cmd, const erg_plan *plan, const char *path)
 {
     erg_error err = {0};
     size_t n = strlen(path);
-    erg_status st = n > 3 && !strcmp(path + n - 3, ".py") ? erg_plan_write_py(plan, NULL, path, &err)
-                                                          : erg_plan_write_json(plan, path, &err);
+    erg_status st = n > 3 && !strcmp(path + n - 3, ".py")
+                        ? erg_plan_write_py(plan, NULL, path, &err)
+                        : erg_plan_write_json(plan, path, &err);
     if (st)
         return cli_report(cmd, &err);
     return CLI_OK;

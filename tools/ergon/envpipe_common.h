@@ -11,8 +11,8 @@
 typedef struct ecli_setup {
     const char *profile_path;
     long S, M;
-    const char *gpu;        /* --gpu NAME (may be NULL) */
-    const char *gpu_table;  /* --gpu-table FILE (may be NULL) */
+    const char *gpu;       /* --gpu NAME (may be NULL) */
+    const char *gpu_table; /* --gpu-table FILE (may be NULL) */
     double power_w;
     bool have_power;
     erg_profile *profile;

@@ -65,7 +65,9 @@ int cli_read_fits(const char *path, const char *case_name, int S, double **out)
             continue;
         char *end;
         long s = strtol(fields[col[1]], &end, 10);
-        int kind = !strcmp(fields[col[2]], "forward") ? 0 : !strcmp(fields[col[2]], "backward") ? 1 : -1;
+        int kind = !strcmp(fields[col[2]], "forward")    ? 0
+                   : !strcmp(fields[col[2]], "backward") ? 1
+                                                         : -1;
         if (*end || s < 0 || kind < 0) {
             fprintf(stderr, "ergon: %s:%ld: bad stage '%s' or instruction '%s'\n", path, ln,
                     fields[col[1]], fields[col[2]]);

@@ -24,12 +24,14 @@ int cli_frontier_clean(const char *dir, size_t *removed, erg_error *err)
 {
     *removed = 0;
     DIR *d = opendir(dir);
-    if (!d) return CLI_OK; /* created later */
+    if (!d)
+        return CLI_OK; /* created later */
     struct dirent *e;
     char path[4096];
     int rc = CLI_OK;
     while ((e = readdir(d))) {
-        if (!frontier_file(e->d_name)) continue;
+        if (!frontier_file(e->d_name))
+            continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (unlink(path) && errno != ENOENT) {
             erg_error_set(err, ERG_EIO, "%s: cannot remove the old plan file: %s", path,
@@ -48,7 +50,8 @@ void cli_dir_usage(const char *dir, size_t *files, double *bytes)
     *files = 0;
     *bytes = 0;
     DIR *d = opendir(dir);
-    if (!d) return;
+    if (!d)
+        return;
     struct dirent *e;
     char path[4096];
     struct stat sb;

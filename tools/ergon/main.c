@@ -15,7 +15,8 @@
 
 static const cli_command commands[] = {
     {"profile", cmd_profile, "make stage profiles (simulated GPU, client logs, sparse)"},
-    {"schedule", cmd_schedule, "print or write a pipeline schedule's per-rank order (text, torch CSV)"},
+    {"schedule", cmd_schedule,
+     "print or write a pipeline schedule's per-rank order (text, torch CSV)"},
     {"plan", cmd_plan, "compute plans: the Perseus frontier, EnvPipe, Zeus baselines"},
     {"emulate", cmd_emulate, "iteration time and energy of a plan, from a profile"},
     {"choose", cmd_choose, "the minimum-energy plan for a deadline or a slowdown"},

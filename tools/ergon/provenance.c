@@ -41,8 +41,7 @@ int cli_plan_check(const char *cmd, const char *plan_path, const erg_plan *plan,
                  pfp, profile_path, fp);
     else if (!isnan(pw) && power_w >= 0 && fabs(pw - power_w) > 1e-9 * fmax(1, fabs(pw)))
         snprintf(why, sizeof why,
-                 "was planned with a blocking power of %g W, but this run uses %g W", pw,
-                 power_w);
+                 "was planned with a blocking power of %g W, but this run uses %g W", pw, power_w);
     else if (erg_plan_schedule_stated(plan, &stated) && !asked &&
              stated != erg_plan_schedule(plan).kind)
         snprintf(why, sizeof why, "names the %s schedule but was read as %s: give --schedule %s",

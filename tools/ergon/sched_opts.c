@@ -55,8 +55,8 @@ int cli_sched_finish(const char *cmd, cli_sched *cs, long *S, long *M)
     if (erg_order_read_csv(cs->file, &cs->file_order, &err))
         return cli_report(cmd, &err);
     double split = cs->sched.backward_split;
-    cs->sched = (erg_schedule){.kind = ERG_SCHED_FILE, .order = cs->file_order,
-                               .backward_split = split};
+    cs->sched =
+        (erg_schedule){.kind = ERG_SCHED_FILE, .order = cs->file_order, .backward_split = split};
     int P = erg_order_num_ranks(cs->file_order), FM = erg_order_num_microbatches(cs->file_order);
     if (S && *S && *S != P)
         return cli_usage_error(cmd, "%s has %d ranks, not %ld", cs->file, P, *S);

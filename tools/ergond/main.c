@@ -29,7 +29,10 @@ static void log_stderr(void *user, int level, const char *msg)
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
     static const char *const names[] = {"info", "warning", "error"};
     fprintf(stderr, "%s.%03ldZ ergond %s: %s\n", when, ts.tv_nsec / 1000000,
-            names[level < 0 ? 0 : level > 2 ? 2 : level], msg);
+            names[level < 0   ? 0
+                  : level > 2 ? 2
+                              : level],
+            msg);
 }
 
 /* A device whose energy counter ergon stopped trusting: said once, as a warning. */
@@ -121,8 +124,7 @@ int main(int argc, char **argv)
             per_uid = strtol(v, &end, 10);
             if (errno || !*v || *end || per_uid < 1 || per_uid > 56) {
                 fprintf(stderr,
-                        "ergond: --max-conns-per-uid expects an integer in [1, 56], got '%s'\n",
-                        v);
+                        "ergond: --max-conns-per-uid expects an integer in [1, 56], got '%s'\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--state-dir")) {
@@ -131,8 +133,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             state_dir = v;
-        }
-        else if (!strcmp(a, "--socket-mode")) {
+        } else if (!strcmp(a, "--socket-mode")) {
             char *end;
             errno = 0;
             mode = strtoul(v, &end, 8);
