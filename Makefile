@@ -2,8 +2,9 @@
 # Both install missing Debian packages, configure and build.
 
 # iproute2: `ip netns`/veth for the multi-host fault test (tests/cli/multihost_faults.sh);
-# poppler-utils: pdftotext reads the text of the pictures (tests/cli/show_frontier_profiled.sh).
-DEB_PACKAGES := build-essential cmake pkg-config clang libclang-rt-14-dev \
+# poppler-utils: pdftotext reads the text of the pictures (tests/cli/show_frontier_profiled.sh);
+# clang-format: `make format`, and cli/format_check checks every C file follows .clang-format.
+DEB_PACKAGES := build-essential cmake pkg-config clang clang-format libclang-rt-14-dev \
   libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 \
   libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3 poppler-utils iproute2
 # PyTorch (CPU, gloo) for the end-to-end example (examples/pytorch_pipeline): `make test`,
