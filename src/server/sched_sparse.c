@@ -203,11 +203,13 @@ fail:
 /* The clock (stage, kind) measures in the next window: the one whose samples
  * are still accumulating (not yet stable), else the one the sparse profiler
  * wants. (A replica stage's wish can change when its twin's measurement
- * lands; its own samples must not be mixed with another clock's.) */
+ * lands, and under noise every report moves the fit and so what the others
+ * want, a clock measured again included; samples must not be mixed with
+ * another clock's.) */
 static int next_clock(const srv_sparse_prof *p, int s, erg_instr_kind k)
 {
     int ci = 2 * s + (int)k;
-    if (p->acc_n[ci] > 0 && p->cur[ci] && !erg_sparse_is_measured(p->sp, s, k, p->cur[ci]))
+    if (p->acc_n[ci] > 0 && p->cur[ci])
         return p->cur[ci];
     /* the noise level is not known yet: no lower clock before it is */
     if (!p->noise_set && erg_sparse_is_measured(p->sp, s, k, p->top))
