@@ -572,8 +572,8 @@ TEST(sparse_plans_under_noise)
     double worst_gap = -INFINITY, worst_late = 0, worst_frac = 0;
     /* declared noise, then estimated (ERG_SPARSE_NOISE_AUTO): the estimate
      * within a factor 1.5 of the truth, and the same cells pass */
-    for (int mode = 0; mode < 2; mode++)
-    for (int i = 0; i < 4; i++) {
+    for (int run = 0; run < 8; run++) {
+        int mode = run / 4, i = run % 4;
         char path[1024];
         snprintf(path, sizeof path, "%s/%s_bf16.csv", dir, names[i]);
         erg_error err;
