@@ -42,13 +42,16 @@ typedef struct erg_sparse_opts {
      * (default 1.0, 0..10): plans prefer measured clocks unless a predicted
      * one is better by more than its prediction can be trusted to be. */
     double energy_margin;
-    /* Relative noise of a measurement (time and energy): the least
-     * uncertainty a predicted time is given (default 0.002; a live profiler
-     * passes the confidence half-width its measurements reached). 0..1.
-     * From ERG_SPARSE_NOISY (0.5 %) on, the measurements are fitted rather
-     * than trusted point by point, the default budget is a quarter of the
-     * sweep and the descent goes to the bottom (docs/sparse-profiling.md,
-     * "Under measurement noise"). */
+    /* Relative noise of one measurement (time and energy; one reported
+     * value, e.g. the mean of a window's samples): the least uncertainty a
+     * predicted time is given (default 0.002). 0..1, or negative
+     * (ERG_SPARSE_NOISE_AUTO): estimated from the measurements as they
+     * arrive (erg_sparse_noise). From ERG_SPARSE_NOISY (0.5 %) on, the
+     * measurements are fitted rather than trusted point by point, the
+     * default budget is a quarter of the sweep and the descent goes to the
+     * bottom (docs/sparse-profiling.md, "Under measurement noise"). A
+     * measurer that learns the noise only from its first samples sets it
+     * with erg_sparse_set_noise. */
     double time_noise;
     /* Under noise (time_noise >= ERG_SPARSE_NOISY): measure a point again
      * when it departs from the fit by more than 2 standard deviations of its
@@ -63,6 +66,15 @@ ERG_API void erg_sparse_opts_init(erg_sparse_opts *opts);
 /* A time_noise at least this large (0.5 %) switches the predictor to the
  * noise fit (docs/sparse-profiling.md: "Under measurement noise"). */
 #define ERG_SPARSE_NOISY 0.005
+/* time_noise: estimate the noise from the measurements (any negative value
+ * means the same). The estimate: every measured point against the line
+ * through its two measured neighbours on its curve (log value over log
+ * clock), the median absolute residual scaled to a standard deviation, time
+ * and energy; re-estimated after every report. The curve's own bends and
+ * jags count as noise: an upper bound. It is used from 8 residuals on, at
+ * least the default 0.002; once it reaches ERG_SPARSE_NOISY the noisy
+ * procedure stays on (a quarter of the sweep from then). */
+#define ERG_SPARSE_NOISE_AUTO (-1.0)
 
 typedef struct erg_sparse erg_sparse;
 
@@ -71,6 +83,19 @@ typedef struct erg_sparse erg_sparse;
 ERG_API erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs,
                                   const erg_sparse_opts *opts, erg_sparse **out, erg_error *err);
 ERG_API void erg_sparse_free(erg_sparse *sp);
+/* Set the noise level (as opts.time_noise: 0..1, or negative: estimated)
+ * after erg_sparse_new -- for a measurer that estimates it from the samples
+ * of its first measurements (the server: from the maximum clock's). Valid
+ * only while no (stage, kind) has measured a clock below the maximum
+ * (ERG_ESTATE after: the budget and the descent depend on it); a clock
+ * erg_sparse_next named before is to be asked again. The default budget is
+ * worked out again. ERG_EINVAL for a value outside the range. */
+ERG_API erg_status erg_sparse_set_noise(erg_sparse *sp, double time_noise, erg_error *err);
+/* The noise level in use (what opts.time_noise means now). With the noise
+ * estimated, *estimate (may be NULL) receives the latest estimate (NAN
+ * before there is one) and *points (may be NULL) the residuals it rests on
+ * (it is used from 8 on); declared: NAN and 0. */
+ERG_API double erg_sparse_noise(const erg_sparse *sp, double *estimate, int *points);
 
 /* The clock (MHz) (stage, kind) wants measured next, or 0 when it needs no
  * more measurements. Pure: asking twice gives the same answer. (It caches

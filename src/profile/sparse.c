@@ -22,6 +22,29 @@ void erg_sparse_opts_init(erg_sparse_opts *o)
     o->remeasure = true;
 }
 
+/* The default time_noise: the clock-to-clock jitter of the published profiles, the least
+ * margin a predicted time gets; also the least level an estimate is used at. */
+#define NOISE_DEFAULT 0.002
+/* An estimated noise level is used once it rests on this many measured points. */
+#define NOISE_MIN_POINTS 8
+
+/* Each curve's budget: opts.budget split evenly, or by default a sixth of the full sweep (a
+ * quarter under noise: the fit averages neighbouring clocks), at least 4 per curve. */
+static void set_budgets(erg_sparse *sp)
+{
+    int ncurves = 2 * sp->S;
+    long full = (long)ncurves * sp->n;
+    long budget = sp->o.budget                            ? sp->o.budget
+                  : sp->o.time_noise >= ERG_SPARSE_NOISY ? full / 4
+                                                          : full / 6;
+    int per = (int)(budget / ncurves);
+    int extra = (int)(budget % ncurves);
+    if (!sp->o.budget && per < 4)
+        per = 4, extra = 0;
+    for (int i = 0; i < ncurves; i++)
+        sp->c[i].budget = ERG__MIN(per + (i < extra), sp->n);
+}
+
 static int cmp_desc(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;
@@ -47,12 +70,12 @@ erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs
         erg_sparse_opts_init(&o);
     if (o.budget < 0 || o.patience < 1 || !(o.rise_tolerance >= 0) || !isfinite(o.rise_tolerance) ||
         o.near_max < 0 || !(o.time_margin >= 0) || !(o.time_margin <= 10) ||
-        !(o.energy_margin >= 0) || !(o.energy_margin <= 10) || !(o.time_noise >= 0) ||
-        !(o.time_noise <= 1))
+        !(o.energy_margin >= 0) || !(o.energy_margin <= 10) || !(o.time_noise <= 1) ||
+        !isfinite(o.time_noise))
         return erg_error_set(err, ERG_EINVAL,
                              "sparse profiling: invalid options (budget %d, patience %d, rise "
                              "tolerance %g, near-max %d, time margin %g, energy margin %g, time "
-                             "noise %g; margins 0..10, noise 0..1)",
+                             "noise %g; margins 0..10, noise 0..1 or negative: estimated)",
                              o.budget, o.patience, o.rise_tolerance, o.near_max, o.time_margin,
                              o.energy_margin, o.time_noise);
     erg_sparse *sp = erg__calloc(1, sizeof *sp);
@@ -86,15 +109,14 @@ erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs
     sp->S = num_stages;
     sp->n = (int)n;
     sp->o = o;
+    sp->noise_est = NAN;
+    if (o.time_noise < 0) {
+        /* estimated from the measurements: the default until there are enough */
+        sp->noise_auto = true;
+        sp->o.time_noise = NOISE_DEFAULT;
+    }
     int ncurves = 2 * num_stages;
-    long full = (long)ncurves * sp->n;
-    /* under noise a quarter: the fit averages neighbouring clocks */
-    long budget = o.budget ? o.budget : o.time_noise >= ERG_SPARSE_NOISY ? full / 4 : full / 6;
-    int per = (int)(budget / ncurves);
-    int extra = (int)(budget % ncurves);
-    if (!o.budget && per < 4)
-        per = 4, extra = 0;
-    if (per < 1) {
+    if (o.budget && o.budget < ncurves) {
         erg__free(sp->freqs);
         erg__free(sp);
         return erg_error_set(err, ERG_EINVAL,
@@ -121,9 +143,13 @@ erg_status erg_sparse_new(int num_stages, const int *freqs_mhz, size_t num_freqs
         erg_sparse_free(sp);
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     }
+    if (sp->noise_auto && !(sp->resid = erg__calloc(4 * (size_t)num_stages * n, sizeof(double)))) {
+        erg_sparse_free(sp);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    set_budgets(sp);
     for (int i = 0; i < ncurves; i++) {
         curve *c = &sp->c[i];
-        c->budget = ERG__MIN(per + (i < extra), sp->n);
         c->meas = erg__calloc(n, sizeof(bool));
         c->t_s = erg__calloc(n, sizeof(double));
         c->e_j = erg__calloc(n, sizeof(double));
@@ -157,6 +183,7 @@ void erg_sparse_free(erg_sparse *sp)
     erg__free(sp->pool_taken);
     erg__free(sp->pool_e);
     erg__free(sp->fit);
+    erg__free(sp->resid);
     erg__free(sp->freqs);
     erg__free(sp);
 }
@@ -203,7 +230,7 @@ static bool descent_done(const erg_sparse *sp, const bool *meas, const double *e
 {
     if (lowest == sp->n - 1)
         return true;
-    if (lowest < (sp->n - 1) / 3 || sp->o.time_noise >= ERG_SPARSE_NOISY)
+    if (lowest < (sp->n - 1) / 3 || sparse_noisy_mode(sp))
         return false; /* (under noise a rise is no evidence: go to the bottom) */
     int m = argmin_energy(sp, meas, e_j);
     double thr = e_j[m] * (1 + sp->o.rise_tolerance);
@@ -344,6 +371,155 @@ bool sparse_noisy_mode(const erg_sparse *sp)
     return sp->o.time_noise >= ERG_SPARSE_NOISY;
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The relative noise of one measurement, estimated from the measurements themselves (a
+ * replay has no repeats).
+ *
+ * Across stages (2 stages or more): the stages of a pipeline share a shape (the predictor's
+ * assumption), so for neighbouring stages s, s+1 and two consecutive clocks x, y both measured
+ * the double difference [log v_s(x) - log v_s(y)] - [log v_s+1(x) - log v_s+1(y)] holds no
+ * curve -- no bend, no jag or step common to the stages -- only noise (4 points: its standard
+ * deviation sigma * sqrt(sum of 1/samples)) and the stages' difference in tilt between x and y.
+ * With fewer than NOISE_MIN_POINTS of those (one stage), along each curve: each measured point
+ * against the line through its two measured neighbours (log value over log clock: a time that
+ * scales with 1/f lies on it exactly); there the curve's own bends and jags count as noise.
+ * Either way time and energy, the median absolute residual / 0.6745 (a normal's): robust to a
+ * minority of steps. An upper bound: what of the curves does not cancel counts as noise.
+ * *points receives the residuals it rests on. NAN with none. */
+static double estimate_noise(const erg_sparse *sp, int *points)
+{
+    int m = 0;
+    for (int s = 0; s + 1 < sp->S; s++)
+        for (int k = 0; k < 2; k++) {
+            const curve *c = &sp->c[2 * s + k], *d = &sp->c[2 * (s + 1) + k];
+            for (int q = 0; q < 2; q++) {
+                const double *v = q ? c->e_j : c->t_s, *w = q ? d->e_j : d->t_s;
+                int y = -1;
+                for (int x = 0; x < sp->n; x++) {
+                    if (!c->meas[x] || !d->meas[x] || !(v[x] > 0) || !(w[x] > 0))
+                        continue;
+                    if (y >= 0) {
+                        double dd = log(v[x] / v[y]) - log(w[x] / w[y]);
+                        double sd = sqrt(1.0 / c->cnt[x] + 1.0 / c->cnt[y] + 1.0 / d->cnt[x] +
+                                         1.0 / d->cnt[y]);
+                        sp->resid[m++] = fabs(dd) / sd;
+                    }
+                    y = x;
+                }
+            }
+        }
+    if (m < NOISE_MIN_POINTS) {
+        m = 0;
+        for (int i = 0; i < 2 * sp->S; i++) {
+            const curve *c = &sp->c[i];
+            for (int q = 0; q < 2; q++) {
+                const double *v = q ? c->e_j : c->t_s;
+                int a = -1, b = -1;
+                for (int x = 0; x < sp->n; x++) {
+                    if (!c->meas[x] || !(v[x] > 0))
+                        continue;
+                    if (a >= 0) {
+                        double la = log(sp->freqs[a]), lb = log(sp->freqs[b]),
+                               lc = log(sp->freqs[x]);
+                        double w = (la - lb) / (la - lc); /* weight of x at b */
+                        double pred = (1 - w) * log(v[a]) + w * log(v[x]);
+                        double sd = sqrt(1.0 / c->cnt[b] + (1 - w) * (1 - w) / c->cnt[a] +
+                                         w * w / c->cnt[x]);
+                        sp->resid[m++] = fabs(log(v[b]) - pred) / sd;
+                    }
+                    a = b;
+                    b = x;
+                }
+            }
+        }
+    }
+    *points = m;
+    if (!m)
+        return NAN;
+    qsort(sp->resid, (size_t)m, sizeof(double), cmp_dbl);
+    double med = m % 2 ? sp->resid[m / 2] : 0.5 * (sp->resid[m / 2 - 1] + sp->resid[m / 2]);
+    return med / 0.6745;
+}
+
+/* With the noise estimated: estimate it again from what is measured now and put the level in
+ * use in o.time_noise -- the default until NOISE_MIN_POINTS residuals, then the estimate (at
+ * least the default). Once it reaches ERG_SPARSE_NOISY the noisy procedure stays on (at least
+ * that level): its budget and its fit, with no flip back on a smaller estimate later. */
+static void refresh_noise(erg_sparse *sp)
+{
+    if (!sp->noise_auto)
+        return;
+    int pts = 0;
+    double est = estimate_noise(sp, &pts);
+    sp->noise_est = est;
+    sp->noise_pts = pts;
+    double level = pts >= NOISE_MIN_POINTS && est > NOISE_DEFAULT ? est : NOISE_DEFAULT;
+    if (level > 1)
+        level = 1;
+    if (level >= ERG_SPARSE_NOISY && !sp->noise_latched) {
+        sp->noise_latched = true;
+        sp->o.time_noise = level;
+        set_budgets(sp); /* a quarter of the sweep from now on */
+    }
+    if (sp->noise_latched && level < ERG_SPARSE_NOISY)
+        level = ERG_SPARSE_NOISY;
+    sp->o.time_noise = level;
+}
+
+erg_status erg_sparse_set_noise(erg_sparse *sp, double time_noise, erg_error *err)
+{
+    if (!sp)
+        return erg_error_set(err, ERG_EINVAL, "erg_sparse_set_noise: NULL argument");
+    if (!(time_noise <= 1) || !isfinite(time_noise))
+        return erg_error_set(err, ERG_EINVAL,
+                             "sparse profiling: time noise %g is not in 0..1 (or negative: "
+                             "estimated from the measurements)",
+                             time_noise);
+    for (int i = 0; i < 2 * sp->S; i++)
+        for (int x = 1; x < sp->n; x++)
+            if (sp->c[i].meas[x])
+                return erg_error_set(err, ERG_ESTATE,
+                                     "sparse profiling: the noise level can be set only before "
+                                     "a clock below the maximum (%d MHz) is measured; stage %d "
+                                     "%s has measured %d MHz",
+                                     sp->freqs[0], i / 2,
+                                     erg_instr_kind_name((erg_instr_kind)(i % 2)), sp->freqs[x]);
+    if (time_noise < 0 && !sp->resid &&
+        !(sp->resid = erg__calloc(4 * (size_t)sp->S * sp->n, sizeof(double))))
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    sp->noise_auto = time_noise < 0;
+    sp->noise_latched = false;
+    sp->noise_est = NAN;
+    sp->noise_pts = 0;
+    sp->o.time_noise = time_noise < 0 ? NOISE_DEFAULT : time_noise;
+    set_budgets(sp);
+    sp->stale = true;
+    return ERG_OK;
+}
+
+double erg_sparse_noise(const erg_sparse *sp, double *estimate, int *points)
+{
+    if (estimate)
+        *estimate = NAN;
+    if (points)
+        *points = 0;
+    if (!sp)
+        return NAN;
+    sparse_refresh(sp);
+    if (sp->noise_auto) {
+        if (estimate)
+            *estimate = sp->noise_est;
+        if (points)
+            *points = sp->noise_pts;
+    }
+    return sp->o.time_noise;
+}
+
 /* Standardised departure of measured point x of curve (stage s, kind k) from
  * the fit in sp->fit: the larger of time's and energy's |log(mean / fit)|
  * over the noise of the mean (time_noise / sqrt(measurements)). */
@@ -424,6 +600,7 @@ static void update_wants_noisy(erg_sparse *sp)
  * replicas measure the same clock. */
 static void update_wants(erg_sparse *sp)
 {
+    refresh_noise(sp);
     if (sparse_noisy_mode(sp)) {
         update_wants_noisy(sp);
         return;
@@ -482,6 +659,12 @@ static void update_wants(erg_sparse *sp)
         }
     }
     sp->stale = false;
+}
+
+void sparse_refresh(const erg_sparse *sp)
+{
+    if (sp->stale)
+        update_wants((erg_sparse *)sp); /* a cache: asking stays pure */
 }
 
 /* Next clock index of curve number ci (2*stage + kind), -1 when done. */

@@ -31,6 +31,15 @@ struct erg_sparse {
     bool *pool_meas, *pool_taken; /* scratch over the clocks */
     double *pool_e;
     double *fit; /* under noise: the fit, [kind][quantity][stage][clock] */
+    /* The noise level: declared (opts.time_noise >= 0, erg_sparse_set_noise) or, with
+     * noise_auto, estimated from the measurements after every report (sparse.c:
+     * estimate_noise); o.time_noise holds the level in use. */
+    bool noise_auto;
+    bool noise_latched; /* auto: the estimate reached ERG_SPARSE_NOISY (the noisy
+                           procedure stays on from then) */
+    double noise_est;   /* auto: the latest estimate (NAN before any) */
+    int noise_pts;      /* auto: the measured points it rests on */
+    double *resid;      /* auto: scratch, one residual per measured point and quantity */
 };
 
 /* A measured point departing from the fit by more than this many standard
@@ -41,6 +50,9 @@ struct erg_sparse {
 /* Whether the measurements are noisy enough to be fitted rather than trusted point by point
  * (sparse.c). */
 bool sparse_noisy_mode(const erg_sparse *sp);
+/* Bring the cached wishes (and, with the noise estimated, the noise level) up to date after
+ * reports (sparse.c); const to callers: a cache. */
+void sparse_refresh(const erg_sparse *sp);
 /* group[s] receives the lowest stage of stage s's replica group (sparse.c). */
 void sparse_find_groups(const erg_sparse *sp, int *group);
 /* Under noise: the fit of quantity q (0 time, 1 energy) of instruction kind over every stage

@@ -420,6 +420,7 @@ erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error
             return erg_error_set(err, ERG_ESTATE,
                                  "sparse profiling: stage %d %s has no measurement yet", i / 2,
                                  erg_instr_kind_name((erg_instr_kind)(i % 2)));
+    sparse_refresh(sp); /* the noise level in use, when it is estimated */
     int n = sp->n, S = sp->S;
     bool *m = erg__calloc((size_t)n, sizeof(bool));
     double *ts = erg__calloc((size_t)n * 2, sizeof(double));

@@ -932,6 +932,7 @@ static const srv_sched_arg envpipe_args[] = {
     {"patience", 'i', false},
     {"rel_ci", 'd', false},
     {"max_windows_per_clock", 'i', false},
+    {"time_noise", 'd', false},
 };
 
 static erg_status envpipe_init(srv_sched *s, const json_t *args, erg_error *err)

@@ -27,6 +27,7 @@ static const srv_sched_arg profiler_args[] = {
     {"patience", 'i', false},
     {"rel_ci", 'd', false},
     {"max_windows_per_clock", 'i', false},
+    {"time_noise", 'd', false},
     /* For Zeus clients of the same server that send no pipe_schedule (wire_zeus.c);
      * Perseus clients send theirs. */
     {"num_microbatches", 'i', false},

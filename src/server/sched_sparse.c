@@ -8,6 +8,7 @@
 #include "ergon/sparse.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct srv_sparse_prof {
@@ -25,6 +26,15 @@ struct srv_sparse_prof {
     int *tries;      /* Windows spent on cur. */
     double **acc_t, **acc_e;
     int *acc_n, *acc_cap;
+    /* The noise level given to the sparse profiler: scheduler_args' time_noise, or estimated
+     * from the samples of the maximum clock (noise_est, over noise_curves curves) before any
+     * (stage, instruction) is handed a lower clock; until then a curve whose maximum is
+     * reported runs at it without measuring. */
+    bool noise_set;
+    bool noise_declared;
+    double noise_est;
+    int noise_curves;
+    double *se_top; /* per curve: relative standard error of its maximum clock's mean */
     int measure_windows; /* Windows after the warm-up. */
     int repeats;         /* (stage, instruction) clocks measured again for the CI rule. */
     int unconverged;     /* Clocks reported at max_windows without meeting the rule. */
@@ -50,6 +60,7 @@ void srv_sparse_prof_free(srv_sparse_prof *p)
     erg__free(p->acc_cap);
     erg__free(p->cur);
     erg__free(p->tries);
+    erg__free(p->se_top);
     erg_sparse_free(p->sp);
     erg__free(p);
 }
@@ -78,9 +89,16 @@ erg_status srv_sparse_prof_check_args(const json_t *args, erg_error *err)
         return erg_error_set(err, ERG_EINVAL,
                              "scheduler_args: max_windows_per_clock must be in [1, 100], got %lld",
                              (long long)json_integer_value(v));
+    if ((v = json_object_get(args, "time_noise")) &&
+        !(json_number_value(v) >= 0 && json_number_value(v) <= 1))
+        return erg_error_set(err, ERG_EINVAL,
+                             "scheduler_args: time_noise must be in [0, 1] (the relative noise "
+                             "of one measured point; leave it out to have it estimated from "
+                             "the samples), got %g",
+                             json_number_value(v));
     bool sparse = json_is_true(json_object_get(args, "sparse"));
     static const char *const only_sparse[] = {"budget", "patience", "rel_ci",
-                                              "max_windows_per_clock"};
+                                              "max_windows_per_clock", "time_noise"};
     for (size_t i = 0; !sparse && i < ERG__ARRAY_LEN(only_sparse); i++)
         if (json_object_get(args, only_sparse[i]))
             return erg_error_set(err, ERG_EINVAL,
@@ -151,6 +169,11 @@ erg_status srv_sparse_prof_new(const srv_sched_ctx *ctx, const json_t *args, int
         o.budget = (int)json_integer_value(json_object_get(args, "budget"));
     if (json_is_integer(json_object_get(args, "patience")))
         o.patience = (int)json_integer_value(json_object_get(args, "patience"));
+    p->noise_est = NAN;
+    if (json_is_number(json_object_get(args, "time_noise"))) {
+        o.time_noise = json_number_value(json_object_get(args, "time_noise"));
+        p->noise_set = p->noise_declared = true;
+    }
     if ((st = erg_sparse_new(ctx->num_stages, freqs, (size_t)nf, &o, &p->sp, err)))
         goto fail;
     int nc = n_curves(p);
@@ -161,8 +184,11 @@ erg_status srv_sparse_prof_new(const srv_sched_ctx *ctx, const json_t *args, int
     p->acc_e = erg__calloc((size_t)nc, sizeof(double *));
     p->acc_n = erg__calloc((size_t)nc, sizeof(int));
     p->acc_cap = erg__calloc((size_t)nc, sizeof(int));
-    if (!p->cur || !p->tries || !p->acc_t || !p->acc_e || !p->acc_n || !p->acc_cap)
+    p->se_top = erg__calloc((size_t)nc, sizeof(double));
+    if (!p->cur || !p->tries || !p->acc_t || !p->acc_e || !p->acc_n || !p->acc_cap || !p->se_top)
         goto fail;
+    for (int i = 0; i < nc; i++)
+        p->se_top[i] = NAN;
     erg__free(freqs);
     *out = p;
     return ERG_OK;
@@ -177,13 +203,73 @@ fail:
 /* The clock (stage, kind) measures in the next window: the one whose samples
  * are still accumulating (not yet stable), else the one the sparse profiler
  * wants. (A replica stage's wish can change when its twin's measurement
- * lands; its own samples must not be mixed with another clock's.) */
+ * lands, and under noise every report moves the fit and so what the others
+ * want, a clock measured again included; samples must not be mixed with
+ * another clock's.) */
 static int next_clock(const srv_sparse_prof *p, int s, erg_instr_kind k)
 {
     int ci = 2 * s + (int)k;
-    if (p->acc_n[ci] > 0 && p->cur[ci] && !erg_sparse_is_measured(p->sp, s, k, p->cur[ci]))
+    if (p->acc_n[ci] > 0 && p->cur[ci])
         return p->cur[ci];
+    /* the noise level is not known yet: no lower clock before it is */
+    if (!p->noise_set && erg_sparse_is_measured(p->sp, s, k, p->top))
+        return 0;
     return erg_sparse_next(p->sp, s, k);
+}
+
+/* Relative standard error of the mean of n samples (sample standard deviation / sqrt(n) /
+ * |mean|); NAN with fewer than 2 or a zero mean. */
+static double rel_se(const double *v, size_t n)
+{
+    if (n < 2)
+        return NAN;
+    double m = 0, ss = 0;
+    for (size_t i = 0; i < n; i++)
+        m += v[i];
+    m /= (double)n;
+    for (size_t i = 0; i < n; i++)
+        ss += (v[i] - m) * (v[i] - m);
+    if (!(fabs(m) > 0))
+        return NAN;
+    return sqrt(ss / (double)(n - 1) / (double)n) / fabs(m);
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Once every curve has reported its maximum clock: the noise of one measured point is the
+ * median over the curves of the relative standard error of the maximum clock's mean (the
+ * larger of time's and energy's; each mean is what a point reports, from the same rule), at
+ * least the sparse profiler's default 0.002; given to the sparse profiler before any lower
+ * clock is handed out. */
+static erg_status settle_noise(srv_sparse_prof *p, erg_error *err)
+{
+    int nc = n_curves(p), k = 0;
+    for (int i = 0; i < nc; i++)
+        if (!erg_sparse_is_measured(p->sp, i / 2, (erg_instr_kind)(i % 2), p->top))
+            return ERG_OK;
+    double *v = erg__calloc((size_t)nc, sizeof(double));
+    if (!v)
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    for (int i = 0; i < nc; i++)
+        if (!isnan(p->se_top[i]))
+            v[k++] = p->se_top[i];
+    p->noise_set = true;
+    p->noise_curves = k;
+    if (k) {
+        qsort(v, (size_t)k, sizeof(double), cmp_dbl);
+        p->noise_est = k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+    }
+    erg__free(v);
+    if (!k)
+        return ERG_OK; /* one sample per clock: no spread to estimate from; the default */
+    double level = p->noise_est > 0.002 ? p->noise_est : 0.002;
+    erg_error e2;
+    erg_status st = erg_sparse_set_noise(p->sp, level > 1 ? 1 : level, &e2);
+    return st ? erg_error_set(err, st, "sparse profiling: %s", e2.msg) : ERG_OK;
 }
 
 void srv_sparse_prof_next(srv_sparse_prof *p, int **out, bool *done)
@@ -286,6 +372,10 @@ erg_status srv_sparse_prof_observe(srv_sparse_prof *p, const srv_result *r, erg_
             }
             if (!stable)
                 p->unconverged++;
+            if (f == p->top && !p->noise_set) {
+                double a = rel_se(p->acc_t[ci], n), b = rel_se(p->acc_e[ci], n);
+                p->se_top[ci] = isnan(a) ? b : isnan(b) ? a : a > b ? a : b;
+            }
             erg_profile_point pt = {.freq_mhz = f};
             pt.time_s = erg_mean_without_outliers(p->acc_t[ci], n, NULL);
             pt.energy_j = erg_mean_without_outliers(p->acc_e[ci], n, NULL);
@@ -297,7 +387,7 @@ erg_status srv_sparse_prof_observe(srv_sparse_prof *p, const srv_result *r, erg_
             p->tries[ci] = 0;
         }
     }
-    return ERG_OK;
+    return p->noise_set ? ERG_OK : settle_noise(p, err);
 }
 
 bool srv_sparse_prof_ready(const srv_sparse_prof *p)
@@ -329,6 +419,22 @@ erg_status srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out)
                           "max_windows_per_clock", p->max_windows);
     if (!o)
         return ERG_ENOMEM;
+    /* the noise level: what it is, where it came from, and whether the noisy procedure
+     * (docs/sparse-profiling.md, "Under measurement noise") is on */
+    double level = erg_sparse_noise(p->sp, NULL, NULL);
+    const char *src = p->noise_declared  ? "scheduler_args"
+                      : !p->noise_set    ? "default (not yet estimated)"
+                      : p->noise_curves ? "estimated from the maximum clock's samples"
+                                         : "default (no spread to estimate from)";
+    if (json_object_set_new(o, "time_noise", json_real(level)) ||
+        json_object_set_new(o, "time_noise_source", json_string(src)) ||
+        json_object_set_new(o, "time_noise_estimate",
+                            isnan(p->noise_est) ? json_null() : json_real(p->noise_est)) ||
+        json_object_set_new(o, "time_noise_curves", json_integer(p->noise_curves)) ||
+        json_object_set_new(o, "noisy_procedure", json_boolean(level >= ERG_SPARSE_NOISY))) {
+        json_decref(o);
+        return ERG_ENOMEM;
+    }
     erg_status st = srv_json_py(o, out);
     json_decref(o);
     return st;

@@ -41,6 +41,31 @@ meas=$(sed -n 's/^measured \([0-9]*\) of.*/\1/p' "$tmp/out")
 grep -q '^noise 1.00%: fitted; [0-9]* measured points depart from the fit' "$tmp/out" \
   || fail "noise line: $(cat "$tmp/out")"
 [ "$(($(wc -l <"$tmp/pn.csv") - 1))" -eq 304 ] || fail "noisy rows"
+# --time-noise auto: the noise estimated from the measurements. The +-1 % jitter above is linear
+# in the row number (7919 = 2 mod 21), which the estimate's double differences cancel; here a
+# quadratic-residue jitter, uniform over +-1.75 % (standard deviation 1.04 %), on a time and
+# independently on an energy. Noise-free: below 0.5 %, a sixth measured.
+"$ERGON" profile sparse --replay "$tmp/full.csv" -o "$tmp/pa.csv" --time-noise auto >"$tmp/out" \
+  || fail "auto replay"
+grep -q '^noise 0\.[0-4][0-9]% (estimated from [0-9]* points): below 0.50%' "$tmp/out" \
+  || fail "noise-free estimate: $(cat "$tmp/out")"
+meas=$(sed -n 's/^measured \([0-9]*\) of.*/\1/p' "$tmp/out")
+[ "$meas" -le 50 ] || fail "noise-free, estimated: measured $meas > 304/6"
+awk -F, 'NR == 1 { print; next } { j = ((NR * NR * 7919 + NR * 13) % 2003 / 2003 - 0.5) * 0.035
+  k = ((NR * NR * 104729 + NR * 7) % 1999 / 1999 - 0.5) * 0.035
+  printf "%s,%s,%s,%.9g,%.9g\n", $1, $2, $3, $4 * (1 + j), $5 * (1 + k) }' \
+  "$tmp/full.csv" >"$tmp/noisy1.csv"
+"$ERGON" profile sparse --replay "$tmp/noisy1.csv" -o "$tmp/pa.csv" --time-noise auto >"$tmp/out" \
+  || fail "auto replay, noisy"
+est=$(sed -n 's/^noise \([0-9.]*\)% (estimated from [0-9]* points)$/\1/p' "$tmp/out")
+awk -v e="${est:-0}" 'BEGIN { exit !(e >= 1.04 / 1.5 && e <= 1.04 * 1.5) }' \
+  || fail "estimate of 1.04 % noise: $(cat "$tmp/out")"
+grep -q "^noise $est%: fitted;" "$tmp/out" || fail "auto: not fitted: $(cat "$tmp/out")"
+"$ERGON" profile sparse --replay "$tmp/full.csv" -o "$tmp/x.csv" --time-noise autox 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "or 'auto', got 'autox'" "$tmp/err" || fail "--time-noise autox: $(cat "$tmp/err")"
+"$ERGON" profile sparse --replay "$tmp/full.csv" -o "$tmp/x.csv" --time-noise 1.5 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "got '1.5'" "$tmp/err" || fail "--time-noise 1.5: $(cat "$tmp/err")"
+"$ERGON" profile sparse --help | grep -q -- '--time-noise auto' || fail "--help: --time-noise auto"
 # usage errors
 "$ERGON" profile sparse -o "$tmp/x.csv" 2>/dev/null; [ $? -eq 2 ] || fail "missing --replay"
 "$ERGON" profile sparse --replay "$tmp/full.csv" 2>/dev/null; [ $? -eq 2 ] || fail "missing -o"

@@ -1121,6 +1121,100 @@ TEST(instruction_profiler_sparse_mode_measures_a_sixth_and_predicts_the_rest)
     erg_profile_free(truth);
 }
 
+/* Issue 26: the sparse InstructionProfiler estimates the noise of one
+ * measured point from the samples of the maximum clock (the relative
+ * standard error of each curve's mean, median over the curves) and gives it
+ * to the sparse profiler before any lower clock: samples alternating +-a
+ * around the truth (a window keeps 4 per curve: +a -a -a +a) carry a
+ * standard error of a * sqrt(4/3) / 2 per window, a * sqrt(8/7) / sqrt(8)
+ * over the 2 windows a clock takes when the 1 % rule is missed. From 0.5 %
+ * the noisy procedure (a quarter of the sweep); a time_noise argument
+ * overrides the estimate. */
+static json_t *sparse_noise_run(sparse_job *f, const erg_profile *truth, const char *d,
+                                const char *args, double a)
+{
+    erg_error err;
+    int w = sparse_run(f, truth, args, a, true, &err);
+    ASSERT_MSG(w > 0, "%s: %s", args, err.msg);
+    char p[600];
+    snprintf(p, sizeof p, "%s/InstructionProfiler-sparse.json", d);
+    json_t *sum = load_json(p);
+    ASSERT(json_is_true(json_object_get(sum, "done")));
+    json_t *est = json_object_get(sum, "time_noise_estimate");
+    printf("# samples +-%.1f %%: %d windows, noise %.3f %% (%s; estimate %s%.3f %%), %lld of %lld "
+           "points\n",
+           100 * a, w, 100 * json_real_value(json_object_get(sum, "time_noise")),
+           json_string_value(json_object_get(sum, "time_noise_source")),
+           json_is_null(est) ? "none " : "", 100 * json_number_value(est),
+           (long long)json_integer_value(json_object_get(sum, "measured")),
+           (long long)json_integer_value(json_object_get(sum, "full_sweep")));
+    return sum;
+}
+
+TEST(instruction_profiler_sparse_estimates_the_noise)
+{
+    erg_profile *truth = NULL;
+    erg_error err;
+    ASSERT_OK(erg_sim_profile("a100", "gpt3-2.7b", 4, 4, 0, &truth, &err));
+    sparse_job f;
+    sparse_job_init(&f, truth);
+    char *d = (char *)mktmp();
+    f.c.job_dir = d;
+    f.c.profile_csv_name = (char *)"p.csv";
+    const char *args = "{\"sparse\": true, \"minimum_power_state\": 0}";
+    /* noise-free samples: estimate 0, the default level, the procedure for clean data */
+    json_t *sum = sparse_noise_run(&f, truth, d, args, 0);
+    ASSERT_STR_EQ(json_string_value(json_object_get(sum, "time_noise_source")),
+                  "estimated from the maximum clock's samples");
+    ASSERT_EQ_INT(json_integer_value(json_object_get(sum, "time_noise_curves")), 8);
+    ASSERT_NEAR(json_number_value(json_object_get(sum, "time_noise_estimate")), 0, 1e-12);
+    ASSERT_NEAR(json_number_value(json_object_get(sum, "time_noise")), 0.002, 0);
+    ASSERT(json_is_false(json_object_get(sum, "noisy_procedure")));
+    ASSERT(6 * json_integer_value(json_object_get(sum, "measured")) <=
+           json_integer_value(json_object_get(sum, "full_sweep")));
+    json_decref(sum);
+    /* +-1 %: met the rule in 2 windows; 0.38 %, below ERG_SPARSE_NOISY */
+    sum = sparse_noise_run(&f, truth, d, args, 0.01);
+    ASSERT_NEAR(json_number_value(json_object_get(sum, "time_noise_estimate")),
+                0.01 * sqrt(8.0 / 7) / sqrt(8), 1e-9);
+    ASSERT(json_is_false(json_object_get(sum, "noisy_procedure")));
+    json_decref(sum);
+    /* +-4 %: 1.5 % a point, the noisy procedure: a quarter of the sweep at most */
+    sum = sparse_noise_run(&f, truth, d, args, 0.04);
+    double est = json_number_value(json_object_get(sum, "time_noise_estimate"));
+    ASSERT_NEAR(est, 0.04 * sqrt(8.0 / 7) / sqrt(8), 1e-9);
+    ASSERT_NEAR(json_number_value(json_object_get(sum, "time_noise")), est, 1e-15);
+    ASSERT(json_is_true(json_object_get(sum, "noisy_procedure")));
+    long meas = (long)json_integer_value(json_object_get(sum, "measured"));
+    long full = (long)json_integer_value(json_object_get(sum, "full_sweep"));
+    ASSERT(4 * meas <= full && 6 * meas > full);
+    json_decref(sum);
+    /* declared: overrides the estimate */
+    sum = sparse_noise_run(
+        &f, truth, d, "{\"sparse\": true, \"minimum_power_state\": 0, \"time_noise\": 0.01}", 0);
+    ASSERT_STR_EQ(json_string_value(json_object_get(sum, "time_noise_source")), "scheduler_args");
+    ASSERT_NEAR(json_number_value(json_object_get(sum, "time_noise")), 0.01, 0);
+    ASSERT(json_is_null(json_object_get(sum, "time_noise_estimate")));
+    ASSERT(json_is_true(json_object_get(sum, "noisy_procedure")));
+    json_decref(sum);
+    /* bad values are named */
+    srv_sched *s = NULL;
+    json_t *a = json_pack("{s:b,s:f}", "sparse", 1, "time_noise", 2.5);
+    ASSERT_EQ_INT(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "time_noise must be in [0, 1]");
+    ASSERT_CONTAINS(err.msg, "2.5");
+    json_decref(a);
+    a = json_pack("{s:b,s:s}", "sparse", 1, "time_noise", "auto");
+    ASSERT_EQ_INT(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "time_noise");
+    json_decref(a);
+    a = json_pack("{s:f}", "time_noise", 0.01);
+    ASSERT_EQ_INT(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "\"sparse\": true");
+    json_decref(a);
+    erg_profile_free(truth);
+}
+
 /* /v1 jobs of zero-bubble schedules: pipe_schedule names backward_input,
  * backward_weight (erg_instr_kind_name) and overlap_f_b; PointSolution plans
  * give each of them its own clock, TwoFrequencies runs I and W at the
@@ -2599,6 +2693,7 @@ TAP_MAIN(TEST_ENTRY(expand_follows_spec), TEST_ENTRY(schedule_to_client_plan),
          TEST_ENTRY(profiler_writes_empty_not_nan_and_energy_from_iterations),
          TEST_ENTRY(two_frequencies_and_allmax),
          TEST_ENTRY(instruction_profiler_sparse_mode_measures_a_sixth_and_predicts_the_rest),
+         TEST_ENTRY(instruction_profiler_sparse_estimates_the_noise),
          TEST_ENTRY(zero_bubble_instruction_names_through_v1_schedulers),
          TEST_ENTRY(bad_input_gets_4xx_with_message), TEST_ENTRY(allocation_failures_are_answered),
          TEST_ENTRY(job_limit), TEST_ENTRY(scheduler_errors_reach_ranks),

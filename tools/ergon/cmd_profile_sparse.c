@@ -5,6 +5,7 @@
 #include "ergon/emulate.h"
 #include "ergon/sparse.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -42,6 +43,12 @@ void usage_profile_sparse(FILE *f)
                "                      sweep is measured, and the points departing from the fit\n"
                "                      by more than 2 standard deviations are listed: a live\n"
                "                      profiler measures them again, a replay cannot\n"
+               "      --time-noise auto  estimate it from the measurements as they arrive:\n"
+               "                      neighbouring stages' differences between consecutive\n"
+               "                      common clocks (the shared curve cancels), robust spread\n"
+               "                      (median); along each curve with one stage. An upper\n"
+               "                      bound (what of the curves does not cancel counts);\n"
+               "                      printed as 'noise X%% (estimated from N points)'\n"
                "      --stages S      profile only stages 0..S-1 (default: all of FULL.csv)\n"
                "      --verbose       list the measured clocks of every (stage, instruction)\n"
                "      --check M,...   also plan S stages x M microbatches (1F1B, Perseus\n"
@@ -135,7 +142,7 @@ int profile_sparse(int argc, char **argv)
     };
     const char *full_path = NULL, *out = NULL, *check = NULL, *gpu = NULL;
     long budget = 0, patience = 0, stages = 0, near = -1;
-    double power = -1, unit_s = 0.001, noise = -1;
+    double power = -1, unit_s = 0.001, noise = -2; /* -2: not given */
     bool verbose = false;
     int c;
     optind = 1;
@@ -179,8 +186,20 @@ int profile_sparse(int argc, char **argv)
                 return CLI_USAGE;
             break;
         case O_NOISE:
-            if (!cli_parse_double(cmd, "--time-noise", optarg, 0, 1, &noise))
-                return CLI_USAGE;
+            if (!strcmp(optarg, "auto")) {
+                noise = ERG_SPARSE_NOISE_AUTO;
+                break;
+            }
+            {
+                char *end;
+                errno = 0;
+                noise = strtod(optarg, &end);
+                if (end == optarg || *end || errno || !(noise >= 0 && noise <= 1))
+                    return cli_usage_error(cmd,
+                                           "--time-noise expects a number in [0, 1] or 'auto', "
+                                           "got '%s'",
+                                           optarg);
+            }
             break;
         case 'o':
             out = optarg;
@@ -251,8 +270,8 @@ int profile_sparse(int argc, char **argv)
         so.patience = (int)patience;
     if (near >= 0)
         so.near_max = (int)near;
-    if (noise >= 0)
-        so.time_noise = noise;
+    if (noise > -2)
+        so.time_noise = noise; /* a number, or ERG_SPARSE_NOISE_AUTO */
     so.remeasure = false; /* a repeat of a replayed point reads the same number */
     replay r = {full};
     int rounds = 0;
@@ -275,7 +294,21 @@ int profile_sparse(int argc, char **argv)
                         printf(" %d", freqs[i]);
                 printf("\n");
             }
-    if (so.time_noise >= ERG_SPARSE_NOISY) {
+    double est = NAN;
+    int est_pts = 0;
+    double level = erg_sparse_noise(sp, &est, &est_pts);
+    if (so.time_noise < 0) {
+        if (isnan(est) || est_pts < 8)
+            printf("noise not estimated (%d points; the default %.2f%% used)\n", est_pts,
+                   100 * level);
+        else
+            printf("noise %.2f%% (estimated from %d points)%s\n", 100 * est, est_pts,
+                   level >= ERG_SPARSE_NOISY ? ""
+                   : level > est             ? ": below 0.50%, every measured point trusted "
+                                               "(margins from the default 0.20%)"
+                                             : ": below 0.50%, every measured point trusted");
+    }
+    if (level >= ERG_SPARSE_NOISY) {
         int total = 0;
         int *list = calloc(nf, sizeof(int));
         if (!list) {
@@ -288,7 +321,7 @@ int profile_sparse(int argc, char **argv)
                 total += erg_sparse_uncertain(sp, s, (erg_instr_kind)k, NULL, 0);
         printf("noise %.2f%%: fitted; %d measured points depart from the fit by more than 2 "
                "standard deviations (a live profiler measures them again)\n",
-               100 * so.time_noise, total);
+               100 * level, total);
         for (int s = 0; s < S; s++)
             for (int k = 0; k < 2; k++) {
                 int m = erg_sparse_uncertain(sp, s, (erg_instr_kind)k, list, (int)nf);
