@@ -34,9 +34,9 @@ static void set_budgets(erg_sparse *sp)
 {
     int ncurves = 2 * sp->S;
     long full = (long)ncurves * sp->n;
-    long budget = sp->o.budget                            ? sp->o.budget
+    long budget = sp->o.budget                           ? sp->o.budget
                   : sp->o.time_noise >= ERG_SPARSE_NOISY ? full / 4
-                                                          : full / 6;
+                                                         : full / 6;
     int per = (int)(budget / ncurves);
     int extra = (int)(budget % ncurves);
     if (!sp->o.budget && per < 4)

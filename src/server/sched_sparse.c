@@ -34,7 +34,7 @@ struct srv_sparse_prof {
     bool noise_declared;
     double noise_est;
     int noise_curves;
-    double *se_top; /* per curve: relative standard error of its maximum clock's mean */
+    double *se_top;      /* per curve: relative standard error of its maximum clock's mean */
     int measure_windows; /* Windows after the warm-up. */
     int repeats;         /* (stage, instruction) clocks measured again for the CI rule. */
     int unconverged;     /* Clocks reported at max_windows without meeting the rule. */
@@ -422,10 +422,10 @@ erg_status srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out)
     /* the noise level: what it is, where it came from, and whether the noisy procedure
      * (docs/sparse-profiling.md, "Under measurement noise") is on */
     double level = erg_sparse_noise(p->sp, NULL, NULL);
-    const char *src = p->noise_declared  ? "scheduler_args"
-                      : !p->noise_set    ? "default (not yet estimated)"
+    const char *src = p->noise_declared ? "scheduler_args"
+                      : !p->noise_set   ? "default (not yet estimated)"
                       : p->noise_curves ? "estimated from the maximum clock's samples"
-                                         : "default (no spread to estimate from)";
+                                        : "default (no spread to estimate from)";
     if (json_object_set_new(o, "time_noise", json_real(level)) ||
         json_object_set_new(o, "time_noise_source", json_string(src)) ||
         json_object_set_new(o, "time_noise_estimate",

@@ -456,7 +456,8 @@ TEST(sparse_estimates_noise_on_published_profiles)
         int pts;
         double used = erg_sparse_noise(sp, &est, &pts);
         double frac = (double)erg_sparse_num_measured(sp) / erg_sparse_num_full(sp);
-        fprintf(stderr, "# %s: noise estimated %.3f%% from %d points (in use %.3f%%), %.3f of the sweep\n",
+        fprintf(stderr,
+                "# %s: noise estimated %.3f%% from %d points (in use %.3f%%), %.3f of the sweep\n",
                 names[i], 100 * est, pts, 100 * used, frac);
         ASSERT(pts >= 8);
         ASSERT_MSG(est < ERG_SPARSE_NOISY, "%s: estimate %g on a noise-free profile", names[i],
@@ -604,8 +605,8 @@ TEST(sparse_plans_under_noise)
             if (mode) {
                 fprintf(stderr, "# %s sigma %.0f%%: noise estimated %.3f%% from %d points\n",
                         names[i], 100 * sigma, 100 * est, pts);
-                ASSERT_MSG(est >= sigma / 1.5 && est <= sigma * 1.5,
-                           "%s: noise %g estimated as %g", names[i], sigma, est);
+                ASSERT_MSG(est >= sigma / 1.5 && est <= sigma * 1.5, "%s: noise %g estimated as %g",
+                           names[i], sigma, est);
                 ASSERT_NEAR(used, est, 1e-15);
             } else
                 ASSERT_NEAR(used, sigma, 0);

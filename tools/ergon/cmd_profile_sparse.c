@@ -272,7 +272,7 @@ int profile_sparse(int argc, char **argv)
         so.near_max = (int)near;
     if (noise > -2)
         so.time_noise = noise; /* a number, or ERG_SPARSE_NOISE_AUTO */
-    so.remeasure = false; /* a repeat of a replayed point reads the same number */
+    so.remeasure = false;      /* a repeat of a replayed point reads the same number */
     replay r = {full};
     int rounds = 0;
     if (erg_sparse_new(S, freqs, nf, &so, &sp, &err) ||
