@@ -46,6 +46,10 @@ typedef struct erg__crash_inc {
     int *touched;          /* nodes whose imbalance may be non-zero */
     unsigned char *tflag;
     int ntouched;
+    /* CPM over a window of the topological order (cpm_window) */
+    int *pos;   /* [n] position of each instruction in g.topo */
+    long *tail; /* [n] T - lf: the longest path from an instruction's end to the end */
+    long *pfx;  /* [n] max of es + d over g.topo[0..k] (T = pfx[n - 1]) */
 } erg__crash_inc;
 
 /* ---- the persistent network ---- */
@@ -226,6 +230,9 @@ void erg__crash_incr_free(crash_state *cs)
     if (!in)
         return;
     erg__free(in->active);
+    erg__free(in->pos);
+    erg__free(in->tail);
+    erg__free(in->pfx);
     erg__free(in->touched);
     erg__free(in->tflag);
     erg__free(in);
@@ -252,8 +259,21 @@ int erg__crash_incr_init(crash_state *cs)
     in->active = erg__calloc(no, 1);
     in->touched = erg__malloc(sizeof(int) * (size_t)nn);
     in->tflag = erg__calloc((size_t)nn, 1);
-    if (!in->active || !in->touched || !in->tflag)
+    in->pos = erg__malloc(sizeof(int) * (size_t)n);
+    in->tail = erg__malloc(sizeof(long) * (size_t)n);
+    in->pfx = erg__malloc(sizeof(long) * (size_t)n);
+    if (!in->active || !in->touched || !in->tflag || !in->pos || !in->tail || !in->pfx)
         return -1;
+    /* the window CPM's state from the full CPM's es, lf and T */
+    long m = 0;
+    for (int k = 0; k < n; k++) {
+        int u = g->topo[k];
+        in->pos[u] = k;
+        in->tail[u] = cs->T - cs->lf[u];
+        if (cs->es[u] + cs->d[u] > m)
+            m = cs->es[u] + cs->d[u];
+        in->pfx[k] = m;
+    }
     const int SRC = 2 * n, SNK = 2 * n + 1, ne = n + E;
     for (int x = 0; x < n; x++) {
         int o = x + g->succ_off[x];
@@ -396,6 +416,83 @@ static int fallback_cut(crash_state *cs, int *nl_out)
     return ns;
 }
 
+/* erg__crash_cpm after a step that moved only the instructions cs->shorten and cs->lengthen,
+ * the same es, lf and T: with kmin..kmax the topological positions they span, the earliest
+ * starts before kmin depend only on durations before kmin and the tails (T - lf) after kmax
+ * only on durations after kmax, so neither changed. es is recomputed from kmin on, the tails
+ * from kmax down (tail = max(0, tail[v] + d[v] + lag) is erg__crash_cpm's
+ * lf = min(T, lf[v] - d[v] - lag) with lf = T - tail, exact in integers), T from the prefix
+ * maxima, then lf = T - tail. */
+static void cpm_window(crash_state *cs)
+{
+    erg__crash_inc *in = cs->inc;
+    const erg_dag_arrays *g = &cs->g;
+    const int n = cs->n;
+    const int *topo = g->topo, *pred_off = g->pred_off, *pred = g->pred;
+    const int *succ_off = g->succ_off, *succ = g->succ, *stage = g->rank, *pos = in->pos;
+    const int *d = cs->d;
+    long *es = cs->es, *lf = cs->lf, *tail = in->tail, *pfx = in->pfx;
+    const long lag = cs->lag;
+    int kmin = n, kmax = -1;
+    for (int i = 0; i < cs->nshorten; i++) {
+        int k = pos[cs->shorten[i]];
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+    }
+    for (int i = 0; i < cs->nlengthen; i++) {
+        int k = pos[cs->lengthen[i]];
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+    }
+    long T = kmin > 0 ? pfx[kmin - 1] : 0;
+    for (int k = kmin; k < n; k++) {
+        int u = topo[k];
+        long s = 0;
+        if (lag == 0) {
+            for (int j = pred_off[u]; j < pred_off[u + 1]; j++) {
+                int p = pred[j];
+                long f = es[p] + d[p];
+                if (f > s)
+                    s = f;
+            }
+        } else {
+            for (int j = pred_off[u]; j < pred_off[u + 1]; j++) {
+                int p = pred[j];
+                long f = es[p] + d[p] + (stage[p] != stage[u] ? lag : 0);
+                if (f > s)
+                    s = f;
+            }
+        }
+        es[u] = s;
+        if (s + d[u] > T)
+            T = s + d[u];
+        pfx[k] = T;
+    }
+    for (int k = kmax; k >= 0; k--) {
+        int u = topo[k];
+        long t = 0;
+        if (lag == 0) {
+            for (int j = succ_off[u]; j < succ_off[u + 1]; j++) {
+                int v = succ[j];
+                long tv = tail[v] + d[v];
+                if (tv > t)
+                    t = tv;
+            }
+        } else {
+            for (int j = succ_off[u]; j < succ_off[u + 1]; j++) {
+                int v = succ[j];
+                long tv = tail[v] + d[v] + (stage[u] != stage[v] ? lag : 0);
+                if (tv > t)
+                    t = tv;
+            }
+        }
+        tail[u] = t;
+    }
+    for (int x = 0; x < n; x++)
+        lf[x] = T - tail[x];
+    cs->T = T;
+}
+
 int erg__crash_incr_step(crash_state *cs, double *cost_change)
 {
     erg__crash_inc *in = cs->inc;
@@ -478,7 +575,7 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
         return 0;
     if (!erg__crash_apply(cs, ns, nl, cost_change))
         return 0;
-    erg__crash_cpm(cs);
+    cpm_window(cs);
     scan_arcs(cs);
     /* an op arc's bounds change only with its duration: those of the moved instructions
      * still critical (scan_arcs inserts and removes op arcs with their current bounds) */
