@@ -202,11 +202,39 @@ static int64_t bound_units(double x)
     return (int64_t)erg__floordiv_py(x, ERG__PD_TOL);
 }
 
-/* A spec from the points of one cost class (pts, n). fit_idx >= 0 selects
- * the o->fits coefficients of (stage s, kind) when the caller gave fits. */
-static erg_status build_spec(const erg_profile_point *pts, size_t n, int s, erg_instr_kind kind,
-                             int fit_idx, const erg_perseus_opts *o, op_spec *sp, erg_error *err)
+/* The fitted coefficients of an earlier spec (prev[0..nprev)) whose fit read exactly the
+ * points x, y (nc of them, bit for bit), or NULL. erg__perseus_fit is a deterministic function
+ * of (x, y, m, unit_s), so its result is the one fitting them again would give; on the
+ * published profiles the stages without the embedding or the head share their clocks, so most
+ * (stage, kind) classes fit the same points (gpt3-175b: 4 distinct fits of 16). */
+static const double *same_fit(const op_spec *prev, int nprev, const double *x, const double *y,
+                              int nc, const erg_perseus_opts *o)
 {
+    for (int k = 0; k < nprev; k++) {
+        const op_spec *p = &prev[k];
+        if (!p->fitted || p->ncand != nc)
+            continue;
+        int same = 1;
+        for (int i = 0; i < nc && same; i++) {
+            /* build_spec's x and y of p, the same operations */
+            double px = (double)p->cand[i].q;
+            double py = p->cand[i].energy_j - ((o->blocking_power_w * p->cand[i].q) * o->unit_s);
+            same = !memcmp(&px, &x[i], sizeof px) && !memcmp(&py, &y[i], sizeof py);
+        }
+        if (same)
+            return p->abc;
+    }
+    return NULL;
+}
+
+/* A spec from the points of one cost class (pts, n). fit_idx >= 0 selects
+ * the o->fits coefficients of (stage s, kind) when the caller gave fits. The specs built
+ * before (prev[0..nprev)) lend their fits to the same points. */
+static erg_status build_spec(const erg_profile_point *pts, size_t n, int s, erg_instr_kind kind,
+                             int fit_idx, const erg_perseus_opts *o, const op_spec *prev,
+                             int nprev, op_spec *sp, erg_error *err)
+{
+    const double *abc_prev;
     sp->stage = s;
     sp->kind = kind;
     sp->cand = erg__calloc(n ? n : 1, sizeof(erg__cand));
@@ -255,9 +283,13 @@ static erg_status build_spec(const erg_profile_point *pts, size_t n, int s, erg_
         sp->abc[0] = 0;
         sp->abc[1] = 0;
         sp->abc[2] = y[0];
+    } else if ((abc_prev = same_fit(prev, nprev, x, y, nc, o))) {
+        memcpy(sp->abc, abc_prev, sizeof(sp->abc));
+        sp->fitted = 1;
     } else {
         erg_error ferr;
         st = erg__perseus_fit(x, y, nc, o->unit_s, sp->abc, &ferr);
+        sp->fitted = !st;
         if (st)
             erg_error_set(err, st,
                           "stage %d %s: %s (%d clocks left after filtering; the profile needs "
@@ -827,7 +859,8 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
                     break;
                 }
                 st = build_spec(pts, m, r, in.kind == ERG_OVERLAP_F_B ? ERG_FORWARD : in.kind,
-                                simple ? 2 * r + (int)in.kind : -1, &o, &cs.specs[nspecs], err);
+                                simple ? 2 * r + (int)in.kind : -1, &o, cs.specs, nspecs,
+                                &cs.specs[nspecs], err);
                 memcpy(keys + 5 * nspecs, key, sizeof key);
                 found = nspecs++;
             }
