@@ -173,29 +173,44 @@ static void op_arc(crash_state *cs, int x, int want)
 }
 
 /* Every arc wanted or not by this plan's CPM (the conditions of crash_step), patched where
- * the network differs. */
+ * the network differs. x is critical iff es + d + tail = T (crash_step's es = lf - d with
+ * lf = T - tail), a dependency x -> y iff also es[x] + d[x] + lag + d[y] + tail[y] = T.
+ * An instruction neither critical now nor in the network (its op arc inactive) is skipped:
+ * its dependency and source/sink arcs were wanted only with the op arc, so none is active
+ * and none is wanted. */
 static void scan_arcs(crash_state *cs)
 {
     erg__crash_inc *in = cs->inc;
     const erg_dag_arrays *g = &cs->g;
     const int n = cs->n, E = g->num_edges;
     const long T = cs->T, lag = cs->lag;
-    const long *es = cs->es, *lf = cs->lf;
+    const long *es = cs->es, *tail = in->tail;
     const int *d = cs->d, *rank = g->rank, *succ_off = g->succ_off, *succ = g->succ;
     const unsigned char *active = in->active, *ends = cs->ends;
     const int64_t inf = cs->inf;
     for (int x = 0; x < n; x++) {
         const long ef = es[x] + d[x];
-        const int cx = es[x] == lf[x] - d[x];
+        const int cx = ef + tail[x] == T;
         int o = x + succ_off[x];
+        if (!cx && !active[o])
+            continue;
         if (active[o] != cx)
             op_arc(cs, x, cx);
-        for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
-            int y = succ[j];
-            long l = lag && rank[x] != rank[y] ? lag : 0;
-            int want = cx & (ef + l == lf[y] - d[y]);
-            if (active[x + 1 + j] != want)
-                arc_want(cs, x + 1 + j, want, 0, inf);
+        if (lag == 0) {
+            for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
+                int y = succ[j];
+                int want = cx & (ef + d[y] + tail[y] == T);
+                if (active[x + 1 + j] != want)
+                    arc_want(cs, x + 1 + j, want, 0, inf);
+            }
+        } else {
+            for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
+                int y = succ[j];
+                long l = rank[x] != rank[y] ? lag : 0;
+                int want = cx & (ef + l + d[y] + tail[y] == T);
+                if (active[x + 1 + j] != want)
+                    arc_want(cs, x + 1 + j, want, 0, inf);
+            }
         }
         if (ends[x]) {
             int ne = n + E;
@@ -339,6 +354,8 @@ static int fallback_lists(crash_state *cs, int *nl_out)
     erg__crash_inc *in = cs->inc;
     const int n = cs->n, SNK = 2 * n + 1;
     int narcs = 0, ncrit = 0;
+    for (int x = 0; x < n; x++) /* the window CPM keeps tails; lf for crash_step's code */
+        cs->lf[x] = cs->T - in->tail[x];
     for (int x = 0; x < n; x++)
         if (cs->es[x] == cs->lf[x] - cs->d[x])
             cs->crit[ncrit++] = x;
@@ -422,7 +439,7 @@ static int fallback_cut(crash_state *cs, int *nl_out)
  * only on durations after kmax, so neither changed. es is recomputed from kmin on, the tails
  * from kmax down (tail = max(0, tail[v] + d[v] + lag) is erg__crash_cpm's
  * lf = min(T, lf[v] - d[v] - lag) with lf = T - tail, exact in integers), T from the prefix
- * maxima, then lf = T - tail. */
+ * maxima; cs->lf is not kept (scan_arcs reads the tails, the fallback writes lf). */
 static void cpm_window(crash_state *cs)
 {
     erg__crash_inc *in = cs->inc;
@@ -431,7 +448,7 @@ static void cpm_window(crash_state *cs)
     const int *topo = g->topo, *pred_off = g->pred_off, *pred = g->pred;
     const int *succ_off = g->succ_off, *succ = g->succ, *stage = g->rank, *pos = in->pos;
     const int *d = cs->d;
-    long *es = cs->es, *lf = cs->lf, *tail = in->tail, *pfx = in->pfx;
+    long *es = cs->es, *tail = in->tail, *pfx = in->pfx;
     const long lag = cs->lag;
     int kmin = n, kmax = -1;
     for (int i = 0; i < cs->nshorten; i++) {
@@ -488,9 +505,7 @@ static void cpm_window(crash_state *cs)
         }
         tail[u] = t;
     }
-    for (int x = 0; x < n; x++)
-        lf[x] = T - tail[x];
-    cs->T = T;
+    cs->T = T; /* lf = T - tail where needed (scan_arcs reads the tails) */
 }
 
 int erg__crash_incr_step(crash_state *cs, double *cost_change)
