@@ -111,17 +111,42 @@ int erg__perseus_candidates(const erg_profile_point *pts, int n, double unit_s, 
 
 /* ---- exponential fit (docs/planner.md, step 2) ---- */
 
+/* The points and the last two exp(b x[i]) vectors: the forward-difference Jacobian perturbs
+ * one parameter at a time, so two of its three evaluations (a and c) and the first after it
+ * have the b of an earlier call, and exp(b * x[i]) of the same b is the same bits. */
 typedef struct fit_data {
     const double *x, *y;
+    double *e[2];  /* [m] exp(b[k] * x[i]) */
+    double b[2];   /* the b of each vector */
+    int valid[2];  /* vector k holds b[k] */
+    int last;      /* the vector used last */
 } fit_data;
+
+static const double *fit_exp(fit_data *d, int m, double b)
+{
+    for (int k = 0; k < 2; k++)
+        if (d->valid[k] && !memcmp(&d->b[k], &b, sizeof b)) {
+            d->last = k;
+            return d->e[k];
+        }
+    int k = d->last ^ 1; /* the least recently used */
+    double *e = d->e[k];
+    for (int i = 0; i < m; i++)
+        e[i] = exp(b * d->x[i]);
+    d->b[k] = b;
+    d->valid[k] = 1;
+    d->last = k;
+    return e;
+}
 
 static int fit_residuals(void *p, int m, int n, const double *x, double *fvec, int iflag)
 {
     (void)n;
     (void)iflag;
-    const fit_data *d = p;
+    fit_data *d = p;
+    const double *e = fit_exp(d, m, x[1]);
     for (int i = 0; i < m; i++)
-        fvec[i] = x[0] * exp(x[1] * d->x[i]) + x[2] - d->y[i];
+        fvec[i] = x[0] * e[i] + x[2] - d->y[i];
     return 0;
 }
 
@@ -134,13 +159,14 @@ erg_status erg__perseus_fit(const double *x, const double *y, int m, double unit
     if (m <= 3)
         return erg_error_set(err, ERG_ENUMERIC,
                              "cannot fit a 3-parameter curve to %d points (need at least 4)", m);
-    double *work = erg__malloc(sizeof(double) * (size_t)(m * 3 + m + 3 + 3 * 3 + m + 16));
+    double *work = erg__malloc(sizeof(double) * (size_t)(m * 3 + m + 3 + 3 * 3 + m + 16 + 2 * m));
     int ipvt[3];
     if (!work)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     double *fjac = work, *fvec = fjac + 3 * m, *qtf = fvec + m, *wa1 = qtf + 3, *wa2 = wa1 + 3,
            *wa3 = wa2 + 3, *wa4 = wa3 + 3, *diag = wa4 + m;
-    fit_data d = {x, y};
+    /* diag needs 3 of the 16 spare; the two exp vectors follow */
+    fit_data d = {x, y, {diag + 16, diag + 16 + m}, {0, 0}, {0, 0}, 0};
     double best_mse = INFINITY;
     bool found = false;
     double scale = unit_s / 0.001;
@@ -162,8 +188,9 @@ erg_status erg__perseus_fit(const double *x, const double *y, int m, double unit
                 if (singular || p[0] < 0)
                     continue;
                 double sse = 0;
+                const double *e = fit_exp(&d, m, p[1]);
                 for (int i = 0; i < m; i++) {
-                    double r = y[i] - (p[0] * exp(p[1] * x[i]) + p[2]);
+                    double r = y[i] - (p[0] * e[i] + p[2]);
                     sse += r * r;
                 }
                 double mse = sse / m;
