@@ -116,10 +116,10 @@ int erg__perseus_candidates(const erg_profile_point *pts, int n, double unit_s, 
  * have the b of an earlier call, and exp(b * x[i]) of the same b is the same bits. */
 typedef struct fit_data {
     const double *x, *y;
-    double *e[2];  /* [m] exp(b[k] * x[i]) */
-    double b[2];   /* the b of each vector */
-    int valid[2];  /* vector k holds b[k] */
-    int last;      /* the vector used last */
+    double *e[2]; /* [m] exp(b[k] * x[i]) */
+    double b[2];  /* the b of each vector */
+    int valid[2]; /* vector k holds b[k] */
+    int last;     /* the vector used last */
 } fit_data;
 
 static const double *fit_exp(fit_data *d, int m, double b)
@@ -258,8 +258,8 @@ static const double *same_fit(const op_spec *prev, int nprev, const double *x, c
  * the o->fits coefficients of (stage s, kind) when the caller gave fits. The specs built
  * before (prev[0..nprev)) lend their fits to the same points. */
 static erg_status build_spec(const erg_profile_point *pts, size_t n, int s, erg_instr_kind kind,
-                             int fit_idx, const erg_perseus_opts *o, const op_spec *prev,
-                             int nprev, op_spec *sp, erg_error *err)
+                             int fit_idx, const erg_perseus_opts *o, const op_spec *prev, int nprev,
+                             op_spec *sp, erg_error *err)
 {
     const double *abc_prev;
     sp->stage = s;

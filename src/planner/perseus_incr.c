@@ -17,10 +17,11 @@
  *    repair arcs are those of crash_step, added in ascending node order.
  *  - The cut is read off the max flow's last search: the nodes it reached (not a pass over
  *    every node), and the infinite arcs crossing it are among their saturated arcs.
- *  - CPM is still a full pass per plan (erg__crash_cpm): keeping earliest starts and tails
- *    and updating them only where a step moved them was tried and was slower, because
- *    shortening every critical path moves the start or the tail of about 95 % of the
- *    instructions at every step (docs/benchmarks.md, "Incremental crashing").
+ *  - CPM covers only the window of the topological order that the step's moved instructions
+ *    span (cpm_window): earliest starts before it and tails (T - lf) after it do not change.
+ *    Keeping starts and tails and propagating only their changes (a worklist) was tried and
+ *    was slower, because shortening every critical path moves the start or the tail of about
+ *    95 % of the instructions at every step (docs/benchmarks.md, "Incremental crashing").
  *  - A warm start that fails (a repair arc left unsaturated) falls back to crash_step's cold
  *    and two-phase solves on arc lists written from the persistent arcs, then rebuilds the
  *    network from the resulting flow.
