@@ -8,6 +8,9 @@
 # gpt3-175b A40 at M = 12 (DualPipeV: 16) and 96, 0.1 ms. Prints a markdown table with the user CPU seconds and
 # peak RSS of both (one core each, run back to back) and exits 1 when any frontier differs.
 #   tools/perseus_incr_compare.sh [BUILD_DIR]     (default: build; needs BUILD_DIR/ergon)
+#   tools/perseus_incr_compare.sh BUILD_DIR BASE_BUILD_DIR
+#       this build against another one (e.g. main's), both the default (incremental) way, on
+#       the same cases: the "full pass" columns are then BASE_BUILD_DIR's.
 # Cases: PERSEUS_CMP_CASES, lines of "profile M unit [extra options]". Reads ../shared/data (or
 # $ERGON_DATA); exits 77 with a message when it is absent. About 3 minutes on one idle core.
 set -u
@@ -17,8 +20,9 @@ ergon=$build/ergon
 data=${ERGON_DATA:-$here/../shared/data}/perseus-sosp24/stage_profile
 [ -d "$data" ] || { echo "SKIP: no published profiles at $data"; exit 77; }
 [ -x "$ergon" ] || { echo "no $ergon: build first (make build)"; exit 1; }
+base=${2:-}
+[ -z "$base" ] || [ -x "$base/ergon" ] || { echo "no $base/ergon"; exit 1; }
 export ERGON_GPU_TABLE=${ERGON_GPU_TABLE:-$here/data/gpus.csv}
-export LD_LIBRARY_PATH=$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 cases=${PERSEUS_CMP_CASES:-}
 if [ -z "$cases" ]; then
     for prof in gpt3-175b+a40_bf16.csv gpt3-175b+a100_sxm_bf16.csv bloom+a40_bf16.csv \
@@ -39,7 +43,11 @@ if [ -z "$cases" ]; then
 fi
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 status=0
-echo "| case | plans | frontier | user s (full pass) | user s (incremental) | full / incremental | peak RSS MB (full) | peak RSS MB (incremental) |"
+if [ -n "$base" ]; then
+    echo "| case | plans | frontier | user s ($base) | user s ($build) | ratio | peak RSS MB ($base) | peak RSS MB ($build) |"
+else
+    echo "| case | plans | frontier | user s (full pass) | user s (incremental) | full / incremental | peak RSS MB (full) | peak RSS MB (incremental) |"
+fi
 echo "|---|---:|---|---:|---:|---:|---:|---:|"
 while read -r prof M unit extra; do
     [ -n "$prof" ] || continue
@@ -51,8 +59,11 @@ while read -r prof M unit extra; do
     for way in full incr; do
         rm -rf "$tmp/$way"
         if [ $way = full ]; then fp=1; else fp=0; fi
-        if ! ERGON_PERSEUS_FULL_PASS=$fp /usr/bin/time -f "%U %M" -o "$tmp/$way.time" \
-            taskset -c 0 "$ergon" "${args[@]}" --out "$tmp/$way" >"$tmp/$way.log" 2>&1; then
+        b=$build
+        if [ $way = full ] && [ -n "$base" ]; then fp=0; b=$base; fi
+        if ! ERGON_PERSEUS_FULL_PASS=$fp LD_LIBRARY_PATH=$b${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+            /usr/bin/time -f "%U %M" -o "$tmp/$way.time" \
+            taskset -c 0 "$b/ergon" "${args[@]}" --out "$tmp/$way" >"$tmp/$way.log" 2>&1; then
             echo "| ${prof%%+*} $gpu M=$M unit $unit $extra | - | FAILED ($way): $(tail -1 "$tmp/$way.log") | | | | | |"
             status=1
             continue 2

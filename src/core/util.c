@@ -484,7 +484,13 @@ char *erg__fmt_double_py(double v, char *buf, size_t size)
             out[o++] = digits[i];
     }
     out[o] = '\0';
-    snprintf(buf, size, "%s", out);
+    /* snprintf(buf, size, "%s", out) without printf's cost (a frontier writes two numbers per
+     * plan): at most size - 1 bytes and the terminator */
+    if (size) {
+        size_t len = o < size - 1 ? o : size - 1;
+        memcpy(buf, out, len);
+        buf[len] = '\0';
+    }
     return buf;
 }
 

@@ -414,9 +414,16 @@ erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int wh
     if (what & ERG_FRONTIER_CSV) {
         st = erg__buf_append(&b, "time,energy\n", 12);
         char t[40], e[40];
-        for (size_t k = 0; k < f->np && !st; k++)
-            st = erg__buf_printf(&b, "%s,%s\n", erg__fmt_double_py(f->pts[k].time_s, t, sizeof t),
-                                 erg__fmt_double_py(f->pts[k].energy_j, e, sizeof e));
+        /* "%s,%s\n" appended directly (a printf per row was a tenth of the writing) */
+        for (size_t k = 0; k < f->np && !st; k++) {
+            size_t lt = strlen(erg__fmt_double_py(f->pts[k].time_s, t, sizeof t));
+            size_t le = strlen(erg__fmt_double_py(f->pts[k].energy_j, e, sizeof e));
+            t[lt] = ',';
+            e[le] = '\n';
+            st = erg__buf_append(&b, t, lt + 1);
+            if (!st)
+                st = erg__buf_append(&b, e, le + 1);
+        }
         if (st) {
             st = erg_error_set(err, st, "out of memory");
             goto done;

@@ -111,17 +111,42 @@ int erg__perseus_candidates(const erg_profile_point *pts, int n, double unit_s, 
 
 /* ---- exponential fit (docs/planner.md, step 2) ---- */
 
+/* The points and the last two exp(b x[i]) vectors: the forward-difference Jacobian perturbs
+ * one parameter at a time, so two of its three evaluations (a and c) and the first after it
+ * have the b of an earlier call, and exp(b * x[i]) of the same b is the same bits. */
 typedef struct fit_data {
     const double *x, *y;
+    double *e[2]; /* [m] exp(b[k] * x[i]) */
+    double b[2];  /* the b of each vector */
+    int valid[2]; /* vector k holds b[k] */
+    int last;     /* the vector used last */
 } fit_data;
+
+static const double *fit_exp(fit_data *d, int m, double b)
+{
+    for (int k = 0; k < 2; k++)
+        if (d->valid[k] && !memcmp(&d->b[k], &b, sizeof b)) {
+            d->last = k;
+            return d->e[k];
+        }
+    int k = d->last ^ 1; /* the least recently used */
+    double *e = d->e[k];
+    for (int i = 0; i < m; i++)
+        e[i] = exp(b * d->x[i]);
+    d->b[k] = b;
+    d->valid[k] = 1;
+    d->last = k;
+    return e;
+}
 
 static int fit_residuals(void *p, int m, int n, const double *x, double *fvec, int iflag)
 {
     (void)n;
     (void)iflag;
-    const fit_data *d = p;
+    fit_data *d = p;
+    const double *e = fit_exp(d, m, x[1]);
     for (int i = 0; i < m; i++)
-        fvec[i] = x[0] * exp(x[1] * d->x[i]) + x[2] - d->y[i];
+        fvec[i] = x[0] * e[i] + x[2] - d->y[i];
     return 0;
 }
 
@@ -134,13 +159,14 @@ erg_status erg__perseus_fit(const double *x, const double *y, int m, double unit
     if (m <= 3)
         return erg_error_set(err, ERG_ENUMERIC,
                              "cannot fit a 3-parameter curve to %d points (need at least 4)", m);
-    double *work = erg__malloc(sizeof(double) * (size_t)(m * 3 + m + 3 + 3 * 3 + m + 16));
+    double *work = erg__malloc(sizeof(double) * (size_t)(m * 3 + m + 3 + 3 * 3 + m + 16 + 2 * m));
     int ipvt[3];
     if (!work)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     double *fjac = work, *fvec = fjac + 3 * m, *qtf = fvec + m, *wa1 = qtf + 3, *wa2 = wa1 + 3,
            *wa3 = wa2 + 3, *wa4 = wa3 + 3, *diag = wa4 + m;
-    fit_data d = {x, y};
+    /* diag needs 3 of the 16 spare; the two exp vectors follow */
+    fit_data d = {x, y, {diag + 16, diag + 16 + m}, {0, 0}, {0, 0}, 0};
     double best_mse = INFINITY;
     bool found = false;
     double scale = unit_s / 0.001;
@@ -162,8 +188,9 @@ erg_status erg__perseus_fit(const double *x, const double *y, int m, double unit
                 if (singular || p[0] < 0)
                     continue;
                 double sse = 0;
+                const double *e = fit_exp(&d, m, p[1]);
                 for (int i = 0; i < m; i++) {
-                    double r = y[i] - (p[0] * exp(p[1] * x[i]) + p[2]);
+                    double r = y[i] - (p[0] * e[i] + p[2]);
                     sse += r * r;
                 }
                 double mse = sse / m;
@@ -202,11 +229,39 @@ static int64_t bound_units(double x)
     return (int64_t)erg__floordiv_py(x, ERG__PD_TOL);
 }
 
-/* A spec from the points of one cost class (pts, n). fit_idx >= 0 selects
- * the o->fits coefficients of (stage s, kind) when the caller gave fits. */
-static erg_status build_spec(const erg_profile_point *pts, size_t n, int s, erg_instr_kind kind,
-                             int fit_idx, const erg_perseus_opts *o, op_spec *sp, erg_error *err)
+/* The fitted coefficients of an earlier spec (prev[0..nprev)) whose fit read exactly the
+ * points x, y (nc of them, bit for bit), or NULL. erg__perseus_fit is a deterministic function
+ * of (x, y, m, unit_s), so its result is the one fitting them again would give; on the
+ * published profiles the stages without the embedding or the head share their clocks, so most
+ * (stage, kind) classes fit the same points (gpt3-175b: 4 distinct fits of 16). */
+static const double *same_fit(const op_spec *prev, int nprev, const double *x, const double *y,
+                              int nc, const erg_perseus_opts *o)
 {
+    for (int k = 0; k < nprev; k++) {
+        const op_spec *p = &prev[k];
+        if (!p->fitted || p->ncand != nc)
+            continue;
+        int same = 1;
+        for (int i = 0; i < nc && same; i++) {
+            /* build_spec's x and y of p, the same operations */
+            double px = (double)p->cand[i].q;
+            double py = p->cand[i].energy_j - ((o->blocking_power_w * p->cand[i].q) * o->unit_s);
+            same = !memcmp(&px, &x[i], sizeof px) && !memcmp(&py, &y[i], sizeof py);
+        }
+        if (same)
+            return p->abc;
+    }
+    return NULL;
+}
+
+/* A spec from the points of one cost class (pts, n). fit_idx >= 0 selects
+ * the o->fits coefficients of (stage s, kind) when the caller gave fits. The specs built
+ * before (prev[0..nprev)) lend their fits to the same points. */
+static erg_status build_spec(const erg_profile_point *pts, size_t n, int s, erg_instr_kind kind,
+                             int fit_idx, const erg_perseus_opts *o, const op_spec *prev, int nprev,
+                             op_spec *sp, erg_error *err)
+{
+    const double *abc_prev;
     sp->stage = s;
     sp->kind = kind;
     sp->cand = erg__calloc(n ? n : 1, sizeof(erg__cand));
@@ -255,9 +310,13 @@ static erg_status build_spec(const erg_profile_point *pts, size_t n, int s, erg_
         sp->abc[0] = 0;
         sp->abc[1] = 0;
         sp->abc[2] = y[0];
+    } else if ((abc_prev = same_fit(prev, nprev, x, y, nc, o))) {
+        memcpy(sp->abc, abc_prev, sizeof(sp->abc));
+        sp->fitted = 1;
     } else {
         erg_error ferr;
         st = erg__perseus_fit(x, y, nc, o->unit_s, sp->abc, &ferr);
+        sp->fitted = !st;
         if (st)
             erg_error_set(err, st,
                           "stage %d %s: %s (%d clocks left after filtering; the profile needs "
@@ -827,7 +886,8 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
                     break;
                 }
                 st = build_spec(pts, m, r, in.kind == ERG_OVERLAP_F_B ? ERG_FORWARD : in.kind,
-                                simple ? 2 * r + (int)in.kind : -1, &o, &cs.specs[nspecs], err);
+                                simple ? 2 * r + (int)in.kind : -1, &o, cs.specs, nspecs,
+                                &cs.specs[nspecs], err);
                 memcpy(keys + 5 * nspecs, key, sizeof key);
                 found = nspecs++;
             }

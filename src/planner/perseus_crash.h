@@ -16,6 +16,7 @@ typedef struct op_spec {
     erg__cand *cand; /* q descending */
     int min_q, max_q;
     double abc[3];
+    int fitted;       /* abc came from erg__perseus_fit (not --fits, not one duration) */
     double *cost;     /* [max_q - min_q + 1]: C(d) */
     int64_t *lb, *ub; /* [same]: flow bounds in micro-joules at duration d */
     int *freq;        /* [same]: clock used at duration d */

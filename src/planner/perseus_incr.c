@@ -17,10 +17,11 @@
  *    repair arcs are those of crash_step, added in ascending node order.
  *  - The cut is read off the max flow's last search: the nodes it reached (not a pass over
  *    every node), and the infinite arcs crossing it are among their saturated arcs.
- *  - CPM is still a full pass per plan (erg__crash_cpm): keeping earliest starts and tails
- *    and updating them only where a step moved them was tried and was slower, because
- *    shortening every critical path moves the start or the tail of about 95 % of the
- *    instructions at every step (docs/benchmarks.md, "Incremental crashing").
+ *  - CPM covers only the window of the topological order that the step's moved instructions
+ *    span (cpm_window): earliest starts before it and tails (T - lf) after it do not change.
+ *    Keeping starts and tails and propagating only their changes (a worklist) was tried and
+ *    was slower, because shortening every critical path moves the start or the tail of about
+ *    95 % of the instructions at every step (docs/benchmarks.md, "Incremental crashing").
  *  - A warm start that fails (a repair arc left unsaturated) falls back to crash_step's cold
  *    and two-phase solves on arc lists written from the persistent arcs, then rebuilds the
  *    network from the resulting flow.
@@ -46,6 +47,10 @@ typedef struct erg__crash_inc {
     int *touched;          /* nodes whose imbalance may be non-zero */
     unsigned char *tflag;
     int ntouched;
+    /* CPM over a window of the topological order (cpm_window) */
+    int *pos;   /* [n] position of each instruction in g.topo */
+    long *tail; /* [n] T - lf: the longest path from an instruction's end to the end */
+    long *pfx;  /* [n] max of es + d over g.topo[0..k] (T = pfx[n - 1]) */
 } erg__crash_inc;
 
 /* ---- the persistent network ---- */
@@ -169,29 +174,44 @@ static void op_arc(crash_state *cs, int x, int want)
 }
 
 /* Every arc wanted or not by this plan's CPM (the conditions of crash_step), patched where
- * the network differs. */
+ * the network differs. x is critical iff es + d + tail = T (crash_step's es = lf - d with
+ * lf = T - tail), a dependency x -> y iff also es[x] + d[x] + lag + d[y] + tail[y] = T.
+ * An instruction neither critical now nor in the network (its op arc inactive) is skipped:
+ * its dependency and source/sink arcs were wanted only with the op arc, so none is active
+ * and none is wanted. */
 static void scan_arcs(crash_state *cs)
 {
     erg__crash_inc *in = cs->inc;
     const erg_dag_arrays *g = &cs->g;
     const int n = cs->n, E = g->num_edges;
     const long T = cs->T, lag = cs->lag;
-    const long *es = cs->es, *lf = cs->lf;
+    const long *es = cs->es, *tail = in->tail;
     const int *d = cs->d, *rank = g->rank, *succ_off = g->succ_off, *succ = g->succ;
     const unsigned char *active = in->active, *ends = cs->ends;
     const int64_t inf = cs->inf;
     for (int x = 0; x < n; x++) {
         const long ef = es[x] + d[x];
-        const int cx = es[x] == lf[x] - d[x];
+        const int cx = ef + tail[x] == T;
         int o = x + succ_off[x];
+        if (!cx && !active[o])
+            continue;
         if (active[o] != cx)
             op_arc(cs, x, cx);
-        for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
-            int y = succ[j];
-            long l = lag && rank[x] != rank[y] ? lag : 0;
-            int want = cx & (ef + l == lf[y] - d[y]);
-            if (active[x + 1 + j] != want)
-                arc_want(cs, x + 1 + j, want, 0, inf);
+        if (lag == 0) {
+            for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
+                int y = succ[j];
+                int want = cx & (ef + d[y] + tail[y] == T);
+                if (active[x + 1 + j] != want)
+                    arc_want(cs, x + 1 + j, want, 0, inf);
+            }
+        } else {
+            for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
+                int y = succ[j];
+                long l = rank[x] != rank[y] ? lag : 0;
+                int want = cx & (ef + l + d[y] + tail[y] == T);
+                if (active[x + 1 + j] != want)
+                    arc_want(cs, x + 1 + j, want, 0, inf);
+            }
         }
         if (ends[x]) {
             int ne = n + E;
@@ -226,6 +246,9 @@ void erg__crash_incr_free(crash_state *cs)
     if (!in)
         return;
     erg__free(in->active);
+    erg__free(in->pos);
+    erg__free(in->tail);
+    erg__free(in->pfx);
     erg__free(in->touched);
     erg__free(in->tflag);
     erg__free(in);
@@ -252,8 +275,21 @@ int erg__crash_incr_init(crash_state *cs)
     in->active = erg__calloc(no, 1);
     in->touched = erg__malloc(sizeof(int) * (size_t)nn);
     in->tflag = erg__calloc((size_t)nn, 1);
-    if (!in->active || !in->touched || !in->tflag)
+    in->pos = erg__malloc(sizeof(int) * (size_t)n);
+    in->tail = erg__malloc(sizeof(long) * (size_t)n);
+    in->pfx = erg__malloc(sizeof(long) * (size_t)n);
+    if (!in->active || !in->touched || !in->tflag || !in->pos || !in->tail || !in->pfx)
         return -1;
+    /* the window CPM's state from the full CPM's es, lf and T */
+    long m = 0;
+    for (int k = 0; k < n; k++) {
+        int u = g->topo[k];
+        in->pos[u] = k;
+        in->tail[u] = cs->T - cs->lf[u];
+        if (cs->es[u] + cs->d[u] > m)
+            m = cs->es[u] + cs->d[u];
+        in->pfx[k] = m;
+    }
     const int SRC = 2 * n, SNK = 2 * n + 1, ne = n + E;
     for (int x = 0; x < n; x++) {
         int o = x + g->succ_off[x];
@@ -319,6 +355,8 @@ static int fallback_lists(crash_state *cs, int *nl_out)
     erg__crash_inc *in = cs->inc;
     const int n = cs->n, SNK = 2 * n + 1;
     int narcs = 0, ncrit = 0;
+    for (int x = 0; x < n; x++) /* the window CPM keeps tails; lf for crash_step's code */
+        cs->lf[x] = cs->T - in->tail[x];
     for (int x = 0; x < n; x++)
         if (cs->es[x] == cs->lf[x] - cs->d[x])
             cs->crit[ncrit++] = x;
@@ -394,6 +432,81 @@ static int fallback_cut(crash_state *cs, int *nl_out)
                 touch(in, x);
     }
     return ns;
+}
+
+/* erg__crash_cpm after a step that moved only the instructions cs->shorten and cs->lengthen,
+ * the same es, lf and T: with kmin..kmax the topological positions they span, the earliest
+ * starts before kmin depend only on durations before kmin and the tails (T - lf) after kmax
+ * only on durations after kmax, so neither changed. es is recomputed from kmin on, the tails
+ * from kmax down (tail = max(0, tail[v] + d[v] + lag) is erg__crash_cpm's
+ * lf = min(T, lf[v] - d[v] - lag) with lf = T - tail, exact in integers), T from the prefix
+ * maxima; cs->lf is not kept (scan_arcs reads the tails, the fallback writes lf). */
+static void cpm_window(crash_state *cs)
+{
+    erg__crash_inc *in = cs->inc;
+    const erg_dag_arrays *g = &cs->g;
+    const int n = cs->n;
+    const int *topo = g->topo, *pred_off = g->pred_off, *pred = g->pred;
+    const int *succ_off = g->succ_off, *succ = g->succ, *stage = g->rank, *pos = in->pos;
+    const int *d = cs->d;
+    long *es = cs->es, *tail = in->tail, *pfx = in->pfx;
+    const long lag = cs->lag;
+    int kmin = n, kmax = -1;
+    for (int i = 0; i < cs->nshorten; i++) {
+        int k = pos[cs->shorten[i]];
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+    }
+    for (int i = 0; i < cs->nlengthen; i++) {
+        int k = pos[cs->lengthen[i]];
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+    }
+    long T = kmin > 0 ? pfx[kmin - 1] : 0;
+    for (int k = kmin; k < n; k++) {
+        int u = topo[k];
+        long s = 0;
+        if (lag == 0) {
+            for (int j = pred_off[u]; j < pred_off[u + 1]; j++) {
+                int p = pred[j];
+                long f = es[p] + d[p];
+                if (f > s)
+                    s = f;
+            }
+        } else {
+            for (int j = pred_off[u]; j < pred_off[u + 1]; j++) {
+                int p = pred[j];
+                long f = es[p] + d[p] + (stage[p] != stage[u] ? lag : 0);
+                if (f > s)
+                    s = f;
+            }
+        }
+        es[u] = s;
+        if (s + d[u] > T)
+            T = s + d[u];
+        pfx[k] = T;
+    }
+    for (int k = kmax; k >= 0; k--) {
+        int u = topo[k];
+        long t = 0;
+        if (lag == 0) {
+            for (int j = succ_off[u]; j < succ_off[u + 1]; j++) {
+                int v = succ[j];
+                long tv = tail[v] + d[v];
+                if (tv > t)
+                    t = tv;
+            }
+        } else {
+            for (int j = succ_off[u]; j < succ_off[u + 1]; j++) {
+                int v = succ[j];
+                long tv = tail[v] + d[v] + (stage[u] != stage[v] ? lag : 0);
+                if (tv > t)
+                    t = tv;
+            }
+        }
+        tail[u] = t;
+    }
+    cs->T = T; /* lf = T - tail where needed (scan_arcs reads the tails) */
 }
 
 int erg__crash_incr_step(crash_state *cs, double *cost_change)
@@ -478,7 +591,7 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
         return 0;
     if (!erg__crash_apply(cs, ns, nl, cost_change))
         return 0;
-    erg__crash_cpm(cs);
+    cpm_window(cs);
     scan_arcs(cs);
     /* an op arc's bounds change only with its duration: those of the moved instructions
      * still critical (scan_arcs inserts and removes op arcs with their current bounds) */
