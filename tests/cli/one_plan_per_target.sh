@@ -23,6 +23,9 @@ trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 # server_choice DIR PROFILE: the plan the server's Frontier scheduler runs at a slowdown of 1.0
 # (a /v1 job of 8 ranks x 12 microbatches, 1F1B instruction lists, every clock of the profile)
 server_choice() {
+  # synchronously: the background job truncates its output file only once it runs, and a
+  # previous server's "listening" line must not be read as this one's
+  rm -f "$tmp/sout" "$tmp/slog"
   "$ERGON" serve --port 0 --db "$tmp/s.db" --scheduler Frontier \
     --scheduler-args "{\"frontier_dir\": \"$1\", \"slowdown\": 1.0}" >"$tmp/sout" 2>"$tmp/slog" & pid=$!
   for _ in $(seq 600); do grep -q listening "$tmp/sout" 2>/dev/null && break; sleep 0.1; done

@@ -29,6 +29,9 @@ PY
 tok=$(head -c 24 /dev/urandom | base64 | tr -d '/+=' )
 printf '%s\n' "$tok" > token; chmod 600 token
 start() { # serve options...
+  # synchronously: the background job truncates its output file only once it runs, and a
+  # previous server's "listening" line must not be read as this one's
+  rm -f "$work/out.txt" "$work/log.txt"
   "$ERGON" serve --port 0 --db "$work/s$RANDOM.db" "$@" >"$work/out.txt" 2>"$work/log.txt" &
   pid=$!
   for _ in $(seq 600); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done

@@ -15,6 +15,9 @@ fail() { echo "FAIL: $*"; exit 1; }
   --unit-time 0.002 --out "$tmp/front" >/dev/null 2>&1 || fail "plan"
 start() { # ARGS_JSON
   [ -n "$pid" ] && { kill $pid; wait $pid 2>/dev/null; }
+  # synchronously: the background job truncates its output file only once it runs, and a
+  # previous server's "listening" line must not be read as this one's
+  rm -f "$tmp/out" "$tmp/log"
   "$ERGON" serve --port 0 --db "$tmp/s$RANDOM.db" --scheduler Frontier --scheduler-args "$1" \
     >"$tmp/out" 2>"$tmp/log" & pid=$!
   for _ in $(seq 600); do grep -q listening "$tmp/out" 2>/dev/null && break; sleep 0.1; done

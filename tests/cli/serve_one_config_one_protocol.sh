@@ -29,6 +29,9 @@ start() { # [env assignments...] -- serve options...
   local envs=()
   while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
+  # synchronously: the background job truncates its output file only once it runs, and a
+  # previous server's "listening" line must not be read as this one's
+  rm -f "$work/out.txt" "$work/log.txt"
   env "${envs[@]}" "$ERGON" serve --port 0 --db "$work/s$RANDOM.db" "$@" >"$work/out.txt" 2>"$work/log.txt" &
   pid=$!
   for _ in $(seq 600); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done

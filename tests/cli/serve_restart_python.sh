@@ -20,6 +20,9 @@ PY
 # One configuration for both protocols: the Perseus-side job runs PointSolution on the same
 # plan (2 all-max warm-up windows, then the plan: windows 0, 1, 2, then the end).
 serve() {
+  # synchronously: the background job truncates its output file only once it runs, and a
+  # previous server's "listening" line must not be read as this one's
+  rm -f "$work/out.txt"
   ZEUS_PFO_SCHEDULER_ARGS='{"solution_path": "freqs_pipeline_00000.py"}' \
     "$ERGON" serve --port "$port" --db "$work/s.db" >"$work/out.txt" 2>>"$work/log.txt" &
   pid=$!

@@ -25,6 +25,9 @@ cat > freqs_pipeline_00007.py <<'PY'
 PY
 
 start() { # env assignments..., then waits for "listening"
+  # synchronously: the background job truncates its output file only once it runs, and a
+  # previous server's "listening" line must not be read as this one's
+  rm -f "$work/out.txt" "$work/log.txt"
   env "$@" "$ERGON" serve --port 0 --db "$work/s.db" >"$work/out.txt" 2>"$work/log.txt" &
   pid=$!
   for _ in $(seq 600); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done

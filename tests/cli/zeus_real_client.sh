@@ -137,6 +137,9 @@ serve() { # name, kind (point|profiler), env assignments... -- serve options...
   local envs=()
   while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
+  # synchronously: the background job truncates its output file only once it runs, and a
+  # previous server's "listening" line must not be read as this one's
+  rm -f "$work/out-$name.txt" "$work/log-$name.txt"
   env "${envs[@]}" "$ERGON" serve --port 0 --db "$work/$name.db" --dump "$work/dump-$name" "$@" \
     >"$work/out-$name.txt" 2>"$work/log-$name.txt" &
   local p=$!
