@@ -89,9 +89,10 @@ spid=""
 cleanup() { [ -n "$spid" ] && kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null; }
 trap cleanup EXIT
 if [ -z "$server" ]; then
+  rm -f "$out/serve.out"  # a rerun into the same directory must not read the last server's port
   "$ERGON" serve --port 0 --db "$out/server.db" --dump "$out/dump" >"$out/serve.out" 2>"$out/serve.log" &
   spid=$!
-  for _ in $(seq 100); do grep -q listening "$out/serve.out" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 600); do grep -q listening "$out/serve.out" 2>/dev/null && break; sleep 0.1; done
   port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$out/serve.out")
   [ -n "$port" ] || die "ergon serve did not start (see $out/serve.log)"
   server=http://127.0.0.1:$port
