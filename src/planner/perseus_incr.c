@@ -113,6 +113,8 @@ static void set_flow(crash_state *cs, int o, int64_t g)
     touch(in, v);
 }
 
+static long stat_kept, stat_pushed; /* erg__perseus_incr_cut_stats */
+
 /* In the residual graph the max flow's last search reached (the cut kept), node v. */
 static int in_cut(const crash_state *cs, int v)
 {
@@ -214,8 +216,11 @@ static int extend_cut(crash_state *cs, int snk)
     }
     for (int i = q0; i < qt; i++)
         inr[queue[i]] = 0;
-    if (hit >= 0)
+    if (hit >= 0) {
+        stat_pushed++;
         return 0;
+    }
+    stat_kept++;
     f->nreach = qt;
     return 1;
 }
@@ -449,6 +454,12 @@ static int force_fallback_every = 0;
 void erg__perseus_incr_force_fallback(int every)
 {
     force_fallback_every = every;
+}
+
+void erg__perseus_incr_cut_stats(long *kept, long *pushed)
+{
+    *kept = stat_kept;
+    *pushed = stat_pushed;
 }
 
 static int cmp_int(const void *a, const void *b)
