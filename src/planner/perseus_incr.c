@@ -1,9 +1,9 @@
 /* perseus_incr.c: the crashing step of the Perseus planner on a persistent flow network
  * (docs/planner.md, "Incremental crashing").
  *
- * WHAT IT DOES: the same steps as crash_step in perseus.c -- the same cuts, the same flows,
- * the same plans, bit for bit -- without rebuilding the flow network for every plan: a step
- * moves a few instructions, and only the arcs whose criticality or bounds changed are patched.
+ * WHAT IT DOES: the same steps as crash_step in perseus.c -- the same cuts, the same plans,
+ * bit for bit -- without rebuilding the flow network for every plan: a step moves a few
+ * instructions, and only the arcs whose criticality or bounds changed are patched.
  *
  * HOW IT WORKS:
  *  - The flow network persists. Every possible arc has a fixed ordinal -- the position at
@@ -17,6 +17,17 @@
  *    repair arcs are those of crash_step, added in ascending node order.
  *  - The cut is read off the max flow's last search: the nodes it reached (not a pass over
  *    every node), and the infinite arcs crossing it are among their saturated arcs.
+ *  - The cut is kept across steps (extend_cut): when the patches since the last max flow left
+ *    the flow balanced and only opened residual arcs out of the reached set (no residual out
+ *    of a reached node lost), the new reached set is the old one plus what a search from the
+ *    opened arcs reaches. If that search misses the sink, the flow is still maximum (Dinic's
+ *    algorithm would push nothing) and no max flow runs; if it hits the sink, one augmenting
+ *    path (the search's parents, then down the kept levels) is pushed and Dinic's algorithm
+ *    finishes. That path makes the flow differ from crash_step's; the cut does not: capacities
+ *    are integers and the flow is balanced, so the nodes reachable after any maximum flow are
+ *    the source side of the unique minimal minimum cut. The next warm start then starts from
+ *    another flow; its cut is again that unique set whenever the repair arcs end saturated
+ *    (docs/planner.md, "Incremental crashing", says what is and is not proven).
  *  - CPM covers only the window of the topological order that the step's moved instructions
  *    span (cpm_window): earliest starts before it and tails (T - lf) after it do not change.
  *    Keeping starts and tails and propagating only their changes (a worklist) was tried and
