@@ -213,10 +213,14 @@ static int extend_cut(crash_state *cs, int snk)
             for (; a >= 0; a = next[a]) /* a: v -> w; its reverse w -> v */
                 if (res[a ^ 1] > 0 && level[to[a]] == level[v] - 1)
                     break;
+            if (a < 0) { /* cannot happen (no residual in the cut was lost); push nothing */
+                np = 0;
+                break;
+            }
             path[np++] = a ^ 1;
             v = to[a];
         }
-        int64_t push = INT64_MAX;
+        int64_t push = np ? INT64_MAX : 0;
         for (int i = 0; i < np; i++)
             if (res[path[i]] < push)
                 push = res[path[i]];
