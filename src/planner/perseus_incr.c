@@ -142,8 +142,7 @@ static void add_front(erg__crash_inc *in, int a)
     in->nfront++;
 }
 
-static int moves_cut(const crash_state *cs, int o, int64_t ra0, int64_t rb0, int64_t ra,
-                     int64_t rb)
+static int moves_cut(const crash_state *cs, int o, int64_t ra0, int64_t rb0, int64_t ra, int64_t rb)
 {
     erg__crash_inc *in = cs->inc;
     int u = in->au[o], v = in->av[o];
@@ -270,8 +269,7 @@ static void arc_remove(crash_state *cs, int o)
 {
     erg__crash_inc *in = cs->inc;
     int64_t g = arc_flow(cs, o);
-    in->moved |= moves_cut(cs, o, cs->flow.res[2 * o], cs->flow.res[2 * o + 1],
-                           0, 0);
+    in->moved |= moves_cut(cs, o, cs->flow.res[2 * o], cs->flow.res[2 * o + 1], 0, 0);
     cs->prev_flow[in->akey[o]] = g;
     set_flow(cs, o, -g); /* subtracts g from the imbalances; residuals are dead now */
     in->active[o] = 0;
@@ -300,8 +298,7 @@ static void arc_want(crash_state *cs, int o, int want, int64_t lb, int64_t ub)
         in->alb[o] = lb;
         in->aub[o] = ub;
         set_flow(cs, o, clamp_flow(g0, lb, ub));
-        in->moved |= moves_cut(cs, o, ra0, rb0, cs->flow.res[2 * o],
-                               cs->flow.res[2 * o + 1]);
+        in->moved |= moves_cut(cs, o, ra0, rb0, cs->flow.res[2 * o], cs->flow.res[2 * o + 1]);
     }
 }
 
@@ -424,7 +421,8 @@ int erg__crash_incr_init(crash_state *cs)
     in->pos = erg__malloc(sizeof(int) * (size_t)n);
     in->tail = erg__malloc(sizeof(long) * (size_t)n);
     in->pfx = erg__malloc(sizeof(long) * (size_t)n);
-    if (!in->active || !in->front || !in->inr || !in->touched || !in->tflag || !in->pos || !in->tail || !in->pfx)
+    if (!in->active || !in->front || !in->inr || !in->touched || !in->tflag || !in->pos ||
+        !in->tail || !in->pfx)
         return -1;
     /* the window CPM's state from the full CPM's es, lf and T */
     long m = 0;
@@ -694,7 +692,7 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
         erg__flow_max(f, SRC, SNK);
         in->cut_valid = 1;
         for (int a = first; a < last; a += 2) {
-            ok &= f->res[a] <= 1;           /* ERG__FEAS_MAX_DEFICIT */
+            ok &= f->res[a] <= 1;            /* ERG__FEAS_MAX_DEFICIT */
             in->cut_valid &= f->res[a] == 0; /* else reached through a repair arc */
         }
     }

@@ -237,10 +237,9 @@ TEST(kept_cut_and_pushed_path_on_random_pipelines)
             M = 4 + 2 * (rand() % 2); /* interleaved 1F1B: a multiple of the rounds */
         }
         double unit = (rand() % 2) ? 0.002 : 0.001;
-        erg_profile *p = synthetic(kind == ERG_SCHED_ZBV || kind == ERG_SCHED_INTERLEAVED_1F1B
-                                       ? 4
-                                       : S,
-                                   nclk, 40 + seed % 50, seed);
+        erg_profile *p =
+            synthetic(kind == ERG_SCHED_ZBV || kind == ERG_SCHED_INTERLEAVED_1F1B ? 4 : S, nclk,
+                      40 + seed % 50, seed);
         erg_perseus_opts o = opts(kind, unit, 40 + seed % 50);
         if (seed % 3 == 0)
             o.transfer_time_s = 0.004;
@@ -286,5 +285,5 @@ TEST(published_profiles_other_schedules)
 TAP_MAIN(TEST_ENTRY(synthetic_1f1b_and_gpipe), TEST_ENTRY(synthetic_with_transfer_time),
          TEST_ENTRY(synthetic_interleaved_and_zero_bubble_schedules),
          TEST_ENTRY(forced_fallback_gives_the_same_frontier),
-         TEST_ENTRY(kept_cut_and_pushed_path_on_random_pipelines), TEST_ENTRY(published_profiles_1f1b),
-         TEST_ENTRY(published_profiles_other_schedules))
+         TEST_ENTRY(kept_cut_and_pushed_path_on_random_pipelines),
+         TEST_ENTRY(published_profiles_1f1b), TEST_ENTRY(published_profiles_other_schedules))
