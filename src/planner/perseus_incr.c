@@ -1,9 +1,9 @@
 /* perseus_incr.c: the crashing step of the Perseus planner on a persistent flow network
  * (docs/planner.md, "Incremental crashing").
  *
- * WHAT IT DOES: the same steps as crash_step in perseus.c -- the same cuts, the same flows,
- * the same plans, bit for bit -- without rebuilding the flow network for every plan: a step
- * moves a few instructions, and only the arcs whose criticality or bounds changed are patched.
+ * WHAT IT DOES: the same steps as crash_step in perseus.c -- the same cuts, the same plans,
+ * bit for bit -- without rebuilding the flow network for every plan: a step moves a few
+ * instructions, and only the arcs whose criticality or bounds changed are patched.
  *
  * HOW IT WORKS:
  *  - The flow network persists. Every possible arc has a fixed ordinal -- the position at
@@ -17,6 +17,17 @@
  *    repair arcs are those of crash_step, added in ascending node order.
  *  - The cut is read off the max flow's last search: the nodes it reached (not a pass over
  *    every node), and the infinite arcs crossing it are among their saturated arcs.
+ *  - The cut is kept across steps (extend_cut): when the patches since the last max flow left
+ *    the flow balanced and only opened residual arcs out of the reached set (no residual out
+ *    of a reached node lost), the new reached set is the old one plus what a search from the
+ *    opened arcs reaches. If that search misses the sink, the flow is still maximum (Dinic's
+ *    algorithm would push nothing) and no max flow runs; if it hits the sink, one augmenting
+ *    path (the search's parents, then down the kept levels) is pushed and Dinic's algorithm
+ *    finishes. That path makes the flow differ from crash_step's; the cut does not: capacities
+ *    are integers and the flow is balanced, so the nodes reachable after any maximum flow are
+ *    the source side of the unique minimal minimum cut. The next warm start then starts from
+ *    another flow; its cut is again that unique set whenever the repair arcs end saturated
+ *    (docs/planner.md, "Incremental crashing", says what is and is not proven).
  *  - CPM covers only the window of the topological order that the step's moved instructions
  *    span (cpm_window): earliest starts before it and tails (T - lf) after it do not change.
  *    Keeping starts and tails and propagating only their changes (a worklist) was tried and
@@ -51,6 +62,14 @@ typedef struct erg__crash_inc {
     int *pos;   /* [n] position of each instruction in g.topo */
     long *tail; /* [n] T - lf: the longest path from an instruction's end to the end */
     long *pfx;  /* [n] max of es + d over g.topo[0..k] (T = pfx[n - 1]) */
+    /* The cut kept (docs/planner.md): cut_valid = the flow's level marks (>= 0) are exactly
+     * the nodes reachable from the source in the residual graph, as the last max flow's
+     * final search left them; moved = a patch since then may have taken a node out of that
+     * set; front = the unreached heads of residual arcs that patches opened from a reached
+     * node (nfront > nfront_max: too many, treated as moved). */
+    int cut_valid, moved;
+    int *front, nfront, nfront_max;
+    unsigned char *inr; /* [2n + 4] scratch of extend_cut: reached by it */
 } erg__crash_inc;
 
 /* ---- the persistent network ---- */
@@ -105,6 +124,121 @@ static void set_flow(crash_state *cs, int o, int64_t g)
     touch(in, v);
 }
 
+static long stat_kept, stat_pushed; /* erg__perseus_incr_cut_stats */
+
+/* In the residual graph the max flow's last search reached (the cut kept), node v. */
+static int in_cut(const crash_state *cs, int v)
+{
+    return cs->flow.level[v] >= 0;
+}
+
+/* Whether residuals ra (u -> v) and rb (v -> u) of an arc that had ra0, rb0 may change the
+ * set reached from the source: a residual out of a reached node lost, or one that leads
+ * from a reached node to an unreached one. */
+static void add_front(erg__crash_inc *in, int a)
+{
+    if (in->nfront < in->nfront_max)
+        in->front[in->nfront] = a;
+    in->nfront++;
+}
+
+static int moves_cut(const crash_state *cs, int o, int64_t ra0, int64_t rb0, int64_t ra, int64_t rb)
+{
+    erg__crash_inc *in = cs->inc;
+    int u = in->au[o], v = in->av[o];
+    int su = in_cut(cs, u), sv = in_cut(cs, v);
+    if (su && ra > 0 && !sv)
+        add_front(in, 2 * o);
+    if (sv && rb > 0 && !su)
+        add_front(in, 2 * o + 1);
+    return (su && ra0 > 0 && ra == 0) || (sv && rb0 > 0 && rb == 0);
+}
+
+/* The kept cut after patches that only opened residual arcs out of it (cut_valid, !moved,
+ * no repair arc): the nodes reachable from the front through unreached nodes join it (level
+ * 0, appended to the flow's queue, as a search from the source would reach them). Returns 0
+ * when the sink is among them (an augmenting path: the max flow must run) or the front
+ * overflowed; the level marks are then stale and erg__flow_max rewrites them. */
+static int extend_cut(crash_state *cs, int snk)
+{
+    erg__crash_inc *in = cs->inc;
+    erg__flow *f = &cs->flow;
+    if (in->nfront > in->nfront_max)
+        return 0;
+    int *level = f->level, *queue = f->queue, *par = f->iter;
+    const int *head = f->head, *next = f->next, *to = f->to;
+    int64_t *res = f->res;
+    unsigned char *inr = in->inr;
+    const int q0 = f->nreach;
+    int qh = q0, qt = q0, hit = -1;
+    for (int i = 0; i < in->nfront && hit < 0; i++) {
+        int a = in->front[i], v = to[a];
+        if (level[v] < 0) {
+            level[v] = level[to[a ^ 1]] + 1;
+            par[v] = a;
+            inr[v] = 1;
+            queue[qt++] = v;
+            if (v == snk)
+                hit = v;
+        }
+    }
+    while (qh < qt && hit < 0) {
+        int u = queue[qh++];
+        for (int a = head[u]; a >= 0; a = next[a]) {
+            int v = to[a];
+            if (res[a] > 0 && level[v] < 0) {
+                level[v] = level[u] + 1;
+                par[v] = a;
+                inr[v] = 1;
+                queue[qt++] = v;
+                if (v == snk) {
+                    hit = v;
+                    break;
+                }
+            }
+        }
+    }
+    if (hit >= 0) {
+        /* the path: parent arcs through the new nodes, then down the levels of the kept
+         * cut (every residual in it is still there) to the source */
+        int *path = f->stack, np = 0, v = hit;
+        while (inr[v]) {
+            int a = par[v];
+            path[np++] = a;
+            v = to[a ^ 1];
+        }
+        while (level[v] > 0) {
+            int a = head[v];
+            for (; a >= 0; a = next[a]) /* a: v -> w; its reverse w -> v */
+                if (res[a ^ 1] > 0 && level[to[a]] == level[v] - 1)
+                    break;
+            if (a < 0) { /* cannot happen (no residual in the cut was lost); push nothing */
+                np = 0;
+                break;
+            }
+            path[np++] = a ^ 1;
+            v = to[a];
+        }
+        int64_t push = np ? INT64_MAX : 0;
+        for (int i = 0; i < np; i++)
+            if (res[path[i]] < push)
+                push = res[path[i]];
+        for (int i = 0; i < np; i++) {
+            res[path[i]] -= push;
+            res[path[i] ^ 1] += push;
+        }
+    }
+    for (int i = q0; i < qt; i++)
+        inr[queue[i]] = 0;
+    if (hit >= 0) {
+        stat_pushed++;
+        return 0;
+    }
+    stat_kept++;
+    f->nreach = qt;
+    return 1;
+}
+
 static int64_t clamp_flow(int64_t pf, int64_t lb, int64_t ub)
 {
     return pf < lb ? lb : pf > ub ? ub : pf;
@@ -120,6 +254,7 @@ static void arc_insert(crash_state *cs, int o, int64_t lb, int64_t ub)
     cs->flow.to[a] = in->av[o];
     cs->flow.to[a + 1] = in->au[o];
     set_flow(cs, o, clamp_flow(cs->prev_flow[in->akey[o]], lb, ub));
+    in->moved |= moves_cut(cs, o, 0, 0, cs->flow.res[a], cs->flow.res[a + 1]);
     link_arc(&cs->flow, in->au[o], a);
     link_arc(&cs->flow, in->av[o], a + 1);
 }
@@ -134,6 +269,7 @@ static void arc_remove(crash_state *cs, int o)
 {
     erg__crash_inc *in = cs->inc;
     int64_t g = arc_flow(cs, o);
+    in->moved |= moves_cut(cs, o, cs->flow.res[2 * o], cs->flow.res[2 * o + 1], 0, 0);
     cs->prev_flow[in->akey[o]] = g;
     set_flow(cs, o, -g); /* subtracts g from the imbalances; residuals are dead now */
     in->active[o] = 0;
@@ -156,11 +292,13 @@ static void arc_want(crash_state *cs, int o, int want, int64_t lb, int64_t ub)
     }
     if (in->alb[o] != lb || in->aub[o] != ub) {
         int64_t g0 = arc_flow(cs, o);
+        int64_t ra0 = cs->flow.res[2 * o], rb0 = cs->flow.res[2 * o + 1];
         cs->prev_flow[in->akey[o]] = g0;
         set_flow(cs, o, -g0);
         in->alb[o] = lb;
         in->aub[o] = ub;
         set_flow(cs, o, clamp_flow(g0, lb, ub));
+        in->moved |= moves_cut(cs, o, ra0, rb0, cs->flow.res[2 * o], cs->flow.res[2 * o + 1]);
     }
 }
 
@@ -251,6 +389,8 @@ void erg__crash_incr_free(crash_state *cs)
     erg__free(in->pfx);
     erg__free(in->touched);
     erg__free(in->tflag);
+    erg__free(in->front);
+    erg__free(in->inr);
     erg__free(in);
     cs->inc = NULL;
 }
@@ -275,10 +415,14 @@ int erg__crash_incr_init(crash_state *cs)
     in->active = erg__calloc(no, 1);
     in->touched = erg__malloc(sizeof(int) * (size_t)nn);
     in->tflag = erg__calloc((size_t)nn, 1);
+    in->nfront_max = nn;
+    in->front = erg__malloc(sizeof(int) * (size_t)nn);
+    in->inr = erg__calloc((size_t)nn, 1);
     in->pos = erg__malloc(sizeof(int) * (size_t)n);
     in->tail = erg__malloc(sizeof(long) * (size_t)n);
     in->pfx = erg__malloc(sizeof(long) * (size_t)n);
-    if (!in->active || !in->touched || !in->tflag || !in->pos || !in->tail || !in->pfx)
+    if (!in->active || !in->front || !in->inr || !in->touched || !in->tflag || !in->pos ||
+        !in->tail || !in->pfx)
         return -1;
     /* the window CPM's state from the full CPM's es, lf and T */
     long m = 0;
@@ -323,6 +467,12 @@ static int force_fallback_every = 0;
 void erg__perseus_incr_force_fallback(int every)
 {
     force_fallback_every = every;
+}
+
+void erg__perseus_incr_cut_stats(long *kept, long *pushed)
+{
+    *kept = stat_kept;
+    *pushed = stat_pushed;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -530,10 +680,22 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
     }
     in->ntouched = 0;
     const int last = f->arcs;
-    erg__flow_max(f, SRC, SNK);
+    /* The flow is balanced and no patch since the last max flow gave a reached node a new
+     * residual to an unreached one or took one away: the reached set is the same, the sink
+     * is not in it, so the flow is still maximum and Dinic's algorithm would stop at its
+     * first search, pushing nothing. Keep the cut that search would find again. */
+    const int keep = in->cut_valid && !in->moved && first == last && extend_cut(cs, SNK);
+    in->moved = 0;
+    in->nfront = 0;
     int ok = 1;
-    for (int a = first; a < last; a += 2)
-        ok &= f->res[a] <= 1; /* ERG__FEAS_MAX_DEFICIT */
+    if (!keep) {
+        erg__flow_max(f, SRC, SNK);
+        in->cut_valid = 1;
+        for (int a = first; a < last; a += 2) {
+            ok &= f->res[a] <= 1;            /* ERG__FEAS_MAX_DEFICIT */
+            in->cut_valid &= f->res[a] == 0; /* else reached through a repair arc */
+        }
+    }
     if (force_fallback_every > 0 && (cs->warm_ok + cs->warm_fail) % force_fallback_every == 0)
         ok = 0;
     int ns, nl = 0;
@@ -583,6 +745,7 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
         sort_ints(cs->lengthen, nl);
     } else {
         cs->warm_fail++;
+        in->cut_valid = 0;
         ns = fallback_cut(cs, &nl);
         if (ns < 0)
             return ns == -2 ? -1 : 0;

@@ -31,5 +31,8 @@ void erg__perseus_set_full_pass(int on);
  * network rebuilt from that flow) at every k-th plan as if the warm start had failed;
  * 0 = only when it does. */
 void erg__perseus_incr_force_fallback(int every);
+/* Tests: how many incremental steps kept the last cut without a max flow, and how many pushed
+ * a path from the opened arcs before it (totals since the process started). */
+void erg__perseus_incr_cut_stats(long *kept, long *pushed);
 
 #endif

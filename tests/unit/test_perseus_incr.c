@@ -218,6 +218,38 @@ TEST(forced_fallback_gives_the_same_frontier)
     erg__perseus_incr_force_fallback(0);
 }
 
+/* The kept cut (docs/planner.md, "Incremental crashing"): steps that extend the last cut
+ * without a max flow, or push one path from the opened arcs before Dinic's algorithm (a
+ * different maximum flow than the full pass's), give the same frontier on random small
+ * pipelines -- and both paths are taken. */
+TEST(kept_cut_and_pushed_path_on_random_pipelines)
+{
+    const erg_schedule_kind kinds[] = {ERG_SCHED_1F1B, ERG_SCHED_GPIPE, ERG_SCHED_ZBV,
+                                       ERG_SCHED_INTERLEAVED_1F1B};
+    long k0, p0, k1, p1;
+    erg__perseus_incr_cut_stats(&k0, &p0);
+    for (unsigned seed = 200; seed < 224; seed++) {
+        srand(seed * 7919u);
+        int S = 2 + rand() % 3, M = 2 + rand() % 6, nclk = 4 + rand() % 6;
+        erg_schedule_kind kind = kinds[seed % 4];
+        if (kind == ERG_SCHED_ZBV || kind == ERG_SCHED_INTERLEAVED_1F1B) {
+            S = 2;
+            M = 4 + 2 * (rand() % 2); /* interleaved 1F1B: a multiple of the rounds */
+        }
+        double unit = (rand() % 2) ? 0.002 : 0.001;
+        erg_profile *p =
+            synthetic(kind == ERG_SCHED_ZBV || kind == ERG_SCHED_INTERLEAVED_1F1B ? 4 : S, nclk,
+                      40 + seed % 50, seed);
+        erg_perseus_opts o = opts(kind, unit, 40 + seed % 50);
+        if (seed % 3 == 0)
+            o.transfer_time_s = 0.004;
+        ASSERT_MSG(same_frontier(p, S, M, &o) > 5, "seed %u", seed);
+        erg_profile_free(p);
+    }
+    erg__perseus_incr_cut_stats(&k1, &p1);
+    ASSERT_MSG(k1 > k0 && p1 > p0, "kept %ld, pushed %ld", k1 - k0, p1 - p0);
+}
+
 static const char *const profiles[] = {"gpt3-175b+a40_bf16.csv", "gpt3-175b+a100_sxm_bf16.csv",
                                        "bloom+a40_bf16.csv", "bloom+a100_sxm_bf16.csv"};
 
@@ -252,5 +284,6 @@ TEST(published_profiles_other_schedules)
 
 TAP_MAIN(TEST_ENTRY(synthetic_1f1b_and_gpipe), TEST_ENTRY(synthetic_with_transfer_time),
          TEST_ENTRY(synthetic_interleaved_and_zero_bubble_schedules),
-         TEST_ENTRY(forced_fallback_gives_the_same_frontier), TEST_ENTRY(published_profiles_1f1b),
-         TEST_ENTRY(published_profiles_other_schedules))
+         TEST_ENTRY(forced_fallback_gives_the_same_frontier),
+         TEST_ENTRY(kept_cut_and_pushed_path_on_random_pipelines),
+         TEST_ENTRY(published_profiles_1f1b), TEST_ENTRY(published_profiles_other_schedules))
