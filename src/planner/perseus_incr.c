@@ -41,6 +41,7 @@
 #include "planner/perseus_crash.h"
 #include "core/internal.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,7 +125,8 @@ static void set_flow(crash_state *cs, int o, int64_t g)
     touch(in, v);
 }
 
-static long stat_kept, stat_pushed; /* erg__perseus_incr_cut_stats */
+/* erg__perseus_incr_cut_stats (a test hook); atomic: plans may run in several threads at once */
+static atomic_long stat_kept, stat_pushed;
 
 /* In the residual graph the max flow's last search reached (the cut kept), node v. */
 static int in_cut(const crash_state *cs, int v)
@@ -231,10 +233,10 @@ static int extend_cut(crash_state *cs, int snk)
     for (int i = q0; i < qt; i++)
         inr[queue[i]] = 0;
     if (hit >= 0) {
-        stat_pushed++;
+        atomic_fetch_add_explicit(&stat_pushed, 1, memory_order_relaxed);
         return 0;
     }
-    stat_kept++;
+    atomic_fetch_add_explicit(&stat_kept, 1, memory_order_relaxed);
     f->nreach = qt;
     return 1;
 }
@@ -471,8 +473,8 @@ void erg__perseus_incr_force_fallback(int every)
 
 void erg__perseus_incr_cut_stats(long *kept, long *pushed)
 {
-    *kept = stat_kept;
-    *pushed = stat_pushed;
+    *kept = atomic_load_explicit(&stat_kept, memory_order_relaxed);
+    *pushed = atomic_load_explicit(&stat_pushed, memory_order_relaxed);
 }
 
 static int cmp_int(const void *a, const void *b)
