@@ -60,6 +60,31 @@ enum { ERG__NO_PRED = 1, ERG__NO_SUCC = 2 };
 
 enum { CUT_WARM, CUT_COLD, CUT_TWO_PHASE };
 
+/* CPM's forward relaxation of instruction u: its earliest start, the latest finish of its
+ * predecessors (plus the transfer time lag across stages). Shared by the full CPM (perseus.c)
+ * and the window CPM (perseus_incr.c); inline, the no-lag case its own loop. */
+static inline long crash_es_of(const int *pred_off, const int *pred, const long *es, const int *d,
+                               const int *stage, long lag, int u)
+{
+    long s = 0;
+    if (lag == 0) {
+        for (int j = pred_off[u]; j < pred_off[u + 1]; j++) {
+            int p = pred[j];
+            long f = es[p] + d[p];
+            if (f > s)
+                s = f;
+        }
+    } else {
+        for (int j = pred_off[u]; j < pred_off[u + 1]; j++) {
+            int p = pred[j];
+            long f = es[p] + d[p] + (stage[p] != stage[u] ? lag : 0);
+            if (f > s)
+                s = f;
+        }
+    }
+    return s;
+}
+
 static inline double spec_cost(const op_spec *sp, int d)
 {
     return sp->cost[d - sp->min_q];

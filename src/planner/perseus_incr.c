@@ -617,22 +617,7 @@ static void cpm_window(crash_state *cs)
     long T = kmin > 0 ? pfx[kmin - 1] : 0;
     for (int k = kmin; k < n; k++) {
         int u = topo[k];
-        long s = 0;
-        if (lag == 0) {
-            for (int j = pred_off[u]; j < pred_off[u + 1]; j++) {
-                int p = pred[j];
-                long f = es[p] + d[p];
-                if (f > s)
-                    s = f;
-            }
-        } else {
-            for (int j = pred_off[u]; j < pred_off[u + 1]; j++) {
-                int p = pred[j];
-                long f = es[p] + d[p] + (stage[p] != stage[u] ? lag : 0);
-                if (f > s)
-                    s = f;
-            }
-        }
+        long s = crash_es_of(pred_off, pred, es, d, stage, lag, u);
         es[u] = s;
         if (s + d[u] > T)
             T = s + d[u];
