@@ -141,11 +141,15 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     if (frames > SRV_WAL_MAX_FRAMES)
         pthread_cond_signal(&srv->hk_cond); /* the committer holds srv->mu */
     /* The backstop: a housekeeper starved of CPU (a loaded machine) must not let the log grow
-     * without bound, so past twice the limit the committer copies the log back itself
-     * (as SQLite's own autocheckpoint does from this hook); the log then restarts from its
-     * beginning at the next write. Rare: it costs this one commit an fsync. */
+     * without bound, so past twice the limit the committer empties the log itself. TRUNCATE,
+     * not PASSIVE: a passive checkpoint gives up at once while the housekeeper's own passive
+     * one holds the checkpoint lock (a starved housekeeper holds it longest), and the log then
+     * grew to 27 MB in one run of wal_stays_bounded_through_a_long_run (2026-11-26). The
+     * committer holds srv->mu, so no request is reading; the housekeeper's passive checkpoint
+     * needs no lock of ours, so waiting for it (the busy handler, up to 5 s) cannot deadlock.
+     * Rare: past 2 x SRV_WAL_MAX_FRAMES frames only. */
     if (frames > 2 * SRV_WAL_MAX_FRAMES)
-        sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
     return SQLITE_OK;
 }
 
