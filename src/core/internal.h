@@ -135,4 +135,51 @@ void erg__csv_free(erg__csv *c);
 #define ERG__MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ERG__MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* ---- libraries that only some commands need, loaded on first use (lazylib.c) ----
+ *
+ * libergon links what every command uses (jansson, cminpack, SQLite, libm, libdl, pthreads).
+ * The HTTP stack (libcurl, libmicrohttpd and through them GnuTLS, OpenSSL, Kerberos, LDAP...),
+ * cairo (X11, fontconfig, freetype, pixman...), GLPK and OpenBLAS are loaded with dlopen by the
+ * module that calls them, the first time it is asked to (a server started, a client created, a
+ * picture drawn, an ILP solved, a GEMM timed). A process that only plans -- `ergon plan`, the
+ * Python binding's planner -- then maps 8 libraries instead of 63, which was a sixth of the
+ * CPU time of a small plan (docs/benchmarks.md, "Libraries loaded on first use").
+ *
+ * The declarations are the libraries' own headers: a module lists the functions it calls,
+ * ERG__LAZY_LIB makes one pointer per function typed from the header's declaration
+ * (__typeof__), and the module redirects the names to those pointers with #defines, so its code
+ * reads as before. The soname (e.g. libcurl.so.4) is the one the build found, read from the
+ * library at configure time (CMakeLists.txt), so the ABI is the one the headers describe.
+ *
+ * Usage, in one .c file:
+ *   #define CURL_FUNCS(X) X(curl_easy_init) X(curl_easy_cleanup)
+ *   ERG__LAZY_LIB(curl_lib, ERG_SONAME_CURL, "the server client", CURL_FUNCS)
+ *   #define curl_easy_init (*lz_curl_easy_init)
+ *   ...
+ *   erg_status st = erg__lazylib_load(&curl_lib, err); // at every entry point, before any call
+ */
+typedef struct erg__lazylib {
+    const char *soname;       /* what dlopen opens, e.g. "libcurl.so.4" */
+    const char *what;         /* who needs it, for the message: "the server's HTTP client" */
+    const char *const *names; /* the functions, NULL-terminated */
+    void **const *slots;      /* where each goes (the module's pointers), in names' order */
+    int loaded;               /* atomic: 1 once every function is resolved */
+} erg__lazylib;
+
+/* Open l->soname (once per process; it stays loaded) and resolve every function. Thread-safe;
+ * after the first success a single atomic load. ERG_ENOTSUP with the library, what needs it
+ * and dlerror()'s reason when the library or a function is missing (then nothing is resolved
+ * and a later call tries again). */
+erg_status erg__lazylib_load(erg__lazylib *l, erg_error *err);
+
+#define ERG__LAZY_SLOT(fn) static __typeof__(fn) *lz_##fn;
+#define ERG__LAZY_NAME(fn) #fn,
+#define ERG__LAZY_ADDR(fn) (void **)&lz_##fn,
+/* The pointers lz_<fn> of every fn in LIST, and the erg__lazylib `var` that fills them. */
+#define ERG__LAZY_LIB(var, soname, what, LIST)                                                     \
+    LIST(ERG__LAZY_SLOT)                                                                           \
+    static const char *const var##_names[] = {LIST(ERG__LAZY_NAME) NULL};                          \
+    static void **const var##_slots[] = {LIST(ERG__LAZY_ADDR) NULL};                               \
+    static erg__lazylib var = {soname, what, var##_names, var##_slots, 0};
+
 #endif

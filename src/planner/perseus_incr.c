@@ -60,9 +60,10 @@ typedef struct erg__crash_inc {
     unsigned char *tflag;
     int ntouched;
     /* CPM over a window of the topological order (cpm_window) */
-    int *pos;   /* [n] position of each instruction in g.topo */
-    long *tail; /* [n] T - lf: the longest path from an instruction's end to the end */
-    long *pfx;  /* [n] max of es + d over g.topo[0..k] (T = pfx[n - 1]) */
+    int *pos;  /* [n] position of each instruction in g.topo */
+    long *td;  /* [n] T - lf + d: the longest path from an instruction's start to the end (its
+                * tail plus its own duration: what a predecessor's test adds to its finish) */
+    long *pfx; /* [n] max of es + d over g.topo[0..k] (T = pfx[n - 1]) */
     /* The cut kept (docs/planner.md): cut_valid = the flow's level marks (>= 0) are exactly
      * the nodes reachable from the source in the residual graph, as the last max flow's
      * final search left them; moved = a patch since then may have taken a node out of that
@@ -314,8 +315,8 @@ static void op_arc(crash_state *cs, int x, int want)
 }
 
 /* Every arc wanted or not by this plan's CPM (the conditions of crash_step), patched where
- * the network differs. x is critical iff es + d + tail = T (crash_step's es = lf - d with
- * lf = T - tail), a dependency x -> y iff also es[x] + d[x] + lag + d[y] + tail[y] = T.
+ * the network differs. x is critical iff es + td = T (crash_step's es = lf - d with
+ * lf = T - td + d), a dependency x -> y iff also es[x] + d[x] + lag + td[y] = T.
  * An instruction neither critical now nor in the network (its op arc inactive) is skipped:
  * its dependency and source/sink arcs were wanted only with the op arc, so none is active
  * and none is wanted. */
@@ -325,13 +326,13 @@ static void scan_arcs(crash_state *cs)
     const erg_dag_arrays *g = &cs->g;
     const int n = cs->n, E = g->num_edges;
     const long T = cs->T, lag = cs->lag;
-    const long *es = cs->es, *tail = in->tail;
+    const long *es = cs->es, *td = in->td;
     const int *d = cs->d, *rank = g->rank, *succ_off = g->succ_off, *succ = g->succ;
     const unsigned char *active = in->active, *ends = cs->ends;
     const int64_t inf = cs->inf;
     for (int x = 0; x < n; x++) {
         const long ef = es[x] + d[x];
-        const int cx = ef + tail[x] == T;
+        const int cx = es[x] + td[x] == T;
         int o = x + succ_off[x];
         if (!cx && !active[o])
             continue;
@@ -340,7 +341,7 @@ static void scan_arcs(crash_state *cs)
         if (lag == 0) {
             for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
                 int y = succ[j];
-                int want = cx & (ef + d[y] + tail[y] == T);
+                int want = cx & (ef + td[y] == T);
                 if (active[x + 1 + j] != want)
                     arc_want(cs, x + 1 + j, want, 0, inf);
             }
@@ -348,7 +349,7 @@ static void scan_arcs(crash_state *cs)
             for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
                 int y = succ[j];
                 long l = rank[x] != rank[y] ? lag : 0;
-                int want = cx & (ef + l + d[y] + tail[y] == T);
+                int want = cx & (ef + l + td[y] == T);
                 if (active[x + 1 + j] != want)
                     arc_want(cs, x + 1 + j, want, 0, inf);
             }
@@ -387,7 +388,7 @@ void erg__crash_incr_free(crash_state *cs)
         return;
     erg__free(in->active);
     erg__free(in->pos);
-    erg__free(in->tail);
+    erg__free(in->td);
     erg__free(in->pfx);
     erg__free(in->touched);
     erg__free(in->tflag);
@@ -421,17 +422,17 @@ int erg__crash_incr_init(crash_state *cs)
     in->front = erg__malloc(sizeof(int) * (size_t)nn);
     in->inr = erg__calloc((size_t)nn, 1);
     in->pos = erg__malloc(sizeof(int) * (size_t)n);
-    in->tail = erg__malloc(sizeof(long) * (size_t)n);
+    in->td = erg__malloc(sizeof(long) * (size_t)n);
     in->pfx = erg__malloc(sizeof(long) * (size_t)n);
     if (!in->active || !in->front || !in->inr || !in->touched || !in->tflag || !in->pos ||
-        !in->tail || !in->pfx)
+        !in->td || !in->pfx)
         return -1;
     /* the window CPM's state from the full CPM's es, lf and T */
     long m = 0;
     for (int k = 0; k < n; k++) {
         int u = g->topo[k];
         in->pos[u] = k;
-        in->tail[u] = cs->T - cs->lf[u];
+        in->td[u] = cs->T - cs->lf[u] + cs->d[u];
         if (cs->es[u] + cs->d[u] > m)
             m = cs->es[u] + cs->d[u];
         in->pfx[k] = m;
@@ -507,8 +508,8 @@ static int fallback_lists(crash_state *cs, int *nl_out)
     erg__crash_inc *in = cs->inc;
     const int n = cs->n, SNK = 2 * n + 1;
     int narcs = 0, ncrit = 0;
-    for (int x = 0; x < n; x++) /* the window CPM keeps tails; lf for crash_step's code */
-        cs->lf[x] = cs->T - in->tail[x];
+    for (int x = 0; x < n; x++) /* the window CPM keeps td; lf for crash_step's code */
+        cs->lf[x] = cs->T - in->td[x] + cs->d[x];
     for (int x = 0; x < n; x++)
         if (cs->es[x] == cs->lf[x] - cs->d[x])
             cs->crit[ncrit++] = x;
@@ -590,9 +591,9 @@ static int fallback_cut(crash_state *cs, int *nl_out)
  * the same es, lf and T: with kmin..kmax the topological positions they span, the earliest
  * starts before kmin depend only on durations before kmin and the tails (T - lf) after kmax
  * only on durations after kmax, so neither changed. es is recomputed from kmin on, the tails
- * from kmax down (tail = max(0, tail[v] + d[v] + lag) is erg__crash_cpm's
- * lf = min(T, lf[v] - d[v] - lag) with lf = T - tail, exact in integers), T from the prefix
- * maxima; cs->lf is not kept (scan_arcs reads the tails, the fallback writes lf). */
+ * from kmax down (kept as td = tail + d: td[u] = d[u] + max(0, td[v] + lag) is erg__crash_cpm's
+ * lf = min(T, lf[v] - d[v] - lag) with lf = T - td + d, exact in integers), T from the prefix
+ * maxima; cs->lf is not kept (scan_arcs reads td, the fallback writes lf). */
 static void cpm_window(crash_state *cs)
 {
     erg__crash_inc *in = cs->inc;
@@ -601,7 +602,7 @@ static void cpm_window(crash_state *cs)
     const int *topo = g->topo, *pred_off = g->pred_off, *pred = g->pred;
     const int *succ_off = g->succ_off, *succ = g->succ, *stage = g->rank, *pos = in->pos;
     const int *d = cs->d;
-    long *es = cs->es, *tail = in->tail, *pfx = in->pfx;
+    long *es = cs->es, *td = in->td, *pfx = in->pfx;
     const long lag = cs->lag;
     int kmin = n, kmax = -1;
     for (int i = 0; i < cs->nshorten; i++) {
@@ -629,21 +630,21 @@ static void cpm_window(crash_state *cs)
         if (lag == 0) {
             for (int j = succ_off[u]; j < succ_off[u + 1]; j++) {
                 int v = succ[j];
-                long tv = tail[v] + d[v];
+                long tv = td[v];
                 if (tv > t)
                     t = tv;
             }
         } else {
             for (int j = succ_off[u]; j < succ_off[u + 1]; j++) {
                 int v = succ[j];
-                long tv = tail[v] + d[v] + (stage[u] != stage[v] ? lag : 0);
+                long tv = td[v] + (stage[u] != stage[v] ? lag : 0);
                 if (tv > t)
                     t = tv;
             }
         }
-        tail[u] = t;
+        td[u] = t + d[u];
     }
-    cs->T = T; /* lf = T - tail where needed (scan_arcs reads the tails) */
+    cs->T = T; /* lf = T - td + d where needed (scan_arcs reads td) */
 }
 
 int erg__crash_incr_step(crash_state *cs, double *cost_change)
@@ -690,16 +691,27 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
         cs->warm_ok++;
         /* take the repair arcs out (last added first); what they left unsaturated is the
          * real arcs' imbalance now */
+        int64_t unbalanced = 0; /* sum of |im|: what the repair arcs left (<= 1 each) */
         for (int a = last - 2; a >= first; a -= 2) {
             int u = f->to[a + 1], v = f->to[a];
             f->head[v] = f->next[a + 1];
             f->head[u] = f->next[a];
             int x = u == SRC ? v : u;
             in->im[x] = u == SRC ? f->res[a] : -f->res[a];
+            unbalanced += f->res[a];
             if (in->im[x])
                 touch(in, x);
         }
         f->arcs = first;
+        /* Whether an infinite arc can cross the cut saturated (the loop's end): its flow would
+         * be cs->inf. The real arcs form a DAG, so the flow on an arc out of u is at most what
+         * leaves u's ancestors: the source's outflow plus what the imbalances add. Below inf,
+         * no infinite arc is saturated and the test over every reached node's arcs is skipped
+         * (it would find nothing); otherwise it runs. */
+        int64_t bound = unbalanced;
+        for (int a = f->head[SRC]; a >= 0 && bound < cs->inf; a = f->next[a])
+            bound += f->res[a ^ 1] + in->alb[a >> 1]; /* the flow on a source arc */
+        const int may_be_infinite = bound >= cs->inf;
         /* the cut: the nodes the max flow's last search reached */
         const int *level = f->level, *q = f->queue, *head = f->head, *next = f->next, *to = f->to;
         const int nq = f->nreach, lim = 2 * in->nord;
@@ -720,11 +732,12 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
                     cs->lengthen[nl++] = x;
             }
             /* an infinite arc crossing the cut forward: saturated, to an unreached node */
-            for (int a = head[u]; a >= 0; a = next[a])
-                if (!(a & 1) && res[a] == 0 && a < lim && in->akey[a >> 1] >= n) {
-                    int v = to[a];
-                    infinite |= (v == SNK) | (level[v] < 0);
-                }
+            if (may_be_infinite)
+                for (int a = head[u]; a >= 0; a = next[a])
+                    if (!(a & 1) && res[a] == 0 && a < lim && in->akey[a >> 1] >= n) {
+                        int v = to[a];
+                        infinite |= (v == SNK) | (level[v] < 0);
+                    }
         }
         if (infinite)
             return 0;

@@ -11,6 +11,56 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* cairo is loaded by the first picture (core/lazylib.c) */
+/* clang-format off */
+#define CAIRO_FUNCS(X) \
+    X(cairo_arc) X(cairo_clip) X(cairo_close_path) X(cairo_create) X(cairo_destroy) \
+    X(cairo_fill) X(cairo_fill_preserve) X(cairo_image_surface_create) X(cairo_line_to) \
+    X(cairo_move_to) X(cairo_new_path) X(cairo_paint) X(cairo_pdf_surface_create) \
+    X(cairo_rectangle) X(cairo_restore) X(cairo_rotate) X(cairo_save) X(cairo_select_font_face) \
+    X(cairo_set_dash) X(cairo_set_font_size) X(cairo_set_line_join) X(cairo_set_line_width) \
+    X(cairo_set_source_rgb) X(cairo_set_source_rgba) X(cairo_show_text) X(cairo_status) \
+    X(cairo_status_to_string) X(cairo_stroke) X(cairo_surface_destroy) X(cairo_surface_finish) \
+    X(cairo_surface_status) X(cairo_surface_write_to_png) X(cairo_svg_surface_create) \
+    X(cairo_text_extents) X(cairo_translate)
+/* clang-format on */
+ERG__LAZY_LIB(cairo_lib, ERG_SONAME_CAIRO, "plotting (cairo)", CAIRO_FUNCS)
+#define cairo_arc (*lz_cairo_arc)
+#define cairo_clip (*lz_cairo_clip)
+#define cairo_close_path (*lz_cairo_close_path)
+#define cairo_create (*lz_cairo_create)
+#define cairo_destroy (*lz_cairo_destroy)
+#define cairo_fill (*lz_cairo_fill)
+#define cairo_fill_preserve (*lz_cairo_fill_preserve)
+#define cairo_image_surface_create (*lz_cairo_image_surface_create)
+#define cairo_line_to (*lz_cairo_line_to)
+#define cairo_move_to (*lz_cairo_move_to)
+#define cairo_new_path (*lz_cairo_new_path)
+#define cairo_paint (*lz_cairo_paint)
+#define cairo_pdf_surface_create (*lz_cairo_pdf_surface_create)
+#define cairo_rectangle (*lz_cairo_rectangle)
+#define cairo_restore (*lz_cairo_restore)
+#define cairo_rotate (*lz_cairo_rotate)
+#define cairo_save (*lz_cairo_save)
+#define cairo_select_font_face (*lz_cairo_select_font_face)
+#define cairo_set_dash (*lz_cairo_set_dash)
+#define cairo_set_font_size (*lz_cairo_set_font_size)
+#define cairo_set_line_join (*lz_cairo_set_line_join)
+#define cairo_set_line_width (*lz_cairo_set_line_width)
+#define cairo_set_source_rgb (*lz_cairo_set_source_rgb)
+#define cairo_set_source_rgba (*lz_cairo_set_source_rgba)
+#define cairo_show_text (*lz_cairo_show_text)
+#define cairo_status (*lz_cairo_status)
+#define cairo_status_to_string (*lz_cairo_status_to_string)
+#define cairo_stroke (*lz_cairo_stroke)
+#define cairo_surface_destroy (*lz_cairo_surface_destroy)
+#define cairo_surface_finish (*lz_cairo_surface_finish)
+#define cairo_surface_status (*lz_cairo_surface_status)
+#define cairo_surface_write_to_png (*lz_cairo_surface_write_to_png)
+#define cairo_svg_surface_create (*lz_cairo_svg_surface_create)
+#define cairo_text_extents (*lz_cairo_text_extents)
+#define cairo_translate (*lz_cairo_translate)
+
 void erg_plot_opts_init(erg_plot_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -37,6 +87,9 @@ static erg_status pick_format(const char *path, out_fmt *f, erg_error *err)
 static erg_status open_surface(const char *path, out_fmt f, int w, int h, cairo_surface_t **out,
                                erg_error *err)
 {
+    erg_status lst = erg__lazylib_load(&cairo_lib, err); /* every picture starts here */
+    if (lst != ERG_OK)
+        return lst;
     cairo_surface_t *s = f == FMT_PNG   ? cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h)
                          : f == FMT_SVG ? cairo_svg_surface_create(path, w, h)
                                         : cairo_pdf_surface_create(path, w, h);

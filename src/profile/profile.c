@@ -86,6 +86,15 @@ void erg_profile_free(erg_profile *p)
     erg__free(p);
 }
 
+/* Whether one point is within the physical bounds of profile.h (check_bounds says which it
+ * breaks): the test alone, which every row of a profile passes, without formatting. */
+static bool within_bounds(double freq, double t, double e)
+{
+    return freq >= 1 && freq <= ERG_PROFILE_MAX_FREQ_MHZ && t >= ERG_PROFILE_MIN_TIME_S &&
+           t <= ERG_PROFILE_MAX_TIME_S && e >= 0 && e <= ERG_PROFILE_MAX_ENERGY_J &&
+           !(e / t > ERG_PROFILE_MAX_POWER_W);
+}
+
 /* The physical bounds of profile.h on one point. `txt` holds the clock, time
  * and energy as written in the file (NULL: print the values); `where` is
  * "file:line: " or "". */
@@ -126,17 +135,22 @@ static erg_status add_point(erg_profile *p, int stage, erg_instr_kind kind,
                             erg_error *err)
 {
     char where[300] = "";
-    if (name)
+    /* "file:line: " for the messages, formatted only for one (a profile has thousands of rows) */
+    bool bad = stage < 0 || stage >= ERG_MAX_STAGES || (unsigned)kind >= ERG_NUM_INSTR_KINDS ||
+               !within_bounds(pt->freq_mhz, pt->time_s, pt->energy_j);
+    if (name && bad)
         snprintf(where, sizeof(where), "%s:%ld: ", name, line);
     if (stage < 0 || stage >= ERG_MAX_STAGES)
         return erg_error_set(err, name ? ERG_EPARSE : ERG_EINVAL, "%sstage %d out of range (0..%d)",
                              where, stage, ERG_MAX_STAGES - 1);
     if ((unsigned)kind >= ERG_NUM_INSTR_KINDS)
         return erg_error_set(err, ERG_EINVAL, "%sunknown instruction kind %d", where, (int)kind);
-    erg_status bst = check_bounds(where, name ? ERG_EPARSE : ERG_EINVAL, pt->freq_mhz, pt->time_s,
-                                  pt->energy_j, NULL, err);
-    if (bst)
-        return bst;
+    if (bad) {
+        erg_status bst = check_bounds(where, name ? ERG_EPARSE : ERG_EINVAL, pt->freq_mhz,
+                                      pt->time_s, pt->energy_j, NULL, err);
+        if (bst)
+            return bst;
+    }
     if (stage >= p->cap) {
         size_t cap = erg__grow_cap((size_t)p->cap, (size_t)stage + 1, 8);
         void *d = erg__reallocarray(p->stages, cap, sizeof(*p->stages));
@@ -149,6 +163,8 @@ static erg_status add_point(erg_profile *p, int stage, erg_instr_kind kind,
     point_vec *v = &p->stages[stage][kind];
     for (size_t i = 0; i < v->n; i++)
         if (v->v[i].freq_mhz == pt->freq_mhz) {
+            if (name)
+                snprintf(where, sizeof(where), "%s:%ld: ", name, line);
             if (name && v->lines[i])
                 return erg_error_set(
                     err, ERG_EPARSE, "%sduplicate row: stage %d %s at %d MHz already on line %ld",
@@ -324,11 +340,13 @@ erg_status erg_profile_parse_csv(const char *text, size_t len, const char *name,
                                c.fields[col[4]]);
             goto fail;
         }
-        char where[300];
-        snprintf(where, sizeof where, "%s:%ld: ", name, c.line);
-        const char *txt[3] = {c.fields[col[2]], c.fields[col[3]], c.fields[col[4]]};
-        if ((st = check_bounds(where, ERG_EPARSE, freq, t, e, txt, err)))
-            goto fail;
+        if (!within_bounds(freq, t, e)) {
+            char where[300];
+            snprintf(where, sizeof where, "%s:%ld: ", name, c.line);
+            const char *txt[3] = {c.fields[col[2]], c.fields[col[3]], c.fields[col[4]]};
+            if ((st = check_bounds(where, ERG_EPARSE, freq, t, e, txt, err)))
+                goto fail;
+        }
         erg_profile_point pt = {(int)freq, t, e};
         st = add_point(p, (int)stage, kind, &pt, c.line, name, err);
         if (st)

@@ -3,6 +3,8 @@
 #include "core/internal.h"
 #include "ergon/server_client.h"
 
+/* curl.h's type-checking macros wrap the real names; the calls below go through pointers */
+#define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
 #include <jansson.h>
 #include <limits.h>
@@ -11,6 +13,29 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* libcurl is loaded by the first erg_srv_client_new (core/lazylib.c) */
+/* clang-format off */
+#define CURL_FUNCS(X) \
+    X(curl_easy_cleanup) X(curl_easy_escape) X(curl_easy_getinfo) X(curl_easy_init) \
+    X(curl_easy_perform) X(curl_easy_reset) X(curl_easy_setopt) X(curl_easy_strerror) \
+    X(curl_free) X(curl_global_init) X(curl_slist_append) X(curl_slist_free_all)
+/* clang-format on */
+ERG__LAZY_LIB(curl_lib, ERG_SONAME_CURL, "the server client (libergon's HTTP client)", CURL_FUNCS)
+#define curl_easy_cleanup (*lz_curl_easy_cleanup)
+#define curl_easy_escape (*lz_curl_easy_escape)
+#undef curl_easy_getinfo /* curl.h defines both as macros of themselves */
+#define curl_easy_getinfo (*lz_curl_easy_getinfo)
+#define curl_easy_init (*lz_curl_easy_init)
+#define curl_easy_perform (*lz_curl_easy_perform)
+#define curl_easy_reset (*lz_curl_easy_reset)
+#undef curl_easy_setopt
+#define curl_easy_setopt (*lz_curl_easy_setopt)
+#define curl_easy_strerror (*lz_curl_easy_strerror)
+#define curl_free (*lz_curl_free)
+#define curl_global_init (*lz_curl_global_init)
+#define curl_slist_append (*lz_curl_slist_append)
+#define curl_slist_free_all (*lz_curl_slist_free_all)
 
 struct erg_srv_client {
     CURL *curl;
@@ -50,6 +75,9 @@ erg_status erg_srv_client_new(const char *base_url, const erg_srv_client_opts *o
         return erg_error_set(err, ERG_EINVAL,
                              "server URL must start with http:// or https://, got '%.100s'",
                              base_url ? base_url : "");
+    erg_status lst = erg__lazylib_load(&curl_lib, err);
+    if (lst != ERG_OK)
+        return lst;
     pthread_once(&curl_once, curl_init_once);
     erg_srv_client *c = erg__calloc(1, sizeof *c);
     if (!c)

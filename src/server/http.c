@@ -18,6 +18,28 @@
 #include <sys/socket.h>
 #include <time.h>
 
+/* libmicrohttpd is loaded by the first erg_server_start (core/lazylib.c) */
+/* clang-format off */
+#define MHD_FUNCS(X) \
+    X(MHD_add_response_header) X(MHD_create_response_from_buffer) X(MHD_destroy_response) \
+    X(MHD_get_connection_info) X(MHD_get_connection_values) X(MHD_is_feature_supported) \
+    X(MHD_lookup_connection_value) X(MHD_queue_response) X(MHD_resume_connection) \
+    X(MHD_start_daemon) X(MHD_stop_daemon) X(MHD_suspend_connection)
+/* clang-format on */
+ERG__LAZY_LIB(mhd_lib, ERG_SONAME_MHD, "ergon serve (the HTTP server)", MHD_FUNCS)
+#define MHD_add_response_header (*lz_MHD_add_response_header)
+#define MHD_create_response_from_buffer (*lz_MHD_create_response_from_buffer)
+#define MHD_destroy_response (*lz_MHD_destroy_response)
+#define MHD_get_connection_info (*lz_MHD_get_connection_info)
+#define MHD_get_connection_values (*lz_MHD_get_connection_values)
+#define MHD_is_feature_supported (*lz_MHD_is_feature_supported)
+#define MHD_lookup_connection_value (*lz_MHD_lookup_connection_value)
+#define MHD_queue_response (*lz_MHD_queue_response)
+#define MHD_resume_connection (*lz_MHD_resume_connection)
+#define MHD_start_daemon (*lz_MHD_start_daemon)
+#define MHD_stop_daemon (*lz_MHD_stop_daemon)
+#define MHD_suspend_connection (*lz_MHD_suspend_connection)
+
 /* Event threads of the HTTP front end (requests are short; waits do not
  * hold threads). */
 #define SRV_HTTP_THREADS 4
@@ -598,6 +620,9 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
 {
     if (srv->mhd)
         return erg_error_set(err, ERG_ESTATE, "the server is already listening");
+    erg_status lst = erg__lazylib_load(&mhd_lib, err);
+    if (lst != ERG_OK)
+        return lst;
     struct sockaddr_in6 a6;
     struct sockaddr_in a4;
     struct sockaddr *sa;

@@ -10,6 +10,12 @@
 #include <string.h>
 #include <time.h>
 
+/* OpenBLAS is loaded by the first GEMM timed on the CPU (core/lazylib.c) */
+#define BLAS_FUNCS(X) X(cblas_sgemm)
+ERG__LAZY_LIB(blas_lib, ERG_SONAME_OPENBLAS, "GEMM timing with CPU BLAS (--compute blas)",
+              BLAS_FUNCS)
+#define cblas_sgemm (*lz_cblas_sgemm)
+
 double shard_now_s(void)
 {
     struct timespec ts;
@@ -67,6 +73,9 @@ erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_
                              (long long)n, (long long)k);
     double best = INFINITY;
     if (t->mode == ERG_SHARD_COMPUTE_BLAS) {
+        erg_status lst = erg__lazylib_load(&blas_lib, err);
+        if (lst != ERG_OK)
+            return lst;
         float *A = erg__calloc((size_t)(m * k), sizeof(float));
         float *B = erg__calloc((size_t)(k * n), sizeof(float));
         float *C = erg__calloc((size_t)(m * n), sizeof(float));

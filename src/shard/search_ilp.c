@@ -14,8 +14,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* GLPK is loaded by the first integer program (core/lazylib.c) */
+/* clang-format off */
+#define GLPK_FUNCS(X) \
+    X(glp_add_cols) X(glp_add_rows) X(glp_create_prob) X(glp_delete_prob) X(glp_get_num_cols) \
+    X(glp_init_iocp) X(glp_intopt) X(glp_load_matrix) X(glp_mip_col_val) X(glp_mip_obj_val) \
+    X(glp_mip_status) X(glp_set_col_bnds) X(glp_set_col_kind) X(glp_set_obj_coef) \
+    X(glp_set_obj_dir) X(glp_set_row_bnds)
+/* clang-format on */
+ERG__LAZY_LIB(glpk_lib, ERG_SONAME_GLPK, "the ILP search (GLPK)", GLPK_FUNCS)
+#define glp_add_cols (*lz_glp_add_cols)
+#define glp_add_rows (*lz_glp_add_rows)
+#define glp_create_prob (*lz_glp_create_prob)
+#define glp_delete_prob (*lz_glp_delete_prob)
+#define glp_get_num_cols (*lz_glp_get_num_cols)
+#define glp_init_iocp (*lz_glp_init_iocp)
+#define glp_intopt (*lz_glp_intopt)
+#define glp_load_matrix (*lz_glp_load_matrix)
+#define glp_mip_col_val (*lz_glp_mip_col_val)
+#define glp_mip_obj_val (*lz_glp_mip_obj_val)
+#define glp_mip_status (*lz_glp_mip_status)
+#define glp_set_col_bnds (*lz_glp_set_col_bnds)
+#define glp_set_col_kind (*lz_glp_set_col_kind)
+#define glp_set_obj_coef (*lz_glp_set_obj_coef)
+#define glp_set_obj_dir (*lz_glp_set_obj_dir)
+#define glp_set_row_bnds (*lz_glp_set_row_bnds)
+
 erg_status shard_search_ilp(erg_shard *s, erg_shard_plan *p, double limit_s, erg_error *err)
 {
+    erg_status lst = erg__lazylib_load(&glpk_lib, err);
+    if (lst != ERG_OK)
+        return lst;
     glp_prob *lp = glp_create_prob();
     int nb = s->norder;
     int *base = erg__malloc((size_t)(nb + 1) * sizeof(int));
@@ -289,6 +318,9 @@ erg_status erg_shard_search_ops_ilp(erg_shard *s, double time_limit_s, double *o
     *timed_out = false;
     *objective_s = INFINITY;
     *uniform_blocks = 0;
+    erg_status lst = erg__lazylib_load(&glpk_lib, err);
+    if (lst != ERG_OK)
+        return lst;
     glp_prob *lp = glp_create_prob();
     int *base = erg__calloc((size_t)s->n, sizeof(int));
     int *ia = NULL, *ja = NULL;
