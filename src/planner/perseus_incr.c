@@ -64,6 +64,11 @@ typedef struct erg__crash_inc {
     long *td;  /* [n] T - lf + d: the longest path from an instruction's start to the end (its
                 * tail plus its own duration: what a predecessor's test adds to its finish) */
     long *pfx; /* [n] max of es + d over g.topo[0..k] (T = pfx[n - 1]) */
+    /* The arc scan after a step visits only the instructions whose arcs may change (cpm_window
+     * marks them, scan_arcs clears the marks): see cpm_window. */
+    unsigned char *dirty; /* [n] */
+    long *des;            /* [n] scratch: the change of es in the window CPM's forward pass */
+    int *msp;             /* [n] the largest topological position among x's successors (-1) */
     /* The cut kept (docs/planner.md): cut_valid = the flow's level marks (>= 0) are exactly
      * the nodes reachable from the source in the residual graph, as the last max flow's
      * final search left them; moved = a patch since then may have taken a node out of that
@@ -320,9 +325,10 @@ static void op_arc(crash_state *cs, int x, int want)
  * An instruction neither critical now nor in the network (its op arc inactive) is skipped:
  * its dependency and source/sink arcs were wanted only with the op arc, so none is active
  * and none is wanted. */
-static void scan_arcs(crash_state *cs)
+static void scan_arcs(crash_state *cs, int all)
 {
     erg__crash_inc *in = cs->inc;
+    unsigned char *dirty = in->dirty;
     const erg_dag_arrays *g = &cs->g;
     const int n = cs->n, E = g->num_edges;
     const long T = cs->T, lag = cs->lag;
@@ -331,6 +337,9 @@ static void scan_arcs(crash_state *cs)
     const unsigned char *active = in->active, *ends = cs->ends;
     const int64_t inf = cs->inf;
     for (int x = 0; x < n; x++) {
+        if (!all && !dirty[x])
+            continue;
+        dirty[x] = 0;
         const long ef = es[x] + d[x];
         const int cx = es[x] + td[x] == T;
         int o = x + succ_off[x];
@@ -390,6 +399,9 @@ void erg__crash_incr_free(crash_state *cs)
     erg__free(in->pos);
     erg__free(in->td);
     erg__free(in->pfx);
+    erg__free(in->dirty);
+    erg__free(in->des);
+    erg__free(in->msp);
     erg__free(in->touched);
     erg__free(in->tflag);
     erg__free(in->front);
@@ -424,8 +436,11 @@ int erg__crash_incr_init(crash_state *cs)
     in->pos = erg__malloc(sizeof(int) * (size_t)n);
     in->td = erg__malloc(sizeof(long) * (size_t)n);
     in->pfx = erg__malloc(sizeof(long) * (size_t)n);
+    in->dirty = erg__calloc((size_t)n, 1);
+    in->des = erg__malloc(sizeof(long) * (size_t)n);
+    in->msp = erg__malloc(sizeof(int) * (size_t)n);
     if (!in->active || !in->front || !in->inr || !in->touched || !in->tflag || !in->pos ||
-        !in->td || !in->pfx)
+        !in->td || !in->pfx || !in->dirty || !in->des || !in->msp)
         return -1;
     /* the window CPM's state from the full CPM's es, lf and T */
     long m = 0;
@@ -436,6 +451,13 @@ int erg__crash_incr_init(crash_state *cs)
         if (cs->es[u] + cs->d[u] > m)
             m = cs->es[u] + cs->d[u];
         in->pfx[k] = m;
+    }
+    for (int x = 0; x < n; x++) {
+        int mp = -1;
+        for (int j = g->succ_off[x]; j < g->succ_off[x + 1]; j++)
+            if (in->pos[g->succ[j]] > mp)
+                mp = in->pos[g->succ[j]];
+        in->msp[x] = mp;
     }
     const int SRC = 2 * n, SNK = 2 * n + 1, ne = n + E;
     for (int x = 0; x < n; x++) {
@@ -458,7 +480,7 @@ int erg__crash_incr_init(crash_state *cs)
     /* the network of the initial CPM (cs->es, lf, T): prev_flow is all 0, so every arc
      * starts at its lower bound, as crash_step's first warm start */
     erg__flow_reset(&cs->flow, nn);
-    scan_arcs(cs);
+    scan_arcs(cs, 1);
     cs->flow.arcs = 2 * in->nord;
     return 0;
 }
@@ -615,14 +637,36 @@ static void cpm_window(crash_state *cs)
         kmin = k < kmin ? k : kmin;
         kmax = k > kmax ? k : kmax;
     }
+    const long T0 = cs->T;
+    long *des = in->des;
+    unsigned char *dirty = in->dirty;
+    const int *msp = in->msp;
     long T = kmin > 0 ? pfx[kmin - 1] : 0;
     for (int k = kmin; k < n; k++) {
         int u = topo[k];
         long s = crash_es_of(pred_off, pred, es, d, stage, lag, u);
+        des[u] = s - es[u];
         es[u] = s;
         if (s + d[u] > T)
             T = s + d[u];
         pfx[k] = T;
+    }
+    /* Which instructions the arc scan must visit (the others' arcs stay as they are; the
+     * tests are exact, not a guess): with dT the change of T,
+     *  - after the window (k > kmax) td and d are unchanged and so are the successors' td:
+     *    x's criticality, its dependencies' and its dummies' tests all move by des - dT, so
+     *    x is visited iff des != dT;
+     *  - in the window every instruction is visited;
+     *  - before it (k < kmin) es and d are unchanged: x's own tests move by its td change
+     *    minus dT, a dependency x -> y's by y's; so x is visited when its td moved by other
+     *    than dT, when a successor's did (marked from the successor, through its
+     *    predecessors), or when dT != 0 and a successor lies after the window (whose td
+     *    stayed).
+     * On gpt3-175b A40 M = 96 this leaves about 3.5 % of the instruction visits. */
+    const long dT = T - T0;
+    for (int k = kmax + 1; k < n; k++) {
+        int u = topo[k];
+        dirty[u] = des[u] != dT;
     }
     for (int k = kmax; k >= 0; k--) {
         int u = topo[k];
@@ -642,7 +686,16 @@ static void cpm_window(crash_state *cs)
                     t = tv;
             }
         }
-        td[u] = t + d[u];
+        const long nt = t + d[u];
+        const int moved = nt - td[u] != dT;
+        td[u] = nt;
+        if (k >= kmin)
+            dirty[u] = 1;
+        else
+            dirty[u] |= moved | ((dT != 0) & (msp[u] > kmax));
+        if (moved)
+            for (int j = pred_off[u]; j < pred_off[u + 1]; j++)
+                dirty[pred[j]] = 1;
     }
     cs->T = T; /* lf = T - td + d where needed (scan_arcs reads td) */
 }
@@ -755,7 +808,7 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
     if (!erg__crash_apply(cs, ns, nl, cost_change))
         return 0;
     cpm_window(cs);
-    scan_arcs(cs);
+    scan_arcs(cs, 0);
     /* an op arc's bounds change only with its duration: those of the moved instructions
      * still critical (scan_arcs inserts and removes op arcs with their current bounds) */
     for (int k = 0; k < cs->nshorten; k++)
