@@ -6,7 +6,8 @@
 # {4, 8} each schedule runs at all-max and at a plan's clocks. Checks: the order each rank ran,
 # as its hooks saw it, equals `ergon schedule 1f1b` / ergon.rank_order('interleaved-1f1b', V=2)
 # on every rank and step; every non-first rank measured receive waits (the P2PCommunicator
-# receives, timed); planned runs changed clocks and their losses are bitwise identical to
+# receives, timed); planned runs changed clocks on every rank (at least once: the count depends
+# on load, see below) and their losses are bitwise identical to
 # the all-max runs'; no deadlock (the launch ends under a timeout).
 # docs/integrations.md (Megatron-core) shows this trainer's --case launch.
 source "$(dirname "$0")/venv_lib.bash"
@@ -90,8 +91,13 @@ for i in range(n):
                   (c0["schedule"], c0["M"], ""))
         if c0["loss_hex"] != mx["loss_hex"]:
             bad.append("%s: losses %s != all-max %s" % (name, c0["losses"], mx["losses"]))
-        if not all(res[r]["cases"][i]["clock_changes"] > 2 for r in range(P)):
-            bad.append("%s: a rank did not change clocks" % name)
+        # At least one change per rank, not a count: the clock thread applies only the newest
+        # of the requests it finds pending (docs/runtime.md), so how many it applied depends on
+        # how often it ran -- under load (4 ranks on 2 cores beside another test) as few as 1.
+        # client.sync() after the run makes the last request applied, so 0 means none was made.
+        if not all(res[r]["cases"][i]["clock_changes"] >= 1 for r in range(P)):
+            bad.append("%s: a rank did not change clocks (%s)" % (
+                name, [res[r]["cases"][i]["clock_changes"] for r in range(P)]))
         else:
             print("%s: orders == ergon's on every rank, losses bitwise == all-max" % name)
 if bad:
