@@ -66,7 +66,7 @@ typedef struct erg__crash_inc {
     long *pfx; /* [n] max of es + d over g.topo[0..k] (T = pfx[n - 1]) */
     /* The arc scan after a step visits only the instructions whose arcs may change (cpm_window
      * marks them, scan_arcs clears the marks): see cpm_window. */
-    unsigned char *dirty; /* [n] */
+    unsigned char *dirty; /* [n + 8], the last 8 always 0 */
     long *des;            /* [n] scratch: the change of es in the window CPM's forward pass */
     int *msp;             /* [n] the largest topological position among x's successors (-1) */
     /* The cut kept (docs/planner.md): cut_valid = the flow's level marks (>= 0) are exactly
@@ -337,8 +337,19 @@ static void scan_arcs(crash_state *cs, int all)
     const unsigned char *active = in->active, *ends = cs->ends;
     const int64_t inf = cs->inf;
     for (int x = 0; x < n; x++) {
-        if (!all && !dirty[x])
-            continue;
+        if (!all) {
+            /* a few marks among hundreds: skip 8 unmarked at a time (padded to a multiple of 8) */
+            if (!(x & 7)) {
+                uint64_t w;
+                memcpy(&w, dirty + x, sizeof w);
+                if (!w) {
+                    x += 7;
+                    continue;
+                }
+            }
+            if (!dirty[x])
+                continue;
+        }
         dirty[x] = 0;
         const long ef = es[x] + d[x];
         const int cx = es[x] + td[x] == T;
@@ -436,7 +447,7 @@ int erg__crash_incr_init(crash_state *cs)
     in->pos = erg__malloc(sizeof(int) * (size_t)n);
     in->td = erg__malloc(sizeof(long) * (size_t)n);
     in->pfx = erg__malloc(sizeof(long) * (size_t)n);
-    in->dirty = erg__calloc((size_t)n, 1);
+    in->dirty = erg__calloc((size_t)n + 8, 1); /* + 8: scan_arcs reads whole words */
     in->des = erg__malloc(sizeof(long) * (size_t)n);
     in->msp = erg__malloc(sizeof(int) * (size_t)n);
     if (!in->active || !in->front || !in->inr || !in->touched || !in->tflag || !in->pos ||
