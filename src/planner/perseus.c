@@ -943,6 +943,17 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
         slowest.cost_j += cs.cval[x];
     }
     slowest.energy_j = slowest.cost_j + ((S * slowest.time_s) * o.blocking_power_w);
+    /* csum[x]: the sum of cval[0..x] in that order (the plan's cost is csum[n - 1]); a step
+     * changes cval only at the instructions it moved, so the sums are redone from the first
+     * of them on, the same additions in the same order as a pass over all of them */
+    double *csum = erg__malloc(sizeof(double) * (size_t)n);
+    if (!csum)
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+    double sum0 = 0;
+    for (int x = 0; x < n && csum; x++) {
+        sum0 += cs.cval[x];
+        csum[x] = sum0;
+    }
     for (uint64_t iter = 0; !st; iter++) {
         double cc = 0;
         if (full) {
@@ -957,10 +968,17 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
                 break;
         }
         /* The same sum in the same order as over spec_cost(x, d[x]): the
-         * cached costs change only for the instructions the step moved. */
-        double cost = 0;
-        for (int x = 0; x < n; x++)
+         * cached costs change only for the instructions the step moved (both lists ascend). */
+        int xm = n;
+        if (cs.nshorten)
+            xm = cs.shorten[0];
+        if (cs.nlengthen && cs.lengthen[0] < xm)
+            xm = cs.lengthen[0];
+        double cost = xm > 0 ? csum[xm - 1] : 0;
+        for (int x = xm; x < n; x++) {
             cost += cs.cval[x];
+            csum[x] = cost;
+        }
         erg_frontier_point pt;
         pt.quant_time = cs.T;
         pt.time_s = (double)cs.T * o.unit_s;
@@ -996,6 +1014,7 @@ erg_status erg_plan_perseus(const erg_profile *prof, int S, int M, const erg_per
             st = erg__frontier_end_plan(fr, freq, err);
     }
     erg__free(freq);
+    erg__free(csum);
     if (!st && o.progress)
         o.progress(o.progress_user, erg_frontier_size(fr), erg_frontier_size(fr));
 done:

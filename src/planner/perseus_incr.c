@@ -28,56 +28,20 @@
  *    the source side of the unique minimal minimum cut. The next warm start then starts from
  *    another flow; its cut is again that unique set whenever the repair arcs end saturated
  *    (docs/planner.md, "Incremental crashing", says what is and is not proven).
- *  - CPM covers only the window of the topological order that the step's moved instructions
- *    span (cpm_window): earliest starts before it and tails (T - lf) after it do not change.
- *    Keeping starts and tails and propagating only their changes (a worklist) was tried and
- *    was slower, because shortening every critical path moves the start or the tail of about
- *    95 % of the instructions at every step (docs/benchmarks.md, "Incremental crashing").
+ *  - CPM after a step recomputes only what the step can have moved (perseus_incr_cpm.c), and
+ *    marks the instructions whose arcs may change: the arc scan visits only those (exact tests,
+ *    not a guess: about 26 of 1,536 per step on gpt3-175b M = 96).
  *  - A warm start that fails (a repair arc left unsaturated) falls back to crash_step's cold
  *    and two-phase solves on arc lists written from the persistent arcs, then rebuilds the
  *    network from the resulting flow.
  * The full pass (crash_step) stays selectable (ERGON_PERSEUS_FULL_PASS=1) and
  * tests/unit/test_perseus_incr.c compares the two. */
-#include "planner/perseus_crash.h"
+#include "planner/perseus_incr.h"
 #include "core/internal.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The per-arc arrays are the crash state's arc lists (cs->arc_u, ..., sized for every
- * possible arc), indexed by ordinal here: the full pass's lists are only written by the
- * fallback, which swaps in arrays of its own, so the incremental step needs no more memory
- * than the full pass. */
-typedef struct erg__crash_inc {
-    int nord;              /* n + E + 2n possible arcs */
-    int *au, *av;          /* [nord] endpoints (flow nodes) of each possible arc (cs->arc_u, _v) */
-    int *akey;             /* [nord] key into prev_flow (cs->arc_key) */
-    unsigned char *active; /* [nord] in the network now */
-    int64_t *alb, *aub;    /* [nord] bounds of the active arcs (cs->arc_lb, _ub) */
-    int64_t *im;           /* [2n + 4] imbalance of the real arcs' flow (cs->im) */
-    int *touched;          /* nodes whose imbalance may be non-zero */
-    unsigned char *tflag;
-    int ntouched;
-    /* CPM over a window of the topological order (cpm_window) */
-    int *pos;  /* [n] position of each instruction in g.topo */
-    long *td;  /* [n] T - lf + d: the longest path from an instruction's start to the end (its
-                * tail plus its own duration: what a predecessor's test adds to its finish) */
-    long *pfx; /* [n] max of es + d over g.topo[0..k] (T = pfx[n - 1]) */
-    /* The arc scan after a step visits only the instructions whose arcs may change (cpm_window
-     * marks them, scan_arcs clears the marks): see cpm_window. */
-    unsigned char *dirty; /* [n + 8], the last 8 always 0 */
-    long *des;            /* [n] scratch: the change of es in the window CPM's forward pass */
-    int *msp;             /* [n] the largest topological position among x's successors (-1) */
-    /* The cut kept (docs/planner.md): cut_valid = the flow's level marks (>= 0) are exactly
-     * the nodes reachable from the source in the residual graph, as the last max flow's
-     * final search left them; moved = a patch since then may have taken a node out of that
-     * set; front = the unreached heads of residual arcs that patches opened from a reached
-     * node (nfront > nfront_max: too many, treated as moved). */
-    int cut_valid, moved;
-    int *front, nfront, nfront_max;
-    unsigned char *inr; /* [2n + 4] scratch of extend_cut: reached by it */
-} erg__crash_inc;
 
 /* ---- the persistent network ---- */
 
@@ -325,7 +289,7 @@ static void op_arc(crash_state *cs, int x, int want)
  * An instruction neither critical now nor in the network (its op arc inactive) is skipped:
  * its dependency and source/sink arcs were wanted only with the op arc, so none is active
  * and none is wanted. */
-static void scan_arcs(crash_state *cs, int all)
+static inline void scan_arcs_in(crash_state *cs, int all, const int flat)
 {
     erg__crash_inc *in = cs->inc;
     unsigned char *dirty = in->dirty;
@@ -351,8 +315,8 @@ static void scan_arcs(crash_state *cs, int all)
                 continue;
         }
         dirty[x] = 0;
-        const long ef = es[x] + d[x];
-        const int cx = es[x] + td[x] == T;
+        const long esx = flat ? es[x] : es_at(in, es, x), ef = esx + d[x];
+        const int cx = esx + (flat ? td[x] : td_at(in, x)) == T;
         int o = x + succ_off[x];
         if (!cx && !active[o])
             continue;
@@ -361,7 +325,7 @@ static void scan_arcs(crash_state *cs, int all)
         if (lag == 0) {
             for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
                 int y = succ[j];
-                int want = cx & (ef + td[y] == T);
+                int want = cx & (ef + (flat ? td[y] : td_at(in, y)) == T);
                 if (active[x + 1 + j] != want)
                     arc_want(cs, x + 1 + j, want, 0, inf);
             }
@@ -369,7 +333,7 @@ static void scan_arcs(crash_state *cs, int all)
             for (int j = succ_off[x]; j < succ_off[x + 1]; j++) {
                 int y = succ[j];
                 long l = rank[x] != rank[y] ? lag : 0;
-                int want = cx & (ef + l + td[y] == T);
+                int want = cx & (ef + l + (flat ? td[y] : td_at(in, y)) == T);
                 if (active[x + 1 + j] != want)
                     arc_want(cs, x + 1 + j, want, 0, inf);
             }
@@ -383,6 +347,15 @@ static void scan_arcs(crash_state *cs, int all)
                 arc_want(cs, ne + 2 * x + 1, ws, 0, inf);
         }
     }
+}
+
+/* es and td read directly where no offset is in use (the whole-span CPM), else through them. */
+static void scan_arcs(crash_state *cs, int all)
+{
+    if (cs->inc->flat)
+        scan_arcs_in(cs, all, 1);
+    else
+        scan_arcs_in(cs, all, 0);
 }
 
 /* The network from scratch: every active arc with the flow prev_flow (clamped). */
@@ -407,12 +380,7 @@ void erg__crash_incr_free(crash_state *cs)
     if (!in)
         return;
     erg__free(in->active);
-    erg__free(in->pos);
-    erg__free(in->td);
-    erg__free(in->pfx);
-    erg__free(in->dirty);
-    erg__free(in->des);
-    erg__free(in->msp);
+    erg__incr_cpm_free(in);
     erg__free(in->touched);
     erg__free(in->tflag);
     erg__free(in->front);
@@ -444,32 +412,9 @@ int erg__crash_incr_init(crash_state *cs)
     in->nfront_max = nn;
     in->front = erg__malloc(sizeof(int) * (size_t)nn);
     in->inr = erg__calloc((size_t)nn, 1);
-    in->pos = erg__malloc(sizeof(int) * (size_t)n);
-    in->td = erg__malloc(sizeof(long) * (size_t)n);
-    in->pfx = erg__malloc(sizeof(long) * (size_t)n);
-    in->dirty = erg__calloc((size_t)n + 8, 1); /* + 8: scan_arcs reads whole words */
-    in->des = erg__malloc(sizeof(long) * (size_t)n);
-    in->msp = erg__malloc(sizeof(int) * (size_t)n);
-    if (!in->active || !in->front || !in->inr || !in->touched || !in->tflag || !in->pos ||
-        !in->td || !in->pfx || !in->dirty || !in->des || !in->msp)
+    if (!in->active || !in->front || !in->inr || !in->touched || !in->tflag ||
+        erg__incr_cpm_init(cs))
         return -1;
-    /* the window CPM's state from the full CPM's es, lf and T */
-    long m = 0;
-    for (int k = 0; k < n; k++) {
-        int u = g->topo[k];
-        in->pos[u] = k;
-        in->td[u] = cs->T - cs->lf[u] + cs->d[u];
-        if (cs->es[u] + cs->d[u] > m)
-            m = cs->es[u] + cs->d[u];
-        in->pfx[k] = m;
-    }
-    for (int x = 0; x < n; x++) {
-        int mp = -1;
-        for (int j = g->succ_off[x]; j < g->succ_off[x + 1]; j++)
-            if (in->pos[g->succ[j]] > mp)
-                mp = in->pos[g->succ[j]];
-        in->msp[x] = mp;
-    }
     const int SRC = 2 * n, SNK = 2 * n + 1, ne = n + E;
     for (int x = 0; x < n; x++) {
         int o = x + g->succ_off[x];
@@ -541,6 +486,7 @@ static int fallback_lists(crash_state *cs, int *nl_out)
     erg__crash_inc *in = cs->inc;
     const int n = cs->n, SNK = 2 * n + 1;
     int narcs = 0, ncrit = 0;
+    erg__incr_flatten(cs);
     for (int x = 0; x < n; x++) /* the window CPM keeps td; lf for crash_step's code */
         cs->lf[x] = cs->T - in->td[x] + cs->d[x];
     for (int x = 0; x < n; x++)
@@ -618,97 +564,6 @@ static int fallback_cut(crash_state *cs, int *nl_out)
                 touch(in, x);
     }
     return ns;
-}
-
-/* erg__crash_cpm after a step that moved only the instructions cs->shorten and cs->lengthen,
- * the same es, lf and T: with kmin..kmax the topological positions they span, the earliest
- * starts before kmin depend only on durations before kmin and the tails (T - lf) after kmax
- * only on durations after kmax, so neither changed. es is recomputed from kmin on, the tails
- * from kmax down (kept as td = tail + d: td[u] = d[u] + max(0, td[v] + lag) is erg__crash_cpm's
- * lf = min(T, lf[v] - d[v] - lag) with lf = T - td + d, exact in integers), T from the prefix
- * maxima; cs->lf is not kept (scan_arcs reads td, the fallback writes lf). */
-static void cpm_window(crash_state *cs)
-{
-    erg__crash_inc *in = cs->inc;
-    const erg_dag_arrays *g = &cs->g;
-    const int n = cs->n;
-    const int *topo = g->topo, *pred_off = g->pred_off, *pred = g->pred;
-    const int *succ_off = g->succ_off, *succ = g->succ, *stage = g->rank, *pos = in->pos;
-    const int *d = cs->d;
-    long *es = cs->es, *td = in->td, *pfx = in->pfx;
-    const long lag = cs->lag;
-    int kmin = n, kmax = -1;
-    for (int i = 0; i < cs->nshorten; i++) {
-        int k = pos[cs->shorten[i]];
-        kmin = k < kmin ? k : kmin;
-        kmax = k > kmax ? k : kmax;
-    }
-    for (int i = 0; i < cs->nlengthen; i++) {
-        int k = pos[cs->lengthen[i]];
-        kmin = k < kmin ? k : kmin;
-        kmax = k > kmax ? k : kmax;
-    }
-    const long T0 = cs->T;
-    long *des = in->des;
-    unsigned char *dirty = in->dirty;
-    const int *msp = in->msp;
-    long T = kmin > 0 ? pfx[kmin - 1] : 0;
-    for (int k = kmin; k < n; k++) {
-        int u = topo[k];
-        long s = crash_es_of(pred_off, pred, es, d, stage, lag, u);
-        des[u] = s - es[u];
-        es[u] = s;
-        if (s + d[u] > T)
-            T = s + d[u];
-        pfx[k] = T;
-    }
-    /* Which instructions the arc scan must visit (the others' arcs stay as they are; the
-     * tests are exact, not a guess): with dT the change of T,
-     *  - after the window (k > kmax) td and d are unchanged and so are the successors' td:
-     *    x's criticality, its dependencies' and its dummies' tests all move by des - dT, so
-     *    x is visited iff des != dT;
-     *  - in the window every instruction is visited;
-     *  - before it (k < kmin) es and d are unchanged: x's own tests move by its td change
-     *    minus dT, a dependency x -> y's by y's; so x is visited when its td moved by other
-     *    than dT, when a successor's did (marked from the successor, through its
-     *    predecessors), or when dT != 0 and a successor lies after the window (whose td
-     *    stayed).
-     * On gpt3-175b A40 M = 96 this leaves about 3.5 % of the instruction visits. */
-    const long dT = T - T0;
-    for (int k = kmax + 1; k < n; k++) {
-        int u = topo[k];
-        dirty[u] = des[u] != dT;
-    }
-    for (int k = kmax; k >= 0; k--) {
-        int u = topo[k];
-        long t = 0;
-        if (lag == 0) {
-            for (int j = succ_off[u]; j < succ_off[u + 1]; j++) {
-                int v = succ[j];
-                long tv = td[v];
-                if (tv > t)
-                    t = tv;
-            }
-        } else {
-            for (int j = succ_off[u]; j < succ_off[u + 1]; j++) {
-                int v = succ[j];
-                long tv = td[v] + (stage[u] != stage[v] ? lag : 0);
-                if (tv > t)
-                    t = tv;
-            }
-        }
-        const long nt = t + d[u];
-        const int moved = nt - td[u] != dT;
-        td[u] = nt;
-        if (k >= kmin)
-            dirty[u] = 1;
-        else
-            dirty[u] |= moved | ((dT != 0) & (msp[u] > kmax));
-        if (moved)
-            for (int j = pred_off[u]; j < pred_off[u + 1]; j++)
-                dirty[pred[j]] = 1;
-    }
-    cs->T = T; /* lf = T - td + d where needed (scan_arcs reads td) */
 }
 
 int erg__crash_incr_step(crash_state *cs, double *cost_change)
@@ -818,8 +673,8 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
         return 0;
     if (!erg__crash_apply(cs, ns, nl, cost_change))
         return 0;
-    cpm_window(cs);
-    scan_arcs(cs, 0);
+    erg__incr_cpm(cs);
+    scan_arcs(cs, in->all);
     /* an op arc's bounds change only with its duration: those of the moved instructions
      * still critical (scan_arcs inserts and removes op arcs with their current bounds) */
     for (int k = 0; k < cs->nshorten; k++)

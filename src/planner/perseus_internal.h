@@ -34,5 +34,11 @@ void erg__perseus_incr_force_fallback(int every);
 /* Tests: how many incremental steps kept the last cut without a max flow, and how many pushed
  * a path from the opened arcs before it (totals since the process started). */
 void erg__perseus_incr_cut_stats(long *kept, long *pushed);
+/* Tests: the incremental step's CPM after a step recomputes the window of the moved
+ * instructions with offsets for what follows and precedes it (2), the whole span from the
+ * window to both ends (1), or chooses by the window's width (0, the default); and how many
+ * steps took the window and the whole span (totals since the process started). */
+void erg__perseus_incr_cpm_mode(int mode);
+void erg__perseus_incr_cpm_stats(long *window, long *span);
 
 #endif

@@ -250,6 +250,42 @@ TEST(kept_cut_and_pushed_path_on_random_pipelines)
     ASSERT_MSG(k1 > k0 && p1 > p0, "kept %ld, pushed %ld", k1 - k0, p1 - p0);
 }
 
+/* The CPM after a step (docs/planner.md, "Incremental crashing"): the window of the moved
+ * instructions with offsets for the starts after it and the tails before it, and the whole
+ * span, each forced on every step, give the same frontier on random small pipelines (with and
+ * without transfer time, sources and sinks anywhere in the order); by default both are taken. */
+TEST(window_and_whole_span_cpm_on_random_pipelines)
+{
+    const erg_schedule_kind kinds[] = {ERG_SCHED_1F1B, ERG_SCHED_GPIPE, ERG_SCHED_ZBV,
+                                       ERG_SCHED_INTERLEAVED_1F1B, ERG_SCHED_DUALPIPEV};
+    long w0, s0, w1, s1;
+    erg__perseus_incr_cpm_stats(&w0, &s0);
+    for (int mode = 0; mode <= 2; mode++) {
+        erg__perseus_incr_cpm_mode(mode);
+        for (unsigned seed = 300; seed < 320; seed++) {
+            srand(seed * 104729u);
+            int S = 2 + rand() % 3, M = 2 + rand() % 6, nclk = 4 + rand() % 6;
+            erg_schedule_kind kind = kinds[seed % 5];
+            int chunked = kind == ERG_SCHED_ZBV || kind == ERG_SCHED_INTERLEAVED_1F1B ||
+                          kind == ERG_SCHED_DUALPIPEV;
+            if (chunked) {
+                S = 2;
+                M = 4 + 2 * (rand() % 2);
+            }
+            double unit = (rand() % 2) ? 0.002 : 0.001;
+            erg_profile *p = synthetic(chunked ? 4 : S, nclk, 40 + seed % 50, seed);
+            erg_perseus_opts o = opts(kind, unit, 40 + seed % 50);
+            if (seed % 3 == 0)
+                o.transfer_time_s = 0.004;
+            ASSERT_MSG(same_frontier(p, S, M, &o) > 5, "mode %d seed %u", mode, seed);
+            erg_profile_free(p);
+        }
+    }
+    erg__perseus_incr_cpm_mode(0);
+    erg__perseus_incr_cpm_stats(&w1, &s1);
+    ASSERT_MSG(w1 > w0 && s1 > s0, "window %ld, whole span %ld", w1 - w0, s1 - s0);
+}
+
 static const char *const profiles[] = {"gpt3-175b+a40_bf16.csv", "gpt3-175b+a100_sxm_bf16.csv",
                                        "bloom+a40_bf16.csv", "bloom+a100_sxm_bf16.csv"};
 
@@ -262,6 +298,11 @@ TEST(published_profiles_1f1b)
         same_frontier(p, 8, 12, &o);
         o.unit_s = 0.0001;
         same_frontier(p, 8, 12, &o);
+        for (int mode = 1; mode <= 2; mode++) { /* each CPM on every step */
+            erg__perseus_incr_cpm_mode(mode);
+            same_frontier(p, 8, 12, &o);
+        }
+        erg__perseus_incr_cpm_mode(0);
         o.unit_s = 0.001;
         o.transfer_time_s = 0.002;
         same_frontier(p, 8, 8, &o);
@@ -286,4 +327,5 @@ TAP_MAIN(TEST_ENTRY(synthetic_1f1b_and_gpipe), TEST_ENTRY(synthetic_with_transfe
          TEST_ENTRY(synthetic_interleaved_and_zero_bubble_schedules),
          TEST_ENTRY(forced_fallback_gives_the_same_frontier),
          TEST_ENTRY(kept_cut_and_pushed_path_on_random_pipelines),
+         TEST_ENTRY(window_and_whole_span_cpm_on_random_pipelines),
          TEST_ENTRY(published_profiles_1f1b), TEST_ENTRY(published_profiles_other_schedules))
