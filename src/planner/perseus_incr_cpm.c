@@ -121,7 +121,7 @@ void erg__incr_flatten(crash_state *cs)
  * enters only the subtrees holding one. */
 static void seg_pend(const int *t, int P, int lo, int hi, int lim, int sign, uint64_t *pend)
 {
-    int stack[64], sp = 0, node = 1, nlo = 0, nhi = P;
+    int stack[3 * 31], sp = 0, node = 1, nlo = 0, nhi = P; /* 3 ints a level, P <= 2^30 */
     for (;;) {
         if (nlo < hi && lo < nhi && sign * t[node] <= sign * lim) {
             if (node >= P) {
