@@ -66,11 +66,13 @@ for step in range(args.steps):
     opt.step()
     opt.zero_grad()
     t, e = hooks.last_step                                                   # ergon
-    print("rank %d step %d: %.3f s, %.3f J (ergon)%s" % (
+    # one write per line ("\n" included): the ranks share stdout, and print's separate
+    # write of the newline lets another rank's line in when Python runs unbuffered
+    print("rank %d step %d: %.3f s, %.3f J (ergon)%s\n" % (
         rank, step, t, e, "" if losses is None else
-        ", loss %.6f" % float(sum(l.detach() for l in losses) / M)), flush=True)
+        ", loss %.6f" % float(sum(l.detach() for l in losses) / M)), end="", flush=True)
 
-print("rank %d: %d clock changes" % (rank, client.clock_changes))            # ergon
+print("rank %d: %d clock changes\n" % (rank, client.clock_changes), end="", flush=True)  # ergon
 hooks.close()                                                                # ergon
 client.close()          # puts the GPU's clocks back                          # ergon
 gpu.close()                                                                  # ergon
