@@ -116,6 +116,11 @@ void erg__incr_flatten(crash_state *cs)
     in->flat = 1;
 }
 
+static inline void pend_set(uint64_t *pend, int k)
+{
+    pend[k >> 6] |= UINT64_C(1) << (k & 63);
+}
+
 /* Positions k in [lo, hi) whose key in the segment tree t (leaves at P + k) is <= lim (t of
  * minima, sign 1) or >= lim (t of maxima, sign -1), added to the pending set: a descent that
  * enters only the subtrees holding one. */
@@ -125,8 +130,7 @@ static void seg_pend(const int *t, int P, int lo, int hi, int lim, int sign, uin
     for (;;) {
         if (nlo < hi && lo < nhi && sign * t[node] <= sign * lim) {
             if (node >= P) {
-                int k = node - P;
-                pend[k >> 6] |= UINT64_C(1) << (k & 63);
+                pend_set(pend, node - P);
             } else {
                 int mid = (nlo + nhi) / 2;
                 /* the right half waits on the stack: (node, its range) packed in three ints */
@@ -144,11 +148,6 @@ static void seg_pend(const int *t, int P, int lo, int hi, int lim, int sign, uin
         nlo = stack[--sp];
         node = stack[--sp];
     }
-}
-
-static inline void pend_set(uint64_t *pend, int k)
-{
-    pend[k >> 6] |= UINT64_C(1) << (k & 63);
 }
 
 /* The earliest start of u from its predecessors' (plus the transfer time lag across stages). */
