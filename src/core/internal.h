@@ -109,6 +109,11 @@ double erg__floordiv_py(double a, double b);
  * ("0.1", "3.456", "8.726700000000001", "1e-07", "10000.0", "inf").
  * buf must hold at least 32 bytes. Returns buf. */
 char *erg__fmt_double_py(double v, char *buf, size_t size);
+/* The same digits by the big-integer paths alone, without the 64-bit one (tests compare). */
+char *erg__fmt_double_py_exact(double v, char *buf, size_t size);
+/* snprintf(buf, size, "%.17g", v), byte for byte, without printf's multi-precision cost where
+ * v's magnitude allows (about 0.01 to 2^53). buf must hold at least 32 bytes. Returns buf. */
+char *erg__fmt_double_g17(double v, char *buf, size_t size);
 /* Strict parsers: the whole token must be a finite decimal number (no
  * hexadecimal, no inf/nan); an underflow such as 1e-320 reads as the nearest
  * double (subnormal or 0) and is left to the caller's range checks. */

@@ -298,9 +298,92 @@ static void bn_sub(bn *a, const bn *b)
         a->n--;
 }
 
+static const uint64_t pow10_u64[20] = {1,
+                                        10,
+                                        100,
+                                        1000,
+                                        10000,
+                                        100000,
+                                        1000000,
+                                        10000000,
+                                        100000000,
+                                        1000000000,
+                                        10000000000,
+                                        100000000000,
+                                        1000000000000,
+                                        10000000000000,
+                                        100000000000000,
+                                        1000000000000000,
+                                        10000000000000000,
+                                        100000000000000000,
+                                        1000000000000000000,
+                                        10000000000000000000u};
+
+/* The same digits as the big-integer loop below for the magnitudes CSV files are mostly made
+ * of (about 0.01 to 2^53): when the scaled s stays below 2^60, every quantity of the loop fits
+ * in 64 bits (r < s, m- <= m+ < 10 s, r + m+ < 11 s), and one division gives each digit.
+ * Returns the digit count, or 0 where the magnitude needs the wider paths. */
+static int shortest_digits_u64(uint64_t f, int e, int bexp, bool even, bool unequal,
+                               char *digits, int *decpt)
+{
+    int shift = unequal ? 2 - e : 1 - e; /* s = 2^shift before the power of ten */
+    if (e >= 0 || shift > 59 || bexp == 0)
+        return 0;
+    uint64_t R = unequal ? f << 2 : f << 1, S = UINT64_C(1) << shift, MP = unequal ? 2 : 1, MM = 1;
+    /* k: ceil(log10(v)) estimated from v >= 2^p (p = bexp - 1023), never too high and at most
+     * one too low, as the loop below needs; floor(p log10(2)) = (p * 78913) >> 18 exactly for
+     * |p| <= 1100, and p log10(2) is an integer only at p = 0. */
+    int p = bexp - 1023;
+    int k = p == 0 ? 0 : ((p * 78913) >> 18) + 1;
+    if (k >= 0) {
+        if (k > 19 || __builtin_mul_overflow(S, pow10_u64[k], &S))
+            return 0;
+    } else {
+        if (-k > 19 || __builtin_mul_overflow(R, pow10_u64[-k], &R) ||
+            __builtin_mul_overflow(MP, pow10_u64[-k], &MP))
+            return 0;
+        MM = MP;
+        if (unequal)
+            MM = MP / 2; /* m- = 10^-k, m+ = 2 * 10^-k */
+    }
+    if (S >= UINT64_C(1) << 60 || R + MP < R)
+        return 0;
+    if (even ? R + MP >= S : R + MP > S) {
+        if (S >= (UINT64_C(1) << 60) / 10)
+            return 0;
+        S *= 10;
+        k++;
+    }
+    *decpt = k;
+    int nd = 0;
+    for (;;) {
+        R *= 10;
+        MP *= 10;
+        MM *= 10;
+        int d = (int)(R / S);
+        R -= (uint64_t)d * S;
+        bool tc1 = even ? R <= MM : R < MM;
+        bool tc2 = even ? R + MP >= S : R + MP > S;
+        if (!tc1 && !tc2 && nd < 17) {
+            digits[nd++] = (char)('0' + d);
+            continue;
+        }
+        if (tc1 && tc2) {
+            if (2 * R > S || (2 * R == S && (d & 1)))
+                d++;
+        } else if (tc2) {
+            d++;
+        }
+        digits[nd++] = (char)('0' + d);
+        break;
+    }
+    digits[nd] = '\0';
+    return nd;
+}
+
 /* Shortest digits of finite v > 0: digits[0..nd) and decpt such that
- * v reads as 0.d1d2... x 10^decpt. */
-static int shortest_digits(double v, char *digits, int *decpt)
+ * v reads as 0.d1d2... x 10^decpt. fast = 0: the big-integer paths alone (for tests). */
+static int shortest_digits(double v, char *digits, int *decpt, bool fast)
 {
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
@@ -317,6 +400,11 @@ static int shortest_digits(double v, char *digits, int *decpt)
     }
     bool even = (f & 1) == 0;
     bool unequal = frac == 0 && bexp > 1; /* lower gap half the upper one */
+    if (fast) {
+        int nd = shortest_digits_u64(f, e, bexp, even, unequal, digits, decpt);
+        if (nd)
+            return nd;
+    }
     bn r, s, mp, mm;
     bn_set_u64(&r, f);
     if (e >= 0) {
@@ -430,7 +518,7 @@ static int shortest_digits(double v, char *digits, int *decpt)
     return nd;
 }
 
-char *erg__fmt_double_py(double v, char *buf, size_t size)
+static char *fmt_double_py(double v, char *buf, size_t size, bool fast)
 {
     if (isnan(v)) {
         snprintf(buf, size, "nan");
@@ -447,7 +535,7 @@ char *erg__fmt_double_py(double v, char *buf, size_t size)
     char digits[24];
     bool neg = v < 0;
     int decpt;
-    int nd = shortest_digits(neg ? -v : v, digits, &decpt);
+    int nd = shortest_digits(neg ? -v : v, digits, &decpt, fast);
     int exp10 = decpt - 1;
     char out[64];
     size_t o = 0;
@@ -486,6 +574,107 @@ char *erg__fmt_double_py(double v, char *buf, size_t size)
     out[o] = '\0';
     /* snprintf(buf, size, "%s", out) without printf's cost (a frontier writes two numbers per
      * plan): at most size - 1 bytes and the terminator */
+    if (size) {
+        size_t len = o < size - 1 ? o : size - 1;
+        memcpy(buf, out, len);
+        buf[len] = '\0';
+    }
+    return buf;
+}
+
+char *erg__fmt_double_py(double v, char *buf, size_t size)
+{
+    return fmt_double_py(v, buf, size, true);
+}
+
+char *erg__fmt_double_py_exact(double v, char *buf, size_t size)
+{
+    return fmt_double_py(v, buf, size, false);
+}
+
+/* snprintf's "%.17g" for the magnitudes where the 64-bit loop above holds (v = f 2^e with
+ * 2^-e <= 2^59 after the power of ten): 17 digits of the exact value, rounded half to even as
+ * glibc rounds, in %g's layout; elsewhere snprintf itself. */
+char *erg__fmt_double_g17(double v, char *buf, size_t size)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    int bexp = (int)((bits >> 52) & 0x7FF);
+    int e = bexp - 1075;
+    uint64_t R = (bits & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1) << 52);
+    int p = bexp - 1023;
+    int k = p == 0 ? 0 : ((p * 78913) >> 18) + 1; /* as in shortest_digits_u64 */
+    bool ok = bexp != 0 && bexp != 0x7FF && e < 0 && -e <= 59 && k <= 19 && -k <= 19;
+    uint64_t S = ok ? UINT64_C(1) << -e : 1;
+    if (ok && k >= 0)
+        ok = !__builtin_mul_overflow(S, pow10_u64[k], &S);
+    else if (ok)
+        ok = !__builtin_mul_overflow(R, pow10_u64[-k], &R);
+    if (ok && R >= S) { /* v >= 10^k: the estimate was one low */
+        ok = S < (UINT64_C(1) << 60) / 10;
+        S *= 10;
+        k++;
+    }
+    if (!ok || S >= UINT64_C(1) << 60) {
+        snprintf(buf, size, "%.17g", v);
+        return buf;
+    }
+    char d[18];
+    for (int i = 0; i < 17; i++) {
+        R *= 10;
+        int q = (int)(R / S);
+        R -= (uint64_t)q * S;
+        d[i] = (char)('0' + q);
+    }
+    if (2 * R > S || (2 * R == S && ((d[16] - '0') & 1))) {
+        int i = 16;
+        while (i >= 0 && d[i] == '9')
+            d[i--] = '0';
+        if (i >= 0) {
+            d[i]++;
+        } else {
+            d[0] = '1'; /* 99...9 rounded up: 10...0, one more decimal place */
+            k++;
+        }
+    }
+    int nd = 17;
+    while (nd > 1 && d[nd - 1] == '0')
+        nd--;
+    char out[48];
+    size_t o = 0;
+    if (bits >> 63)
+        out[o++] = '-';
+    int x = k - 1; /* the exponent of the e-style form */
+    if (x < -4 || x >= 17) {
+        out[o++] = d[0];
+        if (nd > 1) {
+            out[o++] = '.';
+            for (int i = 1; i < nd; i++)
+                out[o++] = d[i];
+        }
+        out[o++] = 'e';
+        out[o++] = x < 0 ? '-' : '+';
+        int ax = x < 0 ? -x : x;
+        if (ax >= 100)
+            out[o++] = (char)('0' + ax / 100);
+        out[o++] = (char)('0' + ax / 10 % 10);
+        out[o++] = (char)('0' + ax % 10);
+    } else if (x < 0) {
+        out[o++] = '0';
+        out[o++] = '.';
+        for (int i = 0; i < -x - 1; i++)
+            out[o++] = '0';
+        for (int i = 0; i < nd; i++)
+            out[o++] = d[i];
+    } else {
+        for (int i = 0; i <= x; i++)
+            out[o++] = i < nd ? d[i] : '0';
+        if (nd > x + 1) {
+            out[o++] = '.';
+            for (int i = x + 1; i < nd; i++)
+                out[o++] = d[i];
+        }
+    }
     if (size) {
         size_t len = o < size - 1 ? o : size - 1;
         memcpy(buf, out, len);

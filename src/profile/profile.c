@@ -501,10 +501,13 @@ void erg_profile_fingerprint(const erg_profile *p, char out[ERG_PROFILE_FINGERPR
             }
             for (size_t i = 0; i < n; i++) {
                 const erg_profile_point *pt = v ? &v[i] : &p->stages[s][k].v[i];
-                char row[160];
-                int len = snprintf(row, sizeof row, "%d,%s,%d,%.17g,%.17g\n", s,
-                                   erg_instr_kind_name((erg_instr_kind)k), pt->freq_mhz, pt->time_s,
-                                   pt->energy_j);
+                /* the row "%d,%s,%d,%.17g,%.17g\n" (the fingerprint's definition), with the
+                 * numbers formatted without printf's multi-precision cost */
+                char row[160], t[40], e[40];
+                int len = snprintf(row, sizeof row, "%d,%s,%d,%s,%s\n", s,
+                                   erg_instr_kind_name((erg_instr_kind)k), pt->freq_mhz,
+                                   erg__fmt_double_g17(pt->time_s, t, sizeof t),
+                                   erg__fmt_double_g17(pt->energy_j, e, sizeof e));
                 for (int c = 0; c < len && c < (int)sizeof row; c++) {
                     h ^= (unsigned char)row[c];
                     h *= 1099511628211ULL;
