@@ -299,32 +299,32 @@ static void bn_sub(bn *a, const bn *b)
 }
 
 static const uint64_t pow10_u64[20] = {1,
-                                        10,
-                                        100,
-                                        1000,
-                                        10000,
-                                        100000,
-                                        1000000,
-                                        10000000,
-                                        100000000,
-                                        1000000000,
-                                        10000000000,
-                                        100000000000,
-                                        1000000000000,
-                                        10000000000000,
-                                        100000000000000,
-                                        1000000000000000,
-                                        10000000000000000,
-                                        100000000000000000,
-                                        1000000000000000000,
-                                        10000000000000000000u};
+                                       10,
+                                       100,
+                                       1000,
+                                       10000,
+                                       100000,
+                                       1000000,
+                                       10000000,
+                                       100000000,
+                                       1000000000,
+                                       10000000000,
+                                       100000000000,
+                                       1000000000000,
+                                       10000000000000,
+                                       100000000000000,
+                                       1000000000000000,
+                                       10000000000000000,
+                                       100000000000000000,
+                                       1000000000000000000,
+                                       10000000000000000000u};
 
 /* The same digits as the big-integer loop below for the magnitudes CSV files are mostly made
  * of (about 0.01 to 2^53): when the scaled s stays below 2^60, every quantity of the loop fits
  * in 64 bits (r < s, m- <= m+ < 10 s, r + m+ < 11 s), and one division gives each digit.
  * Returns the digit count, or 0 where the magnitude needs the wider paths. */
-static int shortest_digits_u64(uint64_t f, int e, int bexp, bool even, bool unequal,
-                               char *digits, int *decpt)
+static int shortest_digits_u64(uint64_t f, int e, int bexp, bool even, bool unequal, char *digits,
+                               int *decpt)
 {
     int shift = unequal ? 2 - e : 1 - e; /* s = 2^shift before the power of ten */
     if (e >= 0 || shift > 59 || bexp == 0)

@@ -31,6 +31,7 @@ int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs)
     f->max_arcs = max_arcs;
     f->head = erg__malloc(sizeof(int) * (size_t)max_nodes);
     f->level = erg__malloc(sizeof(int) * (size_t)max_nodes);
+    f->dist = erg__malloc(sizeof(int) * (size_t)max_nodes);
     f->iter = erg__malloc(sizeof(int) * (size_t)max_nodes);
     /* one spare: the branch-free BFS writes past the last node it enqueues */
     f->queue = erg__malloc(sizeof(int) * (size_t)(max_nodes + 1));
@@ -38,8 +39,8 @@ int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs)
     f->next = erg__malloc(sizeof(int) * (size_t)max_arcs);
     f->to = erg__malloc(sizeof(int) * (size_t)max_arcs);
     f->res = erg__malloc(sizeof(int64_t) * (size_t)max_arcs);
-    if (!f->head || !f->level || !f->iter || !f->queue || !f->stack || !f->next || !f->to ||
-        !f->res) {
+    if (!f->head || !f->level || !f->dist || !f->iter || !f->queue || !f->stack || !f->next ||
+        !f->to || !f->res) {
         erg__flow_free(f);
         return -1;
     }
@@ -50,6 +51,7 @@ void erg__flow_free(erg__flow *f)
 {
     erg__free(f->head);
     erg__free(f->level);
+    erg__free(f->dist);
     erg__free(f->iter);
     erg__free(f->queue);
     erg__free(f->stack);
@@ -93,12 +95,13 @@ static void bfs(erg__flow *f, int s)
     f->nreach = qt;
 }
 
-/* Distances to t (in level[]) over arcs with residual capacity, searched backward from t:
+/* Distances to t (in dist[]) over arcs with residual capacity, searched backward from t:
  * the arcs into a node are the reverses of its own. Stops once s has its distance: every
- * node nearer t than s is labelled by then, and the DFS needs no other. */
+ * node nearer t than s is labelled by then, and the DFS needs no other. Its queue is the
+ * DFS's stack, so level[] and queue[] keep the last forward search. */
 static bool bfs_to_sink(erg__flow *f, int s, int t)
 {
-    int *dist = f->level, *queue = f->queue;
+    int *dist = f->dist, *queue = f->stack;
     const int *head = f->head, *next = f->next, *to = f->to;
     const int64_t *res = f->res;
     memset(dist, 0xff, sizeof(int) * (size_t)f->nodes);
@@ -110,7 +113,7 @@ static bool bfs_to_sink(erg__flow *f, int s, int t)
         int dv = dist[v] + 1;
         for (int a = head[v]; a >= 0; a = next[a]) {
             int u = to[a]; /* a: v -> u, a ^ 1: u -> v */
-            if (res[a ^ 1] > 0 && dist[u] < 0) {
+            if (dist[u] < 0 && res[a ^ 1] > 0) {
                 dist[u] = dv;
                 if (u == s)
                     return true;
@@ -121,17 +124,19 @@ static bool bfs_to_sink(erg__flow *f, int s, int t)
     return false;
 }
 
-int64_t erg__flow_max(erg__flow *f, int s, int t)
+static int64_t flow_max(erg__flow *f, int s, int t, bool none_keeps)
 {
     int64_t total = 0;
     if (s == t)
         return 0;
-    int *dist = f->level, *iter = f->iter, *stack = f->stack;
+    int *dist = f->dist, *iter = f->iter, *stack = f->stack;
     const int *head = f->head, *next = f->next, *to = f->to;
     int64_t *res = f->res;
     for (;;) {
         if (!bfs_to_sink(f, s, t)) {
-            bfs(f, s); /* the source side, for the caller */
+            if (none_keeps && total == 0)
+                return -1; /* no augmenting path at all: level[], queue[] untouched */
+            bfs(f, s);     /* the source side, for the caller */
             return total;
         }
         memcpy(iter, head, sizeof(int) * (size_t)f->nodes);
@@ -180,6 +185,16 @@ int64_t erg__flow_max(erg__flow *f, int s, int t)
             }
         }
     }
+}
+
+int64_t erg__flow_max(erg__flow *f, int s, int t)
+{
+    return flow_max(f, s, t, false);
+}
+
+int64_t erg__flow_max_if_path(erg__flow *f, int s, int t)
+{
+    return flow_max(f, s, t, true);
 }
 
 void erg__flow_source_side(const erg__flow *f, unsigned char *mark)

@@ -15,8 +15,10 @@ typedef struct erg__flow {
     int *next;                 /* [max_arcs] next arc out of the same node */
     int *to;                   /* [max_arcs] head node of the arc */
     int64_t *res;              /* [max_arcs] residual capacity */
-    int *level, *iter, *queue; /* [max_nodes] Dinic work arrays (queue: + 1) */
-    int *stack;                /* [max_nodes] DFS path (arcs) */
+    int *level, *iter, *queue; /* [max_nodes] the last forward search (levels from the
+                                  source, the nodes it reached) and the DFS's current arcs */
+    int *dist;                 /* [max_nodes] distances to the sink (Dinic's phases) */
+    int *stack;                /* [max_nodes + 1] DFS path (arcs); the backward search's queue */
     int nreach;                /* nodes the last search reached: queue[0 .. nreach - 1] */
 } erg__flow;
 
@@ -44,6 +46,10 @@ static inline int erg__flow_add(erg__flow *f, int u, int v, int64_t cap)
 /* Maximum flow from s to t on the current residual capacities (added to any
  * flow already there); returns the amount pushed. */
 int64_t erg__flow_max(erg__flow *f, int s, int t);
+/* erg__flow_max, except that when no augmenting path exists to begin with it returns -1 at
+ * once and leaves level[], queue[] and nreach as the caller's last search left them (one
+ * backward search instead of that and a forward one). */
+int64_t erg__flow_max_if_path(erg__flow *f, int s, int t);
 /* Right after erg__flow_max(f, s, t): mark[v] = 1 for the nodes reachable
  * from s through arcs with residual > 0, i.e. erg__flow_reachable(f, s, 1,
  * mark), read off the last (failed) search of the max flow instead of a new

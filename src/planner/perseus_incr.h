@@ -50,6 +50,7 @@ typedef struct erg__crash_inc {
      * set; front = the unreached heads of residual arcs that patches opened from a reached
      * node (nfront > nfront_max: too many, treated as moved). */
     int cut_valid, moved;
+    int last_hit; /* the last step that could keep the cut found an augmenting path */
     int *front, nfront, nfront_max;
     unsigned char *inr; /* [2n + 4] scratch of extend_cut: reached by it */
 } erg__crash_inc;

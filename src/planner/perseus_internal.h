@@ -31,9 +31,11 @@ void erg__perseus_set_full_pass(int on);
  * network rebuilt from that flow) at every k-th plan as if the warm start had failed;
  * 0 = only when it does. */
 void erg__perseus_incr_force_fallback(int every);
-/* Tests: how many incremental steps kept the last cut without a max flow, and how many pushed
- * a path from the opened arcs before it (totals since the process started). */
-void erg__perseus_incr_cut_stats(long *kept, long *pushed);
+/* Tests: how many incremental steps kept the last cut without a max flow, how many pushed a
+ * path from the opened arcs before it, and, of the steps after one that found an augmenting
+ * path, how many let the max flow search first and found one (probed_hit) or none, keeping
+ * the cut (probed_kept) (totals since the process started). */
+void erg__perseus_incr_cut_stats(long *kept, long *pushed, long *probed_hit, long *probed_kept);
 /* Tests: the incremental step's CPM after a step recomputes the window of the moved
  * instructions with offsets for what follows and precedes it (2), the whole span from the
  * window to both ends (1), or chooses by the window's width (0, the default); and how many

@@ -173,9 +173,23 @@ TEST(fmt_double_g17_equals_printf)
 {
     uint64_t x = 0x9E3779B97F4A7C15u;
     char a[40], b[40];
-    static const double fixed[] = {0.0, -0.0, 1.0, 0.1, 1e-5, 1e17, 1e16, 99999999999999999.0,
-                                   0.00012345, 1234567890123456.25, 1234567890123456.75, -2.5,
-                                   0.11248032760620108, 33.59392799949646, NAN, INFINITY, 5e-324};
+    static const double fixed[] = {0.0,
+                                   -0.0,
+                                   1.0,
+                                   0.1,
+                                   1e-5,
+                                   1e17,
+                                   1e16,
+                                   99999999999999999.0,
+                                   0.00012345,
+                                   1234567890123456.25,
+                                   1234567890123456.75,
+                                   -2.5,
+                                   0.11248032760620108,
+                                   33.59392799949646,
+                                   NAN,
+                                   INFINITY,
+                                   5e-324};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         snprintf(b, sizeof b, "%.17g", fixed[i]);
         ASSERT_STR_EQ(erg__fmt_double_g17(fixed[i], a, sizeof a), b);
@@ -290,6 +304,6 @@ TAP_MAIN(TEST_ENTRY(array_growth_doubles_keeps_contents_and_survives_failure),
          TEST_ENTRY(floordiv_matches_python), TEST_ENTRY(fmt_double_like_python_repr),
          TEST_ENTRY(fmt_double_shortest_round_trip_equals_python_repr),
          TEST_ENTRY(fmt_double_fast_path_equals_big_integer_digits),
-         TEST_ENTRY(fmt_double_g17_equals_printf),
-         TEST_ENTRY(csv_tokenizer_tracks_lines), TEST_ENTRY(error_set_and_names),
-         TEST_ENTRY(strict_number_parsing), TEST_ENTRY(allocation_failure_is_reported))
+         TEST_ENTRY(fmt_double_g17_equals_printf), TEST_ENTRY(csv_tokenizer_tracks_lines),
+         TEST_ENTRY(error_set_and_names), TEST_ENTRY(strict_number_parsing),
+         TEST_ENTRY(allocation_failure_is_reported))
