@@ -32,6 +32,8 @@ int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs)
     f->head = erg__malloc(sizeof(int) * (size_t)max_nodes);
     f->level = erg__malloc(sizeof(int) * (size_t)max_nodes);
     f->dist = erg__malloc(sizeof(int) * (size_t)max_nodes);
+    f->paths = erg__malloc(sizeof(int) * 8 * (size_t)max_nodes);
+    f->path_off = erg__malloc(sizeof(int) * (ERG__FLOW_PATHS + 1));
     f->iter = erg__malloc(sizeof(int) * (size_t)max_nodes);
     /* one spare: the branch-free BFS writes past the last node it enqueues */
     f->queue = erg__malloc(sizeof(int) * (size_t)(max_nodes + 1));
@@ -39,8 +41,8 @@ int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs)
     f->next = erg__malloc(sizeof(int) * (size_t)max_arcs);
     f->to = erg__malloc(sizeof(int) * (size_t)max_arcs);
     f->res = erg__malloc(sizeof(int64_t) * (size_t)max_arcs);
-    if (!f->head || !f->level || !f->dist || !f->iter || !f->queue || !f->stack || !f->next ||
-        !f->to || !f->res) {
+    if (!f->head || !f->level || !f->dist || !f->paths || !f->path_off || !f->iter || !f->queue ||
+        !f->stack || !f->next || !f->to || !f->res) {
         erg__flow_free(f);
         return -1;
     }
@@ -52,6 +54,8 @@ void erg__flow_free(erg__flow *f)
     erg__free(f->head);
     erg__free(f->level);
     erg__free(f->dist);
+    erg__free(f->paths);
+    erg__free(f->path_off);
     erg__free(f->iter);
     erg__free(f->queue);
     erg__free(f->stack);
@@ -132,6 +136,8 @@ static int64_t flow_max(erg__flow *f, int s, int t, bool none_keeps)
     int *dist = f->dist, *iter = f->iter, *stack = f->stack;
     const int *head = f->head, *next = f->next, *to = f->to;
     int64_t *res = f->res;
+    f->npaths = f->paths_len = 0;
+    f->path_off[0] = 0;
     for (;;) {
         if (!bfs_to_sink(f, s, t)) {
             if (none_keeps && total == 0)
@@ -157,6 +163,11 @@ static int64_t flow_max(erg__flow *f, int s, int t, bool none_keeps)
                         cut = i;
                 }
                 total += push;
+                if (f->npaths < ERG__FLOW_PATHS && f->paths_len + depth <= 8 * f->max_nodes) {
+                    memcpy(f->paths + f->paths_len, stack, sizeof(int) * (size_t)depth);
+                    f->paths_len += depth;
+                    f->path_off[++f->npaths] = f->paths_len;
+                }
                 /* Resume from the tail of the first saturated arc. */
                 depth = cut;
                 u = depth ? to[stack[depth - 1]] : s;
@@ -195,6 +206,33 @@ int64_t erg__flow_max(erg__flow *f, int s, int t)
 int64_t erg__flow_max_if_path(erg__flow *f, int s, int t)
 {
     return flow_max(f, s, t, true);
+}
+
+int64_t erg__flow_replay(erg__flow *f, int s, int t, const unsigned char *active, int lim)
+{
+    const int *to = f->to, *p = f->paths;
+    int64_t *res = f->res, total = 0;
+    for (int k = 0; k < f->npaths; k++) {
+        const int lo = f->path_off[k], hi = f->path_off[k + 1];
+        int64_t push = INT64_MAX;
+        int at = s;
+        for (int i = lo; i < hi && push > 0; i++) {
+            int a = p[i];
+            if (a < 0 || a >= lim || !active[a >> 1] || to[a ^ 1] != at)
+                push = 0;
+            else if (res[a] < push)
+                push = res[a];
+            at = to[a];
+        }
+        if (push <= 0 || at != t)
+            continue;
+        for (int i = lo; i < hi; i++) {
+            res[p[i]] -= push;
+            res[p[i] ^ 1] += push;
+        }
+        total += push;
+    }
+    return total;
 }
 
 void erg__flow_source_side(const erg__flow *f, unsigned char *mark)

@@ -20,8 +20,13 @@ typedef struct erg__flow {
     int *dist;                 /* [max_nodes] distances to the sink (Dinic's phases) */
     int *stack;                /* [max_nodes + 1] DFS path (arcs); the backward search's queue */
     int nreach;                /* nodes the last search reached: queue[0 .. nreach - 1] */
+    /* The augmenting paths of the last max flow, as arc lists: path k is
+     * paths[path_off[k] .. path_off[k + 1]), k < npaths; the first ERG__FLOW_PATHS of them
+     * while they fit in 8 arcs per node. */
+    int *paths, *path_off, npaths, paths_len;
 } erg__flow;
 
+#define ERG__FLOW_PATHS 64 /* augmenting paths recorded per max flow */
 int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs);
 void erg__flow_free(erg__flow *f);
 void erg__flow_reset(erg__flow *f, int nodes);
@@ -50,6 +55,11 @@ int64_t erg__flow_max(erg__flow *f, int s, int t);
  * once and leaves level[], queue[] and nreach as the caller's last search left them (one
  * backward search instead of that and a forward one). */
 int64_t erg__flow_max_if_path(erg__flow *f, int s, int t);
+/* Push along every augmenting path the last max flow recorded that is still one: a chain of
+ * arcs from s to t, each a persistent arc (index < lim, active[index / 2] set) with residual
+ * capacity, as much as it carries. Returns the amount pushed (0: nothing changed). The
+ * recorded arcs may come from another network: a list that is not such a chain is skipped. */
+int64_t erg__flow_replay(erg__flow *f, int s, int t, const unsigned char *active, int lim);
 /* Right after erg__flow_max(f, s, t): mark[v] = 1 for the nodes reachable
  * from s through arcs with residual > 0, i.e. erg__flow_reachable(f, s, 1,
  * mark), read off the last (failed) search of the max flow instead of a new

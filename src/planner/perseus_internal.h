@@ -33,9 +33,11 @@ void erg__perseus_set_full_pass(int on);
 void erg__perseus_incr_force_fallback(int every);
 /* Tests: how many incremental steps kept the last cut without a max flow, how many pushed a
  * path from the opened arcs before it, and, of the steps after one that found an augmenting
- * path, how many let the max flow search first and found one (probed_hit) or none, keeping
- * the cut (probed_kept) (totals since the process started). */
-void erg__perseus_incr_cut_stats(long *kept, long *pushed, long *probed_hit, long *probed_kept);
+ * path, how many pushed flow along the last max flow's paths first (replayed), and of the
+ * others how many let the max flow search first and found a path (probed_hit) or none,
+ * keeping the cut (probed_kept) (totals since the process started). */
+void erg__perseus_incr_cut_stats(long *kept, long *pushed, long *probed_hit, long *probed_kept,
+                                 long *replayed);
 /* Tests: the incremental step's CPM after a step recomputes the window of the moved
  * instructions with offsets for what follows and precedes it (2), the whole span from the
  * window to both ends (1), or chooses by the window's width (0, the default); and how many

@@ -221,14 +221,15 @@ TEST(forced_fallback_gives_the_same_frontier)
 /* The kept cut (docs/planner.md, "Incremental crashing"): steps that extend the last cut
  * without a max flow, push one path from the opened arcs before Dinic's algorithm (a
  * different maximum flow than the full pass's), or, after a step that found an augmenting
- * path, let the max flow search first (finding one, or none and keeping the cut) give the
- * same frontier on random small pipelines -- and all four paths are taken. */
+ * path, push along the last max flow's paths first or let the max flow search first (finding
+ * one, or none and keeping the cut) give the same frontier on random small pipelines -- and
+ * all five paths are taken. */
 TEST(kept_cut_and_pushed_path_on_random_pipelines)
 {
     const erg_schedule_kind kinds[] = {ERG_SCHED_1F1B, ERG_SCHED_GPIPE, ERG_SCHED_ZBV,
                                        ERG_SCHED_INTERLEAVED_1F1B};
-    long k0, p0, h0, q0, k1, p1, h1, q1;
-    erg__perseus_incr_cut_stats(&k0, &p0, &h0, &q0);
+    long k0, p0, h0, q0, r0, k1, p1, h1, q1, r1;
+    erg__perseus_incr_cut_stats(&k0, &p0, &h0, &q0, &r0);
     for (unsigned seed = 200; seed < 224; seed++) {
         srand(seed * 7919u);
         int S = 2 + rand() % 3, M = 2 + rand() % 6, nclk = 4 + rand() % 6;
@@ -247,10 +248,10 @@ TEST(kept_cut_and_pushed_path_on_random_pipelines)
         ASSERT_MSG(same_frontier(p, S, M, &o) > 5, "seed %u", seed);
         erg_profile_free(p);
     }
-    erg__perseus_incr_cut_stats(&k1, &p1, &h1, &q1);
-    ASSERT_MSG(k1 > k0 && p1 > p0 && h1 > h0 && q1 > q0,
-               "kept %ld, pushed %ld, probed with a path %ld, without %ld", k1 - k0, p1 - p0,
-               h1 - h0, q1 - q0);
+    erg__perseus_incr_cut_stats(&k1, &p1, &h1, &q1, &r1);
+    ASSERT_MSG(k1 > k0 && p1 > p0 && h1 > h0 && q1 > q0 && r1 > r0,
+               "kept %ld, pushed %ld, probed with a path %ld, without %ld, replayed %ld", k1 - k0,
+               p1 - p0, h1 - h0, q1 - q0, r1 - r0);
 }
 
 /* The CPM after a step (docs/planner.md, "Incremental crashing"): the window of the moved
