@@ -34,6 +34,7 @@ int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs)
     f->dist = erg__malloc(sizeof(int) * (size_t)max_nodes);
     f->paths = erg__malloc(sizeof(int) * 8 * (size_t)max_nodes);
     f->path_off = erg__malloc(sizeof(int) * (ERG__FLOW_PATHS + 1));
+    f->path_cut = erg__malloc(sizeof(int) * ERG__FLOW_PATHS);
     f->iter = erg__malloc(sizeof(int) * (size_t)max_nodes);
     /* one spare: the branch-free BFS writes past the last node it enqueues */
     f->queue = erg__malloc(sizeof(int) * (size_t)(max_nodes + 1));
@@ -41,8 +42,8 @@ int erg__flow_init(erg__flow *f, int max_nodes, int max_arcs)
     f->next = erg__malloc(sizeof(int) * (size_t)max_arcs);
     f->to = erg__malloc(sizeof(int) * (size_t)max_arcs);
     f->res = erg__malloc(sizeof(int64_t) * (size_t)max_arcs);
-    if (!f->head || !f->level || !f->dist || !f->paths || !f->path_off || !f->iter || !f->queue ||
-        !f->stack || !f->next || !f->to || !f->res) {
+    if (!f->head || !f->level || !f->dist || !f->paths || !f->path_off || !f->path_cut ||
+        !f->iter || !f->queue || !f->stack || !f->next || !f->to || !f->res) {
         erg__flow_free(f);
         return -1;
     }
@@ -56,6 +57,7 @@ void erg__flow_free(erg__flow *f)
     erg__free(f->dist);
     erg__free(f->paths);
     erg__free(f->path_off);
+    erg__free(f->path_cut);
     erg__free(f->iter);
     erg__free(f->queue);
     erg__free(f->stack);
@@ -166,6 +168,7 @@ static int64_t flow_max(erg__flow *f, int s, int t, bool none_keeps)
                 if (f->npaths < ERG__FLOW_PATHS && f->paths_len + depth <= 8 * f->max_nodes) {
                     memcpy(f->paths + f->paths_len, stack, sizeof(int) * (size_t)depth);
                     f->paths_len += depth;
+                    f->path_cut[f->npaths] = f->path_off[f->npaths] + (cut < depth ? cut : 0);
                     f->path_off[++f->npaths] = f->paths_len;
                 }
                 /* Resume from the tail of the first saturated arc. */
@@ -213,7 +216,10 @@ int64_t erg__flow_replay(erg__flow *f, int s, int t, const unsigned char *active
     const int *to = f->to, *p = f->paths;
     int64_t *res = f->res, total = 0;
     for (int k = 0; k < f->npaths; k++) {
-        const int lo = f->path_off[k], hi = f->path_off[k + 1];
+        const int lo = f->path_off[k], hi = f->path_off[k + 1], c = p[f->path_cut[k]];
+        /* the arc it saturated first: still saturated (the usual case) means no replay */
+        if (c < 0 || c >= lim || !active[c >> 1] || res[c] <= 0)
+            continue;
         int64_t push = INT64_MAX;
         int at = s;
         for (int i = lo; i < hi && push > 0; i++) {

@@ -24,6 +24,7 @@ typedef struct erg__flow {
      * paths[path_off[k] .. path_off[k + 1]), k < npaths; the first ERG__FLOW_PATHS of them
      * while they fit in 8 arcs per node. */
     int *paths, *path_off, npaths, paths_len;
+    int *path_cut; /* [ERG__FLOW_PATHS] index in paths[] of the arc each path saturated first */
 } erg__flow;
 
 #define ERG__FLOW_PATHS 64 /* augmenting paths recorded per max flow */
