@@ -71,6 +71,7 @@ void erg__flow_reset(erg__flow *f, int nodes)
 {
     f->nodes = nodes;
     f->arcs = 0;
+    f->npaths = 0; /* arcs of another network */
     memset(f->head, 0xff, sizeof(int) * (size_t)nodes);
 }
 
@@ -138,8 +139,7 @@ static int64_t flow_max(erg__flow *f, int s, int t, bool none_keeps)
     int *dist = f->dist, *iter = f->iter, *stack = f->stack;
     const int *head = f->head, *next = f->next, *to = f->to;
     int64_t *res = f->res;
-    f->npaths = f->paths_len = 0;
-    f->path_off[0] = 0;
+    bool recorded = false; /* the paths of an earlier max flow stay until this one finds one */
     for (;;) {
         if (!bfs_to_sink(f, s, t)) {
             if (none_keeps && total == 0)
@@ -165,6 +165,11 @@ static int64_t flow_max(erg__flow *f, int s, int t, bool none_keeps)
                         cut = i;
                 }
                 total += push;
+                if (!recorded) {
+                    f->npaths = f->paths_len = 0;
+                    f->path_off[0] = 0;
+                    recorded = true;
+                }
                 if (f->npaths < ERG__FLOW_PATHS && f->paths_len + depth <= 8 * f->max_nodes) {
                     memcpy(f->paths + f->paths_len, stack, sizeof(int) * (size_t)depth);
                     f->paths_len += depth;

@@ -20,9 +20,9 @@ typedef struct erg__flow {
     int *dist;                 /* [max_nodes] distances to the sink (Dinic's phases) */
     int *stack;                /* [max_nodes + 1] DFS path (arcs); the backward search's queue */
     int nreach;                /* nodes the last search reached: queue[0 .. nreach - 1] */
-    /* The augmenting paths of the last max flow, as arc lists: path k is
-     * paths[path_off[k] .. path_off[k + 1]), k < npaths; the first ERG__FLOW_PATHS of them
-     * while they fit in 8 arcs per node. */
+    /* The augmenting paths of the last max flow that found any (cleared by a reset) as arc
+     * lists, path k = paths[path_off[k] .. path_off[k + 1]), k < npaths: the first
+     * ERG__FLOW_PATHS of them while they fit in 8 arcs per node. */
     int *paths, *path_off, npaths, paths_len;
     int *path_cut; /* [ERG__FLOW_PATHS] index in paths[] of the arc each path saturated first */
 } erg__flow;
