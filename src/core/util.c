@@ -319,6 +319,17 @@ static const uint64_t pow10_u64[20] = {1,
                                        1000000000000000000,
                                        10000000000000000000u};
 
+/* The last digit of the shortest string: d (the digit so far) when only the truncated string
+ * reads back as v (tc1), d + 1 when only the incremented one does (tc2); when both do, the
+ * nearer, ties to an even digit -- half_cmp is the sign of 2 r - s (the remainder against half
+ * a unit). */
+static int last_digit(int d, bool tc1, bool tc2, int half_cmp)
+{
+    if (tc1 && tc2)
+        return d + (half_cmp > 0 || (half_cmp == 0 && (d & 1)));
+    return tc2 ? d + 1 : d;
+}
+
 /* The same digits as the big-integer loop below for the magnitudes CSV files are mostly made
  * of (about 0.01 to 2^53): when the scaled s stays below 2^60, every quantity of the loop fits
  * in 64 bits (r < s, m- <= m+ < 10 s, r + m+ < 11 s), and one division gives each digit.
@@ -368,13 +379,7 @@ static int shortest_digits_u64(uint64_t f, int e, int bexp, bool even, bool uneq
             digits[nd++] = (char)('0' + d);
             continue;
         }
-        if (tc1 && tc2) {
-            if (2 * R > S || (2 * R == S && (d & 1)))
-                d++;
-        } else if (tc2) {
-            d++;
-        }
-        digits[nd++] = (char)('0' + d);
+        digits[nd++] = (char)('0' + last_digit(d, tc1, tc2, (2 * R > S) - (2 * R < S)));
         break;
     }
     digits[nd] = '\0';
@@ -475,13 +480,7 @@ static int shortest_digits(double v, char *digits, int *decpt, bool fast)
                 digits[nd++] = (char)('0' + d);
                 continue;
             }
-            if (tc1 && tc2) {
-                if (2 * R > Sv || (2 * R == Sv && (d & 1)))
-                    d++;
-            } else if (tc2) {
-                d++;
-            }
-            digits[nd++] = (char)('0' + d);
+            digits[nd++] = (char)('0' + last_digit(d, tc1, tc2, (2 * R > Sv) - (2 * R < Sv)));
             break;
         }
         digits[nd] = '\0';
@@ -504,14 +503,9 @@ static int shortest_digits(double v, char *digits, int *decpt, bool fast)
             digits[nd++] = (char)('0' + d);
             continue;
         }
-        if (tc1 && tc2) {
-            int half = bn_cmp_sum(&r, &r, &s); /* 2r vs s */
-            if (half > 0 || (half == 0 && (d & 1)))
-                d++;
-        } else if (tc2) {
-            d++;
-        }
-        digits[nd++] = (char)('0' + d);
+        /* 2r vs s, needed only when both digits would read back */
+        digits[nd++] =
+            (char)('0' + last_digit(d, tc1, tc2, tc1 && tc2 ? bn_cmp_sum(&r, &r, &s) : 0));
         break;
     }
     digits[nd] = '\0';
