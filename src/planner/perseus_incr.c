@@ -453,11 +453,11 @@ void erg__perseus_incr_force_fallback(int every)
 void erg__perseus_incr_cut_stats(long *kept, long *pushed, long *probed_hit, long *probed_kept,
                                  long *replayed)
 {
-    *replayed = atomic_load_explicit(&stat_replayed, memory_order_relaxed);
     *kept = atomic_load_explicit(&stat_kept, memory_order_relaxed);
     *pushed = atomic_load_explicit(&stat_pushed, memory_order_relaxed);
     *probed_hit = atomic_load_explicit(&stat_probed_hit, memory_order_relaxed);
     *probed_kept = atomic_load_explicit(&stat_probed_kept, memory_order_relaxed);
+    *replayed = atomic_load_explicit(&stat_replayed, memory_order_relaxed);
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -606,8 +606,9 @@ int erg__crash_incr_step(crash_state *cs, double *cost_change)
     if (may_keep && in->last_hit && erg__flow_replay(f, SRC, SNK, in->active, 2 * in->nord) > 0) {
         /* The last max flow's augmenting paths that are still paths carry what they can
          * first: the capacity a step adds is mostly on the arcs the last paths crossed
-         * (gpt3-175b A40 M = 12: Dinic's phases 10,073 -> 8,570, its paths 27,370 ->
-         * 22,316). The flow changed, so the max flow finishes from here. */
+         * (gpt3-175b A40 M = 12, with the record kept through max flows that find no path:
+         * Dinic's phases 10,073 -> 8,220, its paths 27,370 -> 21,404). The flow changed, so
+         * the max flow finishes from here. */
         erg__flow_max(f, SRC, SNK);
         flowed = 1;
         atomic_fetch_add_explicit(&stat_replayed, 1, memory_order_relaxed);
