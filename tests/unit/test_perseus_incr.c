@@ -4,7 +4,7 @@
  * plan's clocks, the written frontier.csv and plans.ergon byte for byte -- on synthetic
  * profiles for every schedule (1F1B, GPipe, interleaved-1F1B, interleaved-ZB, ZBV,
  * DualPipeV), with transfer time, and on the published profiles when ../shared/data is there
- * (docs/benchmarks.md, "Incremental crashing"; tools/perseus_incr_compare.sh compares the
+ * (docs/planner.md, "Incremental crashing"; tools/perseus_incr_compare.sh compares the
  * large cases through the CLI). */
 #include "core/internal.h"
 #include "ergon/planner.h"
