@@ -88,6 +88,7 @@ typedef struct srv_body {
     size_t len;
     json_t *v;                   /* Parsed body or NULL. */
     char err[ERG_ERROR_MSG_LEN]; /* Why it did not parse. */
+    int status;                  /* Its status (413), 0: the wire's validation status. */
     json_t *result;              /* Results: normalised ProfilingResult. */
     srv_result parsed;           /* Results: its numbers. */
     bool have_parsed;

@@ -1,0 +1,238 @@
+/* test_server_r4.c: regression tests of issue 38 ("Reliability r4", server items): memory a
+ * registration can pin, acknowledged writes to a database deleted under the server, two
+ * servers sharing a dump directory, and --allow-net networks wider than a private range. Each
+ * test is named after the behaviour it guards. */
+#include "tap.h"
+
+#include "ergon/server.h"
+#include "server/jobs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+static char tmpdir[256];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ergon-r4-XXXXXX");
+    ASSERT(mkdtemp(tmpdir));
+}
+
+/* ---- jansson's allocations, counted (json_set_alloc_funcs): a deterministic measure of the
+ * memory parsed JSON holds. Sizes come from malloc_usable_size, so no header is needed (the
+ * library frees json_dumps text with free(); such text is never subtracted, which can only
+ * overstate what is live). ---- */
+static size_t js_live, js_peak;
+
+static void *count_malloc(size_t n)
+{
+    void *p = malloc(n);
+    if (p) {
+        size_t now = __atomic_add_fetch(&js_live, malloc_usable_size(p), __ATOMIC_RELAXED);
+        if (now > __atomic_load_n(&js_peak, __ATOMIC_RELAXED))
+            __atomic_store_n(&js_peak, now, __ATOMIC_RELAXED);
+    }
+    return p;
+}
+
+static void count_free(void *p)
+{
+    if (p)
+        __atomic_sub_fetch(&js_live, malloc_usable_size(p), __ATOMIC_RELAXED);
+    free(p);
+}
+
+/* Call first in a test (each test runs in its own process): nothing jansson allocated before
+ * may be freed through the counter. */
+static void count_json_allocations(void)
+{
+    json_set_alloc_funcs(count_malloc, count_free);
+}
+
+/* ---- the server ---- */
+
+static char logbuf[1 << 16];
+static size_t loglen;
+
+static void log_sink(void *user, erg_log_level lvl, const char *line)
+{
+    (void)user;
+    (void)lvl;
+    size_t n = strlen(line);
+    if (loglen + n + 2 < sizeof logbuf) {
+        memcpy(logbuf + loglen, line, n);
+        loglen += n;
+        logbuf[loglen++] = '\n';
+        logbuf[loglen] = 0;
+    }
+}
+
+static void base_opts(erg_server_opts *o, const char *db)
+{
+    erg_server_opts_init(o);
+    o->db_path = db;
+    o->dump_data = false;
+    o->scheduler = "AllMaxFrequency";
+    o->scheduler_args = "{\"num_iters\":1000000}";
+    o->mode = "frequency";
+    o->log = log_sink;
+}
+
+static erg_server *new_server(const erg_server_opts *o)
+{
+    erg_server *srv = NULL;
+    erg_error err;
+    erg_status st = erg_server_new(o, &srv, &err);
+    ASSERT_MSG(st == ERG_OK, "erg_server_new: %s", err.msg);
+    return srv;
+}
+
+static int call(erg_server *srv, const char *method, const char *path, const char *body, size_t len,
+                char **out)
+{
+    int status = 0;
+    char *resp = NULL;
+    const char *ct;
+    ASSERT_EQ_INT(erg_server_handle(srv, method, path, NULL, body, len, 0, &status, &resp, &ct),
+                  ERG_OK);
+    ASSERT(resp && ct);
+    if (out)
+        *out = resp;
+    else
+        erg_free(resp);
+    return status;
+}
+
+#define JOBINFO_FIELDS                                                                             \
+    "\"job_id\":\"\",\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":2,"            \
+    "\"framework\":\"t\",\"model_name\":\"m\",\"partition_method\":\"u\","                         \
+    "\"microbatch_size\":1,\"num_microbatches\":1"
+
+/* A JobInfo body with one more field "blob" holding a JSON array of n zeros (what the
+ * attacker sent: 2 bytes of text, one jansson integer each), and a small unknown field. */
+static char *jobinfo_with_zeros(size_t n, size_t *len)
+{
+    const char *head = "{" JOBINFO_FIELDS ",\"run_tag\":\"kept\",\"blob\":[";
+    size_t hl = strlen(head), cap = hl + 2 * n + 8;
+    char *b = malloc(cap);
+    ASSERT(b);
+    memcpy(b, head, hl);
+    size_t o = hl;
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            b[o++] = ',';
+        b[o++] = '0';
+    }
+    memcpy(b + o, "]}", 3);
+    *len = o + 2;
+    return b;
+}
+
+/* The info column of the jobs table (every row, space-separated), read with SQLite. */
+static char *stored_infos(const char *db)
+{
+    sqlite3 *q;
+    ASSERT(sqlite3_open(db, &q) == SQLITE_OK);
+    sqlite3_stmt *st;
+    ASSERT(sqlite3_prepare_v2(q, "SELECT group_concat(info, ' ') FROM jobs", -1, &st, NULL) ==
+           SQLITE_OK);
+    ASSERT(sqlite3_step(st) == SQLITE_ROW);
+    const char *t = (const char *)sqlite3_column_text(st, 0);
+    char *r = strdup(t ? t : "");
+    sqlite3_finalize(st);
+    sqlite3_close(q);
+    return r;
+}
+
+/* ---------------------------------------------------------------------
+ * Item 2: a registration cannot pin memory: unknown JobInfo fields are kept up to
+ * SRV_JOBINFO_UNKNOWN_MAX_BYTES, a JobInfo body is at most SRV_JOBINFO_MAX_BYTES.
+ * --------------------------------------------------------------------- */
+
+TEST(registration_memory_is_bounded_and_unknown_fields_are_not_stored)
+{
+    count_json_allocations();
+    make_tmpdir();
+    char db[400];
+    snprintf(db, sizeof db, "%s/s.db", tmpdir);
+    erg_server_opts o;
+    base_opts(&o, db);
+    erg_server *srv = new_server(&o);
+    const char *routes[] = {"/register_job", "/v1/jobs"};
+    /* 2 M zeros: 4 MB of text, ~100 MB as parsed JSON (the attack sent 15 MB: 288 MB pinned). */
+    size_t len;
+    char *big = jobinfo_with_zeros((size_t)2 << 20, &len);
+    for (int r = 0; r < 2; r++) {
+        size_t before = js_live;
+        js_peak = js_live;
+        char *resp = NULL;
+        int st = call(srv, "POST", routes[r], big, len, &resp);
+        size_t peak = js_peak - before, held = js_live - before;
+        fprintf(stderr, "# %s with a %zu-byte JobInfo: %d, JSON peak %zu bytes, held %zu bytes\n",
+                routes[r], len, st, peak, held);
+        ASSERT_MSG(st == 413, "%s: a %zu-byte JobInfo got %d %s", routes[r], len, st, resp);
+        ASSERT_CONTAINS(resp, "JobInfo");
+        erg_free(resp);
+        ASSERT_MSG(peak < ((size_t)4 << 20), "%s: parsing the JobInfo took %zu bytes", routes[r],
+                   peak);
+        ASSERT_MSG(held < ((size_t)64 << 10), "%s: the registration holds %zu bytes", routes[r],
+                   held);
+    }
+    free(big);
+    /* Under the body limit: the job registers, its large unknown field is dropped (logged),
+     * the small one is kept. */
+    char *mid = jobinfo_with_zeros(20000, &len);
+    size_t before = js_live;
+    char *resp = NULL;
+    int st = call(srv, "POST", "/v1/jobs", mid, len, &resp);
+    ASSERT_MSG(st == 201, "a %zu-byte JobInfo: %d %s", len, st, resp);
+    erg_free(resp);
+    free(mid);
+    size_t held = js_live - before;
+    ASSERT_MSG(held < ((size_t)64 << 10), "the registration holds %zu bytes", held);
+    ASSERT_CONTAINS(logbuf, "not stored: \\\"blob\\\"");
+    erg_server_free(srv);
+    char *infos = stored_infos(db);
+    ASSERT_MSG(strlen(infos) < 4096, "the jobs table holds %zu bytes of JobInfo: %.200s",
+               strlen(infos), infos);
+    ASSERT(!strstr(infos, "blob"));
+    ASSERT_CONTAINS(infos, "\"run_tag\":\"kept\"");
+    free(infos);
+    /* A row an earlier server stored with such a field (before registrations were bounded) is
+     * trimmed at restore and rewritten. */
+    char *legacy = jobinfo_with_zeros(100000, &len);
+    sqlite3 *q;
+    ASSERT(sqlite3_open(db, &q) == SQLITE_OK);
+    sqlite3_stmt *ins;
+    ASSERT(sqlite3_prepare_v2(q,
+                              "INSERT INTO jobs(job_id, info, scheduler, scheduler_args, mode, "
+                              "state, message, created) VALUES('legacy', ?, 'AllMaxFrequency', "
+                              "'{}', 0, 'registering', '', 1)",
+                              -1, &ins, NULL) == SQLITE_OK);
+    sqlite3_bind_text(ins, 1, legacy, (int)len, SQLITE_TRANSIENT);
+    ASSERT(sqlite3_step(ins) == SQLITE_DONE);
+    sqlite3_finalize(ins);
+    sqlite3_close(q);
+    free(legacy);
+    /* After a restart nothing of it is loaded. */
+    before = js_live;
+    srv = new_server(&o);
+    held = js_live - before;
+    ASSERT_MSG(held < ((size_t)64 << 10), "the restored server holds %zu bytes of JSON", held);
+    char *list = NULL;
+    ASSERT_EQ_INT(call(srv, "GET", "/v1/jobs", NULL, 0, &list), 200);
+    ASSERT_CONTAINS(list, "+t+m+u+dp1+pp2+tp1+mbs1+nmb1+AllMaxFrequency");
+    ASSERT_CONTAINS(list, "\"legacy\"");
+    erg_free(list);
+    erg_server_free(srv);
+    infos = stored_infos(db);
+    ASSERT_MSG(strlen(infos) < 8192, "after the restart the jobs table holds %zu bytes: %.200s",
+               strlen(infos), infos);
+    free(infos);
+    tap_rm_tree(tmpdir);
+}
+
+TAP_MAIN(TEST_ENTRY(registration_memory_is_bounded_and_unknown_fields_are_not_stored))
