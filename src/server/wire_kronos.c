@@ -600,8 +600,11 @@ static void h_end(erg_server *srv, const char *id, const srv_body *b, bool abort
         return;
     srv_job *j = lookup(srv, id, rs, true);
     const json_t *reason = json_object_get(in, "reason");
+    erg_error e;
     if (j && reason && !json_is_string(reason))
         fail(rs, true, 400, "field reason must be a string");
+    else if (j && srv_job_live(j->state) && srv_store_check(srv, &e))
+        fail(rs, true, 503, "%s", e.msg); /* the end would not be stored */
     else if (j) {
         if (srv_job_live(j->state)) {
             char msg[400];
@@ -638,6 +641,11 @@ static void h_straggler(erg_server *srv, const char *id, const srv_body *b, srv_
          (!json_is_number(sd) || !(json_number_value(sd) >= 1) || json_number_value(sd) > 1e6)) ||
         (dl && (!json_is_number(dl) || !(json_number_value(dl) > 0)))) {
         fail(rs, true, 400, "slowdown must be a number >= 1, deadline_s a number > 0");
+        goto out;
+    }
+    erg_error e;
+    if (srv_store_check(srv, &e)) {
+        fail(rs, true, 503, "%s", e.msg); /* the target would not be stored */
         goto out;
     }
     long from = srv_job_set_target(srv, j, sd ? 1 : 2, json_number_value(sd ? sd : dl));

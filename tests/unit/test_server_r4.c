@@ -235,4 +235,66 @@ TEST(registration_memory_is_bounded_and_unknown_fields_are_not_stored)
     tap_rm_tree(tmpdir);
 }
 
-TAP_MAIN(TEST_ENTRY(registration_memory_is_bounded_and_unknown_fields_are_not_stored))
+/* ---------------------------------------------------------------------
+ * Item 6: a write to a database file that is no longer the one the server opened (deleted,
+ * replaced) is refused with 503 and logged, never acknowledged.
+ * --------------------------------------------------------------------- */
+
+static int v1_register(erg_server *srv, const char *model, char **resp)
+{
+    char body[600];
+    snprintf(body, sizeof body,
+             "{\"pp_degree\":1,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":1,"
+             "\"framework\":\"t\",\"model_name\":\"%s\",\"partition_method\":\"u\","
+             "\"microbatch_size\":1,\"num_microbatches\":1}",
+             model);
+    return call(srv, "POST", "/v1/jobs", body, strlen(body), resp);
+}
+
+TEST(writes_to_a_deleted_database_are_refused_not_acknowledged)
+{
+    make_tmpdir();
+    char db[400], keep[420];
+    snprintf(db, sizeof db, "%s/s.db", tmpdir);
+    snprintf(keep, sizeof keep, "%s/kept.db", tmpdir);
+    erg_server_opts o;
+    base_opts(&o, db);
+    erg_server *srv = new_server(&o);
+    ASSERT_EQ_INT(v1_register(srv, "before", NULL), 201);
+    /* The operator (or a clean-up job) deletes the file; a hard link keeps its inode to
+     * put it back later. */
+    ASSERT(link(db, keep) == 0 && unlink(db) == 0);
+    for (int i = 0; i < 2; i++) {
+        char *resp = NULL;
+        int st = v1_register(srv, "deleted", &resp);
+        ASSERT_MSG(st == 503, "registration %d with %s deleted: %d %s", i + 1, db, st, resp);
+        ASSERT_CONTAINS(resp, db);
+        erg_free(resp);
+    }
+    const char *kjob = "{" JOBINFO_FIELDS "}";
+    char *resp = NULL;
+    int st = call(srv, "POST", "/register_job", kjob, strlen(kjob), &resp);
+    ASSERT_MSG(st == 503, "Perseus registration with %s deleted: %d %s", db, st, resp);
+    erg_free(resp);
+    ASSERT_CONTAINS(logbuf, "\"level\":\"error\",\"event\":\"db_gone\"");
+    ASSERT_CONTAINS(logbuf, db);
+    /* The file is back: writes are acknowledged again, and survive a restart; what was
+     * refused is not there. */
+    ASSERT(link(keep, db) == 0 && unlink(keep) == 0);
+    ASSERT_EQ_INT(v1_register(srv, "after", NULL), 201);
+    ASSERT_CONTAINS(logbuf, "\"event\":\"db_back\"");
+    erg_server_free(srv);
+    srv = new_server(&o);
+    char *list = NULL;
+    ASSERT_EQ_INT(call(srv, "GET", "/v1/jobs", NULL, 0, &list), 200);
+    ASSERT_CONTAINS(list, "+t+before+u+");
+    ASSERT_CONTAINS(list, "+t+after+u+");
+    ASSERT_MSG(!strstr(list, "+t+deleted+u+") && !strstr(list, "+t+m+u+"),
+               "a refused registration is in the database: %s", list);
+    erg_free(list);
+    erg_server_free(srv);
+    tap_rm_tree(tmpdir);
+}
+
+TAP_MAIN(TEST_ENTRY(registration_memory_is_bounded_and_unknown_fields_are_not_stored),
+         TEST_ENTRY(writes_to_a_deleted_database_are_refused_not_acknowledged))
