@@ -491,7 +491,12 @@ srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info, c
         return SRV_INTERNAL;
     }
     size_t base = id.len;
-    for (int k = 2; srv_job_find(srv, id.data) || srv_store_has_job(srv, id.data); k++) {
+    /* Unique across servers that share the dump directory too: the id is the one whose
+     * dump directory this job creates (two servers gave identical JobInfos of one second
+     * one id, and one job's dumps replaced the other's). */
+    for (int k = 2; srv_job_find(srv, id.data) || srv_store_has_job(srv, id.data) ||
+                    !srv_dump_claim_dir(srv, id.data);
+         k++) {
         id.len = base;
         id.data[base] = 0;
         erg__buf_printf(&id, "+%d", k);
@@ -504,6 +509,8 @@ srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info, c
         st = srv_store_insert_job(srv, id.data, infos, sched, argss, mode, srv_now_wall(), &e);
     erg__free(infos);
     erg__free(argss);
+    if (st)
+        srv_dump_unclaim_dir(srv, id.data);
     erg__buf_free(&id);
     if (st) {
         job_free(j);

@@ -296,5 +296,96 @@ TEST(writes_to_a_deleted_database_are_refused_not_acknowledged)
     tap_rm_tree(tmpdir);
 }
 
+/* ---------------------------------------------------------------------
+ * Item 10: two servers sharing a dump directory never give two jobs one id (so one job's
+ * dump never replaces the other's): a job's id is the one whose dump directory it creates.
+ * --------------------------------------------------------------------- */
+
+/* The id from a /v1/jobs answer. */
+static void job_id_of(const char *resp, char *id, size_t n)
+{
+    json_t *v = json_loads(resp, 0, NULL);
+    const char *s = json_string_value(json_object_get(v, "job_id"));
+    ASSERT_MSG(s, "no job id in %s", resp);
+    snprintf(id, n, "%s", s);
+    json_decref(v);
+}
+
+/* One window of a one-rank job: rank 0 registers, fetches its schedule and reports energy_j. */
+static void run_one_window(erg_server *srv, const char *id, int energy_j)
+{
+    char path[700], body[300];
+    snprintf(path, sizeof path, "/v1/jobs/%s/ranks", id);
+    const char *rank = "{\"rank\":0,\"dp_rank\":0,\"pp_rank\":0,\"tp_rank\":0,"
+                       "\"pipe_schedule\":[\"forward\",\"backward\"],"
+                       "\"power_state_range\":[1410,1200]}";
+    ASSERT_EQ_INT(call(srv, "POST", path, rank, strlen(rank), NULL), 200);
+    int status = 0;
+    char *resp = NULL;
+    const char *ct;
+    snprintf(path, sizeof path, "/v1/jobs/%s/schedule", id);
+    ASSERT_EQ_INT(
+        erg_server_handle(srv, "GET", path, "rank=0&wait=0", NULL, 0, 0, &status, &resp, &ct),
+        ERG_OK);
+    ASSERT_MSG(status == 200, "schedule: %d %s", status, resp);
+    erg_free(resp);
+    snprintf(path, sizeof path, "/v1/jobs/%s/results", id);
+    snprintf(body, sizeof body, "{\"rank\":0,\"iter_time\":[1.0],\"iter_energy\":[%d]}", energy_j);
+    ASSERT_EQ_INT(call(srv, "POST", path, body, strlen(body), NULL), 200);
+}
+
+static char *read_dump(const char *dump, const char *id, const char *name)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s/%s", dump, id, name);
+    char *text = NULL;
+    size_t len;
+    erg_error err;
+    ASSERT_MSG(erg__read_file(p, 1 << 20, &text, &len, &err) == ERG_OK, "%s", err.msg);
+    return text;
+}
+
+TEST(two_servers_on_one_dump_directory_never_share_a_job_id)
+{
+    make_tmpdir();
+    char dba[400], dbb[400], dump[400];
+    snprintf(dba, sizeof dba, "%s/a.db", tmpdir);
+    snprintf(dbb, sizeof dbb, "%s/b.db", tmpdir);
+    snprintf(dump, sizeof dump, "%s/dump", tmpdir);
+    erg_server_opts oa, ob;
+    base_opts(&oa, dba);
+    oa.dump_data = true;
+    oa.dump_dir = dump;
+    oa.scheduler_args = "{\"num_iters\":1}";
+    ob = oa;
+    ob.db_path = dbb;
+    erg_server *a = new_server(&oa), *b = new_server(&ob);
+    /* Identical JobInfos on both servers in the same second (the id's time): tried again in
+     * the rare case that the second changed between the two calls. */
+    char ida[512] = "", idb[512] = "";
+    for (int attempt = 0; attempt < 5 && (!*ida || strncmp(ida, idb, 19) != 0); attempt++) {
+        char *ra = NULL, *rb = NULL;
+        ASSERT_EQ_INT(v1_register(a, "same", &ra), 201);
+        ASSERT_EQ_INT(v1_register(b, "same", &rb), 201);
+        job_id_of(ra, ida, sizeof ida);
+        job_id_of(rb, idb, sizeof idb);
+        erg_free(ra);
+        erg_free(rb);
+    }
+    ASSERT_MSG(!strncmp(ida, idb, 19), "never in the same second: %s, %s", ida, idb);
+    ASSERT_MSG(strcmp(ida, idb) != 0, "both servers gave job id %s", ida);
+    run_one_window(a, ida, 111);
+    run_one_window(b, idb, 222);
+    char *pa = read_dump(dump, ida, "0.prof.json"), *pb = read_dump(dump, idb, "0.prof.json");
+    ASSERT_CONTAINS(pa, "\"iter_energy\": [111.0]");
+    ASSERT_CONTAINS(pb, "\"iter_energy\": [222.0]");
+    erg__free(pa);
+    erg__free(pb);
+    erg_server_free(a);
+    erg_server_free(b);
+    tap_rm_tree(tmpdir);
+}
+
 TAP_MAIN(TEST_ENTRY(registration_memory_is_bounded_and_unknown_fields_are_not_stored),
-         TEST_ENTRY(writes_to_a_deleted_database_are_refused_not_acknowledged))
+         TEST_ENTRY(writes_to_a_deleted_database_are_refused_not_acknowledged),
+         TEST_ENTRY(two_servers_on_one_dump_directory_never_share_a_job_id))
