@@ -386,6 +386,66 @@ TEST(two_servers_on_one_dump_directory_never_share_a_job_id)
     tap_rm_tree(tmpdir);
 }
 
+/* ---------------------------------------------------------------------
+ * Item 12: an --allow-net network wider than a private or loopback range opens the server to
+ * the public: a non-loopback bind with one needs --insecure, and gets its warning.
+ * --------------------------------------------------------------------- */
+
+/* erg_server_new on host with one or two networks; the status, the message in why. */
+static erg_status open_with_nets(const char *host, const char *net1, const char *net2,
+                                 bool insecure, char *why, size_t wn)
+{
+    const char *nets[2] = {net1, net2};
+    erg_server_opts o;
+    base_opts(&o, ":memory:");
+    o.host = host;
+    o.allow_nets = nets;
+    o.n_allow_nets = net2 ? 2 : 1;
+    o.insecure = insecure;
+    erg_server *srv = NULL;
+    erg_error err;
+    erg_status st = erg_server_new(&o, &srv, &err);
+    snprintf(why, wn, "%s", st ? err.msg : "");
+    erg_server_free(srv);
+    return st;
+}
+
+TEST(allow_net_wider_than_a_private_range_counts_as_public)
+{
+    char why[ERG_ERROR_MSG_LEN];
+    const char *public_nets[] = {"0.0.0.0/0",   "::/0",          "8.8.8.0/24",
+                                 "172.0.0.0/8", "2001:db8::/32", "0.0.0.0/1"};
+    for (size_t i = 0; i < sizeof public_nets / sizeof public_nets[0]; i++) {
+        const char *n = public_nets[i];
+        erg_status st = open_with_nets("0.0.0.0", n, NULL, false, why, sizeof why);
+        ASSERT_MSG(st == ERG_EINVAL, "0.0.0.0 with --allow-net %s started without --insecure", n);
+        ASSERT_CONTAINS(why, n);
+        ASSERT_CONTAINS(why, "--insecure");
+        /* beside a private one, too */
+        st = open_with_nets("0.0.0.0", "10.0.0.0/8", n, false, why, sizeof why);
+        ASSERT_MSG(st == ERG_EINVAL, "0.0.0.0 with --allow-net 10.0.0.0/8 and %s started", n);
+        /* --insecure accepts it, with the warning naming the network */
+        loglen = 0;
+        logbuf[0] = 0;
+        st = open_with_nets("0.0.0.0", n, NULL, true, why, sizeof why);
+        ASSERT_MSG(st == ERG_OK, "--insecure --allow-net %s: %s", n, why);
+        ASSERT_CONTAINS(logbuf, "\"level\":\"warning\",\"event\":\"access\"");
+        ASSERT_CONTAINS(logbuf, "--insecure");
+        ASSERT_CONTAINS(logbuf, n);
+        /* a loopback bind reaches no other client: nothing to refuse */
+        st = open_with_nets("127.0.0.1", n, NULL, false, why, sizeof why);
+        ASSERT_MSG(st == ERG_OK, "127.0.0.1 with --allow-net %s: %s", n, why);
+    }
+    const char *private_nets[] = {"10.0.0.0/8",     "172.16.0.0/12", "192.168.0.0/16",
+                                  "192.168.7.0/24", "127.0.0.0/8",   "fd00::/8",
+                                  "fe80::/10",      "100.64.0.0/10", "169.254.0.0/16"};
+    for (size_t i = 0; i < sizeof private_nets / sizeof private_nets[0]; i++) {
+        erg_status st = open_with_nets("0.0.0.0", private_nets[i], NULL, false, why, sizeof why);
+        ASSERT_MSG(st == ERG_OK, "0.0.0.0 with --allow-net %s: %s", private_nets[i], why);
+    }
+}
+
 TAP_MAIN(TEST_ENTRY(registration_memory_is_bounded_and_unknown_fields_are_not_stored),
          TEST_ENTRY(writes_to_a_deleted_database_are_refused_not_acknowledged),
-         TEST_ENTRY(two_servers_on_one_dump_directory_never_share_a_job_id))
+         TEST_ENTRY(two_servers_on_one_dump_directory_never_share_a_job_id),
+         TEST_ENTRY(allow_net_wider_than_a_private_range_counts_as_public))
