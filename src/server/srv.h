@@ -42,17 +42,14 @@ struct erg_server {
     pthread_mutex_t mu;      /* Protects everything below and the database. */
     pthread_mutex_t log_mu;  /* Serialises log callbacks. */
     sqlite3 *db;
-    sqlite3 *ckpt_db; /* Housekeeping thread's connection (checkpoints). */
-    bool ckpt_ready;  /* ckpt_db has read the database (knows it is in WAL mode). */
-    int lock_fd;      /* <db>.lock, held exclusively while the server lives (-1). */
-    unsigned long long db_dev, db_ino; /* The database file opened (store.c, db_ident). */
-    bool db_ident;                     /* db_dev/db_ino are known (a file, not :memory:). */
-    bool db_gone;                      /* The path is not that file now: writes are refused. */
-    unsigned conns;                    /* Open HTTP connections (atomic; http.c). */
-    unsigned conn_limit;               /* Their bound. */
-    size_t body_inflight;              /* Request body bytes held by connections (atomic). */
-    size_t body_budget;                /* Their bound. */
-    char *token;                       /* Access token (auth.c), NULL when none. */
+    sqlite3 *ckpt_db;     /* Housekeeping thread's connection (checkpoints). */
+    bool ckpt_ready;      /* ckpt_db has read the database (knows it is in WAL mode). */
+    int lock_fd;          /* <db>.lock, held exclusively while the server lives (-1). */
+    unsigned conns;       /* Open HTTP connections (atomic; http.c). */
+    unsigned conn_limit;  /* Their bound. */
+    size_t body_inflight; /* Request body bytes held by connections (atomic). */
+    size_t body_budget;   /* Their bound. */
+    char *token;          /* Access token (auth.c), NULL when none. */
     size_t token_len;
     srv_net *nets; /* --allow-net client networks. */
     size_t n_nets;
@@ -74,6 +71,11 @@ struct erg_server {
     void (*wake)(void *conn, int status, char *body, const char *ctype);
     long hist[SRV_HIST_GROUPS][SRV_HIST_BUCKETS + 1]; /* Handling time by route group and bucket. */
     double hist_sum[SRV_HIST_GROUPS];
+    /* The database file opened (store.c, srv_store_check): writes are refused while its path
+     * names another file or none. */
+    unsigned long long db_dev, db_ino;
+    bool db_ident; /* db_dev/db_ino are known (a file, not :memory:). */
+    bool db_gone;  /* The path is not that file now: writes are refused. */
 };
 
 /* The answer to one request. */
