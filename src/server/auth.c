@@ -58,6 +58,47 @@ static erg_status parse_cidr(const char *s, srv_net *n, erg_error *err)
     return ERG_OK;
 }
 
+/* Whether a network lies inside a private or loopback range, whose clients are not the
+ * public: IPv4 10/8, 172.16/12, 192.168/16, 127/8, 169.254/16 (link-local), 100.64/10 (shared
+ * address space); IPv6 ::1, fc00::/7 (unique local), fe80::/10 (link-local). Any other network
+ * (0.0.0.0/0, ::/0, a public prefix) lets clients from outside use the server. */
+static bool net_is_private(const srv_net *n)
+{
+    static const struct {
+        int family;
+        unsigned char addr[16];
+        int prefix;
+    } ranges[] = {
+        {AF_INET, {10}, 8},
+        {AF_INET, {172, 16}, 12},
+        {AF_INET, {192, 168}, 16},
+        {AF_INET, {127}, 8},
+        {AF_INET, {169, 254}, 16},
+        {AF_INET, {100, 64}, 10},
+        {AF_INET6, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, 128},
+        {AF_INET6, {0xfc}, 7},
+        {AF_INET6, {0xfe, 0x80}, 10},
+    };
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+        if (ranges[i].family != n->family || n->prefix < ranges[i].prefix)
+            continue;
+        int full = ranges[i].prefix / 8, rest = ranges[i].prefix % 8;
+        if (memcmp(n->addr, ranges[i].addr, (size_t)full))
+            continue;
+        if (rest && ((n->addr[full] ^ ranges[i].addr[full]) & (0xff00 >> rest) & 0xff))
+            continue;
+        return true;
+    }
+    return false;
+}
+
+static void net_text(const srv_net *n, char *out, size_t on)
+{
+    char a[INET6_ADDRSTRLEN] = "?";
+    inet_ntop(n->family, n->addr, a, sizeof a);
+    snprintf(out, on, "%s/%d", a, n->prefix);
+}
+
 static bool token_ok_text(const char *t, size_t n)
 {
     if (n < 16 || n > 4096)
@@ -117,6 +158,30 @@ erg_status srv_auth_init(erg_server *srv, const erg_server_opts *o, erg_error *e
             "or ERGON_SERVE_TOKEN) and/or the training hosts' networks (--allow-net CIDR), "
             "preferably with TLS (--tls-cert, --tls-key); or --insecure on a network you trust",
             host);
+    /* An allowed network wider than a private or loopback range admits the public: as a
+     * bind without access control, it needs --insecure and gets the warning (before,
+     * --allow-net 0.0.0.0/0 started a public server silently). */
+    const srv_net *pub = NULL;
+    for (size_t i = 0; !pub && i < srv->n_nets; i++)
+        if (!net_is_private(&srv->nets[i]))
+            pub = &srv->nets[i];
+    char pubs[INET6_ADDRSTRLEN + 8] = "";
+    if (pub)
+        net_text(pub, pubs, sizeof pubs);
+    const char *opened = srv->token ? "the Perseus and Zeus routes" : "every route";
+    if (!host_is_loopback(host) && pub && !o->insecure)
+        return erg_error_set(
+            err, ERG_EINVAL,
+            "refusing to listen on %.64s with --allow-net %s: that network is not a private or "
+            "loopback range, so clients from outside (the Internet, if the port is reachable) "
+            "could use %s without a token. Give the training hosts' private network (e.g. "
+            "10.0.0.0/8), or --insecure if this network is trusted",
+            host, pubs, opened);
+    if (!host_is_loopback(host) && pub)
+        srv_log(srv, ERG_LOG_WARNING, "access", NULL,
+                "--insecure: listening on %s with --allow-net %s, which is not a private or "
+                "loopback range: every client in it may use %s without a token",
+                host, pubs, opened);
     if (!host_is_loopback(host) && !srv->token && !srv->n_nets)
         srv_log(srv, ERG_LOG_WARNING, "access", NULL,
                 "--insecure: listening on %s without access control; every client that reaches "

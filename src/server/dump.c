@@ -58,6 +58,28 @@ erg_status srv_dump_dir_check(erg_server *srv, erg_error *err)
     return ERG_OK;
 }
 
+bool srv_dump_claim_dir(erg_server *srv, const char *id)
+{
+    if (!srv->opts.dump_data)
+        return true;
+    erg__buf d = {0};
+    if (erg__buf_printf(&d, "%s/%s", srv->dump_dir, id))
+        return true; /* out of memory: the dump code will say so */
+    erg_error e;
+    (void)erg__mkdir_p(srv->dump_dir, &e); /* the root may have been removed */
+    bool taken = mkdir(d.data, 0777) != 0 && errno == EEXIST;
+    erg__buf_free(&d);
+    return !taken;
+}
+
+void srv_dump_unclaim_dir(erg_server *srv, const char *id)
+{
+    erg__buf d = {0};
+    if (srv->opts.dump_data && !erg__buf_printf(&d, "%s/%s", srv->dump_dir, id))
+        (void)rmdir(d.data); /* only while empty */
+    erg__buf_free(&d);
+}
+
 /* A dump file waiting for the disk. */
 typedef struct srv_dump_file {
     char *name;

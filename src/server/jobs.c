@@ -491,7 +491,12 @@ srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info, c
         return SRV_INTERNAL;
     }
     size_t base = id.len;
-    for (int k = 2; srv_job_find(srv, id.data) || srv_store_has_job(srv, id.data); k++) {
+    /* Unique across servers that share the dump directory too: the id is the one whose
+     * dump directory this job creates (two servers gave identical JobInfos of one second
+     * one id, and one job's dumps replaced the other's). */
+    for (int k = 2; srv_job_find(srv, id.data) || srv_store_has_job(srv, id.data) ||
+                    !srv_dump_claim_dir(srv, id.data);
+         k++) {
         id.len = base;
         id.data[base] = 0;
         erg__buf_printf(&id, "+%d", k);
@@ -504,6 +509,8 @@ srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info, c
         st = srv_store_insert_job(srv, id.data, infos, sched, argss, mode, srv_now_wall(), &e);
     erg__free(infos);
     erg__free(argss);
+    if (st)
+        srv_dump_unclaim_dir(srv, id.data);
     erg__buf_free(&id);
     if (st) {
         job_free(j);
@@ -773,10 +780,42 @@ static bool failed_by_dump(const erg_server *srv, const srv_job *j)
            strstr(m, ": cannot create directory: ");
 }
 
+/* A stored JobInfo as a bounded record: its fields ergon reads, then the others up to
+ * SRV_JOBINFO_UNKNOWN_MAX_BYTES. A row written before registrations were bounded may hold
+ * megabytes of them: it is rewritten, so that they are not parsed again at the next start. */
+static json_t *restore_info(erg_server *srv, const char *id, const char *text)
+{
+    static const char *const known[] = {"job_id",           "framework",       "model_name",
+                                        "partition_method", "pp_degree",       "dp_degree",
+                                        "tp_degree",        "world_size",      "job_metadata",
+                                        "microbatch_size",  "num_microbatches"};
+    json_t *in = text ? json_loads(text, 0, NULL) : NULL;
+    json_t *rec = json_is_object(in) ? json_object() : NULL;
+    for (size_t i = 0; rec && i < sizeof known / sizeof known[0]; i++)
+        if (json_object_get(in, known[i]))
+            json_object_set(rec, known[i], json_object_get(in, known[i]));
+    char dropped[512];
+    if (rec && srv_jobinfo_add_unknown(rec, in, NULL, dropped, sizeof dropped)) {
+        char *s = srv_json_compact(rec);
+        erg_error e;
+        erg_status st =
+            s ? srv_store_exec(srv, &e, "UPDATE jobs SET info=? WHERE job_id=?", "tt", s, id)
+              : ERG_ENOMEM;
+        erg__free(s);
+        srv_log(srv, ERG_LOG_WARNING, "restore", id,
+                "JobInfo fields ergon does not use are kept up to %d bytes; dropped from the "
+                "stored record%s: %s",
+                SRV_JOBINFO_UNKNOWN_MAX_BYTES, st ? " (in memory only: the row stays)" : "",
+                dropped);
+    }
+    json_decref(in);
+    return rec;
+}
+
 static void restore_job(erg_server *srv, const srv_store_job_row *row, void *user)
 {
     int *restored = user;
-    json_t *info = row->info ? json_loads(row->info, 0, NULL) : NULL;
+    json_t *info = row->id ? restore_info(srv, row->id, row->info) : NULL;
     json_t *args = row->args ? json_loads(row->args, 0, NULL) : NULL;
     srv_job *j = info && args && row->id && row->scheduler
                      ? job_alloc(row->id, info, row->scheduler, args, row->mode)

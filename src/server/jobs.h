@@ -127,7 +127,8 @@ typedef struct srv_rank_spec {
 srv_job *srv_job_find(erg_server *srv, const char *id);
 /* Jobs that count against --max-jobs. */
 int srv_jobs_held(erg_server *srv);
-/* Create a job: its id is id_base, or id_base+"+2", "+3", ... when taken;
+/* Create a job: its id is id_base, or id_base+"+2", "+3", ... when taken (by a job held
+ * or stored, or by a dump directory: srv_dump_claim_dir);
  * info must hold integer pp_degree, dp_degree, tp_degree and world_size
  * (= pp*dp*tp, validated by the wire). Stores it and links it.
  * SRV_UNAVAILABLE with why when --max-jobs is reached or the database fails. */
@@ -183,6 +184,13 @@ void srv_job_touch(srv_job *j);
  * thread once the disk takes it (srv_dumps_flush), in order. The queue is
  * bounded (SRV_DUMP_QUEUE_MAX_BYTES for the server); past it a dump is
  * dropped with an error record (the results stay in SQLite). */
+/* Claim <dump>/<id> for a new job by creating it (mkdir, never an existing one): false when
+ * it exists, made by a job of this or another server sharing the dump directory (the id is
+ * then taken); true when it was created, when dumps are off, or when the disk refused it
+ * for another reason (the dumps are deferred then). srv_dump_unclaim_dir removes it again
+ * while empty (the job was not created). */
+bool srv_dump_claim_dir(erg_server *srv, const char *id);
+void srv_dump_unclaim_dir(erg_server *srv, const char *id);
 /* Name the job's dump directory (ctx.job_dir) and write perseus.json and ranks.json. */
 erg_status srv_dump_job_start(erg_server *srv, srv_job *j, erg_error *err);
 /* N.prof.json and N.sched.json of the current window (only if missing when replaying). */

@@ -220,12 +220,23 @@ static json_t *normalize_result(const json_t *in, srv_result *parsed, long *rank
     return o;
 }
 
-static void body_prepare(srv_body *b, const char *body, size_t len, bool is_result)
+static void body_prepare(srv_body *b, const char *body, size_t len, bool is_result,
+                         bool is_register)
 {
     memset(b, 0, sizeof *b);
     b->len = len;
     if (!body || len == 0) {
         snprintf(b->err, sizeof b->err, "the request needs a JSON body");
+        return;
+    }
+    /* A JobInfo is a few hundred bytes: a larger one is refused unparsed, so that no
+     * registration parses (or holds) more than this (docs/http-api.md, "Job record"). */
+    if (is_register && len > SRV_JOBINFO_MAX_BYTES) {
+        b->status = 413;
+        snprintf(b->err, sizeof b->err,
+                 "a JobInfo body is at most %d bytes (got %zu); fields ergon does not use are "
+                 "kept up to %d bytes",
+                 SRV_JOBINFO_MAX_BYTES, len, SRV_JOBINFO_UNKNOWN_MAX_BYTES);
         return;
     }
     if (srv_json_depth(body, len) > 32) {
@@ -263,9 +274,10 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
     size_t pl = strlen(path);
     bool is_result =
         !strncmp(path, "/result/", 8) || (v1 && pl > 8 && !strcmp(path + pl - 8, "/results"));
+    bool is_register = !strcmp(path, "/register_job") || !strcmp(path, "/v1/jobs");
     srv_body pb;
     double t0 = srv_now_mono();
-    body_prepare(&pb, post ? body : NULL, post ? len : 0, is_result);
+    body_prepare(&pb, post ? body : NULL, post ? len : 0, is_result, is_register);
     srv_req rq = {method, path, query, get, post, &pb, max_wait, conn};
     if (!strcmp(path, "/healthz") && get) {
         /* without the server lock: a request stalled on a database locked by

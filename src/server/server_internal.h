@@ -43,6 +43,20 @@ const char *srv_mode_name(int mode);
 bool srv_json_get_int(const json_t *o, const char *k, long lo, long hi, long *out, char *why,
                       size_t wn);
 
+/* ---- JobInfo records (docs/http-api.md, "Job record") ----
+ * A registration body is at most SRV_JOBINFO_MAX_BYTES (413 before it is parsed, so a
+ * registration never parses more), and the fields ergon does not use are kept in the job
+ * record only up to SRV_JOBINFO_UNKNOWN_MAX_BYTES of compact JSON in all: a job holds a
+ * bounded record in memory and in SQLite whatever its client sent. */
+#define SRV_JOBINFO_MAX_BYTES 65536
+#define SRV_JOBINFO_UNKNOWN_MAX_BYTES 4096
+/* Copy into rec the fields of in that rec lacks and that are not named in skip (NULL-ended,
+ * may be NULL), in order, while their compact JSON (key and value) stays within
+ * SRV_JOBINFO_UNKNOWN_MAX_BYTES in all. Returns how many were dropped; their names, quoted
+ * and with their sizes, go to dropped (truncated to dn). */
+int srv_jobinfo_add_unknown(json_t *rec, const json_t *in, const char *const *skip, char *dropped,
+                            size_t dn);
+
 /* ---- Python-compatible JSON text (json.dumps defaults: ", " and ": ",
  * floats as repr(), ensure_ascii) ---- */
 erg_status srv_json_py(const json_t *v, erg__buf *out);

@@ -71,6 +71,11 @@ struct erg_server {
     void (*wake)(void *conn, int status, char *body, const char *ctype);
     long hist[SRV_HIST_GROUPS][SRV_HIST_BUCKETS + 1]; /* Handling time by route group and bucket. */
     double hist_sum[SRV_HIST_GROUPS];
+    /* The database file opened (store.c, srv_store_check): writes are refused while its path
+     * names another file or none. */
+    unsigned long long db_dev, db_ino;
+    bool db_ident; /* db_dev/db_ino are known (a file, not :memory:). */
+    bool db_gone;  /* The path is not that file now: writes are refused. */
 };
 
 /* The answer to one request. */
@@ -88,6 +93,7 @@ typedef struct srv_body {
     size_t len;
     json_t *v;                   /* Parsed body or NULL. */
     char err[ERG_ERROR_MSG_LEN]; /* Why it did not parse. */
+    int status;                  /* Its status (413), 0: the wire's validation status. */
     json_t *result;              /* Results: normalised ProfilingResult. */
     srv_result parsed;           /* Results: its numbers. */
     bool have_parsed;

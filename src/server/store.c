@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,9 +38,58 @@ static erg_status db_fail(erg_server *srv, erg_error *err, const char *what)
                          sqlite3_errmsg(srv->db));
 }
 
+/* The identity of the database file, taken when it is opened; a write is acknowledged only
+ * while the path still names that file. A file deleted under the server (a clean-up job, an
+ * operator's rm) keeps taking writes through the open descriptor, and they vanish with it:
+ * before this check such registrations got 201 and were gone after a restart. */
+static void remember_file(erg_server *srv)
+{
+    struct stat sb;
+    srv->db_ident = stat(srv->db_path, &sb) == 0;
+    srv->db_dev = srv->db_ident ? (unsigned long long)sb.st_dev : 0;
+    srv->db_ino = srv->db_ident ? (unsigned long long)sb.st_ino : 0;
+}
+
+erg_status srv_store_check(erg_server *srv, erg_error *err)
+{
+    if (!srv->db_ident)
+        return ERG_OK;
+    struct stat sb;
+    int e = stat(srv->db_path, &sb) == 0 ? 0 : errno;
+    bool same = !e && (unsigned long long)sb.st_dev == srv->db_dev &&
+                (unsigned long long)sb.st_ino == srv->db_ino;
+    if (same) {
+        if (srv->db_gone)
+            srv_log(srv, ERG_LOG_WARNING, "db_back", NULL,
+                    "database %s is the file this server opened again: writes are accepted",
+                    srv->db_path);
+        srv->db_gone = false;
+        return ERG_OK;
+    }
+    char why[160];
+    if (e)
+        snprintf(why, sizeof why, "it was deleted or moved: %s", strerror(e));
+    else
+        snprintf(why, sizeof why, "another file (inode %llu) replaced it",
+                 (unsigned long long)sb.st_ino);
+    if (!srv->db_gone)
+        srv_log(srv, ERG_LOG_ERROR, "db_gone", NULL,
+                "database %s is no longer the file this server opened (%s): every write is "
+                "refused (503) until the file is back at that path, or the server is restarted",
+                srv->db_path, why);
+    srv->db_gone = true;
+    return erg_error_set(err, ERG_EDB,
+                         "database %s is no longer the file this server opened (%s); writes are "
+                         "refused, since they would not survive a restart",
+                         srv->db_path, why);
+}
+
 static erg_status exec_v(erg_server *srv, erg_error *err, const char *sql, const char *fmt,
                          va_list ap)
 {
+    erg_status chk = srv_store_check(srv, err);
+    if (chk)
+        return chk;
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(srv->db, sql, -1, &st, NULL) != SQLITE_OK)
         return db_fail(srv, err, "prepare");
@@ -218,8 +268,10 @@ erg_status srv_store_open(erg_server *srv, erg_error *err)
         sqlite3_free(msg);
         return st;
     }
-    if (!in_memory(srv))
+    if (!in_memory(srv)) {
         sqlite3_wal_hook(srv->db, wal_hook, srv); /* replaces wal_autocheckpoint (0 anyway) */
+        remember_file(srv);
+    }
     return ERG_OK;
 }
 

@@ -11,6 +11,11 @@ void srv_store_close(erg_server *srv);
 /* WAL checkpoint on the housekeeping connection (without the server lock). */
 void srv_store_checkpoint(erg_server *srv);
 
+/* Whether the database path is still the file the server opened: ERG_EDB naming the path
+ * when it was deleted or replaced (writes there would not survive a restart), logged once
+ * (db_gone; db_back when it returns). Every write checks it first (srv_store_exec). */
+erg_status srv_store_check(erg_server *srv, erg_error *err);
+
 /* Run one statement with bindings given as a format: 't' text, 'i' int64
  * (long long), 'd' double. ERG_EDB with the SQLite message. */
 erg_status srv_store_exec(erg_server *srv, erg_error *err, const char *sql, const char *fmt, ...);

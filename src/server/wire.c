@@ -65,6 +65,44 @@ bool srv_json_get_int(const json_t *o, const char *k, long lo, long hi, long *ou
 
 /* ---- Python json.dumps compatible output ---- */
 
+static bool named(const char *const *names, const char *k)
+{
+    for (; names && *names; names++)
+        if (!strcmp(*names, k))
+            return true;
+    return false;
+}
+
+int srv_jobinfo_add_unknown(json_t *rec, const json_t *in, const char *const *skip, char *dropped,
+                            size_t dn)
+{
+    size_t used = 0, dl = 0;
+    int n_dropped = 0;
+    if (dn)
+        dropped[0] = 0;
+    const char *k;
+    json_t *x;
+    json_object_foreach((json_t *)in, k, x)
+    {
+        if (json_object_get(rec, k) || named(skip, k))
+            continue;
+        /* "key":value, as the record's text holds it (json_dumpb counts without a buffer) */
+        size_t text = json_dumpb(x, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+        size_t size = text + strlen(k) + 4;
+        if (text && used + size <= SRV_JOBINFO_UNKNOWN_MAX_BYTES && !json_object_set(rec, k, x)) {
+            used += size;
+            continue;
+        }
+        n_dropped++;
+        if (dl < dn) {
+            int w =
+                snprintf(dropped + dl, dn - dl, "%s\"%.64s\" (%zu bytes)", dl ? ", " : "", k, size);
+            dl = w < 0 ? dn : ERG__MIN(dn, dl + (size_t)w);
+        }
+    }
+    return n_dropped;
+}
+
 static erg_status put(erg__buf *b, const char *s)
 {
     return erg__buf_append(b, s, strlen(s));

@@ -29,8 +29,10 @@ static const char *const job_str_fields[] = {"framework", "model_name", "partiti
 static const char *const job_int_fields[] = {"pp_degree",  "dp_degree",       "tp_degree",
                                              "world_size", "microbatch_size", "num_microbatches"};
 
-/* JobInfo -> normalised object (or NULL with why). */
-static json_t *check_job_info(const json_t *in, bool v1, char *why, size_t wn)
+/* JobInfo -> normalised object (or NULL with why); the unknown fields it drops (too large)
+ * are named in dropped. */
+static json_t *check_job_info(const json_t *in, bool v1, char *why, size_t wn, char *dropped,
+                              size_t dn)
 {
     if (!json_is_object(in)) {
         snprintf(why, wn, "the body must be a JobInfo object");
@@ -75,16 +77,10 @@ static json_t *check_job_info(const json_t *in, bool v1, char *why, size_t wn)
     }
     for (int i = 0; i < 6; i++)
         json_object_set_new(o, job_int_fields[i], json_integer(v[i]));
-    /* Fields ergon does not use (job_metadata, a framework's own) stay in the
-     * job record as sent. */
-    const char *k;
-    json_t *x;
-    json_object_foreach((json_t *)in, k, x)
-    {
-        if (!json_object_get(o, k) && strcmp(k, "scheduler") && strcmp(k, "scheduler_args") &&
-            strcmp(k, "mode"))
-            json_object_set(o, k, x);
-    }
+    /* Fields ergon does not use (job_metadata, a framework's own) stay in the job record as
+     * sent, up to SRV_JOBINFO_UNKNOWN_MAX_BYTES; /v1's scheduler choice is stored apart. */
+    static const char *const apart[] = {"scheduler", "scheduler_args", "mode", NULL};
+    srv_jobinfo_add_unknown(o, in, apart, dropped, dn);
     return o;
 }
 
@@ -200,7 +196,7 @@ static void spec_free(srv_rank_spec *sp)
 static json_t *body_json(const srv_body *b, srv_resp *rs, bool v1)
 {
     if (!b->v) {
-        fail(rs, v1, v1 ? 400 : 422, "%s", b->err);
+        fail(rs, v1, b->status ? b->status : v1 ? 400 : 422, "%s", b->err);
         return NULL;
     }
     return json_incref(b->v);
@@ -249,9 +245,9 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
     json_t *in = body_json(b, rs, v1);
     if (!in)
         return;
-    char why[512];
+    char why[512], dropped[512];
     int vcode = v1 ? 400 : 422;
-    json_t *info = check_job_info(in, v1, why, sizeof why);
+    json_t *info = check_job_info(in, v1, why, sizeof why, dropped, sizeof dropped);
     const char *sched = srv->scheduler;
     json_t *args = json_incref(srv->sched_args);
     int mode = srv->mode;
@@ -338,6 +334,10 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
         fail(rs, v1, outcome_status(oc, v1), "%s", why);
         goto out;
     }
+    if (*dropped)
+        srv_log(srv, ERG_LOG_WARNING, "register_job", j->id,
+                "JobInfo fields ergon does not use are kept up to %d bytes; not stored: %s",
+                SRV_JOBINFO_UNKNOWN_MAX_BYTES, dropped);
     if (v1)
         srv_respond(rs, 201, json_pack("{s:s}", "job_id", j->id));
     else
@@ -600,8 +600,11 @@ static void h_end(erg_server *srv, const char *id, const srv_body *b, bool abort
         return;
     srv_job *j = lookup(srv, id, rs, true);
     const json_t *reason = json_object_get(in, "reason");
+    erg_error e;
     if (j && reason && !json_is_string(reason))
         fail(rs, true, 400, "field reason must be a string");
+    else if (j && srv_job_live(j->state) && srv_store_check(srv, &e))
+        fail(rs, true, 503, "%s", e.msg); /* the end would not be stored */
     else if (j) {
         if (srv_job_live(j->state)) {
             char msg[400];
@@ -638,6 +641,11 @@ static void h_straggler(erg_server *srv, const char *id, const srv_body *b, srv_
          (!json_is_number(sd) || !(json_number_value(sd) >= 1) || json_number_value(sd) > 1e6)) ||
         (dl && (!json_is_number(dl) || !(json_number_value(dl) > 0)))) {
         fail(rs, true, 400, "slowdown must be a number >= 1, deadline_s a number > 0");
+        goto out;
+    }
+    erg_error e;
+    if (srv_store_check(srv, &e)) {
+        fail(rs, true, 503, "%s", e.msg); /* the target would not be stored */
         goto out;
     }
     long from = srv_job_set_target(srv, j, sd ? 1 : 2, json_number_value(sd ? sd : dl));

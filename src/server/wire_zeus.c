@@ -137,9 +137,9 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
             return;
         }
     }
-    /* The job record: everything the client sent (job_metadata and unknown
-     * fields included), with the validated numbers. */
-    json_t *info = json_deep_copy(in);
+    /* The job record: the validated numbers, job_metadata, and the other fields the client
+     * sent up to SRV_JOBINFO_UNKNOWN_MAX_BYTES. */
+    json_t *info = json_object();
     if (!info) {
         zfail(rs, 500, "out of memory");
         return;
@@ -147,8 +147,9 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
     json_object_set_new(info, "job_id", json_string(""));
     for (int i = 0; i < 4; i++)
         json_object_set_new(info, ints[i], json_integer(v[i]));
-    if (!md)
-        json_object_set_new(info, "job_metadata", json_null());
+    json_object_set(info, "job_metadata", md ? (json_t *)md : json_null());
+    char dropped[512];
+    srv_jobinfo_add_unknown(info, in, NULL, dropped, sizeof dropped);
     /* Zeus's job id: local time + dp + pp + tp + scheduler [+ job_metadata]. */
     char ts[SRV_JOB_ID_TIME_LEN];
     srv_job_id_time(ts);
@@ -164,10 +165,15 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
                                     SRV_MODE_FREQUENCY, &j, why, sizeof why);
     erg__buf_free(&id);
     json_decref(info);
-    if (oc != SRV_OK)
+    if (oc != SRV_OK) {
         zfail(rs, oc == SRV_UNAVAILABLE ? 503 : 500, "%s", why);
-    else
-        srv_respond(rs, 200, json_string(j->id));
+        return;
+    }
+    if (*dropped)
+        srv_log(srv, ERG_LOG_WARNING, "register_job", j->id,
+                "JobInfo fields ergon does not use are kept up to %d bytes; not stored: %s",
+                SRV_JOBINFO_UNKNOWN_MAX_BYTES, dropped);
+    srv_respond(rs, 200, json_string(j->id));
 }
 
 /* ---- register_rank ---- */

@@ -7,8 +7,9 @@
 #   httpx sends for http://ergon:TOKEN@host:port).
 # - --allow-net: the Perseus and Zeus routes from an allowed network need no token, /v1 still
 #   does; without a token, a client outside the networks gets 403.
-# - A non-loopback --host without a token or --allow-net is refused at start-up unless
-#   --insecure; a token file readable by others is refused.
+# - A non-loopback --host without a token or --allow-net, or with an --allow-net network that
+#   is not a private range (0.0.0.0/0), is refused at start-up unless --insecure; a token file
+#   readable by others is refused.
 # - TLS with a self-made certificate (openssl req): curl and ergon's C client (libcurl, through
 #   the Python binding, with ERGON_SERVE_CA_FILE and ERGON_SERVE_TOKEN) talk https.
 set -euo pipefail
@@ -146,6 +147,9 @@ out=$(ERGON_SERVE_TOKEN=short "$ERGON" serve --host 0.0.0.0 --port 0 --db "$work
 [ $rc -eq 1 ] && grep -q 'the token must be 16 to 4096 printable' <<<"$out" || fail "short token ($rc): $out"
 out=$("$ERGON" serve --host 0.0.0.0 --port 0 --db "$work/x.db" --allow-net 10.1.2.3/8 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q 'host bits set' <<<"$out" || fail "bad network ($rc): $out"
+# (timeout: a server that starts would run on)
+out=$(timeout 20 "$ERGON" serve --host 0.0.0.0 --port 0 --db "$work/x.db" --allow-net 0.0.0.0/0 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q 'with --allow-net 0.0.0.0/0: that network is not a private' <<<"$out" || fail "public network without --insecure ($rc): $out"
 out=$("$ERGON" serve --port 0 --db "$work/x.db" --tls-cert token 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q 'TLS needs both --tls-cert and --tls-key' <<<"$out" || fail "half TLS ($rc): $out"
 set -e

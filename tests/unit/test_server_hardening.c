@@ -511,8 +511,10 @@ TEST(dump_failures_never_fail_a_job_and_are_written_later)
     ASSERT_OK(erg_server_start(srv, &err));
     char id[512];
     ASSERT_EQ_INT(v1_job(srv, 2, "", id, sizeof id, NULL), 201);
-    /* The job's dump directory cannot be created: a file has its name. */
+    /* The job's dump directory cannot be created: a file has its name (in place of the
+     * directory the registration created to claim the id). */
     snprintf(blocker, sizeof blocker, "%s/%s", dump, id);
+    ASSERT(rmdir(blocker) == 0);
     write_text(blocker, "in the way\n");
     register_ranks(srv, id, 2);
     for (int w = 0; w < 2; w++) {

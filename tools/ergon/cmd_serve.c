@@ -74,7 +74,8 @@ static const struct {
      "serve https with this PEM certificate (chain) ..."},
     {"--tls-key", "ERGON_TLS_KEY", NULL, "FILE", "... and this PEM private key"},
     {"--insecure", "ERGON_INSECURE", NULL, "",
-     "allow a non-loopback --host without a token or --allow-net (a network you trust)"},
+     "allow a non-loopback --host without a token or --allow-net, or with an --allow-net network "
+     "that is not a private range (a network you trust)"},
 };
 enum {
     O_HOST,
@@ -293,7 +294,9 @@ static void serve_help(void)
            "'{\"solution_path\": PLAN}' serves Zeus clients that plan too, ZEUS_PFO_* configure\n"
            "Perseus clients, and two different configurations stop start-up.\n\n"
            "Access control: a --host other than loopback needs --token-file (or\n"
-           "ERGON_SERVE_TOKEN) and/or --allow-net, or --insecure. Zeus and Perseus clients send\n"
+           "ERGON_SERVE_TOKEN) and/or --allow-net, or --insecure; an --allow-net network wider\n"
+           "than a private range (10/8, 172.16/12, 192.168/16, fc00::/7, ...; 0.0.0.0/0 is not)\n"
+           "needs --insecure too. Zeus and Perseus clients send\n"
            "the token through their URL: server_url=\"https://ergon:TOKEN@host:7787\" (httpx\n"
            "sends it as Basic credentials; SSL_CERT_FILE=cert.pem for --tls-cert).\n\n"
            "Logs go to stderr as one JSON object per line. SIGINT/SIGTERM stop the server;\n"
