@@ -38,6 +38,11 @@ echo "$out" | grep -Eq "cyc.hlo:[45]:3: '[bc]' depends on itself" || fail "cycle
 printf 'HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT b = f32[4] exponential(a)\n}\n' > "$T/nodot.hlo"
 out=$($E shard analyze --hlo "$T/nodot.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "no-dot exit"
 echo "$out" | grep -q "has no dot or convolution, nothing to shard" || fail "no-dot message: $out"
+# A shape whose element count overflows 64 bits is a parse error naming it (2^32 x 2^32 f32
+# elements wrapped to 0, and search reported 0 MB per device with exit 0).
+printf 'HloModule m\nENTRY e {\n  x = f32[4294967296,4294967296] parameter(0)\n  w = f32[4294967296,4294967296] parameter(1)\n  ROOT d = f32[4294967296,4294967296] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n' > "$T/huge.hlo"
+out=$($E shard search --hlo "$T/huge.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "overflowing shape exit: $out"
+echo "$out" | grep -qF "huge.hlo:3:7: shape 'f32[4294967296,4294967296]' is too large" || fail "overflowing shape message: $out"
 # An already partitioned module is refused with its line.
 out=$($E shard search --hlo "$D/shard_partitioned.hlo" --mesh 1x4 2>&1); [ $? = 1 ] || fail "partitioned exit"
 echo "$out" | grep -q "shard_partitioned.hlo:17: the module is already partitioned" || fail "partitioned message: $out"
