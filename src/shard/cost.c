@@ -436,14 +436,8 @@ static void free_costs(erg_shard *s)
     s->edges = NULL;
     s->nedges = 0;
     s->capedges = 0;
-    for (int i = 0; i < s->nseg; i++) {
-        erg__free(s->segs[i].keep);
-        erg__free(s->segs[i].keep_time);
-        erg__free(s->segs[i].keep_mem);
-        s->segs[i].keep = NULL;
-        s->segs[i].keep_time = s->segs[i].keep_mem = NULL;
-        s->segs[i].nkeep = 0;
-    }
+    for (int i = 0; i < s->nseg; i++)
+        shard_segment_free_costs(&s->segs[i]);
     shard_dp_free(s);
     s->profiled = false;
 }
