@@ -43,6 +43,14 @@ echo "$out" | grep -q "has no dot or convolution, nothing to shard" || fail "no-
 printf 'HloModule m\nENTRY e {\n  x = f32[4294967296,4294967296] parameter(0)\n  w = f32[4294967296,4294967296] parameter(1)\n  ROOT d = f32[4294967296,4294967296] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n' > "$T/huge.hlo"
 out=$($E shard search --hlo "$T/huge.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "overflowing shape exit: $out"
 echo "$out" | grep -qF "huge.hlo:3:7: shape 'f32[4294967296,4294967296]' is too large" || fail "overflowing shape message: $out"
+# A convolution with a zero-size dim is an empty GEMM: costed, not divided by (a zero batch
+# dim stopped `shard search` with SIGFPE, exit 136; a zero output-feature dim gave 187 TFLOP/s).
+for d in '0,32,32,64:3,3,64,128:0,32,32,128' '16,32,32,64:3,3,64,0:16,32,32,0'; do
+  IFS=: read -r xs ws cs <<<"$d"
+  printf 'HloModule c\nENTRY %%main {\n  %%x = f32[%s] parameter(0)\n  %%w = f32[%s] parameter(1)\n  ROOT %%c = f32[%s] convolution(%%x, %%w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n' "$xs" "$ws" "$cs" > "$T/conv0.hlo"
+  out=$($E shard search --hlo "$T/conv0.hlo" --mesh 1x2 2>&1); rc=$?
+  [ $rc = 0 ] && echo "$out" | grep -q "^modelled throughput 0.000 TFLOP/s" || fail "conv with a zero dim ($d): exit $rc: $out"
+done
 # An already partitioned module is refused with its line.
 out=$($E shard search --hlo "$D/shard_partitioned.hlo" --mesh 1x4 2>&1); [ $? = 1 ] || fail "partitioned exit"
 echo "$out" | grep -q "shard_partitioned.hlo:17: the module is already partitioned" || fail "partitioned message: $out"
