@@ -733,12 +733,15 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     srv->port = port;
     if (pthread_create(&srv->hk, NULL, housekeeper, srv) == 0)
         srv->hk_running = true;
+    char how[400];
+    long wide = srv_conns_barrier_capacity(srv, how, sizeof how);
     srv_log(srv, ERG_LOG_INFO, "listen", NULL,
             "listening on %s port %d (%s), scheduler %s, mode %s; access: %s%s%zu allowed "
-            "network(s)%s",
+            "network(s)%s; connections: %u, %u from one address (jobs of up to %ld ranks)",
             srv->host, srv->port, srv->tls_cert ? "https" : "http", srv->scheduler,
             srv_mode_name(srv->mode), srv->token ? "token" : "no token", ", ", srv->n_nets,
-            !srv->token && !srv->n_nets ? " (open to every client that reaches the port)" : "");
+            !srv->token && !srv->n_nets ? " (open to every client that reaches the port)" : "",
+            srv->conn_limit, srv->conn_per_ip, wide > 0 ? wide : 0);
     return ERG_OK;
 }
 

@@ -71,4 +71,24 @@ for fd in "${fds[@]}"; do exec {fd}>&-; done
 grep '"connection"' "$work/log.txt" | head -2
 grep -q 'refused.*10 from 127.0.0.1.*--max-connections-per-ip' "$work/log.txt" ||
   fail "connections over the per-address limit are not logged: $(cat "$work/log.txt")"
+kill "$pid"; wait "$pid" 2>/dev/null || true
+pid=""
+
+# 5. ergon serve raises a low soft descriptor limit to the hard limit, and says so; the listen
+#    record gives the connection limits and the widest job they take.
+hard=$(ulimit -Hn)
+if [ "$hard" != unlimited ] && [ "$hard" -gt 300 ]; then
+  rm -f "$work/out.txt"
+  (ulimit -Sn 300 && exec "$ERGON" serve --port 0 --db "$work/r.db" --no-dump) \
+    >"$work/out.txt" 2>"$work/log.txt" &
+  pid=$!
+  for _ in $(seq 600); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
+  grep -q listening "$work/out.txt" || fail "server did not start: $(cat "$work/log.txt")"
+  grep -q "descriptor limit (ulimit -n) raised from 300 to the hard limit, $hard" "$work/log.txt" ||
+    fail "raising the descriptor limit is not reported: $(cat "$work/log.txt")"
+  grep -q '"listen".*connections: 4096, 2048 from one address (jobs of up to 2032 ranks)' "$work/log.txt" ||
+    fail "the listen record does not give the connection limits: $(cat "$work/log.txt")"
+else
+  echo "# the hard descriptor limit is $hard: raising a soft limit of 300 is not checked here"
+fi
 echo "PASS: wide jobs refused with the numbers, fitting jobs served, refusals logged"

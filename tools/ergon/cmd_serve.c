@@ -563,12 +563,24 @@ int cmd_serve(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    /* Every connection is a descriptor: take the hard limit (the server lowers
-     * --max-connections to what the limit allows, saying so). */
+    /* Every connection is a descriptor: take the hard limit, and say so (the server lowers
+     * --max-connections to what the limit allows, saying so too). */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rlim_t soft = rl.rlim_cur;
         rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            char hard[32];
+            if (rl.rlim_max == RLIM_INFINITY)
+                snprintf(hard, sizeof hard, "unlimited");
+            else
+                snprintf(hard, sizeof hard, "%lu", (unsigned long)rl.rlim_max);
+            fprintf(stderr,
+                    "{\"level\": \"info\", \"event\": \"config\", \"msg\": \"descriptor limit "
+                    "(ulimit -n) raised from %lu to the hard limit, %s: every connection is a "
+                    "descriptor\"}\n",
+                    (unsigned long)soft, hard);
+        }
     }
 
     erg_server *srv = NULL;
