@@ -773,9 +773,13 @@ static int bench_one(int proto, bool expect_refused)
     }
     if (expect_refused)
         printf("%s: the job of %d ranks was ACCEPTED; running its ranks:\n", proto_names[proto], W);
+    long rss0 = proc_field_kb(pid, "VmRSS:");
     ok = all_ranks(proto, W, false, &o.reg, deadline);
+    long rss_reg = proc_field_kb(pid, "VmRSS:");
     if (ok)
         ok = barrier_last(proto, W, &o, deadline);
+    printf("%s: server RSS %.1f MB at the start, %.1f MB once every rank registered\n",
+           proto_names[proto], rss0 / 1024.0, rss_reg / 1024.0);
     if (ok && proto != P_ZEUS) { /* Zeus's client never reports results */
         ok = all_ranks(proto, W, true, &o.res, deadline);
         if (ok)
@@ -787,7 +791,7 @@ static int bench_one(int proto, bool expect_refused)
     if (expect_refused)
         ok = false;
 stop:;
-    long hwm = proc_field_kb(pid, "VmHWM:");
+    long hwm = proc_field_kb(pid, "VmHWM:"), rss = proc_field_kb(pid, "VmRSS:");
     double scpu = proc_cpu_s(pid);
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
@@ -801,8 +805,8 @@ stop:;
             printf("%.2f / %.2f | %.1f / %.1f | ", o.res.p50, o.res.p99, o.burst_open_ms,
                    o.burst_all_ms);
         printf("%.1f | %.2f | %.2f |\n", hwm / 1024.0, scpu, gcpu);
-        printf("%s: %d of %d ranks got their schedule%s\n", proto_names[proto], o.got, W,
-               ok ? "" : " -- FAILED");
+        printf("%s: %d of %d ranks got their schedule%s; server RSS at the end %.1f MB\n",
+               proto_names[proto], o.got, W, ok ? "" : " -- FAILED", rss / 1024.0);
     }
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
