@@ -62,7 +62,8 @@ static const struct {
      "directory whose plans clients may name in per-job scheduler_args (repeatable; env: "
      "':'-separated; default none: only start-up arguments name files)"},
     {"--max-connections-per-ip", "ERGON_MAX_CONNECTIONS_PER_IP", NULL, "N",
-     "connections from one address (default half of --max-connections)"},
+     "connections from one address (default half of --max-connections); a rank waiting at a "
+     "barrier holds one, so a job of N ranks needs N + 16 of both"},
     {"--token-file", "ERGON_SERVE_TOKEN_FILE", NULL, "FILE",
      "access token (16+ printable characters, mode 600): every route but /healthz needs "
      "'Authorization: Bearer TOKEN' or the URL http://ergon:TOKEN@host:port (the token itself may "
