@@ -181,13 +181,15 @@ long srv_conns_barrier_capacity(const erg_server *srv, char *how, size_t hn)
 {
     if (!srv->mhd || !srv->conn_limit)
         return -1;
-    long all = (long)srv->conn_limit - SRV_CONN_RESERVE;
-    long one = (long)srv->conn_per_ip - SRV_CONN_RESERVE;
+    /* SRV_CONN_RESERVE kept for other requests, a quarter of a limit below 64 */
+    long r_all = ERG__MIN(SRV_CONN_RESERVE, (long)srv->conn_limit / 4);
+    long r_one = ERG__MIN(SRV_CONN_RESERVE, (long)srv->conn_per_ip / 4);
+    long all = (long)srv->conn_limit - r_all, one = (long)srv->conn_per_ip - r_one;
     char lim[96];
     limit_text(srv, lim, sizeof lim);
     snprintf(how, hn,
              "a waiting rank holds a connection, and the server holds %u (%s), %u from one "
-             "client address (--max-connections-per-ip), less %d kept for other requests",
-             srv->conn_limit, lim, srv->conn_per_ip, SRV_CONN_RESERVE);
+             "client address (--max-connections-per-ip), less %ld kept for other requests",
+             srv->conn_limit, lim, srv->conn_per_ip, all < one ? r_all : r_one);
     return all < one ? all : one;
 }

@@ -159,7 +159,8 @@ bool srv_auth_route_net_ok(const erg_server *srv, const char *path);
 
 /* ---- conns.c: the HTTP front's connection slots ---- */
 struct sockaddr;
-/* Connections kept for other requests when a job's ranks wait at a barrier. */
+/* Connections kept for other requests when a job's ranks wait at a barrier (a quarter of a
+ * limit below 64). */
 #define SRV_CONN_RESERVE 16
 erg_status srv_conns_init(erg_server *srv, erg_error *err);
 void srv_conns_free(erg_server *srv);

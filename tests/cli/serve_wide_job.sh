@@ -64,6 +64,9 @@ pid=$!
 for _ in $(seq 600); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
 port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out.txt")
 [ -n "$port" ] || fail "server did not start: $(cat "$work/log.txt")"
+# small limits keep a quarter for other requests, not 16: 10 from one address hold 8 ranks
+grep -q '"listen".*connections: 20, 10 from one address (jobs of up to 8 ranks)' "$work/log.txt" ||
+  fail "the listen record: $(grep '"listen"' "$work/log.txt")"
 fds=()
 for _ in $(seq 14); do exec {fd}<>"/dev/tcp/127.0.0.1/$port"; fds+=("$fd"); done
 for _ in $(seq 100); do grep -q '"connection"' "$work/log.txt" && break; sleep 0.1; done
