@@ -97,6 +97,37 @@ static void limit_text(const erg_server *srv, char *out, size_t on)
         snprintf(out, on, "--max-connections %u", srv->conn_limit);
 }
 
+/* A refusal: warn now (*before: those not logged since the last warning) or count it; mu
+ * held. */
+static bool warn_due(struct srv_conn_table *t, unsigned long *before)
+{
+    double now = srv_now_mono();
+    if (now - t->last_warn < 1.0) {
+        t->unlogged++;
+        return false;
+    }
+    *before = t->unlogged;
+    t->unlogged = 0;
+    t->last_warn = now;
+    return true;
+}
+
+void srv_conns_refused_by_mhd(erg_server *srv, const char *msg)
+{
+    struct srv_conn_table *t = srv->conn_tab;
+    unsigned long before = 0;
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->mu);
+    bool warn = warn_due(t, &before);
+    pthread_mutex_unlock(&t->mu);
+    if (warn)
+        srv_log(srv, ERG_LOG_WARNING, "connection", NULL,
+                "a connection not taken for want of capacity: libmicrohttpd: %s (%u open)%s%.0lu%s",
+                msg, __atomic_load_n(&srv->conns, __ATOMIC_RELAXED), before ? "; " : "", before,
+                before ? " more refused since the last report" : "");
+}
+
 bool srv_conns_admit(erg_server *srv, const struct sockaddr *sa)
 {
     struct srv_conn_table *t = srv->conn_tab;
@@ -107,18 +138,8 @@ bool srv_conns_admit(erg_server *srv, const struct sockaddr *sa)
     conn_addr *e = keyed ? *find(t, key, len) : NULL;
     unsigned from = e ? e->n : 0;
     bool ok = open < srv->conn_limit && from < srv->conn_per_ip;
-    double now = srv_now_mono();
     unsigned long before = 0;
-    bool warn = false;
-    if (!ok) {
-        warn = now - t->last_warn >= 1.0;
-        if (warn) {
-            before = t->unlogged;
-            t->unlogged = 0;
-            t->last_warn = now;
-        } else
-            t->unlogged++;
-    }
+    bool warn = !ok && warn_due(t, &before);
     pthread_mutex_unlock(&t->mu);
     if (!warn)
         return ok;

@@ -586,7 +586,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = 0;
-    srv_log(srv, ERG_LOG_DEBUG, "http", NULL, "%s", msg);
+    /* "Server reached connection limit. Closing inbound connection." and "Hit process or
+     * system resource limit at N connections, ..." (accept() out of descriptors) */
+    if (strstr(msg, "reached connection limit") || strstr(msg, "resource limit"))
+        srv_conns_refused_by_mhd(srv, msg);
+    else
+        srv_log(srv, ERG_LOG_DEBUG, "http", NULL, "%s", msg);
 }
 
 static void *housekeeper(void *arg)

@@ -168,6 +168,9 @@ void srv_conns_free(erg_server *srv);
 bool srv_conns_admit(erg_server *srv, const struct sockaddr *sa);
 void srv_conns_opened(erg_server *srv, const struct sockaddr *sa);
 void srv_conns_closed(erg_server *srv, const struct sockaddr *sa);
+/* libmicrohttpd did not take one itself (its own limit, or accept() out of descriptors):
+ * logged as the server's refusals are. */
+void srv_conns_refused_by_mhd(erg_server *srv, const char *msg);
 /* How many ranks of one job can wait at a barrier at once (each holds a connection), and in
  * how (what that number is made of); -1 when there is no HTTP front (direct calls). */
 long srv_conns_barrier_capacity(const erg_server *srv, char *how, size_t hn);
