@@ -687,7 +687,9 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         rl.rlim_cur < (rlim_t)conn_limit + 128) {
-        unsigned lim = rl.rlim_cur > 256 ? (unsigned)(rl.rlim_cur - 128) : 128;
+        /* 128 descriptors for the rest (database, dumps, event threads), half below 256 */
+        unsigned lim = rl.rlim_cur > 256 ? (unsigned)(rl.rlim_cur - 128)
+                                         : (unsigned)ERG__MAX(rl.rlim_cur / 2, 1);
         srv_log(srv, ERG_LOG_WARNING, "listen", NULL,
                 "max connections lowered from %u to %u by the descriptor limit (ulimit -n %lu)",
                 conn_limit, lim, (unsigned long)rl.rlim_cur);

@@ -94,4 +94,15 @@ if [ "$hard" != unlimited ] && [ "$hard" -gt 300 ]; then
 else
   echo "# the hard descriptor limit is $hard: raising a soft limit of 300 is not checked here"
 fi
+kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+pid=""
+
+# 6. Under ulimit -n 256 half the descriptors are connections (it was 128 whatever the limit:
+#    under ulimit -n 140, accept() ran out of descriptors at 121 connections).
+rm -f "$work/out.txt"
+(ulimit -n 140 && exec "$ERGON" serve --port 0 --db "$work/f.db" --no-dump) >"$work/out.txt" 2>"$work/log.txt" &
+pid=$!
+for _ in $(seq 600); do grep -q listening "$work/out.txt" 2>/dev/null && break; sleep 0.1; done
+grep -q '"listen".*lowered from 4096 to 70 by the descriptor limit (ulimit -n 140)' "$work/log.txt" ||
+  fail "under ulimit -n 140: $(grep '"listen"' "$work/log.txt")"
 echo "PASS: wide jobs refused with the numbers, fitting jobs served, refusals logged"
