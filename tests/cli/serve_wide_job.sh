@@ -3,8 +3,9 @@
 # A rank waiting at a barrier holds its connection until every rank has asked, so a job whose
 # ranks cannot all be connected at once waits forever: its registration is refused, naming
 # world_size and the number the server can hold (from --max-connections, the descriptor limit
-# and --max-connections-per-ip); a job that fits runs, every rank gets its schedule; refused
-# connections are logged. The ranks are bench/bench_wide's (one poll loop, a socket a rank).
+# and --max-connections-per-ip), or with 503 when it fits alone but not beside the live jobs'
+# ranks; a job that fits runs, every rank gets its schedule; refused connections are logged.
+# The ranks are bench/bench_wide's (one poll loop, a socket a rank).
 set -euo pipefail
 : "${ERGON:?path of the ergon binary}" "${ERGON_BIN_DIR:?the build directory}"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -67,6 +68,13 @@ port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out.txt")
 # small limits keep a quarter for other requests, not 16: 10 from one address hold 8 ranks
 grep -q '"listen".*connections: 20, 10 from one address (jobs of up to 8 ranks)' "$work/log.txt" ||
   fail "the listen record: $(grep '"listen"' "$work/log.txt")"
+# A job that fits alone but not beside a live job's ranks: 503, naming what they hold.
+kjob() { echo "{\"job_id\":\"\",\"framework\":\"f\",\"model_name\":\"m\",\"partition_method\":\"u\",\"pp_degree\":$1,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":$1,\"microbatch_size\":1,\"num_microbatches\":1}"; }
+code=$(curl -s -o "$work/j1" -w '%{http_code}' -X POST "http://127.0.0.1:$port/register_job" -d "$(kjob 6)")
+[ "$code" = 200 ] || fail "a job of 6 ranks (8 fit): HTTP $code $(cat "$work/j1")"
+code=$(curl -s -o "$work/j2" -w '%{http_code}' -X POST "http://127.0.0.1:$port/register_job" -d "$(kjob 4)")
+[ "$code" = 503 ] || fail "a job of 4 ranks beside a live one of 6 (8 fit): HTTP $code $(cat "$work/j2")"
+grep -q 'world_size 4 does not fit beside the live jobs.*1 live job(s) may hold 6' "$work/j2" || fail "$(cat "$work/j2")"
 fds=()
 for _ in $(seq 14); do exec {fd}<>"/dev/tcp/127.0.0.1/$port"; fds+=("$fd"); done
 for _ in $(seq 100); do grep -q '"connection"' "$work/log.txt" && break; sleep 0.1; done
