@@ -112,7 +112,7 @@ static int run_case(const char *data, const bench_case *c, int reps)
 
 int main(int argc, char **argv)
 {
-    const char *data = argc > 1 ? argv[1] : "../shared/data";
+    const char *data = argc > 1 ? argv[1] : "tests/data/published";
     int reps = argc > 2 ? atoi(argv[2]) : 3;
     struct stat st;
     char dir[1024];

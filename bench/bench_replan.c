@@ -167,7 +167,7 @@ static void run(const char *data, int M, int reps, const char *tmpdir)
 
 int main(int argc, char **argv)
 {
-    const char *data = argc > 1 ? argv[1] : "../shared/data";
+    const char *data = argc > 1 ? argv[1] : "tests/data/published";
     int reps = argc > 2 ? atoi(argv[2]) : 3;
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/perseus-sosp24", data);

@@ -8,9 +8,9 @@
 # The server's Frontier scheduler (slowdown 1.0) runs the same plan.
 set -u
 : "${ERGON:?}"
-data=${ERGON_DATA:-../shared/data}/perseus-sosp24/stage_profile
+data=$ERGON_TEST_DATA/published/perseus-sosp24/stage_profile
 if [ ! -d "$data" ]; then
-  echo "SKIP: the published profiles are not in $data (../shared/data)"; exit 77
+  echo "SKIP: the published profiles are not in $data (tests/data/published)"; exit 77
 fi
 tmp=$(mktemp -d)
 fail() { echo "FAIL: $*"; exit 1; }

@@ -28,7 +28,7 @@ print(repr(m["all-max"]["time_s"]), repr(m["perseus-ours"]["energy_j"]))' "$tmp/
   echo "ok: $name perseus-ours $PE J reproduced"
 }
 check sim "$tmp/p.csv" --gpu A100 --stages 4
-data=${ERGON_DATA:-../shared/data}/perseus-sosp24/stage_profile
+data=$ERGON_TEST_DATA/published/perseus-sosp24/stage_profile
 if [ -r "$data/bloom+a40_bf16.csv" ]; then
   check bloom-a40 "$data/bloom+a40_bf16.csv" --gpu A40 --stages 8
 else

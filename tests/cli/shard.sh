@@ -105,7 +105,7 @@ $E shard analyze --hlo "$D/shard_scan.hlo" --mesh 1x2 --computation body 2>/dev/
 $E shard analyze --hlo "$D/shard_scan.hlo" --mesh 1x2 --computation nope >/dev/null 2>&1; [ $? = 1 ] || fail "unknown computation"
 
 # Golden analysis of the 2-layer BERT module (skips without shared data).
-B="$ERGON_DATA/hlo/bert_single_device_training_fwd_bwd.hlo"
+B="$ERGON_TEST_DATA/published/hlo/bert_single_device_training_fwd_bwd.hlo"
 [ -r "$B" ] || { echo "SKIP: $B absent"; exit 77; }
 $E shard analyze --hlo "$B" --mesh 1x2 > "$T/a.txt" 2>/dev/null || fail "analyze bert"
 diff -u "$D/shard_bert2_analyze_1x2.golden" "$T/a.txt" || fail "golden analysis differs"
@@ -116,7 +116,7 @@ grep -Eq "^(ILP \(GLPK\): no plan found within the time limit|gap DP - ILP)" "$T
 
 # BERT-base on 1x8: the segment frontier is too large (forward attention blocks tied to
 # backward blocks a dozen segments later); block elimination finds the ILP's plan.
-BB="$ERGON_DATA/hlo/baseline_bert_1.hlo"
+BB="$ERGON_TEST_DATA/published/hlo/baseline_bert_1.hlo"
 if [ -r "$BB" ]; then
   $E shard search --hlo "$BB" --mesh 1x8 --method dp > "$T/d8.txt" || fail "bert-base dp"
   $E shard search --hlo "$BB" --mesh 1x8 --method ilp --time-limit 60 > "$T/i8.txt" || fail "bert-base ilp"

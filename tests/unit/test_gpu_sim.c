@@ -55,7 +55,7 @@ static shape curve_shape(const erg_profile *p, int stage, erg_instr_kind kind)
 static void check_against_real(const char *file, const char *gpu)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/perseus-sosp24/stage_profile/%s", ERG_SHARED_DATA_DIR, file);
+    snprintf(path, sizeof path, "%s/published/perseus-sosp24/stage_profile/%s", ERG_TEST_DATA_DIR, file);
     if (access(path, R_OK) != 0)
         SKIP("reference profile %s absent", path);
     erg_error err;

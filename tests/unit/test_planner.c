@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define DATA ERG_SHARED_DATA_DIR "/perseus-sosp24"
+#define DATA ERG_TEST_DATA_DIR "/published/perseus-sosp24"
 
 static void need_data(void)
 {

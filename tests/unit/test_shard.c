@@ -4,7 +4,7 @@
 
 #include <time.h>
 
-#define HLO_DIR ERG_SHARED_DATA_DIR "/hlo"
+#define HLO_DIR ERG_TEST_DATA_DIR "/published/hlo"
 #define ASSERT_OK_E(call, e)                                                                       \
     do {                                                                                           \
         erg_status _st = (call);                                                                   \

@@ -380,7 +380,7 @@ TEST(sparse_predicted_energy_carries_margin)
  * Under ASan (4-10x slower) one profile, M = 12 only. */
 TEST(sparse_plans_on_published_profiles)
 {
-    const char *dir = ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile";
+    const char *dir = ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile";
     if (access(dir, R_OK))
         SKIP("no reference data at %s", dir);
     const char *names[] = {"gpt3-175b+a100_sxm", "bloom+a100_sxm", "gpt3-175b+a40", "bloom+a40"};
@@ -430,7 +430,7 @@ TEST(sparse_plans_on_published_profiles)
  * sweep's and on time. Where it stays below 0.5 % a sixth is measured. */
 TEST(sparse_estimates_noise_on_published_profiles)
 {
-    const char *dir = ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile";
+    const char *dir = ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile";
     if (access(dir, R_OK))
         SKIP("no reference data at %s", dir);
     const char *names[] = {"gpt3-175b+a100_sxm", "bloom+a100_sxm", "gpt3-175b+a40", "bloom+a40"};
@@ -564,7 +564,7 @@ static erg_profile *noisy_sweep(const erg_profile *truth, int S, double sigma, u
  * (docs/sparse-profiling.md, "Under measurement noise"). */
 TEST(sparse_plans_under_noise)
 {
-    const char *dir = ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile";
+    const char *dir = ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile";
     if (access(dir, R_OK))
         SKIP("no reference data at %s", dir);
     const char *names[] = {"gpt3-175b+a100_sxm", "bloom+a100_sxm", "gpt3-175b+a40", "bloom+a40"};
