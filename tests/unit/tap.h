@@ -64,13 +64,14 @@ static inline bool tap_ci(void)
 #define SKIP_BY_DESIGN(...) TAP_SKIP_(" (by design)", __VA_ARGS__)
 #define SKIP(...) SKIP_OR_FAIL(__VA_ARGS__)
 
-static inline void tap_need_data(const char *path)
-{
-    if (access(path, R_OK) != 0)
-        TAP_FAIL("%s is missing: the test data is part of the repository "
-                 "(tests/data/published/README.md names each published file)",
-                 path);
-}
+#define tap_need_data(path)                                                                        \
+    do {                                                                                           \
+        const char *p_ = (path);                                                                   \
+        if (access(p_, R_OK) != 0)                                                                 \
+            TAP_FAIL("%s is missing: the test data is part of the repository "                     \
+                     "(tests/data/published/README.md names each published file)",                 \
+                     p_);                                                                          \
+    } while (0)
 
 #define ASSERT(c)                                                                                  \
     do {                                                                                           \

@@ -381,8 +381,7 @@ TEST(sparse_predicted_energy_carries_margin)
 TEST(sparse_plans_on_published_profiles)
 {
     const char *dir = ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile";
-    if (access(dir, R_OK))
-        SKIP("no reference data at %s", dir);
+    tap_need_data(dir);
     const char *names[] = {"gpt3-175b+a100_sxm", "bloom+a100_sxm", "gpt3-175b+a40", "bloom+a40"};
     const int Ms[] = {12, 96};
     const double units[] = {0.0001, 0.001};
@@ -431,8 +430,7 @@ TEST(sparse_plans_on_published_profiles)
 TEST(sparse_estimates_noise_on_published_profiles)
 {
     const char *dir = ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile";
-    if (access(dir, R_OK))
-        SKIP("no reference data at %s", dir);
+    tap_need_data(dir);
     const char *names[] = {"gpt3-175b+a100_sxm", "bloom+a100_sxm", "gpt3-175b+a40", "bloom+a40"};
     int bad = 0;
     for (int i = 0; i < (getenv("ERGON_SANITIZED") ? 1 : 4); i++) {
@@ -565,8 +563,7 @@ static erg_profile *noisy_sweep(const erg_profile *truth, int S, double sigma, u
 TEST(sparse_plans_under_noise)
 {
     const char *dir = ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile";
-    if (access(dir, R_OK))
-        SKIP("no reference data at %s", dir);
+    tap_need_data(dir);
     const char *names[] = {"gpt3-175b+a100_sxm", "bloom+a100_sxm", "gpt3-175b+a40", "bloom+a40"};
     const double sigmas[] = {0.01, 0.02};
     int bad = 0;
