@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # no_outside_paths.sh: the tests need nothing outside the repository. No test, build file, tool
-# or benchmark a test runs names ../shared (the published data is in tests/data/published), an
+# or benchmark a test runs names the shared folder beside the checkout (dot-dot-slash shared:
+# the published data is in tests/data/published; this file never writes that path out), an
 # absolute path under a machine's own folders (/work, /home, /root, /mnt, /srv, /data, /opt,
 # /scratch, /media, /nfs, /Users) or a path above the source tree ($ERGON_SRC/..,
 # ${CMAKE_SOURCE_DIR}/.., ERG_SOURCE_DIR "/.."). System paths (/usr, /tmp, /proc, /run, /dev)
@@ -40,8 +41,9 @@ rm -rf "$tmp/t/tests/fuzz/corpus"
 [ -z "$(files "$tmp/t" | head -1)" ] && { echo "FAIL: no files in the copy"; exit 1; }
 check "$tmp/t" >/dev/null || { echo "FAIL: the unchanged copy fails the check"; exit 1; }
 n=0
-for plant in 'data=${ERGON_DATA:-../shared/data}' 'H=/work/shared/data/hlo' \
-             'p="$ERGON_SRC/../shared/x"' '#define D "/home/me/data"'; do
+up=..  # the planted references are built here, so that grep finds none in this file
+for plant in "data=\${ERGON_DATA:-$up/shared/data}" 'H=/work/shared/data/hlo' \
+             "p=\"\$ERGON_SRC/$up/x\"" '#define D "/home/me/data"'; do
   n=$((n + 1))
   rm -rf "$tmp/c"; cp -r "$tmp/t" "$tmp/c"
   echo "$plant" >>"$tmp/c/tests/cli/shard.sh"
