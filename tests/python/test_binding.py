@@ -80,8 +80,11 @@ class Binding(unittest.TestCase):
         c.sync()
         self.assertEqual(c.active_clock, 1005)
         # stage 1 (1F1B order F0 B0 F1 B1): F0=B0=1200, F1=B1=1005; called F0 F1 B0 B1
-        # twice: 1200 1005 1200 1005 per step
-        self.assertEqual(c.clock_changes, 8)
+        # twice: 1200 1005 1200 1005 per step, 8 requests. The clock thread applies only the
+        # newest request it finds pending, so how many it applied depends on how often it ran
+        # (docs/testing.md, "Counts that depend on scheduling"): at least one, at most 8.
+        self.assertGreaterEqual(c.clock_changes, 1)
+        self.assertLessEqual(c.clock_changes, 8)
         with self.assertRaises(ergon.ErgonError):
             c.instruction_end(ergon.FORWARD, 0)
         c.close()
