@@ -173,8 +173,11 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof dir, "%s/perseus-sosp24", data);
     struct stat st;
     if (stat(dir, &st) != 0) {
-        printf("skipped: %s is absent (reference data not available)\n", dir);
-        return 0;
+        fprintf(stderr,
+                "%s is absent: the published data is part of the repository (run from its root, "
+                "or give the data folder as the first argument)\n",
+                dir);
+        return 1;
     }
     char tmpl[] = "/tmp/bench_replan.XXXXXX";
     if (!mkdtemp(tmpl))
