@@ -9,7 +9,7 @@
 # envpipe.log, envpipe-windows.csv), reconfiguration windows ran with measured waits, the
 # plan lowered clocks, and the losses are bitwise identical to an all-max run of as many steps.
 source "$(dirname "$0")/e2e_lib.bash"
-"$ERGON" serve --help >/dev/null 2>&1 || { echo "SKIP: this build has no ergon serve"; exit 77; }
+"$ERGON" serve --help >/dev/null 2>&1 || skip_or_fail "this build has no ergon serve"
 
 S=3 M=4
 "$ERGON" serve --port 0 --db "$tmp/s.db" --dump "$tmp/dump" >"$tmp/out.txt" 2>"$tmp/serve.log" &

@@ -8,8 +8,8 @@
 # energy, iteration time within the budget (+2% for noise), measured time and energy within 5%
 # of the emulation; 3 when the machine is too loaded to time it (then SKIP).
 source "$(dirname "$0")/e2e_lib.bash"
-[ -n "${ERGON_FAKE_AMDSMI:-}" ] && [ -r "$ERGON_FAKE_AMDSMI" ] || { echo "SKIP: fake amdsmi not built"; exit 77; }
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (the fake amdsmi refuses clock changes otherwise)"; exit 77; }
+[ -n "${ERGON_FAKE_AMDSMI:-}" ] && [ -r "$ERGON_FAKE_AMDSMI" ] || skip_or_fail "fake amdsmi not built"
+[ "$(id -u)" = 0 ] || skip_or_fail "needs root (the fake amdsmi refuses clock changes otherwise)"
 unset FAKE_AMDSMI_STATE FAKE_AMDSMI_DENY FAKE_AMDSMI_QUIRK FAKE_AMDSMI_LOG FAKE_AMDSMI_DEVICES FAKE_GPU_ACTIVITY
 timeout -k 5 800 "$PY" "$EX/run_e2e.py" --ergon "$ERGON" --out "$tmp/out" --stages 2 \
   --microbatches 4 --sim-model gpt3-xl --gpu "amdsmi:$ERGON_FAKE_AMDSMI" --window-steps 2 \

@@ -10,10 +10,10 @@
 # PENDING lists files that still mirror structs, each with its reason; the test fails when a
 # pending file no longer mirrors any (take it off the list) and for any other file.
 set -u
+source "$(dirname "$0")/skip_lib.bash"
 : "${ERGON_SRC:?}"
 command -v python3 >/dev/null || {
-  [ "${CI:-}" = true ] && { echo "FAIL: python3 missing (CI=true)"; exit 1; }
-  echo "SKIP: python3 missing"; exit 77; }
+  skip_or_fail "python3 missing"; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cat >"$tmp/scan.py" <<'PY'
 import ast, sys

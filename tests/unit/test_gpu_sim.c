@@ -55,9 +55,9 @@ static shape curve_shape(const erg_profile *p, int stage, erg_instr_kind kind)
 static void check_against_real(const char *file, const char *gpu)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/perseus-sosp24/stage_profile/%s", ERG_SHARED_DATA_DIR, file);
-    if (access(path, R_OK) != 0)
-        SKIP("reference profile %s absent", path);
+    snprintf(path, sizeof path, "%s/published/perseus-sosp24/stage_profile/%s", ERG_TEST_DATA_DIR,
+             file);
+    tap_need_data(path);
     erg_error err;
     erg_profile *real = NULL, *sim = NULL;
     ASSERT_OK(erg_profile_read_csv(path, &real, &err));

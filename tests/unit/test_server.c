@@ -411,12 +411,11 @@ TEST(python_json_output_matches_real_dump)
     const char *names[] = {"perseus.json", "0.sched.json", "2.sched.json", "0.prof.json",
                            "2.prof.json"};
     char path[1024];
-    snprintf(path, sizeof path, "%s/perseus-sosp24/dump-example", ERG_SHARED_DATA_DIR);
-    if (!exists(path))
-        SKIP("reference data absent: %s", path);
+    snprintf(path, sizeof path, "%s/published/perseus-sosp24/dump-example", ERG_TEST_DATA_DIR);
+    tap_need_data(path);
     for (int i = 0; i < 5; i++) {
-        snprintf(path, sizeof path, "%s/perseus-sosp24/dump-example/%s", ERG_SHARED_DATA_DIR,
-                 names[i]);
+        snprintf(path, sizeof path, "%s/published/perseus-sosp24/dump-example/%s",
+                 ERG_TEST_DATA_DIR, names[i]);
         char *text = NULL;
         size_t len = 0;
         erg_error err;
