@@ -224,10 +224,11 @@ class Pacer:
         clocks in run order and the sums of their simulated times and energies (None where
         the device does not account: a fake library)."""
         tr, self.trace = self.trace, []
-        if self._acct is None:
+        if self._acct is None and not tr:
             return None
         return {"clocks": [c for c, _, _ in tr], "busy_time_s": sum(t for _, t, _ in tr),
-                "busy_energy_j": sum(e for _, _, e in tr)}
+                "busy_energy_j": None if any(e is None for _, _, e in tr) else
+                sum(e for _, _, e in tr)}
 
     def end(self):
         self.gpu.sim_set_activity(self.dev, False)
@@ -314,14 +315,18 @@ def fake_kernels(gpu, dev, sim_spec, stage):
 
 class KernelPacer(Pacer):
     """Pacer for a fake library: the instruction is a fake kernel; it lasts what the fake
-    device says at its clock, the device busy meanwhile."""
+    device says at its clock, the device busy meanwhile. Its trace has the clock the client
+    had applied and the kernel's time (the fake's model, not the host's); no energy (the fake
+    integrates its power over real time)."""
 
     def __init__(self, kernels, client):
         super().__init__(None, client, None)
         self.kernels = kernels
 
     def begin(self, kind, chunks=1):
-        return self.kernels.begin(kind)
+        t = self.kernels.begin(kind)
+        self.trace.append((self.client.active_clock, t / chunks, None))
+        return t
 
     def end(self):
         self.kernels.end()

@@ -4,21 +4,20 @@
 # (fake_gpu_kernel_begin/end: a kernel lasts its work at the device's clock, and with
 # FAKE_GPU_ACTIVITY the device draws its clock's power only while one runs), so the profiling
 # sees the clock change time and energy, the planner finds a frontier, and the planned run
-# saves energy as the emulator says. run_e2e.py exits 1 unless: losses bitwise identical, less
-# energy, iteration time within the budget (+2% for noise), measured time and energy within 5%
-# of the emulation; 3 when the machine is too loaded to time it (then SKIP).
+# runs the plan. run_e2e.py exits 1 unless: losses bitwise identical; every instruction of
+# every step ran at its plan's clock (the clock the client had applied at its begin); the
+# plan's promise (slowdown within 1 % on the profile it was chosen on: choose's own numbers,
+# circular by construction). The fake integrates its power over real time, so its energy
+# and the iteration times are the host's: printed next to the emulation, deciding nothing.
+# Nothing skips for load.
 source "$(dirname "$0")/e2e_lib.bash"
 [ -n "${ERGON_FAKE_AMDSMI:-}" ] && [ -r "$ERGON_FAKE_AMDSMI" ] || { echo "SKIP: fake amdsmi not built"; exit 77; }
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (the fake amdsmi refuses clock changes otherwise)"; exit 77; }
 unset FAKE_AMDSMI_STATE FAKE_AMDSMI_DENY FAKE_AMDSMI_QUIRK FAKE_AMDSMI_LOG FAKE_AMDSMI_DEVICES FAKE_GPU_ACTIVITY
 timeout -k 5 800 "$PY" "$EX/run_e2e.py" --ergon "$ERGON" --out "$tmp/out" --stages 2 \
   --microbatches 4 --sim-model gpt3-xl --gpu "amdsmi:$ERGON_FAKE_AMDSMI" --window-steps 2 \
-  --steps 4 --time-tolerance 0.02 --allow-repeat-windows --timeout 240 >"$tmp/log.txt" 2>&1
+  --steps 4 --allow-repeat-windows --timeout 240 >"$tmp/log.txt" 2>&1
 rc=$?
-if [ $rc -eq 3 ]; then
-  grep STOPPED "$tmp/log.txt"
-  echo "SKIP: this machine is too loaded to time the fake GPU (run_e2e.py exit 3)"; exit 77
-fi
 sed -n '/== 2/,/== 3/p;/== 7/,$p' "$tmp/log.txt" | grep -v '^\$ '
 [ $rc -eq 0 ] || { cat "$tmp/log.txt"; fail "run_e2e.py exit $rc"; }
 "$PY" - "$tmp/out" <<'PY' || fail "profile or plan not as expected"
