@@ -221,12 +221,13 @@ class Pacer:
 
     def take(self):
         """The simulated GPU's accounting of the instructions since the last take(): their
-        clocks in run order and the sums of their simulated times and energies (None where
-        the device does not account: a fake library)."""
+        clocks and simulated times in run order and the sums of their times and energies
+        (energy None where the device does not account it: a fake library)."""
         tr, self.trace = self.trace, []
         if self._acct is None and not tr:
             return None
-        return {"clocks": [c for c, _, _ in tr], "busy_time_s": sum(t for _, t, _ in tr),
+        return {"clocks": [c for c, _, _ in tr], "times_s": [t for _, t, _ in tr],
+                "busy_time_s": sum(t for _, t, _ in tr),
                 "busy_energy_j": None if any(e is None for _, _, e in tr) else
                 sum(e for _, _, e in tr)}
 
