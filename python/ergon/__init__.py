@@ -182,6 +182,8 @@ def _declare(lib):
         "erg_gpu_energy_mj": (I, [P, I, ctypes.POINTER(ctypes.c_uint64), E]),
         "erg_gpu_energy_source": (ctypes.c_char_p, [P, I]),
         "erg_gpu_sim_set_activity": (I, [P, I, ctypes.c_bool, I, ctypes.POINTER(D), E]),
+        "erg_gpu_sim_account": (I, [P, I, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(D),
+                                    ctypes.POINTER(D), ctypes.POINTER(I), E]),
         "erg_client_new": (I, [P, I, I, S, U, ctypes.POINTER(P), E]),
         "erg_client_load_plan": (I, [P, S, I, E]),
         "erg_client_set_uniform_clock": (I, [P, I, E]),
@@ -352,6 +354,19 @@ class Gpu(_Closes):
                                                   _int("kind", kind), ctypes.byref(t),
                                                   ctypes.byref(err)), err)
         return t.value
+
+    def sim_account(self, dev):
+        """Simulated GPU only: the device's own accounting of the instructions begun, in
+        simulated time (the model's time and energy at the clock it had when each began,
+        independent of how long the host took): a dict with instructions, busy_time_s,
+        busy_energy_j and last_freq_mhz (the clock the last one began at; 0: none yet)."""
+        n, t, e, f = ctypes.c_uint64(), ctypes.c_double(), ctypes.c_double(), ctypes.c_int()
+        err = _Error()
+        _check(self._lib.erg_gpu_sim_account(self.handle, _int("dev", dev), ctypes.byref(n),
+                                             ctypes.byref(t), ctypes.byref(e), ctypes.byref(f),
+                                             ctypes.byref(err)), err)
+        return {"instructions": n.value, "busy_time_s": t.value, "busy_energy_j": e.value,
+                "last_freq_mhz": f.value}
 
     def close(self):
         # Clients borrow the back-end: close them first, in any order.

@@ -73,6 +73,17 @@ class Binding(unittest.TestCase):
             e0 = g.energy_mj(0)
             time.sleep(0.05)
             self.assertGreater(g.energy_mj(0), e0)
+            # the simulated accounting: one instruction at the locked clock, however long held
+            self.assertEqual(g.sim_account(1)["instructions"], 0)
+            g.lock_sm_clock(1, 1200)
+            t = g.sim_set_activity(1, True, ergon.BACKWARD)
+            time.sleep(0.02)
+            g.sim_set_activity(1, False)
+            a = g.sim_account(1)
+            self.assertEqual((a["instructions"], a["last_freq_mhz"]), (1, 1200))
+            self.assertAlmostEqual(a["busy_time_s"], t, places=12)
+            self.assertGreater(a["busy_energy_j"], 0)
+            self.assertEqual(g.sim_account(0)["instructions"], 0)
 
     def test_plan_hooks_and_logs(self):
         plan = os.path.join(self.dir, "plan.py")
