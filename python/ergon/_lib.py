@@ -225,7 +225,7 @@ def declare(lib, table):
 
 
 _lib = None
-_declared = set()  # id() of the tables use() declared on _lib
+_declared = []  # the tables use() declared on _lib (kept: an id() could be reused)
 
 
 def load_library(path=None):
@@ -256,9 +256,9 @@ def use(table):
     """load_library(), with `table`'s functions declared on it (once per table): what a
     module with its own declarations (server_client, ...) calls before each use."""
     lib = load_library()
-    if id(table) not in _declared:
+    if not any(t is table for t in _declared):
         declare(lib, table)
-        _declared.add(id(table))
+        _declared.append(table)
     return lib
 
 
