@@ -5,26 +5,20 @@ the value stays replicated. No struct is mirrored: every field is read through a
 Framework front ends (ergon.jax) build on `plan_hlo`."""
 import ctypes
 
-from . import ErgonError, _Error, _check, load_library
+from . import _lib as _core
+from ._lib import ENOTFOUND, EINVAL, ErgonError, check as _check, new_error as _Error
 
 PARAMETER, OUTPUT = 0, 1  # erg_shard_value_kind
 AXIS0, AXIS1 = 1, 2  # ERG_SHARD_AXIS0, ERG_SHARD_AXIS1
 METHODS = {"dp": 0, "ilp": 1}  # erg_shard_method
-ENOTFOUND, EINVAL = 6, 1
-
-_declared = None
 
 
-def _lib():
-    """libergon with the shard functions declared (once)."""
-    global _declared
-    if _declared is not None:
-        return _declared
-    lib = load_library()
+def _table():
+    """The shard functions this module calls: {name: (restype, [argtypes])}."""
     P, I, D, Z, E, S = (ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_size_t,
                         ctypes.c_void_p, ctypes.c_char_p)
     PP, DP = ctypes.POINTER(P), ctypes.POINTER(D)
-    sig = {
+    return {
         "erg_hlo_parse": (I, [S, Z, S, PP, E]),
         "erg_hlo_free": (None, [P]),
         "erg_shard_analyze": (I, [P, I, I, PP, E]),
@@ -46,16 +40,14 @@ def _lib():
         "erg_shard_value_block": (ctypes.c_long, [P, I, Z]),
         "erg_shard_value_axes": (I, [P, P, I, Z, ctypes.POINTER(ctypes.c_uint), Z, S, Z, E]),
     }
-    for name, (res, args) in sig.items():
-        try:
-            f = getattr(lib, name)
-        except AttributeError:
-            raise ErgonError(5, "libergon %s lacks %s, which ergon's sharding planner calls: "
-                                "install a matching libergon"
-                             % (lib.erg_version().decode(), name)) from None
-        f.restype, f.argtypes = res, args
-    _declared = lib
-    return lib
+
+
+_TABLE = _table()
+
+
+def _lib():
+    """libergon with the shard functions declared (once; ergon._lib.use)."""
+    return _core.use(_TABLE)
 
 
 class Value:

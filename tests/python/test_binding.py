@@ -41,6 +41,20 @@ class Binding(unittest.TestCase):
         self.assertEqual(cm.exception.name, "ENOTFOUND")
         self.assertIn("rtx9090", str(cm.exception))
 
+    def test_one_loader_and_declare(self):
+        # ergon.server_client gets the package's library (ergon._lib, the one loader), with
+        # its own table declared on it; a table naming a function the library lacks is refused
+        # naming the function.
+        import ctypes
+        from ergon import _lib, server_client
+        lib = ergon.load_library()
+        self.assertIs(server_client._load(), lib)
+        self.assertIs(lib.erg_srv_client_free.argtypes[0], ctypes.c_void_p)
+        with self.assertRaises(ergon.ErgonError) as cm:
+            _lib.declare(lib, {"erg_no_such_function": (None, [])})
+        self.assertEqual(cm.exception.name, "ENOTSUP")
+        self.assertIn("lacks erg_no_such_function", str(cm.exception))
+
     def test_server_error_has_no_token(self):
         # The documented http://ergon:TOKEN@host form: a connect failure's ServerError (what a
         # Zeus traceback shows) says where it went without the credentials.
