@@ -144,6 +144,8 @@ def _signatures():
         "erg_gpu_energy_mj": (I, [P, I, ctypes.POINTER(U64), E]),
         "erg_gpu_energy_source": (S, [P, I]),
         "erg_gpu_sim_set_activity": (I, [P, I, B, I, PD, E]),
+        "erg_gpu_sim_account": (I, [P, I, ctypes.POINTER(ctypes.c_uint64), PD, PD,
+                                    ctypes.POINTER(I), E]),
         # client.h
         "erg_client_new": (I, [P, I, I, S, U, PP, E]),
         "erg_client_load_plan": (I, [P, S, I, E]),

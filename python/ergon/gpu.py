@@ -83,6 +83,19 @@ class Gpu(_lib.Closes):
                                                  ctypes.byref(err)), err)
         return t.value
 
+    def sim_account(self, dev):
+        """Simulated GPU only: the device's own accounting of the instructions begun, in
+        simulated time (the model's time and energy at the clock it had when each began,
+        independent of how long the host took): a dict with instructions, busy_time_s,
+        busy_energy_j and last_freq_mhz (the clock the last one began at; 0: none yet)."""
+        n, t, e, f = ctypes.c_uint64(), ctypes.c_double(), ctypes.c_double(), ctypes.c_int()
+        err = new_error()
+        check(self._lib.erg_gpu_sim_account(self.handle, c_int("dev", dev), ctypes.byref(n),
+                                            ctypes.byref(t), ctypes.byref(e), ctypes.byref(f),
+                                            ctypes.byref(err)), err)
+        return {"instructions": n.value, "busy_time_s": t.value, "busy_energy_j": e.value,
+                "last_freq_mhz": f.value}
+
     def close(self):
         # Clients borrow the back-end: close them first, in any order.
         for c in list(self._clients):
