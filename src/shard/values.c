@@ -129,7 +129,7 @@ static void replicated_why(const erg_shard *s, const erg_shard_plan *p, int ins,
     const member *mm = &b->mem[s->nodes[ins].slot];
     int pos = s->pos_of[pb], splits = 0;
     for (int k = 0; k < b->K; k++)
-        splits += shard_tiles(s, &mm->out[k], sh->rank) > 1;
+        splits += erg__shard_tiles(s, &mm->out[k], sh->rank) > 1;
     if (!splits)
         snprintf(why, size,
                  "no strategy of block %d (%s) splits [%s] on the %dx%d mesh (no dim it "
@@ -159,9 +159,9 @@ erg_status erg_shard_value_axes(const erg_shard *s, const erg_shard_plan *p,
         return erg_error_set(err, ERG_EINVAL,
                              "erg_shard_value_axes: %s %zu has rank %d, room for %zu axes",
                              kind == ERG_SHARD_OUTPUT ? "output" : "parameter", i, rank, naxes);
-    const spec *sp = ins >= 0 ? shard_plan_spec(s, p, ins) : NULL;
+    const spec *sp = ins >= 0 ? erg__shard_plan_spec(s, p, ins) : NULL;
     /* as emit.c's sharding_str: a spec whose tiles cover one device is replicated */
-    bool split = sp && rank > 0 && shard_tiles(s, sp, rank) > 1;
+    bool split = sp && rank > 0 && erg__shard_tiles(s, sp, rank) > 1;
     for (int d = 0; d < rank; d++)
         axes[d] = split ? axis_bits(s, sp->d[d]) : 0;
     if (why && why_size) {

@@ -60,7 +60,7 @@ static int check_params_match_json(erg_shard *s, const erg_shard_plan *p)
         int rank = erg_shard_value_rank(s, ERG_SHARD_PARAMETER, i);
         ASSERT(rank >= 0);
         spec sp;
-        ASSERT_MSG(shard_parse_sharding(s, txt, strlen(txt), rank, &sp), "%s", txt);
+        ASSERT_MSG(erg__shard_parse_sharding(s, txt, strlen(txt), rank, &sp), "%s", txt);
         unsigned axes[HLO_MAX_RANK];
         char why[300];
         ASSERT_OK_E(erg_shard_value_axes(s, p, ERG_SHARD_PARAMETER, i, axes, HLO_MAX_RANK, why,
@@ -130,8 +130,8 @@ TEST(mlp_axes_equal_the_annotated_shardings_on_every_mesh_and_strategy)
                 unsigned ax[2];
                 ASSERT_OK_E(erg_shard_value_axes(s, p, ERG_SHARD_OUTPUT, e, ax, 2, NULL, 0, &err),
                             err);
-                const spec *sp = shard_plan_spec(s, p, s->c->ins[s->c->root].ops[e]);
-                bool tiled = sp && shard_tiles(s, sp, 2) > 1;
+                const spec *sp = erg__shard_plan_spec(s, p, s->c->ins[s->c->root].ops[e]);
+                bool tiled = sp && erg__shard_tiles(s, sp, 2) > 1;
                 for (int d = 0; d < 2; d++)
                     ASSERT_EQ_INT((long)ax[d], tiled ? (long)bits_of(s, sp->d[d]) : 0);
             }
