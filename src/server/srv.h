@@ -3,7 +3,7 @@
  *
  * Layout of src/server/ (one concern per file):
  *   http.c        life cycle, libmicrohttpd front end, housekeeping thread
- *   router.c      srv_dispatch: body parsing outside the lock, routing to a wire, accounting
+ *   router.c      erg__srv_dispatch: body parsing outside the lock, routing to a wire, accounting
  *   conns.c       connection slots (in all, per client address), what a barrier can hold
  *   wire_kronos.c the Perseus (kronos) protocol and ergon's /v1 API (same data model)
  *   wire_zeus.c   the Zeus PFO protocol (zeus.h: its configuration and dump layout)
@@ -27,7 +27,7 @@
 struct MHD_Daemon;
 #define SRV_HIST_BUCKETS 15
 #define SRV_HIST_GROUPS 4
-extern const double srv_hist_bounds[SRV_HIST_BUCKETS]; /* seconds */
+extern const double erg__srv_hist_bounds[SRV_HIST_BUCKETS]; /* seconds */
 typedef struct srv_job srv_job;
 typedef struct srv_net srv_net;
 
@@ -77,7 +77,7 @@ struct erg_server {
     void (*wake)(void *conn, int status, char *body, const char *ctype);
     long hist[SRV_HIST_GROUPS][SRV_HIST_BUCKETS + 1]; /* Handling time by route group and bucket. */
     double hist_sum[SRV_HIST_GROUPS];
-    /* The database file opened (store.c, srv_store_check): writes are refused while its path
+    /* The database file opened (store.c, erg__srv_store_check): writes are refused while its path
      * names another file or none. */
     unsigned long long db_dev, db_ino;
     bool db_ident; /* db_dev/db_ino are known (a file, not :memory:). */
@@ -121,85 +121,86 @@ typedef struct srv_wire {
     const char *name;
     bool (*route)(erg_server *srv, const srv_req *rq, srv_resp *rs);
 } srv_wire;
-extern const srv_wire srv_wire_kronos;
-extern const srv_wire srv_wire_zeus; /* wire_zeus.c: Zeus PFO (docs/zeus-protocol.md) */
+extern const srv_wire erg__srv_wire_perseus;
+extern const srv_wire erg__srv_wire_zeus; /* wire_zeus.c: Zeus PFO (docs/zeus-protocol.md) */
 
 /* ---- clocks and logs ---- */
-double srv_now_mono(void);
-double srv_now_wall(void);
+double erg__srv_now_mono(void);
+double erg__srv_now_wall(void);
 /* The local time a job id begins with, as Perseus and Zeus write it: 2026-11-26-13-05-09. */
 #define SRV_JOB_ID_TIME_LEN 32
-void srv_job_id_time(char ts[SRV_JOB_ID_TIME_LEN]);
-void srv_log(erg_server *srv, erg_log_level lvl, const char *event, const char *job_id,
-             const char *fmt, ...) ERG_PRINTF(5, 6);
+void erg__srv_job_id_time(char ts[SRV_JOB_ID_TIME_LEN]);
+void erg__srv_log(erg_server *srv, erg_log_level lvl, const char *event, const char *job_id,
+                  const char *fmt, ...) ERG_PRINTF(5, 6);
 
 /* ---- router.c ---- */
-void srv_dispatch(erg_server *srv, const char *method, const char *path, const char *query,
-                  const char *body, size_t len, double max_wait, void *conn, srv_resp *rs);
+void erg__srv_dispatch(erg_server *srv, const char *method, const char *path, const char *query,
+                       const char *body, size_t len, double max_wait, void *conn, srv_resp *rs);
 /* Set rs to status and the compact JSON text of body (consumed; NULL = "null"). */
-void srv_respond(srv_resp *rs, int status, json_t *body);
+void erg__srv_respond(srv_resp *rs, int status, json_t *body);
 /* Set rs to status and {"<key>": "<formatted message>"}. */
-void srv_respond_error(srv_resp *rs, const char *key, int status, const char *fmt, ...)
+void erg__srv_respond_error(srv_resp *rs, const char *key, int status, const char *fmt, ...)
     ERG_PRINTF(4, 5);
 /* Compact JSON text (erg__malloc'd) or NULL. */
-char *srv_json_compact(const json_t *v);
+char *erg__srv_json_compact(const json_t *v);
 /* The value of key in a raw query string (percent-decoding; '+' is a space
  * in queries), truncated to on - 1 bytes. */
-bool srv_query_get(const char *q, const char *key, char *out, size_t on);
+bool erg__srv_query_get(const char *q, const char *key, char *out, size_t on);
 
 /* ---- auth.c: access control of the HTTP front end (docs/http-api.md) ---- */
 typedef enum { SRV_AUTH_OK, SRV_AUTH_MISSING, SRV_AUTH_WRONG } srv_auth_result;
 /* Start-up: keep the token and the networks; refuse a non-loopback host without either
  * (unless opts->insecure) and half a TLS configuration. */
-erg_status srv_auth_init(erg_server *srv, const erg_server_opts *o, erg_error *err);
-void srv_auth_free(erg_server *srv);
+erg_status erg__srv_auth_init(erg_server *srv, const erg_server_opts *o, erg_error *err);
+void erg__srv_auth_free(erg_server *srv);
 /* The Authorization header (may be NULL) against the token: "Bearer TOKEN", or "Basic" with
  * TOKEN as the password; compared in constant time. */
-srv_auth_result srv_auth_token(const erg_server *srv, const char *authorization);
+srv_auth_result erg__srv_auth_token(const erg_server *srv, const char *authorization);
 /* Whether the client address is in an --allow-net network. */
 struct sockaddr;
-bool srv_auth_net_allowed(const erg_server *srv, const struct sockaddr *sa);
+bool erg__srv_auth_net_allowed(const erg_server *srv, const struct sockaddr *sa);
 /* Routes anyone may use (/healthz), and routes an allowed network may use without the token. */
-bool srv_auth_route_open(const char *path);
-bool srv_auth_route_net_ok(const erg_server *srv, const char *path);
+bool erg__srv_auth_route_open(const char *path);
+bool erg__srv_auth_route_net_ok(const erg_server *srv, const char *path);
 
 /* ---- conns.c: the HTTP front's connection slots ---- */
 struct sockaddr;
 /* Connections kept for other requests when a job's ranks wait at a barrier (a quarter of a
  * limit below 64). */
 #define SRV_CONN_RESERVE 16
-erg_status srv_conns_init(erg_server *srv, erg_error *err);
-void srv_conns_free(erg_server *srv);
+erg_status erg__srv_conns_init(erg_server *srv, erg_error *err);
+void erg__srv_conns_free(erg_server *srv);
 /* A new connection gets a slot (refusals are logged, at most one warning a second). */
-bool srv_conns_admit(erg_server *srv, const struct sockaddr *sa);
-void srv_conns_opened(erg_server *srv, const struct sockaddr *sa);
-void srv_conns_closed(erg_server *srv, const struct sockaddr *sa);
+bool erg__srv_conns_admit(erg_server *srv, const struct sockaddr *sa);
+void erg__srv_conns_opened(erg_server *srv, const struct sockaddr *sa);
+void erg__srv_conns_closed(erg_server *srv, const struct sockaddr *sa);
 /* libmicrohttpd did not take one itself (its own limit, or accept() out of descriptors):
  * logged as the server's refusals are. */
-void srv_conns_refused_by_mhd(erg_server *srv, const char *msg);
+void erg__srv_conns_refused_by_mhd(erg_server *srv, const char *msg);
 /* How many ranks of one job can wait at a barrier at once (each holds a connection), and in
  * how (what that number is made of); -1 when there is no HTTP front (direct calls). */
-long srv_conns_barrier_capacity(const erg_server *srv, char *how, size_t hn);
+long erg__srv_conns_barrier_capacity(const erg_server *srv, char *how, size_t hn);
 
 /* ---- confine.c ---- */
 /* Scheduler arguments from a client: every argument naming a file must resolve inside a
  * --plans-dir directory (*out: a copy with those paths resolved). ERG_EPERM with why
  * (which never quotes a file's content) otherwise. */
-erg_status srv_confine_sched_args(erg_server *srv, const json_t *args, json_t **out, char *why,
-                                  size_t wn);
-erg_status srv_plans_dirs_init(erg_server *srv, const char *const *dirs, size_t n, erg_error *err);
-void srv_plans_dirs_free(erg_server *srv);
+erg_status erg__srv_confine_sched_args(erg_server *srv, const json_t *args, json_t **out, char *why,
+                                       size_t wn);
+erg_status erg__srv_plans_dirs_init(erg_server *srv, const char *const *dirs, size_t n,
+                                    erg_error *err);
+void erg__srv_plans_dirs_free(erg_server *srv);
 
 /* ---- dump.c ---- */
 /* Start-up: the dump root exists (created if needed), is a directory and
  * takes new files; else ERG_EIO naming it and the reason. */
-erg_status srv_dump_dir_check(erg_server *srv, erg_error *err);
+erg_status erg__srv_dump_dir_check(erg_server *srv, erg_error *err);
 /* ServerInfo as /info shows it and perseus.json holds it. */
-json_t *srv_server_info_json(erg_server *srv, const char *sched, const json_t *args, int mode);
+json_t *erg__srv_server_info_json(erg_server *srv, const char *sched, const json_t *args, int mode);
 
 /* ---- metrics.c ---- */
-void srv_metrics_text(erg_server *srv, srv_resp *rs); /* with mu held */
+void erg__srv_metrics_text(erg_server *srv, srv_resp *rs); /* with mu held */
 /* Count an answered request and its handling time (with mu held). */
-void srv_metrics_observe(erg_server *srv, int group, int status, double dt);
+void erg__srv_metrics_observe(erg_server *srv, int group, int status, double dt);
 
 #endif
