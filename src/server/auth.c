@@ -3,7 +3,7 @@
  * Basic credentials, which is what the Zeus and Perseus clients send for a server URL of the
  * form http://user:TOKEN@host:port), the --allow-net client networks, and the start-up rule
  * that refuses a non-loopback address without either. */
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

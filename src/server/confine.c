@@ -1,7 +1,7 @@
 /* confine.c: scheduler arguments that arrive over the network may name files only inside the
  * directories the operator allowed with --plans-dir (resolved with realpath, so neither ".."
  * nor a symbolic link leads out); start-up arguments are the operator's and are not confined. */
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -4,7 +4,7 @@
  * a slot (libmicrohttpd closes it unanswered, and logged nothing for the per-address limit);
  * and how many ranks of one job the slots can hold waiting at a barrier, which a registration
  * is checked against (jobs.c, erg__srv_job_create). */
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

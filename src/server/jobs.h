@@ -33,7 +33,7 @@
 #ifndef ERGON_SERVER_JOBS_H
 #define ERGON_SERVER_JOBS_H
 
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 enum {
     SRV_JOB_REGISTERING,

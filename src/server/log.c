@@ -1,6 +1,6 @@
 /* log.c: the server's clocks (and the time job ids begin with) and its structured log (one
  * JSON object per record). */
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 #include <stdarg.h>
 #include <string.h>

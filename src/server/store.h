@@ -4,7 +4,7 @@
 #ifndef ERGON_SERVER_STORE_H
 #define ERGON_SERVER_STORE_H
 
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 erg_status erg__srv_store_open(erg_server *srv, erg_error *err);
 void erg__srv_store_close(erg_server *srv);

@@ -1,7 +1,7 @@
 /* fuzz_server_auth.c: the server's access-control parsers (src/server/auth.c): the
  * Authorization header (Bearer, Basic with base64) against a token, and --allow-net CIDR
  * networks with client addresses matched against them. First byte: which one. */
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

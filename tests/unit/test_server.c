@@ -9,7 +9,6 @@
 #include "ergon/profile.h"
 #include "ergon/server.h"
 #include "ergon/server_client.h"
-#include "server/srv.h"
 #include "server/server_internal.h"
 
 #include <dirent.h>

@@ -11,7 +11,6 @@
 #include "ergon/server.h"
 #include "ergon/server_client.h"
 #include "server/server_internal.h"
-#include "server/srv.h"
 
 #include <sys/stat.h>
 
