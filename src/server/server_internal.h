@@ -6,7 +6,7 @@
  *   http.c        life cycle, libmicrohttpd front end, housekeeping thread
  *   router.c      erg__srv_dispatch: body parsing outside the lock, routing to a wire, accounting
  *   conns.c       connection slots (in all, per client address), what a barrier can hold
- *   wire_kronos.c the Perseus (kronos) protocol and ergon's /v1 API (same data model)
+ *   wire_perseus.c the Perseus protocol and ergon's /v1 API (same data model)
  *   wire_zeus.c   the Zeus PFO protocol (zeus.h: its configuration and dump layout)
  *   jobs.c/.h     the job, rank and window state machine (wire-neutral)
  *   store.c/.h    SQLite persistence

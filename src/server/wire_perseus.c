@@ -1,4 +1,4 @@
-/* wire_kronos.c: the Perseus (kronos) wire protocol (/info, /register_job, /register_rank,
+/* wire_perseus.c: the Perseus wire protocol (/info, /register_job, /register_rank,
  * /schedule/{id}, /result/{id}) and ergon's /v1 API, which shares its data model: body
  * validation, routes and answer formats. The job state machine is jobs.c. */
 #include "server/jobs.h"
@@ -774,4 +774,4 @@ static bool route(erg_server *srv, const srv_req *rq, srv_resp *rs)
     return true;
 }
 
-const srv_wire erg__srv_wire_perseus = {"kronos", route};
+const srv_wire erg__srv_wire_perseus = {"perseus", route};
