@@ -236,7 +236,10 @@ static int evaluated_frontier(const char *cmd, const char *dir, pts *out, erg_pl
 {
     erg_error err = {0};
     erg_frontier *f = NULL;
-    if (erg_frontier_read_dir(dir, NULL, &f, &err))
+    erg_status st = erg_frontier_read_dir(dir, NULL, &f, &err);
+    if (st == ERG_ENOTFOUND)
+        return 0; /* a frontier.csv without plans: draw its points as they are */
+    if (st)
         return eval_failed(cmd, &err);
     erg_frontier_baseline bl;
     if (erg_frontier_baseline_open(dir, f, &bl, &err)) {
