@@ -511,7 +511,7 @@ class Stage:
 class TorchStage:
     """This rank's stages run by PyTorch's own runtime (torch_runtime.TorchPipeline: real
     PipelineStage objects, the real schedule class), with ergon's hooks
-    (ergon.torch_pipelining.TorchPipeliningHooks) around every forward, backward, I and W
+    (ergon.integration.torch_pipelining.TorchPipeliningHooks) around every forward, backward, I and W
     the schedule runs, the pacer (simulated GPU) and the recorder (server samples) inside
     them. The interface train() and train_server() use: reset, run_step, hooks, wait_s."""
 
@@ -545,7 +545,7 @@ class TorchStage:
         return run
 
     def reset(self, M):
-        from ergon.torch_pipelining import TorchPipeliningHooks
+        from ergon.integration.torch_pipelining import TorchPipeliningHooks
         factory = None
         if self.client is not None:
             def factory(stages):
@@ -571,7 +571,7 @@ def resolve_runtime(args, sched, rank):
     why = ""
     try:
         importlib.import_module("torch.distributed.pipelining")
-        from ergon.torch_pipelining import SCHEDULE_CLASSES
+        from ergon.integration.torch_pipelining import SCHEDULE_CLASSES
         if sched.name not in SCHEDULE_CLASSES:
             why = "PyTorch ships no %s schedule" % sched.name
     except ImportError:
