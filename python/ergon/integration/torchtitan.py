@@ -21,8 +21,8 @@ Settings (the override's JSON object, or `--ergon.KEY VALUE`; see SETTINGS):
   clock max|MHZ      one clock for the whole run (the all-max baseline: max)
   server URL         windows driven by `ergon serve` (/v1): the job's scheduler (scheduler,
                      scheduler_args) serves each window's clocks (InstructionProfiler,
-                     PointSolution, Frontier, EnvPipe, the straggler targets of
-                     `ergon job straggler`); every rank reports time, energy, per-instruction
+                     PointSolution, Frontier: the straggler target set by POST
+                     /v1/jobs/ID/straggler, EnvPipe); every rank reports time, energy, per-instruction
                      samples and receive waits per window; power_states HI:LO:STEP are the
                      clocks offered (default: the GPU's), window_steps the iterations of a
                      window (default 1), max_windows ends the job after that many (0: the
