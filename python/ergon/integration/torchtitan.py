@@ -267,18 +267,24 @@ class ErgonTrainer:
 
     def step(self, *args, **kwargs):
         """One Trainer.pp_forward_backward_step: one ergon step (and server window part)."""
-        if self.server is not None:
-            self.server.before_step()
-        self.samples = {}
-        losses = kwargs.get("losses")
-        with self.hooks.step():
-            out = self._orig_step(*args, **kwargs)
+        try:
+            if self.server is not None:
+                self.server.before_step()
+            self.samples = {}
+            losses = kwargs.get("losses")
+            with self.hooks.step():
+                out = self._orig_step(*args, **kwargs)
+        except BaseException as ex:
+            if self.server is not None:   # the job cannot go on: say why, end it here
+                self.server.abort("rank %d: %s" % (self.pp_rank,
+                                                   str(ex)[:200] or type(ex).__name__))
+            raise
         t, e = self.hooks.last_step
         rec = {"order": ["%d%s%d" % (s, k, m) for k, s, m in self.hooks.seen],
                "time_s": t, "energy_j": e, "waits": self.hooks.last_waits,
                "clock_changes": self.client.clock_changes}
         if losses:
-            rec["losses"] = [float(x).hex() for x in losses]
+            rec["losses"] = [float(x.detach()).hex() for x in losses]
         self.records.append(rec)
         if self.server is not None:
             self.server.after_step(t, e, self.samples, self.hooks.last_waits)
@@ -416,9 +422,18 @@ class _ServerJob:
                 "stages": stages}
         if chunked:
             plan["num_chunks"] = sched.num_chunks
+        os.makedirs(os.path.dirname(self.plan_path) or ".", exist_ok=True)
         with open(self.plan_path, "w") as f:
             json.dump(plan, f)
         r.client.load_plan(self.plan_path, r.pp_rank)
+
+    def abort(self, why):
+        if self.job is not None and not self.done:
+            self.done = True
+            try:
+                self.sc.abort_job(self.job, why)
+            except Exception:  # the server may be gone too; the training error is raised
+                pass
 
     def _end(self, why):
         self.dist.barrier(group=self._group())   # every rank reported its last window
