@@ -63,7 +63,6 @@ FlexAttention for torchtitan's own ScaledDotProductAttention (causal; the CPU th
 without document masking). Nothing else changes. Keep `--training.disable_cuda_graphs`
 (torchtitan refuses CUDA graphs with pipeline parallelism).
 """
-import contextlib
 import csv
 import io
 import json
@@ -106,6 +105,9 @@ def check_settings(settings):
         if not isinstance(val, typ):
             raise ValueError("ergon: setting %s wants a %s, not %r" % (key, typ.__name__, val))
         out[key] = val
+    clock = out.get("clock")
+    if clock is not None and clock != "max" and not (clock.isdigit() and int(clock) > 0):
+        raise ValueError("ergon: setting clock wants max or a clock in MHz, not %r" % clock)
     if "plan" in out and "clock" in out:
         raise ValueError("ergon: give plan or clock, not both")
     if "server" in out and ("plan" in out or "clock" in out):
