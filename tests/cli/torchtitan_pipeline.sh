@@ -11,8 +11,7 @@
 #   * the losses of the all-max and the planned run are bitwise identical;
 #   * the planned run changed clocks on every rank; receive waits were measured on every rank.
 # Then an InstructionProfiler job on `ergon serve` profiles a torchtitan 1F1B run (M = 4, 5 clocks
-# from 1410 to 1110 MHz, the simulated GPU paced) and its CSV gives a Perseus frontier (M = 8)
-# and a plan.
+# from 1410 to 870 MHz, the simulated GPU paced) and its CSV gives a Perseus frontier (M = 8).
 # The tokenizer and the dataset are made here (torchtitan's wheel ships neither, and no hub is
 # reachable): a word-level tokenizer of 2,003 tokens and 64 lines of its words.
 source "$(dirname "$0")/venv_lib.bash"
@@ -66,16 +65,16 @@ for c in cases:
         st = {"gpu": "sim:a100:gpt3-xl:4", "out": "%s/out/%s-%s" % (tmp, s, run)}
         st.update({"clock": "max"} if run == "max" else {"plan": "%s/%s.json" % (tmp, s)})
         out.append({"name": "%s %s" % (s, run), "args": args, "settings": st})
-# InstructionProfiler: 2 warm-up windows and one per clock (5: Perseus fits a curve to >= 4),
-# 2 steps each (the server drops a window's first step), M = 4; the simulated GPU paced with
-# gpt3-6.7b's stage times (100 ms a forward, 200 ms a backward at 1410 MHz), well above the
-# CPU's compute of the debug model, so that each sample is the model's time at the clock.
+# InstructionProfiler: 2 warm-up windows and one per clock (5, 135 MHz apart: Perseus fits a
+# curve to >= 4), 2 steps each (the server drops a window's first step), M = 4; the simulated
+# GPU paced with gpt3-6.7b's stage times (100 ms a forward, 200 ms a backward at 1410 MHz),
+# well above the CPU's compute of the debug model; a sample is the device's time and energy.
 args = common + ["--parallelism.pipeline_parallel_schedule", "1F1B", "--training.steps", "15",
                  "--training.local_batch_size", "4", "activation-checkpoint:none"]
 out.append({"name": "1f1b InstructionProfiler", "args": args, "settings": {
     "gpu": "sim:a100:gpt3-6.7b:4", "out": tmp + "/out/profile", "server": url,
-    "scheduler": "InstructionProfiler", "scheduler_args": {"minimum_power_state": 1110},
-    "power_states": "1410:1110:75", "window_steps": 2, "pace": True,
+    "scheduler": "InstructionProfiler", "scheduler_args": {"minimum_power_state": 870},
+    "power_states": "1410:870:135", "window_steps": 2, "pace": True,
     "job_file": tmp + "/job.txt"}})
 json.dump(out, open(tmp + "/cases.json", "w"), indent=1)
 PY
@@ -112,12 +111,15 @@ for c in cases:
             for run, rs in res.items()}
     if not loss["max"] or loss["max"] != loss["plan"]:
         bad.append("%s: losses all-max %s, planned %s" % (s, loss["max"], loss["plan"]))
+    # How many changes a rank counts depends on how often its clock thread ran (it applies
+    # the newest request: docs/testing.md), so: at least one, and more than at all-max.
     changes = [x["clock_changes"] for x in res["plan"]]
-    if min(changes) < 2:
-        bad.append("%s: the planned run changed clocks %s times per rank" % (s, changes))
+    base = [x["clock_changes"] for x in res["max"]]
+    if any(c < 1 or c <= b for c, b in zip(changes, base)):
+        bad.append("%s: clock changes per rank, planned %s, all-max %s" % (s, changes, base))
     print("%-16s P=%d M=8: order = ergon schedule on %d ranks x 2 steps x 2 runs; %d losses "
-          "bitwise identical; planned clock changes %s; receive waits %s ms"
-          % (s, P, P, len(loss["max"]), "/".join(map(str, changes)),
+          "bitwise identical; clock changes planned %s (all-max %s); receive waits %s ms"
+          % (s, P, P, len(loss["max"]), "/".join(map(str, changes)), "/".join(map(str, base)),
              "/".join("%.0f" % (1e3 * sum(sum(v) for st in x["steps"] for v in st["waits"].values()))
                       for x in res["plan"])))
 for b in bad:
@@ -133,7 +135,7 @@ prof=$(ls "$tmp/dump/$job"/*.csv 2>/dev/null | head -1)
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 got = {(int(x["stage"]), x["instruction"], int(x["frequency"])) for x in rows if x["time"]}
-clocks = (1410, 1335, 1260, 1185, 1110)
+clocks = (1410, 1275, 1140, 1005, 870)
 need = {(r, k, f) for r in range(int(sys.argv[2])) for k in ("forward", "backward")
         for f in clocks}
 assert need <= got, sorted(need - got)
@@ -141,10 +143,9 @@ print("InstructionProfiler: %d rows, every rank's forward and backward at %s MHz
       % (len(rows), "/".join(map(str, clocks))))
 PY
 "$ERGON" plan perseus --profile "$prof" --stages $P --microbatches $M --blocking-power 83.64 \
-  --out "$tmp/prof-f" --formats csv,json --quiet || fail "plan perseus on the torchtitan profile"
-"$ERGON" choose --frontier "$tmp/prof-f" --slowdown 1.05 --out "$tmp/prof-plan.json" \
-  >"$tmp/choose.txt" || fail "choose on the torchtitan frontier"
-n=$(ls "$tmp/prof-f"/*.json 2>/dev/null | wc -l)
-[ "$n" -ge 1 ] || fail "no plan in the frontier of the torchtitan profile"
-echo "frontier of the torchtitan profile: $(head -1 "$tmp/choose.txt")"
+  --out "$tmp/prof-f" --formats csv,json >"$tmp/perseus.txt" 2>&1 ||
+  { cat "$tmp/perseus.txt"; fail "plan perseus on the torchtitan profile"; }
+n=$(ls "$tmp/prof-f"/plan_*.json 2>/dev/null | wc -l)
+[ "$n" -ge 1 ] || { cat "$tmp/perseus.txt"; fail "no plan in the frontier of the torchtitan profile"; }
+echo "frontier of the torchtitan profile: $n plans; $(grep -m1 'plans in' "$tmp/perseus.txt")"
 echo "PASS"

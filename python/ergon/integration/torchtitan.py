@@ -31,6 +31,7 @@ Settings (the override's JSON object, or `--ergon.KEY VALUE`; see SETTINGS):
                      parallelism.pipeline_parallel_schedule; give it with
                      pipeline_parallel_schedule_csv in server mode, e.g. ours)
   pace true          on a simulated GPU, hold each instruction for the model's time at its clock
+                     (server samples are then the device's time and energy, see _wrap)
   out DIR            each rank writes DIR/ergon-rank-R.json: per step the order the hooks saw,
                      time, energy, receive waits and the losses (float hex), clock changes
 
@@ -231,10 +232,8 @@ class ErgonTrainer:
         self.samples = {}
         sync = torch.cuda.current_stream().synchronize if torch.cuda.is_available() else None
         self.hooks = TorchPipeliningHooks(self.client, stages, sync=sync, wrap=self._wrap)
-        self._pace = None
-        if s.get("pace") and sim:
-            from .megatron import sim_pacer
-            self._pace = sim_pacer(self.gpu, self.client, self.dev, chunks=len(stages))
+        self._pace = bool(s.get("pace")) and sim
+        self._chunks = len(stages)   # each of the rank's stages: 1/V of the device's stage
         self.records = []
         self.server = _ServerJob(self, dist) if "server" in s else None
         self._orig_step = sched.step
@@ -253,17 +252,35 @@ class ErgonTrainer:
         return _expand(ergon.Schedule(self.schedule), self.P, self.M, self.pp_rank)
 
     def _wrap(self, kind, fn):
-        """Around each instruction's compute (inside the hooks): the simulated GPU's pace and
-        the per-instruction samples a server job reports."""
+        """Around each instruction's compute (inside the hooks): the per-instruction samples a
+        server job reports, (time_s, energy_j). With `pace` on a simulated GPU the instruction
+        is held for the model's time at the applied clock (the device busy meanwhile), and its
+        sample is the device's: that time, and the energy the simulated counter measured scaled
+        to it (the host's wall clock adds scheduling jitter, which on a loaded machine reorders
+        samples of neighbouring clocks)."""
         def run(*args, **kwargs):
             e0, t0 = self.gpu.energy_mj(self.dev), time.monotonic()
+            t_dev = None
             try:
-                if self._pace is not None:
-                    return self._pace(kind, lambda: fn(*args, **kwargs))
-                return fn(*args, **kwargs)
+                if not self._pace:
+                    return fn(*args, **kwargs)
+                try:
+                    self.client.sync(10.0)   # the clock instruction_begin asked for is applied
+                except ergon.ErgonError:
+                    pass                     # a refused clock: the clock count shows it
+                t_dev = self.gpu.sim_set_activity(self.dev, True, kind) / self._chunks
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    rest = t_dev - (time.monotonic() - t0)
+                    if rest > 0:
+                        time.sleep(rest)
+                    self.gpu.sim_set_activity(self.dev, False)
             finally:
                 t = time.monotonic() - t0
                 e = (self.gpu.energy_mj(self.dev) - e0) / 1000.0
+                if t_dev is not None and t > 0:
+                    t, e = t_dev, e * t_dev / t
                 self.samples.setdefault(_KIND_NAMES[kind], []).append((t, e))
         return run
 
@@ -303,6 +320,10 @@ class ErgonTrainer:
             self._sched.__dict__.pop("step", None)
             self.hooks.close()
             out = self.settings.get("out")
+            try:
+                self.client.sync(10.0)   # the last clock asked for is applied (and counted)
+            except ergon.ErgonError:
+                pass                     # a clock the back-end refused: the count says so
             if out:
                 os.makedirs(out, exist_ok=True)
                 res = {"rank": self.pp_rank, "P": self.P, "M": self.M,
