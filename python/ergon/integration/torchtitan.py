@@ -22,11 +22,11 @@ Settings (the override's JSON object, or `--ergon.KEY VALUE`; see SETTINGS):
   server URL         windows driven by `ergon serve` (/v1): the job's scheduler (scheduler,
                      scheduler_args) serves each window's clocks (InstructionProfiler,
                      PointSolution, Frontier: the straggler target set by POST
-                     /v1/jobs/ID/straggler, EnvPipe); every rank reports time, energy, per-instruction
-                     samples and receive waits per window; power_states HI:LO:STEP are the
-                     clocks offered (default: the GPU's), window_steps the iterations of a
-                     window (default 1), max_windows ends the job after that many (0: the
-                     server ends it), job_file where rank 0 writes the job id
+                     /v1/jobs/ID/straggler, EnvPipe); every rank reports time, energy,
+                     per-instruction samples and receive waits per window; power_states
+                     HI:LO:STEP are the clocks offered (default: the GPU's), window_steps the
+                     iterations of a window (default 1), max_windows ends the job after that
+                     many (0: the server ends it), job_file where rank 0 writes the job id
   schedule NAME      ergon's name of the schedule (default: torchtitan's
                      parallelism.pipeline_parallel_schedule; give it with
                      pipeline_parallel_schedule_csv in server mode, e.g. ours)
