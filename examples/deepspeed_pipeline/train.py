@@ -19,7 +19,7 @@ accelerator.
 --case SCHED,M[,PLAN[,CLOCK]] (repeatable) runs several cases in one launch with the same
 initial weights: SCHED deepspeed (its TrainSchedule) | 1f1b | ours (r_s from PLAN), CLOCK
 max (default) | plan (PLAN's clocks). Each rank writes what its hooks saw (order per batch),
-the losses and the time and energy to OUT/cases-RANK.json (tests/cli/deepspeed_pipeline.sh).
+the losses and the time and energy to OUT/cases-RANK.json (tests/e2e/deepspeed_pipeline.sh).
 """
 import argparse
 import datetime

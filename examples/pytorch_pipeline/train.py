@@ -710,7 +710,7 @@ def main(argv=None):
         runtime = "ergon"
         if args.runtime == "torch":
             raise SystemExit("--deadlock-check checks this example's own loop (--runtime "
-                             "ergon); PyTorch's runtime: tests/cli/torch_pipelining.sh")
+                             "ergon); PyTorch's runtime: tests/e2e/torch_pipelining.sh")
     else:
         sched = resolve_schedule(args, S, M)
         runtime = resolve_runtime(args, sched, rank)

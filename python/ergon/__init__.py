@@ -87,7 +87,7 @@ class LibraryMissing(ErgonError):
         self.name = "ELIBRARY"
 
 
-# No C struct is mirrored here (tests/cli/no_mirrored_structs.sh): an erg_error is opaque
+# No C struct is mirrored here (tests/lint/no_mirrored_structs.sh): an erg_error is opaque
 # storage of the size libergon reports, read with erg_error_message; schedules are heap
 # values set and read with erg_schedule_* accessors; instructions are read as ints with
 # erg_instr_get. A change of a C struct's layout cannot silently corrupt the binding.

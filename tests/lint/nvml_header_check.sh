@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Our NVML declarations (src/gpu/nvml_decl.h) against NVIDIA's nvml.h: every return code and
-# call prototype must match (tests/nvml_header/check_nvml_decl.c, compiled with -Werror), and a
+# call prototype must match (tests/lint/nvml_header/check_nvml_decl.c, compiled with -Werror), and a
 # deliberately wrong declaration or code must make that compile fail.
 # nvml.h comes from the CUDA toolkit (/usr/local/cuda/include) or, on machines whose toolkit
 # lacks it, from NVIDIA's nvidia-nvml-dev package in the PyPI environment (requirements.txt).
 # Skipped with a message where no nvml.h is found; under CI=true that is a failure.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_SRC:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 hdr=""
@@ -23,7 +23,7 @@ CC=${CC:-cc}
 check() { # INCLUDE_DIR_OF_DECL [EXTRA_FLAGS...]
   local inc=$1; shift
   "$CC" -std=c11 -Werror -Wall -Wno-unused-const-variable -Wno-unused-variable -fsyntax-only \
-    -I"$hdr" -I"$inc" "$@" "$ERGON_SRC/tests/nvml_header/check_nvml_decl.c" 2>&1
+    -I"$hdr" -I"$inc" "$@" "$ERGON_SRC/tests/lint/nvml_header/check_nvml_decl.c" 2>&1
 }
 out=$(check "$ERGON_SRC/src") || { echo "FAIL: our declarations differ from nvml.h:"; echo "$out"; exit 1; }
 out=$(check "$ERGON_SRC/src" -DNVML_NO_UNVERSIONED_FUNC_DEFS) || {

@@ -10,7 +10,7 @@
 # PENDING lists files that still mirror structs, each with its reason; the test fails when a
 # pending file no longer mirrors any (take it off the list) and for any other file.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_SRC:?}"
 command -v python3 >/dev/null || {
   skip_or_fail "python3 missing"; }

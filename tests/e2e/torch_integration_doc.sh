@@ -5,8 +5,8 @@
 # and python/ and the venv as build/venv; `make py-deps` is the venv the suite already has),
 # with torchrun from the venv on 4 ranks and the simulated GPU: every rank prints every step
 # with ergon's time and energy, and every instruction of every rank ran at the plan's clock
-# (the client logs' freq_run, checked one by one by tests/cli/check_clocks.py).
-source "$(dirname "$0")/venv_lib.bash"
+# (the client logs' freq_run, checked one by one by tests/e2e/check_clocks.py).
+source "$(dirname "$0")/../lib/venv_lib.bash"
 need_venv torch torch.distributed.pipelining
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -41,7 +41,7 @@ grep -q "rank 0 step 3: .* J (ergon), loss" "$tmp/out.log" || {
   fail "expected 16 rank-step lines: $(grep '^rank' "$tmp/out.log")"
 # What ran: the clock of each instruction of each rank (4 steps at the plan's clocks), not a
 # count of clock changes (how many the clock thread applied depends on how often it ran).
-"$VPY" "$ERGON_SRC/tests/cli/check_clocks.py" "$tmp/run/logs" --ranks 4 \
+"$VPY" "$ERGON_SRC/tests/e2e/check_clocks.py" "$tmp/run/logs" --ranks 4 \
   --segment "4:$tmp/run/plan.json" || fail "an instruction did not run at the plan's clock"
 grep '^rank 0' "$tmp/out.log"
 echo "PASS"

@@ -3,7 +3,7 @@
 # driven by `ergon serve` (/v1): a PointSolution job serves a `plan perseus --schedule zbv`
 # plan (after one all-max warm-up window), and every rank runs exactly the plan's clocks
 # for its F/I/W instructions -- checked instruction by instruction on the clock each one ran
-# at, from the client's logs (tests/cli/check_clocks.py: the warm-up window's 2 iterations at
+# at, from the client's logs (tests/e2e/check_clocks.py: the warm-up window's 2 iterations at
 # 1410 MHz, then 2 at the plan's clocks) -- with the losses of the same steps at all-max; an
 # InstructionProfiler job gets backward_input and backward_weight rows from the trainer's
 # per-instruction samples.
@@ -29,7 +29,7 @@ launch $P 90 "${common[@]}" --scheduler PointSolution --power-states 1410:1000:1
   --log-dir "$tmp/served-logs" --out "$tmp/served" >"$tmp/served.log" 2>&1 ||
   { cat "$tmp/served.log"; fail "PointSolution run"; }
 # What ran, not what was sent: each instruction's clock from the client's logs.
-"$PY" "$ERGON_SRC/tests/cli/check_clocks.py" "$tmp/served-logs" --ranks $P \
+"$PY" "$ERGON_SRC/tests/e2e/check_clocks.py" "$tmp/served-logs" --ranks $P \
   --segment "2:1410@$tmp/plan.json" --segment "2:$tmp/plan.json" ||
   fail "PointSolution run: an instruction did not run at the served plan's clock"
 launch $P 90 --schedule zbv --microbatches $M --steps 4 --clock max --out "$tmp/max" \

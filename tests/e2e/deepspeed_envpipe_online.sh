@@ -22,7 +22,7 @@
 # Then the other knob values (uniform, 1f1b, greedy) run to termination in TrainSchedule's
 # order.
 # docs/integrations.md (EnvPipe on DeepSpeed) shows the script's command.
-source "$(dirname "$0")/venv_lib.bash"
+source "$(dirname "$0")/../lib/venv_lib.bash"
 need_venv deepspeed transformers
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)

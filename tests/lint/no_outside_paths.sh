@@ -9,7 +9,7 @@
 # module's metadata names the paths it was traced from). A reference planted in a copy must be
 # caught, naming file:line.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_SRC:?}"
 command -v git >/dev/null || skip_or_fail "git missing (the tracked files are the ones checked)"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -20,7 +20,7 @@ files() {
     git -C "$1" ls-files -- tests CMakeLists.txt README.md tools bench
   else
     (cd "$1" && find tests CMakeLists.txt README.md tools bench -type f)
-  fi | grep -v -e '^tests/data/' -e '^tests/fuzz/corpus/' -e '^tests/cli/no_outside_paths\.sh$'
+  fi | grep -v -e '^tests/data/' -e '^tests/fuzz/corpus/' -e '^tests/lint/no_outside_paths\.sh$'
 }
 # check ROOT: print every outside path as file:line: text; exit 1 when there is one.
 check() {

@@ -6,7 +6,7 @@
 # (envpipe.h) and a function (gpu.h), and erg_log_fn had two different definitions
 # (daemon.h, server.h).
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_SRC:?}"
 CC_BIN=${CC:-cc}
 command -v "$CC_BIN" >/dev/null || skip_or_fail "no C compiler ($CC_BIN)"

@@ -1,6 +1,6 @@
 /*
  * amdsmi_decl_facts.c: prints what the C compiler makes of src/gpu/amdsmi_decl.h, one fact a
- * line, for tests/amdsmi_decl/check_amdsmi_decl.py to compare with AMD's ctypes binding:
+ * line, for tests/lint/amdsmi_decl/check_amdsmi_decl.py to compare with AMD's ctypes binding:
  *   code    NAME VALUE                         each X of ERG_AMDSMI_CODES
  *   define  NAME VALUE                         each object-like ERG_AMDSMI_ macro
  *   ret     KIND SIZE                          erg_amdsmi_ret, the return type of every call

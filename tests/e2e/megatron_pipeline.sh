@@ -8,12 +8,12 @@
 # on every rank and step; every non-first rank measured receive waits (the P2PCommunicator
 # receives, timed); every instruction of every rank ran at its clock -- the top clock in the
 # all-max runs, the plan's in the planned runs -- checked one by one from the client logs
-# (the client waits for each clock at begin and logs it: freq_run; tests/cli/check_clocks.py),
+# (the client waits for each clock at begin and logs it: freq_run; tests/e2e/check_clocks.py),
 # not by a count of clock changes (which depends on how often the clock thread ran); the
 # planned runs' losses are bitwise identical to the all-max runs'; no deadlock (the launch
 # ends under a timeout).
 # docs/integrations.md (Megatron-core) shows this trainer's --case launch.
-source "$(dirname "$0")/venv_lib.bash"
+source "$(dirname "$0")/../lib/venv_lib.bash"
 need_venv megatron.core
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)
@@ -103,7 +103,7 @@ if bad:
     sys.exit(1)
 PY
 # The clocks, per rank and per instruction: the case order of the launch, 2 steps each.
-"$VPY" "$ERGON_SRC/tests/cli/check_clocks.py" "$tmp/logs" --ranks $P "${segs[@]}" ||
+"$VPY" "$ERGON_SRC/tests/e2e/check_clocks.py" "$tmp/logs" --ranks $P "${segs[@]}" ||
   fail "an instruction did not run at its clock"
 echo "Megatron pipeline: $(( $(date +%s) - start )) s for one launch"
 echo "PASS"

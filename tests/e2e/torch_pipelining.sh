@@ -9,11 +9,11 @@
 #     --format torch-csv` (overlapped steps as their two parts);
 #   * all-max and Perseus-planned runs give bitwise identical losses;
 #   * every instruction of every rank ran at its clock: the top clock in the all-max runs, the
-#     plan's in the planned runs, from the client logs (freq_run; tests/cli/check_clocks.py);
+#     plan's in the planned runs, from the client logs (freq_run; tests/e2e/check_clocks.py);
 #   * receive waits are measured inside torch's runtime;
 #   * a case torch refuses (dualpipev M=4) ergon refuses too; no hang (launch.py timeout).
 # All cases in one process group (one python per rank).
-source "$(dirname "$0")/venv_lib.bash"
+source "$(dirname "$0")/../lib/venv_lib.bash"
 need_venv torch torch.distributed.pipelining
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -36,7 +36,7 @@ for s in gpipe 1f1b interleaved-1f1b looped-bfs interleaved-zb zbv dualpipev; do
 done
 export OMP_NUM_THREADS=1
 timeout -k 5 280 "$VPY" "$ERGON_SRC/examples/pytorch_pipeline/launch.py" --nproc $P \
-  --timeout 240 -- "$ERGON_SRC/tests/python/torch_pipelining_check.py" --ergon "$ERGON" \
+  --timeout 240 -- "$ERGON_SRC/tests/e2e/torch_pipelining_check.py" --ergon "$ERGON" \
   --plans "$tmp" --cases "$cases" --steps 2 --logs "$tmp/logs" >"$tmp/out.log" 2>&1
 rc=$?
 cat "$tmp/out.log"
@@ -44,6 +44,6 @@ cat "$tmp/out.log"
 n=$(grep -c ' ok$' "$tmp/out.log")
 [ "$n" -eq 14 ] || fail "expected 14 cases ok, got $n"
 # Per rank, per instruction: the clock it ran at (the top clock, 1410 MHz, then the plan's).
-"$VPY" "$ERGON_SRC/tests/cli/check_clocks.py" "$tmp/logs" --ranks $P "${segs[@]}" ||
+"$VPY" "$ERGON_SRC/tests/e2e/check_clocks.py" "$tmp/logs" --ranks $P "${segs[@]}" ||
   fail "an instruction did not run at its clock"
 echo "PASS: 14 (schedule, M) cases on torch $("$VPY" -c 'import torch; print(torch.__version__)')"

@@ -1,4 +1,4 @@
-# e2e_lib.bash: shared set-up of the tests/cli/e2e_*.sh tests (sourced, not a test itself):
+# e2e_lib.bash: shared set-up of the tests/e2e/e2e_*.sh tests (sourced, not a test itself):
 # skip without PyTorch or in the sanitizer build, paths, a temporary directory, helpers.
 set -u
 : "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}" "${ERGON:?}"
@@ -6,7 +6,7 @@ set -u
 # torch.distributed.pipelining the trainer runs every schedule PyTorch ships on (--runtime
 # auto); `ours` runs on the example's own loop. need_venv skips with a message (fails under
 # CI=true) without it, and in the sanitizer build.
-source "$(dirname "${BASH_SOURCE[0]}")/venv_lib.bash"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/venv_lib.bash"
 need_venv torch torch.distributed.pipelining
 PY=${ERGON_E2E_PYTHON:-$VPY}
 "$PY" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null || {

@@ -4,7 +4,7 @@
 # right, a module reaching into another's private header, a public header including one to its
 # right, the CLI including a private header; and a layer table that runs back is refused.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_SRC:?}"
 command -v python3 >/dev/null || {
   skip_or_fail "python3 missing"; }

@@ -2,13 +2,13 @@
 # Our AMD SMI declarations (src/gpu/amdsmi_decl.h) against AMD's: every status code, define,
 # struct layout (sizeof, offset/size/type of each field we name) and call signature must match
 # the ctypes binding AMD generates from amdsmi.h, amdsmi_wrapper.py of the PyPI package `amdsmi`
-# (requirements.txt, in the venv): tests/amdsmi_decl/check_amdsmi_decl.py, which compiles
-# tests/amdsmi_decl/amdsmi_decl_facts.c against the header. Then deliberately wrong copies of the
+# (requirements.txt, in the venv): tests/lint/amdsmi_decl/check_amdsmi_decl.py, which compiles
+# tests/lint/amdsmi_decl/amdsmi_decl_facts.c against the header. Then deliberately wrong copies of the
 # header must each fail it, naming the difference.
 # Needs no libergon and no libamd_smi.so, so it runs in the sanitizer build too. Skipped with a
 # message where the venv or its amdsmi package is missing; under CI=true that is a failure.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_SRC:?}"
 VPY="${ERGON_PY_VENV:-}/bin/python"
 why=""
@@ -21,7 +21,7 @@ sys.exit(0 if s and os.path.isfile(os.path.join(list(s.submodule_search_location
 fi
 [ -z "$why" ] || skip_or_fail "$why"
 export PYTHONDONTWRITEBYTECODE=1
-checker="$ERGON_SRC/tests/amdsmi_decl/check_amdsmi_decl.py"
+checker="$ERGON_SRC/tests/lint/amdsmi_decl/check_amdsmi_decl.py"
 hdr="$ERGON_SRC/src/gpu/amdsmi_decl.h"
 "$VPY" "$checker" --header "$hdr" || { echo "FAIL: amdsmi_decl.h differs from AMD's amdsmi (above)"; exit 1; }
 

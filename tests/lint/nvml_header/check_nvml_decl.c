@@ -1,5 +1,5 @@
 /* check_nvml_decl.c: compiles ergon's NVML declarations (src/gpu/nvml_decl.h) against NVIDIA's
- * nvml.h. Built by tests/cli/nvml_header_check.sh with -Werror: any return code whose value or
+ * nvml.h. Built by tests/lint/nvml_header_check.sh with -Werror: any return code whose value or
  * any call whose prototype differs from the real header is a compile error. Never linked. */
 #include <nvml.h>
 

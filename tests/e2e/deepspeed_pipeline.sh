@@ -19,7 +19,7 @@
 #   - every non-first rank measured receive waits; no deadlock (gloo P2P timeout 5 s, the
 #     whole launch under a timeout).
 # docs/integrations.md (DeepSpeed) shows this trainer's --case launch.
-source "$(dirname "$0")/venv_lib.bash"
+source "$(dirname "$0")/../lib/venv_lib.bash"
 need_venv deepspeed transformers
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)

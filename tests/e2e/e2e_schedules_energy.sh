@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # e2e_schedules_energy.sh: the energy story on PyTorch's own pipeline runtime (venv torch 2,
-# torch.distributed.pipelining; SCHED, default zbv = ScheduleZBVZeroBubble; also run as
-# e2e_schedules_energy_1f1b.sh, _interleaved_1f1b.sh and _interleaved_zb.sh; P=4 ranks, V=2
-# (1 for 1f1b), M=4; paced simulated A100 running GPT-3 2.7B's stage times; ergon's hooks
+# torch.distributed.pipelining; arguments [SCHED [M]], default zbv = ScheduleZBVZeroBubble and
+# M=4; ctest runs it as e2e/e2e_schedules_energy and, with a schedule's name as argument, as
+# e2e/e2e_schedules_energy_{1f1b,gpipe,interleaved_1f1b,interleaved_zb,looped_bfs,dualpipev}
+# (tests/CMakeLists.txt; dualpipev with M=8, DualPipeV needs M >= 2P); P=4 ranks, V=2 (1 for
+# 1f1b and gpipe); paced simulated A100 running GPT-3 2.7B's stage times; ergon's hooks
 # around the real PipelineStage's forward/backward/I/W). The profile is the simulated GPU's
 # own (`ergon profile sim --split-backward`, with backward_input/backward_weight rows), then
 # `ergon plan perseus --schedule SCHED`, `ergon choose --slowdown 1.01`, training at all-max
@@ -27,7 +29,7 @@
 # decide nothing. Nothing skips for load.
 source "$(dirname "$0")/e2e_lib.bash"
 
-P=4 M=${M:-4} STEPS=5 SCHED=${SCHED:-zbv} MODEL=gpt3-2.7b
+P=4 M=${2:-4} STEPS=5 SCHED=${1:-zbv} MODEL=gpt3-2.7b
 "$ERGON" profile sim --gpu a100 --model $MODEL --stages $P --split-backward -o "$tmp/sim.csv" \
   >/dev/null 2>&1 || fail "profile sim"
 "$ERGON" plan perseus --profile "$tmp/sim.csv" --schedule $SCHED --stages $P --microbatches $M \

@@ -1,4 +1,4 @@
-"""torch_pipelining_check.py: one rank of the real-PyTorch-pipelining test (tests/cli/
+"""torch_pipelining_check.py: one rank of the real-PyTorch-pipelining test (tests/e2e/
 torch_pipelining.sh starts 4 of them with examples/pytorch_pipeline/launch.py).
 
 For every case NAME:M of --cases, on this rank: the example's Llama-style model split into
@@ -14,7 +14,7 @@ P*V stages, real `PipelineStage` objects, the real schedule class of torch 2.x, 
   4. receive waits were measured (hooks.last_waits) on every rank but the first stage's.
 The client waits for each instruction's clock at begin (ergon.CLIENT_WAIT_CLOCK) and logs the
 clock every instruction ran at (--logs DIR, column freq_run): the shell checks them against
-the plans, instruction by instruction on every rank (tests/cli/check_clocks.py: per case
+the plans, instruction by instruction on every rank (tests/e2e/check_clocks.py: per case
 --steps at the top clock, then --steps at the plan's clocks).
 A case torch refuses (its constructor raises ValueError) is reported as refused, and must
 be one that `ergon schedule` refuses too. Prints one line per case on rank 0; exit 1 if

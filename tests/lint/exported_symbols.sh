@@ -4,7 +4,7 @@
 # is exported, every exported function is declared in a public header, and the SONAME is
 # libergon.so.MAJOR (what libergon0 and the binding load).
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 command -v nm >/dev/null && command -v readelf >/dev/null || skip_or_fail "nm/readelf (binutils) missing"
 lib="$ERGON_BIN_DIR/libergon.so"

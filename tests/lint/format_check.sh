@@ -3,7 +3,7 @@
 # (`make format` applies it). Skips with a message without clang-format; under CI=true it
 # fails instead (the Makefile installs Debian's clang-format).
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 src=${ERGON_SRC:?}
 cf=$(command -v clang-format || true)
 if [ -z "$cf" ]; then
