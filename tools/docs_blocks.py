@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""docs_blocks.py: every code block of README.md and docs/*.md runs in CI or says why not.
+"""docs_blocks.py: every code block of README.md, docs/*.md and examples/*/README.md runs in CI
+or says why not.
 
 Each block (fenced with ``` or indented by four spaces after a blank line) must be preceded by
 a marker comment (blank lines between are allowed):
@@ -158,8 +159,12 @@ def main():
     a = ap.parse_args()
     src = os.path.abspath(a.src)
     docs = os.path.join(src, "docs")
+    examples = os.path.join(src, "examples")
     files = [os.path.join(src, "README.md")] + sorted(
-        os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
+        os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md")) + sorted(
+        os.path.join(examples, d, "README.md") for d in (
+            os.listdir(examples) if os.path.isdir(examples) else [])
+        if os.path.isfile(os.path.join(examples, d, "README.md")))
     if a.list:
         for path in files:
             for line, text, mark in blocks(path):

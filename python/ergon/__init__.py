@@ -26,7 +26,7 @@ __all__ = ["ErgonError", "LibraryMissing", "Gpu", "Client", "FORWARD", "BACKWARD
            "version", "profile_from_logs", "sim_profile", "Schedule", "schedule_order",
            "plan_schedule", "SCHED_1F1B", "SCHED_GPIPE", "SCHED_ENVPIPE",
            "SCHED_INTERLEAVED_1F1B", "SCHED_LOOPED_BFS", "SCHED_INTERLEAVED_ZB", "SCHED_ZBV",
-           "SCHED_DUALPIPEV", "OVERLAP_F_B", "rank_order"]
+           "SCHED_DUALPIPEV", "OVERLAP_F_B", "rank_order", "clock_list"]
 
 FORWARD = 0
 BACKWARD = 1
@@ -585,6 +585,18 @@ class Schedule:
         r = self.extra_warmup if any(self.extra_warmup) else []
         return "Schedule(%r, extra_warmup=%r, max_inflight=%d, chunks=%d)" % (
             self.name, r, self.max_inflight, self.chunks)
+
+
+def clock_list(spec):
+    """Clocks in MHz from 'HI:LO:STEP' (HI, HI-STEP, ... down to LO) or a comma list; '' gives
+    []. The examples' --sweep and --power-states (an argparse type: ValueError is its usage
+    error)."""
+    if ":" in spec:
+        hi, lo, step = (int(x) for x in spec.split(":"))
+        if step <= 0 or lo > hi:
+            raise ValueError("clocks %r: HI:LO:STEP needs HI >= LO and STEP > 0" % spec)
+        return list(range(hi, lo - 1, -step))
+    return [int(x) for x in spec.split(",") if x]
 
 
 def rank_order(schedule, num_ranks, num_microbatches, rank):

@@ -33,7 +33,7 @@ echo "sweep: both GPUs at 1700 and 1200 MHz, reset at the end; profile from the 
 export FAKE_AMDSMI_LOG="$tmp/kill.log"
 rm -f "$tmp/kill"
 timeout -k 5 90 "$PY" "$EX/launch.py" --nproc 2 --timeout 60 --kill-rank 1 \
-  --kill-when-file "$tmp/kill" -- "$EX/train.py" --microbatches 4 --steps 100000 \
+  --kill-when-file "$tmp/kill" -- "$TRAIN" --microbatches 4 --steps 100000 \
   --gpu "$G" --clock 1300 >"$tmp/kill.txt" 2>&1 &
 launch_pid=$!
 ok=0

@@ -27,7 +27,7 @@ done
 # is in a blocking send fails, whatever its status (a 124 from a launcher timeout proves nothing).
 marks="$tmp/marks"
 mkdir -p "$marks"
-timeout -k 5 620 "$PY" "$EX/launch.py" --nproc 2 --timeout 600 -- "$EX/train.py" \
+timeout -k 5 620 "$PY" "$EX/launch.py" --nproc 2 --timeout 600 -- "$TRAIN" \
   --microbatches 3 --steps 2 --pace off --runtime ergon --p2p shared-blocking \
   --p2p-timeout 600 --block-marks "$marks" >"$tmp/neg.txt" 2>&1 &
 lpid=$!

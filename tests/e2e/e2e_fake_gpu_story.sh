@@ -17,7 +17,7 @@ source "$(dirname "$0")/e2e_lib.bash"
 unset FAKE_AMDSMI_STATE FAKE_AMDSMI_DENY FAKE_AMDSMI_QUIRK FAKE_AMDSMI_LOG FAKE_AMDSMI_DEVICES FAKE_GPU_ACTIVITY
 timeout -k 5 800 "$PY" "$EX/run_e2e.py" --ergon "$ERGON" --out "$tmp/out" --stages 2 \
   --microbatches 4 --sim-model gpt3-xl --gpu "amdsmi:$ERGON_FAKE_AMDSMI" --window-steps 2 \
-  --steps 4 --allow-repeat-windows --timeout 240 >"$tmp/log.txt" 2>&1
+  --steps 4 --allow-repeat-windows --timeout 240 --trainer "$TRAIN" >"$tmp/log.txt" 2>&1
 rc=$?
 sed -n '/== 2/,/== 3/p;/== 7/,$p' "$tmp/log.txt" | grep -v '^\$ '
 [ $rc -eq 0 ] || { cat "$tmp/log.txt"; fail "run_e2e.py exit $rc"; }

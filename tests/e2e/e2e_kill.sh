@@ -33,7 +33,7 @@ kill_run() {
   export FAKE_NVML_LOG="$tmp/$name-nvml.log"
   rm -f "$tmp/kill"
   timeout -k 5 200 "$PY" "$EX/launch.py" --nproc $S --timeout 180 --kill-rank 1 \
-    --kill-when-file "$tmp/kill" -- "$EX/train.py" --microbatches $M --steps 100000 \
+    --kill-when-file "$tmp/kill" -- "$TRAIN" --microbatches $M --steps 100000 \
     --gpu "nvml:$ERGON_FAKE_NVML" "$@" >"$tmp/$name-out.txt" 2>&1 &
   launch_pid=$!
   local ok=0 d n
@@ -118,7 +118,7 @@ case "$state" in aborted*) ;; *) cat "$tmp/srv.log" | tail -5; fail "the server 
 # A rank that hangs without dying (it sleeps at step 3: no request, no heartbeat, its
 # neighbours block in their receives) is noticed by the server alone (--rank-timeout 5).
 export FAKE_NVML_LOG="$tmp/stall-nvml.log"
-timeout -k 5 200 "$PY" "$EX/launch.py" --nproc $S --timeout 180 -- "$EX/train.py" \
+timeout -k 5 200 "$PY" "$EX/launch.py" --nproc $S --timeout 180 -- "$TRAIN" \
   --microbatches $M --steps 100000 --gpu "nvml:$ERGON_FAKE_NVML" --server "$url" \
   --window-steps 2 --job-file "$tmp/job2.txt" --stall-rank 1 --stall-step 3 \
   >"$tmp/stall-out.txt" 2>&1 &

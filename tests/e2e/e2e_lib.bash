@@ -23,10 +23,13 @@ export ERGON_LIBRARY="$ERGON_BIN_DIR/libergon.so.0"
 [ -r "$ERGON_LIBRARY" ] || { echo "FAIL: $ERGON_LIBRARY not built"; exit 1; }
 export PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1
 EX="$ERGON_SRC/examples/pytorch_pipeline"
+# The example's train.py with what only the tests need (fake kernels, a stalling rank, the
+# blocking-transport deadlock control, the deadlock cases): harness/trainer.py.
+TRAIN="$ERGON_SRC/tests/e2e/harness/trainer.py"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-# launch NPROC LAUNCHER_TIMEOUT_S TRAIN_ARGS...: N ranks of train.py; an outer timeout too.
+# launch NPROC LAUNCHER_TIMEOUT_S TRAIN_ARGS...: N ranks of $TRAIN; an outer timeout too.
 # A timeout of 60 s or more is at least 240 s: importing torch 2.x alone took 30-80 s per
 # process on this 2-core machine under load; a shorter one stays as given (no test uses one:
 # a timeout is never the evidence of a deadlock, see e2e_deadlock.sh's negative control).
@@ -34,7 +37,7 @@ launch() {
   local n=$1 t=$2; shift 2
   if [ "${t%.*}" -ge 60 ] && [ "${t%.*}" -lt 240 ]; then t=240; fi
   timeout -k 5 $((${t%.*} + 20)) "$PY" "$EX/launch.py" --nproc "$n" --timeout "$t" -- \
-    "$EX/train.py" "$@"
+    "$TRAIN" "$@"
 }
 # losses FILE: the last rank's losses as hex, one per line.
 losses() {

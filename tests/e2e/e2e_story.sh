@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# (the README.md and docs/e2e.md blocks `make e2e` run this story at full size)
+# (the `make e2e` blocks of README.md, docs/e2e.md and examples/pytorch_pipeline/README.md run this
+# story at full size)
 # e2e_story.sh: the `make e2e` story, small: profile a 2-stage PyTorch pipeline on the
 # simulated GPU (a sparse InstructionProfiler job on `ergon serve` over the A100's 15 MHz grid
 # from 1410 to 855 MHz, or a local clock sweep when the build has no server), the profile CSV
