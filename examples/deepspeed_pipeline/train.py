@@ -19,7 +19,7 @@ accelerator.
 --case SCHED,M[,PLAN[,CLOCK]] (repeatable) runs several cases in one launch with the same
 initial weights: SCHED deepspeed (its TrainSchedule) | 1f1b | ours (r_s from PLAN), CLOCK
 max (default) | plan (PLAN's clocks). Each rank writes what its hooks saw (order per batch),
-the losses and the time and energy to OUT/cases-RANK.json (tests/cli/deepspeed_pipeline.sh).
+the losses and the time and energy to OUT/cases-RANK.json (tests/e2e/deepspeed_pipeline.sh).
 """
 import argparse
 import datetime
@@ -83,18 +83,12 @@ def parse_args(argv=None):
     p.add_argument("--server", default="", help="URL of `ergon serve`: clocks per window")
     p.add_argument("--scheduler", default="", help="with --server: the job's scheduler")
     p.add_argument("--scheduler-args", default="", help="with --server: JSON object")
-    p.add_argument("--power-states", default="", help="with --server: HI:LO:STEP or list")
+    p.add_argument("--power-states", default="", type=ergon.clock_list,
+                   help="with --server: HI:LO:STEP or list")
     p.add_argument("--window-steps", type=int, default=1)
     p.add_argument("--max-windows", type=int, default=0)
     p.add_argument("--out", default="", help="directory for result-RANK.json / cases-RANK.json")
     return p.parse_args(argv)
-
-
-def parse_clocks(spec):
-    if ":" in spec:
-        hi, lo, step = (int(x) for x in spec.split(":"))
-        return list(range(hi, lo - 1, -step))
-    return [int(x) for x in spec.split(",") if x]
 
 
 def build_engine(args, name, M, pipeline_cfg=None):
@@ -215,7 +209,7 @@ def run_train(args, client, gpu, rank, out):
     if args.server:
         windows = eds.serve_windows(
             engine, hooks, args.server, data, window_steps=args.window_steps,
-            power_states=parse_clocks(args.power_states) if args.power_states else None,
+            power_states=args.power_states or None,
             scheduler=args.scheduler or None,
             scheduler_args=json.loads(args.scheduler_args) if args.scheduler_args else None,
             model_name=args.model, max_windows=args.max_windows, on_step=on_step,

@@ -1,7 +1,7 @@
 """minimal_jax.py: a plain JAX training step on a 2 x 4 device mesh plus the lines ergon needs
 (marked "# ergon"): ergon plans how every argument and result is split (CFP, in this process)
 and jax.jit compiles the step with those shardings under JAX's own partitioner (Shardy).
-docs/integrations.md shows it; tests/cli/jax_integration_doc.sh runs it.
+docs/integrations.md shows it; tests/e2e/jax_integration_doc.sh runs it.
 """
 import os
 

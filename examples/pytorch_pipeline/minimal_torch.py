@@ -1,7 +1,7 @@
 """minimal_torch.py: a plain torch.distributed.pipelining training script plus the lines
 ergon needs (marked "# ergon"): every forward, backward, I and W that PyTorch's schedule runs
 goes at the plan's clock, and each step's GPU time and energy is measured.
-docs/integrations.md shows it; tests/cli/torch_integration_doc.sh runs it.
+docs/integrations.md shows it; tests/e2e/torch_integration_doc.sh runs it.
 
     torchrun --standalone --nproc-per-node 4 minimal_torch.py --schedule zbv --plan plan.json
 """

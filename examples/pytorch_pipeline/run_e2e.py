@@ -49,7 +49,7 @@ def run(cmd, **kw):
 
 def launch(args, nproc, train_args, timeout):
     cmd = [PY, os.path.join(HERE, "launch.py"), "--nproc", str(nproc), "--timeout", str(timeout),
-           "--", os.path.join(HERE, "train.py")] + train_args
+           "--", args.trainer] + train_args
     run(cmd)
 
 
@@ -193,6 +193,8 @@ def main():
     ap.add_argument("--sim-gpu", default="a100")
     ap.add_argument("--sim-model", default="gpt3-2.7b")
     ap.add_argument("--gpu", default="auto")
+    ap.add_argument("--trainer", default=os.path.join(HERE, "train.py"),
+                    help="the trainer each rank runs (default: this directory's train.py)")
     ap.add_argument("--slowdown", type=float, default=1.01)
     ap.add_argument("--timeout", type=float, default=300, help="per training run, seconds")
     ap.add_argument("--crosscheck-tolerance", type=float, default=0.10,

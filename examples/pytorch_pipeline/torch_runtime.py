@@ -8,7 +8,7 @@ dualpipev) in `PipelineStage` objects and builds the real schedule class
 ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV); an iteration is one
 `schedule.step(...)`; ergon's hooks (ergon.integration.torch_pipelining.TorchPipeliningHooks) wrap the
 stages' forward/backward methods. Used by train.py (`--runtime torch`) and by the test
-tests/python/torch_pipelining_check.py.
+tests/e2e/torch_pipelining_check.py.
 """
 import torch
 import torch.distributed as dist

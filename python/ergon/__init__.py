@@ -27,19 +27,19 @@ from ._lib import (API_VERSION, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, CLIEN
 from .client import Client
 from .gpu import Gpu
 from .profile import profile_from_logs, sim_profile
-from .schedule import Schedule, plan_schedule, rank_order, schedule_order
+from .schedule import Schedule, clock_list, plan_schedule, rank_order, schedule_order
 
 __all__ = ["ErgonError", "LibraryMissing", "Gpu", "Client", "FORWARD", "BACKWARD", "BACKWARD_INPUT",
            "BACKWARD_WEIGHT", "load_library",
            "version", "profile_from_logs", "sim_profile", "Schedule", "schedule_order",
            "plan_schedule", "SCHED_1F1B", "SCHED_GPIPE", "SCHED_ENVPIPE",
            "SCHED_INTERLEAVED_1F1B", "SCHED_LOOPED_BFS", "SCHED_INTERLEAVED_ZB", "SCHED_ZBV",
-           "SCHED_DUALPIPEV", "OVERLAP_F_B", "rank_order"]
+           "SCHED_DUALPIPEV", "OVERLAP_F_B", "rank_order", "clock_list"]
 
 # The public classes and functions keep the names they had before the split (ergon.Gpu,
 # ergon.ErgonError in tracebacks and reprs), whichever module defines them.
 for _name in ("ErgonError", "LibraryMissing", "Gpu", "Client", "Schedule", "load_library",
               "version", "profile_from_logs", "sim_profile", "schedule_order", "plan_schedule",
-              "rank_order"):
+              "rank_order", "clock_list"):
     globals()[_name].__module__ = __name__
 del _name

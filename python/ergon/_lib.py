@@ -22,7 +22,7 @@ the Python name is the C name without "ERG_". tests/python/test_constants.py
 (ctest cli/python_constants) compares every one with the headers and fails on a value
 that differs or an enumerator of those enums that has no Python name.
 
-No C struct is mirrored (tests/cli/no_mirrored_structs.sh): an erg_error is opaque storage
+No C struct is mirrored (tests/lint/no_mirrored_structs.sh): an erg_error is opaque storage
 of the size libergon reports, read with erg_error_message; schedules are heap values set
 and read with erg_schedule_* accessors; instructions are read as ints with erg_instr_get.
 """

@@ -6,7 +6,7 @@ import os
 from . import _lib
 from ._lib import INSTR_NUM_FIELDS, OVERLAP_F_B, SCHED_MAX_STAGES, ErgonError, c_int, check, new_error
 
-__all__ = ["Schedule", "schedule_order", "rank_order", "plan_schedule"]
+__all__ = ["Schedule", "schedule_order", "rank_order", "plan_schedule", "clock_list"]
 
 
 class _Sched:
@@ -71,6 +71,18 @@ class Schedule:
         r = self.extra_warmup if any(self.extra_warmup) else []
         return "Schedule(%r, extra_warmup=%r, max_inflight=%d, chunks=%d)" % (
             self.name, r, self.max_inflight, self.chunks)
+
+
+def clock_list(spec):
+    """Clocks in MHz from 'HI:LO:STEP' (HI, HI-STEP, ... down to LO) or a comma list; '' gives
+    []. The examples' --sweep and --power-states (an argparse type: ValueError is its usage
+    error)."""
+    if ":" in spec:
+        hi, lo, step = (int(x) for x in spec.split(":"))
+        if step <= 0 or lo > hi:
+            raise ValueError("clocks %r: HI:LO:STEP needs HI >= LO and STEP > 0" % spec)
+        return list(range(hi, lo - 1, -step))
+    return [int(x) for x in spec.split(",") if x]
 
 
 def rank_order(schedule, num_ranks, num_microbatches, rank):

@@ -33,7 +33,7 @@ class ServerError(ErgonError):
     """A client call failed: .status is the erg_status code (11 network, 14 aborted...)."""
 
 
-# No C struct is mirrored here (tests/cli/no_mirrored_structs.sh): errors are opaque storage
+# No C struct is mirrored here (tests/lint/no_mirrored_structs.sh): errors are opaque storage
 # read with erg_error_message (_lib.error_message), options a heap value set by name
 # (erg_srv_client_opts_set), the job description a JSON object
 # (erg_srv_client_register_job_json).

@@ -5,7 +5,7 @@
 # `ergon profile logs`, and the server's dump of the window's result (Python binding:
 # Client.energy_source -> ServerClient.report -> erg_srv_result_set_energy_source).
 set -euo pipefail
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 fail() { echo "FAIL: $*"; exit 1; }
 command -v python3 >/dev/null || skip_or_fail "python3 not installed"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # envpipe.sh: black-box tests of ergon plan envpipe|zeus-*|uniform, compare and show.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_TEST_DATA:?}"
 P="$ERGON_TEST_DATA/envpipe_toy.csv"
 # cairo's text rendering loads fontconfig, whose process-lifetime caches LeakSanitizer reports.

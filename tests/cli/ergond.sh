@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ergond.sh: the daemon with two real users: allow list, validation, leases, 10,000 random requests.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
 [ "$(id -u)" = 0 ] || skip_or_fail "needs root to create test users"

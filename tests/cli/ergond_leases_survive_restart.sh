@@ -5,7 +5,7 @@
 # all lead to a reset at start-up; state from an earlier boot is dropped. The fake NVML keeps
 # its settings in a file (FAKE_NVML_STATE), as a real GPU keeps them across ergond restarts.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
 [ "$(id -u)" = 0 ] || skip_or_fail "needs root (the fake NVML refuses setters otherwise)"

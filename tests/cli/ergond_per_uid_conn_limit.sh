@@ -5,7 +5,7 @@
 # root; --max-conns-per-uid changes the limit. The socket is 0660 and owned by the group given
 # (default 'ergon'; a missing default group is reported and the socket stays root's).
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
 [ "$(id -u)" = 0 ] || skip_or_fail "needs root to act as other uids"

@@ -3,7 +3,7 @@
 # in a directory others can write, is refused at start-up with a clear message, as sshd's
 # StrictModes does (issue 15 item 18); a root-owned 0644 one in a safe directory is accepted.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_BIN_DIR:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
 command -v curl >/dev/null || skip_or_fail "no curl"

@@ -5,7 +5,7 @@
 # pass CI. A probe "fuzz target" built with recoverable UBSan and a signed
 # overflow must make run.sh exit 1 and print the UBSan report with a stack.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_SRC:?}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -3,7 +3,7 @@
 # the MI250 pair, `energy --check` (healthy and stalled counters), ergond's lease on SIGKILL and
 # its one warning for a stalled counter.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
 [ -n "${ERGON_FAKE_AMDSMI:-}" ] && [ -r "$ERGON_FAKE_AMDSMI" ] || skip_or_fail "fake amdsmi not built"

@@ -4,7 +4,7 @@
 # state-changing NVML call made (the fake logs every setter); clear errors without NVML/devices.
 # Skip by design: the ASan build (python3 cannot load its instrumented fake NVML).
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_SRC:?}"
 if [ -n "${ERGON_SANITIZED:-}" ]; then
   skip_by_design "the sanitizer build's fake NVML cannot be loaded into an uninstrumented python3 (the release build runs this)"

@@ -11,7 +11,7 @@
 # left as it was, also on failure (trap). Builds in a temporary directory, not in build/.
 # The README.md and docs/install.md blocks `make deb` + `dpkg -i` are what this test runs.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_SRC:?}"
 [ "$(id -u)" = 0 ] || skip_or_fail "needs root (dpkg -i, dpkg --purge)"
 if [ -n "${ERGON_SANITIZED:-}" ]; then

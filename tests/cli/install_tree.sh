@@ -9,7 +9,7 @@
 # The README.md block `make install` / `pip install ./python` is what this test runs (into a
 # DESTDIR, not /usr/local).
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 if [ -n "${ERGON_SANITIZED:-}" ]; then
   skip_by_design "a sanitized build is not installed (and python3 cannot load its library)"

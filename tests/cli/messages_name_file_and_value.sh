@@ -6,7 +6,7 @@
 # `ergon serve` logs its shutdown with ts and level, and logs a database locked by another
 # process while /healthz keeps answering.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}"
 tmp=$(mktemp -d); pid=""
 cleanup() { [ -n "$pid" ] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }; rm -rf "$tmp"; }

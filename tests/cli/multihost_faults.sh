@@ -33,7 +33,7 @@
 # message where namespaces cannot be made or a tool is missing, and fails under CI=true. Runs in the sanitizer
 # build too (the ranks' python preloads the ASan runtime; server and ergonds must stop cleanly).
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
 T0=$(date +%s)

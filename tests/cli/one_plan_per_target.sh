@@ -7,7 +7,7 @@
 # are on the frontier as its fastest plan); and the 1 % plan of the summary is choose's.
 # The server's Frontier scheduler (slowdown 1.0) runs the same plan.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}"
 data=$ERGON_TEST_DATA/published/perseus-sosp24/stage_profile
 need_data "$data"

@@ -5,7 +5,7 @@
 # compare's all-max time gives the same energy. --schedule envpipe is refused with a hint
 # (it used to be read as ours without a word), and --extra-warmup is checked.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

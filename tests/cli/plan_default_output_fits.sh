@@ -8,7 +8,7 @@
 # error naming the file and line. On the published profile the M=96 case itself must stay within
 # 50 MB and 10 files (~10 s in Release). Skip by design: that M=96 case in the ASan build (too slow).
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 # cairo/fontconfig keep caches LeakSanitizer reports (as envpipe.sh)
 export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan-fontconfig.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 : "${ERGON:?}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # profile_sim.sh: `ergon profile sim` writes a readable profile and refuses bad input.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?ERGON must name the ergon binary}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

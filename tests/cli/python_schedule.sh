@@ -2,7 +2,7 @@
 # python_schedule.sh: the schedule binding's tests (tests/python/test_schedule.py).
 # Skip by design: the ASan build (python3 cannot load an instrumented libergon).
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 command -v python3 >/dev/null || skip_or_fail "python3 missing"
 if [ -n "${ERGON_SANITIZED:-}" ]; then

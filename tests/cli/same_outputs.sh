@@ -6,7 +6,7 @@
 # the same commit (ERGON_UPDATE_DIGEST=1 ctest -R cli/same_outputs), and the digest's diff names
 # the outputs it changed (tools/same_outputs.sh --rev REV shows how). About 3 s of CPU.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?path of the ergon binary}"
 src=${ERGON_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 ref=$src/tests/data/same_outputs.digest

@@ -2,7 +2,7 @@
 # serve.sh: `ergon serve` as a Perseus client sees it: options, start-up errors, and a
 # kronos-protocol job (raw job id with + : , in the path) from registration to [profiling-done].
 set -euo pipefail
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?path of the ergon binary}"
 command -v curl >/dev/null || skip_or_fail "curl not installed"
 work=$(mktemp -d)

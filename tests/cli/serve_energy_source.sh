@@ -3,7 +3,7 @@
 # come from: counter, integrated, model, none, mixed) is kept in the server's N.prof.json dumps;
 # results without it dump as before; another value is refused with a 422 naming the field (as other malformed results).
 set -euo pipefail
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?path of the ergon binary}"
 command -v curl >/dev/null || skip_or_fail "curl not installed"
 work=$(mktemp -d)

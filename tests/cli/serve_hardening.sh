@@ -3,7 +3,7 @@
 # a busy port exits 1 "in use", a second server on the same database names the holder's pid,
 # --plans-dir confines the files clients may name, a bad dump directory stops the start-up.
 set -euo pipefail
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?path of the ergon binary}"
 command -v curl >/dev/null || skip_or_fail "curl not installed"
 work=$(mktemp -d)

@@ -10,7 +10,7 @@
 # - A Zeus job refuses the Perseus and /v1 rank routes (409 naming the job, its protocol and the
 #   route), so the genuine Zeus register_rank still works afterwards; and the reverse.
 set -euo pipefail
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?path of the ergon binary}"
 command -v curl >/dev/null || skip_or_fail "curl not installed"
 work=$(mktemp -d)

@@ -6,7 +6,7 @@
 # clock, in the rank's order); an InstructionProfiler job writes backward_input and
 # backward_weight rows from the reported breakdowns.
 set -euo pipefail
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 command -v python3 >/dev/null || skip_or_fail "python3 not installed"
 lib="$ERGON_BIN_DIR/libergon.so"

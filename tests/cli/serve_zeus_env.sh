@@ -4,7 +4,7 @@
 # PERSEUS_*/ZEUS_PFO_* are read in any case with pydantic's booleans; look-alike variables
 # are reported at start-up; bad values stop it. docs/zeus-protocol.md §5, docs/http-api.md.
 set -euo pipefail
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?path of the ergon binary}"
 command -v curl >/dev/null || skip_or_fail "curl not installed"
 work=$(mktemp -d)

@@ -3,7 +3,7 @@
 # search with DP and ILP, annotated output that re-parses, JSON (parameters' shardings), comm
 # report, the cost file (profile --out-profiles, search --profiles --profiles-only).
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 E=$ERGON

@@ -7,7 +7,7 @@
 # no note); --twin-window is honoured, a long run prints progress on stderr, and a bad window
 # is a usage error.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 E=$ERGON

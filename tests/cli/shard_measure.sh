@@ -10,7 +10,7 @@
 # Skip by design: the ASan build (the venv's Python cannot load an instrumented libergon;
 # venv_lib.bash).
 set -u
-source "$(dirname "$0")/venv_lib.bash"
+source "$(dirname "$0")/../lib/venv_lib.bash"
 need_venv jax
 fail() { echo "FAIL: $*" >&2; exit 1; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT

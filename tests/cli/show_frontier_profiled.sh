@@ -5,7 +5,7 @@
 # microbatches, schedule and blocking power (GPU). A directory without them is drawn from the
 # planner's estimates, labelled so.
 set -u
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan-fontconfig.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 : "${ERGON:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

@@ -5,7 +5,7 @@
 # docs/zeus-protocol.md §2), and ergon serve accepts exactly the boolean spellings and
 # variable-name cases that pydantic's BaseSettings accepts.
 set -euo pipefail
-source "$(dirname "$0")/skip_lib.bash"
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}"
 command -v curl >/dev/null || skip_or_fail "curl not installed"
 # The first interpreter that has pydantic's v1 API (Debian's python3-pydantic is 1.10, installed

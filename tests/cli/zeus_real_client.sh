@@ -23,7 +23,7 @@
 # venv_lib.bash).
 set -euo pipefail
 : "${ERGON:?}"
-source "$(dirname "$0")/venv_lib.bash"
+source "$(dirname "$0")/../lib/venv_lib.bash"
 need_venv zeus.optimizer.pipeline_frequency.optimizer torch
 [ -n "${ERGON_FAKE_NVML:-}" ] && [ -f "$ERGON_FAKE_NVML" ] || { echo "FAIL: the fake NVML is not built (ERGON_FAKE_NVML='${ERGON_FAKE_NVML:-}')"; exit 1; }
 command -v curl >/dev/null || skip_or_fail "curl not installed"

@@ -14,7 +14,7 @@ from ergon.integration import PipelineHooks, PipeliningStageHooks
 
 def needs(ok, why):
     """A test's missing prerequisite: it skips with `why`, and fails with it under CI=true
-    (as tests/cli/skip_lib.bash's skip_or_fail; docs/testing.md, "Skips")."""
+    (as tests/lib/skip_lib.bash's skip_or_fail; docs/testing.md, "Skips")."""
     if ok or os.environ.get("CI") != "true":
         return unittest.skipUnless(ok, why)
 

@@ -8,7 +8,7 @@ and output shardings are ergon's, ergon shards something, and the loss and every
 parameter and Adam moment equal the single-device step within tools/shard_xla.py's fp32
 tolerance; and those input shardings, as XLA HloShardings, are the ones `ergon shard search`
 (the CLI, $ERGON) writes into the same module. Then shapes ergon cannot split: a replicated plan with a message, never an error.
-Run by tests/cli/shard_jax.sh inside the venv (XLA_FLAGS gives 8 CPU devices).
+Run by tests/e2e/shard_jax.sh inside the venv (XLA_FLAGS gives 8 CPU devices).
 """
 import os
 import shutil

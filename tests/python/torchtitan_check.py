@@ -1,4 +1,4 @@
-"""torchtitan_check.py: one rank of the torchtitan test (tests/cli/torchtitan_pipeline.sh starts 4
+"""torchtitan_check.py: one rank of the torchtitan test (tests/e2e/torchtitan_pipeline.sh starts 4
 of them with examples/pytorch_pipeline/launch.py).
 
 For each case of the JSON file argv[1] ({"name", "args", "settings"}): torchtitan's own
