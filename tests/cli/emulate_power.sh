@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `ergon emulate --power-trace`: on a published profile (GPT-3 175B, A100, 8 stages x 16
+# microbatches), the 1 %-slowdown plan's power trace covers the iteration without gaps, each row's
+# job power is the sum of its GPUs' and of its compute and blocking parts, the trace's energy is
+# the emulator's energy, and the JSON's power fields agree with the trace (average, peak,
+# trough; the swing within peak - trough). A non-positive window is a usage error.
+set -u
+: "${ERGON:?}"
+data=${ERGON_DATA:-../shared/data}/perseus-sosp24/stage_profile
+if [ ! -d "$data" ]; then
+  [ "${CI:-}" = true ] && { echo "FAIL: the published profiles are not in $data (CI=true)"; exit 1; }
+  echo "SKIP: the published profiles are not in $data"; exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+prof=$data/gpt3-175b+a100_sxm_bf16.csv
+"$ERGON" plan perseus --profile "$prof" --gpu A100 --stages 8 --microbatches 16 \
+  --out "$tmp/fr" >/dev/null || fail "plan perseus"
+"$ERGON" choose --frontier "$tmp/fr" --slowdown 1.01 --out "$tmp/p.json" >/dev/null || fail "choose"
+"$ERGON" emulate --profile "$prof" --plan "$tmp/p.json" --gpu A100 --json --power-window 0.5 \
+  --power-trace "$tmp/trace.csv" >"$tmp/em.json" || fail "emulate --power-trace"
+head -1 "$tmp/trace.csv" | grep -qx 'start_s,end_s,total_w,compute_w,blocking_w,gpu0_w,gpu1_w,gpu2_w,gpu3_w,gpu4_w,gpu5_w,gpu6_w,gpu7_w' \
+  || fail "trace header: $(head -1 "$tmp/trace.csv")"
+read -r T E avg peak trough swing ramp < <(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); p = d["power"]
+print(d["time_s"], d["energy_j"], p["avg_w"], p["peak_w"], p["trough_w"], p["swing_w"], p["ramp_w_per_s"])' "$tmp/em.json") \
+  || fail "emulate --json has no power fields: $(cat "$tmp/em.json")"
+awk -F, -v T="$T" -v E="$E" -v avg="$avg" -v peak="$peak" -v trough="$trough" -v swing="$swing" '
+  function abs(x) { return x < 0 ? -x : x }
+  NR == 1 { next }
+  {
+    if (NR == 2 && $1 != 0) { print "the trace starts at " $1; bad = 1 }
+    if (NR > 2 && abs($1 - last) > 1e-6) { print "gap before row " NR ": " last " -> " $1; bad = 1 }
+    last = $2; s = 0
+    for (i = 6; i <= NF; i++) s += $i
+    if (abs(s - $3) > 1e-3 || abs($4 + $5 - $3) > 1e-3) { print "row " NR ": parts do not add up"; bad = 1 }
+    e += $3 * ($2 - $1)
+    if (NR == 2 || $3 > hi) hi = $3
+    if (NR == 2 || $3 < lo) lo = $3
+    rows++
+  }
+  END {
+    if (abs(last - T) > 1e-6) { print "the trace ends at " last ", the iteration at " T; bad = 1 }
+    if (abs(e - E) > 1e-6 * E) { print "trace energy " e " J, emulated " E " J"; bad = 1 }
+    if (abs(avg * T - E) > 1e-6 * E) { print "average " avg " W x " T " s != " E " J"; bad = 1 }
+    if (abs(hi - peak) > 1e-3 || abs(lo - trough) > 1e-3) { print "peak/trough " hi "/" lo " vs " peak "/" trough; bad = 1 }
+    if (!(swing > 0 && swing <= peak - trough + 1e-6)) { print "swing " swing " outside (0, peak - trough]"; bad = 1 }
+    printf "ok: %d steps over %.4f s, %.1f J; average %.1f W, peak %.1f W, trough %.1f W, swing over 0.5 s %.1f W\n", rows, T, e, avg, peak, trough, swing
+    exit bad
+  }' "$tmp/trace.csv" || fail "the trace disagrees with the emulation"
+out=$("$ERGON" emulate --profile "$prof" --plan "$tmp/p.json" --gpu A100 --power-window 0 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q -- "--power-window" <<<"$out" || fail "--power-window 0: exit $rc: $out"
+out=$("$ERGON" emulate --profile "$prof" --plan "$tmp/p.json" --gpu A100 --power-trace /nonexistent/x.csv 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q "/nonexistent/x.csv" <<<"$out" || fail "unwritable trace: exit $rc: $out"
+echo "ok: usage and write errors"
