@@ -201,5 +201,90 @@ TEST(trace_energy_is_the_emulators_on_published_frontier)
     erg_profile_free(prof);
 }
 
+/* Under a per-GPU limit every instruction runs at its highest clock whose power fits: forward
+ * 10 W at 1000 MHz, 6 W at 900; backward 15 W and 9 W. */
+TEST(power_limit_picks_the_highest_clock_that_fits)
+{
+    erg_error err;
+    erg_profile *prof = two_clock_profile(2);
+    erg_baseline_opts o;
+    erg_baseline_opts_init(&o);
+    o.blocking_power_w = 5;
+    const double lim[] = {20, 12, 9, 5};
+    const int fwd[] = {1000, 1000, 900, 900}, bwd[] = {1000, 900, 900, 900};
+    for (int i = 0; i < 4; i++) {
+        o.power_limit_w = lim[i];
+        erg_plan *p;
+        ASSERT_OK(erg_plan_power_limit(prof, 2, 3, &o, &p, &err));
+        for (int s = 0; s < 2; s++)
+            for (int m = 0; m < 3; m++) {
+                ASSERT_EQ_INT(erg_plan_freq(p, s, ERG_FORWARD, m), fwd[i]);
+                ASSERT_EQ_INT(erg_plan_freq(p, s, ERG_BACKWARD, m), bwd[i]);
+            }
+        bool over = strstr(erg_plan_method(p), "over at the lowest clock") != NULL;
+        ASSERT_MSG(over == (lim[i] < 6), "limit %g W: method '%s'", lim[i], erg_plan_method(p));
+        erg_plan_free(p);
+    }
+    o.power_limit_w = 0;
+    erg_plan *p;
+    ASSERT_EQ_INT(erg_plan_power_limit(prof, 2, 3, &o, &p, &err), ERG_EINVAL);
+    ASSERT_CONTAINS(err.msg, "limit");
+    erg_profile_free(prof);
+}
+
+/* On the published profile, no GPU of a power-limited plan draws more than the limit (unless
+ * the plan says it cannot), and a higher limit is never slower. */
+TEST(power_limited_plans_keep_every_gpu_under_the_limit)
+{
+    const char *path =
+        ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv";
+    FILE *probe = fopen(path, "r");
+    if (!probe) {
+        if (getenv("CI") && !strcmp(getenv("CI"), "true"))
+            TAP_FAIL("the published profile %s is missing (CI=true)", path);
+        SKIP("the published profile %s is missing", path);
+    }
+    fclose(probe);
+    erg_error err;
+    erg_profile *prof;
+    ASSERT_OK(erg_profile_read_csv(path, &prof, &err));
+    int S = 8, M = 16;
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_dag *d;
+    ASSERT_OK(erg_dag_new(&sc, S, M, &d, &err));
+    erg_baseline_opts o;
+    erg_baseline_opts_init(&o);
+    o.blocking_power_w = 83.64;
+    erg_emulate_opts eo;
+    erg_emulate_opts_init(&eo);
+    eo.blocking_power_w = 83.64;
+    double last_t = INFINITY;
+    int under = 0;
+    for (double lim = 150; lim <= 450; lim += 25) {
+        o.power_limit_w = lim;
+        erg_plan *p;
+        ASSERT_OK(erg_plan_power_limit(prof, S, M, &o, &p, &err));
+        bool over = strstr(erg_plan_method(p), "over") != NULL;
+        erg_power_trace *tr;
+        ASSERT_OK(erg_power_trace_new(prof, d, p, &eo, &tr, &err));
+        double hi = 0;
+        for (size_t i = 0; i < erg_power_trace_len(tr); i++)
+            for (int g = 0; g < S; g++)
+                hi = fmax(hi, erg_power_trace_gpu(tr, i, g));
+        ASSERT_MSG(over || hi <= lim + 1e-9, "limit %g W: a GPU draws %g W", lim, hi);
+        under += !over;
+        double t = erg_power_trace_period(tr);
+        ASSERT_MSG(t <= last_t * (1 + 1e-12), "limit %g W: %g s, slower than %g s", lim, t, last_t);
+        last_t = t;
+        erg_power_trace_free(tr);
+        erg_plan_free(p);
+    }
+    ASSERT(under >= 5);
+    erg_dag_free(d);
+    erg_profile_free(prof);
+}
+
 TAP_MAIN(TEST_ENTRY(trace_of_1f1b_is_the_hand_timeline),
+         TEST_ENTRY(power_limit_picks_the_highest_clock_that_fits),
+         TEST_ENTRY(power_limited_plans_keep_every_gpu_under_the_limit),
          TEST_ENTRY(trace_energy_is_the_emulators_on_published_frontier))

@@ -159,6 +159,7 @@ int cmd_plan_envpipe(int argc, char **argv);
 int cmd_plan_zeus_global(int argc, char **argv);
 int cmd_plan_zeus_stage(int argc, char **argv);
 int cmd_plan_uniform(int argc, char **argv);
+int cmd_plan_power_limit(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
