@@ -106,10 +106,35 @@ ERG_API double erg_power_trace_gpu(const erg_power_trace *trace, size_t i, int g
 /* Average, peak, trough, and the swing and ramp over window_s (> 0) seconds. */
 ERG_API erg_status erg_power_trace_stats(const erg_power_trace *trace, double window_s,
                                          erg_power_stats *out, erg_error *err);
+/* The trace with a per-GPU power floor: every GPU draws at least floor_w (the power smoothing
+ * of the power-stabilisation literature: a GPU that would draw less burns the difference); what
+ * the floor adds counts in blocking_w. *out is a new trace. */
+ERG_API erg_status erg_power_trace_floor(const erg_power_trace *trace, double floor_w,
+                                         erg_power_trace **out, erg_error *err);
 /* CSV, a row per segment: start_s,end_s,total_w,compute_w,blocking_w,gpu0_w,...; the caller
  * releases *out with erg_free. */
 ERG_API erg_status erg_power_trace_format_csv(const erg_power_trace *trace, char **out,
                                               erg_error *err);
+
+/* Swing-bounded choice (swing.c, docs/fleet.md): among the plans of frontier f, evaluated on
+ * profile and dag with opts (erg_emulate_ex), those whose iteration time is at most deadline_s
+ * (INFINITY: any) and whose power swing over window_s is at most max_swing_w; the one of least
+ * energy. With allow_floor a plan may also take the least per-GPU power floor
+ * (erg_power_trace_floor) that brings its swing within the bound, and its energy then counts
+ * what the floor burns. ERG_ENOTFOUND when no plan within the deadline meets the bound (the
+ * message gives the least swing there). */
+typedef struct erg_swing_pick {
+    size_t index;          /* the plan of f */
+    erg_emulation em;      /* its emulation (without the floor) */
+    erg_power_stats power; /* its power, with the floor */
+    double floor_w;        /* 0: none */
+    double floor_energy_j; /* per iteration */
+    size_t plans_checked;  /* plans within the deadline whose swing was computed */
+} erg_swing_pick;
+ERG_API erg_status erg_frontier_pick_swing(const erg_profile *profile, const erg_dag *dag,
+                                           const erg_frontier *f, const erg_emulate_opts *opts,
+                                           double deadline_s, double window_s, double max_swing_w,
+                                           bool allow_floor, erg_swing_pick *out, erg_error *err);
 
 /* The baseline of every user-facing saving: all-max clocks evaluated with the
  * profile (as erg_emulate evaluates a plan), read from a frontier directory

@@ -178,6 +178,44 @@ fail:
     return st;
 }
 
+erg_status erg_power_trace_floor(const erg_power_trace *tr, double floor_w, erg_power_trace **out,
+                                 erg_error *err)
+{
+    if (!tr || !out)
+        return erg_error_set(err, ERG_EINVAL, "erg_power_trace_floor: NULL argument");
+    if (!(floor_w >= 0) || !isfinite(floor_w))
+        return erg_error_set(err, ERG_EINVAL, "power floor: %g W is not a power", floor_w);
+    *out = NULL;
+    size_t L = tr->len, S = (size_t)tr->num_gpus;
+    erg_power_trace *c = erg__calloc(1, sizeof *c);
+    if (c) {
+        *c = *tr;
+        c->t = erg__malloc((L + 1) * sizeof(double));
+        c->gpu_w = erg__malloc((L * S > 0 ? L * S : 1) * sizeof(double));
+        c->compute_w = erg__malloc(L * sizeof(double));
+        c->blocking_w = erg__malloc(L * sizeof(double));
+        c->total_w = erg__malloc(L * sizeof(double));
+    }
+    if (!c || !c->t || !c->gpu_w || !c->compute_w || !c->blocking_w || !c->total_w) {
+        erg_power_trace_free(c);
+        return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
+    memcpy(c->t, tr->t, (L + 1) * sizeof(double));
+    for (size_t j = 0; j < L; j++) {
+        double add_b = 0;
+        for (size_t g = 0; g < S; g++) {
+            double w = tr->gpu_w[j * S + g], v = w < floor_w ? floor_w : w;
+            c->gpu_w[j * S + g] = v;
+            add_b += v - w; /* what the floor burns counts with the blocking power */
+        }
+        c->compute_w[j] = tr->compute_w[j];
+        c->blocking_w[j] = tr->blocking_w[j] + add_b;
+        c->total_w[j] = c->compute_w[j] + c->blocking_w[j];
+    }
+    *out = c;
+    return ERG_OK;
+}
+
 size_t erg_power_trace_len(const erg_power_trace *tr)
 {
     return tr ? tr->len : 0;

@@ -284,7 +284,107 @@ TEST(power_limited_plans_keep_every_gpu_under_the_limit)
     erg_profile_free(prof);
 }
 
+/* The swing-bounded choice on the published profile against every plan evaluated here: without a
+ * bound it is the least energy within the deadline; with a bound, the least energy among the
+ * plans that meet it; with a floor, a plan within the bound whose energy counts the floor. */
+TEST(swing_bounded_choice_is_the_least_energy_plan_within_the_bound)
+{
+    const char *path =
+        ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv";
+    FILE *probe = fopen(path, "r");
+    if (!probe) {
+        if (getenv("CI") && !strcmp(getenv("CI"), "true"))
+            TAP_FAIL("the published profile %s is missing (CI=true)", path);
+        SKIP("the published profile %s is missing", path);
+    }
+    fclose(probe);
+    erg_error err;
+    erg_profile *prof;
+    ASSERT_OK(erg_profile_read_csv(path, &prof, &err));
+    int S = 8, M = 8;
+    erg_perseus_opts po;
+    erg_perseus_opts_init(&po);
+    po.blocking_power_w = 83.64;
+    erg_frontier *f;
+    ASSERT_OK(erg_plan_perseus(prof, S, M, &po, &f, &err));
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_dag *d;
+    ASSERT_OK(erg_dag_new(&sc, S, M, &d, &err));
+    erg_emulate_opts o;
+    erg_emulate_opts_init(&o);
+    o.blocking_power_w = 83.64;
+    size_t n = erg_frontier_size(f);
+    double *t = calloc(n, sizeof(double)), *e = calloc(n, sizeof(double));
+    double *sw = calloc(n, sizeof(double)), fastest = INFINITY, window = 1.0;
+    for (size_t k = 0; k < n; k++) {
+        erg_plan *p;
+        ASSERT_OK(erg_frontier_plan(f, k, &p, &err));
+        erg_power_trace *tr;
+        ASSERT_OK(erg_power_trace_new(prof, d, p, &o, &tr, &err));
+        erg_power_stats ps;
+        ASSERT_OK(erg_power_trace_stats(tr, window, &ps, &err));
+        t[k] = erg_power_trace_period(tr);
+        e[k] = ps.avg_w * t[k];
+        sw[k] = ps.swing_w;
+        fastest = fmin(fastest, t[k]);
+        erg_power_trace_free(tr);
+        erg_plan_free(p);
+    }
+    double deadline = fastest * 1.01;
+    /* the least energy within the deadline, with and without a bound, by scanning */
+    size_t free_k = n;
+    for (size_t k = 0; k < n; k++)
+        if (t[k] <= deadline && (free_k == n || e[k] < e[free_k]))
+            free_k = k;
+    ASSERT(free_k < n);
+    erg_swing_pick sp;
+    ASSERT_OK(erg_frontier_pick_swing(prof, d, f, &o, deadline, window, 1e9, false, &sp, &err));
+    ASSERT_NEAR(sp.em.energy_j, e[free_k], 1e-9 * e[free_k]);
+    ASSERT_NEAR(sp.power.swing_w, sw[sp.index], 1e-9);
+    /* a bound between the least and the most swing within 5 % slowdown */
+    double lo = INFINITY, hi = 0;
+    for (size_t k = 0; k < n; k++)
+        if (t[k] <= fastest * 1.05)
+            lo = fmin(lo, sw[k]), hi = fmax(hi, sw[k]);
+    double bound = lo + 0.3 * (hi - lo);
+    printf("# swing within 5 %%: %.1f .. %.1f W\n", lo, hi);
+    ASSERT(hi > lo + 1);
+    size_t want = n;
+    for (size_t k = 0; k < n; k++)
+        if (t[k] <= fastest * 1.05 && sw[k] <= bound && (want == n || e[k] < e[want]))
+            want = k;
+    ASSERT(want < n);
+    ASSERT_OK(
+        erg_frontier_pick_swing(prof, d, f, &o, fastest * 1.05, window, bound, false, &sp, &err));
+    ASSERT_NEAR(sp.em.energy_j, e[want], 1e-9 * e[want]);
+    ASSERT(sp.power.swing_w <= bound && sp.floor_w == 0);
+    printf("# window %g s: least-energy plan within 1 %% swings %.1f W; within 5 %%, bound %.1f W "
+           "gives %.4f s, %.1f J\n",
+           window, sw[free_k], bound, sp.em.time_s, sp.em.energy_j);
+    /* a bound below every plan's swing at 1 %: none without a floor, one with it */
+    double tight = 0.8 * sw[free_k];
+    int rc = erg_frontier_pick_swing(prof, d, f, &o, deadline, window, tight, false, &sp, &err);
+    ASSERT_EQ_INT(rc, ERG_ENOTFOUND);
+    ASSERT_CONTAINS(err.msg, "least swing");
+    ASSERT_OK(erg_frontier_pick_swing(prof, d, f, &o, deadline, window, tight, true, &sp, &err));
+    ASSERT(sp.floor_w > 0 && sp.power.swing_w <= tight && sp.em.time_s <= deadline);
+    ASSERT_NEAR(sp.power.avg_w * sp.em.time_s, sp.em.energy_j + sp.floor_energy_j,
+                1e-9 * sp.em.energy_j);
+    ASSERT(sp.em.energy_j + sp.floor_energy_j > e[free_k]);
+    printf("# bound %.1f W at 1 %%: floor %.1f W per GPU, +%.1f J per iteration (%.2f %%)\n", tight,
+           sp.floor_w, sp.floor_energy_j, 100 * sp.floor_energy_j / e[free_k]);
+    ASSERT_EQ_INT(erg_frontier_pick_swing(prof, d, f, &o, deadline, 0, tight, true, &sp, &err),
+                  ERG_EINVAL);
+    free(t);
+    free(e);
+    free(sw);
+    erg_dag_free(d);
+    erg_frontier_free(f);
+    erg_profile_free(prof);
+}
+
 TAP_MAIN(TEST_ENTRY(trace_of_1f1b_is_the_hand_timeline),
+         TEST_ENTRY(swing_bounded_choice_is_the_least_energy_plan_within_the_bound),
          TEST_ENTRY(power_limit_picks_the_highest_clock_that_fits),
          TEST_ENTRY(power_limited_plans_keep_every_gpu_under_the_limit),
          TEST_ENTRY(trace_energy_is_the_emulators_on_published_frontier))
