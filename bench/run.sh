@@ -24,6 +24,10 @@ for b in "$build"/bench/bench_*; do
         "$b" --nvml "$fake"
         "$b" --nvml "$fake" --iters 20000 --work-us 100
       fi ;;
+    bench_wide)
+      echo "One job of 4,096 ranks (PP 16 x DP 256) on each protocol against ergon serve (raw sockets, one poll loop)"
+      "$b" --serve-arg --max-connections --serve-arg 8192 \
+           --serve-arg --max-connections-per-ip --serve-arg 8192 ;;
     *) "$b" ;;
   esac
 done

@@ -54,18 +54,55 @@ endif()
 
 # --- Executables (and the Python package) find the library under a non-system prefix
 # without ldconfig; no RPATH where the library directory is a system one (Debian packages).
+#
+# No RUNPATH entry is ever empty or relative: the loader resolves those against the current
+# directory of whoever runs the program (a libm.so.6 planted in the cwd was loaded by
+# `ergon version`). CMake's own scheme cannot promise that: it links a build-tree RUNPATH and
+# edits it in place at install, and pads the build value with ':' (empty entries) to make room.
+# So the programs are linked with the RUNPATH chosen here (BUILD_WITH_INSTALL_RPATH): in the
+# build tree the directory libergon is built in, repeated until it is at least as long as the
+# installed value (a duplicate absolute entry is harmless), and the install rewrites that in
+# place to the installed value ($ORIGIN-relative), or removes it in a system directory.
+# tests/cli/runpath_no_cwd.sh checks every ELF file of both trees.
 list(FIND CMAKE_C_IMPLICIT_LINK_DIRECTORIES "${CMAKE_INSTALL_FULL_LIBDIR}" _ergon_sysdir)
 set(ERGON_PY_LIBDIR "")
 if(_ergon_sysdir EQUAL -1)
   set(ERGON_PY_LIBDIR "${CMAKE_INSTALL_FULL_LIBDIR}")
-  file(RELATIVE_PATH _rel ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
-  set_target_properties(ergon_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_rel}")
-  if(TARGET ergond)
-    file(RELATIVE_PATH _rel ${CMAKE_INSTALL_FULL_SBINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
-    set_target_properties(ergond PROPERTIES INSTALL_RPATH "$ORIGIN/${_rel}")
-  endif()
-  set_target_properties(ergon_watchdog PROPERTIES INSTALL_RPATH "$ORIGIN/..")
 endif()
+# ergon_runpath(TARGET DESTINATION TO_LIBDIR): TARGET, installed into DESTINATION, finds
+# libergon at $ORIGIN/TO_LIBDIR once installed (outside a system directory).
+function(ergon_runpath target dest to_libdir)
+  set(installed "")
+  if(_ergon_sysdir EQUAL -1)
+    set(installed "$ORIGIN/${to_libdir}")
+  endif()
+  get_target_property(_libout ergon LIBRARY_OUTPUT_DIRECTORY)
+  if(NOT _libout)
+    set(_libout "${CMAKE_BINARY_DIR}")
+  endif()
+  set(build "${_libout}")
+  string(LENGTH "${installed}" _want)
+  string(LENGTH "${build}" _have)
+  while(_have LESS _want)
+    string(APPEND build ":${_libout}")
+    string(LENGTH "${build}" _have)
+  endwhile()
+  string(REPLACE ":" ";" _build_list "${build}")
+  set_target_properties(${target} PROPERTIES BUILD_WITH_INSTALL_RPATH ON
+                                             INSTALL_RPATH "${_build_list}")
+  install(TARGETS ${target} RUNTIME DESTINATION ${dest})
+  if(IS_ABSOLUTE "${dest}")
+    set(_file "\$ENV{DESTDIR}${dest}/$<TARGET_FILE_NAME:${target}>")
+  else()
+    set(_file "\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${dest}/$<TARGET_FILE_NAME:${target}>")
+  endif()
+  if(installed)
+    install(CODE "file(RPATH_CHANGE FILE \"${_file}\" OLD_RPATH \"${build}\"
+                       NEW_RPATH \"${installed}\")")
+  else()
+    install(CODE "file(RPATH_REMOVE FILE \"${_file}\")")
+  endif()
+endfunction()
 
 # --- Library, headers, CMake package, pkg-config.
 set_target_properties(ergon PROPERTIES EXPORT_NAME ergon)
@@ -93,12 +130,14 @@ endforeach()
 configure_file(${ERGON_PKG_DIR}/ergon.pc.in ${CMAKE_BINARY_DIR}/packaging/ergon.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/packaging/ergon.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
-# --- Programs.
-install(TARGETS ergon_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# --- Programs (ergon_runpath above installs them with their RUNPATH).
+file(RELATIVE_PATH _rel ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
+ergon_runpath(ergon_cli ${CMAKE_INSTALL_BINDIR} "${_rel}")
 if(TARGET ergond)
-  install(TARGETS ergond RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
+  file(RELATIVE_PATH _rel ${CMAKE_INSTALL_FULL_SBINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
+  ergon_runpath(ergond ${CMAKE_INSTALL_SBINDIR} "${_rel}")
 endif()
-install(TARGETS ergon_watchdog RUNTIME DESTINATION ${CMAKE_INSTALL_LIBDIR}/ergon)
+ergon_runpath(ergon_watchdog ${CMAKE_INSTALL_LIBDIR}/ergon "..")
 
 # --- Man pages, generated at build time from the --help texts (packaging/gen_man.py).
 # Off in sanitizer/fuzz builds: it runs the freshly built programs.

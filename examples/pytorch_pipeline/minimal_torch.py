@@ -28,6 +28,7 @@ ap.add_argument("--steps", type=int, default=4)
 ap.add_argument("--plan", help="ergon plan (JSON) for this schedule, ranks and microbatches")
 ap.add_argument("--gpu", default="", help="ergon GPU: nvml (default when a driver is "
                 "there), else the simulated sim:a100:gpt3-xl:WORLD_SIZE")
+ap.add_argument("--log-dir", help="ergon client logs (the clock each instruction ran at)")
 args = ap.parse_args()
 
 dist.init_process_group("gloo")
@@ -48,7 +49,9 @@ schedule = cls(stages[0] if V == 1 else stages, n_microbatches=M,
 spec = args.gpu or ("nvml" if os.path.exists("/dev/nvidiactl") else "sim:a100:gpt3-xl:%d" % P)
 gpu = ergon.Gpu(spec)                                                        # ergon
 dev = rank if gpu.backend == "sim" else int(os.environ.get("LOCAL_RANK", 0))  # ergon
-client = ergon.Client(gpu, device=dev, rank=rank)                            # ergon
+# the simulated GPU computes on the CPU: each instruction waits until its clock is set  # ergon
+flags = ergon.CLIENT_WAIT_CLOCK if gpu.backend == "sim" else 0               # ergon
+client = ergon.Client(gpu, device=dev, rank=rank, log_dir=args.log_dir, flags=flags)  # ergon
 if args.plan:                                                                # ergon
     client.load_plan(args.plan, rank)        # this rank's clock per instruction  # ergon
 hooks = TorchPipeliningHooks(client, stages)                                 # ergon

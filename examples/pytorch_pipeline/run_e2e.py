@@ -141,6 +141,10 @@ def main():
     ap.add_argument("--time-tolerance", type=float, default=0.01,
                     help="measurement noise allowed on top of the slowdown budget")
     ap.add_argument("--timeout", type=float, default=300, help="per training run, seconds")
+    ap.add_argument("--crosscheck-tolerance", type=float, default=0.10,
+                    help="largest relative difference in time and in energy allowed between "
+                         "the server's measured profile rows and `ergon profile logs` on the "
+                         "client logs of the same run (step 2); no common row fails too")
     ap.add_argument("--no-server", action="store_true",
                     help="do not use `ergon serve` even when this build has it (local mode)")
     a = ap.parse_args()
@@ -211,21 +215,26 @@ def job_state(url, job):
         return json.load(r)
 
 
-def compare_profiles(a_csv, b_csv):
-    """Largest relative difference of time and of energy between two profiles' common rows."""
-    def rows(path):
+def compare_profiles(server_csv, logs_csv):
+    """The server's measured rows (column `source`, when there is one) against the rows of
+    `ergon profile logs`: (rows compared, measured rows, largest relative difference of time,
+    of energy, and the row of each)."""
+    import csv
+
+    def rows(path, measured_only):
         out = {}
         with open(path) as f:
-            next(f)
-            for line in f:
-                st, ins, fr, t, e = line.strip().split(",")[:5]
-                out[(int(st), ins, int(fr))] = (float(t), float(e))
+            for x in csv.DictReader(f):
+                if measured_only and x.get("source", "measured") != "measured":
+                    continue
+                out[(int(x["stage"]), x["instruction"], int(x["frequency"]))] = (
+                    float(x["time"]), float(x["energy"]))
         return out
-    x, y = rows(a_csv), rows(b_csv)
-    common = set(x) & set(y)
-    dt = max((abs(x[k][0] / y[k][0] - 1) for k in common), default=float("nan"))
-    de = max((abs(x[k][1] / y[k][1] - 1) for k in common), default=float("nan"))
-    return len(common), dt, de
+    x, y = rows(server_csv, True), rows(logs_csv, False)
+    common = sorted(set(x) & set(y))
+    dt = max(((abs(x[k][0] / y[k][0] - 1), k) for k in common), default=(float("nan"), None))
+    de = max(((abs(x[k][1] / y[k][1] - 1), k) for k in common), default=(float("nan"), None))
+    return len(common), len(x), dt, de
 
 
 def profile_job(a, S, common, p, url, lo, sparse, tag):
@@ -250,10 +259,17 @@ def server_profile(a, p, url, tag):
         raise SystemExit("expected one InstructionProfiler CSV in %s, found %s"
                          % (p("dump", job), csvs))
     shutil.copy(csvs[0], p("profile%s.csv" % tag))
-    n, dt, de = compare_profiles(p("profile%s.csv" % tag), p("profile-logs%s.csv" % tag))
+    n, n_meas, (dt, kt), (de, ke) = compare_profiles(p("profile%s.csv" % tag),
+                                                     p("profile-logs%s.csv" % tag))
     print("profile%s.csv = the server's InstructionProfiler output (%s)" % (tag, csvs[0]))
-    print("cross-check with `ergon profile logs` on the client logs: %d common rows, "
-          "largest difference %.1f%% in time, %.1f%% in energy" % (n, 100 * dt, 100 * de))
+    tol = a.crosscheck_tolerance
+    row = lambda k: "stage %d %s %d MHz" % k if k else "no row"
+    print("cross-check with `ergon profile logs` on the client logs: %d of the server's %d "
+          "measured rows in both, largest difference %.1f%% in time (%s), %.1f%% in energy (%s); "
+          "tolerance %.0f%%" % (n, n_meas, 100 * dt, row(kt), 100 * de, row(ke), 100 * tol))
+    cross = ("the server's measured profile rows%s agree with `ergon profile logs` within %.0f%% "
+             "(time and energy; %d rows compared)" % (tag, 100 * tol, n),
+             n > 0 and dt <= tol and de <= tol)
     st = job_state(url, job)
     windows = st.get("window")
     print("server: job %s is %s after %s windows" % (job, st.get("state"), windows))
@@ -268,7 +284,7 @@ def server_profile(a, p, url, tag):
                              info["full_sweep"] / max(1, info["measured"]),
                              info["measure_windows"], info["warmup_windows"],
                              info["repeated_measurements"], info["unconverged_clocks"]))
-    return job, windows, info
+    return job, windows, info, cross
 
 
 def default_sweep(ergon_bin, gpu):
@@ -305,9 +321,9 @@ def story(a, S, M, common, p, url):
                                "--log-dir", p("logs"), "--out", p("sweep")], a.timeout * 3)
 
     print("\n== 2. stage profile", flush=True)
-    job, windows, sparse_info = None, None, None
+    job, windows, sparse_info, crosscheck = None, None, None, None
     if url:
-        job, windows, sparse_info = server_profile(a, p, url, "")
+        job, windows, sparse_info, crosscheck = server_profile(a, p, url, "")
     else:
         run([a.ergon, "profile", "logs", p("logs"), "-o", p("profile-logs.csv")])
         shutil.copy(p("profile-logs.csv"), p("profile.csv"))
@@ -426,6 +442,8 @@ def story(a, S, M, common, p, url):
         checks.insert(1, ("Frontier job ran the chosen plan's clocks, same losses",
                           same_clocks and [h for _, h in loss_srv] == [h for _, h in loss_max]))
     checks.insert(1, ("planned run uses less energy than all-max", e_plan < e_max))
+    if crosscheck is not None:
+        checks.append(crosscheck)
     if sparse and windows is not None:
         print("\nprofiling: %s windows with sparse profiling; a full sweep of the same %d clocks "
               "takes %d (%.1fx)" % (windows, n_clocks, full_windows,
@@ -466,7 +484,7 @@ def compare_full(a, S, M, common, p, url, lo, blocking_w, e_max, t_max, e_plan, 
     of both plans (measured and emulated on the full profile) side by side."""
     print("\n== 8. comparison: the full sweep (every clock of %s)" % a.sweep, flush=True)
     profile_job(a, S, common, p, url, lo, False, "-full")
-    _, windows_full, _ = server_profile(a, p, url, "-full")
+    _, windows_full, _, cross_full = server_profile(a, p, url, "-full")
     run([a.ergon, "plan", "perseus", "--profile", p("profile-full.csv"), "--stages", str(S),
          "--microbatches", str(M), "--blocking-power", str(blocking_w), "--out",
          p("frontier-full"), "--formats", "csv,json"])
@@ -492,7 +510,7 @@ def compare_full(a, S, M, common, p, url, lo, blocking_w, e_max, t_max, e_plan, 
                                                     100 * (t_full / t_max - 1), sav_full, em_full))
     print("difference in savings: %.2f points measured, %.2f points emulated on the full "
           "profile" % (sav_sparse - sav_full, em_sparse - em_full))
-    checks = [("sparse and full-sweep plans save the same energy within 0.5 points "
+    checks = [cross_full, ("sparse and full-sweep plans save the same energy within 0.5 points "
                "(emulated on the full profile: %.2f vs %.2f %%)" % (em_sparse, em_full),
                abs(em_sparse - em_full) <= 0.5),
               ("sparse profiling ran >= 4x fewer windows than the full sweep (%s vs %s)"

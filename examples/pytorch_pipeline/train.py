@@ -138,6 +138,11 @@ def parse_args(argv=None):
                    help="split: activation and gradient groups per neighbour pair, isend "
                         "(deadlock-free); shared-blocking: one group per pair and blocking "
                         "sends, the naive design (a negative control for the deadlock test)")
+    p.add_argument("--block-marks", default="",
+                   help="with --p2p shared-blocking: DIR/rank-R.txt gets a line, flushed, right "
+                        "before and right after every blocking send and receive (\"enter send "
+                        "...\", \"left send ...\"): the deadlock test's evidence of where each "
+                        "rank is blocked")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
     p.add_argument("--deadlock-check", action="store_true",
                    help="run M in {S, S+1, 2S} x {1f1b, ours max, ours dec} for --steps each, "
@@ -349,10 +354,21 @@ class Stage:
         self.hooks, self.pacer, self.recorder = hooks, pacer, recorder
         self.blocking = args.p2p == "shared-blocking"
         self.client = hooks.client if hooks else None
+        self.marks = None
+        if self.blocking and args.block_marks:
+            self.marks = open(os.path.join(args.block_marks, "rank-%d.txt" % rank), "a")
+
+    def mark(self, what):
+        """--block-marks: one line, flushed before the call it announces."""
+        if self.marks is not None:
+            self.marks.write(what + "\n")
+            self.marks.flush()
 
     def send(self, t, dst, group, tag):
         if self.blocking:
+            self.mark("enter send to %d tag %d" % (dst, tag))
             dist.send(t, dst=dst, group=group, tag=tag)
+            self.mark("left send to %d tag %d" % (dst, tag))
             return None
         return dist.isend(t, dst=dst, group=group, tag=tag)
 
@@ -362,11 +378,13 @@ class Stage:
         the client (hooks.recv) and reported to the server as wait_breakdown."""
         t = torch.empty(shape)
         t0 = time.monotonic()
+        self.mark("enter recv from %d tag %d" % (src, tag))
         if self.hooks is not None:
             with self.hooks.recv():
                 dist.recv(t, src=src, group=group, tag=tag)
         else:
             dist.recv(t, src=src, group=group, tag=tag)
+        self.mark("left recv from %d tag %d" % (src, tag))
         self.wait_s += time.monotonic() - t0
         return t
 

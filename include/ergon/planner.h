@@ -105,6 +105,31 @@ ERG_API erg_status erg_frontier_sample_dir(const char *in, const char *out, size
  * (NULL for a computed frontier). */
 ERG_API const char *erg_frontier_plan_path(const erg_frontier *f, size_t index);
 
+/* ---- the frontier directory's provenance and lock (frontier_dir.c, docs/formats.md) ---- */
+/* The frontier's fingerprint, "fnv1a64:" and 16 hex digits: of a computed frontier, its
+ * schedule (kind, ranks, microbatches, chunks, backward split, each rank's instructions) and
+ * every plan's estimate and clocks hashed; of one read from plans.ergon, the fingerprint its
+ * header names (that of the frontier it was planned or sampled from; "" when it names none,
+ * as older ergon wrote it). False (and "") for a frontier read from plan files, which carry
+ * none. plans.ergon and frontier-info.csv carry it, so that a reader can tell the files of
+ * two runs apart. */
+#define ERG_FRONTIER_FINGERPRINT_LEN 25
+ERG_API bool erg_frontier_fingerprint(const erg_frontier *f,
+                                      char out[ERG_FRONTIER_FINGERPRINT_LEN]);
+/* The lock of a frontier directory: its writers take it exclusively (`plan perseus --out`,
+ * from removing an earlier frontier's files to its last row of frontier-info.csv), readers
+ * (erg_frontier_read_dir, erg_frontier_baseline_open) shared, so that a reader sees one
+ * writer's whole set and two writers never interleave. An flock(2) on the directory itself:
+ * no file is left behind, and a writer that dies releases it. exclusive creates dir (and its
+ * parents). Waits up to wait_s seconds, then ERG_ETIMEOUT naming dir. A file system without
+ * flock: no lock (*out is still set). */
+typedef struct erg_frontier_dir_lock erg_frontier_dir_lock;
+ERG_API erg_status erg_frontier_dir_lock_take(const char *dir, bool exclusive, double wait_s,
+                                              erg_frontier_dir_lock **out, erg_error *err);
+ERG_API void erg_frontier_dir_lock_release(erg_frontier_dir_lock *lock);
+/* How long the readers of this library wait for a writer's lock (seconds). */
+#define ERG_FRONTIER_DIR_LOCK_WAIT_S 60.0
+
 /* Plan choice: the minimum-energy plan whose iteration time is at most
  * deadline_s. ERG_ENOTFOUND (with the fastest time in the message) when the
  * deadline is below the fastest plan. */

@@ -1,6 +1,7 @@
 """Find and load libergon for the binding (ergon and ergon.server_client).
 
-Tried in order: an explicit path, $ERGON_LIBRARY, the library directory recorded at install
+Tried in order: an explicit path, $ERGON_LIBRARY (a relative path is made absolute against
+the current directory at load time), the library directory recorded at install
 time (ergon/_install.py, written by `cmake --install` and the python3-ergon package), then
 libergon.so.0 / libergon.so on the dynamic loader's path (ldconfig, LD_LIBRARY_PATH)."""
 import ctypes
@@ -26,7 +27,9 @@ def candidates(path=None):
     except ImportError:
         pass
     cands += [SONAME, "libergon.so", ctypes.util.find_library("ergon")]
-    return [c for c in cands if c]
+    # A path (ERGON_LIBRARY=./libergon.so.0) is made absolute now: libergon finds its watchdog
+    # beside itself, and a relative name would mean the current directory of later moments.
+    return [os.path.abspath(c) if "/" in c else c for c in cands if c]
 
 
 def load(path=None):

@@ -59,6 +59,24 @@
 #define ERG_WATCHDOG_INSTALL_PATH ""
 #endif
 
+/* The directory libergon was loaded from, canonical and absolute, resolved while it was
+ * being loaded (a constructor): dladdr gives the name the library was opened by, which is
+ * relative when it was ERGON_LIBRARY=./libergon.so.0 or found through LD_LIBRARY_PATH=., and
+ * a relative name means the current directory *now*, which a process changes at will. ""
+ * when it cannot be known (then the watchdog is looked for elsewhere). */
+static char lib_dir[PATH_MAX];
+
+__attribute__((constructor)) static void remember_lib_dir(void)
+{
+    Dl_info info;
+    char real[PATH_MAX];
+    if (!dladdr((void *)erg_client_new, &info) || !info.dli_fname || !strchr(info.dli_fname, '/') ||
+        !realpath(info.dli_fname, real) || real[0] != '/')
+        return;
+    *strrchr(real, '/') = '\0';
+    snprintf(lib_dir, sizeof lib_dir, "%s", real[0] ? real : "/");
+}
+
 static bool is_exe(const char *path)
 {
     struct stat st;
@@ -75,12 +93,20 @@ static void append(char *buf, size_t size, size_t *used, const char *path)
     *used += n + 2;
 }
 
-/* The executable: $ERGON_WATCHDOG; next to libergon (LIBDIR/ergon/ergon-watchdog as
- * installed, LIBDIR/ergon-watchdog in a build tree); the install path compiled in; PATH. */
+/* The executable, always an absolute path: $ERGON_WATCHDOG (which must be absolute); next to
+ * libergon (LIBDIR/ergon/ergon-watchdog as installed, LIBDIR/ergon-watchdog in a build tree;
+ * LIBDIR as resolved at load, lib_dir); the install path compiled in; the absolute entries of
+ * PATH. Nothing is looked for relative to the current directory. */
 static erg_status find_watchdog(char *out, size_t size, erg_error *err)
 {
     const char *env = getenv("ERGON_WATCHDOG");
     if (env && *env) {
+        if (env[0] != '/')
+            return erg_error_set(err, ERG_EINVAL,
+                                 "ERGON_WATCHDOG=%s must be an absolute path (a relative one "
+                                 "would be looked up in whatever the current directory is when "
+                                 "a client starts)",
+                                 env);
         if (!is_exe(env))
             return erg_error_set(err, ERG_ENOTFOUND, "ERGON_WATCHDOG=%s is not an executable file",
                                  env);
@@ -96,21 +122,17 @@ static erg_status find_watchdog(char *out, size_t size, erg_error *err)
             return ERG_OK;                                                                         \
         append(tried, sizeof tried, &used, out);                                                   \
     } while (0)
-    Dl_info info;
-    if (dladdr((void *)erg_client_new, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
-        char dir[PATH_MAX];
-        snprintf(dir, sizeof dir, "%s", info.dli_fname);
-        *strrchr(dir, '/') = '\0';
-        TRY("%s/ergon/ergon-watchdog", dir);
-        TRY("%s/ergon-watchdog", dir);
+    if (lib_dir[0]) {
+        TRY("%s/ergon/ergon-watchdog", lib_dir);
+        TRY("%s/ergon-watchdog", lib_dir);
     }
-    if (ERG_WATCHDOG_INSTALL_PATH[0])
+    if (ERG_WATCHDOG_INSTALL_PATH[0] == '/')
         TRY("%s", ERG_WATCHDOG_INSTALL_PATH);
     const char *path = getenv("PATH");
     for (const char *p = path; p && *p;) {
         const char *e = strchr(p, ':');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len > 0 && len < PATH_MAX) {
+        if (len > 0 && len < PATH_MAX && p[0] == '/') { /* "", "." or "bin": the cwd's */
             int n = snprintf(out, size, "%.*s/ergon-watchdog", (int)len, p);
             if (n > 0 && (size_t)n < size && is_exe(out))
                 return ERG_OK;
@@ -120,8 +142,9 @@ static erg_status find_watchdog(char *out, size_t size, erg_error *err)
 #undef TRY
     return erg_error_set(err, ERG_ENOTFOUND,
                          "cannot find the ergon-watchdog program that restores the GPU if this "
-                         "process dies (tried %sthe PATH): install it with libergon, set "
-                         "ERGON_WATCHDOG to its path, or create the client with "
+                         "process dies (tried %sthe absolute entries of the PATH): install "
+                         "it with libergon, set ERGON_WATCHDOG to its absolute path, or create "
+                         "the client with "
                          "ERG_CLIENT_NO_WATCHDOG (a hard death then leaves the clock set)",
                          tried);
 }

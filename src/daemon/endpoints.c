@@ -2,7 +2,9 @@
  * /gpu/set_* and /gpu/reset_* writes and the /gpu/get_* reads (docs/ergond.md) -- with their
  * parameter checks, authorisation and answers. Owns: the endpoint table and what a request may
  * do. Trusts: the peer's uid, gid, groups and pid as the kernel gave them at accept time
- * (SO_PEERCRED, SO_PEERGROUPS: loop.c) and the allow list (config.c); nothing in the request
+ * (SO_PEERCRED, SO_PEERGROUPS: loop.c) and the allow list (config.c); a peer whose pid the
+ * kernel reports as 0 (another PID namespace) may read and reset, never set, since its lease
+ * could never expire; nothing in the request
  * itself: unknown parameters, malformed numbers and GPU ids out of range are refused before
  * any GPU is touched. A write is authorised for every GPU it names before any is changed, is
  * refused while the administrator's lock file exists, and is recorded as a lease (leases.c)
@@ -165,6 +167,23 @@ static void handle_write(erg_daemon *d, ep_op op, const char *name, const erg__q
     }
     lease *l = NULL;
     bool wrote_pending = false;
+    if ((set_sm || set_mem || set_pl) && pid <= 0) {
+        /* The peer is in a PID namespace ergond's does not contain: nothing could tell ergond
+         * when it exits, so nothing it set would ever be reset. */
+        erg__dlog(d, 1,
+                  "refused %s for uid %u: the kernel reports pid %d (a PID namespace ergond "
+                  "cannot see), so its lease could never expire",
+                  name, uid, (int)pid);
+        erg__http_respond_error(resp, 403,
+                                "ergond cannot see this client's process (the kernel reports "
+                                "pid %d: the client is in a PID namespace that ergond's does "
+                                "not contain, such as another container), so it could not "
+                                "reset the GPU when the client exits; nothing was changed. Run "
+                                "ergond in the host's PID namespace, or in one that contains "
+                                "the clients'",
+                                (int)pid);
+        return;
+    }
     if (set_sm || set_mem || set_pl) {
         l = erg__lease_of(d, pid, uid, true);
         if (!l) {

@@ -55,8 +55,9 @@ lease *erg__lease_of(erg_daemon *d, pid_t pid, unsigned uid, bool create)
         if (!d->leases[i].used && !freel)
             freel = &d->leases[i];
     }
-    if (!create || !freel)
-        return NULL;
+    if (!create || !freel || pid <= 0)
+        return NULL; /* pid 0: a process in a PID namespace we cannot see; kill(0, 0) would
+                      * "find" our own process group, and the lease would never expire */
     memset(freel, 0, sizeof *freel);
     freel->pid = pid;
     freel->uid = uid;

@@ -10,9 +10,10 @@
  * caps); as soon as erg__http_parse says complete, the request is handled inline
  * (endpoints.c), one response is written and the connection is closed (Connection: close). A
  * connection idle for CONN_TIMEOUT_S is dropped. The peer's uid/gid/pid come from SO_PEERCRED
- * at accept time. A lease whose pidfd becomes readable expires (leases.c); without pidfds the
- * holders are checked with kill(pid, 0) twice a second. On stop, every lease still held
- * expires (its GPUs are reset) and the state is written. */
+ * at accept time; the pid is 0 when the peer is in a PID namespace ergond's does not contain,
+ * and such a peer cannot set anything (endpoints.c). A lease whose pidfd becomes readable expires
+ * (leases.c); without pidfds the holders are checked with kill(pid, 0) twice a second. On stop,
+ * every lease still held expires (its GPUs are reset) and the state is written. */
 #include "daemon/daemon_impl.h"
 
 #include <errno.h>
@@ -224,8 +225,8 @@ erg_status erg_daemon_run(erg_daemon *d, erg_error *err)
             }
         if (fallback)
             for (int i = 0; i < MAX_LEASES; i++)
-                if (d->leases[i].used && d->leases[i].pidfd < 0 && kill(d->leases[i].pid, 0) != 0 &&
-                    errno == ESRCH)
+                if (d->leases[i].used && d->leases[i].pidfd < 0 &&
+                    (d->leases[i].pid <= 0 || (kill(d->leases[i].pid, 0) != 0 && errno == ESRCH)))
                     erg__lease_expire(d, &d->leases[i], "exited");
         erg__lease_sync(d, false, NULL);
     }

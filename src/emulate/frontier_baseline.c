@@ -86,38 +86,79 @@ bool erg_frontier_info_power(const char *dir, double *power_w)
     return info_number(dir, "blocking_power_w", power_w);
 }
 
-erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,
-                                      erg_frontier_baseline *b, erg_error *err)
+/* The value of a `key,text` row of DIR/frontier-info.csv into out ("" when absent). */
+static void info_text(const char *dir, const char *key, char *out, size_t size)
 {
-    erg_frontier_baseline_init(b);
+    char path[4096], fmt[80];
+    join(path, sizeof path, dir, "frontier-info.csv");
+    snprintf(fmt, sizeof fmt, "%s,%%%zu[^\r\n]", key, size - 1);
+    out[0] = '\0';
+    char *text = NULL;
+    size_t len = 0;
+    erg_error e;
+    if (erg__read_file(path, 1 << 20, &text, &len, &e))
+        return;
+    for (const char *q = text; q && *q;) {
+        if (sscanf(q, fmt, out) == 1)
+            break;
+        out[0] = '\0';
+        q = strchr(q, '\n');
+        if (q)
+            q++;
+    }
+    erg__free(text);
+}
+
+/* plans.ergon and frontier-info.csv name the same frontier (frontier_dir.c), or neither names
+ * one (older ergon); plan files carry none and are not checked. */
+static erg_status check_frontier_fingerprint(const char *dir, const erg_frontier *f, erg_error *err)
+{
+    char want[64], have[ERG_FRONTIER_FINGERPRINT_LEN], info[4096], packed[4096];
+    if (!erg_frontier_fingerprint(f, have))
+        return ERG_OK;
+    info_text(dir, "frontier_fingerprint", want, sizeof want);
+    if (!strcmp(want, have))
+        return ERG_OK;
+    join(info, sizeof info, dir, "frontier-info.csv");
+    join(packed, sizeof packed, dir, "plans.ergon");
+    if (!have[0])
+        return erg_error_set(err, ERG_EINVAL,
+                             "%s carries no frontier fingerprint, but %s names frontier %s: the "
+                             "files come from different runs; plan again into this directory",
+                             packed, info, want);
+    if (!want[0])
+        return erg_error_set(err, ERG_EINVAL,
+                             "%s is frontier %s, but %s names no frontier: the files come from "
+                             "different runs; plan again into this directory",
+                             packed, have, info);
+    return erg_error_set(err, ERG_EINVAL,
+                         "%s is frontier %s, but %s names frontier %s: the files come from "
+                         "different runs (another model's plans, or two writers); plan again "
+                         "into this directory",
+                         packed, have, info, want);
+}
+
+static erg_status baseline_open_locked(const char *dir, const erg_frontier *f,
+                                       erg_frontier_baseline *b, erg_error *err)
+{
     char path[4096];
     if (!erg_frontier_info_power(dir, &b->power_w))
         return ERG_OK; /* no info: the caller falls back to the estimates */
+    erg_status st = check_frontier_fingerprint(dir, f, err);
+    if (st)
+        return st;
     info_number(dir, "switch_latency_s", &b->switch_latency_s);
     info_number(dir, "transfer_time_s", &b->transfer_time_s);
     join(path, sizeof path, dir, "profile.csv");
-    erg_status st = erg_profile_read_csv(path, &b->prof, err);
+    st = erg_profile_read_csv(path, &b->prof, err);
     if (st)
         return st;
     b->own = true;
     /* The profile must be the one the frontier was planned with (frontier-info.csv records its
      * fingerprint; older directories do not). */
     {
-        char ipath[4096], want[64] = "", have[ERG_PROFILE_FINGERPRINT_LEN];
-        join(ipath, sizeof ipath, dir, "frontier-info.csv");
-        char *text = NULL;
-        size_t len = 0;
-        erg_error e;
-        if (!erg__read_file(ipath, 1 << 20, &text, &len, &e)) {
-            for (const char *q = text; q && *q;) {
-                if (sscanf(q, "profile_fingerprint,%63[^\r\n]", want) == 1)
-                    break;
-                q = strchr(q, '\n');
-                if (q)
-                    q++;
-            }
-            erg__free(text);
-        }
+        char want[64], have[ERG_PROFILE_FINGERPRINT_LEN];
+        info_text(dir, "profile_fingerprint", want, sizeof want);
         erg_profile_fingerprint(b->prof, have);
         if (want[0] && strcmp(want, have)) {
             st = erg_error_set(err, ERG_EINVAL,
@@ -158,6 +199,19 @@ erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,
     return ERG_OK;
 fail:
     erg_frontier_baseline_free(b);
+    return st;
+}
+
+erg_status erg_frontier_baseline_open(const char *dir, const erg_frontier *f,
+                                      erg_frontier_baseline *b, erg_error *err)
+{
+    erg_frontier_baseline_init(b);
+    erg_frontier_dir_lock *lock = NULL;
+    erg_status st =
+        erg_frontier_dir_lock_take(dir, false, ERG_FRONTIER_DIR_LOCK_WAIT_S, &lock, err);
+    if (!st)
+        st = baseline_open_locked(dir, f, b, err);
+    erg_frontier_dir_lock_release(lock);
     return st;
 }
 

@@ -33,7 +33,21 @@ struct erg_frontier {
     size_t pushed_np;
     /* Frontiers read from a directory: one plan file per point. */
     char **files;
+    /* Read from plans.ergon: the fingerprint its header names ("" for none). */
+    bool has_stored_fp;
+    char stored_fp[ERG_FRONTIER_FINGERPRINT_LEN];
 };
+
+void erg__frontier_set_stored_fingerprint(erg_frontier *f, const char *fp)
+{
+    f->has_stored_fp = true;
+    snprintf(f->stored_fp, sizeof f->stored_fp, "%s", fp);
+}
+
+const char *erg__frontier_stored_fingerprint(const erg_frontier *f)
+{
+    return f->has_stored_fp ? f->stored_fp : NULL;
+}
 
 erg_status erg__frontier_new(int S, int M, const erg_schedule *sched, double unit_s, double power_w,
                              erg_frontier **out, erg_error *err)
@@ -516,22 +530,68 @@ static erg_status list_files(const char *dir, const char *prefix, const char *su
     return ERG_OK;
 }
 
-erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *hint, erg_frontier **out,
-                                 erg_error *err)
+/* A frontier.csv beside plans.ergon must list the plans' estimates (both are written from one
+ * frontier, in the same repr): one from another run is refused, naming both files. */
+static erg_status check_csv_matches(const erg_frontier *f, const char *csv_path,
+                                    const char *packed_path, erg_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    erg_status st = erg__read_file(csv_path, 1u << 30, &text, &len, err);
+    if (st)
+        return st;
+    erg__csv c;
+    erg__csv_init(&c, text, len);
+    size_t k = 0;
+    int r = erg__csv_next(&c); /* the header */
+    while (!st && r > 0 && (r = erg__csv_next(&c)) > 0) {
+        double t, e;
+        if (k >= f->np || c.nfields != 2 || !erg__parse_double(c.fields[0], &t) ||
+            !erg__parse_double(c.fields[1], &e) || t != f->pts[k].time_s || e != f->pts[k].energy_j)
+            st = erg_error_set(err, ERG_EINVAL,
+                               "%s:%ld does not list plan %zu of %s (%zu plans): the two files "
+                               "come from different runs; plan again into this directory",
+                               csv_path, c.line, k, packed_path, f->np);
+        k++;
+    }
+    if (!st && r < 0)
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if (!st && k != f->np)
+        st = erg_error_set(err, ERG_EINVAL,
+                           "%s lists %zu plans but %s holds %zu: the two files come from "
+                           "different runs; plan again into this directory",
+                           csv_path, k, packed_path, f->np);
+    erg__csv_free(&c);
+    erg__free(text);
+    return st;
+}
+
+static erg_status read_dir_locked(const char *dir, const erg_schedule *hint, erg_frontier **out,
+                                  erg_error *err)
 {
     *out = NULL;
     size_t dl = strlen(dir);
-    char *path = erg__malloc(dl + 32);
-    if (!path)
+    char *path = erg__malloc(dl + 32), *csv = erg__malloc(dl + 32);
+    if (!path || !csv) {
+        erg__free(path);
+        erg__free(csv);
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
+    }
     /* every plan in one file (plans.ergon) when there is one */
     snprintf(path, dl + 32, "%s/" ERG__PACKED_NAME, dir);
+    snprintf(csv, dl + 32, "%s/frontier.csv", dir);
     struct stat psb;
     if (stat(path, &psb) == 0) {
         erg_status pst = erg__frontier_read_packed(path, hint, out, err);
+        if (!pst && stat(csv, &psb) == 0 && (pst = check_csv_matches(*out, csv, path, err))) {
+            erg_frontier_free(*out);
+            *out = NULL;
+        }
         erg__free(path);
+        erg__free(csv);
         return pst;
     }
+    erg__free(csv);
     snprintf(path, dl + 32, "%s/frontier.csv", dir);
     char *text = NULL;
     size_t len;
@@ -628,6 +688,19 @@ done:
     }
     *out = f;
     return ERG_OK;
+}
+
+erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *hint, erg_frontier **out,
+                                 erg_error *err)
+{
+    *out = NULL;
+    erg_frontier_dir_lock *lock = NULL;
+    erg_status st =
+        erg_frontier_dir_lock_take(dir, false, ERG_FRONTIER_DIR_LOCK_WAIT_S, &lock, err);
+    if (!st)
+        st = read_dir_locked(dir, hint, out, err);
+    erg_frontier_dir_lock_release(lock);
+    return st;
 }
 
 const char *erg_frontier_plan_path(const erg_frontier *f, size_t k)

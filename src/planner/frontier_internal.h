@@ -33,6 +33,9 @@ void erg__frontier_replay(const erg_frontier *f, size_t k, int *freq);
 /* DIR/plans.ergon (docs/formats.md): every plan, or every `every`-th and the
  * last; *kept plans, *bytes written (may be NULL). */
 #define ERG__PACKED_NAME "plans.ergon"
+/* The fingerprint a plans.ergon header names (read_packed; "" for none). */
+void erg__frontier_set_stored_fingerprint(erg_frontier *f, const char *fp);
+const char *erg__frontier_stored_fingerprint(const erg_frontier *f); /* NULL: computed */
 erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, size_t every,
                                       size_t *kept, size_t *bytes, erg_error *err);
 erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *name,

@@ -66,6 +66,11 @@ static erg_status header(erg__buf *b, const erg_frontier *f, size_t nplans)
         if (!st)
             st = erg__buf_append(b, "\n", 1);
     }
+    /* the frontier's (a sample's: its source's), so that a reader can tell it from another
+     * run's frontier-info.csv (frontier_dir.c); last, so the lines above keep their numbers */
+    char fp[ERG_FRONTIER_FINGERPRINT_LEN];
+    if (!st && erg_frontier_fingerprint(f, fp) && fp[0])
+        st = erg__buf_printf(b, "frontier_fingerprint %s\n", fp);
     return st;
 }
 
@@ -284,6 +289,7 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
     sc.chunks = 0;
     sc.backward_split = 0;
     bool have_sched = false;
+    char fp[ERG_FRONTIER_FINGERPRINT_LEN] = ""; /* none: older ergon */
     char *ln = next_line(&l);
     if (!ln || strcmp(ln, PACK_MAGIC " 1")) {
         st =
@@ -396,6 +402,16 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
         } else if ((v = value_of(ln, "order"))) {
             if ((st = add_order_line(&ol, v, l.line, name, err)))
                 goto done;
+        } else if ((v = value_of(ln, "frontier_fingerprint"))) {
+            if (strlen(v) != ERG_FRONTIER_FINGERPRINT_LEN - 1 || strncmp(v, "fnv1a64:", 8) ||
+                strspn(v + 8, "0123456789abcdef") != 16) {
+                st = erg_error_set(err, ERG_EPARSE,
+                                   "%s:%ld: frontier_fingerprint '%.40s': expected fnv1a64: and "
+                                   "16 hex digits",
+                                   name, l.line, v);
+                goto done;
+            }
+            snprintf(fp, sizeof fp, "%s", v);
         } else if (!strncmp(ln, "base", 4) && (ln[4] == ' ' || !ln[4])) {
             break;
         } else {
@@ -463,6 +479,7 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
         st = erg_error_set(err, ERG_EPARSE, "%s: the header's schedule: %s", name, m);
         goto done;
     }
+    erg__frontier_set_stored_fingerprint(f, fp);
     const int *off = erg__frontier_rank_offsets(f);
     size_t n = (size_t)off[S];
     if (ncounts >= 0) {

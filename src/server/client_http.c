@@ -57,6 +57,22 @@ static void curl_init_once(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+/* url for a message: its userinfo (user:password@, the documented http://ergon:TOKEN@host form)
+ * replaced by "***@", so that no error, log or traceback carries the token. Everything after
+ * "://" up to the last '@' counts as userinfo: the paths this client sends have no raw '@'
+ * (job ids are escaped), and a password with a '/', '?' or '#' that libcurl would cut
+ * elsewhere is still hidden. A string without "://" is redacted from its start. */
+static void redact_url(const char *url, char *out, size_t cap)
+{
+    const char *auth = strstr(url, "://");
+    auth = auth ? auth + 3 : url;
+    const char *at = strrchr(auth, '@');
+    if (at)
+        snprintf(out, cap, "%.*s***%s", (int)(auth - url), url, at);
+    else
+        snprintf(out, cap, "%s", url);
+}
+
 void erg_srv_client_opts_init(erg_srv_client_opts *o)
 {
     o->request_timeout_s = 30;
@@ -71,10 +87,12 @@ erg_status erg_srv_client_new(const char *base_url, const erg_srv_client_opts *o
                               erg_srv_client **out, erg_error *err)
 {
     *out = NULL;
-    if (!base_url || (strncmp(base_url, "http://", 7) && strncmp(base_url, "https://", 8)))
+    if (!base_url || (strncmp(base_url, "http://", 7) && strncmp(base_url, "https://", 8))) {
+        char shown[120];
+        redact_url(base_url ? base_url : "", shown, sizeof shown);
         return erg_error_set(err, ERG_EINVAL,
-                             "server URL must start with http:// or https://, got '%.100s'",
-                             base_url ? base_url : "");
+                             "server URL must start with http:// or https://, got '%.100s'", shown);
+    }
     erg_status lst = erg__lazylib_load(&curl_lib, err);
     if (lst != ERG_OK)
         return lst;
@@ -222,7 +240,9 @@ static erg_status exchange(erg_srv_client *c, const char *method, const char *pa
     curl_slist_free_all(hdr);
     erg_status st = ERG_OK;
     if (rc != CURLE_OK) {
-        st = erg_error_set(err, ERG_ENET, "%s %s: %s", method, url.data, curl_easy_strerror(rc));
+        char shown[600];
+        redact_url(url.data, shown, sizeof shown);
+        st = erg_error_set(err, ERG_ENET, "%s %s: %s", method, shown, curl_easy_strerror(rc));
     } else {
         long code = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);

@@ -552,29 +552,30 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     }
 }
 
-/* Connection slots. libmicrohttpd divides its connection limit among the
- * pool's threads, and a thread at its share closes what it accepts even when
+/* Connection slots (conns.c). libmicrohttpd divides its connection limit among
+ * the pool's threads, and a thread at its share closes what it accepts even when
  * the others are idle (seen: /healthz refused with 99 of 200 slots used). So
- * libmicrohttpd gets a limit no thread reaches, and the server's own limit is
- * counted here, across threads; its per-address limit is global already. */
+ * libmicrohttpd gets a limit no thread reaches, and the server counts its own
+ * limits across threads, the per-address one too (libmicrohttpd's closed
+ * connections over it without a word). */
 static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
 {
-    (void)addr;
     (void)len;
-    erg_server *srv = cls;
-    return __atomic_load_n(&srv->conns, __ATOMIC_RELAXED) < srv->conn_limit ? MHD_YES : MHD_NO;
+    return srv_conns_admit(cls, addr) ? MHD_YES : MHD_NO;
 }
 
 static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_ctx,
                         enum MHD_ConnectionNotificationCode toe)
 {
-    (void)c;
     (void)socket_ctx;
     erg_server *srv = cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED)
-        __atomic_add_fetch(&srv->conns, 1, __ATOMIC_RELAXED);
+        srv_conns_opened(srv, sa);
     else if (toe == MHD_CONNECTION_NOTIFY_CLOSED)
-        __atomic_sub_fetch(&srv->conns, 1, __ATOMIC_RELAXED);
+        srv_conns_closed(srv, sa);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -585,7 +586,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = 0;
-    srv_log(srv, ERG_LOG_DEBUG, "http", NULL, "%s", msg);
+    /* "Server reached connection limit. Closing inbound connection." and "Hit process or
+     * system resource limit at N connections, ..." (accept() out of descriptors) */
+    if (strstr(msg, "reached connection limit") || strstr(msg, "resource limit"))
+        srv_conns_refused_by_mhd(srv, msg);
+    else
+        srv_log(srv, ERG_LOG_DEBUG, "http", NULL, "%s", msg);
 }
 
 static void *housekeeper(void *arg)
@@ -681,11 +687,14 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         rl.rlim_cur < (rlim_t)conn_limit + 128) {
-        unsigned lim = rl.rlim_cur > 256 ? (unsigned)(rl.rlim_cur - 128) : 128;
+        /* 128 descriptors for the rest (database, dumps, event threads), half below 256 */
+        unsigned lim = rl.rlim_cur > 256 ? (unsigned)(rl.rlim_cur - 128)
+                                         : (unsigned)ERG__MAX(rl.rlim_cur / 2, 1);
         srv_log(srv, ERG_LOG_WARNING, "listen", NULL,
                 "max connections lowered from %u to %u by the descriptor limit (ulimit -n %lu)",
                 conn_limit, lim, (unsigned long)rl.rlim_cur);
         conn_limit = lim;
+        srv->conn_nofile = (unsigned long)rl.rlim_cur;
     }
     /* One address never takes every connection slot: the others (health
      * checks, other nodes) keep at least half. */
@@ -695,7 +704,13 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
         per_ip = conn_limit;
     srv->stopping = false;
     srv->conn_limit = conn_limit;
+    srv->conn_per_ip = per_ip;
     srv->conns = 0;
+    erg_status cst = srv->conn_tab ? ERG_OK : srv_conns_init(srv, err);
+    if (cst) {
+        close(fd);
+        return cst;
+    }
     /* HTTPS: libmicrohttpd's own TLS (GnuTLS); the PEM text lives as long as the server. */
     struct MHD_OptionItem tls[3] = {
         {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
@@ -716,8 +731,7 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, notify_conn,
         srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ceil(srv->opts.connection_timeout_s),
         MHD_OPTION_CONNECTION_LIMIT, (conn_limit + 8) * SRV_HTTP_THREADS,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)SRV_HTTP_THREADS, MHD_OPTION_END);
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS, MHD_OPTION_END);
     if (!srv->mhd) {
         close(fd);
         return erg_error_set(err, ERG_ENET, "cannot start the HTTP server on %s port %d", srv->host,
@@ -726,12 +740,15 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     srv->port = port;
     if (pthread_create(&srv->hk, NULL, housekeeper, srv) == 0)
         srv->hk_running = true;
+    char how[400];
+    long wide = srv_conns_barrier_capacity(srv, how, sizeof how);
     srv_log(srv, ERG_LOG_INFO, "listen", NULL,
             "listening on %s port %d (%s), scheduler %s, mode %s; access: %s%s%zu allowed "
-            "network(s)%s",
+            "network(s)%s; connections: %u, %u from one address (jobs of up to %ld ranks)",
             srv->host, srv->port, srv->tls_cert ? "https" : "http", srv->scheduler,
             srv_mode_name(srv->mode), srv->token ? "token" : "no token", ", ", srv->n_nets,
-            !srv->token && !srv->n_nets ? " (open to every client that reaches the port)" : "");
+            !srv->token && !srv->n_nets ? " (open to every client that reaches the port)" : "",
+            srv->conn_limit, srv->conn_per_ip, wide > 0 ? wide : 0);
     return ERG_OK;
 }
 
@@ -769,6 +786,7 @@ void erg_server_free(erg_server *srv)
     json_decref(srv->sched_args);
     srv_zeus_config_free(srv);
     srv_auth_free(srv);
+    srv_conns_free(srv);
     if (srv->tls_key)
         memset(srv->tls_key, 0, strlen(srv->tls_key));
     erg__free(srv->tls_key);

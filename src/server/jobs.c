@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "server/store.h"
+#include "server/zeus.h"
 
 static const char *const state_names[SRV_JOB_NUM_STATES] = {"registering", "running", "done",
                                                             "failed", "aborted"};
@@ -472,6 +473,54 @@ static void try_release(erg_server *srv, srv_job *j)
 
 static void trim_finished(erg_server *srv);
 
+/* Ranks of a live job that may wait at a barrier at once: all of them, but a Zeus job's
+ * ranks ask once (its client fetches one schedule), so none once its first barrier opened. */
+static long barrier_demand(const srv_job *j)
+{
+    if (!srv_job_live(j->state) || (srv_job_is_zeus(j) && j->window == 0 && j->released))
+        return 0;
+    return j->world;
+}
+
+/* A rank waiting at a barrier holds its HTTP connection until every rank has asked, so a job
+ * whose ranks cannot all hold one at once would wait forever, the ranks refused a connection
+ * failing (issue 38 item 4): such a job is refused here, with the numbers. SRV_INVALID when
+ * the job alone is too wide, SRV_UNAVAILABLE when the live jobs' ranks leave too few. */
+static srv_outcome check_width(erg_server *srv, long world, char *why, size_t wn)
+{
+    char how[400];
+    long cap = srv_conns_barrier_capacity(srv, how, sizeof how);
+    if (cap < 0) /* no HTTP front: direct calls wait on the job, not on a connection */
+        return SRV_OK;
+    if (world > cap) {
+        snprintf(why, wn,
+                 "world_size %ld is more than the %ld ranks this server can hold waiting at a "
+                 "barrier (%s): its ranks would wait forever. Raise --max-connections and "
+                 "--max-connections-per-ip to at least %ld (and the descriptor limit, ulimit -n, "
+                 "to %ld)",
+                 world, cap > 0 ? cap : 0, how, world + SRV_CONN_RESERVE,
+                 world + SRV_CONN_RESERVE + 128);
+        return SRV_INVALID;
+    }
+    long others = 0;
+    int n = 0;
+    for (srv_job *j = srv->jobs; j; j = j->next) {
+        long d = barrier_demand(j);
+        others += d;
+        n += d > 0;
+    }
+    if (world > cap - others) {
+        snprintf(why, wn,
+                 "world_size %ld does not fit beside the live jobs: the server can hold %ld ranks "
+                 "waiting at barriers (%s), and the ranks of its %d live job(s) may hold %ld of "
+                 "them; retry once one has ended (or end or abort one: POST "
+                 "/v1/jobs/{job_id}/end), or raise the limits",
+                 world, cap, how, n, others);
+        return SRV_UNAVAILABLE;
+    }
+    return SRV_OK;
+}
+
 srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info, const char *sched,
                            json_t *args, int mode, srv_job **out, char *why, size_t wn)
 {
@@ -484,6 +533,12 @@ srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info, c
                  "to be evicted",
                  held);
         return SRV_UNAVAILABLE;
+    }
+    long world = (long)json_integer_value(json_object_get(info, "world_size"));
+    srv_outcome wo = check_width(srv, world, why, wn);
+    if (wo != SRV_OK) {
+        srv_log(srv, ERG_LOG_WARNING, "register_job", NULL, "refused: %s", why);
+        return wo;
     }
     erg__buf id = {0};
     if (erg__buf_printf(&id, "%s", id_base)) {

@@ -4,6 +4,7 @@
  * Layout of src/server/ (one concern per file):
  *   http.c        life cycle, libmicrohttpd front end, housekeeping thread
  *   router.c      srv_dispatch: body parsing outside the lock, routing to a wire, accounting
+ *   conns.c       connection slots (in all, per client address), what a barrier can hold
  *   wire_kronos.c the Perseus (kronos) protocol and ergon's /v1 API (same data model)
  *   wire_zeus.c   the Zeus PFO protocol (zeus.h: its configuration and dump layout)
  *   jobs.c/.h     the job, rank and window state machine (wire-neutral)
@@ -60,6 +61,11 @@ struct erg_server {
     bool stopping;
     struct MHD_Daemon *mhd;
     int port;
+    /* conns.c: what one client address may hold, the descriptor limit that lowered
+     * conn_limit (0: none did), open connections per address. */
+    unsigned conn_per_ip;
+    unsigned long conn_nofile;
+    struct srv_conn_table *conn_tab;
     pthread_t hk; /* Housekeeping thread. */
     bool hk_running;
     pthread_cond_t hk_cond;
@@ -156,6 +162,24 @@ bool srv_auth_net_allowed(const erg_server *srv, const struct sockaddr *sa);
 /* Routes anyone may use (/healthz), and routes an allowed network may use without the token. */
 bool srv_auth_route_open(const char *path);
 bool srv_auth_route_net_ok(const erg_server *srv, const char *path);
+
+/* ---- conns.c: the HTTP front's connection slots ---- */
+struct sockaddr;
+/* Connections kept for other requests when a job's ranks wait at a barrier (a quarter of a
+ * limit below 64). */
+#define SRV_CONN_RESERVE 16
+erg_status srv_conns_init(erg_server *srv, erg_error *err);
+void srv_conns_free(erg_server *srv);
+/* A new connection gets a slot (refusals are logged, at most one warning a second). */
+bool srv_conns_admit(erg_server *srv, const struct sockaddr *sa);
+void srv_conns_opened(erg_server *srv, const struct sockaddr *sa);
+void srv_conns_closed(erg_server *srv, const struct sockaddr *sa);
+/* libmicrohttpd did not take one itself (its own limit, or accept() out of descriptors):
+ * logged as the server's refusals are. */
+void srv_conns_refused_by_mhd(erg_server *srv, const char *msg);
+/* How many ranks of one job can wait at a barrier at once (each holds a connection), and in
+ * how (what that number is made of); -1 when there is no HTTP front (direct calls). */
+long srv_conns_barrier_capacity(const erg_server *srv, char *how, size_t hn);
 
 /* ---- confine.c ---- */
 /* Scheduler arguments from a client: every argument naming a file must resolve inside a

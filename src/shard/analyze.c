@@ -1213,11 +1213,8 @@ void erg_shard_free(erg_shard *s)
     }
     erg__free(s->edges);
     shard_dp_free(s);
-    for (int i = 0; i < s->nseg; i++) {
-        erg__free(s->segs[i].keep);
-        erg__free(s->segs[i].keep_time);
-        erg__free(s->segs[i].keep_mem);
-    }
+    for (int i = 0; i < s->nseg; i++)
+        shard_segment_free_costs(&s->segs[i]);
     erg__free(s->segs);
     for (int i = 0; i < s->nrpairs; i++) {
         erg__free(s->rpairs[i].axa);

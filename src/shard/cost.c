@@ -260,14 +260,16 @@ static bool conv_gemm(const erg_shard *s, const hlo_instr *in, const spec *l, co
         return false;
     double out = (double)hlo_shape_elems(&in->shape), filt = (double)hlo_shape_elems(R);
     int64_t of = in->shape.dims[idx[5]];
-    int64_t M = (int64_t)(out / (double)of), N = of, K = (int64_t)(filt / (double)of);
+    /* a zero-size dim empties the GEMM (M, N or K 0; clamped to 1 below, no division by 0) */
+    int64_t M = of ? (int64_t)(out / (double)of) : 0, N = of,
+            K = of ? (int64_t)(filt / (double)of) : 0;
     if (l) {
         int64_t bl = L->dims[idx[0]], fl = L->dims[idx[1]], ol = R->dims[idx[3]];
         int64_t b2 = bl / code_size(s, l->d[idx[0]]);
         int64_t f2 = fl / code_size(s, l->d[idx[1]]);
         int64_t o2 = ol / code_size(s, r->d[idx[3]]);
-        M = M / bl * b2;
-        K = K / fl * f2;
+        M = bl ? M / bl * b2 : 0;
+        K = fl ? K / fl * f2 : 0;
         N = o2;
     }
     dims[0] = 1;
@@ -281,8 +283,9 @@ static double dot_flops(const erg_shard *s, const hlo_instr *in)
 {
     if (in->op == HLO_OP_CONVOLUTION) {
         int64_t d[4];
-        return conv_gemm(s, in, NULL, NULL, d) ? 2.0 * (double)d[1] * (double)d[2] * (double)d[3]
-                                               : 0;
+        return conv_gemm(s, in, NULL, NULL, d) && hlo_shape_elems(&in->shape) > 0
+                   ? 2.0 * (double)d[1] * (double)d[2] * (double)d[3]
+                   : 0;
     }
     const hlo_shape *L = &s->c->ins[in->ops[0]].shape;
     int64_t lc[HLO_MAX_RANK];
@@ -436,14 +439,8 @@ static void free_costs(erg_shard *s)
     s->edges = NULL;
     s->nedges = 0;
     s->capedges = 0;
-    for (int i = 0; i < s->nseg; i++) {
-        erg__free(s->segs[i].keep);
-        erg__free(s->segs[i].keep_time);
-        erg__free(s->segs[i].keep_mem);
-        s->segs[i].keep = NULL;
-        s->segs[i].keep_time = s->segs[i].keep_mem = NULL;
-        s->segs[i].nkeep = 0;
-    }
+    for (int i = 0; i < s->nseg; i++)
+        shard_segment_free_costs(&s->segs[i]);
     shard_dp_free(s);
     s->profiled = false;
 }

@@ -307,6 +307,25 @@ static erg_status parse_int64(parser *p, int64_t *out)
     return ERG_OK;
 }
 
+/* EPARSE naming the shape text at `at` when its elements, or their bytes, do not fit in
+ * int64_t. Zero-size dims count as 1, so that every product of some of the dims (a GEMM's
+ * M, N, K; a contraction) fits too; past this check those products and hlo_shape_bytes
+ * cannot wrap. */
+static erg_status check_shape_size(parser *p, const hlo_shape *s, size_t at)
+{
+    int64_t n = 1;
+    bool over = false;
+    for (int i = 0; i < s->rank && !over; i++)
+        over = __builtin_mul_overflow(n, s->dims[i] ? s->dims[i] : 1, &n);
+    int64_t b = (int64_t)hlo_dtype_bytes(s->dtype);
+    if (!over && !__builtin_mul_overflow(n, b ? b : 1, &n))
+        return ERG_OK;
+    return fail_at(p, at,
+                   "shape '%.*s' is too large: its element count times %lld bytes does "
+                   "not fit in 64 bits",
+                   (int)ERG__MIN(p->pos - at, 200), p->t + at, (long long)b);
+}
+
 static erg_status parse_shape(parser *p, hlo_shape *s)
 {
     memset(s, 0, sizeof *s);
@@ -373,6 +392,8 @@ static erg_status parse_shape(parser *p, hlo_shape *s)
             break;
         }
     }
+    if ((st = check_shape_size(p, s, at)))
+        return st;
     /* Optional layout, directly attached: {1,0} or {1,0:T(8,128)}. */
     if (p->pos < p->n && p->t[p->pos] == '{')
         return skip_balanced(p);

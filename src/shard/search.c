@@ -53,10 +53,14 @@ static erg_status plan_new(const erg_shard *s, int method, erg_shard_plan **out)
     return ERG_OK;
 }
 
+/* Time and TFLOP/s modelled on the whole graph; memory as the method counted it: the ILP's
+ * modelled, the DP's (and a given plan's) with the imported rows of --profiles. */
 static void plan_finish(const erg_shard *s, erg_shard_plan *p)
 {
-    double f;
+    double f, t;
     shard_eval(s, p->k, &p->time_s, &p->mem_bytes, &f);
+    if (p->method != ERG_SHARD_ILP)
+        shard_eval_used(s, p->k, &t, &p->mem_bytes);
     p->tflops = p->time_s > 0 ? f / p->time_s / 1e12 : 0;
 }
 
@@ -904,9 +908,9 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
                     shard_search_ilp(s, q, ERG__MIN(time_limit_s, DP_ILP_BUDGET_S), &e2) ==
                         ERG_OK) {
                     double tq, mq, tp = INFINITY, mp;
-                    shard_eval(s, q->k, &tq, &mq, NULL);
+                    shard_eval_used(s, q->k, &tq, &mq);
                     if (st == ERG_OK)
-                        shard_eval(s, p->k, &tp, &mp, NULL);
+                        shard_eval_used(s, p->k, &tp, &mp);
                     if (mq <= s->mem_budget * (1 + 1e-12) && tq < tp) {
                         memcpy(p->k, q->k, (size_t)s->norder * sizeof(size_t));
                         p->objective_s = tq;

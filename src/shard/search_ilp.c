@@ -198,12 +198,13 @@ out:
 /* Second pass after the DP ("both ends known"): the DP cannot see resharding
  * edges between non-adjacent segments. Starting from its plan, change one block at a time to
  * the strategy that lowers the whole-graph time (within the memory budget) until no single
- * change helps. Returns the number of changes. */
+ * change helps, on the DP's own figures (imported rows included: shard_eval_used). Returns the
+ * number of changes. */
 int shard_refine(const erg_shard *s, erg_shard_plan *p)
 {
     int changes = 0;
     double best, mem;
-    shard_eval(s, p->k, &best, &mem, NULL);
+    shard_eval_used(s, p->k, &best, &mem);
     for (int sweep = 0; sweep < 50; sweep++) {
         bool improved = false;
         for (int b = 0; b < s->norder; b++) {
@@ -213,7 +214,7 @@ int shard_refine(const erg_shard *s, erg_shard_plan *p)
                     continue;
                 p->k[b] = (size_t)k;
                 double t, m;
-                shard_eval(s, p->k, &t, &m, NULL);
+                shard_eval_used(s, p->k, &t, &m);
                 if (t < best - 1e-15 && m <= s->mem_budget) {
                     best = t;
                     keep = (size_t)k;

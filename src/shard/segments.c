@@ -434,19 +434,15 @@ erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nim
     int *last_of = erg__malloc(((size_t)s->nseg + 1) * sizeof(int));
     for (int si = 0; last_of && si <= s->nseg; si++)
         last_of[si] = -1;
+    s->imports = nimp > 0 || only;
     if (!kv || !tvs || !mvs || !same_as || !last_of || seg_edge_lists(s, &rel_start, &rel_list)) {
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
         goto done;
     }
     for (int si = 0; si < s->nseg; si++) {
         segment *g = &s->segs[si];
-        erg__free(g->keep);
-        erg__free(g->keep_time);
-        erg__free(g->keep_mem);
-        g->keep = NULL;
-        g->keep_time = g->keep_mem = NULL;
-        g->nkeep = 0;
-        g->imported = false;
+        shard_segment_free_costs(g);
+        g->imp_only = only;
         long nc = 1;
         for (int i = 0; i < g->n; i++)
             nc *= s->pbs[s->order[g->first + i]].K;
@@ -476,7 +472,8 @@ erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nim
             g->keep = erg__malloc((size_t)(u->nkeep + 1) * sizeof(long));
             g->keep_time = erg__malloc((size_t)(u->nkeep + 1) * sizeof(double));
             g->keep_mem = erg__malloc((size_t)(u->nkeep + 1) * sizeof(double));
-            if (!g->keep || !g->keep_time || !g->keep_mem) {
+            g->imp = erg__malloc((size_t)(u->nimp + 1) * sizeof(seg_import));
+            if (!g->keep || !g->keep_time || !g->keep_mem || !g->imp) {
                 st = erg_error_set(err, ERG_ENOMEM, "out of memory");
                 goto done;
             }
@@ -484,6 +481,9 @@ erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nim
             memcpy(g->keep, u->keep, (size_t)u->nkeep * sizeof(long));
             memcpy(g->keep_time, u->keep_time, (size_t)u->nkeep * sizeof(double));
             memcpy(g->keep_mem, u->keep_mem, (size_t)u->nkeep * sizeof(double));
+            g->nimp = u->nimp;
+            if (u->nimp)
+                memcpy(g->imp, u->imp, (size_t)u->nimp * sizeof(seg_import));
             erg__free(rel);
             rel = NULL;
             continue;
@@ -497,17 +497,27 @@ erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nim
             goto done;
         }
         double *tv = tvs[si], *mv = mvs[si];
+        size_t capimp = 0;
         for (long c = 0; !reuse && c < nc; c++) {
             shard_seg_decode(s, g, c, kv);
             double t, m;
             shard_seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
-            bool found = false;
-            for (int x = 0; x < nimp; x++)
-                if (imp[x].seg == g->unique && imp[x].combo == c) {
-                    t = imp[x].time_s * (double)s->trips;
-                    m = imp[x].mem;
-                    g->imported = found = true;
+            const shard_imported *row = NULL;
+            for (int x = 0; x < nimp; x++) /* the file's last row of c counts */
+                if (imp[x].seg == g->unique && imp[x].combo == c)
+                    row = &imp[x];
+            if (row) {
+                if (!ERG__GROW(g->imp, capimp, (size_t)g->nimp + 1, 4)) {
+                    st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+                    goto done;
                 }
+                double ti = row->time_s * (double)s->trips;
+                g->imp[g->nimp++] = (seg_import){c, ti - t, row->mem - m};
+                t = ti;
+                m = row->mem;
+                g->imported = true;
+            }
+            bool found = row != NULL;
             if (only && !found) /* measured costs only: not a candidate */
                 t = INFINITY;
             bt[c] = (shard_ci){c, t};
@@ -567,6 +577,46 @@ done:
     erg__free(last_of);
     erg__free(kv);
     return st;
+}
+
+void shard_segment_free_costs(segment *g)
+{
+    erg__free(g->keep);
+    erg__free(g->keep_time);
+    erg__free(g->keep_mem);
+    erg__free(g->imp);
+    g->keep = NULL;
+    g->keep_time = g->keep_mem = NULL;
+    g->imp = NULL;
+    g->nkeep = g->nimp = 0;
+    g->imported = g->imp_only = false;
+}
+
+static int cmp_import(const void *key, const void *elem)
+{
+    long c = *(const long *)key, e = ((const seg_import *)elem)->combo;
+    return c < e ? -1 : c > e;
+}
+
+void shard_eval_used(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes)
+{
+    shard_eval(s, k, time_s, mem_bytes, NULL);
+    for (int si = 0; s->imports && si < s->nseg; si++) {
+        const segment *g = &s->segs[si];
+        if (!g->nimp && !g->imp_only)
+            continue;
+        long c = 0; /* the combination of k in g: shard_seg_decode's mixed radix */
+        for (int i = 0; i < g->n; i++)
+            c = c * s->pbs[s->order[g->first + i]].K + (long)k[g->first + i];
+        const seg_import *r =
+            g->nimp ? bsearch(&c, g->imp, (size_t)g->nimp, sizeof *g->imp, cmp_import) : NULL;
+        if (r) {
+            *time_s += r->dt_s;
+            *mem_bytes += r->dm_bytes;
+        } else if (g->imp_only) {
+            *time_s = INFINITY;
+        }
+    }
 }
 
 erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err)

@@ -97,6 +97,12 @@ typedef struct segment {
     long *keep; /* kept combination indices */
     double *keep_time, *keep_mem;
     bool imported; /* times from --profiles */
+    /* The imported rows of its combinations, sorted by combination: what the search uses
+     * minus the modelled cost, so that a plan is evaluated on the search's own figures
+     * (shard_eval_used); imp_only: --profiles-only, an unlisted combination is none. */
+    int nimp;
+    struct seg_import *imp;
+    bool imp_only;
     /* Exact DP tables (search.c, docs/shard.md Search): the blocks of this segment that have a
      * resharding edge to a block of another segment ("interface"), and per assignment of
      * their strategies ("key", mixed radix, first block most significant) the combinations
@@ -184,6 +190,7 @@ struct erg_shard {
     double const_time_s; /* unowned instructions */
     double const_mem_bytes;
     double const_flops;
+    bool imports; /* some segment has imported rows, or --profiles-only (shard_eval_used) */
     double mem_budget;
     double opt_factor;
     char cost_source[128];
@@ -231,6 +238,10 @@ erg_status shard_reassociate(erg_shard *s, erg_error *err);
 /* Whole-graph evaluation of a strategy vector (indexed by position in order[]). */
 void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
                 double *flops);
+/* The same on the figures the DP searched: a segment whose combination has an imported row
+ * (--profiles) costs that row's time and memory instead of its modelled ones, and with
+ * --profiles-only one without a row takes forever (segments.c). */
+void shard_eval_used(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes);
 /* Communication charged for a strategy vector (per position in order[]), by COLL_* kind:
  * number of collectives and bytes moved per device (cost.c). */
 typedef struct shard_comm {
@@ -317,6 +328,13 @@ typedef struct shard_ci {
     double v;
 } shard_ci;
 
+/* An imported row as a segment keeps it: its combination and the difference between the
+ * row and the modelled time (times the trip count) and memory. */
+typedef struct seg_import {
+    long combo;
+    double dt_s, dm_bytes;
+} seg_import;
+
 typedef struct shard_imported {
     int seg; /* unique segment id */
     long combo;
@@ -339,6 +357,8 @@ erg_status shard_load_profiles(erg_shard *s, const char *path, shard_imported **
 /* Every segment's combination table and the exact DP tables, from the costs and imp. */
 erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nimp, int keep,
                                 bool only, erg_error *err);
+/* Frees what segments_build gave segment g (its kept combinations and imported rows). */
+void shard_segment_free_costs(segment *g);
 
 /* ---- analysis internals shared by analyze.c, spec.c, dots.c, propagate.c ---- */
 

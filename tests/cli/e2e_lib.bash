@@ -29,8 +29,8 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 # launch NPROC LAUNCHER_TIMEOUT_S TRAIN_ARGS...: N ranks of train.py; an outer timeout too.
 # A timeout of 60 s or more is at least 240 s: importing torch 2.x alone took 30-80 s per
-# process on this 2-core machine under load; a shorter one is a deliberate deadlock
-# detector (the negative control) and stays.
+# process on this 2-core machine under load; a shorter one stays as given (no test uses one:
+# a timeout is never the evidence of a deadlock, see e2e_deadlock.sh's negative control).
 launch() {
   local n=$1 t=$2; shift 2
   if [ "${t%.*}" -ge 60 ] && [ "${t%.*}" -lt 240 ]; then t=240; fi

@@ -2,7 +2,9 @@
 # e2e_schedules_server.sh: the PyTorch trainer on a zero-bubble schedule (zbv, P=2, V=2, M=4)
 # driven by `ergon serve` (/v1): a PointSolution job serves a `plan perseus --schedule zbv`
 # plan (after one all-max warm-up window), and every rank runs exactly the plan's clocks
-# for its F/I/W instructions, with the losses of the same steps at all-max; an
+# for its F/I/W instructions -- checked instruction by instruction on the clock each one ran
+# at, from the client's logs (tests/cli/check_clocks.py: the warm-up window's 2 iterations at
+# 1410 MHz, then 2 at the plan's clocks) -- with the losses of the same steps at all-max; an
 # InstructionProfiler job gets backward_input and backward_weight rows from the trainer's
 # per-instruction samples.
 source "$(dirname "$0")/e2e_lib.bash"
@@ -24,7 +26,12 @@ port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$tmp/out.txt")
 common=(--server "http://127.0.0.1:$port" --schedule zbv --microbatches $M --window-steps 2)
 launch $P 90 "${common[@]}" --scheduler PointSolution --power-states 1410:1000:15 \
   --scheduler-args "{\"solution_path\": \"$tmp/plan.json\", \"warmup_iters\": 1}" \
-  --out "$tmp/served" >"$tmp/served.log" 2>&1 || { cat "$tmp/served.log"; fail "PointSolution run"; }
+  --log-dir "$tmp/served-logs" --out "$tmp/served" >"$tmp/served.log" 2>&1 ||
+  { cat "$tmp/served.log"; fail "PointSolution run"; }
+# What ran, not what was sent: each instruction's clock from the client's logs.
+"$PY" "$ERGON_SRC/tests/cli/check_clocks.py" "$tmp/served-logs" --ranks $P \
+  --segment "2:1410@$tmp/plan.json" --segment "2:$tmp/plan.json" ||
+  fail "PointSolution run: an instruction did not run at the served plan's clock"
 launch $P 90 --schedule zbv --microbatches $M --steps 4 --clock max --out "$tmp/max" \
   >"$tmp/max.log" 2>&1 || { cat "$tmp/max.log"; fail "all-max run"; }
 launch $P 90 "${common[@]}" --scheduler InstructionProfiler --power-states 1410:1335:75 \

@@ -83,7 +83,7 @@ bad() { # $1 dir, $2 sed script, $3 expected message
 }
 bad zbv 's/^instructions 24 24$/instructions 24 23/' "damaged/plans.ergon:7: instructions:"
 bad zbv 's/^num_chunks 2$/num_chunks 3/' "damaged/plans.ergon: the header's schedule:"
-bad file '/^order /d' "damaged/plans.ergon:9: schedule file needs its order"
+bad file '/^order /d' "damaged/plans.ergon:10: schedule file needs its order"
 bad file 's/^order 1 1F0 /order 1 1F0 1F0 /' "damaged/plans.ergon:10:"
 bad zbv 's/^schedule zbv$/schedule zbw/' "damaged/plans.ergon:2: unknown schedule 'zbw'"
 echo "ok: plans.ergon carries zbv, interleaved-1f1b and a schedule file like the JSON plans"

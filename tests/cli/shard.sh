@@ -38,6 +38,19 @@ echo "$out" | grep -Eq "cyc.hlo:[45]:3: '[bc]' depends on itself" || fail "cycle
 printf 'HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT b = f32[4] exponential(a)\n}\n' > "$T/nodot.hlo"
 out=$($E shard analyze --hlo "$T/nodot.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "no-dot exit"
 echo "$out" | grep -q "has no dot or convolution, nothing to shard" || fail "no-dot message: $out"
+# A shape whose element count overflows 64 bits is a parse error naming it (2^32 x 2^32 f32
+# elements wrapped to 0, and search reported 0 MB per device with exit 0).
+printf 'HloModule m\nENTRY e {\n  x = f32[4294967296,4294967296] parameter(0)\n  w = f32[4294967296,4294967296] parameter(1)\n  ROOT d = f32[4294967296,4294967296] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n' > "$T/huge.hlo"
+out=$($E shard search --hlo "$T/huge.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "overflowing shape exit: $out"
+echo "$out" | grep -qF "huge.hlo:3:7: shape 'f32[4294967296,4294967296]' is too large" || fail "overflowing shape message: $out"
+# A convolution with a zero-size dim is an empty GEMM: costed, not divided by (a zero batch
+# dim stopped `shard search` with SIGFPE, exit 136; a zero output-feature dim gave 187 TFLOP/s).
+for d in '0,32,32,64:3,3,64,128:0,32,32,128' '16,32,32,64:3,3,64,0:16,32,32,0'; do
+  IFS=: read -r xs ws cs <<<"$d"
+  printf 'HloModule c\nENTRY %%main {\n  %%x = f32[%s] parameter(0)\n  %%w = f32[%s] parameter(1)\n  ROOT %%c = f32[%s] convolution(%%x, %%w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n' "$xs" "$ws" "$cs" > "$T/conv0.hlo"
+  out=$($E shard search --hlo "$T/conv0.hlo" --mesh 1x2 2>&1); rc=$?
+  [ $rc = 0 ] && echo "$out" | grep -q "^modelled throughput 0.000 TFLOP/s" || fail "conv with a zero dim ($d): exit $rc: $out"
+done
 # An already partitioned module is refused with its line.
 out=$($E shard search --hlo "$D/shard_partitioned.hlo" --mesh 1x4 2>&1); [ $? = 1 ] || fail "partitioned exit"
 echo "$out" | grep -q "shard_partitioned.hlo:17: the module is already partitioned" || fail "partitioned message: $out"
@@ -77,6 +90,27 @@ $E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --profiles "$T/one.csv" --pr
 $E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --profiles "$T/one.csv" | grep -q "solution vector: \[0,0\]" || fail "without --profiles-only, unlisted combinations keep their modelled time"
 out=$($E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --profiles "$T/one.csv" --profiles-only --method ilp 2>&1); [ $? = 2 ] || fail "--profiles-only with the ILP: $out"
 out=$($E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --out-profiles "$T/x.csv" 2>&1); [ $? = 2 ] || fail "--out-profiles on search: $out"
+# The memory a search reports is the memory it used: with --profiles, an imported row's
+# memory_bytes (plus the replicated values outside every block), not the modelled figure
+# (it printed the modelled 268 MB against a 100 MB budget, exit 0, after choosing [0,0] on
+# the imported 60 MB).
+$E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --strategies 0,0 --out-json "$T/m00.json" >/dev/null || fail "modelled [0,0]"
+outside=$(python3 -c "
+import csv, json
+row = [r for r in csv.DictReader(open('$T/cand.csv')) if r['strategies'] == '0-0'][0]
+print(json.load(open('$T/m00.json'))['memory_bytes'] - float(row['memory_bytes']))") || fail "memory outside the segment"
+awk -F, -v OFS=, 'NR > 1 && $2 == "0-0" { $4 = 60000000 } 1' "$T/cand.csv" > "$T/imp60.csv"
+$E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --profiles "$T/imp60.csv" --mem-gb 0.1 --out-json "$T/imp60.json" > "$T/imp60.txt" || fail "imported 60 MB under a 100 MB budget: $(cat "$T/imp60.txt")"
+want=$(python3 -c "print('%.3f' % (($outside + 60e6) / 1e6))")
+grep -q "solution vector: \[0,0\]" "$T/imp60.txt" && grep -qx "memory per device $want MB (budget 100.000 MB)" "$T/imp60.txt" || fail "reported memory is not the imported one ($want MB): $(cat "$T/imp60.txt")"
+python3 -c "import json; m = json.load(open('$T/imp60.json'))['memory_bytes']; assert abs(m - ($outside + 60e6)) < 1, m" || fail "json memory_bytes is not the imported one"
+# The budget check uses the imported figure too: 70 MB imported + what lies outside the
+# blocks is above 0.1 GB (and no other combination is a candidate), below 0.104 GB.
+printf 'segment,strategies,time_s,memory_bytes\n0,0-0,0.0015,70000000\n' > "$T/imp70.csv"
+out=$($E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --profiles "$T/imp70.csv" --profiles-only --mem-gb 0.1 2>&1); [ $? = 1 ] || fail "imported 70 MB must not fit 0.1 GB: $out"
+echo "$out" | grep -q "no plan fits the memory budget of 0.100 GB" || fail "imported budget message: $out"
+want=$(python3 -c "print('%.3f' % (($outside + 70e6) / 1e6))")
+$E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --profiles "$T/imp70.csv" --profiles-only --mem-gb 0.104 | grep -qx "memory per device $want MB (budget 104.000 MB)" || fail "imported 70 MB under 0.104 GB"
 out=$($E shard search --hlo "$D/shard_mlp.hlo" --mesh 1x2 --strategies 1,3 2>&1); [ $? = 1 ] || fail "out-of-range strategy exit"
 echo "$out" | grep -q "block 1 (anchor y): strategy 3 given, it has 0 to 2" || fail "out-of-range message: $out"
 for bad in 1 1,2,0 1,x -1,2 1,,2; do

@@ -7,7 +7,9 @@
 # (ergon.torch_pipelining) applying each instruction's clock on the simulated GPU:
 #   * the per-rank (kind, stage, microbatch) sequence the hooks saw equals `ergon schedule NAME
 #     --format torch-csv` (overlapped steps as their two parts);
-#   * all-max and Perseus-planned runs give bitwise identical losses, the plan changes clocks;
+#   * all-max and Perseus-planned runs give bitwise identical losses;
+#   * every instruction of every rank ran at its clock: the top clock in the all-max runs, the
+#     plan's in the planned runs, from the client logs (freq_run; tests/cli/check_clocks.py);
 #   * receive waits are measured inside torch's runtime;
 #   * a case torch refuses (dualpipev M=4) ergon refuses too; no hang (launch.py timeout).
 # All cases in one process group (one python per rank).
@@ -19,7 +21,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 P=4
 "$ERGON" profile sim --gpu a100 --model gpt3-xl --stages $P --split-backward -o "$tmp/sim.csv" \
   >/dev/null 2>&1 || fail "profile sim"
-cases=""
+cases="" segs=()
 for s in gpipe 1f1b interleaved-1f1b looped-bfs interleaved-zb zbv dualpipev; do
   for M in $P $((2 * P)); do
     cases="$cases${cases:+,}$s:$M"
@@ -29,15 +31,19 @@ for s in gpipe 1f1b interleaved-1f1b looped-bfs interleaved-zb zbv dualpipev; do
       fail "$s M=$M: plan perseus"
     "$ERGON" choose --frontier "$tmp/$s-$M-f" --slowdown 1.05 --out "$tmp/$s-$M.json" \
       >/dev/null || fail "$s M=$M: choose"
+    segs+=(--segment "2:1410@$tmp/$s-$M.json" --segment "2:$tmp/$s-$M.json")
   done
 done
 export OMP_NUM_THREADS=1
 timeout -k 5 280 "$VPY" "$ERGON_SRC/examples/pytorch_pipeline/launch.py" --nproc $P \
   --timeout 240 -- "$ERGON_SRC/tests/python/torch_pipelining_check.py" --ergon "$ERGON" \
-  --plans "$tmp" --cases "$cases" --steps 2 >"$tmp/out.log" 2>&1
+  --plans "$tmp" --cases "$cases" --steps 2 --logs "$tmp/logs" >"$tmp/out.log" 2>&1
 rc=$?
 cat "$tmp/out.log"
 [ $rc -eq 0 ] || fail "torch pipelining check exited $rc"
 n=$(grep -c ' ok$' "$tmp/out.log")
 [ "$n" -eq 14 ] || fail "expected 14 cases ok, got $n"
+# Per rank, per instruction: the clock it ran at (the top clock, 1410 MHz, then the plan's).
+"$VPY" "$ERGON_SRC/tests/cli/check_clocks.py" "$tmp/logs" --ranks $P "${segs[@]}" ||
+  fail "an instruction did not run at its clock"
 echo "PASS: 14 (schedule, M) cases on torch $("$VPY" -c 'import torch; print(torch.__version__)')"

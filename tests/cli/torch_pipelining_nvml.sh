@@ -4,8 +4,10 @@
 # DualPipeV's overlapped steps) with `--gpu nvml:FAKE` (the fake libnvidia-ml.so, loaded by
 # the real dlopen path, logging every call; 4 devices, device = rank). Checks: the order the
 # hooks saw equals `ergon schedule`, all-max and planned losses bitwise identical (the check
-# script's), every GPU had several different clocks locked during the planned runs, and every
-# GPU's last clock call is a reset (the client restores the clocks when it closes).
+# script's), every GPU had several different clocks locked during the planned runs, every
+# instruction ran at its clock (the top clock, then the plan's: the client logs' freq_run, the
+# clock the fake NVML took; tests/cli/check_clocks.py), and every GPU's last clock call is a
+# reset (the client restores the clocks when it closes).
 source "$(dirname "$0")/venv_lib.bash"
 need_venv torch torch.distributed.pipelining
 [ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || { echo "SKIP: fake NVML not built"; exit 77; }
@@ -27,11 +29,15 @@ export FAKE_NVML_DEVICES=$P FAKE_NVML_LOG="$tmp/nvml.log" OMP_NUM_THREADS=1
 timeout -k 5 280 "$VPY" "$ERGON_SRC/examples/pytorch_pipeline/launch.py" --nproc $P \
   --timeout 240 -- "$ERGON_SRC/tests/python/torch_pipelining_check.py" --ergon "$ERGON" \
   --plans "$tmp" --cases "zbv:$M,dualpipev:$M" --steps 2 --gpu "nvml:$ERGON_FAKE_NVML" \
-  >"$tmp/out.log" 2>&1
+  --logs "$tmp/logs" >"$tmp/out.log" 2>&1
 rc=$?
 cat "$tmp/out.log"
 [ $rc -eq 0 ] || fail "torch pipelining check on the fake NVML exited $rc"
 [ "$(grep -c ' ok$' "$tmp/out.log")" -eq 2 ] || fail "expected 2 cases ok"
+"$VPY" "$ERGON_SRC/tests/cli/check_clocks.py" "$tmp/logs" --ranks $P \
+  --segment "2:1410@$tmp/zbv-$M.json" --segment "2:$tmp/zbv-$M.json" \
+  --segment "2:1410@$tmp/dualpipev-$M.json" --segment "2:$tmp/dualpipev-$M.json" ||
+  fail "an instruction did not run at its clock"
 for d in $(seq 0 $((P - 1))); do
   n=$(grep -E "^nvmlDeviceSetGpuLockedClocks $d [0-9]+ [0-9]+ = 0" "$tmp/nvml.log" |
       awk '{print $3}' | sort -u | wc -l)

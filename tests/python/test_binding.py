@@ -27,6 +27,27 @@ class Binding(unittest.TestCase):
         self.assertEqual(cm.exception.name, "ENOTFOUND")
         self.assertIn("rtx9090", str(cm.exception))
 
+    def test_server_error_has_no_token(self):
+        # The documented http://ergon:TOKEN@host form: a connect failure's ServerError (what a
+        # Zeus traceback shows) says where it went without the credentials.
+        import socket
+        from ergon.server_client import ServerClient, ServerError
+        s = socket.socket()  # bound, never listening: connections to it are refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        try:
+            c = ServerClient("http://ergon:SECRET@127.0.0.1:%d" % port, max_retries=0)
+            with self.assertRaises(ServerError) as cm:
+                c.heartbeat("job-1", 0)
+            self.assertNotIn("SECRET", str(cm.exception))
+            self.assertIn("127.0.0.1:%d" % port, str(cm.exception))
+            c.close()
+            with self.assertRaises(ServerError) as cm:
+                ServerClient("ftp://ergon:SECRET@127.0.0.1:%d" % port)
+            self.assertNotIn("SECRET", str(cm.exception))
+        finally:
+            s.close()
+
     def test_sim_gpu_reads(self):
         with ergon.Gpu("sim:a40:gpt3-xl:2") as g:
             self.assertEqual(len(g), 2)

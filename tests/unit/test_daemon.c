@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 TEST(http_parser_bounds_and_cases)
@@ -224,6 +225,69 @@ TEST(config_refused_when_writable_by_others)
     rmdir(dir);
 }
 
+/* One request through the handler as a peer with the given pid; the status, and the body in
+ * body (cap bytes). */
+static int handle_as(erg_daemon *d, pid_t pid, const char *target, char *body, size_t cap)
+{
+    char raw[512];
+    snprintf(raw, sizeof raw, "POST %s HTTP/1.1\r\nHost: x\r\n\r\n", target);
+    erg__http_req req;
+    if (erg__http_parse(raw, strlen(raw), &req) != 1)
+        return -1;
+    erg__peer peer = {.uid = 0, .gid = 0, .pid = pid};
+    erg__buf resp = {0};
+    erg__daemon_handle(d, &req, &peer, &resp);
+    int status = -1;
+    if (resp.data) {
+        sscanf(resp.data, "HTTP/1.1 %d", &status);
+        const char *b = strstr(resp.data, "\r\n\r\n");
+        snprintf(body, cap, "%s", b ? b + 4 : "");
+    }
+    erg__buf_free(&resp);
+    return status;
+}
+
+/* A client in a PID namespace ergond cannot see (another container) is reported by the kernel
+ * with pid 0. kill(0, 0) succeeds (it signals ergond's own process group), so a lease of "pid 0"
+ * never expired and the GPU kept the client's clock until ergond stopped. Such a peer may read
+ * and reset, never set: nothing could undo what it set. */
+TEST(peer_without_visible_pid_cannot_set)
+{
+    erg_error err;
+    erg_gpu *sim = NULL;
+    ASSERT_OK(erg_gpu_open("sim:a40:gpt3-xl:2", &sim, &err));
+    erg_daemon *d = NULL;
+    ASSERT_OK(erg__daemon_new_detached("allow * uid:0\n", sim, &d, &err));
+    const char *set = "/gpu/set_gpu_locked_clocks?gpu_ids=0&min_clock_mhz=1200&max_clock_mhz=1200";
+    char body[512];
+    int st = handle_as(d, 0, set, body, sizeof body);
+    ASSERT_MSG(st == 403, "set clocks as pid 0: HTTP %d %s", st, body);
+    ASSERT_CONTAINS(body, "pid 0");
+    ASSERT_CONTAINS(body, "PID namespace");
+    st = handle_as(d, 0, "/gpu/set_power_limit?gpu_ids=1&power_limit_mw=200000", body, sizeof body);
+    ASSERT_MSG(st == 403, "set power limit as pid 0: HTTP %d %s", st, body);
+    /* nothing was changed */
+    uint32_t cur = 0;
+    ASSERT_OK(erg_gpu_power_limits(sim, 1, NULL, NULL, NULL, &cur, &err));
+    ASSERT_EQ_INT(cur, 300000);
+    /* resets leave the GPU at its defaults, which needs no lease: allowed */
+    st = handle_as(d, 0, "/gpu/reset_locked_clocks?gpu_ids=0", body, sizeof body);
+    ASSERT_MSG(st == 200, "reset as pid 0: HTTP %d %s", st, body);
+    /* the same request from a process ergond can watch is fine */
+    st = handle_as(d, getpid(), set, body, sizeof body);
+    ASSERT_MSG(st == 200, "set clocks as pid %d: HTTP %d %s", (int)getpid(), st, body);
+    /* and from a process that has already exited, refused: nothing to hold the lease */
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    ASSERT(child > 0);
+    waitpid(child, NULL, 0);
+    st = handle_as(d, child, set, body, sizeof body);
+    ASSERT_MSG(st == 503, "set clocks as exited pid %d: HTTP %d %s", (int)child, st, body);
+    erg_daemon_free(d);
+    erg_gpu_close(sim);
+}
+
 static void *serve(void *arg)
 {
     erg_daemon_run(arg, NULL);
@@ -305,4 +369,5 @@ TEST(daemon_backend_round_trip)
 
 TAP_MAIN(TEST_ENTRY(http_parser_bounds_and_cases), TEST_ENTRY(query_and_gpu_ids),
          TEST_ENTRY(config_allow_list), TEST_ENTRY(lease_state_parse_bounds),
-         TEST_ENTRY(config_refused_when_writable_by_others), TEST_ENTRY(daemon_backend_round_trip))
+         TEST_ENTRY(config_refused_when_writable_by_others), TEST_ENTRY(daemon_backend_round_trip),
+         TEST_ENTRY(peer_without_visible_pid_cannot_set))

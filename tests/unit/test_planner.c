@@ -695,6 +695,11 @@ static void packed_equals_json(const erg_schedule *sched, int P, int M, unsigned
     ASSERT_MSG(erg_frontier_plan_path(g, 0) == NULL, "%s: plans.ergon not read",
                erg_schedule_name(sched->kind));
     ASSERT_EQ_INT(erg_frontier_size(g), erg_frontier_size(f));
+    /* plans.ergon carries the computed frontier's fingerprint (issue 38 item 8) */
+    char fpf[ERG_FRONTIER_FINGERPRINT_LEN], fpg[ERG_FRONTIER_FINGERPRINT_LEN];
+    ASSERT(erg_frontier_fingerprint(f, fpf) && erg_frontier_fingerprint(g, fpg));
+    ASSERT_MSG(!strncmp(fpf, "fnv1a64:", 8) && !strcmp(fpf, fpg), "%s: fingerprint %s read as %s",
+               erg_schedule_name(sched->kind), fpf, fpg);
     for (size_t k = 0; k < erg_frontier_size(f); k++) {
         char path[300];
         snprintf(path, sizeof path, "%s/plan_%05zu.json", dir, k);

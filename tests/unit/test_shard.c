@@ -178,6 +178,30 @@ TEST(malformed_modules_are_rejected_with_their_line)
     erg_hlo_free(m);
 }
 
+/* Element counts and byte sizes are checked products: 2^32 x 2^32 f32 elements wrapped to 0
+ * and `shard search` reported 0 MB per device (issue 38, item 7). */
+TEST(overflowing_shapes_are_rejected_with_their_text)
+{
+    parse_fails("HloModule m\nENTRY e {\n  x = f32[4294967296,4294967296] parameter(0)\n"
+                "  ROOT n = f32[4294967296,4294967296] negate(x)\n}\n",
+                "t.hlo:3:7: shape 'f32[4294967296,4294967296]' is too large");
+    /* Elements fit (2^62) but their bytes (x 4) do not. */
+    parse_fails("HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n"
+                "  ROOT t = (f32[2], f32[2147483648,2147483648]{0}) tuple(x, x)\n}\n",
+                "t.hlo:4:21: shape 'f32[2147483648,2147483648]' is too large: its element count "
+                "times 4 bytes does not fit in 64 bits");
+    /* A zero-size dim does not hide an overflowing product of the others. */
+    parse_fails("HloModule m\nENTRY e {\n  ROOT x = s8[0,4294967296,4294967296] parameter(0)\n}\n",
+                "shape 's8[0,4294967296,4294967296]' is too large");
+    /* The largest that fits still parses, with its byte size exact. */
+    erg_hlo_module *m = parse_ok("HloModule m\nENTRY e {\n"
+                                 "  ROOT x = f32[1073741824,2147483647] parameter(0)\n}\n");
+    const hlo_instr *x = &m->comps[m->entry].ins[0];
+    ASSERT(hlo_shape_elems(&x->shape) == INT64_C(1073741824) * 2147483647);
+    ASSERT(hlo_shape_bytes(&x->shape) == 4.0 * 1073741824.0 * 2147483647.0);
+    erg_hlo_free(m);
+}
+
 TEST(module_without_dot_says_so)
 {
     erg_hlo_module *m = parse_ok("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n"
@@ -2007,6 +2031,7 @@ TEST(allocation_failures_are_clean)
 TAP_MAIN(TEST_ENTRY(parses_grammar_variants), TEST_ENTRY(parses_while_fusion_conditional),
          TEST_ENTRY(errors_name_line_and_column),
          TEST_ENTRY(malformed_modules_are_rejected_with_their_line),
+         TEST_ENTRY(overflowing_shapes_are_rejected_with_their_text),
          TEST_ENTRY(module_without_dot_says_so), TEST_ENTRY(all_shared_modules_parse_fast),
          TEST_ENTRY(mlp_1x2_data_parallel_vs_megatron_by_hand),
          TEST_ENTRY(mlp_2x2_data_parallel_over_both_axes), TEST_ENTRY(attention_head_split_by_hand),

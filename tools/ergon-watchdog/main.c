@@ -39,8 +39,8 @@ static void usage(FILE *f)
             "\n"
             "Signals INT, TERM and HUP are ignored: it outlives the job's signals long enough\n"
             "to restore the GPU, and exits when its client closes or its process has ended.\n"
-            "Finding it: $ERGON_WATCHDOG, next to libergon, the install path, PATH\n"
-            "(docs/runtime.md).\n",
+            "Finding it (absolute paths only): $ERGON_WATCHDOG, next to libergon, the\n"
+            "install path, PATH (docs/runtime.md).\n",
             POLL_MS);
 }
 

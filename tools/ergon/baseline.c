@@ -4,7 +4,8 @@
  *
  * `plan perseus --out DIR` writes DIR/frontier-info.csv (key,value rows:
  * schedule, ranks, chunks, pipeline stages, backward split, microbatches,
- * blocking power, unit, all-max time and energy) and DIR/profile.csv (the profile it planned with);
+ * blocking power, unit, all-max time and energy, the profile's and the frontier's fingerprints)
+ * and DIR/profile.csv (the profile it planned with);
  * `choose` reads them back. A frontier directory without them (older ergon, Perseus's own output)
  * falls back to the fastest plan's estimate, and says so. */
 #include "cli.h"
@@ -51,7 +52,7 @@ static void join(char *out, size_t n, const char *dir, const char *name)
 
 int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_schedule *sched, int S,
                        int M, double power_w, double unit_s, const erg_emulation *all_max,
-                       erg_error *err)
+                       const char *frontier_fp, erg_error *err)
 {
     char path[4096];
     join(path, sizeof path, dir, "profile.csv");
@@ -98,6 +99,9 @@ int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_sched
             erg_schedule_name(sched->kind), S, erg_schedule_chunks(sched),
             S * erg_schedule_chunks(sched), erg_schedule_backward_split(sched), M, power_w, unit_s,
             all_max->time_s, all_max->energy_j, prof_fp);
+    /* the frontier plans.ergon carries (erg_frontier_fingerprint): the files are one run's */
+    if (frontier_fp && frontier_fp[0])
+        fprintf(fp, "frontier_fingerprint,%s\n", frontier_fp);
     if (fclose(fp)) {
         erg_error_set(err, ERG_EIO, "%s: cannot write the file", path);
         return CLI_USER_ERROR;

@@ -119,7 +119,7 @@ int cli_baseline_set(cli_baseline *b, erg_profile *prof, erg_dag *dag, double po
                      const erg_emulation *all_max);
 int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_schedule *sched, int S,
                        int M, double power_w, double unit_s, const erg_emulation *all_max,
-                       erg_error *err);
+                       const char *frontier_fp, erg_error *err);
 /* Append the switch latency and transfer of a switch-aware frontier to DIR/frontier-info.csv. */
 int cli_baseline_write_switch(const char *dir, double switch_latency_s, double transfer_time_s,
                               erg_error *err);

@@ -77,6 +77,9 @@ static void plan_perseus_help(FILE *f)
         "  --transfer-time S    every cross-rank edge (P2P send) takes S seconds: planned\n"
         "                       as a fixed-duration dependency (rounded to --unit-time)\n"
         "                       and included in the post-check\n"
+        "  --lock-wait S        wait up to S seconds (default 60) for another process\n"
+        "                       writing or reading DIR; its writers take DIR's lock, so\n"
+        "                       the files of two runs never mix\n"
         "  -h, --help           this help\n\n"
         "Progress goes to stderr: a bar on a terminal, otherwise one line every %.0f s once\n"
         "a run takes that long ($ERGON_PROGRESS_INTERVAL_S: other seconds;\n"
@@ -177,6 +180,7 @@ static int plan_perseus(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {"switch-latency", required_argument, 0, 'L'},
         {"transfer-time", required_argument, 0, 'x'},
+        {"lock-wait", required_argument, 0, 'K'},
         {0, 0, 0, 0},
     };
     erg_emulate_opts post;
@@ -186,6 +190,7 @@ static int plan_perseus(int argc, char **argv)
     const char *extra_warmup = NULL;
     long S = 0, M = 0;
     bool quiet = false, have_power = false;
+    double lock_wait_s = ERG_FRONTIER_DIR_LOCK_WAIT_S;
     erg_perseus_opts o;
     erg_perseus_opts_init(&o);
     cli_sched cs;
@@ -274,6 +279,10 @@ static int plan_perseus(int argc, char **argv)
             break;
         case 'C':
             fits_case = optarg;
+            break;
+        case 'K':
+            if (!cli_parse_double(cmd, "--lock-wait", optarg, 0, 1e6, &lock_wait_s))
+                return CLI_USAGE;
             break;
         case 'h':
             plan_perseus_help(stdout);
@@ -423,9 +432,12 @@ static int plan_perseus(int argc, char **argv)
         }
     }
     double t_plan = cli_now_s() - t0;
-    /* no stale plans: an earlier frontier's files in `out` are replaced */
+    /* no stale plans: an earlier frontier's files in `out` are replaced, under the
+     * directory's lock (another writer's files never mix with these) */
     size_t removed = 0;
-    if (cli_frontier_clean(out, &removed, &err))
+    erg_frontier_dir_lock *lock = NULL;
+    st = erg_frontier_dir_lock_take(out, true, lock_wait_s, &lock, &err);
+    if (!st && cli_frontier_clean(out, &removed, &err))
         st = err.status ? err.status : ERG_EIO;
     double t1 = cli_now_s();
     cli_progress_init(&pr, "writing ");
@@ -434,6 +446,7 @@ static int plan_perseus(int argc, char **argv)
     cli_progress_done(&pr);
     size_t n = erg_frontier_size(f);
     if (st) {
+        erg_frontier_dir_lock_release(lock);
         erg_frontier_free(f);
         erg_dag_free(dag);
         erg_profile_free(prof);
@@ -442,8 +455,10 @@ static int plan_perseus(int argc, char **argv)
         return cli_report(cmd, &err);
     }
     if (!st && n) {
+        char ffp[ERG_FRONTIER_FINGERPRINT_LEN];
+        erg_frontier_fingerprint(f, ffp);
         st = cli_baseline_write(out, prof, &o.schedule, (int)S, (int)M, o.blocking_power_w,
-                                o.unit_s, &em_max, &err)
+                                o.unit_s, &em_max, ffp, &err)
                  ? err.status
                  : ERG_OK;
         if (!st) {
@@ -462,14 +477,15 @@ static int plan_perseus(int argc, char **argv)
             st = cli_baseline_write_switch(out, post.switch_latency_s, post.transfer_time_s, &err)
                      ? err.status
                      : ERG_OK;
-        if (st) {
-            erg_frontier_free(f);
-            erg_dag_free(dag);
-            erg_profile_free(prof);
-            free(fitv);
-            cli_sched_free(&cs);
-            return cli_report(cmd, &err);
-        }
+    }
+    erg_frontier_dir_lock_release(lock);
+    if (st) {
+        erg_frontier_free(f);
+        erg_dag_free(dag);
+        erg_profile_free(prof);
+        free(fitv);
+        cli_sched_free(&cs);
+        return cli_report(cmd, &err);
     }
     if (!quiet && erg_schedule_chunks(&o.schedule) * (long)S != 0 &&
         o.schedule.kind != ERG_SCHED_1F1B)

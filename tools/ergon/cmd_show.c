@@ -224,19 +224,24 @@ static int cmp_time(const void *a, const void *b)
  * SHOW_EVAL_PLANS plans evenly spaced (the first and the last included) emulated with DIR's
  * profile, then the points no other point beats in both time and energy. 1 = done (*out, the
  * all-max point and a title), 0 = DIR has no baseline (the caller draws the estimates),
- * CLI_USER_ERROR = reported. */
+ * -1 = an error, reported (CLI_USER_ERROR is 1, which read as "done" and exited 0). */
 #define SHOW_EVAL_PLANS 2000
+static int eval_failed(const char *cmd, const erg_error *err)
+{
+    cli_report(cmd, err);
+    return -1;
+}
 static int evaluated_frontier(const char *cmd, const char *dir, pts *out, erg_plot_point *allmax,
                               char *title, size_t tn)
 {
     erg_error err = {0};
     erg_frontier *f = NULL;
     if (erg_frontier_read_dir(dir, NULL, &f, &err))
-        return cli_report(cmd, &err);
+        return eval_failed(cmd, &err);
     erg_frontier_baseline bl;
     if (erg_frontier_baseline_open(dir, f, &bl, &err)) {
         erg_frontier_free(f);
-        return cli_report(cmd, &err);
+        return eval_failed(cmd, &err);
     }
     if (!bl.have) {
         erg_frontier_free(f);
@@ -250,9 +255,9 @@ static int evaluated_frontier(const char *cmd, const char *dir, pts *out, erg_pl
         erg_emulation em;
         if (erg_frontier_plan(f, k, &p, &err) ||
             erg_emulate(bl.prof, bl.dag, p, bl.power_w, &em, NULL, NULL, &err))
-            rc = cli_report(cmd, &err);
+            rc = eval_failed(cmd, &err);
         else if (!pts_add(&all, em.time_s, em.energy_j, NULL))
-            rc = cli_report(cmd, &(erg_error){ERG_ENOMEM, "out of memory"});
+            rc = eval_failed(cmd, &(erg_error){ERG_ENOMEM, "out of memory"});
         erg_plan_free(p);
         if (k == n - 1)
             break;
@@ -264,7 +269,7 @@ static int evaluated_frontier(const char *cmd, const char *dir, pts *out, erg_pl
             if (all.v[i].energy_j < best) {
                 best = all.v[i].energy_j;
                 if (!pts_add(out, all.v[i].time_s, all.v[i].energy_j, NULL))
-                    rc = cli_report(cmd, &(erg_error){ERG_ENOMEM, "out of memory"});
+                    rc = eval_failed(cmd, &(erg_error){ERG_ENOMEM, "out of memory"});
             }
         *allmax = (erg_plot_point){bl.all_max.time_s, bl.all_max.energy_j};
         char sched[64], S[32], M[32], unit[64], src[256];
@@ -558,7 +563,7 @@ int cmd_show(int argc, char **argv)
             } else {
                 pts_free(&ev);
                 if (r) {
-                    rc = r;
+                    rc = CLI_USER_ERROR;
                     pts_free(&data[nd]);
                     break;
                 }
