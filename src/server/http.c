@@ -1,5 +1,6 @@
 /* http.c: the server's life cycle, its libmicrohttpd front end and the housekeeping thread. */
 #include "server/jobs.h"
+#include "server/fleet.h"
 #include "server/store.h"
 #include "server/zeus.h"
 
@@ -245,7 +246,7 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     srv_zeus_log_config(srv);
     if (opts->dump_data && (st = srv_dump_dir_check(srv, err)))
         goto fail;
-    if ((st = srv_store_open(srv, err)))
+    if ((st = srv_store_open(srv, err)) || (st = srv_fleet_open(srv, err)))
         goto fail;
     pthread_mutex_lock(&srv->mu);
     st = srv_jobs_restore(srv, err);
@@ -782,6 +783,7 @@ void erg_server_free(erg_server *srv)
         return;
     erg_server_stop(srv);
     srv_jobs_free(srv);
+    srv_fleet_free(srv);
     srv_store_close(srv);
     json_decref(srv->sched_args);
     srv_zeus_config_free(srv);
