@@ -26,7 +26,7 @@ mkdir -p "$tmp/plans"
   --microbatches 12 --quiet --out "$tmp/plans/bloom" >/dev/null || fail "plan bloom"
 start() {
   rm -f "$tmp/sout"
-  "$ERGON" serve --port 0 --db "$tmp/s.db" --plans-dir "$tmp/plans" --scheduler Frontier \
+  "$ERGON" serve --port 0 --db "$tmp/s.db" --dump "$tmp/dump" --plans-dir "$tmp/plans" --scheduler Frontier \
     --scheduler-args "{\"frontier_dir\": \"$tmp/plans/gpt3\"}" >"$tmp/sout" 2>>"$tmp/slog" & pid=$!
   for _ in $(seq 600); do grep -q listening "$tmp/sout" 2>/dev/null && break; sleep 0.1; done
   port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$tmp/sout")

@@ -151,6 +151,7 @@ int cmd_emulate(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_fleet(int argc, char **argv);
+int cmd_fleet_simulate(int argc, char **argv);
 int cmd_choose(int argc, char **argv);
 int cmd_schedule(int argc, char **argv);
 

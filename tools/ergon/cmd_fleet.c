@@ -11,6 +11,7 @@
 static void help(FILE *f)
 {
     fprintf(f, "usage: ergon fleet status --server URL\n"
+               "       ergon fleet simulate --frontiers DIR[,DIR...] --out DIR ... (--help)\n"
                "       ergon fleet cap --server URL (W | none)\n"
                "       ergon fleet weight --server URL JOB_ID W\n\n"
                "The fleet of a running 'ergon serve' (docs/fleet.md): every running job of the\n"
@@ -34,6 +35,8 @@ int cmd_fleet(int argc, char **argv)
     };
     const char *server = NULL;
     int c;
+    if (argc > 1 && !strcmp(argv[1], "simulate"))
+        return cmd_fleet_simulate(argc - 1, argv + 1);
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
