@@ -270,17 +270,31 @@ static void set_point(erg_server *srv, fl_member *m, long point)
     srv_job_set_target(srv, m->job, SRV_TARGET_FLEET, (double)point);
 }
 
-/* Without a cap the members run their own targets again. */
-static void release_all(erg_server *srv)
+/* Without a cap the members run their own targets again: a decision too (cap_w NULL), with a
+ * row of point -1 for every member released. */
+static void release_all(erg_server *srv, const char *reason)
 {
-    srv->fleet->busy = true; /* our own targets do not re-enter */
-    for (fl_member *m = srv->fleet->members; m; m = m->next)
-        if (m->point >= 0) {
-            set_point(srv, m, -1);
-            if (m->tkind)
-                srv_job_set_target(srv, m->job, m->tkind, m->tval);
-        }
-    srv->fleet->busy = false;
+    struct srv_fleet *fl = srv->fleet;
+    erg_error e;
+    long long id = -1;
+    fl->busy = true; /* our own targets do not re-enter */
+    for (fl_member *m = fl->members; m; m = m->next) {
+        if (m->point < 0)
+            continue;
+        if (id < 0 && !srv_store_exec(srv, &e,
+                                      "INSERT INTO fleet_decisions(time, reason, members, "
+                                      "feasible, exact) VALUES(?,?,?,1,1)",
+                                      "dti", srv_now_wall(), reason, (long long)fl->n_members))
+            id = sqlite3_last_insert_rowid(srv->db);
+        if (id >= 0)
+            srv_store_exec(srv, &e,
+                           "INSERT INTO fleet_assignments(decision, job_id, point) VALUES(?,?,-1)",
+                           "it", id, m->job->id);
+        set_point(srv, m, -1);
+        if (m->tkind)
+            srv_job_set_target(srv, m->job, m->tkind, m->tval);
+    }
+    fl->busy = false;
 }
 
 static void store_decision(erg_server *srv, const char *reason, const size_t *choice,
@@ -320,7 +334,7 @@ static void solve(erg_server *srv, const char *reason)
     struct srv_fleet *fl = srv->fleet;
     fl->dirty = false;
     if (!fl->have_cap || !fl->n_members) {
-        release_all(srv);
+        release_all(srv, reason);
         return;
     }
     size_t n = fl->n_members;

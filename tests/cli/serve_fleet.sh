@@ -201,4 +201,9 @@ out=$("$ERGON" fleet cap --server "$u" -- -3 2>&1); rc=$?
 out=$("$ERGON" fleet weight --server "$u" nosuchjob 2 2>&1); rc=$?
 [ "$rc" -eq 1 ] && grep -q 404 <<<"$out" || fail "weight of an unknown job: exit $rc: $out"
 "$ERGON" fleet status --server "$u" | grep -q '"cap_w": *null' || fail "ergon fleet status"
+python3 -c 'import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+d = db.execute("SELECT id FROM fleet_decisions WHERE reason = ? AND cap_w IS NULL", ("cap",)).fetchall()
+n = db.execute("SELECT count(*) FROM fleet_assignments WHERE decision = ? AND point = -1", (d[-1][0],)).fetchone()[0] if d else 0
+sys.exit(0 if n == 4 else 1)' "$tmp/s.db" || fail "lifting the cap is not a decision releasing 4 jobs in the database"
 echo "ok: ergon fleet weight, cap none, status"
