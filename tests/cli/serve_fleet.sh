@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The fleet in `ergon serve` (docs/fleet.md): jobs of the Frontier scheduler on two published
 # frontiers (GPT-3 175B on A100, BLOOM on A40; 8 stages x 12 microbatches) join the fleet as they
-# start. Under a cap set through /v1/fleet every arrival, straggler, weight change, departure and
-# cap change is solved again: the sum of the assigned plans' average powers stays within the cap,
+# start, a job registered through Perseus's routes too. Under a cap set through /v1/fleet every
+# arrival, straggler, weight change, departure and cap change is solved again: the sum of the assigned plans' average powers stays within the cap,
 # a job that starts runs its assigned plan from its first window (frontier_choice), a straggler's
 # job is never assigned a plan faster than the straggler's pace, a heavier weight never makes a
 # job slower, lifting the cap releases every job, and a restarted server (same database) has the
@@ -134,6 +134,28 @@ if phase == "phase1":
           f"window 1 runs plan {js['frontier_choice']}, the fleet assigned {first['point']}")
     check(all(x["slowdown"] >= 1 for x in fl["jobs"]), "slowdowns")
     check(any(x["slowdown"] > 1.001 for x in fl["jobs"]), "the cap slowed nobody: it does not bind")
+    # a job speaking Perseus's protocol (/register_job, /register_rank; the server's default
+    # scheduler, Frontier on the GPT-3 frontier) joins the same way, and its first window runs
+    # its assigned plan; it leaves again
+    st, pid = req("POST", "/register_job", {"job_id": "", "pp_degree": 8, "dp_degree": 1,
+        "tp_degree": 1, "world_size": 8, "framework": "perseus", "model_name": "gpt3",
+        "partition_method": "p", "microbatch_size": 1, "num_microbatches": 12})
+    check(st == 200 and isinstance(pid, str), f"Perseus register_job: {st} {pid}")
+    cl = clocks(gpt)
+    for r in range(8):
+        w = min(8 - r - 1, 12)
+        order = ["forward"] * w + ["forward", "backward"] * (12 - w) + ["backward"] * w
+        st, b = req("POST", "/register_rank", {"job_id": pid, "rank": r, "dp_rank": 0, "pp_rank": r,
+            "tp_rank": 0, "pipe_schedule": order, "power_state_range": cl})
+        check(st == 200, f"Perseus register_rank: {st} {b}")
+    st, fl = req("GET", "/v1/fleet")
+    within_cap(fl, "after a Perseus job arrived")
+    mine = [x for x in fl["jobs"] if x["job_id"] == pid]
+    st, js = req("GET", f"/v1/jobs/{pid}")
+    check(mine and mine[0]["assigned"] and js["frontier_choice"] == mine[0]["point"],
+          f"the Perseus job: {mine} runs {js.get('frontier_choice')}")
+    st, b = req("POST", f"/v1/jobs/{pid}/end", {})
+    check(st == 200, f"end the Perseus job: {st} {b}")
     # a straggler: its job is never assigned a plan faster than the straggler's pace
     st, b = req("POST", f"/v1/jobs/{ids[2]}/straggler", {"slowdown": 1.15})
     check(st == 200, f"straggler: {st} {b}")
