@@ -3,7 +3,8 @@
 # microbatches), the 1 %-slowdown plan's power trace covers the iteration without gaps, each row's
 # job power is the sum of its GPUs' and of its compute and blocking parts, the trace's energy is
 # the emulator's energy, and the JSON's power fields agree with the trace (average, peak,
-# trough; the swing within peak - trough). A non-positive window is a usage error.
+# trough; the swing within peak - trough). A non-positive window is a usage error. `ergon show
+# power` draws the trace with the same average, peak and trough in its title.
 set -u
 : "${ERGON:?}"
 data=${ERGON_DATA:-../shared/data}/perseus-sosp24/stage_profile
@@ -55,3 +56,18 @@ out=$("$ERGON" emulate --profile "$prof" --plan "$tmp/p.json" --gpu A100 --power
 out=$("$ERGON" emulate --profile "$prof" --plan "$tmp/p.json" --gpu A100 --power-trace /nonexistent/x.csv 2>&1); rc=$?
 [ "$rc" -eq 1 ] && grep -q "/nonexistent/x.csv" <<<"$out" || fail "unwritable trace: exit $rc: $out"
 echo "ok: usage and write errors"
+# the picture: ergon show power, its title the trace's average, peak and trough
+"$ERGON" show power --profile "$prof" --plan "$tmp/p.json" --gpu A100 -o "$tmp/power.pdf" >/dev/null ||
+  fail "show power"
+if command -v pdftotext >/dev/null; then
+  want=$(awk -v a="$avg" -v p="$peak" -v t="$trough" 'BEGIN { printf "average %.0f W, peak %.0f W, trough %.0f W", a, p, t }')
+  pdftotext "$tmp/power.pdf" - | grep -qF "Power over one iteration: $want" ||
+    fail "show power's title is not '$want': $(pdftotext "$tmp/power.pdf" - | head -3)"
+  pdftotext "$tmp/power.pdf" - | grep -q "computing GPUs" || fail "show power has no legend"
+  echo "ok: show power: $want"
+else
+  [ "${CI:-}" = true ] && fail "pdftotext missing (CI=true; Debian poppler-utils)"
+  echo "note: pdftotext missing: the picture's text is not checked"
+fi
+"$ERGON" show power --profile "$prof" --plan "$tmp/p.json" --gpu A100 -o "$tmp/power.txt" >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "picture format" "$tmp/err" || fail "show power -o power.txt: $(cat "$tmp/err")"
