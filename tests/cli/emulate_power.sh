@@ -4,7 +4,8 @@
 # job power is the sum of its GPUs' and of its compute and blocking parts, the trace's energy is
 # the emulator's energy, and the JSON's power fields agree with the trace (average, peak,
 # trough; the swing within peak - trough). A non-positive window is a usage error. `ergon show
-# power` draws the trace with the same average, peak and trough in its title.
+# power` draws the trace with the same average, peak and trough in its title, and the plan
+# `choose --out` wrote carries them ("power").
 set -u
 : "${ERGON:?}"
 data=${ERGON_DATA:-../shared/data}/perseus-sosp24/stage_profile
@@ -56,6 +57,12 @@ out=$("$ERGON" emulate --profile "$prof" --plan "$tmp/p.json" --gpu A100 --power
 out=$("$ERGON" emulate --profile "$prof" --plan "$tmp/p.json" --gpu A100 --power-trace /nonexistent/x.csv 2>&1); rc=$?
 [ "$rc" -eq 1 ] && grep -q "/nonexistent/x.csv" <<<"$out" || fail "unwritable trace: exit $rc: $out"
 echo "ok: usage and write errors"
+# the plan choose wrote carries the same power ("power" in the plan JSON)
+python3 -c 'import json, sys
+p = json.load(open(sys.argv[1]))["power"]; a, k, t = map(float, sys.argv[2:5])
+sys.exit(0 if abs(p["avg_w"] - a) < 1e-6 * a and abs(p["peak_w"] - k) < 1e-6 * k and abs(p["trough_w"] - t) < 1e-6 * t else 1)' \
+  "$tmp/p.json" "$avg" "$peak" "$trough" || fail "the chosen plan's power: $(grep -o '"power"[^}]*}' "$tmp/p.json")"
+echo "ok: the plan JSON's power agrees"
 # the picture: ergon show power, its title the trace's average, peak and trough
 "$ERGON" show power --profile "$prof" --plan "$tmp/p.json" --gpu A100 -o "$tmp/power.pdf" >/dev/null ||
   fail "show power"

@@ -383,7 +383,37 @@ TEST(swing_bounded_choice_is_the_least_energy_plan_within_the_bound)
     erg_profile_free(prof);
 }
 
-TAP_MAIN(TEST_ENTRY(trace_of_1f1b_is_the_hand_timeline),
+/* A plan's power goes into its JSON and comes back; a malformed "power" is refused. */
+TEST(plan_json_carries_power)
+{
+    erg_error err;
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_plan *p, *q;
+    ASSERT_OK(erg_plan_new(&sc, 2, 2, &p, &err));
+    erg_plan_fill(p, 1000);
+    char *text;
+    ASSERT_OK(erg_plan_format_json(p, &text, &err));
+    ASSERT(!strstr(text, "\"power\"")); /* unknown: not written */
+    erg_free(text);
+    erg_plan_set_power(p, 190.0 / 9, 30, 15);
+    ASSERT_OK(erg_plan_format_json(p, &text, &err));
+    ASSERT_OK(erg_plan_parse(text, strlen(text), "p.json", NULL, &q, &err));
+    double a, k, t;
+    erg_plan_power(q, &a, &k, &t);
+    ASSERT_NEAR(a, 190.0 / 9, 1e-12);
+    ASSERT_NEAR(k, 30, 0);
+    ASSERT_NEAR(t, 15, 0);
+    erg_plan_free(q);
+    char *bad = strstr(text, "\"trough_w\"");
+    ASSERT(bad);
+    memcpy(bad, "\"trough_x\"", 10);
+    ASSERT_EQ_INT(erg_plan_parse(text, strlen(text), "p.json", NULL, &q, &err), ERG_EPARSE);
+    ASSERT_CONTAINS(err.msg, "p.json: \"power\"");
+    erg_free(text);
+    erg_plan_free(p);
+}
+
+TAP_MAIN(TEST_ENTRY(trace_of_1f1b_is_the_hand_timeline), TEST_ENTRY(plan_json_carries_power),
          TEST_ENTRY(swing_bounded_choice_is_the_least_energy_plan_within_the_bound),
          TEST_ENTRY(power_limit_picks_the_highest_clock_that_fits),
          TEST_ENTRY(power_limited_plans_keep_every_gpu_under_the_limit),

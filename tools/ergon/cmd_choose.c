@@ -22,6 +22,25 @@ static erg_status pick_swing(const cli_baseline *bl, const erg_frontier *f, doub
                                    sp, err);
 }
 
+/* The plan's average, peak and trough power (emulate.h) into the plan (written with it). */
+static erg_status stamp_power(const cli_baseline *bl, erg_plan *p, erg_error *err)
+{
+    erg_emulate_opts eo;
+    erg_emulate_opts_init(&eo);
+    eo.blocking_power_w = bl->power_w;
+    eo.switch_latency_s = bl->switch_latency_s;
+    eo.transfer_time_s = bl->transfer_time_s;
+    erg_power_trace *tr = NULL;
+    erg_power_stats ps;
+    erg_status st = erg_power_trace_new(bl->prof, bl->dag, p, &eo, &tr, err);
+    if (!st)
+        st = erg_power_trace_stats(tr, erg_power_trace_period(tr), &ps, err);
+    if (!st)
+        erg_plan_set_power(p, ps.avg_w, ps.peak_w, ps.trough_w);
+    erg_power_trace_free(tr);
+    return st;
+}
+
 int cmd_choose(int argc, char **argv)
 {
     const char *cmd = "choose";
@@ -177,9 +196,15 @@ int cmd_choose(int argc, char **argv)
             rc = cli_report(cmd, &err);
             goto done;
         }
-        /* the plan records the profile, blocking power and clocks it was planned with */
+        /* the plan records the profile, blocking power and clocks it was planned with, and
+         * the power it draws */
         if (bl.have && (rc = cli_plan_stamp(cmd, p, bl.prof, bl.power_w, NULL))) {
             erg_plan_free(p);
+            goto done;
+        }
+        if (bl.have && stamp_power(&bl, p, &err)) {
+            erg_plan_free(p);
+            rc = cli_report(cmd, &err);
             goto done;
         }
         if (py ? erg_plan_write_py(p, NULL, out, &err) : erg_plan_write_json(p, out, &err)) {
