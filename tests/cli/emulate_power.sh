@@ -5,7 +5,7 @@
 # the emulator's energy, and the JSON's power fields agree with the trace (average, peak,
 # trough; the swing within peak - trough). A non-positive window is a usage error. `ergon show
 # power` draws the trace with the same average, peak and trough in its title, and the plan
-# `choose --out` wrote carries them ("power").
+# `choose --out` wrote carries them ("power"); frontier-info.csv has all-max clocks' power.
 set -u
 : "${ERGON:?}"
 data=${ERGON_DATA:-../shared/data}/perseus-sosp24/stage_profile
@@ -63,6 +63,25 @@ p = json.load(open(sys.argv[1]))["power"]; a, k, t = map(float, sys.argv[2:5])
 sys.exit(0 if abs(p["avg_w"] - a) < 1e-6 * a and abs(p["peak_w"] - k) < 1e-6 * k and abs(p["trough_w"] - t) < 1e-6 * t else 1)' \
   "$tmp/p.json" "$avg" "$peak" "$trough" || fail "the chosen plan's power: $(grep -o '"power"[^}]*}' "$tmp/p.json")"
 echo "ok: the plan JSON's power agrees"
+# frontier-info.csv: all-max clocks' power, the same as ergon emulate --power of all-max clocks
+# (a per-GPU limit no instruction reaches runs every one at its highest clock)
+"$ERGON" plan power-limit --profile "$prof" --gpu A100 --stages 8 --microbatches 16 --limit 100000 \
+  --quiet --out "$tmp/allmax.json" >/dev/null || fail "plan power-limit"
+"$ERGON" emulate --profile "$prof" --plan "$tmp/allmax.json" --gpu A100 --power --json >"$tmp/am.json" ||
+  fail "emulate all-max"
+python3 - "$tmp/fr/frontier-info.csv" "$tmp/am.json" <<'PYEOF' || fail "frontier-info.csv's power rows"
+import csv, json, sys
+info = {r["key"]: r["value"] for r in csv.DictReader(open(sys.argv[1]))}
+em = json.load(open(sys.argv[2]))
+for k in ("avg", "peak", "trough"):
+    a, b = float(info[f"all_max_{k}_power_w"]), em["power"][f"{k}_w"]
+    if abs(a - b) > 1e-6 * b:
+        print(f"FAIL: all_max_{k}_power_w {a} vs emulate {b}"); sys.exit(1)
+a = float(info["all_max_energy_j"]) / float(info["all_max_time_s"])
+if abs(a - float(info["all_max_avg_power_w"])) > 1e-6 * a:
+    print("FAIL: the average is not all-max energy over time"); sys.exit(1)
+print(f"ok: frontier-info.csv: all-max {float(info['all_max_avg_power_w']):.1f} W on average, peak {float(info['all_max_peak_power_w']):.1f} W")
+PYEOF
 # the picture: ergon show power, its title the trace's average, peak and trough
 "$ERGON" show power --profile "$prof" --plan "$tmp/p.json" --gpu A100 -o "$tmp/power.pdf" >/dev/null ||
   fail "show power"
