@@ -4,7 +4,7 @@
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
-data=${ERGON_DATA:-$here/../shared/data}
+data=$here/tests/data/published
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F)"
 for b in "$build"/bench/bench_*; do
   [ -x "$b" ] || continue

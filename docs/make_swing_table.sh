@@ -10,7 +10,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 ERGON=${ERGON:-build/ergon}
-data=${1:-../shared/data}/perseus-sosp24/stage_profile
+data=${1:-tests/data/published}/perseus-sosp24/stage_profile
 M=${2:-16}; W=${3:-1}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 num() { python3 -c 'import json, sys

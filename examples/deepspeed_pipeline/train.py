@@ -156,7 +156,7 @@ def run_cases(args, client, gpu, rank, out):
             apply_clock(client, gpu, rank, c["plan"] if c["clock"] == "plan" else "",
                         c["clock"] if c["clock"] != "plan" else "max")
             data.reset()
-            orders, losses, times, energies = [], [], [], []
+            orders, losses, times, energies, sims = [], [], [], [], []
             sync0, paced0, late0 = hooks.sync_wait_s, hooks.paced_s, hooks.late_s
             for _ in range(args.case_steps):
                 loss = engine.train_batch(data)
@@ -164,10 +164,11 @@ def run_cases(args, client, gpu, rank, out):
                 losses.append(float(loss))
                 times.append(hooks.last_step[0])
                 energies.append(hooks.last_step[1])
+                sims.append(hooks.last_sim)   # the simulated GPU's accounting (paced)
             r = dict(c, model=name, extra_warmup=sched.extra_warmup[:engine.num_stages]
                      if sched is not None else [], orders=orders,
                      loss_hex=[x.hex() for x in losses], losses=losses, time_s=times,
-                     energy_j=energies, waits=hooks.last_waits,
+                     energy_j=energies, sim=sims, waits=hooks.last_waits,
                      sync_wait_s=hooks.sync_wait_s - sync0, paced_s=hooks.paced_s - paced0,
                      late_s=hooks.late_s - late0)
             results.append(r)
@@ -203,7 +204,7 @@ def run_train(args, client, gpu, rank, out):
         rows.append({"step": step, "window": window, "loss": float(loss),
                      "loss_hex": float(loss).hex(), "time_s": t, "energy_j": e,
                      "recv_wait_s": sum(sum(v) for v in (hooks.last_waits or {}).values()),
-                     "order": hooks.last_order})
+                     "order": hooks.last_order, "sim": hooks.last_sim})
         if rank == dist.get_world_size() - 1:
             print("step %d%s loss %.6f time %.3f s energy %.1f J" % (
                 step, "" if window is None else " window %d" % window, float(loss), t, e),

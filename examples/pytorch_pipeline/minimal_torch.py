@@ -14,7 +14,7 @@ import torch.nn as nn
 from torch.distributed.pipelining import PipelineStage, schedules
 
 import ergon                                                  # ergon
-from ergon.torch_pipelining import TorchPipeliningHooks       # ergon
+from ergon.integration.torch_pipelining import TorchPipeliningHooks  # ergon
 
 CLASSES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
            "interleaved-1f1b": "ScheduleInterleaved1F1B", "looped-bfs": "ScheduleLoopedBFS",

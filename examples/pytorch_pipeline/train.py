@@ -41,7 +41,11 @@ GPU CLOCKS
   runs on the CPU. With --pace (the default on the simulated GPU) each instruction is
   padded to the time the simulated GPU takes for it at the clock that is applied, and the
   device is marked busy meanwhile, so the clock changes iteration time and energy the way
-  the model says. The math never depends on the clock.
+  the model says. The math never depends on the clock. The simulated GPU also accounts
+  every instruction in simulated time (Gpu.sim_account: the model's time and energy at the
+  clock it had when the instruction began, however long the host took); each step's row of
+  the result has it ("sim": the clock of every instruction in run order and the sums), the
+  load-independent numbers the e2e tests compare with `ergon emulate` (docs/e2e.md).
   On a fake vendor library (tests/fake_nvml, tests/fake_amdsmi: `--gpu nvml:LIB` or
   `amdsmi:LIB`) the device itself models compute: each instruction is a fake kernel
   (fake_gpu_kernel_begin/end, found with dlsym in the library ergon loaded) whose time at
@@ -199,16 +203,38 @@ KIND_NAMES = {0: "forward", 1: "backward", 2: "backward_input", 3: "backward_wei
 
 class Pacer:
     """Simulated GPU: hold each instruction for the time the model gives at the applied
-    clock, with the device marked busy (drawing the model's power) meanwhile."""
+    clock, with the device marked busy (drawing the model's power) meanwhile. The wall-clock
+    hold is for realism only; what the tests decide on is the simulated GPU's own accounting
+    of each instruction (take())."""
 
     def __init__(self, gpu, client, dev):
         self.gpu, self.client, self.dev = gpu, client, dev
         self.overruns = 0      # instructions whose real compute took longer than simulated
         self.instructions = 0
+        self.trace = []        # (clock, time_s, energy_j) of each instruction since take()
+        self._acct = gpu.sim_account(dev) if gpu is not None else None
 
-    def begin(self, kind):
-        """Mark the device busy with an instruction of `kind`; its time at the clock, s."""
-        return self.gpu.sim_set_activity(self.dev, True, kind)
+    def begin(self, kind, chunks=1):
+        """Mark the device busy with an instruction of `kind`; its time at the clock, s.
+        Records the simulated GPU's accounting of it (1/chunks of the stage's)."""
+        t = self.gpu.sim_set_activity(self.dev, True, kind)
+        a, prev = self.gpu.sim_account(self.dev), self._acct
+        self._acct = a
+        self.trace.append((a["last_freq_mhz"], (a["busy_time_s"] - prev["busy_time_s"]) / chunks,
+                           (a["busy_energy_j"] - prev["busy_energy_j"]) / chunks))
+        return t
+
+    def take(self):
+        """The simulated GPU's accounting of the instructions since the last take(): their
+        clocks and simulated times in run order and the sums of their times and energies
+        (energy None where the device does not account it: a fake library)."""
+        tr, self.trace = self.trace, []
+        if self._acct is None and not tr:
+            return None
+        return {"clocks": [c for c, _, _ in tr], "times_s": [t for _, t, _ in tr],
+                "busy_time_s": sum(t for _, t, _ in tr),
+                "busy_energy_j": None if any(e is None for _, _, e in tr) else
+                sum(e for _, _, e in tr)}
 
     def end(self):
         self.gpu.sim_set_activity(self.dev, False)
@@ -223,7 +249,7 @@ class Pacer:
             except ergon.ErgonError:
                 pass  # a clock change failed (no privilege): check_clocks says so after the
                 # first iteration, with what to do
-            t_sim = self.begin(kind) / chunks
+            t_sim = self.begin(kind, chunks) / chunks
             try:
                 r = fn(*args, **kwargs)
             finally:
@@ -295,14 +321,18 @@ def fake_kernels(gpu, dev, sim_spec, stage):
 
 class KernelPacer(Pacer):
     """Pacer for a fake library: the instruction is a fake kernel; it lasts what the fake
-    device says at its clock, the device busy meanwhile."""
+    device says at its clock, the device busy meanwhile. Its trace has the clock the client
+    had applied and the kernel's time (the fake's model, not the host's); no energy (the fake
+    integrates its power over real time)."""
 
     def __init__(self, kernels, client):
         super().__init__(None, client, None)
         self.kernels = kernels
 
-    def begin(self, kind):
-        return self.kernels.begin(kind)
+    def begin(self, kind, chunks=1):
+        t = self.kernels.begin(kind)
+        self.trace.append((self.client.active_clock, t / chunks, None))
+        return t
 
     def end(self):
         self.kernels.end()
@@ -529,7 +559,7 @@ class Stage:
 class TorchStage:
     """This rank's stages run by PyTorch's own runtime (torch_runtime.TorchPipeline: real
     PipelineStage objects, the real schedule class), with ergon's hooks
-    (ergon.torch_pipelining.TorchPipeliningHooks) around every forward, backward, I and W
+    (ergon.integration.torch_pipelining.TorchPipeliningHooks) around every forward, backward, I and W
     the schedule runs, the pacer (simulated GPU) and the recorder (server samples) inside
     them. The interface train() and train_server() use: reset, run_step, hooks, wait_s."""
 
@@ -563,7 +593,7 @@ class TorchStage:
         return run
 
     def reset(self, M):
-        from ergon.torch_pipelining import TorchPipeliningHooks
+        from ergon.integration.torch_pipelining import TorchPipeliningHooks
         factory = None
         if self.client is not None:
             def factory(stages):
@@ -589,7 +619,7 @@ def resolve_runtime(args, sched, rank):
     why = ""
     try:
         importlib.import_module("torch.distributed.pipelining")
-        from ergon.torch_pipelining import SCHEDULE_CLASSES
+        from ergon.integration.torch_pipelining import SCHEDULE_CLASSES
         if sched.name not in SCHEDULE_CLASSES:
             why = "PyTorch ships no %s schedule" % sched.name
     except ImportError:
@@ -795,6 +825,8 @@ def train(args, stage, client, gpu, S, M, rank, sched, order):
                 t, e = time.monotonic() - t0, float("nan")
             row = {"step": step, "time_s": t, "energy_j": e, "clock": clock,
                    "recv_wait_s": stage.wait_s}
+            if stage.pacer is not None:
+                row["sim"] = stage.pacer.take()
             if loss is not None:
                 row["loss"], row["loss_hex"] = loss, loss.hex()
                 print("step %d loss %.6f time %.3f s" % (step, loss, t), flush=True)
@@ -918,6 +950,8 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
                 row = {"step": step, "time_s": t, "energy_j": e, "window": window,
                        "clock": ps[0] if len(set(ps)) == 1 else None,
                        "recv_wait_s": stage.wait_s}
+                if stage.pacer is not None:
+                    row["sim"] = stage.pacer.take()
                 if loss is not None:
                     row["loss"], row["loss_hex"] = loss, loss.hex()
                     print("window %d step %d loss %.6f time %.3f s" % (window, step, loss, t),

@@ -3,8 +3,8 @@
  * --max-connections-per-ip); a warning, at most one a second, when one is refused for want of
  * a slot (libmicrohttpd closes it unanswered, and logged nothing for the per-address limit);
  * and how many ranks of one job the slots can hold waiting at a barrier, which a registration
- * is checked against (jobs.c, srv_job_create). */
-#include "server/srv.h"
+ * is checked against (jobs.c, erg__srv_job_create). */
+#include "server/server_internal.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -60,7 +60,7 @@ static conn_addr **find(struct srv_conn_table *t, const unsigned char *key, unsi
     return pp;
 }
 
-erg_status srv_conns_init(erg_server *srv, erg_error *err)
+erg_status erg__srv_conns_init(erg_server *srv, erg_error *err)
 {
     srv->conn_tab = erg__calloc(1, sizeof *srv->conn_tab);
     if (!srv->conn_tab)
@@ -70,7 +70,7 @@ erg_status srv_conns_init(erg_server *srv, erg_error *err)
     return ERG_OK;
 }
 
-void srv_conns_free(erg_server *srv)
+void erg__srv_conns_free(erg_server *srv)
 {
     struct srv_conn_table *t = srv->conn_tab;
     if (!t)
@@ -101,7 +101,7 @@ static void limit_text(const erg_server *srv, char *out, size_t on)
  * held. */
 static bool warn_due(struct srv_conn_table *t, unsigned long *before)
 {
-    double now = srv_now_mono();
+    double now = erg__srv_now_mono();
     if (now - t->last_warn < 1.0) {
         t->unlogged++;
         return false;
@@ -112,7 +112,7 @@ static bool warn_due(struct srv_conn_table *t, unsigned long *before)
     return true;
 }
 
-void srv_conns_refused_by_mhd(erg_server *srv, const char *msg)
+void erg__srv_conns_refused_by_mhd(erg_server *srv, const char *msg)
 {
     struct srv_conn_table *t = srv->conn_tab;
     unsigned long before = 0;
@@ -122,13 +122,14 @@ void srv_conns_refused_by_mhd(erg_server *srv, const char *msg)
     bool warn = warn_due(t, &before);
     pthread_mutex_unlock(&t->mu);
     if (warn)
-        srv_log(srv, ERG_LOG_WARNING, "connection", NULL,
-                "a connection not taken for want of capacity: libmicrohttpd: %s (%u open)%s%.0lu%s",
-                msg, __atomic_load_n(&srv->conns, __ATOMIC_RELAXED), before ? "; " : "", before,
-                before ? " more refused since the last report" : "");
+        erg__srv_log(
+            srv, ERG_LOG_WARNING, "connection", NULL,
+            "a connection not taken for want of capacity: libmicrohttpd: %s (%u open)%s%.0lu%s",
+            msg, __atomic_load_n(&srv->conns, __ATOMIC_RELAXED), before ? "; " : "", before,
+            before ? " more refused since the last report" : "");
 }
 
-bool srv_conns_admit(erg_server *srv, const struct sockaddr *sa)
+bool erg__srv_conns_admit(erg_server *srv, const struct sockaddr *sa)
 {
     struct srv_conn_table *t = srv->conn_tab;
     unsigned char key[16], len = 0;
@@ -151,19 +152,19 @@ bool srv_conns_admit(erg_server *srv, const struct sockaddr *sa)
     if (before)
         snprintf(more, sizeof more, "; %lu more refused since the last report", before);
     if (open >= srv->conn_limit)
-        srv_log(srv, ERG_LOG_WARNING, "connection", NULL,
-                "refused a connection from %s, closed unanswered: %u connections are open "
-                "(%s)%s",
-                who, open, lim, more);
+        erg__srv_log(srv, ERG_LOG_WARNING, "connection", NULL,
+                     "refused a connection from %s, closed unanswered: %u connections are open "
+                     "(%s)%s",
+                     who, open, lim, more);
     else
-        srv_log(srv, ERG_LOG_WARNING, "connection", NULL,
-                "refused a connection from %s, closed unanswered: %u from %s are open "
-                "(--max-connections-per-ip %u)%s",
-                who, from, who, srv->conn_per_ip, more);
+        erg__srv_log(srv, ERG_LOG_WARNING, "connection", NULL,
+                     "refused a connection from %s, closed unanswered: %u from %s are open "
+                     "(--max-connections-per-ip %u)%s",
+                     who, from, who, srv->conn_per_ip, more);
     return false;
 }
 
-void srv_conns_opened(erg_server *srv, const struct sockaddr *sa)
+void erg__srv_conns_opened(erg_server *srv, const struct sockaddr *sa)
 {
     struct srv_conn_table *t = srv->conn_tab;
     unsigned char key[16], len = 0;
@@ -181,7 +182,7 @@ void srv_conns_opened(erg_server *srv, const struct sockaddr *sa)
     pthread_mutex_unlock(&t->mu);
 }
 
-void srv_conns_closed(erg_server *srv, const struct sockaddr *sa)
+void erg__srv_conns_closed(erg_server *srv, const struct sockaddr *sa)
 {
     struct srv_conn_table *t = srv->conn_tab;
     unsigned char key[16], len = 0;
@@ -198,7 +199,7 @@ void srv_conns_closed(erg_server *srv, const struct sockaddr *sa)
     pthread_mutex_unlock(&t->mu);
 }
 
-long srv_conns_barrier_capacity(const erg_server *srv, char *how, size_t hn)
+long erg__srv_conns_barrier_capacity(const erg_server *srv, char *how, size_t hn)
 {
     if (!srv->mhd || !srv->conn_limit)
         return -1;

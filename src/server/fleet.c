@@ -82,14 +82,15 @@ static erg_status cfg_set(erg_server *srv, const char *id, double weight, int tk
     json_object_set_new(fl->cfg, id,
                         json_pack("{s:f,s:i,s:f}", "weight", weight, "tkind", tkind, "tval", tval));
     erg_error e;
-    return srv_store_exec(srv, &e,
-                          "INSERT INTO fleet_jobs(job_id, weight, tkind, tval) VALUES(?,?,?,?) ON "
-                          "CONFLICT(job_id) DO UPDATE SET weight=excluded.weight, "
-                          "tkind=excluded.tkind, tval=excluded.tval",
-                          "tdid", id, weight, (long long)tkind, tval);
+    return erg__srv_store_exec(
+        srv, &e,
+        "INSERT INTO fleet_jobs(job_id, weight, tkind, tval) VALUES(?,?,?,?) ON "
+        "CONFLICT(job_id) DO UPDATE SET weight=excluded.weight, "
+        "tkind=excluded.tkind, tval=excluded.tval",
+        "tdid", id, weight, (long long)tkind, tval);
 }
 
-erg_status srv_fleet_open(erg_server *srv, erg_error *err)
+erg_status erg__srv_fleet_open(erg_server *srv, erg_error *err)
 {
     struct srv_fleet *fl = erg__calloc(1, sizeof *fl);
     if (!fl || !(fl->cfg = json_object())) {
@@ -98,7 +99,7 @@ erg_status srv_fleet_open(erg_server *srv, erg_error *err)
     }
     srv->fleet = fl;
     for (size_t i = 0; i < ERG__ARRAY_LEN(fleet_schema); i++) {
-        erg_status st = srv_store_exec(srv, err, fleet_schema[i], "");
+        erg_status st = erg__srv_store_exec(srv, err, fleet_schema[i], "");
         if (st)
             return st;
     }
@@ -132,7 +133,7 @@ static void member_free(fl_member *m)
     erg__free(m);
 }
 
-void srv_fleet_free(erg_server *srv)
+void erg__srv_fleet_free(erg_server *srv)
 {
     struct srv_fleet *fl = srv->fleet;
     if (!fl)
@@ -267,7 +268,7 @@ static size_t member_point(const fl_member *m)
 static void set_point(erg_server *srv, fl_member *m, long point)
 {
     m->point = point;
-    srv_job_set_target(srv, m->job, SRV_TARGET_FLEET, (double)point);
+    erg__srv_job_set_target(srv, m->job, SRV_TARGET_FLEET, (double)point);
 }
 
 /* Without a cap the members run their own targets again: a decision too (cap_w NULL), with a
@@ -281,18 +282,19 @@ static void release_all(erg_server *srv, const char *reason)
     for (fl_member *m = fl->members; m; m = m->next) {
         if (m->point < 0)
             continue;
-        if (id < 0 && !srv_store_exec(srv, &e,
-                                      "INSERT INTO fleet_decisions(time, reason, members, "
-                                      "feasible, exact) VALUES(?,?,?,1,1)",
-                                      "dti", srv_now_wall(), reason, (long long)fl->n_members))
+        if (id < 0 &&
+            !erg__srv_store_exec(srv, &e,
+                                 "INSERT INTO fleet_decisions(time, reason, members, "
+                                 "feasible, exact) VALUES(?,?,?,1,1)",
+                                 "dti", erg__srv_now_wall(), reason, (long long)fl->n_members))
             id = sqlite3_last_insert_rowid(srv->db);
         if (id >= 0)
-            srv_store_exec(srv, &e,
-                           "INSERT INTO fleet_assignments(decision, job_id, point) VALUES(?,?,-1)",
-                           "it", id, m->job->id);
+            erg__srv_store_exec(
+                srv, &e, "INSERT INTO fleet_assignments(decision, job_id, point) VALUES(?,?,-1)",
+                "it", id, m->job->id);
         set_point(srv, m, -1);
         if (m->tkind)
-            srv_job_set_target(srv, m->job, m->tkind, m->tval);
+            erg__srv_job_set_target(srv, m->job, m->tkind, m->tval);
     }
     fl->busy = false;
 }
@@ -303,30 +305,31 @@ static void store_decision(erg_server *srv, const char *reason, const size_t *ch
     struct srv_fleet *fl = srv->fleet;
     const erg_fleet_result *r = &fl->last;
     erg_error e;
-    bool began = !srv_store_exec(srv, &e, "BEGIN", "");
-    erg_status st =
-        srv_store_exec(srv, &e,
-                       "INSERT INTO fleet_decisions(time, reason, cap_w, power_w, "
-                       "weighted_slowdown, lower_bound, exact, gap, solve_s, members, feasible) "
-                       "VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                       "dtddddiddii", srv_now_wall(), reason, fl->cap_w, r->power_w, r->cost,
-                       r->lower_bound, (long long)r->exact, r->gap, fl->last_solve_s,
-                       (long long)fl->n_members, (long long)r->feasible);
+    bool began = !erg__srv_store_exec(srv, &e, "BEGIN", "");
+    erg_status st = erg__srv_store_exec(
+        srv, &e,
+        "INSERT INTO fleet_decisions(time, reason, cap_w, power_w, "
+        "weighted_slowdown, lower_bound, exact, gap, solve_s, members, feasible) "
+        "VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+        "dtddddiddii", erg__srv_now_wall(), reason, fl->cap_w, r->power_w, r->cost, r->lower_bound,
+        (long long)r->exact, r->gap, fl->last_solve_s, (long long)fl->n_members,
+        (long long)r->feasible);
     long long id = sqlite3_last_insert_rowid(srv->db);
     size_t i = 0;
     for (fl_member *m = fl->members; !st && m; m = m->next, i++) {
         if (before[i] == (long)choice[i])
             continue;
-        st = srv_store_exec(srv, &e,
-                            "INSERT INTO fleet_assignments(decision, job_id, point, time_s, "
-                            "power_w, weight) VALUES(?,?,?,?,?,?)",
-                            "itiddd", id, m->job->id, (long long)choice[i], m->t_eff[choice[i]],
-                            m->p[choice[i]], cfg_num(fl, m->job->id, "weight", 1));
+        st =
+            erg__srv_store_exec(srv, &e,
+                                "INSERT INTO fleet_assignments(decision, job_id, point, time_s, "
+                                "power_w, weight) VALUES(?,?,?,?,?,?)",
+                                "itiddd", id, m->job->id, (long long)choice[i], m->t_eff[choice[i]],
+                                m->p[choice[i]], cfg_num(fl, m->job->id, "weight", 1));
     }
     if (began)
-        srv_store_exec(srv, &e, st ? "ROLLBACK" : "COMMIT", "");
+        erg__srv_store_exec(srv, &e, st ? "ROLLBACK" : "COMMIT", "");
     if (st)
-        srv_log(srv, ERG_LOG_ERROR, "fleet", NULL, "decision not stored: %s", e.msg);
+        erg__srv_log(srv, ERG_LOG_ERROR, "fleet", NULL, "decision not stored: %s", e.msg);
 }
 
 static void solve(erg_server *srv, const char *reason)
@@ -342,7 +345,7 @@ static void solve(erg_server *srv, const char *reason)
     size_t *choice = erg__calloc(n, sizeof *choice);
     long *before = erg__calloc(n, sizeof *before);
     if (!jobs || !choice || !before) {
-        srv_log(srv, ERG_LOG_ERROR, "fleet", NULL, "out of memory: the fleet was not solved");
+        erg__srv_log(srv, ERG_LOG_ERROR, "fleet", NULL, "out of memory: the fleet was not solved");
         goto out;
     }
     size_t i = 0;
@@ -351,11 +354,11 @@ static void solve(erg_server *srv, const char *reason)
         before[i] = m->point;
     }
     erg_error err;
-    double t0 = srv_now_mono();
+    double t0 = erg__srv_now_mono();
     erg_status st = erg_fleet_assign(jobs, n, fl->cap_w, NULL, choice, &fl->last, &err);
-    fl->last_solve_s = srv_now_mono() - t0;
+    fl->last_solve_s = erg__srv_now_mono() - t0;
     if (st) {
-        srv_log(srv, ERG_LOG_ERROR, "fleet", NULL, "not solved: %s", err.msg);
+        erg__srv_log(srv, ERG_LOG_ERROR, "fleet", NULL, "not solved: %s", err.msg);
         goto out;
     }
     fl->have_result = true;
@@ -367,15 +370,15 @@ static void solve(erg_server *srv, const char *reason)
             set_point(srv, m, (long)choice[i]);
     fl->busy = false;
     store_decision(srv, reason, choice, before);
-    srv_log(srv, fl->last.feasible ? ERG_LOG_INFO : ERG_LOG_WARNING, "fleet", NULL,
-            "%s: %zu jobs, %.1f W of a %.1f W cap%s, weighted slowdown %.6f (%s, gap %.3g), "
-            "%.1f ms",
-            reason, n, fl->last.power_w, fl->cap_w,
-            fl->last.feasible ? "" : " (over: every job at its least power)", fl->last.cost,
-            !fl->last.feasible ? "infeasible"
-            : fl->last.exact   ? "exact"
-                               : "not proven",
-            fl->last.gap, fl->last_solve_s * 1e3);
+    erg__srv_log(srv, fl->last.feasible ? ERG_LOG_INFO : ERG_LOG_WARNING, "fleet", NULL,
+                 "%s: %zu jobs, %.1f W of a %.1f W cap%s, weighted slowdown %.6f (%s, gap %.3g), "
+                 "%.1f ms",
+                 reason, n, fl->last.power_w, fl->cap_w,
+                 fl->last.feasible ? "" : " (over: every job at its least power)", fl->last.cost,
+                 !fl->last.feasible ? "infeasible"
+                 : fl->last.exact   ? "exact"
+                                    : "not proven",
+                 fl->last.gap, fl->last_solve_s * 1e3);
 out:
     erg__free(jobs);
     erg__free(choice);
@@ -384,7 +387,7 @@ out:
 
 /* ---- job events ---- */
 
-void srv_fleet_job_started(erg_server *srv, srv_job *j, bool replay)
+void erg__srv_fleet_job_started(erg_server *srv, srv_job *j, bool replay)
 {
     struct srv_fleet *fl = srv->fleet;
     if (!fl || strcmp(j->sched_name, "Frontier") || member_of(srv, j))
@@ -398,10 +401,10 @@ void srv_fleet_job_started(erg_server *srv, srv_job *j, bool replay)
         m->p = erg__calloc(fr->n, sizeof(double));
     }
     if (!m || !m->t_eff || !m->p) {
-        srv_log(srv, ERG_LOG_WARNING, "fleet", j->id, "not a fleet member: %s",
-                fr    ? "out of memory"
-                : dir ? err.msg
-                      : "no frontier_dir");
+        erg__srv_log(srv, ERG_LOG_WARNING, "fleet", j->id, "not a fleet member: %s",
+                     fr    ? "out of memory"
+                     : dir ? err.msg
+                           : "no frontier_dir");
         if (m)
             member_free(m);
         return;
@@ -428,7 +431,7 @@ void srv_fleet_job_started(erg_server *srv, srv_job *j, bool replay)
         solve(srv, "arrive");
 }
 
-void srv_fleet_job_ended(erg_server *srv, srv_job *j)
+void erg__srv_fleet_job_ended(erg_server *srv, srv_job *j)
 {
     struct srv_fleet *fl = srv->fleet;
     for (fl_member **pp = fl ? &fl->members : NULL; pp && *pp; pp = &(*pp)->next)
@@ -442,7 +445,7 @@ void srv_fleet_job_ended(erg_server *srv, srv_job *j)
         }
 }
 
-void srv_fleet_job_target(erg_server *srv, srv_job *j, int kind, double value)
+void erg__srv_fleet_job_target(erg_server *srv, srv_job *j, int kind, double value)
 {
     struct srv_fleet *fl = srv->fleet;
     fl_member *m = member_of(srv, j);
@@ -509,76 +512,78 @@ static void set_cap(erg_server *srv, const srv_req *rq, srv_resp *rs)
     erg_error e;
     if (!json_is_object(in) || !cap || (!json_is_null(cap) && !json_is_number(cap)) ||
         (json_is_number(cap) && !(json_number_value(cap) > 0 && json_number_value(cap) <= 1e12))) {
-        srv_respond_error(rs, "error", 400,
-                          "the body must be {\"cap_w\": W} with 0 < W <= 1e12, or {\"cap_w\": "
-                          "null} to lift the cap%s%s",
-                          rq->body->v ? "" : ": ", rq->body->v ? "" : rq->body->err);
+        erg__srv_respond_error(rs, "error", 400,
+                               "the body must be {\"cap_w\": W} with 0 < W <= 1e12, or {\"cap_w\": "
+                               "null} to lift the cap%s%s",
+                               rq->body->v ? "" : ": ", rq->body->v ? "" : rq->body->err);
         return;
     }
-    erg_status st = json_is_null(cap)
-                        ? srv_store_exec(srv, &e, "DELETE FROM fleet_config WHERE key='cap_w'", "")
-                        : srv_store_exec(srv, &e,
-                                         "INSERT INTO fleet_config(key, value) VALUES('cap_w', ?) "
-                                         "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                                         "d", json_number_value(cap));
+    erg_status st =
+        json_is_null(cap)
+            ? erg__srv_store_exec(srv, &e, "DELETE FROM fleet_config WHERE key='cap_w'", "")
+            : erg__srv_store_exec(srv, &e,
+                                  "INSERT INTO fleet_config(key, value) VALUES('cap_w', ?) "
+                                  "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                                  "d", json_number_value(cap));
     if (st) {
-        srv_respond_error(rs, "error", 503, "%s", e.msg);
+        erg__srv_respond_error(rs, "error", 503, "%s", e.msg);
         return;
     }
     fl->have_cap = !json_is_null(cap);
     fl->cap_w = fl->have_cap ? json_number_value(cap) : 0;
-    srv_store_event(srv, NULL, "fleet_cap", fl->have_cap ? "set" : "lifted");
+    erg__srv_store_event(srv, NULL, "fleet_cap", fl->have_cap ? "set" : "lifted");
     solve(srv, "cap");
-    srv_respond(rs, 200, fleet_json(srv));
+    erg__srv_respond(rs, 200, fleet_json(srv));
 }
 
 static void set_weight(erg_server *srv, const char *id, const srv_req *rq, srv_resp *rs)
 {
     struct srv_fleet *fl = srv->fleet;
     const json_t *in = rq->body->v, *w = json_object_get(in, "weight");
-    srv_job *j = srv_job_find(srv, id);
+    srv_job *j = erg__srv_job_find(srv, id);
     if (!j) {
-        srv_respond_error(rs, "error", 404, "unknown job '%.300s'", id);
+        erg__srv_respond_error(rs, "error", 404, "unknown job '%.300s'", id);
         return;
     }
     if (!json_is_object(in) || !json_is_number(w) ||
         !(json_number_value(w) >= 0 && json_number_value(w) <= 1e6)) {
-        srv_respond_error(rs, "error", 400, "the body must be {\"weight\": W} with 0 <= W <= 1e6");
+        erg__srv_respond_error(rs, "error", 400,
+                               "the body must be {\"weight\": W} with 0 <= W <= 1e6");
         return;
     }
     if (cfg_set(srv, j->id, json_number_value(w), (int)cfg_num(fl, j->id, "tkind", 0),
                 cfg_num(fl, j->id, "tval", 0))) {
-        srv_respond_error(rs, "error", 503, "the weight could not be stored");
+        erg__srv_respond_error(rs, "error", 503, "the weight could not be stored");
         return;
     }
     if (member_of(srv, j))
         solve(srv, "weight");
-    srv_respond(rs, 200, fleet_json(srv));
+    erg__srv_respond(rs, 200, fleet_json(srv));
 }
 
-bool srv_fleet_route(erg_server *srv, const srv_req *rq, srv_resp *rs)
+bool erg__srv_fleet_route(erg_server *srv, const srv_req *rq, srv_resp *rs)
 {
     const char *p = rq->path;
     if (strcmp(p, "/v1/fleet") && strncmp(p, "/v1/fleet/jobs/", 15))
         return false;
     struct srv_fleet *fl = srv->fleet;
     if (!fl) { /* a server object made without srv_fleet_open (tests, fuzz targets) */
-        srv_respond_error(rs, "error", 503, "this server keeps no fleet");
+        erg__srv_respond_error(rs, "error", 503, "this server keeps no fleet");
         return true;
     }
     if (fl->dirty)
         solve(srv, "restart");
     if (!strcmp(p, "/v1/fleet")) {
         if (rq->get)
-            srv_respond(rs, 200, fleet_json(srv));
+            erg__srv_respond(rs, 200, fleet_json(srv));
         else if (rq->post)
             set_cap(srv, rq, rs);
         else
-            srv_respond_error(rs, "error", 405, "use GET or POST on /v1/fleet");
+            erg__srv_respond_error(rs, "error", 405, "use GET or POST on /v1/fleet");
         return true;
     }
     if (!rq->post)
-        srv_respond_error(rs, "error", 405, "use POST on /v1/fleet/jobs/{id}");
+        erg__srv_respond_error(rs, "error", 405, "use POST on /v1/fleet/jobs/{id}");
     else
         set_weight(srv, p + 15, rq, rs);
     return true;
@@ -603,7 +608,7 @@ static void gauge(erg__buf *b, const char *name, const char *help)
     erg__buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
 }
 
-void srv_fleet_metrics(erg_server *srv, erg__buf *b)
+void erg__srv_fleet_metrics(erg_server *srv, erg__buf *b)
 {
     struct srv_fleet *fl = srv->fleet;
     if (!fl)

@@ -8,7 +8,7 @@
 #ifndef ERGON_SERVER_FLEET_H
 #define ERGON_SERVER_FLEET_H
 
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 /* The target kind of a fleet assignment: value = the plan index, -1 = none (the job's own
  * target again). */
@@ -16,18 +16,18 @@
 
 struct srv_job;
 /* Start-up (before the jobs are restored): the tables, the cap and the weights. */
-erg_status srv_fleet_open(erg_server *srv, erg_error *err);
-void srv_fleet_free(erg_server *srv);
+erg_status erg__srv_fleet_open(erg_server *srv, erg_error *err);
+void erg__srv_fleet_free(erg_server *srv);
 /* A job started running (its scheduler is built; replay: restored after a restart). */
-void srv_fleet_job_started(erg_server *srv, struct srv_job *j, bool replay);
+void erg__srv_fleet_job_started(erg_server *srv, struct srv_job *j, bool replay);
 /* A job ended (done, failed, aborted). */
-void srv_fleet_job_ended(erg_server *srv, struct srv_job *j);
+void erg__srv_fleet_job_ended(erg_server *srv, struct srv_job *j);
 /* A straggler target (kind 1 slowdown, 2 deadline_s) was set on a job. */
-void srv_fleet_job_target(erg_server *srv, struct srv_job *j, int kind, double value);
+void erg__srv_fleet_job_target(erg_server *srv, struct srv_job *j, int kind, double value);
 /* /v1/fleet routes (GET /v1/fleet, POST /v1/fleet, POST /v1/fleet/jobs/{id}); false when the
  * path is not one. */
-bool srv_fleet_route(erg_server *srv, const srv_req *rq, srv_resp *rs);
+bool erg__srv_fleet_route(erg_server *srv, const srv_req *rq, srv_resp *rs);
 /* The fleet's gauges, appended to /metrics. */
-void srv_fleet_metrics(erg_server *srv, erg__buf *b);
+void erg__srv_fleet_metrics(erg_server *srv, erg__buf *b);
 
 #endif

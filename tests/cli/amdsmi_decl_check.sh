@@ -8,6 +8,7 @@
 # Needs no libergon and no libamd_smi.so, so it runs in the sanitizer build too. Skipped with a
 # message where the venv or its amdsmi package is missing; under CI=true that is a failure.
 set -u
+source "$(dirname "$0")/skip_lib.bash"
 : "${ERGON_SRC:?}"
 VPY="${ERGON_PY_VENV:-}/bin/python"
 why=""
@@ -18,10 +19,7 @@ s = u.find_spec("amdsmi")
 sys.exit(0 if s and os.path.isfile(os.path.join(list(s.submodule_search_locations)[0], "amdsmi_wrapper.py")) else 1)' 2>&1); then
   why="$VPY has no amdsmi package with amdsmi_wrapper.py${err:+: $err} (run: make py-deps)"
 fi
-if [ -n "$why" ]; then
-  [ "${CI:-}" = true ] && { echo "FAIL: $why"; exit 1; }
-  echo "SKIP: $why"; exit 77
-fi
+[ -z "$why" ] || skip_or_fail "$why"
 export PYTHONDONTWRITEBYTECODE=1
 checker="$ERGON_SRC/tests/amdsmi_decl/check_amdsmi_decl.py"
 hdr="$ERGON_SRC/src/gpu/amdsmi_decl.h"

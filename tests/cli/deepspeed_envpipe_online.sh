@@ -8,14 +8,19 @@
 # Checks: the job reached EnvPipe's termination rule (envpipe.log, envpipe-windows.csv), the
 # ranks measured receive waits and the plan lowered clocks; then one launch runs the final
 # plan and all-max for 4 iterations each: losses bitwise identical (and equal to the online
-# run's), the final plan's energy below all-max at <= 1 % slowdown (emulated exactly; measured
-# with +2 % for noise), measured energy of both and the plan's time within 5 % of `ergon
-# emulate` with one P2P time (--p2p-time) fitted on the all-max run's time (DeepSpeed's own
-# time outside the instructions).
+# run's), checked first. The energy verdict is the simulated GPU's own accounting
+# (Gpu.sim_account: each instruction's model time and energy at the clock the device had when
+# it began, however long the host took; docs/sim-gpu.md), which does not depend on load: every
+# instruction of every step ran at the plan's clock, and the accounted busy time and energy
+# equal `ergon emulate`'s of the same plan (on the simulated GPU's profile, no P2P time)
+# within 1e-6; on those exact numbers the final plan's energy is below all-max at <= 1 %
+# slowdown. Circular by construction: the EnvPipe scheduler planned on a profile it measured
+# on this same simulated GPU, and the emulation uses that GPU's model, so the agreement checks
+# that the run ran the plan's clocks, not the model. Wall-clock time and energy (and a P2P
+# time fitted so that the emulated all-max time matches the measured one) are printed beside
+# and decide nothing; nothing skips for load.
 # Then the other knob values (uniform, 1f1b, greedy) run to termination in TrainSchedule's
-# order. Skips when the machine is too loaded to time the simulated GPU (> 5 % of the
-# instructions overran it, waiting for clock changes to land took > 5 % of a run, or the
-# sleeps that pace the instructions held them > 3 % longer than simulated).
+# order.
 # docs/integrations.md (EnvPipe on DeepSpeed) shows the script's command.
 source "$(dirname "$0")/venv_lib.bash"
 need_venv deepspeed transformers
@@ -84,80 +89,85 @@ timeout -k 5 200 "$VPY" -m torch.distributed.run --standalone --nproc-per-node $
 import json, statistics, subprocess, sys
 tmp, S, ERGON = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 R = [json.load(open("%s/measure/cases-%d.json" % (tmp, r))) for r in range(S)]
-over = sum(r["overruns"] for r in R) / max(1, sum(r["instructions"] for r in R))
-if over > 0.05:
-    print("SKIP: %.0f%% of the instructions overran the simulated GPU (machine too loaded)"
-          % (100 * over))
-    sys.exit(77)
-for i, name in enumerate(("all-max", "final plan")):
-    waited = max(r["cases"][i]["sync_wait_s"] for r in R)
-    ran = sum(R[0]["cases"][i]["time_s"])
-    print("%s run: %.1f ms waiting for clock changes over %.3f s" % (name, 1000 * waited, ran))
-    if waited > 0.05 * ran:
-        print("SKIP: %s run: the clock changes took %.0f%% of the run to land (machine too "
-              "loaded to time the simulated GPU)" % (name, 100 * waited / ran))
-        sys.exit(77)
-    late = sum(r["cases"][i]["late_s"] for r in R) / sum(r["cases"][i]["paced_s"] for r in R)
-    print("%s run: the paced instructions were held %.1f%% longer than simulated" % (name, 100 * late))
-    if late > 0.03:
-        print("SKIP: %s run: sleeps overran the simulated times by %.1f%% (machine too loaded "
-              "to time the simulated GPU: the energy would be off by as much)" % (name, 100 * late))
-        sys.exit(77)
+BLOCKING_W = 83.64
 meas = {}
 for i, name in enumerate(("allmax", "plan")):
     n = len(R[0]["cases"][i]["time_s"])
     t = statistics.median(max(r["cases"][i]["time_s"][k] for r in R) for k in range(1, n))
     e = statistics.median(sum(r["cases"][i]["energy_j"][k] for r in R) for k in range(1, n))
     meas[name] = (t, e, R[-1]["cases"][i]["loss_hex"])
-def emulate(name, p2p_s):
-    out = subprocess.run([ERGON, "emulate", "--profile", tmp + "/env/profile.csv", "--plan",
-                          "%s/%s.json" % (tmp, name), "--blocking-power", "83.64",
-                          "--p2p-time", repr(p2p_s), "--json"],
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
-
-# DeepSpeed's engine spends time outside the instructions (P2P through gloo, loading, the
-# optimizer step, the loss broadcast): one number, the time every cross-rank dependency adds
-# (emulate --p2p-time), is fitted so that the emulated all-max time is the measured one; the
-# final plan's time and energy and all-max's energy are then predictions.
-lo, hi = 0.0, 0.05
-for _ in range(30):
-    mid = (lo + hi) / 2
-    lo, hi = (mid, hi) if emulate("allmax", mid)["time_s"] < meas["allmax"][0] else (lo, mid)
-p2p = (lo + hi) / 2
-emu = {k: emulate(k, p2p) for k in ("allmax", "plan")}
-exact = {k: emulate(k, 0.0) for k in ("allmax", "plan")}
-print("emulate --p2p-time %.2f ms (fitted on the all-max time)" % (1000 * p2p))
-print("run      time_s  energy_j   emulated time_s  energy_j")
-for k in ("allmax", "plan"):
-    print("%-7s  %.4f  %8.2f   %.4f           %8.2f" % (k, meas[k][0], meas[k][1],
-                                                     emu[k]["time_s"], emu[k]["energy_j"]))
 tm, em, lm = meas["allmax"]
 tp, ep, lp = meas["plan"]
 online = open(tmp + "/online-losses.txt").read().split()
 checks = {
     "final plan and all-max losses bitwise identical": lm == lp,
     "online run's losses bitwise == all-max": online == lm[:len(online)],
-    "final plan energy below all-max (measured)": ep < em,
-    "final plan energy below all-max (emulated)":
-        exact["plan"]["energy_j"] < exact["allmax"]["energy_j"],
-    "slowdown <= 1% (emulated)": exact["plan"]["time_s"] <= 1.01 * exact["allmax"]["time_s"],
-    "slowdown <= 1% (measured, +2% noise)": tp <= 1.03 * tm,
 }
-checks["plan time within 5% of emulate"] = abs(tp / emu["plan"]["time_s"] - 1) <= 0.05
+def emulate(name, p2p_s):
+    out = subprocess.run([ERGON, "emulate", "--profile", tmp + "/env/profile.csv", "--plan",
+                          "%s/%s.json" % (tmp, name), "--blocking-power", str(BLOCKING_W),
+                          "--p2p-time", repr(p2p_s), "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+exact = {k: emulate(k, 0.0) for k in ("allmax", "plan")}
+acc_e = {}
+for i, name in enumerate(("allmax", "plan")):
+    plan = json.load(open("%s/%s.json" % (tmp, name)))
+    sims = [r["cases"][i]["sim"] for r in R]
+    bad = ["rank %d step %d: %s" % (r, k, [(j, w, g) for j, (w, g) in enumerate(
+               zip(plan["stages"][r]["freq_mhz"], s["clocks"])) if w != g][:5] or "count differs")
+           for r in range(S) for k, s in enumerate(sims[r])
+           if s["clocks"] != plan["stages"][r]["freq_mhz"]]
+    for b in bad:
+        print("%s: instructions (index, planned, ran) at another clock than the plan's: %s"
+              % (name, b))
+    checks["%s: every instruction ran at its plan's clock (the simulated GPU's clock at its "
+           "begin)" % name] = not bad
+    T = exact[name]["time_s"]
+    want_t = S * T - exact[name]["blocking_energy_j"] / BLOCKING_W
+    want_e = exact[name]["compute_energy_j"]
+    steps = len(sims[0])
+    busy_t = [sum(sims[r][k]["busy_time_s"] for r in range(S)) for k in range(steps)]
+    busy_e = [sum(sims[r][k]["busy_energy_j"] for r in range(S)) for k in range(steps)]
+    worst_t = max(abs(x / want_t - 1) for x in busy_t)
+    worst_e = max(abs(x / want_e - 1) for x in busy_e)
+    acc_e[name] = busy_e[-1] + BLOCKING_W * (S * T - busy_t[-1])
+    print("%-7s accounted busy %.6f s (emulated %.6f), %.4f J (emulated compute %.4f); "
+          "accounted energy %.3f J" % (name, busy_t[-1], want_t, busy_e[-1], want_e, acc_e[name]))
+    checks["%s: accounted busy time of every step = emulate's within 1e-6 (worst %.1e)"
+           % (name, worst_t)] = worst_t <= 1e-6
+    checks["%s: accounted busy energy of every step = emulate's compute energy within 1e-6 "
+           "(worst %.1e)" % (name, worst_e)] = worst_e <= 1e-6
+checks["final plan's accounted energy below all-max"] = acc_e["plan"] < acc_e["allmax"]
+checks["slowdown <= 1% (accounted = emulated)"] = \
+    exact["plan"]["time_s"] <= 1.01 * exact["allmax"]["time_s"]
+
+# Printed only: DeepSpeed's engine spends wall time outside the instructions (P2P through
+# gloo, loading, the optimizer step, the loss broadcast), and a loaded host adds more. One
+# number, the time every cross-rank dependency adds (emulate --p2p-time), is fitted so that
+# the emulated all-max time is the measured one.
+lo, hi = 0.0, 0.05
+for _ in range(20):
+    mid = (lo + hi) / 2
+    lo, hi = (mid, hi) if emulate("allmax", mid)["time_s"] < meas["allmax"][0] else (lo, mid)
+p2p = (lo + hi) / 2
+emu = {k: emulate(k, p2p) for k in ("allmax", "plan")}
+over = sum(r["overruns"] for r in R) / max(1, sum(r["instructions"] for r in R))
+print("wall clock (printed only): %.0f%% of the instructions overran the simulated GPU; "
+      "emulate --p2p-time %.2f ms fitted on the all-max time" % (100 * over, 1000 * p2p))
+print("run      time_s  energy_j   emulated time_s  energy_j")
 for k in ("allmax", "plan"):
-    checks["%s energy within 5%% of emulate" % k] = abs(meas[k][1] / emu[k]["energy_j"] - 1) <= 0.05
+    print("%-7s  %.4f  %8.2f   %.4f           %8.2f" % (k, meas[k][0], meas[k][1],
+                                                     emu[k]["time_s"], emu[k]["energy_j"]))
 for k, v in checks.items():
-    print("%-48s %s" % (k, "ok" if v else "FAILED"))
-print("final plan vs all-max: time %+.2f%%, energy %+.2f%% (emulated %+.2f%%, %+.2f%%)" % (
-    100 * (tp / tm - 1), 100 * (ep / em - 1),
+    print("%-4s %s" % ("ok" if v else "FAIL", k))
+print("final plan vs all-max: accounted time %+.2f%%, energy %+.2f%%; wall clock %+.2f%%, %+.2f%%" % (
     100 * (exact["plan"]["time_s"] / exact["allmax"]["time_s"] - 1),
-    100 * (exact["plan"]["energy_j"] / exact["allmax"]["energy_j"] - 1)))
+    100 * (acc_e["plan"] / acc_e["allmax"] - 1), 100 * (tp / tm - 1), 100 * (ep / em - 1)))
 sys.exit(0 if all(checks.values()) else 1)
 PY
-rc=$?
-[ $rc -eq 0 ] || [ $rc -eq 77 ] || fail "measured checks"
-measured_rc=$rc
+[ $? -eq 0 ] || fail "measured checks"
 # The other knob values reach the server too: uniform / 1f1b / greedy runs to termination in
 # the 1F1B order (DeepSpeed's TrainSchedule: the order the hooks saw is `ergon schedule 1f1b`).
 timeout -k 5 300 "$EX/train_llama_deepspeed.sh" --type uniform --scheduling 1f1b --reconfig greedy \
@@ -187,5 +197,4 @@ for r in range(S):
 print("uniform/1f1b/greedy: %s; TrainSchedule's order on every rank == ergon schedule 1f1b"
       % term[0])
 PY
-[ $measured_rc -eq 77 ] && { echo "SKIP: the measured checks (above: machine too loaded)"; exit 77; }
 echo "PASS"

@@ -3,11 +3,12 @@
 # (tools/docs_blocks.py: a <!-- docs: ... --> marker before each block). The run blocks are run
 # with the built ergon; an unmarked block, a marker naming a missing test, and a failing run
 # block each fail it (checked on a copy of the docs).
+# Skip by design: the ASan build (the same lines run in the Release build's test).
 set -u
+source "$(dirname "$0")/skip_lib.bash"
 : "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 if [ -n "${ERGON_SANITIZED:-}" ]; then
-  echo "SKIP: the documented commands run in the release build's test (they are the same lines)"
-  exit 77
+  skip_by_design "the documented commands run in the release build's test (they are the same lines)"
 fi
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

@@ -4,8 +4,8 @@
 # stage profile, and a killed rank whose clock its client's watchdog resets. The fake
 # libamd_smi.so logs every state-changing call.
 source "$(dirname "$0")/e2e_lib.bash"
-[ -n "${ERGON_FAKE_AMDSMI:-}" ] && [ -r "$ERGON_FAKE_AMDSMI" ] || { echo "SKIP: fake amdsmi not built"; exit 77; }
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (the fake amdsmi refuses clock changes otherwise)"; exit 77; }
+[ -n "${ERGON_FAKE_AMDSMI:-}" ] && [ -r "$ERGON_FAKE_AMDSMI" ] || skip_or_fail "fake amdsmi not built"
+[ "$(id -u)" = 0 ] || skip_or_fail "needs root (the fake amdsmi refuses clock changes otherwise)"
 G="amdsmi:$ERGON_FAKE_AMDSMI"
 launch_pid=""
 cleanup() { [ -n "$launch_pid" ] && kill "$launch_pid" 2>/dev/null; rm -rf "$tmp"; }

@@ -2,14 +2,14 @@
 # e2e_envpipe_online.sh: EnvPipe online. The PyTorch trainer (S=3, M=4, 1F1B, one iteration
 # per window, the paced simulated GPU with bert-large timings so a window takes ~0.3 s) runs a job of the server's EnvPipe scheduler: the
 # ranks run PyTorch's own runtime (Schedule1F1B of the venv's torch 2), measure the
-# host-clock wait of every receive PyTorch waits on (ergon.torch_pipelining) and report it
+# host-clock wait of every receive PyTorch waits on (ergon.integration.torch_pipelining) and report it
 # (wait_breakdown); the scheduler profiles 4 clocks, plans with erg_plan_envpipe, applies one
 # measured reconfiguration step per window until EnvPipe's termination rule holds, serves the
 # final plan for one window and ends the job. Checks: the job ran to termination (dump:
 # envpipe.log, envpipe-windows.csv), reconfiguration windows ran with measured waits, the
 # plan lowered clocks, and the losses are bitwise identical to an all-max run of as many steps.
 source "$(dirname "$0")/e2e_lib.bash"
-"$ERGON" serve --help >/dev/null 2>&1 || { echo "SKIP: this build has no ergon serve"; exit 77; }
+"$ERGON" serve --help >/dev/null 2>&1 || skip_or_fail "this build has no ergon serve"
 
 S=3 M=4
 "$ERGON" serve --port 0 --db "$tmp/s.db" --dump "$tmp/dump" >"$tmp/out.txt" 2>"$tmp/serve.log" &

@@ -7,9 +7,9 @@
 # must be a reset. Run twice: with a local plan file, and (when this build has `ergon serve`)
 # with the clocks of every window coming from a server job, which must end up "aborted".
 source "$(dirname "$0")/e2e_lib.bash"
-[ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || { echo "SKIP: fake NVML not built"; exit 77; }
+[ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || skip_or_fail "fake NVML not built"
 # The fake NVML, like the real one, refuses clock changes to non-root processes.
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (the fake NVML refuses clock changes otherwise)"; exit 77; }
+[ "$(id -u)" = 0 ] || skip_or_fail "needs root (the fake NVML refuses clock changes otherwise)"
 
 S=3 M=4
 export FAKE_NVML_DEVICES=$S
@@ -90,7 +90,7 @@ grep -q "the GPU clocks could not be changed: EPERM" "$tmp/deny.txt" || {
 echo "without permission: $(grep -m1 'could not be changed' "$tmp/deny.txt")"
 
 if ! "$ERGON" serve --help >/dev/null 2>&1; then
-  echo "note: this build has no \`ergon serve\`: the server part (job marked aborted) is skipped"
+  note_or_fail "this build has no \`ergon serve\`: the server part (job marked aborted) cannot run"
   echo "PASS"; exit 0
 fi
 # The server runs TwoFrequencies (forward 1200 MHz, backward 1305 MHz: clocks change every

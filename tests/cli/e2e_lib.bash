@@ -17,8 +17,7 @@ DEB_PY=/usr/bin/python3
 # need_deb_torchvision: skip (fail under CI=true) when Debian's torch + torchvision are missing.
 need_deb_torchvision() {
   "$DEB_PY" -c 'import torch, torchvision' 2>/dev/null && return 0
-  if [ "${CI:-}" = true ]; then echo "FAIL: $DEB_PY cannot import torchvision (make e2e-deps)"; exit 1; fi
-  echo "SKIP: $DEB_PY cannot import torch + torchvision (make e2e-deps)"; exit 77
+  skip_or_fail "$DEB_PY cannot import torch + torchvision (make e2e-deps)"
 }
 export ERGON_LIBRARY="$ERGON_BIN_DIR/libergon.so.0"
 [ -r "$ERGON_LIBRARY" ] || { echo "FAIL: $ERGON_LIBRARY not built"; exit 1; }

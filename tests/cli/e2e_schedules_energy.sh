@@ -4,14 +4,27 @@
 # e2e_schedules_energy_1f1b.sh, _interleaved_1f1b.sh and _interleaved_zb.sh; P=4 ranks, V=2
 # (1 for 1f1b), M=4; paced simulated A100 running GPT-3 2.7B's stage times; ergon's hooks
 # around the real PipelineStage's forward/backward/I/W). The profile is the simulated GPU's
-# own (`ergon profile sim --split-backward`: the model the pacing follows, with
-# backward_input/backward_weight rows), then `ergon plan perseus --schedule SCHED`, `ergon
-# choose --slowdown 1.01`, training at all-max and with the plan. Checks: torch's runtime ran
-# exactly ergon's order on every rank; losses of both runs bitwise identical; planned energy
-# below all-max; planned time within the 1% budget (+2% for noise: other tests share the
-# CPU); measured time and energy of both runs within 5% of `ergon emulate`. Skips when the
-# machine is too loaded to time the simulated GPU (more than 5% of the instructions overran
-# it).
+# own (`ergon profile sim --split-backward`, with backward_input/backward_weight rows), then
+# `ergon plan perseus --schedule SCHED`, `ergon choose --slowdown 1.01`, training at all-max
+# and with the plan.
+# Circular by construction: the profile, the plan and the run's GPU are the same simulated
+# model, so "the run agrees with `ergon emulate`" cannot test the profiling step, and wall
+# time on this shared machine measures its load as much as the clocks. The verdict is
+# therefore taken on the simulated GPU's own accounting (Gpu.sim_account: each instruction's
+# model time and energy at the clock the device had when it began, however long the host took;
+# docs/sim-gpu.md), which does not depend on load, and it is exact:
+#   - torch's runtime ran exactly ergon's order on every rank; losses of both runs bitwise
+#     identical (checked first: they never depend on load);
+#   - every instruction of every step ran at its plan's clock (the device's clock at its
+#     begin, in run order, equals the plan's clock of that instruction);
+#   - every step's accounted busy energy (sum over ranks) equals `ergon emulate`'s compute
+#     energy, and its busy time equals P x emulated time - blocking energy / blocking power,
+#     both within 1e-6 (rounding): one instruction 15 MHz off fails this;
+#   - the plan's promise, where it is made: the emulated (= accounted) planned iteration time
+#     <= 1.01 x all-max's, and the accounted energy (busy + blocking power x idle) below
+#     all-max's.
+# Wall-clock time and energy are printed beside, with their difference to the emulation, and
+# decide nothing. Nothing skips for load.
 source "$(dirname "$0")/e2e_lib.bash"
 
 P=4 M=${M:-4} STEPS=5 SCHED=${SCHED:-zbv} MODEL=gpt3-2.7b
@@ -40,62 +53,89 @@ for x in all-max plan; do
     >"$tmp/emul-$x.json" || fail "emulate $x"
 done
 "$PY" - "$tmp" $P $SCHED <<'PY'
-import csv, json, sys
+import json, sys
 tmp, P, sched = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+BLOCKING_W = 83.64
+checks = {}
 
-def load(run):
+def load(run, plan_file):
     R = [json.load(open("%s/%s/result-%d.json" % (tmp, run, r))) for r in range(P)]
+    plan = json.load(open(plan_file))
     V = 1 if sched in ("1f1b", "gpipe") else 2
-    for r in R:
+    clocks_ok = True
+    for rank, r in enumerate(R):
         assert r["schedule"] == sched and r["chunks"] == V and r["paced"], (r["schedule"], r["chunks"])
         # PyTorch's own runtime ran it (torch.distributed.pipelining), in ergon's order.
         assert r["runtime"] == "torch", r["runtime"]
         ran = [tuple(x) for x in r["order_ran"]]
         letters = {0: "F", 1: "B", 2: "I", 3: "W"}
-        want = []
-        for k, s, m, *rest in r["order"]:  # an OVERLAP_F_B step as its two parts
+        want, want_clocks = [], []
+        freqs = plan["stages"][rank]["freq_mhz"]
+        assert len(freqs) == len(r["order"]), (len(freqs), len(r["order"]))
+        for (k, s, m, *rest), f in zip(r["order"], freqs):  # an OVERLAP_F_B step as its two parts
             want.append((letters[0 if k == 4 else k], s, m))
+            want_clocks.append(f)
             if k == 4:
                 want.append((letters[rest[0]], rest[1], rest[2]))
+                want_clocks.append(f)
         assert ran == want, (ran, want)
-    over = sum(r["overruns"] for r in R) / max(1, sum(r["instructions"] for r in R))
-    if over > 0.05:
-        print("SKIP: %s run: %.0f%% of the instructions overran the simulated GPU "
-              "(machine too loaded to time it)" % (run, 100 * over))
-        sys.exit(77)
+        for st in r["steps"]:
+            if st["sim"]["clocks"] != want_clocks:
+                bad = [(i, w, g) for i, (w, g) in enumerate(zip(want_clocks, st["sim"]["clocks"]))
+                       if w != g]
+                print("%s: rank %d step %d: instructions (index, planned, ran) at another clock "
+                      "than the plan's: %s" % (run, rank, st["step"], bad[:5] or "count differs"))
+                clocks_ok = False
+    checks["%s: every instruction ran at its plan's clock (the simulated GPU's clock at its "
+           "begin)" % run] = clocks_ok
     n = len(R[0]["steps"])
+    busy_t = [sum(r["steps"][i]["sim"]["busy_time_s"] for r in R) for i in range(n)]
+    busy_e = [sum(r["steps"][i]["sim"]["busy_energy_j"] for r in R) for i in range(n)]
     t = [max(r["steps"][i]["time_s"] for r in R) for i in range(1, n)]
     e = [sum(r["steps"][i]["energy_j"] for r in R) for i in range(1, n)]
     loss = [s["loss_hex"] for r in R for s in r["steps"] if "loss_hex" in s]
     assert len(loss) == n, loss
-    return min(t), min(e), loss
+    return busy_t, busy_e, min(t), min(e), loss
 
-tm, em, lm = load("max")
-tp, ep, lp = load("planned")
 emu = {k: json.load(open("%s/emul-%s.json" % (tmp, k))) for k in ("all-max", "plan")}
-print("run      time_s   energy_j   emul time_s  emul energy_j")
-print("all-max  %.4f  %9.2f  %.4f  %9.2f" % (tm, em, emu["all-max"]["time_s"], emu["all-max"]["energy_j"]))
-print("planned  %.4f  %9.2f  %.4f  %9.2f" % (tp, ep, emu["plan"]["time_s"], emu["plan"]["energy_j"]))
-print("planned vs all-max: time %+.2f%%, energy %+.2f%%" % (100 * (tp / tm - 1), 100 * (ep / em - 1)))
-clocks = set()
-for r in range(P):
-    for row in csv.DictReader(open("%s/planned-logs/instructions-%d.csv" % (tmp, r))):
-        if row["freq_start"] == row["freq_end"]:
-            clocks.add(int(row["freq_end"]))
-checks = {
-    "losses bitwise identical": lm == lp,
-    "planned run used several clocks": len(clocks) >= 2,
-    "planned energy below all-max": ep < em,
-    "planned time within 1% (+2% noise)": tp <= tm * 1.03,
-}
-for name, (t, e, k) in (("all-max", (tm, em, "all-max")), ("planned", (tp, ep, "plan"))):
-    checks["%s time within 5%% of emulate" % name] = abs(t / emu[k]["time_s"] - 1) <= 0.05
-    checks["%s energy within 5%% of emulate" % name] = abs(e / emu[k]["energy_j"] - 1) <= 0.05
+runs = {}
+for run, k in (("max", "all-max"), ("planned", "plan")):
+    runs[k] = load(run, "%s/%s.json" % (tmp, k))
+lm, lp = runs["all-max"][4], runs["plan"][4]
+checks["losses bitwise identical"] = lm == lp
+print("run      emul time_s  accounted busy_s (emulated)  accounted busy J (emulated)  "
+      "accounted J   wall time_s (vs emul)  wall J (vs emul)")
+acc_e = {}
+for k in ("all-max", "plan"):
+    busy_t, busy_e, wt, we, _ = runs[k]
+    T = emu[k]["time_s"]
+    want_t = P * T - emu[k]["blocking_energy_j"] / BLOCKING_W
+    want_e = emu[k]["compute_energy_j"]
+    # the accounted iteration energy: busy energy + blocking power x idle time of every rank
+    acc_e[k] = busy_e[-1] + BLOCKING_W * (P * T - busy_t[-1])
+    print("%-8s %10.6f  %12.6f (%12.6f)  %12.4f (%12.4f)  %10.3f   %8.4f (%+6.2f%%)  %8.2f (%+6.2f%%)"
+          % (k, T, busy_t[-1], want_t, busy_e[-1], want_e, acc_e[k], wt, 100 * (wt / T - 1), we,
+             100 * (we / emu[k]["energy_j"] - 1)))
+    worst_t = max(abs(x / want_t - 1) for x in busy_t)
+    worst_e = max(abs(x / want_e - 1) for x in busy_e)
+    checks["%s: accounted busy time of every step = emulate's within 1e-6 (worst %.1e)"
+           % (k, worst_t)] = worst_t <= 1e-6
+    checks["%s: accounted busy energy of every step = emulate's compute energy within 1e-6 "
+           "(worst %.1e)" % (k, worst_e)] = worst_e <= 1e-6
+slow = emu["plan"]["time_s"] / emu["all-max"]["time_s"]
+print("planned vs all-max, accounted: time %+.3f%%, energy %+.2f%%"
+      % (100 * (slow - 1), 100 * (acc_e["plan"] / acc_e["all-max"] - 1)))
+print("planned vs all-max, wall clock (printed only; load adds to it): time %+.2f%%, energy %+.2f%%"
+      % (100 * (runs["plan"][2] / runs["all-max"][2] - 1),
+         100 * (runs["plan"][3] / runs["all-max"][3] - 1)))
+checks["planned run used several clocks"] = len(set(
+    c for r in range(P) for c in json.load(open("%s/plan.json" % tmp))["stages"][r]["freq_mhz"])) >= 2
+checks["planned accounted energy below all-max"] = acc_e["plan"] < acc_e["all-max"]
+checks["planned iteration time within the 1%% budget (%+.3f%%)" % (100 * (slow - 1))] = \
+    slow <= 1.01 + 1e-9
 for k, v in checks.items():
     print("%-4s %s" % ("ok" if v else "FAIL", k))
 sys.exit(0 if all(checks.values()) else 1)
 PY
-rc=$?
-[ $rc -eq 77 ] && exit 77
-[ $rc -eq 0 ] || fail "checks failed"
+[ $? -eq 0 ] || fail "checks failed"
 echo "PASS"

@@ -8,7 +8,7 @@
 # InstructionProfiler job gets backward_input and backward_weight rows from the trainer's
 # per-instruction samples.
 source "$(dirname "$0")/e2e_lib.bash"
-"$ERGON" serve --help >/dev/null 2>&1 || { echo "SKIP: this build has no ergon serve"; exit 77; }
+"$ERGON" serve --help >/dev/null 2>&1 || skip_or_fail "this build has no ergon serve"
 
 P=2 M=4
 "$ERGON" profile sim --gpu a100 --model gpt3-xl --stages $P --split-backward -o "$tmp/sim.csv" \

@@ -4,21 +4,24 @@
 # simulated GPU (a sparse InstructionProfiler job on `ergon serve` over the A100's 15 MHz grid
 # from 1410 to 855 MHz, or a local clock sweep when the build has no server), the profile CSV
 # (the server's: measured and predicted rows, cross-checked with `ergon profile logs`), `ergon plan perseus`, `ergon choose --slowdown 1.01`, train at all-max and with the plan, compare with
-# `ergon emulate`. Skips when the machine is too loaded to time the simulated GPU (more than 5%
-# of the instructions overran it: run_e2e.py exit 3). run_e2e.py exits 1 unless: losses bitwise identical, less energy,
-# iteration time within the budget (+2% for noise: other tests share the CPU), measured
-# time and energy within 5% of the emulation.
+# `ergon emulate`. run_e2e.py exits 1 unless (none of it depends on load; nothing skips for
+# load): losses bitwise identical; on the simulated GPU's own accounting (each instruction's
+# model time and energy at the clock it had when it began, however long the host took):
+# every instruction of every step at its plan's clock, busy time and energy of every step
+# equal to `ergon emulate` of the same plan on the simulated GPU's profile within 1e-6, the
+# planned run's accounted energy below all-max's; the plan's promise, a slowdown within 1 %
+# on the profile it was chosen on. Circular by construction: the server profiles, the planner
+# plans and the run runs the same simulated GPU model, and the slowdown promise is choose's
+# own number; the accounting against the model's profile is the independent check beside it
+# (it fails when an instruction runs at another clock). Wall-clock time and energy next to
+# the emulation on the measured profile are printed and decide nothing.
 source "$(dirname "$0")/e2e_lib.bash"
 
-timeout -k 5 170 "$PY" "$EX/run_e2e.py" --ergon "$ERGON" --out "$tmp/out" --stages 2 \
+timeout -k 5 600 "$PY" "$EX/run_e2e.py" --ergon "$ERGON" --out "$tmp/out" --stages 2 \
   --microbatches 4 --sim-model gpt3-xl --sweep 1410:855:15 --window-steps 2 --steps 4 \
-  --time-tolerance 0.02 --allow-repeat-windows \
+  --allow-repeat-windows \
   --timeout 60 >"$tmp/log.txt" 2>&1
 rc=$?
-if [ $rc -eq 3 ]; then
-  grep STOPPED "$tmp/log.txt"
-  echo "SKIP: this machine is too loaded to time the simulated GPU (run_e2e.py exit 3)"; exit 77
-fi
 sed -n '/== 0/,/== 1/p;/== 2/,/== 3/p;/== 7/,$p' "$tmp/log.txt" | grep -v '^\$ '
 
 [ $rc -eq 0 ] || { cat "$tmp/log.txt"; fail "run_e2e.py exit $rc"; }

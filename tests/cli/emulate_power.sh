@@ -8,7 +8,7 @@
 # `choose --out` wrote carries them ("power"); frontier-info.csv has all-max clocks' power.
 set -u
 : "${ERGON:?}"
-data=${ERGON_DATA:-../shared/data}/perseus-sosp24/stage_profile
+data=${ERGON_TEST_DATA:?}/published/perseus-sosp24/stage_profile
 if [ ! -d "$data" ]; then
   [ "${CI:-}" = true ] && { echo "FAIL: the published profiles are not in $data (CI=true)"; exit 1; }
   echo "SKIP: the published profiles are not in $data"; exit 77

@@ -4,8 +4,9 @@
 # is exported, every exported function is declared in a public header, and the SONAME is
 # libergon.so.MAJOR (what libergon0 and the binding load).
 set -u
+source "$(dirname "$0")/skip_lib.bash"
 : "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
-command -v nm >/dev/null && command -v readelf >/dev/null || { echo "SKIP: nm/readelf (binutils) missing"; exit 77; }
+command -v nm >/dev/null && command -v readelf >/dev/null || skip_or_fail "nm/readelf (binutils) missing"
 lib="$ERGON_BIN_DIR/libergon.so"
 [ -r "$lib" ] || { echo "FAIL: $lib not built"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

@@ -7,7 +7,7 @@
 # per-GPU power limit's, and every event left its decision in the server's database.
 set -u
 : "${ERGON:?}"
-data=${ERGON_DATA:-../shared/data}/perseus-sosp24/stage_profile
+data=${ERGON_TEST_DATA:?}/published/perseus-sosp24/stage_profile
 if [ ! -d "$data" ]; then
   [ "${CI:-}" = true ] && { echo "FAIL: the published profiles are not in $data (CI=true)"; exit 1; }
   echo "SKIP: the published profiles are not in $data"; exit 77

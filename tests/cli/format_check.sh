@@ -3,15 +3,15 @@
 # (`make format` applies it). Skips with a message without clang-format; under CI=true it
 # fails instead (the Makefile installs Debian's clang-format).
 set -u
+source "$(dirname "$0")/skip_lib.bash"
 src=${ERGON_SRC:?}
 cf=$(command -v clang-format || true)
 if [ -z "$cf" ]; then
-  [ "${CI:-}" = true ] && { echo "FAIL: clang-format not installed (make deps installs it)"; exit 1; }
-  echo "SKIP: clang-format not installed"; exit 77
+  skip_or_fail "clang-format not installed (make deps installs it)"
 fi
 cd "$src" || exit 1
 if ! git rev-parse --git-dir >/dev/null 2>&1; then
-  echo "SKIP: not a git checkout (the tracked files are the ones checked)"; exit 77
+  skip_or_fail "not a git checkout (the tracked files are the ones checked)"
 fi
 mapfile -t files < <(git ls-files '*.c' '*.h')
 [ ${#files[@]} -gt 50 ] || { echo "FAIL: only ${#files[@]} C files found"; exit 1; }

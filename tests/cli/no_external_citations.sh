@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # no_external_citations.sh: no comment, header, doc or test cites a document the repository does
-# not contain: the design notes outside the repo (../shared/design, *-spec.md, "spec §N",
-# ../shared/seeds) are background, and what matters of them is said in our own words in docs/
-# and ARCHITECTURE.md (issue 25). Published data under ../shared/data stays allowed (tests read it
-# and skip without it). A citation added to a copy of a source file must be caught, naming
+# not contain: the design notes outside the repo (shared/design, *-spec.md, "spec §N",
+# shared/seeds) are background, and what matters of them is said in our own words in docs/
+# and ARCHITECTURE.md (issue 25). The published data the tests read is in the repository
+# (tests/data/published). A citation added to a copy of a source file must be caught, naming
 # file:line.
 set -u
 : "${ERGON_SRC:?}"

@@ -6,6 +6,7 @@
 # lacks it, from NVIDIA's nvidia-nvml-dev package in the PyPI environment (requirements.txt).
 # Skipped with a message where no nvml.h is found; under CI=true that is a failure.
 set -u
+source "$(dirname "$0")/skip_lib.bash"
 : "${ERGON_SRC:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 hdr=""
@@ -15,8 +16,7 @@ for d in ${NVML_INCLUDE_DIR:-} /usr/local/cuda/include /usr/include \
 done
 if [ -z "$hdr" ]; then
   msg="no nvml.h (CUDA toolkit, or nvidia-nvml-dev in ${ERGON_PY_VENV:-the venv}: make py-deps)"
-  [ "${CI:-}" = true ] && { echo "FAIL: $msg"; exit 1; }
-  echo "SKIP: $msg"; exit 77
+  skip_or_fail "$msg"
 fi
 echo "nvml.h: $hdr/nvml.h ($(grep -m1 -o 'NVML_API_VERSION *[0-9]*' "$hdr/nvml.h" || echo '?'))"
 CC=${CC:-cc}

@@ -6,9 +6,10 @@
 # (envpipe.h) and a function (gpu.h), and erg_log_fn had two different definitions
 # (daemon.h, server.h).
 set -u
+source "$(dirname "$0")/skip_lib.bash"
 : "${ERGON_SRC:?}"
 CC_BIN=${CC:-cc}
-command -v "$CC_BIN" >/dev/null || { echo "SKIP: no C compiler ($CC_BIN)"; exit 77; }
+command -v "$CC_BIN" >/dev/null || skip_or_fail "no C compiler ($CC_BIN)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 {

@@ -10,7 +10,7 @@
 # has the fleet's gauges; bad requests are refused with 400/404.
 set -u
 : "${ERGON:?}"
-data=${ERGON_DATA:-../shared/data}/perseus-sosp24/stage_profile
+data=${ERGON_TEST_DATA:?}/published/perseus-sosp24/stage_profile
 if [ ! -d "$data" ]; then
   [ "${CI:-}" = true ] && { echo "FAIL: the published profiles are not in $data (CI=true)"; exit 1; }
   echo "SKIP: the published profiles are not in $data"; exit 77

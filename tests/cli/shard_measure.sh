@@ -7,6 +7,8 @@
 # --profiles-only` must then choose among the measured combinations only, follow the
 # measured times, refuse a file that misses a unique segment; `profile --out-profiles`
 # must read back; the plan JSON names every parameter's sharding as the module says.
+# Skip by design: the ASan build (the venv's Python cannot load an instrumented libergon;
+# venv_lib.bash).
 set -u
 source "$(dirname "$0")/venv_lib.bash"
 need_venv jax

@@ -4,7 +4,7 @@
 # model in real PipelineStage objects, every schedule class torch ships (ScheduleGPipe,
 # Schedule1F1B, ScheduleInterleaved1F1B, ScheduleLoopedBFS, ScheduleInterleavedZeroBubble,
 # ScheduleZBVZeroBubble, ScheduleDualPipeV), M in {P, 2P}, ergon's hooks
-# (ergon.torch_pipelining) applying each instruction's clock on the simulated GPU:
+# (ergon.integration.torch_pipelining) applying each instruction's clock on the simulated GPU:
 #   * the per-rank (kind, stage, microbatch) sequence the hooks saw equals `ergon schedule NAME
 #     --format torch-csv` (overlapped steps as their two parts);
 #   * all-max and Perseus-planned runs give bitwise identical losses;

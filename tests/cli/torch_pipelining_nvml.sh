@@ -10,9 +10,9 @@
 # reset (the client restores the clocks when it closes).
 source "$(dirname "$0")/venv_lib.bash"
 need_venv torch torch.distributed.pipelining
-[ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || { echo "SKIP: fake NVML not built"; exit 77; }
+[ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || skip_or_fail "fake NVML not built"
 # The fake NVML, like the real one, refuses clock changes to non-root processes.
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (the fake NVML refuses clock changes otherwise)"; exit 77; }
+[ "$(id -u)" = 0 ] || skip_or_fail "needs root (the fake NVML refuses clock changes otherwise)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

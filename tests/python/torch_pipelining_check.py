@@ -3,7 +3,7 @@ torch_pipelining.sh starts 4 of them with examples/pytorch_pipeline/launch.py).
 
 For every case NAME:M of --cases, on this rank: the example's Llama-style model split into
 P*V stages, real `PipelineStage` objects, the real schedule class of torch 2.x, ergon's hooks
-(ergon.torch_pipelining.TorchPipeliningHooks) on a simulated GPU, and
+(ergon.integration.torch_pipelining.TorchPipeliningHooks) on a simulated GPU, and
   1. --steps iterations at all-max clocks, then --steps with the case's plan
      (--plans DIR/NAME-M.json, a Perseus plan: clocks change per instruction);
   2. the (kind, stage, microbatch) sequence the hooks saw in every iteration must equal
@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "pytorch_pipeline"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import ergon  # noqa: E402
-from ergon.torch_pipelining import TorchPipeliningHooks  # noqa: E402
+from ergon.integration.torch_pipelining import TorchPipeliningHooks  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch_runtime  # noqa: E402

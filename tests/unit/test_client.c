@@ -36,7 +36,7 @@ static void rm_tmp(void)
 static void use_fake_nvml(char *log, size_t size)
 {
     if (!ERG_FAKE_NVML[0] || access(ERG_FAKE_NVML, R_OK) != 0)
-        SKIP("fake NVML library not built");
+        SKIP_OR_FAIL("fake NVML library not built ('%s')", ERG_FAKE_NVML);
     make_tmp();
     snprintf(log, size, "%s/nvml.log", tmpdir);
     setenv("ERGON_NVML_LIBRARY", ERG_FAKE_NVML, 1);

@@ -57,9 +57,9 @@ static void rm_tmp(void)
 static void use_fake_nvml(void)
 {
     if (!ERG_FAKE_NVML[0] || access(ERG_FAKE_NVML, R_OK) != 0)
-        SKIP("fake NVML library not built");
+        SKIP_OR_FAIL("fake NVML library not built ('%s')", ERG_FAKE_NVML);
     if (geteuid() != 0)
-        SKIP("the fake NVML's setters need euid 0 (as real NVML's do)");
+        SKIP_OR_FAIL("the fake NVML's setters need euid 0 (as real NVML's do)");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ergon-test-watchdog-XXXXXX");
     if (!mkdtemp(tmpdir))
         TAP_FAIL("mkdtemp: %s", strerror(errno));
@@ -561,7 +561,7 @@ TEST(watchdog_without_a_pidfd_polls_its_parent)
 {
     use_fake_nvml();
     if (!ERG_WATCHDOG_EXE[0])
-        SKIP("ergon-watchdog not built");
+        SKIP_OR_FAIL("ergon-watchdog not built");
     ASSERT(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
     double t0 = now_s();
     run_bare_watchdog("d", 1, 0, "dirty, then SIGKILL: the watchdog resets");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ergon/emulate.h"
+#include "ergon/baselines.h"
 #include "ergon/envpipe.h"
 #include "ergon/planner.h"
 
@@ -143,7 +144,7 @@ static double brute_swing(const erg_power_trace *tr, double w)
 TEST(trace_energy_is_the_emulators_on_published_frontier)
 {
     const char *path =
-        ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv";
+        ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv";
     FILE *probe = fopen(path, "r");
     if (!probe) {
         if (getenv("CI") && !strcmp(getenv("CI"), "true"))
@@ -237,7 +238,7 @@ TEST(power_limit_picks_the_highest_clock_that_fits)
 TEST(power_limited_plans_keep_every_gpu_under_the_limit)
 {
     const char *path =
-        ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv";
+        ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv";
     FILE *probe = fopen(path, "r");
     if (!probe) {
         if (getenv("CI") && !strcmp(getenv("CI"), "true"))
@@ -290,7 +291,7 @@ TEST(power_limited_plans_keep_every_gpu_under_the_limit)
 TEST(swing_bounded_choice_is_the_least_energy_plan_within_the_bound)
 {
     const char *path =
-        ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv";
+        ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv";
     FILE *probe = fopen(path, "r");
     if (!probe) {
         if (getenv("CI") && !strcmp(getenv("CI"), "true"))

@@ -16,6 +16,7 @@
 #include "cli.h"
 
 #include "ergon/emulate.h"
+#include "ergon/baselines.h"
 #include "ergon/envpipe.h"
 #include "ergon/planner.h"
 #include "ergon/server.h"

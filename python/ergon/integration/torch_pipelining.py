@@ -1,7 +1,7 @@
 """ergon inside PyTorch's own pipeline runtime (torch.distributed.pipelining, torch >= 2.4;
 written and tested against the installed torch 2.15).
 
-    from ergon.torch_pipelining import TorchPipeliningHooks
+    from ergon.integration.torch_pipelining import TorchPipeliningHooks
     hooks = TorchPipeliningHooks(client, stages)          # this rank's PipelineStage objects
     schedule = ScheduleZBVZeroBubble(stages, n_microbatches=M, loss_fn=loss_fn)
     for batch, target in data:
@@ -50,7 +50,7 @@ call inside the hooks (the example trainer's simulated-GPU pacer).
 import contextlib
 import functools
 
-from . import BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD
+from .. import BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD
 
 __all__ = ["TorchPipeliningHooks", "KIND_LETTERS"]
 
