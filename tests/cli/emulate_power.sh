@@ -8,11 +8,9 @@
 # `choose --out` wrote carries them ("power"); frontier-info.csv has all-max clocks' power.
 set -u
 : "${ERGON:?}"
+source "$(dirname "$0")/skip_lib.bash"
 data=${ERGON_TEST_DATA:?}/published/perseus-sosp24/stage_profile
-if [ ! -d "$data" ]; then
-  [ "${CI:-}" = true ] && { echo "FAIL: the published profiles are not in $data (CI=true)"; exit 1; }
-  echo "SKIP: the published profiles are not in $data"; exit 77
-fi
+need_data "$data"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -92,8 +90,7 @@ if command -v pdftotext >/dev/null; then
   pdftotext "$tmp/power.pdf" - | grep -q "computing GPUs" || fail "show power has no legend"
   echo "ok: show power: $want"
 else
-  [ "${CI:-}" = true ] && fail "pdftotext missing (CI=true; Debian poppler-utils)"
-  echo "note: pdftotext missing: the picture's text is not checked"
+  note_or_fail "pdftotext missing (Debian poppler-utils): the picture's text is not checked"
 fi
 "$ERGON" show power --profile "$prof" --plan "$tmp/p.json" --gpu A100 -o "$tmp/power.txt" >/dev/null 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "picture format" "$tmp/err" || fail "show power -o power.txt: $(cat "$tmp/err")"

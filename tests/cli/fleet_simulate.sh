@@ -7,11 +7,9 @@
 # per-GPU power limit's, and every event left its decision in the server's database.
 set -u
 : "${ERGON:?}"
+source "$(dirname "$0")/skip_lib.bash"
 data=${ERGON_TEST_DATA:?}/published/perseus-sosp24/stage_profile
-if [ ! -d "$data" ]; then
-  [ "${CI:-}" = true ] && { echo "FAIL: the published profiles are not in $data (CI=true)"; exit 1; }
-  echo "SKIP: the published profiles are not in $data"; exit 77
-fi
+need_data "$data"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

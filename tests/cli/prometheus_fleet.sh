@@ -6,6 +6,7 @@
 # Prometheus, every metric a query names must be on /metrics. Without the prometheus program the
 # test says so and skips (exit 77), and fails under CI=true (make test installs it: Makefile).
 set -u
+source "$(dirname "$0")/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_SRC:?}"
 dash=$ERGON_SRC/packaging/grafana/ergon-fleet.json
 tmp=$(mktemp -d)
@@ -58,10 +59,8 @@ if missing:
 json.dump(exprs, open(f"{tmp}/exprs.json", "w"))
 print(f"ok: {len(exprs)} dashboard queries name only metrics of /metrics")
 PYEOF
-if ! command -v prometheus >/dev/null; then
-  [ "${CI:-}" = true ] && fail "prometheus is not installed (CI=true; make test installs Debian's package)"
-  echo "SKIP: prometheus is not installed (Debian package prometheus)"; exit 77
-fi
+command -v prometheus >/dev/null ||
+  skip_or_fail "prometheus is not installed (Debian package prometheus; make test installs it)"
 pport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cat >"$tmp/prometheus.yml" <<EOF2
 global:

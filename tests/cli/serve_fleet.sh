@@ -10,11 +10,9 @@
 # has the fleet's gauges; bad requests are refused with 400/404.
 set -u
 : "${ERGON:?}"
+source "$(dirname "$0")/skip_lib.bash"
 data=${ERGON_TEST_DATA:?}/published/perseus-sosp24/stage_profile
-if [ ! -d "$data" ]; then
-  [ "${CI:-}" = true ] && { echo "FAIL: the published profiles are not in $data (CI=true)"; exit 1; }
-  echo "SKIP: the published profiles are not in $data"; exit 77
-fi
+need_data "$data"
 tmp=$(mktemp -d)
 pid=""
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT

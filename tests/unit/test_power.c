@@ -145,13 +145,7 @@ TEST(trace_energy_is_the_emulators_on_published_frontier)
 {
     const char *path =
         ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv";
-    FILE *probe = fopen(path, "r");
-    if (!probe) {
-        if (getenv("CI") && !strcmp(getenv("CI"), "true"))
-            TAP_FAIL("the published profile %s is missing (CI=true)", path);
-        SKIP("the published profile %s is missing", path);
-    }
-    fclose(probe);
+    tap_need_data(path);
     erg_error err;
     erg_profile *prof;
     ASSERT_OK(erg_profile_read_csv(path, &prof, &err));
@@ -239,13 +233,7 @@ TEST(power_limited_plans_keep_every_gpu_under_the_limit)
 {
     const char *path =
         ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv";
-    FILE *probe = fopen(path, "r");
-    if (!probe) {
-        if (getenv("CI") && !strcmp(getenv("CI"), "true"))
-            TAP_FAIL("the published profile %s is missing (CI=true)", path);
-        SKIP("the published profile %s is missing", path);
-    }
-    fclose(probe);
+    tap_need_data(path);
     erg_error err;
     erg_profile *prof;
     ASSERT_OK(erg_profile_read_csv(path, &prof, &err));
@@ -292,13 +280,7 @@ TEST(swing_bounded_choice_is_the_least_energy_plan_within_the_bound)
 {
     const char *path =
         ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv";
-    FILE *probe = fopen(path, "r");
-    if (!probe) {
-        if (getenv("CI") && !strcmp(getenv("CI"), "true"))
-            TAP_FAIL("the published profile %s is missing (CI=true)", path);
-        SKIP("the published profile %s is missing", path);
-    }
-    fclose(probe);
+    tap_need_data(path);
     erg_error err;
     erg_profile *prof;
     ASSERT_OK(erg_profile_read_csv(path, &prof, &err));
