@@ -65,6 +65,7 @@ pport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 cat >"$tmp/prometheus.yml" <<EOF2
 global:
   scrape_interval: 1s
+  scrape_timeout: 1s
   evaluation_interval: 1s
 scrape_configs:
   - job_name: ergon
