@@ -4,9 +4,11 @@
 # iproute2: `ip netns`/veth for the multi-host fault test (tests/cli/multihost_faults.sh);
 # poppler-utils: pdftotext reads the text of the pictures (tests/cli/show_frontier_profiled.sh);
 # clang-format: `make format`, and lint/format_check checks every C file follows .clang-format.
+# prometheus: cli/prometheus_fleet scrapes `ergon serve` and checks the Grafana dashboard's queries.
 DEB_PACKAGES := build-essential cmake pkg-config clang clang-format libclang-rt-14-dev \
   libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 \
-  libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3 poppler-utils iproute2
+  libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3 poppler-utils iproute2 \
+  prometheus
 # PyTorch (CPU, gloo) for the end-to-end example (examples/pytorch_pipeline): `make test`,
 # `make e2e` and `make test-e2e` install it (the e2e tests skip, saying so, without it);
 # pydantic (v1 API, Debian 12: 1.10) lets cli/zeus_pydantic check our Zeus dumps and settings

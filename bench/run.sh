@@ -17,6 +17,9 @@ for b in "$build"/bench/bench_*; do
     bench_replan)
       echo "Answering a straggler target from a stored frontier vs re-planning (one core)"
       taskset -c 0 "$b" "$data" "${BENCH_REPS:-3}" ;;
+    bench_fleet)
+      echo "Re-solving a fleet's power-cap assignment: 1,000 jobs of ~1,000-point frontiers (one core)"
+      taskset -c 0 "$b" "$data" 1000 "${BENCH_REPS:-5}" ;;
     bench_client_overhead)
       fake="$build/tests/fake_nvml/libnvidia-ml.so.1"
       "$b"

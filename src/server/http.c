@@ -1,5 +1,6 @@
 /* http.c: the server's life cycle, its libmicrohttpd front end and the housekeeping thread. */
 #include "server/jobs.h"
+#include "server/fleet.h"
 #include "server/store.h"
 #include "server/zeus.h"
 
@@ -246,7 +247,7 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     erg__srv_zeus_log_config(srv);
     if (opts->dump_data && (st = erg__srv_dump_dir_check(srv, err)))
         goto fail;
-    if ((st = erg__srv_store_open(srv, err)))
+    if ((st = erg__srv_store_open(srv, err)) || (st = erg__srv_fleet_open(srv, err)))
         goto fail;
     pthread_mutex_lock(&srv->mu);
     st = erg__srv_jobs_restore(srv, err);
@@ -786,6 +787,7 @@ void erg_server_free(erg_server *srv)
         return;
     erg_server_stop(srv);
     erg__srv_jobs_free(srv);
+    erg__srv_fleet_free(srv);
     erg__srv_store_close(srv);
     json_decref(srv->sched_args);
     erg__srv_zeus_config_free(srv);

@@ -2,6 +2,7 @@
  * results, window completion, replay after a restart, timeouts and eviction). Wire-neutral:
  * see jobs.h for the life cycle and the API the wire layers use. */
 #include "server/jobs.h"
+#include "server/fleet.h"
 
 #include <math.h>
 #include <string.h>
@@ -237,6 +238,7 @@ void erg__srv_job_finish(erg_server *srv, srv_job *j, int state, const char *msg
                  "%s: %s", state_names[state], msg ? msg : "");
     pthread_cond_broadcast(&j->cond);
     wake_parked(srv, j);
+    erg__srv_fleet_job_ended(srv, j);
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -452,6 +454,7 @@ static void start_running(erg_server *srv, srv_job *j, bool replay)
     if (!replay)
         erg__srv_store_job_state(srv, j->id, state_names[j->state], j->message);
     j->window = 0;
+    erg__srv_fleet_job_started(srv, j, replay); /* under a cap: its fleet point, before window 0 */
     advance(srv, j, replay);
 }
 
@@ -773,9 +776,15 @@ long erg__srv_job_set_target(erg_server *srv, srv_job *j, int kind, double value
     j->tval = value;
     erg__srv_store_job_target(srv, j->id, kind, value);
     char det[64];
-    snprintf(det, sizeof det, "%s=%g", kind == 1 ? "slowdown" : "deadline_s", value);
-    erg__srv_store_event(srv, j->id, "straggler", det);
-    erg__srv_log(srv, ERG_LOG_INFO, "straggler", j->id, "%s", det);
+    bool fleet = kind == SRV_TARGET_FLEET;
+    snprintf(det, sizeof det, "%s=%g",
+             fleet       ? "plan"
+             : kind == 1 ? "slowdown"
+                         : "deadline_s",
+             value);
+    erg__srv_store_event(srv, j->id, fleet ? "fleet" : "straggler", det);
+    erg__srv_log(srv, ERG_LOG_INFO, fleet ? "fleet" : "straggler", j->id, "%s", det);
+    erg__srv_fleet_job_target(srv, j, kind, value);
     return j->state == SRV_JOB_RUNNING ? j->window + 1 : 0;
 }
 

@@ -12,6 +12,7 @@
  *   store.c/.h    SQLite persistence
  *   dump.c        Perseus-layout dump files (deferred when the disk refuses them)
  *   metrics.c     /metrics (Prometheus text) and the latency histogram
+ *   fleet.c/.h    the fleet under a power cap (/v1/fleet, its decisions and gauges)
  *   confine.c     --plans-dir: which files clients may name
  *   log.c         clocks and the structured log
  *   sched.c       the scheduler dispatcher over one ops table per class (sched_ops.h), and a
@@ -247,8 +248,9 @@ struct erg_server {
     /* The database file opened (store.c, erg__srv_store_check): writes are refused while its path
      * names another file or none. */
     unsigned long long db_dev, db_ino;
-    bool db_ident; /* db_dev/db_ino are known (a file, not :memory:). */
-    bool db_gone;  /* The path is not that file now: writes are refused. */
+    bool db_ident;           /* db_dev/db_ino are known (a file, not :memory:). */
+    bool db_gone;            /* The path is not that file now: writes are refused. */
+    struct srv_fleet *fleet; /* fleet.c: the power cap, its members and decisions */
 };
 
 /* The answer to one request. */

@@ -1,11 +1,45 @@
 /* cmd_choose.c: `ergon choose`: the minimum-energy plan that meets a deadline. */
 #include "cli.h"
 
+#include "ergon/emulate.h"
 #include "ergon/planner.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+
+/* The least-energy plan within limit_s whose swing meets the bound (emulate.h). */
+static erg_status pick_swing(const cli_baseline *bl, const erg_frontier *f, double limit_s,
+                             double window, double max_swing, bool floor_ok, erg_swing_pick *sp,
+                             erg_error *err)
+{
+    erg_emulate_opts eo;
+    erg_emulate_opts_init(&eo);
+    eo.blocking_power_w = bl->power_w;
+    eo.switch_latency_s = bl->switch_latency_s;
+    eo.transfer_time_s = bl->transfer_time_s;
+    return erg_frontier_pick_swing(bl->prof, bl->dag, f, &eo, limit_s, window, max_swing, floor_ok,
+                                   sp, err);
+}
+
+/* The plan's average, peak and trough power (emulate.h) into the plan (written with it). */
+static erg_status stamp_power(const cli_baseline *bl, erg_plan *p, erg_error *err)
+{
+    erg_emulate_opts eo;
+    erg_emulate_opts_init(&eo);
+    eo.blocking_power_w = bl->power_w;
+    eo.switch_latency_s = bl->switch_latency_s;
+    eo.transfer_time_s = bl->transfer_time_s;
+    erg_power_trace *tr = NULL;
+    erg_power_stats ps;
+    erg_status st = erg_power_trace_new(bl->prof, bl->dag, p, &eo, &tr, err);
+    if (!st)
+        st = erg_power_trace_stats(tr, erg_power_trace_period(tr), &ps, err);
+    if (!st)
+        erg_plan_set_power(p, ps.avg_w, ps.peak_w, ps.trough_w);
+    erg_power_trace_free(tr);
+    return st;
+}
 
 int cmd_choose(int argc, char **argv)
 {
@@ -16,12 +50,15 @@ int cmd_choose(int argc, char **argv)
         {"slowdown", required_argument, 0, 's'},
         {"out", required_argument, 0, 'o'},
         {"json", no_argument, 0, 'j'},
+        {"max-swing", required_argument, 0, 'W'},
+        {"power-window", required_argument, 0, 'w'},
+        {"power-floor", no_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *dir = NULL, *out = NULL;
-    double deadline = 0, slowdown = 0;
-    bool json = false;
+    double deadline = 0, slowdown = 0, max_swing = -1, window = 1;
+    bool json = false, floor_ok = false;
     int c;
     optind = 1;
     opterr = 0;
@@ -44,6 +81,17 @@ int cmd_choose(int argc, char **argv)
         case 'j':
             json = true;
             break;
+        case 'W':
+            if (!cli_parse_double(cmd, "--max-swing", optarg, 0, 1e9, &max_swing))
+                return CLI_USAGE;
+            break;
+        case 'w':
+            if (!cli_parse_double(cmd, "--power-window", optarg, 1e-9, 1e9, &window))
+                return CLI_USAGE;
+            break;
+        case 'F':
+            floor_ok = true;
+            break;
         case 'h':
             printf(
                 "usage: ergon choose --frontier DIR (--deadline S | --slowdown X) [--out FILE]"
@@ -60,7 +108,12 @@ int cmd_choose(int argc, char **argv)
                 "estimate, and its file. A directory without those two files (e.g. Perseus's\n"
                 "own output) is measured against the fastest plan's estimate, as stated.\n"
                 "--out writes the plan as an ergon JSON plan (or a .py plan if FILE ends in .py);\n"
-                "--json prints the same as one JSON object.\n");
+                "--json prints the same as one JSON object.\n\n"
+                "  --max-swing W      only plans whose power swing over --power-window S\n"
+                "                     (default 1 s) is at most W watts (docs/fleet.md)\n"
+                "  --power-floor      a plan may also take the least per-GPU power floor\n"
+                "                     that brings its swing within W (the energy it burns\n"
+                "                     counts)\n");
             return CLI_OK;
         default:
             return cli_bad_option(cmd, argv, opts);
@@ -68,6 +121,8 @@ int cmd_choose(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (floor_ok && max_swing < 0)
+        return cli_usage_error(cmd, "--power-floor goes with --max-swing");
     if (!dir)
         return cli_usage_error(cmd, "--frontier DIR is required");
     if (deadline > 0 && slowdown > 0)
@@ -112,7 +167,21 @@ int cmd_choose(int argc, char **argv)
     double base_s = bl.have ? bl.all_max.time_s : fast.time_s;
     double limit_s = deadline > 0 ? deadline : slowdown * base_s;
     erg_emulation em = {0};
-    erg_status st = cli_baseline_pick(&bl, f, limit_s, &k, &em, &err);
+    erg_swing_pick sp = {0};
+    erg_status st;
+    if (max_swing >= 0 && !bl.have)
+        st = erg_error_set(&err, ERG_EINVAL,
+                           "%s has no profile.csv and frontier-info.csv: --max-swing needs the "
+                           "profile to emulate the plans' power",
+                           dir);
+    else if (max_swing >= 0)
+        st = pick_swing(&bl, f, limit_s, window, max_swing, floor_ok, &sp, &err);
+    else
+        st = cli_baseline_pick(&bl, f, limit_s, &k, &em, &err);
+    if (!st && max_swing >= 0) {
+        k = sp.index;
+        em = sp.em;
+    }
     int rc = CLI_OK;
     if (st) {
         rc = cli_report(cmd, &err);
@@ -127,9 +196,15 @@ int cmd_choose(int argc, char **argv)
             rc = cli_report(cmd, &err);
             goto done;
         }
-        /* the plan records the profile, blocking power and clocks it was planned with */
+        /* the plan records the profile, blocking power and clocks it was planned with, and
+         * the power it draws */
         if (bl.have && (rc = cli_plan_stamp(cmd, p, bl.prof, bl.power_w, NULL))) {
             erg_plan_free(p);
+            goto done;
+        }
+        if (bl.have && stamp_power(&bl, p, &err)) {
+            erg_plan_free(p);
+            rc = cli_report(cmd, &err);
             goto done;
         }
         if (py ? erg_plan_write_py(p, NULL, out, &err) : erg_plan_write_json(p, out, &err)) {
@@ -150,6 +225,13 @@ int cmd_choose(int argc, char **argv)
                "\"file\": \"%s\", \"fastest_estimate_time_s\": %.17g, "
                "\"fastest_estimate_energy_j\": %.17g",
                k, pt.time_s, pt.energy_j, file ? file : "", fast.time_s, fast.energy_j);
+        if (max_swing >= 0)
+            printf(", \"power\": {\"avg_w\": %.17g, \"peak_w\": %.17g, \"trough_w\": %.17g, "
+                   "\"window_s\": %.17g, \"swing_w\": %.17g, \"ramp_w_per_s\": %.17g, "
+                   "\"max_swing_w\": %.17g, \"floor_w\": %.17g, \"floor_energy_j\": %.17g}",
+                   sp.power.avg_w, sp.power.peak_w, sp.power.trough_w, sp.power.window_s,
+                   sp.power.swing_w, sp.power.ramp_w_per_s, max_swing, sp.floor_w,
+                   sp.floor_energy_j);
         if (bl.have)
             printf(", \"time_s\": %.17g, \"energy_j\": %.17g, \"all_max_time_s\": %.17g, "
                    "\"all_max_energy_j\": %.17g, \"energy_saving_vs_all_max\": %.17g",
@@ -169,6 +251,11 @@ int cmd_choose(int argc, char **argv)
                bl.all_max.energy_j, pt.time_s, pt.energy_j);
         if (file)
             printf("file: %s\n", file);
+        if (max_swing >= 0)
+            printf("power: swing %.1f W over %g s (bound %g W), average %.1f W, peak %.1f W, "
+                   "trough %.1f W; floor %.1f W per GPU (%+.1f J per iteration)\n",
+                   sp.power.swing_w, window, max_swing, sp.power.avg_w, sp.power.peak_w,
+                   sp.power.trough_w, sp.floor_w, sp.floor_energy_j);
     } else {
         printf("plan %zu: %.6g s, %.6g J (planner estimates; %+.2f%% time, %+.2f%% energy vs "
                "the fastest plan's estimate: %s has no frontier-info.csv and profile.csv, so "

@@ -14,7 +14,8 @@ static void help(FILE *f)
         "                     [--schedule NAME | --schedule-file F.csv] [--chunks V]\n"
         "                     [--backward-split X] [--p2p-time S] [--json]\n"
         "                     [--switch-latency S|default] [--transfer-time S |\n"
-        "                      --transfer-bytes B --link-bandwidth B_PER_S [--link-latency S]]\n\n"
+        "                      --transfer-bytes B --link-bandwidth B_PER_S [--link-latency S]]\n"
+        "                     [--power] [--power-window S] [--power-trace FILE.csv]\n\n"
         "Evaluate a plan with the profiled time and energy of every instruction at its\n"
         "clock (docs/envpipe.md; installed in /usr/share/doc/ergon):\n"
         "iteration time = longest path of the instruction DAG; energy = sum of\n"
@@ -38,8 +39,38 @@ static void help(FILE *f)
         "                       'default' = %.0f ms (docs/emulate.md)\n"
         "  --transfer-time S    the same as --p2p-time S\n"
         "  --transfer-bytes B, --link-bandwidth B_PER_S, --link-latency S\n"
-        "                       or: transfer time = B / bandwidth + latency\n",
+        "                       or: transfer time = B / bandwidth + latency\n\n"
+        "Power (docs/fleet.md):\n"
+        "  --power              also the plan's power over an iteration: average, peak,\n"
+        "                       trough, swing and fastest ramp over --power-window\n"
+        "  --power-window S     the window of the swing and the ramp (default 1 s)\n"
+        "  --power-trace FILE   write the power trace (a row per step: the job, compute,\n"
+        "                       blocking, each GPU) as CSV; implies --power\n",
         ERG_SWITCH_LATENCY_DEFAULT_S * 1e3);
+}
+
+/* The plan's power statistics, and its trace written to trace_path when given. */
+static erg_status emulate_power(const erg_profile *prof, const erg_dag *dag, const erg_plan *plan,
+                                const erg_emulate_opts *eo, double window_s, const char *trace_path,
+                                erg_power_stats *pw, erg_error *err)
+{
+    erg_power_trace *tr = NULL;
+    char *csv = NULL;
+    erg_status st = erg_power_trace_new(prof, dag, plan, eo, &tr, err);
+    if (!st)
+        st = erg_power_trace_stats(tr, window_s, pw, err);
+    if (!st && trace_path) {
+        st = erg_power_trace_format_csv(tr, &csv, err);
+        FILE *f = st ? NULL : fopen(trace_path, "w");
+        bool ok = f && fputs(csv, f) >= 0;
+        if (f && fclose(f))
+            ok = false;
+        if (!st && !ok)
+            st = erg_error_set(err, ERG_EIO, "cannot write the power trace to %s", trace_path);
+    }
+    erg_free(csv);
+    erg_power_trace_free(tr);
+    return st;
 }
 
 int cmd_emulate(int argc, char **argv)
@@ -61,13 +92,18 @@ int cmd_emulate(int argc, char **argv)
         {"link-bandwidth", required_argument, 0, 'W'},
         {"link-latency", required_argument, 0, 'l'},
         {"force", no_argument, 0, 'F'},
+        {"power", no_argument, 0, 'o'},
+        {"power-window", required_argument, 0, 'O'},
+        {"power-trace", required_argument, 0, 'R'},
         {0, 0, 0, 0},
     };
     erg_emulate_opts eo;
     erg_emulate_opts_init(&eo);
     const char *profile = NULL, *planf = NULL, *gpu = NULL;
     double power = -1;
-    bool json = false, force = false, sched_given = false;
+    bool json = false, force = false, sched_given = false, power_on = false;
+    double power_window_s = 1.0;
+    const char *trace_path = NULL;
     cli_sched cs;
     cli_sched_init(&cs);
     double p2p = 0;
@@ -92,6 +128,18 @@ int cmd_emulate(int argc, char **argv)
             break;
         case 'F':
             force = true;
+            break;
+        case 'o':
+            power_on = true;
+            break;
+        case 'O':
+            if (!cli_parse_double(cmd, "--power-window", optarg, 1e-9, 1e9, &power_window_s))
+                return CLI_USAGE;
+            power_on = true;
+            break;
+        case 'R':
+            trace_path = optarg;
+            power_on = true;
             break;
         case 'S':
         case CLI_OPT_SCHED_FILE:
@@ -208,6 +256,11 @@ int cmd_emulate(int argc, char **argv)
         rc = cli_report(cmd, &err);
         goto done;
     }
+    erg_power_stats pw;
+    if (power_on && emulate_power(prof, dag, plan, &eo, power_window_s, trace_path, &pw, &err)) {
+        rc = cli_report(cmd, &err);
+        goto done;
+    }
     if (json) {
         cli_sched local = cs;
         local.sched = ps;
@@ -219,11 +272,16 @@ int cmd_emulate(int argc, char **argv)
         printf("{\"time_s\": %.17g, \"energy_j\": %.17g, \"compute_energy_j\": %.17g, "
                "\"blocking_energy_j\": %.17g, \"num_stages\": %d, \"num_microbatches\": %d, "
                "\"schedule\": \"%s\"%s, \"switch_latency_s\": %.17g, \"num_switches\": %d, "
-               "\"transfer_time_s\": %.17g}\n",
+               "\"transfer_time_s\": %.17g",
                em.time_s, em.energy_j, em.compute_energy_j, em.blocking_energy_j,
                erg_plan_num_stages(plan), erg_plan_num_microbatches(plan),
                erg_schedule_name(ps.kind), extra, eo.switch_latency_s, em.num_switches,
                em.transfer_time_s);
+        if (power_on)
+            printf(", \"power\": {\"avg_w\": %.17g, \"peak_w\": %.17g, \"trough_w\": %.17g, "
+                   "\"window_s\": %.17g, \"swing_w\": %.17g, \"ramp_w_per_s\": %.17g}",
+                   pw.avg_w, pw.peak_w, pw.trough_w, pw.window_s, pw.swing_w, pw.ramp_w_per_s);
+        printf("}\n");
     } else {
         printf("iteration time %.6f s, energy %.3f J (compute %.3f J, blocking %.3f J); "
                "S=%d, M=%d, %s\n",
@@ -238,6 +296,10 @@ int cmd_emulate(int argc, char **argv)
             printf("%d clock switches taking effect %.4f s after their request: iteration "
                    "%+.4f s against no latency; transfer %.6f s per cross-rank edge\n",
                    em.num_switches, eo.switch_latency_s, em.switch_time_s, em.transfer_time_s);
+        if (power_on)
+            printf("power: average %.1f W, peak %.1f W, trough %.1f W; over %g s: swing %.1f W, "
+                   "fastest ramp %.1f W/s\n",
+                   pw.avg_w, pw.peak_w, pw.trough_w, pw.window_s, pw.swing_w, pw.ramp_w_per_s);
     }
 done:
     erg_dag_free(dag);

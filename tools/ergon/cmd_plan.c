@@ -154,6 +154,21 @@ static int envpipe_warmup(const char *cmd, const char *profile, long S, long M, 
     return CLI_OK;
 }
 
+/* All-max clocks' power over an iteration (emulate.h): average, peak, trough. */
+static erg_status all_max_power(const erg_profile *prof, const erg_dag *dag, const erg_plan *plan,
+                                double blocking_w, erg_power_stats *out, erg_error *err)
+{
+    erg_emulate_opts eo;
+    erg_emulate_opts_init(&eo);
+    eo.blocking_power_w = blocking_w;
+    erg_power_trace *tr = NULL;
+    erg_status st = erg_power_trace_new(prof, dag, plan, &eo, &tr, err);
+    if (!st)
+        st = erg_power_trace_stats(tr, erg_power_trace_period(tr), out, err);
+    erg_power_trace_free(tr);
+    return st;
+}
+
 static int plan_perseus(int argc, char **argv)
 {
     const char *cmd = "plan perseus";
@@ -343,6 +358,7 @@ static int plan_perseus(int argc, char **argv)
     erg_plan *allmax = NULL;
     bool allmax_added = false;
     erg_emulation em_max = {0};
+    erg_power_stats pw_max = {0}; /* all-max clocks' power (frontier-info.csv) */
     if (erg_profile_read_csv(profile, &prof, &err)) {
         free(fitv);
         cli_sched_free(&cs);
@@ -380,6 +396,8 @@ static int plan_perseus(int argc, char **argv)
             st = erg_dag_new(&o.schedule, (int)S, (int)M, &dag, &err);
         if (!st)
             st = erg_emulate(prof, dag, allmax, o.blocking_power_w, &em_max, NULL, NULL, &err);
+        if (!st)
+            st = all_max_power(prof, dag, allmax, o.blocking_power_w, &pw_max, &err);
         /* the frontier always answers a slowdown of 1.0 (a deadline of the all-max time) */
         if (!st && erg_frontier_size(f)) {
             cli_baseline bl0;
@@ -467,9 +485,14 @@ static int plan_perseus(int argc, char **argv)
             const char *base = strrchr(profile, '/') ? strrchr(profile, '/') + 1 : profile;
             char ipath[4200];
             snprintf(ipath, sizeof ipath, "%s/frontier-info.csv", out);
-            FILE *fi = strpbrk(base, ",\n\r") ? NULL : fopen(ipath, "a");
+            FILE *fi = fopen(ipath, "a");
             if (fi) {
-                fprintf(fi, "source_profile,%s\n", base);
+                if (!strpbrk(base, ",\n\r"))
+                    fprintf(fi, "source_profile,%s\n", base);
+                fprintf(fi,
+                        "all_max_avg_power_w,%.17g\nall_max_peak_power_w,%.17g\n"
+                        "all_max_trough_power_w,%.17g\n",
+                        pw_max.avg_w, pw_max.peak_w, pw_max.trough_w);
                 if (fclose(fi))
                     st = erg_error_set(&err, ERG_EIO, "%s: cannot write the file", ipath);
             }
@@ -605,6 +628,7 @@ static const plan_method methods[] = {
     {"zeus-global", cmd_plan_zeus_global, "one clock (or power limit) for every GPU (Zeus)"},
     {"zeus-stage", cmd_plan_zeus_stage, "one clock per stage (Zeus cost)"},
     {"uniform", cmd_plan_uniform, "every stage at its energy-valley clock"},
+    {"power-limit", cmd_plan_power_limit, "every GPU under one power limit (nvidia-smi -pl)"},
 };
 
 static void plan_help(FILE *f)

@@ -1,5 +1,5 @@
-/* cmd_plan_envpipe.c: `ergon plan envpipe|zeus-global|zeus-stage|uniform`: EnvPipe and the
- * baselines. */
+/* cmd_plan_envpipe.c: `ergon plan envpipe|zeus-global|zeus-stage|uniform|power-limit`: EnvPipe and
+ * the baselines. */
 #include "cli.h"
 #include "ergon/baselines.h"
 #include "envpipe_common.h"
@@ -68,6 +68,10 @@ static void baseline_help(FILE *f, const char *name)
         !strcmp(name, "zeus-global")
             ? "Zeus's global baseline: one SM clock for every GPU, the one with the lowest\n"
               "Zeus cost eta*E + (1-eta)*S*P_max*T over the clocks every stage has.\n"
+        : !strcmp(name, "power-limit")
+            ? "Per-GPU power limit (nvidia-smi -pl): every GPU capped at --limit W; each\n"
+              "instruction runs at its highest clock whose profiled average power (energy /\n"
+              "time) fits, the lowest clock when none does (docs/fleet.md).\n"
         : !strcmp(name, "zeus-stage")
             ? "Zeus per stage: one SM clock per stage. The heaviest stage sets the pace; for\n"
               "each of its clocks, every other stage takes its lowest clock that keeps pace\n"
@@ -78,7 +82,9 @@ static void baseline_help(FILE *f, const char *name)
             "usage: ergon plan %s --profile P --microbatches M (--gpu G | --blocking-power W)\n"
             "                  [options]\n\n%s\n",
             name, what);
-    if (strcmp(name, "uniform") != 0)
+    if (!strcmp(name, "power-limit"))
+        fprintf(f, "  --limit W            the per-GPU power limit in watts (required)\n");
+    else if (strcmp(name, "uniform") != 0)
         fprintf(f, "  --eta X              Zeus's energy/time knob in [0, 1] (default 0.5)\n"
                    "  --max-power W        P_max per GPU (default: the GPU table's power limit,\n"
                    "                       else the highest profiled average power)\n");
@@ -151,6 +157,7 @@ enum {
     OPT_THR,
     OPT_XFER,
     OPT_PLSTEP,
+    OPT_LIMIT,
     OPT_FROM,
     OPT_WAITS,
 };
@@ -179,6 +186,7 @@ static const struct option common_opts[] = {
     {"eta", required_argument, 0, OPT_ETA},
     {"max-power", required_argument, 0, OPT_MAXPOWER},
     {"power-limit-step", required_argument, 0, OPT_PLSTEP},
+    {"limit", required_argument, 0, OPT_LIMIT},
     {"from-plan", required_argument, 0, OPT_FROM},
     {"waits", required_argument, 0, OPT_WAITS},
     CLI_SCHED_LONGOPTS,
@@ -329,9 +337,15 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
                                   &p->bo.power_limit_step_w))
                 return CLI_USAGE;
             break;
+        case OPT_LIMIT:
+            if (strcmp(name, "power-limit") != 0)
+                return cli_usage_error(cmd, "--limit is an option of power-limit");
+            if (!cli_parse_double(cmd, "--limit", optarg, 1e-3, 1e6, &p->bo.power_limit_w))
+                return CLI_USAGE;
+            break;
         case OPT_ETA:
         case OPT_MAXPOWER:
-            if (envpipe || !strcmp(name, "uniform"))
+            if (envpipe || !strcmp(name, "uniform") || !strcmp(name, "power-limit"))
                 return cli_usage_error(cmd, "%s is an option of the Zeus baselines",
                                        argv[optind - 1]);
             if (c == OPT_ETA && !cli_parse_double(cmd, "--eta", optarg, 0, 1, &p->bo.eta))
@@ -536,6 +550,11 @@ int cmd_plan_zeus_global(int argc, char **argv)
 int cmd_plan_zeus_stage(int argc, char **argv)
 {
     return run_baseline(argc, argv, "zeus-stage", erg_plan_zeus_stage);
+}
+
+int cmd_plan_power_limit(int argc, char **argv)
+{
+    return run_baseline(argc, argv, "power-limit", erg_plan_power_limit);
 }
 
 int cmd_plan_uniform(int argc, char **argv)
