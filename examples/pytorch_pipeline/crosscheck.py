@@ -25,6 +25,9 @@ What is checked, each true whatever the load:
    (to rounding), and no other row;
 3. each measured server row lies within [min, max] of the samples the server was reported for
    that (stage, instruction, clock) (any mean of a subset of them, filtered or not, does);
+   under the sparse profiler's noisy procedure (a noise level estimated >= ERG_SPARSE_NOISY,
+   e.g. on a loaded machine) the rows below the top clock are its fit shrunk toward the
+   measured mean (src/profile/sparse_predict.c), so there the top clock's rows only;
 4. each reported sample is within its client record: its time at most the record's end - begin
    (the Recorder runs inside the client's hooks), its energy at most the counter's increase
    from the last energy sample at or before the begin to the one after the first sample at or
@@ -142,8 +145,11 @@ def _reported(dump):
     return out, stage
 
 
-def crosscheck(dump, logs, server_csv, logs_csv, warmup_windows):
-    """Returns (problems: list of str, info: str)."""
+def crosscheck(dump, logs, server_csv, logs_csv, warmup_windows, noisy=False):
+    """Returns (problems: list of str, info: str). noisy: the sparse profiler's noisy procedure
+    was on (InstructionProfiler-sparse.json "noisy_procedure"): its measured rows below the
+    top clock are the fit shrunk toward the measured mean, so check 3 takes the top clock's
+    rows only (kept as measured)."""
     problems = []
     srv = _read_profile(server_csv, True)
     plog = _read_profile(logs_csv, False)
@@ -187,7 +193,12 @@ def crosscheck(dump, logs, server_csv, logs_csv, warmup_windows):
                 if w >= warmup_windows:
                     samples_at.setdefault((s, kind, f), []).append((t, e))
     # 3. each measured server row within its samples' range
+    top = max((k[2] for k in srv), default=0)
+    n_range = 0
     for k, (t, e) in sorted(srv.items()):
+        if noisy and k[2] != top:
+            continue
+        n_range += 1
         xs = samples_at.get(k)
         if not xs:
             problems.append("stage %d %s %d MHz: measured on the server, but no sample was "
@@ -209,8 +220,10 @@ def crosscheck(dump, logs, server_csv, logs_csv, warmup_windows):
     info = ("%d of the server's %d measured rows are in `ergon profile logs` too%s; largest "
             "difference %.1f%% in time (%s), %.1f%% in energy (%s) (information: the two "
             "measure different spans and samples, the difference grows with the load); "
-            "checked: %d reported samples within their client records, the rows' statistics"
+            "checked: %d reported samples within their client records, %d measured rows within "
+            "their samples' range%s, the logs' rows against the raw logs"
             % (len(common), len(srv), (" (not: %s: no record of it kept its clock from begin "
                                        "to end)" % ", ".join(lacking)) if lacking else "",
-               100 * dt[0], row(dt[1]), 100 * de[0], row(de[1]), n_occ))
+               100 * dt[0], row(dt[1]), 100 * de[0], row(de[1]), n_occ, n_range,
+               " (the noisy procedure: the top clock's)" if noisy else ""))
     return problems, info

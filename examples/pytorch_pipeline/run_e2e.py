@@ -289,10 +289,12 @@ def server_profile(a, p, url, tag):
     shutil.copy(csvs[0], p("profile%s.csv" % tag))
     print("profile%s.csv = the server's InstructionProfiler output (%s)" % (tag, csvs[0]))
     sj = os.path.join(p("dump"), job, "InstructionProfiler-sparse.json")
-    warmup = json.load(open(sj))["warmup_windows"] if os.path.exists(sj) else 2
+    sparse = json.load(open(sj)) if os.path.exists(sj) else {}
     problems, info = crosscheck.crosscheck(os.path.join(p("dump"), job), p("logs" + tag),
                                            p("profile%s.csv" % tag),
-                                           p("profile-logs%s.csv" % tag), warmup)
+                                           p("profile-logs%s.csv" % tag),
+                                           sparse.get("warmup_windows", 2),
+                                           bool(sparse.get("noisy_procedure")))
     print("cross-check with `ergon profile logs` on the client logs: %s" % info)
     for x in problems:
         print("cross-check: %s" % x)
