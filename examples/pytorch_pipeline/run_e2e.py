@@ -37,6 +37,9 @@ import sys
 import urllib.parse
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import crosscheck  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = sys.executable
@@ -197,10 +200,6 @@ def main():
                     help="the trainer each rank runs (default: this directory's train.py)")
     ap.add_argument("--slowdown", type=float, default=1.01)
     ap.add_argument("--timeout", type=float, default=300, help="per training run, seconds")
-    ap.add_argument("--crosscheck-tolerance", type=float, default=0.10,
-                    help="largest relative difference in time and in energy allowed between "
-                         "the server's measured profile rows and `ergon profile logs` on the "
-                         "client logs of the same run (step 2); no common row fails too")
     ap.add_argument("--no-server", action="store_true",
                     help="do not use `ergon serve` even when this build has it (local mode)")
     a = ap.parse_args()
@@ -268,28 +267,6 @@ def job_state(url, job):
         return json.load(r)
 
 
-def compare_profiles(server_csv, logs_csv):
-    """The server's measured rows (column `source`, when there is one) against the rows of
-    `ergon profile logs`: (rows compared, measured rows, largest relative difference of time,
-    of energy, and the row of each)."""
-    import csv
-
-    def rows(path, measured_only):
-        out = {}
-        with open(path) as f:
-            for x in csv.DictReader(f):
-                if measured_only and x.get("source", "measured") != "measured":
-                    continue
-                out[(int(x["stage"]), x["instruction"], int(x["frequency"]))] = (
-                    float(x["time"]), float(x["energy"]))
-        return out
-    x, y = rows(server_csv, True), rows(logs_csv, False)
-    common = sorted(set(x) & set(y))
-    dt = max(((abs(x[k][0] / y[k][0] - 1), k) for k in common), default=(float("nan"), None))
-    de = max(((abs(x[k][1] / y[k][1] - 1), k) for k in common), default=(float("nan"), None))
-    return len(common), len(x), dt, de
-
-
 def profile_job(a, S, common, p, url, lo, sparse, tag):
     """Step 1 with the server: an InstructionProfiler job (sparse or full sweep)."""
     sargs = {"minimum_power_state": lo}
@@ -312,17 +289,20 @@ def server_profile(a, p, url, tag):
         raise SystemExit("expected one InstructionProfiler CSV in %s, found %s"
                          % (p("dump", job), csvs))
     shutil.copy(csvs[0], p("profile%s.csv" % tag))
-    n, n_meas, (dt, kt), (de, ke) = compare_profiles(p("profile%s.csv" % tag),
-                                                     p("profile-logs%s.csv" % tag))
     print("profile%s.csv = the server's InstructionProfiler output (%s)" % (tag, csvs[0]))
-    tol = a.crosscheck_tolerance
-    row = lambda k: "stage %d %s %d MHz" % k if k else "no row"
-    print("cross-check with `ergon profile logs` on the client logs: %d of the server's %d "
-          "measured rows in both, largest difference %.1f%% in time (%s), %.1f%% in energy (%s); "
-          "tolerance %.0f%%" % (n, n_meas, 100 * dt, row(kt), 100 * de, row(ke), 100 * tol))
-    cross = ("the server's measured profile rows%s agree with `ergon profile logs` within %.0f%% "
-             "(time and energy; %d rows compared)" % (tag, 100 * tol, n),
-             n > 0 and dt <= tol and de <= tol)
+    sj = os.path.join(p("dump"), job, "InstructionProfiler-sparse.json")
+    sparse = json.load(open(sj)) if os.path.exists(sj) else {}
+    problems, info = crosscheck.crosscheck(os.path.join(p("dump"), job), p("logs" + tag),
+                                           p("profile%s.csv" % tag),
+                                           p("profile-logs%s.csv" % tag),
+                                           sparse.get("warmup_windows", 2),
+                                           bool(sparse.get("noisy_procedure")))
+    print("cross-check with `ergon profile logs` on the client logs: %s" % info)
+    for x in problems:
+        print("cross-check: %s" % x)
+    cross = ("the server's measured profile rows%s are consistent with their samples, the "
+             "samples with the client logs, and `ergon profile logs` with the raw logs "
+             "(crosscheck.py; %d problems)" % (tag, len(problems)), not problems)
     st = job_state(url, job)
     windows = st.get("window")
     print("server: job %s is %s after %s windows" % (job, st.get("state"), windows))
