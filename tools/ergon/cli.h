@@ -117,15 +117,6 @@ void cli_baseline_init(cli_baseline *b);
 void cli_baseline_free(cli_baseline *b);
 int cli_baseline_set(cli_baseline *b, erg_profile *prof, erg_dag *dag, double power_w,
                      const erg_emulation *all_max);
-int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_schedule *sched, int S,
-                       int M, double power_w, double unit_s, const erg_emulation *all_max,
-                       const char *frontier_fp, erg_error *err);
-/* Append the switch latency and transfer of a switch-aware frontier to DIR/frontier-info.csv. */
-int cli_baseline_write_switch(const char *dir, double switch_latency_s, double transfer_time_s,
-                              erg_error *err);
-/* Copy frontier-info.csv and profile.csv from one frontier directory to
- * another when the first has them (CLI_OK otherwise too). */
-int cli_baseline_copy(const char *from_dir, const char *to_dir, erg_error *err);
 /* 1 and *power_w when DIR/frontier-info.csv names the blocking power. */
 int cli_baseline_read_power(const char *dir, double *power_w);
 int cli_baseline_open(const char *dir, const erg_frontier *f, cli_baseline *b, erg_error *err);
@@ -135,11 +126,7 @@ int cli_baseline_open(const char *dir, const erg_frontier *f, cli_baseline *b, e
 erg_status cli_baseline_pick(const cli_baseline *b, const erg_frontier *f, double deadline_s,
                              size_t *k, erg_emulation *em, erg_error *err);
 
-/* The output directory of `plan perseus` (frontier_out.c): remove the files
- * of an earlier frontier (frontier.csv, plans.ergon, profile.csv,
- * frontier-info.csv, freqs_pipeline_*.py, plan_*.json), leaving others; count
- * the regular files and bytes in a directory. */
-int cli_frontier_clean(const char *dir, size_t *removed, erg_error *err);
+/* The regular files and bytes in a directory (frontier_out.c: `plan perseus`'s summary). */
 void cli_dir_usage(const char *dir, size_t *files, double *bytes);
 
 /* Subcommands (one file each). */

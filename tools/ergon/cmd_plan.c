@@ -361,7 +361,7 @@ static int plan_perseus(int argc, char **argv)
     o.progress = cli_progress_cb;
     o.progress_user = &pr;
     double t0 = cli_now_s();
-    erg_frontier *f;
+    erg_frontier *f = NULL;
     erg_status st = erg_plan_perseus(prof, (int)S, (int)M, &o, &f, &err);
     cli_progress_done(&pr);
     if (st == ERG_EINVAL && o.max_plans && strstr(err.msg, "more than the limit of")) {
@@ -373,31 +373,12 @@ static int plan_perseus(int argc, char **argv)
                       m);
     }
     erg_dag *dag = NULL;
-    if (!st) {
-        st = erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w, &allmax, &err);
-        if (!st)
-            st = erg_dag_new(&o.schedule, (int)S, (int)M, &dag, &err);
-        if (!st)
-            st = erg_emulate(prof, dag, allmax, o.blocking_power_w, &em_max, NULL, NULL, &err);
-        /* the frontier always answers a slowdown of 1.0 (a deadline of the all-max time) */
-        if (!st && erg_frontier_size(f)) {
-            cli_baseline bl0;
-            cli_baseline_init(&bl0);
-            cli_baseline_set(&bl0, prof, dag, o.blocking_power_w, &em_max);
-            st = erg_frontier_baseline_complete(&bl0, f, allmax, &allmax_added, &err);
-        }
-        erg_plan_free(allmax);
-        allmax = NULL;
-        if (st)
-            erg_frontier_free(f);
-    }
-    if (st) {
-        erg_dag_free(dag);
-        erg_profile_free(prof);
-        free(fitv);
-        cli_sched_free(&cs);
-        return cli_report(cmd, &err);
-    }
+    /* the frontier always answers a slowdown of 1.0 (a deadline of the all-max time) */
+    if (!st && erg_frontier_size(f))
+        st = erg_frontier_complete_all_max(f, prof, o.blocking_power_w, 0, 0, &allmax_added,
+                                           &em_max, &err);
+    if (!st)
+        st = erg_dag_new(&o.schedule, (int)S, (int)M, &dag, &err);
     /* switch-aware: the frontier honest at the switch latency (docs/emulate.md) */
     erg_switch_aware_stats sws = {0};
     if (!st && post.switch_latency_s > 0) {
@@ -410,75 +391,28 @@ static int plan_perseus(int argc, char **argv)
         if (!st) {
             erg_frontier_free(f);
             f = g;
-            cli_baseline bl1;
-            cli_baseline_init(&bl1);
-            cli_baseline_set(&bl1, prof, dag, o.blocking_power_w, &em_max);
-            bl1.switch_latency_s = post.switch_latency_s;
-            bl1.transfer_time_s = post.transfer_time_s;
-            st = erg_plan_all_max(prof, (int)S, (int)M, &o.schedule, o.blocking_power_w, &allmax,
-                                  &err);
-            if (!st)
-                st = erg_frontier_baseline_complete(&bl1, f, allmax, &allmax_added, &err);
-            erg_plan_free(allmax);
-            allmax = NULL;
-        }
-        if (st) {
-            erg_frontier_free(f);
-            erg_dag_free(dag);
-            erg_profile_free(prof);
-            free(fitv);
-            cli_sched_free(&cs);
-            return cli_report(cmd, &err);
+            st = erg_frontier_complete_all_max(f, prof, o.blocking_power_w, post.switch_latency_s,
+                                               post.transfer_time_s, &allmax_added, NULL, &err);
         }
     }
     double t_plan = cli_now_s() - t0;
-    /* no stale plans: an earlier frontier's files in `out` are replaced, under the
-     * directory's lock (another writer's files never mix with these) */
     size_t removed = 0;
-    erg_frontier_dir_lock *lock = NULL;
-    st = erg_frontier_dir_lock_take(out, true, lock_wait_s, &lock, &err);
-    if (!st && cli_frontier_clean(out, &removed, &err))
-        st = err.status ? err.status : ERG_EIO;
     double t1 = cli_now_s();
-    cli_progress_init(&pr, "writing ");
-    if (!st)
-        st = erg_frontier_write_dir(f, out, what, cli_progress_cb, &pr, &err);
-    cli_progress_done(&pr);
-    size_t n = erg_frontier_size(f);
-    if (st) {
-        erg_frontier_dir_lock_release(lock);
-        erg_frontier_free(f);
-        erg_dag_free(dag);
-        erg_profile_free(prof);
-        free(fitv);
-        cli_sched_free(&cs);
-        return cli_report(cmd, &err);
+    if (!st) {
+        erg_frontier_dir_opts dopt;
+        erg_frontier_dir_opts_init(&dopt);
+        dopt.formats = what;
+        dopt.source_profile = profile;
+        dopt.switch_latency_s = post.switch_latency_s;
+        dopt.transfer_time_s = post.transfer_time_s;
+        dopt.lock_wait_s = lock_wait_s;
+        dopt.progress = cli_progress_cb;
+        dopt.progress_user = &pr;
+        cli_progress_init(&pr, "writing ");
+        st = erg_frontier_save_dir(f, prof, o.blocking_power_w, out, &dopt, &removed, &err);
+        cli_progress_done(&pr);
     }
-    if (!st && n) {
-        char ffp[ERG_FRONTIER_FINGERPRINT_LEN];
-        erg_frontier_fingerprint(f, ffp);
-        st = cli_baseline_write(out, prof, &o.schedule, (int)S, (int)M, o.blocking_power_w,
-                                o.unit_s, &em_max, ffp, &err)
-                 ? err.status
-                 : ERG_OK;
-        if (!st) {
-            /* the profile's own file name, for titles (show frontier) */
-            const char *base = strrchr(profile, '/') ? strrchr(profile, '/') + 1 : profile;
-            char ipath[4200];
-            snprintf(ipath, sizeof ipath, "%s/frontier-info.csv", out);
-            FILE *fi = strpbrk(base, ",\n\r") ? NULL : fopen(ipath, "a");
-            if (fi) {
-                fprintf(fi, "source_profile,%s\n", base);
-                if (fclose(fi))
-                    st = erg_error_set(&err, ERG_EIO, "%s: cannot write the file", ipath);
-            }
-        }
-        if (!st && post.switch_latency_s > 0)
-            st = cli_baseline_write_switch(out, post.switch_latency_s, post.transfer_time_s, &err)
-                     ? err.status
-                     : ERG_OK;
-    }
-    erg_frontier_dir_lock_release(lock);
+    size_t n = st ? 0 : erg_frontier_size(f);
     if (st) {
         erg_frontier_free(f);
         erg_dag_free(dag);

@@ -25,7 +25,9 @@ int cmd_sample(int argc, char **argv)
             printf("usage: ergon sample DIR OUT [-n N]\n\n"
                    "Copy every N-th plan (default 50) and the last one of the frontier directory\n"
                    "DIR (written by 'ergon plan perseus') into the new directory OUT, with a\n"
-                   "frontier.csv of the kept rows. Consecutive plans are one time unit apart, so\n"
+                   "frontier.csv of the kept rows (the all-max fallback and the baseline,\n"
+                   "frontier-info.csv and profile.csv, go with them). Consecutive plans are one "
+                   "time unit apart, so\n"
                    "N is the sampling distance in units (N = 300 at 1 ms: plans 0.3 s apart).\n");
             return CLI_OK;
         default:
@@ -37,9 +39,6 @@ int cmd_sample(int argc, char **argv)
     erg_error err = {0};
     size_t kept, total;
     if (erg_frontier_sample_dir(argv[optind], argv[optind + 1], (size_t)every, &kept, &total, &err))
-        return cli_report(cmd, &err);
-    /* the all-max baseline travels with the plans (baseline.c) */
-    if (cli_baseline_copy(argv[optind], argv[optind + 1], &err))
         return cli_report(cmd, &err);
     printf("Sampled %zu frequency assignments out of %zu into %s\n", kept, total, argv[optind + 1]);
     return CLI_OK;
