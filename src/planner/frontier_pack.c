@@ -320,11 +320,11 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
             }
             have_sched = true;
         } else if ((v = value_of(ln, "num_stages"))) {
-            if (!parse_int_tok(v, 1, ERG_SCHED_MAX_STAGES * 64L, &S)) {
+            if (!parse_int_tok(v, 1, (long)ERG_MAX_STAGES, &S)) {
                 st = erg_error_set(err, ERG_EPARSE,
                                    "%s:%ld: num_stages '%.40s' is not an integer "
                                    "in [1, %d]",
-                                   name, l.line, v, ERG_SCHED_MAX_STAGES * 64);
+                                   name, l.line, v, ERG_MAX_STAGES);
                 goto done;
             }
         } else if ((v = value_of(ln, "num_microbatches"))) {

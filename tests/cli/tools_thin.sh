@@ -45,11 +45,11 @@ copy
   printf '    return x;\n}\n'; } >>"$tmp/t/$f"
 expect_fail "a function of 155 lines" "^$f:[0-9]*: long_one is 155 lines (limit 150): split it"
 copy
-g=tools/ergon/cmd_choose.c
+g=tools/ergon/cmd_compare.c
 python3 - "$tmp/t/$g" <<'PY'
 import sys
 p = sys.argv[1]; s = open(p).read()
-i = s.index("int cmd_choose(int argc, char **argv)\n{\n") + len("int cmd_choose(int argc, char **argv)\n{\n")
+i = s.index("int cmd_compare(int argc, char **argv)\n{\n") + len("int cmd_compare(int argc, char **argv)\n{\n")
 open(p, "w").write(s[:i] + "    (void)0;\n" + s[i:])
 PY
-expect_fail "a listed long function grown" "^$g:[0-9]*: cmd_choose is [0-9]* lines, more than the"
+expect_fail "a listed long function grown" "^$g:[0-9]*: cmd_compare is [0-9]* lines, more than the"

@@ -3,71 +3,44 @@
 
 #include "ergon/planner.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+
+static const cli_help choose_help = {
+    "usage: ergon choose --frontier DIR (--deadline S | --slowdown X) [--out FILE] [--json]\n",
+    "Choose the minimum-energy plan of a frontier directory (or its frontier.csv)\n"
+    "whose iteration time fits: at most S seconds, or at most X times the time at\n"
+    "all-max clocks (a straggler pipeline X times slower sets the pace; 1.01 = 1%\n"
+    "slowdown). --deadline and --slowdown exclude each other.\n\n"
+    "The baseline is all-max clocks evaluated with the profile (the profile.csv and\n"
+    "frontier-info.csv that 'ergon plan perseus' writes into DIR), the same as the\n"
+    "plan summary's: the plan is picked by the planner's estimate, then moved to\n"
+    "faster plans until its profiled time fits. Prints the plan's index, its\n"
+    "profiled time and energy with the change against all-max clocks, the planner's\n"
+    "estimate, and its file. A directory without those two files (e.g. Perseus's\n"
+    "own output) is measured against the fastest plan's estimate, as stated.\n",
+    NULL};
 
 int cmd_choose(int argc, char **argv)
 {
     const char *cmd = "choose";
-    static const struct option opts[] = {
-        {"frontier", required_argument, 0, 'f'},
-        {"deadline", required_argument, 0, 'd'},
-        {"slowdown", required_argument, 0, 's'},
-        {"out", required_argument, 0, 'o'},
-        {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
     const char *dir = NULL, *out = NULL;
     double deadline = 0, slowdown = 0;
     bool json = false;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'f':
-            dir = optarg;
-            break;
-        case 'd':
-            if (!cli_parse_double(cmd, "--deadline", optarg, 1e-9, 1e12, &deadline))
-                return CLI_USAGE;
-            break;
-        case 's':
-            if (!cli_parse_double(cmd, "--slowdown", optarg, 1, 1e6, &slowdown))
-                return CLI_USAGE;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'h':
-            printf(
-                "usage: ergon choose --frontier DIR (--deadline S | --slowdown X) [--out FILE]"
-                " [--json]\n\n"
-                "Choose the minimum-energy plan of a frontier directory (or its frontier.csv)\n"
-                "whose iteration time fits: at most S seconds, or at most X times the time at\n"
-                "all-max clocks (a straggler pipeline X times slower sets the pace; 1.01 = 1%%\n"
-                "slowdown). --deadline and --slowdown exclude each other.\n\n"
-                "The baseline is all-max clocks evaluated with the profile (the profile.csv and\n"
-                "frontier-info.csv that 'ergon plan perseus' writes into DIR), the same as the\n"
-                "plan summary's: the plan is picked by the planner's estimate, then moved to\n"
-                "faster plans until its profiled time fits. Prints the plan's index, its\n"
-                "profiled time and energy with the change against all-max clocks, the planner's\n"
-                "estimate, and its file. A directory without those two files (e.g. Perseus's\n"
-                "own output) is measured against the fastest plan's estimate, as stated.\n"
-                "--out writes the plan as an ergon JSON plan (or a .py plan if FILE ends in .py);\n"
-                "--json prints the same as one JSON object.\n");
-            return CLI_OK;
-        default:
-            return cli_bad_option(cmd, argv, opts);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    const cli_opt opts[] = {
+        CLI_OPT_S("frontier", "DIR", &dir, "a frontier directory (or its frontier.csv)"),
+        CLI_OPT_D("deadline", "S", &deadline, 1e-9, 1e12, "iteration time at most S seconds"),
+        CLI_OPT_D("slowdown", "X", &slowdown, 1, 1e6,
+                  "at most X times the time at all-max clocks (1.01 = 1%)"),
+        CLI_OPT_S("out", "FILE", &out,
+                  "write the plan as an ergon JSON plan (a .py plan if FILE\n"
+                  "ends in .py)"),
+        CLI_OPT_B("json", &json, "print the same as one JSON object"),
+        CLI_OPTS_END,
+    };
+    int rc0 = cli_opts_parse_all(cmd, argc, argv, opts, &choose_help);
+    if (rc0)
+        return rc0 == CLI_HELP ? CLI_OK : rc0;
     if (!dir)
         return cli_usage_error(cmd, "--frontier DIR is required");
     if (deadline > 0 && slowdown > 0)
