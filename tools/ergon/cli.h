@@ -194,6 +194,7 @@ typedef struct cli_sched {
     erg_order *file_order; /* owned, --schedule-file */
     const char *file;
     bool split_set;
+    bool name_set; /* --schedule given */
 } cli_sched;
 void cli_sched_init(cli_sched *cs);
 /* Handle --schedule (c == 'S' by convention, pass it as is_name) and the

@@ -3,160 +3,129 @@
 
 #include "ergon/emulate.h"
 
-#include <getopt.h>
 #include <stdio.h>
 
-static void help(FILE *f)
+static const cli_help emulate_help = {
+    "usage: ergon emulate --profile P --plan FILE (--gpu A40|A100 | --blocking-power W)\n"
+    "                     [--schedule NAME | --schedule-file F.csv] [--chunks V]\n"
+    "                     [--backward-split X] [--p2p-time S] [--json]\n"
+    "                     [--switch-latency S|default] [--transfer-time S |\n"
+    "                      --transfer-bytes B --link-bandwidth B_PER_S [--link-latency S]]\n",
+    "Evaluate a plan with the profiled time and energy of every instruction at its\n"
+    "clock (docs/envpipe.md; installed in /usr/share/doc/ergon):\n"
+    "iteration time = longest path of the instruction DAG; energy = sum of\n"
+    "instruction energies + blocking power x idle time of every stage.\n"
+    "FILE is a freqs_pipeline_%05d.py plan or an ergon JSON plan; the schedule of a .py\n"
+    "plan is --schedule (default 1f1b), a JSON plan names its own (and its split;\n"
+    "--backward-split overrides it). The plan must have as many ranks as the profile\n"
+    "has stages, or ranks x chunks of them (exit status 1 otherwise). A plan that\n"
+    "records where it came from (choose --out, plan envpipe --out) is refused with a\n"
+    "profile, blocking power or --schedule other than its own, naming both\n"
+    "(--force: emulate anyway, with a warning).\n",
+    NULL};
+
+/* One `ergon emulate`: its options. */
+typedef struct emulate_args {
+    const char *profile, *planf, *gpu;
+    double power, p2p;
+    bool json, force;
+    cli_sched cs;
+    erg_emulate_opts eo;
+} emulate_args;
+
+static int latency_opt(const char *cmd, const char *value, void *dest)
 {
-    fprintf(
-        f,
-        "usage: ergon emulate --profile P --plan FILE (--gpu A40|A100 | --blocking-power W)\n"
-        "                     [--schedule NAME | --schedule-file F.csv] [--chunks V]\n"
-        "                     [--backward-split X] [--p2p-time S] [--json]\n"
-        "                     [--switch-latency S|default] [--transfer-time S |\n"
-        "                      --transfer-bytes B --link-bandwidth B_PER_S [--link-latency S]]\n\n"
-        "Evaluate a plan with the profiled time and energy of every instruction at its\n"
-        "clock (docs/envpipe.md; installed in /usr/share/doc/ergon):\n"
-        "iteration time = longest path of the instruction DAG; energy = sum of\n"
-        "instruction energies + blocking power x idle time of every stage.\n"
-        "FILE is a freqs_pipeline_%%05d.py plan or an ergon JSON plan; the schedule of a .py\n"
-        "plan is --schedule (default 1f1b), a JSON plan names its own (and its split;\n"
-        "--backward-split overrides it). The plan must have as many ranks as the profile\n"
-        "has stages, or ranks x chunks of them (exit status 1 otherwise). A plan that\n"
-        "records where it came from (choose --out, plan envpipe --out) is refused with a\n"
-        "profile, blocking power or --schedule other than its own, naming both\n"
-        "(--force: emulate anyway, with a warning).\n\n" CLI_SCHED_HELP
-        "  --p2p-time S         time every cross-rank dependency adds (P2P transfer,\n"
-        "                       seconds; default 0: communication is free, as in the\n"
-        "                       planner; docs/schedules.md)\n\n"
-        "Fidelity options (docs/emulate.md; all 0 by default, which is the published\n"
-        "evaluation of Perseus's lowtime):\n"
-        "  --switch-latency S   a clock request takes effect S seconds after the\n"
-        "                       instruction that needs it starts; until then the GPU\n"
-        "                       runs at its previous clock (the first instruction's\n"
-        "                       previous one is the last: iterations repeat);\n"
-        "                       'default' = %.0f ms (docs/emulate.md)\n"
-        "  --transfer-time S    the same as --p2p-time S\n"
-        "  --transfer-bytes B, --link-bandwidth B_PER_S, --link-latency S\n"
-        "                       or: transfer time = B / bandwidth + latency\n",
-        ERG_SWITCH_LATENCY_DEFAULT_S * 1e3);
+    return cli_parse_latency(cmd, value, dest) ? CLI_OK : CLI_USAGE;
+}
+
+static int emulate_parse(const char *cmd, emulate_args *a, int argc, char **argv)
+{
+    erg_emulate_opts *eo = &a->eo;
+    const cli_opt opts[] = {
+        CLI_OPT_S("profile", "P", &a->profile, "stage profile CSV"),
+        CLI_OPT_S("plan", "FILE", &a->planf, "the plan (.py or ergon JSON)"),
+        CLI_OPT_S("gpu", "NAME", &a->gpu, "A40 (70.38 W) or A100 (83.64 W) blocking power"),
+        CLI_OPT_D("blocking-power", "W", &a->power, 0, 1e5,
+                  "power drawn while blocked on communication, for other GPUs"),
+        CLI_SCHED_OPTS(&a->cs),
+        CLI_OPT_D("p2p-time", "S", &a->p2p, 0, 1e3,
+                  "time every cross-rank dependency adds (P2P transfer,\n"
+                  "seconds; default 0: communication is free, as in the\n"
+                  "planner; docs/schedules.md)"),
+        CLI_OPT_B("json", &a->json, "print one JSON object"),
+        CLI_OPT_B("force", &a->force, "emulate a plan made for another profile, power or schedule"),
+        CLI_OPT_T("\nFidelity options (docs/emulate.md; all 0 by default, which is the published\n"
+                  "evaluation of Perseus's lowtime):\n"),
+        CLI_OPT_CALL("switch-latency", "S", latency_opt, &eo->switch_latency_s,
+                     "a clock request takes effect S seconds after the\n"
+                     "instruction that needs it starts; until then the GPU\n"
+                     "runs at its previous clock (the first instruction's\n"
+                     "previous one is the last: iterations repeat);\n"
+                     "'default' = 10 ms (docs/emulate.md)"),
+        CLI_OPT_D("transfer-time", "S", &eo->transfer_time_s, 0, 1e6, "the same as --p2p-time S"),
+        CLI_OPT_D("transfer-bytes", "B", &eo->transfer_bytes, 0, 1e18,
+                  "or: transfer time = B / bandwidth + latency"),
+        CLI_OPT_D("link-bandwidth", "B_PER_S", &eo->link_bandwidth_bps, 1, 1e18,
+                  "the link's bandwidth (with --transfer-bytes)"),
+        CLI_OPT_D("link-latency", "S", &eo->link_latency_s, 0, 1e6,
+                  "the link's latency (with --transfer-bytes)"),
+        CLI_OPTS_END,
+    };
+    int rc = cli_opts_parse_all(cmd, argc, argv, opts, &emulate_help);
+    if (rc)
+        return rc;
+    if (!a->profile || !a->planf)
+        return cli_usage_error(cmd, "--profile and --plan are required");
+    if (!cli_blocking_power(cmd, a->gpu, &a->power))
+        return CLI_USAGE;
+    if ((eo->transfer_time_s > 0) + (eo->transfer_bytes > 0) + (a->p2p > 0) > 1)
+        return cli_usage_error(cmd, "give one of --p2p-time, --transfer-time, --transfer-bytes");
+    if (eo->transfer_bytes > 0 && !(eo->link_bandwidth_bps > 0))
+        return cli_usage_error(cmd, "--transfer-bytes needs --link-bandwidth");
+    if ((eo->link_bandwidth_bps > 0 || eo->link_latency_s > 0) && !(eo->transfer_bytes > 0))
+        return cli_usage_error(cmd, "--link-bandwidth/--link-latency need --transfer-bytes");
+    eo->blocking_power_w = a->power;
+    return cli_sched_finish(cmd, &a->cs, NULL, NULL);
+}
+
+/* A plan for fewer stages would be emulated on the profile's first stages only, and one for
+ * more cannot be. A chunked schedule takes a profile of its ranks (split over the chunks) or of
+ * every stage. */
+static int check_stages(const char *cmd, const emulate_args *a, const erg_plan *plan,
+                        const erg_profile *prof, const erg_schedule *ps)
+{
+    int pr = erg_plan_num_stages(plan), ns = erg_profile_num_stages(prof);
+    int v = erg_schedule_chunks(ps);
+    if (ns == pr || ns == pr * v)
+        return CLI_OK;
+    if (v > 1)
+        fprintf(stderr,
+                "ergon %s: %s: the plan has %d ranks x %d chunks but the profile %s has "
+                "%d stages (expected %d or %d)\n",
+                cmd, a->planf, pr, v, a->profile, ns, pr, pr * v);
+    else
+        fprintf(stderr, "ergon %s: %s: the plan has %d stages but the profile %s has %d\n", cmd,
+                a->planf, pr, a->profile, ns);
+    return CLI_USER_ERROR;
 }
 
 int cmd_emulate(int argc, char **argv)
 {
     const char *cmd = "emulate";
-    static const struct option opts[] = {
-        {"profile", required_argument, 0, 'p'},
-        {"plan", required_argument, 0, 'P'},
-        {"gpu", required_argument, 0, 'g'},
-        {"blocking-power", required_argument, 0, 'w'},
-        {"schedule", required_argument, 0, 'S'},
-        {"json", no_argument, 0, 'j'},
-        CLI_SCHED_LONGOPTS,
-        {"p2p-time", required_argument, 0, 'T'},
-        {"help", no_argument, 0, 'h'},
-        {"switch-latency", required_argument, 0, 'L'},
-        {"transfer-time", required_argument, 0, 'x'},
-        {"transfer-bytes", required_argument, 0, 'B'},
-        {"link-bandwidth", required_argument, 0, 'W'},
-        {"link-latency", required_argument, 0, 'l'},
-        {"force", no_argument, 0, 'F'},
-        {0, 0, 0, 0},
-    };
-    erg_emulate_opts eo;
-    erg_emulate_opts_init(&eo);
-    const char *profile = NULL, *planf = NULL, *gpu = NULL;
-    double power = -1;
-    bool json = false, force = false, sched_given = false;
-    cli_sched cs;
-    cli_sched_init(&cs);
-    double p2p = 0;
+    emulate_args a = {.power = -1};
+    erg_emulate_opts_init(&a.eo);
+    cli_sched_init(&a.cs);
     erg_error err = {0};
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'p':
-            profile = optarg;
-            break;
-        case 'P':
-            planf = optarg;
-            break;
-        case 'g':
-            gpu = optarg;
-            break;
-        case 'w':
-            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &power))
-                return CLI_USAGE;
-            break;
-        case 'F':
-            force = true;
-            break;
-        case 'S':
-        case CLI_OPT_SCHED_FILE:
-        case CLI_OPT_CHUNKS:
-        case CLI_OPT_BACKWARD_SPLIT: {
-            sched_given = sched_given || c == 'S';
-            int r = cli_sched_option(cmd, c == 'S', c, optarg, &cs);
-            if (r)
-                return r;
-            break;
-        }
-        case 'T':
-            if (!cli_parse_double(cmd, "--p2p-time", optarg, 0, 1e3, &p2p))
-                return CLI_USAGE;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'L':
-            if (!cli_parse_latency(cmd, optarg, &eo.switch_latency_s))
-                return CLI_USAGE;
-            break;
-        case 'x':
-            if (!cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e6, &eo.transfer_time_s))
-                return CLI_USAGE;
-            break;
-        case 'B':
-            if (!cli_parse_double(cmd, "--transfer-bytes", optarg, 0, 1e18, &eo.transfer_bytes))
-                return CLI_USAGE;
-            break;
-        case 'W':
-            if (!cli_parse_double(cmd, "--link-bandwidth", optarg, 1, 1e18, &eo.link_bandwidth_bps))
-                return CLI_USAGE;
-            break;
-        case 'l':
-            if (!cli_parse_double(cmd, "--link-latency", optarg, 0, 1e6, &eo.link_latency_s))
-                return CLI_USAGE;
-            break;
-        case 'h':
-            help(stdout);
-            return CLI_OK;
-        default:
-            return cli_bad_option(cmd, argv, opts);
-        }
+    int prc = emulate_parse(cmd, &a, argc, argv);
+    if (prc) {
+        cli_sched_free(&a.cs);
+        return prc == CLI_HELP ? CLI_OK : prc;
     }
-    if (optind < argc)
-        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!profile || !planf)
-        return cli_usage_error(cmd, "--profile and --plan are required");
-    if (!cli_blocking_power(cmd, gpu, &power))
-        return CLI_USAGE;
-    if ((eo.transfer_time_s > 0) + (eo.transfer_bytes > 0) + (p2p > 0) > 1)
-        return cli_usage_error(cmd, "give one of --p2p-time, --transfer-time, --transfer-bytes");
-    if (eo.transfer_bytes > 0 && !(eo.link_bandwidth_bps > 0))
-        return cli_usage_error(cmd, "--transfer-bytes needs --link-bandwidth");
-    if ((eo.link_bandwidth_bps > 0 || eo.link_latency_s > 0) && !(eo.transfer_bytes > 0))
-        return cli_usage_error(cmd, "--link-bandwidth/--link-latency need --transfer-bytes");
-    eo.blocking_power_w = power;
-    {
-        int r = cli_sched_finish(cmd, &cs, NULL, NULL);
-        if (r) {
-            cli_sched_free(&cs);
-            return r;
-        }
-    }
+    erg_emulate_opts eo = a.eo;
+    cli_sched cs = a.cs;
+    const char *profile = a.profile, *planf = a.planf;
+    double power = a.power, p2p = a.p2p;
+    bool json = a.json;
     erg_profile *prof = NULL;
     erg_plan *plan = NULL;
     erg_dag *dag = NULL;
@@ -168,31 +137,14 @@ int cmd_emulate(int argc, char **argv)
     }
     {
         erg_schedule_kind asked = cs.sched.kind;
-        rc = cli_plan_check(cmd, planf, plan, prof, profile, power, sched_given ? &asked : NULL,
-                            force);
+        rc = cli_plan_check(cmd, planf, plan, prof, profile, power, cs.name_set ? &asked : NULL,
+                            a.force);
         if (rc)
             goto done;
     }
     erg_schedule ps = erg_plan_schedule(plan);
-    {
-        /* A plan for fewer stages would be emulated on the profile's first
-         * stages only, and one for more cannot be. A chunked schedule takes a
-         * profile of its ranks (split over the chunks) or of every stage. */
-        int pr = erg_plan_num_stages(plan), ns = erg_profile_num_stages(prof);
-        int v = erg_schedule_chunks(&ps);
-        if (ns != pr && ns != pr * v) {
-            if (v > 1)
-                fprintf(stderr,
-                        "ergon %s: %s: the plan has %d ranks x %d chunks but the profile %s has "
-                        "%d stages (expected %d or %d)\n",
-                        cmd, planf, pr, v, profile, ns, pr, pr * v);
-            else
-                fprintf(stderr, "ergon %s: %s: the plan has %d stages but the profile %s has %d\n",
-                        cmd, planf, pr, profile, ns);
-            rc = CLI_USER_ERROR;
-            goto done;
-        }
-    }
+    if ((rc = check_stages(cmd, &a, plan, prof, &ps)))
+        goto done;
     if (cs.split_set)
         ps.backward_split = cs.sched.backward_split;
     ps.p2p_time_s = p2p;

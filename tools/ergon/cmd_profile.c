@@ -292,7 +292,6 @@ static int profile_logs(int argc, char **argv)
 }
 
 int profile_sparse(int argc, char **argv); /* cmd_profile_sparse.c */
-void usage_profile_sparse(FILE *f);
 
 int cmd_profile(int argc, char **argv)
 {

@@ -46,6 +46,7 @@ int cli_sched_option(const char *cmd, int is_name, int c, const char *arg, cli_s
 
 int cli_sched_opt_name(const char *cmd, const char *value, void *cs)
 {
+    ((cli_sched *)cs)->name_set = true;
     return cli_sched_option(cmd, 1, 'S', value, cs);
 }
 
