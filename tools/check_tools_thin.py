@@ -37,9 +37,6 @@ KNOWN_LONG = {
 WRITES = {
     ("tools/ergon/cmd_compare.c", "cmd_compare"): "compare's report table (--out): text/CSV/"
     "markdown for people and spreadsheets, read by nothing of ergon",
-    ("tools/ergon/cmd_schedule.c", "cmd_schedule"): "the schedule text erg_order_format made "
-    "(--out; a torch compute_only CSV with --torch-csv, which erg_order_read_csv reads: "
-    "still to become a library writer)",
     ("tools/ergon/cmd_shard.c", "write_text"): "the text erg_shard emitted (--out-hlo, "
     "--out-json; annotated HLO, which erg_hlo_load reads: still to become a library writer)",
 }
