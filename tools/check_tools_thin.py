@@ -37,8 +37,6 @@ KNOWN_LONG = {
 WRITES = {
     ("tools/ergon/cmd_compare.c", "cmd_compare"): "compare's report table (--out): text/CSV/"
     "markdown for people and spreadsheets, read by nothing of ergon",
-    ("tools/ergon/cmd_shard.c", "write_text"): "the text erg_shard emitted (--out-hlo, "
-    "--out-json; annotated HLO, which erg_hlo_load reads: still to become a library writer)",
 }
 
 FUNC_RE = re.compile(r"^(?:static\s+|inline\s+)*[A-Za-z_][\w\s\*]*?\b([A-Za-z_]\w*)\s*\([^;]*$")

@@ -125,18 +125,6 @@ static void usage(FILE *f, const char *sub)
     }
 }
 
-static int write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f)) {
-        fprintf(stderr, "ergon shard: cannot write '%s'\n", path);
-        if (f)
-            fclose(f);
-        return CLI_USER_ERROR;
-    }
-    return CLI_OK;
-}
-
 /* --strategies K,K,...: one strategy index per block, in block order. */
 static int given_plan(erg_shard *s, const char *list, erg_shard_plan **p)
 {
@@ -364,15 +352,8 @@ int cmd_shard(int argc, char **argv)
             goto out;
         }
         fputs(text, stdout);
-        if (out_profiles) {
-            erg_free(text);
-            text = NULL;
-            if (erg_shard_profile_csv(s, &text, &err)) {
-                rc = cli_report("shard", &err);
-                goto out;
-            }
-            rc = write_text(out_profiles, text);
-        }
+        if (out_profiles && erg_shard_write(s, NULL, ERG_SHARD_OUT_PROFILES, out_profiles, &err))
+            rc = cli_report("shard", &err);
         goto out;
     }
     bool both = !strcmp(method, "both");
@@ -442,24 +423,9 @@ int cmd_shard(int argc, char **argv)
                    lim ? " than its time limit" : "");
         }
     }
-    if (out_hlo) {
-        if (erg_shard_annotate(s, p, &text, &err)) {
-            rc = cli_report("shard", &err);
-            goto out;
-        }
-        if ((rc = write_text(out_hlo, text)))
-            goto out;
-        erg_free(text);
-        text = NULL;
-    }
-    if (out_json) {
-        if (erg_shard_plan_json(s, p, &text, &err)) {
-            rc = cli_report("shard", &err);
-            goto out;
-        }
-        if ((rc = write_text(out_json, text)))
-            goto out;
-    }
+    if ((out_hlo && erg_shard_write(s, p, ERG_SHARD_OUT_HLO, out_hlo, &err)) ||
+        (out_json && erg_shard_write(s, p, ERG_SHARD_OUT_JSON, out_json, &err)))
+        rc = cli_report("shard", &err);
 out:
     erg_free(text);
     erg_shard_plan_free(p);
