@@ -29,7 +29,6 @@ KNOWN_LONG = {
     ("tools/ergon/cmd_show.c", "cmd_show"): 297,
     ("tools/ergon/cmd_shard.c", "cmd_shard"): 281,
     ("tools/ergon/cmd_serve.c", "cmd_serve"): 248,
-    ("tools/ergon/cmd_plan_envpipe.c", "parse"): 161,
     ("tools/ergon-watchdog/main.c", "main"): 154,
 }
 

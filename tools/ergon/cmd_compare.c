@@ -415,7 +415,7 @@ int cmd_compare(int argc, char **argv)
             s.profile_path = optarg;
             break;
         case C_STAGES:
-            if (!cli_parse_int(cmd, "--stages", optarg, 1, ERG_SCHED_MAX_STAGES, &s.S))
+            if (!cli_parse_int(cmd, "--stages", optarg, 1, CLI_MAX_STAGES, &s.S))
                 return CLI_USAGE;
             break;
         case C_MB:

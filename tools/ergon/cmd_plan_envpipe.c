@@ -197,11 +197,60 @@ typedef struct popts {
     cli_sched cs; /* baselines: --schedule-file, --chunks, --backward-split */
 } popts;
 
+/* The options of `plan envpipe` alone (opt: the option as given, for messages). */
+static int envpipe_option(const char *cmd, int c, const char *opt, const char *arg, popts *p,
+                          bool envpipe)
+{
+    erg_error err = {0};
+    long v;
+    if (!envpipe)
+        return cli_usage_error(cmd, "%s is an option of 'ergon plan envpipe'", opt);
+    if (c == OPT_TYPE && erg_envpipe_type_parse(arg, &p->eo.type, &err))
+        return cli_usage_error(cmd, "%s", err.msg);
+    if (c == OPT_RECONFIG && erg_envpipe_reconfig_parse(arg, &p->eo.reconfig, &err))
+        return cli_usage_error(cmd, "%s", err.msg);
+    if (c == OPT_VARIANT && erg_envpipe_variant_parse(arg, &p->eo.variant, &err))
+        return cli_usage_error(cmd, "%s", err.msg);
+    if (c == OPT_STEP) {
+        if (!cli_parse_int(cmd, "--step", arg, 1, 10000, &v))
+            return CLI_USAGE;
+        p->eo.reconfig_step_mhz = (int)v;
+    }
+    if (c == OPT_INFLIGHT) {
+        if (!cli_parse_int(cmd, "--max-inflight", arg, 1, 100000, &v))
+            return CLI_USAGE;
+        p->eo.max_inflight = (int)v;
+    }
+    if (c == OPT_UNIT && !cli_parse_double(cmd, "--unit-time", arg, 1e-9, 1e3, &p->eo.unit_s))
+        return CLI_USAGE;
+    if (c == OPT_FINISH) {
+        if (!cli_parse_int(cmd, "--finish-limit", arg, 0, 1000000, &v))
+            return CLI_USAGE;
+        p->eo.finish_limit = (int)v;
+    }
+    if (c == OPT_MAXIT) {
+        if (!cli_parse_int(cmd, "--max-iterations", arg, 1, 10000000, &v))
+            return CLI_USAGE;
+        p->eo.max_iterations = (int)v;
+    }
+    if (c == OPT_PRINT)
+        p->print = true;
+    if (c == OPT_FROM)
+        p->from_plan = arg;
+    if (c == OPT_WAITS)
+        p->waits = arg;
+    if (c == OPT_THR &&
+        !cli_parse_double(cmd, "--threshold-scale", arg, 1e-6, 1e6, &p->eo.threshold_scale))
+        return CLI_USAGE;
+    if (c == OPT_XFER && !cli_parse_double(cmd, "--transfer-time", arg, 0, 1e3, &p->eo.transfer_s))
+        return CLI_USAGE;
+    return CLI_OK;
+}
+
 static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
                  void (*help)(FILE *, const char *), const char *name)
 {
     erg_error err = {0};
-    long v;
     int c;
     memset(p, 0, sizeof *p);
     erg_envpipe_opts_init(&p->eo);
@@ -215,7 +264,7 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
             p->s.profile_path = optarg;
             break;
         case OPT_STAGES:
-            if (!cli_parse_int(cmd, "--stages", optarg, 1, ERG_SCHED_MAX_STAGES, &p->s.S))
+            if (!cli_parse_int(cmd, "--stages", optarg, 1, CLI_MAX_STAGES, &p->s.S))
                 return CLI_USAGE;
             break;
         case OPT_MB:
@@ -275,52 +324,12 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
         case OPT_THR:
         case OPT_XFER:
         case OPT_FROM:
-        case OPT_WAITS:
-            if (!envpipe)
-                return cli_usage_error(cmd, "%s is an option of 'ergon plan envpipe'",
-                                       argv[optind - 1]);
-            if (c == OPT_TYPE && erg_envpipe_type_parse(optarg, &p->eo.type, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
-            if (c == OPT_RECONFIG && erg_envpipe_reconfig_parse(optarg, &p->eo.reconfig, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
-            if (c == OPT_VARIANT && erg_envpipe_variant_parse(optarg, &p->eo.variant, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
-            if (c == OPT_STEP) {
-                if (!cli_parse_int(cmd, "--step", optarg, 1, 10000, &v))
-                    return CLI_USAGE;
-                p->eo.reconfig_step_mhz = (int)v;
-            }
-            if (c == OPT_INFLIGHT) {
-                if (!cli_parse_int(cmd, "--max-inflight", optarg, 1, 100000, &v))
-                    return CLI_USAGE;
-                p->eo.max_inflight = (int)v;
-            }
-            if (c == OPT_UNIT &&
-                !cli_parse_double(cmd, "--unit-time", optarg, 1e-9, 1e3, &p->eo.unit_s))
-                return CLI_USAGE;
-            if (c == OPT_FINISH) {
-                if (!cli_parse_int(cmd, "--finish-limit", optarg, 0, 1000000, &v))
-                    return CLI_USAGE;
-                p->eo.finish_limit = (int)v;
-            }
-            if (c == OPT_MAXIT) {
-                if (!cli_parse_int(cmd, "--max-iterations", optarg, 1, 10000000, &v))
-                    return CLI_USAGE;
-                p->eo.max_iterations = (int)v;
-            }
-            if (c == OPT_PRINT)
-                p->print = true;
-            if (c == OPT_FROM)
-                p->from_plan = optarg;
-            if (c == OPT_WAITS)
-                p->waits = optarg;
-            if (c == OPT_THR && !cli_parse_double(cmd, "--threshold-scale", optarg, 1e-6, 1e6,
-                                                  &p->eo.threshold_scale))
-                return CLI_USAGE;
-            if (c == OPT_XFER &&
-                !cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e3, &p->eo.transfer_s))
-                return CLI_USAGE;
+        case OPT_WAITS: {
+            int r = envpipe_option(cmd, c, argv[optind - 1], optarg, p, envpipe);
+            if (r)
+                return r;
             break;
+        }
         case OPT_PLSTEP:
             if (strcmp(name, "zeus-global") != 0)
                 return cli_usage_error(cmd, "--power-limit-step is an option of zeus-global");
