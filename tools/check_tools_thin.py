@@ -28,7 +28,6 @@ KNOWN_LONG = {
     ("tools/ergon/cmd_compare.c", "cmd_compare"): 355,
     ("tools/ergon/cmd_show.c", "cmd_show"): 297,
     ("tools/ergon/cmd_shard.c", "cmd_shard"): 281,
-    ("tools/ergon/cmd_serve.c", "cmd_serve"): 248,
 }
 
 # (file, function) -> what it writes; none of them a format libergon reads
