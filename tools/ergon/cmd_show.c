@@ -349,170 +349,62 @@ enum {
 
 #define MAX_SERIES 32
 
-int cmd_show(int argc, char **argv)
-{
-    const char *cmd = "show";
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        show_help(argc < 2 ? stderr : stdout);
-        return argc < 2 ? CLI_USAGE : CLI_OK;
-    }
-    bool is_plan = !strcmp(argv[1], "plan"), is_frontier = !strcmp(argv[1], "frontier");
-    if (!is_plan && !is_frontier)
-        return cli_usage_error(cmd, "unknown picture '%s' (use plan or frontier)", argv[1]);
-    static const struct option opts[] = {
-        {"profile", required_argument, 0, S_PROFILE},
-        {"plan", required_argument, 0, S_PLAN},
-        {"gpu", required_argument, 0, S_GPU},
-        {"blocking-power", required_argument, 0, S_POWER},
-        {"color", required_argument, 0, S_COLOR},
-        {"schedule", required_argument, 0, S_SCHED},
-        CLI_SCHED_LONGOPTS,
-        {"frontier", required_argument, 0, S_FRONTIER},
-        {"compare", required_argument, 0, S_COMPARE},
-        {"point", required_argument, 0, S_POINT},
-        {"title", required_argument, 0, S_TITLE},
-        {"width", required_argument, 0, S_WIDTH},
-        {"out", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},
-        {"force", no_argument, 0, S_FORCE},
-        {0, 0, 0, 0},
-    };
+/* What `ergon show` was given. */
+typedef struct show_args {
     ecli_setup s;
-    memset(&s, 0, sizeof s);
-    bool force = false, sched_given = false;
+    bool force, sched_given;
     erg_plot_opts po;
-    erg_plot_opts_init(&po);
     cli_sched cs;
-    cli_sched_init(&cs);
-    const char *plan_path = NULL, *out = NULL, *compare = NULL;
+    const char *plan_path, *out, *compare;
     const char *frontiers[MAX_SERIES];
     const char *points[MAX_SERIES];
-    int nfront = 0, npoints = 0;
+    int nfront, npoints;
+} show_args;
+
+static int show_plan(const char *cmd, show_args *a)
+{
     erg_error err = {0};
-    long v;
-    int c;
-    optind = 2;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
-        bool plan_only = c == S_PROFILE || c == S_PLAN || c == S_GPU || c == S_POWER ||
-                         c == S_FORCE || c == S_COLOR || c == S_SCHED || c == CLI_OPT_SCHED_FILE ||
-                         c == CLI_OPT_CHUNKS || c == CLI_OPT_BACKWARD_SPLIT;
-        bool front_only = c == S_FRONTIER || c == S_COMPARE || c == S_POINT;
-        if ((plan_only && !is_plan) || (front_only && !is_frontier))
-            return cli_usage_error(cmd, "%s is not an option of 'show %s'", argv[optind - 1],
-                                   argv[1]);
-        switch (c) {
-        case S_PROFILE:
-            s.profile_path = optarg;
-            break;
-        case S_PLAN:
-            plan_path = optarg;
-            break;
-        case S_GPU:
-            s.gpu = optarg;
-            break;
-        case S_POWER:
-            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &s.power_w))
-                return CLI_USAGE;
-            s.have_power = true;
-            break;
-        case S_COLOR:
-            if (!strcmp(optarg, "clock"))
-                po.color = ERG_PLOT_COLOR_CLOCK;
-            else if (!strcmp(optarg, "power"))
-                po.color = ERG_PLOT_COLOR_POWER;
-            else
-                return cli_usage_error(cmd, "--color expects clock or power, got '%s'", optarg);
-            break;
-        case CLI_OPT_SCHED_FILE:
-        case CLI_OPT_CHUNKS:
-        case CLI_OPT_BACKWARD_SPLIT: {
-            int r = cli_sched_option(cmd, 0, c, optarg, &cs);
-            if (r)
-                return r;
-            break;
-        }
-        case S_SCHED:
-            if (erg_schedule_parse(optarg, &cs.sched.kind, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
-            sched_given = true;
-            break;
-        case S_FORCE:
-            force = true;
-            break;
-        case S_FRONTIER:
-            if (nfront == MAX_SERIES - 2)
-                return cli_usage_error(cmd, "at most %d --frontier", MAX_SERIES - 2);
-            frontiers[nfront++] = optarg;
-            break;
-        case S_COMPARE:
-            compare = optarg;
-            break;
-        case S_POINT:
-            if (npoints == MAX_SERIES)
-                return cli_usage_error(cmd, "at most %d --point", MAX_SERIES);
-            points[npoints++] = optarg;
-            break;
-        case S_TITLE:
-            po.title = optarg;
-            break;
-        case S_WIDTH:
-            if (!cli_parse_int(cmd, "--width", optarg, 200, 20000, &v))
-                return CLI_USAGE;
-            po.width_px = (int)v;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'h':
-            show_help(stdout);
-            return CLI_OK;
-        default:
-            return cli_bad_option(cmd, argv, opts);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!out)
-        return cli_usage_error(cmd, "-o OUT (.png, .svg or .pdf) is required");
     int rc = CLI_OK;
-    if (is_plan) {
-        if (!plan_path)
-            return cli_usage_error(cmd, "--plan is required");
-        s.no_table = true;
-        rc = cli_sched_finish(cmd, &cs, NULL, NULL);
-        if (!rc)
-            rc = ecli_setup_load(cmd, &s, false);
-        erg_plan *plan = NULL;
-        if (!rc && erg_plan_read(plan_path, &cs.sched, &plan, &err))
-            rc = cli_report(cmd, &err);
-        /* the plan's own profile, blocking power and schedule (provenance.c) */
-        if (!rc) {
-            erg_schedule_kind asked = cs.sched.kind;
-            rc = cli_plan_check(cmd, plan_path, plan, s.profile, s.profile_path,
-                                s.have_power || s.gpu ? s.power_w : -1, sched_given ? &asked : NULL,
-                                force);
-        }
-        if (!rc && erg_plan_num_stages(plan) > erg_profile_num_stages(s.profile)) {
-            fprintf(stderr, "ergon show: the plan has %d stages, the profile %d\n",
-                    erg_plan_num_stages(plan), erg_profile_num_stages(s.profile));
-            rc = CLI_USER_ERROR;
-        }
-        if (!rc && erg_plot_timeline(s.profile, plan, s.power_w, &po, out, &err))
-            rc = cli_report(cmd, &err);
-        if (!rc) {
-            cli_sched local = cs;
-            local.sched = erg_plan_schedule(plan);
-            cli_sched_split_note(stdout, &local, s.profile, erg_plan_num_stages(plan),
-                                 erg_plan_num_microbatches(plan));
-        }
-        erg_plan_free(plan);
-        ecli_setup_free(&s);
-        cli_sched_free(&cs);
-        return rc;
+    if (!a->plan_path)
+        return cli_usage_error(cmd, "--plan is required");
+    a->s.no_table = true;
+    rc = cli_sched_finish(cmd, &a->cs, NULL, NULL);
+    if (!rc)
+        rc = ecli_setup_load(cmd, &a->s, false);
+    erg_plan *plan = NULL;
+    if (!rc && erg_plan_read(a->plan_path, &a->cs.sched, &plan, &err))
+        rc = cli_report(cmd, &err);
+    /* the plan'a->s own profile, blocking power and schedule (provenance.c) */
+    if (!rc) {
+        erg_schedule_kind asked = a->cs.sched.kind;
+        rc = cli_plan_check(cmd, a->plan_path, plan, a->s.profile, a->s.profile_path,
+                            a->s.have_power || a->s.gpu ? a->s.power_w : -1,
+                            a->sched_given ? &asked : NULL, a->force);
     }
-    /* frontier */
-    if (!nfront && !compare && !npoints)
+    if (!rc && erg_plan_num_stages(plan) > erg_profile_num_stages(a->s.profile)) {
+        fprintf(stderr, "ergon show: the plan has %d stages, the profile %d\n",
+                erg_plan_num_stages(plan), erg_profile_num_stages(a->s.profile));
+        rc = CLI_USER_ERROR;
+    }
+    if (!rc && erg_plot_timeline(a->s.profile, plan, a->s.power_w, &a->po, a->out, &err))
+        rc = cli_report(cmd, &err);
+    if (!rc) {
+        cli_sched local = a->cs;
+        local.sched = erg_plan_schedule(plan);
+        cli_sched_split_note(stdout, &local, a->s.profile, erg_plan_num_stages(plan),
+                             erg_plan_num_microbatches(plan));
+    }
+    erg_plan_free(plan);
+    ecli_setup_free(&a->s);
+    cli_sched_free(&a->cs);
+    return rc;
+}
+
+static int show_frontier(const char *cmd, show_args *a)
+{
+    erg_error err = {0};
+    int rc = CLI_OK;
+    if (!a->nfront && !a->compare && !a->npoints)
         return cli_usage_error(cmd, "give --frontier, --compare or --point");
     pts data[MAX_SERIES];
     erg_plot_point allmax_pt[MAX_SERIES];
@@ -523,8 +415,8 @@ int cmd_show(int argc, char **argv)
     memset(data, 0, sizeof data);
     size_t ns = 0;
     int nd = 0;
-    for (int i = 0; i < nfront && !rc; i++) {
-        const char *arg = frontiers[i], *eq = strchr(arg, '=');
+    for (int i = 0; i < a->nfront && !rc; i++) {
+        const char *arg = a->frontiers[i], *eq = strchr(arg, '=');
         char file[4096];
         snprintf(names[nd], sizeof names[nd], "Perseus frontier (planner estimates)");
         if (eq) {
@@ -542,7 +434,7 @@ int cmd_show(int argc, char **argv)
             break;
         }
         /* With the profile it was planned with, draw what the plans really take (the values
-         * choose, compare and the markers use), not the planner's quantised estimates. */
+         * choose, a->compare and the markers use), not the planner'a->s quantised estimates. */
         {
             char dir[4096];
             snprintf(dir, sizeof dir, "%s", file);
@@ -573,24 +465,25 @@ int cmd_show(int argc, char **argv)
         nd++;
     }
     /* the all-max point of the (first) frontier, unless the comparison has one */
-    for (int i = 0; i < nd && !rc && !compare; i++)
+    for (int i = 0; i < nd && !rc && !a->compare; i++)
         if (have_allmax[i]) {
             ser[ns++] = (erg_plot_series){"all-max clocks", &allmax_pt[i], 1, false};
             break;
         }
-    if (!po.title && nd >= 1 && have_allmax[0])
-        po.title = titles[0];
-    /* A comparison is only meaningful at the frontier's blocking power. */
+    if (!a->po.title && nd >= 1 && have_allmax[0])
+        a->po.title = titles[0];
+    /* A comparison is only meaningful at the frontier'a->s blocking power. */
     double cmp_w = 0;
-    bool have_cmp_w = compare && compare_power(compare, &cmp_w);
-    if (!rc && compare && !have_cmp_w)
+    bool have_cmp_w = a->compare && compare_power(a->compare, &cmp_w);
+    if (!rc && a->compare && !have_cmp_w)
         fprintf(stderr,
                 "ergon show: warning: %s does not name its blocking power (no "
                 "blocking_power_w column: an older 'ergon compare'); it cannot be checked "
                 "against the frontier's\n",
-                compare);
-    for (int i = 0; i < nfront && !rc && have_cmp_w; i++) {
-        const char *arg = strchr(frontiers[i], '=') ? strchr(frontiers[i], '=') + 1 : frontiers[i];
+                a->compare);
+    for (int i = 0; i < a->nfront && !rc && have_cmp_w; i++) {
+        const char *arg =
+            strchr(a->frontiers[i], '=') ? strchr(a->frontiers[i], '=') + 1 : a->frontiers[i];
         char dir[4096];
         size_t l = strlen(arg);
         snprintf(dir, sizeof dir, "%s", arg);
@@ -607,43 +500,166 @@ int cmd_show(int argc, char **argv)
                     "ergon show: %s was computed with a blocking power of %g W, the frontier %s "
                     "with %g W (%s/frontier-info.csv): their energies are not comparable; run "
                     "'ergon compare' again with --blocking-power %g (or the matching --gpu)\n",
-                    compare, cmp_w, arg, fw, dir, fw);
+                    a->compare, cmp_w, arg, fw, dir, fw);
             rc = CLI_USER_ERROR;
         }
     }
     pts cmp = {0};
-    if (!rc && compare) {
-        rc = read_points(compare, "time_s", "energy_j", "method", &cmp);
+    if (!rc && a->compare) {
+        rc = read_points(a->compare, "time_s", "energy_j", "method", &cmp);
         /* one marked series per method, in file order */
         for (size_t i = 0; !rc && i < cmp.n && ns < MAX_SERIES + MAX_SERIES / 2; i++)
             ser[ns++] = (erg_plot_series){cmp.names[i], &cmp.v[i], 1, false};
     }
     erg_plot_point extra[MAX_SERIES];
     char extra_names[MAX_SERIES][128];
-    for (int i = 0; !rc && i < npoints; i++) {
-        const char *eq = strchr(points[i], '=');
+    for (int i = 0; !rc && i < a->npoints; i++) {
+        const char *eq = strchr(a->points[i], '=');
         char te[128];
         char *comma;
-        if (!eq || (size_t)(eq - points[i]) >= sizeof extra_names[i]) {
-            rc = cli_usage_error(cmd, "--point expects NAME=TIME,ENERGY, got '%s'", points[i]);
+        if (!eq || (size_t)(eq - a->points[i]) >= sizeof extra_names[i]) {
+            rc = cli_usage_error(cmd, "--point expects NAME=TIME,ENERGY, got '%s'", a->points[i]);
             break;
         }
-        snprintf(extra_names[i], sizeof extra_names[i], "%.*s", (int)(eq - points[i]), points[i]);
+        snprintf(extra_names[i], sizeof extra_names[i], "%.*s", (int)(eq - a->points[i]),
+                 a->points[i]);
         snprintf(te, sizeof te, "%s", eq + 1);
         comma = strchr(te, ',');
         if (comma)
             *comma = '\0';
         if (!comma || !parse_num(te, &extra[i].time_s) ||
             !parse_num(comma + 1, &extra[i].energy_j)) {
-            rc = cli_usage_error(cmd, "--point expects NAME=TIME,ENERGY, got '%s'", points[i]);
+            rc = cli_usage_error(cmd, "--point expects NAME=TIME,ENERGY, got '%s'", a->points[i]);
             break;
         }
         ser[ns++] = (erg_plot_series){extra_names[i], &extra[i], 1, false};
     }
-    if (!rc && erg_plot_frontier(ser, ns, &po, out, &err))
+    if (!rc && erg_plot_frontier(ser, ns, &a->po, a->out, &err))
         rc = cli_report(cmd, &err);
     for (int i = 0; i < nd; i++)
         pts_free(&data[i]);
     pts_free(&cmp);
     return rc;
+}
+
+int cmd_show(int argc, char **argv)
+{
+    const char *cmd = "show";
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        show_help(argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : CLI_OK;
+    }
+    bool is_plan = !strcmp(argv[1], "plan"), is_frontier = !strcmp(argv[1], "frontier");
+    if (!is_plan && !is_frontier)
+        return cli_usage_error(cmd, "unknown picture '%s' (use plan or frontier)", argv[1]);
+    static const struct option opts[] = {
+        {"profile", required_argument, 0, S_PROFILE},
+        {"plan", required_argument, 0, S_PLAN},
+        {"gpu", required_argument, 0, S_GPU},
+        {"blocking-power", required_argument, 0, S_POWER},
+        {"color", required_argument, 0, S_COLOR},
+        {"schedule", required_argument, 0, S_SCHED},
+        CLI_SCHED_LONGOPTS,
+        {"frontier", required_argument, 0, S_FRONTIER},
+        {"compare", required_argument, 0, S_COMPARE},
+        {"point", required_argument, 0, S_POINT},
+        {"title", required_argument, 0, S_TITLE},
+        {"width", required_argument, 0, S_WIDTH},
+        {"out", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},
+        {"force", no_argument, 0, S_FORCE},
+        {0, 0, 0, 0},
+    };
+    show_args sa, *a = &sa;
+    memset(a, 0, sizeof *a);
+    erg_plot_opts_init(&a->po);
+    cli_sched_init(&a->cs);
+    erg_error err = {0};
+    long v;
+    int c;
+    optind = 2;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        bool plan_only = c == S_PROFILE || c == S_PLAN || c == S_GPU || c == S_POWER ||
+                         c == S_FORCE || c == S_COLOR || c == S_SCHED || c == CLI_OPT_SCHED_FILE ||
+                         c == CLI_OPT_CHUNKS || c == CLI_OPT_BACKWARD_SPLIT;
+        bool front_only = c == S_FRONTIER || c == S_COMPARE || c == S_POINT;
+        if ((plan_only && !is_plan) || (front_only && !is_frontier))
+            return cli_usage_error(cmd, "%s is not an option of 'show %s'", argv[optind - 1],
+                                   argv[1]);
+        switch (c) {
+        case S_PROFILE:
+            a->s.profile_path = optarg;
+            break;
+        case S_PLAN:
+            a->plan_path = optarg;
+            break;
+        case S_GPU:
+            a->s.gpu = optarg;
+            break;
+        case S_POWER:
+            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &a->s.power_w))
+                return CLI_USAGE;
+            a->s.have_power = true;
+            break;
+        case S_COLOR:
+            if (!strcmp(optarg, "clock"))
+                a->po.color = ERG_PLOT_COLOR_CLOCK;
+            else if (!strcmp(optarg, "power"))
+                a->po.color = ERG_PLOT_COLOR_POWER;
+            else
+                return cli_usage_error(cmd, "--color expects clock or power, got '%s'", optarg);
+            break;
+        case CLI_OPT_SCHED_FILE:
+        case CLI_OPT_CHUNKS:
+        case CLI_OPT_BACKWARD_SPLIT: {
+            int r = cli_sched_option(cmd, 0, c, optarg, &a->cs);
+            if (r)
+                return r;
+            break;
+        }
+        case S_SCHED:
+            if (erg_schedule_parse(optarg, &a->cs.sched.kind, &err))
+                return cli_usage_error(cmd, "%s", err.msg);
+            a->sched_given = true;
+            break;
+        case S_FORCE:
+            a->force = true;
+            break;
+        case S_FRONTIER:
+            if (a->nfront == MAX_SERIES - 2)
+                return cli_usage_error(cmd, "at most %d --frontier", MAX_SERIES - 2);
+            a->frontiers[a->nfront++] = optarg;
+            break;
+        case S_COMPARE:
+            a->compare = optarg;
+            break;
+        case S_POINT:
+            if (a->npoints == MAX_SERIES)
+                return cli_usage_error(cmd, "at most %d --point", MAX_SERIES);
+            a->points[a->npoints++] = optarg;
+            break;
+        case S_TITLE:
+            a->po.title = optarg;
+            break;
+        case S_WIDTH:
+            if (!cli_parse_int(cmd, "--width", optarg, 200, 20000, &v))
+                return CLI_USAGE;
+            a->po.width_px = (int)v;
+            break;
+        case 'o':
+            a->out = optarg;
+            break;
+        case 'h':
+            show_help(stdout);
+            return CLI_OK;
+        default:
+            return cli_bad_option(cmd, argv, opts);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!a->out)
+        return cli_usage_error(cmd, "-o OUT (.png, .svg or .pdf) is required");
+    return is_plan ? show_plan(cmd, a) : show_frontier(cmd, a);
 }
