@@ -370,9 +370,20 @@ enum {
     C_TRANSFER
 };
 
-int cmd_compare(int argc, char **argv)
+/* What `ergon compare` was given. */
+typedef struct compare_args {
+    ecli_setup s;
+    cli_sched cs;
+    bool other; /* --schedule or --schedule-file: a schedule besides 1F1B and ours */
+    double unit_s;
+    long max_plans;
+    bool frontier, ablation, fidelity;
+    erg_emulate_opts fo;
+    const char *fdir, *format, *out;
+} compare_args;
+
+static int compare_parse(const char *cmd, compare_args *ca, int argc, char **argv)
 {
-    const char *cmd = "compare";
     static const struct option opts[] = {
         {"profile", required_argument, 0, C_PROFILE},
         {"stages", required_argument, 0, C_STAGES},
@@ -395,111 +406,238 @@ int cmd_compare(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    ecli_setup s;
-    memset(&s, 0, sizeof s);
-    cli_sched cs;
-    cli_sched_init(&cs);
-    bool other = false;
-    double unit_s = 0.001;
-    long max_plans = CLI_DEFAULT_MAX_PLANS;
-    bool frontier = true, ablation = false, fidelity = false;
-    erg_emulate_opts fo;
-    erg_emulate_opts_init(&fo);
-    const char *fdir = NULL, *format = "text", *out = NULL;
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         switch (c) {
         case C_PROFILE:
-            s.profile_path = optarg;
+            ca->s.profile_path = optarg;
             break;
         case C_STAGES:
-            if (!cli_parse_int(cmd, "--stages", optarg, 1, CLI_MAX_STAGES, &s.S))
+            if (!cli_parse_int(cmd, "--stages", optarg, 1, CLI_MAX_STAGES, &ca->s.S))
                 return CLI_USAGE;
             break;
         case C_MB:
-            if (!cli_parse_int(cmd, "--microbatches", optarg, 1, 100000, &s.M))
+            if (!cli_parse_int(cmd, "--microbatches", optarg, 1, 100000, &ca->s.M))
                 return CLI_USAGE;
             break;
         case C_GPU:
-            s.gpu = optarg;
+            ca->s.gpu = optarg;
             break;
         case C_POWER:
-            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &s.power_w))
+            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &ca->s.power_w))
                 return CLI_USAGE;
-            s.have_power = true;
+            ca->s.have_power = true;
             break;
         case C_TABLE:
-            s.gpu_table = optarg;
+            ca->s.gpu_table = optarg;
             break;
         case C_UNIT:
-            if (!cli_parse_double(cmd, "--unit-time", optarg, 1e-6, 10, &unit_s))
+            if (!cli_parse_double(cmd, "--unit-time", optarg, 1e-6, 10, &ca->unit_s))
                 return CLI_USAGE;
             break;
         case C_NOFRONT:
-            frontier = false;
+            ca->frontier = false;
             break;
         case C_FDIR:
-            fdir = optarg;
+            ca->fdir = optarg;
             break;
         case C_ABLATION:
-            ablation = true;
+            ca->ablation = true;
             break;
         case C_SWITCH:
-            if (!cli_parse_latency(cmd, optarg, &fo.switch_latency_s))
+            if (!cli_parse_latency(cmd, optarg, &ca->fo.switch_latency_s))
                 return CLI_USAGE;
-            fidelity = true;
+            ca->fidelity = true;
             break;
         case C_TRANSFER:
-            if (!cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e6, &fo.transfer_time_s))
+            if (!cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e6, &ca->fo.transfer_time_s))
                 return CLI_USAGE;
-            fidelity = true;
+            ca->fidelity = true;
             break;
         case C_MAXPLANS:
-            if (!cli_parse_int(cmd, "--max-plans", optarg, 0, 1000000000000L, &max_plans))
+            if (!cli_parse_int(cmd, "--max-plans", optarg, 0, 1000000000000L, &ca->max_plans))
                 return CLI_USAGE;
             break;
         case C_FORCE:
-            max_plans = 0;
+            ca->max_plans = 0;
             break;
         case C_FORMAT:
             if (strcmp(optarg, "text") && strcmp(optarg, "csv") && strcmp(optarg, "json"))
                 return cli_usage_error(cmd, "--format expects text, csv or json, got '%s'", optarg);
-            format = optarg;
+            ca->format = optarg;
             break;
         case 'S':
         case CLI_OPT_SCHED_FILE:
         case CLI_OPT_CHUNKS:
         case CLI_OPT_BACKWARD_SPLIT: {
-            int r = cli_sched_option(cmd, c == 'S', c, optarg, &cs);
+            int r = cli_sched_option(cmd, c == 'S', c, optarg, &ca->cs);
             if (r)
                 return r;
             if (c == 'S' || c == CLI_OPT_SCHED_FILE)
-                other = true;
+                ca->other = true;
             break;
         }
         case 'o':
-            out = optarg;
+            ca->out = optarg;
             break;
         case 'h':
             compare_help(stdout);
-            return CLI_OK;
+            return CLI_HELP;
         default:
             return cli_bad_option(cmd, argv, opts);
         }
     }
     if (optind < argc)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (fdir && !frontier)
+    if (ca->fdir && !ca->frontier)
         return cli_usage_error(cmd, "--frontier-dir and --no-frontier contradict each other");
     {
-        int r = cli_sched_finish(cmd, &cs, &s.S, &s.M);
-        if (r) {
-            cli_sched_free(&cs);
+        int r = cli_sched_finish(cmd, &ca->cs, &ca->s.S, &ca->s.M);
+        if (r)
             return r;
+    }
+    return CLI_OK;
+}
+
+/* The Perseus frontiers (1F1B, ours, the other schedule): each row's frontier energies at its
+ * time, and the plans Perseus picks for the all-max time as rows. */
+static int frontier_rows(const char *cmd, const ecli_setup *s, const compare_args *ca,
+                         const cli_sched *cs, const erg_schedule *ours, const char *oname,
+                         const erg_emulate_opts *fop, row *r, int *np)
+{
+    int S = (int)s->S, M = (int)s->M, n = *np, rc = CLI_OK;
+    erg_error err = {0};
+    evfront f1 = {0}, fo_ = {0};
+    erg_schedule one = {.kind = ERG_SCHED_1F1B};
+    char d1[4096], d2[4096];
+    if (ca->fdir) {
+        snprintf(d1, sizeof d1, "%s/1f1b", ca->fdir);
+        snprintf(d2, sizeof d2, "%s/ours", ca->fdir);
+    }
+    rc = eval_frontier(cmd, s->profile, S, M, s->power_w, ca->unit_s, (uint64_t)ca->max_plans, &one,
+                       ca->fdir ? d1 : NULL, &f1);
+    if (!rc && M >= S)
+        rc = eval_frontier(cmd, s->profile, S, M, s->power_w, ca->unit_s, (uint64_t)ca->max_plans,
+                           ours, ca->fdir ? d2 : NULL, &fo_);
+    evfront fx = {0};
+    if (!rc && ca->other) {
+        char d3[4096];
+        if (ca->fdir)
+            snprintf(d3, sizeof d3, "%s/%s", ca->fdir, oname);
+        rc = eval_frontier(cmd, s->profile, S, M, s->power_w, ca->unit_s, (uint64_t)ca->max_plans,
+                           &cs->sched, ca->fdir ? d3 : NULL, &fx);
+    }
+    if (!rc) {
+        for (int i = 0; i < n; i++) {
+            r[i].fe = front_at(&f1, r[i].t);
+            r[i].fo = front_at(&fo_, r[i].t);
+        }
+        /* the plans Perseus picks for the all-max time, as rows */
+        for (int k = 0; k < 2; k++) {
+            const evfront *ef = k ? &fo_ : &f1;
+            long i = front_pick(ef, r[0].t);
+            if (i < 0)
+                continue;
+            snprintf(r[n].method, sizeof r[n].method, k ? "perseus-ours" : "perseus");
+            r[n].t = ef->t[i];
+            r[n].e = ef->e[i];
+            r[n].fe = front_at(&f1, r[0].t);
+            r[n].fo = front_at(&fo_, r[0].t);
+            r[n].tt = r[n].te = NAN;
+            if (fop) {
+                erg_plan *fp = NULL;
+                if (erg_frontier_plan(ef->f, (size_t)i, &fp, &err) ||
+                    eval_true(s->profile, fp, fop, &r[n], &err)) {
+                    erg_plan_free(fp);
+                    rc = cli_report(cmd, &err);
+                    break;
+                }
+                erg_plan_free(fp);
+            }
+            n++;
+        }
+        long i = ca->other ? front_pick(&fx, r[0].t) : -1;
+        if (i >= 0) {
+            snprintf(r[n].method, sizeof r[n].method, "perseus-%s", oname);
+            r[n].t = fx.t[i];
+            r[n].e = fx.e[i];
+            r[n].fe = front_at(&f1, r[0].t);
+            r[n].fo = front_at(&fo_, r[0].t);
+            r[n].tt = r[n].te = NAN;
+            if (fop) {
+                erg_plan *fp = NULL;
+                if (erg_frontier_plan(fx.f, (size_t)i, &fp, &err) ||
+                    eval_true(s->profile, fp, fop, &r[n], &err)) {
+                    erg_plan_free(fp);
+                    rc = cli_report(cmd, &err);
+                }
+                erg_plan_free(fp);
+            }
+            n++;
         }
     }
+    free(fx.t);
+    free(fx.e);
+    erg_frontier_free(fx.f);
+    free(f1.t);
+    free(f1.e);
+    free(fo_.t);
+    free(fo_.e);
+    erg_frontier_free(f1.f);
+    erg_frontier_free(fo_.f);
+    *np = n;
+    return rc;
+}
+
+/* The table (--format) on stdout or in --out FILE, and the notes under it. */
+static int compare_report(const compare_args *ca, const row *r, int n, const ecli_setup *s,
+                          const cli_sched *cs, const erg_envpipe_info *info,
+                          const erg_emulate_opts *fop)
+{
+    const char *format = ca->format, *out = ca->out;
+    bool frontier = ca->frontier, other = ca->other;
+    int S = (int)s->S, M = (int)s->M;
+    FILE *f = stdout;
+    if (out && !(f = fopen(out, "w"))) {
+        fprintf(stderr, "ergon compare: cannot write %s\n", out);
+        return CLI_USER_ERROR;
+    }
+    print_table(f, format, r, n, s, frontier,
+                other && cli_sched_split_used(cs, s->profile, S, M)
+                    ? erg_schedule_backward_split(&cs->sched)
+                    : 0,
+                fop);
+    if (!strcmp(format, "text") && M >= S) {
+        fprintf(f, "EnvPipe ours schedule: extra warm-up forwards r =");
+        for (int st = 0; st < S; st++)
+            fprintf(f, " %d", info->extra_warmup[st]);
+        fprintf(f, "\n");
+    }
+    if (!strcmp(format, "text") && other)
+        cli_sched_split_note(f, cs, s->profile, S, M);
+    if (out)
+        fclose(f);
+    return CLI_OK;
+}
+
+int cmd_compare(int argc, char **argv)
+{
+    const char *cmd = "compare";
+    compare_args ca = {
+        .unit_s = 0.001, .max_plans = CLI_DEFAULT_MAX_PLANS, .frontier = true, .format = "text"};
+    cli_sched_init(&ca.cs);
+    erg_emulate_opts_init(&ca.fo);
+    int prc = compare_parse(cmd, &ca, argc, argv);
+    if (prc) {
+        cli_sched_free(&ca.cs);
+        return prc == CLI_HELP ? CLI_OK : prc;
+    }
+    ecli_setup s = ca.s;
+    cli_sched cs = ca.cs;
+    bool other = ca.other, frontier = ca.frontier, ablation = ca.ablation, fidelity = ca.fidelity;
+    erg_emulate_opts fo = ca.fo;
     int rc = ecli_setup_load(cmd, &s, true);
     if (rc) {
         ecli_setup_free(&s);
@@ -610,116 +748,15 @@ int cmd_compare(int argc, char **argv)
     }
     for (int i = 0; i < n; i++)
         r[i].fe = r[i].fo = NAN;
-    if (frontier) {
-        evfront f1 = {0}, fo_ = {0};
-        erg_schedule one = {.kind = ERG_SCHED_1F1B};
-        char d1[4096], d2[4096];
-        if (fdir) {
-            snprintf(d1, sizeof d1, "%s/1f1b", fdir);
-            snprintf(d2, sizeof d2, "%s/ours", fdir);
-        }
-        rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &one,
-                           fdir ? d1 : NULL, &f1);
-        if (!rc && M >= S)
-            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &ours,
-                               fdir ? d2 : NULL, &fo_);
-        evfront fx = {0};
-        if (!rc && other) {
-            char d3[4096];
-            if (fdir)
-                snprintf(d3, sizeof d3, "%s/%s", fdir, oname);
-            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans,
-                               &cs.sched, fdir ? d3 : NULL, &fx);
-        }
-        if (!rc) {
-            for (int i = 0; i < n; i++) {
-                r[i].fe = front_at(&f1, r[i].t);
-                r[i].fo = front_at(&fo_, r[i].t);
-            }
-            /* the plans Perseus picks for the all-max time, as rows */
-            for (int k = 0; k < 2; k++) {
-                const evfront *ef = k ? &fo_ : &f1;
-                long i = front_pick(ef, r[0].t);
-                if (i < 0)
-                    continue;
-                snprintf(r[n].method, sizeof r[n].method, k ? "perseus-ours" : "perseus");
-                r[n].t = ef->t[i];
-                r[n].e = ef->e[i];
-                r[n].fe = front_at(&f1, r[0].t);
-                r[n].fo = front_at(&fo_, r[0].t);
-                r[n].tt = r[n].te = NAN;
-                if (fop) {
-                    erg_plan *fp = NULL;
-                    if (erg_frontier_plan(ef->f, (size_t)i, &fp, &err) ||
-                        eval_true(s.profile, fp, fop, &r[n], &err)) {
-                        erg_plan_free(fp);
-                        rc = cli_report(cmd, &err);
-                        break;
-                    }
-                    erg_plan_free(fp);
-                }
-                n++;
-            }
-            long i = other ? front_pick(&fx, r[0].t) : -1;
-            if (i >= 0) {
-                snprintf(r[n].method, sizeof r[n].method, "perseus-%s", oname);
-                r[n].t = fx.t[i];
-                r[n].e = fx.e[i];
-                r[n].fe = front_at(&f1, r[0].t);
-                r[n].fo = front_at(&fo_, r[0].t);
-                r[n].tt = r[n].te = NAN;
-                if (fop) {
-                    erg_plan *fp = NULL;
-                    if (erg_frontier_plan(fx.f, (size_t)i, &fp, &err) ||
-                        eval_true(s.profile, fp, fop, &r[n], &err)) {
-                        erg_plan_free(fp);
-                        rc = cli_report(cmd, &err);
-                    }
-                    erg_plan_free(fp);
-                }
-                n++;
-            }
-        }
-        free(fx.t);
-        free(fx.e);
-        erg_frontier_free(fx.f);
-        free(f1.t);
-        free(f1.e);
-        free(fo_.t);
-        free(fo_.e);
-        erg_frontier_free(f1.f);
-        erg_frontier_free(fo_.f);
-        if (rc) {
-            ecli_setup_free(&s);
-            cli_sched_free(&cs);
-            return rc;
-        }
-    }
-    FILE *f = stdout;
-    if (out && !(f = fopen(out, "w"))) {
-        fprintf(stderr, "ergon compare: cannot write %s\n", out);
+    if (frontier && (rc = frontier_rows(cmd, &s, &ca, &cs, &ours, oname, fop, r, &n))) {
         ecli_setup_free(&s);
         cli_sched_free(&cs);
-        return CLI_USER_ERROR;
+        return rc;
     }
-    print_table(f, format, r, n, &s, frontier,
-                other && cli_sched_split_used(&cs, s.profile, S, M)
-                    ? erg_schedule_backward_split(&cs.sched)
-                    : 0,
-                fop);
-    if (!strcmp(format, "text") && M >= S) {
-        fprintf(f, "EnvPipe ours schedule: extra warm-up forwards r =");
-        for (int st = 0; st < S; st++)
-            fprintf(f, " %d", info.extra_warmup[st]);
-        fprintf(f, "\n");
-    }
-    if (!strcmp(format, "text") && other)
-        cli_sched_split_note(f, &cs, s.profile, S, M);
-    if (out)
-        fclose(f);
+    rc = compare_report(&ca, r, n, &s, &cs, &info, fop);
     ecli_setup_free(&s);
     cli_sched_free(&cs);
-    return CLI_OK;
+    return rc;
 fail:
     erg_plan_free(plan);
     ecli_setup_free(&s);
