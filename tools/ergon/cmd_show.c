@@ -8,7 +8,6 @@
 #include "ergon/plot.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,21 +331,6 @@ static int compare_power(const char *path, double *w)
     return found;
 }
 
-enum {
-    S_PROFILE = 256,
-    S_PLAN,
-    S_GPU,
-    S_POWER,
-    S_COLOR,
-    S_SCHED,
-    S_FRONTIER,
-    S_COMPARE,
-    S_POINT,
-    S_TITLE,
-    S_WIDTH,
-    S_FORCE
-};
-
 #define MAX_SERIES 32
 
 /* What `ergon show` was given. */
@@ -542,6 +526,119 @@ static int show_frontier(const char *cmd, show_args *a)
     return rc;
 }
 
+static int color_opt(const char *cmd, const char *value, void *po)
+{
+    erg_plot_opts *o = po;
+    if (!strcmp(value, "clock"))
+        o->color = ERG_PLOT_COLOR_CLOCK;
+    else if (!strcmp(value, "power"))
+        o->color = ERG_PLOT_COLOR_POWER;
+    else
+        return cli_usage_error(cmd, "--color expects clock or power, got '%s'", value);
+    return CLI_OK;
+}
+
+static int frontier_opt(const char *cmd, const char *value, void *user)
+{
+    show_args *a = user;
+    if (a->nfront == MAX_SERIES - 2)
+        return cli_usage_error(cmd, "at most %d --frontier", MAX_SERIES - 2);
+    a->frontiers[a->nfront++] = value;
+    return CLI_OK;
+}
+
+static int point_opt(const char *cmd, const char *value, void *user)
+{
+    show_args *a = user;
+    if (a->npoints == MAX_SERIES)
+        return cli_usage_error(cmd, "at most %d --point", MAX_SERIES);
+    a->points[a->npoints++] = value;
+    return CLI_OK;
+}
+
+static const cli_help show_plan_help = {
+    "usage: ergon show plan --profile P --plan FILE (--gpu G | --blocking-power W)\n"
+    "                       [--color clock|power] [--schedule S | --schedule-file F]\n"
+    "                       [--chunks V] [--backward-split X] -o OUT\n",
+    "The plan's pipeline timeline, emulated with the profile's times: one row per stage\n"
+    "(rank), each instruction a box labelled F<m>/B<m> (for multi-chunk and zero-bubble\n"
+    "schedules PyTorch's action names: <stage>F<m>, <stage>I<m>, <stage>W<m>, an\n"
+    "overlapped F and B as sF<m>;sB<n>) and coloured by SM clock (or average power with\n"
+    "--color power), idle time grey, the critical path as a dark line, a time axis and a\n"
+    "colour legend. The format follows OUT's extension: .png, .svg or .pdf.\n",
+    "exit status: 0 success, 1 bad input, 2 usage error.\n"};
+
+static const cli_help show_frontier_help = {
+    "usage: ergon show frontier [--frontier CSV_OR_DIR]... [--compare CSV] -o OUT\n",
+    "Iteration time against energy. A frontier directory with its profile (plan perseus)\n"
+    "is drawn from the plans' profiled values, titled with ranks, microbatches, schedule\n"
+    "and blocking power; a bare frontier.csv from the planner's estimates, labelled so.\n"
+    "The format follows OUT's extension: .png, .svg or .pdf.\n",
+    "exit status: 0 success, 1 bad input, 2 usage error.\n"};
+
+/* The options of `show plan` or `show frontier` (argv[0] the picture). */
+static int show_parse(const char *cmd, show_args *a, int argc, char **argv, bool is_plan)
+{
+    long width = 0;
+    a->s.power_w = -1;
+    const cli_opt common[] = {
+        {.name = "out",
+         .short_name = 'o',
+         .kind = CLI_OPT_STR,
+         .arg = "OUT",
+         .dest = &a->out,
+         .help = "the picture to write (.png, .svg, .pdf)"},
+        CLI_OPT_S("title", "TEXT", &a->po.title, "picture title"),
+        CLI_OPT_L("width", "PX", &width, 200, 20000,
+                  "width in pixels/points (default 1200 plan, 1000 frontier)"),
+    };
+    const cli_opt plan_opts[] = {
+        CLI_OPT_S("plan", "FILE", &a->plan_path, "ergon plan JSON or freqs_pipeline_%05d.py file"),
+        CLI_OPT_S("profile", "P", &a->s.profile_path,
+                  "the stage profile the plan is evaluated with"),
+        CLI_OPT_S("gpu", "NAME", &a->s.gpu, "A40 or A100: their blocking power, or"),
+        CLI_OPT_D("blocking-power", "W", &a->s.power_w, 0, 1e5, "power while idle or blocked"),
+        CLI_OPT_CALL("color", "clock|power", color_opt, &a->po,
+                     "colour by SM clock (default) or power"),
+        CLI_SCHED_OPTS(&a->cs),
+        CLI_OPT_B("force", &a->force,
+                  "draw a plan that records another profile, blocking power or\n"
+                  "schedule than these (refused otherwise, naming both)"),
+        common[0],
+        common[1],
+        common[2],
+        CLI_OPTS_END,
+    };
+    const cli_opt frontier_opts[] = {
+        CLI_OPT_CALL("frontier", "X", frontier_opt, a,
+                     "a frontier.csv (time,energy per plan) or a directory holding\n"
+                     "one; drawn as a line through its non-dominated plans (the\n"
+                     "dominated ones dashed); repeat for several, optionally NAME=X"),
+        CLI_OPT_S("compare", "CSV", &a->compare,
+                  "the CSV of 'ergon compare --format csv': every method as a\n"
+                  "marked point (columns method,time_s,energy_j); refused\n"
+                  "(exit 1) when its blocking_power_w differs from a frontier\n"
+                  "directory's (frontier-info.csv)"),
+        CLI_OPT_CALL("point", "NAME=T,E", point_opt, a, "one more marked point (repeatable)"),
+        common[0],
+        common[1],
+        common[2],
+        CLI_OPTS_END,
+    };
+    int rc = cli_opts_parse_all(cmd, argc, argv, is_plan ? plan_opts : frontier_opts,
+                                is_plan ? &show_plan_help : &show_frontier_help);
+    if (rc)
+        return rc;
+    a->po.width_px = (int)width;
+    a->s.have_power = a->s.power_w >= 0;
+    if (!a->s.have_power)
+        a->s.power_w = 0;
+    a->sched_given = a->cs.name_set;
+    if (!a->out)
+        return cli_usage_error(cmd, "-o OUT (.png, .svg or .pdf) is required");
+    return CLI_OK;
+}
+
 int cmd_show(int argc, char **argv)
 {
     const char *cmd = "show";
@@ -552,114 +649,14 @@ int cmd_show(int argc, char **argv)
     bool is_plan = !strcmp(argv[1], "plan"), is_frontier = !strcmp(argv[1], "frontier");
     if (!is_plan && !is_frontier)
         return cli_usage_error(cmd, "unknown picture '%s' (use plan or frontier)", argv[1]);
-    static const struct option opts[] = {
-        {"profile", required_argument, 0, S_PROFILE},
-        {"plan", required_argument, 0, S_PLAN},
-        {"gpu", required_argument, 0, S_GPU},
-        {"blocking-power", required_argument, 0, S_POWER},
-        {"color", required_argument, 0, S_COLOR},
-        {"schedule", required_argument, 0, S_SCHED},
-        CLI_SCHED_LONGOPTS,
-        {"frontier", required_argument, 0, S_FRONTIER},
-        {"compare", required_argument, 0, S_COMPARE},
-        {"point", required_argument, 0, S_POINT},
-        {"title", required_argument, 0, S_TITLE},
-        {"width", required_argument, 0, S_WIDTH},
-        {"out", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},
-        {"force", no_argument, 0, S_FORCE},
-        {0, 0, 0, 0},
-    };
     show_args sa, *a = &sa;
     memset(a, 0, sizeof *a);
     erg_plot_opts_init(&a->po);
     cli_sched_init(&a->cs);
-    erg_error err = {0};
-    long v;
-    int c;
-    optind = 2;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
-        bool plan_only = c == S_PROFILE || c == S_PLAN || c == S_GPU || c == S_POWER ||
-                         c == S_FORCE || c == S_COLOR || c == S_SCHED || c == CLI_OPT_SCHED_FILE ||
-                         c == CLI_OPT_CHUNKS || c == CLI_OPT_BACKWARD_SPLIT;
-        bool front_only = c == S_FRONTIER || c == S_COMPARE || c == S_POINT;
-        if ((plan_only && !is_plan) || (front_only && !is_frontier))
-            return cli_usage_error(cmd, "%s is not an option of 'show %s'", argv[optind - 1],
-                                   argv[1]);
-        switch (c) {
-        case S_PROFILE:
-            a->s.profile_path = optarg;
-            break;
-        case S_PLAN:
-            a->plan_path = optarg;
-            break;
-        case S_GPU:
-            a->s.gpu = optarg;
-            break;
-        case S_POWER:
-            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &a->s.power_w))
-                return CLI_USAGE;
-            a->s.have_power = true;
-            break;
-        case S_COLOR:
-            if (!strcmp(optarg, "clock"))
-                a->po.color = ERG_PLOT_COLOR_CLOCK;
-            else if (!strcmp(optarg, "power"))
-                a->po.color = ERG_PLOT_COLOR_POWER;
-            else
-                return cli_usage_error(cmd, "--color expects clock or power, got '%s'", optarg);
-            break;
-        case CLI_OPT_SCHED_FILE:
-        case CLI_OPT_CHUNKS:
-        case CLI_OPT_BACKWARD_SPLIT: {
-            int r = cli_sched_option(cmd, 0, c, optarg, &a->cs);
-            if (r)
-                return r;
-            break;
-        }
-        case S_SCHED:
-            if (erg_schedule_parse(optarg, &a->cs.sched.kind, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
-            a->sched_given = true;
-            break;
-        case S_FORCE:
-            a->force = true;
-            break;
-        case S_FRONTIER:
-            if (a->nfront == MAX_SERIES - 2)
-                return cli_usage_error(cmd, "at most %d --frontier", MAX_SERIES - 2);
-            a->frontiers[a->nfront++] = optarg;
-            break;
-        case S_COMPARE:
-            a->compare = optarg;
-            break;
-        case S_POINT:
-            if (a->npoints == MAX_SERIES)
-                return cli_usage_error(cmd, "at most %d --point", MAX_SERIES);
-            a->points[a->npoints++] = optarg;
-            break;
-        case S_TITLE:
-            a->po.title = optarg;
-            break;
-        case S_WIDTH:
-            if (!cli_parse_int(cmd, "--width", optarg, 200, 20000, &v))
-                return CLI_USAGE;
-            a->po.width_px = (int)v;
-            break;
-        case 'o':
-            a->out = optarg;
-            break;
-        case 'h':
-            show_help(stdout);
-            return CLI_OK;
-        default:
-            return cli_bad_option(cmd, argv, opts);
-        }
+    int rc = show_parse(cmd, a, argc - 1, argv + 1, is_plan);
+    if (rc) {
+        cli_sched_free(&a->cs);
+        return rc == CLI_HELP ? CLI_OK : rc;
     }
-    if (optind < argc)
-        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!a->out)
-        return cli_usage_error(cmd, "-o OUT (.png, .svg or .pdf) is required");
     return is_plan ? show_plan(cmd, a) : show_frontier(cmd, a);
 }
