@@ -155,20 +155,6 @@ int cli_read_fits(const char *path, const char *case_name, int S, double **out);
 #include "ergon/profile.h"
 #include <stdio.h>
 enum { CLI_OPT_SCHED_FILE = 0x1001, CLI_OPT_CHUNKS, CLI_OPT_BACKWARD_SPLIT };
-#define CLI_SCHED_LONGOPTS                                                                         \
-    {"schedule-file", required_argument, 0, CLI_OPT_SCHED_FILE},                                   \
-        {"chunks", required_argument, 0, CLI_OPT_CHUNKS},                                          \
-    {                                                                                              \
-        "backward-split", required_argument, 0, CLI_OPT_BACKWARD_SPLIT                             \
-    }
-#define CLI_SCHED_HELP                                                                             \
-    "  --schedule NAME      1f1b (default), gpipe, ours, interleaved-1f1b, looped-bfs,\n"          \
-    "                       interleaved-zb, zbv, dualpipev (docs/schedules.md)\n"                  \
-    "  --schedule-file F    a PyTorch compute_only schedule CSV (_dump_csv) instead\n"             \
-    "  --chunks V           chunks (virtual stages) per rank (default 1, 2 for the\n"              \
-    "                       interleaved, zbv and dualpipev schedules)\n"                           \
-    "  --backward-split X   I = X*B, W = (1-X)*B where the profile has no I/W rows\n"              \
-    "                       (default 0.5; stated in the output when used)\n"
 /* The same four options as rows of a command's cli_opt table (cs: the command's cli_sched *);
  * CLI_SCHED_OPTS_NO_NAME without --schedule (a command that names its own schedule). */
 int cli_sched_opt_name(const char *cmd, const char *value, void *cs);
