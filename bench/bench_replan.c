@@ -11,7 +11,7 @@
  *   re-plan one stage  stage 3's times x 1.1 (energies x 1.1: the same power), planned again.
  * Seconds per operation, best of REPS. */
 #include "ergon/emulate.h"
-#include "ergon/envpipe.h"
+#include "ergon/baselines.h"
 #include "ergon/pipeline.h"
 #include "ergon/planner.h"
 

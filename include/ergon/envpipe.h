@@ -1,9 +1,10 @@
-/* envpipe.h: the EnvPipe planner (real and Perseus-emulation variants), the
- * Zeus and uniform baselines, and the GPU clock table they read. */
+/* envpipe.h: the EnvPipe planner (real and Perseus-emulation variants). The GPU clock table
+ * it reads is gpu_table.h; the Zeus, uniform and all-max baselines are baselines.h. */
 #ifndef ERGON_ENVPIPE_H
 #define ERGON_ENVPIPE_H
 
 #include "ergon/ergon.h"
+#include "ergon/gpu_table.h"
 #include "ergon/pipeline.h"
 #include "ergon/plan.h"
 #include "ergon/profile.h"
@@ -11,30 +12,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- GPU clock table (data/gpus.csv) ---- */
-
-/* One GPU model's clock constants (data/gpus.csv; docs/envpipe.md, GPU clock table). */
-typedef struct erg_gpu_spec {
-    char name[32];      /* Lower-case name, e.g. "a100". */
-    int filter_max_mhz; /* EnvPipe keeps clocks f with min <= f <= max ... */
-    int filter_min_mhz;
-    int profile_step_mhz;  /* ... and f a multiple of this step (90). */
-    int reconfig_step_mhz; /* Reconfiguration granularity (30). */
-    double max_power_w;    /* Board power limit: Zeus's P_max. */
-} erg_gpu_spec;
-
-/* Parse the CSV table (header gpu,filter_max_mhz,filter_min_mhz,profile_step_mhz,
- * reconfig_step_mhz,max_power_w; lines starting with '#' are comments). *out
- * is released with erg_free. ERG_EPARSE names the file, line and value. */
-ERG_API erg_status erg_gpu_table_parse(const char *text, size_t len, const char *name,
-                                       erg_gpu_spec **out, size_t *count, erg_error *err);
-ERG_API erg_status erg_gpu_table_read(const char *path, erg_gpu_spec **out, size_t *count,
-                                      erg_error *err);
-/* Find a GPU by name, case-insensitively; "a100-sxm", "A100_SXM" and
- * "a100-pcie" fall back to "a100". ERG_ENOTFOUND lists the known names. */
-ERG_API erg_status erg_gpu_table_find(const erg_gpu_spec *table, size_t count, const char *gpu,
-                                      const erg_gpu_spec **out, erg_error *err);
 
 /* ---- EnvPipe ---- */
 
@@ -152,44 +129,6 @@ ERG_API erg_status erg_envpipe_max_clocks(const erg_profile *profile, int num_st
 ERG_API erg_status erg_envpipe_format_grid(const erg_plan *plan, const double *wait_s,
                                            const int *path, int path_len, char **out,
                                            erg_error *err);
-
-/* ---- Zeus and uniform baselines (emulated with profiled values) ---- */
-
-typedef struct erg_baseline_opts {
-    double blocking_power_w;   /* Required, >= 0. */
-    double eta;                /* Zeus's knob in eta*E + (1-eta)*P_max*T (default 0.5). */
-    double max_power_w;        /* P_max; 0 = the GPU's, else the highest average power of
-                                  any profiled instruction. */
-    const erg_gpu_spec *gpu;   /* Optional (P_max). */
-    erg_schedule schedule;     /* Default 1F1B. */
-    double power_limit_step_w; /* zeus-global: > 0 = choose one power limit instead of one
-                                  clock, trying limits step, 2 step, ... up to P_max; under a
-                                  limit each instruction runs at its highest clock whose
-                                  average power (energy / time) fits. */
-} erg_baseline_opts;
-
-ERG_API void erg_baseline_opts_init(erg_baseline_opts *opts);
-
-/* zeus-global: one clock for every GPU (the clocks every stage has), or one
- * power limit (power_limit_step_w > 0), the one with the lowest Zeus cost. */
-ERG_API erg_status erg_plan_zeus_global(const erg_profile *profile, int num_stages,
-                                        int num_microbatches, const erg_baseline_opts *opts,
-                                        erg_plan **out, erg_error *err);
-/* zeus-stage: one clock per stage. For each clock of the heaviest stage, every
- * other stage takes its lowest clock that keeps pace with it (forward +
- * backward no longer than the heaviest stage's); the lowest Zeus cost wins. */
-ERG_API erg_status erg_plan_zeus_stage(const erg_profile *profile, int num_stages,
-                                       int num_microbatches, const erg_baseline_opts *opts,
-                                       erg_plan **out, erg_error *err);
-/* uniform: every stage at its energy-minimal clock (the bottom of the stage's
- * energy valley with the whole pipeline at that clock level). */
-ERG_API erg_status erg_plan_uniform(const erg_profile *profile, int num_stages,
-                                    int num_microbatches, const erg_baseline_opts *opts,
-                                    erg_plan **out, erg_error *err);
-/* all-max: every instruction at its stage's highest profiled clock. */
-ERG_API erg_status erg_plan_all_max(const erg_profile *profile, int num_stages,
-                                    int num_microbatches, const erg_schedule *sched,
-                                    double blocking_power_w, erg_plan **out, erg_error *err);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,7 @@
  * callers fall back to the planner's estimates. */
 #include "core/internal.h"
 #include "ergon/emulate.h"
-#include "ergon/envpipe.h"
+#include "ergon/baselines.h"
 
 #include <stdio.h>
 #include <string.h>

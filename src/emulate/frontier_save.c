@@ -6,7 +6,7 @@
  * produce the same directory through erg_frontier_save_dir. */
 #include "core/internal.h"
 #include "ergon/emulate.h"
-#include "ergon/envpipe.h"
+#include "ergon/baselines.h"
 
 #include <dirent.h>
 #include <errno.h>

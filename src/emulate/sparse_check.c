@@ -2,7 +2,7 @@
  * one (the acceptance check of sparse profiling). */
 #include "core/internal.h"
 #include "ergon/emulate.h"
-#include "ergon/envpipe.h"
+#include "ergon/baselines.h"
 #include "ergon/planner.h"
 
 #include <math.h>

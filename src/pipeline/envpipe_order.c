@@ -2,8 +2,8 @@
 #include "core/internal.h"
 #include "ergon/pipeline.h"
 
-erg_status erg_schedule_envpipe_order(const erg_schedule *sched, int S, int M, int s,
-                                      erg_instr *out, erg_error *err);
+erg_status erg__schedule_envpipe_order(const erg_schedule *sched, int S, int M, int s,
+                                       erg_instr *out, erg_error *err);
 
 /* Forwards stage s runs before its first backward (k_s, docs/envpipe.md "The ours schedule"):
  * min(M, S - s + r_s), where the memory cap max_inflight may cut the extra
@@ -29,8 +29,8 @@ static int envpipe_warmup(const erg_schedule *sched, int S, int M, int s)
  * F(s+1, k_{s+1} + j - 1), which needs F(s, k_{s+1} + j - 1); stage s has
  * issued only min(M, k_s + j) forwards before B(s, j). EnvPipe's own clamp
  * (docs/envpipe.md, step 3) produces such r. */
-erg_status erg_schedule_envpipe_order(const erg_schedule *sched, int S, int M, int s,
-                                      erg_instr *out, erg_error *err)
+erg_status erg__schedule_envpipe_order(const erg_schedule *sched, int S, int M, int s,
+                                       erg_instr *out, erg_error *err)
 {
     if (M < S)
         return erg_error_set(err, ERG_EINVAL,

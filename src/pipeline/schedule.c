@@ -161,8 +161,8 @@ static void order_1f1b(int S, int M, int s, int warmup, erg_instr *out)
         out[k++] = (erg_instr){.kind = ERG_BACKWARD, .microbatch = b++, .stage = s};
 }
 
-erg_status erg_schedule_envpipe_order(const erg_schedule *sched, int S, int M, int s,
-                                      erg_instr *out, erg_error *err);
+erg_status erg__schedule_envpipe_order(const erg_schedule *sched, int S, int M, int s,
+                                       erg_instr *out, erg_error *err);
 
 erg_status erg_schedule_stage_order(const erg_schedule *sched, int num_stages, int num_microbatches,
                                     int stage, erg_instr *out, erg_error *err)
@@ -188,7 +188,7 @@ erg_status erg_schedule_stage_order(const erg_schedule *sched, int num_stages, i
         }
         return ERG_OK;
     case ERG_SCHED_ENVPIPE:
-        return erg_schedule_envpipe_order(sched, S, M, stage, out, err);
+        return erg__schedule_envpipe_order(sched, S, M, stage, out, err);
     default:
         return erg_error_set(err, ERG_EINVAL,
                              "schedule %s has no per-stage F/B order (use erg_order_new)",

@@ -1,5 +1,6 @@
 /* baselines.c: the comparison baselines: all-max, Zeus global and per-stage clocks, uniform. */
 #include "ergon/envpipe.h"
+#include "ergon/baselines.h"
 #include "planner/ctab.h"
 
 #include <math.h>

@@ -3,6 +3,7 @@
  * and the planner on the emulated pipeline in its five phases (plan_real). Perseus's emulation
  * of EnvPipe, --variant perseus-emulation, is envpipe_perseus.c. */
 #include "planner/envpipe_internal.h"
+#include "ergon/gpu_table.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -230,7 +230,7 @@ static bool descent_done(const erg_sparse *sp, const bool *meas, const double *e
 {
     if (lowest == sp->n - 1)
         return true;
-    if (lowest < (sp->n - 1) / 3 || sparse_noisy_mode(sp))
+    if (lowest < (sp->n - 1) / 3 || erg__sparse_noisy_mode(sp))
         return false; /* (under noise a rise is no evidence: go to the bottom) */
     int m = argmin_energy(sp, meas, e_j);
     double thr = e_j[m] * (1 + sp->o.rise_tolerance);
@@ -274,7 +274,7 @@ static bool replicas(const erg_sparse *sp, int a, int b)
 
 /* group[s] receives the lowest stage of stage s's replica group. Beyond 256
  * stages (the test is quadratic in them) every stage is its own group. */
-void sparse_find_groups(const erg_sparse *sp, int *group)
+void erg__sparse_find_groups(const erg_sparse *sp, int *group)
 {
     for (int s = 0; s < sp->S; s++) {
         group[s] = s;
@@ -366,7 +366,7 @@ static int series_next(const erg_sparse *sp, const bool *meas, const bool *taken
 
 /* Whether the measurements are noisy enough to be fitted rather than trusted
  * point by point. */
-bool sparse_noisy_mode(const erg_sparse *sp)
+bool erg__sparse_noisy_mode(const erg_sparse *sp)
 {
     return sp->o.time_noise >= ERG_SPARSE_NOISY;
 }
@@ -510,7 +510,7 @@ double erg_sparse_noise(const erg_sparse *sp, double *estimate, int *points)
         *points = 0;
     if (!sp)
         return NAN;
-    sparse_refresh(sp);
+    erg__sparse_refresh(sp);
     if (sp->noise_auto) {
         if (estimate)
             *estimate = sp->noise_est;
@@ -563,8 +563,8 @@ static void update_wants_noisy(erg_sparse *sp)
         fitted = fitted && sp->c[i].nmeas > 0;
     for (int k = 0; k < 2 && fitted; k++)
         for (int q = 0; q < 2 && fitted; q++)
-            fitted =
-                !sparse_noise_fit(sp, sp->c, k, q, sp->fit + (size_t)(2 * k + q) * S * n, NULL);
+            fitted = !erg__sparse_noise_fit(sp, sp->c, k, q, sp->fit + (size_t)(2 * k + q) * S * n,
+                                            NULL);
     for (int s = 0; s < S; s++) {
         sp->group[s] = s;
         sp->grid[s] = s;
@@ -601,12 +601,12 @@ static void update_wants_noisy(erg_sparse *sp)
 static void update_wants(erg_sparse *sp)
 {
     refresh_noise(sp);
-    if (sparse_noisy_mode(sp)) {
+    if (erg__sparse_noisy_mode(sp)) {
         update_wants_noisy(sp);
         return;
     }
     int S = sp->S, n = sp->n;
-    sparse_find_groups(sp, sp->group);
+    erg__sparse_find_groups(sp, sp->group);
     for (int s = 0; s < S; s++) {
         int g = sp->group[s], idx = 0;
         for (int r = 0; r < s; r++)
@@ -661,7 +661,7 @@ static void update_wants(erg_sparse *sp)
     sp->stale = false;
 }
 
-void sparse_refresh(const erg_sparse *sp)
+void erg__sparse_refresh(const erg_sparse *sp)
 {
     if (sp->stale)
         update_wants((erg_sparse *)sp); /* a cache: asking stays pure */
@@ -707,7 +707,7 @@ erg_status erg_sparse_report(erg_sparse *sp, int stage, erg_instr_kind kind,
         /* under noise a clock measured again is accepted (asked for: a
          * point departing from the fit; the fit, and so what a curve wants,
          * moves with every report of a round): the point keeps the mean */
-        if (!sparse_noisy_mode(sp))
+        if (!erg__sparse_noisy_mode(sp))
             return erg_error_set(err, ERG_EEXIST,
                                  "sparse profiling: stage %d %s at %d MHz is already measured",
                                  stage, erg_instr_kind_name(kind), pt->freq_mhz);
@@ -804,7 +804,7 @@ int erg_sparse_uncertain(const erg_sparse *sp, int stage, erg_instr_kind kind, i
                          int max)
 {
     const curve *c = get_curve(sp, stage, kind);
-    if (!c || !sparse_noisy_mode(sp))
+    if (!c || !erg__sparse_noisy_mode(sp))
         return 0;
     if (sp->stale)
         update_wants((erg_sparse *)sp); /* refreshes the fit */

@@ -49,15 +49,15 @@ struct erg_sparse {
 
 /* Whether the measurements are noisy enough to be fitted rather than trusted point by point
  * (sparse.c). */
-bool sparse_noisy_mode(const erg_sparse *sp);
+bool erg__sparse_noisy_mode(const erg_sparse *sp);
 /* Bring the cached wishes (and, with the noise estimated, the noise level) up to date after
  * reports (sparse.c); const to callers: a cache. */
-void sparse_refresh(const erg_sparse *sp);
+void erg__sparse_refresh(const erg_sparse *sp);
 /* group[s] receives the lowest stage of stage s's replica group (sparse.c). */
-void sparse_find_groups(const erg_sparse *sp, int *group);
+void erg__sparse_find_groups(const erg_sparse *sp, int *group);
 /* Under noise: the fit of quantity q (0 time, 1 energy) of instruction kind over every stage
  * and clock into fit[s * n + x] (sparse_predict.c). */
-erg_status sparse_noise_fit(const erg_sparse *sp, const curve *cv, int kind, int q, double *fit,
-                            erg_error *err);
+erg_status erg__sparse_noise_fit(const erg_sparse *sp, const curve *cv, int kind, int q,
+                                 double *fit, erg_error *err);
 
 #endif

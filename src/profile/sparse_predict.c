@@ -196,7 +196,7 @@ static curve *pooled_curves(const erg_sparse *sp, int *group)
             return NULL;
         }
     }
-    sparse_find_groups(sp, group);
+    erg__sparse_find_groups(sp, group);
     for (int s = 0; s < S; s++)
         for (int t = 0; t < S; t++) {
             if (group[t] != group[s])
@@ -333,8 +333,8 @@ static void smooth_shape(const erg_sparse *sp, const double *r, const double *w,
  * across neighbouring clocks, a_s + b_s z a stage's own level and tilt
  * (weighted least squares over its measurements, weights = repeats),
  * alternating a few times. fit[s * n + x] receives the fitted value. */
-erg_status sparse_noise_fit(const erg_sparse *sp, const curve *cv, int kind, int q, double *fit,
-                            erg_error *err)
+erg_status erg__sparse_noise_fit(const erg_sparse *sp, const curve *cv, int kind, int q,
+                                 double *fit, erg_error *err)
 {
     int n = sp->n, S = sp->S;
     double *buf = erg__calloc((size_t)(4 * n + 2 * S), sizeof(double));
@@ -420,7 +420,7 @@ erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error
             return erg_error_set(err, ERG_ESTATE,
                                  "sparse profiling: stage %d %s has no measurement yet", i / 2,
                                  erg_instr_kind_name((erg_instr_kind)(i % 2)));
-    sparse_refresh(sp); /* the noise level in use, when it is estimated */
+    erg__sparse_refresh(sp); /* the noise level in use, when it is estimated */
     int n = sp->n, S = sp->S;
     bool *m = erg__calloc((size_t)n, sizeof(bool));
     double *ts = erg__calloc((size_t)n * 2, sizeof(double));
@@ -431,14 +431,14 @@ erg_status erg_sparse_predict(const erg_sparse *sp, erg_profile **out, erg_error
     erg_status st = (!m || !ts || !tmp || !group || !cv)
                         ? erg_error_set(err, ERG_ENOMEM, "out of memory")
                         : erg_profile_new(&p, err);
-    bool noisy = sparse_noisy_mode(sp);
+    bool noisy = erg__sparse_noisy_mode(sp);
     double *fit = st || !noisy ? NULL : erg__calloc((size_t)(2 * S * n), sizeof(double));
     if (noisy && !st && !fit)
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
     for (int k = 0; k < 2 && !st; k++) {
         if (noisy) {
-            if ((st = sparse_noise_fit(sp, cv, k, 0, fit, err)) ||
-                (st = sparse_noise_fit(sp, cv, k, 1, fit + S * n, err)))
+            if ((st = erg__sparse_noise_fit(sp, cv, k, 0, fit, err)) ||
+                (st = erg__sparse_noise_fit(sp, cv, k, 1, fit + S * n, err)))
                 break;
             /* every clock from the fit; at a measured clock the measured
              * mean's departure from the fit is kept in the part that exceeds

@@ -3,7 +3,7 @@
  * Basic credentials, which is what the Zeus and Perseus clients send for a server URL of the
  * form http://user:TOKEN@host:port), the --allow-net client networks, and the start-up rule
  * that refuses a non-loopback address without either. */
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -119,7 +119,7 @@ static bool host_is_loopback(const char *host)
     return inet_pton(AF_INET6, host, a) == 1 && !memcmp(a, one, 16);
 }
 
-erg_status srv_auth_init(erg_server *srv, const erg_server_opts *o, erg_error *err)
+erg_status erg__srv_auth_init(erg_server *srv, const erg_server_opts *o, erg_error *err)
 {
     if (o->auth_token) {
         if (!token_ok_text(o->auth_token, strlen(o->auth_token)))
@@ -178,24 +178,25 @@ erg_status srv_auth_init(erg_server *srv, const erg_server_opts *o, erg_error *e
             "10.0.0.0/8), or --insecure if this network is trusted",
             host, pubs, opened);
     if (!host_is_loopback(host) && pub)
-        srv_log(srv, ERG_LOG_WARNING, "access", NULL,
-                "--insecure: listening on %s with --allow-net %s, which is not a private or "
-                "loopback range: every client in it may use %s without a token",
-                host, pubs, opened);
+        erg__srv_log(srv, ERG_LOG_WARNING, "access", NULL,
+                     "--insecure: listening on %s with --allow-net %s, which is not a private or "
+                     "loopback range: every client in it may use %s without a token",
+                     host, pubs, opened);
     if (!host_is_loopback(host) && !srv->token && !srv->n_nets)
-        srv_log(srv, ERG_LOG_WARNING, "access", NULL,
-                "--insecure: listening on %s without access control; every client that reaches "
-                "the port may register ranks, post results and end jobs",
-                host);
+        erg__srv_log(
+            srv, ERG_LOG_WARNING, "access", NULL,
+            "--insecure: listening on %s without access control; every client that reaches "
+            "the port may register ranks, post results and end jobs",
+            host);
     else if (!host_is_loopback(host) && srv->token && !o->tls_cert_file)
-        srv_log(srv, ERG_LOG_WARNING, "access", NULL,
-                "the token travels in clear text on %s: serve https (--tls-cert, --tls-key) "
-                "unless the network is private",
-                host);
+        erg__srv_log(srv, ERG_LOG_WARNING, "access", NULL,
+                     "the token travels in clear text on %s: serve https (--tls-cert, --tls-key) "
+                     "unless the network is private",
+                     host);
     return ERG_OK;
 }
 
-void srv_auth_free(erg_server *srv)
+void erg__srv_auth_free(erg_server *srv)
 {
     if (srv->token) {
         memset(srv->token, 0, srv->token_len);
@@ -256,7 +257,7 @@ static long b64decode(const char *s, unsigned char *out, size_t cap)
     return *s ? -1 : (long)o;
 }
 
-srv_auth_result srv_auth_token(const erg_server *srv, const char *authorization)
+srv_auth_result erg__srv_auth_token(const erg_server *srv, const char *authorization)
 {
     if (!authorization)
         return SRV_AUTH_MISSING;
@@ -290,7 +291,7 @@ srv_auth_result srv_auth_token(const erg_server *srv, const char *authorization)
     return SRV_AUTH_WRONG;
 }
 
-bool srv_auth_net_allowed(const erg_server *srv, const struct sockaddr *sa)
+bool erg__srv_auth_net_allowed(const erg_server *srv, const struct sockaddr *sa)
 {
     unsigned char a[16];
     int fam;
@@ -327,12 +328,12 @@ bool srv_auth_net_allowed(const erg_server *srv, const struct sockaddr *sa)
     return false;
 }
 
-bool srv_auth_route_open(const char *path)
+bool erg__srv_auth_route_open(const char *path)
 {
     return !strcmp(path, "/healthz");
 }
 
-bool srv_auth_route_net_ok(const erg_server *srv, const char *path)
+bool erg__srv_auth_route_net_ok(const erg_server *srv, const char *path)
 {
     /* With a token, the allow-list opens only the Perseus and Zeus routes (their clients
      * cannot all be given a token); /v1 and /metrics always take the token. Without a

@@ -1,7 +1,7 @@
 /* confine.c: scheduler arguments that arrive over the network may name files only inside the
  * directories the operator allowed with --plans-dir (resolved with realpath, so neither ".."
  * nor a symbolic link leads out); start-up arguments are the operator's and are not confined. */
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -54,8 +54,8 @@ static char *resolve(erg_server *srv, const char *value)
     return NULL;
 }
 
-erg_status srv_confine_sched_args(erg_server *srv, const json_t *args, json_t **out, char *why,
-                                  size_t wn)
+erg_status erg__srv_confine_sched_args(erg_server *srv, const json_t *args, json_t **out, char *why,
+                                       size_t wn)
 {
     *out = json_deep_copy(args);
     if (!*out) {
@@ -95,7 +95,8 @@ refuse:
     return ERG_EPERM;
 }
 
-erg_status srv_plans_dirs_init(erg_server *srv, const char *const *dirs, size_t n, erg_error *err)
+erg_status erg__srv_plans_dirs_init(erg_server *srv, const char *const *dirs, size_t n,
+                                    erg_error *err)
 {
     srv->plans_dirs = n ? erg__calloc(n, sizeof(char *)) : NULL;
     if (n && !srv->plans_dirs)
@@ -120,7 +121,7 @@ erg_status srv_plans_dirs_init(erg_server *srv, const char *const *dirs, size_t 
     return ERG_OK;
 }
 
-void srv_plans_dirs_free(erg_server *srv)
+void erg__srv_plans_dirs_free(erg_server *srv)
 {
     for (size_t i = 0; i < srv->n_plans_dirs; i++)
         erg__free(srv->plans_dirs[i]);

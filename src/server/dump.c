@@ -10,16 +10,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-json_t *srv_server_info_json(erg_server *srv, const char *sched, const json_t *args, int mode)
+json_t *erg__srv_server_info_json(erg_server *srv, const char *sched, const json_t *args, int mode)
 {
     static const char *const lv[] = {"DEBUG", "INFO", "WARNING", "ERROR"};
     return json_pack("{s:s,s:O,s:s,s:s,s:b,s:s}", "scheduler", sched, "scheduler_args", args,
                      "log_level", lv[srv->opts.log_level], "mode",
-                     mode == SRV_MODE_ANY ? "unspecified" : srv_mode_name(mode), "dump_data",
+                     mode == SRV_MODE_ANY ? "unspecified" : erg__srv_mode_name(mode), "dump_data",
                      srv->opts.dump_data, "dump_dir", srv->dump_dir);
 }
 
-erg_status srv_dump_dir_check(erg_server *srv, erg_error *err)
+erg_status erg__srv_dump_dir_check(erg_server *srv, erg_error *err)
 {
     erg_error e;
     if (erg__mkdir_p(srv->dump_dir, &e))
@@ -37,10 +37,11 @@ erg_status srv_dump_dir_check(erg_server *srv, erg_error *err)
     if (fd < 0 && (errno == ENOSPC || errno == EDQUOT)) {
         /* A full disk is a passing state, not a misconfiguration: refusing to start would turn
          * it into an outage of every job. Dumps wait in memory until the disk takes them. */
-        srv_log(srv, ERG_LOG_WARNING, "dump", NULL,
-                "dump directory %s is full (%s): starting anyway; dumps wait in memory and are "
-                "written as soon as the disk has room",
-                srv->dump_dir, strerror(errno));
+        erg__srv_log(
+            srv, ERG_LOG_WARNING, "dump", NULL,
+            "dump directory %s is full (%s): starting anyway; dumps wait in memory and are "
+            "written as soon as the disk has room",
+            srv->dump_dir, strerror(errno));
         erg__buf_free(&probe);
         return ERG_OK;
     }
@@ -58,7 +59,7 @@ erg_status srv_dump_dir_check(erg_server *srv, erg_error *err)
     return ERG_OK;
 }
 
-bool srv_dump_claim_dir(erg_server *srv, const char *id)
+bool erg__srv_dump_claim_dir(erg_server *srv, const char *id)
 {
     if (!srv->opts.dump_data)
         return true;
@@ -72,7 +73,7 @@ bool srv_dump_claim_dir(erg_server *srv, const char *id)
     return !taken;
 }
 
-void srv_dump_unclaim_dir(erg_server *srv, const char *id)
+void erg__srv_dump_unclaim_dir(erg_server *srv, const char *id)
 {
     erg__buf d = {0};
     if (srv->opts.dump_data && !erg__buf_printf(&d, "%s/%s", srv->dump_dir, id))
@@ -113,7 +114,7 @@ static void file_free(srv_dump_file *f)
     erg__free(f);
 }
 
-void srv_dump_queue_free(srv_job *j)
+void erg__srv_dump_queue_free(srv_job *j)
 {
     while (j->dump_q) {
         srv_dump_file *f = j->dump_q;
@@ -138,13 +139,13 @@ static bool flush_job(erg_server *srv, srv_job *j)
         written++;
     }
     if (written)
-        srv_log(srv, j->dump_q ? ERG_LOG_WARNING : ERG_LOG_INFO, "dump", j->id,
-                "%d deferred dump file(s) written%s", written,
-                j->dump_q ? "; more still wait for the disk" : "");
+        erg__srv_log(srv, j->dump_q ? ERG_LOG_WARNING : ERG_LOG_INFO, "dump", j->id,
+                     "%d deferred dump file(s) written%s", written,
+                     j->dump_q ? "; more still wait for the disk" : "");
     return !j->dump_q;
 }
 
-void srv_dumps_flush(erg_server *srv)
+void erg__srv_dumps_flush(erg_server *srv)
 {
     for (srv_job *j = srv->jobs; j; j = j->next)
         if (j->dump_q)
@@ -161,7 +162,7 @@ static void dump_put(erg_server *srv, srv_job *j, const char *name, char *data, 
         erg__free(f);
         erg__free(nm);
         erg__free(data);
-        srv_log(srv, ERG_LOG_ERROR, "dump", j->id, "dump %s dropped: out of memory", name);
+        erg__srv_log(srv, ERG_LOG_ERROR, "dump", j->id, "dump %s dropped: out of memory", name);
         return;
     }
     *f = (srv_dump_file){nm, data, len, only_if_missing, NULL};
@@ -172,20 +173,21 @@ static void dump_put(erg_server *srv, srv_job *j, const char *name, char *data, 
             file_free(f);
             return;
         }
-        srv_log(srv, ERG_LOG_WARNING, "dump", j->id,
-                "dump %s deferred (the job goes on; retried until the disk takes it): %s", name,
-                e.msg);
-        srv_store_event(srv, j->id, "dump_deferred", e.msg);
+        erg__srv_log(srv, ERG_LOG_WARNING, "dump", j->id,
+                     "dump %s deferred (the job goes on; retried until the disk takes it): %s",
+                     name, e.msg);
+        erg__srv_store_event(srv, j->id, "dump_deferred", e.msg);
     }
     size_t total = 0;
     for (srv_job *o = srv->jobs; o; o = o->next)
         total += o->dump_q_bytes;
     if (total + len > SRV_DUMP_QUEUE_MAX_BYTES) {
-        srv_log(srv, ERG_LOG_ERROR, "dump", j->id,
-                "dump %s dropped: %zu bytes of dumps already wait for the disk (its results are "
-                "in the database)",
-                name, total);
-        srv_store_event(srv, j->id, "dump_dropped", name);
+        erg__srv_log(
+            srv, ERG_LOG_ERROR, "dump", j->id,
+            "dump %s dropped: %zu bytes of dumps already wait for the disk (its results are "
+            "in the database)",
+            name, total);
+        erg__srv_store_event(srv, j->id, "dump_dropped", name);
         file_free(f);
         return;
     }
@@ -202,7 +204,7 @@ static erg_status put_json(erg_server *srv, srv_job *j, const char *name, const 
                            bool only_if_missing, erg_error *err)
 {
     erg__buf b = {0};
-    if (!v || srv_json_py(v, &b)) {
+    if (!v || erg__srv_json_py(v, &b)) {
         erg__buf_free(&b);
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     }
@@ -232,7 +234,7 @@ static const char *info_str(const json_t *info, const char *key)
     return s ? s : "";
 }
 
-erg_status srv_dump_job_start(erg_server *srv, srv_job *j, erg_error *err)
+erg_status erg__srv_dump_job_start(erg_server *srv, srv_job *j, erg_error *err)
 {
     srv_sched_ctx *c = &j->ctx;
     if (!srv->opts.dump_data)
@@ -242,7 +244,7 @@ erg_status srv_dump_job_start(erg_server *srv, srv_job *j, erg_error *err)
     bool zeus = srv_job_is_zeus(j);
     if (zeus) {
         /* Zeus: no perseus.json; ranks.json with RankInfo's fields only. */
-        char *csv = srv_zeus_csv_name(j);
+        char *csv = erg__srv_zeus_csv_name(j);
         if (erg__buf_printf(&d, "%s/%s", srv->dump_dir, j->id) || !csv) {
             erg__free(csv);
             erg__buf_free(&d);
@@ -254,7 +256,7 @@ erg_status srv_dump_job_start(erg_server *srv, srv_job *j, erg_error *err)
         c->write_user = j;
         json_t *ranks = json_array();
         for (int r = 0; ranks && r < j->world; r++)
-            json_array_append_new(ranks, srv_zeus_rank_dump(j, j->ranks[r].info));
+            json_array_append_new(ranks, erg__srv_zeus_rank_dump(j, j->ranks[r].info));
         erg_status st = put_json(srv, j, "ranks.json", ranks, false, err);
         json_decref(ranks);
         return st;
@@ -273,7 +275,7 @@ erg_status srv_dump_job_start(erg_server *srv, srv_job *j, erg_error *err)
     c->profile_csv_name = n.data;
     c->write_file = sched_write;
     c->write_user = j;
-    json_t *si = srv_server_info_json(srv, j->sched_name, j->sched_args, j->mode);
+    json_t *si = erg__srv_server_info_json(srv, j->sched_name, j->sched_args, j->mode);
     json_t *ranks = json_array();
     for (int r = 0; ranks && r < j->world; r++)
         json_array_append(ranks, j->ranks[r].info);
@@ -301,14 +303,14 @@ static json_t *sched_dump_json(const srv_job *j)
     return a;
 }
 
-erg_status srv_dump_window(erg_server *srv, srv_job *j, bool replay, erg_error *err)
+erg_status erg__srv_dump_window(erg_server *srv, srv_job *j, bool replay, erg_error *err)
 {
     if (!srv->opts.dump_data || !j->ctx.job_dir)
         return ERG_OK;
     json_t *res = json_array();
     for (int r = 0; res && r < j->world; r++)
         json_array_append(res, j->results[r]);
-    json_t *sch = srv_job_is_zeus(j) ? srv_zeus_sched_dump(j) : sched_dump_json(j);
+    json_t *sch = srv_job_is_zeus(j) ? erg__srv_zeus_sched_dump(j) : sched_dump_json(j);
     char name[64];
     snprintf(name, sizeof name, "%ld.prof.json", j->window);
     erg_status st = put_json(srv, j, name, res, replay, err);

@@ -149,13 +149,13 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     srv->opts.mode = NULL;
     srv->opts.plans_dirs = NULL;
     srv->opts.n_plans_dirs = 0;
-    if ((st = srv_plans_dirs_init(srv, opts->plans_dirs, opts->n_plans_dirs, err)))
+    if ((st = erg__srv_plans_dirs_init(srv, opts->plans_dirs, opts->n_plans_dirs, err)))
         goto fail;
     srv->opts.auth_token = NULL;
     srv->opts.allow_nets = NULL;
     srv->opts.n_allow_nets = 0;
     srv->opts.tls_cert_file = srv->opts.tls_key_file = NULL;
-    if ((st = srv_auth_init(srv, opts, err)))
+    if ((st = erg__srv_auth_init(srv, opts, err)))
         goto fail;
     if (opts->tls_cert_file && opts->tls_key_file) {
         size_t n;
@@ -179,13 +179,13 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     }
     /* One configuration for both protocols: the Zeus one first; without a scheduler of
      * its own the server runs the Zeus one's counterpart (wire_zeus.c). */
-    if ((st = srv_zeus_config(srv, opts, err)))
+    if ((st = erg__srv_zeus_config(srv, opts, err)))
         goto fail;
     bool perseus_given = opts->scheduler || opts->scheduler_args;
     const char *sched_name = opts->scheduler ? opts->scheduler : "AllMaxFrequency";
     json_error_t je;
     if (!perseus_given && srv->zeus_scheduler) {
-        srv->sched_args = srv_zeus_to_perseus(srv, &sched_name);
+        srv->sched_args = erg__srv_zeus_to_perseus(srv, &sched_name);
         if (!srv->sched_args) {
             st = erg_error_set(err, ERG_ENOMEM, "out of memory");
             goto fail;
@@ -204,7 +204,7 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
         goto fail;
     }
     srv->opts.scheduler = srv->scheduler;
-    if ((st = srv_sched_check_args(srv->scheduler, srv->sched_args, err)))
+    if ((st = erg__srv_sched_check_args(srv->scheduler, srv->sched_args, err)))
         goto fail;
     /* Mode resolution (docs/http-api.md, Options): fixed-knob schedulers impose theirs. */
     int want = SRV_MODE_ANY;
@@ -222,11 +222,12 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
             goto fail;
         }
     }
-    const srv_sched_class *cls = srv_sched_find(srv->scheduler);
+    const srv_sched_class *cls = erg__srv_sched_find(srv->scheduler);
     if (cls->fixed_mode != SRV_MODE_ANY) {
         if (want != SRV_MODE_ANY && want != cls->fixed_mode) {
             st = erg_error_set(err, ERG_EINVAL, "scheduler %s runs in %s mode, not %s",
-                               srv->scheduler, srv_mode_name(cls->fixed_mode), srv_mode_name(want));
+                               srv->scheduler, erg__srv_mode_name(cls->fixed_mode),
+                               erg__srv_mode_name(want));
             goto fail;
         }
         srv->mode = cls->fixed_mode;
@@ -240,15 +241,15 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
         }
         srv->mode = want;
     }
-    if ((st = srv_zeus_reconcile(srv, perseus_given, err)))
+    if ((st = erg__srv_zeus_reconcile(srv, perseus_given, err)))
         goto fail;
-    srv_zeus_log_config(srv);
-    if (opts->dump_data && (st = srv_dump_dir_check(srv, err)))
+    erg__srv_zeus_log_config(srv);
+    if (opts->dump_data && (st = erg__srv_dump_dir_check(srv, err)))
         goto fail;
-    if ((st = srv_store_open(srv, err)))
+    if ((st = erg__srv_store_open(srv, err)))
         goto fail;
     pthread_mutex_lock(&srv->mu);
-    st = srv_jobs_restore(srv, err);
+    st = erg__srv_jobs_restore(srv, err);
     pthread_mutex_unlock(&srv->mu);
     if (st)
         goto fail;
@@ -382,18 +383,19 @@ static enum MHD_Result refuse_busy(erg_server *srv, struct MHD_Connection *c)
  * is no token); /healthz is open. true when the request is refused (ctx->denied set). */
 static bool check_access(erg_server *srv, struct MHD_Connection *c, const char *url, conn_ctx *ctx)
 {
-    if ((!srv->token && !srv->n_nets) || srv_auth_route_open(url))
+    if ((!srv->token && !srv->n_nets) || erg__srv_auth_route_open(url))
         return false;
     srv_auth_result ar = SRV_AUTH_MISSING;
     if (srv->token) {
-        ar = srv_auth_token(srv, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"));
+        ar = erg__srv_auth_token(srv,
+                                 MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"));
         if (ar == SRV_AUTH_OK)
             return false;
     }
-    if (srv->n_nets && srv_auth_route_net_ok(srv, url)) {
+    if (srv->n_nets && erg__srv_auth_route_net_ok(srv, url)) {
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        if (ci && srv_auth_net_allowed(srv, ci->client_addr))
+        if (ci && erg__srv_auth_net_allowed(srv, ci->client_addr))
             return false;
     }
     ctx->denied = srv->token ? 401 : 403;
@@ -427,8 +429,8 @@ static enum MHD_Result refuse_access(erg_server *srv, struct MHD_Connection *c, 
     pthread_mutex_lock(&srv->mu);
     srv->requests_by_class[4]++;
     pthread_mutex_unlock(&srv->mu);
-    srv_log(srv, ERG_LOG_WARNING, "access", NULL, "refused %.200s from %s: %s", url, addr,
-            ctx->deny_why);
+    erg__srv_log(srv, ERG_LOG_WARNING, "access", NULL, "refused %.200s from %s: %s", url, addr,
+                 ctx->deny_why);
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(msg), msg, MHD_RESPMEM_MUST_COPY);
     if (!r)
@@ -527,7 +529,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     erg__buf q = {0};
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, &q);
     srv_resp rs;
-    srv_dispatch(srv, method, url, q.data, ctx->body.data, ctx->body.len, 1e9, ctx, &rs);
+    erg__srv_dispatch(srv, method, url, q.data, ctx->body.data, ctx->body.len, 1e9, ctx, &rs);
     erg__buf_free(&q);
     body_release(ctx); /* parsed by now; a parked request holds no body */
     if (rs.parked)
@@ -585,7 +587,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = 0;
-    srv_log(srv, ERG_LOG_DEBUG, "http", NULL, "%s", msg);
+    erg__srv_log(srv, ERG_LOG_DEBUG, "http", NULL, "%s", msg);
 }
 
 static void *housekeeper(void *arg)
@@ -593,9 +595,9 @@ static void *housekeeper(void *arg)
     erg_server *srv = arg;
     pthread_mutex_lock(&srv->mu);
     while (!srv->stopping) {
-        srv_jobs_housekeeping(srv);
+        erg__srv_jobs_housekeeping(srv);
         pthread_mutex_unlock(&srv->mu);
-        srv_store_checkpoint(srv);
+        erg__srv_store_checkpoint(srv);
         pthread_mutex_lock(&srv->mu);
         if (srv->stopping)
             break;
@@ -682,9 +684,10 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         rl.rlim_cur < (rlim_t)conn_limit + 128) {
         unsigned lim = rl.rlim_cur > 256 ? (unsigned)(rl.rlim_cur - 128) : 128;
-        srv_log(srv, ERG_LOG_WARNING, "listen", NULL,
-                "max connections lowered from %u to %u by the descriptor limit (ulimit -n %lu)",
-                conn_limit, lim, (unsigned long)rl.rlim_cur);
+        erg__srv_log(
+            srv, ERG_LOG_WARNING, "listen", NULL,
+            "max connections lowered from %u to %u by the descriptor limit (ulimit -n %lu)",
+            conn_limit, lim, (unsigned long)rl.rlim_cur);
         conn_limit = lim;
     }
     /* One address never takes every connection slot: the others (health
@@ -726,12 +729,13 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     srv->port = port;
     if (pthread_create(&srv->hk, NULL, housekeeper, srv) == 0)
         srv->hk_running = true;
-    srv_log(srv, ERG_LOG_INFO, "listen", NULL,
-            "listening on %s port %d (%s), scheduler %s, mode %s; access: %s%s%zu allowed "
-            "network(s)%s",
-            srv->host, srv->port, srv->tls_cert ? "https" : "http", srv->scheduler,
-            srv_mode_name(srv->mode), srv->token ? "token" : "no token", ", ", srv->n_nets,
-            !srv->token && !srv->n_nets ? " (open to every client that reaches the port)" : "");
+    erg__srv_log(
+        srv, ERG_LOG_INFO, "listen", NULL,
+        "listening on %s port %d (%s), scheduler %s, mode %s; access: %s%s%zu allowed "
+        "network(s)%s",
+        srv->host, srv->port, srv->tls_cert ? "https" : "http", srv->scheduler,
+        erg__srv_mode_name(srv->mode), srv->token ? "token" : "no token", ", ", srv->n_nets,
+        !srv->token && !srv->n_nets ? " (open to every client that reaches the port)" : "");
     return ERG_OK;
 }
 
@@ -746,7 +750,7 @@ void erg_server_stop(erg_server *srv)
         return;
     pthread_mutex_lock(&srv->mu);
     srv->stopping = true;
-    srv_jobs_wake_all(srv);
+    erg__srv_jobs_wake_all(srv);
     pthread_cond_broadcast(&srv->hk_cond);
     pthread_mutex_unlock(&srv->mu);
     if (srv->hk_running) {
@@ -764,16 +768,16 @@ void erg_server_free(erg_server *srv)
     if (!srv)
         return;
     erg_server_stop(srv);
-    srv_jobs_free(srv);
-    srv_store_close(srv);
+    erg__srv_jobs_free(srv);
+    erg__srv_store_close(srv);
     json_decref(srv->sched_args);
-    srv_zeus_config_free(srv);
-    srv_auth_free(srv);
+    erg__srv_zeus_config_free(srv);
+    erg__srv_auth_free(srv);
     if (srv->tls_key)
         memset(srv->tls_key, 0, strlen(srv->tls_key));
     erg__free(srv->tls_key);
     erg__free(srv->tls_cert);
-    srv_plans_dirs_free(srv);
+    erg__srv_plans_dirs_free(srv);
     erg__free(srv->host);
     erg__free(srv->db_path);
     erg__free(srv->dump_dir);
@@ -789,8 +793,8 @@ erg_status erg_server_handle(erg_server *srv, const char *method, const char *pa
                              int *http_status, char **resp_body, const char **content_type)
 {
     srv_resp rs;
-    srv_dispatch(srv, method ? method : "", path ? path : "", query, body, len,
-                 max_wait_s > 0 ? max_wait_s : 0, NULL, &rs);
+    erg__srv_dispatch(srv, method ? method : "", path ? path : "", query, body, len,
+                      max_wait_s > 0 ? max_wait_s : 0, NULL, &rs);
     *http_status = rs.status;
     *resp_body = rs.body;
     *content_type = rs.ctype;

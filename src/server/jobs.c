@@ -12,7 +12,7 @@
 static const char *const state_names[SRV_JOB_NUM_STATES] = {"registering", "running", "done",
                                                             "failed", "aborted"};
 
-const char *srv_job_state_name(int state)
+const char *erg__srv_job_state_name(int state)
 {
     return state >= 0 && state < SRV_JOB_NUM_STATES ? state_names[state] : "unknown";
 }
@@ -23,8 +23,8 @@ static void job_free(srv_job *j)
 {
     if (!j)
         return;
-    srv_sched_free(j->sched);
-    srv_dump_queue_free(j);
+    erg__srv_sched_free(j->sched);
+    erg__srv_dump_queue_free(j);
     for (int r = 0; j->ranks && r < j->world; r++) {
         json_decref(j->ranks[r].info);
         erg__free(j->ranks[r].instrs);
@@ -34,7 +34,7 @@ static void job_free(srv_job *j)
         json_decref(j->results[r]);
     for (int r = 0; j->parsed && r < j->world; r++)
         if (j->parsed[r]) {
-            srv_result_free(j->parsed[r]);
+            erg__srv_result_free(j->parsed[r]);
             erg__free(j->parsed[r]);
         }
     erg__free(j->parsed);
@@ -63,7 +63,7 @@ static void job_free(srv_job *j)
     erg__free(j);
 }
 
-srv_job *srv_job_find(erg_server *srv, const char *id)
+srv_job *erg__srv_job_find(erg_server *srv, const char *id)
 {
     for (srv_job *j = srv->jobs; j; j = j->next)
         if (!strcmp(j->id, id))
@@ -71,13 +71,13 @@ srv_job *srv_job_find(erg_server *srv, const char *id)
     return NULL;
 }
 
-void srv_job_touch(srv_job *j)
+void erg__srv_job_touch(srv_job *j)
 {
-    j->last_activity = srv_now_mono();
+    j->last_activity = erg__srv_now_mono();
 }
 
 /* Only live jobs count against --max-jobs: a finished one holds no rank. */
-int srv_jobs_held(erg_server *srv)
+int erg__srv_jobs_held(erg_server *srv)
 {
     int held = 0;
     for (srv_job *o = srv->jobs; o; o = o->next)
@@ -124,7 +124,7 @@ static srv_job *job_alloc(const char *id, json_t *info, const char *sched, json_
     }
     for (int r = 0; r < j->world; r++)
         j->ranks[r].asked = -1;
-    j->created_mono = j->last_activity = srv_now_mono();
+    j->created_mono = j->last_activity = erg__srv_now_mono();
     return j;
 }
 
@@ -150,12 +150,12 @@ typedef struct srv_waiter {
 static void wake_parked(erg_server *srv, srv_job *j)
 {
     srv_waiter **pp = &j->parked;
-    double now = srv_now_mono();
+    double now = erg__srv_now_mono();
     while (*pp) {
         srv_waiter *w = *pp;
         srv_resp r2;
         memset(&r2, 0, sizeof r2);
-        double t0 = srv_now_mono();
+        double t0 = erg__srv_now_mono();
         if (!w->answer(srv, j, w->rank, w->window, w->flags, now >= w->deadline, &r2)) {
             pp = &w->next;
             continue;
@@ -172,17 +172,17 @@ static void wake_parked(erg_server *srv, srv_job *j)
         }
         /* a parked request is a schedule request: counted, with the time its answer took
          * (its wait at the barrier excluded, as for requests answered at once) */
-        srv_metrics_observe(srv, 0, r2.status, srv_now_mono() - t0);
+        erg__srv_metrics_observe(srv, 0, r2.status, erg__srv_now_mono() - t0);
         srv->wake(w->conn, r2.status, r2.body, r2.ctype);
         erg__free(w);
     }
 }
 
-bool srv_job_wait(erg_server *srv, srv_job *j, long r, long w, double wait, void *conn,
-                  srv_answer_fn answer, int flags, srv_resp *rs)
+bool erg__srv_job_wait(erg_server *srv, srv_job *j, long r, long w, double wait, void *conn,
+                       srv_answer_fn answer, int flags, srv_resp *rs)
 {
     srv_rank *rk = &j->ranks[r];
-    double deadline = srv_now_mono() + wait;
+    double deadline = erg__srv_now_mono() + wait;
     if (answer(srv, j, r, w, flags, wait <= 0, rs))
         return true;
     if (conn && srv->park && srv->wake) {
@@ -201,8 +201,8 @@ bool srv_job_wait(erg_server *srv, srv_job *j, long r, long w, double wait, void
     j->waiters++;
     rk->waiting++;
     for (;;) {
-        rk->last_seen = srv_now_mono();
-        double now = srv_now_mono();
+        rk->last_seen = erg__srv_now_mono();
+        double now = erg__srv_now_mono();
         if (answer(srv, j, r, w, flags, now >= deadline, rs))
             break;
         double step = fmin(deadline - now, 1.0);
@@ -211,29 +211,29 @@ bool srv_job_wait(erg_server *srv, srv_job *j, long r, long w, double wait, void
         double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + step;
         ts.tv_sec = (time_t)t;
         ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-        double tw = srv_now_mono();
+        double tw = erg__srv_now_mono();
         pthread_cond_timedwait(&j->cond, &srv->mu, &ts);
-        rs->waited_s += srv_now_mono() - tw;
+        rs->waited_s += erg__srv_now_mono() - tw;
     }
     rk->waiting--;
     j->waiters--;
-    rk->last_seen = srv_now_mono();
-    j->last_activity = srv_now_mono();
+    rk->last_seen = erg__srv_now_mono();
+    j->last_activity = erg__srv_now_mono();
     return true;
 }
 
 /* ---- life cycle ---- */
 
-void srv_job_finish(erg_server *srv, srv_job *j, int state, const char *msg)
+void erg__srv_job_finish(erg_server *srv, srv_job *j, int state, const char *msg)
 {
     if (!srv_job_live(j->state))
         return;
     j->state = state;
     set_message(j, msg);
-    srv_store_job_state(srv, j->id, state_names[j->state], j->message);
-    srv_store_event(srv, j->id, state_names[state], msg);
-    srv_log(srv, state == SRV_JOB_DONE ? ERG_LOG_INFO : ERG_LOG_WARNING, "job_end", j->id, "%s: %s",
-            state_names[state], msg ? msg : "");
+    erg__srv_store_job_state(srv, j->id, state_names[j->state], j->message);
+    erg__srv_store_event(srv, j->id, state_names[state], msg);
+    erg__srv_log(srv, state == SRV_JOB_DONE ? ERG_LOG_INFO : ERG_LOG_WARNING, "job_end", j->id,
+                 "%s: %s", state_names[state], msg ? msg : "");
     pthread_cond_broadcast(&j->cond);
     wake_parked(srv, j);
 }
@@ -279,7 +279,7 @@ static erg_status job_build_ctx(erg_server *srv, srv_job *j, erg_error *err)
     if (!c->states)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     memcpy(c->states, j->ranks[0].states, (size_t)c->n_states * sizeof(int));
-    return srv_dump_job_start(srv, j, err);
+    return erg__srv_dump_job_start(srv, j, err);
 }
 
 static erg_status set_current_schedule(srv_job *j, int **per_stage, erg_error *err)
@@ -357,7 +357,7 @@ static erg_status complete_window(erg_server *srv, srv_job *j, bool replay, erg_
             erg__free(j->parsed[r]);
             j->parsed[r] = NULL;
         } else {
-            st = srv_result_from_json(j->results[r], &pr[r], err);
+            st = erg__srv_result_from_json(j->results[r], &pr[r], err);
         }
     }
     for (int s = 0; !st && s < j->pp; s++) {
@@ -366,21 +366,21 @@ static erg_status complete_window(erg_server *srv, srv_job *j, bool replay, erg_
         for (int r = 0; r < j->world; r++)
             if (j->ranks[r].pp == s && r != j->stage_rep[s])
                 grp[n++] = &pr[r];
-        st = srv_result_aggregate(grp, n, &ps[s], err);
+        st = erg__srv_result_aggregate(grp, n, &ps[s], err);
     }
     if (st)
         goto out;
-    if ((st = srv_dump_window(srv, j, replay, err)))
+    if ((st = erg__srv_dump_window(srv, j, replay, err)))
         goto out;
     account_energy(j, pr);
-    st = srv_sched_observe(j->sched, ps, err);
+    st = erg__srv_sched_observe(j->sched, ps, err);
     if (!replay)
         srv->windows_completed++;
 out:
     for (int r = 0; pr && r < j->world; r++)
-        srv_result_free(&pr[r]);
+        erg__srv_result_free(&pr[r]);
     for (int s = 0; ps && s < j->pp; s++)
-        srv_result_free(&ps[s]);
+        erg__srv_result_free(&ps[s]);
     erg__free(pr);
     erg__free(ps);
     erg__free(grp);
@@ -401,38 +401,38 @@ static void advance(erg_server *srv, srv_job *j, bool replay)
         /* The straggler target in effect for this window. */
         int released = 0, tk = j->tkind;
         double tv = j->tval;
-        bool have_row = srv_store_window_get(srv, j->id, j->window, &released, &tk, &tv);
-        srv_sched_set_target(j->sched, tk, tv);
+        bool have_row = erg__srv_store_window_get(srv, j->id, j->window, &released, &tk, &tv);
+        erg__srv_sched_set_target(j->sched, tk, tv);
         int **per_stage = NULL;
         bool done = false;
-        erg_status st = srv_sched_next(j->sched, &per_stage, &done, &err);
+        erg_status st = erg__srv_sched_next(j->sched, &per_stage, &done, &err);
         if (!st && done) {
-            srv_job_finish(srv, j, SRV_JOB_DONE, "the scheduler has finished");
+            erg__srv_job_finish(srv, j, SRV_JOB_DONE, "the scheduler has finished");
             return;
         }
         if (!st)
             st = set_current_schedule(j, per_stage, &err);
         if (st) {
-            srv_job_finish(srv, j, SRV_JOB_FAILED, err.msg);
+            erg__srv_job_finish(srv, j, SRV_JOB_FAILED, err.msg);
             return;
         }
-        j->choice = srv_sched_choice(j->sched);
+        j->choice = erg__srv_sched_choice(j->sched);
         j->released = released;
         if (!have_row)
-            srv_store_window_add(srv, j->id, j->window, tk, tv, j->choice);
+            erg__srv_store_window_add(srv, j->id, j->window, tk, tv, j->choice);
         if (!replay)
             break;
-        int n = srv_store_load_results(srv, j->id, j->window, j->results, j->world);
+        int n = erg__srv_store_load_results(srv, j->id, j->window, j->results, j->world);
         j->n_results = n;
         if (n < j->world)
             break;
         if (complete_window(srv, j, true, &err)) {
-            srv_job_finish(srv, j, SRV_JOB_FAILED, err.msg);
+            erg__srv_job_finish(srv, j, SRV_JOB_FAILED, err.msg);
             return;
         }
         j->window++;
     }
-    srv_log(srv, ERG_LOG_DEBUG, "window", j->id, "window %ld scheduled", j->window);
+    erg__srv_log(srv, ERG_LOG_DEBUG, "window", j->id, "window %ld scheduled", j->window);
     pthread_cond_broadcast(&j->cond);
 }
 
@@ -441,15 +441,15 @@ static void start_running(erg_server *srv, srv_job *j, bool replay)
     erg_error err;
     erg_status st = job_build_ctx(srv, j, &err);
     if (!st)
-        st = srv_sched_new(j->sched_name, j->sched_args, &j->ctx, &j->sched, &err);
+        st = erg__srv_sched_new(j->sched_name, j->sched_args, &j->ctx, &j->sched, &err);
     if (st) {
-        j->state = SRV_JOB_REGISTERING; /* srv_job_finish only ends live jobs */
-        srv_job_finish(srv, j, SRV_JOB_FAILED, err.msg);
+        j->state = SRV_JOB_REGISTERING; /* erg__srv_job_finish only ends live jobs */
+        erg__srv_job_finish(srv, j, SRV_JOB_FAILED, err.msg);
         return;
     }
     j->state = SRV_JOB_RUNNING;
     if (!replay)
-        srv_store_job_state(srv, j->id, state_names[j->state], j->message);
+        erg__srv_store_job_state(srv, j->id, state_names[j->state], j->message);
     j->window = 0;
     advance(srv, j, replay);
 }
@@ -462,8 +462,8 @@ static void try_release(erg_server *srv, srv_job *j)
         if (j->ranks[r].asked < j->window)
             return;
     j->released = true;
-    srv_store_window_release(srv, j->id, j->window);
-    srv_log(srv, ERG_LOG_DEBUG, "barrier", j->id, "window %ld released", j->window);
+    erg__srv_store_window_release(srv, j->id, j->window);
+    erg__srv_log(srv, ERG_LOG_DEBUG, "barrier", j->id, "window %ld released", j->window);
     pthread_cond_broadcast(&j->cond);
     wake_parked(srv, j);
 }
@@ -472,12 +472,13 @@ static void try_release(erg_server *srv, srv_job *j)
 
 static void trim_finished(erg_server *srv);
 
-srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info, const char *sched,
-                           json_t *args, int mode, srv_job **out, char *why, size_t wn)
+srv_outcome erg__srv_job_create(erg_server *srv, const char *id_base, json_t *info,
+                                const char *sched, json_t *args, int mode, srv_job **out, char *why,
+                                size_t wn)
 {
     *out = NULL;
     trim_finished(srv);
-    int held = srv_jobs_held(srv);
+    int held = erg__srv_jobs_held(srv);
     if (held >= srv->opts.max_jobs) {
         snprintf(why, wn,
                  "the server runs %d jobs (--max-jobs); end or abort some, or wait for idle jobs "
@@ -494,34 +495,35 @@ srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info, c
     /* Unique across servers that share the dump directory too: the id is the one whose
      * dump directory this job creates (two servers gave identical JobInfos of one second
      * one id, and one job's dumps replaced the other's). */
-    for (int k = 2; srv_job_find(srv, id.data) || srv_store_has_job(srv, id.data) ||
-                    !srv_dump_claim_dir(srv, id.data);
+    for (int k = 2; erg__srv_job_find(srv, id.data) || erg__srv_store_has_job(srv, id.data) ||
+                    !erg__srv_dump_claim_dir(srv, id.data);
          k++) {
         id.len = base;
         id.data[base] = 0;
         erg__buf_printf(&id, "+%d", k);
     }
     srv_job *j = job_alloc(id.data, info, sched, args, mode);
-    char *infos = srv_json_compact(info), *argss = srv_json_compact(args);
+    char *infos = erg__srv_json_compact(info), *argss = erg__srv_json_compact(args);
     erg_error e;
     erg_status st = j && infos && argss ? ERG_OK : ERG_ENOMEM;
     if (!st)
-        st = srv_store_insert_job(srv, id.data, infos, sched, argss, mode, srv_now_wall(), &e);
+        st = erg__srv_store_insert_job(srv, id.data, infos, sched, argss, mode, erg__srv_now_wall(),
+                                       &e);
     erg__free(infos);
     erg__free(argss);
     if (st)
-        srv_dump_unclaim_dir(srv, id.data);
+        erg__srv_dump_unclaim_dir(srv, id.data);
     erg__buf_free(&id);
     if (st) {
         job_free(j);
         snprintf(why, wn, "could not create the job: %s", st == ERG_EDB ? e.msg : "out of memory");
         return st == ERG_EDB ? SRV_UNAVAILABLE : SRV_INTERNAL;
     }
-    j->created_wall = srv_now_wall();
+    j->created_wall = erg__srv_now_wall();
     j->next = srv->jobs;
     srv->jobs = j;
-    srv_log(srv, ERG_LOG_INFO, "register_job", j->id, "world_size %d, scheduler %s", j->world,
-            sched);
+    erg__srv_log(srv, ERG_LOG_INFO, "register_job", j->id, "world_size %d, scheduler %s", j->world,
+                 sched);
     *out = j;
     return SRV_OK;
 }
@@ -548,7 +550,7 @@ static erg_status rank_apply(srv_job *j, const srv_rank_spec *sp, json_t *record
     rk->tp = sp->tp;
     rk->info = json_incref(record);
     rk->registered = true;
-    rk->last_seen = srv_now_mono();
+    rk->last_seen = erg__srv_now_mono();
     j->n_registered++;
     return ERG_OK;
 }
@@ -559,8 +561,8 @@ static bool same_instrs(const srv_rank *a, const srv_rank_spec *b)
            !memcmp(a->instrs, b->instrs, (size_t)b->n_instrs * sizeof(int));
 }
 
-srv_outcome srv_job_add_rank(erg_server *srv, srv_job *j, const srv_rank_spec *sp, json_t *record,
-                             char *why, size_t wn)
+srv_outcome erg__srv_job_add_rank(erg_server *srv, srv_job *j, const srv_rank_spec *sp,
+                                  json_t *record, char *why, size_t wn)
 {
     long r = sp->rank;
     if (r < 0 || r >= j->world) {
@@ -570,7 +572,7 @@ srv_outcome srv_job_add_rank(erg_server *srv, srv_job *j, const srv_rank_spec *s
     srv_rank *rk = &j->ranks[r];
     if (rk->registered) {
         if (json_equal(rk->info, record)) {
-            rk->last_seen = srv_now_mono();
+            rk->last_seen = erg__srv_now_mono();
             return SRV_DUPLICATE;
         }
         snprintf(why, wn, "rank %ld is already registered with different information", r);
@@ -597,9 +599,9 @@ srv_outcome srv_job_add_rank(erg_server *srv, srv_job *j, const srv_rank_spec *s
             return SRV_INVALID;
         }
     }
-    char *s = srv_json_compact(record);
+    char *s = erg__srv_json_compact(record);
     erg_error e;
-    erg_status st = s ? srv_store_insert_rank(srv, j->id, r, s, &e) : ERG_ENOMEM;
+    erg_status st = s ? erg__srv_store_insert_rank(srv, j->id, r, s, &e) : ERG_ENOMEM;
     erg__free(s);
     if (!st)
         st = rank_apply(j, sp, record);
@@ -607,14 +609,15 @@ srv_outcome srv_job_add_rank(erg_server *srv, srv_job *j, const srv_rank_spec *s
         snprintf(why, wn, "could not store the rank: %s", st == ERG_EDB ? e.msg : "out of memory");
         return SRV_UNAVAILABLE;
     }
-    srv_log(srv, ERG_LOG_DEBUG, "register_rank", j->id, "rank %ld (%d of %d)", r, j->n_registered,
-            j->world);
+    erg__srv_log(srv, ERG_LOG_DEBUG, "register_rank", j->id, "rank %ld (%d of %d)", r,
+                 j->n_registered, j->world);
     if (j->n_registered == j->world)
         start_running(srv, j, false);
     return SRV_OK;
 }
 
-srv_outcome srv_job_ask(erg_server *srv, srv_job *j, long r, long *window, char *why, size_t wn)
+srv_outcome erg__srv_job_ask(erg_server *srv, srv_job *j, long r, long *window, char *why,
+                             size_t wn)
 {
     if (r < 0 || r >= j->world) {
         snprintf(why, wn, "rank %ld is not in job %s (world size %d)", r, j->id, j->world);
@@ -630,13 +633,13 @@ srv_outcome srv_job_ask(erg_server *srv, srv_job *j, long r, long *window, char 
         w = 0;
     if (rk->asked < w)
         rk->asked = w;
-    rk->last_seen = srv_now_mono();
+    rk->last_seen = erg__srv_now_mono();
     try_release(srv, j);
     *window = w;
     return SRV_OK;
 }
 
-srv_sched_state srv_job_schedule_state(erg_server *srv, const srv_job *j, long w)
+srv_sched_state erg__srv_job_schedule_state(erg_server *srv, const srv_job *j, long w)
 {
     if (srv->stopping)
         return SRV_SCHED_STOPPING;
@@ -649,8 +652,8 @@ srv_sched_state srv_job_schedule_state(erg_server *srv, const srv_job *j, long w
     return SRV_SCHED_PENDING;
 }
 
-srv_outcome srv_job_add_result(erg_server *srv, srv_job *j, long r, long win, json_t *record,
-                               const srv_result *parsed, char *why, size_t wn)
+srv_outcome erg__srv_job_add_result(erg_server *srv, srv_job *j, long r, long win, json_t *record,
+                                    const srv_result *parsed, char *why, size_t wn)
 {
     if (r < 0 || r >= j->world) {
         snprintf(why, wn, "field rank = %ld is out of range [0, %d]", r, j->world - 1);
@@ -661,11 +664,11 @@ srv_outcome srv_job_add_result(erg_server *srv, srv_job *j, long r, long win, js
         snprintf(why, wn, "rank %ld has not registered in job %s", r, j->id);
         return SRV_NOT_FOUND;
     }
-    rk->last_seen = srv_now_mono();
+    rk->last_seen = erg__srv_now_mono();
     if (win < j->window || (win == j->window && j->results[r])) {
         snprintf(why, wn, "rank %ld already reported its result for window %ld of job %s", r, win,
                  j->id);
-        bool stored = win == j->window || srv_store_has_result(srv, j->id, win, r);
+        bool stored = win == j->window || erg__srv_store_has_result(srv, j->id, win, r);
         return stored ? SRV_DUPLICATE : SRV_CONFLICT;
     }
     if (j->state != SRV_JOB_RUNNING) {
@@ -678,9 +681,9 @@ srv_outcome srv_job_add_result(erg_server *srv, srv_job *j, long r, long win, js
                  win, j->id);
         return SRV_CONFLICT;
     }
-    char *s = srv_json_compact(record);
+    char *s = erg__srv_json_compact(record);
     erg_error e;
-    erg_status st = s ? srv_store_insert_result(srv, j->id, win, r, s, &e) : ERG_ENOMEM;
+    erg_status st = s ? erg__srv_store_insert_result(srv, j->id, win, r, s, &e) : ERG_ENOMEM;
     erg__free(s);
     if (st) {
         snprintf(why, wn, "could not store the result: %s",
@@ -690,7 +693,7 @@ srv_outcome srv_job_add_result(erg_server *srv, srv_job *j, long r, long win, js
     j->results[r] = json_incref(record);
     /* Keep the numbers: complete_window then need not parse them again. */
     srv_result *pc = erg__malloc(sizeof *pc);
-    if (pc && srv_result_copy(parsed, pc) == ERG_OK)
+    if (pc && erg__srv_result_copy(parsed, pc) == ERG_OK)
         j->parsed[r] = pc;
     else
         erg__free(pc);
@@ -698,9 +701,9 @@ srv_outcome srv_job_add_result(erg_server *srv, srv_job *j, long r, long win, js
     srv->results_total++;
     if (j->n_results == j->world) {
         if (complete_window(srv, j, false, &e)) {
-            srv_job_finish(srv, j, SRV_JOB_FAILED, e.msg);
+            erg__srv_job_finish(srv, j, SRV_JOB_FAILED, e.msg);
         } else {
-            srv_log(srv, ERG_LOG_INFO, "window_done", j->id, "window %ld complete", j->window);
+            erg__srv_log(srv, ERG_LOG_INFO, "window_done", j->id, "window %ld complete", j->window);
             j->window++;
             advance(srv, j, false);
             try_release(srv, j);
@@ -709,15 +712,15 @@ srv_outcome srv_job_add_result(erg_server *srv, srv_job *j, long r, long win, js
     return SRV_OK;
 }
 
-long srv_job_set_target(erg_server *srv, srv_job *j, int kind, double value)
+long erg__srv_job_set_target(erg_server *srv, srv_job *j, int kind, double value)
 {
     j->tkind = kind;
     j->tval = value;
-    srv_store_job_target(srv, j->id, kind, value);
+    erg__srv_store_job_target(srv, j->id, kind, value);
     char det[64];
     snprintf(det, sizeof det, "%s=%g", kind == 1 ? "slowdown" : "deadline_s", value);
-    srv_store_event(srv, j->id, "straggler", det);
-    srv_log(srv, ERG_LOG_INFO, "straggler", j->id, "%s", det);
+    erg__srv_store_event(srv, j->id, "straggler", det);
+    erg__srv_log(srv, ERG_LOG_INFO, "straggler", j->id, "%s", det);
     return j->state == SRV_JOB_RUNNING ? j->window + 1 : 0;
 }
 
@@ -740,7 +743,7 @@ static void restore_rank(erg_server *srv, long r, const char *text, void *user)
     int *instrs = erg__calloc(n + 1, sizeof(int)), *states = erg__calloc(m + 1, sizeof(int));
     if (instrs && states) {
         for (size_t i = 0; i < n; i++)
-            instrs[i] = srv_instr_code(json_string_value(json_array_get(ps, i)));
+            instrs[i] = erg__srv_instr_code(json_string_value(json_array_get(ps, i)));
         for (size_t i = 0; i < n; i++) /* Zeus names outside the enum */
             if (instrs[i] < 0)
                 instrs[i] = SRV_I_OTHER;
@@ -795,18 +798,18 @@ static json_t *restore_info(erg_server *srv, const char *id, const char *text)
         if (json_object_get(in, known[i]))
             json_object_set(rec, known[i], json_object_get(in, known[i]));
     char dropped[512];
-    if (rec && srv_jobinfo_add_unknown(rec, in, NULL, dropped, sizeof dropped)) {
-        char *s = srv_json_compact(rec);
+    if (rec && erg__srv_jobinfo_add_unknown(rec, in, NULL, dropped, sizeof dropped)) {
+        char *s = erg__srv_json_compact(rec);
         erg_error e;
         erg_status st =
-            s ? srv_store_exec(srv, &e, "UPDATE jobs SET info=? WHERE job_id=?", "tt", s, id)
+            s ? erg__srv_store_exec(srv, &e, "UPDATE jobs SET info=? WHERE job_id=?", "tt", s, id)
               : ERG_ENOMEM;
         erg__free(s);
-        srv_log(srv, ERG_LOG_WARNING, "restore", id,
-                "JobInfo fields ergon does not use are kept up to %d bytes; dropped from the "
-                "stored record%s: %s",
-                SRV_JOBINFO_UNKNOWN_MAX_BYTES, st ? " (in memory only: the row stays)" : "",
-                dropped);
+        erg__srv_log(srv, ERG_LOG_WARNING, "restore", id,
+                     "JobInfo fields ergon does not use are kept up to %d bytes; dropped from the "
+                     "stored record%s: %s",
+                     SRV_JOBINFO_UNKNOWN_MAX_BYTES, st ? " (in memory only: the row stays)" : "",
+                     dropped);
     }
     json_decref(in);
     return rec;
@@ -831,16 +834,16 @@ static void restore_job(erg_server *srv, const srv_store_job_row *row, void *use
         if (row->state && !strcmp(row->state, state_names[s]))
             j->state = s;
     set_message(j, row->message);
-    srv_store_each_rank(srv, j->id, restore_rank, j);
+    erg__srv_store_each_rank(srv, j->id, restore_rank, j);
     j->next = srv->jobs;
     srv->jobs = j;
     (*restored)++;
     bool revive = srv->opts.dump_data && j->n_registered == j->world && failed_by_dump(srv, j);
     if (revive) {
-        srv_log(srv, ERG_LOG_WARNING, "restore", j->id,
-                "taken up again: it failed only because a dump could not be written (%s)",
-                j->message);
-        srv_store_event(srv, j->id, "revived", j->message);
+        erg__srv_log(srv, ERG_LOG_WARNING, "restore", j->id,
+                     "taken up again: it failed only because a dump could not be written (%s)",
+                     j->message);
+        erg__srv_store_event(srv, j->id, "revived", j->message);
         set_message(j, "");
         j->state = SRV_JOB_RUNNING;
     }
@@ -848,19 +851,19 @@ static void restore_job(erg_server *srv, const srv_store_job_row *row, void *use
         j->state = SRV_JOB_REGISTERING;
         start_running(srv, j, true);
         if (revive && srv_job_live(j->state))
-            srv_store_job_state(srv, j->id, state_names[j->state], j->message);
+            erg__srv_store_job_state(srv, j->id, state_names[j->state], j->message);
     }
 }
 
-erg_status srv_jobs_restore(erg_server *srv, erg_error *err)
+erg_status erg__srv_jobs_restore(erg_server *srv, erg_error *err)
 {
     int restored = 0;
-    erg_status st = srv_store_each_job(srv, restore_job, &restored, err);
+    erg_status st = erg__srv_store_each_job(srv, restore_job, &restored, err);
     if (st)
         return st;
     if (restored)
-        srv_log(srv, ERG_LOG_INFO, "restore", NULL, "restored %d jobs from %s", restored,
-                srv->db_path);
+        erg__srv_log(srv, ERG_LOG_INFO, "restore", NULL, "restored %d jobs from %s", restored,
+                     srv->db_path);
     trim_finished(srv);
     return ERG_OK;
 }
@@ -872,16 +875,16 @@ static void evict(erg_server *srv, srv_job **pp, const char *why)
 {
     srv_job *j = *pp;
     if (j->dump_q)
-        srv_dumps_flush(srv);
+        erg__srv_dumps_flush(srv);
     if (j->dump_q) {
-        srv_log(srv, ERG_LOG_ERROR, "dump", j->id,
-                "evicted with %zu bytes of dumps the disk never took (results are in the "
-                "database)",
-                j->dump_q_bytes);
-        srv_store_event(srv, j->id, "dump_dropped", "evicted before the disk took its dumps");
+        erg__srv_log(srv, ERG_LOG_ERROR, "dump", j->id,
+                     "evicted with %zu bytes of dumps the disk never took (results are in the "
+                     "database)",
+                     j->dump_q_bytes);
+        erg__srv_store_event(srv, j->id, "dump_dropped", "evicted before the disk took its dumps");
     }
-    srv_store_job_evicted(srv, j->id);
-    srv_log(srv, ERG_LOG_INFO, "evict", j->id, "%s", why);
+    erg__srv_store_job_evicted(srv, j->id);
+    erg__srv_log(srv, ERG_LOG_INFO, "evict", j->id, "%s", why);
     srv->evicted_total++;
     *pp = j->next;
     job_free(j);
@@ -909,10 +912,10 @@ static void trim_finished(erg_server *srv)
     }
 }
 
-void srv_jobs_housekeeping(erg_server *srv)
+void erg__srv_jobs_housekeeping(erg_server *srv)
 {
-    double now = srv_now_mono();
-    srv_dumps_flush(srv);
+    double now = erg__srv_now_mono();
+    erg__srv_dumps_flush(srv);
     for (srv_job *j = srv->jobs; j; j = j->next)
         if (j->parked)
             wake_parked(srv, j); /* deadlines */
@@ -929,15 +932,15 @@ void srv_jobs_housekeeping(erg_server *srv)
                     snprintf(msg, sizeof msg, "rank %d %s for %.1f s (rank timeout %.1f s)", r,
                              rk->registered ? "was silent" : "did not register", now - seen,
                              srv->opts.rank_timeout_s);
-                    srv_job_finish(srv, j, SRV_JOB_ABORTED, msg);
+                    erg__srv_job_finish(srv, j, SRV_JOB_ABORTED, msg);
                     break;
                 }
             }
         }
         double idle = now - j->last_activity;
         if (idle > srv->opts.job_idle_timeout_s && srv_job_live(j->state))
-            srv_job_finish(srv, j, SRV_JOB_ABORTED,
-                           "evicted after being idle"); /* answers parked ones */
+            erg__srv_job_finish(srv, j, SRV_JOB_ABORTED,
+                                "evicted after being idle"); /* answers parked ones */
         if (j->waiters == 0 && idle > srv->opts.job_idle_timeout_s) {
             char why[64];
             snprintf(why, sizeof why, "idle for %.0f s", idle);
@@ -949,15 +952,15 @@ void srv_jobs_housekeeping(erg_server *srv)
     trim_finished(srv);
 }
 
-void srv_jobs_free(erg_server *srv)
+void erg__srv_jobs_free(erg_server *srv)
 {
-    srv_dumps_flush(srv); /* a last try */
+    erg__srv_dumps_flush(srv); /* a last try */
     for (srv_job *j = srv->jobs; j; j = j->next)
         if (j->dump_q)
-            srv_log(srv, ERG_LOG_ERROR, "dump", j->id,
-                    "stopping with %zu bytes of dumps the disk did not take; a restart "
-                    "rewrites missing window dumps from the database",
-                    j->dump_q_bytes);
+            erg__srv_log(srv, ERG_LOG_ERROR, "dump", j->id,
+                         "stopping with %zu bytes of dumps the disk did not take; a restart "
+                         "rewrites missing window dumps from the database",
+                         j->dump_q_bytes);
     while (srv->jobs) {
         srv_job *j = srv->jobs;
         srv->jobs = j->next;
@@ -965,7 +968,7 @@ void srv_jobs_free(erg_server *srv)
     }
 }
 
-void srv_jobs_wake_all(erg_server *srv)
+void erg__srv_jobs_wake_all(erg_server *srv)
 {
     for (srv_job *j = srv->jobs; j; j = j->next) {
         pthread_cond_broadcast(&j->cond);

@@ -4,11 +4,11 @@
  *
  * THE JOB LIFE CYCLE (ARCHITECTURE.md, "The server's jobs") and HOW CRASH RECOVERY WORKS.
  *
- * A job is created (srv_job_create), collects world_size ranks
- * (srv_job_add_rank), then runs windows n = 0, 1, ...: the schedule of
- * window n is computed eagerly; asking for a schedule (srv_job_ask) is a
+ * A job is created (erg__srv_job_create), collects world_size ranks
+ * (erg__srv_job_add_rank), then runs windows n = 0, 1, ...: the schedule of
+ * window n is computed eagerly; asking for a schedule (erg__srv_job_ask) is a
  * barrier released when every rank has asked for window n; every rank then
- * reports one result (srv_job_add_result); when all results are in, the
+ * reports one result (erg__srv_job_add_result); when all results are in, the
  * window is dumped and observed, and window n+1 is computed. A scheduler
  * that finishes ends the job ("[profiling-done]" on the kronos wire).
  *
@@ -33,7 +33,7 @@
 #ifndef ERGON_SERVER_JOBS_H
 #define ERGON_SERVER_JOBS_H
 
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 enum {
     SRV_JOB_REGISTERING,
@@ -43,7 +43,7 @@ enum {
     SRV_JOB_ABORTED,
     SRV_JOB_NUM_STATES
 };
-const char *srv_job_state_name(int state);
+const char *erg__srv_job_state_name(int state);
 static inline bool srv_job_live(int state)
 {
     return state == SRV_JOB_REGISTERING || state == SRV_JOB_RUNNING;
@@ -124,23 +124,25 @@ typedef struct srv_rank_spec {
 } srv_rank_spec;
 
 /* ---- jobs ---- */
-srv_job *srv_job_find(erg_server *srv, const char *id);
+srv_job *erg__srv_job_find(erg_server *srv, const char *id);
 /* Jobs that count against --max-jobs. */
-int srv_jobs_held(erg_server *srv);
+int erg__srv_jobs_held(erg_server *srv);
 /* Create a job: its id is id_base, or id_base+"+2", "+3", ... when taken (by a job held
- * or stored, or by a dump directory: srv_dump_claim_dir);
+ * or stored, or by a dump directory: erg__srv_dump_claim_dir);
  * info must hold integer pp_degree, dp_degree, tp_degree and world_size
  * (= pp*dp*tp, validated by the wire). Stores it and links it.
  * SRV_UNAVAILABLE with why when --max-jobs is reached or the database fails. */
-srv_outcome srv_job_create(erg_server *srv, const char *id_base, json_t *info, const char *sched,
-                           json_t *args, int mode, srv_job **out, char *why, size_t wn);
+srv_outcome erg__srv_job_create(erg_server *srv, const char *id_base, json_t *info,
+                                const char *sched, json_t *args, int mode, srv_job **out, char *why,
+                                size_t wn);
 /* Register a rank; record is stored as its RankInfo. A rank registered
  * again with an equal record is SRV_DUPLICATE; the last rank starts the job. */
-srv_outcome srv_job_add_rank(erg_server *srv, srv_job *j, const srv_rank_spec *spec, json_t *record,
-                             char *why, size_t wn);
+srv_outcome erg__srv_job_add_rank(erg_server *srv, srv_job *j, const srv_rank_spec *spec,
+                                  json_t *record, char *why, size_t wn);
 /* A rank asks for its schedule: derive the window it means (*window), mark
  * it alive, and release the barrier if it was the last one. */
-srv_outcome srv_job_ask(erg_server *srv, srv_job *j, long rank, long *window, char *why, size_t wn);
+srv_outcome erg__srv_job_ask(erg_server *srv, srv_job *j, long rank, long *window, char *why,
+                             size_t wn);
 
 /* Where the schedule of window w stands for a rank. */
 typedef enum srv_sched_state {
@@ -150,7 +152,7 @@ typedef enum srv_sched_state {
     SRV_SCHED_LATE,     /* Window w is over. */
     SRV_SCHED_PENDING,  /* The barrier is not released yet. */
 } srv_sched_state;
-srv_sched_state srv_job_schedule_state(erg_server *srv, const srv_job *j, long w);
+srv_sched_state erg__srv_job_schedule_state(erg_server *srv, const srv_job *j, long w);
 
 /* A wire's answer to a waiting schedule request: fill rs and return true
  * when the answer is known (expired: its deadline passed), else false. */
@@ -160,50 +162,50 @@ typedef bool (*srv_answer_fn)(erg_server *srv, srv_job *j, long rank, long windo
  * (rs->parked) or, for direct calls (conn NULL), wait on the job. flags is
  * passed to answer unchanged (wire-specific). false (rs untouched) when out
  * of memory. */
-bool srv_job_wait(erg_server *srv, srv_job *j, long rank, long window, double wait_s, void *conn,
-                  srv_answer_fn answer, int flags, srv_resp *rs);
+bool erg__srv_job_wait(erg_server *srv, srv_job *j, long rank, long window, double wait_s,
+                       void *conn, srv_answer_fn answer, int flags, srv_resp *rs);
 
 /* Accept a rank's result for window win (record: the stored ProfilingResult;
  * parsed: its numbers, copied). SRV_DUPLICATE when (win, rank) is stored
  * already; SRV_CONFLICT when the window has not started or the rank
  * reported it already; SRV_NOT_RUNNING when the job is not running.
  * Completes the window when it was the last result. */
-srv_outcome srv_job_add_result(erg_server *srv, srv_job *j, long rank, long win, json_t *record,
-                               const srv_result *parsed, char *why, size_t wn);
+srv_outcome erg__srv_job_add_result(erg_server *srv, srv_job *j, long rank, long win,
+                                    json_t *record, const srv_result *parsed, char *why, size_t wn);
 /* End a live job (done, failed or aborted) and answer its waiters. */
-void srv_job_finish(erg_server *srv, srv_job *j, int state, const char *msg);
+void erg__srv_job_finish(erg_server *srv, srv_job *j, int state, const char *msg);
 /* Set a straggler target (kind 1 slowdown, 2 deadline_s); returns the
  * first window it applies to. */
-long srv_job_set_target(erg_server *srv, srv_job *j, int kind, double value);
+long erg__srv_job_set_target(erg_server *srv, srv_job *j, int kind, double value);
 /* A request for the job arrived (idle eviction clock). */
-void srv_job_touch(srv_job *j);
+void erg__srv_job_touch(srv_job *j);
 
 /* ---- dump.c: Perseus-layout dump files of a job ----
  * A dump the disk refuses (full, read-only, not a directory) never fails the
  * job: it is queued on the job, logged, and written by the housekeeping
- * thread once the disk takes it (srv_dumps_flush), in order. The queue is
+ * thread once the disk takes it (erg__srv_dumps_flush), in order. The queue is
  * bounded (SRV_DUMP_QUEUE_MAX_BYTES for the server); past it a dump is
  * dropped with an error record (the results stay in SQLite). */
 /* Claim <dump>/<id> for a new job by creating it (mkdir, never an existing one): false when
  * it exists, made by a job of this or another server sharing the dump directory (the id is
  * then taken); true when it was created, when dumps are off, or when the disk refused it
- * for another reason (the dumps are deferred then). srv_dump_unclaim_dir removes it again
+ * for another reason (the dumps are deferred then). erg__srv_dump_unclaim_dir removes it again
  * while empty (the job was not created). */
-bool srv_dump_claim_dir(erg_server *srv, const char *id);
-void srv_dump_unclaim_dir(erg_server *srv, const char *id);
+bool erg__srv_dump_claim_dir(erg_server *srv, const char *id);
+void erg__srv_dump_unclaim_dir(erg_server *srv, const char *id);
 /* Name the job's dump directory (ctx.job_dir) and write perseus.json and ranks.json. */
-erg_status srv_dump_job_start(erg_server *srv, srv_job *j, erg_error *err);
+erg_status erg__srv_dump_job_start(erg_server *srv, srv_job *j, erg_error *err);
 /* N.prof.json and N.sched.json of the current window (only if missing when replaying). */
-erg_status srv_dump_window(erg_server *srv, srv_job *j, bool replay, erg_error *err);
+erg_status erg__srv_dump_window(erg_server *srv, srv_job *j, bool replay, erg_error *err);
 /* Retry every deferred dump (housekeeping, with mu held). */
-void srv_dumps_flush(erg_server *srv);
+void erg__srv_dumps_flush(erg_server *srv);
 /* Forget a job's deferred dumps (the job is freed). */
-void srv_dump_queue_free(srv_job *j);
+void erg__srv_dump_queue_free(srv_job *j);
 
 /* ---- whole server ---- */
-erg_status srv_jobs_restore(erg_server *srv, erg_error *err); /* with mu held */
-void srv_jobs_housekeeping(erg_server *srv);                  /* with mu held */
-void srv_jobs_wake_all(erg_server *srv);                      /* with mu held */
-void srv_jobs_free(erg_server *srv);
+erg_status erg__srv_jobs_restore(erg_server *srv, erg_error *err); /* with mu held */
+void erg__srv_jobs_housekeeping(erg_server *srv);                  /* with mu held */
+void erg__srv_jobs_wake_all(erg_server *srv);                      /* with mu held */
+void erg__srv_jobs_free(erg_server *srv);
 
 #endif

@@ -1,26 +1,26 @@
 /* log.c: the server's clocks (and the time job ids begin with) and its structured log (one
  * JSON object per record). */
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
 
-double srv_now_mono(void)
+double erg__srv_now_mono(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-double srv_now_wall(void)
+double erg__srv_now_wall(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void srv_job_id_time(char ts[SRV_JOB_ID_TIME_LEN])
+void erg__srv_job_id_time(char ts[SRV_JOB_ID_TIME_LEN])
 {
     time_t now = time(NULL);
     struct tm tm;
@@ -28,8 +28,8 @@ void srv_job_id_time(char ts[SRV_JOB_ID_TIME_LEN])
     strftime(ts, SRV_JOB_ID_TIME_LEN, "%Y-%m-%d-%H-%M-%S", &tm);
 }
 
-void srv_log(erg_server *srv, erg_log_level lvl, const char *event, const char *job_id,
-             const char *fmt, ...)
+void erg__srv_log(erg_server *srv, erg_log_level lvl, const char *event, const char *job_id,
+                  const char *fmt, ...)
 {
     if (!srv->opts.log || lvl < srv->opts.log_level)
         return;
@@ -68,5 +68,5 @@ void srv_log(erg_server *srv, erg_log_level lvl, const char *event, const char *
 void erg_server_log(erg_server *srv, erg_log_level level, const char *event, const char *msg)
 {
     if (srv && event)
-        srv_log(srv, level, event, NULL, msg ? "%s" : NULL, msg);
+        erg__srv_log(srv, level, event, NULL, msg ? "%s" : NULL, msg);
 }

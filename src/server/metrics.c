@@ -4,22 +4,22 @@
 
 #include <math.h>
 
-const double srv_hist_bounds[SRV_HIST_BUCKETS] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001,
-                                                  0.0025,  0.005,  0.01,    0.025,  0.05,
-                                                  0.1,     0.25,   0.5,     1,      2.5};
+const double erg__srv_hist_bounds[SRV_HIST_BUCKETS] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001,
+                                                       0.0025,  0.005,  0.01,    0.025,  0.05,
+                                                       0.1,     0.25,   0.5,     1,      2.5};
 
-void srv_metrics_observe(erg_server *srv, int group, int status, double dt)
+void erg__srv_metrics_observe(erg_server *srv, int group, int status, double dt)
 {
     if (status >= 100 && status < 600)
         srv->requests_by_class[status / 100]++;
     int bk = 0;
-    while (bk < SRV_HIST_BUCKETS && dt > srv_hist_bounds[bk])
+    while (bk < SRV_HIST_BUCKETS && dt > erg__srv_hist_bounds[bk])
         bk++;
     srv->hist[group][bk]++;
     srv->hist_sum[group] += dt > 0 ? dt : 0;
 }
 
-void srv_metrics_text(erg_server *srv, srv_resp *rs)
+void erg__srv_metrics_text(erg_server *srv, srv_resp *rs)
 {
     int by_state[SRV_JOB_NUM_STATES] = {0};
     long ranks = 0, waiting = 0;
@@ -40,7 +40,8 @@ void srv_metrics_text(erg_server *srv, srv_resp *rs)
     erg__buf_printf(&b, "# HELP ergon_jobs Jobs held by the server, by state.\n"
                         "# TYPE ergon_jobs gauge\n");
     for (int s = 0; s < SRV_JOB_NUM_STATES; s++)
-        erg__buf_printf(&b, "ergon_jobs{state=\"%s\"} %d\n", srv_job_state_name(s), by_state[s]);
+        erg__buf_printf(&b, "ergon_jobs{state=\"%s\"} %d\n", erg__srv_job_state_name(s),
+                        by_state[s]);
     char e1[40], e2[40];
     erg__buf_printf(
         &b,
@@ -75,7 +76,7 @@ void srv_metrics_text(erg_server *srv, srv_resp *rs)
         for (int k = 0; k <= SRV_HIST_BUCKETS; k++) {
             cum += srv->hist[g][k];
             if (k < SRV_HIST_BUCKETS)
-                erg__fmt_double_py(srv_hist_bounds[k], le, sizeof le);
+                erg__fmt_double_py(erg__srv_hist_bounds[k], le, sizeof le);
             else
                 snprintf(le, sizeof le, "+Inf");
             erg__buf_printf(&b,

@@ -7,11 +7,11 @@
 #include <string.h>
 
 /* The wire protocols, asked in order. */
-static const srv_wire *const wires[] = {&srv_wire_zeus, &srv_wire_kronos};
+static const srv_wire *const wires[] = {&erg__srv_wire_zeus, &erg__srv_wire_perseus};
 
 /* ---- responses ---- */
 
-char *srv_json_compact(const json_t *v)
+char *erg__srv_json_compact(const json_t *v)
 {
     char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!s)
@@ -21,7 +21,7 @@ char *srv_json_compact(const json_t *v)
     return r;
 }
 
-void srv_respond(srv_resp *rs, int status, json_t *body)
+void erg__srv_respond(srv_resp *rs, int status, json_t *body)
 {
     rs->status = status;
     rs->ctype = "application/json";
@@ -29,18 +29,18 @@ void srv_respond(srv_resp *rs, int status, json_t *body)
         rs->body = erg__strdup("null");
         return;
     }
-    rs->body = srv_json_compact(body);
+    rs->body = erg__srv_json_compact(body);
     json_decref(body);
 }
 
-void srv_respond_error(srv_resp *rs, const char *key, int status, const char *fmt, ...)
+void erg__srv_respond_error(srv_resp *rs, const char *key, int status, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    srv_respond(rs, status, json_pack("{s:s}", key, msg));
+    erg__srv_respond(rs, status, json_pack("{s:s}", key, msg));
 }
 
 static int hexval(char c)
@@ -51,7 +51,7 @@ static int hexval(char c)
                                   : -1;
 }
 
-bool srv_query_get(const char *q, const char *key, char *out, size_t on)
+bool erg__srv_query_get(const char *q, const char *key, char *out, size_t on)
 {
     size_t kl = strlen(key);
     while (q && *q) {
@@ -137,7 +137,7 @@ static bool check_series(const srv_series *bd, const char *what, double hi, char
                 double x = bd[c].vals[i][k];
                 if (!isfinite(x) || x < 0 || x > hi) {
                     snprintf(why, wn, "%s.%s[%d][%d] = %.17g is outside [0, %.17g]", what,
-                             srv_instr_names[c], i, k, x, hi);
+                             erg__srv_instr_names[c], i, k, x, hi);
                     return false;
                 }
             }
@@ -207,13 +207,13 @@ static json_t *normalize_result(const json_t *in, srv_result *parsed, long *rank
         json_object_set_new(o, "energy_source", json_string(v));
     }
     erg_error e;
-    if (!o || srv_result_from_json(o, parsed, &e)) {
+    if (!o || erg__srv_result_from_json(o, parsed, &e)) {
         snprintf(why, wn, "%s", o ? e.msg : "out of memory");
         json_decref(o);
         return NULL;
     }
     if (!check_bounds(parsed, why, wn)) {
-        srv_result_free(parsed);
+        erg__srv_result_free(parsed);
         json_decref(o);
         return NULL;
     }
@@ -239,7 +239,7 @@ static void body_prepare(srv_body *b, const char *body, size_t len, bool is_resu
                  SRV_JOBINFO_MAX_BYTES, len, SRV_JOBINFO_UNKNOWN_MAX_BYTES);
         return;
     }
-    if (srv_json_depth(body, len) > 32) {
+    if (erg__srv_json_depth(body, len) > 32) {
         snprintf(b->err, sizeof b->err, "the JSON body is nested more than 32 levels deep");
         return;
     }
@@ -260,13 +260,13 @@ static void body_free(srv_body *b)
     json_decref(b->v);
     json_decref(b->result);
     if (b->have_parsed)
-        srv_result_free(&b->parsed);
+        erg__srv_result_free(&b->parsed);
 }
 
 /* ---- routing ---- */
 
-void srv_dispatch(erg_server *srv, const char *method, const char *path, const char *query,
-                  const char *body, size_t len, double max_wait, void *conn, srv_resp *rs)
+void erg__srv_dispatch(erg_server *srv, const char *method, const char *path, const char *query,
+                       const char *body, size_t len, double max_wait, void *conn, srv_resp *rs)
 {
     memset(rs, 0, sizeof *rs);
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
@@ -276,31 +276,32 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
         !strncmp(path, "/result/", 8) || (v1 && pl > 8 && !strcmp(path + pl - 8, "/results"));
     bool is_register = !strcmp(path, "/register_job") || !strcmp(path, "/v1/jobs");
     srv_body pb;
-    double t0 = srv_now_mono();
+    double t0 = erg__srv_now_mono();
     body_prepare(&pb, post ? body : NULL, post ? len : 0, is_result, is_register);
     srv_req rq = {method, path, query, get, post, &pb, max_wait, conn};
     if (!strcmp(path, "/healthz") && get) {
         /* without the server lock: a request stalled on a database locked by
          * another process must not hide the server's liveness */
         bool stopping = __atomic_load_n(&srv->stopping, __ATOMIC_RELAXED);
-        srv_respond(rs, 200, json_pack("{s:s}", "status", stopping ? "stopping" : "ok"));
+        erg__srv_respond(rs, 200, json_pack("{s:s}", "status", stopping ? "stopping" : "ok"));
         body_free(&pb);
         return;
     }
     pthread_mutex_lock(&srv->mu);
     if (!strcmp(path, "/metrics")) {
         if (get)
-            srv_metrics_text(srv, rs);
+            erg__srv_metrics_text(srv, rs);
         else
-            srv_respond_error(rs, "detail", 405, "use GET on /metrics");
+            erg__srv_respond_error(rs, "detail", 405, "use GET on /metrics");
     } else if (!strcmp(path, "/healthz")) {
-        srv_respond(rs, 200, json_pack("{s:s}", "status", srv->stopping ? "stopping" : "ok"));
+        erg__srv_respond(rs, 200, json_pack("{s:s}", "status", srv->stopping ? "stopping" : "ok"));
     } else {
         bool routed = false;
         for (size_t i = 0; !routed && i < sizeof wires / sizeof wires[0]; i++)
             routed = wires[i]->route(srv, &rq, rs);
         if (!routed)
-            srv_respond_error(rs, v1 ? "error" : "detail", 404, "no such endpoint %.200s", path);
+            erg__srv_respond_error(rs, v1 ? "error" : "detail", 404, "no such endpoint %.200s",
+                                   path);
     }
     if (rs->parked) {
         pthread_mutex_unlock(&srv->mu);
@@ -320,8 +321,8 @@ void srv_dispatch(erg_server *srv, const char *method, const char *path, const c
                         !strcmp(path, "/v1/jobs")
                     ? 2
                     : 3;
-    srv_metrics_observe(srv, group, rs->status, srv_now_mono() - t0 - rs->waited_s);
+    erg__srv_metrics_observe(srv, group, rs->status, erg__srv_now_mono() - t0 - rs->waited_s);
     pthread_mutex_unlock(&srv->mu);
     body_free(&pb);
-    srv_log(srv, ERG_LOG_DEBUG, "request", NULL, "%s %.200s -> %d", method, path, rs->status);
+    erg__srv_log(srv, ERG_LOG_DEBUG, "request", NULL, "%s %.200s -> %d", method, path, rs->status);
 }

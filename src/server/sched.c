@@ -1,5 +1,5 @@
 /* sched.c: the server's scheduler dispatcher: the class table (name, mode, ops), the argument
- * checks every class shares, and srv_sched_new/next/observe/free over each class's ops
+ * checks every class shares, and erg__srv_sched_new/next/observe/free over each class's ops
  * (sched_ops.h says which file holds which family and how schedulers work). */
 #include "server/sched_ops.h"
 
@@ -11,20 +11,20 @@ static const struct {
     srv_sched_class cls;
     const srv_sched_ops *ops;
 } classes[] = {
-    {{"AllMax", SRV_MODE_ANY, false}, &srv_sched_allmax},
-    {{"AllMaxFrequency", SRV_MODE_FREQUENCY, false}, &srv_sched_allmax},
-    {{"AllMaxPowerLimit", SRV_MODE_POWER, false}, &srv_sched_allmax},
-    {{"TwoFrequencies", SRV_MODE_FREQUENCY, false}, &srv_sched_twofreq},
-    {{"InstructionProfiler", SRV_MODE_ANY, false}, &srv_sched_profiler},
-    {{"PointSolution", SRV_MODE_ANY, false}, &srv_sched_point},
-    {{"ZeusGlobalPowerLimit", SRV_MODE_POWER, false}, &srv_sched_zeus_global},
-    {{"ZeusLocalPowerState", SRV_MODE_ANY, false}, &srv_sched_zeus_local},
-    {{"Frontier", SRV_MODE_FREQUENCY, true}, &srv_sched_frontier},
-    {{"EnvPipe", SRV_MODE_FREQUENCY, false}, &srv_sched_envpipe},
+    {{"AllMax", SRV_MODE_ANY, false}, &erg__srv_sched_allmax},
+    {{"AllMaxFrequency", SRV_MODE_FREQUENCY, false}, &erg__srv_sched_allmax},
+    {{"AllMaxPowerLimit", SRV_MODE_POWER, false}, &erg__srv_sched_allmax},
+    {{"TwoFrequencies", SRV_MODE_FREQUENCY, false}, &erg__srv_sched_twofreq},
+    {{"InstructionProfiler", SRV_MODE_ANY, false}, &erg__srv_sched_profiler},
+    {{"PointSolution", SRV_MODE_ANY, false}, &erg__srv_sched_point},
+    {{"ZeusGlobalPowerLimit", SRV_MODE_POWER, false}, &erg__srv_sched_zeus_global},
+    {{"ZeusLocalPowerState", SRV_MODE_ANY, false}, &erg__srv_sched_zeus_local},
+    {{"Frontier", SRV_MODE_FREQUENCY, true}, &erg__srv_sched_frontier},
+    {{"EnvPipe", SRV_MODE_FREQUENCY, false}, &erg__srv_sched_envpipe},
     /* Zeus PFO classes (docs/zeus-protocol.md §4), run for jobs of the Zeus
      * wire under these internal names. */
-    {{"zeus:PointSolution", SRV_MODE_FREQUENCY, false}, &srv_sched_zeus_point},
-    {{"zeus:InstructionProfiler", SRV_MODE_FREQUENCY, false}, &srv_sched_zeus_profiler},
+    {{"zeus:PointSolution", SRV_MODE_FREQUENCY, false}, &erg__srv_sched_zeus_point},
+    {{"zeus:InstructionProfiler", SRV_MODE_FREQUENCY, false}, &erg__srv_sched_zeus_profiler},
 };
 
 static int find_class(const char *name)
@@ -41,25 +41,25 @@ static int find_class(const char *name)
     return -1;
 }
 
-const srv_sched_class *srv_sched_find(const char *name)
+const srv_sched_class *erg__srv_sched_find(const char *name)
 {
     int i = find_class(name);
     return i < 0 ? NULL : &classes[i].cls;
 }
 
-bool srv_is_dir(const char *p)
+bool erg__srv_is_dir(const char *p)
 {
     struct stat st;
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool srv_is_file(const char *p)
+bool erg__srv_is_file(const char *p)
 {
     struct stat st;
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error *err)
+erg_status erg__srv_sched_check_args(const char *name, const json_t *args, erg_error *err)
 {
     int ci = find_class(name);
     if (ci < 0)
@@ -126,14 +126,14 @@ erg_status srv_sched_check_args(const char *name, const json_t *args, erg_error 
 
 /* ---- the scheduler object ---- */
 
-void srv_sched_uniform(srv_sched *s, int v)
+void erg__srv_sched_uniform(srv_sched *s, int v)
 {
     for (int st = 0; st < s->ctx->num_stages; st++)
         for (int i = 0; i < s->ctx->n_instrs[st]; i++)
             s->out[st][i] = v;
 }
 
-bool srv_state_supported(const srv_sched_ctx *c, int v)
+bool erg__srv_state_supported(const srv_sched_ctx *c, int v)
 {
     for (int i = 0; i < c->n_states; i++)
         if (c->states[i] == v)
@@ -141,8 +141,8 @@ bool srv_state_supported(const srv_sched_ctx *c, int v)
     return false;
 }
 
-erg_status srv_sched_write_file(const srv_sched_ctx *c, const char *name, const char *data,
-                                size_t len, erg_error *err)
+erg_status erg__srv_sched_write_file(const srv_sched_ctx *c, const char *name, const char *data,
+                                     size_t len, erg_error *err)
 {
     if (!c->job_dir)
         return ERG_OK;
@@ -156,7 +156,7 @@ erg_status srv_sched_write_file(const srv_sched_ctx *c, const char *name, const 
     return st;
 }
 
-void srv_sched_free(srv_sched *s)
+void erg__srv_sched_free(srv_sched *s)
 {
     if (!s)
         return;
@@ -169,11 +169,11 @@ void srv_sched_free(srv_sched *s)
     erg__free(s);
 }
 
-erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_ctx *ctx,
-                         srv_sched **out, erg_error *err)
+erg_status erg__srv_sched_new(const char *name, const json_t *args, const srv_sched_ctx *ctx,
+                              srv_sched **out, erg_error *err)
 {
     *out = NULL;
-    erg_status st = srv_sched_check_args(name, args, err);
+    erg_status st = erg__srv_sched_check_args(name, args, err);
     if (st)
         return st;
     if (ctx->num_stages < 1 || ctx->n_states < 1)
@@ -197,22 +197,22 @@ erg_status srv_sched_new(const char *name, const json_t *args, const srv_sched_c
 oom:
     st = erg_error_set(err, ERG_ENOMEM, "out of memory");
 fail:
-    srv_sched_free(s);
+    erg__srv_sched_free(s);
     return st;
 }
 
-void srv_sched_set_target(srv_sched *s, int kind, double value)
+void erg__srv_sched_set_target(srv_sched *s, int kind, double value)
 {
     if (s && kind && s->ops->set_target)
         s->ops->set_target(s, kind, value);
 }
 
-long srv_sched_choice(const srv_sched *s)
+long erg__srv_sched_choice(const srv_sched *s)
 {
     return s ? s->choice : -1;
 }
 
-erg_status srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error *err)
+erg_status erg__srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error *err)
 {
     *done = false;
     *per_stage = s->out;
@@ -230,20 +230,20 @@ erg_status srv_sched_next(srv_sched *s, int ***per_stage, bool *done, erg_error 
     return st;
 }
 
-erg_status srv_sched_observe(srv_sched *s, const srv_result *per_stage, erg_error *err)
+erg_status erg__srv_sched_observe(srv_sched *s, const srv_result *per_stage, erg_error *err)
 {
     return s->ops->observe ? s->ops->observe(s, per_stage, err) : ERG_OK;
 }
 
 /* ---- measurements the families share ---- */
 
-int srv_drop_of(int n, double ratio)
+int erg__srv_drop_of(int n, double ratio)
 {
     int d = (int)floor(n * ratio);
     return d < 1 ? 1 : d;
 }
 
-double srv_iter_power(const srv_result *r, int drop)
+double erg__srv_iter_power(const srv_result *r, int drop)
 {
     double p = 0;
     int cnt = 0;

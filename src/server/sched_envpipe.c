@@ -104,7 +104,7 @@ static bool passes_filter(const srv_envpipe *e, int f)
 static erg_status write_file(const srv_envpipe *e, const char *name, const char *data, size_t len,
                              erg_error *err)
 {
-    return srv_sched_write_file(e->ctx, name, data, len, err);
+    return erg__srv_sched_write_file(e->ctx, name, data, len, err);
 }
 
 static erg_status oom(erg_error *err)
@@ -131,7 +131,7 @@ static bool order_matches(const srv_sched_ctx *c, int s, const erg_instr *order)
 {
     int k = 0;
     for (int i = 0; i < c->n_instrs[s]; i++) {
-        if (!srv_instr_is_compute(c->instrs[s][i]))
+        if (!erg__srv_instr_is_compute(c->instrs[s][i]))
             continue;
         if (erg_kind(c->instrs[s][i]) != (int)order[k].kind)
             return false;
@@ -189,7 +189,7 @@ static erg_status srv_envpipe_check_args(const json_t *args, erg_error *err)
             return erg_error_set(err, ERG_EINVAL, "EnvPipe %s must be in [%ld, %ld], got %lld",
                                  ints[i].name, ints[i].lo, ints[i].hi,
                                  (long long)json_integer_value(v));
-    erg_status sst = srv_sparse_prof_check_args(args, err);
+    erg_status sst = erg__srv_sparse_prof_check_args(args, err);
     if (sst)
         return sst;
     if (json_object_get(args, "gpu") && !json_object_get(args, "gpu_table_path"))
@@ -220,7 +220,7 @@ static bool prof_next(srv_envpipe *e, int **out, int *clock_mhz)
     *clock_mhz = 0;
     if (e->sparse) {
         bool done = false;
-        srv_sparse_prof_next(e->sparse, out, &done);
+        erg__srv_sparse_prof_next(e->sparse, out, &done);
         if (done)
             return false;
         e->prof_k++;
@@ -253,7 +253,7 @@ static bool prof_done(const srv_envpipe *e)
 static erg_status prof_observe(srv_envpipe *e, const srv_result *r, erg_error *err)
 {
     if (e->sparse)
-        return srv_sparse_prof_observe(e->sparse, r, err);
+        return erg__srv_sparse_prof_observe(e->sparse, r, err);
     long k = e->prof_k - 1 - e->warm;
     if (k < 0)
         return ERG_OK;
@@ -261,14 +261,14 @@ static erg_status prof_observe(srv_envpipe *e, const srv_result *r, erg_error *e
         int d = drop_of(r[s].n_iters, e->ratio);
         for (int kind = 0; kind < 2; kind++) {
             int code = kind ? SRV_I_BACKWARD : SRV_I_FORWARD;
-            double t = srv_series_mean(&r[s].time_bd[code], d);
-            double en = srv_series_mean(&r[s].energy_bd[code], d);
+            double t = erg__srv_series_mean(&r[s].time_bd[code], d);
+            double en = erg__srv_series_mean(&r[s].energy_bd[code], d);
             if (isnan(t) || isnan(en))
                 return erg_error_set(err, ERG_EINVAL,
                                      "EnvPipe profiling at %d MHz: stage %d reported no %s %s "
                                      "samples (the ranks must report time_breakdown and "
                                      "energy_breakdown)",
-                                     e->clocks[k], s, srv_instr_names[code],
+                                     e->clocks[k], s, erg__srv_instr_names[code],
                                      isnan(t) ? "time" : "energy");
             e->pt[((size_t)s * e->n_clocks + k) * 2 + kind] = t;
             e->pe[((size_t)s * e->n_clocks + k) * 2 + kind] = en;
@@ -283,12 +283,12 @@ static erg_status prof_build(srv_envpipe *e, erg_profile **out, erg__buf *csv, e
     if (e->sparse) { /* the predicted full profile, with its `source` column */
         char *text = NULL;
         size_t len = 0;
-        erg_status st = srv_sparse_prof_csv(e->sparse, &text, &len, err);
+        erg_status st = erg__srv_sparse_prof_csv(e->sparse, &text, &len, err);
         if (!st && erg__buf_append(csv, text, len))
             st = oom(err);
         erg_free(text);
         if (!st)
-            st = srv_sparse_prof_profile(e->sparse, out, err);
+            st = erg__srv_sparse_prof_profile(e->sparse, out, err);
         return st;
     }
     erg_profile *p = NULL;
@@ -323,7 +323,7 @@ static void srv_envpipe_free(srv_envpipe *e)
 {
     if (!e)
         return;
-    srv_sparse_prof_free(e->sparse);
+    erg__srv_sparse_prof_free(e->sparse);
     erg__free(e->clocks);
     erg__free(e->pt);
     erg__free(e->pe);
@@ -346,13 +346,13 @@ static erg_status check_registered(srv_envpipe *e, erg_error *err)
         bool seen_b = false;
         for (int i = 0; i < c->n_instrs[s]; i++) {
             int code = c->instrs[s][i];
-            if (!srv_instr_is_compute(code))
+            if (!erg__srv_instr_is_compute(code))
                 continue;
             if (erg_kind(code) < 0)
                 return erg_error_set(err, ERG_EINVAL,
                                      "EnvPipe runs forward and backward instructions only "
                                      "(1f1b or ours); stage %d registered %s",
-                                     s, srv_instr_names[code]);
+                                     s, erg__srv_instr_names[code]);
             if (code == SRV_I_FORWARD) {
                 nf++;
                 if (!seen_b)
@@ -496,7 +496,7 @@ static erg_status srv_envpipe_new(const json_t *args, const srv_sched_ctx *ctx, 
         if (!e->pt || !e->pe)
             goto nomem;
         if (json_is_true(json_object_get(args, "sparse")) &&
-            (st = srv_sparse_prof_new(ctx, args, min_state, e->ratio, false, &e->sparse, err)))
+            (st = erg__srv_sparse_prof_new(ctx, args, min_state, e->ratio, false, &e->sparse, err)))
             goto fail;
     }
     if (erg__buf_printf(&e->csv, "window,phase,iter_time_s,iter_energy_j,clock_mhz,threshold_s,"
@@ -640,8 +640,8 @@ static erg_status expand_plan(srv_envpipe *e, int **out, erg_error *err)
 {
     for (int s = 0; s < e->S; s++) {
         erg_status st =
-            srv_expand(erg_plan_stage_freqs_const(e->plan, s), erg_plan_stage_len(e->plan, s),
-                       e->ctx->instrs[s], e->ctx->n_instrs[s], out[s], err);
+            erg__srv_expand(erg_plan_stage_freqs_const(e->plan, s), erg_plan_stage_len(e->plan, s),
+                            e->ctx->instrs[s], e->ctx->n_instrs[s], out[s], err);
         if (st)
             return st;
     }
@@ -683,8 +683,8 @@ static void window_metrics(const srv_envpipe *e, const srv_result *r, double *t,
     *en = 0;
     for (int s = 0; s < e->S; s++) {
         int d = drop_of(r[s].n_iters, e->ratio);
-        *t = ERG__MAX(*t, srv_mean(r[s].iter_time_s, d, r[s].n_iters));
-        *en += srv_mean(r[s].iter_energy_j, d, r[s].n_iters);
+        *t = ERG__MAX(*t, erg__srv_mean(r[s].iter_time_s, d, r[s].n_iters));
+        *en += erg__srv_mean(r[s].iter_energy_j, d, r[s].n_iters);
     }
 }
 
@@ -821,7 +821,7 @@ static erg_status reconf_observe(srv_envpipe *e, const srv_result *r, erg_error 
         for (int s = 0; !st && s < S; s++) {
             int *f = erg_plan_stage_freqs(e->plan, s);
             for (int k = 0; k < 2 * M; k++)
-                if (f[k] != prev[s * 2 * M + k] && !srv_state_supported(e->ctx, f[k]))
+                if (f[k] != prev[s * 2 * M + k] && !erg__srv_state_supported(e->ctx, f[k]))
                     f[k] = snap_up(e->ctx, f[k]);
         }
         erg__free(prev);
@@ -958,7 +958,7 @@ static void envpipe_free(void *state)
     srv_envpipe_free(state);
 }
 
-const srv_sched_ops srv_sched_envpipe = {
+const srv_sched_ops erg__srv_sched_envpipe = {
     .args = envpipe_args,
     .n_args = ERG__ARRAY_LEN(envpipe_args),
     .check = srv_envpipe_check_args,

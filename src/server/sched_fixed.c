@@ -30,7 +30,7 @@ static erg_status allmax_init(srv_sched *s, const json_t *args, erg_error *err)
 static erg_status allmax_next(srv_sched *s, bool *done, erg_error *err)
 {
     (void)done, (void)err;
-    srv_sched_uniform(s, srv_sched_max_state(s));
+    erg__srv_sched_uniform(s, srv_sched_max_state(s));
     return ERG_OK;
 }
 
@@ -42,7 +42,7 @@ static erg_status allmax_observe(srv_sched *s, const srv_result *r, erg_error *e
     return ERG_OK;
 }
 
-const srv_sched_ops srv_sched_allmax = {
+const srv_sched_ops erg__srv_sched_allmax = {
     .args = allmax_args,
     .n_args = ERG__ARRAY_LEN(allmax_args),
     .init = allmax_init,
@@ -70,7 +70,7 @@ static erg_status twofreq_init(srv_sched *s, const json_t *args, erg_error *err)
     s->state = t;
     t->fwd = (int)srv_arg_i(args, "forward_freq", 0);
     t->bwd = (int)srv_arg_i(args, "backward_freq", 0);
-    if (!srv_state_supported(s->ctx, t->fwd) || !srv_state_supported(s->ctx, t->bwd))
+    if (!erg__srv_state_supported(s->ctx, t->fwd) || !erg__srv_state_supported(s->ctx, t->bwd))
         return erg_error_set(err, ERG_EINVAL,
                              "forward_freq %d and backward_freq %d must both be supported "
                              "power states",
@@ -98,7 +98,7 @@ static erg_status twofreq_next(srv_sched *s, bool *done, erg_error *err)
     return ERG_OK;
 }
 
-const srv_sched_ops srv_sched_twofreq = {
+const srv_sched_ops erg__srv_sched_twofreq = {
     .args = twofreq_args,
     .n_args = ERG__ARRAY_LEN(twofreq_args),
     .init = twofreq_init,
@@ -125,7 +125,7 @@ static const srv_sched_arg point_args[] = {
 static erg_status point_check(const json_t *args, erg_error *err)
 {
     const char *p = srv_arg_s(args, "solution_path", "frequencies.py");
-    if (!srv_is_file(p) && !srv_is_dir(p))
+    if (!erg__srv_is_file(p) && !erg__srv_is_dir(p))
         return erg_error_set(err, ERG_EINVAL,
                              "solution_path '%.200s' is neither a plan file nor a directory", p);
     return ERG_OK;
@@ -135,7 +135,7 @@ static void point_free(void *state)
 {
     point *p = state;
     for (int i = 0; i < p->n_plans; i++)
-        srv_plan_stages_free(p->plans[i], p->plan_lens[i], p->num_stages);
+        erg__srv_plan_stages_free(p->plans[i], p->plan_lens[i], p->num_stages);
     erg__free(p->plans);
     erg__free(p->plan_lens);
     erg__free(p);
@@ -156,7 +156,7 @@ static erg_status check_plan(srv_sched *s, int **stages, int *lens, int n, const
                              c->num_stages);
     for (int st = 0; st < n; st++) {
         erg_status r =
-            srv_expand(stages[st], lens[st], c->instrs[st], c->n_instrs[st], s->out[st], err);
+            erg__srv_expand(stages[st], lens[st], c->instrs[st], c->n_instrs[st], s->out[st], err);
         if (r) {
             char why[ERG_ERROR_MSG_LEN];
             snprintf(why, sizeof why, "%s", err->msg);
@@ -164,7 +164,7 @@ static erg_status check_plan(srv_sched *s, int **stages, int *lens, int n, const
         }
         if (c->mode == SRV_MODE_FREQUENCY)
             for (int i = 0; i < lens[st]; i++)
-                if (!srv_state_supported(s->ctx, stages[st][i]))
+                if (!erg__srv_state_supported(s->ctx, stages[st][i]))
                     return erg_error_set(err, ERG_EINVAL,
                                          "plan %s, stage %d: clock %d MHz is not in the ranks' "
                                          "power_state_range",
@@ -186,7 +186,7 @@ static erg_status point_init(srv_sched *s, const json_t *args, erg_error *err)
     char **names = NULL;
     size_t nn = 0, cap = 0;
     erg_status st = ERG_OK;
-    if (srv_is_dir(path)) {
+    if (erg__srv_is_dir(path)) {
         DIR *d = opendir(path);
         if (!d)
             return erg_error_set(err, ERG_EINVAL, "cannot open solution_path %s", path);
@@ -220,7 +220,7 @@ static erg_status point_init(srv_sched *s, const json_t *args, erg_error *err)
                                "plan with 'ergon plan perseus "
                                "--per-plan-files')",
                                path);
-    } else if (srv_is_file(path)) {
+    } else if (erg__srv_is_file(path)) {
         names = erg__calloc(1, sizeof *names);
         if (names && (names[0] = erg__strdup(path)))
             nn = 1;
@@ -245,7 +245,7 @@ static erg_status point_init(srv_sched *s, const json_t *args, erg_error *err)
     }
     for (size_t i = 0; !st && i < nn; i++) {
         int n = 0;
-        st = srv_plan_load(names[i], &pt->plans[i], &pt->plan_lens[i], &n, err);
+        st = erg__srv_plan_load(names[i], &pt->plans[i], &pt->plan_lens[i], &n, err);
         if (st)
             break;
         pt->n_plans++;
@@ -253,7 +253,7 @@ static erg_status point_init(srv_sched *s, const json_t *args, erg_error *err)
             /* Keep the free loop's stage count consistent. */
             st = erg_error_set(err, ERG_EINVAL, "plan %s has %d stages but the job has %d",
                                names[i], n, s->ctx->num_stages);
-            srv_plan_stages_free(pt->plans[i], pt->plan_lens[i], n);
+            erg__srv_plan_stages_free(pt->plans[i], pt->plan_lens[i], n);
             pt->plans[i] = NULL;
             pt->plan_lens[i] = NULL;
             pt->n_plans--;
@@ -274,19 +274,19 @@ static erg_status point_next(srv_sched *s, bool *done, erg_error *err)
     long k = s->step;
     erg_status st = ERG_OK;
     if (k < pt->warmup) {
-        srv_sched_uniform(s, srv_sched_max_state(s));
+        erg__srv_sched_uniform(s, srv_sched_max_state(s));
     } else if (k - pt->warmup < pt->n_plans) {
         int **pl = pt->plans[k - pt->warmup];
         for (int stg = 0; !st && stg < c->num_stages; stg++)
-            st = srv_expand(pl[stg], pt->plan_lens[k - pt->warmup][stg], c->instrs[stg],
-                            c->n_instrs[stg], s->out[stg], err);
+            st = erg__srv_expand(pl[stg], pt->plan_lens[k - pt->warmup][stg], c->instrs[stg],
+                                 c->n_instrs[stg], s->out[stg], err);
     } else {
         *done = true;
     }
     return st;
 }
 
-const srv_sched_ops srv_sched_point = {
+const srv_sched_ops erg__srv_sched_point = {
     .args = point_args,
     .n_args = ERG__ARRAY_LEN(point_args),
     .check = point_check,
@@ -305,19 +305,19 @@ static erg_status zeus_point_check(const json_t *args, erg_error *err)
 {
     /* Zeus: one existing plan file (no directory). */
     const char *p = srv_arg_s(args, "solution_path", "");
-    if (!srv_is_file(p))
+    if (!erg__srv_is_file(p))
         return erg_error_set(err, ERG_EINVAL, "Solution file not found: %.200s", p);
     /* Zeus reads only .py plans; ergon detects the format from the content: Zeus's
      * (name, clock) lists, a Perseus plan or an ergon JSON plan. */
     srv_plan_pairs pairs;
     erg_error pe;
-    if (srv_plan_load_pairs(p, 0, &pairs, &pe))
+    if (erg__srv_plan_load_pairs(p, 0, &pairs, &pe))
         return erg_error_set(err, ERG_EINVAL,
                              "Solution file %.200s is neither a Zeus plan (a list per stage "
                              "of (name, clock) tuples), a Perseus plan nor an ergon JSON "
                              "plan: %.300s",
                              p, pe.msg);
-    srv_plan_pairs_free(&pairs);
+    erg__srv_plan_pairs_free(&pairs);
     return ERG_OK;
 }
 
@@ -327,7 +327,7 @@ static erg_status zeus_point_init(srv_sched *s, const json_t *args, erg_error *e
 {
     const char *path = srv_arg_s(args, "solution_path", "");
     srv_plan_pairs pp;
-    erg_status st = srv_plan_load_pairs(path, s->ctx->num_stages, &pp, err);
+    erg_status st = erg__srv_plan_load_pairs(path, s->ctx->num_stages, &pp, err);
     if (st)
         return st;
     if (pp.n_stages != s->ctx->num_stages) {
@@ -346,7 +346,7 @@ static erg_status zeus_point_init(srv_sched *s, const json_t *args, erg_error *e
         memcpy(s->out[g], pp.freqs[g], (size_t)pp.lens[g] * sizeof(int));
     }
 out:
-    srv_plan_pairs_free(&pp);
+    erg__srv_plan_pairs_free(&pp);
     return st;
 }
 
@@ -356,7 +356,7 @@ static erg_status zeus_point_next(srv_sched *s, bool *done, erg_error *err)
     return ERG_OK;
 }
 
-const srv_sched_ops srv_sched_zeus_point = {
+const srv_sched_ops erg__srv_sched_zeus_point = {
     .args = zeus_point_args,
     .n_args = ERG__ARRAY_LEN(zeus_point_args),
     .check = zeus_point_check,

@@ -26,7 +26,7 @@ static const srv_sched_arg frontier_args[] = {
 
 static erg_status frontier_check(const json_t *args, erg_error *err)
 {
-    if (!srv_is_dir(srv_arg_s(args, "frontier_dir", "")))
+    if (!erg__srv_is_dir(srv_arg_s(args, "frontier_dir", "")))
         return erg_error_set(err, ERG_EINVAL, "frontier_dir '%.200s' is not a directory",
                              srv_arg_s(args, "frontier_dir", ""));
     return ERG_OK;
@@ -102,7 +102,7 @@ static erg_status frontier_next(srv_sched *s, bool *done, erg_error *err)
     (void)done;
     const frontier *f = s->state;
     if (s->step < f->warmup) {
-        srv_sched_uniform(s, srv_sched_max_state(s));
+        erg__srv_sched_uniform(s, srv_sched_max_state(s));
         return ERG_OK;
     }
     size_t idx = 0;
@@ -126,8 +126,8 @@ static erg_status frontier_next(srv_sched *s, bool *done, erg_error *err)
     const srv_sched_ctx *c = s->ctx;
     for (int stg = 0; !st && stg < c->num_stages; stg++) {
         const int *fr = erg_plan_stage_freqs_const(plan, stg);
-        st = fr ? srv_expand(fr, erg_plan_stage_len(plan, stg), c->instrs[stg], c->n_instrs[stg],
-                             s->out[stg], err)
+        st = fr ? erg__srv_expand(fr, erg_plan_stage_len(plan, stg), c->instrs[stg],
+                                  c->n_instrs[stg], s->out[stg], err)
                 : erg_error_set(err, ERG_EINVAL, "frontier plan %zu lacks stage %d", idx, stg);
         if (st) {
             char why[ERG_ERROR_MSG_LEN];
@@ -141,7 +141,7 @@ static erg_status frontier_next(srv_sched *s, bool *done, erg_error *err)
     return st;
 }
 
-const srv_sched_ops srv_sched_frontier = {
+const srv_sched_ops erg__srv_sched_frontier = {
     .args = frontier_args,
     .n_args = ERG__ARRAY_LEN(frontier_args),
     .check = frontier_check,

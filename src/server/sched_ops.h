@@ -2,7 +2,7 @@
  * object, the ops table every scheduler class fills, and the helpers the families use.
  *
  * sched.c is the dispatcher: the class table (name, mode, ops), the argument checks and
- * srv_sched_new/next/observe/free, which call through the ops. One file per family:
+ * erg__srv_sched_new/next/observe/free, which call through the ops. One file per family:
  *   sched_fixed.c     AllMax, TwoFrequencies, PointSolution and Zeus's PointSolution
  *   sched_profiler.c  InstructionProfiler (Perseus's and Zeus's); its sparse mode is
  *                     sched_sparse.c
@@ -60,9 +60,10 @@ struct srv_sched {
 };
 
 /* The ops of every class (sched.c's table names them). */
-extern const srv_sched_ops srv_sched_allmax, srv_sched_twofreq, srv_sched_point,
-    srv_sched_zeus_point, srv_sched_profiler, srv_sched_zeus_profiler, srv_sched_zeus_global,
-    srv_sched_zeus_local, srv_sched_frontier, srv_sched_envpipe;
+extern const srv_sched_ops erg__srv_sched_allmax, erg__srv_sched_twofreq, erg__srv_sched_point,
+    erg__srv_sched_zeus_point, erg__srv_sched_profiler, erg__srv_sched_zeus_profiler,
+    erg__srv_sched_zeus_global, erg__srv_sched_zeus_local, erg__srv_sched_frontier,
+    erg__srv_sched_envpipe;
 
 /* ---- helpers ---- */
 static inline double srv_arg_d(const json_t *args, const char *k, double dflt)
@@ -83,10 +84,10 @@ static inline const char *srv_arg_s(const json_t *args, const char *k, const cha
     return json_is_string(v) ? json_string_value(v) : dflt;
 }
 
-bool srv_is_dir(const char *path);
-bool srv_is_file(const char *path);
+bool erg__srv_is_dir(const char *path);
+bool erg__srv_is_file(const char *path);
 /* Every instruction of every stage at clock v. */
-void srv_sched_uniform(srv_sched *s, int v);
+void erg__srv_sched_uniform(srv_sched *s, int v);
 /* The job's highest power state. */
 static inline int srv_sched_max_state(const srv_sched *s)
 {
@@ -94,28 +95,30 @@ static inline int srv_sched_max_state(const srv_sched *s)
 }
 /* Write a file of the job's dump directory (nothing when not dumping; through
  * ctx->write_file when set). */
-erg_status srv_sched_write_file(const srv_sched_ctx *c, const char *name, const char *data,
-                                size_t len, erg_error *err);
+erg_status erg__srv_sched_write_file(const srv_sched_ctx *c, const char *name, const char *data,
+                                     size_t len, erg_error *err);
 
 /* ---- the InstructionProfiler's sparse mode (sched_sparse.c; EnvPipe uses it too) ---- */
 typedef struct srv_sparse_prof srv_sparse_prof;
 /* Arguments that only sparse profiling takes, and their ranges. */
-erg_status srv_sparse_prof_check_args(const json_t *args, erg_error *err);
-erg_status srv_sparse_prof_new(const srv_sched_ctx *ctx, const json_t *args, int min_state,
-                               double ratio, bool energy_from_iters, srv_sparse_prof **out,
-                               erg_error *err);
-void srv_sparse_prof_free(srv_sparse_prof *p);
+erg_status erg__srv_sparse_prof_check_args(const json_t *args, erg_error *err);
+erg_status erg__srv_sparse_prof_new(const srv_sched_ctx *ctx, const json_t *args, int min_state,
+                                    double ratio, bool energy_from_iters, srv_sparse_prof **out,
+                                    erg_error *err);
+void erg__srv_sparse_prof_free(srv_sparse_prof *p);
 /* Fill out[stage][instruction] with the next window's clocks, or *done. */
-void srv_sparse_prof_next(srv_sparse_prof *p, int **out, bool *done);
+void erg__srv_sparse_prof_next(srv_sparse_prof *p, int **out, bool *done);
 /* Results of the window last handed out. */
-erg_status srv_sparse_prof_observe(srv_sparse_prof *p, const srv_result *r, erg_error *err);
+erg_status erg__srv_sparse_prof_observe(srv_sparse_prof *p, const srv_result *r, erg_error *err);
 /* Whether every (stage, instruction) has its maximum clock measured (the
  * prediction below needs it). */
-bool srv_sparse_prof_ready(const srv_sparse_prof *p);
+bool erg__srv_sparse_prof_ready(const srv_sparse_prof *p);
 /* The predicted full profile as CSV with the `source` column (erg_free). */
-erg_status srv_sparse_prof_csv(const srv_sparse_prof *p, char **text, size_t *len, erg_error *err);
-erg_status srv_sparse_prof_profile(const srv_sparse_prof *p, erg_profile **out, erg_error *err);
+erg_status erg__srv_sparse_prof_csv(const srv_sparse_prof *p, char **text, size_t *len,
+                                    erg_error *err);
+erg_status erg__srv_sparse_prof_profile(const srv_sparse_prof *p, erg_profile **out,
+                                        erg_error *err);
 /* A JSON summary: points measured against the full sweep, windows. */
-erg_status srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out);
+erg_status erg__srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out);
 
 #endif

@@ -59,14 +59,14 @@ static erg_status zeus_profiler_check(const json_t *args, erg_error *err)
 static erg_status profiler_check(const json_t *args, erg_error *err)
 {
     erg_status st = zeus_profiler_check(args, err);
-    return st ? st : srv_sparse_prof_check_args(args, err);
+    return st ? st : erg__srv_sparse_prof_check_args(args, err);
 }
 
 static void profiler_free(void *state)
 {
     profiler *p = state;
     erg__buf_free(&p->csv);
-    srv_sparse_prof_free(p->sparse);
+    erg__srv_sparse_prof_free(p->sparse);
     erg__free(p);
 }
 
@@ -85,9 +85,10 @@ static erg_status profiler_init(srv_sched *s, const json_t *args, erg_error *err
                              "InstructionProfiler writes its profile into the dump directory: "
                              "enable dumping");
     if (json_is_true(json_object_get(args, "sparse")))
-        return srv_sparse_prof_new(ctx, args, p->min_state, p->ratio, p->energy_from_iters,
-                                   &p->sparse, err);
-    if (erg__buf_printf(&p->csv, "stage,instruction,%s,time,energy\n", srv_mode_name(ctx->mode)))
+        return erg__srv_sparse_prof_new(ctx, args, p->min_state, p->ratio, p->energy_from_iters,
+                                        &p->sparse, err);
+    if (erg__buf_printf(&p->csv, "stage,instruction,%s,time,energy\n",
+                        erg__srv_mode_name(ctx->mode)))
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     return ERG_OK;
 }
@@ -116,11 +117,11 @@ static erg_status profiler_next(srv_sched *s, bool *done, erg_error *err)
     const profiler *p = s->state;
     long k = s->step;
     if (p->sparse)
-        srv_sparse_prof_next(p->sparse, s->out, done);
+        erg__srv_sparse_prof_next(p->sparse, s->out, done);
     else if (k < 2)
-        srv_sched_uniform(s, srv_sched_max_state(s));
+        erg__srv_sched_uniform(s, srv_sched_max_state(s));
     else if (k - 2 < c->n_states && c->states[k - 2] >= p->min_state)
-        srv_sched_uniform(s, c->states[k - 2]);
+        erg__srv_sched_uniform(s, c->states[k - 2]);
     else
         *done = true;
     return ERG_OK;
@@ -131,24 +132,25 @@ static erg_status profiler_next(srv_sched *s, bool *done, erg_error *err)
 static erg_status sparse_observe(srv_sched *s, const srv_result *r, erg_error *err)
 {
     profiler *p = s->state;
-    erg_status st = srv_sparse_prof_observe(p->sparse, r, err);
-    if (st || !srv_sparse_prof_ready(p->sparse))
+    erg_status st = erg__srv_sparse_prof_observe(p->sparse, r, err);
+    if (st || !erg__srv_sparse_prof_ready(p->sparse))
         return st;
     char *text = NULL;
     size_t len = 0;
     erg_error e2;
-    if ((st = srv_sparse_prof_csv(p->sparse, &text, &len, &e2)))
+    if ((st = erg__srv_sparse_prof_csv(p->sparse, &text, &len, &e2)))
         return erg_error_set(err, st, "sparse profile: %s", e2.msg);
-    st = srv_sched_write_file(s->ctx, s->ctx->profile_csv_name, text, len, err);
+    st = erg__srv_sched_write_file(s->ctx, s->ctx->profile_csv_name, text, len, err);
     erg_free(text);
     if (st)
         return st;
     erg__buf sum = {0};
-    if (srv_sparse_prof_summary(p->sparse, &sum) || erg__buf_append(&sum, "\n", 1)) {
+    if (erg__srv_sparse_prof_summary(p->sparse, &sum) || erg__buf_append(&sum, "\n", 1)) {
         erg__buf_free(&sum);
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     }
-    st = srv_sched_write_file(s->ctx, "InstructionProfiler-sparse.json", sum.data, sum.len, err);
+    st = erg__srv_sched_write_file(s->ctx, "InstructionProfiler-sparse.json", sum.data, sum.len,
+                                   err);
     erg__buf_free(&sum);
     return st;
 }
@@ -164,7 +166,7 @@ static erg_status profiler_observe(srv_sched *s, const srv_result *r, erg_error 
     int state = s->ctx->states[k - 2];
     char a[40], b[40];
     for (int stg = 0; stg < s->ctx->num_stages; stg++) {
-        int d = srv_drop_of(r[stg].n_iters, p->ratio);
+        int d = erg__srv_drop_of(r[stg].n_iters, p->ratio);
         /* forward and backward rows (Perseus's CSV), then backward_input and
          * backward_weight rows for a stage whose pipe_schedule has them (a
          * zero-bubble schedule; ergon's profile CSV reads them). */
@@ -179,27 +181,28 @@ static erg_status profiler_observe(srv_sched *s, const srv_result *r, erg_error 
                 if (!has)
                     continue;
             }
-            double t = srv_series_mean(&r[stg].time_bd[kind], d);
-            double e = srv_series_mean(&r[stg].energy_bd[kind], d);
+            double t = erg__srv_series_mean(&r[stg].time_bd[kind], d);
+            double e = erg__srv_series_mean(&r[stg].energy_bd[kind], d);
             if (isnan(e) && p->energy_from_iters && !isnan(t)) {
                 /* Approximation: the instruction draws the iteration's mean
                  * power (it includes communication and idle time). */
-                double pw = srv_iter_power(&r[stg], d);
+                double pw = erg__srv_iter_power(&r[stg], d);
                 if (!isnan(pw))
                     e = t * pw;
             }
             /* pandas' to_csv writes NaN (the mean of no samples) as an
              * empty field, as Perseus's CSV has it. */
-            if (erg__buf_printf(&p->csv, "%d,%s,%d,%s,%s\n", stg, srv_instr_names[kind], state,
+            if (erg__buf_printf(&p->csv, "%d,%s,%d,%s,%s\n", stg, erg__srv_instr_names[kind], state,
                                 isnan(t) ? "" : erg__fmt_double_py(t, a, sizeof a),
                                 isnan(e) ? "" : erg__fmt_double_py(e, b, sizeof b)))
                 return erg_error_set(err, ERG_ENOMEM, "out of memory");
         }
     }
-    return srv_sched_write_file(s->ctx, s->ctx->profile_csv_name, p->csv.data, p->csv.len, err);
+    return erg__srv_sched_write_file(s->ctx, s->ctx->profile_csv_name, p->csv.data, p->csv.len,
+                                     err);
 }
 
-const srv_sched_ops srv_sched_profiler = {
+const srv_sched_ops erg__srv_sched_profiler = {
     .args = profiler_args,
     .n_args = ERG__ARRAY_LEN(profiler_args),
     .check = profiler_check,
@@ -209,7 +212,7 @@ const srv_sched_ops srv_sched_profiler = {
     .free = profiler_free,
 };
 
-const srv_sched_ops srv_sched_zeus_profiler = {
+const srv_sched_ops erg__srv_sched_zeus_profiler = {
     .args = zeus_profiler_args,
     .n_args = ERG__ARRAY_LEN(zeus_profiler_args),
     .check = zeus_profiler_check,

@@ -45,7 +45,7 @@ static int n_curves(const srv_sparse_prof *p)
     return 2 * p->ctx->num_stages;
 }
 
-void srv_sparse_prof_free(srv_sparse_prof *p)
+void erg__srv_sparse_prof_free(srv_sparse_prof *p)
 {
     if (!p)
         return;
@@ -65,7 +65,7 @@ void srv_sparse_prof_free(srv_sparse_prof *p)
     erg__free(p);
 }
 
-erg_status srv_sparse_prof_check_args(const json_t *args, erg_error *err)
+erg_status erg__srv_sparse_prof_check_args(const json_t *args, erg_error *err)
 {
     const json_t *v;
     if ((v = json_object_get(args, "budget")) &&
@@ -108,25 +108,25 @@ erg_status srv_sparse_prof_check_args(const json_t *args, erg_error *err)
     return ERG_OK;
 }
 
-erg_status srv_sparse_prof_new(const srv_sched_ctx *ctx, const json_t *args, int min_state,
-                               double ratio, bool energy_from_iters, srv_sparse_prof **out,
-                               erg_error *err)
+erg_status erg__srv_sparse_prof_new(const srv_sched_ctx *ctx, const json_t *args, int min_state,
+                                    double ratio, bool energy_from_iters, srv_sparse_prof **out,
+                                    erg_error *err)
 {
     *out = NULL;
     if (ctx->mode != SRV_MODE_FREQUENCY)
         return erg_error_set(err, ERG_EINVAL,
                              "sparse profiling predicts clocks (frequency mode); this job's "
                              "mode is %s: profile it with \"sparse\": false",
-                             srv_mode_name(ctx->mode));
+                             erg__srv_mode_name(ctx->mode));
     for (int s = 0; s < ctx->num_stages; s++)
         for (int i = 0; i < ctx->n_instrs[s]; i++) {
             int in = ctx->instrs[s][i];
-            if (srv_instr_is_compute(in) && in != SRV_I_FORWARD && in != SRV_I_BACKWARD)
+            if (erg__srv_instr_is_compute(in) && in != SRV_I_FORWARD && in != SRV_I_BACKWARD)
                 return erg_error_set(err, ERG_EINVAL,
                                      "sparse profiling models forward and backward only; stage "
                                      "%d's pipe_schedule has %s: profile it with \"sparse\": "
                                      "false (a full sweep)",
-                                     s, srv_instr_names[in]);
+                                     s, erg__srv_instr_names[in]);
         }
     int *freqs = erg__calloc((size_t)ctx->n_states, sizeof(int));
     if (!freqs)
@@ -194,7 +194,7 @@ erg_status srv_sparse_prof_new(const srv_sched_ctx *ctx, const json_t *args, int
     return ERG_OK;
 fail:
     erg__free(freqs);
-    srv_sparse_prof_free(p);
+    erg__srv_sparse_prof_free(p);
     if (st == ERG_ENOMEM)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     return st;
@@ -272,7 +272,7 @@ static erg_status settle_noise(srv_sparse_prof *p, erg_error *err)
     return st ? erg_error_set(err, st, "sparse profiling: %s", e2.msg) : ERG_OK;
 }
 
-void srv_sparse_prof_next(srv_sparse_prof *p, int **out, bool *done)
+void erg__srv_sparse_prof_next(srv_sparse_prof *p, int **out, bool *done)
 {
     const srv_sched_ctx *c = p->ctx;
     *done = false;
@@ -320,15 +320,15 @@ static erg_status push(srv_sparse_prof *p, int ci, double t, double e)
     return ERG_OK;
 }
 
-erg_status srv_sparse_prof_observe(srv_sparse_prof *p, const srv_result *r, erg_error *err)
+erg_status erg__srv_sparse_prof_observe(srv_sparse_prof *p, const srv_result *r, erg_error *err)
 {
     if (p->step <= p->warmup_windows)
         return ERG_OK; /* a warm-up window */
     static const int codes[2] = {SRV_I_FORWARD, SRV_I_BACKWARD};
     for (int s = 0; s < p->ctx->num_stages; s++) {
         const srv_result *rs = &r[s];
-        int d = srv_drop_of(rs->n_iters, p->ratio);
-        double iter_p = srv_iter_power(rs, d);
+        int d = erg__srv_drop_of(rs->n_iters, p->ratio);
+        double iter_p = erg__srv_iter_power(rs, d);
         for (int k = 0; k < 2; k++) {
             int ci = 2 * s + k, f = p->cur[ci];
             if (!f)
@@ -348,19 +348,20 @@ erg_status srv_sparse_prof_observe(srv_sparse_prof *p, const srv_result *r, erg_
                             "sparse profiling needs the energy of every instruction: stage %d "
                             "sent %s times without energies at %d MHz (send energy_breakdown, "
                             "or set energy_from_iterations)",
-                            s, srv_instr_names[codes[k]], f);
+                            s, erg__srv_instr_names[codes[k]], f);
                     erg_status st = push(p, ci, t, e);
                     if (st)
-                        return erg_error_set(
-                            err, st, "stage %d, %s at %d MHz: %s", s, srv_instr_names[codes[k]], f,
-                            st == ERG_ENOMEM ? "out of memory" : "too many samples");
+                        return erg_error_set(err, st, "stage %d, %s at %d MHz: %s", s,
+                                             erg__srv_instr_names[codes[k]], f,
+                                             st == ERG_ENOMEM ? "out of memory"
+                                                              : "too many samples");
                 }
             if (p->acc_n[ci] == before)
                 return erg_error_set(err, ERG_EINVAL,
                                      "stage %d reported no %s samples at %d MHz after its "
                                      "warm-up iterations (send time_breakdown, and more "
                                      "iterations per window)",
-                                     s, srv_instr_names[codes[k]], f);
+                                     s, erg__srv_instr_names[codes[k]], f);
             p->tries[ci]++;
             size_t n = (size_t)p->acc_n[ci];
             bool stable = (int)n >= p->min_samples &&
@@ -390,7 +391,7 @@ erg_status srv_sparse_prof_observe(srv_sparse_prof *p, const srv_result *r, erg_
     return p->noise_set ? ERG_OK : settle_noise(p, err);
 }
 
-bool srv_sparse_prof_ready(const srv_sparse_prof *p)
+bool erg__srv_sparse_prof_ready(const srv_sparse_prof *p)
 {
     for (int s = 0; s < p->ctx->num_stages; s++)
         if (!erg_sparse_is_measured(p->sp, s, ERG_FORWARD, p->top) ||
@@ -399,17 +400,18 @@ bool srv_sparse_prof_ready(const srv_sparse_prof *p)
     return true;
 }
 
-erg_status srv_sparse_prof_csv(const srv_sparse_prof *p, char **text, size_t *len, erg_error *err)
+erg_status erg__srv_sparse_prof_csv(const srv_sparse_prof *p, char **text, size_t *len,
+                                    erg_error *err)
 {
     return erg_sparse_format_csv(p->sp, text, len, err);
 }
 
-erg_status srv_sparse_prof_profile(const srv_sparse_prof *p, erg_profile **out, erg_error *err)
+erg_status erg__srv_sparse_prof_profile(const srv_sparse_prof *p, erg_profile **out, erg_error *err)
 {
     return erg_sparse_predict(p->sp, out, err);
 }
 
-erg_status srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out)
+erg_status erg__srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out)
 {
     json_t *o = json_pack("{s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:i}", "done", erg_sparse_done(p->sp),
                           "measured", erg_sparse_num_measured(p->sp), "full_sweep",
@@ -435,7 +437,7 @@ erg_status srv_sparse_prof_summary(const srv_sparse_prof *p, erg__buf *out)
         json_decref(o);
         return ERG_ENOMEM;
     }
-    erg_status st = srv_json_py(o, out);
+    erg_status st = erg__srv_json_py(o, out);
     json_decref(o);
     return st;
 }

@@ -146,7 +146,7 @@ static erg_status global_next(srv_sched *s, bool *done, erg_error *err)
     const zeus *z = s->state;
     if (deploy_next(s))
         return ERG_OK;
-    srv_sched_uniform(s, s->step == 0 ? srv_sched_max_state(s) : z->cand[s->step - 1]);
+    erg__srv_sched_uniform(s, s->step == 0 ? srv_sched_max_state(s) : z->cand[s->step - 1]);
     return ERG_OK;
 }
 
@@ -157,7 +157,7 @@ static erg_status local_next(srv_sched *s, bool *done, erg_error *err)
     if (deploy_next(s))
         return ERG_OK;
     if (s->step == 0) {
-        srv_sched_uniform(s, srv_sched_max_state(s));
+        erg__srv_sched_uniform(s, srv_sched_max_state(s));
     } else {
         for (int stg = 0; stg < c->num_stages; stg++)
             for (int i = 0; i < c->n_instrs[stg]; i++)
@@ -175,16 +175,16 @@ static void zeus_metrics(const srv_sched *s, const srv_result *r, double *tput, 
     const zeus *z = s->state;
     double tmax = 0, p = 0, e = 0;
     for (int stg = 0; stg < s->ctx->num_stages; stg++) {
-        int n = r[stg].n_iters, d = srv_drop_of(n, z->ratio);
+        int n = r[stg].n_iters, d = erg__srv_drop_of(n, z->ratio);
         if (d >= n)
             d = n - 1; /* keep at least one iteration */
-        double t = srv_mean(r[stg].iter_time_s, d, n);
+        double t = erg__srv_mean(r[stg].iter_time_s, d, n);
         tmax = ERG__MAX(tmax, t);
         double ps = 0;
         for (int i = d; i < n; i++)
             ps += r[stg].iter_time_s[i] > 0 ? r[stg].iter_energy_j[i] / r[stg].iter_time_s[i] : 0;
         p += ps / (n - d);
-        e += srv_mean(r[stg].iter_energy_j, d, n);
+        e += erg__srv_mean(r[stg].iter_energy_j, d, n);
     }
     *tput = tmax > 0 ? 1.0 / tmax : 0;
     *power = p;
@@ -215,10 +215,10 @@ static double zlocal_cost(const srv_sched *s, double tput, double power)
 static erg_status write_json(const srv_sched *s, const char *name, json_t *o, erg_error *err)
 {
     erg__buf b = {0};
-    erg_status st = o ? srv_json_py(o, &b) : ERG_ENOMEM;
+    erg_status st = o ? erg__srv_json_py(o, &b) : ERG_ENOMEM;
     json_decref(o);
     if (!st)
-        st = srv_sched_write_file(s->ctx, name, b.data, b.len, err);
+        st = erg__srv_sched_write_file(s->ctx, name, b.data, b.len, err);
     else
         erg_error_set(err, st, "out of memory");
     erg__buf_free(&b);
@@ -367,7 +367,8 @@ static erg_status local_observe(srv_sched *s, const srv_result *r, erg_error *er
     if (S > 512)
         return erg_error_set(err, ERG_EINVAL, "ZeusLocalPowerState supports at most 512 stages");
     for (int stg = 0; stg < S; stg++)
-        t[stg] = srv_series_mean(&r[stg].time_bd[z->phase], srv_drop_of(r[stg].n_iters, z->ratio));
+        t[stg] = erg__srv_series_mean(&r[stg].time_bd[z->phase],
+                                      erg__srv_drop_of(r[stg].n_iters, z->ratio));
     if (z->zl_stage == 3) /* the window after the last search pass */
         return zlocal_record(s, r, err);
     if (z->zl_stage == 1) { /* window A at S[zl_i] */
@@ -416,7 +417,7 @@ static erg_status local_observe(srv_sched *s, const srv_result *r, erg_error *er
     return ERG_OK;
 }
 
-const srv_sched_ops srv_sched_zeus_global = {
+const srv_sched_ops erg__srv_sched_zeus_global = {
     .args = global_args,
     .n_args = ERG__ARRAY_LEN(global_args),
     .init = global_init,
@@ -425,7 +426,7 @@ const srv_sched_ops srv_sched_zeus_global = {
     .free = zeus_free,
 };
 
-const srv_sched_ops srv_sched_zeus_local = {
+const srv_sched_ops erg__srv_sched_zeus_local = {
     .args = local_args,
     .n_args = ERG__ARRAY_LEN(local_args),
     .init = local_init,

@@ -50,7 +50,7 @@ static void remember_file(erg_server *srv)
     srv->db_ino = srv->db_ident ? (unsigned long long)sb.st_ino : 0;
 }
 
-erg_status srv_store_check(erg_server *srv, erg_error *err)
+erg_status erg__srv_store_check(erg_server *srv, erg_error *err)
 {
     if (!srv->db_ident)
         return ERG_OK;
@@ -60,9 +60,9 @@ erg_status srv_store_check(erg_server *srv, erg_error *err)
                 (unsigned long long)sb.st_ino == srv->db_ino;
     if (same) {
         if (srv->db_gone)
-            srv_log(srv, ERG_LOG_WARNING, "db_back", NULL,
-                    "database %s is the file this server opened again: writes are accepted",
-                    srv->db_path);
+            erg__srv_log(srv, ERG_LOG_WARNING, "db_back", NULL,
+                         "database %s is the file this server opened again: writes are accepted",
+                         srv->db_path);
         srv->db_gone = false;
         return ERG_OK;
     }
@@ -73,10 +73,11 @@ erg_status srv_store_check(erg_server *srv, erg_error *err)
         snprintf(why, sizeof why, "another file (inode %llu) replaced it",
                  (unsigned long long)sb.st_ino);
     if (!srv->db_gone)
-        srv_log(srv, ERG_LOG_ERROR, "db_gone", NULL,
-                "database %s is no longer the file this server opened (%s): every write is "
-                "refused (503) until the file is back at that path, or the server is restarted",
-                srv->db_path, why);
+        erg__srv_log(
+            srv, ERG_LOG_ERROR, "db_gone", NULL,
+            "database %s is no longer the file this server opened (%s): every write is "
+            "refused (503) until the file is back at that path, or the server is restarted",
+            srv->db_path, why);
     srv->db_gone = true;
     return erg_error_set(err, ERG_EDB,
                          "database %s is no longer the file this server opened (%s); writes are "
@@ -87,7 +88,7 @@ erg_status srv_store_check(erg_server *srv, erg_error *err)
 static erg_status exec_v(erg_server *srv, erg_error *err, const char *sql, const char *fmt,
                          va_list ap)
 {
-    erg_status chk = srv_store_check(srv, err);
+    erg_status chk = erg__srv_store_check(srv, err);
     if (chk)
         return chk;
     sqlite3_stmt *st = NULL;
@@ -108,7 +109,8 @@ static erg_status exec_v(erg_server *srv, erg_error *err, const char *sql, const
     return ERG_OK;
 }
 
-erg_status srv_store_exec(erg_server *srv, erg_error *err, const char *sql, const char *fmt, ...)
+erg_status erg__srv_store_exec(erg_server *srv, erg_error *err, const char *sql, const char *fmt,
+                               ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -117,11 +119,11 @@ erg_status srv_store_exec(erg_server *srv, erg_error *err, const char *sql, cons
     return st;
 }
 
-void srv_store_event(erg_server *srv, const char *job, const char *kind, const char *detail)
+void erg__srv_store_event(erg_server *srv, const char *job, const char *kind, const char *detail)
 {
     erg_error e;
-    srv_store_exec(srv, &e, "INSERT INTO events(job_id, time, kind, detail) VALUES(?,?,?,?)",
-                   "tdtt", job, srv_now_wall(), kind, detail ? detail : "");
+    erg__srv_store_exec(srv, &e, "INSERT INTO events(job_id, time, kind, detail) VALUES(?,?,?,?)",
+                        "tdtt", job, erg__srv_now_wall(), kind, detail ? detail : "");
 }
 
 static bool in_memory(const erg_server *srv)
@@ -228,21 +230,21 @@ static int busy_handler(void *arg, int count)
 {
     erg_server *srv = arg;
     if (count == 0)
-        srv_log(srv, ERG_LOG_WARNING, "db_busy", NULL,
-                "database %s is locked by another process; waiting up to %d ms (requests "
-                "that need it wait too)",
-                srv->db_path, SRV_DB_BUSY_MS);
+        erg__srv_log(srv, ERG_LOG_WARNING, "db_busy", NULL,
+                     "database %s is locked by another process; waiting up to %d ms (requests "
+                     "that need it wait too)",
+                     srv->db_path, SRV_DB_BUSY_MS);
     if (count >= SRV_DB_BUSY_MS / 10) {
-        srv_log(srv, ERG_LOG_ERROR, "db_busy_timeout", NULL,
-                "database %s still locked by another process after %d ms; the request fails",
-                srv->db_path, SRV_DB_BUSY_MS);
+        erg__srv_log(srv, ERG_LOG_ERROR, "db_busy_timeout", NULL,
+                     "database %s still locked by another process after %d ms; the request fails",
+                     srv->db_path, SRV_DB_BUSY_MS);
         return 0;
     }
     usleep(10000);
     return 1;
 }
 
-erg_status srv_store_open(erg_server *srv, erg_error *err)
+erg_status erg__srv_store_open(erg_server *srv, erg_error *err)
 {
     erg_status lst = lock_db(srv, err);
     if (lst)
@@ -255,7 +257,7 @@ erg_status srv_store_open(erg_server *srv, erg_error *err)
     char *msg = NULL;
     /* WAL; checkpoints are not run inside commits (they fsync and would stall
      * every request behind the server lock) but by the housekeeping thread
-     * on its own connection (srv_store_checkpoint). */
+     * on its own connection (erg__srv_store_checkpoint). */
     char pragmas[256];
     snprintf(pragmas, sizeof pragmas,
              "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA wal_autocheckpoint=0;"
@@ -275,7 +277,7 @@ erg_status srv_store_open(erg_server *srv, erg_error *err)
     return ERG_OK;
 }
 
-void srv_store_close(erg_server *srv)
+void erg__srv_store_close(erg_server *srv)
 {
     if (srv->ckpt_db) {
         sqlite3_close(srv->ckpt_db);
@@ -296,7 +298,7 @@ void srv_store_close(erg_server *srv)
     }
 }
 
-void srv_store_checkpoint(erg_server *srv)
+void erg__srv_store_checkpoint(erg_server *srv)
 {
     if (in_memory(srv))
         return;
@@ -327,8 +329,8 @@ void srv_store_checkpoint(erg_server *srv)
                                            &log_frames, &done);
         pthread_mutex_unlock(&srv->mu);
         if (rc != SQLITE_OK)
-            srv_log(srv, ERG_LOG_WARNING, "checkpoint", NULL, "WAL checkpoint of %s: %s",
-                    srv->db_path, sqlite3_errmsg(srv->ckpt_db));
+            erg__srv_log(srv, ERG_LOG_WARNING, "checkpoint", NULL, "WAL checkpoint of %s: %s",
+                         srv->db_path, sqlite3_errmsg(srv->ckpt_db));
     }
 }
 
@@ -348,67 +350,68 @@ static bool exists_q(erg_server *srv, const char *sql, const char *id, long a, l
     return found;
 }
 
-bool srv_store_has_job(erg_server *srv, const char *id)
+bool erg__srv_store_has_job(erg_server *srv, const char *id)
 {
     return exists_q(srv, "SELECT 1 FROM jobs WHERE job_id=?", id, 0, 0, 0);
 }
 
-bool srv_store_has_result(erg_server *srv, const char *id, long window, long rank)
+bool erg__srv_store_has_result(erg_server *srv, const char *id, long window, long rank)
 {
     return exists_q(srv, "SELECT 1 FROM results WHERE job_id=? AND window=? AND rank=?", id, window,
                     rank, 2);
 }
 
-erg_status srv_store_insert_job(erg_server *srv, const char *id, const char *info,
-                                const char *sched, const char *args, int mode, double created,
-                                erg_error *err)
+erg_status erg__srv_store_insert_job(erg_server *srv, const char *id, const char *info,
+                                     const char *sched, const char *args, int mode, double created,
+                                     erg_error *err)
 {
-    return srv_store_exec(srv, err,
-                          "INSERT INTO jobs(job_id, info, scheduler, scheduler_args, mode, state, "
-                          "message, created) VALUES(?,?,?,?,?,?,'',?)",
-                          "ttttitd", id, info, sched, args, (long long)mode, "registering",
-                          created);
+    return erg__srv_store_exec(
+        srv, err,
+        "INSERT INTO jobs(job_id, info, scheduler, scheduler_args, mode, state, "
+        "message, created) VALUES(?,?,?,?,?,?,'',?)",
+        "ttttitd", id, info, sched, args, (long long)mode, "registering", created);
 }
 
-erg_status srv_store_job_state(erg_server *srv, const char *id, const char *state,
-                               const char *message)
-{
-    erg_error e;
-    return srv_store_exec(srv, &e, "UPDATE jobs SET state=?, message=? WHERE job_id=?", "ttt",
-                          state, message ? message : "", id);
-}
-
-erg_status srv_store_job_target(erg_server *srv, const char *id, int kind, double value)
+erg_status erg__srv_store_job_state(erg_server *srv, const char *id, const char *state,
+                                    const char *message)
 {
     erg_error e;
-    return srv_store_exec(srv, &e, "UPDATE jobs SET tkind=?, tval=? WHERE job_id=?", "idt",
-                          (long long)kind, value, id);
+    return erg__srv_store_exec(srv, &e, "UPDATE jobs SET state=?, message=? WHERE job_id=?", "ttt",
+                               state, message ? message : "", id);
 }
 
-erg_status srv_store_job_evicted(erg_server *srv, const char *id)
+erg_status erg__srv_store_job_target(erg_server *srv, const char *id, int kind, double value)
 {
     erg_error e;
-    return srv_store_exec(srv, &e, "UPDATE jobs SET evicted=1 WHERE job_id=?", "t", id);
+    return erg__srv_store_exec(srv, &e, "UPDATE jobs SET tkind=?, tval=? WHERE job_id=?", "idt",
+                               (long long)kind, value, id);
 }
 
-erg_status srv_store_insert_rank(erg_server *srv, const char *id, long rank, const char *info,
-                                 erg_error *err)
+erg_status erg__srv_store_job_evicted(erg_server *srv, const char *id)
 {
-    return srv_store_exec(srv, err, "INSERT INTO ranks(job_id, rank, info) VALUES(?,?,?)", "tit",
-                          id, (long long)rank, info);
+    erg_error e;
+    return erg__srv_store_exec(srv, &e, "UPDATE jobs SET evicted=1 WHERE job_id=?", "t", id);
 }
 
-erg_status srv_store_insert_result(erg_server *srv, const char *id, long window, long rank,
-                                   const char *body, erg_error *err)
+erg_status erg__srv_store_insert_rank(erg_server *srv, const char *id, long rank, const char *info,
+                                      erg_error *err)
 {
-    return srv_store_exec(srv, err,
-                          "INSERT INTO results(job_id, window, rank, body, received) "
-                          "VALUES(?,?,?,?,?)",
-                          "tiitd", id, (long long)window, (long long)rank, body, srv_now_wall());
+    return erg__srv_store_exec(srv, err, "INSERT INTO ranks(job_id, rank, info) VALUES(?,?,?)",
+                               "tit", id, (long long)rank, info);
 }
 
-int srv_store_load_results(erg_server *srv, const char *id, long window, json_t **per_rank,
-                           int world)
+erg_status erg__srv_store_insert_result(erg_server *srv, const char *id, long window, long rank,
+                                        const char *body, erg_error *err)
+{
+    return erg__srv_store_exec(srv, err,
+                               "INSERT INTO results(job_id, window, rank, body, received) "
+                               "VALUES(?,?,?,?,?)",
+                               "tiitd", id, (long long)window, (long long)rank, body,
+                               erg__srv_now_wall());
+}
+
+int erg__srv_store_load_results(erg_server *srv, const char *id, long window, json_t **per_rank,
+                                int world)
 {
     sqlite3_stmt *q = NULL;
     int n = 0;
@@ -432,8 +435,8 @@ int srv_store_load_results(erg_server *srv, const char *id, long window, json_t 
     return n;
 }
 
-bool srv_store_window_get(erg_server *srv, const char *id, long window, int *released, int *tkind,
-                          double *tval)
+bool erg__srv_store_window_get(erg_server *srv, const char *id, long window, int *released,
+                               int *tkind, double *tval)
 {
     sqlite3_stmt *q = NULL;
     bool have = false;
@@ -453,26 +456,27 @@ bool srv_store_window_get(erg_server *srv, const char *id, long window, int *rel
     return have;
 }
 
-void srv_store_window_add(erg_server *srv, const char *id, long window, int tkind, double tval,
-                          long choice)
+void erg__srv_store_window_add(erg_server *srv, const char *id, long window, int tkind, double tval,
+                               long choice)
 {
     erg_error e;
-    srv_store_exec(srv, &e,
-                   "INSERT OR IGNORE INTO windows(job_id, window, released, tkind, tval, choice) "
-                   "VALUES(?,?,0,?,?,?)",
-                   "tiidi", id, (long long)window, (long long)tkind, tval, (long long)choice);
+    erg__srv_store_exec(
+        srv, &e,
+        "INSERT OR IGNORE INTO windows(job_id, window, released, tkind, tval, choice) "
+        "VALUES(?,?,0,?,?,?)",
+        "tiidi", id, (long long)window, (long long)tkind, tval, (long long)choice);
 }
 
-void srv_store_window_release(erg_server *srv, const char *id, long window)
+void erg__srv_store_window_release(erg_server *srv, const char *id, long window)
 {
     erg_error e;
-    srv_store_exec(srv, &e, "UPDATE windows SET released=1 WHERE job_id=? AND window=?", "ti", id,
-                   (long long)window);
+    erg__srv_store_exec(srv, &e, "UPDATE windows SET released=1 WHERE job_id=? AND window=?", "ti",
+                        id, (long long)window);
 }
 
-erg_status srv_store_each_job(erg_server *srv,
-                              void (*fn)(erg_server *, const srv_store_job_row *, void *),
-                              void *user, erg_error *err)
+erg_status erg__srv_store_each_job(erg_server *srv,
+                                   void (*fn)(erg_server *, const srv_store_job_row *, void *),
+                                   void *user, erg_error *err)
 {
     sqlite3_stmt *q = NULL;
     if (sqlite3_prepare_v2(srv->db,
@@ -499,8 +503,9 @@ erg_status srv_store_each_job(erg_server *srv,
     return ERG_OK;
 }
 
-void srv_store_each_rank(erg_server *srv, const char *id,
-                         void (*fn)(erg_server *, long rank, const char *info, void *), void *user)
+void erg__srv_store_each_rank(erg_server *srv, const char *id,
+                              void (*fn)(erg_server *, long rank, const char *info, void *),
+                              void *user)
 {
     sqlite3_stmt *rq = NULL;
     if (sqlite3_prepare_v2(srv->db, "SELECT rank, info FROM ranks WHERE job_id=?", -1, &rq, NULL) ==

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-const char *const srv_instr_names[SRV_NUM_INSTR] = {
+const char *const erg__srv_instr_names[SRV_NUM_INSTR] = {
     "load",
     "forward",
     "backward",
@@ -23,27 +23,27 @@ const char *const srv_instr_names[SRV_NUM_INSTR] = {
     "overlap_f_b",
 };
 
-int srv_instr_is_compute(int code)
+int erg__srv_instr_is_compute(int code)
 {
     return code == SRV_I_FORWARD || code == SRV_I_BACKWARD || code == SRV_I_BACKWARD_INPUT ||
            code == SRV_I_BACKWARD_WEIGHT || code == SRV_I_OVERLAP_F_B;
 }
 
-int srv_instr_code(const char *name)
+int erg__srv_instr_code(const char *name)
 {
     for (int i = 0; i < SRV_NUM_INSTR; i++)
-        if (!strcmp(name, srv_instr_names[i]))
+        if (!strcmp(name, erg__srv_instr_names[i]))
             return i;
     return -1;
 }
 
-const char *srv_mode_name(int mode)
+const char *erg__srv_mode_name(int mode)
 {
     return mode == SRV_MODE_POWER ? "power limit" : "frequency";
 }
 
-bool srv_json_get_int(const json_t *o, const char *k, long lo, long hi, long *out, char *why,
-                      size_t wn)
+bool erg__srv_json_get_int(const json_t *o, const char *k, long lo, long hi, long *out, char *why,
+                           size_t wn)
 {
     const json_t *v = json_object_get(o, k);
     if (!v) {
@@ -73,8 +73,8 @@ static bool named(const char *const *names, const char *k)
     return false;
 }
 
-int srv_jobinfo_add_unknown(json_t *rec, const json_t *in, const char *const *skip, char *dropped,
-                            size_t dn)
+int erg__srv_jobinfo_add_unknown(json_t *rec, const json_t *in, const char *const *skip,
+                                 char *dropped, size_t dn)
 {
     size_t used = 0, dl = 0;
     int n_dropped = 0;
@@ -177,7 +177,7 @@ static erg_status put_string(erg__buf *b, const char *s, size_t n)
     return st ? st : put(b, "\"");
 }
 
-erg_status srv_json_py(const json_t *v, erg__buf *out)
+erg_status erg__srv_json_py(const json_t *v, erg__buf *out)
 {
     char num[64];
     erg_status st = ERG_OK;
@@ -201,7 +201,7 @@ erg_status srv_json_py(const json_t *v, erg__buf *out)
             if (i)
                 st = put(out, ", ");
             if (!st)
-                st = srv_json_py(json_array_get(v, i), out);
+                st = erg__srv_json_py(json_array_get(v, i), out);
         }
         return st ? st : put(out, "]");
     }
@@ -222,7 +222,7 @@ erg_status srv_json_py(const json_t *v, erg__buf *out)
             if (!st)
                 st = put(out, ": ");
             if (!st)
-                st = srv_json_py(val, out);
+                st = erg__srv_json_py(val, out);
         }
         return st ? st : put(out, "}");
     }
@@ -230,7 +230,7 @@ erg_status srv_json_py(const json_t *v, erg__buf *out)
     return ERG_EINTERNAL;
 }
 
-int srv_json_depth(const char *s, size_t len)
+int erg__srv_json_depth(const char *s, size_t len)
 {
     int depth = 0, max = 0;
     bool in_str = false;
@@ -264,7 +264,7 @@ static void series_free(srv_series *s)
     memset(s, 0, sizeof *s);
 }
 
-void srv_result_free(srv_result *r)
+void erg__srv_result_free(srv_result *r)
 {
     if (!r)
         return;
@@ -298,7 +298,7 @@ static erg_status series_copy(const srv_series *in, srv_series *out)
     return ERG_OK;
 }
 
-erg_status srv_result_copy(const srv_result *in, srv_result *out)
+erg_status erg__srv_result_copy(const srv_result *in, srv_result *out)
 {
     memset(out, 0, sizeof *out);
     size_t n = (size_t)in->n_iters + 1;
@@ -316,7 +316,7 @@ erg_status srv_result_copy(const srv_result *in, srv_result *out)
             goto oom;
     return ERG_OK;
 oom:
-    srv_result_free(out);
+    erg__srv_result_free(out);
     return ERG_ENOMEM;
 }
 
@@ -352,7 +352,7 @@ static erg_status breakdown(const json_t *obj, const char *what, srv_series *bd,
     json_t *val;
     json_object_foreach((json_t *)obj, key, val)
     {
-        int code = srv_instr_code(key);
+        int code = erg__srv_instr_code(key);
         if (code < 0)
             return erg_error_set(err, ERG_EPARSE, "%s: '%.64s' is not a pipe instruction", what,
                                  key);
@@ -379,7 +379,7 @@ static erg_status breakdown(const json_t *obj, const char *what, srv_series *bd,
     return ERG_OK;
 }
 
-erg_status srv_result_from_json(const json_t *obj, srv_result *r, erg_error *err)
+erg_status erg__srv_result_from_json(const json_t *obj, srv_result *r, erg_error *err)
 {
     memset(r, 0, sizeof *r);
     int nt = 0, ne = 0;
@@ -404,7 +404,7 @@ erg_status srv_result_from_json(const json_t *obj, srv_result *r, erg_error *err
     if (!st && json_object_get(obj, "wait_breakdown"))
         st = breakdown(json_object_get(obj, "wait_breakdown"), "wait_breakdown", r->wait_bd, err);
     if (st)
-        srv_result_free(r);
+        erg__srv_result_free(r);
     return st;
 }
 
@@ -438,7 +438,8 @@ static erg_status series_aggregate(const srv_series *const *in, int n, bool sum,
     return ERG_OK;
 }
 
-erg_status srv_result_aggregate(const srv_result *const *in, int n, srv_result *out, erg_error *err)
+erg_status erg__srv_result_aggregate(const srv_result *const *in, int n, srv_result *out,
+                                     erg_error *err)
 {
     memset(out, 0, sizeof *out);
     int iters = in[0]->n_iters;
@@ -480,11 +481,11 @@ erg_status srv_result_aggregate(const srv_result *const *in, int n, srv_result *
         goto oom;
     return ERG_OK;
 oom:
-    srv_result_free(out);
+    erg__srv_result_free(out);
     return erg_error_set(err, ERG_ENOMEM, "out of memory");
 }
 
-double srv_series_mean(const srv_series *s, int drop)
+double erg__srv_series_mean(const srv_series *s, int drop)
 {
     double sum = 0;
     long cnt = 0;
@@ -496,7 +497,7 @@ double srv_series_mean(const srv_series *s, int drop)
     return cnt ? sum / (double)cnt : NAN;
 }
 
-double srv_mean(const double *v, int from, int to)
+double erg__srv_mean(const double *v, int from, int to)
 {
     double sum = 0;
     int cnt = 0;
@@ -507,12 +508,12 @@ double srv_mean(const double *v, int from, int to)
 
 /* ---- plan expansion and plan files ---- */
 
-erg_status srv_expand(const int *plan, int n_plan, const int *instrs, int n_instrs, int *out,
-                      erg_error *err)
+erg_status erg__srv_expand(const int *plan, int n_plan, const int *instrs, int n_instrs, int *out,
+                           erg_error *err)
 {
     int compute = 0;
     for (int i = 0; i < n_instrs; i++)
-        if (srv_instr_is_compute(instrs[i]))
+        if (erg__srv_instr_is_compute(instrs[i]))
             compute++;
     if (compute != n_plan || n_plan == 0)
         return erg_error_set(err, ERG_EINVAL,
@@ -522,14 +523,14 @@ erg_status srv_expand(const int *plan, int n_plan, const int *instrs, int n_inst
                              n_plan, compute);
     int cur = plan[0], j = 0;
     for (int i = 0; i < n_instrs; i++) {
-        if (srv_instr_is_compute(instrs[i]))
+        if (erg__srv_instr_is_compute(instrs[i]))
             cur = plan[j++];
         out[i] = cur;
     }
     return ERG_OK;
 }
 
-void srv_plan_stages_free(int **stages, int *lens, int n)
+void erg__srv_plan_stages_free(int **stages, int *lens, int n)
 {
     if (stages)
         for (int i = 0; i < n; i++)
@@ -583,7 +584,7 @@ static erg_status pairs_rows(const erg_plan_pairs *pp, const char *path, bool al
                     st = ERG_ENOMEM;
                     break;
                 }
-            } else if (!srv_instr_is_compute(srv_instr_code(nm))) {
+            } else if (!erg__srv_instr_is_compute(erg__srv_instr_code(nm))) {
                 continue;
             }
             stages[g][lens[g]++] = f[i];
@@ -591,7 +592,7 @@ static erg_status pairs_rows(const erg_plan_pairs *pp, const char *path, bool al
     }
     if (st) {
         names_free(names, lens, S);
-        srv_plan_stages_free(stages, lens, S);
+        erg__srv_plan_stages_free(stages, lens, S);
         return st == ERG_ENOMEM ? erg_error_set(err, ERG_ENOMEM, "out of memory") : st;
     }
     *stages_out = stages;
@@ -625,7 +626,8 @@ static erg_status read_plan(const char *path, erg_plan_pairs **pairs, erg_plan *
     return st;
 }
 
-erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_stages, erg_error *err)
+erg_status erg__srv_plan_load(const char *path, int ***stages, int **lens, int *n_stages,
+                              erg_error *err)
 {
     erg_plan_pairs *pairs = NULL;
     erg_plan *plan = NULL;
@@ -651,7 +653,7 @@ erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_sta
         int n = erg_plan_stage_len(plan, s);
         rows[s] = erg__malloc((size_t)(n + 1) * sizeof(int));
         if (!rows[s]) {
-            srv_plan_stages_free(rows, l, S);
+            erg__srv_plan_stages_free(rows, l, S);
             erg_plan_free(plan);
             return erg_error_set(err, ERG_ENOMEM, "out of memory");
         }
@@ -665,15 +667,15 @@ erg_status srv_plan_load(const char *path, int ***stages, int **lens, int *n_sta
     return ERG_OK;
 }
 
-void srv_plan_pairs_free(srv_plan_pairs *p)
+void erg__srv_plan_pairs_free(srv_plan_pairs *p)
 {
     names_free(p->names, p->lens, p->n_stages);
-    srv_plan_stages_free(p->freqs, p->lens, p->n_stages);
+    erg__srv_plan_stages_free(p->freqs, p->lens, p->n_stages);
     memset(p, 0, sizeof *p);
 }
 
-erg_status srv_plan_load_pairs(const char *path, int hint_stages, srv_plan_pairs *out,
-                               erg_error *err)
+erg_status erg__srv_plan_load_pairs(const char *path, int hint_stages, srv_plan_pairs *out,
+                                    erg_error *err)
 {
     (void)hint_stages;
     memset(out, 0, sizeof *out);
@@ -736,6 +738,6 @@ erg_status srv_plan_load_pairs(const char *path, int hint_stages, srv_plan_pairs
     erg_order_free(own);
     erg_plan_free(plan);
     if (st)
-        srv_plan_pairs_free(out);
+        erg__srv_plan_pairs_free(out);
     return st;
 }

@@ -18,7 +18,7 @@
 
 /* Errors are FastAPI's {"detail": ...}: 422 for bodies that fail validation,
  * 500 for what Zeus raises as RuntimeError (scheduler errors, unknown jobs). */
-#define zfail(rs, status, ...) srv_respond_error(rs, "detail", status, __VA_ARGS__)
+#define zfail(rs, status, ...) erg__srv_respond_error(rs, "detail", status, __VA_ARGS__)
 
 static const char *const kronos_only[] = {"framework", "model_name", "partition_method",
                                           "microbatch_size", "num_microbatches"};
@@ -68,7 +68,7 @@ static bool is_point(const char *name)
 static erg_status load_plan(erg_server *srv, srv_plan_pairs *pp, erg_error *err)
 {
     const char *path = json_string_value(json_object_get(srv->zeus_sched_args, "solution_path"));
-    return srv_plan_load_pairs(path ? path : "", 0, pp, err);
+    return erg__srv_plan_load_pairs(path ? path : "", 0, pp, err);
 }
 
 /* ---- register_job ---- */
@@ -84,7 +84,7 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
         return;
     }
     for (int i = 0; i < 4; i++)
-        if (!srv_json_get_int(in, ints[i], 1, 1 << 20, &v[i], why, sizeof why)) {
+        if (!erg__srv_json_get_int(in, ints[i], 1, 1 << 20, &v[i], why, sizeof why)) {
             zfail(rs, 422, "%s", why);
             return;
         }
@@ -123,7 +123,7 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
         }
         long want = is_3d(sched) ? v[0] : v[3];
         int have = pp.n_stages;
-        srv_plan_pairs_free(&pp);
+        erg__srv_plan_pairs_free(&pp);
         if (have != want) {
             zfail(rs, 500, "Solution file assumes %d ranks, but the job has %ld ranks.", have,
                   want);
@@ -149,10 +149,10 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
         json_object_set_new(info, ints[i], json_integer(v[i]));
     json_object_set(info, "job_metadata", md ? (json_t *)md : json_null());
     char dropped[512];
-    srv_jobinfo_add_unknown(info, in, NULL, dropped, sizeof dropped);
+    erg__srv_jobinfo_add_unknown(info, in, NULL, dropped, sizeof dropped);
     /* Zeus's job id: local time + dp + pp + tp + scheduler [+ job_metadata]. */
     char ts[SRV_JOB_ID_TIME_LEN];
-    srv_job_id_time(ts);
+    erg__srv_job_id_time(ts);
     erg__buf id = {0};
     if (erg__buf_printf(&id, "%s+dp%ld+pp%ld+tp%ld+%s%s%s", ts, v[1], v[0], v[2],
                         display_name(sched), *meta ? "+" : "", meta)) {
@@ -161,8 +161,8 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
         return;
     }
     srv_job *j = NULL;
-    srv_outcome oc = srv_job_create(srv, id.data, info, sched, srv->zeus_sched_args,
-                                    SRV_MODE_FREQUENCY, &j, why, sizeof why);
+    srv_outcome oc = erg__srv_job_create(srv, id.data, info, sched, srv->zeus_sched_args,
+                                         SRV_MODE_FREQUENCY, &j, why, sizeof why);
     erg__buf_free(&id);
     json_decref(info);
     if (oc != SRV_OK) {
@@ -170,10 +170,10 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
         return;
     }
     if (*dropped)
-        srv_log(srv, ERG_LOG_WARNING, "register_job", j->id,
-                "JobInfo fields ergon does not use are kept up to %d bytes; not stored: %s",
-                SRV_JOBINFO_UNKNOWN_MAX_BYTES, dropped);
-    srv_respond(rs, 200, json_string(j->id));
+        erg__srv_log(srv, ERG_LOG_WARNING, "register_job", j->id,
+                     "JobInfo fields ergon does not use are kept up to %d bytes; not stored: %s",
+                     SRV_JOBINFO_UNKNOWN_MAX_BYTES, dropped);
+    erg__srv_respond(rs, 200, json_string(j->id));
 }
 
 /* ---- register_rank ---- */
@@ -216,16 +216,16 @@ static int cmp_desc(const void *a, const void *b)
 
 static srv_job *lookup(erg_server *srv, const char *id, srv_resp *rs)
 {
-    srv_job *j = srv_job_find(srv, id);
+    srv_job *j = erg__srv_job_find(srv, id);
     if (!j) {
         /* Zeus: a KeyError, i.e. 500 */
-        if (srv_store_has_job(srv, id))
+        if (erg__srv_store_has_job(srv, id))
             zfail(rs, 500, "job '%.300s' was evicted (idle) and is no longer served", id);
         else
             zfail(rs, 500, "unknown job '%.300s'", id);
         return NULL;
     }
-    srv_job_touch(j);
+    erg__srv_job_touch(j);
     return j;
 }
 
@@ -249,10 +249,10 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
         zfail(rs, 422, "the body must be a RankInfo object");
         return;
     }
-    if (!srv_json_get_int(in, "rank", 0, j->world - 1, &rank, why, sizeof why) ||
-        !srv_json_get_int(in, "dp_rank", 0, j->dp - 1, &dp, why, sizeof why) ||
-        !srv_json_get_int(in, "pp_rank", 0, j->pp - 1, &pp, why, sizeof why) ||
-        !srv_json_get_int(in, "tp_rank", 0, j->tp - 1, &tp, why, sizeof why)) {
+    if (!erg__srv_json_get_int(in, "rank", 0, j->world - 1, &rank, why, sizeof why) ||
+        !erg__srv_json_get_int(in, "dp_rank", 0, j->dp - 1, &dp, why, sizeof why) ||
+        !erg__srv_json_get_int(in, "pp_rank", 0, j->pp - 1, &pp, why, sizeof why) ||
+        !erg__srv_json_get_int(in, "tp_rank", 0, j->tp - 1, &tp, why, sizeof why)) {
         zfail(rs, 422, "%s", why);
         return;
     }
@@ -367,7 +367,7 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        int c = srv_instr_code(json_string_value(json_array_get(names, i)));
+        int c = erg__srv_instr_code(json_string_value(json_array_get(names, i)));
         instrs[i] = c < 0 ? SRV_I_OTHER : c;
     }
     /* Stored record: RankInfo's fields plus what the state machine needs to
@@ -382,9 +382,9 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
         goto out;
     }
     srv_rank_spec sp = {rank, (int)dp, (int)pp, (int)tp, instrs, (int)n, states, (int)m};
-    srv_outcome oc = srv_job_add_rank(srv, j, &sp, record, why, sizeof why);
+    srv_outcome oc = erg__srv_job_add_rank(srv, j, &sp, record, why, sizeof why);
     if (oc == SRV_OK || oc == SRV_DUPLICATE)
-        srv_respond(rs, 200, NULL);
+        erg__srv_respond(rs, 200, NULL);
     else
         zfail(rs,
               oc == SRV_INVALID       ? 422
@@ -393,7 +393,7 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
                                       : 500,
               "%s", why);
 out:
-    srv_plan_pairs_free(&plan);
+    erg__srv_plan_pairs_free(&plan);
     json_decref(names);
     json_decref(record);
     erg__free(instrs);
@@ -410,14 +410,14 @@ static void schedule_reply(srv_job *j, long r, srv_resp *rs)
     for (int i = 0; fr && i < j->ctx.n_instrs[s]; i++)
         json_array_append_new(
             fr, json_pack("[O,i]", json_array_get(names, (size_t)i), (json_int_t)j->cur[s][i]));
-    srv_respond(rs, 200, json_pack("{s:i,s:o}", "rank", (json_int_t)r, "frequencies", fr));
+    erg__srv_respond(rs, 200, json_pack("{s:i,s:o}", "rank", (json_int_t)r, "frequencies", fr));
 }
 
 static bool schedule_answer(erg_server *srv, srv_job *j, long r, long w, int flags, bool expired,
                             srv_resp *rs)
 {
     (void)flags;
-    switch (srv_job_schedule_state(srv, j, w)) {
+    switch (erg__srv_job_schedule_state(srv, j, w)) {
     case SRV_SCHED_STOPPING:
         zfail(rs, 503, "the server is shutting down; retry");
         return true;
@@ -450,19 +450,19 @@ static void h_schedule(erg_server *srv, srv_job *j, const srv_req *rq, srv_resp 
 {
     char buf[32];
     long r;
-    if (!srv_query_get(rq->query, "rank", buf, sizeof buf) || !erg__parse_long(buf, &r)) {
+    if (!erg__srv_query_get(rq->query, "rank", buf, sizeof buf) || !erg__parse_long(buf, &r)) {
         zfail(rs, 422, "query parameter rank=<int> is required");
         return;
     }
-    srv_job_touch(j);
+    erg__srv_job_touch(j);
     char why[512];
     long w;
-    srv_outcome oc = srv_job_ask(srv, j, r, &w, why, sizeof why);
+    srv_outcome oc = erg__srv_job_ask(srv, j, r, &w, why, sizeof why);
     if (oc != SRV_OK) {
         zfail(rs, oc == SRV_NOT_FOUND ? 500 : 409, "%s", why);
         return;
     }
-    if (!srv_job_wait(srv, j, r, w, rq->max_wait, rq->conn, schedule_answer, 0, rs))
+    if (!erg__srv_job_wait(srv, j, r, w, rq->max_wait, rq->conn, schedule_answer, 0, rs))
         zfail(rs, 503, "out of memory; retry");
 }
 
@@ -489,7 +489,7 @@ static json_t *zeus_result(const json_t *in, srv_result *parsed, long *rank, cha
         snprintf(why, wn, "the body must be a ProfilingResult object");
         return NULL;
     }
-    if (!srv_json_get_int(in, "rank", 0, 1 << 20, rank, why, wn))
+    if (!erg__srv_json_get_int(in, "rank", 0, 1 << 20, rank, why, wn))
         return NULL;
     json_t *o = json_pack("{s:i}", "rank", (json_int_t)*rank);
     json_t *known = json_pack("{s:i}", "rank", (json_int_t)*rank);
@@ -517,14 +517,14 @@ static json_t *zeus_result(const json_t *in, srv_result *parsed, long *rank, cha
             json_object_foreach((json_t *)v, k, x)
             {
                 json_object_set_new(all, k, floats(x));
-                if (srv_instr_code(k) >= 0)
+                if (erg__srv_instr_code(k) >= 0)
                     json_object_set_new(kn, k, floats(x));
             }
         json_object_set_new(o, keys[i], all);
         json_object_set_new(known, keys[i], kn);
     }
     erg_error e;
-    if (!o || !known || srv_result_from_json(known, parsed, &e)) {
+    if (!o || !known || erg__srv_result_from_json(known, parsed, &e)) {
         snprintf(why, wn, "%s", o && known ? e.msg : "out of memory");
         goto fail;
     }
@@ -538,7 +538,7 @@ fail:
 
 static void h_result(erg_server *srv, srv_job *j, const srv_body *b, srv_resp *rs)
 {
-    srv_job_touch(j);
+    erg__srv_job_touch(j);
     if (!b->v) {
         zfail(rs, 422, "%s", b->err);
         return;
@@ -555,9 +555,10 @@ static void h_result(erg_server *srv, srv_job *j, const srv_body *b, srv_resp *r
     if (r >= j->world) {
         zfail(rs, 422, "field rank = %ld is out of range [0, %d]", r, j->world - 1);
     } else {
-        srv_outcome oc = srv_job_add_result(srv, j, r, j->window, rec, &parsed, why, sizeof why);
+        srv_outcome oc =
+            erg__srv_job_add_result(srv, j, r, j->window, rec, &parsed, why, sizeof why);
         if (oc == SRV_OK)
-            srv_respond(rs, 200, NULL);
+            erg__srv_respond(rs, 200, NULL);
         else
             zfail(rs,
                   oc == SRV_INVALID       ? 422
@@ -567,14 +568,14 @@ static void h_result(erg_server *srv, srv_job *j, const srv_body *b, srv_resp *r
                   "%s", why);
     }
     json_decref(rec);
-    srv_result_free(&parsed);
+    erg__srv_result_free(&parsed);
 }
 
 /* ---- routes ---- */
 
 static srv_job *zeus_job(erg_server *srv, const char *id)
 {
-    srv_job *j = srv_job_find(srv, id);
+    srv_job *j = erg__srv_job_find(srv, id);
     return j && srv_job_is_zeus(j) ? j : NULL;
 }
 
@@ -613,11 +614,11 @@ static bool route(erg_server *srv, const srv_req *rq, srv_resp *rs)
     return false;
 }
 
-const srv_wire srv_wire_zeus = {"zeus", route};
+const srv_wire erg__srv_wire_zeus = {"zeus", route};
 
 /* ---- configuration ---- */
 
-erg_status srv_zeus_config(erg_server *srv, const erg_server_opts *opts, erg_error *err)
+erg_status erg__srv_zeus_config(erg_server *srv, const erg_server_opts *opts, erg_error *err)
 {
     if (!opts->zeus_scheduler && !opts->zeus_scheduler_args)
         return ERG_OK; /* derived from the server's scheduler, or refused with a message */
@@ -647,7 +648,7 @@ erg_status srv_zeus_config(erg_server *srv, const erg_server_opts *opts, erg_err
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     }
     erg_error e;
-    if (srv_sched_check_args(internal.data, args, &e)) {
+    if (erg__srv_sched_check_args(internal.data, args, &e)) {
         erg__buf_free(&internal);
         json_decref(args);
         /* Zeus's wording (PFOServerSettings._validate_scheduler_args) */
@@ -677,7 +678,7 @@ static const char *family(const char *name)
     return NULL;
 }
 
-json_t *srv_zeus_to_perseus(const erg_server *srv, const char **name)
+json_t *erg__srv_zeus_to_perseus(const erg_server *srv, const char **name)
 {
     const char *fam = family(srv->zeus_scheduler);
     json_t *a = json_object();
@@ -724,7 +725,7 @@ static json_t *canon(const char *name, const json_t *args, bool zeus)
                      (json_int_t)(json_is_integer(m) ? json_integer_value(m) : 850));
 }
 
-/* The plan file's format, by its first bytes (srv_plan_load_pairs reads all three). */
+/* The plan file's format, by its first bytes (erg__srv_plan_load_pairs reads all three). */
 static const char *plan_format(const char *path)
 {
     char buf[256];
@@ -757,14 +758,15 @@ static const char *plan_format(const char *path)
     return "plan";
 }
 
-erg_status srv_zeus_reconcile(erg_server *srv, bool perseus_given, erg_error *err)
+erg_status erg__srv_zeus_reconcile(erg_server *srv, bool perseus_given, erg_error *err)
 {
     if (srv->zeus_scheduler && perseus_given) {
         /* Both given: they must mean the same to either protocol's jobs. */
         json_t *a = canon(srv->scheduler, srv->sched_args, false);
         json_t *b = canon(srv->zeus_scheduler, srv->zeus_sched_args, true);
         bool same = a && b && json_equal(a, b);
-        char *ta = srv_json_compact(srv->sched_args), *tb = srv_json_compact(srv->zeus_sched_args);
+        char *ta = erg__srv_json_compact(srv->sched_args),
+             *tb = erg__srv_json_compact(srv->zeus_sched_args);
         erg_status st = ERG_OK;
         if (!same)
             st = erg_error_set(
@@ -798,7 +800,7 @@ erg_status srv_zeus_reconcile(erg_server *srv, bool perseus_given, erg_error *er
     } else if (srv->mode != SRV_MODE_FREQUENCY) {
         snprintf(why, sizeof why,
                  "this server's %s runs in %s mode and Zeus jobs set clocks (frequency mode)",
-                 srv->scheduler, srv_mode_name(srv->mode));
+                 srv->scheduler, erg__srv_mode_name(srv->mode));
     } else if (!strcmp(fam, "PointSolution")) {
         const json_t *p = json_object_get(srv->sched_args, "solution_path");
         zargs = json_pack("{s:s}", "solution_path",
@@ -825,7 +827,7 @@ erg_status srv_zeus_reconcile(erg_server *srv, bool perseus_given, erg_error *er
             json_decref(zargs);
             return erg_error_set(err, ERG_ENOMEM, "out of memory");
         }
-        if (srv_sched_check_args(internal.data, zargs, &e)) {
+        if (erg__srv_sched_check_args(internal.data, zargs, &e)) {
             /* e.g. a directory of plans: Zeus serves one plan file */
             snprintf(why, sizeof why, "this server's %s cannot serve Zeus jobs: %s%s",
                      srv->scheduler, e.msg,
@@ -843,7 +845,7 @@ erg_status srv_zeus_reconcile(erg_server *srv, bool perseus_given, erg_error *er
     return ERG_OK;
 }
 
-json_t *srv_zeus_info(const erg_server *srv)
+json_t *erg__srv_zeus_info(const erg_server *srv)
 {
     if (!srv->zeus_scheduler)
         return json_pack("{s:b,s:s}", "served", 0, "reason", srv->zeus_off ? srv->zeus_off : "");
@@ -855,9 +857,9 @@ json_t *srv_zeus_info(const erg_server *srv)
         char *rp = realpath(json_string_value(p), NULL);
         srv_plan_pairs pp;
         erg_error e;
-        int stages = srv_plan_load_pairs(json_string_value(p), 0, &pp, &e) ? -1 : pp.n_stages;
+        int stages = erg__srv_plan_load_pairs(json_string_value(p), 0, &pp, &e) ? -1 : pp.n_stages;
         if (stages >= 0)
-            srv_plan_pairs_free(&pp);
+            erg__srv_plan_pairs_free(&pp);
         json_object_set_new(o, "plan",
                             json_pack("{s:s,s:s,s:i}", "path", rp ? rp : json_string_value(p),
                                       "format", plan_format(json_string_value(p)), "stages",
@@ -867,31 +869,31 @@ json_t *srv_zeus_info(const erg_server *srv)
     return o;
 }
 
-void srv_zeus_log_config(erg_server *srv)
+void erg__srv_zeus_log_config(erg_server *srv)
 {
-    json_t *o = srv_zeus_info(srv);
+    json_t *o = erg__srv_zeus_info(srv);
     if (!srv->zeus_scheduler) {
-        srv_log(srv, ERG_LOG_INFO, "zeus", NULL, "Zeus PFO jobs are not served: %s",
-                srv->zeus_off ? srv->zeus_off : "");
+        erg__srv_log(srv, ERG_LOG_INFO, "zeus", NULL, "Zeus PFO jobs are not served: %s",
+                     srv->zeus_off ? srv->zeus_off : "");
     } else {
-        char *args = srv_json_compact(srv->zeus_sched_args);
+        char *args = erg__srv_json_compact(srv->zeus_sched_args);
         const json_t *plan = json_object_get(o, "plan");
         if (plan)
-            srv_log(srv, ERG_LOG_INFO, "zeus", NULL,
-                    "Zeus PFO jobs run %s %s from %s; plan %s loaded (%s, %d stages)",
-                    display_name(srv->zeus_scheduler), args ? args : "", srv->zeus_source,
-                    json_string_value(json_object_get(plan, "path")),
-                    json_string_value(json_object_get(plan, "format")),
-                    (int)json_integer_value(json_object_get(plan, "stages")));
+            erg__srv_log(srv, ERG_LOG_INFO, "zeus", NULL,
+                         "Zeus PFO jobs run %s %s from %s; plan %s loaded (%s, %d stages)",
+                         display_name(srv->zeus_scheduler), args ? args : "", srv->zeus_source,
+                         json_string_value(json_object_get(plan, "path")),
+                         json_string_value(json_object_get(plan, "format")),
+                         (int)json_integer_value(json_object_get(plan, "stages")));
         else
-            srv_log(srv, ERG_LOG_INFO, "zeus", NULL, "Zeus PFO jobs run %s %s from %s",
-                    display_name(srv->zeus_scheduler), args ? args : "", srv->zeus_source);
+            erg__srv_log(srv, ERG_LOG_INFO, "zeus", NULL, "Zeus PFO jobs run %s %s from %s",
+                         display_name(srv->zeus_scheduler), args ? args : "", srv->zeus_source);
         erg__free(args);
     }
     json_decref(o);
 }
 
-void srv_zeus_config_free(erg_server *srv)
+void erg__srv_zeus_config_free(erg_server *srv)
 {
     erg__free(srv->zeus_scheduler);
     erg__free(srv->zeus_off);
@@ -903,7 +905,7 @@ void srv_zeus_config_free(erg_server *srv)
 
 /* ---- dumps ---- */
 
-json_t *srv_zeus_rank_dump(const srv_job *j, const json_t *record)
+json_t *erg__srv_zeus_rank_dump(const srv_job *j, const json_t *record)
 {
     json_t *o = json_object();
     static const char *const keys[] = {"rank", "dp_rank", "pp_rank", "tp_rank",
@@ -916,7 +918,7 @@ json_t *srv_zeus_rank_dump(const srv_job *j, const json_t *record)
     return o;
 }
 
-json_t *srv_zeus_sched_dump(const srv_job *j)
+json_t *erg__srv_zeus_sched_dump(const srv_job *j)
 {
     json_t *a = json_array();
     for (int r = 0; a && r < j->world; r++) {
@@ -946,7 +948,7 @@ static void py_field(erg__buf *b, const json_t *info, const char *key, const cha
     *fail = *fail || st;
 }
 
-char *srv_zeus_csv_name(const srv_job *j)
+char *erg__srv_zeus_csv_name(const srv_job *j)
 {
     erg__buf b = {0};
     bool fail = false;

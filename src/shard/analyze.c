@@ -107,9 +107,9 @@ static member *add_member(builder *b, int pbi, int ins, const char *role)
         return NULL;
     }
     for (int k = 0; k < p->K; k++)
-        m->out[k] = shard_spec_rep();
+        m->out[k] = erg__shard_spec_rep();
     for (int k = 0; k < nops * p->K; k++)
-        m->req[k] = shard_spec_rep();
+        m->req[k] = erg__shard_spec_rep();
     p->nmem++;
     s->nodes[ins].pb = pbi;
     s->nodes[ins].slot = p->nmem - 1;
@@ -165,7 +165,7 @@ static bool is_shape_perm(const hlo_shape *a, const hlo_shape *b)
  * (dims matched by size, first unused). */
 static spec perm_spec(const hlo_shape *o, const spec *os, const hlo_shape *g)
 {
-    spec r = shard_spec_rep();
+    spec r = erg__shard_spec_rep();
     bool used[HLO_MAX_RANK] = {0};
     for (int i = 0; i < g->rank; i++)
         for (int j = 0; j < o->rank; j++)
@@ -261,7 +261,7 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
     while (nch < 16 && is_chain_op(&c->ins[v]) && c->ins[v].nops >= 1) {
         int up = c->ins[v].ops[0];
         for (int k = 0; k < K; k++)
-            cs[nch * K + k] = shard_prop_bwd(s, v, 0, &cs[(nch - 1) * K + k]);
+            cs[nch * K + k] = erg__shard_prop_bwd(s, v, 0, &cs[(nch - 1) * K + k]);
         v = up;
         chain[nch++] = v;
     }
@@ -288,8 +288,8 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                     bool ok = true;
                     for (int k = 0; k < K && ok; k++) {
                         int ar;
-                        ok = shard_prop_fwd(s, w, 0, &fspec[fi * K + k], &fspec[nf * K + k], &ar) ==
-                             PROP_FREE;
+                        ok = erg__shard_prop_fwd(s, w, 0, &fspec[fi * K + k], &fspec[nf * K + k],
+                                                 &ar) == PROP_FREE;
                     }
                     if (ok)
                         front[nf++] = w;
@@ -307,7 +307,7 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                 if (!is_shape_perm(O, &c->ins[other].shape))
                     continue;
                 dotinfo td;
-                if (!shard_dot_info(s, w, &td))
+                if (!erg__shard_dot_info(s, w, &td))
                     continue;
                 int64_t cp = 1;
                 for (int k = 0; k < td.nc; k++)
@@ -326,7 +326,7 @@ static erg_status find_twin(builder *b, int pbi, int a, const dotinfo *d, int si
                     req[(1 - q) * K + k] = g;
                     spec o;
                     int ar;
-                    ok = shard_dot_eval(s, w, &td, &req[k], &req[K + k], &o, &ar);
+                    ok = erg__shard_dot_eval(s, w, &td, &req[k], &req[K + k], &o, &ar);
                 }
                 if (!ok || (b->dotanc[other] && !depends_on(b, other, a))) {
                     erg__free(req);
@@ -357,7 +357,7 @@ static erg_status set_dot_member(builder *b, int pbi, int i, const spec *req, co
     erg_shard *s = b->s;
     int K = s->pbs[pbi].K;
     dotinfo d;
-    if (!shard_dot_info(s, i, &d))
+    if (!erg__shard_dot_info(s, i, &d))
         return erg_error_set(b->err, ERG_EINTERNAL, "dot '%s' lost its dimensions",
                              s->c->ins[i].name);
     member *m = add_member(b, pbi, i, role);
@@ -368,14 +368,15 @@ static erg_status set_dot_member(builder *b, int pbi, int i, const spec *req, co
         int ar;
         m->req[k] = req[k];
         m->req[K + k] = req[K + k];
-        if (!shard_dot_eval(s, i, &d, &req[k], &req[K + k], &m->out[k], &ar)) {
+        if (!erg__shard_dot_eval(s, i, &d, &req[k], &req[K + k], &m->out[k], &ar)) {
             /* Cannot happen for registered twins; be safe: replicated compute. */
-            m->req[k] = m->req[K + k] = m->out[k] = shard_spec_rep();
+            m->req[k] = m->req[K + k] = m->out[k] = erg__shard_spec_rep();
             ar = 0;
         }
         if (ar) {
             int axis = ar == 3 ? SP_BOTH : ar == 1 ? 0 : 1;
-            double bytes = hlo_shape_bytes(&in->shape) / shard_tiles(s, &m->out[k], in->shape.rank);
+            double bytes =
+                erg__hlo_shape_bytes(&in->shape) / erg__shard_tiles(s, &m->out[k], in->shape.rank);
             if (!add_coll(m, k, COLL_AR, axis, bytes))
                 return oom(b);
         }
@@ -389,7 +390,7 @@ static erg_status new_anchor(builder *b, int i)
     erg_shard *s = b->s;
     dotinfo d;
     strat st[64];
-    int K = shard_dot_info(s, i, &d) ? shard_enumerate_dot(s, i, &d, st, 64) : 0;
+    int K = erg__shard_dot_info(s, i, &d) ? erg__shard_enumerate_dot(s, i, &d, st, 64) : 0;
     if (K == 0)
         return ERG_ENOTFOUND; /* no valid strategy: leave it replicated */
     pblock *p = new_block(b, i, K);
@@ -397,7 +398,7 @@ static erg_status new_anchor(builder *b, int i)
         return oom(b);
     int pbi = p->id;
     for (int k = 0; k < K; k++)
-        if (shard_strategy_name(s, i, &st[k], &s->pbs[pbi].names[k]))
+        if (erg__shard_strategy_name(s, i, &st[k], &s->pbs[pbi].names[k]))
             return oom(b);
     spec *req = erg__calloc((size_t)K * 2, sizeof(spec));
     if (!req)
@@ -473,7 +474,7 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
     const hlo_instr *in = &s->c->ins[i];
     *joined = false;
     dotinfo d;
-    if (!shard_dot_info(s, i, &d))
+    if (!erg__shard_dot_info(s, i, &d))
         return ERG_OK;
     int o0 = s->nodes[in->ops[0]].pb, o1 = s->nodes[in->ops[1]].pb;
     if (o0 < 0 && o1 < 0)
@@ -495,7 +496,7 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
      * if some strategy splits it. */
     bool ok = true, any_split = false;
     for (int k = 0; k < K && ok; k++) {
-        spec l = shard_spec_rep(), r = shard_spec_rep();
+        spec l = erg__shard_spec_rep(), r = erg__shard_spec_rep();
         if (o0 == p)
             l = *out_spec(s, in->ops[0], k);
         if (o1 == p)
@@ -512,8 +513,8 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
             }
             spec o;
             int ar;
-            ok = shard_dot_eval(s, i, &d, &l, &r, &o, &ar) && !ar;
-            bool split = ok && shard_tiles(s, &o, in->shape.rank) > 1;
+            ok = erg__shard_dot_eval(s, i, &d, &l, &r, &o, &ar) && !ar;
+            bool split = ok && erg__shard_tiles(s, &o, in->shape.rank) > 1;
             any_split |= split;
             if (o0 < 0 || o1 < 0)
                 ok = split;
@@ -526,9 +527,9 @@ static erg_status try_join_dot(builder *b, int i, bool *joined)
                 int ar;
                 /* The same strategy index first (like CFP's identity re-index), then the
                  * first one that splits the dot, then any collective-free one. */
-                if (shard_dot_eval(s, i, &d, &l, &rr, &o, &ar) && !ar &&
-                    (found < 0 || shard_tiles(s, &o, in->shape.rank) > 1)) {
-                    bool split = shard_tiles(s, &o, in->shape.rank) > 1;
+                if (erg__shard_dot_eval(s, i, &d, &l, &rr, &o, &ar) && !ar &&
+                    (found < 0 || erg__shard_tiles(s, &o, in->shape.rank) > 1)) {
+                    bool split = erg__shard_tiles(s, &o, in->shape.rank) > 1;
                     if (found >= 0 && !split)
                         continue;
                     found = kq;
@@ -578,7 +579,7 @@ static bool is_boundary_op(const erg_shard *s, const hlo_instr *in)
 {
     if (in->op == HLO_OP_GTE)
         return !(s->c->ins[in->ops[0]].op == HLO_OP_CUSTOM_CALL &&
-                 shard_cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION);
+                 erg__shard_cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION);
     switch (in->op) {
     case HLO_OP_GATHER:
     case HLO_OP_SCATTER:
@@ -591,9 +592,9 @@ static bool is_boundary_op(const erg_shard *s, const hlo_instr *in)
     case HLO_OP_CONVOLUTION:
         return true;
     case HLO_OP_CUSTOM_CALL:
-        return shard_cc_of(s, in) == CC_OPAQUE;
+        return erg__shard_cc_of(s, in) == CC_OPAQUE;
     case HLO_OP_OTHER:
-        return !shard_is_dynamic_slice(in);
+        return !erg__shard_is_dynamic_slice(in);
     default:
         return false;
     }
@@ -636,29 +637,30 @@ static erg_status follow(builder *b, int i)
     for (int k = 0; k < K; k++) {
         bool have = false;
         int status = PROP_FREE, ar = -1, definer = -1;
-        spec out = shard_spec_rep();
+        spec out = erg__shard_spec_rep();
         /* First operand of block p defines the output spec. */
         for (int j = 0; j < in->nops && !have; j++) {
             int o = in->ops[j];
             if (s->nodes[o].pb != p || !carries_spec(s, o))
                 continue;
-            status = shard_prop_fwd(s, i, j, out_spec(s, o, k), &out, &ar);
+            status = erg__shard_prop_fwd(s, i, j, out_spec(s, o, k), &out, &ar);
             have = true;
             definer = j;
             if (status == PROP_FAIL)
-                out = shard_spec_rep();
+                out = erg__shard_spec_rep();
             else if (status == PROP_FREE || status == PROP_PARTIAL)
                 m->req[j * K + k] = *out_spec(s, o, k);
         }
-        if (!shard_spec_valid_for(s, &in->shape, &out))
-            out = shard_spec_rep();
+        if (!erg__shard_spec_valid_for(s, &in->shape, &out))
+            out = erg__shard_spec_rep();
         m->out[k] = out;
         /* Custom-calls that drop some splits (softmax-like, attention) need their input
          * gathered there: the definer's requirement follows from the output. */
         if (in->op == HLO_OP_CUSTOM_CALL && definer >= 0 && status == PROP_FREE)
-            m->req[definer * K + k] = shard_prop_bwd(s, i, definer, &out);
+            m->req[definer * K + k] = erg__shard_prop_bwd(s, i, definer, &out);
         if (status == PROP_PARTIAL && ar >= 0) {
-            double bytes = hlo_shape_bytes(&in->shape) / shard_tiles(s, &out, in->shape.rank);
+            double bytes =
+                erg__hlo_shape_bytes(&in->shape) / erg__shard_tiles(s, &out, in->shape.rank);
             if (!add_coll(m, k, COLL_AR, ar, bytes))
                 return oom(b);
         }
@@ -666,8 +668,9 @@ static erg_status follow(builder *b, int i)
         for (int j = 0; j < in->nops; j++) {
             if (j == definer && (status == PROP_FREE || status == PROP_PARTIAL))
                 continue;
-            m->req[j * K + k] = (status == PROP_PARTIAL && j == 0) ? m->req[j * K + k]
-                                                                   : shard_prop_bwd(s, i, j, &out);
+            m->req[j * K + k] = (status == PROP_PARTIAL && j == 0)
+                                    ? m->req[j * K + k]
+                                    : erg__shard_prop_bwd(s, i, j, &out);
         }
     }
     return ERG_OK;
@@ -698,7 +701,7 @@ static erg_status adopt(builder *b, int i)
         break;
     case HLO_OP_GTE:
         /* loop-carried state of a while body (a stacked weight) */
-        if (!shard_is_param_gte(s->c, in))
+        if (!erg__shard_is_param_gte(s->c, in))
             return ERG_OK;
         break;
     case HLO_OP_ELEMENTWISE:
@@ -709,7 +712,7 @@ static erg_status adopt(builder *b, int i)
             return ERG_OK;
         break;
     default:
-        if (!shard_is_dynamic_slice(in)) /* one layer of a stacked weight */
+        if (!erg__shard_is_dynamic_slice(in)) /* one layer of a stacked weight */
             return ERG_OK;
     }
     for (int j = 0; j < in->nops; j++)
@@ -756,11 +759,11 @@ static erg_status adopt(builder *b, int i)
     const member *um = &s->pbs[p].mem[s->nodes[first_user].slot];
     for (int k = 0; k < K; k++) {
         spec o = um->req[pos * K + k];
-        if (!shard_spec_valid_for(s, &in->shape, &o))
-            o = shard_spec_rep();
+        if (!erg__shard_spec_valid_for(s, &in->shape, &o))
+            o = erg__shard_spec_rep();
         m->out[k] = o;
         for (int j = 0; j < in->nops; j++)
-            m->req[j * K + k] = shard_prop_bwd(s, i, j, &o);
+            m->req[j * K + k] = erg__shard_prop_bwd(s, i, j, &o);
     }
     return ERG_OK;
 }
@@ -845,7 +848,7 @@ static erg_status build_graph(erg_shard *s, erg_error *err)
         int at = 0;
         while (at < n && indeg[at] != 1)
             at++;
-        hlo_line_col(s->m, c->ins[at < n ? at : 0].start, &line, &col);
+        erg__hlo_line_col(s->m, c->ins[at < n ? at : 0].start, &line, &col);
         erg__free(indeg);
         return erg_error_set(err, ERG_EPARSE, "%s:%ld: computation '%s' has a cycle through '%s'",
                              s->m->filename, line, c->name, c->ins[at < n ? at : 0].name);
@@ -855,7 +858,7 @@ static erg_status build_graph(erg_shard *s, erg_error *err)
         const hlo_instr *in = &c->ins[i];
         int8_t h = -1;
         s->nodes[i].cc =
-            in->op == HLO_OP_CUSTOM_CALL ? shard_cc_classify(s->m, c, in, &h) : CC_NONE;
+            in->op == HLO_OP_CUSTOM_CALL ? erg__shard_cc_classify(s->m, c, in, &h) : CC_NONE;
         s->nodes[i].attn_head = h;
     }
     for (int i = 0; i < n; i++) {
@@ -937,9 +940,9 @@ static int weight_storage(const erg_shard *s, int v)
 {
     for (int guard = 0; guard < 32; guard++) {
         const hlo_instr *V = &s->c->ins[v];
-        if (V->op == HLO_OP_PARAMETER || shard_is_param_gte(s->c, V))
+        if (V->op == HLO_OP_PARAMETER || erg__shard_is_param_gte(s->c, V))
             return v;
-        bool through = is_chain_op(V) || shard_is_dynamic_slice(V) ||
+        bool through = is_chain_op(V) || erg__shard_is_dynamic_slice(V) ||
                        (V->op == HLO_OP_CUSTOM_CALL &&
                         (s->nodes[v].cc == CC_ELEMENTWISE || s->nodes[v].cc == CC_SAMESHAPE));
         if (!through || V->nops < 1)
@@ -959,12 +962,12 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
         return erg_error_set(err, ERG_EINVAL,
                              "mesh %dx%d: both sizes must be >= 1 and their product >= 2", mesh0,
                              mesh1);
-    erg_status pst = hlo_check_unpartitioned(m, err);
+    erg_status pst = erg__hlo_check_unpartitioned(m, err);
     if (pst)
         return pst;
     int ci = m->entry;
     if (computation) {
-        ci = hlo_find_comp(m, computation);
+        ci = erg__hlo_find_comp(m, computation);
         if (ci < 0)
             return erg_error_set(err, ERG_ENOTFOUND, "%s: no computation named '%s'", m->filename,
                                  computation);
@@ -976,7 +979,7 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
     s->c = &m->comps[ci];
     s->trips = 1;
     if (ci != m->entry) {
-        long t = hlo_trip_count(m, ci, &s->loop);
+        long t = erg__hlo_trip_count(m, ci, &s->loop);
         if (t > 0)
             s->trips = t;
     }
@@ -1076,7 +1079,7 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
                     break;
                 b->pref[v] = p;
                 const hlo_instr *V = &s->c->ins[v];
-                if (V->op == HLO_OP_PARAMETER || shard_is_param_gte(s->c, V) || V->nops < 1)
+                if (V->op == HLO_OP_PARAMETER || erg__shard_is_param_gte(s->c, V) || V->nops < 1)
                     break;
                 v = V->ops[0];
             }
@@ -1101,7 +1104,7 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
                 s->nodes[w].weight |= s->nodes[w].pb == p;
         }
     }
-    if ((st = shard_reassociate(s, err)))
+    if ((st = erg__shard_reassociate(s, err)))
         goto done;
     /* Live blocks in creation order. */
     s->order = erg__calloc((size_t)(s->npb ? s->npb : 1), sizeof(int));
@@ -1122,7 +1125,7 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
         for (int i = 0; i < s->n && !hint[0]; i++) {
             if (s->c->ins[i].op != HLO_OP_WHILE)
                 continue;
-            char *body = hlo_attr_str(m, &s->c->ins[i], "body");
+            char *body = erg__hlo_attr_str(m, &s->c->ins[i], "body");
             if (body)
                 snprintf(hint, sizeof hint,
                          "; its loop '%s' has body '%s': analyse that with "
@@ -1146,7 +1149,7 @@ static erg_status analyze_on(const erg_hlo_module *m, const char *computation, i
                                m->filename, ndots, s->c->name, mesh0, mesh1, hint);
         goto done;
     }
-    if ((st = shard_block_hashes(s, err)) || (st = shard_find_segments(s, err)))
+    if ((st = erg__shard_block_hashes(s, err)) || (st = erg__shard_find_segments(s, err)))
         goto done;
     for (int i = 0; i < s->nseg; i++)
         if (s->segs[i].unique == i)
@@ -1212,9 +1215,9 @@ void erg_shard_free(erg_shard *s)
         erg__free(s->edges[e].bytes);
     }
     erg__free(s->edges);
-    shard_dp_free(s);
+    erg__shard_dp_free(s);
     for (int i = 0; i < s->nseg; i++)
-        shard_segment_free_costs(&s->segs[i]);
+        erg__shard_segment_free_costs(&s->segs[i]);
     erg__free(s->segs);
     for (int i = 0; i < s->nrpairs; i++) {
         erg__free(s->rpairs[i].axa);

@@ -31,8 +31,8 @@ static const char builtin_devices[] =
     "h100,989,0.6,3350,80,8,450,8,450\n"
     "v100,125,0.6,900,16,10,150,10,150\n";
 
-erg_status shard_load_devices(const char *path, const char *name, device_params *out,
-                              erg_error *err)
+erg_status erg__shard_load_devices(const char *path, const char *name, device_params *out,
+                                   erg_error *err)
 {
     char *text = NULL;
     size_t len = 0;
@@ -121,7 +121,7 @@ static double coll_factor(int kind, int n)
     }
 }
 
-double shard_coll_time(const erg_shard *s, int kind, int axis, double bytes)
+double erg__shard_coll_time(const erg_shard *s, int kind, int axis, double bytes)
 {
     int n = axis_n(s, axis);
     if (n <= 1 || bytes <= 0)
@@ -142,15 +142,15 @@ static bool uses(int8_t code, int a)
     return code == a || code == SP_BOTH;
 }
 
-/* shard_reshard, also split by collective kind when cnt/kb are given (COLL_AG, COLL_A2A). */
+/* erg__shard_reshard, also split by collective kind when cnt/kb are given (COLL_AG, COLL_A2A). */
 static double reshard_kinds(const erg_shard *s, const hlo_shape *sh, const spec *src,
                             const spec *dst, double *bytes, double *cnt, double *kb)
 {
     *bytes = 0;
     if (sh->kind != HLO_ARRAY || sh->rank == 0)
         return 0;
-    double full = hlo_shape_bytes(sh), t = 0;
-    int tiles = shard_tiles(s, src, sh->rank);
+    double full = erg__hlo_shape_bytes(sh), t = 0;
+    int tiles = erg__shard_tiles(s, src, sh->rank);
     for (int a = 0; a < 2; a++) {
         if (s->mesh[a] <= 1)
             continue;
@@ -166,7 +166,7 @@ static double reshard_kinds(const erg_shard *s, const hlo_shape *sh, const spec 
         int n = s->mesh[a];
         if (dd < 0) {
             double B = full / tiles * n;
-            t += shard_coll_time(s, COLL_AG, a, B);
+            t += erg__shard_coll_time(s, COLL_AG, a, B);
             *bytes += coll_factor(COLL_AG, n) * B;
             if (cnt) {
                 cnt[COLL_AG] += 1;
@@ -174,7 +174,7 @@ static double reshard_kinds(const erg_shard *s, const hlo_shape *sh, const spec 
             }
         } else {
             double B = full / tiles * n;
-            t += shard_coll_time(s, COLL_A2A, a, B);
+            t += erg__shard_coll_time(s, COLL_A2A, a, B);
             *bytes += coll_factor(COLL_A2A, n) * B;
             if (cnt) {
                 cnt[COLL_A2A] += 1;
@@ -185,8 +185,8 @@ static double reshard_kinds(const erg_shard *s, const hlo_shape *sh, const spec 
     return t;
 }
 
-double shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, const spec *dst,
-                     double *bytes)
+double erg__shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, const spec *dst,
+                          double *bytes)
 {
     return reshard_kinds(s, sh, src, dst, bytes, NULL, NULL);
 }
@@ -199,9 +199,9 @@ static void dot_local(const erg_shard *s, const hlo_instr *in, const spec *l, co
 {
     const hlo_shape *L = &s->c->ins[in->ops[0]].shape, *R = &s->c->ins[in->ops[1]].shape;
     int64_t lb[HLO_MAX_RANK], lc[HLO_MAX_RANK], rc[HLO_MAX_RANK];
-    int nb = hlo_attr_ints(s->m, in, "lhs_batch_dims", lb, HLO_MAX_RANK);
-    int nc = hlo_attr_ints(s->m, in, "lhs_contracting_dims", lc, HLO_MAX_RANK);
-    int nc2 = hlo_attr_ints(s->m, in, "rhs_contracting_dims", rc, HLO_MAX_RANK);
+    int nb = erg__hlo_attr_ints(s->m, in, "lhs_batch_dims", lb, HLO_MAX_RANK);
+    int nc = erg__hlo_attr_ints(s->m, in, "lhs_contracting_dims", lc, HLO_MAX_RANK);
+    int nc2 = erg__hlo_attr_ints(s->m, in, "rhs_contracting_dims", rc, HLO_MAX_RANK);
     bool lk[HLO_MAX_RANK] = {0}, lbm[HLO_MAX_RANK] = {0}, rk[HLO_MAX_RANK] = {0};
     for (int i = 0; i < nc; i++)
         if (lc[i] >= 0 && lc[i] < L->rank)
@@ -256,9 +256,9 @@ static bool conv_gemm(const erg_shard *s, const hlo_instr *in, const spec *l, co
 {
     const hlo_shape *L = &s->c->ins[in->ops[0]].shape, *R = &s->c->ins[in->ops[1]].shape;
     int idx[6];
-    if (!shard_conv_labels(s->m, in, L->rank, R->rank, in->shape.rank, idx))
+    if (!erg__shard_conv_labels(s->m, in, L->rank, R->rank, in->shape.rank, idx))
         return false;
-    double out = (double)hlo_shape_elems(&in->shape), filt = (double)hlo_shape_elems(R);
+    double out = (double)erg__hlo_shape_elems(&in->shape), filt = (double)erg__hlo_shape_elems(R);
     int64_t of = in->shape.dims[idx[5]];
     /* a zero-size dim empties the GEMM (M, N or K 0; clamped to 1 below, no division by 0) */
     int64_t M = of ? (int64_t)(out / (double)of) : 0, N = of,
@@ -283,18 +283,18 @@ static double dot_flops(const erg_shard *s, const hlo_instr *in)
 {
     if (in->op == HLO_OP_CONVOLUTION) {
         int64_t d[4];
-        return conv_gemm(s, in, NULL, NULL, d) && hlo_shape_elems(&in->shape) > 0
+        return conv_gemm(s, in, NULL, NULL, d) && erg__hlo_shape_elems(&in->shape) > 0
                    ? 2.0 * (double)d[1] * (double)d[2] * (double)d[3]
                    : 0;
     }
     const hlo_shape *L = &s->c->ins[in->ops[0]].shape;
     int64_t lc[HLO_MAX_RANK];
-    int nc = hlo_attr_ints(s->m, in, "lhs_contracting_dims", lc, HLO_MAX_RANK);
+    int nc = erg__hlo_attr_ints(s->m, in, "lhs_contracting_dims", lc, HLO_MAX_RANK);
     double k = 1;
     for (int i = 0; i < nc; i++)
         if (lc[i] >= 0 && lc[i] < L->rank)
             k *= (double)L->dims[lc[i]];
-    return 2.0 * (double)hlo_shape_elems(&in->shape) * k;
+    return 2.0 * (double)erg__hlo_shape_elems(&in->shape) * k;
 }
 
 static erg_status member_compute(const erg_shard *s, timer_ctx *t, const member *m, int K, int k,
@@ -315,13 +315,14 @@ static erg_status member_compute(const erg_shard *s, timer_ctx *t, const member 
             d[0] = d[1] = d[2] = d[3] = 1;
         double per_dev = 2.0 * (double)d[0] * (double)d[1] * (double)d[2] * (double)d[3];
         if (t && t->mode != ERG_SHARD_COMPUTE_MODEL)
-            return shard_time_gemm(t, d[0], d[1], d[2], d[3], time_s, err);
+            return erg__shard_time_gemm(t, d[0], d[1], d[2], d[3], time_s, err);
         *time_s = per_dev / (s->dev.peak_flops * s->dev.eff);
         return ERG_OK;
     }
     if (in->op == HLO_OP_PARAMETER || in->op == HLO_OP_CONSTANT)
         return ERG_OK;
-    double bytes = hlo_shape_bytes(&in->shape) / shard_tiles(s, &m->out[k], in->shape.rank);
+    double bytes =
+        erg__hlo_shape_bytes(&in->shape) / erg__shard_tiles(s, &m->out[k], in->shape.rank);
     *time_s = 2.0 * bytes / s->dev.mem_bw;
     return ERG_OK;
 }
@@ -440,8 +441,8 @@ static void free_costs(erg_shard *s)
     s->nedges = 0;
     s->capedges = 0;
     for (int i = 0; i < s->nseg; i++)
-        shard_segment_free_costs(&s->segs[i]);
-    shard_dp_free(s);
+        erg__shard_segment_free_costs(&s->segs[i]);
+    erg__shard_dp_free(s);
     s->profiled = false;
 }
 
@@ -454,7 +455,7 @@ static bool param_gte(const erg_shard *s, int v)
 static long gte_index(const erg_shard *s, int v)
 {
     int64_t ix[1];
-    return hlo_attr_ints(s->m, &s->c->ins[v], "index", ix, 1) == 1 ? (long)ix[0] : -1;
+    return erg__hlo_attr_ints(s->m, &s->c->ins[v], "index", ix, 1) == 1 ? (long)ix[0] : -1;
 }
 
 /* Bytes of an unowned parameter held replicated: a tuple parameter (loop state) counts only
@@ -463,7 +464,7 @@ static double unowned_param_bytes(const erg_shard *s, int v)
 {
     const hlo_shape *sh = &s->c->ins[v].shape;
     if (sh->kind != HLO_TUPLE)
-        return hlo_shape_bytes(sh);
+        return erg__hlo_shape_bytes(sh);
     double b = 0;
     for (int e = 0; e < sh->nelems; e++) {
         bool owned = false;
@@ -472,14 +473,14 @@ static double unowned_param_bytes(const erg_shard *s, int v)
             owned = param_gte(s, w) && s->nodes[w].pb >= 0 && gte_index(s, w) == e;
         }
         if (!owned)
-            b += hlo_shape_bytes(&sh->elems[e]);
+            b += erg__hlo_shape_bytes(&sh->elems[e]);
     }
     return b;
 }
 
 /* The instruction whose spec the body parameter's tuple element e takes: the ROOT tuple's
  * operand e (when the ROOT is a tuple of the parameter's arity), or -1. */
-int shard_loop_producer(const erg_shard *s, int e)
+int erg__shard_loop_producer(const erg_shard *s, int e)
 {
     if (!s->loop)
         return -1;
@@ -498,7 +499,7 @@ static erg_status loop_carried_costs(erg_shard *s, edge_map *emap, erg_error *er
     for (int g = 0; g < s->n; g++) {
         if (!param_gte(s, g))
             continue;
-        int u = shard_loop_producer(s, (int)gte_index(s, g));
+        int u = erg__shard_loop_producer(s, (int)gte_index(s, g));
         if (u < 0 || u == g)
             continue;
         const hlo_shape *sh = &s->c->ins[g].shape;
@@ -511,7 +512,7 @@ static erg_status loop_carried_costs(erg_shard *s, edge_map *emap, erg_error *er
             for (int k = 0; k < Q->K; k++) {
                 double bytes;
                 const spec *dst = p < 0 ? &rep : &s->pbs[p].mem[s->nodes[g].slot].out[k];
-                double c = shard_reshard(s, sh, &mu->out[k], dst, &bytes);
+                double c = erg__shard_reshard(s, sh, &mu->out[k], dst, &bytes);
                 Q->time_s[k] += c;
                 Q->comm_s[k] += c;
                 Q->comm_bytes[k] += bytes;
@@ -526,7 +527,7 @@ static erg_status loop_carried_costs(erg_shard *s, edge_map *emap, erg_error *er
         for (int kq = 0; kq < Q->K; kq++)
             for (int kp = 0; kp < P->K; kp++) {
                 double bytes;
-                double c = shard_reshard(s, sh, &mu->out[kq], &mg->out[kp], &bytes);
+                double c = erg__shard_reshard(s, sh, &mu->out[kq], &mg->out[kp], &bytes);
                 E->cost_s[kq * P->K + kp] += c;
                 E->bytes[kq * P->K + kp] += bytes;
             }
@@ -547,9 +548,9 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
 {
     if (!s || !o)
         return erg_error_set(err, ERG_EINVAL, "erg_shard_profile: NULL argument");
-    double t0 = shard_now_s();
+    double t0 = erg__shard_now_s();
     free_costs(s);
-    erg_status st = shard_load_devices(o->devices_path, o->device, &s->dev, err);
+    erg_status st = erg__shard_load_devices(o->devices_path, o->device, &s->dev, err);
     if (st)
         return st;
     s->opt_factor = o->optimizer_factor > 0 ? o->optimizer_factor : 4;
@@ -561,12 +562,12 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
     int nimp = 0;
     edge_map emap = {0};
     size_t *kv = NULL;
-    if (o->compute == ERG_SHARD_COMPUTE_CUBLAS && (st = shard_cublas_open(&T, err)))
+    if (o->compute == ERG_SHARD_COMPUTE_CUBLAS && (st = erg__shard_cublas_open(&T, err)))
         goto done;
     if (o->compute != ERG_SHARD_COMPUTE_MODEL && o->cache_path &&
-        (st = shard_gemm_cache_load(&T, o->cache_path, err)))
+        (st = erg__shard_gemm_cache_load(&T, o->cache_path, err)))
         goto done;
-    if (o->profiles_path && (st = shard_load_profiles(s, o->profiles_path, &imp, &nimp, err)))
+    if (o->profiles_path && (st = erg__shard_load_profiles(s, o->profiles_path, &imp, &nimp, err)))
         goto done;
     snprintf(s->cost_source, sizeof s->cost_source, "%s, %s compute%s", s->dev.name,
              o->compute == ERG_SHARD_COMPUTE_MODEL  ? "roofline"
@@ -607,18 +608,19 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 p->time_s[k] += ct;
                 m->cost_s[k] += ct;
                 p->flops[k] += fl;
-                int tiles = shard_tiles(s, &m->out[k], in->shape.rank);
+                int tiles = erg__shard_tiles(s, &m->out[k], in->shape.rank);
                 if (in->op == HLO_OP_PARAMETER || param_gte(s, m->ins))
-                    mb = hlo_shape_bytes(&in->shape) / tiles * (nd->weight ? s->opt_factor : 1);
+                    mb =
+                        erg__hlo_shape_bytes(&in->shape) / tiles * (nd->weight ? s->opt_factor : 1);
                 else if ((in->op == HLO_OP_DOT || in->op == HLO_OP_CONVOLUTION) &&
                          (nd->is_anchor || !strcmp(m->role, "dot")))
-                    mb = hlo_shape_bytes(&in->shape) / tiles;
+                    mb = erg__hlo_shape_bytes(&in->shape) / tiles;
                 p->mem_bytes[k] += mb;
                 m->mem_b[k] = mb;
             }
             for (int c = 0; c < m->ncolls; c++) {
                 double ct =
-                    shard_coll_time(s, m->colls[c].kind, m->colls[c].axis, m->colls[c].bytes);
+                    erg__shard_coll_time(s, m->colls[c].kind, m->colls[c].axis, m->colls[c].bytes);
                 int n = axis_n(s, m->colls[c].axis);
                 m->cost_s[m->coll_k[c]] += ct;
                 p->intr_s[m->coll_k[c]] += ct;
@@ -662,8 +664,8 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                     pblock *Q = &s->pbs[q];
                     for (int k = 0; k < Q->K; k++) {
                         double bytes;
-                        double c = shard_reshard(s, &s->c->ins[u].shape,
-                                                 &Q->mem[s->nodes[u].slot].out[k], &r, &bytes);
+                        double c = erg__shard_reshard(s, &s->c->ins[u].shape,
+                                                      &Q->mem[s->nodes[u].slot].out[k], &r, &bytes);
                         Q->mem[s->nodes[u].slot].cost_s[k] += c;
                         Q->time_s[k] += c;
                         Q->comm_s[k] += c;
@@ -685,7 +687,8 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
             if (q == nv->pb) {
                 for (int k = 0; k < P->K; k++) {
                     double bytes;
-                    double c = shard_reshard(s, sh, &mu->out[k], &mv->req[j * P->K + k], &bytes);
+                    double c =
+                        erg__shard_reshard(s, sh, &mu->out[k], &mv->req[j * P->K + k], &bytes);
                     P->time_s[k] += c;
                     P->comm_s[k] += c;
                     P->comm_bytes[k] += bytes;
@@ -701,7 +704,8 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
             for (int kq = 0; kq < Q->K; kq++)
                 for (int kp = 0; kp < P->K; kp++) {
                     double bytes;
-                    double c = shard_reshard(s, sh, &mu->out[kq], &mv->req[j * P->K + kp], &bytes);
+                    double c =
+                        erg__shard_reshard(s, sh, &mu->out[kq], &mv->req[j * P->K + kp], &bytes);
                     E->cost_s[kq * P->K + kp] += c;
                     E->bytes[kq * P->K + kp] += bytes;
                 }
@@ -731,7 +735,7 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
                 int ax = R->axa[kq];
                 if (ax < 0 || ax != R->axb[kp] || R->ba[kq] != R->bb[kp])
                     continue;
-                E->cost_s[kq * Kp + kp] -= shard_coll_time(s, COLL_AR, ax, R->ba[kq]);
+                E->cost_s[kq * Kp + kp] -= erg__shard_coll_time(s, COLL_AR, ax, R->ba[kq]);
                 E->bytes[kq * Kp + kp] -= coll_factor(COLL_AR, axis_n(s, ax)) * R->ba[kq];
             }
     }
@@ -782,16 +786,16 @@ erg_status erg_shard_profile(erg_shard *s, const erg_shard_cost_options *o,
             }
         }
     }
-    if ((st = shard_segments_build(s, imp, nimp, keep, o->profiles_only, err)))
+    if ((st = erg__shard_segments_build(s, imp, nimp, keep, o->profiles_only, err)))
         goto done;
     if (o->compute != ERG_SHARD_COMPUTE_MODEL && o->cache_path &&
-        (st = shard_gemm_cache_save(&T, o->cache_path, err)))
+        (st = erg__shard_gemm_cache_save(&T, o->cache_path, err)))
         goto done;
     s->profiled = true;
-    s->profile_s = shard_now_s() - t0;
+    s->profile_s = erg__shard_now_s() - t0;
 done:
     erg__free(T.tab);
-    shard_cublas_close(&T);
+    erg__shard_cublas_close(&T);
     erg__free(imp);
     edge_map_free(&emap);
     erg__free(kv);
@@ -800,8 +804,8 @@ done:
     return st;
 }
 
-void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
-                double *flops)
+void erg__shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
+                     double *flops)
 {
     double t = s->const_time_s, m = s->const_mem_bytes, f = s->const_flops;
     for (int oi = 0; oi < s->norder; oi++) {
@@ -831,7 +835,7 @@ erg_status erg_shard_evaluate(const erg_shard *s, const size_t *strategies, doub
     for (int i = 0; i < s->norder; i++)
         if (strategies[i] >= (size_t)s->pbs[s->order[i]].K)
             return erg_error_set(err, ERG_EINVAL, "block %d has no strategy %zu", i, strategies[i]);
-    shard_eval(s, strategies, time_s, memory_bytes, NULL);
+    erg__shard_eval(s, strategies, time_s, memory_bytes, NULL);
     return ERG_OK;
 }
 
@@ -840,7 +844,7 @@ erg_status erg_shard_evaluate(const erg_shard *s, const size_t *strategies, doub
  * on the edges between them (with the all-reduces reassociation saves), the gathers for
  * replicated consumers and the loop-carried resharding; times trips. Its total bytes equal
  * the sum of the blocks' comm_bytes and the edges' bytes that the search adds up. */
-void shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out)
+void erg__shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out)
 {
     memset(out, 0, sizeof *out);
     spec rep;
@@ -880,7 +884,7 @@ void shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out)
         }
     }
     for (int g = 0; s->loop && g < s->n; g++) {
-        int u = param_gte(s, g) ? shard_loop_producer(s, (int)gte_index(s, g)) : -1;
+        int u = param_gte(s, g) ? erg__shard_loop_producer(s, (int)gte_index(s, g)) : -1;
         if (u < 0 || u == g || s->nodes[u].pb < 0)
             continue;
         int q = s->nodes[u].pb, p = s->nodes[g].pb;
@@ -955,9 +959,9 @@ erg_status erg_shard_profile_report(const erg_shard *s, size_t max_rows, char **
         for (int y = 0; y < g->nkeep && (size_t)y < max_rows; y++) {
             char cb[200];
             fmt_combo(s, g, g->keep[y], cb, sizeof cb);
-            shard_seg_decode(s, g, g->keep[y], kv);
+            erg__shard_seg_decode(s, g, g->keep[y], kv);
             double t, m, cs, cby, is;
-            shard_seg_cost(s, g, NULL, -1, kv, &t, &m, &cs, &cby, &is);
+            erg__shard_seg_cost(s, g, NULL, -1, kv, &t, &m, &cs, &cby, &is);
             P("  %-24s %12.4f %12.4f %12.4f %12.4f %14.3f %12.3f\n", cb, g->keep_time[y] * 1e3,
               (t - cs) * 1e3, is * 1e3, (cs - is) * 1e3, cby / 1e6, g->keep_mem[y] / 1e6);
         }
@@ -987,7 +991,7 @@ erg_status erg_shard_profile_csv(const erg_shard *s, char **text, erg_error *err
         if (g->unique != si)
             continue;
         for (int y = 0; y < g->nkeep && !st; y++) {
-            shard_seg_decode(s, g, g->keep[y], kv);
+            erg__shard_seg_decode(s, g, g->keep[y], kv);
             st = erg__buf_printf(&b, "%d,", si);
             for (int i = 0; i < g->n && !st; i++)
                 st = erg__buf_printf(&b, "%s%zu", i ? "-" : "", kv[g->first + i]);
@@ -1027,7 +1031,7 @@ erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **tex
     double *bytes = erg__malloc((size_t)nc * sizeof(double));
     size_t *kv = erg__calloc((size_t)s->norder, sizeof(size_t));
     int *rel = NULL;
-    int nrel = shard_seg_edges(s, g, &rel);
+    int nrel = erg__shard_seg_edges(s, g, &rel);
     erg__buf b = {0};
     erg_status st = ERG_OK;
     if (!rows || !bytes || !kv || nrel < 0) {
@@ -1035,13 +1039,13 @@ erg_status erg_shard_comm_report(const erg_shard *s, size_t max_rows, char **tex
         goto fail;
     }
     for (long c = 0; c < nc; c++) {
-        shard_seg_decode(s, g, c, kv);
+        erg__shard_seg_decode(s, g, c, kv);
         double t, m, cs, cb;
-        shard_seg_cost(s, g, rel, nrel, kv, &t, &m, &cs, &cb, NULL);
+        erg__shard_seg_cost(s, g, rel, nrel, kv, &t, &m, &cs, &cb, NULL);
         rows[c] = (shard_ci){c, cs};
         bytes[c] = cb;
     }
-    qsort(rows, (size_t)nc, sizeof *rows, shard_cmp_ci);
+    qsort(rows, (size_t)nc, sizeof *rows, erg__shard_cmp_ci);
 #define P(...)                                                                                     \
     do {                                                                                           \
         if ((st = erg__buf_printf(&b, __VA_ARGS__)))                                               \

@@ -16,14 +16,14 @@ ERG__LAZY_LIB(blas_lib, ERG_SONAME_OPENBLAS, "GEMM timing with CPU BLAS (--compu
               BLAS_FUNCS)
 #define cblas_sgemm (*lz_cblas_sgemm)
 
-double shard_now_s(void)
+double erg__shard_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-erg_status shard_cublas_open(timer_ctx *t, erg_error *err)
+erg_status erg__shard_cublas_open(timer_ctx *t, erg_error *err)
 {
     const char *rt[] = {"libcudart.so", "libcudart.so.12", "libcudart.so.11.0"};
     const char *bl[] = {"libcublas.so", "libcublas.so.12", "libcublas.so.11"};
@@ -49,7 +49,7 @@ erg_status shard_cublas_open(timer_ctx *t, erg_error *err)
     return ERG_OK;
 }
 
-void shard_cublas_close(timer_ctx *t)
+void erg__shard_cublas_close(timer_ctx *t)
 {
     if (t->handle && t->cublasDestroy)
         t->cublasDestroy(t->handle);
@@ -59,8 +59,8 @@ void shard_cublas_close(timer_ctx *t)
         dlclose(t->hcudart);
 }
 
-erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_t k, double *out,
-                           erg_error *err)
+erg_status erg__shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_t k,
+                                double *out, erg_error *err)
 {
     for (int i = 0; i < t->n; i++)
         if (t->tab[i].b == b && t->tab[i].m == m && t->tab[i].n == n && t->tab[i].k == k) {
@@ -90,10 +90,10 @@ erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_
         for (int64_t i = 0; i < k * n; i++)
             B[i] = (float)(i % 5) * 0.1f;
         for (int rep = 0; rep < 3; rep++) {
-            double t0 = shard_now_s();
+            double t0 = erg__shard_now_s();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, A,
                         (int)k, B, (int)n, 0.0f, C, (int)n);
-            double dt = shard_now_s() - t0;
+            double dt = erg__shard_now_s() - t0;
             best = ERG__MIN(best, dt);
         }
         erg__free(A);
@@ -112,11 +112,11 @@ erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_
         float one = 1, zero = 0;
         for (int rep = 0; rep < 4; rep++) {
             t->cudaDeviceSynchronize();
-            double t0 = shard_now_s();
+            double t0 = erg__shard_now_s();
             t->cublasSgemm(t->handle, 0, 0, (int)n, (int)m, (int)k, &one, B, (int)n, A, (int)k,
                            &zero, C, (int)n);
             t->cudaDeviceSynchronize();
-            double dt = shard_now_s() - t0;
+            double dt = erg__shard_now_s() - t0;
             if (rep)
                 best = ERG__MIN(best, dt);
         }
@@ -132,7 +132,7 @@ erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_
     return ERG_OK;
 }
 
-erg_status shard_gemm_cache_load(timer_ctx *t, const char *path, erg_error *err)
+erg_status erg__shard_gemm_cache_load(timer_ctx *t, const char *path, erg_error *err)
 {
     char *text = NULL;
     size_t len = 0;
@@ -170,7 +170,7 @@ erg_status shard_gemm_cache_load(timer_ctx *t, const char *path, erg_error *err)
     return st;
 }
 
-erg_status shard_gemm_cache_save(timer_ctx *t, const char *path, erg_error *err)
+erg_status erg__shard_gemm_cache_save(timer_ctx *t, const char *path, erg_error *err)
 {
     erg__buf b = {0};
     erg_status st = erg__buf_printf(&b, "batch,m,n,k,time_s\n");

@@ -6,15 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool shard_conv_labels(const erg_hlo_module *m, const hlo_instr *in, int lrank, int rrank,
-                       int orank, int idx[6])
+bool erg__shard_conv_labels(const erg_hlo_module *m, const hlo_instr *in, int lrank, int rrank,
+                            int orank, int idx[6])
 {
     /* dim_labels=b01f_01io->b01f: lhs batch 'b' and feature 'f', rhs input 'i' and output
      * 'o' features, output 'b' and 'f'; digits are spatial. Grouped convolutions are not
      * handled (replicated). */
-    char *v = hlo_attr_str(m, in, "dim_labels");
-    char *fg = hlo_attr_str(m, in, "feature_group_count");
-    char *bg = hlo_attr_str(m, in, "batch_group_count");
+    char *v = erg__hlo_attr_str(m, in, "dim_labels");
+    char *fg = erg__hlo_attr_str(m, in, "feature_group_count");
+    char *bg = erg__hlo_attr_str(m, in, "batch_group_count");
     bool ok = v && (!fg || !strcmp(fg, "1")) && (!bg || !strcmp(bg, "1"));
     erg__free(fg);
     erg__free(bg);
@@ -40,7 +40,7 @@ bool shard_conv_labels(const erg_hlo_module *m, const hlo_instr *in, int lrank, 
     return ok;
 }
 
-bool shard_dot_info(const erg_shard *s, int i, dotinfo *d)
+bool erg__shard_dot_info(const erg_shard *s, int i, dotinfo *d)
 {
     const hlo_instr *in = &s->c->ins[i];
     memset(d, 0, sizeof *d);
@@ -55,7 +55,7 @@ bool shard_dot_info(const erg_shard *s, int i, dotinfo *d)
         /* A convolution as a dot: batch -> M, input feature -> K, output feature -> N;
          * spatial dims belong to no role, so a split on them is never valid. */
         int idx[6];
-        if (!shard_conv_labels(s->m, in, L->rank, R->rank, in->shape.rank, idx))
+        if (!erg__shard_conv_labels(s->m, in, L->rank, R->rank, in->shape.rank, idx))
             return false;
         d->nc = 1;
         d->lc[0] = idx[1];
@@ -70,10 +70,10 @@ bool shard_dot_info(const erg_shard *s, int i, dotinfo *d)
     }
     if (in->op != HLO_OP_DOT)
         return false;
-    int nb = hlo_attr_ints(s->m, in, "lhs_batch_dims", d->lb, HLO_MAX_RANK);
-    int nb2 = hlo_attr_ints(s->m, in, "rhs_batch_dims", d->rb, HLO_MAX_RANK);
-    int nc = hlo_attr_ints(s->m, in, "lhs_contracting_dims", d->lc, HLO_MAX_RANK);
-    int nc2 = hlo_attr_ints(s->m, in, "rhs_contracting_dims", d->rc, HLO_MAX_RANK);
+    int nb = erg__hlo_attr_ints(s->m, in, "lhs_batch_dims", d->lb, HLO_MAX_RANK);
+    int nb2 = erg__hlo_attr_ints(s->m, in, "rhs_batch_dims", d->rb, HLO_MAX_RANK);
+    int nc = erg__hlo_attr_ints(s->m, in, "lhs_contracting_dims", d->lc, HLO_MAX_RANK);
+    int nc2 = erg__hlo_attr_ints(s->m, in, "rhs_contracting_dims", d->rc, HLO_MAX_RANK);
     if (nb < 0)
         nb = 0;
     if (nb2 < 0)
@@ -114,23 +114,23 @@ bool shard_dot_info(const erg_shard *s, int i, dotinfo *d)
 
 /* Output spec and collectives of a dot given its operand specs; false if the operand specs
  * are inconsistent (would need communication before the dot). */
-bool shard_dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l, const spec *r,
-                    spec *out, int *ar_axes)
+bool erg__shard_dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l, const spec *r,
+                         spec *out, int *ar_axes)
 {
-    *out = shard_spec_rep();
+    *out = erg__shard_spec_rep();
     *ar_axes = 0;
     for (int a = 0; a < 2; a++) {
         if (s->mesh[a] == 1)
             continue;
         int la = -1, ra = -1;
         for (int k = 0; k < d->lrank; k++)
-            if (shard_uses_axis(l->d[k], a)) {
+            if (erg__shard_uses_axis(l->d[k], a)) {
                 if (la >= 0)
                     return false;
                 la = k;
             }
         for (int k = 0; k < d->rrank; k++)
-            if (shard_uses_axis(r->d[k], a)) {
+            if (erg__shard_uses_axis(r->d[k], a)) {
                 if (ra >= 0)
                     return false;
                 ra = k;
@@ -168,7 +168,7 @@ bool shard_dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l, 
     return true;
 }
 
-int shard_enumerate_dot(const erg_shard *s, int i, const dotinfo *d, strat *out, int max)
+int erg__shard_enumerate_dot(const erg_shard *s, int i, const dotinfo *d, strat *out, int max)
 {
     const hlo_instr *in = &s->c->ins[i];
     const hlo_shape *L = &s->c->ins[in->ops[0]].shape, *R = &s->c->ins[in->ops[1]].shape;
@@ -213,8 +213,8 @@ int shard_enumerate_dot(const erg_shard *s, int i, const dotinfo *d, strat *out,
 again:
     for (int c = first_extra < 0 ? 0 : first_extra; c < nc && n < max; c++) {
         strat st;
-        st.l = shard_spec_rep();
-        st.r = shard_spec_rep();
+        st.l = erg__shard_spec_rep();
+        st.r = erg__shard_spec_rep();
         bool ok = true;
         for (int q = 0; q < ncand[c]; q++) {
             put p = cands[c][q];
@@ -242,11 +242,12 @@ again:
                 st.l.d[d->lb[p.idx]] = ax, st.r.d[d->rb[p.idx]] = ax;
             }
         }
-        if (!ok || !shard_spec_valid_for(s, L, &st.l) || !shard_spec_valid_for(s, R, &st.r))
+        if (!ok || !erg__shard_spec_valid_for(s, L, &st.l) ||
+            !erg__shard_spec_valid_for(s, R, &st.r))
             continue;
-        if (!shard_dot_eval(s, i, d, &st.l, &st.r, &st.o, &st.ar))
+        if (!erg__shard_dot_eval(s, i, d, &st.l, &st.r, &st.o, &st.ar))
             continue;
-        if (!shard_spec_valid_for(s, &in->shape, &st.o))
+        if (!erg__shard_spec_valid_for(s, &in->shape, &st.o))
             continue;
         for (int q = 0; q < ncand[c]; q++)
             role_split[cands[c][q].role == RB ? 3 + cands[c][q].idx : cands[c][q].role] = true;
@@ -266,13 +267,13 @@ again:
     return n;
 }
 
-erg_status shard_strategy_name(const erg_shard *s, int i, const strat *st, char **out)
+erg_status erg__shard_strategy_name(const erg_shard *s, int i, const strat *st, char **out)
 {
     const hlo_instr *in = &s->c->ins[i];
     char o[80], l[80], r[80], buf[260];
-    shard_spec_str(&st->o, in->shape.rank, o, sizeof o);
-    shard_spec_str(&st->l, s->c->ins[in->ops[0]].shape.rank, l, sizeof l);
-    shard_spec_str(&st->r, s->c->ins[in->ops[1]].shape.rank, r, sizeof r);
+    erg__shard_spec_str(&st->o, in->shape.rank, o, sizeof o);
+    erg__shard_spec_str(&st->l, s->c->ins[in->ops[0]].shape.rank, l, sizeof l);
+    erg__shard_spec_str(&st->r, s->c->ins[in->ops[1]].shape.rank, r, sizeof r);
     snprintf(buf, sizeof buf, "%s = %s x %s", o, l, r);
     *out = erg__strdup(buf);
     return *out ? ERG_OK : ERG_ENOMEM;

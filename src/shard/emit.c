@@ -18,7 +18,7 @@
 static erg_status sharding_str(const erg_shard *s, const hlo_shape *sh, const spec *sp, erg__buf *b)
 {
     int m0 = s->mesh[0], m1 = s->mesh[1], D = m0 * m1;
-    if (sh->kind != HLO_ARRAY || sh->rank == 0 || shard_tiles(s, sp, sh->rank) == 1)
+    if (sh->kind != HLO_ARRAY || sh->rank == 0 || erg__shard_tiles(s, sp, sh->rank) == 1)
         return erg__buf_printf(b, "{replicated}");
     int rank = sh->rank, t[HLO_MAX_RANK + 1];
     int P = 1;
@@ -81,7 +81,8 @@ static erg_status sharding_str(const erg_shard *s, const hlo_shape *sh, const sp
  * `{devices=[t...]ids [last_tile_dim_replicate]}` on this mesh. The axis of a tiled dim is
  * read from the device-id stride between its first two tiles (m1 for axis 0, 1 for axis 1);
  * a dim tiled over all devices is S01. Returns false for anything else. */
-bool shard_parse_sharding(const erg_shard *s, const char *text, size_t len, int rank, spec *out)
+bool erg__shard_parse_sharding(const erg_shard *s, const char *text, size_t len, int rank,
+                               spec *out)
 {
     int m0 = s->mesh[0], m1 = s->mesh[1], D = m0 * m1;
     memset(out->d, (unsigned char)SP_R, sizeof out->d);
@@ -188,7 +189,7 @@ static erg_status push_edit(edit **ed, int *n, size_t *cap, const hlo_instr *in,
         erg__free(txt);
         return ERG_ENOMEM;
     }
-    const hlo_attr *old = hlo_find_attr(in, "sharding");
+    const hlo_attr *old = erg__hlo_find_attr(in, "sharding");
     (*ed)[(*n)++] =
         (edit){old ? old->off : in->end, old ? old->off + old->len : in->end, !old, false, in, txt};
     return ERG_OK;
@@ -213,7 +214,7 @@ static erg_status instr_sharding(const erg_shard *s, const erg_shard_plan *p, in
         else if (in->op == HLO_OP_PARAMETER && s->loop) {
             /* Loop state: element e as the ROOT tuple produces it, so that the body's
              * parameter and ROOT shardings agree (XLA requires it). */
-            int u = shard_loop_producer(s, e);
+            int u = erg__shard_loop_producer(s, e);
             es = u >= 0 ? spec_of(s, p, u) : NULL;
         } else if (in->op == HLO_OP_CUSTOM_CALL && sp && s->nodes[i].cc == CC_ATTENTION) {
             /* fused attention: the spec is element 0's; elements laid out alike (dQ, dK, dV)
@@ -257,8 +258,8 @@ static erg_status loop_edits(const erg_shard *s, const erg_shard_plan *p, edit *
             const hlo_instr *W = &C->ins[w];
             if (W->op != HLO_OP_WHILE || W->nops != 1)
                 continue;
-            char *body = hlo_attr_str(m, W, "body");
-            bool mine = body && hlo_find_comp(m, body) == bi;
+            char *body = erg__hlo_attr_str(m, W, "body");
+            bool mine = body && erg__hlo_find_comp(m, body) == bi;
             erg__free(body);
             if (!mine || W->shape.kind != HLO_TUPLE || W->shape.nelems != ts->nelems)
                 continue;
@@ -283,7 +284,7 @@ static erg_status loop_edits(const erg_shard *s, const erg_shard_plan *p, edit *
                     const hlo_instr *X = &C->ins[T->ops[e]];
                     if (X->op != HLO_OP_PARAMETER || X->shape.kind != HLO_ARRAY)
                         continue;
-                    int u = shard_loop_producer(s, e);
+                    int u = erg__shard_loop_producer(s, e);
                     const spec *es = u >= 0 ? spec_of(s, p, u) : NULL;
                     erg__buf xb = {0};
                     if (!(st = sharding_str(s, &X->shape, es ? es : &rep, &xb)))
@@ -294,8 +295,8 @@ static erg_status loop_edits(const erg_shard *s, const erg_shard_plan *p, edit *
             }
             erg__free(t2);
             /* the condition's parameter */
-            char *cond = hlo_attr_str(m, W, "condition");
-            int cc = cond ? hlo_find_comp(m, cond) : -1;
+            char *cond = erg__hlo_attr_str(m, W, "condition");
+            int cc = cond ? erg__hlo_find_comp(m, cond) : -1;
             erg__free(cond);
             for (int j = 0; cc >= 0 && cc != bi && j < m->comps[cc].n && !st; j++) {
                 const hlo_instr *P0 = &m->comps[cc].ins[j];
@@ -329,7 +330,7 @@ static erg_status reread(const erg_shard *s, const edit *ed, int ned, const char
                              "%s: the annotated module does not re-read (a bug in ergon; please "
                              "report it with this module): %s",
                              m->filename, e2.msg);
-    bool ok = hlo_module_same(m, m2, "sharding", why, sizeof why);
+    bool ok = erg__hlo_module_same(m, m2, "sharding", why, sizeof why);
     long want_np = m->has_num_partitions ? m->num_partitions : (long)s->mesh[0] * s->mesh[1];
     if (ok && m2->num_partitions != want_np) {
         snprintf(why, sizeof why, "num_partitions reads back as %ld, not %ld", m2->num_partitions,
@@ -346,7 +347,7 @@ static erg_status reread(const erg_shard *s, const edit *ed, int ned, const char
         if (ci == m->ncomps)
             continue;
         const hlo_instr *y = &m2->comps[ci].ins[ed[k].in - m->comps[ci].ins];
-        const hlo_attr *a = hlo_find_attr(y, "sharding");
+        const hlo_attr *a = erg__hlo_find_attr(y, "sharding");
         if (!a || a->len != strlen(ed[k].txt) || memcmp(m2->text + a->off, ed[k].txt, a->len)) {
             snprintf(why, sizeof why, "the sharding of '%s' does not read back as %.200s", y->name,
                      ed[k].txt);
@@ -564,7 +565,7 @@ erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan *p, char
     /* What the cost model charged for this plan, by collective kind (count, bytes moved per
      * device), to set next to what XLA's partitioner emits (tools/shard_xla.py). */
     shard_comm cm;
-    shard_plan_comm(s, p->k, &cm);
+    erg__shard_plan_comm(s, p->k, &cm);
     static const char *const kind_names[3] = {"all-reduce", "all-gather", "all-to-all"};
     json_t *comm = json_pack("{s:f}", "bytes_per_device", cm.bytes[0] + cm.bytes[1] + cm.bytes[2]);
     for (int c = 0; comm && c < 3; c++)

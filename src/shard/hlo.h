@@ -11,7 +11,7 @@ enum hlo_shape_kind { HLO_ARRAY = 0, HLO_TUPLE = 1, HLO_TOKEN = 2 };
 
 typedef struct hlo_shape {
     int kind;  /* enum hlo_shape_kind */
-    int dtype; /* index into the dtype table (hlo_dtype_name) */
+    int dtype; /* index into the dtype table (erg__hlo_dtype_name) */
     int rank;
     int64_t dims[HLO_MAX_RANK];
     int nelems; /* tuple elements */
@@ -97,31 +97,31 @@ struct erg_hlo_module {
     int entry;
 };
 
-const char *hlo_dtype_name(int dtype);
+const char *erg__hlo_dtype_name(int dtype);
 /* Bytes per element (sub-byte types round up to 1). */
-double hlo_dtype_bytes(int dtype);
-int64_t hlo_shape_elems(const hlo_shape *s);
-double hlo_shape_bytes(const hlo_shape *s);
-const hlo_attr *hlo_find_attr(const hlo_instr *in, const char *key);
+double erg__hlo_dtype_bytes(int dtype);
+int64_t erg__hlo_shape_elems(const hlo_shape *s);
+double erg__hlo_shape_bytes(const hlo_shape *s);
+const hlo_attr *erg__hlo_find_attr(const hlo_instr *in, const char *key);
 /* Parse an attribute value of the form {1,2,3} into ints; returns count or -1. */
-int hlo_attr_ints(const erg_hlo_module *m, const hlo_instr *in, const char *key, int64_t *out,
-                  int max);
+int erg__hlo_attr_ints(const erg_hlo_module *m, const hlo_instr *in, const char *key, int64_t *out,
+                       int max);
 /* Copy of an attribute value (caller frees with erg__free) or NULL. */
-char *hlo_attr_str(const erg_hlo_module *m, const hlo_instr *in, const char *key);
+char *erg__hlo_attr_str(const erg_hlo_module *m, const hlo_instr *in, const char *key);
 /* 1-based line and column of a text offset. */
-void hlo_line_col(const erg_hlo_module *m, size_t off, long *line, long *col);
-int hlo_find_comp(const erg_hlo_module *m, const char *name);
+void erg__hlo_line_col(const erg_hlo_module *m, size_t off, long *line, long *col);
+int erg__hlo_find_comp(const erg_hlo_module *m, const char *name);
 /* True when b has a's computations, instructions (names, opcodes, shapes, operands, literals)
  * and attributes, in order, apart from attributes keyed skip_key (may be NULL) and the module
  * header's num_partitions; otherwise false with the first difference in why. */
 /* HLO text queries (hlo_query.c). Trip count of the while loop whose body is computation ci
  * (backend_config known_trip_count, else the condition's compare with a constant; 0 when
  * unknown or no loop body); *loop names the while instruction or is NULL. */
-long hlo_trip_count(const erg_hlo_module *m, int ci, const char **loop);
+long erg__hlo_trip_count(const erg_hlo_module *m, int ci, const char **loop);
 /* EINVAL with the line when the module is already partitioned (collectives over device
  * groups, partition-id/replica-id, or num_partitions > 1 without sharding annotations). */
-erg_status hlo_check_unpartitioned(const erg_hlo_module *m, erg_error *err);
-bool hlo_module_same(const erg_hlo_module *a, const erg_hlo_module *b, const char *skip_key,
-                     char *why, size_t whylen);
+erg_status erg__hlo_check_unpartitioned(const erg_hlo_module *m, erg_error *err);
+bool erg__hlo_module_same(const erg_hlo_module *a, const erg_hlo_module *b, const char *skip_key,
+                          char *why, size_t whylen);
 
 #endif

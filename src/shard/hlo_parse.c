@@ -11,7 +11,7 @@
 /*
  * How it works. The text is scanned character by character (no token list), so a 3 MB
  * module costs one pass. Names are copied; attribute values are recorded as spans of the
- * module's own copy of the text and interpreted on demand (hlo_attr_ints, hlo_attr_str),
+ * module's own copy of the text and interpreted on demand (erg__hlo_attr_ints, erg__hlo_attr_str),
  * which keeps unknown attributes intact for re-emission. An attribute value is read up to
  * the first top-level ',' or whitespace or unmatched closer, honouring {} () [] nesting and
  * "strings": top-level bare values (GT, b01f_01io->b01f, [1,4]<=[4]) never contain blanks,
@@ -31,17 +31,17 @@ static const double dtype_bytes[] = {
 };
 #define DTYPE_TOKEN 28
 
-const char *hlo_dtype_name(int dtype)
+const char *erg__hlo_dtype_name(int dtype)
 {
     return dtype >= 0 && dtype < (int)ERG__ARRAY_LEN(dtype_names) ? dtype_names[dtype] : "?";
 }
 
-double hlo_dtype_bytes(int dtype)
+double erg__hlo_dtype_bytes(int dtype)
 {
     return dtype >= 0 && dtype < (int)ERG__ARRAY_LEN(dtype_bytes) ? dtype_bytes[dtype] : 0;
 }
 
-int64_t hlo_shape_elems(const hlo_shape *s)
+int64_t erg__hlo_shape_elems(const hlo_shape *s)
 {
     if (s->kind != HLO_ARRAY)
         return 0;
@@ -51,15 +51,15 @@ int64_t hlo_shape_elems(const hlo_shape *s)
     return n;
 }
 
-double hlo_shape_bytes(const hlo_shape *s)
+double erg__hlo_shape_bytes(const hlo_shape *s)
 {
     if (s->kind == HLO_TUPLE) {
         double b = 0;
         for (int i = 0; i < s->nelems; i++)
-            b += hlo_shape_bytes(&s->elems[i]);
+            b += erg__hlo_shape_bytes(&s->elems[i]);
         return b;
     }
-    return (double)hlo_shape_elems(s) * hlo_dtype_bytes(s->dtype);
+    return (double)erg__hlo_shape_elems(s) * erg__hlo_dtype_bytes(s->dtype);
 }
 
 static void shape_free(hlo_shape *s)
@@ -81,7 +81,7 @@ typedef struct parser {
     int depth; /* shape nesting, bounded */
 } parser;
 
-void hlo_line_col(const erg_hlo_module *m, size_t off, long *line, long *col)
+void erg__hlo_line_col(const erg_hlo_module *m, size_t off, long *line, long *col)
 {
     long l = 1, c = 1;
     if (off > m->len)
@@ -107,7 +107,7 @@ static erg_status fail_at(parser *p, size_t off, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     long line, col;
-    hlo_line_col(p->m, off, &line, &col);
+    erg__hlo_line_col(p->m, off, &line, &col);
     char near[24];
     size_t k = 0;
     for (size_t i = off; i < p->n && k < 16 && p->t[i] != '\n'; i++)
@@ -309,7 +309,7 @@ static erg_status parse_int64(parser *p, int64_t *out)
 
 /* EPARSE naming the shape text at `at` when its elements, or their bytes, do not fit in
  * int64_t. Zero-size dims count as 1, so that every product of some of the dims (a GEMM's
- * M, N, K; a contraction) fits too; past this check those products and hlo_shape_bytes
+ * M, N, K; a contraction) fits too; past this check those products and erg__hlo_shape_bytes
  * cannot wrap. */
 static erg_status check_shape_size(parser *p, const hlo_shape *s, size_t at)
 {
@@ -317,7 +317,7 @@ static erg_status check_shape_size(parser *p, const hlo_shape *s, size_t at)
     bool over = false;
     for (int i = 0; i < s->rank && !over; i++)
         over = __builtin_mul_overflow(n, s->dims[i] ? s->dims[i] : 1, &n);
-    int64_t b = (int64_t)hlo_dtype_bytes(s->dtype);
+    int64_t b = (int64_t)erg__hlo_dtype_bytes(s->dtype);
     if (!over && !__builtin_mul_overflow(n, b ? b : 1, &n))
         return ERG_OK;
     return fail_at(p, at,
@@ -446,7 +446,7 @@ static int comp_lookup(const hlo_comp *c, const char *name)
     return -1;
 }
 
-int hlo_find_comp(const erg_hlo_module *m, const char *name)
+int erg__hlo_find_comp(const erg_hlo_module *m, const char *name)
 {
     if (name[0] == '%')
         name++;
@@ -750,7 +750,7 @@ static erg_status parse_instr(parser *p, hlo_instr *in)
 
 static int dims_attr(parser *p, const hlo_instr *in, const char *key, int64_t *out)
 {
-    return hlo_attr_ints(p->m, in, key, out, HLO_MAX_RANK);
+    return erg__hlo_attr_ints(p->m, in, key, out, HLO_MAX_RANK);
 }
 
 /* A dot's dimension numbers must name existing, distinct dims of matching sizes, and its
@@ -768,7 +768,7 @@ static erg_status check_dot(parser *p, const hlo_comp *c, const hlo_instr *in)
     int64_t *arr[4] = {lb, rb, lc, rc};
     int n[4];
     for (int k = 0; k < 4; k++) {
-        n[k] = hlo_find_attr(in, keys[k]) ? dims_attr(p, in, keys[k], arr[k]) : 0;
+        n[k] = erg__hlo_find_attr(in, keys[k]) ? dims_attr(p, in, keys[k], arr[k]) : 0;
         if (n[k] < 0)
             return fail_at(p, in->start, "dot '%s': %s is not a list of dims", in->name, keys[k]);
     }
@@ -972,7 +972,8 @@ static erg_status parse_computation(parser *p, hlo_comp *c)
             if (!t || t->kind != HLO_TUPLE)
                 return fail_at(p, in->start, "get-tuple-element '%s' needs one tuple operand",
                                in->name);
-            if (hlo_attr_ints(p->m, in, "index", ix, 1) != 1 || ix[0] < 0 || ix[0] >= t->nelems)
+            if (erg__hlo_attr_ints(p->m, in, "index", ix, 1) != 1 || ix[0] < 0 ||
+                ix[0] >= t->nelems)
                 return fail_at(p, in->start,
                                "get-tuple-element '%s' needs index=N with 0 <= N < %d", in->name,
                                t->nelems);
@@ -1095,8 +1096,8 @@ erg_status erg_hlo_parse(const char *text, size_t len, const char *filename, erg
         hlo_comp *c = &m->comps[ci];
         for (int i = 0; i < c->n; i++)
             for (size_t k = 0; k < ERG__ARRAY_LEN(callkeys); k++) {
-                char *v = hlo_attr_str(m, &c->ins[i], callkeys[k]);
-                if (v && hlo_find_comp(m, v) < 0) {
+                char *v = erg__hlo_attr_str(m, &c->ins[i], callkeys[k]);
+                if (v && erg__hlo_find_comp(m, v) < 0) {
                     st = fail_at(p, c->ins[i].start, "%s=%s of '%s' names no computation",
                                  callkeys[k], v, c->ins[i].name);
                     erg__free(v);
@@ -1150,7 +1151,7 @@ size_t erg_hlo_count_opcode(const erg_hlo_module *m, const char *opcode)
     return n;
 }
 
-const hlo_attr *hlo_find_attr(const hlo_instr *in, const char *key)
+const hlo_attr *erg__hlo_find_attr(const hlo_instr *in, const char *key)
 {
     for (int i = 0; i < in->nattrs; i++)
         if (!strcmp(in->attrs[i].key, key))
@@ -1158,9 +1159,9 @@ const hlo_attr *hlo_find_attr(const hlo_instr *in, const char *key)
     return NULL;
 }
 
-char *hlo_attr_str(const erg_hlo_module *m, const hlo_instr *in, const char *key)
+char *erg__hlo_attr_str(const erg_hlo_module *m, const hlo_instr *in, const char *key)
 {
-    const hlo_attr *a = hlo_find_attr(in, key);
+    const hlo_attr *a = erg__hlo_find_attr(in, key);
     if (!a)
         return NULL;
     const char *s = m->text + a->off;
@@ -1172,10 +1173,10 @@ char *hlo_attr_str(const erg_hlo_module *m, const hlo_instr *in, const char *key
     return erg__strndup(s, l);
 }
 
-int hlo_attr_ints(const erg_hlo_module *m, const hlo_instr *in, const char *key, int64_t *out,
-                  int max)
+int erg__hlo_attr_ints(const erg_hlo_module *m, const hlo_instr *in, const char *key, int64_t *out,
+                       int max)
 {
-    const hlo_attr *a = hlo_find_attr(in, key);
+    const hlo_attr *a = erg__hlo_find_attr(in, key);
     if (!a)
         return -1;
     const char *s = m->text + a->off, *e = s + a->len;
@@ -1236,8 +1237,8 @@ static const hlo_attr *next_attr(const hlo_instr *in, int *k, const char *skip_k
     return *k < in->nattrs ? &in->attrs[(*k)++] : NULL;
 }
 
-bool hlo_module_same(const erg_hlo_module *a, const erg_hlo_module *b, const char *skip_key,
-                     char *why, size_t whylen)
+bool erg__hlo_module_same(const erg_hlo_module *a, const erg_hlo_module *b, const char *skip_key,
+                          char *why, size_t whylen)
 {
 #define DIFF(...)                                                                                  \
     do {                                                                                           \

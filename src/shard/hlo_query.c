@@ -8,7 +8,7 @@
  * "known_trip_count":{"n":"N"}, else the loop condition's compare(i, constant(N)),
  * direction=LT; 0 when `ci` is no loop body or the count is unknown. *loop names the
  * while instruction (or NULL). */
-long hlo_trip_count(const erg_hlo_module *m, int ci, const char **loop)
+long erg__hlo_trip_count(const erg_hlo_module *m, int ci, const char **loop)
 {
     *loop = NULL;
     for (int c = 0; c < m->ncomps; c++)
@@ -16,13 +16,13 @@ long hlo_trip_count(const erg_hlo_module *m, int ci, const char **loop)
             const hlo_instr *in = &m->comps[c].ins[i];
             if (in->op != HLO_OP_WHILE)
                 continue;
-            char *body = hlo_attr_str(m, in, "body");
-            bool match = body && hlo_find_comp(m, body) == ci;
+            char *body = erg__hlo_attr_str(m, in, "body");
+            bool match = body && erg__hlo_find_comp(m, body) == ci;
             erg__free(body);
             if (!match)
                 continue;
             *loop = in->name;
-            const hlo_attr *a = hlo_find_attr(in, "backend_config");
+            const hlo_attr *a = erg__hlo_find_attr(in, "backend_config");
             if (a) {
                 const char *t = m->text + a->off, *e = t + a->len;
                 const char *k = NULL;
@@ -44,15 +44,15 @@ long hlo_trip_count(const erg_hlo_module *m, int ci, const char **loop)
                         return v;
                 }
             }
-            char *cond = hlo_attr_str(m, in, "condition");
-            int cc = cond ? hlo_find_comp(m, cond) : -1;
+            char *cond = erg__hlo_attr_str(m, in, "condition");
+            int cc = cond ? erg__hlo_find_comp(m, cond) : -1;
             erg__free(cond);
             if (cc < 0)
                 return 0;
             const hlo_comp *C = &m->comps[cc];
             for (int j = 0; j < C->n; j++) {
                 const hlo_instr *cmp = &C->ins[j];
-                char *dir = hlo_attr_str(m, cmp, "direction");
+                char *dir = erg__hlo_attr_str(m, cmp, "direction");
                 bool lt = dir && !strcmp(dir, "LT");
                 erg__free(dir);
                 if (strcmp(cmp->opcode, "compare") || !lt || cmp->nops != 2)
@@ -76,9 +76,9 @@ long hlo_trip_count(const erg_hlo_module *m, int ci, const char **loop)
  * devices) or a missing attribute -> -1. */
 static long largest_group(const erg_hlo_module *m, const hlo_instr *in)
 {
-    const hlo_attr *a = hlo_find_attr(in, "replica_groups");
+    const hlo_attr *a = erg__hlo_find_attr(in, "replica_groups");
     if (!a)
-        a = hlo_find_attr(in, "source_target_pairs");
+        a = erg__hlo_find_attr(in, "source_target_pairs");
     if (!a)
         return -1;
     const char *t = m->text + a->off, *e = t + a->len;
@@ -116,13 +116,13 @@ static long largest_group(const erg_hlo_module *m, const hlo_instr *in)
 
 /* Collectives already present mean the module was partitioned (per-device
  * shapes); planning it again would re-annotate per-device tensors. */
-erg_status hlo_check_unpartitioned(const erg_hlo_module *m, erg_error *err)
+erg_status erg__hlo_check_unpartitioned(const erg_hlo_module *m, erg_error *err)
 {
     bool annotated = false;
     for (int c = 0; c < m->ncomps; c++)
         for (int i = 0; i < m->comps[c].n; i++) {
             const hlo_instr *in = &m->comps[c].ins[i];
-            annotated |= hlo_find_attr(in, "sharding") != NULL;
+            annotated |= erg__hlo_find_attr(in, "sharding") != NULL;
             bool is_coll = in->op == HLO_OP_COLLECTIVE ||
                            !strcmp(in->opcode, "cross-replica-sum") ||
                            !strcmp(in->opcode, "collective-permute-start") ||
@@ -136,7 +136,7 @@ erg_status hlo_check_unpartitioned(const erg_hlo_module *m, erg_error *err)
             bool real = is_coll && g != 1;
             if (real || ids) {
                 long line, col;
-                hlo_line_col(m, in->start, &line, &col);
+                erg__hlo_line_col(m, in->start, &line, &col);
                 return erg_error_set(
                     err, ERG_EINVAL,
                     "%s:%ld: the module is already partitioned: '%s' is %s%s%s "

@@ -15,8 +15,8 @@ static bool has_any(const char *t, const char *const *words, size_t n)
 
 /* Class of a custom-call (shard_internal.h, CC_*) from its target and shapes; for fused
  * attention also the head dim of its rank-4 operands (-1 for rank 3: [batch*heads, seq, d]). */
-int8_t shard_cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_instr *in,
-                         int8_t *head)
+int8_t erg__shard_cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_instr *in,
+                              int8_t *head)
 {
     static const char *const ew[] = {"gelu",
                                      "relu",
@@ -33,7 +33,7 @@ int8_t shard_cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_i
                                           "rms_norm", "normalization", "norm"};
     static const char *const attn[] = {"fmha", "flash", "attention", "attn", "sdpa", "mha"};
     *head = -1;
-    char *t = hlo_attr_str(m, in, "custom_call_target");
+    char *t = erg__hlo_attr_str(m, in, "custom_call_target");
     if (!t)
         return CC_OPAQUE;
     for (char *q = t; *q; q++)
@@ -54,7 +54,7 @@ int8_t shard_cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_i
         if (os->rank == 0)
             continue;
         narr++;
-        bool same = shard_same_dims(os, o);
+        bool same = erg__shard_same_dims(os, o);
         nfull += same;
         all_same &= same;
         /* or the result's trailing dims: a norm's scale and bias ([H] for [T, H]) */
@@ -75,14 +75,14 @@ int8_t shard_cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_i
         const hlo_shape *V = Q ? &c->ins[in->ops[2]].shape : NULL;
         bool ok = Q && Q->kind == HLO_ARRAY && K->kind == HLO_ARRAY && V->kind == HLO_ARRAY &&
                   (Q->rank == 3 || Q->rank == 4) && K->rank == Q->rank && V->rank == Q->rank &&
-                  o->kind == HLO_ARRAY && shard_same_dims(o, Q) && K->dims[0] == Q->dims[0] &&
+                  o->kind == HLO_ARRAY && erg__shard_same_dims(o, Q) && K->dims[0] == Q->dims[0] &&
                   V->dims[0] == Q->dims[0];
         if (ok && Q->rank == 4) {
             /* The head dim: named by cuDNN's dot dimension numbers (batch dims 0 and h),
              * else the one of dims 1, 2 that K and V share with Q while the other (the
              * sequence) may differ, else the smaller of the two (heads < sequence). */
             int h = -1;
-            const hlo_attr *bc = hlo_find_attr(in, "backend_config");
+            const hlo_attr *bc = erg__hlo_find_attr(in, "backend_config");
             if (bc) {
                 const char *b = m->text + bc->off, *e = b + bc->len;
                 static const char key[] = "lhs_batch_dimensions";
@@ -120,7 +120,7 @@ int8_t shard_cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_i
     return cls;
 }
 
-int8_t shard_cc_of(const erg_shard *s, const hlo_instr *in)
+int8_t erg__shard_cc_of(const erg_shard *s, const hlo_instr *in)
 {
     return s->nodes[in - s->c->ins].cc;
 }
@@ -143,24 +143,24 @@ static bool is_identity_op(const erg_shard *s, const hlo_instr *in)
     case HLO_OP_BITCAST:
         return true;
     case HLO_OP_CUSTOM_CALL:
-        return shard_cc_of(s, in) == CC_ELEMENTWISE || shard_cc_of(s, in) == CC_SAMESHAPE;
+        return erg__shard_cc_of(s, in) == CC_ELEMENTWISE || erg__shard_cc_of(s, in) == CC_SAMESHAPE;
     default:
         return false;
     }
 }
 
-bool shard_is_dynamic_slice(const hlo_instr *in)
+bool erg__shard_is_dynamic_slice(const hlo_instr *in)
 {
     return in->op == HLO_OP_OTHER && !strcmp(in->opcode, "dynamic-slice");
 }
 
 /* A get-tuple-element of a parameter (loop-carried state in a while body). */
-bool shard_is_param_gte(const hlo_comp *c, const hlo_instr *in)
+bool erg__shard_is_param_gte(const hlo_comp *c, const hlo_instr *in)
 {
     return in->op == HLO_OP_GTE && in->nops == 1 && c->ins[in->ops[0]].op == HLO_OP_PARAMETER;
 }
 
-bool shard_same_dims(const hlo_shape *a, const hlo_shape *b)
+bool erg__shard_same_dims(const hlo_shape *a, const hlo_shape *b)
 {
     if (a->kind != HLO_ARRAY || b->kind != HLO_ARRAY || a->rank != b->rank)
         return false;
@@ -207,7 +207,7 @@ static int reshape_groups(const hlo_shape *a, const hlo_shape *o, int *gi, int *
 static bool reshape_map(const erg_shard *s, const hlo_shape *a, const hlo_shape *o, const spec *in,
                         spec *out)
 {
-    *out = shard_spec_rep();
+    *out = erg__shard_spec_rep();
     int gi[2 * HLO_MAX_RANK + 1], go[2 * HLO_MAX_RANK + 1];
     int ng = reshape_groups(a, o, gi, go);
     if (ng < 0)
@@ -229,7 +229,7 @@ static bool reshape_map(const erg_shard *s, const hlo_shape *a, const hlo_shape 
             if (in->d[k] == SP_R)
                 continue;
             if (k != first_in || first_out < 0 ||
-                o->dims[first_out] % shard_axis_size(s, in->d[k])) {
+                o->dims[first_out] % erg__shard_axis_size(s, in->d[k])) {
                 ok = false;
                 continue;
             }
@@ -240,15 +240,15 @@ static bool reshape_map(const erg_shard *s, const hlo_shape *a, const hlo_shape 
 }
 
 /* Forward: operand j arrives with spec `op`; compute the output spec. */
-int shard_prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, int *ar_axis)
+int erg__shard_prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, int *ar_axis)
 {
     const hlo_instr *in = &s->c->ins[i];
     const hlo_shape *os = &s->c->ins[in->ops[j]].shape;
-    *out = shard_spec_rep();
+    *out = erg__shard_spec_rep();
     *ar_axis = -1;
     int64_t dims[HLO_MAX_RANK];
     int nd;
-    if (in->op == HLO_OP_CUSTOM_CALL && shard_cc_of(s, in) == CC_ATTENTION) {
+    if (in->op == HLO_OP_CUSTOM_CALL && erg__shard_cc_of(s, in) == CC_ATTENTION) {
         /* Fused attention: Q, K, V (operands 0-2) carry batch and head splits to the
          * output (element 0 of a tuple result); a split elsewhere is gathered. */
         const hlo_shape *o = in->shape.kind == HLO_TUPLE ? &in->shape.elems[0] : &in->shape;
@@ -261,12 +261,12 @@ int shard_prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, 
         return PROP_FREE;
     }
     if (in->op == HLO_OP_GTE && s->c->ins[in->ops[0]].op == HLO_OP_CUSTOM_CALL &&
-        shard_cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION) {
+        erg__shard_cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION) {
         /* Element 0 of a fused attention's tuple carries its spec. */
         const hlo_shape *t = &s->c->ins[in->ops[0]].shape;
-        nd = hlo_attr_ints(s->m, in, "index", dims, 1);
+        nd = erg__hlo_attr_ints(s->m, in, "index", dims, 1);
         if (t->kind != HLO_TUPLE || nd != 1 || dims[0] < 0 || dims[0] >= t->nelems ||
-            !shard_same_dims(&t->elems[dims[0]], &in->shape) ||
+            !erg__shard_same_dims(&t->elems[dims[0]], &in->shape) ||
             !attn_like(s, in->ops[0], &in->shape, &t->elems[0]))
             return PROP_FAIL;
         *out = *op; /* dQ, dK, dV of a backward kernel: the same batch and head dims */
@@ -274,17 +274,17 @@ int shard_prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, 
     }
     if (in->shape.kind != HLO_ARRAY || os->kind != HLO_ARRAY)
         return PROP_FAIL;
-    if (in->op == HLO_OP_CUSTOM_CALL && shard_cc_of(s, in) == CC_LASTDIM) {
+    if (in->op == HLO_OP_CUSTOM_CALL && erg__shard_cc_of(s, in) == CC_LASTDIM) {
         /* Softmax-like: per row of the last dim; a split of that dim is gathered first. */
         if (os->rank == 0)
             return PROP_FREE;
-        if (!shard_same_dims(os, &in->shape))
+        if (!erg__shard_same_dims(os, &in->shape))
             return PROP_FAIL;
         *out = *op;
         out->d[os->rank - 1] = SP_R;
         return PROP_FREE;
     }
-    if (shard_is_dynamic_slice(in)) {
+    if (erg__shard_is_dynamic_slice(in)) {
         if (j != 0 || os->rank != in->shape.rank)
             return PROP_FAIL;
         for (int k = 0; k < os->rank; k++) {
@@ -296,7 +296,7 @@ int shard_prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, 
     }
     switch (in->op) {
     case HLO_OP_BROADCAST:
-        nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
+        nd = erg__hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
         if (nd != os->rank)
             return PROP_FAIL;
         for (int k = 0; k < nd; k++) {
@@ -306,7 +306,7 @@ int shard_prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, 
         }
         return PROP_FREE;
     case HLO_OP_TRANSPOSE:
-        nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
+        nd = erg__hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
         if (nd != in->shape.rank || nd != os->rank)
             return PROP_FAIL;
         for (int k = 0; k < nd; k++) {
@@ -320,7 +320,7 @@ int shard_prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, 
     case HLO_OP_REDUCE: {
         if (j != 0)
             return PROP_FAIL;
-        nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
+        nd = erg__hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
         if (nd < 0)
             return PROP_FAIL;
         bool red[HLO_MAX_RANK] = {0};
@@ -361,7 +361,7 @@ int shard_prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, 
             return PROP_FAIL;
         if (os->rank == 0)
             return PROP_FREE;
-        if (!shard_same_dims(os, &in->shape))
+        if (!erg__shard_same_dims(os, &in->shape))
             return PROP_FAIL;
         *out = *op;
         return PROP_FREE;
@@ -369,12 +369,12 @@ int shard_prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, 
 }
 
 /* Backward: the spec operand j must have for instruction i to produce `out` locally. */
-spec shard_prop_bwd(const erg_shard *s, int i, int j, const spec *out)
+spec erg__shard_prop_bwd(const erg_shard *s, int i, int j, const spec *out)
 {
     const hlo_instr *in = &s->c->ins[i];
     const hlo_shape *os = &s->c->ins[in->ops[j]].shape;
-    spec r = shard_spec_rep();
-    if (in->op == HLO_OP_CUSTOM_CALL && shard_cc_of(s, in) == CC_ATTENTION) {
+    spec r = erg__shard_spec_rep();
+    if (in->op == HLO_OP_CUSTOM_CALL && erg__shard_cc_of(s, in) == CC_ATTENTION) {
         const hlo_shape *o = in->shape.kind == HLO_TUPLE ? &in->shape.elems[0] : &in->shape;
         int h = s->nodes[i].attn_head;
         if (attn_like(s, i, os, o)) {
@@ -385,18 +385,18 @@ spec shard_prop_bwd(const erg_shard *s, int i, int j, const spec *out)
         return r;
     }
     if (in->op == HLO_OP_GTE && s->c->ins[in->ops[0]].op == HLO_OP_CUSTOM_CALL &&
-        shard_cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION)
+        erg__shard_cc_of(s, &s->c->ins[in->ops[0]]) == CC_ATTENTION)
         return *out; /* the tuple's spec is element 0's */
     if (in->shape.kind != HLO_ARRAY || os->kind != HLO_ARRAY || os->rank == 0)
         return r;
-    if (in->op == HLO_OP_CUSTOM_CALL && shard_cc_of(s, in) == CC_LASTDIM) {
-        if (shard_same_dims(os, &in->shape)) {
+    if (in->op == HLO_OP_CUSTOM_CALL && erg__shard_cc_of(s, in) == CC_LASTDIM) {
+        if (erg__shard_same_dims(os, &in->shape)) {
             r = *out;
             r.d[os->rank - 1] = SP_R;
         }
         return r;
     }
-    if (shard_is_dynamic_slice(in)) {
+    if (erg__shard_is_dynamic_slice(in)) {
         if (j == 0 && os->rank == in->shape.rank)
             for (int k = 0; k < os->rank; k++)
                 if (os->dims[k] == in->shape.dims[k])
@@ -407,7 +407,7 @@ spec shard_prop_bwd(const erg_shard *s, int i, int j, const spec *out)
     int nd;
     switch (in->op) {
     case HLO_OP_BROADCAST:
-        nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
+        nd = erg__hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
         if (nd != os->rank)
             return r;
         for (int k = 0; k < nd; k++)
@@ -415,7 +415,7 @@ spec shard_prop_bwd(const erg_shard *s, int i, int j, const spec *out)
                 r.d[k] = out->d[dims[k]];
         return r;
     case HLO_OP_TRANSPOSE:
-        nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
+        nd = erg__hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
         if (nd != in->shape.rank || nd != os->rank)
             return r;
         for (int k = 0; k < nd; k++)
@@ -430,7 +430,7 @@ spec shard_prop_bwd(const erg_shard *s, int i, int j, const spec *out)
     case HLO_OP_REDUCE: {
         if (j != 0)
             return r;
-        nd = hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
+        nd = erg__hlo_attr_ints(s->m, in, "dimensions", dims, HLO_MAX_RANK);
         bool red[HLO_MAX_RANK] = {0};
         for (int k = 0; k < nd; k++)
             if (dims[k] >= 0 && dims[k] < os->rank)
@@ -451,7 +451,7 @@ spec shard_prop_bwd(const erg_shard *s, int i, int j, const spec *out)
                 r.d[k] = out->d[k];
         return r;
     default:
-        if (is_identity_op(s, in) && shard_same_dims(os, &in->shape))
+        if (is_identity_op(s, in) && erg__shard_same_dims(os, &in->shape))
             return *out;
         if (in->op == HLO_OP_CUSTOM_CALL && is_identity_op(s, in) && os->rank < in->shape.rank) {
             /* an operand of the result's trailing dims (a scale or bias) */

@@ -40,7 +40,7 @@ static bool inner_add(const erg_shard *s, int v)
     if (!is_add(in) || s->nodes[v].nusers != 1)
         return false;
     int u = s->nodes[v].users[0];
-    return is_add(&s->c->ins[u]) && shard_same_dims(&s->c->ins[u].shape, &in->shape);
+    return is_add(&s->c->ins[u]) && erg__shard_same_dims(&s->c->ins[u].shape, &in->shape);
 }
 
 /* The leaves of the add tree rooted at `r`, in operand order (adds of any block). */
@@ -94,7 +94,7 @@ static void drop_ar(erg_shard *s, member *m, int k)
  *    the two blocks by one all-reduce for those strategy pairs. This never counts more than
  *    p - 1 savings (it can count fewer when partial sums are not adjacent).
  */
-erg_status shard_reassociate(erg_shard *s, erg_error *err)
+erg_status erg__shard_reassociate(erg_shard *s, erg_error *err)
 {
     enum { MAXL = 64 };
     int leaves[MAXL], src[MAXL];

@@ -42,10 +42,10 @@ erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, e
             const hlo_instr *in = &s->c->ins[i];
             if (in->op != HLO_OP_WHILE)
                 continue;
-            char *body = hlo_attr_str(s->m, in, "body");
-            int bi = body ? hlo_find_comp(s->m, body) : -1;
+            char *body = erg__hlo_attr_str(s->m, in, "body");
+            int bi = body ? erg__hlo_find_comp(s->m, body) : -1;
             const char *lp;
-            long t = bi >= 0 ? hlo_trip_count(s->m, bi, &lp) : 0;
+            long t = bi >= 0 ? erg__hlo_trip_count(s->m, bi, &lp) : 0;
             size_t nd = 0;
             for (int j = 0; bi >= 0 && j < s->m->comps[bi].n; j++)
                 nd += s->m->comps[bi].ins[j].op == HLO_OP_DOT;
@@ -102,7 +102,7 @@ erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, e
             P("  %-6s %-24s Plan:", mm->role, in->name);
             for (int k = 0; k < p->K; k++) {
                 char buf[80];
-                shard_spec_str(&mm->out[k], in->shape.rank, buf, sizeof buf);
+                erg__shard_spec_str(&mm->out[k], in->shape.rank, buf, sizeof buf);
                 bool ar = false;
                 for (int c = 0; c < mm->ncolls; c++)
                     ar |= mm->coll_k[c] == k;
@@ -125,8 +125,9 @@ erg_status erg_shard_report(const erg_shard *s, bool all_members, char **text, e
                 P("  %-6s %-24s Plan:", mm->role, in->name);
                 for (int k = 0; k < p->K; k++) {
                     char buf[80];
-                    shard_spec_str(&mm->out[k], in->shape.kind == HLO_ARRAY ? in->shape.rank : 0,
-                                   buf, sizeof buf);
+                    erg__shard_spec_str(&mm->out[k],
+                                        in->shape.kind == HLO_ARRAY ? in->shape.rank : 0, buf,
+                                        sizeof buf);
                     bool ar = false;
                     for (int c = 0; c < mm->ncolls; c++)
                         ar |= mm->coll_k[c] == k;

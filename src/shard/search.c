@@ -58,9 +58,9 @@ static erg_status plan_new(const erg_shard *s, int method, erg_shard_plan **out)
 static void plan_finish(const erg_shard *s, erg_shard_plan *p)
 {
     double f, t;
-    shard_eval(s, p->k, &p->time_s, &p->mem_bytes, &f);
+    erg__shard_eval(s, p->k, &p->time_s, &p->mem_bytes, &f);
     if (p->method != ERG_SHARD_ILP)
-        shard_eval_used(s, p->k, &t, &p->mem_bytes);
+        erg__shard_eval_used(s, p->k, &t, &p->mem_bytes);
     p->tflops = p->time_s > 0 ? f / p->time_s / 1e12 : 0;
 }
 
@@ -242,9 +242,9 @@ out:
 #define DP_MAX_WORK (1L << 22)
 #define DP_MAX_CANDIDATES (1L << 21)
 
-void shard_dp_free(erg_shard *s)
+void erg__shard_dp_free(erg_shard *s)
 {
-    shard_ve_free(s);
+    erg__shard_ve_free(s);
     for (int i = 0; s->segs && i < s->nseg; i++) {
         segment *g = &s->segs[i];
         erg__free(g->ifc);
@@ -304,7 +304,7 @@ static long radix_size(const erg_shard *s, const int *blocks, int n)
 }
 
 /* Edges between segment si and earlier segments, in edge order, into out; their count.
- * eoff/elist: the edges bucketed by their later segment (shard_dp_prepare), so that the
+ * eoff/elist: the edges bucketed by their later segment (erg__shard_dp_prepare), so that the
  * tables cost O(segments + edges), not O(segments x edges). */
 static int cross_edges(const int *eoff, const int *elist, int si, int *out)
 {
@@ -352,11 +352,11 @@ static bool same_transition(const erg_shard *s, const int *eoff, const int *elis
     return true;
 }
 
-erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, const int *same_as,
-                            erg_error *err)
+erg_status erg__shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
+                                 const int *same_as, erg_error *err)
 {
-    double t0 = shard_now_s();
-    shard_dp_free(s);
+    double t0 = erg__shard_now_s();
+    erg__shard_dp_free(s);
     int N = s->norder, S = s->nseg;
     erg_status st = ERG_OK;
     int *segof = erg__malloc((size_t)(N + 1) * sizeof(int));
@@ -646,15 +646,15 @@ erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, 
 toobig:
     /* Too large a frontier: with additive costs, eliminate blocks instead (ve.c; exact when
      * its plan fits the budget); otherwise the search uses the chain DP and a second pass. */
-    shard_dp_free(s);
+    erg__shard_dp_free(s);
     bool additive = true;
     for (int i = 0; i < S; i++)
         additive &= !s->segs[i].imported;
     if (additive)
-        st = shard_ve_prepare(s, err);
+        st = erg__shard_ve_prepare(s, err);
     goto out;
 oom:
-    shard_dp_free(s);
+    erg__shard_dp_free(s);
     st = erg_error_set(err, ERG_ENOMEM, "out of memory");
 out:
     erg__free(segof);
@@ -668,11 +668,11 @@ out:
     erg__free(eoff);
     erg__free(elist);
     erg__free(dlog);
-    s->dp_prepare_s = shard_now_s() - t0;
+    s->dp_prepare_s = erg__shard_now_s() - t0;
     return st;
 }
 
-/* The search over the tables of shard_dp_prepare when memory cannot bind: one value per
+/* The search over the tables of erg__shard_dp_prepare when memory cannot bind: one value per
  * frontier state, precomputed transitions, no allocation. */
 static erg_status search_dp_exact_fast(erg_shard *s, erg_shard_plan *p, erg_error *err)
 {
@@ -855,19 +855,19 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
     erg_shard_plan *p;
     if (plan_new(s, method, &p))
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
-    double t0 = shard_now_s();
+    double t0 = erg__shard_now_s();
     erg_status st;
     if (method == ERG_SHARD_ILP) {
-        st = shard_search_ilp(s, p, time_limit_s, err);
+        st = erg__shard_search_ilp(s, p, time_limit_s, err);
     } else {
         bool too_big = !s->dp_ready && !s->ve;
         if (!s->dp_ready && s->ve) {
             /* Elimination ignores memory. Its plan is the unconstrained optimum, so when it
              * fits the budget it is also the optimum under the budget; when it does not, the
              * chain DP (which has a memory dimension) and the second pass take over. */
-            p->objective_s = shard_ve_search(s, p->k) + s->const_time_s;
+            p->objective_s = erg__shard_ve_search(s, p->k) + s->const_time_s;
             double t, m;
-            shard_eval(s, p->k, &t, &m, NULL);
+            erg__shard_eval(s, p->k, &t, &m, NULL);
             p->ve = m <= s->mem_budget * (1 + 1e-12);
             too_big = !p->ve;
             st = ERG_OK;
@@ -884,7 +884,7 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
                 additive &= !s->segs[i].imported;
             if (additive && search_dp_exact_fast(s, p, err) == ERG_OK) {
                 double t, m;
-                shard_eval(s, p->k, &t, &m, NULL);
+                erg__shard_eval(s, p->k, &t, &m, NULL);
                 fits = m <= s->mem_budget * (1 + 1e-12);
             }
             st = fits ? ERG_OK : search_dp_exact_mem(s, p, &too_big, err);
@@ -892,12 +892,12 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
         if (too_big) {
             st = search_dp_chain(s, p, err);
             if (!st)
-                p->refined = shard_refine(s, p);
+                p->refined = erg__shard_refine(s, p);
             if (s->ve && (st == ERG_OK || st == ERG_ENOTFOUND)) {
                 if (st == ERG_ENOTFOUND)
                     memset(p->k, 0, (size_t)s->norder * sizeof(size_t));
                 p->time_s = st ? 0 : 1; /* lagrange: whether p->k holds a plan */
-                st = shard_lagrange(s, p, err);
+                st = erg__shard_lagrange(s, p, err);
             }
             /* Not guaranteed optimal: also run the block ILP within a time budget and keep
              * the better plan. */
@@ -905,12 +905,12 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
                 erg_shard_plan *q = NULL;
                 erg_error e2;
                 if (plan_new(s, ERG_SHARD_ILP, &q) == ERG_OK &&
-                    shard_search_ilp(s, q, ERG__MIN(time_limit_s, DP_ILP_BUDGET_S), &e2) ==
+                    erg__shard_search_ilp(s, q, ERG__MIN(time_limit_s, DP_ILP_BUDGET_S), &e2) ==
                         ERG_OK) {
                     double tq, mq, tp = INFINITY, mp;
-                    shard_eval_used(s, q->k, &tq, &mq);
+                    erg__shard_eval_used(s, q->k, &tq, &mq);
                     if (st == ERG_OK)
-                        shard_eval_used(s, p->k, &tp, &mp);
+                        erg__shard_eval_used(s, p->k, &tp, &mp);
                     if (mq <= s->mem_budget * (1 + 1e-12) && tq < tp) {
                         memcpy(p->k, q->k, (size_t)s->norder * sizeof(size_t));
                         p->objective_s = tq;
@@ -925,7 +925,7 @@ erg_status erg_shard_search(erg_shard *s, erg_shard_method method, double time_l
             p->exact = true;
         }
     }
-    p->search_s = shard_now_s() - t0;
+    p->search_s = erg__shard_now_s() - t0;
     if (st == ERG_ENOTFOUND && !strncmp(err ? err->msg : "", "no plan fits", 12)) {
         /* Say what the least memory-hungry plan needs (every block at its smallest
          * strategy; with imported profiles, every segment at its smallest row). */

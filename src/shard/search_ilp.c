@@ -40,7 +40,7 @@ ERG__LAZY_LIB(glpk_lib, ERG_SONAME_GLPK, "the ILP search (GLPK)", GLPK_FUNCS)
 #define glp_set_obj_dir (*lz_glp_set_obj_dir)
 #define glp_set_row_bnds (*lz_glp_set_row_bnds)
 
-erg_status shard_search_ilp(erg_shard *s, erg_shard_plan *p, double limit_s, erg_error *err)
+erg_status erg__shard_search_ilp(erg_shard *s, erg_shard_plan *p, double limit_s, erg_error *err)
 {
     erg_status lst = erg__lazylib_load(&glpk_lib, err);
     if (lst != ERG_OK)
@@ -198,13 +198,13 @@ out:
 /* Second pass after the DP ("both ends known"): the DP cannot see resharding
  * edges between non-adjacent segments. Starting from its plan, change one block at a time to
  * the strategy that lowers the whole-graph time (within the memory budget) until no single
- * change helps, on the DP's own figures (imported rows included: shard_eval_used). Returns the
+ * change helps, on the DP's own figures (imported rows included: erg__shard_eval_used). Returns the
  * number of changes. */
-int shard_refine(const erg_shard *s, erg_shard_plan *p)
+int erg__shard_refine(const erg_shard *s, erg_shard_plan *p)
 {
     int changes = 0;
     double best, mem;
-    shard_eval_used(s, p->k, &best, &mem);
+    erg__shard_eval_used(s, p->k, &best, &mem);
     for (int sweep = 0; sweep < 50; sweep++) {
         bool improved = false;
         for (int b = 0; b < s->norder; b++) {
@@ -214,7 +214,7 @@ int shard_refine(const erg_shard *s, erg_shard_plan *p)
                     continue;
                 p->k[b] = (size_t)k;
                 double t, m;
-                shard_eval_used(s, p->k, &t, &m);
+                erg__shard_eval_used(s, p->k, &t, &m);
                 if (t < best - 1e-15 && m <= s->mem_budget) {
                     best = t;
                     keep = (size_t)k;
@@ -239,7 +239,7 @@ int shard_refine(const erg_shard *s, erg_shard_plan *p)
  * bisecting, gives feasible plans (each improved by the second pass) and the bound. The best
  * of these and of the chain DP's plan is kept; when it meets the bound it is optimal.
  */
-erg_status shard_lagrange(erg_shard *s, erg_shard_plan *p, erg_error *err)
+erg_status erg__shard_lagrange(erg_shard *s, erg_shard_plan *p, erg_error *err)
 {
     size_t *k = erg__calloc((size_t)s->norder + 1, sizeof(size_t));
     erg_shard_plan tmp = *p;
@@ -249,7 +249,7 @@ erg_status shard_lagrange(erg_shard *s, erg_shard_plan *p, erg_error *err)
     double avail = s->mem_budget - s->const_mem_bytes;
     double best_t = INFINITY, best_m = 0, lb = -INFINITY;
     if (p->time_s > 0) {
-        shard_eval(s, p->k, &best_t, &best_m, NULL);
+        erg__shard_eval(s, p->k, &best_t, &best_m, NULL);
         if (best_m > s->mem_budget * (1 + 1e-12))
             best_t = INFINITY;
     }
@@ -263,18 +263,18 @@ erg_status shard_lagrange(erg_shard *s, erg_shard_plan *p, erg_error *err)
             lam = 0.5 * (lo + hi);
         if (hi > 0 && hi - lo <= 1e-6 * hi)
             break;
-        shard_ve_set_lambda(s, lam);
-        double v = shard_ve_search(s, k);
-        shard_eval(s, k, &t, &m, NULL);
+        erg__shard_ve_set_lambda(s, lam);
+        double v = erg__shard_ve_search(s, k);
+        erg__shard_eval(s, k, &t, &m, NULL);
         blk_m = m - s->const_mem_bytes;
         /* v = the least time + lam * block memory over all plans */
         lb = ERG__MAX(lb, v + s->const_time_s - lam * avail);
         if (blk_m <= avail * (1 + 1e-12)) {
             hi = lam;
             memcpy(tmp.k, k, (size_t)s->norder * sizeof(size_t));
-            shard_refine(s, &tmp);
+            erg__shard_refine(s, &tmp);
             double t2, m2;
-            shard_eval(s, tmp.k, &t2, &m2, NULL);
+            erg__shard_eval(s, tmp.k, &t2, &m2, NULL);
             if (m2 <= s->mem_budget * (1 + 1e-12) && t2 < best_t) {
                 best_t = t2;
                 memcpy(p->k, tmp.k, (size_t)s->norder * sizeof(size_t));
@@ -285,7 +285,7 @@ erg_status shard_lagrange(erg_shard *s, erg_shard_plan *p, erg_error *err)
         if (hi == 0 && lam > 1e12)
             break;
     }
-    shard_ve_set_lambda(s, 0);
+    erg__shard_ve_set_lambda(s, 0);
     erg__free(k);
     p->lower_bound_s = isfinite(lb) ? lb : 0;
     if (!isfinite(best_t))
@@ -315,7 +315,7 @@ erg_status erg_shard_search_ops_ilp(erg_shard *s, double time_limit_s, double *o
         return erg_error_set(err, ERG_ESTATE, "run erg_shard_profile first");
     if (time_limit_s <= 0)
         time_limit_s = 600;
-    double t0 = shard_now_s();
+    double t0 = erg__shard_now_s();
     *timed_out = false;
     *objective_s = INFINITY;
     *uniform_blocks = 0;
@@ -390,8 +390,8 @@ erg_status erg_shard_search_ops_ilp(erg_shard *s, double time_limit_s, double *o
             for (int ku = 0; ku < Ku; ku++)
                 for (int kv = 0; kv < Kv; kv++) {
                     double bytes;
-                    cost[ku * Kv + kv] = shard_reshard(s, &s->c->ins[u].shape, &mu->out[ku],
-                                                       &mv->req[j * Kv + kv], &bytes) *
+                    cost[ku * Kv + kv] = erg__shard_reshard(s, &s->c->ins[u].shape, &mu->out[ku],
+                                                            &mv->req[j * Kv + kv], &bytes) *
                                          (double)s->trips;
                     any |= cost[ku * Kv + kv] > 0;
                 }
@@ -466,7 +466,7 @@ erg_status erg_shard_search_ops_ilp(erg_shard *s, double time_limit_s, double *o
                            status);
     }
 out:
-    *search_s = shard_now_s() - t0;
+    *search_s = erg__shard_now_s() - t0;
     glp_delete_prob(lp);
     erg__free(base);
     erg__free(ia);

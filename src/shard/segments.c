@@ -29,7 +29,7 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-erg_status shard_block_hashes(erg_shard *s, erg_error *err)
+erg_status erg__shard_block_hashes(erg_shard *s, erg_error *err)
 {
     static const char *const keys[] = {"dimensions",
                                        "lhs_contracting_dims",
@@ -57,13 +57,13 @@ erg_status shard_block_hashes(erg_shard *s, erg_error *err)
             for (int d = 0; d < in->shape.rank; d++)
                 h = mix(h, (uint64_t)in->shape.dims[d]);
             for (size_t k = 0; k < ERG__ARRAY_LEN(keys); k++) {
-                char *v = hlo_attr_str(s->m, in, keys[k]);
+                char *v = erg__hlo_attr_str(s->m, in, keys[k]);
                 h = hstr(h, v);
                 erg__free(v);
             }
             for (int k = 0; k < p->K; k++) {
                 char buf[80];
-                shard_spec_str(&p->mem[mi].out[k], in->shape.rank, buf, sizeof buf);
+                erg__shard_spec_str(&p->mem[mi].out[k], in->shape.rank, buf, sizeof buf);
                 h = hstr(h, buf);
             }
             lab[nl++] = h;
@@ -114,7 +114,7 @@ static erg_status add_chunks(erg_shard *s, int first, int n, erg_error *err)
     return ERG_OK;
 }
 
-erg_status shard_find_segments(erg_shard *s, erg_error *err)
+erg_status erg__shard_find_segments(erg_shard *s, erg_error *err)
 {
     int n = s->norder;
     int best_p = 0, best_s = 0, best_l = 0;
@@ -174,7 +174,7 @@ erg_status shard_find_segments(erg_shard *s, erg_error *err)
 
 /* ---- segment combination tables: block and edge costs summed per combination ---- */
 
-void shard_seg_decode(const erg_shard *s, const segment *g, long c, size_t *k)
+void erg__shard_seg_decode(const erg_shard *s, const segment *g, long c, size_t *k)
 {
     for (int i = g->n - 1; i >= 0; i--) {
         int K = s->pbs[s->order[g->first + i]].K;
@@ -233,7 +233,7 @@ static erg_status seg_edge_lists(const erg_shard *s, int **start, int **list)
 
 /* Sum of block and intra-segment edge costs for combination c of segment g. */
 /* Indices of the edges with both ends inside segment g (caller frees); -1 on OOM. */
-int shard_seg_edges(const erg_shard *s, const segment *g, int **out)
+int erg__shard_seg_edges(const erg_shard *s, const segment *g, int **out)
 {
     *out = erg__malloc((size_t)(s->nedges + 1) * sizeof(int));
     if (!*out)
@@ -248,8 +248,9 @@ int shard_seg_edges(const erg_shard *s, const segment *g, int **out)
     return n;
 }
 
-void shard_seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel, const size_t *k,
-                    double *time_s, double *mem, double *comm_s, double *comm_bytes, double *intr_s)
+void erg__shard_seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel,
+                         const size_t *k, double *time_s, double *mem, double *comm_s,
+                         double *comm_bytes, double *intr_s)
 {
     double t = 0, m = 0, cs = 0, cb = 0, is = 0;
     for (int i = 0; i < g->n; i++) {
@@ -283,14 +284,14 @@ void shard_seg_cost(const erg_shard *s, const segment *g, const int *rel, int nr
         *intr_s = is;
 }
 
-int shard_cmp_ci(const void *a, const void *b)
+int erg__shard_cmp_ci(const void *a, const void *b)
 {
     double x = ((const shard_ci *)a)->v, y = ((const shard_ci *)b)->v;
     return x < y ? -1 : x > y;
 }
 
-erg_status shard_load_profiles(erg_shard *s, const char *path, shard_imported **out, int *nout,
-                               erg_error *err)
+erg_status erg__shard_load_profiles(erg_shard *s, const char *path, shard_imported **out, int *nout,
+                                    erg_error *err)
 {
     char *text = NULL;
     size_t len = 0;
@@ -419,8 +420,8 @@ static bool same_costs(const erg_shard *s, const segment *g, const segment *u, c
 /* Per segment: every combination's time and memory (block costs plus intra-segment edges,
  * or an imported profile row), the `keep` fastest plus `keep` smallest for the report and
  * the fallback DP, and the exact DP tables (search.c). */
-erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nimp, int keep,
-                                bool only, erg_error *err)
+erg_status erg__shard_segments_build(erg_shard *s, const shard_imported *imp, int nimp, int keep,
+                                     bool only, erg_error *err)
 {
     erg_status st = ERG_OK;
     size_t *kv = erg__calloc((size_t)s->norder + 1, sizeof(size_t));
@@ -441,7 +442,7 @@ erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nim
     }
     for (int si = 0; si < s->nseg; si++) {
         segment *g = &s->segs[si];
-        shard_segment_free_costs(g);
+        erg__shard_segment_free_costs(g);
         g->imp_only = only;
         long nc = 1;
         for (int i = 0; i < g->n; i++)
@@ -499,9 +500,9 @@ erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nim
         double *tv = tvs[si], *mv = mvs[si];
         size_t capimp = 0;
         for (long c = 0; !reuse && c < nc; c++) {
-            shard_seg_decode(s, g, c, kv);
+            erg__shard_seg_decode(s, g, c, kv);
             double t, m;
-            shard_seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
+            erg__shard_seg_cost(s, g, rel, nrel, kv, &t, &m, NULL, NULL, NULL);
             const shard_imported *row = NULL;
             for (int x = 0; x < nimp; x++) /* the file's last row of c counts */
                 if (imp[x].seg == g->unique && imp[x].combo == c)
@@ -527,8 +528,8 @@ erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nim
         }
         erg__free(rel);
         rel = NULL;
-        qsort(bt, (size_t)nc, sizeof *bt, shard_cmp_ci);
-        qsort(bm, (size_t)nc, sizeof *bm, shard_cmp_ci);
+        qsort(bt, (size_t)nc, sizeof *bt, erg__shard_cmp_ci);
+        qsort(bm, (size_t)nc, sizeof *bm, erg__shard_cmp_ci);
         int cap = (int)ERG__MIN((long)2 * keep, nc);
         g->keep = erg__malloc((size_t)cap * sizeof(long));
         g->keep_time = erg__malloc((size_t)cap * sizeof(double));
@@ -558,7 +559,7 @@ erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nim
         erg__free(bm);
         bt = bm = NULL;
     }
-    st = shard_dp_prepare(s, tvs, mvs, same_as, err);
+    st = erg__shard_dp_prepare(s, tvs, mvs, same_as, err);
 done:
     for (int si = 0; tvs && mvs && same_as && si < s->nseg; si++) {
         if (same_as[si] >= 0)
@@ -579,7 +580,7 @@ done:
     return st;
 }
 
-void shard_segment_free_costs(segment *g)
+void erg__shard_segment_free_costs(segment *g)
 {
     erg__free(g->keep);
     erg__free(g->keep_time);
@@ -598,14 +599,14 @@ static int cmp_import(const void *key, const void *elem)
     return c < e ? -1 : c > e;
 }
 
-void shard_eval_used(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes)
+void erg__shard_eval_used(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes)
 {
-    shard_eval(s, k, time_s, mem_bytes, NULL);
+    erg__shard_eval(s, k, time_s, mem_bytes, NULL);
     for (int si = 0; s->imports && si < s->nseg; si++) {
         const segment *g = &s->segs[si];
         if (!g->nimp && !g->imp_only)
             continue;
-        long c = 0; /* the combination of k in g: shard_seg_decode's mixed radix */
+        long c = 0; /* the combination of k in g: erg__shard_seg_decode's mixed radix */
         for (int i = 0; i < g->n; i++)
             c = c * s->pbs[s->order[g->first + i]].K + (long)k[g->first + i];
         const seg_import *r =
@@ -619,7 +620,7 @@ void shard_eval_used(const erg_shard *s, const size_t *k, double *time_s, double
     }
 }
 
-erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err)
+erg_status erg__shard_segments_rebuild(erg_shard *s, int keep, erg_error *err)
 {
-    return shard_segments_build(s, NULL, 0, keep > 0 ? keep : 64, false, err);
+    return erg__shard_segments_build(s, NULL, 0, keep > 0 ? keep : 64, false, err);
 }

@@ -99,7 +99,7 @@ typedef struct segment {
     bool imported; /* times from --profiles */
     /* The imported rows of its combinations, sorted by combination: what the search uses
      * minus the modelled cost, so that a plan is evaluated on the search's own figures
-     * (shard_eval_used); imp_only: --profiles-only, an unlisted combination is none. */
+     * (erg__shard_eval_used); imp_only: --profiles-only, an unlisted combination is none. */
     int nimp;
     struct seg_import *imp;
     bool imp_only;
@@ -190,7 +190,7 @@ struct erg_shard {
     double const_time_s; /* unowned instructions */
     double const_mem_bytes;
     double const_flops;
-    bool imports; /* some segment has imported rows, or --profiles-only (shard_eval_used) */
+    bool imports; /* some segment has imported rows, or --profiles-only (erg__shard_eval_used) */
     double mem_budget;
     double opt_factor;
     char cost_source[128];
@@ -224,67 +224,68 @@ struct erg_shard_plan {
 
 /* Collective time (s) on the device's mesh axis for `bytes` (meaning per kind: AR tensor
  * size per device, AG gathered size per device, A2A full size). */
-double shard_coll_time(const erg_shard *s, int kind, int axis, double bytes);
+double erg__shard_coll_time(const erg_shard *s, int kind, int axis, double bytes);
 /* Bytes a resharding src -> dst of a tensor of `full_bytes` moves per device, and its time. */
-double shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, const spec *dst,
-                     double *bytes);
-int shard_tiles(const erg_shard *s, const spec *sp, int rank);
-void shard_spec_str(const spec *sp, int rank, char *buf, size_t size);
+double erg__shard_reshard(const erg_shard *s, const hlo_shape *sh, const spec *src, const spec *dst,
+                          double *bytes);
+int erg__shard_tiles(const erg_shard *s, const spec *sp, int rank);
+void erg__shard_spec_str(const spec *sp, int rank, char *buf, size_t size);
 /* segments.c: a hash per live block, then the repeated segments of the block order. */
-erg_status shard_block_hashes(erg_shard *s, erg_error *err);
-erg_status shard_find_segments(erg_shard *s, erg_error *err);
+erg_status erg__shard_block_hashes(erg_shard *s, erg_error *err);
+erg_status erg__shard_find_segments(erg_shard *s, erg_error *err);
 /* reassoc.c: merge the all-reduces of partial sums that are added together. */
-erg_status shard_reassociate(erg_shard *s, erg_error *err);
+erg_status erg__shard_reassociate(erg_shard *s, erg_error *err);
 /* Whole-graph evaluation of a strategy vector (indexed by position in order[]). */
-void shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
-                double *flops);
+void erg__shard_eval(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes,
+                     double *flops);
 /* The same on the figures the DP searched: a segment whose combination has an imported row
  * (--profiles) costs that row's time and memory instead of its modelled ones, and with
  * --profiles-only one without a row takes forever (segments.c). */
-void shard_eval_used(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes);
+void erg__shard_eval_used(const erg_shard *s, const size_t *k, double *time_s, double *mem_bytes);
 /* Communication charged for a strategy vector (per position in order[]), by COLL_* kind:
  * number of collectives and bytes moved per device (cost.c). */
 typedef struct shard_comm {
     double count[3], bytes[3];
 } shard_comm;
-void shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out);
+void erg__shard_plan_comm(const erg_shard *s, const size_t *k, shard_comm *out);
 /* Build the exact DP tables of every segment from the combination times/memories of
  * erg_shard_profile (search.c). tv/mv: per segment, arrays of ncombo values; same_as (may
  * be NULL): per segment, an earlier segment with identical tv/mv, or -1. Sets
  * s->dp_ready (false when the frontier would be too large: the search then falls back to the
  * adjacent-segment DP plus a second pass). ERG_ENOMEM on allocation failure. */
-erg_status shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv, const int *same_as,
-                            erg_error *err);
-void shard_dp_free(erg_shard *s);
+erg_status erg__shard_dp_prepare(erg_shard *s, double *const *tv, double *const *mv,
+                                 const int *same_as, erg_error *err);
+void erg__shard_dp_free(erg_shard *s);
 /* search_ilp.c: Alpa's block ILP (GLPK) within limit_s into p; the DP's second pass (changes
  * one block at a time while the whole-graph time drops; returns the number of changes); the
  * Lagrangian fallback when the frontier is too large and memory binds. */
-erg_status shard_search_ilp(erg_shard *s, erg_shard_plan *p, double limit_s, erg_error *err);
-int shard_refine(const erg_shard *s, erg_shard_plan *p);
-erg_status shard_lagrange(erg_shard *s, erg_shard_plan *p, erg_error *err);
+erg_status erg__shard_search_ilp(erg_shard *s, erg_shard_plan *p, double limit_s, erg_error *err);
+int erg__shard_refine(const erg_shard *s, erg_shard_plan *p);
+erg_status erg__shard_lagrange(erg_shard *s, erg_shard_plan *p, erg_error *err);
 /* Block-level variable elimination (ve.c): exact for additive costs when memory cannot
  * bind. prepare leaves s->ve NULL when the elimination tables would be too large. search
  * writes the strategies into k (per position in order[]) and returns the part of the time
  * it cannot attribute to a block (the sum of the constant factors). */
-erg_status shard_ve_prepare(erg_shard *s, erg_error *err);
-void shard_ve_free(erg_shard *s);
-double shard_ve_search(const erg_shard *s, size_t *k);
+erg_status erg__shard_ve_prepare(erg_shard *s, erg_error *err);
+void erg__shard_ve_free(erg_shard *s);
+double erg__shard_ve_search(const erg_shard *s, size_t *k);
 /* Reload the elimination's block tables as time + lambda * memory (0 restores time only). */
-void shard_ve_set_lambda(const erg_shard *s, double lambda);
+void erg__shard_ve_set_lambda(const erg_shard *s, double lambda);
 /* Recompute every segment's combination table from the current block and edge costs
  * (no imported profiles) and the DP tables; for tests that change costs by hand. */
-erg_status shard_segments_rebuild(erg_shard *s, int keep, erg_error *err);
+erg_status erg__shard_segments_rebuild(erg_shard *s, int keep, erg_error *err);
 /* While body (s->loop): the instruction whose spec the body parameter's tuple element e
  * takes (the ROOT tuple's operand e), or -1 (cost.c). */
-int shard_loop_producer(const erg_shard *s, int e);
+int erg__shard_loop_producer(const erg_shard *s, int e);
 /* Spec of an emitted sharding string (the inverse of the emitter); false if not ours. */
-bool shard_parse_sharding(const erg_shard *s, const char *text, size_t len, int rank, spec *out);
+bool erg__shard_parse_sharding(const erg_shard *s, const char *text, size_t len, int rank,
+                               spec *out);
 /* Convolution dim_labels: idx = {lhs b, lhs f, rhs i, rhs o, out b, out f}; false for
  * missing labels or grouped convolutions. */
-bool shard_conv_labels(const erg_hlo_module *m, const hlo_instr *in, int lrank, int rrank,
-                       int orank, int idx[6]);
-erg_status shard_load_devices(const char *path, const char *name, device_params *out,
-                              erg_error *err);
+bool erg__shard_conv_labels(const erg_hlo_module *m, const hlo_instr *in, int lrank, int rrank,
+                            int orank, int idx[6]);
+erg_status erg__shard_load_devices(const char *path, const char *name, device_params *out,
+                                   erg_error *err);
 
 /* ---- measured GEMM timing (cost_gemm.c): BLAS on the CPU, cuBLAS at run time ---- */
 
@@ -310,16 +311,16 @@ typedef struct timer_ctx {
 } timer_ctx;
 
 /* Monotonic clock in seconds (cost_gemm.c; also search timings). */
-double shard_now_s(void);
+double erg__shard_now_s(void);
 /* Load libcudart/libcublas by dlopen and create a handle; ERG_ENOGPU when unavailable. */
-erg_status shard_cublas_open(timer_ctx *t, erg_error *err);
-void shard_cublas_close(timer_ctx *t);
+erg_status erg__shard_cublas_open(timer_ctx *t, erg_error *err);
+void erg__shard_cublas_close(timer_ctx *t);
 /* Measured time of a (b x) m x n x k GEMM, from the table or timed now and added to it. */
-erg_status shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_t k, double *out,
-                           erg_error *err);
+erg_status erg__shard_time_gemm(timer_ctx *t, int64_t b, int64_t m, int64_t n, int64_t k,
+                                double *out, erg_error *err);
 /* The GEMM time cache, CSV batch,m,n,k,time_s (a missing file is an empty cache). */
-erg_status shard_gemm_cache_load(timer_ctx *t, const char *path, erg_error *err);
-erg_status shard_gemm_cache_save(timer_ctx *t, const char *path, erg_error *err);
+erg_status erg__shard_gemm_cache_load(timer_ctx *t, const char *path, erg_error *err);
+erg_status erg__shard_gemm_cache_save(timer_ctx *t, const char *path, erg_error *err);
 
 /* ---- segment combination tables (segments.c), built from the block and edge costs ---- */
 
@@ -342,23 +343,23 @@ typedef struct shard_imported {
 } shard_imported;
 
 /* Strategy vector k (per position in order[]) of combination c of segment g. */
-void shard_seg_decode(const erg_shard *s, const segment *g, long c, size_t *k);
+void erg__shard_seg_decode(const erg_shard *s, const segment *g, long c, size_t *k);
 /* Indices of the edges with both ends inside segment g (caller frees); -1 on OOM. */
-int shard_seg_edges(const erg_shard *s, const segment *g, int **out);
+int erg__shard_seg_edges(const erg_shard *s, const segment *g, int **out);
 /* Sum of block and intra-segment edge costs for combination c of segment g. */
-void shard_seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel, const size_t *k,
-                    double *time_s, double *mem, double *comm_s, double *comm_bytes,
-                    double *intr_s);
+void erg__shard_seg_cost(const erg_shard *s, const segment *g, const int *rel, int nrel,
+                         const size_t *k, double *time_s, double *mem, double *comm_s,
+                         double *comm_bytes, double *intr_s);
 /* qsort comparator of shard_ci by v, ascending. */
-int shard_cmp_ci(const void *a, const void *b);
+int erg__shard_cmp_ci(const void *a, const void *b);
 /* Imported per-segment profile rows (CSV) of erg_shard_cost_options.profiles_path. */
-erg_status shard_load_profiles(erg_shard *s, const char *path, shard_imported **out, int *nout,
-                               erg_error *err);
+erg_status erg__shard_load_profiles(erg_shard *s, const char *path, shard_imported **out, int *nout,
+                                    erg_error *err);
 /* Every segment's combination table and the exact DP tables, from the costs and imp. */
-erg_status shard_segments_build(erg_shard *s, const shard_imported *imp, int nimp, int keep,
-                                bool only, erg_error *err);
+erg_status erg__shard_segments_build(erg_shard *s, const shard_imported *imp, int nimp, int keep,
+                                     bool only, erg_error *err);
 /* Frees what segments_build gave segment g (its kept combinations and imported rows). */
-void shard_segment_free_costs(segment *g);
+void erg__shard_segment_free_costs(segment *g);
 
 /* ---- analysis internals shared by analyze.c, spec.c, dots.c, propagate.c ---- */
 
@@ -379,24 +380,24 @@ typedef struct strat {
 
 enum { PROP_FREE = 0, PROP_PARTIAL = 1, PROP_FAIL = 2 };
 
-spec shard_spec_rep(void);
-int shard_axis_size(const erg_shard *s, int code);
-bool shard_uses_axis(int8_t code, int a);
-bool shard_spec_valid_for(const erg_shard *s, const hlo_shape *sh, const spec *sp);
-bool shard_dot_info(const erg_shard *s, int i, dotinfo *d);
-bool shard_dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l, const spec *r,
-                    spec *out, int *ar_axes);
-bool shard_same_dims(const hlo_shape *a, const hlo_shape *b);
+spec erg__shard_spec_rep(void);
+int erg__shard_axis_size(const erg_shard *s, int code);
+bool erg__shard_uses_axis(int8_t code, int a);
+bool erg__shard_spec_valid_for(const erg_shard *s, const hlo_shape *sh, const spec *sp);
+bool erg__shard_dot_info(const erg_shard *s, int i, dotinfo *d);
+bool erg__shard_dot_eval(const erg_shard *s, int i, const dotinfo *d, const spec *l, const spec *r,
+                         spec *out, int *ar_axes);
+bool erg__shard_same_dims(const hlo_shape *a, const hlo_shape *b);
 /* Class of a custom-call (CC_*) from its target and shapes; *head: fused attention's head dim. */
-int8_t shard_cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_instr *in,
-                         int8_t *head);
+int8_t erg__shard_cc_classify(const erg_hlo_module *m, const hlo_comp *c, const hlo_instr *in,
+                              int8_t *head);
 /* The class analyze_on stored for instruction `in` of the analysed computation. */
-int8_t shard_cc_of(const erg_shard *s, const hlo_instr *in);
-bool shard_is_dynamic_slice(const hlo_instr *in);
-bool shard_is_param_gte(const hlo_comp *c, const hlo_instr *in);
-int shard_prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, int *ar_axis);
-spec shard_prop_bwd(const erg_shard *s, int i, int j, const spec *out);
-int shard_enumerate_dot(const erg_shard *s, int i, const dotinfo *d, strat *out, int max);
-erg_status shard_strategy_name(const erg_shard *s, int i, const strat *st, char **out);
+int8_t erg__shard_cc_of(const erg_shard *s, const hlo_instr *in);
+bool erg__shard_is_dynamic_slice(const hlo_instr *in);
+bool erg__shard_is_param_gte(const hlo_comp *c, const hlo_instr *in);
+int erg__shard_prop_fwd(const erg_shard *s, int i, int j, const spec *op, spec *out, int *ar_axis);
+spec erg__shard_prop_bwd(const erg_shard *s, int i, int j, const spec *out);
+int erg__shard_enumerate_dot(const erg_shard *s, int i, const dotinfo *d, strat *out, int max);
+erg_status erg__shard_strategy_name(const erg_shard *s, int i, const strat *st, char **out);
 
 #endif

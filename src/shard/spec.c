@@ -5,33 +5,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-spec shard_spec_rep(void)
+spec erg__shard_spec_rep(void)
 {
     spec s;
     memset(s.d, (unsigned char)SP_R, sizeof s.d);
     return s;
 }
 
-int shard_axis_size(const erg_shard *s, int code)
+int erg__shard_axis_size(const erg_shard *s, int code)
 {
     return code == SP_BOTH ? s->mesh[0] * s->mesh[1] : code >= 0 ? s->mesh[code] : 1;
 }
 
-bool shard_uses_axis(int8_t code, int a)
+bool erg__shard_uses_axis(int8_t code, int a)
 {
     return code == a || (code == SP_BOTH && a >= 0);
 }
 
-int shard_tiles(const erg_shard *s, const spec *sp, int rank)
+int erg__shard_tiles(const erg_shard *s, const spec *sp, int rank)
 {
     int t = 1;
     for (int i = 0; i < rank; i++)
         if (sp->d[i] != SP_R)
-            t *= shard_axis_size(s, sp->d[i]);
+            t *= erg__shard_axis_size(s, sp->d[i]);
     return t;
 }
 
-void shard_spec_str(const spec *sp, int rank, char *buf, size_t size)
+void erg__shard_spec_str(const spec *sp, int rank, char *buf, size_t size)
 {
     size_t k = 0;
     buf[0] = '\0';
@@ -48,7 +48,7 @@ void shard_spec_str(const spec *sp, int rank, char *buf, size_t size)
     }
 }
 
-bool shard_spec_valid_for(const erg_shard *s, const hlo_shape *sh, const spec *sp)
+bool erg__shard_spec_valid_for(const erg_shard *s, const hlo_shape *sh, const spec *sp)
 {
     if (sh->kind != HLO_ARRAY)
         return true;
@@ -57,10 +57,10 @@ bool shard_spec_valid_for(const erg_shard *s, const hlo_shape *sh, const spec *s
         int8_t c = sp->d[i];
         if (c == SP_R)
             continue;
-        if (sh->dims[i] % shard_axis_size(s, c))
+        if (sh->dims[i] % erg__shard_axis_size(s, c))
             return false;
         for (int a = 0; a < 2; a++)
-            if (shard_uses_axis(c, a) && used[a]++)
+            if (erg__shard_uses_axis(c, a) && used[a]++)
                 return false;
     }
     return true;

@@ -18,7 +18,7 @@
  * greedy "min weight" (the smallest product first) keeps BERT-base on 1x8, whose forward
  * attention blocks are tied to backward blocks a dozen segments later (a segment frontier
  * of 3^80 states), at about 8,000 table entries in all. The order, the scopes, the index
- * strides and every table are laid out once when the costs are built (shard_ve_prepare);
+ * strides and every table are laid out once when the costs are built (erg__shard_ve_prepare);
  * a search only runs the min-sum loops over them, without allocation.
  */
 
@@ -65,7 +65,7 @@ struct shard_ve {
     int *fold; /* [N] edge factor that holds block b's own time, or -1 */
 };
 
-void shard_ve_free(erg_shard *s)
+void erg__shard_ve_free(erg_shard *s)
 {
     shard_ve *ve = s->ve;
     if (!ve)
@@ -179,7 +179,7 @@ static void load_inputs(const erg_shard *s, shard_ve *ve, double lambda)
     }
 }
 
-void shard_ve_set_lambda(const erg_shard *s, double lambda)
+void erg__shard_ve_set_lambda(const erg_shard *s, double lambda)
 {
     load_inputs(s, s->ve, lambda);
 }
@@ -273,9 +273,9 @@ static int compact(const erg_shard *s, shard_ve *ve)
     return 0;
 }
 
-erg_status shard_ve_prepare(erg_shard *s, erg_error *err)
+erg_status erg__shard_ve_prepare(erg_shard *s, erg_error *err)
 {
-    shard_ve_free(s);
+    erg__shard_ve_free(s);
     int N = s->norder;
     shard_ve *ve = erg__calloc(1, sizeof *ve);
     bool *done = erg__calloc((size_t)N + 1, sizeof(bool));
@@ -423,17 +423,17 @@ toobig:
     erg__free(done);
     erg__free(G.adj);
     erg__free(G.weight);
-    shard_ve_free(s);
+    erg__shard_ve_free(s);
     return ERG_OK;
 oom:
     erg__free(done);
     erg__free(G.adj);
     erg__free(G.weight);
-    shard_ve_free(s);
+    erg__shard_ve_free(s);
     return erg_error_set(err, ERG_ENOMEM, "out of memory");
 }
 
-double shard_ve_search(const erg_shard *s, size_t *k)
+double erg__shard_ve_search(const erg_shard *s, size_t *k)
 {
     shard_ve *ve = s->ve;
     double constant = 0;

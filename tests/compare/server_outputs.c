@@ -69,7 +69,7 @@ static void results(const srv_sched_ctx *c, int **sched, srv_result *r, int w)
         json_object_set_new(o, "energy_breakdown", eb);
         json_object_set_new(o, "wait_breakdown", wb);
         erg_error err;
-        if (srv_result_from_json(o, &r[s], &err))
+        if (erg__srv_result_from_json(o, &r[s], &err))
             printf("RESULT ERROR %s\n", err.msg);
         json_decref(o);
     }
@@ -96,12 +96,12 @@ static void run(const char *name, const char *args, int mode, int nst)
     printf("=== %s %s mode %d states %d\n", name, args, mode, nst);
     json_t *a = json_loads(args, 0, NULL);
     erg_error err = {0};
-    erg_status st = srv_sched_check_args(name, a, &err);
+    erg_status st = erg__srv_sched_check_args(name, a, &err);
     printf("check: %d %s\n", st, st ? err.msg : "");
-    const srv_sched_class *cls = srv_sched_find(name);
+    const srv_sched_class *cls = erg__srv_sched_find(name);
     printf("class: %s %d\n", cls ? cls->name : "-", cls ? cls->fixed_mode : -9);
     srv_sched *s = NULL;
-    st = srv_sched_new(name, a, &c, &s, &err);
+    st = erg__srv_sched_new(name, a, &c, &s, &err);
     json_decref(a);
     printf("new: %d %s\n", st, st ? err.msg : "");
     if (st)
@@ -109,15 +109,15 @@ static void run(const char *name, const char *args, int mode, int nst)
     for (int w = 0; w < 40; w++) {
         int **per = NULL;
         bool done = false;
-        st = srv_sched_next(s, &per, &done, &err);
+        st = erg__srv_sched_next(s, &per, &done, &err);
         printf("w%d next %d %s done %d choice %ld:", w, st, st ? err.msg : "", done,
-               srv_sched_choice(s));
+               erg__srv_sched_choice(s));
         if (st || done) {
             printf("\n");
             if (st)
                 break;
             /* done is sticky */
-            st = srv_sched_next(s, &per, &done, &err);
+            st = erg__srv_sched_next(s, &per, &done, &err);
             printf("again %d done %d\n", st, done);
             break;
         }
@@ -129,25 +129,25 @@ static void run(const char *name, const char *args, int mode, int nst)
         }
         printf("\n");
         if (w == 3)
-            srv_sched_set_target(s, 1, 1.2);
+            erg__srv_sched_set_target(s, 1, 1.2);
         srv_result r[2];
         results(&c, per, r, w);
-        st = srv_sched_observe(s, r, &err);
-        srv_result_free(&r[0]);
-        srv_result_free(&r[1]);
+        st = erg__srv_sched_observe(s, r, &err);
+        erg__srv_result_free(&r[0]);
+        erg__srv_result_free(&r[1]);
         if (st) {
             printf("observe %d %s\n", st, err.msg);
             break;
         }
     }
-    srv_sched_free(s);
+    erg__srv_sched_free(s);
 }
 
 static void load(const char *path)
 {
     int **st = NULL, *len = NULL, n = 0;
     erg_error err = {0};
-    erg_status r = srv_plan_load(path, &st, &len, &n, &err);
+    erg_status r = erg__srv_plan_load(path, &st, &len, &n, &err);
     printf("=== load %s: %d %s\n", path, r, r ? err.msg : "");
     if (!r) {
         for (int g = 0; g < n; g++) {
@@ -156,10 +156,10 @@ static void load(const char *path)
                 printf(" %d", st[g][i]);
             printf("\n");
         }
-        srv_plan_stages_free(st, len, n);
+        erg__srv_plan_stages_free(st, len, n);
     }
     srv_plan_pairs pp;
-    r = srv_plan_load_pairs(path, 0, &pp, &err);
+    r = erg__srv_plan_load_pairs(path, 0, &pp, &err);
     printf("=== pairs %s: %d %s\n", path, r, r ? err.msg : "");
     if (!r) {
         for (int g = 0; g < pp.n_stages; g++) {
@@ -168,7 +168,7 @@ static void load(const char *path)
                 printf(" %s=%d", pp.names[g][i], pp.freqs[g][i]);
             printf("\n");
         }
-        srv_plan_pairs_free(&pp);
+        erg__srv_plan_pairs_free(&pp);
     }
 }
 

@@ -1,6 +1,7 @@
 /* fuzz_envpipe_profile.c: the EnvPipe planners and baselines on arbitrary profiles (no crash, no
  * hang). */
 #include "ergon/envpipe.h"
+#include "ergon/baselines.h"
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /* fuzz_server_auth.c: the server's access-control parsers (src/server/auth.c): the
  * Authorization header (Bearer, Basic with base64) against a token, and --allow-net CIDR
  * networks with client addresses matched against them. First byte: which one. */
-#include "server/srv.h"
+#include "server/server_internal.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -30,9 +30,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     erg_error err;
     if (data[0] % 2 == 0) {
         o.auth_token = "0123456789abcdef-token";
-        if (srv_auth_init(srv, &o, &err))
+        if (erg__srv_auth_init(srv, &o, &err))
             abort(); /* a valid token must be accepted */
-        srv_auth_result r = srv_auth_token(srv, s);
+        srv_auth_result r = erg__srv_auth_token(srv, s);
         /* only the exact credentials pass */
         if (r == SRV_AUTH_OK && !strstr(s, "0123456789abcdef-token") &&
             strncasecmp(s + strspn(s, " "), "Basic ", 6))
@@ -50,19 +50,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         o.allow_nets = nets;
         o.n_allow_nets = n;
-        if (n && !srv_auth_init(srv, &o, &err) && last) {
+        if (n && !erg__srv_auth_init(srv, &o, &err) && last) {
             struct sockaddr_in a4 = {0};
             struct sockaddr_in6 a6 = {0};
             if (inet_pton(AF_INET, last, &a4.sin_addr) == 1) {
                 a4.sin_family = AF_INET;
-                (void)srv_auth_net_allowed(srv, (struct sockaddr *)&a4);
+                (void)erg__srv_auth_net_allowed(srv, (struct sockaddr *)&a4);
             } else if (inet_pton(AF_INET6, last, &a6.sin6_addr) == 1) {
                 a6.sin6_family = AF_INET6;
-                (void)srv_auth_net_allowed(srv, (struct sockaddr *)&a6);
+                (void)erg__srv_auth_net_allowed(srv, (struct sockaddr *)&a6);
             }
         }
     }
-    srv_auth_free(srv);
+    erg__srv_auth_free(srv);
     free(srv);
     free(s);
     return 0;

@@ -1,7 +1,7 @@
 /* test_baselines.c: all-max, Zeus global/per-stage and uniform baselines on small profiles. */
 #include "core/internal.h"
 #include "ergon/emulate.h"
-#include "ergon/envpipe.h"
+#include "ergon/baselines.h"
 #include "tap.h"
 
 /* Two stages, stage 1 twice as heavy. Clocks 1000/900/800: time grows as the

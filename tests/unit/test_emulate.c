@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "ergon/emulate.h"
-#include "ergon/envpipe.h"
+#include "ergon/baselines.h"
 #include "ergon/planner.h"
 
 /* Two clocks: 1000 MHz (forward 1 s, backward 2 s) and 900 MHz (1.5 s, 3 s). */

@@ -9,7 +9,6 @@
 #include "ergon/profile.h"
 #include "ergon/server.h"
 #include "ergon/server_client.h"
-#include "server/srv.h"
 #include "server/server_internal.h"
 
 #include <dirent.h>
@@ -341,11 +340,11 @@ TEST(expand_follows_spec)
                     SRV_I_BACKWARD, SRV_I_P2P,     SRV_I_BACKWARD, SRV_I_STEP};
     int plan[] = {1000, 1100, 1200, 1300}, out[8];
     erg_error err;
-    ASSERT_OK(srv_expand(plan, 4, instrs, 8, out, &err));
+    ASSERT_OK(erg__srv_expand(plan, 4, instrs, 8, out, &err));
     int want[] = {1000, 1000, 1000, 1100, 1200, 1200, 1300, 1300};
     for (int i = 0; i < 8; i++)
         ASSERT_EQ_INT(out[i], want[i]);
-    ASSERT_EQ_INT(srv_expand(plan, 3, instrs, 8, out, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_expand(plan, 3, instrs, 8, out, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "3 clocks");
 }
 
@@ -389,7 +388,7 @@ TEST(plan_files_both_literal_formats)
     int **st = NULL, *len = NULL, n = 0;
     erg_error err;
     for (int k = 0; k < 2; k++) {
-        ASSERT_OK(srv_plan_load(k ? p2 : p1, &st, &len, &n, &err));
+        ASSERT_OK(erg__srv_plan_load(k ? p2 : p1, &st, &len, &n, &err));
         ASSERT_EQ_INT(n, 2);
         ASSERT_EQ_INT(len[0], 2);
         ASSERT_EQ_INT(len[1], 2);
@@ -397,9 +396,9 @@ TEST(plan_files_both_literal_formats)
         ASSERT_EQ_INT(st[0][1], 1200);
         ASSERT_EQ_INT(st[1][0], 1000);
         ASSERT_EQ_INT(st[1][1], 800);
-        srv_plan_stages_free(st, len, n);
+        erg__srv_plan_stages_free(st, len, n);
     }
-    ASSERT_EQ_INT(srv_plan_load(p3, &st, &len, &n, &err), ERG_EPARSE);
+    ASSERT_EQ_INT(erg__srv_plan_load(p3, &st, &len, &n, &err), ERG_EPARSE);
     ASSERT_CONTAINS(err.msg, "c.py:1");
 }
 
@@ -426,17 +425,17 @@ TEST(python_json_output_matches_real_dump)
         json_t *v = json_loadb(text, len, 0, NULL);
         ASSERT(v);
         erg__buf b = {0};
-        ASSERT_EQ_INT(srv_json_py(v, &b), ERG_OK);
+        ASSERT_EQ_INT(erg__srv_json_py(v, &b), ERG_OK);
         ASSERT_EQ_INT(b.len, len);
         ASSERT_MSG(!memcmp(b.data, text, len), "%s differs after re-serialisation", names[i]);
         /* And our result validator accepts every real ProfilingResult. */
         if (strstr(names[i], "prof")) {
             for (size_t r = 0; r < json_array_size(v); r++) {
                 srv_result res;
-                ASSERT_OK(srv_result_from_json(json_array_get(v, r), &res, &err));
+                ASSERT_OK(erg__srv_result_from_json(json_array_get(v, r), &res, &err));
                 ASSERT_EQ_INT(res.n_iters, 30);
                 ASSERT(res.time_bd[SRV_I_FORWARD].n_iters == 30);
-                srv_result_free(&res);
+                erg__srv_result_free(&res);
             }
         }
         erg__buf_free(&b);
@@ -488,7 +487,7 @@ static void fake_results(srv_result *r, int **sched)
         json_object_set_new(o, "iter_energy", ie);
         json_object_set_new(o, "time_breakdown", json_pack("{s:o}", "forward", fw));
         erg_error err;
-        ASSERT_OK(srv_result_from_json(o, &r[s], &err));
+        ASSERT_OK(erg__srv_result_from_json(o, &r[s], &err));
         json_decref(o);
     }
 }
@@ -499,24 +498,24 @@ static int run_sched(const char *name, const char *args, fake_job *f, int max_wi
     srv_sched *s = NULL;
     erg_error err;
     json_t *a = json_loads(args, 0, NULL);
-    ASSERT_OK(srv_sched_new(name, a, &f->c, &s, &err));
+    ASSERT_OK(erg__srv_sched_new(name, a, &f->c, &s, &err));
     json_decref(a);
     int w = 0;
     for (; w < max_windows; w++) {
         int **per = NULL;
         bool done = false;
-        ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+        ASSERT_OK(erg__srv_sched_next(s, &per, &done, &err));
         if (done)
             break;
         seen[w][0] = per[0][0];
         seen[w][1] = per[1][0];
         srv_result r[2];
         fake_results(r, per);
-        ASSERT_OK(srv_sched_observe(s, r, &err));
-        srv_result_free(&r[0]);
-        srv_result_free(&r[1]);
+        ASSERT_OK(erg__srv_sched_observe(s, r, &err));
+        erg__srv_result_free(&r[0]);
+        erg__srv_result_free(&r[1]);
     }
-    srv_sched_free(s);
+    erg__srv_sched_free(s);
     return w;
 }
 
@@ -824,13 +823,13 @@ static void zl_compare(double eta)
     srv_sched *s = NULL;
     erg_error err;
     json_t *a = json_pack("{s:f}", "eta_knob", eta);
-    ASSERT_OK(srv_sched_new("ZeusLocalPowerState", a, &c, &s, &err));
+    ASSERT_OK(erg__srv_sched_new("ZeusLocalPowerState", a, &c, &s, &err));
     json_decref(a);
     int w = 0;
     for (;; w++) {
         int **per = NULL;
         bool done = false;
-        ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+        ASSERT_OK(erg__srv_sched_next(s, &per, &done, &err));
         if (done)
             break;
         ASSERT_MSG(w < ref.n_win, "ergon ran more windows than the reference (%d)", ref.n_win);
@@ -855,14 +854,14 @@ static void zl_compare(double eta)
             json_object_set_new(o, "iter_time", it);
             json_object_set_new(o, "iter_energy", ie);
             json_object_set_new(o, "time_breakdown", json_pack("{s:o}", "forward", fw));
-            ASSERT_OK(srv_result_from_json(o, &r[g], &err));
+            ASSERT_OK(erg__srv_result_from_json(o, &r[g], &err));
             json_decref(o);
         }
-        ASSERT_OK(srv_sched_observe(s, r, &err));
+        ASSERT_OK(erg__srv_sched_observe(s, r, &err));
         for (int g = 0; g < ZL_S; g++)
-            srv_result_free(&r[g]);
+            erg__srv_result_free(&r[g]);
     }
-    srv_sched_free(s);
+    erg__srv_sched_free(s);
     ASSERT_MSG(w == ref.n_win, "ergon ran %d windows, the reference %d", w, ref.n_win);
 
     char p[512];
@@ -989,7 +988,7 @@ static void sparse_results(const erg_profile *truth, int **sched, double noise, 
         else
             json_decref(eb);
         erg_error err;
-        ASSERT_OK(srv_result_from_json(o, &r[s], &err));
+        ASSERT_OK(erg__srv_result_from_json(o, &r[s], &err));
         json_decref(o);
     }
 }
@@ -1002,26 +1001,26 @@ static int sparse_run(sparse_job *f, const erg_profile *truth, const char *args,
     srv_sched *s = NULL;
     erg_error err;
     json_t *a = json_loads(args, 0, NULL);
-    ASSERT_OK(srv_sched_new("InstructionProfiler", a, &f->c, &s, &err));
+    ASSERT_OK(erg__srv_sched_new("InstructionProfiler", a, &f->c, &s, &err));
     json_decref(a);
     int w = 0;
     for (; w < 200; w++) {
         int **per = NULL;
         bool done = false;
-        ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+        ASSERT_OK(erg__srv_sched_next(s, &per, &done, &err));
         if (done)
             break;
         srv_result r[4];
         sparse_results(truth, per, noise, energies, r);
-        erg_status st = srv_sched_observe(s, r, errp);
+        erg_status st = erg__srv_sched_observe(s, r, errp);
         for (int i = 0; i < 4; i++)
-            srv_result_free(&r[i]);
+            erg__srv_result_free(&r[i]);
         if (st) {
             w = -1;
             break;
         }
     }
-    srv_sched_free(s);
+    erg__srv_sched_free(s);
     return w;
 }
 
@@ -1104,18 +1103,18 @@ TEST(instruction_profiler_sparse_mode_measures_a_sixth_and_predicts_the_rest)
     /* Refusals: sparse-only arguments without sparse, power mode, I/W. */
     srv_sched *s = NULL;
     json_t *a = json_pack("{s:i}", "budget", 10);
-    ASSERT_EQ_INT(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "\"sparse\": true");
     json_decref(a);
     a = json_pack("{s:b}", "sparse", 1);
     f.c.mode = SRV_MODE_POWER;
-    ASSERT_EQ_INT(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "frequency mode");
     f.c.mode = SRV_MODE_FREQUENCY;
     int zb[6] = {SRV_I_FORWARD,         SRV_I_FORWARD,  SRV_I_BACKWARD_INPUT,
                  SRV_I_BACKWARD_WEIGHT, SRV_I_BACKWARD, SRV_I_STEP};
     memcpy(f.ins0, zb, sizeof zb);
-    ASSERT_EQ_INT(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "backward_input");
     json_decref(a);
     erg_profile_free(truth);
@@ -1200,16 +1199,16 @@ TEST(instruction_profiler_sparse_estimates_the_noise)
     /* bad values are named */
     srv_sched *s = NULL;
     json_t *a = json_pack("{s:b,s:f}", "sparse", 1, "time_noise", 2.5);
-    ASSERT_EQ_INT(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "time_noise must be in [0, 1]");
     ASSERT_CONTAINS(err.msg, "2.5");
     json_decref(a);
     a = json_pack("{s:b,s:s}", "sparse", 1, "time_noise", "auto");
-    ASSERT_EQ_INT(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "time_noise");
     json_decref(a);
     a = json_pack("{s:f}", "time_noise", 0.01);
-    ASSERT_EQ_INT(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_sched_new("InstructionProfiler", a, &f.c, &s, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "\"sparse\": true");
     json_decref(a);
     erg_profile_free(truth);
@@ -1224,22 +1223,22 @@ TEST(instruction_profiler_sparse_estimates_the_noise)
  * instruction") and plans skipped them. */
 TEST(zero_bubble_instruction_names_through_v1_schedulers)
 {
-    ASSERT_EQ_INT(srv_instr_code("backward_input"), SRV_I_BACKWARD_INPUT);
-    ASSERT_EQ_INT(srv_instr_code("backward_weight"), SRV_I_BACKWARD_WEIGHT);
-    ASSERT_EQ_INT(srv_instr_code("overlap_f_b"), SRV_I_OVERLAP_F_B);
-    ASSERT_EQ_INT(srv_instr_code("forward"), SRV_I_FORWARD); /* Perseus codes unchanged */
-    ASSERT_EQ_INT(srv_instr_code("pure_backward"), SRV_I_PURE_BACKWARD);
+    ASSERT_EQ_INT(erg__srv_instr_code("backward_input"), SRV_I_BACKWARD_INPUT);
+    ASSERT_EQ_INT(erg__srv_instr_code("backward_weight"), SRV_I_BACKWARD_WEIGHT);
+    ASSERT_EQ_INT(erg__srv_instr_code("overlap_f_b"), SRV_I_OVERLAP_F_B);
+    ASSERT_EQ_INT(erg__srv_instr_code("forward"), SRV_I_FORWARD); /* Perseus codes unchanged */
+    ASSERT_EQ_INT(erg__srv_instr_code("pure_backward"), SRV_I_PURE_BACKWARD);
     /* PointSolution expansion: F p2p I W p2p F I W step; plan 6 clocks. */
     int instrs[] = {SRV_I_FORWARD, SRV_I_P2P,     SRV_I_BACKWARD_INPUT, SRV_I_BACKWARD_WEIGHT,
                     SRV_I_P2P,     SRV_I_FORWARD, SRV_I_BACKWARD_INPUT, SRV_I_BACKWARD_WEIGHT,
                     SRV_I_STEP};
     int plan[] = {1000, 1100, 1200, 1300, 1400, 1500}, out[9];
     erg_error err;
-    ASSERT_OK(srv_expand(plan, 6, instrs, 9, out, &err));
+    ASSERT_OK(erg__srv_expand(plan, 6, instrs, 9, out, &err));
     int want[] = {1000, 1000, 1100, 1200, 1200, 1300, 1400, 1500, 1500};
     for (int i = 0; i < 9; i++)
         ASSERT_EQ_INT(out[i], want[i]);
-    ASSERT_EQ_INT(srv_expand(plan, 4, instrs, 9, out, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_expand(plan, 4, instrs, 9, out, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "backward_input");
 
     /* A 2-stage job whose ranks run [F I W]. */
@@ -1250,15 +1249,15 @@ TEST(zero_bubble_instruction_names_through_v1_schedulers)
     memcpy(f.ins0, zb, sizeof zb);
     srv_sched *s = NULL;
     json_t *a = json_pack("{s:i,s:i}", "forward_freq", 1320, "backward_freq", 1140);
-    ASSERT_OK(srv_sched_new("TwoFrequencies", a, &f.c, &s, &err));
+    ASSERT_OK(erg__srv_sched_new("TwoFrequencies", a, &f.c, &s, &err));
     json_decref(a);
     int **per;
     bool done;
-    ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+    ASSERT_OK(erg__srv_sched_next(s, &per, &done, &err));
     ASSERT_EQ_INT(per[1][0], 1320);
     ASSERT_EQ_INT(per[1][1], 1140);
     ASSERT_EQ_INT(per[1][2], 1140);
-    srv_sched_free(s);
+    erg__srv_sched_free(s);
 
     /* InstructionProfiler: results with backward_input/backward_weight
      * breakdowns give those rows in the profile CSV. */
@@ -1266,10 +1265,10 @@ TEST(zero_bubble_instruction_names_through_v1_schedulers)
     f.c.job_dir = d;
     f.c.profile_csv_name = (char *)"p.csv";
     a = json_pack("{s:i}", "minimum_power_state", 1320);
-    ASSERT_OK(srv_sched_new("InstructionProfiler", a, &f.c, &s, &err));
+    ASSERT_OK(erg__srv_sched_new("InstructionProfiler", a, &f.c, &s, &err));
     json_decref(a);
     for (int w = 0; w < 8; w++) {
-        ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+        ASSERT_OK(erg__srv_sched_next(s, &per, &done, &err));
         if (done)
             break;
         srv_result r[2];
@@ -1282,14 +1281,14 @@ TEST(zero_bubble_instruction_names_through_v1_schedulers)
                           0.08, 0.08, "energy_breakdown", "forward", 20.0, 20.0, "backward_input",
                           25.0, 25.0, "backward_weight", 15.0, 15.0);
             ASSERT(o != NULL);
-            ASSERT_OK(srv_result_from_json(o, &r[st], &err));
+            ASSERT_OK(erg__srv_result_from_json(o, &r[st], &err));
             json_decref(o);
         }
-        ASSERT_OK(srv_sched_observe(s, r, &err));
-        srv_result_free(&r[0]);
-        srv_result_free(&r[1]);
+        ASSERT_OK(erg__srv_sched_observe(s, r, &err));
+        erg__srv_result_free(&r[0]);
+        erg__srv_result_free(&r[1]);
     }
-    srv_sched_free(s);
+    erg__srv_sched_free(s);
     char p[600], *text;
     size_t len;
     snprintf(p, sizeof p, "%s/p.csv", d);
@@ -1334,20 +1333,20 @@ TEST(zero_bubble_instruction_names_through_v1_schedulers)
     erg_plan_free(pl);
     srv_plan_pairs pp;
     memset(&pp, 0, sizeof pp);
-    ASSERT_OK(srv_plan_load_pairs(p, 2, &pp, &err));
+    ASSERT_OK(erg__srv_plan_load_pairs(p, 2, &pp, &err));
     ASSERT_EQ_INT(pp.n_stages, 2);
     ASSERT_EQ_INT(pp.lens[1], n);
     for (int i = 0; i < n; i++) {
         ASSERT_STR_EQ(pp.names[1][i], names[i]);
         ASSERT_EQ_INT(pp.freqs[1][i], 1000 + i);
     }
-    srv_plan_pairs_free(&pp);
-    /* and as plain per-stage clocks (PointSolution's srv_plan_load) */
+    erg__srv_plan_pairs_free(&pp);
+    /* and as plain per-stage clocks (PointSolution's erg__srv_plan_load) */
     int **stg = NULL, *lens = NULL, ns = 0;
-    ASSERT_OK(srv_plan_load(p, &stg, &lens, &ns, &err));
+    ASSERT_OK(erg__srv_plan_load(p, &stg, &lens, &ns, &err));
     ASSERT_EQ_INT(ns, 2);
     ASSERT_EQ_INT(lens[1], n);
-    srv_plan_stages_free(stg, lens, ns);
+    erg__srv_plan_stages_free(stg, lens, ns);
     erg_order_free(o);
 }
 
@@ -1361,25 +1360,25 @@ TEST(two_frequencies_and_allmax)
     srv_sched *s = NULL;
     erg_error err;
     json_t *a = json_pack("{s:i,s:i}", "forward_freq", 1320, "backward_freq", 1140);
-    ASSERT_OK(srv_sched_new("TwoFrequencies", a, &f.c, &s, &err));
+    ASSERT_OK(erg__srv_sched_new("TwoFrequencies", a, &f.c, &s, &err));
     int **per;
     bool done;
-    ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+    ASSERT_OK(erg__srv_sched_next(s, &per, &done, &err));
     ASSERT(!done);
     ASSERT_EQ_INT(per[0][0], 1320);
     ASSERT_EQ_INT(per[0][1], 1320); /* p2p inherits the forward clock */
     ASSERT_EQ_INT(per[0][2], 1140);
-    srv_sched_free(s);
+    erg__srv_sched_free(s);
     json_decref(a);
     a = json_pack("{s:i,s:i}", "forward_freq", 1234, "backward_freq", 1140);
-    ASSERT_EQ_INT(srv_sched_new("TwoFrequencies", a, &f.c, &s, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_sched_new("TwoFrequencies", a, &f.c, &s, &err), ERG_EINVAL);
     json_decref(a);
     a = json_pack("{s:i}", "bogus", 1);
-    ASSERT_EQ_INT(srv_sched_check_args("AllMax", a, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_sched_check_args("AllMax", a, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "bogus");
     json_decref(a);
     a = json_object();
-    ASSERT_EQ_INT(srv_sched_check_args("NoSuchScheduler", a, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_sched_check_args("NoSuchScheduler", a, &err), ERG_EINVAL);
     json_decref(a);
 }
 
@@ -2257,7 +2256,7 @@ TEST(profile_then_point_solution_8_processes)
                 }
                 free(list);
             }
-            ASSERT_OK(srv_plan_load(plan, &st, &lens, &ns, &err));
+            ASSERT_OK(erg__srv_plan_load(plan, &st, &lens, &ns, &err));
             for (int stage = 0; stage < S; stage++) {
                 json_t *ps = json_object_get(json_array_get(v, (size_t)stage), "power_states");
                 const char *names[256];
@@ -2270,7 +2269,7 @@ TEST(profile_then_point_solution_8_processes)
                     ASSERT_EQ_INT(json_integer_value(json_array_get(ps, (size_t)i)), cur);
                 }
             }
-            srv_plan_stages_free(st, lens, ns);
+            erg__srv_plan_stages_free(st, lens, ns);
         }
         json_decref(v);
     }

@@ -11,7 +11,6 @@
 #include "ergon/server.h"
 #include "ergon/server_client.h"
 #include "server/server_internal.h"
-#include "server/srv.h"
 
 #include <sys/stat.h>
 
@@ -98,7 +97,7 @@ static int clock_of(const job *j, int **per, int s, int i)
 {
     int k = 0;
     for (int x = 0; x < j->n[s]; x++)
-        if (srv_instr_is_compute(j->ins[s][x]) && k++ == i)
+        if (erg__srv_instr_is_compute(j->ins[s][x]) && k++ == i)
             return per[s][x];
     return -1;
 }
@@ -277,12 +276,12 @@ static void run_envpipe(job *j, const char *args, int max_windows, bool waits, r
     erg_error err;
     json_t *a = json_loads(args, 0, NULL);
     ASSERT(a);
-    ASSERT_OK(srv_sched_new("EnvPipe", a, &j->c, &s, &err));
+    ASSERT_OK(erg__srv_sched_new("EnvPipe", a, &j->c, &s, &err));
     json_decref(a);
     for (int w = 0; w < max_windows; w++) {
         int **per = NULL;
         bool done = false;
-        ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+        ASSERT_OK(erg__srv_sched_next(s, &per, &done, &err));
         if (done) {
             out->done = true;
             break;
@@ -311,20 +310,20 @@ static void run_envpipe(job *j, const char *args, int max_windows, bool waits, r
         srv_result r[MAXS];
         for (int st = 0; st < j->S; st++) {
             json_t *o = result_json(j, &x, st, 2, waits);
-            ASSERT_OK(srv_result_from_json(o, &r[st], &err));
+            ASSERT_OK(erg__srv_result_from_json(o, &r[st], &err));
             json_decref(o);
         }
         out->windows = w + 1;
-        erg_status ost = srv_sched_observe(s, r, &err);
+        erg_status ost = erg__srv_sched_observe(s, r, &err);
         for (int st = 0; st < j->S; st++)
-            srv_result_free(&r[st]);
+            erg__srv_result_free(&r[st]);
         if (ost) {
             out->observe_st = ost;
             snprintf(out->observe_msg, sizeof out->observe_msg, "%s", err.msg);
             break;
         }
     }
-    srv_sched_free(s);
+    erg__srv_sched_free(s);
 }
 
 static int count_lines_with(const char *text, const char *needle)
@@ -436,7 +435,7 @@ TEST(envpipe_online_with_the_sparse_profiler)
     /* sparse-only arguments need "sparse": true */
     erg_error err;
     json_t *a2 = json_loads("{\"blocking_power_w\": 70, \"budget\": 5}", 0, NULL);
-    ASSERT_EQ_INT(srv_sched_check_args("EnvPipe", a2, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_sched_check_args("EnvPipe", a2, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "sparse");
     json_decref(a2);
     rmtmp(dir);
@@ -527,13 +526,13 @@ TEST(envpipe_online_greedy_and_snaps_to_supported_clocks)
                            "\"reconfig_step_mhz\": 30, \"warmup_windows\": 0, "
                            "\"final_windows\": 0}",
                            0, NULL);
-    ASSERT_OK(srv_sched_new("EnvPipe", a, &j.c, &s, &err));
+    ASSERT_OK(erg__srv_sched_new("EnvPipe", a, &j.c, &s, &err));
     json_decref(a);
     bool done = false;
     int w = 0;
     for (; w < 300 && !done; w++) {
         int **per = NULL;
-        ASSERT_OK(srv_sched_next(s, &per, &done, &err));
+        ASSERT_OK(erg__srv_sched_next(s, &per, &done, &err));
         if (done)
             break;
         for (int st = 0; st < j.S; st++)
@@ -549,15 +548,15 @@ TEST(envpipe_online_greedy_and_snaps_to_supported_clocks)
         srv_result r[MAXS];
         for (int st = 0; st < j.S; st++) {
             json_t *o = result_json(&j, &x, st, 1, true);
-            ASSERT_OK(srv_result_from_json(o, &r[st], &err));
+            ASSERT_OK(erg__srv_result_from_json(o, &r[st], &err));
             json_decref(o);
         }
-        ASSERT_OK(srv_sched_observe(s, r, &err));
+        ASSERT_OK(erg__srv_sched_observe(s, r, &err));
         for (int st = 0; st < j.S; st++)
-            srv_result_free(&r[st]);
+            erg__srv_result_free(&r[st]);
     }
     ASSERT_MSG(done, "greedy did not terminate");
-    srv_sched_free(s);
+    erg__srv_sched_free(s);
     job_free(&j);
 }
 
@@ -654,7 +653,7 @@ TEST(envpipe_online_ours_needs_the_matching_registered_order)
     srv_sched *s = NULL;
     erg_error err;
     json_t *a = json_loads("{\"blocking_power_w\": 70}", 0, NULL);
-    ASSERT_EQ_INT(srv_sched_new("EnvPipe", a, &j.c, &s, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_sched_new("EnvPipe", a, &j.c, &s, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "not the 1F1B order");
     json_decref(a);
     job_free(&j);
@@ -682,7 +681,7 @@ TEST(envpipe_args_are_checked_with_clear_messages)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         json_t *a = json_loads(bad[i].args, 0, NULL);
         ASSERT(a);
-        ASSERT_MSG(srv_sched_check_args("EnvPipe", a, &err) == ERG_EINVAL, "accepted %s",
+        ASSERT_MSG(erg__srv_sched_check_args("EnvPipe", a, &err) == ERG_EINVAL, "accepted %s",
                    bad[i].args);
         ASSERT_MSG(strstr(err.msg, bad[i].msg), "%s: '%s' lacks '%s'", bad[i].args, err.msg,
                    bad[i].msg);
@@ -691,7 +690,7 @@ TEST(envpipe_args_are_checked_with_clear_messages)
     json_t *a = json_loads("{\"blocking_power_w\": 70, \"type\": \"envelope\", "
                            "\"scheduling\": \"ours\", \"reconfigure\": \"greedy\"}",
                            0, NULL);
-    ASSERT_OK(srv_sched_check_args("EnvPipe", a, &err));
+    ASSERT_OK(erg__srv_sched_check_args("EnvPipe", a, &err));
     json_decref(a);
     /* a GPU filter that keeps none of the ranks' clocks */
     char tab[600];
@@ -710,13 +709,13 @@ TEST(envpipe_args_are_checked_with_clear_messages)
     job j;
     job_init(&j, 2, 2, NULL, false);
     srv_sched *s = NULL;
-    ASSERT_EQ_INT(srv_sched_new("EnvPipe", a, &j.c, &s, &err), ERG_EINVAL);
+    ASSERT_EQ_INT(erg__srv_sched_new("EnvPipe", a, &j.c, &s, &err), ERG_EINVAL);
     ASSERT_CONTAINS(err.msg, "filter of GPU tiny");
     json_decref(a);
     snprintf(args, sizeof args,
              "{\"blocking_power_w\": 70, \"gpu\": \"nosuch\", \"gpu_table_path\": \"%s\"}", tab);
     a = json_loads(args, 0, NULL);
-    ASSERT_MSG(srv_sched_check_args("EnvPipe", a, &err) != ERG_OK, "unknown GPU accepted");
+    ASSERT_MSG(erg__srv_sched_check_args("EnvPipe", a, &err) != ERG_OK, "unknown GPU accepted");
     ASSERT_CONTAINS(err.msg, "nosuch");
     json_decref(a);
     job_free(&j);
@@ -883,7 +882,7 @@ static int server_job(const char *db, const char *dump, job *j, const char *args
         for (int r = 0; r < j->S; r++) {
             json_t *ps = json_array(), *st = json_array();
             for (int i = 0; i < j->n[r]; i++)
-                json_array_append_new(ps, json_string(srv_instr_names[j->ins[r][i]]));
+                json_array_append_new(ps, json_string(erg__srv_instr_names[j->ins[r][i]]));
             for (int i = 0; i < j->c.n_states; i++)
                 json_array_append_new(st, json_integer(j->st[i]));
             json_t *rb = json_pack("{s:i,s:i,s:i,s:i,s:o,s:o}", "rank", r, "dp_rank", 0, "pp_rank",

@@ -197,8 +197,8 @@ TEST(overflowing_shapes_are_rejected_with_their_text)
     erg_hlo_module *m = parse_ok("HloModule m\nENTRY e {\n"
                                  "  ROOT x = f32[1073741824,2147483647] parameter(0)\n}\n");
     const hlo_instr *x = &m->comps[m->entry].ins[0];
-    ASSERT(hlo_shape_elems(&x->shape) == INT64_C(1073741824) * 2147483647);
-    ASSERT(hlo_shape_bytes(&x->shape) == 4.0 * 1073741824.0 * 2147483647.0);
+    ASSERT(erg__hlo_shape_elems(&x->shape) == INT64_C(1073741824) * 2147483647);
+    ASSERT(erg__hlo_shape_bytes(&x->shape) == 4.0 * 1073741824.0 * 2147483647.0);
     erg_hlo_free(m);
 }
 
@@ -394,8 +394,9 @@ TEST(attention_head_split_by_hand)
         if (!strcmp(s->c->ins[x].name, "o")) {
             char buf[32];
             const pblock *pb = &s->pbs[s->order[bq]];
-            shard_spec_str(&pb->mem[s->nodes[x].slot].out[erg_shard_plan_strategy(d, (size_t)bq)],
-                           3, buf, sizeof buf);
+            erg__shard_spec_str(
+                &pb->mem[s->nodes[x].slot].out[erg_shard_plan_strategy(d, (size_t)bq)], 3, buf,
+                sizeof buf);
             ASSERT_STR_EQ(buf, "S1RR"); /* P·V split on the head dim */
         }
     ASSERT_STR_EQ(erg_shard_strategy_name(s, (size_t)by, erg_shard_plan_strategy(d, (size_t)by)),
@@ -537,7 +538,7 @@ static void check_round_trip(erg_shard *s, const erg_shard_plan *p)
     ASSERT_OK(erg_shard_annotate(s, p, &out, &err));
     erg_hlo_module *m2 = NULL;
     ASSERT_OK(erg_hlo_parse(out, strlen(out), "annotated.hlo", &m2, &err));
-    int ci = hlo_find_comp(m2, s->c->name);
+    int ci = erg__hlo_find_comp(m2, s->c->name);
     ASSERT(ci >= 0);
     const hlo_comp *c2 = &m2->comps[ci];
     ASSERT_EQ_INT(c2->n, s->n);
@@ -545,7 +546,7 @@ static void check_round_trip(erg_shard *s, const erg_shard_plan *p)
     for (int i = 0; i < s->n; i++) {
         const hlo_instr *in = &c2->ins[i];
         ASSERT_STR_EQ(in->name, s->c->ins[i].name);
-        const hlo_attr *a = hlo_find_attr(in, "sharding");
+        const hlo_attr *a = erg__hlo_find_attr(in, "sharding");
         const node *nd = &s->nodes[i];
         if (nd->pb < 0 || in->shape.kind != HLO_ARRAY) {
             if (a && in->shape.kind == HLO_ARRAY && s->c->ins[i].op == HLO_OP_PARAMETER)
@@ -554,11 +555,11 @@ static void check_round_trip(erg_shard *s, const erg_shard_plan *p)
         }
         ASSERT_MSG(a != NULL, "%s has no sharding", in->name);
         spec got, want = s->pbs[nd->pb].mem[nd->slot].out[p->k[s->pos_of[nd->pb]]];
-        ASSERT_MSG(shard_parse_sharding(s, m2->text + a->off, a->len, in->shape.rank, &got),
+        ASSERT_MSG(erg__shard_parse_sharding(s, m2->text + a->off, a->len, in->shape.rank, &got),
                    "%s: cannot read back %.*s", in->name, (int)a->len, m2->text + a->off);
         char g[64], w[64];
-        shard_spec_str(&got, in->shape.rank, g, sizeof g);
-        shard_spec_str(&want, in->shape.rank, w, sizeof w);
+        erg__shard_spec_str(&got, in->shape.rank, g, sizeof g);
+        erg__shard_spec_str(&want, in->shape.rank, w, sizeof w);
         ASSERT_MSG(!strcmp(g, w), "%s: emitted %s, plan %s", in->name, g, w);
         checked++;
     }
@@ -578,12 +579,12 @@ static const char *emitted_in(erg_shard *s, const erg_shard_plan *p, const char 
     ASSERT_OK(erg_shard_annotate(s, p, &out, &err));
     erg_hlo_module *m2 = NULL;
     ASSERT_OK(erg_hlo_parse(out, strlen(out), "annotated.hlo", &m2, &err));
-    int ci = hlo_find_comp(m2, comp ? comp : s->c->name);
+    int ci = erg__hlo_find_comp(m2, comp ? comp : s->c->name);
     ASSERT(ci >= 0);
     buf[0] = '\0';
     for (int i = 0; i < m2->comps[ci].n; i++) {
         const hlo_instr *in = &m2->comps[ci].ins[i];
-        const hlo_attr *a = hlo_find_attr(in, "sharding");
+        const hlo_attr *a = erg__hlo_find_attr(in, "sharding");
         if (!strcmp(in->name, name) && a)
             snprintf(buf, sizeof buf, "%.*s", (int)a->len, m2->text + a->off);
     }
@@ -616,7 +617,7 @@ static const char *spec_under(const erg_shard *s, const erg_shard_plan *p, const
     const hlo_shape *sh = &s->c->ins[i].shape;
     if (sh->kind == HLO_TUPLE)
         sh = &sh->elems[0];
-    shard_spec_str(
+    erg__shard_spec_str(
         &s->pbs[nd->pb].mem[nd->slot].out[erg_shard_plan_strategy(p, (size_t)s->pos_of[nd->pb])],
         sh->rank, buf, sizeof buf);
     return buf;
@@ -1260,7 +1261,7 @@ TEST(annotated_module_rereads_when_header_meets_computation)
     ASSERT_OK(erg_hlo_parse(out, strlen(out), "annotated.hlo", &m2, &err));
     ASSERT_EQ_INT(m2->num_partitions, 2);
     char why[200];
-    ASSERT_MSG(hlo_module_same(m, m2, "sharding", why, sizeof why), "%s", why);
+    ASSERT_MSG(erg__hlo_module_same(m, m2, "sharding", why, sizeof why), "%s", why);
     check_round_trip(s, p);
     /* The comparison sees a changed attribute and a changed operand. */
     char *alt = erg__strdup(text);
@@ -1271,9 +1272,9 @@ TEST(annotated_module_rereads_when_header_meets_computation)
     /* w as [16,32] contracted on dim 1: a different module that still parses */
     memcpy(strstr(alt, "%w = f32[32,16]"), "%w = f32[16,32]", 15);
     ASSERT_OK(erg_hlo_parse(alt, strlen(alt), "alt.hlo", &m3, &err));
-    ASSERT(!hlo_module_same(m, m3, "sharding", why, sizeof why));
+    ASSERT(!erg__hlo_module_same(m, m3, "sharding", why, sizeof why));
     ASSERT_CONTAINS(why, "'w'");
-    ASSERT(!hlo_module_same(m, m2, NULL, why, sizeof why)); /* sharding counted: differs */
+    ASSERT(!erg__hlo_module_same(m, m2, NULL, why, sizeof why)); /* sharding counted: differs */
     erg_hlo_free(m3);
     erg__free(alt);
     erg_free(out);
@@ -1511,7 +1512,7 @@ TEST(small_bert_attention_joins_qkv_block)
     char buf[32];
     for (int k = 0; k < p->K; k++)
         if (!strcmp(p->names[k], "RS1 = RR x RS1")) {
-            shard_spec_str(&p->mem[s->nodes[ins].slot].out[k], 3, buf, sizeof buf);
+            erg__shard_spec_str(&p->mem[s->nodes[ins].slot].out[k], 3, buf, sizeof buf);
             ASSERT_STR_EQ(buf, "S1RR");
         }
     erg_shard_free(s);
@@ -1665,16 +1666,16 @@ TEST(plan_communication_by_kind_adds_up)
      * Megatron column/row: AR(y) + AR(dxm) of 32 MiB. No resharding in either. */
     size_t dp[2] = {0, 0}, mg[2] = {1, 2};
     shard_comm c;
-    shard_plan_comm(s, dp, &c);
+    erg__shard_plan_comm(s, dp, &c);
     ASSERT_NEAR(c.count[COLL_AR], 2, 0);
     ASSERT_NEAR(c.bytes[COLL_AR], 2 * 16 * MIB, 1e-6);
     ASSERT_NEAR(c.count[COLL_AG] + c.count[COLL_A2A], 0, 0);
-    shard_plan_comm(s, mg, &c);
+    erg__shard_plan_comm(s, mg, &c);
     ASSERT_NEAR(c.count[COLL_AR], 2, 0);
     ASSERT_NEAR(c.bytes[COLL_AR], 2 * 32 * MIB, 1e-6);
     /* column then column: h arrives split on its features at a row-replicated y: a gather */
     size_t cc[2] = {1, 1};
-    shard_plan_comm(s, cc, &c);
+    erg__shard_plan_comm(s, cc, &c);
     ASSERT(c.count[COLL_AG] >= 1);
     ASSERT_NEAR(c.bytes[0] + c.bytes[1] + c.bytes[2], costed_bytes(s, cc), 1e-6);
     erg_shard_free(s);
@@ -1697,7 +1698,7 @@ TEST(plan_communication_by_kind_adds_up)
             for (int trial = 0; trial < 8; trial++) {
                 for (int oi = 0; oi < t->norder; oi++)
                     k[oi] = trial ? (size_t)(rnd() * t->pbs[t->order[oi]].K) : 0;
-                shard_plan_comm(t, k, &c);
+                erg__shard_plan_comm(t, k, &c);
                 double want = costed_bytes(t, k);
                 ASSERT_MSG(fabs(c.bytes[0] + c.bytes[1] + c.bytes[2] - want) <= 1e-6 * want + 1e-6,
                            "%s %dx%d: kinds %.0f+%.0f+%.0f != costed %.0f", files[f], meshes[q][0],
@@ -1889,7 +1890,7 @@ TEST(dp_exact_with_random_costs_skip_edges_and_memory)
         } else {
             s->mem_budget = 80e9;
         }
-        ASSERT_OK_E(shard_segments_rebuild(s, 64, &err), err);
+        ASSERT_OK_E(erg__shard_segments_rebuild(s, 64, &err), err);
         ASSERT(s->dp_ready);
         binding += s->dp_membind;
         erg_shard_plan *d = NULL, *q = NULL;
@@ -1915,13 +1916,13 @@ TEST(dp_exact_with_random_costs_skip_edges_and_memory)
     for (int round = 0; round < 12; round++) {
         randomize_costs(s, false);
         s->mem_budget = 80e9;
-        ASSERT_OK_E(shard_segments_rebuild(s, 64, &err), err);
-        ASSERT_OK_E(shard_ve_prepare(s, &err), err);
+        ASSERT_OK_E(erg__shard_segments_rebuild(s, 64, &err), err);
+        ASSERT_OK_E(erg__shard_ve_prepare(s, &err), err);
         ASSERT(s->ve);
         size_t k[64];
         ASSERT(s->norder <= 64);
-        double v = shard_ve_search(s, k) + s->const_time_s, t, mm;
-        shard_eval(s, k, &t, &mm, NULL);
+        double v = erg__shard_ve_search(s, k) + s->const_time_s, t, mm;
+        erg__shard_eval(s, k, &t, &mm, NULL);
         ASSERT_NEAR(v, t, 1e-12 * t);
         erg_shard_plan *q = search(s, ERG_SHARD_ILP);
         ASSERT_NEAR(t, erg_shard_plan_time_s(q), 1e-9 * t);
@@ -1934,9 +1935,9 @@ TEST(dp_exact_with_random_costs_skip_edges_and_memory)
     for (long n = 1; n < 5000 && !completed; n += n < 200 ? 1 : 13) {
         erg_shard_plan *d = NULL;
         erg__alloc_fail_after(n);
-        erg_status st = shard_segments_rebuild(s, 64, &err);
+        erg_status st = erg__shard_segments_rebuild(s, 64, &err);
         if (!st)
-            st = shard_ve_prepare(s, &err);
+            st = erg__shard_ve_prepare(s, &err);
         if (!st)
             st = erg_shard_search(s, ERG_SHARD_DP, 10, &d, &err);
         erg__alloc_fail_after(0);

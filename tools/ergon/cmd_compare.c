@@ -4,6 +4,7 @@
 
 #include "ergon/emulate.h"
 #include "ergon/planner.h"
+#include "ergon/baselines.h"
 
 #include <math.h>
 #include <stdio.h>

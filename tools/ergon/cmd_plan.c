@@ -5,6 +5,7 @@
 
 #include "ergon/emulate.h"
 #include "ergon/envpipe.h"
+#include "ergon/baselines.h"
 #include "ergon/planner.h"
 
 #include <stdio.h>

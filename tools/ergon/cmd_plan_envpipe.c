@@ -1,6 +1,7 @@
 /* cmd_plan_envpipe.c: `ergon plan envpipe|zeus-global|zeus-stage|uniform`: EnvPipe and the
  * baselines. */
 #include "cli.h"
+#include "ergon/baselines.h"
 #include "envpipe_common.h"
 
 #include <stdio.h>

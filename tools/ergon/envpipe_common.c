@@ -1,5 +1,6 @@
 /* envpipe_common.c: option helpers shared by the EnvPipe/baseline, compare and show subcommands. */
 #include "envpipe_common.h"
+#include "ergon/gpu_table.h"
 #include "cli.h"
 
 #include <limits.h>

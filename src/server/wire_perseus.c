@@ -1,4 +1,4 @@
-/* wire_kronos.c: the Perseus (kronos) wire protocol (/info, /register_job, /register_rank,
+/* wire_perseus.c: the Perseus wire protocol (/info, /register_job, /register_rank,
  * /schedule/{id}, /result/{id}) and ergon's /v1 API, which shares its data model: body
  * validation, routes and answer formats. The job state machine is jobs.c. */
 #include "server/jobs.h"
@@ -11,7 +11,7 @@
 
 /* Error bodies: {"detail": ...} on the Perseus routes (FastAPI), {"error": ...} on /v1. */
 #define fail(rs, v1, status, ...)                                                                  \
-    srv_respond_error(rs, (v1) ? "error" : "detail", status, __VA_ARGS__)
+    erg__srv_respond_error(rs, (v1) ? "error" : "detail", status, __VA_ARGS__)
 
 /* ---- validation of wire objects ---- */
 
@@ -51,7 +51,7 @@ static json_t *check_job_info(const json_t *in, bool v1, char *why, size_t wn, c
     json_object_set_new(o, "job_id", json_string(""));
     long v[6];
     for (int i = 0; i < 6; i++)
-        if (!srv_json_get_int(in, job_int_fields[i], 1, 1 << 20, &v[i], why, wn)) {
+        if (!erg__srv_json_get_int(in, job_int_fields[i], 1, 1 << 20, &v[i], why, wn)) {
             json_decref(o);
             return NULL;
         }
@@ -80,7 +80,7 @@ static json_t *check_job_info(const json_t *in, bool v1, char *why, size_t wn, c
     /* Fields ergon does not use (job_metadata, a framework's own) stay in the job record as
      * sent, up to SRV_JOBINFO_UNKNOWN_MAX_BYTES; /v1's scheduler choice is stored apart. */
     static const char *const apart[] = {"scheduler", "scheduler_args", "mode", NULL};
-    srv_jobinfo_add_unknown(o, in, apart, dropped, dn);
+    erg__srv_jobinfo_add_unknown(o, in, apart, dropped, dn);
     return o;
 }
 
@@ -106,10 +106,10 @@ static json_t *check_rank_info(const srv_job *j, const json_t *in, char *why, si
         return NULL;
     }
     long rank, dp, pp, tp;
-    if (!srv_json_get_int(in, "rank", 0, j->world - 1, &rank, why, wn) ||
-        !srv_json_get_int(in, "dp_rank", 0, j->dp - 1, &dp, why, wn) ||
-        !srv_json_get_int(in, "pp_rank", 0, j->pp - 1, &pp, why, wn) ||
-        !srv_json_get_int(in, "tp_rank", 0, j->tp - 1, &tp, why, wn))
+    if (!erg__srv_json_get_int(in, "rank", 0, j->world - 1, &rank, why, wn) ||
+        !erg__srv_json_get_int(in, "dp_rank", 0, j->dp - 1, &dp, why, wn) ||
+        !erg__srv_json_get_int(in, "pp_rank", 0, j->pp - 1, &pp, why, wn) ||
+        !erg__srv_json_get_int(in, "tp_rank", 0, j->tp - 1, &tp, why, wn))
         return NULL;
     const json_t *ps = json_object_get(in, "pipe_schedule");
     size_t n = json_array_size(ps);
@@ -127,7 +127,7 @@ static json_t *check_rank_info(const srv_job *j, const json_t *in, char *why, si
     }
     for (size_t i = 0; i < n; i++) {
         const json_t *x = json_array_get(ps, i);
-        int code = json_is_string(x) ? srv_instr_code(json_string_value(x)) : -1;
+        int code = json_is_string(x) ? erg__srv_instr_code(json_string_value(x)) : -1;
         if (code < 0) {
             snprintf(why, wn,
                      "pipe_schedule[%zu] is not a pipe instruction (load, forward, backward, p2p, "
@@ -228,16 +228,16 @@ static int outcome_status(srv_outcome o, bool v1)
 
 static void h_info(erg_server *srv, srv_resp *rs, bool v1)
 {
-    json_t *o = srv_server_info_json(srv, srv->scheduler, srv->sched_args, srv->mode);
+    json_t *o = erg__srv_server_info_json(srv, srv->scheduler, srv->sched_args, srv->mode);
     /* What Zeus PFO jobs run (one configuration serves both protocols); a Perseus
      * client's pydantic ServerInfo ignores the extra field. */
     if (o)
-        json_object_set_new(o, "zeus", srv_zeus_info(srv));
+        json_object_set_new(o, "zeus", erg__srv_zeus_info(srv));
     if (v1 && o) {
         json_object_set_new(o, "version", json_string(erg_version()));
         json_object_set_new(o, "api", json_string("v1"));
     }
-    srv_respond(rs, 200, o);
+    erg__srv_respond(rs, 200, o);
 }
 
 static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, bool v1)
@@ -274,18 +274,18 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
         args = NULL;
         if (sa) {
             /* Files named by clients must lie in a --plans-dir directory. */
-            if (srv_confine_sched_args(srv, sa, &args, why, sizeof why)) {
+            if (erg__srv_confine_sched_args(srv, sa, &args, why, sizeof why)) {
                 fail(rs, v1, 400, "%s", why);
                 goto out;
             }
         } else {
             args = sn ? json_object() : json_incref(srv->sched_args);
         }
-        if (srv_sched_check_args(sched, args, &e)) {
+        if (erg__srv_sched_check_args(sched, args, &e)) {
             fail(rs, v1, 400, "%s", e.msg);
             goto out;
         }
-        const srv_sched_class *cls = srv_sched_find(sched);
+        const srv_sched_class *cls = erg__srv_sched_find(sched);
         int want = md ? (!strcmp(json_string_value(md), "frequency")     ? SRV_MODE_FREQUENCY
                          : !strcmp(json_string_value(md), "power limit") ? SRV_MODE_POWER
                                                                          : -2)
@@ -297,7 +297,7 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
         if (cls->fixed_mode != SRV_MODE_ANY) {
             if (want != SRV_MODE_ANY && want != cls->fixed_mode) {
                 fail(rs, v1, 400, "scheduler %s runs in %s mode", sched,
-                     srv_mode_name(cls->fixed_mode));
+                     erg__srv_mode_name(cls->fixed_mode));
                 goto out;
             }
             mode = cls->fixed_mode;
@@ -312,7 +312,7 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
     }
     /* The Perseus job id: local time + the job's fields + scheduler. */
     char ts[SRV_JOB_ID_TIME_LEN];
-    srv_job_id_time(ts);
+    erg__srv_job_id_time(ts);
     erg__buf id = {0};
     if (erg__buf_printf(&id, "%s+%s+%s+%s+dp%d+pp%d+tp%d+mbs%d+nmb%d+%s", ts,
                         json_string_value(json_object_get(info, "framework")),
@@ -328,20 +328,21 @@ static void h_register_job(erg_server *srv, const srv_body *b, srv_resp *rs, boo
         goto out;
     }
     srv_job *j = NULL;
-    srv_outcome oc = srv_job_create(srv, id.data, info, sched, args, mode, &j, why, sizeof why);
+    srv_outcome oc =
+        erg__srv_job_create(srv, id.data, info, sched, args, mode, &j, why, sizeof why);
     erg__buf_free(&id);
     if (oc != SRV_OK) {
         fail(rs, v1, outcome_status(oc, v1), "%s", why);
         goto out;
     }
     if (*dropped)
-        srv_log(srv, ERG_LOG_WARNING, "register_job", j->id,
-                "JobInfo fields ergon does not use are kept up to %d bytes; not stored: %s",
-                SRV_JOBINFO_UNKNOWN_MAX_BYTES, dropped);
+        erg__srv_log(srv, ERG_LOG_WARNING, "register_job", j->id,
+                     "JobInfo fields ergon does not use are kept up to %d bytes; not stored: %s",
+                     SRV_JOBINFO_UNKNOWN_MAX_BYTES, dropped);
     if (v1)
-        srv_respond(rs, 201, json_pack("{s:s}", "job_id", j->id));
+        erg__srv_respond(rs, 201, json_pack("{s:s}", "job_id", j->id));
     else
-        srv_respond(rs, 200, json_string(j->id));
+        erg__srv_respond(rs, 200, json_string(j->id));
 out:
     json_decref(in);
     json_decref(info);
@@ -350,14 +351,14 @@ out:
 
 static srv_job *lookup(erg_server *srv, const char *id, srv_resp *rs, bool v1)
 {
-    srv_job *j = id ? srv_job_find(srv, id) : NULL;
+    srv_job *j = id ? erg__srv_job_find(srv, id) : NULL;
     if (!j) {
-        if (id && srv_store_has_job(srv, id))
+        if (id && erg__srv_store_has_job(srv, id))
             fail(rs, v1, 404, "job '%.300s' was evicted (idle) and is no longer served", id);
         else
             fail(rs, v1, 404, "unknown job '%.300s'", id ? id : "");
     } else
-        srv_job_touch(j);
+        erg__srv_job_touch(j);
     return j;
 }
 
@@ -407,12 +408,12 @@ static void h_register_rank(erg_server *srv, const char *path_id, const srv_body
         fail(rs, v1, vcode, "%s", why);
         goto out;
     }
-    srv_outcome oc = srv_job_add_rank(srv, j, &sp, info, why, sizeof why);
+    srv_outcome oc = erg__srv_job_add_rank(srv, j, &sp, info, why, sizeof why);
     if (oc == SRV_OK || oc == SRV_DUPLICATE)
-        srv_respond(rs, 200,
-                    v1 ? json_pack("{s:i,s:b}", "rank", (json_int_t)sp.rank, "duplicate",
-                                   oc == SRV_DUPLICATE)
-                       : NULL);
+        erg__srv_respond(rs, 200,
+                         v1 ? json_pack("{s:i,s:b}", "rank", (json_int_t)sp.rank, "duplicate",
+                                        oc == SRV_DUPLICATE)
+                            : NULL);
     else
         fail(rs, v1, outcome_status(oc, v1), "%s", why);
 out:
@@ -444,19 +445,19 @@ static void end_reply(srv_job *j, long r, srv_resp *rs, bool v1)
     const char *msg = j->message ? j->message : "";
     if (j->state == SRV_JOB_DONE) {
         if (v1)
-            srv_respond(rs, 200,
-                        json_pack("{s:i,s:b,s:s,s:s}", "rank", (json_int_t)r, "done", 1, "state",
-                                  "done", "message", msg));
+            erg__srv_respond(rs, 200,
+                             json_pack("{s:i,s:b,s:s,s:s}", "rank", (json_int_t)r, "done", 1,
+                                       "state", "done", "message", msg));
         else
             fail(rs, false, 500, "[profiling-done] job %s has finished: %s", j->id, msg);
     } else if (j->state == SRV_JOB_FAILED) {
         if (v1)
-            srv_respond(rs, 409, json_pack("{s:s,s:s}", "error", msg, "state", "failed"));
+            erg__srv_respond(rs, 409, json_pack("{s:s,s:s}", "error", msg, "state", "failed"));
         else
             fail(rs, false, 400, "%s", j->message ? j->message : "scheduler failure");
     } else {
         if (v1)
-            srv_respond(rs, 409, json_pack("{s:s,s:s}", "error", msg, "state", "aborted"));
+            erg__srv_respond(rs, 409, json_pack("{s:s,s:s}", "error", msg, "state", "aborted"));
         else
             fail(rs, false, 500, "job %s was aborted: %s", j->id, msg);
     }
@@ -467,7 +468,7 @@ static bool schedule_answer(erg_server *srv, srv_job *j, long r, long w, int fla
                             srv_resp *rs)
 {
     bool v1 = flags & 1;
-    switch (srv_job_schedule_state(srv, j, w)) {
+    switch (erg__srv_job_schedule_state(srv, j, w)) {
     case SRV_SCHED_STOPPING:
         fail(rs, v1, 503, "the server is shutting down; retry");
         return true;
@@ -486,9 +487,9 @@ static bool schedule_answer(erg_server *srv, srv_job *j, long r, long w, int fla
     if (!expired)
         return false;
     if (v1)
-        srv_respond(rs, 202,
-                    json_pack("{s:i,s:i,s:b,s:b}", "rank", (json_int_t)r, "window", (json_int_t)w,
-                              "pending", 1, "done", 0));
+        erg__srv_respond(rs, 202,
+                         json_pack("{s:i,s:i,s:b,s:b}", "rank", (json_int_t)r, "window",
+                                   (json_int_t)w, "pending", 1, "done", 0));
     else
         fail(rs, false, 503, "window %ld of job %s is not ready yet; retry", w, j->id);
     return true;
@@ -498,14 +499,14 @@ static void h_schedule(erg_server *srv, const char *id, const srv_req *rq, srv_r
 {
     char buf[32];
     long r;
-    if (!srv_query_get(rq->query, "rank", buf, sizeof buf) || !erg__parse_long(buf, &r)) {
+    if (!erg__srv_query_get(rq->query, "rank", buf, sizeof buf) || !erg__parse_long(buf, &r)) {
         fail(rs, v1, v1 ? 400 : 422, "query parameter rank=<int> is required");
         return;
     }
     double wait = rq->max_wait;
     if (v1) {
         double w = 30;
-        if (srv_query_get(rq->query, "wait", buf, sizeof buf) &&
+        if (erg__srv_query_get(rq->query, "wait", buf, sizeof buf) &&
             (!erg__parse_double(buf, &w) || w < 0 || w > 600)) {
             fail(rs, v1, 400, "query parameter wait must be seconds in [0, 600]");
             return;
@@ -518,12 +519,12 @@ static void h_schedule(erg_server *srv, const char *id, const srv_req *rq, srv_r
         return;
     char why[512];
     long w;
-    srv_outcome oc = srv_job_ask(srv, j, r, &w, why, sizeof why);
+    srv_outcome oc = erg__srv_job_ask(srv, j, r, &w, why, sizeof why);
     if (oc != SRV_OK) {
         fail(rs, v1, outcome_status(oc, v1), "%s", why);
         return;
     }
-    if (!srv_job_wait(srv, j, r, w, wait, rq->conn, schedule_answer, v1 ? 1 : 0, rs))
+    if (!erg__srv_job_wait(srv, j, r, w, wait, rq->conn, schedule_answer, v1 ? 1 : 0, rs))
         fail(rs, v1, 503, "out of memory; retry");
 }
 
@@ -556,16 +557,17 @@ static void h_result(erg_server *srv, const char *id, const srv_body *b, srv_res
         win = (long)json_integer_value(wv);
     }
     char why[700];
-    srv_outcome oc = srv_job_add_result(srv, j, r, win, b->result, &b->parsed, why, sizeof why);
+    srv_outcome oc =
+        erg__srv_job_add_result(srv, j, r, win, b->result, &b->parsed, why, sizeof why);
     if (oc == SRV_OK || (oc == SRV_DUPLICATE && v1))
-        srv_respond(rs, 200,
-                    v1 ? json_pack("{s:i,s:i,s:b}", "rank", (json_int_t)r, "window",
-                                   (json_int_t)win, "duplicate", oc == SRV_DUPLICATE)
-                       : NULL);
+        erg__srv_respond(rs, 200,
+                         v1 ? json_pack("{s:i,s:i,s:b}", "rank", (json_int_t)r, "window",
+                                        (json_int_t)win, "duplicate", oc == SRV_DUPLICATE)
+                            : NULL);
     else if (oc == SRV_NOT_RUNNING)
-        srv_respond(rs, 409,
-                    json_pack("{s:s,s:s}", v1 ? "error" : "detail", why, "state",
-                              srv_job_state_name(j->state)));
+        erg__srv_respond(rs, 409,
+                         json_pack("{s:s,s:s}", v1 ? "error" : "detail", why, "state",
+                                   erg__srv_job_state_name(j->state)));
     else
         fail(rs, v1, oc == SRV_DUPLICATE ? 409 : outcome_status(oc, v1), "%s", why);
 out:
@@ -580,15 +582,15 @@ static void h_heartbeat(erg_server *srv, const char *id, const srv_body *b, srv_
     srv_job *j = lookup(srv, id, rs, true);
     long r;
     char why[256];
-    if (j && !srv_json_get_int(in, "rank", 0, j->world - 1, &r, why, sizeof why))
+    if (j && !erg__srv_json_get_int(in, "rank", 0, j->world - 1, &r, why, sizeof why))
         fail(rs, true, 400, "%s", why);
     else if (j && !j->ranks[r].registered)
         fail(rs, true, 404, "rank %ld has not registered in job %s", r, j->id);
     else if (j) {
-        j->ranks[r].last_seen = srv_now_mono();
-        srv_respond(rs, 200,
-                    json_pack("{s:s,s:i}", "state", srv_job_state_name(j->state), "window",
-                              (json_int_t)j->window));
+        j->ranks[r].last_seen = erg__srv_now_mono();
+        erg__srv_respond(rs, 200,
+                         json_pack("{s:s,s:i}", "state", erg__srv_job_state_name(j->state),
+                                   "window", (json_int_t)j->window));
     }
     json_decref(in);
 }
@@ -603,17 +605,18 @@ static void h_end(erg_server *srv, const char *id, const srv_body *b, bool abort
     erg_error e;
     if (j && reason && !json_is_string(reason))
         fail(rs, true, 400, "field reason must be a string");
-    else if (j && srv_job_live(j->state) && srv_store_check(srv, &e))
+    else if (j && srv_job_live(j->state) && erg__srv_store_check(srv, &e))
         fail(rs, true, 503, "%s", e.msg); /* the end would not be stored */
     else if (j) {
         if (srv_job_live(j->state)) {
             char msg[400];
             snprintf(msg, sizeof msg, "%s by a client%s%.300s", abort ? "aborted" : "ended",
                      reason ? ": " : "", reason ? json_string_value(reason) : "");
-            srv_job_finish(srv, j, abort ? SRV_JOB_ABORTED : SRV_JOB_DONE, msg);
+            erg__srv_job_finish(srv, j, abort ? SRV_JOB_ABORTED : SRV_JOB_DONE, msg);
         }
-        srv_respond(rs, 200,
-                    json_pack("{s:s,s:s}", "job_id", j->id, "state", srv_job_state_name(j->state)));
+        erg__srv_respond(
+            rs, 200,
+            json_pack("{s:s,s:s}", "job_id", j->id, "state", erg__srv_job_state_name(j->state)));
     }
     json_decref(in);
 }
@@ -627,7 +630,7 @@ static void h_straggler(erg_server *srv, const char *id, const srv_body *b, srv_
     const json_t *sd = json_object_get(in, "slowdown"), *dl = json_object_get(in, "deadline_s");
     if (!j)
         goto out;
-    const srv_sched_class *cls = srv_sched_find(j->sched_name);
+    const srv_sched_class *cls = erg__srv_sched_find(j->sched_name);
     if (!cls || !cls->targets) {
         fail(rs, true, 409, "job %s runs %s; straggler targets need the Frontier scheduler", j->id,
              j->sched_name);
@@ -644,15 +647,15 @@ static void h_straggler(erg_server *srv, const char *id, const srv_body *b, srv_
         goto out;
     }
     erg_error e;
-    if (srv_store_check(srv, &e)) {
+    if (erg__srv_store_check(srv, &e)) {
         fail(rs, true, 503, "%s", e.msg); /* the target would not be stored */
         goto out;
     }
-    long from = srv_job_set_target(srv, j, sd ? 1 : 2, json_number_value(sd ? sd : dl));
+    long from = erg__srv_job_set_target(srv, j, sd ? 1 : 2, json_number_value(sd ? sd : dl));
     json_t *o = json_pack("{s:s,s:i}", "job_id", j->id, "applies_from_window", (json_int_t)from);
     if (o)
         json_object_set_new(o, sd ? "slowdown" : "deadline_s", json_real(j->tval));
-    srv_respond(rs, 200, o);
+    erg__srv_respond(rs, 200, o);
 out:
     json_decref(in);
 }
@@ -667,7 +670,7 @@ static json_t *job_status(srv_job *j)
 {
     json_t *o = json_pack(
         "{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:I,s:o,s:o}", "job_id", j->id, "state",
-        srv_job_state_name(j->state), "message", j->message ? j->message : "", "scheduler",
+        erg__srv_job_state_name(j->state), "message", j->message ? j->message : "", "scheduler",
         j->sched_name, "world_size", j->world, "ranks_registered", j->n_registered, "window",
         (int)j->window, "results_in_window", j->n_results, "barrier_released", j->released,
         "frontier_choice", (json_int_t)j->choice, "energy_j", finite_or_null(j->energy_j),
@@ -675,7 +678,7 @@ static json_t *job_status(srv_job *j)
     if (o && j->tkind)
         json_object_set_new(o, j->tkind == 1 ? "slowdown" : "deadline_s", json_real(j->tval));
     if (o)
-        json_object_set_new(o, "mode", json_string(srv_mode_name(j->mode)));
+        json_object_set_new(o, "mode", json_string(erg__srv_mode_name(j->mode)));
     return o;
 }
 
@@ -699,7 +702,7 @@ static void route_v1_job(erg_server *srv, const srv_req *rq, srv_resp *rs)
             srv_job *j = lookup(srv, id, rs, true);
             json_t *st = j ? job_status(j) : NULL;
             if (st)
-                srv_respond(rs, 200, st);
+                erg__srv_respond(rs, 200, st);
             else if (j)
                 fail(rs, true, 500, "out of memory");
         }
@@ -743,9 +746,9 @@ static bool route(erg_server *srv, const srv_req *rq, srv_resp *rs)
             json_t *a = json_array();
             for (srv_job *j = srv->jobs; a && j; j = j->next)
                 json_array_append_new(a, json_pack("{s:s,s:s,s:i}", "job_id", j->id, "state",
-                                                   srv_job_state_name(j->state), "window",
+                                                   erg__srv_job_state_name(j->state), "window",
                                                    (int)j->window));
-            srv_respond(rs, 200, json_pack("{s:o}", "jobs", a));
+            erg__srv_respond(rs, 200, json_pack("{s:o}", "jobs", a));
         } else
             fail(rs, v1, 405, "use POST on %s", path);
     } else if (!strcmp(path, "/register_rank")) {
@@ -771,4 +774,4 @@ static bool route(erg_server *srv, const srv_req *rq, srv_resp *rs)
     return true;
 }
 
-const srv_wire srv_wire_kronos = {"kronos", route};
+const srv_wire erg__srv_wire_perseus = {"perseus", route};
