@@ -3,10 +3,12 @@
 
 # iproute2: `ip netns`/veth for the multi-host fault test (tests/cli/multihost_faults.sh);
 # poppler-utils: pdftotext reads the text of the pictures (tests/cli/show_frontier_profiled.sh);
-# clang-format: `make format`, and cli/format_check checks every C file follows .clang-format.
+# clang-format: `make format`, and lint/format_check checks every C file follows .clang-format.
+# prometheus: cli/prometheus_fleet scrapes `ergon serve` and checks the Grafana dashboard's queries.
 DEB_PACKAGES := build-essential cmake pkg-config clang clang-format libclang-rt-14-dev \
   libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 \
-  libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3 poppler-utils iproute2
+  libcairo2-dev libcminpack-dev libglpk-dev libopenblas-dev python3 poppler-utils iproute2 \
+  prometheus
 # PyTorch (CPU, gloo) for the end-to-end example (examples/pytorch_pipeline): `make test`,
 # `make e2e` and `make test-e2e` install it (the e2e tests skip, saying so, without it);
 # pydantic (v1 API, Debian 12: 1.10) lets cli/zeus_pydantic check our Zeus dumps and settings
@@ -99,9 +101,9 @@ E2E_GPU ?= auto
 e2e: build py-deps
 	$(E2E_PYTHON) examples/pytorch_pipeline/run_e2e.py --ergon $(BUILD)/ergon --out $(E2E_OUT) --gpu $(E2E_GPU) $(E2E_ARGS)
 
-# Only the end-to-end tests (tests/cli/e2e_*.sh), with PyTorch installed.
+# Only the end-to-end tests (tests/e2e/e2e_*.sh), with PyTorch installed.
 test-e2e: build e2e-deps py-deps
-	cd $(BUILD) && ctest --output-on-failure -R 'cli/e2e_'
+	cd $(BUILD) && ctest --output-on-failure -R 'e2e/e2e_'
 
 # Every parser has a libFuzzer target (tests/fuzz/, docs/fuzzing.md).
 # make fuzz: open-ended random exploration, FUZZ_SECONDS per target; what it finds becomes a

@@ -167,14 +167,17 @@ static void run(const char *data, int M, int reps, const char *tmpdir)
 
 int main(int argc, char **argv)
 {
-    const char *data = argc > 1 ? argv[1] : "../shared/data";
+    const char *data = argc > 1 ? argv[1] : "tests/data/published";
     int reps = argc > 2 ? atoi(argv[2]) : 3;
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/perseus-sosp24", data);
     struct stat st;
     if (stat(dir, &st) != 0) {
-        printf("skipped: %s is absent (reference data not available)\n", dir);
-        return 0;
+        fprintf(stderr,
+                "%s is absent: the published data is part of the repository (run from its root, "
+                "or give the data folder as the first argument)\n",
+                dir);
+        return 1;
     }
     char tmpl[] = "/tmp/bench_replan.XXXXXX";
     if (!mkdtemp(tmpl))

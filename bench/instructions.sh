@@ -8,10 +8,10 @@
 # Each case runs once under cachegrind (x30-50 slower) and once natively (seconds, one core).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-data=${ERGON_DATA:-$here/../shared/data}/perseus-sosp24/stage_profile
+data=$here/tests/data/published/perseus-sosp24/stage_profile
 new=${1:-build}; base=${2:-}
 command -v valgrind >/dev/null || { echo "skipped: valgrind is not installed"; exit 0; }
-[ -d "$data" ] || { echo "skipped: $data is absent (reference data not available)"; exit 0; }
+[ -d "$data" ] || { echo "FAIL: $data is absent (it is part of the repository)"; exit 1; }
 cases=${BENCH_IR_CASES:-"gpt3-175b+a40_bf16.csv 8 12 0.0001 A40
 gpt3-175b+a40_bf16.csv 8 12 0.001 A40
 gpt3-175b+a100_sxm_bf16.csv 8 96 0.001 A100

@@ -7,12 +7,12 @@
 # directory it runs both on the same cases, back to back.
 #   bench/perseus_scaling.sh [BUILD [BASE_BUILD]]     (default: build)
 # BENCH_SCALING_M (default "12 24 48 96 192"), BENCH_SCALING_CASE (default
-# "gpt3-175b+a40_bf16.csv 8 0.0001 A40": profile, S, unit, GPU). Reads ../shared/data (or
-# $ERGON_DATA); exits 0 with "skipped" when it is absent.
+# "gpt3-175b+a40_bf16.csv 8 0.0001 A40": profile, S, unit, GPU). Reads the published profiles
+# in tests/data/published.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-data=${ERGON_DATA:-$here/../shared/data}/perseus-sosp24/stage_profile
-[ -d "$data" ] || { echo "skipped: $data is absent (reference data not available)"; exit 0; }
+data=$here/tests/data/published/perseus-sosp24/stage_profile
+[ -d "$data" ] || { echo "FAIL: $data is absent (it is part of the repository)"; exit 1; }
 builds=("${1:-build}"); [ -n "${2:-}" ] && builds+=("$2")
 read -r prof S unit gpu <<<"${BENCH_SCALING_CASE:-gpt3-175b+a40_bf16.csv 8 0.0001 A40}"
 export ERGON_GPU_TABLE=${ERGON_GPU_TABLE:-$here/data/gpus.csv}

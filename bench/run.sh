@@ -4,7 +4,7 @@
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
-data=${ERGON_DATA:-$here/../shared/data}
+data=$here/tests/data/published
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F)"
 for b in "$build"/bench/bench_*; do
   [ -x "$b" ] || continue
@@ -17,6 +17,9 @@ for b in "$build"/bench/bench_*; do
     bench_replan)
       echo "Answering a straggler target from a stored frontier vs re-planning (one core)"
       taskset -c 0 "$b" "$data" "${BENCH_REPS:-3}" ;;
+    bench_fleet)
+      echo "Re-solving a fleet's power-cap assignment: 1,000 jobs of ~1,000-point frontiers (one core)"
+      taskset -c 0 "$b" "$data" 1000 "${BENCH_REPS:-5}" ;;
     bench_client_overhead)
       fake="$build/tests/fake_nvml/libnvidia-ml.so.1"
       "$b"
@@ -24,6 +27,10 @@ for b in "$build"/bench/bench_*; do
         "$b" --nvml "$fake"
         "$b" --nvml "$fake" --iters 20000 --work-us 100
       fi ;;
+    bench_wide)
+      echo "One job of 4,096 ranks (PP 16 x DP 256) on each protocol against ergon serve (raw sockets, one poll loop)"
+      "$b" --serve-arg --max-connections --serve-arg 8192 \
+           --serve-arg --max-connections-per-ip --serve-arg 8192 ;;
     *) "$b" ;;
   esac
 done

@@ -1,13 +1,13 @@
 #!/bin/bash
 # shard_bench.sh: CFP planner timings (analysis, profiling, DP vs block ILP vs per-operator
-# ILP) on the shared HLO modules; prints the markdown table of docs/benchmarks.md.
-# usage: bash bench/shard_bench.sh [path/to/ergon] [shared data dir] [ILP time limit s] [runs]
+# ILP) on the published HLO modules; prints the markdown table of docs/benchmarks.md.
+# usage: bash bench/shard_bench.sh [path/to/ergon] [data dir (tests/data/published)] [ILP time limit s] [runs]
 # DP and block-ILP search times, profile and DP-table times are the best of `runs` separate
 # processes (default 5): the development machine is shared, so single sub-millisecond
 # timings are noisy.
 set -u
 E=${1:-build/ergon}
-H=${2:-../shared/data}/hlo
+H=${2:-tests/data/published}/hlo
 LIM=${3:-60}
 RUNS=${4:-5}
 err=$(mktemp)

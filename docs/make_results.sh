@@ -4,8 +4,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ergon=${1:-$here/../build/ergon}
-data=${2:-$here/../../shared/data/perseus-sosp24}
-[ -d "$data/stage_profile" ] || { echo "no reference data at $data" >&2; exit 77; }
+data=${2:-$here/../tests/data/published/perseus-sosp24}
+[ -d "$data/stage_profile" ] || { echo "no published profiles at $data (tests/data/published is part of the repository)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=$here/results_tables.md

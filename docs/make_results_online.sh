@@ -5,9 +5,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ergon=${1:-$here/../build/ergon}
-data=${2:-$here/../../shared/data/perseus-sosp24}
+data=${2:-$here/../tests/data/published/perseus-sosp24}
 part=${3:-all}
-[ -d "$data/stage_profile" ] || { echo "no reference data at $data" >&2; exit 77; }
+[ -d "$data/stage_profile" ] || { echo "no published profiles at $data (tests/data/published is part of the repository)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 profiles="gpt3-175b+a100_sxm bloom+a100_sxm gpt3-175b+a40 bloom+a40"

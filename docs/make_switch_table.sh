@@ -10,7 +10,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 ERGON=${ERGON:-build/ergon}
-prof=${1:-../shared/data/perseus-sosp24/stage_profile/gpt3-175b+a40_bf16.csv}
+prof=${1:-tests/data/published/perseus-sosp24/stage_profile/gpt3-175b+a40_bf16.csv}
 S=${2:-8}; M=${3:-96}; unit=${4:-0.0001}; gpu=${5:-A40}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 lats="0 0.001 0.01"

@@ -63,7 +63,7 @@ endif()
 # build tree the directory libergon is built in, repeated until it is at least as long as the
 # installed value (a duplicate absolute entry is harmless), and the install rewrites that in
 # place to the installed value ($ORIGIN-relative), or removes it in a system directory.
-# tests/cli/runpath_no_cwd.sh checks every ELF file of both trees.
+# tests/lint/runpath_no_cwd.sh checks every ELF file of both trees.
 list(FIND CMAKE_C_IMPLICIT_LINK_DIRECTORIES "${CMAKE_INSTALL_FULL_LIBDIR}" _ergon_sysdir)
 set(ERGON_PY_LIBDIR "")
 if(_ergon_sysdir EQUAL -1)

@@ -29,6 +29,12 @@ KNOWN_LONG = {}
 WRITES = {
     ("tools/ergon/cmd_compare.c", "compare_report"): "compare's report table (--out): text/CSV/"
     "markdown for people and spreadsheets, read by nothing of ergon",
+    ("tools/ergon/cmd_emulate.c", "emulate_power"): "emulate's --power-trace CSV (the text of "
+    "erg_power_trace_format_csv): for people and plots, read by nothing of ergon",
+    ("tools/ergon/cmd_fleet_sim.c", "fleet_sim_run"): "fleet simulate's results in its --out "
+    "directory: timeline.csv and summary.json for people, Grafana and docs/fleet.md, read by "
+    "nothing of ergon; it unlinks a previous run's fleet.db (the in-process server's SQLite "
+    "database, which the server writes)",
 }
 
 FUNC_RE = re.compile(r"^(?:static\s+|inline\s+)*[A-Za-z_][\w\s\*]*?\b([A-Za-z_]\w*)\s*\([^;]*$")

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""docs_blocks.py: every code block of README.md and docs/*.md runs in CI or says why not.
+"""docs_blocks.py: every code block of README.md, docs/*.md and examples/*/README.md runs in CI
+or says why not.
 
 Each block (fenced with ``` or indented by four spaces after a blank line) must be preceded by
 a marker comment (blank lines between are allowed):
@@ -7,8 +8,8 @@ a marker comment (blank lines between are allowed):
     <!-- docs: run -->              this test runs it: bash -e, in a temporary directory shared
                                     by the file's run blocks in order, with the built ergon and
                                     ergond first on PATH, ERGON_SRC set, 120 s at most
-    <!-- docs: run-by TEST -->      the test tests/cli/TEST.sh runs it (that file must exist and
-                                    name this document)
+    <!-- docs: run-by TEST -->      the test tests/DIR/TEST.sh runs it (DIR one of TEST_DIRS; that
+                                    file must exist and name this document)
     <!-- docs: not-run KIND: why -->  not run here; KIND is one of
                                     synopsis (a usage line with placeholders), output (what a
                                     command prints), data (a file's contents), code (C or Python
@@ -32,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 
+# The folders of script tests (tests/CMakeLists.txt): CLI, end-to-end and static checks.
+TEST_DIRS = ("cli", "e2e", "lint")
 KINDS = ("synopsis", "output", "data", "code", "service", "needs-gpu", "needs-root", "long")
 MARK = re.compile(r"^\s*<!--\s*docs:\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^( {0,3})(```+)(.*)$")
@@ -105,10 +108,11 @@ def check(src, files):
                 runs.append((rel, line, text))
             elif words[0] == "run-by" and len(words) == 2:
                 test = words[1].strip()
-                tpath = os.path.join(src, "tests", "cli", test + ".sh")
-                if not os.path.isfile(tpath):
-                    errors.append("%s: run-by %s, but tests/cli/%s.sh does not exist" %
-                                  (where, test, test))
+                tpaths = [os.path.join(src, "tests", d, test + ".sh") for d in TEST_DIRS]
+                tpath = next((p for p in tpaths if os.path.isfile(p)), None)
+                if tpath is None:
+                    errors.append("%s: run-by %s, but no tests/{%s}/%s.sh exists" %
+                                  (where, test, ",".join(TEST_DIRS), test))
                 elif os.path.basename(rel) not in open(tpath, encoding="utf-8").read():
                     errors.append("%s: run-by %s, but that test does not name %s" %
                                   (where, test, os.path.basename(rel)))
@@ -155,8 +159,12 @@ def main():
     a = ap.parse_args()
     src = os.path.abspath(a.src)
     docs = os.path.join(src, "docs")
+    examples = os.path.join(src, "examples")
     files = [os.path.join(src, "README.md")] + sorted(
-        os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
+        os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md")) + sorted(
+        os.path.join(examples, d, "README.md") for d in (
+            os.listdir(examples) if os.path.isdir(examples) else [])
+        if os.path.isfile(os.path.join(examples, d, "README.md")))
     if a.list:
         for path in files:
             for line, text, mark in blocks(path):

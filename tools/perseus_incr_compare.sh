@@ -11,14 +11,14 @@
 #   tools/perseus_incr_compare.sh BUILD_DIR BASE_BUILD_DIR
 #       this build against another one (e.g. main's), both the default (incremental) way, on
 #       the same cases: the "full pass" columns are then BASE_BUILD_DIR's.
-# Cases: PERSEUS_CMP_CASES, lines of "profile M unit [extra options]". Reads ../shared/data (or
-# $ERGON_DATA); exits 77 with a message when it is absent. About 3 minutes on one idle core.
+# Cases: PERSEUS_CMP_CASES, lines of "profile M unit [extra options]". Reads the published
+# profiles in tests/data/published. About 3 minutes on one idle core.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
 ergon=$build/ergon
-data=${ERGON_DATA:-$here/../shared/data}/perseus-sosp24/stage_profile
-[ -d "$data" ] || { echo "SKIP: no published profiles at $data"; exit 77; }
+data=$here/tests/data/published/perseus-sosp24/stage_profile
+[ -d "$data" ] || { echo "FAIL: no published profiles at $data (they are part of the repository)"; exit 1; }
 [ -x "$ergon" ] || { echo "no $ergon: build first (make build)"; exit 1; }
 base=${2:-}
 [ -z "$base" ] || [ -x "$base/ergon" ] || { echo "no $base/ergon"; exit 1; }

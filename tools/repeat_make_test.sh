@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # repeat_make_test.sh [N] [REV] [DIR]: the determinism check of `make test` (docs/testing.md).
 # Clones this repository at REV (default HEAD) into DIR/main (default a new temporary
-# directory; ../shared is linked beside it when this checkout has one), runs `make test` there
+# directory; the clone needs nothing beside it: the test data is in the repository), runs `make test` there
 # N times (default 3) as CI does (CI=true), and compares the runs: the fuzz stage's verdict per
 # target and ctest's verdict per test and stage (Passed / Skipped / Failed...) must be the same
 # in every run. Prints one line per run, then "identical" or the differences; exits 1 when the
@@ -13,7 +13,6 @@ dir=${3:-$(mktemp -d /tmp/ergon-repeat.XXXXXX)}
 mkdir -p "$dir"
 [ -e "$dir/main" ] || git clone -q "$src" "$dir/main" || exit 1
 git -C "$dir/main" checkout -q "$(git -C "$src" rev-parse "$rev")" || exit 1
-[ -e "$src/../shared" ] && [ ! -e "$dir/shared" ] && ln -s "$(cd "$src/../shared" && pwd)" "$dir/shared"
 echo "repeat_make_test: $n runs of make test on $(git -C "$dir/main" rev-parse --short HEAD) in $dir/main"
 # verdicts LOG: "stage<TAB>test<TAB>verdict" lines, sorted (stage 0 = fuzz, then one per ctest run)
 verdicts() {

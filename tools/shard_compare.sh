@@ -2,7 +2,7 @@
 # shard_compare.sh: do two ergon builds give the same `ergon shard` output? For a change that
 # must not change results (a faster analysis, a file split), run the build before it and the
 # build after it over every HLO module in tests/data, tests/fuzz/corpus/hlo and
-# $ERGON_DATA/hlo (default ../shared/data/hlo, when present) on several meshes, and compare byte for byte:
+# tests/data/published/hlo on several meshes, and compare byte for byte:
 #   analyze --members (stdout), search's plan (stdout, without the timing lines), the
 #   annotated module (--out-hlo) and the plan JSON (--out-json, without search_s).
 # A module that one build refuses must be refused by the other with the same message.
@@ -15,13 +15,12 @@ old=${1:?usage: shard_compare.sh OLD_ERGON NEW_ERGON [HLO...]}
 new=${2:?usage: shard_compare.sh OLD_ERGON NEW_ERGON [HLO...]}
 shift 2
 here=$(cd "$(dirname "$0")/.." && pwd)
-data=${ERGON_DATA:-$here/../shared/data}
+data=$here/tests/data/published
 files=("$@")
 if [ ${#files[@]} -eq 0 ]; then
   for f in "$here"/tests/data/*.hlo "$here"/tests/fuzz/corpus/hlo/* "$data"/hlo/*.hlo; do
     [ -f "$f" ] && files+=("$f")
   done
-  [ -d "$data/hlo" ] || echo "note: $data/hlo absent (ERGON_DATA): the shared modules are not compared"
 fi
 meshes=${MESHES:-1x2 2x2 1x4 4x2 3x2}
 tmp=$(mktemp -d)

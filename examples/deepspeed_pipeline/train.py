@@ -19,7 +19,7 @@ accelerator.
 --case SCHED,M[,PLAN[,CLOCK]] (repeatable) runs several cases in one launch with the same
 initial weights: SCHED deepspeed (its TrainSchedule) | 1f1b | ours (r_s from PLAN), CLOCK
 max (default) | plan (PLAN's clocks). Each rank writes what its hooks saw (order per batch),
-the losses and the time and energy to OUT/cases-RANK.json (tests/cli/deepspeed_pipeline.sh).
+the losses and the time and energy to OUT/cases-RANK.json (tests/e2e/deepspeed_pipeline.sh).
 """
 import argparse
 import datetime
@@ -83,18 +83,12 @@ def parse_args(argv=None):
     p.add_argument("--server", default="", help="URL of `ergon serve`: clocks per window")
     p.add_argument("--scheduler", default="", help="with --server: the job's scheduler")
     p.add_argument("--scheduler-args", default="", help="with --server: JSON object")
-    p.add_argument("--power-states", default="", help="with --server: HI:LO:STEP or list")
+    p.add_argument("--power-states", default="", type=ergon.clock_list,
+                   help="with --server: HI:LO:STEP or list")
     p.add_argument("--window-steps", type=int, default=1)
     p.add_argument("--max-windows", type=int, default=0)
     p.add_argument("--out", default="", help="directory for result-RANK.json / cases-RANK.json")
     return p.parse_args(argv)
-
-
-def parse_clocks(spec):
-    if ":" in spec:
-        hi, lo, step = (int(x) for x in spec.split(":"))
-        return list(range(hi, lo - 1, -step))
-    return [int(x) for x in spec.split(",") if x]
 
 
 def build_engine(args, name, M, pipeline_cfg=None):
@@ -156,7 +150,7 @@ def run_cases(args, client, gpu, rank, out):
             apply_clock(client, gpu, rank, c["plan"] if c["clock"] == "plan" else "",
                         c["clock"] if c["clock"] != "plan" else "max")
             data.reset()
-            orders, losses, times, energies = [], [], [], []
+            orders, losses, times, energies, sims = [], [], [], [], []
             sync0, paced0, late0 = hooks.sync_wait_s, hooks.paced_s, hooks.late_s
             for _ in range(args.case_steps):
                 loss = engine.train_batch(data)
@@ -164,10 +158,11 @@ def run_cases(args, client, gpu, rank, out):
                 losses.append(float(loss))
                 times.append(hooks.last_step[0])
                 energies.append(hooks.last_step[1])
+                sims.append(hooks.last_sim)   # the simulated GPU's accounting (paced)
             r = dict(c, model=name, extra_warmup=sched.extra_warmup[:engine.num_stages]
                      if sched is not None else [], orders=orders,
                      loss_hex=[x.hex() for x in losses], losses=losses, time_s=times,
-                     energy_j=energies, waits=hooks.last_waits,
+                     energy_j=energies, sim=sims, waits=hooks.last_waits,
                      sync_wait_s=hooks.sync_wait_s - sync0, paced_s=hooks.paced_s - paced0,
                      late_s=hooks.late_s - late0)
             results.append(r)
@@ -203,7 +198,7 @@ def run_train(args, client, gpu, rank, out):
         rows.append({"step": step, "window": window, "loss": float(loss),
                      "loss_hex": float(loss).hex(), "time_s": t, "energy_j": e,
                      "recv_wait_s": sum(sum(v) for v in (hooks.last_waits or {}).values()),
-                     "order": hooks.last_order})
+                     "order": hooks.last_order, "sim": hooks.last_sim})
         if rank == dist.get_world_size() - 1:
             print("step %d%s loss %.6f time %.3f s energy %.1f J" % (
                 step, "" if window is None else " window %d" % window, float(loss), t, e),
@@ -214,7 +209,7 @@ def run_train(args, client, gpu, rank, out):
     if args.server:
         windows = eds.serve_windows(
             engine, hooks, args.server, data, window_steps=args.window_steps,
-            power_states=parse_clocks(args.power_states) if args.power_states else None,
+            power_states=args.power_states or None,
             scheduler=args.scheduler or None,
             scheduler_args=json.loads(args.scheduler_args) if args.scheduler_args else None,
             model_name=args.model, max_windows=args.max_windows, on_step=on_step,

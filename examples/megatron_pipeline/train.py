@@ -107,13 +107,18 @@ def main(argv=None):
     p.add_argument("--p2p-timeout", type=float, default=5.0)
     p.add_argument("--sim-model", default="bert-large")
     p.add_argument("--out", default="")
+    p.add_argument("--log-dir", default=None, help="the ergon client logs (instructions-R.csv: "
+                   "the clock each instruction ran at; each waits for its clock at begin)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.p2p_timeout))
     rank, P = dist.get_rank(), dist.get_world_size()
     gpu = ergon.Gpu("sim:a100:%s:%d" % (args.sim_model, P))
-    client = ergon.Client(gpu, device=rank, rank=rank)
+    # The simulated GPU computes on the CPU: each instruction starts once its clock is set
+    # (CLIENT_WAIT_CLOCK), and the log records that clock (freq_run).
+    client = ergon.Client(gpu, device=rank, rank=rank, log_dir=args.log_dir,
+                          flags=ergon.CLIENT_WAIT_CLOCK)
     top = max(gpu.sm_clocks(rank))
     cases = []
     for spec in args.case:

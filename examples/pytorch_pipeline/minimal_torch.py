@@ -1,7 +1,7 @@
 """minimal_torch.py: a plain torch.distributed.pipelining training script plus the lines
 ergon needs (marked "# ergon"): every forward, backward, I and W that PyTorch's schedule runs
 goes at the plan's clock, and each step's GPU time and energy is measured.
-docs/integrations.md shows it; tests/cli/torch_integration_doc.sh runs it.
+docs/integrations.md shows it; tests/e2e/torch_integration_doc.sh runs it.
 
     torchrun --standalone --nproc-per-node 4 minimal_torch.py --schedule zbv --plan plan.json
 """
@@ -14,7 +14,7 @@ import torch.nn as nn
 from torch.distributed.pipelining import PipelineStage, schedules
 
 import ergon                                                  # ergon
-from ergon.torch_pipelining import TorchPipeliningHooks       # ergon
+from ergon.integration.torch_pipelining import TorchPipeliningHooks  # ergon
 
 CLASSES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
            "interleaved-1f1b": "ScheduleInterleaved1F1B", "looped-bfs": "ScheduleLoopedBFS",
@@ -28,6 +28,7 @@ ap.add_argument("--steps", type=int, default=4)
 ap.add_argument("--plan", help="ergon plan (JSON) for this schedule, ranks and microbatches")
 ap.add_argument("--gpu", default="", help="ergon GPU: nvml (default when a driver is "
                 "there), else the simulated sim:a100:gpt3-xl:WORLD_SIZE")
+ap.add_argument("--log-dir", help="ergon client logs (the clock each instruction ran at)")
 args = ap.parse_args()
 
 dist.init_process_group("gloo")
@@ -48,7 +49,9 @@ schedule = cls(stages[0] if V == 1 else stages, n_microbatches=M,
 spec = args.gpu or ("nvml" if os.path.exists("/dev/nvidiactl") else "sim:a100:gpt3-xl:%d" % P)
 gpu = ergon.Gpu(spec)                                                        # ergon
 dev = rank if gpu.backend == "sim" else int(os.environ.get("LOCAL_RANK", 0))  # ergon
-client = ergon.Client(gpu, device=dev, rank=rank)                            # ergon
+# the simulated GPU computes on the CPU: each instruction waits until its clock is set  # ergon
+flags = ergon.CLIENT_WAIT_CLOCK if gpu.backend == "sim" else 0               # ergon
+client = ergon.Client(gpu, device=dev, rank=rank, log_dir=args.log_dir, flags=flags)  # ergon
 if args.plan:                                                                # ergon
     client.load_plan(args.plan, rank)        # this rank's clock per instruction  # ergon
 hooks = TorchPipeliningHooks(client, stages)                                 # ergon

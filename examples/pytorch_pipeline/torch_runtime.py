@@ -6,9 +6,9 @@ libergon places them, which is also PyTorch's placement: loop s mod P, or V shap
 dualpipev) in `PipelineStage` objects and builds the real schedule class
 (ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B, ScheduleLoopedBFS,
 ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV); an iteration is one
-`schedule.step(...)`; ergon's hooks (ergon.torch_pipelining.TorchPipeliningHooks) wrap the
+`schedule.step(...)`; ergon's hooks (ergon.integration.torch_pipelining.TorchPipeliningHooks) wrap the
 stages' forward/backward methods. Used by train.py (`--runtime torch`) and by the test
-tests/python/torch_pipelining_check.py.
+tests/e2e/torch_pipelining_check.py.
 """
 import torch
 import torch.distributed as dist
@@ -19,7 +19,7 @@ import models
 def torch_supports(name):
     """Does this torch ship the schedule class for ergon's schedule `name`?"""
     try:
-        from ergon.torch_pipelining import schedule_class
+        from ergon.integration.torch_pipelining import schedule_class
         schedule_class(name)
         return True
     except (ImportError, KeyError, AttributeError):
@@ -47,7 +47,7 @@ class TorchPipeline:
 
     def reset(self, M, hooks_factory=None):
         """Fresh weights (same seed), PipelineStage objects and schedule for M microbatches."""
-        from ergon.torch_pipelining import schedule_class
+        from ergon.integration.torch_pipelining import schedule_class
         if self.hooks is not None:
             self.hooks.close()
             self.hooks = None

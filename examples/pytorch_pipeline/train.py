@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """train.py: a pipeline-parallel trainer on torch.distributed (gloo), one process per stage,
 whose schedule order comes from libergon and whose every forward and backward goes through
-ergon's hooks (per-instruction GPU clocks, time and energy measurement). One file of ~1,000
+ergon's hooks (per-instruction GPU clocks, time and energy measurement). One file of ~900
 lines on purpose: an example a user copies and runs as a single script (its models, launch,
 runtimes and server loop read top to bottom); the library code it shows lives in python/ergon.
 
@@ -41,13 +41,15 @@ GPU CLOCKS
   runs on the CPU. With --pace (the default on the simulated GPU) each instruction is
   padded to the time the simulated GPU takes for it at the clock that is applied, and the
   device is marked busy meanwhile, so the clock changes iteration time and energy the way
-  the model says. The math never depends on the clock.
-  On a fake vendor library (tests/fake_nvml, tests/fake_amdsmi: `--gpu nvml:LIB` or
-  `amdsmi:LIB`) the device itself models compute: each instruction is a fake kernel
-  (fake_gpu_kernel_begin/end, found with dlsym in the library ergon loaded) whose time at
-  the device's clock the fake library gives, the work being the simulated model's time at
-  its top clock; with FAKE_GPU_ACTIVITY=1 the fake draws its clock's power only while a
-  kernel runs. A real GPU's library has no such symbols: its kernels pace themselves.
+  the model says. The math never depends on the clock. The simulated GPU also accounts
+  every instruction in simulated time (Gpu.sim_account: the model's time and energy at the
+  clock it had when the instruction began, however long the host took); each step's row of
+  the result has it ("sim": the clock of every instruction in run order and the sums), the
+  load-independent numbers the e2e tests compare with `ergon emulate` (docs/e2e.md).
+  On a real GPU the kernels pace themselves and nothing is padded. (The tests run this
+  trainer through tests/e2e/harness/trainer.py, which adds what only a test needs: the fake
+  vendor libraries' kernels, a rank that stalls, the naive blocking transport as a deadlock
+  control and the deadlock cases.)
 """
 import argparse
 import datetime
@@ -106,7 +108,7 @@ def parse_args(argv=None):
                         "around their forward/backward); ergon: this example's own loop in "
                         "libergon's order; auto (default): torch for every schedule PyTorch "
                         "ships when this torch has torch.distributed.pipelining, else ergon "
-                        "(always for ours, which PyTorch lacks, and --deadlock-check)")
+                        "(always for ours, which PyTorch lacks)")
     p.add_argument("--chunks", type=int, default=0,
                    help="stages per rank V for the multi-chunk schedules (default: the "
                         "plan's, else the schedule's default, 2); the model is split into "
@@ -117,7 +119,7 @@ def parse_args(argv=None):
     p.add_argument("--plan", help="plan file (JSON or freqs_pipeline .py): per-instruction clocks")
     p.add_argument("--clock", default="",
                    help="one clock for everything: MHz, or 'max' (all-max run)")
-    p.add_argument("--sweep", default="",
+    p.add_argument("--sweep", default="", type=ergon.clock_list,
                    help="profiling sweep: clocks 'HI:LO:STEP' (MHz) or a comma list; "
                         "--window-steps iterations at each, after one warm-up iteration")
     p.add_argument("--window-steps", type=int, default=3)
@@ -128,25 +130,12 @@ def parse_args(argv=None):
     p.add_argument("--sim-gpu", default="a100")
     p.add_argument("--sim-model", default="gpt3-xl")
     p.add_argument("--pace", choices=["auto", "on", "off"], default="auto",
-                   help="pad instructions to the simulated GPU's time, or run them as the fake "
-                        "library's kernels (auto: on with sim or a fake library)")
+                   help="pad instructions to the simulated GPU's time (auto: on with sim)")
     p.add_argument("--log-dir", help="ergon client logs (instructions-R.csv, time-energy-R.csv)")
     p.add_argument("--out", help="directory for result-RANK.json")
     p.add_argument("--p2p-timeout", type=float, default=60.0,
                    help="seconds a send/receive may wait before the run fails")
-    p.add_argument("--p2p", choices=["split", "shared-blocking"], default="split",
-                   help="split: activation and gradient groups per neighbour pair, isend "
-                        "(deadlock-free); shared-blocking: one group per pair and blocking "
-                        "sends, the naive design (a negative control for the deadlock test)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
-    p.add_argument("--deadlock-check", action="store_true",
-                   help="run M in {S, S+1, 2S} x {1f1b, ours max, ours dec} for --steps each, "
-                        "check the losses agree between schedules, print one line per case; "
-                        "with --schedule NAME[,NAME...] (multi-chunk ones): M in {S, 2S} x "
-                        "{1f1b, NAME...}, losses within --rel-tol of 1F1B's")
-    p.add_argument("--rel-tol", type=float, default=1e-6,
-                   help="--deadlock-check with a multi-chunk schedule: largest relative "
-                        "difference from 1F1B's losses (I/W and a finer split change rounding)")
     p.add_argument("--server", default="",
                    help="URL of `ergon serve` (e.g. http://127.0.0.1:7787): the clocks of every "
                         "window come from the server's scheduler (/v1 API), results go back")
@@ -154,16 +143,13 @@ def parse_args(argv=None):
                    help="with --server: the job's scheduler (default: the server's), e.g. "
                         "InstructionProfiler, PointSolution, Frontier")
     p.add_argument("--scheduler-args", default="", help="with --server: JSON object")
-    p.add_argument("--power-states", default="",
+    p.add_argument("--power-states", default="", type=ergon.clock_list,
                    help="with --server: the clocks the job offers the server, 'HI:LO:STEP' or a "
                         "comma list (default: every clock the GPU supports)")
     p.add_argument("--job-file", default="", help="with --server: rank 0 writes the job id here")
     p.add_argument("--max-windows", type=int, default=0,
                    help="with --server: stop after this many windows and end the job (for "
                         "schedulers that never end, e.g. Frontier); 0 = until the server ends it")
-    p.add_argument("--stall-rank", type=int, default=-1,
-                   help="testing: this rank stops (sleeps) at --stall-step, holding its clock")
-    p.add_argument("--stall-step", type=int, default=1)
     return p.parse_args(argv)
 
 
@@ -180,30 +166,43 @@ def parse_extra_warmup(spec, S, M):
     return r
 
 
-def parse_clocks(spec):
-    if ":" in spec:
-        hi, lo, step = (int(x) for x in spec.split(":"))
-        if step <= 0 or lo > hi:
-            raise SystemExit("--sweep HI:LO:STEP needs HI >= LO and STEP > 0")
-        return list(range(hi, lo - 1, -step))
-    return [int(x) for x in spec.split(",") if x]
-
-
 KIND_NAMES = {0: "forward", 1: "backward", 2: "backward_input", 3: "backward_weight"}
 
 
 class Pacer:
     """Simulated GPU: hold each instruction for the time the model gives at the applied
-    clock, with the device marked busy (drawing the model's power) meanwhile."""
+    clock, with the device marked busy (drawing the model's power) meanwhile. The wall-clock
+    hold is for realism only; what the tests decide on is the simulated GPU's own accounting
+    of each instruction (take())."""
 
     def __init__(self, gpu, client, dev):
         self.gpu, self.client, self.dev = gpu, client, dev
         self.overruns = 0      # instructions whose real compute took longer than simulated
         self.instructions = 0
+        self.trace = []        # (clock, time_s, energy_j) of each instruction since take()
+        self._acct = gpu.sim_account(dev) if gpu is not None else None
 
-    def begin(self, kind):
-        """Mark the device busy with an instruction of `kind`; its time at the clock, s."""
-        return self.gpu.sim_set_activity(self.dev, True, kind)
+    def begin(self, kind, chunks=1):
+        """Mark the device busy with an instruction of `kind`; its time at the clock, s.
+        Records the simulated GPU's accounting of it (1/chunks of the stage's)."""
+        t = self.gpu.sim_set_activity(self.dev, True, kind)
+        a, prev = self.gpu.sim_account(self.dev), self._acct
+        self._acct = a
+        self.trace.append((a["last_freq_mhz"], (a["busy_time_s"] - prev["busy_time_s"]) / chunks,
+                           (a["busy_energy_j"] - prev["busy_energy_j"]) / chunks))
+        return t
+
+    def take(self):
+        """The simulated GPU's accounting of the instructions since the last take(): their
+        clocks and simulated times in run order and the sums of their times and energies
+        (energy None where the device does not account it: a fake library)."""
+        tr, self.trace = self.trace, []
+        if self._acct is None and not tr:
+            return None
+        return {"clocks": [c for c, _, _ in tr], "times_s": [t for _, t, _ in tr],
+                "busy_time_s": sum(t for _, t, _ in tr),
+                "busy_energy_j": None if any(e is None for _, _, e in tr) else
+                sum(e for _, _, e in tr)}
 
     def end(self):
         self.gpu.sim_set_activity(self.dev, False)
@@ -218,7 +217,7 @@ class Pacer:
             except ergon.ErgonError:
                 pass  # a clock change failed (no privilege): check_clocks says so after the
                 # first iteration, with what to do
-            t_sim = self.begin(kind) / chunks
+            t_sim = self.begin(kind, chunks) / chunks
             try:
                 r = fn(*args, **kwargs)
             finally:
@@ -231,76 +230,6 @@ class Pacer:
                 self.end()
             return r
         return run
-
-
-class FakeKernels:
-    """A fake vendor library's compute (tests/fake_common/fake_common.h): begin(kind) starts a
-    kernel on the fake device and returns how long it lasts at the device's clock; end()
-    ends it. The work of an instruction is the simulated model's time for it at its top
-    clock (the stage's device of sim:GPU:MODEL:S)."""
-
-    def __init__(self, lib, dev, sim_spec, stage):
-        import ctypes
-        self.lib, self.dev = lib, dev
-        lib.fake_gpu_kernel_begin.restype = ctypes.c_double
-        lib.fake_gpu_kernel_begin.argtypes = [ctypes.c_uint, ctypes.c_double]
-        lib.fake_gpu_kernel_end.restype = ctypes.c_int
-        lib.fake_gpu_kernel_end.argtypes = [ctypes.c_uint]
-        self.work = {}
-        sim = ergon.Gpu(sim_spec)
-        try:
-            for kind in KIND_NAMES:
-                try:
-                    self.work[kind] = sim.sim_set_activity(stage, True, kind)
-                except ergon.ErgonError:
-                    pass  # a kind the model has no time for (zero-bubble parts)
-            sim.sim_set_activity(stage, False)
-        finally:
-            sim.close()
-
-    def begin(self, kind):
-        t = self.lib.fake_gpu_kernel_begin(self.dev, self.work.get(kind, 0.0))
-        if t < 0:
-            raise RuntimeError("fake_gpu_kernel_begin: no device %d" % self.dev)
-        return t
-
-    def end(self):
-        self.lib.fake_gpu_kernel_end(self.dev)
-
-
-def fake_kernels(gpu, dev, sim_spec, stage):
-    """FakeKernels when the vendor library ergon loaded is one of the fakes, else None."""
-    if gpu is None or gpu.backend not in ("nvml", "amdsmi"):
-        return None
-    import ctypes
-    try:
-        with open("/proc/self/maps") as f:
-            paths = sorted({ln.split()[-1] for ln in f if ln.rstrip().split()[-1:] and
-                            ln.split()[-1].startswith("/")})
-    except OSError:
-        return None
-    for path in paths:
-        base = os.path.basename(path)
-        if base.startswith("libnvidia-ml") or base.startswith("libamd_smi"):
-            lib = ctypes.CDLL(path)
-            if hasattr(lib, "fake_gpu_kernel_begin"):
-                return FakeKernels(lib, dev, sim_spec, stage)
-    return None
-
-
-class KernelPacer(Pacer):
-    """Pacer for a fake library: the instruction is a fake kernel; it lasts what the fake
-    device says at its clock, the device busy meanwhile."""
-
-    def __init__(self, kernels, client):
-        super().__init__(None, client, None)
-        self.kernels = kernels
-
-    def begin(self, kind):
-        return self.kernels.begin(kind)
-
-    def end(self):
-        self.kernels.end()
 
 
 class Recorder:
@@ -347,13 +276,10 @@ class Stage:
         self.act, self.grad = groups
         self.data = models.SyntheticData(args.model, args.microbatch_size, args.seed)
         self.hooks, self.pacer, self.recorder = hooks, pacer, recorder
-        self.blocking = args.p2p == "shared-blocking"
         self.client = hooks.client if hooks else None
 
     def send(self, t, dst, group, tag):
-        if self.blocking:
-            dist.send(t, dst=dst, group=group, tag=tag)
-            return None
+        """Posted right after the unit that produced `t`; completed at the end of the step."""
         return dist.isend(t, dst=dst, group=group, tag=tag)
 
     def recv(self, shape, src, group, tag):
@@ -511,7 +437,7 @@ class Stage:
 class TorchStage:
     """This rank's stages run by PyTorch's own runtime (torch_runtime.TorchPipeline: real
     PipelineStage objects, the real schedule class), with ergon's hooks
-    (ergon.torch_pipelining.TorchPipeliningHooks) around every forward, backward, I and W
+    (ergon.integration.torch_pipelining.TorchPipeliningHooks) around every forward, backward, I and W
     the schedule runs, the pacer (simulated GPU) and the recorder (server samples) inside
     them. The interface train() and train_server() use: reset, run_step, hooks, wait_s."""
 
@@ -545,7 +471,7 @@ class TorchStage:
         return run
 
     def reset(self, M):
-        from ergon.torch_pipelining import TorchPipeliningHooks
+        from ergon.integration.torch_pipelining import TorchPipeliningHooks
         factory = None
         if self.client is not None:
             def factory(stages):
@@ -571,7 +497,7 @@ def resolve_runtime(args, sched, rank):
     why = ""
     try:
         importlib.import_module("torch.distributed.pipelining")
-        from ergon.torch_pipelining import SCHEDULE_CLASSES
+        from ergon.integration.torch_pipelining import SCHEDULE_CLASSES
         if sched.name not in SCHEDULE_CLASSES:
             why = "PyTorch ships no %s schedule" % sched.name
     except ImportError:
@@ -656,22 +582,12 @@ def main(argv=None):
 
     dist.init_process_group("gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=args.p2p_timeout))
-    if args.deadlock_check:   # picks its schedules and M itself; starts with 1F1B
-        sched = ergon.Schedule("1f1b")
-        order, placement = sched.rank_order(S, S, rank)
-        runtime = "ergon"
-        if args.runtime == "torch":
-            raise SystemExit("--deadlock-check checks this example's own loop (--runtime "
-                             "ergon); PyTorch's runtime: tests/cli/torch_pipelining.sh")
-    else:
-        sched = resolve_schedule(args, S, M)
-        runtime = resolve_runtime(args, sched, rank)
-        if sched.kind == ergon.SCHED_DUALPIPEV and runtime != "torch":
-            raise SystemExit("train.py's own loop does not run dualpipev (its OVERLAP_F_B "
-                             "steps): use --runtime torch (PyTorch's ScheduleDualPipeV)")
-        order, placement = sched.rank_order(S, M, rank)
-    if runtime == "torch" and args.p2p != "split":
-        raise SystemExit("--p2p %s is this example's own loop's (--runtime ergon)" % args.p2p)
+    sched = resolve_schedule(args, S, M)
+    runtime = resolve_runtime(args, sched, rank)
+    if sched.kind == ergon.SCHED_DUALPIPEV and runtime != "torch":
+        raise SystemExit("train.py's own loop does not run dualpipev (its OVERLAP_F_B "
+                         "steps): use --runtime torch (PyTorch's ScheduleDualPipeV)")
+    order, placement = sched.rank_order(S, M, rank)
     act = grad = None
     if runtime == "ergon":
         act, grad = make_groups(args, placement)
@@ -682,16 +598,7 @@ def main(argv=None):
         dev = rank if sim else local_rank
         client = ergon.Client(gpu, device=dev, rank=rank, log_dir=args.log_dir)
         hooks = ergon.integration.PipelineHooks(client)
-        kernels = None if sim or args.pace == "off" else fake_kernels(
-            gpu, dev, "sim:%s:%s:%d" % (args.sim_gpu, args.sim_model, S), rank)
-        pace = args.pace == "on" or (args.pace == "auto" and (sim or kernels))
-        if pace:
-            if kernels:
-                pacer = KernelPacer(kernels, client)
-            elif not sim:
-                raise SystemExit("--pace on needs the simulated GPU or a fake GPU library")
-            else:
-                pacer = Pacer(gpu, client, dev)
+        pacer = make_pacer(args, gpu, client, dev, sim, S, rank)
     recorder = Recorder(gpu, dev) if (args.server and gpu is not None) else None
     if args.server and gpu is None:
         raise SystemExit("--server needs a GPU back-end (not --gpu none)")
@@ -704,8 +611,6 @@ def main(argv=None):
     try:
         if args.server:
             rc = train_server(args, stage, client, gpu, dev, S, M, rank, sched, order)
-        elif args.deadlock_check:
-            rc = deadlock_check(args, stage, S, rank)
         else:
             rc = train(args, stage, client, gpu, S, M, rank, sched, order)
     finally:
@@ -723,6 +628,16 @@ def main(argv=None):
                     rc = 1
     dist.destroy_process_group()
     return rc
+
+
+def make_pacer(args, gpu, client, dev, sim, S, rank):
+    """The Pacer on the simulated GPU (--pace auto or on), else None: a real GPU's kernels
+    pace themselves."""
+    if args.pace == "off" or (args.pace == "auto" and not sim):
+        return None
+    if not sim:
+        raise SystemExit("--pace on needs the simulated GPU")
+    return Pacer(gpu, client, dev)
 
 
 def resolve_schedule(args, S, M):
@@ -749,7 +664,7 @@ def resolve_schedule(args, S, M):
 def train(args, stage, client, gpu, S, M, rank, sched, order):
     windows = [(None, args.steps)]
     if args.sweep:
-        windows = [(c, args.window_steps + 1) for c in parse_clocks(args.sweep)]
+        windows = [(c, args.window_steps + 1) for c in args.sweep]
     if client is not None:
         if args.plan:
             client.load_plan(args.plan, rank)
@@ -764,9 +679,6 @@ def train(args, stage, client, gpu, S, M, rank, sched, order):
         if clock is not None and client is not None:
             client.set_uniform_clock(clock)
         for _ in range(n):
-            if rank == args.stall_rank and step == args.stall_step:
-                print("rank %d stalls at step %d (test)" % (rank, step), flush=True)
-                time.sleep(3600)
             if stage.hooks:
                 with stage.hooks.step():
                     loss = stage.run_step(step, order, M)
@@ -777,6 +689,8 @@ def train(args, stage, client, gpu, S, M, rank, sched, order):
                 t, e = time.monotonic() - t0, float("nan")
             row = {"step": step, "time_s": t, "energy_j": e, "clock": clock,
                    "recv_wait_s": stage.wait_s}
+            if stage.pacer is not None:
+                row["sim"] = stage.pacer.take()
             if loss is not None:
                 row["loss"], row["loss_hex"] = loss, loss.hex()
                 print("step %d loss %.6f time %.3f s" % (step, loss, t), flush=True)
@@ -869,7 +783,7 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
     box = [job]
     dist.broadcast_object_list(box, src=0)
     job = box[0]
-    states = (parse_clocks(args.power_states) if args.power_states else gpu.sm_clocks(dev))
+    states = args.power_states or gpu.sm_clocks(dev)
     pipe = [KIND_NAMES[k] for k, *_ in order]
     sc.register_rank(job, rank=rank, dp_rank=0, pp_rank=rank, tp_rank=0, pipe_schedule=pipe,
                      power_states=states)
@@ -888,9 +802,6 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
             client.energy_source(reset=True)  # the window's steps only
             its = []
             for _ in range(args.window_steps):
-                if rank == args.stall_rank and step == args.stall_step:
-                    print("rank %d stalls at step %d (test)" % (rank, step), flush=True)
-                    time.sleep(3600)
                 sc.heartbeat(job, rank)
                 stage.recorder.take()
                 with stage.hooks.step():
@@ -900,6 +811,8 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
                 row = {"step": step, "time_s": t, "energy_j": e, "window": window,
                        "clock": ps[0] if len(set(ps)) == 1 else None,
                        "recv_wait_s": stage.wait_s}
+                if stage.pacer is not None:
+                    row["sim"] = stage.pacer.take()
                 if loss is not None:
                     row["loss"], row["loss_hex"] = loss, loss.hex()
                     print("window %d step %d loss %.6f time %.3f s" % (window, step, loss, t),
@@ -971,78 +884,8 @@ def make_groups(args, placement):
         if placement[b] != placement[b + 1]:
             pair = sorted((placement[b], placement[b + 1]))
             act[b] = dist.new_group(pair)
-            grad[b] = act[b] if args.p2p == "shared-blocking" else dist.new_group(pair)
+            grad[b] = dist.new_group(pair)
     return act, grad
-
-
-def run_losses(stage, order, M, steps):
-    """`steps` iterations; every rank returns the losses (from the rank holding the last
-    stage, broadcast) and the wall time."""
-    stage.reset(M)
-    t0 = time.monotonic()
-    losses = []
-    for step in range(steps):
-        if stage.hooks:
-            with stage.hooks.step():
-                losses.append(stage.run_step(step, order, M))
-        else:
-            losses.append(stage.run_step(step, order, M))
-    dt = time.monotonic() - t0
-    box = [losses]
-    dist.broadcast_object_list(box, src=stage.placement[-1])
-    return box[0], dt
-
-
-def deadlock_check(args, stage, S, rank):
-    """Every (M, schedule) case of the deadlock test in one process group. Without
-    --schedule: M in {S, S+1, 2S} x {1f1b, ours max, ours dec}, losses bitwise equal. With
-    --schedule NAME (multi-chunk): M in {S, 2S} x {1f1b on S stages, NAME on S*V stages},
-    losses within --rel-tol of 1F1B's (I/W as separate passes round differently)."""
-    failures = 0
-    if args.schedule:
-        names = args.schedule.split(",")
-        chunked = {}
-        for name in names:
-            sched = ergon.Schedule(name, chunks=args.chunks)
-            placement = sched.rank_order(S, 2 * S, rank)[1]
-            chunked[name] = Stage(args, rank, placement, make_groups(args, placement),
-                                  stage.hooks, stage.pacer, None)
-        for M, name in [(M, n) for M in sorted({S, 2 * S}) for n in names]:
-            ref, dt0 = run_losses(stage, ergon.rank_order("1f1b", S, M, rank)[0], M,
-                                  args.steps)
-            sched = ergon.Schedule(name, chunks=args.chunks)
-            order, placement = sched.rank_order(S, M, rank)
-            if placement != chunked[name].placement:
-                raise SystemExit("placement changed with M: %r" % placement)
-            got, dt = run_losses(chunked[name], order, M, args.steps)
-            rel = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
-            ok = rel <= args.rel_tol
-            failures += not ok
-            if rank == 0:
-                print("P=%d V=%d M=%d %-16s %d steps %.2f s (1f1b %.2f s)  losses %s  "
-                      "max rel diff %.2e  %s"
-                      % (S, chunked[name].V, M, sched.name, args.steps, dt, dt0,
-                         " ".join("%.6f" % l for l in got), rel,
-                         "same as 1f1b" if ok else "DIFFERENT FROM 1f1b"), flush=True)
-        return 1 if failures else 0
-    for M in sorted({S, S + 1, 2 * S}):
-        ref = None
-        for name, r in (("1f1b", ""), ("ours", "max"), ("ours", "dec")):
-            sched = ergon.Schedule(name)
-            if sched.kind == ergon.SCHED_ENVPIPE:
-                sched = ergon.Schedule(sched.kind, parse_extra_warmup(r, S, M))
-            order = sched.rank_order(S, M, rank)[0]
-            losses, dt = run_losses(stage, order, M, args.steps)
-            if rank == S - 1:
-                hexes = [l.hex() for l in losses]
-                same = ref is None or hexes == ref
-                ref = ref or hexes
-                failures += not same
-                print("S=%d M=%d %-4s r=%-12s %d steps %.2f s  losses %s  %s"
-                      % (S, M, sched.name, ",".join(map(str, sched.extra_warmup[:S])),
-                         args.steps, dt, " ".join("%.5f" % l for l in losses),
-                         "same as 1f1b" if same else "DIFFERENT FROM 1f1b"), flush=True)
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ typedef struct erg_baseline_opts {
                                   clock, trying limits step, 2 step, ... up to P_max; under a
                                   limit each instruction runs at its highest clock whose
                                   average power (energy / time) fits. */
+    double power_limit_w;      /* power-limit: the per-GPU limit (> 0). */
 } erg_baseline_opts;
 
 ERG_API void erg_baseline_opts_init(erg_baseline_opts *opts);
@@ -44,6 +45,14 @@ ERG_API erg_status erg_plan_zeus_stage(const erg_profile *profile, int num_stage
 ERG_API erg_status erg_plan_uniform(const erg_profile *profile, int num_stages,
                                     int num_microbatches, const erg_baseline_opts *opts,
                                     erg_plan **out, erg_error *err);
+/* power-limit: every GPU capped at opts->power_limit_w (`nvidia-smi -pl`, Zeus's
+ * GlobalPowerLimitOptimizer): each instruction runs at its highest clock whose profiled average
+ * power (energy / time) is within the limit, the lowest clock when none is (docs/fleet.md).
+ * The plan's method names the limit and, when some instruction's lowest clock still draws more,
+ * says "(over at the lowest clock)". */
+ERG_API erg_status erg_plan_power_limit(const erg_profile *profile, int num_stages,
+                                        int num_microbatches, const erg_baseline_opts *opts,
+                                        erg_plan **out, erg_error *err);
 /* all-max: every instruction at its stage's highest profiled clock. */
 ERG_API erg_status erg_plan_all_max(const erg_profile *profile, int num_stages,
                                     int num_microbatches, const erg_schedule *sched,

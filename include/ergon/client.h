@@ -35,6 +35,12 @@ typedef struct erg_client erg_client;
           lives, as Perseus does in frequency mode (ignored                                        \
           where the GPU cannot, e.g. before Ampere); it is                                         \
           reset with the SM clock. */
+#define ERG_CLIENT_WAIT_CLOCK                                                                      \
+    16u /* erg_client_instruction_begin returns once the instruction's clock is in effect          \
+           (it waits, up to 10 s, for the clock thread as erg_client_sync does): the               \
+           instruction then runs at its clock from its first moment, and the log records           \
+           that clock (freq_run). For the simulated GPU and tests; on a real GPU it stalls         \
+           the training thread for every clock change (10-20 ms through NVML). */
 
 /* Create a client for device `device` of `gpu` (borrowed: it must outlive
  * the client) as pipeline rank `rank` (= stage). log_dir (may be NULL)
@@ -109,7 +115,9 @@ ERG_API erg_status erg_client_step_waits(const erg_client *c, erg_instr_kind kin
 
 /* Wait (up to timeout_s) until every requested clock has been applied.
  * ERG_ETIMEOUT otherwise. Returns the clock thread's first error if it had
- * one (for example ERG_EPERM without privilege). */
+ * one (for example ERG_EPERM without privilege). Called from the hooks' thread
+ * between instruction_begin and _end, the first sync that does not time out records
+ * the clock then in effect as the clock the instruction ran at (the log's freq_run). */
 ERG_API erg_status erg_client_sync(erg_client *c, double timeout_s, erg_error *err);
 /* The SM clock the clock thread last applied (0 = none / reset). */
 ERG_API int erg_client_active_clock(const erg_client *c);

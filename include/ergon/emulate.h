@@ -69,6 +69,73 @@ ERG_API erg_status erg_emulate_ex(const erg_profile *profile, const erg_dag *dag
                                   erg_emulation *out, double *start_s, double *dur_s,
                                   erg_error *err);
 
+/* ---- a plan's power over one iteration (power.c, docs/fleet.md) ----
+ * Every instruction placed by erg_emulate_ex draws its profiled energy over its profiled time at
+ * its clock while it runs (with a switch latency, the planned clock's power: the share run at the
+ * old clock is not split), and a waiting GPU draws opts->blocking_power_w. The job's power is the
+ * sum over its GPUs, a step function over [0, iteration time), periodic (iterations repeat). */
+typedef struct erg_power_trace erg_power_trace;
+typedef struct erg_power_segment {
+    double start_s, end_s; /* within the iteration */
+    double total_w;        /* the job: compute_w + blocking_w */
+    double compute_w;      /* GPUs running an instruction */
+    double blocking_w;     /* GPUs waiting */
+} erg_power_segment;
+typedef struct erg_power_stats {
+    double avg_w;        /* the trace's energy over the iteration time */
+    double peak_w;       /* highest job power */
+    double trough_w;     /* lowest */
+    double window_s;     /* the window of swing_w and ramp_w_per_s */
+    double swing_w;      /* largest (max - min) of the job's power inside any window_s seconds
+                            (peak - trough when window_s >= the iteration time) */
+    double ramp_w_per_s; /* steepest slope of the power averaged over window_s:
+                            max over t of |P(t + window_s) - P(t)| / window_s */
+} erg_power_stats;
+ERG_API erg_status erg_power_trace_new(const erg_profile *profile, const erg_dag *dag,
+                                       const erg_plan *plan, const erg_emulate_opts *opts,
+                                       erg_power_trace **out, erg_error *err);
+ERG_API void erg_power_trace_free(erg_power_trace *trace);
+ERG_API size_t erg_power_trace_len(const erg_power_trace *trace); /* segments */
+ERG_API int erg_power_trace_num_gpus(const erg_power_trace *trace);
+ERG_API double erg_power_trace_period(const erg_power_trace *trace); /* iteration time, s */
+/* Segment i (false when out of range). */
+ERG_API bool erg_power_trace_segment(const erg_power_trace *trace, size_t i,
+                                     erg_power_segment *seg);
+/* GPU (rank) gpu's power in segment i (NAN when out of range). */
+ERG_API double erg_power_trace_gpu(const erg_power_trace *trace, size_t i, int gpu);
+/* Average, peak, trough, and the swing and ramp over window_s (> 0) seconds. */
+ERG_API erg_status erg_power_trace_stats(const erg_power_trace *trace, double window_s,
+                                         erg_power_stats *out, erg_error *err);
+/* The trace with a per-GPU power floor: every GPU draws at least floor_w (the power smoothing
+ * of the power-stabilisation literature: a GPU that would draw less burns the difference); what
+ * the floor adds counts in blocking_w. *out is a new trace. */
+ERG_API erg_status erg_power_trace_floor(const erg_power_trace *trace, double floor_w,
+                                         erg_power_trace **out, erg_error *err);
+/* CSV, a row per segment: start_s,end_s,total_w,compute_w,blocking_w,gpu0_w,...; the caller
+ * releases *out with erg_free. */
+ERG_API erg_status erg_power_trace_format_csv(const erg_power_trace *trace, char **out,
+                                              erg_error *err);
+
+/* Swing-bounded choice (swing.c, docs/fleet.md): among the plans of frontier f, evaluated on
+ * profile and dag with opts (erg_emulate_ex), those whose iteration time is at most deadline_s
+ * (INFINITY: any) and whose power swing over window_s is at most max_swing_w; the one of least
+ * energy. With allow_floor a plan may also take the least per-GPU power floor
+ * (erg_power_trace_floor) that brings its swing within the bound, and its energy then counts
+ * what the floor burns. ERG_ENOTFOUND when no plan within the deadline meets the bound (the
+ * message gives the least swing there). */
+typedef struct erg_swing_pick {
+    size_t index;          /* the plan of f */
+    erg_emulation em;      /* its emulation (without the floor) */
+    erg_power_stats power; /* its power, with the floor */
+    double floor_w;        /* 0: none */
+    double floor_energy_j; /* per iteration */
+    size_t plans_checked;  /* plans within the deadline whose swing was computed */
+} erg_swing_pick;
+ERG_API erg_status erg_frontier_pick_swing(const erg_profile *profile, const erg_dag *dag,
+                                           const erg_frontier *f, const erg_emulate_opts *opts,
+                                           double deadline_s, double window_s, double max_swing_w,
+                                           bool allow_floor, erg_swing_pick *out, erg_error *err);
+
 /* The baseline of every user-facing saving: all-max clocks evaluated with the
  * profile (as erg_emulate evaluates a plan), read from a frontier directory
  * written by `ergon plan perseus` (DIR/frontier-info.csv and DIR/profile.csv,

@@ -226,6 +226,20 @@ ERG_API erg_status erg_gpu_restore(erg_gpu *g, int dev, erg_error *err);
 ERG_API erg_status erg_gpu_sim_set_activity(erg_gpu *g, int dev, bool busy, erg_instr_kind kind,
                                             double *time_s, erg_error *err);
 
+/* Simulated back-end only: the device's own accounting, in simulated time, of
+ * the instructions begun with erg_gpu_sim_set_activity(busy = true): each
+ * counts the model's time and energy at the clock (and power limit) the
+ * device had when it began, however long the host then took. Independent of
+ * wall time and machine load (the energy counter is not: it integrates the
+ * power over real time). A run's simulated energy over T simulated seconds is
+ * busy_energy_j + blocking_power_w * (T - busy_time_s) (docs/sim-gpu.md).
+ * Outputs (each may be NULL): the instructions begun, the sums of their
+ * simulated times and energies, and the clock the last one began at (0: none
+ * yet). ERG_ENOTSUP on other back-ends. */
+ERG_API erg_status erg_gpu_sim_account(erg_gpu *g, int dev, uint64_t *instructions,
+                                       double *busy_time_s, double *busy_energy_j,
+                                       int *last_freq_mhz, erg_error *err);
+
 /* Energy between two readings of a counter `bits` wide (64 for NVML's
  * total energy; narrower counters wrap). Counts exactly one wrap when
  * after < before. */

@@ -43,6 +43,11 @@ ERG_API void erg_plan_fill(erg_plan *plan, int freq_mhz);
 ERG_API void erg_plan_set_estimate(erg_plan *plan, double time_s, double energy_j);
 ERG_API void erg_plan_estimate(const erg_plan *plan, double *time_s, double *energy_j);
 ERG_API erg_status erg_plan_set_method(erg_plan *plan, const char *method, erg_error *err);
+/* The plan's power over an iteration, as the emulator traces it (emulate.h,
+ * erg_power_trace_stats): written into JSON plans ("power": {avg_w, peak_w, trough_w}) when
+ * all three are finite, and read back (NAN when unknown). */
+ERG_API void erg_plan_set_power(erg_plan *plan, double avg_w, double peak_w, double trough_w);
+ERG_API void erg_plan_power(const erg_plan *plan, double *avg_w, double *peak_w, double *trough_w);
 ERG_API const char *erg_plan_method(const erg_plan *plan);
 
 /* Provenance: where a plan came from. The fingerprint of the profile it was planned with

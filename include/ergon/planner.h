@@ -100,7 +100,8 @@ ERG_API erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir
                                           erg_error *err);
 /* Read a frontier directory: plans.ergon when there is one, else frontier.csv
  * plus plan files (freqs_pipeline_%05d.py or plan_%05d.json) in the same order;
- * plans are read when asked for. */
+ * plans are read when asked for. ERG_ENOTFOUND when the directory holds no plans at
+ * all (a bare frontier.csv). */
 ERG_API erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *sched_hint,
                                          erg_frontier **out, erg_error *err);
 

@@ -2,6 +2,7 @@
 #ifndef ERGON_PLOT_H
 #define ERGON_PLOT_H
 
+#include "ergon/emulate.h"
 #include "ergon/ergon.h"
 #include "ergon/plan.h"
 #include "ergon/profile.h"
@@ -54,6 +55,13 @@ typedef struct erg_plot_series {
  * grid and a legend. Same formats as erg_plot_timeline. */
 ERG_API erg_status erg_plot_frontier(const erg_plot_series *series, size_t count,
                                      const erg_plot_opts *opts, const char *path, erg_error *err);
+
+/* Draw a plan's power over one iteration (erg_power_trace_new, docs/fleet.md): the job's power,
+ * the part its computing GPUs draw and the part its waiting GPUs draw, as step lines over the
+ * iteration's time, with the average dashed, and the average, peak and trough in the title.
+ * Same formats as erg_plot_timeline. */
+ERG_API erg_status erg_plot_power(const erg_power_trace *trace, const erg_plot_opts *opts,
+                                  const char *path, erg_error *err);
 
 #ifdef __cplusplus
 }

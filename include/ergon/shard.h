@@ -207,6 +207,57 @@ typedef enum erg_shard_output {
 ERG_API erg_status erg_shard_write(const erg_shard *s, const erg_shard_plan *p,
                                    erg_shard_output what, const char *path, erg_error *err);
 
+/* ---- the plan per value, for a framework in the same process ------------------------
+ * What a framework applies to the arguments and results of the analysed computation
+ * (python/ergon/jax.py: argument i of a function lowered by jax.jit is parameter i, result
+ * e is element e of the ROOT tuple). Accessors only: a binding mirrors no struct. */
+
+/* Entry parameters (by parameter number) or outputs (ROOT tuple elements; one for a ROOT
+ * that is not a tuple). */
+typedef enum erg_shard_value_kind {
+    ERG_SHARD_PARAMETER = 0,
+    ERG_SHARD_OUTPUT = 1,
+} erg_shard_value_kind;
+
+/* Bits of a dimension's mesh axes (erg_shard_value_axes): split over mesh axis 0 (size
+ * mesh0), over axis 1 (size mesh1), or both (axis 0 major: device id i*mesh1 + j). Axes of
+ * size 1 are never reported. 0: the dimension is not split. */
+#define ERG_SHARD_AXIS0 1u
+#define ERG_SHARD_AXIS1 2u
+
+/* The mesh the analysis plans for: the one asked for, or the 2-D view of a 1-D mesh whose
+ * size divides no dim (docs/shard.md). Either pointer may be NULL. */
+ERG_API void erg_shard_mesh(const erg_shard *s, int *mesh0, int *mesh1);
+/* Number of parameters or outputs of the analysed computation (0 for NULL). */
+ERG_API size_t erg_shard_num_values(const erg_shard *s, erg_shard_value_kind kind);
+/* The HLO instruction name of parameter i (with parameter number i), or of the instruction
+ * that produces output i; NULL when out of range or (an output of a ROOT that is not a tuple
+ * instruction) there is none. */
+ERG_API const char *erg_shard_value_name(const erg_shard *s, erg_shard_value_kind kind, size_t i);
+/* Rank of value i; -1 when it is not an array (a tuple, a token) or out of range. */
+ERG_API int erg_shard_value_rank(const erg_shard *s, erg_shard_value_kind kind, size_t i);
+/* Position of the block that owns value i (as erg_shard_block_*), or -1. */
+ERG_API long erg_shard_value_block(const erg_shard *s, erg_shard_value_kind kind, size_t i);
+/* The sharding of value i under plan p, as annotate writes it: axes[d] (ERG_SHARD_AXIS*
+ * bits) for each of its `rank` dims; naxes is the room in axes (>= the rank). When no dim is
+ * split, why (why_size bytes, may be NULL/0) says why it stays replicated: not an array, a
+ * scalar, no block owns it, no strategy of its block splits it (its dims on this mesh), or
+ * its block's chosen strategy keeps it whole; otherwise why is "". EINVAL for NULL, an index
+ * out of range or too little room. */
+ERG_API erg_status erg_shard_value_axes(const erg_shard *s, const erg_shard_plan *p,
+                                        erg_shard_value_kind kind, size_t i, unsigned *axes,
+                                        size_t naxes, char *why, size_t why_size, erg_error *err);
+/* Costs of block b under strategy k, as erg_shard_profile modelled them: time (compute +
+ * its collectives + resharding inside the block, s; a loop body's trip count included),
+ * its communication part (s) and memory per device (bytes); any pointer may be NULL.
+ * ESTATE before erg_shard_profile; EINVAL for b or k out of range. */
+ERG_API erg_status erg_shard_block_cost(const erg_shard *s, size_t b, size_t k, double *time_s,
+                                        double *comm_s, double *memory_bytes, erg_error *err);
+/* erg_shard_profile with the defaults of erg_shard_cost_options_init and the built-in
+ * device table's row `device` (NULL: the default row), for callers that do not build the
+ * options struct (bindings). */
+ERG_API erg_status erg_shard_profile_device(erg_shard *s, const char *device, erg_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,4 +1,4 @@
-"""Find and load libergon for the binding (ergon and ergon.server_client).
+"""Find libergon's file for the binding's one loader (ergon._lib.load_library).
 
 Tried in order: an explicit path, $ERGON_LIBRARY (a relative path is made absolute against
 the current directory at load time), the library directory recorded at install

@@ -17,86 +17,67 @@ Talks to `ergon serve` over its /v1 API with retries and exponential backoff:
         c.report(job, window, rank=0, iterations=[(time_s, energy_j, {"forward": [(t, e), ...]},
                                                    {"forward": [wait_s, ...]})])
 
-The library is found like the rest of the binding (ergon._libfind): $ERGON_LIBRARY, the
-directory it was installed to, else libergon.so.0 on the loader path.
+The library is the rest of the binding's (ergon._lib, which finds it with ergon._libfind:
+$ERGON_LIBRARY, the directory it was installed to, else libergon.so.0 on the loader path).
 """
 import ctypes
 import math
 
-try:
-    from . import _libfind
-except ImportError:  # pragma: no cover - standalone use, next to _libfind.py
-    import _libfind  # type: ignore
+from . import _lib
+from ._lib import ErgonError
 
 __all__ = ["ServerClient", "ServerError"]
 
-try:  # share the package's exception type when the package provides one
-    from . import ErgonError as _Base  # type: ignore
-except Exception:  # pragma: no cover - standalone use
-    class _Base(Exception):
-        def __init__(self, status, message):
-            self.status = status
-            super().__init__(message)
 
-
-class ServerError(_Base):
+class ServerError(ErgonError):
     """A client call failed: .status is the erg_status code (11 network, 14 aborted...)."""
 
 
-# No C struct is mirrored here (tests/cli/no_mirrored_structs.sh): errors are opaque storage
-# read with erg_error_message, options a heap value set by name (erg_srv_client_opts_set),
-# the job description a JSON object (erg_srv_client_register_job_json).
-def _Error():
-    return ctypes.create_string_buffer(_load().erg_error_size())
-
-
-_lib = None
-
-
-def _load():
-    global _lib
-    if _lib is not None:
-        return _lib
-    try:
-        lib = _libfind.load()
-    except OSError as e:
-        raise ServerError(10, str(e)) from None
+# No C struct is mirrored here (tests/lint/no_mirrored_structs.sh): errors are opaque storage
+# read with erg_error_message (_lib.error_message), options a heap value set by name
+# (erg_srv_client_opts_set), the job description a JSON object
+# (erg_srv_client_register_job_json).
+def _signatures():
     P, I, D, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_char_p
-    E = ctypes.c_void_p
-    sigs = {
-        "erg_error_size": (ctypes.c_size_t, []),
-        "erg_error_message": (S, [E]),
+    E, Z, L, B = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long, ctypes.c_bool
+    PP = ctypes.POINTER(P)
+    return {
         "erg_srv_client_opts_new": (P, []),
         "erg_srv_client_opts_free": (None, [P]),
         "erg_srv_client_opts_set": (I, [P, S, D, E]),
-        "erg_srv_client_new": (I, [S, P, ctypes.POINTER(P), E]),
+        "erg_srv_client_new": (I, [S, P, PP, E]),
         "erg_srv_client_free": (None, [P]),
-        "erg_srv_client_register_job_json": (I, [P, S, ctypes.POINTER(P), E]),
-        "erg_srv_client_register_rank": (I, [P, S, I, I, I, I, ctypes.POINTER(S), ctypes.c_size_t,
-                                             ctypes.POINTER(I), ctypes.c_size_t, E]),
+        "erg_srv_client_register_job_json": (I, [P, S, PP, E]),
+        "erg_srv_client_register_rank": (I, [P, S, I, I, I, I, ctypes.POINTER(S), Z,
+                                             ctypes.POINTER(I), Z, E]),
         "erg_srv_client_fetch_schedule": (I, [P, S, I, ctypes.POINTER(ctypes.POINTER(I)),
-                                              ctypes.POINTER(ctypes.c_size_t),
-                                              ctypes.POINTER(ctypes.c_long),
-                                              ctypes.POINTER(ctypes.c_bool), E]),
-        "erg_srv_result_new": (I, [I, ctypes.POINTER(P), E]),
+                                              ctypes.POINTER(Z), ctypes.POINTER(L),
+                                              ctypes.POINTER(B), E]),
+        "erg_srv_result_new": (I, [I, PP, E]),
         "erg_srv_result_free": (None, [P]),
         "erg_srv_result_add_iteration": (I, [P, D, D, E]),
         "erg_srv_result_add_sample": (I, [P, S, D, D, E]),
         "erg_srv_result_add_wait": (I, [P, S, D, E]),
         "erg_srv_result_set_energy_source": (I, [P, S, E]),
-        "erg_srv_client_report": (I, [P, S, ctypes.c_long, P, E]),
+        "erg_srv_client_report": (I, [P, S, L, P, E]),
         "erg_srv_client_heartbeat": (I, [P, S, I, E]),
-        "erg_srv_client_end_job": (I, [P, S, ctypes.c_bool, S, E]),
+        "erg_srv_client_end_job": (I, [P, S, B, S, E]),
         "erg_srv_client_set_straggler": (I, [P, S, D, D, E]),
-        "erg_srv_client_request": (I, [P, S, S, S, ctypes.POINTER(I), ctypes.POINTER(P), E]),
-        "erg_free": (None, [P]),
+        "erg_srv_client_request": (I, [P, S, S, S, ctypes.POINTER(I), PP, E]),
     }
-    for name, (res, args) in sigs.items():
-        f = getattr(lib, name)
-        f.restype = res
-        f.argtypes = args
-    _lib = lib
-    return lib
+
+
+#: server_client.h's functions, declared on the binding's one library (ergon._lib).
+SIGNATURES = _signatures()
+
+
+def _load():
+    """libergon with server_client.h declared (ergon._lib.use); a library that cannot be
+    loaded raises ServerError with the loader's status and message."""
+    try:
+        return _lib.use(SIGNATURES)
+    except ErgonError as e:
+        raise ServerError(e.status, e.message) from None
 
 
 def _b(s):
@@ -108,7 +89,8 @@ class ServerClient:
 
     def __init__(self, url, request_timeout_s=None, max_retries=None, backoff_initial_s=None,
                  backoff_max_s=None, schedule_wait_s=None, schedule_timeout_s=None):
-        lib = _load()
+        self._h = None
+        lib = self._lib = _load()
         self._h = ctypes.c_void_p()
         opts = lib.erg_srv_client_opts_new()
         if not opts:
@@ -130,15 +112,14 @@ class ServerClient:
             lib.erg_srv_client_opts_free(opts)
 
     def _call(self, fn, *args):
-        err = _Error()
+        err = _lib.new_error()
         st = fn(*args, ctypes.byref(err))
         if st:
-            msg = _lib.erg_error_message(ctypes.byref(err)) or b""
-            raise ServerError(st, msg.decode(errors="replace"))
+            raise ServerError(st, _lib.error_message(err))
 
     def close(self):
-        if getattr(self, "_h", None) and _lib is not None:
-            _lib.erg_srv_client_free(self._h)
+        if getattr(self, "_h", None):
+            self._lib.erg_srv_client_free(self._h)
         self._h = None
 
     __del__ = close
@@ -165,17 +146,17 @@ class ServerClient:
                                       if scheduler_args is not None else None),
                  mode=mode)
         out = ctypes.c_void_p()
-        self._call(_lib.erg_srv_client_register_job_json, self._h, json.dumps(d).encode(),
+        self._call(self._lib.erg_srv_client_register_job_json, self._h, json.dumps(d).encode(),
                    ctypes.byref(out))
         s = ctypes.cast(out, ctypes.c_char_p).value.decode()
-        _lib.erg_free(out)
+        self._lib.erg_free(out)
         return s
 
     def register_rank(self, job_id, rank, dp_rank, pp_rank, tp_rank, pipe_schedule,
                       power_states):
         names = (ctypes.c_char_p * len(pipe_schedule))(*[_b(x) for x in pipe_schedule])
         states = (ctypes.c_int * len(power_states))(*power_states)
-        self._call(_lib.erg_srv_client_register_rank, self._h, _b(job_id), rank, dp_rank,
+        self._call(self._lib.erg_srv_client_register_rank, self._h, _b(job_id), rank, dp_rank,
                    pp_rank, tp_rank, names, len(pipe_schedule), states, len(power_states))
 
     def fetch_schedule(self, job_id, rank):
@@ -185,12 +166,12 @@ class ServerClient:
         n = ctypes.c_size_t()
         window = ctypes.c_long()
         done = ctypes.c_bool()
-        self._call(_lib.erg_srv_client_fetch_schedule, self._h, _b(job_id), rank,
+        self._call(self._lib.erg_srv_client_fetch_schedule, self._h, _b(job_id), rank,
                    ctypes.byref(ps), ctypes.byref(n), ctypes.byref(window), ctypes.byref(done))
         if done.value:
             return None
         states = [ps[i] for i in range(n.value)]
-        _lib.erg_free(ps)
+        self._lib.erg_free(ps)
         return window.value, states
 
     def report(self, job_id, window, rank, iterations, energy_source=None):
@@ -202,52 +183,52 @@ class ServerClient:
         "mixed"; Client.energy_source() gives it for the window's steps), kept in the
         server's dumps; None or "" sends none."""
         r = ctypes.c_void_p()
-        self._call(_lib.erg_srv_result_new, rank, ctypes.byref(r))
+        self._call(self._lib.erg_srv_result_new, rank, ctypes.byref(r))
         try:
             if energy_source:
-                self._call(_lib.erg_srv_result_set_energy_source, r, _b(energy_source))
+                self._call(self._lib.erg_srv_result_set_energy_source, r, _b(energy_source))
             for it in iterations:
                 t, e = it[0], it[1]
                 samples = it[2] if len(it) > 2 else {}
-                self._call(_lib.erg_srv_result_add_iteration, r, float(t), float(e))
+                self._call(self._lib.erg_srv_result_add_iteration, r, float(t), float(e))
                 for name, lst in samples.items():
                     for s in lst:
                         se = s[1] if len(s) > 1 and s[1] is not None else math.nan
-                        self._call(_lib.erg_srv_result_add_sample, r, _b(name), float(s[0]),
+                        self._call(self._lib.erg_srv_result_add_sample, r, _b(name), float(s[0]),
                                    float(se))
                 waits = it[3] if len(it) > 3 and it[3] else {}
                 for name, lst in waits.items():
                     for w in lst:
-                        self._call(_lib.erg_srv_result_add_wait, r, _b(name), float(w))
-            self._call(_lib.erg_srv_client_report, self._h, _b(job_id), window, r)
+                        self._call(self._lib.erg_srv_result_add_wait, r, _b(name), float(w))
+            self._call(self._lib.erg_srv_client_report, self._h, _b(job_id), window, r)
         finally:
-            _lib.erg_srv_result_free(r)
+            self._lib.erg_srv_result_free(r)
 
     def request(self, method, path, body=None):
         """Any request with the client's retry policy (transport errors and 502/503/504
         are retried with backoff): returns (HTTP status, response text)."""
         status = ctypes.c_int()
         out = ctypes.c_void_p()
-        self._call(_lib.erg_srv_client_request, self._h, _b(method), _b(path), _b(body),
+        self._call(self._lib.erg_srv_client_request, self._h, _b(method), _b(path), _b(body),
                    ctypes.byref(status), ctypes.byref(out))
         text = ""
         if out.value:
             text = ctypes.cast(out, ctypes.c_char_p).value.decode(errors="replace")
-            _lib.erg_free(out)
+            self._lib.erg_free(out)
         return status.value, text
 
     def heartbeat(self, job_id, rank):
-        self._call(_lib.erg_srv_client_heartbeat, self._h, _b(job_id), rank)
+        self._call(self._lib.erg_srv_client_heartbeat, self._h, _b(job_id), rank)
 
     def end_job(self, job_id, reason=None):
-        self._call(_lib.erg_srv_client_end_job, self._h, _b(job_id), False, _b(reason))
+        self._call(self._lib.erg_srv_client_end_job, self._h, _b(job_id), False, _b(reason))
 
     def abort_job(self, job_id, reason=None):
-        self._call(_lib.erg_srv_client_end_job, self._h, _b(job_id), True, _b(reason))
+        self._call(self._lib.erg_srv_client_end_job, self._h, _b(job_id), True, _b(reason))
 
     def set_straggler(self, job_id, slowdown=None, deadline_s=None):
         """Frontier jobs: a straggler slowdown (>= 1) or an iteration deadline (s)."""
         if (slowdown is None) == (deadline_s is None):
             raise ValueError("give exactly one of slowdown or deadline_s")
-        self._call(_lib.erg_srv_client_set_straggler, self._h, _b(job_id),
+        self._call(self._lib.erg_srv_client_set_straggler, self._h, _b(job_id),
                    float(slowdown or 0), float(deadline_s or 0))

@@ -29,12 +29,12 @@ import json
 import os
 from typing import Optional
 
-from . import Client, Gpu
+from ._lib import CLIENT_LOCK_MEMORY
+from .client import Client
+from .gpu import Gpu
 from .server_client import ServerClient
 
 __all__ = ["PipelineFrequencyOptimizer"]
-
-_CLIENT_LOCK_MEMORY = 8  # ERG_CLIENT_LOCK_MEMORY: memory clock at its maximum, like Zeus
 
 
 def _dist():
@@ -118,7 +118,7 @@ class PipelineFrequencyOptimizer:
         # libergon's client owns the clocks: it starts at the maximum (as Zeus's
         # FrequencyController) and restores them when the process ends, however it ends.
         self._client = Client(self._gpu, device=device_id, rank=pp_rank,
-                              flags=_CLIENT_LOCK_MEMORY)
+                              flags=CLIENT_LOCK_MEMORY)  # memory clock at its maximum, like Zeus
         self._client.set_uniform_clock(freqs[0])
         atexit.register(self.close)
 

@@ -23,6 +23,7 @@
 
 #define REC_CHUNK ERG__REC_CHUNK
 #define REC_MAX_CHUNKS ERG__REC_MAX_CHUNKS
+#define WAIT_CLOCK_S 10.0 /* ERG_CLIENT_WAIT_CLOCK: begin waits this long at most */
 
 static void free_chunks(erg_client *c)
 {
@@ -296,6 +297,27 @@ const char *erg_client_energy_source(erg_client *c, bool reset)
     return w;
 }
 
+/* True when every clock requested so far has been handled by the clock thread (applied,
+ * refused or superseded). Order matters: the consumer raises `busy` before it moves `head`. */
+static bool clocks_settled(erg_client *c)
+{
+    return atomic_load(&c->head) == atomic_load(&c->tail) && !atomic_load(&c->overflow) &&
+           !atomic_load(&c->busy);
+}
+
+/* Wait up to timeout_s until clocks_settled; false on time-out. */
+static bool wait_settled(erg_client *c, double timeout_s)
+{
+    double end = erg__client_mono_s() + timeout_s;
+    while (!clocks_settled(c)) {
+        if (erg__client_mono_s() > end)
+            return false;
+        struct timespec ts = {0, ERG__POLL_NS};
+        nanosleep(&ts, NULL);
+    }
+    return true;
+}
+
 erg_status erg_client_instruction_begin(erg_client *c, erg_instr_kind kind, int microbatch)
 {
     return erg_client_instruction_begin_chunk(c, kind, 0, microbatch);
@@ -345,7 +367,14 @@ erg_status erg_client_instruction_begin_chunk(erg_client *c, erg_instr_kind kind
     c->cur = r;
     r->kind = (int)kind;
     r->microbatch = microbatch;
+    r->chunk = chunk;
     r->freq_start = atomic_load_explicit(&c->active_clock, memory_order_relaxed);
+    /* The clock it runs at: known now when nothing is pending (its clock repeats one already
+     * applied), after the wait with ERG_CLIENT_WAIT_CLOCK, else at a sync before end. */
+    if ((c->flags & ERG_CLIENT_WAIT_CLOCK) ? wait_settled(c, WAIT_CLOCK_S) : clocks_settled(c))
+        r->freq_run = atomic_load(&c->active_clock);
+    else
+        r->freq_run = -1;
     r->start_s = erg__client_epoch_s(c);
     c->in_instr = true;
     return ERG_OK;
@@ -434,17 +463,13 @@ erg_status erg_client_sync(erg_client *c, double timeout_s, erg_error *err)
 {
     if (!c)
         return erg_error_set(err, ERG_EINVAL, "NULL client");
-    double end = erg__client_mono_s() + timeout_s;
-    /* Order matters: the consumer raises `busy` before it moves `head`. */
-    while (atomic_load(&c->head) != atomic_load(&c->tail) || atomic_load(&c->overflow) ||
-           atomic_load(&c->busy)) {
-        if (erg__client_mono_s() > end)
-            return erg_error_set(err, ERG_ETIMEOUT,
-                                 "GPU %d: clock changes still pending after %.3f s", c->dev,
-                                 timeout_s);
-        struct timespec ts = {0, ERG__POLL_NS};
-        nanosleep(&ts, NULL);
-    }
+    if (!wait_settled(c, timeout_s))
+        return erg_error_set(err, ERG_ETIMEOUT, "GPU %d: clock changes still pending after %.3f s",
+                             c->dev, timeout_s);
+    /* Inside an instruction (the hooks' thread): the first sync that sees its clock request
+     * handled records the clock it runs at from here on. */
+    if (c->in_instr && c->cur->freq_run < 0)
+        c->cur->freq_run = atomic_load(&c->active_clock);
     return erg_client_clock_error(c, err);
 }
 
@@ -499,12 +524,18 @@ erg_status erg_client_flush_logs(erg_client *c, erg_error *err)
     if (c->sampling)
         erg__client_sample_energy(c);
     erg__buf b = {0};
-    erg_status st = erg__buf_printf(&b, "instruction,microbatch,start,end,freq_start,freq_end\n");
+    /* chunk and freq_run (docs/runtime.md, "Logs"): readers before them take the first six
+     * columns; an empty freq_run is a clock not seen in effect before the instruction ended. */
+    erg_status st = erg__buf_printf(
+        &b, "instruction,microbatch,start,end,freq_start,freq_end,chunk,freq_run\n");
     for (size_t i = 0; !st && i < nrecs; i++) {
         const erg__instr_rec *r = erg__client_rec_at(c, i);
-        st = erg__buf_printf(&b, "%s,%d,%.6f,%.6f,%d,%d\n",
+        char run[16] = "";
+        if (r->freq_run >= 0)
+            snprintf(run, sizeof run, "%d", r->freq_run);
+        st = erg__buf_printf(&b, "%s,%d,%.6f,%.6f,%d,%d,%d,%s\n",
                              erg_instr_kind_name((erg_instr_kind)r->kind), r->microbatch,
-                             r->start_s, r->end_s, r->freq_start, r->freq_end);
+                             r->start_s, r->end_s, r->freq_start, r->freq_end, r->chunk, run);
     }
     char path[4200];
     if (!st) {

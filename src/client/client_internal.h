@@ -12,6 +12,10 @@ typedef struct erg__instr_rec {
     double start_s, end_s;
     int freq_start; /* SM clock applied when it began (0 = unknown / not locked). */
     int freq_end;   /* ... and when it ended. */
+    int chunk;      /* the chunk the hooks named (0 for the plain hooks and read logs) */
+    int freq_run;   /* the clock it ran at (docs/runtime.md, "Logs"): the clock in effect once
+                       its own clock request was handled, seen at begin or by a sync before
+                       end; -1 when that was not seen (logs before the column: -1 too) */
 } erg__instr_rec;
 
 /* One energy counter sample: epoch seconds, cumulative joules, and where the reading came

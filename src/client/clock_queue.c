@@ -109,10 +109,16 @@ void *erg__client_clock_thread(void *arg)
         strcmp(erg_gpu_backend_name(c->gpu), "daemon") ? ENERGY_PERIOD_S : ENERGY_PERIOD_DAEMON_S;
     for (;;) {
         bool worked = false;
-        atomic_store(&c->busy, 1);
         size_t h = atomic_load_explicit(&c->head, memory_order_relaxed);
         size_t t = atomic_load_explicit(&c->tail, memory_order_acquire);
-        uint64_t ov = atomic_exchange(&c->overflow, 0);
+        uint64_t ov = 0;
+        /* `busy` goes up only when there is work, before the work is taken (head moved, the
+         * overflow slot emptied): an empty poll never makes the queue look unsettled. */
+        if (h != t || atomic_load(&c->overflow)) {
+            atomic_store(&c->busy, 1);
+            t = atomic_load_explicit(&c->tail, memory_order_acquire);
+            ov = atomic_exchange(&c->overflow, 0);
+        }
         if (h != t || ov) {
             /* Coalesce: apply only the newest request we can see (by its
              * number, whether it came through the ring or the overflow

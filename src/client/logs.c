@@ -240,7 +240,7 @@ erg_status erg__parse_instructions(const char *text, size_t len, const char *pat
             st = erg_error_set(err, ERG_ENOMEM, "out of memory");
             goto out;
         }
-        recs[nr++] = (erg__instr_rec){kind, (int)mb, t0, t1, (int)f0, (int)f1};
+        recs[nr++] = (erg__instr_rec){kind, (int)mb, t0, t1, (int)f0, (int)f1, 0, -1};
     }
     if (r < 0)
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");

@@ -98,8 +98,23 @@ typedef struct sched_info {
     double backward_split;
 } sched_info;
 
+/* All-max clocks' power over an iteration (power.c): average, peak, trough. */
+static erg_status all_max_power(const erg_profile *prof, const erg_dag *dag, const erg_plan *plan,
+                                double power_w, erg_power_stats *out, erg_error *err)
+{
+    erg_emulate_opts eo;
+    erg_emulate_opts_init(&eo);
+    eo.blocking_power_w = power_w;
+    erg_power_trace *tr = NULL;
+    erg_status st = erg_power_trace_new(prof, dag, plan, &eo, &tr, err);
+    if (!st)
+        st = erg_power_trace_stats(tr, erg_power_trace_period(tr), out, err);
+    erg_power_trace_free(tr);
+    return st;
+}
+
 static erg_status all_max_of(const erg_frontier *f, const erg_profile *prof, double power_w,
-                             sched_info *si, erg_emulation *em, erg_error *err)
+                             sched_info *si, erg_emulation *em, erg_power_stats *pw, erg_error *err)
 {
     erg_plan *p0 = NULL, *allmax = NULL;
     erg_dag *dag = NULL;
@@ -115,6 +130,8 @@ static erg_status all_max_of(const erg_frontier *f, const erg_profile *prof, dou
     if (!(st = erg_dag_new(&sc, S, M, &dag, err)) &&
         !(st = erg_plan_all_max(prof, S, M, &sc, power_w, &allmax, err)))
         st = erg_emulate(prof, dag, allmax, power_w, em, NULL, NULL, err);
+    if (!st)
+        st = all_max_power(prof, dag, allmax, power_w, pw, err);
     erg_plan_free(allmax);
     erg_dag_free(dag);
     erg_plan_free(p0);
@@ -126,7 +143,8 @@ static erg_status write_info(const erg_frontier *f, const erg_profile *prof, dou
 {
     sched_info sc;
     erg_emulation em;
-    erg_status st = all_max_of(f, prof, power_w, &sc, &em, err);
+    erg_power_stats pw;
+    erg_status st = all_max_of(f, prof, power_w, &sc, &em, &pw, err);
     if (st)
         return st;
     int S = erg_frontier_num_stages(f), M = erg_frontier_num_microbatches(f);
@@ -160,6 +178,12 @@ static erg_status write_info(const erg_frontier *f, const erg_profile *prof, dou
     base = base ? base + 1 : src;
     if (!st && base && !strpbrk(base, ",\n\r"))
         st = erg__buf_printf(&b, "source_profile,%s\n", base);
+    /* all-max clocks' power (docs/fleet.md) */
+    if (!st)
+        st = erg__buf_printf(&b,
+                             "all_max_avg_power_w,%.17g\nall_max_peak_power_w,%.17g\n"
+                             "all_max_trough_power_w,%.17g\n",
+                             pw.avg_w, pw.peak_w, pw.trough_w);
     if (!st && o->switch_latency_s > 0)
         st = erg__buf_printf(&b, "switch_latency_s,%.17g\ntransfer_time_s,%.17g\n",
                              o->switch_latency_s, o->transfer_time_s);

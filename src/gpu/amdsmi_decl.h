@@ -4,7 +4,7 @@
  * these declarations, written by us from AMD's amdsmi documentation and the shape of its C API
  * (include/amd_smi/amdsmi.h, as the PyPI package `amdsmi` 7.0.2 binds it with ctypes). They
  * describe amdsmi 6.4 and 7.x (ROCm 6.4, 7.0): amdsmi_power_info_t changed layout before 6.4.
- * The test cli/amdsmi_decl_check compares every code, define, struct layout and call here with
+ * The test lint/amdsmi_decl_check compares every code, define, struct layout and call here with
  * that binding (docs/runtime.md, "AMD SMI").
  *
  * Status codes are a 32-bit enum, handles opaque pointers. Every struct below is the natural C

@@ -12,6 +12,10 @@
  * into the energy counter, so the counter is exact for piecewise-constant
  * power: E += P(state) * (now - last). Reads do the same. A mutex per device
  * makes the clock thread and the training thread safe together.
+ *
+ * Beside that wall-clock counter, every instruction begun is accounted in
+ * simulated time (`acct`): the model's time and energy at the clock the
+ * device has when it begins, whatever the host then takes to run it.
  */
 typedef struct sim_dev {
     pthread_mutex_t mu;
@@ -23,6 +27,10 @@ typedef struct sim_dev {
     double energy_mj;     /* Counter (fractional part kept). */
     double last_s;        /* Time of the last integration. */
     erg_sim_work work[4]; /* Forward, backward, backward_input, backward_weight work. */
+    /* Simulated time and energy of the instructions begun (erg_gpu_sim_account). */
+    uint64_t acct_instructions;
+    double acct_time_s, acct_energy_j;
+    int acct_last_freq_mhz;
 } sim_dev;
 
 typedef struct sim_state {
@@ -41,6 +49,12 @@ static const erg_sim_gpu_info *info_of(erg_gpu *g)
     return ((sim_state *)g->impl)->info;
 }
 
+/* The SM clock the model runs at now (the top of the locked range, else the maximum). */
+static int clock_now_mhz(const erg_sim_gpu_info *info, const sim_dev *d)
+{
+    return d->sm_lock_mhz ? d->sm_lock_mhz : info->max_freq_mhz;
+}
+
 /* Power now and, if busy, the instruction time; caller holds the mutex. */
 static double power_now_w(const erg_sim_gpu_info *info, const sim_dev *d, double *time_s)
 {
@@ -52,7 +66,7 @@ static double power_now_w(const erg_sim_gpu_info *info, const sim_dev *d, double
     double limit_w = d->limit_mw / 1000.0;
     if (limit_w < capped.power_cap_w)
         capped.power_cap_w = limit_w;
-    double f = d->sm_lock_mhz ? d->sm_lock_mhz : info->max_freq_mhz;
+    double f = clock_now_mhz(info, d);
     double t = 0, p = info->blocking_power_w;
     if (erg_sim_eval(&capped, &d->work[d->kind], f, &t, &p, NULL) != ERG_OK)
         return info->blocking_power_w;
@@ -290,9 +304,37 @@ erg_status erg_gpu_sim_set_activity(erg_gpu *g, int dev, bool busy, erg_instr_ki
     d->busy = busy;
     d->kind = busy ? kind : ERG_FORWARD;
     double t = 0;
-    power_now_w(info_of(g), d, &t);
+    double p_w = power_now_w(info_of(g), d, &t);
+    if (busy) {
+        d->acct_instructions++;
+        d->acct_time_s += t;
+        d->acct_energy_j += p_w * t;
+        d->acct_last_freq_mhz = clock_now_mhz(info_of(g), d);
+    }
     pthread_mutex_unlock(&d->mu);
     if (time_s)
         *time_s = t;
+    return ERG_OK;
+}
+
+erg_status erg_gpu_sim_account(erg_gpu *g, int dev, uint64_t *instructions, double *busy_time_s,
+                               double *busy_energy_j, int *last_freq_mhz, erg_error *err)
+{
+    if (!g || g->ops != &erg__gpu_sim_backend)
+        return erg_error_set(err, ERG_ENOTSUP,
+                             "only the simulated GPU accounts simulated time and energy");
+    if (dev < 0 || dev >= g->count)
+        return erg_error_set(err, ERG_EINVAL, "GPU %d does not exist", dev);
+    sim_dev *d = dev_of(g, dev);
+    pthread_mutex_lock(&d->mu);
+    if (instructions)
+        *instructions = d->acct_instructions;
+    if (busy_time_s)
+        *busy_time_s = d->acct_time_s;
+    if (busy_energy_j)
+        *busy_energy_j = d->acct_energy_j;
+    if (last_freq_mhz)
+        *last_freq_mhz = d->acct_last_freq_mhz;
+    pthread_mutex_unlock(&d->mu);
     return ERG_OK;
 }

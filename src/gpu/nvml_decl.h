@@ -2,8 +2,8 @@
 /*
  * The build needs no CUDA toolkit: backend_nvml.c opens libnvidia-ml with dlopen and calls
  * through these declarations. They are written by us, from NVIDIA's documentation, in one
- * place, and tests/nvml_header/check_nvml_decl.c compiles every one of them against the real
- * nvml.h where one exists (test cli/nvml_header_check): a prototype or code that differs from
+ * place, and tests/lint/nvml_header/check_nvml_decl.c compiles every one of them against the real
+ * nvml.h where one exists (test lint/nvml_header_check): a prototype or code that differs from
  * NVIDIA's fails that test.
  *
  * nvmlReturn_t is an int-sized enum and nvmlDevice_t an opaque pointer; we call them int and

@@ -38,7 +38,7 @@
  *
  * LIMITATIONS. No temperature, no noise, one memory clock, no overlap of
  * memory and compute, no clock-change latency. Parameters of A100 and A40
- * were fitted to ../shared/data/perseus-sosp24 (stage 0 forward/backward of
+ * were fitted to tests/data/published/perseus-sosp24 (stage 0 forward/backward of
  * gpt3-175b); H100 and V100 are extrapolated from public specifications.
  */
 

@@ -21,7 +21,8 @@ struct erg_plan {
     /* provenance (erg_plan_set_provenance): NULL / NAN when unknown */
     char *profile_fp, *clock_table;
     double power_w;
-    int stated_kind; /* the schedule the file named, -1 when none */
+    int stated_kind;                /* the schedule the file named, -1 when none */
+    double avg_w, peak_w, trough_w; /* the plan's power (erg_plan_set_power), NAN: unknown */
 };
 
 erg_status erg_plan_new(const erg_schedule *sched, int S, int M, erg_plan **out, erg_error *err)
@@ -46,6 +47,7 @@ erg_status erg_plan_new(const erg_schedule *sched, int S, int M, erg_plan **out,
     p->M = M;
     p->time_s = p->energy_j = NAN;
     p->power_w = NAN;
+    p->avg_w = p->peak_w = p->trough_w = NAN;
     p->stated_kind = -1;
     erg_status st = erg_order_new(sched, S, M, &p->order, err);
     if (st) {
@@ -82,6 +84,7 @@ erg_status erg_plan_copy(const erg_plan *src, erg_plan **out, erg_error *err)
     (*out)->time_s = src->time_s;
     (*out)->energy_j = src->energy_j;
     (*out)->stated_kind = src->stated_kind;
+    erg_plan_set_power(*out, src->avg_w, src->peak_w, src->trough_w);
     if (src->profile_fp || src->clock_table || !isnan(src->power_w)) {
         st = erg_plan_set_provenance(*out, src->profile_fp, src->power_w, src->clock_table, err);
         if (st)
@@ -258,6 +261,23 @@ void erg_plan_set_estimate(erg_plan *p, double t, double e)
 {
     p->time_s = t;
     p->energy_j = e;
+}
+
+void erg_plan_set_power(erg_plan *p, double avg_w, double peak_w, double trough_w)
+{
+    p->avg_w = avg_w;
+    p->peak_w = peak_w;
+    p->trough_w = trough_w;
+}
+
+void erg_plan_power(const erg_plan *p, double *avg_w, double *peak_w, double *trough_w)
+{
+    if (avg_w)
+        *avg_w = p->avg_w;
+    if (peak_w)
+        *peak_w = p->peak_w;
+    if (trough_w)
+        *trough_w = p->trough_w;
 }
 
 void erg_plan_estimate(const erg_plan *p, double *t, double *e)
@@ -560,6 +580,10 @@ erg_status erg_plan_format_json(const erg_plan *p, char **out, erg_error *err)
         json_object_set_new(root, "time_s", json_real(p->time_s));
     if (isfinite(p->energy_j))
         json_object_set_new(root, "energy_j", json_real(p->energy_j));
+    if (isfinite(p->avg_w) && isfinite(p->peak_w) && isfinite(p->trough_w))
+        json_object_set_new(root, "power",
+                            json_pack("{s:f,s:f,s:f}", "avg_w", p->avg_w, "peak_w", p->peak_w,
+                                      "trough_w", p->trough_w));
     for (int s = 0; s < p->S; s++) {
         json_t *st = json_object(), *ord = json_array(), *fr = json_array();
         const erg_instr *o;
@@ -832,6 +856,19 @@ static erg_status parse_json(const char *text, size_t len, const char *name, erg
     json_t *t = json_object_get(root, "time_s"), *en = json_object_get(root, "energy_j");
     if (json_is_number(t) && json_is_number(en))
         erg_plan_set_estimate(p, json_number_value(t), json_number_value(en));
+    json_t *pw = json_object_get(root, "power");
+    if (pw) {
+        json_t *a = json_object_get(pw, "avg_w"), *pk = json_object_get(pw, "peak_w"),
+               *tr = json_object_get(pw, "trough_w");
+        if (!json_is_number(a) || !json_is_number(pk) || !json_is_number(tr)) {
+            st = erg_error_set(err, ERG_EPARSE,
+                               "%s: \"power\" must be an object of numbers avg_w, peak_w, "
+                               "trough_w",
+                               name);
+            goto done;
+        }
+        erg_plan_set_power(p, json_number_value(a), json_number_value(pk), json_number_value(tr));
+    }
     json_t *m = json_object_get(root, "method");
     if (json_is_string(m))
         st = erg_plan_set_method(p, json_string_value(m), err);

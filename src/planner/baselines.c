@@ -185,6 +185,48 @@ static erg_status zeus_power_limit(bctx *b, const erg_baseline_opts *o, erg_plan
     return finish(b, o, method, out, err);
 }
 
+/* Every instruction at its highest clock under limit L; *over: one draws more than L at its
+ * lowest clock. */
+static void fill_under_limit(bctx *b, double L, bool *over)
+{
+    *over = false;
+    for (int s = 0; s < b->c->S; s++) {
+        int *pf = erg_plan_stage_freqs(b->plan, s);
+        for (int k = 0; k < erg_dag_rank_len(b->dag, s); k++) {
+            erg_instr in = erg_dag_instr(b->dag, erg_dag_rank_offset(b->dag, s) + k, NULL);
+            erg_instr_kind tk = table_kind(in.kind);
+            pf[k] = clock_under_limit(b->c, s, tk, L);
+            const erg__ckind *ck = &b->c->k[s * 2 + (int)tk];
+            for (int i = 0; i < ck->n; i++)
+                if (ck->freq[i] == pf[k] && ck->t[i] > 0 && ck->e[i] / ck->t[i] > L)
+                    *over = true;
+        }
+    }
+}
+
+erg_status erg_plan_power_limit(const erg_profile *profile, int S, int M,
+                                const erg_baseline_opts *o, erg_plan **out, erg_error *err)
+{
+    if (!out || !o)
+        return erg_error_set(err, ERG_EINVAL, "NULL argument");
+    *out = NULL;
+    if (!(o->power_limit_w > 0) || !isfinite(o->power_limit_w))
+        return erg_error_set(err, ERG_EINVAL,
+                             "power-limit: the per-GPU limit must be a positive number of watts, "
+                             "not %g",
+                             o->power_limit_w);
+    bctx b;
+    erg_status st = bctx_init(&b, profile, S, M, &o->schedule, o->blocking_power_w, err);
+    if (st)
+        return st;
+    bool over;
+    fill_under_limit(&b, o->power_limit_w, &over);
+    char method[96];
+    snprintf(method, sizeof method, "power-limit-%gW%s", o->power_limit_w,
+             over ? " (over at the lowest clock)" : "");
+    return finish(&b, o, method, out, err);
+}
+
 /* zeus-global: Zeus picks one power limit for all GPUs by minimising
  * eta*E + (1-eta)*P_max*T over the limits it can set; with a clock profile
  * the knob is one SM clock for every GPU, tried exhaustively over the clocks

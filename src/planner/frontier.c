@@ -685,6 +685,11 @@ static erg_status read_dir_locked(const char *dir, const erg_schedule *hint, erg
         erg__free(files);
         st = list_files(dir, "freqs_pipeline_", ".py", &files, &nfiles, err);
     }
+    if (!st && nfiles == 0)
+        st = erg_error_set(err, ERG_ENOTFOUND,
+                           "%s: no plans beside it (no " ERG__PACKED_NAME
+                           ", plan_*.json or freqs_pipeline_*.py in the directory)",
+                           path);
     if (st)
         goto done;
     st = erg__frontier_new(0, 0, hint, 0, 0, &f, err);

@@ -771,3 +771,126 @@ erg_status erg_plot_frontier(const erg_plot_series *series, size_t count, const 
 #undef PY
     return close_surface(surf, cr, path, fmt, err);
 }
+
+/* ---- a plan's power over one iteration ---- */
+
+static void power_step(cairo_t *cr, const erg_power_trace *tr, int which, double ml, double mt,
+                       double pw, double ph, double T, double ymax)
+{
+    for (size_t i = 0; i < erg_power_trace_len(tr); i++) {
+        erg_power_segment sg;
+        erg_power_trace_segment(tr, i, &sg);
+        double v = which == 0 ? sg.total_w : which == 1 ? sg.compute_w : sg.blocking_w;
+        double x0 = ml + sg.start_s / T * pw, x1 = ml + sg.end_s / T * pw;
+        double y = mt + ph - v / ymax * ph;
+        if (i == 0)
+            cairo_move_to(cr, x0, y);
+        else
+            cairo_line_to(cr, x0, y);
+        cairo_line_to(cr, x1, y);
+    }
+    cairo_stroke(cr);
+}
+
+erg_status erg_plot_power(const erg_power_trace *tr, const erg_plot_opts *opts, const char *path,
+                          erg_error *err)
+{
+    if (!tr || !path || !erg_power_trace_len(tr))
+        return erg_error_set(err, ERG_EINVAL, "erg_plot_power: nothing to draw");
+    erg_plot_opts def;
+    erg_plot_opts_init(&def);
+    if (!opts)
+        opts = &def;
+    out_fmt fmt = FMT_PNG;
+    erg_status st = pick_format(path, &fmt, err);
+    erg_power_stats ps;
+    double T = erg_power_trace_period(tr);
+    if (!st)
+        st = erg_power_trace_stats(tr, T, &ps, err);
+    if (st)
+        return st;
+    int W = opts->width_px > 0 ? opts->width_px : 1200;
+    int H = opts->height_px > 0 ? opts->height_px : 520;
+    double ml = 90, mr = 24, mt = 40, mb = 60, ymax = ps.peak_w * 1.08;
+    if (W < ml + mr + 100)
+        W = (int)(ml + mr + 100);
+    if (H < mt + mb + 100)
+        H = (int)(mt + mb + 100);
+    if (!(ymax > 0))
+        ymax = 1;
+    double pw = W - ml - mr, ph = H - mt - mb;
+    cairo_surface_t *surf;
+    if ((st = open_surface(path, fmt, W, H, &surf, err)))
+        return st;
+    cairo_t *cr = cairo_create(surf);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    set_font(cr, 11, false);
+    double xs = nice_step(T, 10), ys = nice_step(ymax, 8);
+    for (double t = 0; t <= T * (1 + 1e-9); t += xs) {
+        char buf[32];
+        fmt_tick(t, xs, buf, sizeof buf);
+        cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+        cairo_set_line_width(cr, 1);
+        cairo_move_to(cr, ml + t / T * pw, mt);
+        cairo_line_to(cr, ml + t / T * pw, mt + ph);
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        text_at(cr, ml + t / T * pw, mt + ph + 6, buf, 0.5, 0);
+    }
+    for (double w = 0; w <= ymax; w += ys) {
+        char buf[32];
+        fmt_tick(w, ys, buf, sizeof buf);
+        cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+        cairo_move_to(cr, ml, mt + ph - w / ymax * ph);
+        cairo_line_to(cr, ml + pw, mt + ph - w / ymax * ph);
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        text_at(cr, ml - 6, mt + ph - w / ymax * ph, buf, 1, 0.5);
+    }
+    cairo_rectangle(cr, ml, mt, pw, ph);
+    cairo_stroke(cr);
+    set_font(cr, 12, false);
+    text_at(cr, ml + pw / 2, mt + ph + 30, "time within the iteration (s)", 0.5, 0);
+    cairo_save(cr);
+    cairo_translate(cr, 22, mt + ph / 2);
+    cairo_rotate(cr, -M_PI / 2);
+    text_at(cr, 0, 0, "power (W)", 0.5, 0.5);
+    cairo_restore(cr);
+    char title[200];
+    snprintf(title, sizeof title,
+             "Power over one iteration: average %.0f W, peak %.0f W, trough %.0f W", ps.avg_w,
+             ps.peak_w, ps.trough_w);
+    set_font(cr, 15, true);
+    text_at(cr, ml + pw / 2, 18, opts->title ? opts->title : title, 0.5, 0.5);
+    static const double col[3][3] = {{0, 0, 0}, {0.12, 0.47, 0.71}, {0.5, 0.5, 0.5}};
+    static const char *const names[3] = {"job", "computing GPUs", "waiting GPUs"};
+    for (int k = 2; k >= 0; k--) {
+        cairo_set_source_rgb(cr, col[k][0], col[k][1], col[k][2]);
+        cairo_set_line_width(cr, k == 0 ? 2.2 : 1.4);
+        power_step(cr, tr, k, ml, mt, pw, ph, T, ymax);
+    }
+    static const double dash[] = {6, 4};
+    cairo_set_dash(cr, dash, 2, 0);
+    cairo_set_source_rgb(cr, 0.84, 0.15, 0.16);
+    cairo_set_line_width(cr, 1.2);
+    cairo_move_to(cr, ml, mt + ph - ps.avg_w / ymax * ph);
+    cairo_line_to(cr, ml + pw, mt + ph - ps.avg_w / ymax * ph);
+    cairo_stroke(cr);
+    cairo_set_dash(cr, NULL, 0, 0);
+    set_font(cr, 11, false);
+    for (int k = 0; k < 4; k++) { /* legend, bottom right */
+        double y = mt + ph - 14 - 16 * (3 - k), x = ml + pw - 170;
+        if (k < 3)
+            cairo_set_source_rgb(cr, col[k][0], col[k][1], col[k][2]);
+        else
+            cairo_set_source_rgb(cr, 0.84, 0.15, 0.16);
+        cairo_set_line_width(cr, 2);
+        cairo_move_to(cr, x, y);
+        cairo_line_to(cr, x + 24, y);
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        text_at(cr, x + 30, y, k < 3 ? names[k] : "average", 0, 0.5);
+    }
+    return close_surface(surf, cr, path, fmt, err);
+}

@@ -1,5 +1,6 @@
 /* http.c: the server's life cycle, its libmicrohttpd front end and the housekeeping thread. */
 #include "server/jobs.h"
+#include "server/fleet.h"
 #include "server/store.h"
 #include "server/zeus.h"
 
@@ -246,7 +247,7 @@ erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_err
     erg__srv_zeus_log_config(srv);
     if (opts->dump_data && (st = erg__srv_dump_dir_check(srv, err)))
         goto fail;
-    if ((st = erg__srv_store_open(srv, err)))
+    if ((st = erg__srv_store_open(srv, err)) || (st = erg__srv_fleet_open(srv, err)))
         goto fail;
     pthread_mutex_lock(&srv->mu);
     st = erg__srv_jobs_restore(srv, err);
@@ -554,29 +555,30 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     }
 }
 
-/* Connection slots. libmicrohttpd divides its connection limit among the
- * pool's threads, and a thread at its share closes what it accepts even when
+/* Connection slots (conns.c). libmicrohttpd divides its connection limit among
+ * the pool's threads, and a thread at its share closes what it accepts even when
  * the others are idle (seen: /healthz refused with 99 of 200 slots used). So
- * libmicrohttpd gets a limit no thread reaches, and the server's own limit is
- * counted here, across threads; its per-address limit is global already. */
+ * libmicrohttpd gets a limit no thread reaches, and the server counts its own
+ * limits across threads, the per-address one too (libmicrohttpd's closed
+ * connections over it without a word). */
 static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
 {
-    (void)addr;
     (void)len;
-    erg_server *srv = cls;
-    return __atomic_load_n(&srv->conns, __ATOMIC_RELAXED) < srv->conn_limit ? MHD_YES : MHD_NO;
+    return erg__srv_conns_admit(cls, addr) ? MHD_YES : MHD_NO;
 }
 
 static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_ctx,
                         enum MHD_ConnectionNotificationCode toe)
 {
-    (void)c;
     (void)socket_ctx;
     erg_server *srv = cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED)
-        __atomic_add_fetch(&srv->conns, 1, __ATOMIC_RELAXED);
+        erg__srv_conns_opened(srv, sa);
     else if (toe == MHD_CONNECTION_NOTIFY_CLOSED)
-        __atomic_sub_fetch(&srv->conns, 1, __ATOMIC_RELAXED);
+        erg__srv_conns_closed(srv, sa);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -587,7 +589,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = 0;
-    erg__srv_log(srv, ERG_LOG_DEBUG, "http", NULL, "%s", msg);
+    /* "Server reached connection limit. Closing inbound connection." and "Hit process or
+     * system resource limit at N connections, ..." (accept() out of descriptors) */
+    if (strstr(msg, "reached connection limit") || strstr(msg, "resource limit"))
+        erg__srv_conns_refused_by_mhd(srv, msg);
+    else
+        erg__srv_log(srv, ERG_LOG_DEBUG, "http", NULL, "%s", msg);
 }
 
 static void *housekeeper(void *arg)
@@ -683,12 +690,15 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         rl.rlim_cur < (rlim_t)conn_limit + 128) {
-        unsigned lim = rl.rlim_cur > 256 ? (unsigned)(rl.rlim_cur - 128) : 128;
+        /* 128 descriptors for the rest (database, dumps, event threads), half below 256 */
+        unsigned lim = rl.rlim_cur > 256 ? (unsigned)(rl.rlim_cur - 128)
+                                         : (unsigned)ERG__MAX(rl.rlim_cur / 2, 1);
         erg__srv_log(
             srv, ERG_LOG_WARNING, "listen", NULL,
             "max connections lowered from %u to %u by the descriptor limit (ulimit -n %lu)",
             conn_limit, lim, (unsigned long)rl.rlim_cur);
         conn_limit = lim;
+        srv->conn_nofile = (unsigned long)rl.rlim_cur;
     }
     /* One address never takes every connection slot: the others (health
      * checks, other nodes) keep at least half. */
@@ -698,7 +708,13 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
         per_ip = conn_limit;
     srv->stopping = false;
     srv->conn_limit = conn_limit;
+    srv->conn_per_ip = per_ip;
     srv->conns = 0;
+    erg_status cst = srv->conn_tab ? ERG_OK : erg__srv_conns_init(srv, err);
+    if (cst) {
+        close(fd);
+        return cst;
+    }
     /* HTTPS: libmicrohttpd's own TLS (GnuTLS); the PEM text lives as long as the server. */
     struct MHD_OptionItem tls[3] = {
         {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
@@ -719,8 +735,7 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, notify_conn,
         srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ceil(srv->opts.connection_timeout_s),
         MHD_OPTION_CONNECTION_LIMIT, (conn_limit + 8) * SRV_HTTP_THREADS,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)SRV_HTTP_THREADS, MHD_OPTION_END);
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS, MHD_OPTION_END);
     if (!srv->mhd) {
         close(fd);
         return erg_error_set(err, ERG_ENET, "cannot start the HTTP server on %s port %d", srv->host,
@@ -729,13 +744,16 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     srv->port = port;
     if (pthread_create(&srv->hk, NULL, housekeeper, srv) == 0)
         srv->hk_running = true;
-    erg__srv_log(
-        srv, ERG_LOG_INFO, "listen", NULL,
-        "listening on %s port %d (%s), scheduler %s, mode %s; access: %s%s%zu allowed "
-        "network(s)%s",
-        srv->host, srv->port, srv->tls_cert ? "https" : "http", srv->scheduler,
-        erg__srv_mode_name(srv->mode), srv->token ? "token" : "no token", ", ", srv->n_nets,
-        !srv->token && !srv->n_nets ? " (open to every client that reaches the port)" : "");
+    char how[400];
+    long wide = erg__srv_conns_barrier_capacity(srv, how, sizeof how);
+    erg__srv_log(srv, ERG_LOG_INFO, "listen", NULL,
+                 "listening on %s port %d (%s), scheduler %s, mode %s; access: %s%s%zu allowed "
+                 "network(s)%s; connections: %u, %u from one address (jobs of up to %ld ranks)",
+                 srv->host, srv->port, srv->tls_cert ? "https" : "http", srv->scheduler,
+                 erg__srv_mode_name(srv->mode), srv->token ? "token" : "no token", ", ",
+                 srv->n_nets,
+                 !srv->token && !srv->n_nets ? " (open to every client that reaches the port)" : "",
+                 srv->conn_limit, srv->conn_per_ip, wide > 0 ? wide : 0);
     return ERG_OK;
 }
 
@@ -769,10 +787,12 @@ void erg_server_free(erg_server *srv)
         return;
     erg_server_stop(srv);
     erg__srv_jobs_free(srv);
+    erg__srv_fleet_free(srv);
     erg__srv_store_close(srv);
     json_decref(srv->sched_args);
     erg__srv_zeus_config_free(srv);
     erg__srv_auth_free(srv);
+    erg__srv_conns_free(srv);
     if (srv->tls_key)
         memset(srv->tls_key, 0, strlen(srv->tls_key));
     erg__free(srv->tls_key);

@@ -2,12 +2,14 @@
  * results, window completion, replay after a restart, timeouts and eviction). Wire-neutral:
  * see jobs.h for the life cycle and the API the wire layers use. */
 #include "server/jobs.h"
+#include "server/fleet.h"
 
 #include <math.h>
 #include <string.h>
 #include <time.h>
 
 #include "server/store.h"
+#include "server/zeus.h"
 
 static const char *const state_names[SRV_JOB_NUM_STATES] = {"registering", "running", "done",
                                                             "failed", "aborted"};
@@ -236,6 +238,7 @@ void erg__srv_job_finish(erg_server *srv, srv_job *j, int state, const char *msg
                  "%s: %s", state_names[state], msg ? msg : "");
     pthread_cond_broadcast(&j->cond);
     wake_parked(srv, j);
+    erg__srv_fleet_job_ended(srv, j);
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -451,6 +454,7 @@ static void start_running(erg_server *srv, srv_job *j, bool replay)
     if (!replay)
         erg__srv_store_job_state(srv, j->id, state_names[j->state], j->message);
     j->window = 0;
+    erg__srv_fleet_job_started(srv, j, replay); /* under a cap: its fleet point, before window 0 */
     advance(srv, j, replay);
 }
 
@@ -472,6 +476,54 @@ static void try_release(erg_server *srv, srv_job *j)
 
 static void trim_finished(erg_server *srv);
 
+/* Ranks of a live job that may wait at a barrier at once: all of them, but a Zeus job's
+ * ranks ask once (its client fetches one schedule), so none once its first barrier opened. */
+static long barrier_demand(const srv_job *j)
+{
+    if (!srv_job_live(j->state) || (srv_job_is_zeus(j) && j->window == 0 && j->released))
+        return 0;
+    return j->world;
+}
+
+/* A rank waiting at a barrier holds its HTTP connection until every rank has asked, so a job
+ * whose ranks cannot all hold one at once would wait forever, the ranks refused a connection
+ * failing (issue 38 item 4): such a job is refused here, with the numbers. SRV_INVALID when
+ * the job alone is too wide, SRV_UNAVAILABLE when the live jobs' ranks leave too few. */
+static srv_outcome check_width(erg_server *srv, long world, char *why, size_t wn)
+{
+    char how[400];
+    long cap = erg__srv_conns_barrier_capacity(srv, how, sizeof how);
+    if (cap < 0) /* no HTTP front: direct calls wait on the job, not on a connection */
+        return SRV_OK;
+    if (world > cap) {
+        snprintf(why, wn,
+                 "world_size %ld is more than the %ld ranks this server can hold waiting at a "
+                 "barrier (%s): its ranks would wait forever. Raise --max-connections and "
+                 "--max-connections-per-ip to at least %ld (and the descriptor limit, ulimit -n, "
+                 "to %ld)",
+                 world, cap > 0 ? cap : 0, how, world + SRV_CONN_RESERVE,
+                 world + SRV_CONN_RESERVE + 128);
+        return SRV_INVALID;
+    }
+    long others = 0;
+    int n = 0;
+    for (srv_job *j = srv->jobs; j; j = j->next) {
+        long d = barrier_demand(j);
+        others += d;
+        n += d > 0;
+    }
+    if (world > cap - others) {
+        snprintf(why, wn,
+                 "world_size %ld does not fit beside the live jobs: the server can hold %ld ranks "
+                 "waiting at barriers (%s), and the ranks of its %d live job(s) may hold %ld of "
+                 "them; retry once one has ended (or end or abort one: POST "
+                 "/v1/jobs/{job_id}/end), or raise the limits",
+                 world, cap, how, n, others);
+        return SRV_UNAVAILABLE;
+    }
+    return SRV_OK;
+}
+
 srv_outcome erg__srv_job_create(erg_server *srv, const char *id_base, json_t *info,
                                 const char *sched, json_t *args, int mode, srv_job **out, char *why,
                                 size_t wn)
@@ -485,6 +537,12 @@ srv_outcome erg__srv_job_create(erg_server *srv, const char *id_base, json_t *in
                  "to be evicted",
                  held);
         return SRV_UNAVAILABLE;
+    }
+    long world = (long)json_integer_value(json_object_get(info, "world_size"));
+    srv_outcome wo = check_width(srv, world, why, wn);
+    if (wo != SRV_OK) {
+        erg__srv_log(srv, ERG_LOG_WARNING, "register_job", NULL, "refused: %s", why);
+        return wo;
     }
     erg__buf id = {0};
     if (erg__buf_printf(&id, "%s", id_base)) {
@@ -718,9 +776,15 @@ long erg__srv_job_set_target(erg_server *srv, srv_job *j, int kind, double value
     j->tval = value;
     erg__srv_store_job_target(srv, j->id, kind, value);
     char det[64];
-    snprintf(det, sizeof det, "%s=%g", kind == 1 ? "slowdown" : "deadline_s", value);
-    erg__srv_store_event(srv, j->id, "straggler", det);
-    erg__srv_log(srv, ERG_LOG_INFO, "straggler", j->id, "%s", det);
+    bool fleet = kind == SRV_TARGET_FLEET;
+    snprintf(det, sizeof det, "%s=%g",
+             fleet       ? "plan"
+             : kind == 1 ? "slowdown"
+                         : "deadline_s",
+             value);
+    erg__srv_store_event(srv, j->id, fleet ? "fleet" : "straggler", det);
+    erg__srv_log(srv, ERG_LOG_INFO, fleet ? "fleet" : "straggler", j->id, "%s", det);
+    erg__srv_fleet_job_target(srv, j, kind, value);
     return j->state == SRV_JOB_RUNNING ? j->window + 1 : 0;
 }
 

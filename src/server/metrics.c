@@ -1,6 +1,7 @@
 /* metrics.c: the server's Prometheus text (/metrics) and its request counters and latency
  * histogram. */
 #include "server/jobs.h"
+#include "server/fleet.h"
 
 #include <math.h>
 
@@ -88,6 +89,7 @@ void erg__srv_metrics_text(erg_server *srv, srv_resp *rs)
         erg__buf_printf(&b, "ergon_request_duration_seconds_count{route=\"%s\"} %ld\n", groups[g],
                         cum);
     }
+    erg__srv_fleet_metrics(srv, &b);
     rs->status = 200;
     rs->ctype = "text/plain; version=0.0.4";
     rs->body = b.data ? b.data : erg__strdup("");

@@ -1,6 +1,7 @@
 /* router.c: one request through the server: its body parsed and validated outside the lock,
  * the common routes (/healthz, /metrics), the wire protocols in turn, and the accounting. */
 #include "server/jobs.h"
+#include "server/fleet.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -296,7 +297,7 @@ void erg__srv_dispatch(erg_server *srv, const char *method, const char *path, co
     } else if (!strcmp(path, "/healthz")) {
         erg__srv_respond(rs, 200, json_pack("{s:s}", "status", srv->stopping ? "stopping" : "ok"));
     } else {
-        bool routed = false;
+        bool routed = erg__srv_fleet_route(srv, &rq, rs);
         for (size_t i = 0; !routed && i < sizeof wires / sizeof wires[0]; i++)
             routed = wires[i]->route(srv, &rq, rs);
         if (!routed)

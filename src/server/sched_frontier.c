@@ -1,8 +1,11 @@
 /* sched_frontier.c: Frontier: warmup_iters windows at the top state, then, every window, the
  * plan of a Perseus frontier (frontier_dir) for the job's target -- a slowdown over all-max
  * clocks or a deadline, changed at run time by straggler targets -- chosen as `ergon choose`
- * chooses it (erg_frontier_baseline_pick). */
+ * chooses it (erg_frontier_baseline_pick) -- or, for a job of the server's fleet under a power
+ * cap, the plan the fleet assigned (server/fleet.h). */
 #include "server/sched_ops.h"
+
+#include "server/fleet.h"
 
 #include "ergon/emulate.h"
 #include "ergon/planner.h"
@@ -15,6 +18,7 @@ typedef struct frontier {
     erg_frontier_baseline baseline; /* all-max with the profile, when the directory has it */
     int tkind;                      /* 1 slowdown, 2 deadline_s */
     double tval;
+    long fleet; /* the plan the server's fleet assigned (server/fleet.h), -1: none */
 } frontier;
 
 static const srv_sched_arg frontier_args[] = {
@@ -47,6 +51,7 @@ static erg_status frontier_init(srv_sched *s, const json_t *args, erg_error *err
     if (!f)
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     s->state = f;
+    f->fleet = -1;
     f->warmup = srv_arg_i(args, "warmup_iters", 0);
     if (json_object_get(args, "deadline_s")) {
         f->tkind = 2;
@@ -89,11 +94,18 @@ static erg_status frontier_init(srv_sched *s, const json_t *args, erg_error *err
     return ERG_OK;
 }
 
+/* A straggler target (1, 2) replaces the fleet's assignment; the fleet's (SRV_TARGET_FLEET: a
+ * plan index, -1 none) keeps the straggler target for when the fleet lets the job go. */
 static void frontier_set_target(srv_sched *s, int kind, double value)
 {
     frontier *f = s->state;
+    if (kind == SRV_TARGET_FLEET) {
+        f->fleet = value >= 0 ? (long)value : -1;
+        return;
+    }
     f->tkind = kind;
     f->tval = value;
+    f->fleet = -1;
 }
 
 /* Pick the plan for the current target and expand it. */
@@ -108,7 +120,11 @@ static erg_status frontier_next(srv_sched *s, bool *done, erg_error *err)
     size_t idx = 0;
     erg_error e2;
     erg_status st;
-    if (f->baseline.have) {
+    if (f->fleet >= 0) {
+        size_t n = erg_frontier_size(f->frontier);
+        idx = (size_t)f->fleet < n ? (size_t)f->fleet : n - 1;
+        st = ERG_OK;
+    } else if (f->baseline.have) {
         erg_emulation em;
         double deadline_s = f->tkind == 2 ? f->tval : f->baseline.all_max.time_s * f->tval;
         st = erg_frontier_baseline_pick(&f->baseline, f->frontier, deadline_s, &idx, &em, &e2);

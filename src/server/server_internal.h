@@ -5,12 +5,14 @@
  * Layout of src/server/ (one concern per file):
  *   http.c        life cycle, libmicrohttpd front end, housekeeping thread
  *   router.c      erg__srv_dispatch: body parsing outside the lock, routing to a wire, accounting
+ *   conns.c       connection slots (in all, per client address), what a barrier can hold
  *   wire_perseus.c the Perseus protocol and ergon's /v1 API (same data model)
  *   wire_zeus.c   the Zeus PFO protocol (zeus.h: its configuration and dump layout)
  *   jobs.c/.h     the job, rank and window state machine (wire-neutral)
  *   store.c/.h    SQLite persistence
  *   dump.c        Perseus-layout dump files (deferred when the disk refuses them)
  *   metrics.c     /metrics (Prometheus text) and the latency histogram
+ *   fleet.c/.h    the fleet under a power cap (/v1/fleet, its decisions and gauges)
  *   confine.c     --plans-dir: which files clients may name
  *   log.c         clocks and the structured log
  *   sched.c       the scheduler dispatcher over one ops table per class (sched_ops.h), and a
@@ -227,6 +229,11 @@ struct erg_server {
     bool stopping;
     struct MHD_Daemon *mhd;
     int port;
+    /* conns.c: what one client address may hold, the descriptor limit that lowered
+     * conn_limit (0: none did), open connections per address. */
+    unsigned conn_per_ip;
+    unsigned long conn_nofile;
+    struct srv_conn_table *conn_tab;
     pthread_t hk; /* Housekeeping thread. */
     bool hk_running;
     pthread_cond_t hk_cond;
@@ -241,8 +248,9 @@ struct erg_server {
     /* The database file opened (store.c, erg__srv_store_check): writes are refused while its path
      * names another file or none. */
     unsigned long long db_dev, db_ino;
-    bool db_ident; /* db_dev/db_ino are known (a file, not :memory:). */
-    bool db_gone;  /* The path is not that file now: writes are refused. */
+    bool db_ident;           /* db_dev/db_ino are known (a file, not :memory:). */
+    bool db_gone;            /* The path is not that file now: writes are refused. */
+    struct srv_fleet *fleet; /* fleet.c: the power cap, its members and decisions */
 };
 
 /* The answer to one request. */
@@ -323,6 +331,24 @@ bool erg__srv_auth_net_allowed(const erg_server *srv, const struct sockaddr *sa)
 /* Routes anyone may use (/healthz), and routes an allowed network may use without the token. */
 bool erg__srv_auth_route_open(const char *path);
 bool erg__srv_auth_route_net_ok(const erg_server *srv, const char *path);
+
+/* ---- conns.c: the HTTP front's connection slots ---- */
+struct sockaddr;
+/* Connections kept for other requests when a job's ranks wait at a barrier (a quarter of a
+ * limit below 64). */
+#define SRV_CONN_RESERVE 16
+erg_status erg__srv_conns_init(erg_server *srv, erg_error *err);
+void erg__srv_conns_free(erg_server *srv);
+/* A new connection gets a slot (refusals are logged, at most one warning a second). */
+bool erg__srv_conns_admit(erg_server *srv, const struct sockaddr *sa);
+void erg__srv_conns_opened(erg_server *srv, const struct sockaddr *sa);
+void erg__srv_conns_closed(erg_server *srv, const struct sockaddr *sa);
+/* libmicrohttpd did not take one itself (its own limit, or accept() out of descriptors):
+ * logged as the server's refusals are. */
+void erg__srv_conns_refused_by_mhd(erg_server *srv, const char *msg);
+/* How many ranks of one job can wait at a barrier at once (each holds a connection), and in
+ * how (what that number is made of); -1 when there is no HTTP front (direct calls). */
+long erg__srv_conns_barrier_capacity(const erg_server *srv, char *how, size_t hn);
 
 /* ---- confine.c ---- */
 /* Scheduler arguments from a client: every argument naming a file must resolve inside a

@@ -166,7 +166,7 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
     erg__buf_free(&id);
     json_decref(info);
     if (oc != SRV_OK) {
-        zfail(rs, oc == SRV_UNAVAILABLE ? 503 : 500, "%s", why);
+        zfail(rs, oc == SRV_UNAVAILABLE ? 503 : oc == SRV_INVALID ? 422 : 500, "%s", why);
         return;
     }
     if (*dropped)

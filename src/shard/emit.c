@@ -160,7 +160,7 @@ bool erg__shard_parse_sharding(const erg_shard *s, const char *text, size_t len,
     return true;
 }
 
-static const spec *spec_of(const erg_shard *s, const erg_shard_plan *p, int ins)
+const spec *erg__shard_plan_spec(const erg_shard *s, const erg_shard_plan *p, int ins)
 {
     const node *nd = &s->nodes[ins];
     if (nd->pb < 0 || s->pos_of[nd->pb] < 0)
@@ -201,7 +201,7 @@ static erg_status push_edit(edit **ed, int *n, size_t *cap, const hlo_instr *in,
 static erg_status instr_sharding(const erg_shard *s, const erg_shard_plan *p, int i, erg__buf *b)
 {
     const hlo_instr *in = &s->c->ins[i];
-    const spec *sp = spec_of(s, p, i);
+    const spec *sp = erg__shard_plan_spec(s, p, i);
     spec rep;
     memset(rep.d, (unsigned char)SP_R, sizeof rep.d);
     if (in->shape.kind != HLO_TUPLE)
@@ -210,12 +210,12 @@ static erg_status instr_sharding(const erg_shard *s, const erg_shard_plan *p, in
     for (int e = 0; e < in->shape.nelems && !st; e++) {
         const spec *es = NULL;
         if (in->op == HLO_OP_TUPLE && e < in->nops)
-            es = spec_of(s, p, in->ops[e]);
+            es = erg__shard_plan_spec(s, p, in->ops[e]);
         else if (in->op == HLO_OP_PARAMETER && s->loop) {
             /* Loop state: element e as the ROOT tuple produces it, so that the body's
              * parameter and ROOT shardings agree (XLA requires it). */
             int u = erg__shard_loop_producer(s, e);
-            es = u >= 0 ? spec_of(s, p, u) : NULL;
+            es = u >= 0 ? erg__shard_plan_spec(s, p, u) : NULL;
         } else if (in->op == HLO_OP_CUSTOM_CALL && sp && s->nodes[i].cc == CC_ATTENTION) {
             /* fused attention: the spec is element 0's; elements laid out alike (dQ, dK, dV)
              * share its batch and head splits, others are replicated */
@@ -285,7 +285,7 @@ static erg_status loop_edits(const erg_shard *s, const erg_shard_plan *p, edit *
                     if (X->op != HLO_OP_PARAMETER || X->shape.kind != HLO_ARRAY)
                         continue;
                     int u = erg__shard_loop_producer(s, e);
-                    const spec *es = u >= 0 ? spec_of(s, p, u) : NULL;
+                    const spec *es = u >= 0 ? erg__shard_plan_spec(s, p, u) : NULL;
                     erg__buf xb = {0};
                     if (!(st = sharding_str(s, &X->shape, es ? es : &rep, &xb)))
                         st = push_edit(ed, n, cap, X, xb.data);
@@ -378,7 +378,7 @@ erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char 
      * for a loop body also the caller's loop (loop_edits). Applied in text order. */
     for (int i = 0; i < s->n && !st; i++) {
         const hlo_instr *in = &s->c->ins[i];
-        if (!spec_of(s, p, i) && in->op != HLO_OP_PARAMETER && i != s->c->root)
+        if (!erg__shard_plan_spec(s, p, i) && in->op != HLO_OP_PARAMETER && i != s->c->root)
             continue;
         erg__buf tb = {0};
         if ((st = instr_sharding(s, p, i, &tb))) {

@@ -277,6 +277,9 @@ erg_status erg__shard_segments_rebuild(erg_shard *s, int keep, erg_error *err);
 /* While body (s->loop): the instruction whose spec the body parameter's tuple element e
  * takes (the ROOT tuple's operand e), or -1 (cost.c). */
 int erg__shard_loop_producer(const erg_shard *s, int e);
+/* The spec instruction `ins` of the analysed computation has under plan p (its block's
+ * strategy), or NULL when no live block owns it (emit.c). */
+const spec *erg__shard_plan_spec(const erg_shard *s, const erg_shard_plan *p, int ins);
 /* Spec of an emitted sharding string (the inverse of the emitter); false if not ours. */
 bool erg__shard_parse_sharding(const erg_shard *s, const char *text, size_t len, int rank,
                                spec *out);

@@ -5,12 +5,12 @@
 # `ergon profile logs`, and the server's dump of the window's result (Python binding:
 # Client.energy_source -> ServerClient.report -> erg_srv_result_set_energy_source).
 set -euo pipefail
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 fail() { echo "FAIL: $*"; exit 1; }
-skip() { if [ "${CI:-}" = true ]; then fail "$* (CI=true)"; fi; echo "# SKIP: $*"; exit 77; }
-command -v python3 >/dev/null || skip "python3 not installed"
-[ -n "${ERGON_FAKE_AMDSMI:-}" ] && [ -r "$ERGON_FAKE_AMDSMI" ] || skip "fake amdsmi not built"
-[ "$(id -u)" = 0 ] || skip "needs root (the fake amdsmi refuses clock changes otherwise)"
+command -v python3 >/dev/null || skip_or_fail "python3 not installed"
+[ -n "${ERGON_FAKE_AMDSMI:-}" ] && [ -r "$ERGON_FAKE_AMDSMI" ] || skip_or_fail "fake amdsmi not built"
+[ "$(id -u)" = 0 ] || skip_or_fail "needs root (the fake amdsmi refuses clock changes otherwise)"
 lib="$ERGON_BIN_DIR/libergon.so"
 [ -e "$lib" ] || fail "$lib missing"
 work=$(mktemp -d)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # envpipe.sh: black-box tests of ergon plan envpipe|zeus-*|uniform, compare and show.
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_TEST_DATA:?}"
 P="$ERGON_TEST_DATA/envpipe_toy.csv"
 # cairo's text rendering loads fontconfig, whose process-lifetime caches LeakSanitizer reports.
@@ -99,7 +100,7 @@ if "$ERGON" plan envpipe --help >/dev/null 2>&1; then
   check "plan zeus-global --eta out of range" 2 "$ERGON" plan zeus-global --profile "$P" --microbatches 6 --blocking-power 60 --eta 2
   check "plan zeus-stage: missing profile" 1 "$ERGON" plan zeus-stage --profile "$T/none.csv" --microbatches 6 --blocking-power 60
 else
-  echo "# skipping ergon plan envpipe: not registered in this build"
+  note_or_fail "ergon plan envpipe is not registered in this build"
 fi
 
 # --- ergon compare ---
@@ -115,5 +116,7 @@ if "$ERGON" compare --help >/dev/null 2>&1; then
   has "json methods" '"methods"'
   check "show frontier from compare" 0 "$ERGON" show frontier --compare "$T/c.csv" -o "$T/c.png"
   check "compare: M < S still compares the 1F1B methods" 0 "$ERGON" compare --profile "$P" --microbatches 2 --blocking-power 60 --no-frontier
+else
+  note_or_fail "ergon compare is not registered in this build"
 fi
 exit $fail

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # ergond.sh: the daemon with two real users: allow list, validation, leases, 10,000 random requests.
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root to create test users"; exit 77; }
-command -v useradd >/dev/null && command -v setpriv >/dev/null || { echo "SKIP: no useradd/setpriv"; exit 77; }
-command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
-command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
-[ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || { echo "SKIP: fake NVML not built"; exit 77; }
+[ "$(id -u)" = 0 ] || skip_or_fail "needs root to create test users"
+command -v useradd >/dev/null && command -v setpriv >/dev/null || skip_or_fail "no useradd/setpriv"
+command -v curl >/dev/null || skip_or_fail "no curl"
+command -v python3 >/dev/null || skip_or_fail "no python3"
+[ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || skip_or_fail "fake NVML not built"
 
 ALLOWED="ergta$$"; DENIED="ergtd$$"
 tmp=$(mktemp -d); chmod 755 "$tmp"

@@ -5,12 +5,13 @@
 # all lead to a reset at start-up; state from an earlier boot is dropped. The fake NVML keeps
 # its settings in a file (FAKE_NVML_STATE), as a real GPU keeps them across ergond restarts.
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (the fake NVML refuses setters otherwise)"; exit 77; }
-[ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || { echo "SKIP: fake NVML not built"; exit 77; }
-command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
-[ -r /proc/self/stat ] || { echo "SKIP: no /proc"; exit 77; }
+[ "$(id -u)" = 0 ] || skip_or_fail "needs root (the fake NVML refuses setters otherwise)"
+[ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || skip_or_fail "fake NVML not built"
+command -v curl >/dev/null || skip_or_fail "no curl"
+[ -r /proc/self/stat ] || skip_or_fail "no /proc"
 
 tmp=$(mktemp -d); chmod 755 "$tmp"
 dpid=""; h1=""; h2=""; spid=""

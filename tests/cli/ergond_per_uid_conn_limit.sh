@@ -5,12 +5,13 @@
 # root; --max-conns-per-uid changes the limit. The socket is 0660 and owned by the group given
 # (default 'ergon'; a missing default group is reported and the socket stays root's).
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root to act as other uids"; exit 77; }
-command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
-command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
-command -v groupadd >/dev/null || { echo "SKIP: no groupadd"; exit 77; }
+[ "$(id -u)" = 0 ] || skip_or_fail "needs root to act as other uids"
+command -v python3 >/dev/null || skip_or_fail "no python3"
+command -v curl >/dev/null || skip_or_fail "no curl"
+command -v groupadd >/dev/null || skip_or_fail "no groupadd"
 
 tmp=$(mktemp -d); chmod 755 "$tmp"
 dpid=""; GROUP="ergtg$$"

@@ -3,9 +3,10 @@
 # in a directory others can write, is refused at start-up with a clear message, as sshd's
 # StrictModes does (issue 15 item 18); a root-owned 0644 one in a safe directory is accepted.
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_BIN_DIR:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
-command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
+command -v curl >/dev/null || skip_or_fail "no curl"
 tmp=$(mktemp -d); chmod 755 "$tmp"
 dpid=""
 cleanup() { [ -n "$dpid" ] && kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null; rm -rf "$tmp"; }

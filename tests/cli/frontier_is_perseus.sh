@@ -17,11 +17,9 @@
 #    from plans.ergon, from plan files alone (--formats csv,py) and in a sample.
 set -u
 : "${ERGON:?}"
-root=${ERGON_DATA:-../shared/data}/perseus-sosp24
-if [ ! -d "$root/frontier_a100_sxm" ]; then
-  [ "${CI:-}" = true ] && { echo "FAIL: the published frontiers are not in $root (CI=true)"; exit 1; }
-  echo "SKIP: the published frontiers are not in $root"; exit 77
-fi
+source "$(dirname "$0")/../lib/skip_lib.bash"
+root=${ERGON_TEST_DATA:?}/published/perseus-sosp24
+need_data "$root/frontier_a100_sxm" "$root/stage_profile"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 # cmp_frontier OURS REF REL: header, row count and times identical, energies within REL

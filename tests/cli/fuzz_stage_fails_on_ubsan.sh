@@ -5,11 +5,12 @@
 # pass CI. A probe "fuzz target" built with recoverable UBSan and a signed
 # overflow must make run.sh exit 1 and print the UBSan report with a stack.
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_SRC:?}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-cc=$(command -v cc || command -v gcc || command -v clang) || { echo "SKIP: no C compiler"; exit 77; }
+cc=$(command -v cc || command -v gcc || command -v clang) || skip_or_fail "no C compiler"
 mkdir -p "$tmp/build/tests/fuzz"
 cat >"$tmp/probe.c" <<'C'
 #include <limits.h>
@@ -26,7 +27,7 @@ C
 # -fsanitize-recover: the probe only halts if the run script asks UBSan to.
 if ! "$cc" -fsanitize=undefined -fsanitize-recover=undefined -O0 -o "$tmp/build/tests/fuzz/fuzz_ubsan_probe" \
      "$tmp/probe.c" 2>"$tmp/cc.err"; then
-  echo "SKIP: $cc cannot build with -fsanitize=undefined: $(head -3 "$tmp/cc.err")"; exit 77
+  skip_or_fail "$cc cannot build with -fsanitize=undefined: $(head -3 "$tmp/cc.err")"
 fi
 # Sanity: without halt_on_error the probe itself exits 0 (else this test proves nothing).
 UBSAN_OPTIONS=halt_on_error=0 "$tmp/build/tests/fuzz/fuzz_ubsan_probe" >/dev/null 2>&1 \

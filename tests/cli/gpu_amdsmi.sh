@@ -3,10 +3,10 @@
 # the MI250 pair, `energy --check` (healthy and stalled counters), ergond's lease on SIGKILL and
 # its one warning for a stalled counter.
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
-need() { if [ "${CI:-}" = true ]; then echo "FAIL: $*"; exit 1; fi; echo "SKIP: $*"; exit 77; }
-[ -n "${ERGON_FAKE_AMDSMI:-}" ] && [ -r "$ERGON_FAKE_AMDSMI" ] || need "fake amdsmi not built"
+[ -n "${ERGON_FAKE_AMDSMI:-}" ] && [ -r "$ERGON_FAKE_AMDSMI" ] || skip_or_fail "fake amdsmi not built"
 tmp=$(mktemp -d); chmod 755 "$tmp"
 dpid=""; hpid=""
 cleanup() {
@@ -53,8 +53,8 @@ grep -qx "verdict	counter stalled" "$tmp/out" || fail "check stalled verdict: $(
 
 # ergond on amdsmi: the lease resets the clock of a SIGKILLed holder; a stalled counter is
 # reported once and the dump of get_cumulative_energy names the source.
-[ "$(id -u)" = 0 ] || need "ergond needs root"
-command -v curl >/dev/null || need "no curl"
+[ "$(id -u)" = 0 ] || skip_or_fail "ergond needs root"
+command -v curl >/dev/null || skip_or_fail "no curl"
 printf '# test allow list\nallow * uid:0\n' >"$tmp/conf"
 sock="$tmp/ergond.sock"
 : >"$tmp/amd.log"

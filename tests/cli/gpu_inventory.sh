@@ -2,13 +2,14 @@
 # bench/gpu_inventory.py (the read-only hardware inventory for docs/runtime.md) on the fake NVML:
 # every device listed with its clocks, power and an energy-counter check, and not one
 # state-changing NVML call made (the fake logs every setter); clear errors without NVML/devices.
+# Skip by design: the ASan build (python3 cannot load its instrumented fake NVML).
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_SRC:?}"
 if [ -n "${ERGON_SANITIZED:-}" ]; then
-  echo "SKIP: the sanitizer build's fake NVML cannot be loaded into an uninstrumented python3 (the release build runs this)"
-  exit 77
+  skip_by_design "the sanitizer build's fake NVML cannot be loaded into an uninstrumented python3 (the release build runs this)"
 fi
-[ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || { echo "FAIL: fake NVML not built"; exit 1; }
+[ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || skip_or_fail "fake NVML not built"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 PY=/usr/bin/python3

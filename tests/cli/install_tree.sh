@@ -4,18 +4,19 @@
 # what it installed is usable from there: a C program via ergon.pc, a CMake project via
 # find_package(ergon) -> ergon::ergon, the Python package (from the install and from
 # `pip install ./python`), which names what to install when the library is missing.
-# No root needed; nothing outside a temporary directory is touched.
+# No root needed; nothing outside a temporary directory is touched. Skip by design: the ASan
+# build (a sanitized build is not installed).
 # The README.md block `make install` / `pip install ./python` is what this test runs (into a
 # DESTDIR, not /usr/local).
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 if [ -n "${ERGON_SANITIZED:-}" ]; then
-  echo "SKIP: a sanitized build is not installed (and python3 cannot load its library)"
-  exit 77
+  skip_by_design "a sanitized build is not installed (and python3 cannot load its library)"
 fi
-for t in cmake cc pkg-config; do command -v $t >/dev/null || { echo "SKIP: $t missing"; exit 77; }; done
+for t in cmake cc pkg-config; do command -v $t >/dev/null || skip_or_fail "$t missing"; done
 py=/usr/bin/python3
-[ -x $py ] || py=$(command -v python3) || { echo "SKIP: no python3"; exit 77; }
+[ -x $py ] || py=$(command -v python3) || skip_or_fail "no python3"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 B=$ERGON_BIN_DIR
@@ -122,6 +123,6 @@ if $py -m pip --version >/dev/null 2>&1 && $py -c "import setuptools" 2>/dev/nul
     case "$out" in *"cannot load libergon"*"libergon0"*) ;; *) fail "pip-installed package without the library: $out" ;; esac
   fi
 else
-  echo "note: pip or setuptools missing for $py, 'pip install ./python' not checked"
+  note_or_fail "pip or setuptools missing for $py, 'pip install ./python' not checked"
 fi
 echo "ok: installed tree complete and usable (prefix $prefix, libdir $libdir)"

@@ -6,6 +6,7 @@
 # `ergon serve` logs its shutdown with ts and level, and logs a database locked by another
 # process while /healthz keeps answering.
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}"
 tmp=$(mktemp -d); pid=""
 cleanup() { [ -n "$pid" ] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }; rm -rf "$tmp"; }
@@ -52,7 +53,7 @@ fi
   --scheduler-args '{"num_iters": 0}' >/dev/null 2>"$tmp/err"; [ $? -eq 1 ] || fail "num_iters 0 accepted"
 grep -q "scheduler_args: num_iters must be >= 1 and warmup_iters >= 0, got num_iters 0" "$tmp/err" || fail "num_iters: $(cat "$tmp/err")"
 
-command -v curl >/dev/null && command -v python3 >/dev/null || { echo "ok (server part skipped: curl/python3 missing)"; exit 0; }
+command -v curl >/dev/null && command -v python3 >/dev/null || { note_or_fail "curl/python3 missing: the server part cannot run"; echo ok; exit 0; }
 "$ERGON" serve --port 0 --db "$tmp/s.db" --scheduler AllMaxFrequency --mode frequency \
   >"$tmp/out" 2>"$tmp/log" & pid=$!
 for _ in $(seq 600); do grep -q listening "$tmp/out" 2>/dev/null && break; sleep 0.1; done

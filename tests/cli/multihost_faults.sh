@@ -30,32 +30,28 @@
 # Finally every (window, rank) a rank saw acknowledged is in the database, and nothing else.
 #
 # Needs root (CAP_NET_ADMIN + CAP_SYS_ADMIN: `ip netns add`, a tmpfs mount); skips (77) with a
-# message where namespaces cannot be made. Missing tools fail under CI=true. Runs in the sanitizer
+# message where namespaces cannot be made or a tool is missing, and fails under CI=true. Runs in the sanitizer
 # build too (the ranks' python preloads the ASan runtime; server and ergonds must stop cleanly).
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
 ERGOND="$ERGON_BIN_DIR/tools/ergond/ergond"
 T0=$(date +%s)
 
-need() { # a missing prerequisite: skip with a message, fail under CI=true
-  if [ "${CI:-}" = true ]; then echo "FAIL: $*"; exit 1; fi
-  echo "SKIP: $*"; exit 77
-}
-[ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || need "fake NVML not built"
-command -v ip >/dev/null || need "no ip (Debian package iproute2)"
-command -v python3 >/dev/null || need "no python3"
-command -v sqlite3 >/dev/null || need "no sqlite3 (Debian package sqlite3)"
-command -v curl >/dev/null || need "no curl"
+[ -n "${ERGON_FAKE_NVML:-}" ] && [ -r "$ERGON_FAKE_NVML" ] || skip_or_fail "fake NVML not built"
+command -v ip >/dev/null || skip_or_fail "no ip (Debian package iproute2)"
+command -v python3 >/dev/null || skip_or_fail "no python3"
+command -v sqlite3 >/dev/null || skip_or_fail "no sqlite3 (Debian package sqlite3)"
+command -v curl >/dev/null || skip_or_fail "no curl"
 # The ranks' python loads libergon: in the sanitizer build, with the ASan runtime preloaded.
 py_env=()
 if [ -n "${ERGON_SANITIZED:-}" ]; then
   asan=$(gcc -print-file-name=libasan.so 2>/dev/null)
-  [ -f "$asan" ] || need "no libasan.so to preload into python (gcc)"
+  [ -f "$asan" ] || skip_or_fail "no libasan.so to preload into python (gcc)"
   py_env=(env LD_PRELOAD="$asan" ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0")
 fi
 if [ "$(id -u)" != 0 ]; then
-  echo "SKIP: network namespaces cannot be made: not root (needs CAP_NET_ADMIN and CAP_SYS_ADMIN)"
-  exit 77
+  skip_or_fail "network namespaces cannot be made: not root (needs CAP_NET_ADMIN and CAP_SYS_ADMIN)"
 fi
 
 tag="erg$$"
@@ -84,12 +80,10 @@ while read -r src dir _; do  # and their dump disks (mounted as ergdumpPID)
 done </proc/mounts
 
 if ! out=$(ip netns add "$NS_S" 2>&1); then
-  echo "SKIP: network namespaces cannot be made here: ip netns add: $out"
-  exit 77
+  skip_or_fail "network namespaces cannot be made here: ip netns add: $out"
 fi
 if ! out=$(ip -n "$NS_S" link set lo up 2>&1); then
-  echo "SKIP: network namespaces cannot be configured here (CAP_NET_ADMIN?): ip link: $out"
-  exit 77
+  skip_or_fail "network namespaces cannot be configured here (CAP_NET_ADMIN?): ip link: $out"
 fi
 
 dump_logs() {
@@ -127,7 +121,7 @@ link "$NS_B" "${tag}sb" "${tag}bs" 10.77.2 || fail "veth S<->B"
 
 # --- the server's dump disk: a 1 MiB tmpfs ----------------------------------------------------
 mkdir -p "$tmp/dumpfs"
-mount -t tmpfs -o size=1m,nr_inodes=256,mode=0755 "ergdump$$" "$tmp/dumpfs" || need "cannot mount a tmpfs for the dump disk"
+mount -t tmpfs -o size=1m,nr_inodes=256,mode=0755 "ergdump$$" "$tmp/dumpfs" || skip_or_fail "cannot mount a tmpfs for the dump disk"
 mounted=1
 
 # --- the server: its command line is here only -------------------------------------------------

@@ -7,11 +7,10 @@
 # are on the frontier as its fastest plan); and the 1 % plan of the summary is choose's.
 # The server's Frontier scheduler (slowdown 1.0) runs the same plan.
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}"
-data=${ERGON_DATA:-../shared/data}/perseus-sosp24/stage_profile
-if [ ! -d "$data" ]; then
-  echo "SKIP: the published profiles are not in $data (../shared/data)"; exit 77
-fi
+data=$ERGON_TEST_DATA/published/perseus-sosp24/stage_profile
+need_data "$data"
 tmp=$(mktemp -d)
 fail() { echo "FAIL: $*"; exit 1; }
 # same NAME A B: A and B agree to 1e-6 relative

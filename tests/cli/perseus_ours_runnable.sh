@@ -5,6 +5,7 @@
 # compare's all-max time gives the same energy. --schedule envpipe is refused with a hint
 # (it used to be read as ours without a word), and --extra-warmup is checked.
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -28,12 +29,9 @@ print(repr(m["all-max"]["time_s"]), repr(m["perseus-ours"]["energy_j"]))' "$tmp/
   echo "ok: $name perseus-ours $PE J reproduced"
 }
 check sim "$tmp/p.csv" --gpu A100 --stages 4
-data=${ERGON_DATA:-../shared/data}/perseus-sosp24/stage_profile
-if [ -r "$data/bloom+a40_bf16.csv" ]; then
-  check bloom-a40 "$data/bloom+a40_bf16.csv" --gpu A40 --stages 8
-else
-  echo "note: published profiles not in $data; checked the simulated profile only"
-fi
+data=$ERGON_TEST_DATA/published/perseus-sosp24/stage_profile
+need_data "$data/bloom+a40_bf16.csv"
+check bloom-a40 "$data/bloom+a40_bf16.csv" --gpu A40 --stages 8
 # explicit r_s: accepted with one value per stage, refused otherwise; only with ours
 "$ERGON" plan perseus --profile "$tmp/p.csv" --gpu A100 --stages 4 --microbatches 12 --schedule ours \
   --extra-warmup 2,1,1,0 --out "$tmp/x" >/dev/null 2>"$tmp/err" || fail "--extra-warmup 2,1,1,0: $(cat "$tmp/err")"

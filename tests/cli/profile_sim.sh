@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # profile_sim.sh: `ergon profile sim` writes a readable profile and refuses bad input.
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?ERGON must name the ergon binary}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -35,7 +36,7 @@ grep -q 'blocking power of stage 3: 8[34]\.' "$tmp/err" || fail "blocking power:
 [ "$(($(wc -l <"$tmp/run.csv") - 1))" -eq 6 ] || fail "profile run rows: $(cat "$tmp/run.csv")"
 "$ERGON" profile sim --gpu a100 --model bert-large --stages 4 --min-freq 1380 -o "$tmp/ref.csv" 2>/dev/null
 "$ERGON" profile run --gpu nvml -o "$tmp/x.csv" 2>/dev/null; [ $? -eq 2 ] || fail "profile run on nvml"
-command -v python3 >/dev/null || { echo "ok (python3 missing: model comparison skipped)"; exit 0; }
+command -v python3 >/dev/null || skip_or_fail "python3 missing: the model comparison cannot run"
 python3 - "$tmp/run.csv" "$tmp/ref.csv" <<'PY' || fail "measured profile differs from the model"
 import csv, sys
 run = {(r["stage"], r["instruction"], r["frequency"]): r for r in csv.DictReader(open(sys.argv[1]))}

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # python_binding.sh: run the ctypes binding's tests (tests/python) against the built libergon.
+# Skip by design: the ASan build (python3 cannot load an instrumented libergon).
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
-command -v python3 >/dev/null || { echo "SKIP: python3 missing"; exit 77; }
+command -v python3 >/dev/null || skip_or_fail "python3 missing"
 if [ -n "${ERGON_SANITIZED:-}" ]; then
-  echo "SKIP: an ASan-instrumented libergon cannot be loaded into an uninstrumented python3"
-  exit 77
+  skip_by_design "an ASan-instrumented libergon cannot be loaded into an uninstrumented python3"
 fi
 lib="$ERGON_BIN_DIR/libergon.so.0"
 [ -r "$lib" ] || { echo "FAIL: $lib not built"; exit 1; }

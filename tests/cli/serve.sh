@@ -2,8 +2,9 @@
 # serve.sh: `ergon serve` as a Perseus client sees it: options, start-up errors, and a
 # kronos-protocol job (raw job id with + : , in the path) from registration to [profiling-done].
 set -euo pipefail
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?path of the ergon binary}"
-command -v curl >/dev/null || { echo "# SKIP: curl not installed"; exit 77; }
+command -v curl >/dev/null || skip_or_fail "curl not installed"
 work=$(mktemp -d)
 pid=""
 cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$work"; }

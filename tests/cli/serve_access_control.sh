@@ -13,8 +13,9 @@
 # - TLS with a self-made certificate (openssl req): curl and ergon's C client (libcurl, through
 #   the Python binding, with ERGON_SERVE_CA_FILE and ERGON_SERVE_TOKEN) talk https.
 set -euo pipefail
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?path of the ergon binary}" "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
-command -v curl >/dev/null || { echo "# SKIP: curl not installed"; exit 77; }
+command -v curl >/dev/null || skip_or_fail "curl not installed"
 work=$(mktemp -d)
 pid=""
 cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$work"; }

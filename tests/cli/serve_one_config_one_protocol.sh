@@ -10,8 +10,9 @@
 # - A Zeus job refuses the Perseus and /v1 rank routes (409 naming the job, its protocol and the
 #   route), so the genuine Zeus register_rank still works afterwards; and the reverse.
 set -euo pipefail
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?path of the ergon binary}"
-command -v curl >/dev/null || { echo "# SKIP: curl not installed"; exit 77; }
+command -v curl >/dev/null || skip_or_fail "curl not installed"
 work=$(mktemp -d)
 pid=""
 cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$work"; }

@@ -2,8 +2,9 @@
 # serve_python.sh: the Python binding of the server client (python/ergon/server_client.py)
 # drives a 2-rank job through `ergon serve` to its end, plus an error path.
 set -euo pipefail
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
-command -v python3 >/dev/null || { echo "# SKIP: python3 not installed"; exit 77; }
+command -v python3 >/dev/null || skip_or_fail "python3 not installed"
 lib="$ERGON_BIN_DIR/libergon.so"
 [ -e "$lib" ] || { echo "FAIL: $lib missing"; exit 1; }
 work=$(mktemp -d)

@@ -4,8 +4,9 @@
 # connections retried with backoff), and ergon.zeus.PipelineFrequencyOptimizer started while
 # the server is still down registers once it is up.
 set -euo pipefail
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
-command -v python3 >/dev/null || { echo "# SKIP: python3 not installed"; exit 77; }
+command -v python3 >/dev/null || skip_or_fail "python3 not installed"
 lib="$ERGON_BIN_DIR/libergon.so"
 work=$(mktemp -d)
 pid=""

@@ -6,8 +6,9 @@
 # clock, in the rank's order); an InstructionProfiler job writes backward_input and
 # backward_weight rows from the reported breakdowns.
 set -euo pipefail
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
-command -v python3 >/dev/null || { echo "# SKIP: python3 not installed"; exit 77; }
+command -v python3 >/dev/null || skip_or_fail "python3 not installed"
 lib="$ERGON_BIN_DIR/libergon.so"
 [ -e "$lib" ] || { echo "FAIL: $lib missing"; exit 1; }
 work=$(mktemp -d)

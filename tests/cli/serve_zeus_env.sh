@@ -4,8 +4,9 @@
 # PERSEUS_*/ZEUS_PFO_* are read in any case with pydantic's booleans; look-alike variables
 # are reported at start-up; bad values stop it. docs/zeus-protocol.md §5, docs/http-api.md.
 set -euo pipefail
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?path of the ergon binary}"
-command -v curl >/dev/null || { echo "# SKIP: curl not installed"; exit 77; }
+command -v curl >/dev/null || skip_or_fail "curl not installed"
 work=$(mktemp -d)
 pid=""
 cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$work"; }

@@ -3,6 +3,7 @@
 # search with DP and ILP, annotated output that re-parses, JSON (parameters' shardings), comm
 # report, the cost file (profile --out-profiles, search --profiles --profiles-only).
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 E=$ERGON
@@ -138,9 +139,9 @@ $E shard analyze --hlo "$D/shard_scan.hlo" --mesh 1x2 --computation body 2>/dev/
   | grep -q "loop body of 'loop': 8 iterations" || fail "scan body analysis"
 $E shard analyze --hlo "$D/shard_scan.hlo" --mesh 1x2 --computation nope >/dev/null 2>&1; [ $? = 1 ] || fail "unknown computation"
 
-# Golden analysis of the 2-layer BERT module (skips without shared data).
-B="$ERGON_DATA/hlo/bert_single_device_training_fwd_bwd.hlo"
-[ -r "$B" ] || { echo "SKIP: $B absent"; exit 77; }
+# Golden analysis of the 2-layer BERT module (published data, tests/data/published).
+B="$ERGON_TEST_DATA/published/hlo/bert_single_device_training_fwd_bwd.hlo"
+need_data "$B"
 $E shard analyze --hlo "$B" --mesh 1x2 > "$T/a.txt" 2>/dev/null || fail "analyze bert"
 diff -u "$D/shard_bert2_analyze_1x2.golden" "$T/a.txt" || fail "golden analysis differs"
 # A timed-out ILP prints no infinite objective and no speed ratio.
@@ -150,13 +151,12 @@ grep -Eq "^(ILP \(GLPK\): no plan found within the time limit|gap DP - ILP)" "$T
 
 # BERT-base on 1x8: the segment frontier is too large (forward attention blocks tied to
 # backward blocks a dozen segments later); block elimination finds the ILP's plan.
-BB="$ERGON_DATA/hlo/baseline_bert_1.hlo"
-if [ -r "$BB" ]; then
-  $E shard search --hlo "$BB" --mesh 1x8 --method dp > "$T/d8.txt" || fail "bert-base dp"
-  $E shard search --hlo "$BB" --mesh 1x8 --method ilp --time-limit 60 > "$T/i8.txt" || fail "bert-base ilp"
-  grep -q "blocks eliminated one by one" "$T/d8.txt" || fail "bert-base 1x8 dp kind: $(head -5 $T/d8.txt)"
-  td=$(sed -n 's/^iteration time \([0-9.]*\) ms.*/\1/p' "$T/d8.txt")
-  ti=$(sed -n 's/^iteration time \([0-9.]*\) ms.*/\1/p' "$T/i8.txt")
-  [ -n "$td" ] && [ "$td" = "$ti" ] || fail "bert-base 1x8: DP $td ms, ILP $ti ms"
-fi
+BB="$ERGON_TEST_DATA/published/hlo/baseline_bert_1.hlo"
+need_data "$BB"
+$E shard search --hlo "$BB" --mesh 1x8 --method dp > "$T/d8.txt" || fail "bert-base dp"
+$E shard search --hlo "$BB" --mesh 1x8 --method ilp --time-limit 60 > "$T/i8.txt" || fail "bert-base ilp"
+grep -q "blocks eliminated one by one" "$T/d8.txt" || fail "bert-base 1x8 dp kind: $(head -5 $T/d8.txt)"
+td=$(sed -n 's/^iteration time \([0-9.]*\) ms.*/\1/p' "$T/d8.txt")
+ti=$(sed -n 's/^iteration time \([0-9.]*\) ms.*/\1/p' "$T/i8.txt")
+[ -n "$td" ] && [ "$td" = "$ti" ] || fail "bert-base 1x8: DP $td ms, ILP $ti ms"
 exit 0

@@ -7,10 +7,11 @@
 # no note); --twin-window is honoured, a long run prints progress on stderr, and a bad window
 # is a usage error.
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 E=$ERGON
-command -v python3 >/dev/null || { echo "SKIP: python3 absent (bench/gen_chain_hlo.py)"; [ "${CI:-}" = true ] && exit 1; exit 77; }
+command -v python3 >/dev/null || skip_or_fail "python3 absent (bench/gen_chain_hlo.py)"
 python3 "$ERGON_SRC/bench/gen_chain_hlo.py" 2000 > "$T/chain.hlo" || fail "generator"
 ERGON_PROGRESS_INTERVAL_S=0.000001 timeout 60 $E shard analyze --hlo "$T/chain.hlo" --mesh 1x2 \
   >"$T/out" 2>"$T/err"

@@ -5,6 +5,7 @@
 # microbatches, schedule and blocking power (GPU). A directory without them is drawn from the
 # planner's estimates, labelled so.
 set -u
+source "$(dirname "$0")/../lib/skip_lib.bash"
 export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan-fontconfig.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 : "${ERGON:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -26,6 +27,5 @@ if command -v pdftotext >/dev/null; then
   echo "ok: frontier picture labelled"
 else
   msg="pdftotext (poppler-utils, in the Makefile's DEB_PACKAGES) not installed to read the picture's text"
-  [ "${CI:-}" = true ] && fail "$msg"
-  echo "SKIP: $msg"; exit 77
+  skip_or_fail "$msg"
 fi

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# zeus_pydantic.sh: checks against pydantic v1 itself (SKIP without pydantic): the dumps of a
+# zeus_pydantic.sh: checks against pydantic v1 itself (skips without pydantic; fails under CI=true): the dumps of a
 # Zeus job parse with the Zeus models (RankInfo, FrequencySchedule, ProfilingResult lists, as
 # Zeus's load_ranks/load_sched/load_prof parse them; models written from
 # docs/zeus-protocol.md §2), and ergon serve accepts exactly the boolean spellings and
 # variable-name cases that pydantic's BaseSettings accepts.
 set -euo pipefail
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}"
-command -v curl >/dev/null || { echo "# SKIP: curl not installed"; exit 77; }
+command -v curl >/dev/null || skip_or_fail "curl not installed"
 # The first interpreter that has pydantic's v1 API (Debian's python3-pydantic is 1.10, installed
 # by `make test`; a python3 earlier on PATH, e.g. pyenv's, may not see it).
 PY3=""
@@ -16,7 +17,7 @@ for py in python3 /usr/bin/python3; do
     PY3=$py; break
   fi
 done
-[ -n "$PY3" ] || { echo "# SKIP: pydantic (v1 API) not installed (Debian: python3-pydantic)"; exit 77; }
+[ -n "$PY3" ] || skip_or_fail "pydantic (v1 API) not installed (Debian: python3-pydantic)"
 work=$(mktemp -d)
 pid=""
 cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$work"; }

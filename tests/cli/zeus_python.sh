@@ -4,8 +4,9 @@
 # fetches its schedule once, sets each instruction's clock through libergon's client (a
 # simulated GPU here), checks instruction names and counts like Zeus, restores at close.
 set -euo pipefail
+source "$(dirname "$0")/../lib/skip_lib.bash"
 : "${ERGON:?}" "${ERGON_BIN_DIR:?}" "${ERGON_SRC:?}"
-command -v python3 >/dev/null || { echo "# SKIP: python3 not installed"; exit 77; }
+command -v python3 >/dev/null || skip_or_fail "python3 not installed"
 lib="$ERGON_BIN_DIR/libergon.so"
 [ -e "$lib" ] || { echo "FAIL: $lib missing"; exit 1; }
 work=$(mktemp -d)

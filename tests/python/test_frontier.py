@@ -8,7 +8,7 @@ import unittest
 import ergon
 import ergon.frontier
 
-DATA = os.environ.get("ERGON_DATA", "")
+DATA = os.path.join(os.environ.get("ERGON_TEST_DATA", ""), "published")
 PROFILE = os.path.join(DATA, "perseus-sosp24", "stage_profile", "gpt3-175b+a100_sxm_bf16.csv")
 
 
@@ -48,8 +48,6 @@ class Frontier(unittest.TestCase):
             ergon.frontier.choose(py, 1e-3)
         self.assertEqual(cm.exception.name, "ENOTFOUND")
 
-    @unittest.skipUnless(os.path.isfile(PROFILE) or os.environ.get("CI") == "true",
-                         "the published profiles are not in $ERGON_DATA")
     def test_fallback_is_beside_the_frontier(self):
         # gpt3-175b A100 M=12: the fastest planned plan runs slower than all-max clocks
         d = os.path.join(self.dir, "f")

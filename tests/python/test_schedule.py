@@ -41,6 +41,16 @@ class ScheduleTest(unittest.TestCase):
             self.assertEqual(readme.stage_order(4, 4, s), closed_form(4, 4, s, [0, 1, 2, 0][s]))
         self.assertEqual(readme.stage_order(4, 4, 3), closed_form(4, 4, 3, 0))
 
+    def test_clock_list(self):
+        """The examples' --sweep/--power-states: one parser (it was two copies that differed)."""
+        self.assertEqual(ergon.clock_list("1410:1230:60"), [1410, 1350, 1290, 1230])
+        self.assertEqual(ergon.clock_list("1410:1231:60"), [1410, 1350, 1290])
+        self.assertEqual(ergon.clock_list("1410,1200,"), [1410, 1200])
+        self.assertEqual(ergon.clock_list(""), [])
+        for bad in ("1230:1410:60", "1410:1230:0", "1410:1230:-15", "a:b:c", "14x0"):
+            with self.assertRaises(ValueError, msg=bad):
+                ergon.clock_list(bad)
+
     def test_gpipe(self):
         F, B = ergon.FORWARD, ergon.BACKWARD
         self.assertEqual(ergon.schedule_order("gpipe", 3, 2, 1), [(F, 0), (F, 1), (B, 0), (B, 1)])

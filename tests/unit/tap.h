@@ -34,13 +34,43 @@ typedef struct tap_test {
         _exit(1);                                                                                  \
     } while (0)
 
-#define SKIP(...)                                                                                  \
+/* Skips (docs/testing.md, "Skips"). Under CI=true nothing skips but what is skipped by design:
+ *   SKIP_OR_FAIL("fmt", ...)    a missing prerequisite (a fake library, root, a tool): skips with
+ *                               the message, and fails with it under CI=true;
+ *   SKIP_BY_DESIGN("fmt", ...)  a skip docs/testing.md lists (e.g. the ASan build): always skips;
+ *   tap_need_data(path)         test data (tests/data, tests/data/published) is part of the
+ *                               repository: missing, it fails the test, CI or not.
+ * SKIP is SKIP_OR_FAIL. Their first argument is a string literal (the format). */
+static inline bool tap_ci(void)
+{
+    const char *ci = getenv("CI");
+    return ci && !strcmp(ci, "true");
+}
+
+#define TAP_SKIP_(kind, ...)                                                                       \
     do {                                                                                           \
-        printf("# SKIP: ");                                                                        \
+        printf("# SKIP%s: ", kind);                                                                \
         printf(__VA_ARGS__);                                                                       \
         printf("\n");                                                                              \
         fflush(stdout);                                                                            \
         _exit(TAP_SKIP_CODE);                                                                      \
+    } while (0)
+#define SKIP_OR_FAIL(...)                                                                          \
+    do {                                                                                           \
+        if (tap_ci())                                                                              \
+            TAP_FAIL("CI=true: a missing prerequisite fails, it does not skip: " __VA_ARGS__);     \
+        TAP_SKIP_("", __VA_ARGS__);                                                                \
+    } while (0)
+#define SKIP_BY_DESIGN(...) TAP_SKIP_(" (by design)", __VA_ARGS__)
+#define SKIP(...) SKIP_OR_FAIL(__VA_ARGS__)
+
+#define tap_need_data(path)                                                                        \
+    do {                                                                                           \
+        const char *p_ = (path);                                                                   \
+        if (access(p_, R_OK) != 0)                                                                 \
+            TAP_FAIL("%s is missing: the test data is part of the repository "                     \
+                     "(tests/data/published/README.md names each published file)",                 \
+                     p_);                                                                          \
     } while (0)
 
 #define ASSERT(c)                                                                                  \

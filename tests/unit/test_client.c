@@ -36,7 +36,7 @@ static void rm_tmp(void)
 static void use_fake_nvml(char *log, size_t size)
 {
     if (!ERG_FAKE_NVML[0] || access(ERG_FAKE_NVML, R_OK) != 0)
-        SKIP("fake NVML library not built");
+        SKIP_OR_FAIL("fake NVML library not built ('%s')", ERG_FAKE_NVML);
     make_tmp();
     snprintf(log, size, "%s/nvml.log", tmpdir);
     setenv("ERGON_NVML_LIBRARY", ERG_FAKE_NVML, 1);
@@ -475,6 +475,64 @@ TEST(sim_logs_give_the_model_profile)
     rm_tmp();
 }
 
+/* The log's freq_run is the clock in effect once the instruction's own clock request was
+ * handled: with ERG_CLIENT_WAIT_CLOCK begin waits for it; without it a sync inside the
+ * instruction records it, and so does begin when nothing is pending. */
+TEST(the_log_records_the_clock_each_instruction_ran_at)
+{
+    make_tmp();
+    erg_error err;
+    erg_gpu *g = NULL;
+    ASSERT_OK(erg_gpu_open("sim:a100:bert-large:4", &g, &err));
+    erg_client *w = NULL, *s = NULL;
+    ASSERT_OK(
+        erg_client_new(g, 0, 0, tmpdir, ERG_CLIENT_NO_SIGNALS | ERG_CLIENT_WAIT_CLOCK, &w, &err));
+    ASSERT_OK(erg_client_new(g, 1, 1, tmpdir, ERG_CLIENT_NO_SIGNALS, &s, &err));
+    static const int clocks[3] = {1410, 1005, 1200};
+    for (int k = 0; k < 3; k++) {
+        ASSERT_OK(erg_client_set_uniform_clock(w, clocks[k], &err));
+        ASSERT_OK(erg_client_instruction_begin_chunk(w, ERG_BACKWARD_WEIGHT, 1, k));
+        ASSERT_EQ_INT(erg_client_active_clock(w), clocks[k]); /* begin waited for it */
+        ASSERT_OK(erg_client_instruction_end_chunk(w, ERG_BACKWARD_WEIGHT, 1, k));
+        ASSERT_OK(erg_client_set_uniform_clock(s, clocks[k], &err));
+        ASSERT_OK(erg_client_instruction_begin(s, ERG_FORWARD, k));
+        ASSERT_OK(erg_client_sync(s, 5, &err)); /* records the clock now in effect */
+        ASSERT_OK(erg_client_instruction_end(s, ERG_FORWARD, k));
+        ASSERT_OK(erg_client_instruction_begin(s, ERG_BACKWARD, k)); /* nothing pending */
+        ASSERT_OK(erg_client_instruction_end(s, ERG_BACKWARD, k));
+    }
+    ASSERT_OK(erg_client_close(w, &err));
+    ASSERT_OK(erg_client_close(s, &err));
+    erg_gpu_close(g);
+    char path[512];
+    snprintf(path, sizeof path, "%s/instructions-0.csv", tmpdir);
+    char *text = slurp(path);
+    ASSERT_CONTAINS(text, "instruction,microbatch,start,end,freq_start,freq_end,chunk,freq_run\n");
+    ASSERT_CONTAINS(text, ",1,1410\n");
+    ASSERT_CONTAINS(text, ",1,1005\n");
+    ASSERT_CONTAINS(text, ",1,1200\n");
+    free(text);
+    snprintf(path, sizeof path, "%s/instructions-1.csv", tmpdir);
+    text = slurp(path);
+    for (int k = 0; k < 3; k++) {
+        char want[64];
+        snprintf(want, sizeof want, "forward,%d,", k);
+        const char *line = strstr(text, want);
+        ASSERT(line != NULL);
+        snprintf(want, sizeof want, ",0,%d\n", clocks[k]);
+        ASSERT_MSG(strstr(line, want) == strchr(line, '\n') - strlen(want) + 1, "forward %d: %.80s",
+                   k, line);
+        snprintf(want, sizeof want, "backward,%d,", k);
+        line = strstr(text, want);
+        ASSERT(line != NULL);
+        snprintf(want, sizeof want, ",0,%d\n", clocks[k]);
+        ASSERT_MSG(strstr(line, want) == strchr(line, '\n') - strlen(want) + 1,
+                   "backward %d: %.80s", k, line);
+    }
+    free(text);
+    rm_tmp();
+}
+
 static erg_status one_iteration(void *user, erg_client *c)
 {
     erg_gpu *g = user;
@@ -663,6 +721,7 @@ TAP_MAIN(TEST_ENTRY(nvml_reads_devices_clocks_energy),
          TEST_ENTRY(clocks_restored_after_sigterm), TEST_ENTRY(clocks_restored_after_sighup),
          TEST_ENTRY(clocks_restored_after_sigkill_by_watchdog),
          TEST_ENTRY(sim_logs_give_the_model_profile),
+         TEST_ENTRY(the_log_records_the_clock_each_instruction_ran_at),
          TEST_ENTRY(profiling_mode_sweeps_and_measures_blocking_power),
          TEST_ENTRY(a_refused_clock_is_sent_again_when_asked_again),
          TEST_ENTRY(queue_coalesces_and_ends_at_the_last_request), TEST_ENTRY(early_stop_rule),

@@ -5,15 +5,11 @@
 #include "ergon/envpipe.h"
 #include "tap.h"
 
-#include <sys/stat.h>
-
 static const char *shared(void)
 {
     static char dir[1024];
-    snprintf(dir, sizeof dir, "%s/perseus-sosp24", ERG_SHARED_DATA_DIR);
-    struct stat sb;
-    if (stat(dir, &sb) != 0)
-        SKIP("reference data not found at %s", dir);
+    snprintf(dir, sizeof dir, "%s/published/perseus-sosp24", ERG_TEST_DATA_DIR);
+    tap_need_data(dir);
     return dir;
 }
 

@@ -55,9 +55,9 @@ static shape curve_shape(const erg_profile *p, int stage, erg_instr_kind kind)
 static void check_against_real(const char *file, const char *gpu)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/perseus-sosp24/stage_profile/%s", ERG_SHARED_DATA_DIR, file);
-    if (access(path, R_OK) != 0)
-        SKIP("reference profile %s absent", path);
+    snprintf(path, sizeof path, "%s/published/perseus-sosp24/stage_profile/%s", ERG_TEST_DATA_DIR,
+             file);
+    tap_need_data(path);
     erg_error err;
     erg_profile *real = NULL, *sim = NULL;
     ASSERT_OK(erg_profile_read_csv(path, &real, &err));
@@ -187,6 +187,50 @@ TEST(sim_device_runs_backward_input_and_weight_like_the_split_profile)
     erg_gpu_close(g);
 }
 
+/* The simulated device accounts each instruction begun at the model's time and energy at the
+ * clock it had then (what `ergon profile sim` writes for that clock), however long the host
+ * holds it: an instruction held 20 ms longer than another counts the same. The e2e tests
+ * compare this accounting with `ergon emulate` instead of wall time (issue 38). */
+TEST(sim_device_accounts_simulated_time_and_energy_at_the_clock)
+{
+    erg_error err;
+    erg_gpu *g = NULL;
+    erg_profile *prof = NULL;
+    ASSERT_OK(erg_gpu_open("sim:a100:gpt3-xl:4", &g, &err));
+    ASSERT_OK(erg_sim_profile_kinds("a100", "gpt3-xl", 4, 0, 855, 1, &prof, &err));
+    uint64_t n = 1;
+    double t = 1, e = 1;
+    int f = 1;
+    ASSERT_OK(erg_gpu_sim_account(g, 2, &n, &t, &e, &f, &err));
+    ASSERT(n == 0 && t == 0 && e == 0 && f == 0);
+    const int clocks[] = {1410, 1005, 855};
+    const int hold_us[] = {0, 20000, 0};
+    double want_t = 0, want_e = 0;
+    for (int i = 0; i < 3; i++) {
+        erg_profile_point pt;
+        double t0 = t, e0 = e;
+        ASSERT_OK(erg_gpu_lock_sm_clocks(g, 2, clocks[i], clocks[i], &err));
+        ASSERT_OK(erg_gpu_sim_set_activity(g, 2, true, ERG_BACKWARD, NULL, &err));
+        usleep((useconds_t)hold_us[i]);
+        ASSERT_OK(erg_gpu_sim_set_activity(g, 2, false, ERG_FORWARD, NULL, &err));
+        ASSERT_OK(erg_gpu_sim_account(g, 2, &n, &t, &e, &f, &err));
+        ASSERT_OK(erg_profile_lookup(prof, 2, ERG_BACKWARD, clocks[i], &pt, &err));
+        ASSERT_EQ_INT(f, clocks[i]);
+        ASSERT(fabs((t - t0) - pt.time_s) <= 1e-6 * pt.time_s);
+        ASSERT(fabs((e - e0) - pt.energy_j) <= 1e-6 * pt.energy_j);
+        want_t += pt.time_s;
+        want_e += pt.energy_j;
+    }
+    ASSERT(n == 3);
+    ASSERT(fabs(t - want_t) <= 1e-6 * want_t);
+    ASSERT(fabs(e - want_e) <= 1e-6 * want_e);
+    ASSERT_OK(erg_gpu_sim_account(g, 0, &n, NULL, NULL, NULL, &err)); /* devices account apart */
+    ASSERT(n == 0);
+    ASSERT_EQ_INT(erg_gpu_sim_account(g, 4, &n, NULL, NULL, NULL, &err), ERG_EINVAL);
+    erg_profile_free(prof);
+    erg_gpu_close(g);
+}
+
 TEST(counter_delta_handles_wrap)
 {
     ASSERT(erg_counter_delta(10, 25, 64) == 15);
@@ -199,4 +243,5 @@ TAP_MAIN(TEST_ENTRY(a100_shape_matches_real_profile), TEST_ENTRY(a40_shape_match
          TEST_ENTRY(time_scales_as_inverse_clock_at_high_clocks),
          TEST_ENTRY(power_never_exceeds_cap_and_last_stage_is_heavier),
          TEST_ENTRY(bad_arguments_are_refused), TEST_ENTRY(counter_delta_handles_wrap),
-         TEST_ENTRY(sim_device_runs_backward_input_and_weight_like_the_split_profile))
+         TEST_ENTRY(sim_device_runs_backward_input_and_weight_like_the_split_profile),
+         TEST_ENTRY(sim_device_accounts_simulated_time_and_energy_at_the_clock))

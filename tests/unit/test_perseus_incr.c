@@ -3,7 +3,7 @@
  * the same frontier bit for bit -- every point's time, energy, cost and cost change, every
  * plan's clocks, the written frontier.csv and plans.ergon byte for byte -- on synthetic
  * profiles for every schedule (1F1B, GPipe, interleaved-1F1B, interleaved-ZB, ZBV,
- * DualPipeV), with transfer time, and on the published profiles when ../shared/data is there
+ * DualPipeV), with transfer time, and on the published profiles (tests/data/published)
  * (docs/planner.md, "Incremental crashing"; tools/perseus_incr_compare.sh compares the
  * large cases through the CLI). */
 #include "core/internal.h"
@@ -13,19 +13,13 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#define DATA ERG_SHARED_DATA_DIR "/perseus-sosp24/stage_profile"
+#define DATA ERG_TEST_DATA_DIR "/published/perseus-sosp24/stage_profile"
 
-/* The published profiles: absent -> skip with a message, but fail under CI=true. */
+/* The published profiles (in the repository: absent, the test fails). */
 static void need_data(void)
 {
-    struct stat st;
-    if (stat(DATA, &st) == 0)
-        return;
-    if (getenv("CI") && !strcmp(getenv("CI"), "true"))
-        TAP_FAIL("%s is absent (CI=true: the published profiles are required)", DATA);
-    SKIP("%s is absent: reference data not available", DATA);
+    tap_need_data(DATA);
 }
 
 static char *slurp(const char *path, size_t *len)

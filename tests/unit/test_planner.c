@@ -11,15 +11,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#define DATA ERG_SHARED_DATA_DIR "/perseus-sosp24"
+#define DATA ERG_TEST_DATA_DIR "/published/perseus-sosp24"
 
 static void need_data(void)
 {
-    struct stat st;
-    if (stat(DATA, &st) != 0)
-        SKIP("%s is absent: reference data not available", DATA);
+    tap_need_data(DATA);
 }
 
 static erg_profile *load(const char *name)

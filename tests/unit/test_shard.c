@@ -4,7 +4,7 @@
 
 #include <time.h>
 
-#define HLO_DIR ERG_SHARED_DATA_DIR "/hlo"
+#define HLO_DIR ERG_TEST_DATA_DIR "/published/hlo"
 #define ASSERT_OK_E(call, e)                                                                       \
     do {                                                                                           \
         erg_status _st = (call);                                                                   \
@@ -32,8 +32,7 @@ static void parse_fails(const char *t, const char *msg_part)
 
 static erg_hlo_module *load_or_skip(const char *path)
 {
-    if (access(path, R_OK))
-        SKIP("%s not present (shared data absent)", path);
+    tap_need_data(path);
     erg_hlo_module *m = NULL;
     erg_error err;
     erg_status st = erg_hlo_load(path, &m, &err);
@@ -628,8 +627,7 @@ static char *read_data(const char *path)
     char *text = NULL;
     size_t len = 0;
     erg_error err;
-    if (access(path, R_OK))
-        SKIP("%s not present", path);
+    tap_need_data(path);
     ASSERT_OK(erg__read_file(path, 1 << 22, &text, &len, &err));
     return text;
 }

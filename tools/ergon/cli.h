@@ -226,6 +226,8 @@ int cmd_plan(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_fleet(int argc, char **argv);
+int cmd_fleet_simulate(int argc, char **argv);
 int cmd_choose(int argc, char **argv);
 int cmd_schedule(int argc, char **argv);
 
@@ -235,6 +237,7 @@ int cmd_plan_envpipe(int argc, char **argv);
 int cmd_plan_zeus_global(int argc, char **argv);
 int cmd_plan_zeus_stage(int argc, char **argv);
 int cmd_plan_uniform(int argc, char **argv);
+int cmd_plan_power_limit(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_shard(int argc, char **argv);

@@ -10,7 +10,8 @@ static const cli_help emulate_help = {
     "                     [--schedule NAME | --schedule-file F.csv] [--chunks V]\n"
     "                     [--backward-split X] [--p2p-time S] [--json]\n"
     "                     [--switch-latency S|default] [--transfer-time S |\n"
-    "                      --transfer-bytes B --link-bandwidth B_PER_S [--link-latency S]]\n",
+    "                      --transfer-bytes B --link-bandwidth B_PER_S [--link-latency S]]\n"
+    "                     [--power] [--power-window S] [--power-trace FILE.csv]\n",
     "Evaluate a plan with the profiled time and energy of every instruction at its\n"
     "clock (docs/envpipe.md; installed in /usr/share/doc/ergon):\n"
     "iteration time = longest path of the instruction DAG; energy = sum of\n"
@@ -28,7 +29,9 @@ static const cli_help emulate_help = {
 typedef struct emulate_args {
     const char *profile, *planf, *gpu;
     double power, p2p;
-    bool json, force;
+    bool json, force, power_on;
+    double power_window_s; /* 0: not given (1 s) */
+    const char *trace_path;
     cli_sched cs;
     erg_emulate_opts eo;
 } emulate_args;
@@ -69,6 +72,16 @@ static int emulate_parse(const char *cmd, emulate_args *a, int argc, char **argv
                   "the link's bandwidth (with --transfer-bytes)"),
         CLI_OPT_D("link-latency", "S", &eo->link_latency_s, 0, 1e6,
                   "the link's latency (with --transfer-bytes)"),
+        CLI_OPT_T("\nPower (docs/fleet.md):\n"),
+        CLI_OPT_B("power", &a->power_on,
+                  "also the plan's power over an iteration: average, peak,\n"
+                  "trough, swing and fastest ramp over --power-window"),
+        CLI_OPT_D("power-window", "S", &a->power_window_s, 1e-9, 1e9,
+                  "the window of the swing and the ramp (default 1 s);\n"
+                  "implies --power"),
+        CLI_OPT_S("power-trace", "FILE", &a->trace_path,
+                  "write the power trace (a row per step: the job, compute,\n"
+                  "blocking, each GPU) as CSV; implies --power"),
         CLI_OPTS_END,
     };
     int rc = cli_opts_parse_all(cmd, argc, argv, opts, &emulate_help);
@@ -85,6 +98,10 @@ static int emulate_parse(const char *cmd, emulate_args *a, int argc, char **argv
     if ((eo->link_bandwidth_bps > 0 || eo->link_latency_s > 0) && !(eo->transfer_bytes > 0))
         return cli_usage_error(cmd, "--link-bandwidth/--link-latency need --transfer-bytes");
     eo->blocking_power_w = a->power;
+    if (a->power_window_s > 0 || a->trace_path)
+        a->power_on = true;
+    if (!(a->power_window_s > 0))
+        a->power_window_s = 1.0;
     return cli_sched_finish(cmd, &a->cs, NULL, NULL);
 }
 
@@ -107,6 +124,30 @@ static int check_stages(const char *cmd, const emulate_args *a, const erg_plan *
         fprintf(stderr, "ergon %s: %s: the plan has %d stages but the profile %s has %d\n", cmd,
                 a->planf, pr, a->profile, ns);
     return CLI_USER_ERROR;
+}
+
+/* The plan's power statistics, and its trace written to trace_path when given. */
+static erg_status emulate_power(const erg_profile *prof, const erg_dag *dag, const erg_plan *plan,
+                                const erg_emulate_opts *eo, double window_s, const char *trace_path,
+                                erg_power_stats *pw, erg_error *err)
+{
+    erg_power_trace *tr = NULL;
+    char *csv = NULL;
+    erg_status st = erg_power_trace_new(prof, dag, plan, eo, &tr, err);
+    if (!st)
+        st = erg_power_trace_stats(tr, window_s, pw, err);
+    if (!st && trace_path) {
+        st = erg_power_trace_format_csv(tr, &csv, err);
+        FILE *f = st ? NULL : fopen(trace_path, "w");
+        bool ok = f && fputs(csv, f) >= 0;
+        if (f && fclose(f))
+            ok = false;
+        if (!st && !ok)
+            st = erg_error_set(err, ERG_EIO, "cannot write the power trace to %s", trace_path);
+    }
+    erg_free(csv);
+    erg_power_trace_free(tr);
+    return st;
 }
 
 int cmd_emulate(int argc, char **argv)
@@ -160,6 +201,12 @@ int cmd_emulate(int argc, char **argv)
         rc = cli_report(cmd, &err);
         goto done;
     }
+    erg_power_stats pw;
+    if (a.power_on &&
+        emulate_power(prof, dag, plan, &eo, a.power_window_s, a.trace_path, &pw, &err)) {
+        rc = cli_report(cmd, &err);
+        goto done;
+    }
     if (json) {
         cli_sched local = cs;
         local.sched = ps;
@@ -171,11 +218,16 @@ int cmd_emulate(int argc, char **argv)
         printf("{\"time_s\": %.17g, \"energy_j\": %.17g, \"compute_energy_j\": %.17g, "
                "\"blocking_energy_j\": %.17g, \"num_stages\": %d, \"num_microbatches\": %d, "
                "\"schedule\": \"%s\"%s, \"switch_latency_s\": %.17g, \"num_switches\": %d, "
-               "\"transfer_time_s\": %.17g}\n",
+               "\"transfer_time_s\": %.17g",
                em.time_s, em.energy_j, em.compute_energy_j, em.blocking_energy_j,
                erg_plan_num_stages(plan), erg_plan_num_microbatches(plan),
                erg_schedule_name(ps.kind), extra, eo.switch_latency_s, em.num_switches,
                em.transfer_time_s);
+        if (a.power_on)
+            printf(", \"power\": {\"avg_w\": %.17g, \"peak_w\": %.17g, \"trough_w\": %.17g, "
+                   "\"window_s\": %.17g, \"swing_w\": %.17g, \"ramp_w_per_s\": %.17g}",
+                   pw.avg_w, pw.peak_w, pw.trough_w, pw.window_s, pw.swing_w, pw.ramp_w_per_s);
+        printf("}\n");
     } else {
         printf("iteration time %.6f s, energy %.3f J (compute %.3f J, blocking %.3f J); "
                "S=%d, M=%d, %s\n",
@@ -190,6 +242,10 @@ int cmd_emulate(int argc, char **argv)
             printf("%d clock switches taking effect %.4f s after their request: iteration "
                    "%+.4f s against no latency; transfer %.6f s per cross-rank edge\n",
                    em.num_switches, eo.switch_latency_s, em.switch_time_s, em.transfer_time_s);
+        if (a.power_on)
+            printf("power: average %.1f W, peak %.1f W, trough %.1f W; over %g s: swing %.1f W, "
+                   "fastest ramp %.1f W/s\n",
+                   pw.avg_w, pw.peak_w, pw.trough_w, pw.window_s, pw.swing_w, pw.ramp_w_per_s);
     }
 done:
     erg_dag_free(dag);

@@ -458,6 +458,7 @@ static const plan_method methods[] = {
     {"zeus-global", cmd_plan_zeus_global, "one clock (or power limit) for every GPU (Zeus)"},
     {"zeus-stage", cmd_plan_zeus_stage, "one clock per stage (Zeus cost)"},
     {"uniform", cmd_plan_uniform, "every stage at its energy-valley clock"},
+    {"power-limit", cmd_plan_power_limit, "every GPU under one power limit (nvidia-smi -pl)"},
 };
 
 static void plan_help(FILE *f)

@@ -1,5 +1,5 @@
-/* cmd_plan_envpipe.c: `ergon plan envpipe|zeus-global|zeus-stage|uniform`: EnvPipe and the
- * baselines. */
+/* cmd_plan_envpipe.c: `ergon plan envpipe|zeus-global|zeus-stage|uniform|power-limit`: EnvPipe and
+ * the baselines. */
 #include "cli.h"
 #include "ergon/baselines.h"
 #include "envpipe_common.h"
@@ -195,15 +195,19 @@ static int parse_envpipe(const char *cmd, int argc, char **argv, popts *p)
 
 static int parse_baseline(const char *cmd, int argc, char **argv, popts *p, const char *name)
 {
-    bool zeus = strcmp(name, "uniform") != 0, global = !strcmp(name, "zeus-global");
+    bool limit = !strcmp(name, "power-limit");
+    bool zeus = strcmp(name, "uniform") != 0 && !limit, global = !strcmp(name, "zeus-global");
     const char *what =
-        global ? "Zeus's global baseline: one SM clock for every GPU, the one with the lowest\n"
-                 "Zeus cost eta*E + (1-eta)*S*P_max*T over the clocks every stage has.\n"
-        : zeus ? "Zeus per stage: one SM clock per stage. The heaviest stage sets the pace; for\n"
-                 "each of its clocks, every other stage takes its lowest clock that keeps pace\n"
-                 "(forward + backward no slower); the lowest Zeus cost wins.\n"
-               : "Uniform: every stage at the bottom of its energy valley (its iteration "
-                 "energy,\nidle time included, with the whole pipeline at each clock level).\n";
+        global  ? "Zeus's global baseline: one SM clock for every GPU, the one with the lowest\n"
+                  "Zeus cost eta*E + (1-eta)*S*P_max*T over the clocks every stage has.\n"
+        : limit ? "Per-GPU power limit (nvidia-smi -pl): every GPU capped at --limit W; each\n"
+                  "instruction runs at its highest clock whose profiled average power (energy /\n"
+                  "time) fits, the lowest clock when none does (docs/fleet.md).\n"
+        : zeus  ? "Zeus per stage: one SM clock per stage. The heaviest stage sets the pace; for\n"
+                  "each of its clocks, every other stage takes its lowest clock that keeps pace\n"
+                  "(forward + backward no slower); the lowest Zeus cost wins.\n"
+                : "Uniform: every stage at the bottom of its energy valley (its iteration "
+                  "energy,\nidle time included, with the whole pipeline at each clock level).\n";
     char usage[256];
     snprintf(usage, sizeof usage,
              "usage: ergon plan %s --profile P --microbatches M (--gpu G | --blocking-power W)\n"
@@ -219,11 +223,14 @@ static int parse_baseline(const char *cmd, int argc, char **argv, popts *p, cons
                   "choose one power limit (multiples of W up to P_max)\n"
                   "instead of one clock: under a limit each instruction\n"
                   "runs at its highest clock whose average power fits"),
+        CLI_OPT_D("limit", "W", &p->bo.power_limit_w, 1e-3, 1e6,
+                  "the per-GPU power limit in watts (required)"),
     };
     const cli_opt opts[] = {
         zeus ? zeus_rows[0] : (cli_opt)CLI_OPT_T(""),
         zeus ? zeus_rows[1] : (cli_opt)CLI_OPT_T(""),
         global ? zeus_rows[2] : (cli_opt)CLI_OPT_T(""),
+        limit ? zeus_rows[3] : (cli_opt)CLI_OPT_T(""),
         CLI_OPT_CALL("schedule", "NAME", baseline_sched_opt, p,
                      "1f1b (default), gpipe, interleaved-1f1b, looped-bfs,\n"
                      "interleaved-zb, zbv, dualpipev (docs/schedules.md)"),
@@ -439,6 +446,11 @@ int cmd_plan_zeus_global(int argc, char **argv)
 int cmd_plan_zeus_stage(int argc, char **argv)
 {
     return run_baseline(argc, argv, "zeus-stage", erg_plan_zeus_stage);
+}
+
+int cmd_plan_power_limit(int argc, char **argv)
+{
+    return run_baseline(argc, argv, "power-limit", erg_plan_power_limit);
 }
 
 int cmd_plan_uniform(int argc, char **argv)

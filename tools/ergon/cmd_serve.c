@@ -62,7 +62,8 @@ static const struct {
      "directory whose plans clients may name in per-job scheduler_args (repeatable; env: "
      "':'-separated; default none: only start-up arguments name files)"},
     {"--max-connections-per-ip", "ERGON_MAX_CONNECTIONS_PER_IP", NULL, "N",
-     "connections from one address (default half of --max-connections)"},
+     "connections from one address (default half of --max-connections); a rank waiting at a "
+     "barrier holds one, so a job of N ranks needs N + 16 of both"},
     {"--token-file", "ERGON_SERVE_TOKEN_FILE", NULL, "FILE",
      "access token (16+ printable characters, mode 600): every route but /healthz needs "
      "'Authorization: Bearer TOKEN' or the URL http://ergon:TOKEN@host:port (the token itself may "
@@ -601,12 +602,24 @@ int cmd_serve(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    /* Every connection is a descriptor: take the hard limit (the server lowers
-     * --max-connections to what the limit allows, saying so). */
+    /* Every connection is a descriptor: take the hard limit, and say so (the server lowers
+     * --max-connections to what the limit allows, saying so too). */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rlim_t soft = rl.rlim_cur;
         rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            char hard[32];
+            if (rl.rlim_max == RLIM_INFINITY)
+                snprintf(hard, sizeof hard, "unlimited");
+            else
+                snprintf(hard, sizeof hard, "%lu", (unsigned long)rl.rlim_max);
+            fprintf(stderr,
+                    "{\"level\": \"info\", \"event\": \"config\", \"msg\": \"descriptor limit "
+                    "(ulimit -n) raised from %lu to the hard limit, %s: every connection is a "
+                    "descriptor\"}\n",
+                    (unsigned long)soft, hard);
+        }
     }
 
     erg_server *srv = NULL;

@@ -1,5 +1,5 @@
-/* cmd_show.c: `ergon show plan|frontier`: pictures of a plan's timeline and of time-energy
- * frontiers. */
+/* cmd_show.c: `ergon show plan|frontier|power`: pictures of a plan's timeline, of time-energy
+ * frontiers and of a plan's power over an iteration. */
 #include "cli.h"
 #include "envpipe_common.h"
 
@@ -16,45 +16,50 @@
 static void show_help(FILE *f)
 {
     fprintf(
-        f, "usage: ergon show plan --profile P --plan FILE (--gpu G | --blocking-power W)\n"
-           "                       [--color clock|power] [--schedule S | --schedule-file F]\n"
-           "                       [--chunks V] [--backward-split X] -o OUT\n"
-           "       ergon show frontier [--frontier CSV_OR_DIR]... [--compare CSV] -o OUT\n\n"
-           "Draw pictures with cairo; the format follows OUT's extension: .png, .svg or .pdf.\n\n"
-           "show plan: the plan's pipeline timeline, emulated with the profile's times: one row\n"
-           "  per stage (rank), each instruction a box labelled F<m>/B<m> (for multi-chunk and\n"
-           "  zero-bubble schedules PyTorch's action names: <stage>F<m>, <stage>I<m>,\n"
-           "  <stage>W<m>, an overlapped F and B as sF<m>;sB<n>) and coloured by SM clock\n"
-           "  (or average power with --color power), idle time grey, the critical path as a\n"
-           "  dark line, a time axis and a colour legend.\n"
-           "  --plan FILE          ergon plan JSON or freqs_pipeline_%%05d.py file\n"
-           "  --schedule S         schedule of a .py plan (1f1b default; any of 'ergon schedule')\n"
-           "  --schedule-file F    the torch compute_only CSV of a .py plan's schedule\n"
-           "  --chunks V           chunks per rank of a .py plan's schedule\n"
-           "  --backward-split X   I/W share of backward where the profile has no I/W rows\n"
-           "  --profile P          the stage profile the plan is evaluated with\n"
-           "  --gpu NAME           A40 or A100: their blocking power, or\n"
-           "  --blocking-power W   power while idle or blocked\n"
-           "  --force              draw a plan that records another profile, blocking power or\n"
-           "                       schedule than these (refused otherwise, naming both)\n\n"
-           "show frontier: iteration time against energy.\n"
-           "  --frontier X         a frontier.csv (time,energy per plan) or a directory holding\n"
-           "                       one; drawn as a line through its non-dominated plans (the\n"
-           "                       dominated ones dashed); repeat for several, optionally NAME=X\n"
-           "  --compare CSV        the CSV of 'ergon compare --format csv': every method as a\n"
-           "                       marked point (columns method,time_s,energy_j); refused\n"
-           "                       (exit 1) when its blocking_power_w differs from a frontier\n"
-           "                       directory's (frontier-info.csv)\n"
-           "  A frontier directory with its profile (plan perseus) is drawn from the plans'\n"
-           "  profiled values, titled with ranks, microbatches, schedule and blocking power;\n"
-           "  a bare frontier.csv from the planner's estimates, labelled so.\n"
-           "  --point NAME=T,E     one more marked point (repeatable)\n\n"
-           "common:\n"
-           "  -o, --out OUT        the picture to write (.png, .svg, .pdf)\n"
-           "  --title TEXT         picture title\n"
-           "  --width PX           width in pixels/points (default 1200 plan, 1000 frontier)\n"
-           "  -h, --help           this help\n"
-           "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
+        f,
+        "usage: ergon show plan --profile P --plan FILE (--gpu G | --blocking-power W)\n"
+        "                       [--color clock|power] [--schedule S | --schedule-file F]\n"
+        "                       [--chunks V] [--backward-split X] -o OUT\n"
+        "       ergon show frontier [--frontier CSV_OR_DIR]... [--compare CSV] -o OUT\n"
+        "       ergon show power --profile P --plan FILE (--gpu G | --blocking-power W) -o OUT\n\n"
+        "Draw pictures with cairo; the format follows OUT's extension: .png, .svg or .pdf.\n\n"
+        "show plan: the plan's pipeline timeline, emulated with the profile's times: one row\n"
+        "  per stage (rank), each instruction a box labelled F<m>/B<m> (for multi-chunk and\n"
+        "  zero-bubble schedules PyTorch's action names: <stage>F<m>, <stage>I<m>,\n"
+        "  <stage>W<m>, an overlapped F and B as sF<m>;sB<n>) and coloured by SM clock\n"
+        "  (or average power with --color power), idle time grey, the critical path as a\n"
+        "  dark line, a time axis and a colour legend.\n"
+        "  --plan FILE          ergon plan JSON or freqs_pipeline_%%05d.py file\n"
+        "  --schedule S         schedule of a .py plan (1f1b default; any of 'ergon schedule')\n"
+        "  --schedule-file F    the torch compute_only CSV of a .py plan's schedule\n"
+        "  --chunks V           chunks per rank of a .py plan's schedule\n"
+        "  --backward-split X   I/W share of backward where the profile has no I/W rows\n"
+        "  --profile P          the stage profile the plan is evaluated with\n"
+        "  --gpu NAME           A40 or A100: their blocking power, or\n"
+        "  --blocking-power W   power while idle or blocked\n"
+        "  --force              draw a plan that records another profile, blocking power or\n"
+        "                       schedule than these (refused otherwise, naming both)\n\n"
+        "show power: the plan's power over one iteration (docs/fleet.md): the job's power\n"
+        "  and the parts its computing and its waiting GPUs draw, as steps over the\n"
+        "  iteration, the average dashed; the options of show plan (but --color).\n\n"
+        "show frontier: iteration time against energy.\n"
+        "  --frontier X         a frontier.csv (time,energy per plan) or a directory holding\n"
+        "                       one; drawn as a line through its non-dominated plans (the\n"
+        "                       dominated ones dashed); repeat for several, optionally NAME=X\n"
+        "  --compare CSV        the CSV of 'ergon compare --format csv': every method as a\n"
+        "                       marked point (columns method,time_s,energy_j); refused\n"
+        "                       (exit 1) when its blocking_power_w differs from a frontier\n"
+        "                       directory's (frontier-info.csv)\n"
+        "  A frontier directory with its profile (plan perseus) is drawn from the plans'\n"
+        "  profiled values, titled with ranks, microbatches, schedule and blocking power;\n"
+        "  a bare frontier.csv from the planner's estimates, labelled so.\n"
+        "  --point NAME=T,E     one more marked point (repeatable)\n\n"
+        "common:\n"
+        "  -o, --out OUT        the picture to write (.png, .svg, .pdf)\n"
+        "  --title TEXT         picture title\n"
+        "  --width PX           width in pixels/points (default 1200 plan, 1000 frontier)\n"
+        "  -h, --help           this help\n"
+        "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
 }
 
 /* A growable list of points read from a CSV file with two named columns. */
@@ -235,7 +240,10 @@ static int evaluated_frontier(const char *cmd, const char *dir, pts *out, erg_pl
 {
     erg_error err = {0};
     erg_frontier *f = NULL;
-    if (erg_frontier_read_dir(dir, NULL, &f, &err))
+    erg_status st = erg_frontier_read_dir(dir, NULL, &f, &err);
+    if (st == ERG_ENOTFOUND)
+        return 0; /* a frontier.csv without plans: draw its points as they are */
+    if (st)
         return eval_failed(cmd, &err);
     erg_frontier_baseline bl;
     if (erg_frontier_baseline_open(dir, f, &bl, &err)) {
@@ -333,10 +341,31 @@ static int compare_power(const char *path, double *w)
 
 #define MAX_SERIES 32
 
+/* show power: the plan's power trace (emulate.h) drawn by plot.h. */
+static erg_status show_power(const ecli_setup *s, const erg_plan *plan, const erg_plot_opts *po,
+                             const char *out, erg_error *err)
+{
+    erg_schedule ps = erg_plan_schedule(plan);
+    erg_dag *dag = NULL;
+    erg_power_trace *tr = NULL;
+    erg_emulate_opts eo;
+    erg_emulate_opts_init(&eo);
+    eo.blocking_power_w = s->power_w;
+    erg_status st =
+        erg_dag_new(&ps, erg_plan_num_stages(plan), erg_plan_num_microbatches(plan), &dag, err);
+    if (!st)
+        st = erg_power_trace_new(s->profile, dag, plan, &eo, &tr, err);
+    if (!st)
+        st = erg_plot_power(tr, po, out, err);
+    erg_power_trace_free(tr);
+    erg_dag_free(dag);
+    return st;
+}
+
 /* What `ergon show` was given. */
 typedef struct show_args {
     ecli_setup s;
-    bool force, sched_given;
+    bool force, sched_given, power; /* power: show power */
     erg_plot_opts po;
     cli_sched cs;
     const char *plan_path, *out, *compare;
@@ -358,7 +387,7 @@ static int show_plan(const char *cmd, show_args *a)
     erg_plan *plan = NULL;
     if (!rc && erg_plan_read(a->plan_path, &a->cs.sched, &plan, &err))
         rc = cli_report(cmd, &err);
-    /* the plan'a->s own profile, blocking power and schedule (provenance.c) */
+    /* the plan's own profile, blocking power and schedule (provenance.c) */
     if (!rc) {
         erg_schedule_kind asked = a->cs.sched.kind;
         rc = cli_plan_check(cmd, a->plan_path, plan, a->s.profile, a->s.profile_path,
@@ -370,7 +399,9 @@ static int show_plan(const char *cmd, show_args *a)
                 erg_plan_num_stages(plan), erg_profile_num_stages(a->s.profile));
         rc = CLI_USER_ERROR;
     }
-    if (!rc && erg_plot_timeline(a->s.profile, plan, a->s.power_w, &a->po, a->out, &err))
+    if (!rc &&
+        (a->power ? show_power(&a->s, plan, &a->po, a->out, &err)
+                  : erg_plot_timeline(a->s.profile, plan, a->s.power_w, &a->po, a->out, &err)))
         rc = cli_report(cmd, &err);
     if (!rc) {
         cli_sched local = a->cs;
@@ -568,6 +599,16 @@ static const cli_help show_plan_help = {
     "colour legend. The format follows OUT's extension: .png, .svg or .pdf.\n",
     "exit status: 0 success, 1 bad input, 2 usage error.\n"};
 
+static const cli_help show_power_help = {
+    "usage: ergon show power --profile P --plan FILE (--gpu G | --blocking-power W)\n"
+    "                        [--schedule S | --schedule-file F] [--chunks V]\n"
+    "                        [--backward-split X] -o OUT\n",
+    "The plan's power over one iteration (docs/fleet.md): the job's power and the parts\n"
+    "its computing and its waiting GPUs draw, as steps over the iteration, the average\n"
+    "dashed (--color does not apply). The format follows OUT's extension: .png, .svg or\n"
+    ".pdf.\n",
+    "exit status: 0 success, 1 bad input, 2 usage error.\n"};
+
 static const cli_help show_frontier_help = {
     "usage: ergon show frontier [--frontier CSV_OR_DIR]... [--compare CSV] -o OUT\n",
     "Iteration time against energy. A frontier directory with its profile (plan perseus)\n"
@@ -576,7 +617,7 @@ static const cli_help show_frontier_help = {
     "The format follows OUT's extension: .png, .svg or .pdf.\n",
     "exit status: 0 success, 1 bad input, 2 usage error.\n"};
 
-/* The options of `show plan` or `show frontier` (argv[0] the picture). */
+/* The options of `show plan`, `show power` or `show frontier` (argv[0] the picture). */
 static int show_parse(const char *cmd, show_args *a, int argc, char **argv, bool is_plan)
 {
     long width = 0;
@@ -626,7 +667,9 @@ static int show_parse(const char *cmd, show_args *a, int argc, char **argv, bool
         CLI_OPTS_END,
     };
     int rc = cli_opts_parse_all(cmd, argc, argv, is_plan ? plan_opts : frontier_opts,
-                                is_plan ? &show_plan_help : &show_frontier_help);
+                                !is_plan   ? &show_frontier_help
+                                : a->power ? &show_power_help
+                                           : &show_plan_help);
     if (rc)
         return rc;
     a->po.width_px = (int)width;
@@ -647,10 +690,13 @@ int cmd_show(int argc, char **argv)
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
     bool is_plan = !strcmp(argv[1], "plan"), is_frontier = !strcmp(argv[1], "frontier");
-    if (!is_plan && !is_frontier)
-        return cli_usage_error(cmd, "unknown picture '%s' (use plan or frontier)", argv[1]);
+    bool is_power = !strcmp(argv[1], "power");
+    if (!is_plan && !is_frontier && !is_power)
+        return cli_usage_error(cmd, "unknown picture '%s' (use plan, frontier or power)", argv[1]);
+    is_plan = is_plan || is_power; /* the same plan and profile */
     show_args sa, *a = &sa;
     memset(a, 0, sizeof *a);
+    a->power = is_power;
     erg_plot_opts_init(&a->po);
     cli_sched_init(&a->cs);
     int rc = show_parse(cmd, a, argc - 1, argv + 1, is_plan);

@@ -27,6 +27,7 @@ static const cli_command commands[] = {
     {"shard", cmd_shard, "intra-operator parallelism planner (CFP): HLO in, sharding out"},
     {"version", cmd_version, "print the version"},
     {"serve", cmd_serve, "run the control-plane server (Perseus protocol + /v1 API)"},
+    {"fleet", cmd_fleet, "a server's fleet: its power cap, the jobs' weights, their plans"},
 };
 
 static void usage(FILE *f)

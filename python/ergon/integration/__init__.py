@@ -29,7 +29,7 @@ import contextlib
 import functools
 
 from .. import BACKWARD, FORWARD
-from ..torch_pipelining import TorchPipeliningHooks
+from .torch_pipelining import TorchPipeliningHooks
 
 __all__ = ["PipelineHooks", "PipeliningStageHooks", "instrument_deepspeed"]
 
@@ -121,7 +121,7 @@ class PipeliningStageHooks(TorchPipeliningHooks):
     """
 
     def __init__(self, client, stages, sync=None):
-        # The same wrappers as ergon.torch_pipelining's (one implementation), without
+        # The same wrappers as ergon.integration.torch_pipelining's (one implementation), without
         # receive-wait measurement: that needs torch's schedules module, and these hooks
         # also serve duck-typed stages in programs without torch.
         super().__init__(client, stages, sync=sync, measure_waits=False)

@@ -71,10 +71,16 @@ class DeepSpeedHooks(PipelineHooks):
         self.late_s = 0.0            # paced: how much longer the sleeps held them (a loaded host)
         self.instructions = 0
         self._samples = {"forward": [], "backward": []}
+        # paced: the simulated GPU's own accounting (Gpu.sim_account) of each instruction of
+        # the step, (clock at its begin, model time, model energy), whatever the host took
+        self.sim_trace = []
+        self.last_sim = None         # the last step's: {"clocks", "busy_time_s", "busy_energy_j"}
+        self._acct = gpu.sim_account(device) if pace else None
 
     @contextlib.contextmanager
     def step(self):
         self.order = []
+        self.sim_trace = []
         self.in_step = True
         try:
             with super().step():
@@ -82,6 +88,11 @@ class DeepSpeedHooks(PipelineHooks):
         finally:
             self.in_step = False
         self.last_order = self.order
+        if self.pace:
+            tr = self.sim_trace
+            self.last_sim = {"clocks": [c for c, _, _ in tr],
+                             "busy_time_s": sum(t for _, t, _ in tr),
+                             "busy_energy_j": sum(e for _, _, e in tr)}
 
     def take_samples(self):
         """{"forward": [(time_s, energy_j), ...], "backward": [...]} since the last call."""
@@ -95,6 +106,10 @@ class DeepSpeedHooks(PipelineHooks):
         self.client.sync(10.0)          # the clock instruction_begin asked for is applied
         self.sync_wait_s += time.monotonic() - t0
         t_sim = self.gpu.sim_set_activity(self.device, True, kind)
+        a, prev = self.gpu.sim_account(self.device), self._acct
+        self._acct = a
+        self.sim_trace.append((a["last_freq_mhz"], a["busy_time_s"] - prev["busy_time_s"],
+                               a["busy_energy_j"] - prev["busy_energy_j"]))
         try:
             return fn(*args, **kwargs)
         finally:

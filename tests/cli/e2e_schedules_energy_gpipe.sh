@@ -1,5 +1,0 @@
-#!/usr/bin/env bash
-# The energy story of e2e_schedules_energy.sh on gpipe (P=4, V=1, M=4; PyTorch's ScheduleGPipe):
-# losses bitwise identical to all-max, planned energy below all-max within the 1% budget,
-# measured time and energy within 5% of `ergon emulate`.
-SCHED=gpipe exec bash "$(dirname "$0")/e2e_schedules_energy.sh"
