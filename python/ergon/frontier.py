@@ -14,43 +14,32 @@ Frontier scheduler and this module read the same files:
 import ctypes
 import os
 
-from . import ErgonError, _Error, _check, _int, load_library
-from . import SCHED_1F1B, SCHED_FILE
+from . import _lib
+from ._lib import SCHED_1F1B, SCHED_FILE, c_int, check, new_error
 
 __all__ = ["plan_dir", "choose", "FORMATS"]
 
 #: ERG_FRONTIER_* bits (planner.h) by the names --formats takes
 FORMATS = {"csv": 1, "perseus-py": 2, "py": 2, "json": 4, "zeus-py": 8, "packed": 16}
 
-_declared = None
+_P, _I, _D, _S, _E = (ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_char_p,
+                      ctypes.c_void_p)
+_Z = ctypes.c_size_t
+#: the functions this module calls: {name: (restype, [argtypes])}, declared by _lib.use
+SIGNATURES = {
+    "erg_profile_read_csv": (_I, [_S, ctypes.POINTER(_P), _E]),
+    "erg_profile_free": (None, [_P]),
+    "erg_frontier_plan_dir": (_I, [_P, _I, _I, _I, _D, _D, _S, _I, ctypes.POINTER(_Z),
+                                   ctypes.POINTER(ctypes.c_bool), _E]),
+    "erg_frontier_dir_choose": (_I, [_S, _D, ctypes.POINTER(_Z), ctypes.POINTER(_D),
+                                     ctypes.POINTER(_D), _E]),
+}
 
 
-def _lib():
-    """libergon with this module's functions declared (once); a library without one of them is
-    refused, naming it."""
-    global _declared
-    lib = load_library()
-    if _declared is lib:
-        return lib
-    P, I, D, S, E = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_char_p, ctypes.c_void_p
-    Z = ctypes.c_size_t
-    sig = {
-        "erg_profile_read_csv": (I, [S, ctypes.POINTER(P), E]),
-        "erg_profile_free": (None, [P]),
-        "erg_frontier_plan_dir": (I, [P, I, I, I, D, D, S, I, ctypes.POINTER(Z),
-                                      ctypes.POINTER(ctypes.c_bool), E]),
-        "erg_frontier_dir_choose": (I, [S, D, ctypes.POINTER(Z), ctypes.POINTER(D),
-                                        ctypes.POINTER(D), E]),
-    }
-    for name, (res, args) in sig.items():
-        f = getattr(lib, name, None)
-        if f is None:
-            raise ErgonError(5, "libergon %s lacks %s, which ergon.frontier calls: install a "
-                                "matching libergon" % (lib.erg_version().decode(), name))
-        f.restype = res
-        f.argtypes = args
-    _declared = lib
-    return lib
+def _load():
+    """libergon with this module's functions declared (ergon._lib.use); a library without one
+    of them is refused, naming it."""
+    return _lib.use(SIGNATURES)
 
 
 def _formats(formats):
@@ -72,19 +61,19 @@ def plan_dir(profile_csv, stages, microbatches, blocking_power_w, out, unit_time
     if not (isinstance(schedule, int) and 0 <= schedule < SCHED_FILE):
         raise ValueError("schedule: a named schedule kind (ergon.SCHED_*), got %r" % (schedule,))
     bits = _formats(formats)
-    lib = _lib()
-    err = _Error()
+    lib = _load()
+    err = new_error()
     prof = ctypes.c_void_p()
-    _check(lib.erg_profile_read_csv(os.fspath(profile_csv).encode(), ctypes.byref(prof),
-                                    ctypes.byref(err)), err)
+    check(lib.erg_profile_read_csv(os.fspath(profile_csv).encode(), ctypes.byref(prof),
+                                   ctypes.byref(err)), err)
     n, fallback = ctypes.c_size_t(), ctypes.c_bool()
     try:
-        _check(lib.erg_frontier_plan_dir(prof, _int("stages", stages),
-                                         _int("microbatches", microbatches), schedule,
-                                         float(blocking_power_w), float(unit_time_s),
-                                         os.fspath(out).encode(), bits,
-                                         ctypes.byref(n), ctypes.byref(fallback),
-                                         ctypes.byref(err)), err)
+        check(lib.erg_frontier_plan_dir(prof, c_int("stages", stages),
+                                        c_int("microbatches", microbatches), schedule,
+                                        float(blocking_power_w), float(unit_time_s),
+                                        os.fspath(out).encode(), bits,
+                                        ctypes.byref(n), ctypes.byref(fallback),
+                                        ctypes.byref(err)), err)
     finally:
         lib.erg_profile_free(prof)
     return n.value, fallback.value
@@ -94,10 +83,10 @@ def choose(frontier_dir, deadline_s):
     """`ergon choose --deadline`: the least-energy plan of a frontier directory whose time by
     the profiled values fits deadline_s (the all-max fallback included). Returns (index,
     time_s, energy_j); ErgonError ENOTFOUND when no plan fits."""
-    lib = _lib()
-    err = _Error()
+    lib = _load()
+    err = new_error()
     k, t, e = ctypes.c_size_t(), ctypes.c_double(), ctypes.c_double()
-    _check(lib.erg_frontier_dir_choose(os.fspath(frontier_dir).encode(), float(deadline_s),
-                                       ctypes.byref(k), ctypes.byref(t), ctypes.byref(e),
-                                       ctypes.byref(err)), err)
+    check(lib.erg_frontier_dir_choose(os.fspath(frontier_dir).encode(), float(deadline_s),
+                                      ctypes.byref(k), ctypes.byref(t), ctypes.byref(e),
+                                      ctypes.byref(err)), err)
     return k.value, t.value, e.value
