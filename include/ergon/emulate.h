@@ -189,6 +189,56 @@ ERG_API erg_status erg_frontier_baseline_complete(const erg_frontier_baseline *b
                                                   const erg_plan *all_max, bool *added,
                                                   erg_error *err);
 
+/* ---- the frontier directory, written whole (frontier_save.c, docs/formats.md) ---- */
+typedef struct erg_frontier_dir_opts {
+    int formats; /* ERG_FRONTIER_* bits (planner.h); default CSV | PACKED */
+    /* The profile's file name (its last path component is recorded as source_profile, for
+     * titles); NULL: none. */
+    const char *source_profile;
+    /* A switch-aware frontier's latency and transfer (erg_frontier_switch_aware), recorded so
+     * that its readers evaluate with them; 0: none. */
+    double switch_latency_s;
+    double transfer_time_s;
+    double lock_wait_s; /* for another writer or reader of dir; ERG_FRONTIER_DIR_LOCK_WAIT_S */
+    erg_progress_fn progress; /* plan files written / total; optional */
+    void *progress_user;
+} erg_frontier_dir_opts;
+ERG_API void erg_frontier_dir_opts_init(erg_frontier_dir_opts *opts);
+/* Write frontier f, planned from prof with blocking_power_w, as the frontier directory dir
+ * (created): under dir's writer lock, the files of an earlier frontier in it removed (*removed,
+ * may be NULL, counts them; other files are kept), its plans (erg_frontier_write_dir), the
+ * profile's planned stages (profile.csv) and frontier-info.csv: the schedule, the blocking
+ * power, the unit, all-max clocks by the profiled values, both fingerprints, and the all-max
+ * fallback's row when f has one. What erg_frontier_read_dir and erg_frontier_baseline_open
+ * read back. opts NULL: the defaults. */
+ERG_API erg_status erg_frontier_save_dir(const erg_frontier *f, const erg_profile *prof,
+                                         double blocking_power_w, const char *dir,
+                                         const erg_frontier_dir_opts *opts, size_t *removed,
+                                         erg_error *err);
+/* erg_frontier_baseline_complete from the profile alone: the DAG of f's schedule, all-max
+ * clocks and their profiled values (*all_max, may be NULL), then the fallback appended where
+ * f's fastest plan is slower (*added, may be NULL). switch_latency_s and transfer_time_s: a
+ * switch-aware frontier's (its plans are evaluated with them), 0 otherwise. */
+ERG_API erg_status erg_frontier_complete_all_max(erg_frontier *f, const erg_profile *prof,
+                                                 double blocking_power_w, double switch_latency_s,
+                                                 double transfer_time_s, bool *added,
+                                                 erg_emulation *all_max, erg_error *err);
+/* For bindings (scalar arguments only): plan the Perseus frontier of prof (a named schedule
+ * kind, erg_schedule_kind; unit_s <= 0: the default), complete it with the all-max fallback
+ * and save it in dir (formats 0: the default). *num_planned: the planner's plans; *fallback:
+ * whether the all-max fallback was added (both may be NULL). */
+ERG_API erg_status erg_frontier_plan_dir(const erg_profile *prof, int num_stages,
+                                         int num_microbatches, int schedule_kind,
+                                         double blocking_power_w, double unit_s, const char *dir,
+                                         int formats, size_t *num_planned, bool *fallback,
+                                         erg_error *err);
+/* For bindings: read frontier directory dir and pick the plan for deadline_s as `ergon
+ * choose` does (erg_frontier_baseline_pick): *index, and its time and energy by the profiled
+ * values (the planner's estimate for a directory without a baseline). ERG_ENOTFOUND when no
+ * plan meets the deadline. */
+ERG_API erg_status erg_frontier_dir_choose(const char *dir, double deadline_s, size_t *index,
+                                           double *time_s, double *energy_j, erg_error *err);
+
 /* Switch-aware planning (docs/emulate.md): from frontier `in` (a Perseus frontier planned without
  * switch latency, from the same profile), a frontier whose every point's time and energy are the
  * emulation of its plan with opts (switch_latency_s, transfer, blocking_power_w) by

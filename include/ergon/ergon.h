@@ -7,6 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The most ranks (pipeline stages) a schedule, a profile's planning and the frontier files
+ * take (plans.ergon's num_stages, sparse profiling's stages). */
+#define ERG_MAX_STAGES 4096
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -157,6 +157,9 @@ ERG_API void erg_instr_get(const erg_instr *instrs, size_t i, int out[ERG_INSTR_
 /* The compute_only CSV (torch-csv) / a readable per-rank text, as a malloc'd
  * NUL-terminated string the caller frees with erg_free. */
 ERG_API erg_status erg_order_format(const erg_order *o, int torch_csv, char **out, erg_error *err);
+/* erg_order_format into the file path (written whole: a temporary file renamed over it). */
+ERG_API erg_status erg_order_write(const erg_order *o, int torch_csv, const char *path,
+                                   erg_error *err);
 
 /* The execution order of `stage` (0-based) of S stages with M microbatches:
  * writes exactly 2*M instructions to out. Only for the single-chunk F/B

@@ -63,6 +63,14 @@ ERG_API int erg_frontier_num_stages(const erg_frontier *f);
 ERG_API int erg_frontier_num_microbatches(const erg_frontier *f);
 ERG_API erg_status erg_frontier_get(const erg_frontier *f, size_t index, erg_frontier_point *out,
                                     erg_error *err);
+/* The quantisation unit the frontier was planned with (0 for one read from a directory). */
+ERG_API double erg_frontier_unit_s(const erg_frontier *f);
+/* Whether the last plan is the all-max fallback (erg_frontier_append_plan) rather than a point
+ * of the planner's frontier, and the planner's plans: erg_frontier_size less the fallback.
+ * frontier.csv lists the planner's plans only, as Perseus writes it; plans.ergon carries the
+ * fallback as its last plan (docs/formats.md). */
+ERG_API bool erg_frontier_has_fallback(const erg_frontier *f);
+ERG_API size_t erg_frontier_num_planned(const erg_frontier *f);
 /* The plan at `index` (caller frees with erg_plan_free). */
 ERG_API erg_status erg_frontier_plan(const erg_frontier *f, size_t index, erg_plan **out,
                                      erg_error *err);
@@ -85,7 +93,8 @@ enum {
  * perseus-py (alias py), zeus-py, json (empty entries are skipped). ERG_EINVAL names an unknown
  * format, or perseus-py with zeus-py (both write freqs_pipeline_%05d.py). */
 ERG_API erg_status erg_frontier_formats_parse(const char *list, int *what, erg_error *err);
-/* Write the frontier into `dir` (created; existing files are replaced). */
+/* Write the frontier's plan files into `dir` (created; existing files are replaced); a
+ * frontier directory with its baseline is erg_frontier_save_dir's (emulate.h). */
 ERG_API erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int what,
                                           erg_progress_fn progress, void *progress_user,
                                           erg_error *err);
@@ -96,10 +105,10 @@ ERG_API erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir
 ERG_API erg_status erg_frontier_read_dir(const char *dir, const erg_schedule *sched_hint,
                                          erg_frontier **out, erg_error *err);
 
-/* Keep every n-th plan (and the last) of a frontier directory `in` in a new
- * directory `out` (which must not exist): its plan files under the same
- * names and a frontier.csv of the kept rows. *kept and *total (may be NULL)
- * receive the counts. */
+/* Keep every n-th plan (and the planner's last, and the all-max fallback) of a frontier
+ * directory `in` in a new directory `out` (which must not exist): its plan files under the
+ * same names, a frontier.csv of the kept rows, and its frontier-info.csv and profile.csv when
+ * it has them. *kept and *total (may be NULL) receive the counts of the planner's plans. */
 ERG_API erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every,
                                            size_t *kept, size_t *total, erg_error *err);
 /* Path of the plan file behind `index` of a frontier read from a directory
@@ -141,9 +150,10 @@ ERG_API erg_status erg_frontier_choose_deadline(const erg_frontier *f, double de
 ERG_API erg_status erg_frontier_choose_slowdown(const erg_frontier *f, double slowdown,
                                                 size_t *index, erg_error *err);
 /* Append plan p at the fast end of a computed frontier (not one read from a directory), with
- * the point pt (pt->time_s no larger than the fastest point's). The plan must have the
- * frontier's stages, microbatches and schedule. Used to add the all-max plan where the fastest
- * planned plan is slower by the profiled values (erg_frontier_baseline_complete). */
+ * the point pt (pt->time_s no larger than the fastest point's), as its all-max fallback
+ * (erg_frontier_has_fallback; once). The plan must have the frontier's stages, microbatches
+ * and schedule. Used to add the all-max plan where the fastest planned plan is slower by the
+ * profiled values (erg_frontier_baseline_complete). */
 ERG_API erg_status erg_frontier_append_plan(erg_frontier *f, const erg_plan *p,
                                             const erg_frontier_point *pt, erg_error *err);
 

@@ -196,6 +196,16 @@ ERG_API erg_status erg_shard_plan_json(const erg_shard *s, const erg_shard_plan 
  * num_partitions on the HloModule line. */
 ERG_API erg_status erg_shard_annotate(const erg_shard *s, const erg_shard_plan *p, char **text,
                                       erg_error *err);
+/* One of the outputs above written to a file whole (a temporary file renamed over path): the
+ * annotated module (erg_hlo_load reads it), the plan's JSON, or the measured profiles
+ * (erg_shard_profile_csv; p may be NULL), which --profiles reads back. */
+typedef enum erg_shard_output {
+    ERG_SHARD_OUT_HLO,
+    ERG_SHARD_OUT_JSON,
+    ERG_SHARD_OUT_PROFILES,
+} erg_shard_output;
+ERG_API erg_status erg_shard_write(const erg_shard *s, const erg_shard_plan *p,
+                                   erg_shard_output what, const char *path, erg_error *err);
 
 /* ---- the plan per value, for a framework in the same process ------------------------
  * What a framework applies to the arguments and results of the analysed computation

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* All of data to fd; false with errno set (0 for a write that wrote nothing). */
@@ -52,6 +53,11 @@ erg_status erg__write_file_ex(const char *path, const char *data, size_t len, un
     bool in_place = flags & ERG__WRITE_IN_PLACE, priv = flags & ERG__WRITE_PRIVATE,
          durable = flags & ERG__WRITE_DURABLE;
     char *tmp = NULL;
+    /* a path that is no regular file (/dev/stdout, a pipe) is written where it is: a temp file
+     * cannot be renamed over it */
+    struct stat sb;
+    if (!in_place && !priv && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        in_place = true;
     if (!in_place) {
         size_t plen = strlen(path) + 32;
         if (!(tmp = erg__malloc(plen)))

@@ -372,6 +372,18 @@ erg_status erg_order_format(const erg_order *o, int torch_csv, char **out, erg_e
     return ERG_OK;
 }
 
+erg_status erg_order_write(const erg_order *o, int torch_csv, const char *path, erg_error *err)
+{
+    if (!o || !path)
+        return erg_error_set(err, ERG_EINVAL, "erg_order_write: NULL argument");
+    char *text = NULL;
+    erg_status st = erg_order_format(o, torch_csv, &text, err);
+    if (!st)
+        st = erg__write_file(path, text, strlen(text), err);
+    erg__free(text);
+    return st;
+}
+
 /* ---- the compute_only CSV reader ---- */
 
 /* Parse "<stage><F|B|I|W><microbatch>" (whole cell). 0 ok, -1 not of this

@@ -36,7 +36,30 @@ struct erg_frontier {
     /* Read from plans.ergon: the fingerprint its header names ("" for none). */
     bool has_stored_fp;
     char stored_fp[ERG_FRONTIER_FINGERPRINT_LEN];
+    /* The last plan is the all-max fallback (erg_frontier_append_plan), not the planner's:
+     * frontier.csv leaves it out. */
+    bool fallback;
 };
+
+void erg__frontier_set_fallback(erg_frontier *f)
+{
+    f->fallback = true;
+}
+
+bool erg_frontier_has_fallback(const erg_frontier *f)
+{
+    return f && f->fallback && f->np > 0;
+}
+
+size_t erg_frontier_num_planned(const erg_frontier *f)
+{
+    return f ? f->np - (erg_frontier_has_fallback(f) ? 1 : 0) : 0;
+}
+
+double erg_frontier_unit_s(const erg_frontier *f)
+{
+    return f ? f->unit_s : 0;
+}
 
 void erg__frontier_set_stored_fingerprint(erg_frontier *f, const char *fp)
 {
@@ -428,8 +451,9 @@ erg_status erg_frontier_write_dir(const erg_frontier *f, const char *dir, int wh
     if (what & ERG_FRONTIER_CSV) {
         st = erg__buf_append(&b, "time,energy\n", 12);
         char t[40], e[40];
-        /* "%s,%s\n" appended directly (a printf per row was a tenth of the writing) */
-        for (size_t k = 0; k < f->np && !st; k++) {
+        /* "%s,%s\n" appended directly (a printf per row was a tenth of the writing); the
+         * planner's rows only: the all-max fallback is not a point of its frontier */
+        for (size_t k = 0; k < erg_frontier_num_planned(f) && !st; k++) {
             size_t lt = strlen(erg__fmt_double_py(f->pts[k].time_s, t, sizeof t));
             size_t le = strlen(erg__fmt_double_py(f->pts[k].energy_j, e, sizeof e));
             t[lt] = ',';
@@ -542,11 +566,11 @@ static erg_status check_csv_matches(const erg_frontier *f, const char *csv_path,
         return st;
     erg__csv c;
     erg__csv_init(&c, text, len);
-    size_t k = 0;
+    size_t k = 0, want = erg_frontier_num_planned(f);
     int r = erg__csv_next(&c); /* the header */
     while (!st && r > 0 && (r = erg__csv_next(&c)) > 0) {
         double t, e;
-        if (k >= f->np || c.nfields != 2 || !erg__parse_double(c.fields[0], &t) ||
+        if (k >= want || c.nfields != 2 || !erg__parse_double(c.fields[0], &t) ||
             !erg__parse_double(c.fields[1], &e) || t != f->pts[k].time_s || e != f->pts[k].energy_j)
             st = erg_error_set(err, ERG_EINVAL,
                                "%s:%ld does not list plan %zu of %s (%zu plans): the two files "
@@ -556,14 +580,63 @@ static erg_status check_csv_matches(const erg_frontier *f, const char *csv_path,
     }
     if (!st && r < 0)
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
-    if (!st && k != f->np)
+    if (!st && k != want)
         st = erg_error_set(err, ERG_EINVAL,
-                           "%s lists %zu plans but %s holds %zu: the two files come from "
+                           "%s lists %zu plans but %s holds %zu%s: the two files come from "
                            "different runs; plan again into this directory",
-                           csv_path, k, packed_path, f->np);
+                           csv_path, k, packed_path, want,
+                           erg_frontier_has_fallback(f) ? " and the all-max fallback" : "");
     erg__csv_free(&c);
     erg__free(text);
     return st;
+}
+
+/* The number of a `key,value` row of DIR/frontier-info.csv; false when absent. */
+static bool info_number(const char *dir, const char *key, double *v)
+{
+    size_t dl = strlen(dir), kl = strlen(key);
+    char *path = erg__malloc(dl + 32), *text = NULL;
+    size_t len = 0;
+    erg_error e;
+    bool found = false;
+    if (path) {
+        snprintf(path, dl + 32, "%s/frontier-info.csv", dir);
+        if (erg__read_file(path, 1 << 20, &text, &len, &e))
+            text = NULL;
+    }
+    for (const char *p = text; p && *p && !found;) {
+        const char *nl = strchr(p, '\n');
+        if (!strncmp(p, key, kl) && p[kl] == ',') {
+            char num[64];
+            size_t l = (size_t)((nl ? nl : p + strlen(p)) - (p + kl + 1));
+            snprintf(num, sizeof num, "%.*s", (int)(l < 63 ? l : 63), p + kl + 1);
+            found = erg__parse_double(num, v);
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    erg__free(text);
+    erg__free(path);
+    return found;
+}
+
+/* A directory of plan files with one file more than frontier.csv has rows: the last is the
+ * all-max fallback when frontier-info.csv names it (fallback_time_s, fallback_energy_j);
+ * ERG_ENOTFOUND when it does not. */
+static erg_status fallback_point(const char *dir, erg_frontier *f, char **files, erg_error *err)
+{
+    erg_frontier_point p = {0, 0, NAN, NAN, -1};
+    if (!info_number(dir, "fallback_time_s", &p.time_s) ||
+        !info_number(dir, "fallback_energy_j", &p.energy_j) || !(p.time_s > 0))
+        return ERG_ENOTFOUND;
+    erg_status st = grow_points(f, err);
+    if (st)
+        return st;
+    f->pts[f->np] = p;
+    f->files[f->np] = files[f->np];
+    files[f->np] = NULL;
+    f->np++;
+    f->fallback = true;
+    return ERG_OK;
 }
 
 static erg_status read_dir_locked(const char *dir, const erg_schedule *hint, erg_frontier **out,
@@ -659,7 +732,9 @@ static erg_status read_dir_locked(const char *dir, const erg_schedule *hint, erg
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
     else if (f->np == 0)
         st = erg_error_set(err, ERG_EPARSE, "%s: no plans", path);
-    else if (f->np != nfiles)
+    else if (f->np + 1 == nfiles && (st = fallback_point(dir, f, files, err)) != ERG_ENOTFOUND)
+        ; /* the last plan file is the all-max fallback, its point in frontier-info.csv */
+    else if ((st = ERG_OK, f->np != nfiles))
         st = erg_error_set(err, ERG_EPARSE, "%s: %zu rows but %zu plan files", path, f->np, nfiles);
     if (!st) {
         erg_plan *p0;
@@ -725,6 +800,27 @@ static erg_status copy_file(const char *from, const char *to, erg_error *err)
     return st;
 }
 
+/* The all-max baseline of a frontier directory (frontier-info.csv, profile.csv: emulate's
+ * frontier_save.c writes them) goes with its plans, when it has one. */
+static erg_status copy_baseline(const char *in, const char *out, erg_error *err)
+{
+    static const char *const names[] = {"frontier-info.csv", "profile.csv"};
+    size_t il = strlen(in) + 32, ol = strlen(out) + 32;
+    char *from = erg__malloc(il), *to = erg__malloc(ol);
+    erg_status st = !from || !to ? erg_error_set(err, ERG_ENOMEM, "out of memory") : ERG_OK;
+    struct stat sb;
+    if (!st)
+        snprintf(from, il, "%s/%s", in, names[0]);
+    for (int i = 0; i < 2 && !st && stat(from, &sb) == 0; i++) {
+        snprintf(from, il, "%s/%s", in, names[i]);
+        snprintf(to, ol, "%s/%s", out, names[i]);
+        st = copy_file(from, to, err);
+    }
+    erg__free(from);
+    erg__free(to);
+    return st;
+}
+
 erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every, size_t *kept,
                                    size_t *total, erg_error *err)
 {
@@ -752,10 +848,14 @@ erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every
             st = erg__frontier_read_packed(pp, NULL, &g, err);
         if (!st)
             st = erg_frontier_write_dir(g, out, ERG_FRONTIER_CSV, NULL, NULL, err);
+        if (!st)
+            st = copy_baseline(in, out, err);
+        if (!st && kept && erg_frontier_has_fallback(g))
+            --*kept; /* the planner's plans kept */
         erg_frontier_free(g);
         erg__free(pp);
         if (total)
-            *total = f->np;
+            *total = erg_frontier_num_planned(f);
         erg_frontier_free(f);
         return st;
     }
@@ -766,8 +866,9 @@ erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every
         st = erg_error_set(err, ERG_ENOMEM, "out of memory");
     if (!st)
         st = erg__buf_append(&csv, "time,energy\n", 12);
+    size_t planned = erg_frontier_num_planned(f);
     for (size_t k = 0; k < f->np && !st; k++) {
-        if (k % every != 0 && k + 1 != f->np)
+        if (k < planned && k % every != 0 && k + 1 != planned)
             continue;
         const char *src = f->files[k];
         const char *base = strrchr(src, '/');
@@ -797,6 +898,8 @@ erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every
         }
         erg__free(twin);
         char t[40], e[40];
+        if (k >= planned) /* the all-max fallback: its file only (frontier-info.csv names it) */
+            continue;
         if (!st)
             st = erg__buf_printf(&csv, "%s,%s\n", erg__fmt_double_py(f->pts[k].time_s, t, sizeof t),
                                  erg__fmt_double_py(f->pts[k].energy_j, e, sizeof e));
@@ -806,10 +909,12 @@ erg_status erg_frontier_sample_dir(const char *in, const char *out, size_t every
         snprintf(path, strlen(out) + 300, "%s/frontier.csv", out);
         st = erg__write_file(path, csv.data, csv.len, err);
     }
+    if (!st)
+        st = copy_baseline(in, out, err);
     if (kept)
         *kept = n;
     if (total)
-        *total = f->np;
+        *total = planned;
     erg__buf_free(&csv);
     erg__free(path);
     erg_frontier_free(f);
@@ -879,6 +984,8 @@ erg_status erg_frontier_append_plan(erg_frontier *f, const erg_plan *p,
             return erg_error_set(err, ERG_EINVAL,
                                  "the plan's stage %d has %d instructions, the frontier's %d", s,
                                  erg_plan_stage_len(p, s), f->off[s + 1] - f->off[s]);
+    if (f->fallback)
+        return erg_error_set(err, ERG_EINVAL, "the frontier already has its all-max fallback");
     if (!(pt->time_s <= f->pts[f->np - 1].time_s))
         return erg_error_set(err, ERG_EINVAL,
                              "an appended plan's time (%.17g s) must not exceed the fastest "
@@ -901,6 +1008,8 @@ erg_status erg_frontier_append_plan(erg_frontier *f, const erg_plan *p,
             st = erg__frontier_add_change(f, i, cur[i], err);
     if (!st)
         st = erg__frontier_end_plan(f, cur, err);
+    if (!st)
+        f->fallback = true;
 done:
     erg__free(prev);
     erg__free(cur);

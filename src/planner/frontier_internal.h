@@ -36,6 +36,8 @@ void erg__frontier_replay(const erg_frontier *f, size_t k, int *freq);
 /* The fingerprint a plans.ergon header names (read_packed; "" for none). */
 void erg__frontier_set_stored_fingerprint(erg_frontier *f, const char *fp);
 const char *erg__frontier_stored_fingerprint(const erg_frontier *f); /* NULL: computed */
+/* The last plan is the all-max fallback (a plans.ergon header line "fallback all_max"). */
+void erg__frontier_set_fallback(erg_frontier *f);
 erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, size_t every,
                                       size_t *kept, size_t *bytes, erg_error *err);
 erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *name,

@@ -71,6 +71,9 @@ static erg_status header(erg__buf *b, const erg_frontier *f, size_t nplans)
     char fp[ERG_FRONTIER_FINGERPRINT_LEN];
     if (!st && erg_frontier_fingerprint(f, fp) && fp[0])
         st = erg__buf_printf(b, "frontier_fingerprint %s\n", fp);
+    /* the last plan is the all-max fallback, not a point of the planner's frontier */
+    if (!st && erg_frontier_has_fallback(f))
+        st = erg__buf_append(b, "fallback all_max\n", 17);
     return st;
 }
 
@@ -112,15 +115,17 @@ erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, s
     int *cur = erg__calloc(n ? n : 1, sizeof(int)), *out = erg__calloc(n ? n : 1, sizeof(int));
     erg__buf b = {0};
     erg_status st = !cur || !out ? erg_error_set(err, ERG_ENOMEM, "out of memory") : ERG_OK;
-    size_t nk = 0;
+    /* every `every`-th plan and the planner's last, and the all-max fallback */
+    size_t nk = 0, planned = erg_frontier_num_planned(f);
+#define KEEP(k) ((k) >= planned || (k) % every == 0 || (k) + 1 == planned)
     for (size_t k = 0; k < np; k++)
-        nk += k % every == 0 || k + 1 == np;
+        nk += KEEP(k);
     if (!st)
         st = header(&b, f, nk);
     bool first = true;
     char t[40], e[40], c[40], cc[40];
     for (size_t k = 0; k < np && !st; k++) {
-        bool keep = k % every == 0 || k + 1 == np;
+        bool keep = KEEP(k);
         if (computed)
             erg__frontier_advance(f, k, cur);
         else if (keep)
@@ -155,6 +160,7 @@ erg_status erg__frontier_write_packed(const erg_frontier *f, const char *path, s
             st = erg__buf_append(&b, "\n", 1);
         first = false;
     }
+#undef KEEP
     if (st == ERG_ENOMEM && !err->msg[0])
         erg_error_set(err, st, "out of memory");
     if (!st)
@@ -290,6 +296,7 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
     sc.backward_split = 0;
     bool have_sched = false;
     char fp[ERG_FRONTIER_FINGERPRINT_LEN] = ""; /* none: older ergon */
+    bool fallback = false;
     char *ln = next_line(&l);
     if (!ln || strcmp(ln, PACK_MAGIC " 1")) {
         st =
@@ -313,11 +320,11 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
             }
             have_sched = true;
         } else if ((v = value_of(ln, "num_stages"))) {
-            if (!parse_int_tok(v, 1, ERG_SCHED_MAX_STAGES * 64L, &S)) {
+            if (!parse_int_tok(v, 1, (long)ERG_MAX_STAGES, &S)) {
                 st = erg_error_set(err, ERG_EPARSE,
                                    "%s:%ld: num_stages '%.40s' is not an integer "
                                    "in [1, %d]",
-                                   name, l.line, v, ERG_SCHED_MAX_STAGES * 64);
+                                   name, l.line, v, ERG_MAX_STAGES);
                 goto done;
             }
         } else if ((v = value_of(ln, "num_microbatches"))) {
@@ -412,6 +419,13 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
                 goto done;
             }
             snprintf(fp, sizeof fp, "%s", v);
+        } else if ((v = value_of(ln, "fallback"))) {
+            if (strcmp(v, "all_max")) {
+                st = erg_error_set(err, ERG_EPARSE, "%s:%ld: fallback '%.40s': expected all_max",
+                                   name, l.line, v);
+                goto done;
+            }
+            fallback = true;
         } else if (!strncmp(ln, "base", 4) && (ln[4] == ' ' || !ln[4])) {
             break;
         } else {
@@ -582,6 +596,11 @@ erg_status erg__frontier_parse_packed(const char *text, size_t len, const char *
             st = erg__frontier_end_plan(f, freq, err);
         k++;
     }
+    if (!st && fallback && np < 2)
+        st = erg_error_set(err, ERG_EPARSE,
+                           "%s: the all-max fallback needs a planned plan before it", name);
+    if (!st && fallback)
+        erg__frontier_set_fallback(f);
     if (!st && k != np)
         st = erg_error_set(err, ERG_EPARSE,
                            "%s: %ld plans but num_plans says %ld (a truncated "

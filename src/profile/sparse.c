@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SPARSE_MAX_STAGES 4096
+#define SPARSE_MAX_STAGES ERG_MAX_STAGES
 
 void erg_sparse_opts_init(erg_sparse_opts *o)
 {

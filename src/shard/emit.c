@@ -651,3 +651,29 @@ oom:
     json_decref(params);
     return erg_error_set(err, ERG_ENOMEM, "out of memory");
 }
+
+erg_status erg_shard_write(const erg_shard *s, const erg_shard_plan *p, erg_shard_output what,
+                           const char *path, erg_error *err)
+{
+    if (!s || !path || (what != ERG_SHARD_OUT_PROFILES && !p))
+        return erg_error_set(err, ERG_EINVAL, "erg_shard_write: NULL argument");
+    char *text = NULL;
+    erg_status st;
+    switch (what) {
+    case ERG_SHARD_OUT_HLO:
+        st = erg_shard_annotate(s, p, &text, err);
+        break;
+    case ERG_SHARD_OUT_JSON:
+        st = erg_shard_plan_json(s, p, &text, err);
+        break;
+    case ERG_SHARD_OUT_PROFILES:
+        st = erg_shard_profile_csv(s, &text, err);
+        break;
+    default:
+        return erg_error_set(err, ERG_EINVAL, "erg_shard_write: unknown output %d", (int)what);
+    }
+    if (!st)
+        st = erg__write_file(path, text, strlen(text), err);
+    erg_free(text);
+    return st;
+}

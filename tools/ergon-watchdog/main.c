@@ -88,22 +88,17 @@ static void close_others(int keep1, int keep2)
             close(fd);
 }
 
-int main(int argc, char **argv)
+/* The options; -1 to go on, else the exit status (after --help or a usage error). */
+static int parse_args(int argc, char **argv, const char **spec, long *dev, long *ctl_fd,
+                      long *pidfd, long *parent, bool *memory)
 {
-    signal(SIGINT, SIG_IGN);
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
-    const char *spec = NULL;
-    long dev = -1, ctl_fd = -1, pidfd = -1, parent = -1;
-    bool memory = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--memory")) {
-            memory = true;
+            *memory = true;
             continue;
         }
         if (!v) {
@@ -113,15 +108,15 @@ int main(int argc, char **argv)
         }
         bool ok = true;
         if (!strcmp(a, "--gpu"))
-            spec = v;
+            *spec = v;
         else if (!strcmp(a, "--device"))
-            ok = parse_int(v, 0, 1023, &dev);
+            ok = parse_int(v, 0, 1023, dev);
         else if (!strcmp(a, "--control-fd"))
-            ok = parse_int(v, 3, INT_MAX, &ctl_fd);
+            ok = parse_int(v, 3, INT_MAX, ctl_fd);
         else if (!strcmp(a, "--pidfd"))
-            ok = parse_int(v, 3, INT_MAX, &pidfd);
+            ok = parse_int(v, 3, INT_MAX, pidfd);
         else if (!strcmp(a, "--parent"))
-            ok = parse_int(v, 2, INT_MAX, &parent);
+            ok = parse_int(v, 2, INT_MAX, parent);
         else {
             fprintf(stderr, "ergon-watchdog: unknown option '%s'\n", a);
             usage(stderr);
@@ -133,6 +128,21 @@ int main(int argc, char **argv)
         }
         i++;
     }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    const char *spec = NULL;
+    long dev = -1, ctl_fd = -1, pidfd = -1, parent = -1;
+    bool memory = false;
+    int prc = parse_args(argc, argv, &spec, &dev, &ctl_fd, &pidfd, &parent, &memory);
+    if (prc >= 0)
+        return prc;
     if (ctl_fd >= 0) {
         int type = 0;
         socklen_t len = sizeof type;

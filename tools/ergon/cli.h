@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Exit codes of every subcommand (documented in docs/cli.md). */
 enum { CLI_OK = 0, CLI_USER_ERROR = 1, CLI_USAGE = 2 };
@@ -18,6 +19,87 @@ typedef struct cli_command {
     cli_cmd_fn fn;       /* entry point */
     const char *summary; /* one line for `ergon --help` */
 } cli_command;
+
+/* ---- one declarative option table per command (opts.c) ----
+ * A command lists its options once; cli_opts_parse parses argv with it (getopt_long's rules:
+ * options anywhere, --name=value, unique prefixes; "did you mean" for an unknown one) and
+ * cli_opts_help prints --help from the same table, so the two cannot drift. */
+typedef enum cli_opt_kind {
+    CLI_OPT_FLAG,   /* bool *dest = true */
+    CLI_OPT_STR,    /* const char **dest = the value */
+    CLI_OPT_LONG,   /* long *dest: an integer in [min, max] */
+    CLI_OPT_DOUBLE, /* double *dest: a number in [min, max] */
+    CLI_OPT_FN,     /* fn(cmd, value, user) parses it (value NULL when arg is NULL) */
+    CLI_OPT_TEXT,   /* not an option: help text printed in the option list at this place */
+} cli_opt_kind;
+typedef struct cli_opt {
+    const char *name; /* --name; for CLI_OPT_TEXT, NULL */
+    cli_opt_kind kind;
+    const char *arg; /* the value's name in the help ("S"); NULL: no value (flags, some fns) */
+    void *dest;
+    double min, max;
+    int (*fn)(const char *cmd, const char *value, void *user); /* CLI_OK or a usage error */
+    void *user;
+    const char *help;  /* lines (\n) printed beside and under the option */
+    const char *alias; /* another name of the same option (not in the help), or NULL */
+    char short_name;   /* -x as well, or 0 */
+} cli_opt;
+/* The rows, by kind. */
+#define CLI_OPT_S(n, a, d, h)                                                                      \
+    {                                                                                              \
+        .name = (n), .kind = CLI_OPT_STR, .arg = (a), .dest = (d), .help = (h)                     \
+    }
+#define CLI_OPT_B(n, d, h)                                                                         \
+    {                                                                                              \
+        .name = (n), .kind = CLI_OPT_FLAG, .dest = (d), .help = (h)                                \
+    }
+#define CLI_OPT_L(n, a, d, lo, hi, h)                                                              \
+    {                                                                                              \
+        .name = (n), .kind = CLI_OPT_LONG, .arg = (a), .dest = (d), .min = (lo), .max = (hi),      \
+        .help = (h)                                                                                \
+    }
+#define CLI_OPT_D(n, a, d, lo, hi, h)                                                              \
+    {                                                                                              \
+        .name = (n), .kind = CLI_OPT_DOUBLE, .arg = (a), .dest = (d), .min = (lo), .max = (hi),    \
+        .help = (h)                                                                                \
+    }
+#define CLI_OPT_CALL(n, a, f, u, h)                                                                \
+    {                                                                                              \
+        .name = (n), .kind = CLI_OPT_FN, .arg = (a), .fn = (f), .user = (u), .help = (h)           \
+    }
+#define CLI_OPT_T(text)                                                                            \
+    {                                                                                              \
+        .kind = CLI_OPT_TEXT, .help = (text)                                                       \
+    }
+/* --stages S (alias --ranks), bounded by CLI_MAX_STAGES in every command */
+#define CLI_OPT_STAGES(d, h)                                                                       \
+    {                                                                                              \
+        .name = "stages", .kind = CLI_OPT_LONG, .arg = "S", .dest = (d), .min = 1,                 \
+        .max = CLI_MAX_STAGES, .help = (h), .alias = "ranks"                                       \
+    }
+#define CLI_OPTS_END                                                                               \
+    {                                                                                              \
+        .kind = CLI_OPT_TEXT                                                                       \
+    }
+/* A command's help around its option list: usage lines, what it does, and what follows. */
+typedef struct cli_help {
+    const char *usage;       /* "usage: ergon choose ...\n" (may hold several lines) */
+    const char *description; /* paragraphs after the usage, or NULL */
+    const char *epilogue;    /* after the options (exit status, notes), or NULL */
+} cli_help;
+/* Parse argv[1..] with the table (argv[0] is the command). Returns CLI_OK with *first_arg the
+ * index of the first operand, CLI_USAGE after printing a usage error, or CLI_HELP after
+ * printing the help on stdout for -h/--help (the command then returns CLI_OK). */
+enum { CLI_HELP = -1 };
+int cli_opts_parse(const char *cmd, int argc, char **argv, const cli_opt *opts,
+                   const cli_help *help, int *first_arg);
+/* The same, refusing operands ("unexpected argument 'x'"). */
+int cli_opts_parse_all(const char *cmd, int argc, char **argv, const cli_opt *opts,
+                       const cli_help *help);
+void cli_opts_help(FILE *f, const cli_opt *opts, const cli_help *help);
+/* The largest --stages (--ranks) every command accepts: what the library plans and its
+ * files hold (ERG_MAX_STAGES, ergon.h); a planner with a smaller limit says so itself. */
+#define CLI_MAX_STAGES ERG_MAX_STAGES
 
 /* Print "ergon: <msg>" for a failed library call and return CLI_USER_ERROR
  * (or CLI_USAGE for ERG_EINVAL coming from option checks). */
@@ -73,25 +155,32 @@ int cli_read_fits(const char *path, const char *case_name, int S, double **out);
 #include "ergon/profile.h"
 #include <stdio.h>
 enum { CLI_OPT_SCHED_FILE = 0x1001, CLI_OPT_CHUNKS, CLI_OPT_BACKWARD_SPLIT };
-#define CLI_SCHED_LONGOPTS                                                                         \
-    {"schedule-file", required_argument, 0, CLI_OPT_SCHED_FILE},                                   \
-        {"chunks", required_argument, 0, CLI_OPT_CHUNKS},                                          \
-    {                                                                                              \
-        "backward-split", required_argument, 0, CLI_OPT_BACKWARD_SPLIT                             \
-    }
-#define CLI_SCHED_HELP                                                                             \
-    "  --schedule NAME      1f1b (default), gpipe, ours, interleaved-1f1b, looped-bfs,\n"          \
-    "                       interleaved-zb, zbv, dualpipev (docs/schedules.md)\n"                  \
-    "  --schedule-file F    a PyTorch compute_only schedule CSV (_dump_csv) instead\n"             \
-    "  --chunks V           chunks (virtual stages) per rank (default 1, 2 for the\n"              \
-    "                       interleaved, zbv and dualpipev schedules)\n"                           \
-    "  --backward-split X   I = X*B, W = (1-X)*B where the profile has no I/W rows\n"              \
-    "                       (default 0.5; stated in the output when used)\n"
+/* The same four options as rows of a command's cli_opt table (cs: the command's cli_sched *);
+ * CLI_SCHED_OPTS_NO_NAME without --schedule (a command that names its own schedule). */
+int cli_sched_opt_name(const char *cmd, const char *value, void *cs);
+int cli_sched_opt_file(const char *cmd, const char *value, void *cs);
+int cli_sched_opt_chunks(const char *cmd, const char *value, void *cs);
+int cli_sched_opt_split(const char *cmd, const char *value, void *cs);
+#define CLI_SCHED_OPTS_NO_NAME(cs)                                                                 \
+    CLI_OPT_CALL("schedule-file", "F", cli_sched_opt_file, cs,                                     \
+                 "a PyTorch compute_only schedule CSV (_dump_csv) instead"),                       \
+        CLI_OPT_CALL("chunks", "V", cli_sched_opt_chunks, cs,                                      \
+                     "chunks (virtual stages) per rank (default 1, 2 for the\n"                    \
+                     "interleaved, zbv and dualpipev schedules)"),                                 \
+        CLI_OPT_CALL("backward-split", "X", cli_sched_opt_split, cs,                               \
+                     "I = X*B, W = (1-X)*B where the profile has no I/W rows\n"                    \
+                     "(default 0.5; stated in the output when used)")
+#define CLI_SCHED_OPTS(cs)                                                                         \
+    CLI_OPT_CALL("schedule", "NAME", cli_sched_opt_name, cs,                                       \
+                 "1f1b (default), gpipe, ours, interleaved-1f1b, looped-bfs,\n"                    \
+                 "interleaved-zb, zbv, dualpipev (docs/schedules.md)"),                            \
+        CLI_SCHED_OPTS_NO_NAME(cs)
 typedef struct cli_sched {
     erg_schedule sched;
     erg_order *file_order; /* owned, --schedule-file */
     const char *file;
     bool split_set;
+    bool name_set; /* --schedule given */
 } cli_sched;
 void cli_sched_init(cli_sched *cs);
 /* Handle --schedule (c == 'S' by convention, pass it as is_name) and the
@@ -117,15 +206,6 @@ void cli_baseline_init(cli_baseline *b);
 void cli_baseline_free(cli_baseline *b);
 int cli_baseline_set(cli_baseline *b, erg_profile *prof, erg_dag *dag, double power_w,
                      const erg_emulation *all_max);
-int cli_baseline_write(const char *dir, const erg_profile *prof, const erg_schedule *sched, int S,
-                       int M, double power_w, double unit_s, const erg_emulation *all_max,
-                       const char *frontier_fp, erg_error *err);
-/* Append the switch latency and transfer of a switch-aware frontier to DIR/frontier-info.csv. */
-int cli_baseline_write_switch(const char *dir, double switch_latency_s, double transfer_time_s,
-                              erg_error *err);
-/* Copy frontier-info.csv and profile.csv from one frontier directory to
- * another when the first has them (CLI_OK otherwise too). */
-int cli_baseline_copy(const char *from_dir, const char *to_dir, erg_error *err);
 /* 1 and *power_w when DIR/frontier-info.csv names the blocking power. */
 int cli_baseline_read_power(const char *dir, double *power_w);
 int cli_baseline_open(const char *dir, const erg_frontier *f, cli_baseline *b, erg_error *err);
@@ -135,11 +215,7 @@ int cli_baseline_open(const char *dir, const erg_frontier *f, cli_baseline *b, e
 erg_status cli_baseline_pick(const cli_baseline *b, const erg_frontier *f, double deadline_s,
                              size_t *k, erg_emulation *em, erg_error *err);
 
-/* The output directory of `plan perseus` (frontier_out.c): remove the files
- * of an earlier frontier (frontier.csv, plans.ergon, profile.csv,
- * frontier-info.csv, freqs_pipeline_*.py, plan_*.json), leaving others; count
- * the regular files and bytes in a directory. */
-int cli_frontier_clean(const char *dir, size_t *removed, erg_error *err);
+/* The regular files and bytes in a directory (frontier_out.c: `plan perseus`'s summary). */
 void cli_dir_usage(const char *dir, size_t *files, double *bytes);
 
 /* Subcommands (one file each). */

@@ -6,76 +6,38 @@
 #include "ergon/planner.h"
 #include "ergon/baselines.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void compare_help(FILE *f)
-{
-    fprintf(
-        f,
-        "usage: ergon compare --profile P --microbatches M (--gpu G | --blocking-power W)\n"
-        "                     [--stages S] [--format text|csv|json] [-o FILE] [options]\n\n"
-        "Plan one pipeline with every method and print one table. Every plan is evaluated\n"
-        "the same way: profiled time and energy of each instruction, the longest path as the\n"
-        "iteration time, idle time at blocking power (docs/envpipe.md, also in "
-        "/usr/share/doc/ergon).\n\n"
-        "methods (rows):\n"
-        "  all-max                    every instruction at the stage's highest clock (1F1B)\n"
-        "  envpipe                    EnvPipe: envelope, ours schedule, balanced reconfig\n"
-        "  envpipe-greedy             the same with greedy reconfiguration\n"
-        "  envpipe-perseus-emulation  Perseus's emulation of EnvPipe (unit 0.1 ms)\n"
-        "  zeus-global                one clock for every GPU (Zeus cost, eta 0.5)\n"
-        "  zeus-stage                 one clock per stage (Zeus cost)\n"
-        "  uniform                    every stage at its energy-valley clock\n"
-        "  perseus                    the Perseus frontier (1F1B) at the all-max time\n"
-        "  perseus-ours               the Perseus frontier on EnvPipe's ours schedule at the\n"
-        "                             all-max time (a method no published system has)\n\n"
-        "columns: time_s, energy_j, saving_pct (energy saved vs all-max), slowdown_pct\n"
-        "(time vs all-max), then the Perseus frontier read at the same iteration time as the\n"
-        "method: the plan Perseus picks for that deadline (least estimated energy among plans\n"
-        "whose estimated time fits), evaluated like every row: perseus_energy_j,\n"
-        "perseus_saving_pct, and the same for the ours-schedule frontier: ours_energy_j,\n"
-        "ours_saving_pct ('-' when the frontier has no plan that fast). The planner rounds\n"
-        "times down to --unit-time, so a picked plan's evaluated time can be slightly longer\n"
-        "than the deadline; the perseus rows show it.\n\n"
-        "  --profile P          stage profile CSV\n"
-        "  --stages S           pipeline stages (default: all of the profile's)\n"
-        "  --microbatches M     microbatches per iteration\n"
-        "  --gpu NAME           blocking power (A40, A100) and clock-table row (see 'ergon plan\n"
-        "                       envpipe --help')\n"
-        "  --blocking-power W   power while idle or blocked\n"
-        "  --gpu-table FILE     GPU clock table (default data/gpus.csv)\n"
-        "  --unit-time S        Perseus frontier quantisation unit (default 0.001 s)\n"
-        "  --max-plans N        refuse a frontier of more than N plans (estimated before\n"
-        "                       planning; default %d)\n"
-        "  --force              no plan limit (as --max-plans 0)\n"
-        "  --no-frontier        skip the Perseus frontiers (fast)\n"
-        "  --ablation           add EnvPipe's ablation rows (its Figure 10):\n"
-        "                       envpipe-uniform-1f1b (uniform, 1f1b, default) and\n"
-        "                       envpipe-no-reconfig (envelope, ours, default)\n"
-        "  --frontier-dir DIR   also write both frontiers as DIR/1f1b/ and DIR/ours/ (CSV)\n"
-        "  --schedule NAME      also plan another schedule (docs/schedules.md) and add its\n"
-        "                       rows: all-max-NAME, zeus-global-NAME, zeus-stage-NAME,\n"
-        "                       uniform-NAME and perseus-NAME (its frontier at the 1F1B\n"
-        "                       all-max time); saving and slowdown stay relative to 1F1B\n"
-        "                       all-max. With it: --schedule-file F, --chunks V,\n"
-        "                       --backward-split X (default 0.5, stated in the output)\n"
-        "  --switch-latency S   also evaluate every row's plan with a clock-switch latency\n"
-        "                       of S seconds ('default' = the published figure, see\n"
-        "                       ergon emulate --help): columns true_s, tsaving%%, tslowdn%%\n"
-        "                       (true_time_s, true_energy_j, true_saving_pct,\n"
-        "                       true_slowdown_pct in csv/json), against all-max evaluated\n"
-        "                       the same way\n"
-        "  --transfer-time S    the same with S seconds on every cross-stage transfer\n"
-        "  --format F           text (default), csv or json\n"
-        "  -o, --out FILE       write the table to FILE instead of stdout\n"
-        "  -h, --help           this help\n"
-        "\nexit status: 0 success, 1 bad input, 2 usage error.\n",
-        CLI_DEFAULT_MAX_PLANS);
-}
+static const cli_help compare_help = {
+    "usage: ergon compare --profile P --microbatches M (--gpu G | --blocking-power W)\n"
+    "                     [--stages S] [--format text|csv|json] [-o FILE] [options]\n",
+    "Plan one pipeline with every method and print one table. Every plan is evaluated\n"
+    "the same way: profiled time and energy of each instruction, the longest path as the\n"
+    "iteration time, idle time at blocking power (docs/envpipe.md, also in "
+    "/usr/share/doc/ergon).\n\n"
+    "methods (rows):\n"
+    "  all-max                    every instruction at the stage's highest clock (1F1B)\n"
+    "  envpipe                    EnvPipe: envelope, ours schedule, balanced reconfig\n"
+    "  envpipe-greedy             the same with greedy reconfiguration\n"
+    "  envpipe-perseus-emulation  Perseus's emulation of EnvPipe (unit 0.1 ms)\n"
+    "  zeus-global                one clock for every GPU (Zeus cost, eta 0.5)\n"
+    "  zeus-stage                 one clock per stage (Zeus cost)\n"
+    "  uniform                    every stage at its energy-valley clock\n"
+    "  perseus                    the Perseus frontier (1F1B) at the all-max time\n"
+    "  perseus-ours               the Perseus frontier on EnvPipe's ours schedule at the\n"
+    "                             all-max time (a method no published system has)\n\n"
+    "columns: time_s, energy_j, saving_pct (energy saved vs all-max), slowdown_pct\n"
+    "(time vs all-max), then the Perseus frontier read at the same iteration time as the\n"
+    "method: the plan Perseus picks for that deadline (least estimated energy among plans\n"
+    "whose estimated time fits), evaluated like every row: perseus_energy_j,\n"
+    "perseus_saving_pct, and the same for the ours-schedule frontier: ours_energy_j,\n"
+    "ours_saving_pct ('-' when the frontier has no plan that fast). The planner rounds\n"
+    "times down to --unit-time, so a picked plan's evaluated time can be slightly longer\n"
+    "than the deadline; the perseus rows show it.\n",
+    "exit status: 0 success, 1 bad input, 2 usage error.\n"};
 
 #define MAX_ROWS 20
 
@@ -353,154 +315,245 @@ static void print_table(FILE *f, const char *fmt, const row *r, int n, const ecl
                 fo->switch_latency_s, erg_emulate_opts_transfer_s(fo));
 }
 
-enum {
-    C_PROFILE = 256,
-    C_STAGES,
-    C_MB,
-    C_GPU,
-    C_POWER,
-    C_TABLE,
-    C_UNIT,
-    C_NOFRONT,
-    C_FDIR,
-    C_FORMAT,
-    C_ABLATION,
-    C_MAXPLANS,
-    C_FORCE,
-    C_SWITCH,
-    C_TRANSFER
-};
+/* What `ergon compare` was given. */
+typedef struct compare_args {
+    ecli_setup s;
+    cli_sched cs;
+    bool other; /* --schedule or --schedule-file: a schedule besides 1F1B and ours */
+    double unit_s;
+    long max_plans;
+    bool frontier, ablation, fidelity, no_frontier, force;
+    erg_emulate_opts fo;
+    const char *fdir, *format, *out;
+} compare_args;
+
+static int latency_opt(const char *cmd, const char *value, void *user)
+{
+    compare_args *ca = user;
+    ca->fidelity = true;
+    return cli_parse_latency(cmd, value, &ca->fo.switch_latency_s) ? CLI_OK : CLI_USAGE;
+}
+
+static int transfer_opt(const char *cmd, const char *value, void *user)
+{
+    compare_args *ca = user;
+    ca->fidelity = true;
+    return cli_parse_double(cmd, "--transfer-time", value, 0, 1e6, &ca->fo.transfer_time_s)
+               ? CLI_OK
+               : CLI_USAGE;
+}
+
+static int format_opt(const char *cmd, const char *value, void *format)
+{
+    if (strcmp(value, "text") && strcmp(value, "csv") && strcmp(value, "json"))
+        return cli_usage_error(cmd, "--format expects text, csv or json, got '%s'", value);
+    *(const char **)format = value;
+    return CLI_OK;
+}
+
+static int compare_parse(const char *cmd, compare_args *ca, int argc, char **argv)
+{
+    ecli_setup *s = &ca->s;
+    s->power_w = -1;
+    const cli_opt opts[] = {
+        CLI_OPT_S("profile", "P", &s->profile_path, "stage profile CSV"),
+        CLI_OPT_STAGES(&s->S, "pipeline stages (default: all of the profile's)"),
+        CLI_OPT_L("microbatches", "M", &s->M, 1, 100000, "microbatches per iteration"),
+        CLI_OPT_S("gpu", "NAME", &s->gpu,
+                  "blocking power (A40, A100) and clock-table row (see 'ergon plan\n"
+                  "envpipe --help')"),
+        CLI_OPT_D("blocking-power", "W", &s->power_w, 0, 1e5, "power while idle or blocked"),
+        CLI_OPT_S("gpu-table", "FILE", &s->gpu_table, "GPU clock table (default data/gpus.csv)"),
+        CLI_OPT_D("unit-time", "S", &ca->unit_s, 1e-6, 10,
+                  "Perseus frontier quantisation unit (default 0.001 s)"),
+        CLI_OPT_L("max-plans", "N", &ca->max_plans, 0, 1000000000000L,
+                  "refuse a frontier of more than N plans (estimated before\n"
+                  "planning; default 200000)"),
+        CLI_OPT_B("force", &ca->force, "no plan limit (as --max-plans 0)"),
+        CLI_OPT_B("no-frontier", &ca->no_frontier, "skip the Perseus frontiers (fast)"),
+        CLI_OPT_B("ablation", &ca->ablation,
+                  "add EnvPipe's ablation rows (its Figure 10):\n"
+                  "envpipe-uniform-1f1b (uniform, 1f1b, default) and\n"
+                  "envpipe-no-reconfig (envelope, ours, default)"),
+        CLI_OPT_S("frontier-dir", "DIR", &ca->fdir,
+                  "also write both frontiers as DIR/1f1b/ and DIR/ours/ (CSV)"),
+        CLI_OPT_CALL("schedule", "NAME", cli_sched_opt_name, &ca->cs,
+                     "also plan another schedule (docs/schedules.md) and add its\n"
+                     "rows: all-max-NAME, zeus-global-NAME, zeus-stage-NAME,\n"
+                     "uniform-NAME and perseus-NAME (its frontier at the 1F1B\n"
+                     "all-max time); saving and slowdown stay relative to 1F1B\n"
+                     "all-max"),
+        CLI_SCHED_OPTS_NO_NAME(&ca->cs),
+        CLI_OPT_CALL("switch-latency", "S", latency_opt, ca,
+                     "also evaluate every row's plan with a clock-switch latency\n"
+                     "of S seconds ('default' = the published figure, see\n"
+                     "ergon emulate --help): columns true_s, tsaving%, tslowdn%\n"
+                     "(true_time_s, true_energy_j, true_saving_pct,\n"
+                     "true_slowdown_pct in csv/json), against all-max evaluated\n"
+                     "the same way"),
+        CLI_OPT_CALL("transfer-time", "S", transfer_opt, ca,
+                     "the same with S seconds on every cross-stage transfer"),
+        CLI_OPT_CALL("format", "F", format_opt, &ca->format, "text (default), csv or json"),
+        {.name = "out",
+         .short_name = 'o',
+         .kind = CLI_OPT_STR,
+         .arg = "FILE",
+         .dest = &ca->out,
+         .help = "write the table to FILE instead of stdout"},
+        CLI_OPTS_END,
+    };
+    int rc = cli_opts_parse_all(cmd, argc, argv, opts, &compare_help);
+    if (rc)
+        return rc;
+    s->have_power = s->power_w >= 0;
+    if (!s->have_power)
+        s->power_w = 0;
+    if (ca->force)
+        ca->max_plans = 0;
+    ca->frontier = !ca->no_frontier;
+    ca->other = ca->cs.name_set || ca->cs.file;
+    if (ca->fdir && !ca->frontier)
+        return cli_usage_error(cmd, "--frontier-dir and --no-frontier contradict each other");
+    return cli_sched_finish(cmd, &ca->cs, &s->S, &s->M);
+}
+
+/* The Perseus frontiers (1F1B, ours, the other schedule): each row's frontier energies at its
+ * time, and the plans Perseus picks for the all-max time as rows. */
+static int frontier_rows(const char *cmd, const ecli_setup *s, const compare_args *ca,
+                         const cli_sched *cs, const erg_schedule *ours, const char *oname,
+                         const erg_emulate_opts *fop, row *r, int *np)
+{
+    int S = (int)s->S, M = (int)s->M, n = *np, rc = CLI_OK;
+    erg_error err = {0};
+    evfront f1 = {0}, fo_ = {0};
+    erg_schedule one = {.kind = ERG_SCHED_1F1B};
+    char d1[4096], d2[4096];
+    if (ca->fdir) {
+        snprintf(d1, sizeof d1, "%s/1f1b", ca->fdir);
+        snprintf(d2, sizeof d2, "%s/ours", ca->fdir);
+    }
+    rc = eval_frontier(cmd, s->profile, S, M, s->power_w, ca->unit_s, (uint64_t)ca->max_plans, &one,
+                       ca->fdir ? d1 : NULL, &f1);
+    if (!rc && M >= S)
+        rc = eval_frontier(cmd, s->profile, S, M, s->power_w, ca->unit_s, (uint64_t)ca->max_plans,
+                           ours, ca->fdir ? d2 : NULL, &fo_);
+    evfront fx = {0};
+    if (!rc && ca->other) {
+        char d3[4096];
+        if (ca->fdir)
+            snprintf(d3, sizeof d3, "%s/%s", ca->fdir, oname);
+        rc = eval_frontier(cmd, s->profile, S, M, s->power_w, ca->unit_s, (uint64_t)ca->max_plans,
+                           &cs->sched, ca->fdir ? d3 : NULL, &fx);
+    }
+    if (!rc) {
+        for (int i = 0; i < n; i++) {
+            r[i].fe = front_at(&f1, r[i].t);
+            r[i].fo = front_at(&fo_, r[i].t);
+        }
+        /* the plans Perseus picks for the all-max time, as rows */
+        for (int k = 0; k < 2; k++) {
+            const evfront *ef = k ? &fo_ : &f1;
+            long i = front_pick(ef, r[0].t);
+            if (i < 0)
+                continue;
+            snprintf(r[n].method, sizeof r[n].method, k ? "perseus-ours" : "perseus");
+            r[n].t = ef->t[i];
+            r[n].e = ef->e[i];
+            r[n].fe = front_at(&f1, r[0].t);
+            r[n].fo = front_at(&fo_, r[0].t);
+            r[n].tt = r[n].te = NAN;
+            if (fop) {
+                erg_plan *fp = NULL;
+                if (erg_frontier_plan(ef->f, (size_t)i, &fp, &err) ||
+                    eval_true(s->profile, fp, fop, &r[n], &err)) {
+                    erg_plan_free(fp);
+                    rc = cli_report(cmd, &err);
+                    break;
+                }
+                erg_plan_free(fp);
+            }
+            n++;
+        }
+        long i = ca->other ? front_pick(&fx, r[0].t) : -1;
+        if (i >= 0) {
+            snprintf(r[n].method, sizeof r[n].method, "perseus-%s", oname);
+            r[n].t = fx.t[i];
+            r[n].e = fx.e[i];
+            r[n].fe = front_at(&f1, r[0].t);
+            r[n].fo = front_at(&fo_, r[0].t);
+            r[n].tt = r[n].te = NAN;
+            if (fop) {
+                erg_plan *fp = NULL;
+                if (erg_frontier_plan(fx.f, (size_t)i, &fp, &err) ||
+                    eval_true(s->profile, fp, fop, &r[n], &err)) {
+                    erg_plan_free(fp);
+                    rc = cli_report(cmd, &err);
+                }
+                erg_plan_free(fp);
+            }
+            n++;
+        }
+    }
+    free(fx.t);
+    free(fx.e);
+    erg_frontier_free(fx.f);
+    free(f1.t);
+    free(f1.e);
+    free(fo_.t);
+    free(fo_.e);
+    erg_frontier_free(f1.f);
+    erg_frontier_free(fo_.f);
+    *np = n;
+    return rc;
+}
+
+/* The table (--format) on stdout or in --out FILE, and the notes under it. */
+static int compare_report(const compare_args *ca, const row *r, int n, const ecli_setup *s,
+                          const cli_sched *cs, const erg_envpipe_info *info,
+                          const erg_emulate_opts *fop)
+{
+    const char *format = ca->format, *out = ca->out;
+    bool frontier = ca->frontier, other = ca->other;
+    int S = (int)s->S, M = (int)s->M;
+    FILE *f = stdout;
+    if (out && !(f = fopen(out, "w"))) {
+        fprintf(stderr, "ergon compare: cannot write %s\n", out);
+        return CLI_USER_ERROR;
+    }
+    print_table(f, format, r, n, s, frontier,
+                other && cli_sched_split_used(cs, s->profile, S, M)
+                    ? erg_schedule_backward_split(&cs->sched)
+                    : 0,
+                fop);
+    if (!strcmp(format, "text") && M >= S) {
+        fprintf(f, "EnvPipe ours schedule: extra warm-up forwards r =");
+        for (int st = 0; st < S; st++)
+            fprintf(f, " %d", info->extra_warmup[st]);
+        fprintf(f, "\n");
+    }
+    if (!strcmp(format, "text") && other)
+        cli_sched_split_note(f, cs, s->profile, S, M);
+    if (out)
+        fclose(f);
+    return CLI_OK;
+}
 
 int cmd_compare(int argc, char **argv)
 {
     const char *cmd = "compare";
-    static const struct option opts[] = {
-        {"profile", required_argument, 0, C_PROFILE},
-        {"stages", required_argument, 0, C_STAGES},
-        {"microbatches", required_argument, 0, C_MB},
-        {"gpu", required_argument, 0, C_GPU},
-        {"blocking-power", required_argument, 0, C_POWER},
-        {"gpu-table", required_argument, 0, C_TABLE},
-        {"unit-time", required_argument, 0, C_UNIT},
-        {"no-frontier", no_argument, 0, C_NOFRONT},
-        {"frontier-dir", required_argument, 0, C_FDIR},
-        {"format", required_argument, 0, C_FORMAT},
-        {"ablation", no_argument, 0, C_ABLATION},
-        {"schedule", required_argument, 0, 'S'},
-        CLI_SCHED_LONGOPTS,
-        {"max-plans", required_argument, 0, C_MAXPLANS},
-        {"force", no_argument, 0, C_FORCE},
-        {"switch-latency", required_argument, 0, C_SWITCH},
-        {"transfer-time", required_argument, 0, C_TRANSFER},
-        {"out", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    ecli_setup s;
-    memset(&s, 0, sizeof s);
-    cli_sched cs;
-    cli_sched_init(&cs);
-    bool other = false;
-    double unit_s = 0.001;
-    long max_plans = CLI_DEFAULT_MAX_PLANS;
-    bool frontier = true, ablation = false, fidelity = false;
-    erg_emulate_opts fo;
-    erg_emulate_opts_init(&fo);
-    const char *fdir = NULL, *format = "text", *out = NULL;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
-        switch (c) {
-        case C_PROFILE:
-            s.profile_path = optarg;
-            break;
-        case C_STAGES:
-            if (!cli_parse_int(cmd, "--stages", optarg, 1, ERG_SCHED_MAX_STAGES, &s.S))
-                return CLI_USAGE;
-            break;
-        case C_MB:
-            if (!cli_parse_int(cmd, "--microbatches", optarg, 1, 100000, &s.M))
-                return CLI_USAGE;
-            break;
-        case C_GPU:
-            s.gpu = optarg;
-            break;
-        case C_POWER:
-            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &s.power_w))
-                return CLI_USAGE;
-            s.have_power = true;
-            break;
-        case C_TABLE:
-            s.gpu_table = optarg;
-            break;
-        case C_UNIT:
-            if (!cli_parse_double(cmd, "--unit-time", optarg, 1e-6, 10, &unit_s))
-                return CLI_USAGE;
-            break;
-        case C_NOFRONT:
-            frontier = false;
-            break;
-        case C_FDIR:
-            fdir = optarg;
-            break;
-        case C_ABLATION:
-            ablation = true;
-            break;
-        case C_SWITCH:
-            if (!cli_parse_latency(cmd, optarg, &fo.switch_latency_s))
-                return CLI_USAGE;
-            fidelity = true;
-            break;
-        case C_TRANSFER:
-            if (!cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e6, &fo.transfer_time_s))
-                return CLI_USAGE;
-            fidelity = true;
-            break;
-        case C_MAXPLANS:
-            if (!cli_parse_int(cmd, "--max-plans", optarg, 0, 1000000000000L, &max_plans))
-                return CLI_USAGE;
-            break;
-        case C_FORCE:
-            max_plans = 0;
-            break;
-        case C_FORMAT:
-            if (strcmp(optarg, "text") && strcmp(optarg, "csv") && strcmp(optarg, "json"))
-                return cli_usage_error(cmd, "--format expects text, csv or json, got '%s'", optarg);
-            format = optarg;
-            break;
-        case 'S':
-        case CLI_OPT_SCHED_FILE:
-        case CLI_OPT_CHUNKS:
-        case CLI_OPT_BACKWARD_SPLIT: {
-            int r = cli_sched_option(cmd, c == 'S', c, optarg, &cs);
-            if (r)
-                return r;
-            if (c == 'S' || c == CLI_OPT_SCHED_FILE)
-                other = true;
-            break;
-        }
-        case 'o':
-            out = optarg;
-            break;
-        case 'h':
-            compare_help(stdout);
-            return CLI_OK;
-        default:
-            return cli_bad_option(cmd, argv, opts);
-        }
+    compare_args ca = {
+        .unit_s = 0.001, .max_plans = CLI_DEFAULT_MAX_PLANS, .frontier = true, .format = "text"};
+    cli_sched_init(&ca.cs);
+    erg_emulate_opts_init(&ca.fo);
+    int prc = compare_parse(cmd, &ca, argc, argv);
+    if (prc) {
+        cli_sched_free(&ca.cs);
+        return prc == CLI_HELP ? CLI_OK : prc;
     }
-    if (optind < argc)
-        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (fdir && !frontier)
-        return cli_usage_error(cmd, "--frontier-dir and --no-frontier contradict each other");
-    {
-        int r = cli_sched_finish(cmd, &cs, &s.S, &s.M);
-        if (r) {
-            cli_sched_free(&cs);
-            return r;
-        }
-    }
+    ecli_setup s = ca.s;
+    cli_sched cs = ca.cs;
+    bool other = ca.other, frontier = ca.frontier, ablation = ca.ablation, fidelity = ca.fidelity;
+    erg_emulate_opts fo = ca.fo;
     int rc = ecli_setup_load(cmd, &s, true);
     if (rc) {
         ecli_setup_free(&s);
@@ -611,116 +664,15 @@ int cmd_compare(int argc, char **argv)
     }
     for (int i = 0; i < n; i++)
         r[i].fe = r[i].fo = NAN;
-    if (frontier) {
-        evfront f1 = {0}, fo_ = {0};
-        erg_schedule one = {.kind = ERG_SCHED_1F1B};
-        char d1[4096], d2[4096];
-        if (fdir) {
-            snprintf(d1, sizeof d1, "%s/1f1b", fdir);
-            snprintf(d2, sizeof d2, "%s/ours", fdir);
-        }
-        rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &one,
-                           fdir ? d1 : NULL, &f1);
-        if (!rc && M >= S)
-            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans, &ours,
-                               fdir ? d2 : NULL, &fo_);
-        evfront fx = {0};
-        if (!rc && other) {
-            char d3[4096];
-            if (fdir)
-                snprintf(d3, sizeof d3, "%s/%s", fdir, oname);
-            rc = eval_frontier(cmd, s.profile, S, M, s.power_w, unit_s, (uint64_t)max_plans,
-                               &cs.sched, fdir ? d3 : NULL, &fx);
-        }
-        if (!rc) {
-            for (int i = 0; i < n; i++) {
-                r[i].fe = front_at(&f1, r[i].t);
-                r[i].fo = front_at(&fo_, r[i].t);
-            }
-            /* the plans Perseus picks for the all-max time, as rows */
-            for (int k = 0; k < 2; k++) {
-                const evfront *ef = k ? &fo_ : &f1;
-                long i = front_pick(ef, r[0].t);
-                if (i < 0)
-                    continue;
-                snprintf(r[n].method, sizeof r[n].method, k ? "perseus-ours" : "perseus");
-                r[n].t = ef->t[i];
-                r[n].e = ef->e[i];
-                r[n].fe = front_at(&f1, r[0].t);
-                r[n].fo = front_at(&fo_, r[0].t);
-                r[n].tt = r[n].te = NAN;
-                if (fop) {
-                    erg_plan *fp = NULL;
-                    if (erg_frontier_plan(ef->f, (size_t)i, &fp, &err) ||
-                        eval_true(s.profile, fp, fop, &r[n], &err)) {
-                        erg_plan_free(fp);
-                        rc = cli_report(cmd, &err);
-                        break;
-                    }
-                    erg_plan_free(fp);
-                }
-                n++;
-            }
-            long i = other ? front_pick(&fx, r[0].t) : -1;
-            if (i >= 0) {
-                snprintf(r[n].method, sizeof r[n].method, "perseus-%s", oname);
-                r[n].t = fx.t[i];
-                r[n].e = fx.e[i];
-                r[n].fe = front_at(&f1, r[0].t);
-                r[n].fo = front_at(&fo_, r[0].t);
-                r[n].tt = r[n].te = NAN;
-                if (fop) {
-                    erg_plan *fp = NULL;
-                    if (erg_frontier_plan(fx.f, (size_t)i, &fp, &err) ||
-                        eval_true(s.profile, fp, fop, &r[n], &err)) {
-                        erg_plan_free(fp);
-                        rc = cli_report(cmd, &err);
-                    }
-                    erg_plan_free(fp);
-                }
-                n++;
-            }
-        }
-        free(fx.t);
-        free(fx.e);
-        erg_frontier_free(fx.f);
-        free(f1.t);
-        free(f1.e);
-        free(fo_.t);
-        free(fo_.e);
-        erg_frontier_free(f1.f);
-        erg_frontier_free(fo_.f);
-        if (rc) {
-            ecli_setup_free(&s);
-            cli_sched_free(&cs);
-            return rc;
-        }
-    }
-    FILE *f = stdout;
-    if (out && !(f = fopen(out, "w"))) {
-        fprintf(stderr, "ergon compare: cannot write %s\n", out);
+    if (frontier && (rc = frontier_rows(cmd, &s, &ca, &cs, &ours, oname, fop, r, &n))) {
         ecli_setup_free(&s);
         cli_sched_free(&cs);
-        return CLI_USER_ERROR;
+        return rc;
     }
-    print_table(f, format, r, n, &s, frontier,
-                other && cli_sched_split_used(&cs, s.profile, S, M)
-                    ? erg_schedule_backward_split(&cs.sched)
-                    : 0,
-                fop);
-    if (!strcmp(format, "text") && M >= S) {
-        fprintf(f, "EnvPipe ours schedule: extra warm-up forwards r =");
-        for (int st = 0; st < S; st++)
-            fprintf(f, " %d", info.extra_warmup[st]);
-        fprintf(f, "\n");
-    }
-    if (!strcmp(format, "text") && other)
-        cli_sched_split_note(f, &cs, s.profile, S, M);
-    if (out)
-        fclose(f);
+    rc = compare_report(&ca, r, n, &s, &cs, &info, fop);
     ecli_setup_free(&s);
     cli_sched_free(&cs);
-    return CLI_OK;
+    return rc;
 fail:
     erg_plan_free(plan);
     ecli_setup_free(&s);

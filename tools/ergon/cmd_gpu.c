@@ -133,38 +133,31 @@ int cmd_gpu(int argc, char **argv)
     long dev = 0, clock = 0;
     bool hold = false, check = false;
     double seconds = 10.0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage_gpu(stdout);
-            return CLI_OK;
-        }
-        if (!strcmp(a, "--hold")) {
-            hold = true;
-            continue;
-        }
-        if (!strcmp(a, "--check")) {
-            check = true;
-            continue;
-        }
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v)
-            return cli_usage_error("gpu", "%s needs a value", a);
-        i++;
-        if (!strcmp(a, "--gpu"))
-            spec = v;
-        else if (!strcmp(a, "--device")) {
-            if (!cli_parse_int("gpu", a, v, 0, 1023, &dev))
-                return CLI_USAGE;
-        } else if (!strcmp(a, "--seconds")) {
-            if (!cli_parse_double("gpu", a, v, 0.2, 86400.0, &seconds))
-                return CLI_USAGE;
-        } else if (!strcmp(a, "--clock")) {
-            if (!cli_parse_int("gpu", a, v, 1, 100000, &clock))
-                return CLI_USAGE;
-        } else
-            return cli_usage_error("gpu", "unknown option '%s'", a);
-    }
+    static const cli_help help = {
+        "usage: ergon gpu list   [--gpu SPEC]\n"
+        "       ergon gpu clocks [--gpu SPEC] [--device N]\n"
+        "       ergon gpu energy [--gpu SPEC] [--device N] [--check [--seconds S]]\n"
+        "       ergon gpu lock   [--gpu SPEC] [--device N] --clock MHZ [--hold]\n"
+        "       ergon gpu reset  [--gpu SPEC] [--device N]\n",
+        "list, clocks, energy, lock, reset: see 'ergon gpu --help'.\n",
+        "exit status: 0 success, 1 GPU error (named: permission, unsupported clock...), 2 "
+        "usage.\n"};
+    const cli_opt opts[] = {
+        CLI_OPT_S("gpu", "SPEC", &spec,
+                  "back-end: nvml (default; $ERGON_NVML_LIBRARY overrides the\n"
+                  "library), nvml:LIBRARY, amdsmi ($ERGON_AMDSMI_LIBRARY),\n"
+                  "amdsmi:LIBRARY, auto (NVML if it opens, else amdsmi),\n"
+                  "sim:GPU[:MODEL[:N]], daemon:SOCKET (ergond)"),
+        CLI_OPT_L("device", "N", &dev, 0, 1023, "device index (default 0)"),
+        CLI_OPT_L("clock", "MHZ", &clock, 1, 100000, "lock: the SM clock"),
+        CLI_OPT_B("hold", &hold, "lock: stay alive until a signal and reset the clock then"),
+        CLI_OPT_B("check", &check, "energy: compare the counter with integrated power"),
+        CLI_OPT_D("seconds", "S", &seconds, 0.2, 86400.0, "energy --check: seconds (default 10)"),
+        CLI_OPTS_END,
+    };
+    int prc = cli_opts_parse_all("gpu", argc - 1, argv + 1, opts, &help);
+    if (prc)
+        return prc == CLI_HELP ? CLI_OK : prc;
     if (check && strcmp(sub, "energy"))
         return cli_usage_error("gpu", "--check goes with 'ergon gpu energy'");
     if (!strcmp(sub, "lock") && !clock)

@@ -4,97 +4,9 @@
 #include "ergon/baselines.h"
 #include "envpipe_common.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define COMMON_HELP                                                                                \
-    "  --profile P          stage profile CSV (stage,instruction,frequency,time,energy)\n"         \
-    "  --stages S           pipeline stages (default: all of the profile's)\n"                     \
-    "  --microbatches M     microbatches per iteration (required)\n"                               \
-    "  --gpu NAME           GPU model: sets the blocking power for A40 (70.38 W) and A100\n"       \
-    "                       (83.64 W) and selects its row of the clock table (v100, rtx3090,\n"    \
-    "                       a100, a6000, a40, h100; other GPUs use the profile's clocks)\n"        \
-    "  --blocking-power W   power drawn while idle or blocked on communication\n"                  \
-    "  --gpu-table FILE     GPU clock table (default: $ERGON_GPU_TABLE or data/gpus.csv)\n"        \
-    "  --out FILE           write the plan: FILE.py = freqs_pipeline literal, else ergon JSON\n"   \
-    "  --quiet              no summary on stdout\n"                                                \
-    "  -h, --help           this help\n"
-
-static void envpipe_help(FILE *f)
-{
-    fprintf(
-        f, "usage: ergon plan envpipe --profile P --microbatches M (--gpu G | --blocking-power W)\n"
-           "                          [--type T] [--schedule S] [--reconfig R] [options]\n\n"
-           "Plan per-instruction SM clocks with EnvPipe (USENIX ATC'23) on the emulated pipeline:\n"
-           "profile each stage's energy valley, slow the units inside the outer envelope (F0, the\n"
-           "last microbatch's B and the whole last stage stay at max), reorder warm-up forwards\n"
-           "('ours'), then raise clocks on the critical path until it is the envelope. The plan\n"
-           "is evaluated with profiled times and energies (idle time at blocking power).\n\n"
-           "  --type T             baseline | uniform | envelope (default envelope)\n"
-           "  --schedule S         1f1b | ours (default ours; 1f1b for perseus-emulation)\n"
-           "  --reconfig R         default | greedy | balanced (default balanced)\n"
-           "  --variant V          envpipe (default) | perseus-emulation: Perseus's emulation of\n"
-           "                       EnvPipe (slowest Pareto clocks, +15 MHz steps on one critical\n"
-           "                       path, CPM on quantised times; the published comparisons)\n"
-           "  --step MHZ           clock step of a raise (default: the GPU's granularity, 30 MHz,\n"
-           "                       x3 for greedy; 15 MHz for perseus-emulation)\n"
-           "  --max-inflight N     memory cap: at most N forwards in flight per stage (ours)\n"
-           "  --unit-time S        perseus-emulation: quantisation unit (default 0.001 s)\n"
-           "  --finish-limit N     stop after N+1 iterations without change (default 10)\n"
-           "  --max-iterations N   hard cap on reconfiguration iterations (default 10000)\n"
-           "  --threshold-scale X  use EnvPipe's measured-wait rule for the critical path\n"
-           "                       instead of CPM: a unit whose receive wait is below X times\n"
-           "                       the smallest last-stage wait was not held up (EnvPipe: 4)\n"
-           "  --transfer-time S    P2P transfer time added to every receive wait (with\n"
-           "                       --threshold-scale; default 0)\n"
-           "  --from-plan FILE     with --waits: one measured reconfiguration step on this\n"
-           "                       plan (JSON; what EnvPipe does after a real iteration)\n"
-           "  --waits CSV          measured receive waits: stage,instruction,microbatch,wait_ms\n"
-           "                       (one row per instruction); the threshold is\n"
-           "                       --threshold-scale (default 4) x the smallest non-zero\n"
-           "                       last-stage wait\n"
-           "  --print-iterations   print every iteration's plan in EnvPipe's format\n"
-           "                       (Stage 0 | [F0 1980 0.0] F1 1260 0.0 ...: clock MHz and wait\n"
-           "                       ms; brackets = critical path)\n" COMMON_HELP
-           "\nexit status: 0 success, 1 bad input (e.g. a clock missing from the profile,\n"
-           "M < S with ours), 2 usage error.\n");
-}
-
-static void baseline_help(FILE *f, const char *name)
-{
-    const char *what =
-        !strcmp(name, "zeus-global")
-            ? "Zeus's global baseline: one SM clock for every GPU, the one with the lowest\n"
-              "Zeus cost eta*E + (1-eta)*S*P_max*T over the clocks every stage has.\n"
-        : !strcmp(name, "power-limit")
-            ? "Per-GPU power limit (nvidia-smi -pl): every GPU capped at --limit W; each\n"
-              "instruction runs at its highest clock whose profiled average power (energy /\n"
-              "time) fits, the lowest clock when none does (docs/fleet.md).\n"
-        : !strcmp(name, "zeus-stage")
-            ? "Zeus per stage: one SM clock per stage. The heaviest stage sets the pace; for\n"
-              "each of its clocks, every other stage takes its lowest clock that keeps pace\n"
-              "(forward + backward no slower); the lowest Zeus cost wins.\n"
-            : "Uniform: every stage at the bottom of its energy valley (its iteration energy,\n"
-              "idle time included, with the whole pipeline at each clock level).\n";
-    fprintf(f,
-            "usage: ergon plan %s --profile P --microbatches M (--gpu G | --blocking-power W)\n"
-            "                  [options]\n\n%s\n",
-            name, what);
-    if (!strcmp(name, "power-limit"))
-        fprintf(f, "  --limit W            the per-GPU power limit in watts (required)\n");
-    else if (strcmp(name, "uniform") != 0)
-        fprintf(f, "  --eta X              Zeus's energy/time knob in [0, 1] (default 0.5)\n"
-                   "  --max-power W        P_max per GPU (default: the GPU table's power limit,\n"
-                   "                       else the highest profiled average power)\n");
-    if (!strcmp(name, "zeus-global"))
-        fprintf(f, "  --power-limit-step W choose one power limit (multiples of W up to P_max)\n"
-                   "                       instead of one clock: under a limit each instruction\n"
-                   "                       runs at its highest clock whose average power fits\n");
-    fprintf(f,
-            CLI_SCHED_HELP COMMON_HELP "\nexit status: 0 success, 1 bad input, 2 usage error.\n");
-}
 
 static void print_summary(const erg_plan *plan, const ecli_setup *s)
 {
@@ -133,69 +45,7 @@ static int print_iteration(void *user, int it, const erg_plan *plan, const char 
     return 0;
 }
 
-enum {
-    OPT_PROFILE = 256,
-    OPT_STAGES,
-    OPT_MB,
-    OPT_GPU,
-    OPT_POWER,
-    OPT_TABLE,
-    OPT_OUT,
-    OPT_QUIET,
-    OPT_TYPE,
-    OPT_SCHED,
-    OPT_RECONFIG,
-    OPT_VARIANT,
-    OPT_STEP,
-    OPT_INFLIGHT,
-    OPT_UNIT,
-    OPT_FINISH,
-    OPT_MAXIT,
-    OPT_PRINT,
-    OPT_ETA,
-    OPT_MAXPOWER,
-    OPT_THR,
-    OPT_XFER,
-    OPT_PLSTEP,
-    OPT_LIMIT,
-    OPT_FROM,
-    OPT_WAITS,
-};
-
-static const struct option common_opts[] = {
-    {"profile", required_argument, 0, OPT_PROFILE},
-    {"stages", required_argument, 0, OPT_STAGES},
-    {"microbatches", required_argument, 0, OPT_MB},
-    {"gpu", required_argument, 0, OPT_GPU},
-    {"blocking-power", required_argument, 0, OPT_POWER},
-    {"gpu-table", required_argument, 0, OPT_TABLE},
-    {"out", required_argument, 0, OPT_OUT},
-    {"quiet", no_argument, 0, OPT_QUIET},
-    {"type", required_argument, 0, OPT_TYPE},
-    {"schedule", required_argument, 0, OPT_SCHED},
-    {"reconfig", required_argument, 0, OPT_RECONFIG},
-    {"variant", required_argument, 0, OPT_VARIANT},
-    {"step", required_argument, 0, OPT_STEP},
-    {"max-inflight", required_argument, 0, OPT_INFLIGHT},
-    {"unit-time", required_argument, 0, OPT_UNIT},
-    {"finish-limit", required_argument, 0, OPT_FINISH},
-    {"max-iterations", required_argument, 0, OPT_MAXIT},
-    {"print-iterations", no_argument, 0, OPT_PRINT},
-    {"threshold-scale", required_argument, 0, OPT_THR},
-    {"transfer-time", required_argument, 0, OPT_XFER},
-    {"eta", required_argument, 0, OPT_ETA},
-    {"max-power", required_argument, 0, OPT_MAXPOWER},
-    {"power-limit-step", required_argument, 0, OPT_PLSTEP},
-    {"limit", required_argument, 0, OPT_LIMIT},
-    {"from-plan", required_argument, 0, OPT_FROM},
-    {"waits", required_argument, 0, OPT_WAITS},
-    CLI_SCHED_LONGOPTS,
-    {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0},
-};
-
-/* Options of one planning command; which ones a method accepts is checked
- * after parsing. */
+/* Options of one planning command. */
 typedef struct popts {
     ecli_setup s;
     const char *out;
@@ -203,166 +53,218 @@ typedef struct popts {
     const char *from_plan, *waits;
     erg_envpipe_opts eo;
     erg_baseline_opts bo;
-    cli_sched cs; /* baselines: --schedule-file, --chunks, --backward-split */
+    cli_sched cs;                       /* baselines: --schedule-file, --chunks, --backward-split */
+    long step, inflight, finish, maxit; /* -1: not given */
 } popts;
 
-static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
-                 void (*help)(FILE *, const char *), const char *name)
+static int type_opt(const char *cmd, const char *v, void *p)
 {
     erg_error err = {0};
-    long v;
-    int c;
+    return erg_envpipe_type_parse(v, &((popts *)p)->eo.type, &err)
+               ? cli_usage_error(cmd, "%s", err.msg)
+               : CLI_OK;
+}
+
+static int reconfig_opt(const char *cmd, const char *v, void *p)
+{
+    erg_error err = {0};
+    return erg_envpipe_reconfig_parse(v, &((popts *)p)->eo.reconfig, &err)
+               ? cli_usage_error(cmd, "%s", err.msg)
+               : CLI_OK;
+}
+
+static int variant_opt(const char *cmd, const char *v, void *p)
+{
+    erg_error err = {0};
+    return erg_envpipe_variant_parse(v, &((popts *)p)->eo.variant, &err)
+               ? cli_usage_error(cmd, "%s", err.msg)
+               : CLI_OK;
+}
+
+/* --schedule: 1f1b or ours for EnvPipe, any but ours for the baselines */
+static int envpipe_sched_opt(const char *cmd, const char *v, void *user)
+{
+    popts *p = user;
+    erg_error err = {0};
+    if (erg_schedule_parse(v, &p->eo.schedule, &err))
+        return cli_usage_error(cmd, "%s", err.msg);
+    p->bo.schedule.kind = p->eo.schedule;
+    p->cs.sched.kind = p->eo.schedule;
+    p->schedule_set = true;
+    return CLI_OK;
+}
+
+static int baseline_sched_opt(const char *cmd, const char *v, void *user)
+{
+    popts *p = user;
+    int rc = envpipe_sched_opt(cmd, v, user);
+    if (!rc && p->eo.schedule == ERG_SCHED_ENVPIPE)
+        return cli_usage_error(cmd, "--schedule ours needs EnvPipe's warm-up counts: use "
+                                    "'ergon plan envpipe'");
+    return rc;
+}
+
+static int no_sched_file(const char *cmd, const char *v, void *opt)
+{
+    (void)v;
+    return cli_usage_error(cmd,
+                           "%s: EnvPipe is defined only for the 1f1b and ours schedules "
+                           "(docs/schedules.md)",
+                           (const char *)opt);
+}
+
+#define PLAN_COMMON_OPTS(p)                                                                        \
+    CLI_OPT_S("profile", "P", &(p)->s.profile_path,                                                \
+              "stage profile CSV (stage,instruction,frequency,time,energy)"),                      \
+        CLI_OPT_STAGES(&(p)->s.S, "pipeline stages (default: all of the profile's)"),              \
+        CLI_OPT_L("microbatches", "M", &(p)->s.M, 1, 100000,                                       \
+                  "microbatches per iteration (required)"),                                        \
+        CLI_OPT_S("gpu", "NAME", &(p)->s.gpu,                                                      \
+                  "GPU model: sets the blocking power for A40 (70.38 W) and A100\n"                \
+                  "(83.64 W) and selects its row of the clock table (v100, rtx3090,\n"             \
+                  "a100, a6000, a40, h100; other GPUs use the profile's clocks)"),                 \
+        CLI_OPT_D("blocking-power", "W", &(p)->s.power_w, 0, 1e5,                                  \
+                  "power drawn while idle or blocked on communication"),                           \
+        CLI_OPT_S("gpu-table", "FILE", &(p)->s.gpu_table,                                          \
+                  "GPU clock table (default: $ERGON_GPU_TABLE or data/gpus.csv)"),                 \
+        CLI_OPT_S("out", "FILE", &(p)->out,                                                        \
+                  "write the plan: FILE.py = freqs_pipeline literal, else ergon JSON"),            \
+        CLI_OPT_B("quiet", &(p)->quiet, "no summary on stdout")
+
+static const cli_help envpipe_help = {
+    "usage: ergon plan envpipe --profile P --microbatches M (--gpu G | --blocking-power W)\n"
+    "                          [--type T] [--schedule S] [--reconfig R] [options]\n",
+    "Plan per-instruction SM clocks with EnvPipe (USENIX ATC'23) on the emulated pipeline:\n"
+    "profile each stage's energy valley, slow the units inside the outer envelope (F0, the\n"
+    "last microbatch's B and the whole last stage stay at max), reorder warm-up forwards\n"
+    "('ours'), then raise clocks on the critical path until it is the envelope. The plan\n"
+    "is evaluated with profiled times and energies (idle time at blocking power).\n",
+    "exit status: 0 success, 1 bad input (e.g. a clock missing from the profile,\n"
+    "M < S with ours), 2 usage error.\n"};
+
+static int parse_envpipe(const char *cmd, int argc, char **argv, popts *p)
+{
+    const cli_opt opts[] = {
+        CLI_OPT_CALL("type", "T", type_opt, p, "baseline | uniform | envelope (default envelope)"),
+        CLI_OPT_CALL("schedule", "S", envpipe_sched_opt, p,
+                     "1f1b | ours (default ours; 1f1b for perseus-emulation)"),
+        CLI_OPT_CALL("reconfig", "R", reconfig_opt, p,
+                     "default | greedy | balanced (default balanced)"),
+        CLI_OPT_CALL("variant", "V", variant_opt, p,
+                     "envpipe (default) | perseus-emulation: Perseus's emulation of\n"
+                     "EnvPipe (slowest Pareto clocks, +15 MHz steps on one critical\n"
+                     "path, CPM on quantised times; the published comparisons)"),
+        CLI_OPT_L("step", "MHZ", &p->step, 1, 10000,
+                  "clock step of a raise (default: the GPU's granularity, 30 MHz,\n"
+                  "x3 for greedy; 15 MHz for perseus-emulation)"),
+        CLI_OPT_L("max-inflight", "N", &p->inflight, 1, 100000,
+                  "memory cap: at most N forwards in flight per stage (ours)"),
+        CLI_OPT_D("unit-time", "S", &p->eo.unit_s, 1e-9, 1e3,
+                  "perseus-emulation: quantisation unit (default 0.001 s)"),
+        CLI_OPT_L("finish-limit", "N", &p->finish, 0, 1000000,
+                  "stop after N+1 iterations without change (default 10)"),
+        CLI_OPT_L("max-iterations", "N", &p->maxit, 1, 10000000,
+                  "hard cap on reconfiguration iterations (default 10000)"),
+        CLI_OPT_D("threshold-scale", "X", &p->eo.threshold_scale, 1e-6, 1e6,
+                  "use EnvPipe's measured-wait rule for the critical path\n"
+                  "instead of CPM: a unit whose receive wait is below X times\n"
+                  "the smallest last-stage wait was not held up (EnvPipe: 4)"),
+        CLI_OPT_D("transfer-time", "S", &p->eo.transfer_s, 0, 1e3,
+                  "P2P transfer time added to every receive wait (with\n"
+                  "--threshold-scale; default 0)"),
+        CLI_OPT_S("from-plan", "FILE", &p->from_plan,
+                  "with --waits: one measured reconfiguration step on this\n"
+                  "plan (JSON; what EnvPipe does after a real iteration)"),
+        CLI_OPT_S("waits", "CSV", &p->waits,
+                  "measured receive waits: stage,instruction,microbatch,wait_ms\n"
+                  "(one row per instruction); the threshold is\n"
+                  "--threshold-scale (default 4) x the smallest non-zero\n"
+                  "last-stage wait"),
+        CLI_OPT_B("print-iterations", &p->print,
+                  "print every iteration's plan in EnvPipe's format\n"
+                  "(Stage 0 | [F0 1980 0.0] F1 1260 0.0 ...: clock MHz and wait\n"
+                  "ms; brackets = critical path)"),
+        CLI_OPT_CALL("schedule-file", "F", no_sched_file, "--schedule-file", "not for EnvPipe"),
+        CLI_OPT_CALL("chunks", "V", no_sched_file, "--chunks", "not for EnvPipe"),
+        CLI_OPT_CALL("backward-split", "X", no_sched_file, "--backward-split", "not for EnvPipe"),
+        PLAN_COMMON_OPTS(p),
+        CLI_OPTS_END,
+    };
+    return cli_opts_parse_all(cmd, argc, argv, opts, &envpipe_help);
+}
+
+static int parse_baseline(const char *cmd, int argc, char **argv, popts *p, const char *name)
+{
+    bool limit = !strcmp(name, "power-limit");
+    bool zeus = strcmp(name, "uniform") != 0 && !limit, global = !strcmp(name, "zeus-global");
+    const char *what =
+        global  ? "Zeus's global baseline: one SM clock for every GPU, the one with the lowest\n"
+                  "Zeus cost eta*E + (1-eta)*S*P_max*T over the clocks every stage has.\n"
+        : limit ? "Per-GPU power limit (nvidia-smi -pl): every GPU capped at --limit W; each\n"
+                  "instruction runs at its highest clock whose profiled average power (energy /\n"
+                  "time) fits, the lowest clock when none does (docs/fleet.md).\n"
+        : zeus  ? "Zeus per stage: one SM clock per stage. The heaviest stage sets the pace; for\n"
+                  "each of its clocks, every other stage takes its lowest clock that keeps pace\n"
+                  "(forward + backward no slower); the lowest Zeus cost wins.\n"
+                : "Uniform: every stage at the bottom of its energy valley (its iteration "
+                  "energy,\nidle time included, with the whole pipeline at each clock level).\n";
+    char usage[256];
+    snprintf(usage, sizeof usage,
+             "usage: ergon plan %s --profile P --microbatches M (--gpu G | --blocking-power W)\n"
+             "                  [options]\n",
+             name);
+    const cli_help help = {usage, what, "exit status: 0 success, 1 bad input, 2 usage error.\n"};
+    const cli_opt zeus_rows[] = {
+        CLI_OPT_D("eta", "X", &p->bo.eta, 0, 1, "Zeus's energy/time knob in [0, 1] (default 0.5)"),
+        CLI_OPT_D("max-power", "W", &p->bo.max_power_w, 1e-3, 1e6,
+                  "P_max per GPU (default: the GPU table's power limit,\n"
+                  "else the highest profiled average power)"),
+        CLI_OPT_D("power-limit-step", "W", &p->bo.power_limit_step_w, 1, 1e5,
+                  "choose one power limit (multiples of W up to P_max)\n"
+                  "instead of one clock: under a limit each instruction\n"
+                  "runs at its highest clock whose average power fits"),
+        CLI_OPT_D("limit", "W", &p->bo.power_limit_w, 1e-3, 1e6,
+                  "the per-GPU power limit in watts (required)"),
+    };
+    const cli_opt opts[] = {
+        zeus ? zeus_rows[0] : (cli_opt)CLI_OPT_T(""),
+        zeus ? zeus_rows[1] : (cli_opt)CLI_OPT_T(""),
+        global ? zeus_rows[2] : (cli_opt)CLI_OPT_T(""),
+        limit ? zeus_rows[3] : (cli_opt)CLI_OPT_T(""),
+        CLI_OPT_CALL("schedule", "NAME", baseline_sched_opt, p,
+                     "1f1b (default), gpipe, interleaved-1f1b, looped-bfs,\n"
+                     "interleaved-zb, zbv, dualpipev (docs/schedules.md)"),
+        CLI_SCHED_OPTS_NO_NAME(&p->cs),
+        PLAN_COMMON_OPTS(p),
+        CLI_OPTS_END,
+    };
+    return cli_opts_parse_all(cmd, argc, argv, opts, &help);
+}
+
+static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe, const char *name)
+{
     memset(p, 0, sizeof *p);
     erg_envpipe_opts_init(&p->eo);
     erg_baseline_opts_init(&p->bo);
     cli_sched_init(&p->cs);
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", common_opts, NULL)) != -1) {
-        switch (c) {
-        case OPT_PROFILE:
-            p->s.profile_path = optarg;
-            break;
-        case OPT_STAGES:
-            if (!cli_parse_int(cmd, "--stages", optarg, 1, ERG_SCHED_MAX_STAGES, &p->s.S))
-                return CLI_USAGE;
-            break;
-        case OPT_MB:
-            if (!cli_parse_int(cmd, "--microbatches", optarg, 1, 100000, &p->s.M))
-                return CLI_USAGE;
-            break;
-        case OPT_GPU:
-            p->s.gpu = optarg;
-            break;
-        case OPT_POWER:
-            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &p->s.power_w))
-                return CLI_USAGE;
-            p->s.have_power = true;
-            break;
-        case OPT_TABLE:
-            p->s.gpu_table = optarg;
-            break;
-        case OPT_OUT:
-            p->out = optarg;
-            break;
-        case OPT_QUIET:
-            p->quiet = true;
-            break;
-        case CLI_OPT_SCHED_FILE:
-        case CLI_OPT_CHUNKS:
-        case CLI_OPT_BACKWARD_SPLIT: {
-            if (envpipe)
-                return cli_usage_error(cmd,
-                                       "%s: EnvPipe is defined only for the 1f1b and ours "
-                                       "schedules (docs/schedules.md)",
-                                       argv[optind - 1]);
-            int r = cli_sched_option(cmd, 0, c, optarg, &p->cs);
-            if (r)
-                return r;
-            p->schedule_set = true;
-            break;
-        }
-        case OPT_SCHED:
-            if (erg_schedule_parse(optarg, &p->eo.schedule, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
-            p->bo.schedule.kind = p->eo.schedule;
-            p->cs.sched.kind = p->eo.schedule;
-            p->schedule_set = true;
-            if (!envpipe && p->eo.schedule == ERG_SCHED_ENVPIPE)
-                return cli_usage_error(cmd, "--schedule ours needs EnvPipe's warm-up counts: use "
-                                            "'ergon plan envpipe'");
-            break;
-        case OPT_TYPE:
-        case OPT_RECONFIG:
-        case OPT_VARIANT:
-        case OPT_STEP:
-        case OPT_INFLIGHT:
-        case OPT_UNIT:
-        case OPT_FINISH:
-        case OPT_MAXIT:
-        case OPT_PRINT:
-        case OPT_THR:
-        case OPT_XFER:
-        case OPT_FROM:
-        case OPT_WAITS:
-            if (!envpipe)
-                return cli_usage_error(cmd, "%s is an option of 'ergon plan envpipe'",
-                                       argv[optind - 1]);
-            if (c == OPT_TYPE && erg_envpipe_type_parse(optarg, &p->eo.type, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
-            if (c == OPT_RECONFIG && erg_envpipe_reconfig_parse(optarg, &p->eo.reconfig, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
-            if (c == OPT_VARIANT && erg_envpipe_variant_parse(optarg, &p->eo.variant, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
-            if (c == OPT_STEP) {
-                if (!cli_parse_int(cmd, "--step", optarg, 1, 10000, &v))
-                    return CLI_USAGE;
-                p->eo.reconfig_step_mhz = (int)v;
-            }
-            if (c == OPT_INFLIGHT) {
-                if (!cli_parse_int(cmd, "--max-inflight", optarg, 1, 100000, &v))
-                    return CLI_USAGE;
-                p->eo.max_inflight = (int)v;
-            }
-            if (c == OPT_UNIT &&
-                !cli_parse_double(cmd, "--unit-time", optarg, 1e-9, 1e3, &p->eo.unit_s))
-                return CLI_USAGE;
-            if (c == OPT_FINISH) {
-                if (!cli_parse_int(cmd, "--finish-limit", optarg, 0, 1000000, &v))
-                    return CLI_USAGE;
-                p->eo.finish_limit = (int)v;
-            }
-            if (c == OPT_MAXIT) {
-                if (!cli_parse_int(cmd, "--max-iterations", optarg, 1, 10000000, &v))
-                    return CLI_USAGE;
-                p->eo.max_iterations = (int)v;
-            }
-            if (c == OPT_PRINT)
-                p->print = true;
-            if (c == OPT_FROM)
-                p->from_plan = optarg;
-            if (c == OPT_WAITS)
-                p->waits = optarg;
-            if (c == OPT_THR && !cli_parse_double(cmd, "--threshold-scale", optarg, 1e-6, 1e6,
-                                                  &p->eo.threshold_scale))
-                return CLI_USAGE;
-            if (c == OPT_XFER &&
-                !cli_parse_double(cmd, "--transfer-time", optarg, 0, 1e3, &p->eo.transfer_s))
-                return CLI_USAGE;
-            break;
-        case OPT_PLSTEP:
-            if (strcmp(name, "zeus-global") != 0)
-                return cli_usage_error(cmd, "--power-limit-step is an option of zeus-global");
-            if (!cli_parse_double(cmd, "--power-limit-step", optarg, 1, 1e5,
-                                  &p->bo.power_limit_step_w))
-                return CLI_USAGE;
-            break;
-        case OPT_LIMIT:
-            if (strcmp(name, "power-limit") != 0)
-                return cli_usage_error(cmd, "--limit is an option of power-limit");
-            if (!cli_parse_double(cmd, "--limit", optarg, 1e-3, 1e6, &p->bo.power_limit_w))
-                return CLI_USAGE;
-            break;
-        case OPT_ETA:
-        case OPT_MAXPOWER:
-            if (envpipe || !strcmp(name, "uniform") || !strcmp(name, "power-limit"))
-                return cli_usage_error(cmd, "%s is an option of the Zeus baselines",
-                                       argv[optind - 1]);
-            if (c == OPT_ETA && !cli_parse_double(cmd, "--eta", optarg, 0, 1, &p->bo.eta))
-                return CLI_USAGE;
-            if (c == OPT_MAXPOWER &&
-                !cli_parse_double(cmd, "--max-power", optarg, 1e-3, 1e6, &p->bo.max_power_w))
-                return CLI_USAGE;
-            break;
-        case 'h':
-            help(stdout, name);
-            return -1;
-        default:
-            return cli_bad_option(cmd, argv, common_opts);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    p->s.power_w = -1;
+    p->step = p->inflight = p->finish = p->maxit = -1;
+    int rc = envpipe ? parse_envpipe(cmd, argc, argv, p) : parse_baseline(cmd, argc, argv, p, name);
+    if (rc)
+        return rc;
+    p->s.have_power = p->s.power_w >= 0;
+    if (!p->s.have_power)
+        p->s.power_w = 0;
+    if (p->step >= 0)
+        p->eo.reconfig_step_mhz = (int)p->step;
+    if (p->inflight >= 0)
+        p->eo.max_inflight = (int)p->inflight;
+    if (p->finish >= 0)
+        p->eo.finish_limit = (int)p->finish;
+    if (p->maxit >= 0)
+        p->eo.max_iterations = (int)p->maxit;
+    if (p->cs.file || p->cs.sched.chunks || p->cs.split_set)
+        p->schedule_set = true;
     if (p->eo.variant == ERG_ENVPIPE_PERSEUS_EMULATION && !p->schedule_set)
         p->eo.schedule = ERG_SCHED_1F1B; /* what Perseus's emulation runs */
     if (!p->from_plan != !p->waits)
@@ -374,12 +276,6 @@ static int parse(const char *cmd, int argc, char **argv, popts *p, bool envpipe,
         p->bo.schedule = p->cs.sched;
     }
     return ecli_setup_load(cmd, &p->s, !p->waits);
-}
-
-static void envpipe_help2(FILE *f, const char *name)
-{
-    (void)name;
-    envpipe_help(f);
 }
 
 /* --from-plan + --waits: one measured reconfiguration step (docs/envpipe.md). */
@@ -455,7 +351,7 @@ int cmd_plan_envpipe(int argc, char **argv)
 {
     const char *cmd = "plan envpipe";
     popts p;
-    int rc = parse(cmd, argc, argv, &p, true, envpipe_help2, "envpipe");
+    int rc = parse(cmd, argc, argv, &p, true, "envpipe");
     if (rc) {
         ecli_setup_free(&p.s);
         return rc < 0 ? CLI_OK : rc;
@@ -513,7 +409,7 @@ static int run_baseline(int argc, char **argv, const char *name, baseline_fn fn)
     char cmd[64];
     snprintf(cmd, sizeof cmd, "plan %s", name);
     popts p;
-    int rc = parse(cmd, argc, argv, &p, false, baseline_help, name);
+    int rc = parse(cmd, argc, argv, &p, false, name);
     if (rc) {
         ecli_setup_free(&p.s);
         cli_sched_free(&p.cs);

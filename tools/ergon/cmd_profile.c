@@ -81,40 +81,43 @@ static int profile_sim(int argc, char **argv)
     const char *gpu = NULL, *model = "gpt3-xl", *out = NULL;
     long stages = 0, mbs = 0, fmin = 0;
     bool info = false, split = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage_profile(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--info")) {
-            info = true;
-            continue;
-        } else if (!strcmp(a, "--split-backward")) {
-            split = true;
-            continue;
-        }
-        if (!v)
-            return cli_usage_error("profile sim", "%s needs a value", a);
-        i++;
-        if (!strcmp(a, "--gpu"))
-            gpu = v;
-        else if (!strcmp(a, "--model"))
-            model = v;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
-            out = v;
-        else if (!strcmp(a, "--stages")) {
-            if (!cli_parse_int("profile sim", a, v, 1, 1024, &stages))
-                return CLI_USAGE;
-        } else if (!strcmp(a, "--microbatch-size")) {
-            if (!cli_parse_int("profile sim", a, v, 1, 4096, &mbs))
-                return CLI_USAGE;
-        } else if (!strcmp(a, "--min-freq")) {
-            if (!cli_parse_int("profile sim", a, v, 1, 100000, &fmin))
-                return CLI_USAGE;
-        } else
-            return cli_usage_error("profile sim", "unknown option '%s'", a);
-    }
+    static const cli_help help = {
+        "usage: ergon profile sim --gpu GPU --stages S [--model MODEL] [--microbatch-size B]\n"
+        "                         [--min-freq MHZ] [--split-backward] -o profile.csv\n"
+        "       ergon profile sim --info [--gpu GPU]\n",
+        "Write the stage profile (stage,instruction,frequency,time,energy) of MODEL split\n"
+        "into S pipeline stages on a simulated GPU, from ergon's DVFS model\n"
+        "(docs/sim-gpu.md): every supported clock from the maximum down to MHZ (default: the\n"
+        "GPU's usual profiling floor, 855 MHz on A100/A40), forward and backward per stage,\n"
+        "times in s and energies in J per microbatch. The blocking (P2P wait) power the\n"
+        "planner needs is printed to stderr.\n",
+        "exit status: 0 success, 1 bad input (named), 2 usage error.\n"};
+    const cli_opt opts[] = {
+        CLI_OPT_S("gpu", "GPU", &gpu,
+                  "a100 | a40 | h100 | v100 (A100 and A40 are calibrated on the\n"
+                  "Perseus profiles; H100 and V100 are extrapolated)"),
+        CLI_OPT_STAGES(&stages, "pipeline stages the model is split into"),
+        CLI_OPT_S("model", "MODEL", &model,
+                  "gpt3-xl (default) | gpt3-2.7b | gpt3-6.7b | bloom-3b | bert-large"),
+        CLI_OPT_L("microbatch-size", "B", &mbs, 1, 4096,
+                  "sequences per microbatch (default: the model's)"),
+        CLI_OPT_L("min-freq", "MHZ", &fmin, 1, 100000, "the lowest clock profiled"),
+        CLI_OPT_B("split-backward", &split,
+                  "also write backward_input and backward_weight rows (the\n"
+                  "zero-bubble I and W halves of backward; model in docs/sim-gpu.md)"),
+        CLI_OPT_B("info", &info,
+                  "print the simulated GPU parameters (all GPUs, or --gpu) and exit"),
+        {.name = "output",
+         .short_name = 'o',
+         .kind = CLI_OPT_STR,
+         .arg = "FILE",
+         .dest = &out,
+         .help = "the profile CSV"},
+        CLI_OPTS_END,
+    };
+    int prc = cli_opts_parse_all("profile sim", argc, argv, opts, &help);
+    if (prc)
+        return prc == CLI_HELP ? CLI_OK : prc;
     erg_error err;
     if (info) {
         if (gpu) {
@@ -183,35 +186,34 @@ static int profile_run(int argc, char **argv)
     const char *spec = NULL, *out = NULL;
     long stage = 0, iters = 3, fmin = 0;
     double blocking_s = 1.0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage_profile(stdout);
-            return CLI_OK;
-        }
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v)
-            return cli_usage_error("profile run", "%s needs a value", a);
-        i++;
-        if (!strcmp(a, "--gpu"))
-            spec = v;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
-            out = v;
-        else if (!strcmp(a, "--stage")) {
-            if (!cli_parse_int("profile run", a, v, 0, 63, &stage))
-                return CLI_USAGE;
-        } else if (!strcmp(a, "--iters")) {
-            if (!cli_parse_int("profile run", a, v, 1, 10000, &iters))
-                return CLI_USAGE;
-        } else if (!strcmp(a, "--min-freq")) {
-            if (!cli_parse_int("profile run", a, v, 1, 100000, &fmin))
-                return CLI_USAGE;
-        } else if (!strcmp(a, "--blocking-s")) {
-            if (!cli_parse_double("profile run", a, v, 0, 600, &blocking_s))
-                return CLI_USAGE;
-        } else
-            return cli_usage_error("profile run", "unknown option '%s'", a);
-    }
+    static const cli_help help = {
+        "usage: ergon profile run --gpu sim:GPU[:MODEL[:N]] [--stage S] [--iters N]\n"
+        "                         [--min-freq MHZ] [--blocking-s SEC] -o profile.csv\n",
+        "Profiling mode on the simulated GPU: sweep the SM clock from the highest down to MHZ\n"
+        "(default: the lowest supported) running N measured iterations (one forward + one\n"
+        "backward) per clock after one warm-up, measuring with the energy counter, stop\n"
+        "early after five energy increases in a row past the first third, then measure the\n"
+        "blocking power for SEC seconds (default 1; printed to stderr). Real GPUs are\n"
+        "profiled the same way from the training loop (erg_client_profile).\n",
+        "exit status: 0 success, 1 bad input (named), 2 usage error.\n"};
+    const cli_opt opts[] = {
+        CLI_OPT_S("gpu", "sim:GPU[:MODEL[:N]]", &spec, "the simulated GPUs"),
+        CLI_OPT_L("stage", "S", &stage, 0, CLI_MAX_STAGES - 1, "the stage profiled (default 0)"),
+        CLI_OPT_L("iters", "N", &iters, 1, 10000, "measured iterations per clock (default 3)"),
+        CLI_OPT_L("min-freq", "MHZ", &fmin, 1, 100000, "the lowest clock profiled"),
+        CLI_OPT_D("blocking-s", "SEC", &blocking_s, 0, 600,
+                  "seconds of blocking-power measurement (default 1)"),
+        {.name = "output",
+         .short_name = 'o',
+         .kind = CLI_OPT_STR,
+         .arg = "FILE",
+         .dest = &out,
+         .help = "the profile CSV"},
+        CLI_OPTS_END,
+    };
+    int prc = cli_opts_parse_all("profile run", argc, argv, opts, &help);
+    if (prc)
+        return prc == CLI_HELP ? CLI_OK : prc;
     if (!spec || strncmp(spec, "sim", 3))
         return cli_usage_error("profile run", "--gpu sim:GPU[:MODEL[:N]] is required (a real "
                                               "GPU is profiled from the training loop, see "
@@ -252,30 +254,32 @@ static int profile_logs(int argc, char **argv)
 {
     const char *dir = NULL, *out = NULL;
     long stages = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage_profile(stdout);
-            return CLI_OK;
-        }
-        if (a[0] != '-') {
-            if (dir)
-                return cli_usage_error("profile logs", "one directory only ('%s')", a);
-            dir = a;
-            continue;
-        }
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v)
-            return cli_usage_error("profile logs", "%s needs a value", a);
-        i++;
-        if (!strcmp(a, "-o") || !strcmp(a, "--output"))
-            out = v;
-        else if (!strcmp(a, "--stages")) {
-            if (!cli_parse_int("profile logs", a, v, 1, 4096, &stages))
-                return CLI_USAGE;
-        } else
-            return cli_usage_error("profile logs", "unknown option '%s'", a);
-    }
+    static const cli_help help = {
+        "usage: ergon profile logs DIR [--stages S] -o profile.csv\n",
+        "Turn the logs an ergon client wrote in DIR (instructions-<rank>.csv and\n"
+        "time-energy-<rank>.csv, one pair per rank = stage) into a stage profile. Each record\n"
+        "carries the SM clock that was active when it began and when it ended; only records\n"
+        "with the same clock at both ends count, labelled with that clock. Rows are the mean\n"
+        "time and energy per (stage, instruction, clock) after dropping the first 10% of each\n"
+        "group; energy comes from the cumulative energy samples, linearly interpolated\n"
+        "(docs/runtime.md). Perseus-style logs are accepted too.\n",
+        "exit status: 0 success, 1 bad input (named), 2 usage error.\n"};
+    const cli_opt opts[] = {
+        CLI_OPT_STAGES(&stages, "expect exactly S ranks (default: every rank found in DIR)"),
+        {.name = "output",
+         .short_name = 'o',
+         .kind = CLI_OPT_STR,
+         .arg = "FILE",
+         .dest = &out,
+         .help = "the profile CSV"},
+        CLI_OPTS_END,
+    };
+    int first = 0, prc = cli_opts_parse("profile logs", argc, argv, opts, &help, &first);
+    if (prc)
+        return prc == CLI_HELP ? CLI_OK : prc;
+    if (argc - first > 1)
+        return cli_usage_error("profile logs", "one directory only ('%s')", argv[first + 1]);
+    dir = first < argc ? argv[first] : NULL;
     if (!dir)
         return cli_usage_error("profile logs", "the log directory is required");
     if (!out)
@@ -292,7 +296,6 @@ static int profile_logs(int argc, char **argv)
 }
 
 int profile_sparse(int argc, char **argv); /* cmd_profile_sparse.c */
-void usage_profile_sparse(FILE *f);
 
 int cmd_profile(int argc, char **argv)
 {

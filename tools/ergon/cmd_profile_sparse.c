@@ -6,59 +6,25 @@
 #include "ergon/sparse.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void usage_profile_sparse(FILE *f);
-
-void usage_profile_sparse(FILE *f)
-{
-    fprintf(f, "usage: ergon profile sparse --replay FULL.csv [--budget N] [--patience N]\n"
-               "                            [--stages S] -o PRED.csv [--verbose]\n"
-               "                            [--check M[,M...] (--gpu G | --blocking-power W)\n"
-               "                             [--unit-time S]]\n"
-               "\n"
-               "sparse  Sparse adaptive profiling (docs/sparse-profiling.md): per (stage,\n"
-               "      instruction) measure the highest clock, step down to the energy valley\n"
-               "      (stopping below it once energy rose --patience measurements in a row,\n"
-               "      Zeus's rule), then measure where the curve is least known, and predict\n"
-               "      every other clock (time piecewise a/f + b, power piecewise linear in f).\n"
-               "      With --replay the 'measurements' are looked up in FULL.csv (offline\n"
-               "      evaluation). Writes the full predicted profile with a sixth column\n"
-               "      source = measured|predicted and prints the points measured against a\n"
-               "      full sweep of every clock of FULL.csv.\n"
-               "      --budget N      most (stage, instruction, clock) points measured in all\n"
-               "                      (default: a sixth of the full sweep, at least 4 per\n"
-               "                      (stage, instruction))\n"
-               "      --patience N    rises below the valley before going no lower (default 2)\n"
-               "      --near-max N    clocks right below the maximum always measured (default 2)\n"
-               "      --time-noise X  relative noise of a measurement (time and energy; default\n"
-               "                      0.002: the least margin a predicted time gets). From\n"
-               "                      0.005 on the measurements are fitted, not trusted point\n"
-               "                      by point (shared shape smoothed over neighbouring\n"
-               "                      clocks, each stage's level and tilt), a quarter of the\n"
-               "                      sweep is measured, and the points departing from the fit\n"
-               "                      by more than 2 standard deviations are listed: a live\n"
-               "                      profiler measures them again, a replay cannot\n"
-               "      --time-noise auto  estimate it from the measurements as they arrive:\n"
-               "                      neighbouring stages' differences between consecutive\n"
-               "                      common clocks (the shared curve cancels), robust spread\n"
-               "                      (median); along each curve with one stage. An upper\n"
-               "                      bound (what of the curves does not cancel counts);\n"
-               "                      printed as 'noise X%% (estimated from N points)'\n"
-               "      --stages S      profile only stages 0..S-1 (default: all of FULL.csv)\n"
-               "      --verbose       list the measured clocks of every (stage, instruction)\n"
-               "      --check M,...   also plan S stages x M microbatches (1F1B, Perseus\n"
-               "                      frontier, --unit-time, default 0.001 s) on FULL.csv and on\n"
-               "                      the prediction, choose at three targets (all-max time, 1 %%\n"
-               "                      slower, minimum energy) and print both choices evaluated on\n"
-               "                      FULL.csv: energy gap and whether the target is met\n"
-               "\n"
-               "exit status: 0 success, 1 bad input (named), 2 usage error.\n");
-}
+static const cli_help sparse_help = {
+    "usage: ergon profile sparse --replay FULL.csv [--budget N] [--patience N]\n"
+    "                            [--stages S] -o PRED.csv [--verbose]\n"
+    "                            [--check M[,M...] (--gpu G | --blocking-power W)\n"
+    "                             [--unit-time S]]\n",
+    "Sparse adaptive profiling (docs/sparse-profiling.md): per (stage, instruction)\n"
+    "measure the highest clock, step down to the energy valley (stopping below it once\n"
+    "energy rose --patience measurements in a row, Zeus's rule), then measure where the\n"
+    "curve is least known, and predict every other clock (time piecewise a/f + b, power\n"
+    "piecewise linear in f). With --replay the 'measurements' are looked up in FULL.csv\n"
+    "(offline evaluation). Writes the full predicted profile with a sixth column\n"
+    "source = measured|predicted and prints the points measured against a full sweep of\n"
+    "every clock of FULL.csv.\n",
+    "exit status: 0 success, 1 bad input (named), 2 usage error.\n"};
 
 typedef struct replay {
     const erg_profile *full;
@@ -105,137 +71,121 @@ static int *common_clocks(const erg_profile *p, int S, size_t *n, char *bad, siz
     return f;
 }
 
-enum {
-    O_REPLAY = 256,
-    O_BUDGET,
-    O_PATIENCE,
-    O_STAGES,
-    O_CHECK,
-    O_GPU,
-    O_POWER,
-    O_UNIT,
-    O_VERBOSE,
-    O_NEAR,
-    O_NOISE
-};
+/* One `ergon profile sparse`: its options. */
+typedef struct sparse_args {
+    const char *full_path, *out, *check, *gpu;
+    long budget, patience, stages, near;
+    double power, unit_s, noise; /* noise -2: not given */
+    bool verbose;
+    long checkm[16];
+    int ncheck;
+} sparse_args;
+
+static int noise_opt(const char *cmd, const char *value, void *dest)
+{
+    double *noise = dest;
+    if (!strcmp(value, "auto")) {
+        *noise = ERG_SPARSE_NOISE_AUTO;
+        return CLI_OK;
+    }
+    char *end;
+    errno = 0;
+    *noise = strtod(value, &end);
+    if (end == value || *end || errno || !(*noise >= 0 && *noise <= 1))
+        return cli_usage_error(cmd, "--time-noise expects a number in [0, 1] or 'auto', got '%s'",
+                               value);
+    return CLI_OK;
+}
+
+static int sparse_parse(const char *cmd, sparse_args *a, int argc, char **argv)
+{
+    const cli_opt opts[] = {
+        CLI_OPT_S("replay", "FULL.csv", &a->full_path,
+                  "look the 'measurements' up in this full profile"),
+        {.name = "output",
+         .short_name = 'o',
+         .kind = CLI_OPT_STR,
+         .arg = "PRED.csv",
+         .dest = &a->out,
+         .help = "the predicted profile"},
+        CLI_OPT_L("budget", "N", &a->budget, 1, 100000000,
+                  "most (stage, instruction, clock) points measured in all\n"
+                  "(default: a sixth of the full sweep, at least 4 per\n"
+                  "(stage, instruction))"),
+        CLI_OPT_L("patience", "N", &a->patience, 1, 1000,
+                  "rises below the valley before going no lower (default 2)"),
+        CLI_OPT_L("near-max", "N", &a->near, 0, 1000,
+                  "clocks right below the maximum always measured (default 2)"),
+        CLI_OPT_CALL("time-noise", "X", noise_opt, &a->noise,
+                     "relative noise of a measurement (time and energy; default\n"
+                     "0.002: the least margin a predicted time gets). From\n"
+                     "0.005 on the measurements are fitted, not trusted point\n"
+                     "by point (shared shape smoothed over neighbouring\n"
+                     "clocks, each stage's level and tilt), a quarter of the\n"
+                     "sweep is measured, and the points departing from the fit\n"
+                     "by more than 2 standard deviations are listed: a live\n"
+                     "profiler measures them again, a replay cannot.\n"
+                     "--time-noise auto: estimate it from the measurements as they\narrive: "
+                     "neighbouring stages' differences between consecutive\n"
+                     "common clocks (the shared curve cancels), robust spread\n"
+                     "(median); along each curve with one stage. An upper\n"
+                     "bound (what of the curves does not cancel counts);\n"
+                     "printed as 'noise X% (estimated from N points)'"),
+        CLI_OPT_STAGES(&a->stages, "profile only stages 0..S-1 (default: all of FULL.csv)"),
+        CLI_OPT_B("verbose", &a->verbose, "list the measured clocks of every (stage, instruction)"),
+        CLI_OPT_S("check", "M,...", &a->check,
+                  "also plan S stages x M microbatches (1F1B, Perseus\n"
+                  "frontier, --unit-time, default 0.001 s) on FULL.csv and on\n"
+                  "the prediction, choose at three targets (all-max time, 1 %\n"
+                  "slower, minimum energy) and print both choices evaluated on\n"
+                  "FULL.csv: energy gap and whether the target is met"),
+        CLI_OPT_S("gpu", "G", &a->gpu, "with --check: A40 or A100 blocking power"),
+        CLI_OPT_D("blocking-power", "W", &a->power, 0, 1e5, "with --check: the blocking power"),
+        CLI_OPT_D("unit-time", "S", &a->unit_s, 1e-6, 10, "with --check: the planner's unit"),
+        CLI_OPTS_END,
+    };
+    int rc = cli_opts_parse_all(cmd, argc, argv, opts, &sparse_help);
+    if (rc)
+        return rc;
+    if (!a->full_path)
+        return cli_usage_error(cmd, "--replay FULL.csv is required (a live GPU is profiled "
+                                    "sparsely by the server's InstructionProfiler)");
+    if (!a->out)
+        return cli_usage_error(cmd, "-o PRED.csv is required");
+    if (!a->check) {
+        if (a->gpu || a->power >= 0)
+            return cli_usage_error(cmd, "--gpu/--blocking-power are only used with --check");
+        return CLI_OK;
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", a->check);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (a->ncheck == 16)
+            return cli_usage_error(cmd, "--check: at most 16 microbatch counts");
+        if (!cli_parse_int(cmd, "--check", tok, 1, 100000, &a->checkm[a->ncheck]))
+            return CLI_USAGE;
+        a->ncheck++;
+    }
+    if (!a->ncheck)
+        return cli_usage_error(cmd, "--check needs a microbatch count");
+    return cli_blocking_power(cmd, a->gpu, &a->power) ? CLI_OK : CLI_USAGE;
+}
 
 int profile_sparse(int argc, char **argv);
 
 int profile_sparse(int argc, char **argv)
 {
     const char *cmd = "profile sparse";
-    static const struct option opts[] = {
-        {"replay", required_argument, 0, O_REPLAY},
-        {"budget", required_argument, 0, O_BUDGET},
-        {"patience", required_argument, 0, O_PATIENCE},
-        {"stages", required_argument, 0, O_STAGES},
-        {"check", required_argument, 0, O_CHECK},
-        {"gpu", required_argument, 0, O_GPU},
-        {"blocking-power", required_argument, 0, O_POWER},
-        {"unit-time", required_argument, 0, O_UNIT},
-        {"verbose", no_argument, 0, O_VERBOSE},
-        {"near-max", required_argument, 0, O_NEAR},
-        {"time-noise", required_argument, 0, O_NOISE},
-        {"output", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    const char *full_path = NULL, *out = NULL, *check = NULL, *gpu = NULL;
-    long budget = 0, patience = 0, stages = 0, near = -1;
-    double power = -1, unit_s = 0.001, noise = -2; /* -2: not given */
-    bool verbose = false;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
-        switch (c) {
-        case O_REPLAY:
-            full_path = optarg;
-            break;
-        case O_BUDGET:
-            if (!cli_parse_int(cmd, "--budget", optarg, 1, 100000000, &budget))
-                return CLI_USAGE;
-            break;
-        case O_PATIENCE:
-            if (!cli_parse_int(cmd, "--patience", optarg, 1, 1000, &patience))
-                return CLI_USAGE;
-            break;
-        case O_STAGES:
-            if (!cli_parse_int(cmd, "--stages", optarg, 1, 4096, &stages))
-                return CLI_USAGE;
-            break;
-        case O_CHECK:
-            check = optarg;
-            break;
-        case O_GPU:
-            gpu = optarg;
-            break;
-        case O_POWER:
-            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &power))
-                return CLI_USAGE;
-            break;
-        case O_UNIT:
-            if (!cli_parse_double(cmd, "--unit-time", optarg, 1e-6, 10, &unit_s))
-                return CLI_USAGE;
-            break;
-        case O_VERBOSE:
-            verbose = true;
-            break;
-        case O_NEAR:
-            if (!cli_parse_int(cmd, "--near-max", optarg, 0, 1000, &near))
-                return CLI_USAGE;
-            break;
-        case O_NOISE:
-            if (!strcmp(optarg, "auto")) {
-                noise = ERG_SPARSE_NOISE_AUTO;
-                break;
-            }
-            {
-                char *end;
-                errno = 0;
-                noise = strtod(optarg, &end);
-                if (end == optarg || *end || errno || !(noise >= 0 && noise <= 1))
-                    return cli_usage_error(cmd,
-                                           "--time-noise expects a number in [0, 1] or 'auto', "
-                                           "got '%s'",
-                                           optarg);
-            }
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'h':
-            usage_profile_sparse(stdout);
-            return CLI_OK;
-        default:
-            return cli_bad_option(cmd, argv, opts);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!full_path)
-        return cli_usage_error(cmd, "--replay FULL.csv is required (a live GPU is profiled "
-                                    "sparsely by the server's InstructionProfiler)");
-    if (!out)
-        return cli_usage_error(cmd, "-o PRED.csv is required");
-    long checkm[16];
-    int ncheck = 0;
-    if (check) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", check);
-        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-            if (ncheck == 16)
-                return cli_usage_error(cmd, "--check: at most 16 microbatch counts");
-            if (!cli_parse_int(cmd, "--check", tok, 1, 100000, &checkm[ncheck]))
-                return CLI_USAGE;
-            ncheck++;
-        }
-        if (!ncheck)
-            return cli_usage_error(cmd, "--check needs a microbatch count");
-        if (!cli_blocking_power(cmd, gpu, &power))
-            return CLI_USAGE;
-    } else if (gpu || power >= 0)
-        return cli_usage_error(cmd, "--gpu/--blocking-power are only used with --check");
+    sparse_args a = {.near = -1, .power = -1, .unit_s = 0.001, .noise = -2};
+    int prc = sparse_parse(cmd, &a, argc, argv);
+    if (prc)
+        return prc == CLI_HELP ? CLI_OK : prc;
+    const char *full_path = a.full_path, *out = a.out;
+    long budget = a.budget, patience = a.patience, stages = a.stages, near = a.near;
+    double power = a.power, unit_s = a.unit_s, noise = a.noise;
+    bool verbose = a.verbose;
+    const long *checkm = a.checkm;
+    int ncheck = a.ncheck;
     erg_error err = {0};
     erg_profile *full = NULL, *pred = NULL;
     erg_sparse *sp = NULL;

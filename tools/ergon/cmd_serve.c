@@ -353,213 +353,248 @@ static void log_line(void *user, erg_log_level level, const char *line)
     fflush(stderr);
 }
 
-int cmd_serve(int argc, char **argv)
-{
-    erg_server_opts o;
-    erg_server_opts_init(&o);
+/* What `ergon serve` was given: the environment's values, then the command line's. */
+typedef struct serve_args {
     const char *val[O_NUM];
     const char *src[O_NUM]; /* where each value came from, for messages */
+    bool no_dump, durable, insecure;
+    const char *nets[MAX_ALLOW_NETS];
+    size_t n_nets;
+    const char *plans[MAX_PLANS_DIRS];
+    size_t n_plans;
+    char *nets_env, *token, *plans_env; /* owned */
+} serve_args;
+
+static void serve_args_free(serve_args *a)
+{
+    free(a->plans_env);
+    free(a->nets_env);
+    if (a->token) {
+        memset(a->token, 0, strlen(a->token));
+        free(a->token);
+    }
+    a->plans_env = a->nets_env = a->token = NULL;
+}
+
+/* The environment (ERGON_*, ZEUS_PFO_*), then argv. CLI_HELP after --help. */
+static int serve_read(serve_args *a, int argc, char **argv)
+{
     for (size_t i = 0; i < O_NUM; i++) {
-        val[i] = env_get(serve_opts[i].env);
-        src[i] = serve_opts[i].env;
-        if (!val[i] && serve_opts[i].zenv) {
-            val[i] = env_get(serve_opts[i].zenv);
-            src[i] = serve_opts[i].zenv;
+        a->val[i] = env_get(serve_opts[i].env);
+        a->src[i] = serve_opts[i].env;
+        if (!a->val[i] && serve_opts[i].zenv) {
+            a->val[i] = env_get(serve_opts[i].zenv);
+            a->src[i] = serve_opts[i].zenv;
         }
     }
-    bool no_dump = false, durable = false, insecure = false;
-    const char *nets[MAX_ALLOW_NETS];
-    size_t n_nets = 0;
-    char *nets_env = NULL, *token = NULL;
-    const char *plans[MAX_PLANS_DIRS];
-    size_t n_plans = 0;
-    char *plans_env = NULL;
-    if (val[O_NODUMP]) {
-        int bv = parse_bool_py(val[O_NODUMP]);
+    if (a->val[O_NODUMP]) {
+        int bv = parse_bool_py(a->val[O_NODUMP]);
         if (bv < 0)
             return cli_usage_error("serve",
                                    "%s='%s' is not a boolean (1, 0, on, off, t, f, true, false, y, "
                                    "n, yes, no; any case)",
-                                   src[O_NODUMP], val[O_NODUMP]);
-        no_dump = !bv;
+                                   a->src[O_NODUMP], a->val[O_NODUMP]);
+        a->no_dump = !bv;
     }
-    if (val[O_DURABLE]) {
-        int bv = parse_bool_py(val[O_DURABLE]);
+    if (a->val[O_DURABLE]) {
+        int bv = parse_bool_py(a->val[O_DURABLE]);
         if (bv < 0)
-            return cli_usage_error("serve", "ERGON_DURABLE='%s' is not a boolean", val[O_DURABLE]);
-        durable = bv;
+            return cli_usage_error("serve", "ERGON_DURABLE='%s' is not a boolean",
+                                   a->val[O_DURABLE]);
+        a->durable = bv;
     }
-    if (val[O_INSECURE]) {
-        int bv = parse_bool_py(val[O_INSECURE]);
+    if (a->val[O_INSECURE]) {
+        int bv = parse_bool_py(a->val[O_INSECURE]);
         if (bv < 0)
             return cli_usage_error("serve", "ERGON_INSECURE='%s' is not a boolean",
-                                   val[O_INSECURE]);
-        insecure = bv;
+                                   a->val[O_INSECURE]);
+        a->insecure = bv;
     }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             serve_help();
-            return CLI_OK;
+            return CLI_HELP;
         }
         size_t k = 0, n = O_NUM;
-        const char *a = argv[i], *eq = strchr(a, '=');
-        size_t alen = eq ? (size_t)(eq - a) : strlen(a);
+        const char *arg = argv[i], *eq = strchr(arg, '=');
+        size_t alen = eq ? (size_t)(eq - arg) : strlen(arg);
         for (; k < n; k++)
-            if (strlen(serve_opts[k].flag) == alen && !strncmp(serve_opts[k].flag, a, alen))
+            if (strlen(serve_opts[k].flag) == alen && !strncmp(serve_opts[k].flag, arg, alen))
                 break;
         if (k == n)
-            return cli_usage_error("serve", "unknown option '%s'", a);
+            return cli_usage_error("serve", "unknown option '%s'", arg);
         if (!*serve_opts[k].value) {
             if (eq)
                 return cli_usage_error("serve", "%s takes no value", serve_opts[k].flag);
             if (k == O_NODUMP)
-                no_dump = true;
+                a->no_dump = true;
             else if (k == O_INSECURE)
-                insecure = true;
+                a->insecure = true;
             else
-                durable = true;
+                a->durable = true;
             continue;
         }
         if (eq)
-            val[k] = eq + 1;
+            a->val[k] = eq + 1;
         else if (i + 1 < argc)
-            val[k] = argv[++i];
+            a->val[k] = argv[++i];
         else
             return cli_usage_error("serve", "%s needs a value (%s)", serve_opts[k].flag,
                                    serve_opts[k].value);
-        src[k] = serve_opts[k].flag;
+        a->src[k] = serve_opts[k].flag;
         if (k == O_PLANS) {
-            if (n_plans == MAX_PLANS_DIRS)
-                return cli_usage_error("serve", "at most %d --plans-dir", MAX_PLANS_DIRS);
-            plans[n_plans++] = val[k];
+            if (a->n_plans == MAX_PLANS_DIRS)
+                return cli_usage_error("serve", "at most %d --a->plans-dir", MAX_PLANS_DIRS);
+            a->plans[a->n_plans++] = a->val[k];
         }
         if (k == O_ALLOWNET) {
-            if (n_nets == MAX_ALLOW_NETS)
+            if (a->n_nets == MAX_ALLOW_NETS)
                 return cli_usage_error("serve", "at most %d --allow-net", MAX_ALLOW_NETS);
-            nets[n_nets++] = val[k];
+            a->nets[a->n_nets++] = a->val[k];
         }
     }
-    report_lookalikes();
+    return CLI_OK;
+}
+
+/* The server's options from what was given. */
+static int serve_options(serve_args *a, erg_server_opts *o)
+{
     long lv;
     double dv;
-    if (val[O_HOST])
-        o.host = val[O_HOST];
-    if (val[O_PORT]) {
-        if (!cli_parse_int("serve", "--port", val[O_PORT], 0, 65535, &lv))
+    if (a->val[O_HOST])
+        o->host = a->val[O_HOST];
+    if (a->val[O_PORT]) {
+        if (!cli_parse_int("serve", "--port", a->val[O_PORT], 0, 65535, &lv))
             return CLI_USAGE;
-        o.port = (int)lv;
+        o->port = (int)lv;
     }
-    if (val[O_DB])
-        o.db_path = val[O_DB];
-    if (val[O_DUMP])
-        o.dump_dir = val[O_DUMP];
-    o.dump_data = !no_dump;
-    if (val[O_SCHED])
-        o.scheduler = val[O_SCHED];
-    if (val[O_SARGS])
-        o.scheduler_args = val[O_SARGS];
-    if (val[O_MODE])
-        o.mode = val[O_MODE];
-    if (val[O_LOG]) {
+    if (a->val[O_DB])
+        o->db_path = a->val[O_DB];
+    if (a->val[O_DUMP])
+        o->dump_dir = a->val[O_DUMP];
+    o->dump_data = !a->no_dump;
+    if (a->val[O_SCHED])
+        o->scheduler = a->val[O_SCHED];
+    if (a->val[O_SARGS])
+        o->scheduler_args = a->val[O_SARGS];
+    if (a->val[O_MODE])
+        o->mode = a->val[O_MODE];
+    if (a->val[O_LOG]) {
         /* Perseus and Zeus upper-case the level; ergon takes any case. */
         static const char *const names[] = {"debug", "info", "warning", "error"};
         int found = -1;
         for (int i = 0; i < 4; i++)
-            if (!strcasecmp(val[O_LOG], names[i]))
+            if (!strcasecmp(a->val[O_LOG], names[i]))
                 found = i;
-        if (!strcasecmp(val[O_LOG], "warn"))
+        if (!strcasecmp(a->val[O_LOG], "warn"))
             found = 2;
-        if (!strcasecmp(val[O_LOG], "critical"))
+        if (!strcasecmp(a->val[O_LOG], "critical"))
             found = 3;
         if (found < 0)
             return cli_usage_error("serve", "%s expects debug, info, warning or error, got '%s'",
-                                   src[O_LOG], val[O_LOG]);
-        o.log_level = (erg_log_level)found;
+                                   a->src[O_LOG], a->val[O_LOG]);
+        o->log_level = (erg_log_level)found;
     }
-    if (val[O_RANKTO]) {
-        if (!cli_parse_double("serve", "--rank-timeout", val[O_RANKTO], 0, 1e7, &dv))
+    if (a->val[O_RANKTO]) {
+        if (!cli_parse_double("serve", "--rank-timeout", a->val[O_RANKTO], 0, 1e7, &dv))
             return CLI_USAGE;
-        o.rank_timeout_s = dv;
+        o->rank_timeout_s = dv;
     }
-    if (val[O_IDLE]) {
-        if (src[O_IDLE] == serve_opts[O_IDLE].zenv) {
+    if (a->val[O_IDLE]) {
+        if (a->src[O_IDLE] == serve_opts[O_IDLE].zenv) {
             /* ZEUS_PFO_MAX_JOB_IDLE_TIME: an int, as pydantic reads it */
-            if (!parse_int_py(val[O_IDLE], &lv) || lv <= 0)
+            if (!parse_int_py(a->val[O_IDLE], &lv) || lv <= 0)
                 return cli_usage_error("serve",
                                        "ZEUS_PFO_MAX_JOB_IDLE_TIME='%s' is not a positive "
                                        "integer of seconds",
-                                       val[O_IDLE]);
-            o.job_idle_timeout_s = (double)lv;
+                                       a->val[O_IDLE]);
+            o->job_idle_timeout_s = (double)lv;
         } else {
-            if (!cli_parse_double("serve", "--job-idle-timeout", val[O_IDLE], 0.01, 1e9, &dv))
+            if (!cli_parse_double("serve", "--job-idle-timeout", a->val[O_IDLE], 0.01, 1e9, &dv))
                 return CLI_USAGE;
-            o.job_idle_timeout_s = dv;
+            o->job_idle_timeout_s = dv;
         }
     }
-    if (val[O_CONNTO]) {
-        if (!cli_parse_double("serve", "--connection-timeout", val[O_CONNTO], 1, 86400, &dv))
+    if (a->val[O_CONNTO]) {
+        if (!cli_parse_double("serve", "--connection-timeout", a->val[O_CONNTO], 1, 86400, &dv))
             return CLI_USAGE;
-        o.connection_timeout_s = dv;
+        o->connection_timeout_s = dv;
     }
-    if (val[O_MAXBODY]) {
-        if (!cli_parse_int("serve", "--max-body", val[O_MAXBODY], 1024, 1L << 32, &lv))
+    if (a->val[O_MAXBODY]) {
+        if (!cli_parse_int("serve", "--max-body", a->val[O_MAXBODY], 1024, 1L << 32, &lv))
             return CLI_USAGE;
-        o.max_body_bytes = (size_t)lv;
+        o->max_body_bytes = (size_t)lv;
     }
-    if (val[O_MAXCONN]) {
-        if (!cli_parse_int("serve", "--max-connections", val[O_MAXCONN], 1, 1000000, &lv))
+    if (a->val[O_MAXCONN]) {
+        if (!cli_parse_int("serve", "--max-connections", a->val[O_MAXCONN], 1, 1000000, &lv))
             return CLI_USAGE;
-        o.max_connections = (unsigned)lv;
+        o->max_connections = (unsigned)lv;
     }
-    if (val[O_MAXJOBS]) {
-        if (!cli_parse_int("serve", "--max-jobs", val[O_MAXJOBS], 1, 1000000, &lv))
+    if (a->val[O_MAXJOBS]) {
+        if (!cli_parse_int("serve", "--max-jobs", a->val[O_MAXJOBS], 1, 1000000, &lv))
             return CLI_USAGE;
-        o.max_jobs = (int)lv;
+        o->max_jobs = (int)lv;
     }
-    o.zeus_scheduler = val[O_ZSCHED];
-    o.zeus_scheduler_args = val[O_ZARGS];
-    if (val[O_PERIP]) {
-        if (!cli_parse_int("serve", "--max-connections-per-ip", val[O_PERIP], 1, 1000000, &lv))
+    o->zeus_scheduler = a->val[O_ZSCHED];
+    o->zeus_scheduler_args = a->val[O_ZARGS];
+    if (a->val[O_PERIP]) {
+        if (!cli_parse_int("serve", "--max-connections-per-ip", a->val[O_PERIP], 1, 1000000, &lv))
             return CLI_USAGE;
-        o.max_connections_per_ip = (unsigned)lv;
+        o->max_connections_per_ip = (unsigned)lv;
     }
-    /* No --plans-dir on the command line: ERGON_PLANS_DIR=DIR[:DIR...]. */
-    if (n_plans == 0 && val[O_PLANS] && *val[O_PLANS]) {
-        plans_env = strdup(val[O_PLANS]);
-        if (!plans_env)
+    /* No --a->plans-dir on the command line: ERGON_PLANS_DIR=DIR[:DIR...]. */
+    if (a->n_plans == 0 && a->val[O_PLANS] && *a->val[O_PLANS]) {
+        a->plans_env = strdup(a->val[O_PLANS]);
+        if (!a->plans_env)
             return cli_usage_error("serve", "out of memory");
         char *save = NULL;
-        for (char *t = strtok_r(plans_env, ":", &save); t && n_plans < MAX_PLANS_DIRS;
+        for (char *t = strtok_r(a->plans_env, ":", &save); t && a->n_plans < MAX_PLANS_DIRS;
              t = strtok_r(NULL, ":", &save))
-            plans[n_plans++] = t;
+            a->plans[a->n_plans++] = t;
     }
-    o.plans_dirs = plans;
-    o.n_plans_dirs = n_plans;
-    /* Access control: the token (file beats variable), networks, TLS. */
-    if (val[O_TOKENFILE]) {
-        if (!(token = read_token_file(val[O_TOKENFILE]))) {
-            free(plans_env);
+    o->plans_dirs = a->plans;
+    o->n_plans_dirs = a->n_plans;
+    /* Access control: the a->token (file beats variable), networks, TLS. */
+    if (a->val[O_TOKENFILE]) {
+        if (!(a->token = read_token_file(a->val[O_TOKENFILE]))) {
+            free(a->plans_env);
             return CLI_USER_ERROR;
         }
     } else if (getenv("ERGON_SERVE_TOKEN") && *getenv("ERGON_SERVE_TOKEN")) {
-        token = strdup(getenv("ERGON_SERVE_TOKEN"));
+        a->token = strdup(getenv("ERGON_SERVE_TOKEN"));
     }
-    o.auth_token = token;
-    if (n_nets == 0 && val[O_ALLOWNET] && *val[O_ALLOWNET]) {
-        nets_env = strdup(val[O_ALLOWNET]);
+    o->auth_token = a->token;
+    if (a->n_nets == 0 && a->val[O_ALLOWNET] && *a->val[O_ALLOWNET]) {
+        a->nets_env = strdup(a->val[O_ALLOWNET]);
         char *save = NULL;
-        for (char *t = nets_env ? strtok_r(nets_env, ", ", &save) : NULL;
-             t && n_nets < MAX_ALLOW_NETS; t = strtok_r(NULL, ", ", &save))
-            nets[n_nets++] = t;
+        for (char *t = a->nets_env ? strtok_r(a->nets_env, ", ", &save) : NULL;
+             t && a->n_nets < MAX_ALLOW_NETS; t = strtok_r(NULL, ", ", &save))
+            a->nets[a->n_nets++] = t;
     }
-    o.allow_nets = nets;
-    o.n_allow_nets = n_nets;
-    o.tls_cert_file = val[O_TLSCERT];
-    o.tls_key_file = val[O_TLSKEY];
-    o.insecure = insecure;
-    o.durable_sync = durable;
-    o.log = log_line;
+    o->allow_nets = a->nets;
+    o->n_allow_nets = a->n_nets;
+    o->tls_cert_file = a->val[O_TLSCERT];
+    o->tls_key_file = a->val[O_TLSKEY];
+    o->insecure = a->insecure;
+    o->durable_sync = a->durable;
+    o->log = log_line;
 
+    return CLI_OK;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    erg_server_opts o;
+    erg_server_opts_init(&o);
+    serve_args a = {0};
+    int rc = serve_read(&a, argc, argv);
+    if (rc)
+        return rc == CLI_HELP ? CLI_OK : rc;
+    report_lookalikes();
+    if ((rc = serve_options(&a, &o))) {
+        serve_args_free(&a);
+        return rc;
+    }
     /* Block the stop signals in every thread; the main thread waits for them. */
     sigset_t set;
     sigemptyset(&set);
@@ -592,12 +627,7 @@ int cmd_serve(int argc, char **argv)
     erg_status st = erg_server_new(&o, &srv, &err);
     if (!st)
         st = erg_server_start(srv, &err);
-    free(plans_env);
-    free(nets_env);
-    if (token) {
-        memset(token, 0, strlen(token));
-        free(token);
-    }
+    serve_args_free(&a);
     if (st) {
         erg_server_free(srv);
         return cli_report("serve", &err);

@@ -125,18 +125,6 @@ static void usage(FILE *f, const char *sub)
     }
 }
 
-static int write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f)) {
-        fprintf(stderr, "ergon shard: cannot write '%s'\n", path);
-        if (f)
-            fclose(f);
-        return CLI_USER_ERROR;
-    }
-    return CLI_OK;
-}
-
 /* --strategies K,K,...: one strategy index per block, in block order. */
 static int given_plan(erg_shard *s, const char *list, erg_shard_plan **p)
 {
@@ -186,6 +174,180 @@ out:
     return rc;
 }
 
+/* What `ergon shard ACTION` was given. */
+typedef struct shard_args {
+    const char *hlo, *mesh, *method, *out_hlo, *out_json, *computation, *strategies, *out_profiles;
+    erg_shard_cost_options co;
+    double time_limit;
+    long rows, twin_window;
+    bool members;
+    int m0, m1;
+} shard_args;
+
+/* The options of ACTION sub (argv[2..]) and their checks; CLI_HELP after --help. */
+static int shard_parse(int argc, char **argv, const char *sub, shard_args *sh)
+{
+    double d;
+    long l;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout, sub);
+            return CLI_HELP;
+        }
+        if (!strcmp(a, "--profiles-only")) {
+            sh->co.profiles_only = true;
+            continue;
+        }
+        if (!strcmp(a, "--members")) {
+            sh->members = true;
+            continue;
+        }
+        if (i + 1 >= argc)
+            return cli_usage_error("shard", "option '%s' needs a value (or is unknown)", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--hlo"))
+            sh->hlo = v;
+        else if (!strcmp(a, "--mesh"))
+            sh->mesh = v;
+        else if (!strcmp(a, "--device"))
+            sh->co.device = v;
+        else if (!strcmp(a, "--devices"))
+            sh->co.devices_path = v;
+        else if (!strcmp(a, "--cache"))
+            sh->co.cache_path = v;
+        else if (!strcmp(a, "--profiles"))
+            sh->co.profiles_path = v;
+        else if (!strcmp(a, "--computation"))
+            sh->computation = v;
+        else if (!strcmp(a, "--out-hlo"))
+            sh->out_hlo = v;
+        else if (!strcmp(a, "--out-profiles"))
+            sh->out_profiles = v;
+        else if (!strcmp(a, "--out-json"))
+            sh->out_json = v;
+        else if (!strcmp(a, "--strategies"))
+            sh->strategies = v;
+        else if (!strcmp(a, "--method")) {
+            if (strcmp(v, "dp") && strcmp(v, "ilp") && strcmp(v, "both"))
+                return cli_usage_error("shard", "--method expects dp, ilp or both, got '%s'", v);
+            sh->method = v;
+        } else if (!strcmp(a, "--compute")) {
+            if (!strcmp(v, "model"))
+                sh->co.compute = ERG_SHARD_COMPUTE_MODEL;
+            else if (!strcmp(v, "blas"))
+                sh->co.compute = ERG_SHARD_COMPUTE_BLAS;
+            else if (!strcmp(v, "cublas"))
+                sh->co.compute = ERG_SHARD_COMPUTE_CUBLAS;
+            else
+                return cli_usage_error("shard",
+                                       "--compute expects model, blas or cublas, got "
+                                       "'%s'",
+                                       v);
+        } else if (!strcmp(a, "--mem-gb")) {
+            if (!cli_parse_double("shard", a, v, 1e-9, 1e9, &d))
+                return CLI_USAGE;
+            sh->co.mem_budget_bytes = d * 1e9;
+        } else if (!strcmp(a, "--optimizer-factor")) {
+            if (!cli_parse_double("shard", a, v, 1, 100, &d))
+                return CLI_USAGE;
+            sh->co.optimizer_factor = d;
+        } else if (!strcmp(a, "--time-limit")) {
+            if (!cli_parse_double("shard", a, v, 0.001, 86400, &sh->time_limit))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--keep")) {
+            if (!cli_parse_int("shard", a, v, 1, 4096, &l))
+                return CLI_USAGE;
+            sh->co.keep = (int)l;
+        } else if (!strcmp(a, "--twin-window")) {
+            if (!cli_parse_int("shard", a, v, 1, 1000000, &sh->twin_window))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--rows")) {
+            if (!cli_parse_int("shard", a, v, 1, 1000000, &sh->rows))
+                return CLI_USAGE;
+        } else {
+            return cli_usage_error("shard", "unknown option '%s'", a);
+        }
+    }
+    if (!sh->hlo)
+        return cli_usage_error("shard", "--hlo FILE is required");
+    if (sh->co.profiles_only && !sh->co.profiles_path)
+        return cli_usage_error("shard", "--profiles-only needs --profiles FILE");
+    if (sh->co.profiles_only && !strcmp(sub, "search") && strcmp(sh->method, "dp") &&
+        !sh->strategies)
+        return cli_usage_error("shard", "--profiles-only: measured costs are per segment "
+                                        "combination, which only the DP searches (--method dp)");
+    if (sh->out_profiles && strcmp(sub, "profile"))
+        return cli_usage_error("shard", "--out-profiles is an option of 'profile'");
+    if (!sh->mesh)
+        return cli_usage_error("shard", "--mesh AxB is required");
+    char tail;
+    if (sscanf(sh->mesh, "%dx%d%c", &sh->m0, &sh->m1, &tail) != 2 || sh->m0 < 1 || sh->m1 < 1 ||
+        (long long)sh->m0 * sh->m1 < 2)
+        return cli_usage_error("shard",
+                               "--mesh expects AxB (two whole numbers >= 1, at least 2 "
+                               "devices, e.g. 2x4), got '%s'",
+                               sh->mesh);
+    if (sh->m0 > 1024 || sh->m1 > 1024)
+        return cli_usage_error("shard",
+                               "--mesh %s: each side is at most 1024 devices (got %d x "
+                               "%d)",
+                               sh->mesh, sh->m0, sh->m1);
+    return CLI_OK;
+}
+
+/* search both: the ILP's plan beside the DP's, and the per-operator ILP (*q: the ILP's plan). */
+static int compare_ilp(erg_shard *s, const erg_shard_plan *p, erg_shard_plan **q, double time_limit)
+{
+    erg_error err;
+    /* An ILP that finds no plan within its limit prints no objective and no ratio. */
+    erg_status qst = erg_shard_search(s, ERG_SHARD_ILP, time_limit, q, &err);
+    if (qst == ERG_ETIMEOUT) {
+        printf("\nILP (GLPK): no plan found within the time limit of %g s\n", time_limit);
+    } else if (qst) {
+        return cli_report("shard", &err);
+    } else {
+        double td = erg_shard_plan_time_s(p), ti = erg_shard_plan_time_s(*q);
+        bool lim = erg_shard_plan_timed_out(*q);
+        printf("\nILP (GLPK): iteration time %.6f ms, memory %.3f MB, search %.6f s%s\n", ti * 1e3,
+               erg_shard_plan_memory_bytes(*q) / 1e6, erg_shard_plan_search_s(*q),
+               lim ? " (time limit hit: best found, not proven optimal)" : "");
+        printf("gap DP - ILP: %.6f ms (%.4f%%)", (td - ti) * 1e3,
+               ti > 0 ? (td - ti) / ti * 100 : 0);
+        if (erg_shard_plan_search_s(p) > 0)
+            printf("; DP search %.1fx %s", erg_shard_plan_search_s(*q) / erg_shard_plan_search_s(p),
+                   lim ? "faster than the ILP's time limit" : "faster");
+        printf("\n");
+    }
+    double obj, secs, uni; /* uni: ties make it noisy, not printed */
+    bool lim;
+    size_t nvar = 0;
+    if (erg_shard_search_ops_ilp(s, time_limit, &obj, &secs, &lim, &uni, &nvar, &err)) {
+        return cli_report("shard", &err);
+    }
+    if (!isfinite(obj))
+        printf("per-operator ILP (Alpa granularity, GLPK, %zu variables): no plan found "
+               "within the time limit of %g s\n",
+               nvar, time_limit);
+    else {
+        /* the objectives first: on the same costs, which plan is better and by how much */
+        double td = erg_shard_plan_time_s(p);
+        char cmpw[160];
+        if (td > 0 && fabs(obj - td) > 1e-9 * td)
+            snprintf(cmpw, sizeof cmpw, "%.1f%% %s than the DP's %.6f ms on the same costs",
+                     fabs(td - obj) / td * 100, obj < td ? "better" : "worse", td * 1e3);
+        else
+            snprintf(cmpw, sizeof cmpw, "the same as the DP's on the same costs");
+        printf("per-operator ILP (Alpa granularity, GLPK, %zu variables): objective %.6f ms, "
+               "%s; search %.3f s%s; DP search %.0fx faster%s\n",
+               nvar, obj * 1e3, cmpw, secs,
+               lim ? " (time limit hit: best found, not proven optimal)" : "",
+               erg_shard_plan_search_s(p) > 0 ? secs / erg_shard_plan_search_s(p) : 0,
+               lim ? " than its time limit" : "");
+    }
+    return CLI_OK;
+}
+
 int cmd_shard(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -197,116 +359,20 @@ int cmd_shard(int argc, char **argv)
         strcmp(sub, "comm"))
         return cli_usage_error("shard", "unknown action '%s' (analyze, profile, search, comm)",
                                sub);
-    const char *hlo = NULL, *mesh = NULL, *method = "dp", *out_hlo = NULL, *out_json = NULL,
-               *computation = NULL, *strategies = NULL, *out_profiles = NULL;
-    erg_shard_cost_options co;
-    erg_shard_cost_options_init(&co);
-    double time_limit = 600, d;
-    long rows = 20, l, twin_window = ERG_SHARD_TWIN_WINDOW;
-    bool members = false;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout, sub);
-            return CLI_OK;
-        }
-        if (!strcmp(a, "--profiles-only")) {
-            co.profiles_only = true;
-            continue;
-        }
-        if (!strcmp(a, "--members")) {
-            members = true;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return cli_usage_error("shard", "option '%s' needs a value (or is unknown)", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--hlo"))
-            hlo = v;
-        else if (!strcmp(a, "--mesh"))
-            mesh = v;
-        else if (!strcmp(a, "--device"))
-            co.device = v;
-        else if (!strcmp(a, "--devices"))
-            co.devices_path = v;
-        else if (!strcmp(a, "--cache"))
-            co.cache_path = v;
-        else if (!strcmp(a, "--profiles"))
-            co.profiles_path = v;
-        else if (!strcmp(a, "--computation"))
-            computation = v;
-        else if (!strcmp(a, "--out-hlo"))
-            out_hlo = v;
-        else if (!strcmp(a, "--out-profiles"))
-            out_profiles = v;
-        else if (!strcmp(a, "--out-json"))
-            out_json = v;
-        else if (!strcmp(a, "--strategies"))
-            strategies = v;
-        else if (!strcmp(a, "--method")) {
-            if (strcmp(v, "dp") && strcmp(v, "ilp") && strcmp(v, "both"))
-                return cli_usage_error("shard", "--method expects dp, ilp or both, got '%s'", v);
-            method = v;
-        } else if (!strcmp(a, "--compute")) {
-            if (!strcmp(v, "model"))
-                co.compute = ERG_SHARD_COMPUTE_MODEL;
-            else if (!strcmp(v, "blas"))
-                co.compute = ERG_SHARD_COMPUTE_BLAS;
-            else if (!strcmp(v, "cublas"))
-                co.compute = ERG_SHARD_COMPUTE_CUBLAS;
-            else
-                return cli_usage_error("shard",
-                                       "--compute expects model, blas or cublas, got "
-                                       "'%s'",
-                                       v);
-        } else if (!strcmp(a, "--mem-gb")) {
-            if (!cli_parse_double("shard", a, v, 1e-9, 1e9, &d))
-                return CLI_USAGE;
-            co.mem_budget_bytes = d * 1e9;
-        } else if (!strcmp(a, "--optimizer-factor")) {
-            if (!cli_parse_double("shard", a, v, 1, 100, &d))
-                return CLI_USAGE;
-            co.optimizer_factor = d;
-        } else if (!strcmp(a, "--time-limit")) {
-            if (!cli_parse_double("shard", a, v, 0.001, 86400, &time_limit))
-                return CLI_USAGE;
-        } else if (!strcmp(a, "--keep")) {
-            if (!cli_parse_int("shard", a, v, 1, 4096, &l))
-                return CLI_USAGE;
-            co.keep = (int)l;
-        } else if (!strcmp(a, "--twin-window")) {
-            if (!cli_parse_int("shard", a, v, 1, 1000000, &twin_window))
-                return CLI_USAGE;
-        } else if (!strcmp(a, "--rows")) {
-            if (!cli_parse_int("shard", a, v, 1, 1000000, &rows))
-                return CLI_USAGE;
-        } else {
-            return cli_usage_error("shard", "unknown option '%s'", a);
-        }
-    }
-    if (!hlo)
-        return cli_usage_error("shard", "--hlo FILE is required");
-    if (co.profiles_only && !co.profiles_path)
-        return cli_usage_error("shard", "--profiles-only needs --profiles FILE");
-    if (co.profiles_only && !strcmp(sub, "search") && strcmp(method, "dp") && !strategies)
-        return cli_usage_error("shard", "--profiles-only: measured costs are per segment "
-                                        "combination, which only the DP searches (--method dp)");
-    if (out_profiles && strcmp(sub, "profile"))
-        return cli_usage_error("shard", "--out-profiles is an option of 'profile'");
-    if (!mesh)
-        return cli_usage_error("shard", "--mesh AxB is required");
-    int m0 = 0, m1 = 0;
-    char tail;
-    if (sscanf(mesh, "%dx%d%c", &m0, &m1, &tail) != 2 || m0 < 1 || m1 < 1 || (long long)m0 * m1 < 2)
-        return cli_usage_error("shard",
-                               "--mesh expects AxB (two whole numbers >= 1, at least 2 "
-                               "devices, e.g. 2x4), got '%s'",
-                               mesh);
-    if (m0 > 1024 || m1 > 1024)
-        return cli_usage_error("shard",
-                               "--mesh %s: each side is at most 1024 devices (got %d x "
-                               "%d)",
-                               mesh, m0, m1);
+    shard_args sa = {
+        .method = "dp", .time_limit = 600, .rows = 20, .twin_window = ERG_SHARD_TWIN_WINDOW};
+    erg_shard_cost_options_init(&sa.co);
+    int prc = shard_parse(argc, argv, sub, &sa);
+    if (prc)
+        return prc == CLI_HELP ? CLI_OK : prc;
+    const char *hlo = sa.hlo, *method = sa.method, *out_hlo = sa.out_hlo, *out_json = sa.out_json,
+               *computation = sa.computation, *strategies = sa.strategies,
+               *out_profiles = sa.out_profiles;
+    erg_shard_cost_options co = sa.co;
+    double time_limit = sa.time_limit;
+    long rows = sa.rows, twin_window = sa.twin_window;
+    bool members = sa.members;
+    int m0 = sa.m0, m1 = sa.m1;
     erg_error err;
     erg_hlo_module *m = NULL;
     erg_shard *s = NULL;
@@ -364,15 +430,8 @@ int cmd_shard(int argc, char **argv)
             goto out;
         }
         fputs(text, stdout);
-        if (out_profiles) {
-            erg_free(text);
-            text = NULL;
-            if (erg_shard_profile_csv(s, &text, &err)) {
-                rc = cli_report("shard", &err);
-                goto out;
-            }
-            rc = write_text(out_profiles, text);
-        }
+        if (out_profiles && erg_shard_write(s, NULL, ERG_SHARD_OUT_PROFILES, out_profiles, &err))
+            rc = cli_report("shard", &err);
         goto out;
     }
     bool both = !strcmp(method, "both");
@@ -392,74 +451,11 @@ int cmd_shard(int argc, char **argv)
     fputs(text, stdout);
     erg_free(text);
     text = NULL;
-    if (both) {
-        /* An ILP that finds no plan within its limit prints no objective and no ratio. */
-        erg_status qst = erg_shard_search(s, ERG_SHARD_ILP, time_limit, &q, &err);
-        if (qst == ERG_ETIMEOUT) {
-            printf("\nILP (GLPK): no plan found within the time limit of %g s\n", time_limit);
-        } else if (qst) {
-            rc = cli_report("shard", &err);
-            goto out;
-        } else {
-            double td = erg_shard_plan_time_s(p), ti = erg_shard_plan_time_s(q);
-            bool lim = erg_shard_plan_timed_out(q);
-            printf("\nILP (GLPK): iteration time %.6f ms, memory %.3f MB, search %.6f s%s\n",
-                   ti * 1e3, erg_shard_plan_memory_bytes(q) / 1e6, erg_shard_plan_search_s(q),
-                   lim ? " (time limit hit: best found, not proven optimal)" : "");
-            printf("gap DP - ILP: %.6f ms (%.4f%%)", (td - ti) * 1e3,
-                   ti > 0 ? (td - ti) / ti * 100 : 0);
-            if (erg_shard_plan_search_s(p) > 0)
-                printf("; DP search %.1fx %s",
-                       erg_shard_plan_search_s(q) / erg_shard_plan_search_s(p),
-                       lim ? "faster than the ILP's time limit" : "faster");
-            printf("\n");
-        }
-        double obj, secs, uni; /* uni: ties make it noisy, not printed */
-        bool lim;
-        size_t nvar = 0;
-        if (erg_shard_search_ops_ilp(s, time_limit, &obj, &secs, &lim, &uni, &nvar, &err)) {
-            rc = cli_report("shard", &err);
-            goto out;
-        }
-        if (!isfinite(obj))
-            printf("per-operator ILP (Alpa granularity, GLPK, %zu variables): no plan found "
-                   "within the time limit of %g s\n",
-                   nvar, time_limit);
-        else {
-            /* the objectives first: on the same costs, which plan is better and by how much */
-            double td = erg_shard_plan_time_s(p);
-            char cmpw[160];
-            if (td > 0 && fabs(obj - td) > 1e-9 * td)
-                snprintf(cmpw, sizeof cmpw, "%.1f%% %s than the DP's %.6f ms on the same costs",
-                         fabs(td - obj) / td * 100, obj < td ? "better" : "worse", td * 1e3);
-            else
-                snprintf(cmpw, sizeof cmpw, "the same as the DP's on the same costs");
-            printf("per-operator ILP (Alpa granularity, GLPK, %zu variables): objective %.6f ms, "
-                   "%s; search %.3f s%s; DP search %.0fx faster%s\n",
-                   nvar, obj * 1e3, cmpw, secs,
-                   lim ? " (time limit hit: best found, not proven optimal)" : "",
-                   erg_shard_plan_search_s(p) > 0 ? secs / erg_shard_plan_search_s(p) : 0,
-                   lim ? " than its time limit" : "");
-        }
-    }
-    if (out_hlo) {
-        if (erg_shard_annotate(s, p, &text, &err)) {
-            rc = cli_report("shard", &err);
-            goto out;
-        }
-        if ((rc = write_text(out_hlo, text)))
-            goto out;
-        erg_free(text);
-        text = NULL;
-    }
-    if (out_json) {
-        if (erg_shard_plan_json(s, p, &text, &err)) {
-            rc = cli_report("shard", &err);
-            goto out;
-        }
-        if ((rc = write_text(out_json, text)))
-            goto out;
-    }
+    if (both && (rc = compare_ilp(s, p, &q, time_limit)))
+        goto out;
+    if ((out_hlo && erg_shard_write(s, p, ERG_SHARD_OUT_HLO, out_hlo, &err)) ||
+        (out_json && erg_shard_write(s, p, ERG_SHARD_OUT_JSON, out_json, &err)))
+        rc = cli_report("shard", &err);
 out:
     erg_free(text);
     erg_shard_plan_free(p);

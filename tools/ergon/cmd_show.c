@@ -1,5 +1,5 @@
-/* cmd_show.c: `ergon show plan|frontier`: pictures of a plan's timeline and of time-energy
- * frontiers. */
+/* cmd_show.c: `ergon show plan|frontier|power`: pictures of a plan's timeline, of time-energy
+ * frontiers and of a plan's power over an iteration. */
 #include "cli.h"
 #include "envpipe_common.h"
 
@@ -8,7 +8,6 @@
 #include "ergon/plot.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,21 +339,6 @@ static int compare_power(const char *path, double *w)
     return found;
 }
 
-enum {
-    S_PROFILE = 256,
-    S_PLAN,
-    S_GPU,
-    S_POWER,
-    S_COLOR,
-    S_SCHED,
-    S_FRONTIER,
-    S_COMPARE,
-    S_POINT,
-    S_TITLE,
-    S_WIDTH,
-    S_FORCE
-};
-
 #define MAX_SERIES 32
 
 /* show power: the plan's power trace (emulate.h) drawn by plot.h. */
@@ -378,173 +362,64 @@ static erg_status show_power(const ecli_setup *s, const erg_plan *plan, const er
     return st;
 }
 
-int cmd_show(int argc, char **argv)
-{
-    const char *cmd = "show";
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        show_help(argc < 2 ? stderr : stdout);
-        return argc < 2 ? CLI_USAGE : CLI_OK;
-    }
-    bool is_plan = !strcmp(argv[1], "plan"), is_frontier = !strcmp(argv[1], "frontier");
-    bool is_power = !strcmp(argv[1], "power");
-    if (!is_plan && !is_frontier && !is_power)
-        return cli_usage_error(cmd, "unknown picture '%s' (use plan, frontier or power)", argv[1]);
-    is_plan = is_plan || is_power; /* the same plan and profile */
-    static const struct option opts[] = {
-        {"profile", required_argument, 0, S_PROFILE},
-        {"plan", required_argument, 0, S_PLAN},
-        {"gpu", required_argument, 0, S_GPU},
-        {"blocking-power", required_argument, 0, S_POWER},
-        {"color", required_argument, 0, S_COLOR},
-        {"schedule", required_argument, 0, S_SCHED},
-        CLI_SCHED_LONGOPTS,
-        {"frontier", required_argument, 0, S_FRONTIER},
-        {"compare", required_argument, 0, S_COMPARE},
-        {"point", required_argument, 0, S_POINT},
-        {"title", required_argument, 0, S_TITLE},
-        {"width", required_argument, 0, S_WIDTH},
-        {"out", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},
-        {"force", no_argument, 0, S_FORCE},
-        {0, 0, 0, 0},
-    };
+/* What `ergon show` was given. */
+typedef struct show_args {
     ecli_setup s;
-    memset(&s, 0, sizeof s);
-    bool force = false, sched_given = false;
+    bool force, sched_given, power; /* power: show power */
     erg_plot_opts po;
-    erg_plot_opts_init(&po);
     cli_sched cs;
-    cli_sched_init(&cs);
-    const char *plan_path = NULL, *out = NULL, *compare = NULL;
+    const char *plan_path, *out, *compare;
     const char *frontiers[MAX_SERIES];
     const char *points[MAX_SERIES];
-    int nfront = 0, npoints = 0;
+    int nfront, npoints;
+} show_args;
+
+static int show_plan(const char *cmd, show_args *a)
+{
     erg_error err = {0};
-    long v;
-    int c;
-    optind = 2;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
-        bool plan_only = c == S_PROFILE || c == S_PLAN || c == S_GPU || c == S_POWER ||
-                         c == S_FORCE || c == S_COLOR || c == S_SCHED || c == CLI_OPT_SCHED_FILE ||
-                         c == CLI_OPT_CHUNKS || c == CLI_OPT_BACKWARD_SPLIT;
-        bool front_only = c == S_FRONTIER || c == S_COMPARE || c == S_POINT;
-        if ((plan_only && !is_plan) || (front_only && !is_frontier))
-            return cli_usage_error(cmd, "%s is not an option of 'show %s'", argv[optind - 1],
-                                   argv[1]);
-        switch (c) {
-        case S_PROFILE:
-            s.profile_path = optarg;
-            break;
-        case S_PLAN:
-            plan_path = optarg;
-            break;
-        case S_GPU:
-            s.gpu = optarg;
-            break;
-        case S_POWER:
-            if (!cli_parse_double(cmd, "--blocking-power", optarg, 0, 1e5, &s.power_w))
-                return CLI_USAGE;
-            s.have_power = true;
-            break;
-        case S_COLOR:
-            if (!strcmp(optarg, "clock"))
-                po.color = ERG_PLOT_COLOR_CLOCK;
-            else if (!strcmp(optarg, "power"))
-                po.color = ERG_PLOT_COLOR_POWER;
-            else
-                return cli_usage_error(cmd, "--color expects clock or power, got '%s'", optarg);
-            break;
-        case CLI_OPT_SCHED_FILE:
-        case CLI_OPT_CHUNKS:
-        case CLI_OPT_BACKWARD_SPLIT: {
-            int r = cli_sched_option(cmd, 0, c, optarg, &cs);
-            if (r)
-                return r;
-            break;
-        }
-        case S_SCHED:
-            if (erg_schedule_parse(optarg, &cs.sched.kind, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
-            sched_given = true;
-            break;
-        case S_FORCE:
-            force = true;
-            break;
-        case S_FRONTIER:
-            if (nfront == MAX_SERIES - 2)
-                return cli_usage_error(cmd, "at most %d --frontier", MAX_SERIES - 2);
-            frontiers[nfront++] = optarg;
-            break;
-        case S_COMPARE:
-            compare = optarg;
-            break;
-        case S_POINT:
-            if (npoints == MAX_SERIES)
-                return cli_usage_error(cmd, "at most %d --point", MAX_SERIES);
-            points[npoints++] = optarg;
-            break;
-        case S_TITLE:
-            po.title = optarg;
-            break;
-        case S_WIDTH:
-            if (!cli_parse_int(cmd, "--width", optarg, 200, 20000, &v))
-                return CLI_USAGE;
-            po.width_px = (int)v;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'h':
-            show_help(stdout);
-            return CLI_OK;
-        default:
-            return cli_bad_option(cmd, argv, opts);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!out)
-        return cli_usage_error(cmd, "-o OUT (.png, .svg or .pdf) is required");
     int rc = CLI_OK;
-    if (is_plan) {
-        if (!plan_path)
-            return cli_usage_error(cmd, "--plan is required");
-        s.no_table = true;
-        rc = cli_sched_finish(cmd, &cs, NULL, NULL);
-        if (!rc)
-            rc = ecli_setup_load(cmd, &s, false);
-        erg_plan *plan = NULL;
-        if (!rc && erg_plan_read(plan_path, &cs.sched, &plan, &err))
-            rc = cli_report(cmd, &err);
-        /* the plan's own profile, blocking power and schedule (provenance.c) */
-        if (!rc) {
-            erg_schedule_kind asked = cs.sched.kind;
-            rc = cli_plan_check(cmd, plan_path, plan, s.profile, s.profile_path,
-                                s.have_power || s.gpu ? s.power_w : -1, sched_given ? &asked : NULL,
-                                force);
-        }
-        if (!rc && erg_plan_num_stages(plan) > erg_profile_num_stages(s.profile)) {
-            fprintf(stderr, "ergon show: the plan has %d stages, the profile %d\n",
-                    erg_plan_num_stages(plan), erg_profile_num_stages(s.profile));
-            rc = CLI_USER_ERROR;
-        }
-        if (!rc && (is_power ? show_power(&s, plan, &po, out, &err)
-                             : erg_plot_timeline(s.profile, plan, s.power_w, &po, out, &err)))
-            rc = cli_report(cmd, &err);
-        if (!rc) {
-            cli_sched local = cs;
-            local.sched = erg_plan_schedule(plan);
-            cli_sched_split_note(stdout, &local, s.profile, erg_plan_num_stages(plan),
-                                 erg_plan_num_microbatches(plan));
-        }
-        erg_plan_free(plan);
-        ecli_setup_free(&s);
-        cli_sched_free(&cs);
-        return rc;
+    if (!a->plan_path)
+        return cli_usage_error(cmd, "--plan is required");
+    a->s.no_table = true;
+    rc = cli_sched_finish(cmd, &a->cs, NULL, NULL);
+    if (!rc)
+        rc = ecli_setup_load(cmd, &a->s, false);
+    erg_plan *plan = NULL;
+    if (!rc && erg_plan_read(a->plan_path, &a->cs.sched, &plan, &err))
+        rc = cli_report(cmd, &err);
+    /* the plan's own profile, blocking power and schedule (provenance.c) */
+    if (!rc) {
+        erg_schedule_kind asked = a->cs.sched.kind;
+        rc = cli_plan_check(cmd, a->plan_path, plan, a->s.profile, a->s.profile_path,
+                            a->s.have_power || a->s.gpu ? a->s.power_w : -1,
+                            a->sched_given ? &asked : NULL, a->force);
     }
-    /* frontier */
-    if (!nfront && !compare && !npoints)
+    if (!rc && erg_plan_num_stages(plan) > erg_profile_num_stages(a->s.profile)) {
+        fprintf(stderr, "ergon show: the plan has %d stages, the profile %d\n",
+                erg_plan_num_stages(plan), erg_profile_num_stages(a->s.profile));
+        rc = CLI_USER_ERROR;
+    }
+    if (!rc &&
+        (a->power ? show_power(&a->s, plan, &a->po, a->out, &err)
+                  : erg_plot_timeline(a->s.profile, plan, a->s.power_w, &a->po, a->out, &err)))
+        rc = cli_report(cmd, &err);
+    if (!rc) {
+        cli_sched local = a->cs;
+        local.sched = erg_plan_schedule(plan);
+        cli_sched_split_note(stdout, &local, a->s.profile, erg_plan_num_stages(plan),
+                             erg_plan_num_microbatches(plan));
+    }
+    erg_plan_free(plan);
+    ecli_setup_free(&a->s);
+    cli_sched_free(&a->cs);
+    return rc;
+}
+
+static int show_frontier(const char *cmd, show_args *a)
+{
+    erg_error err = {0};
+    int rc = CLI_OK;
+    if (!a->nfront && !a->compare && !a->npoints)
         return cli_usage_error(cmd, "give --frontier, --compare or --point");
     pts data[MAX_SERIES];
     erg_plot_point allmax_pt[MAX_SERIES];
@@ -555,8 +430,8 @@ int cmd_show(int argc, char **argv)
     memset(data, 0, sizeof data);
     size_t ns = 0;
     int nd = 0;
-    for (int i = 0; i < nfront && !rc; i++) {
-        const char *arg = frontiers[i], *eq = strchr(arg, '=');
+    for (int i = 0; i < a->nfront && !rc; i++) {
+        const char *arg = a->frontiers[i], *eq = strchr(arg, '=');
         char file[4096];
         snprintf(names[nd], sizeof names[nd], "Perseus frontier (planner estimates)");
         if (eq) {
@@ -574,7 +449,7 @@ int cmd_show(int argc, char **argv)
             break;
         }
         /* With the profile it was planned with, draw what the plans really take (the values
-         * choose, compare and the markers use), not the planner's quantised estimates. */
+         * choose, a->compare and the markers use), not the planner'a->s quantised estimates. */
         {
             char dir[4096];
             snprintf(dir, sizeof dir, "%s", file);
@@ -605,24 +480,25 @@ int cmd_show(int argc, char **argv)
         nd++;
     }
     /* the all-max point of the (first) frontier, unless the comparison has one */
-    for (int i = 0; i < nd && !rc && !compare; i++)
+    for (int i = 0; i < nd && !rc && !a->compare; i++)
         if (have_allmax[i]) {
             ser[ns++] = (erg_plot_series){"all-max clocks", &allmax_pt[i], 1, false};
             break;
         }
-    if (!po.title && nd >= 1 && have_allmax[0])
-        po.title = titles[0];
-    /* A comparison is only meaningful at the frontier's blocking power. */
+    if (!a->po.title && nd >= 1 && have_allmax[0])
+        a->po.title = titles[0];
+    /* A comparison is only meaningful at the frontier'a->s blocking power. */
     double cmp_w = 0;
-    bool have_cmp_w = compare && compare_power(compare, &cmp_w);
-    if (!rc && compare && !have_cmp_w)
+    bool have_cmp_w = a->compare && compare_power(a->compare, &cmp_w);
+    if (!rc && a->compare && !have_cmp_w)
         fprintf(stderr,
                 "ergon show: warning: %s does not name its blocking power (no "
                 "blocking_power_w column: an older 'ergon compare'); it cannot be checked "
                 "against the frontier's\n",
-                compare);
-    for (int i = 0; i < nfront && !rc && have_cmp_w; i++) {
-        const char *arg = strchr(frontiers[i], '=') ? strchr(frontiers[i], '=') + 1 : frontiers[i];
+                a->compare);
+    for (int i = 0; i < a->nfront && !rc && have_cmp_w; i++) {
+        const char *arg =
+            strchr(a->frontiers[i], '=') ? strchr(a->frontiers[i], '=') + 1 : a->frontiers[i];
         char dir[4096];
         size_t l = strlen(arg);
         snprintf(dir, sizeof dir, "%s", arg);
@@ -639,43 +515,194 @@ int cmd_show(int argc, char **argv)
                     "ergon show: %s was computed with a blocking power of %g W, the frontier %s "
                     "with %g W (%s/frontier-info.csv): their energies are not comparable; run "
                     "'ergon compare' again with --blocking-power %g (or the matching --gpu)\n",
-                    compare, cmp_w, arg, fw, dir, fw);
+                    a->compare, cmp_w, arg, fw, dir, fw);
             rc = CLI_USER_ERROR;
         }
     }
     pts cmp = {0};
-    if (!rc && compare) {
-        rc = read_points(compare, "time_s", "energy_j", "method", &cmp);
+    if (!rc && a->compare) {
+        rc = read_points(a->compare, "time_s", "energy_j", "method", &cmp);
         /* one marked series per method, in file order */
         for (size_t i = 0; !rc && i < cmp.n && ns < MAX_SERIES + MAX_SERIES / 2; i++)
             ser[ns++] = (erg_plot_series){cmp.names[i], &cmp.v[i], 1, false};
     }
     erg_plot_point extra[MAX_SERIES];
     char extra_names[MAX_SERIES][128];
-    for (int i = 0; !rc && i < npoints; i++) {
-        const char *eq = strchr(points[i], '=');
+    for (int i = 0; !rc && i < a->npoints; i++) {
+        const char *eq = strchr(a->points[i], '=');
         char te[128];
         char *comma;
-        if (!eq || (size_t)(eq - points[i]) >= sizeof extra_names[i]) {
-            rc = cli_usage_error(cmd, "--point expects NAME=TIME,ENERGY, got '%s'", points[i]);
+        if (!eq || (size_t)(eq - a->points[i]) >= sizeof extra_names[i]) {
+            rc = cli_usage_error(cmd, "--point expects NAME=TIME,ENERGY, got '%s'", a->points[i]);
             break;
         }
-        snprintf(extra_names[i], sizeof extra_names[i], "%.*s", (int)(eq - points[i]), points[i]);
+        snprintf(extra_names[i], sizeof extra_names[i], "%.*s", (int)(eq - a->points[i]),
+                 a->points[i]);
         snprintf(te, sizeof te, "%s", eq + 1);
         comma = strchr(te, ',');
         if (comma)
             *comma = '\0';
         if (!comma || !parse_num(te, &extra[i].time_s) ||
             !parse_num(comma + 1, &extra[i].energy_j)) {
-            rc = cli_usage_error(cmd, "--point expects NAME=TIME,ENERGY, got '%s'", points[i]);
+            rc = cli_usage_error(cmd, "--point expects NAME=TIME,ENERGY, got '%s'", a->points[i]);
             break;
         }
         ser[ns++] = (erg_plot_series){extra_names[i], &extra[i], 1, false};
     }
-    if (!rc && erg_plot_frontier(ser, ns, &po, out, &err))
+    if (!rc && erg_plot_frontier(ser, ns, &a->po, a->out, &err))
         rc = cli_report(cmd, &err);
     for (int i = 0; i < nd; i++)
         pts_free(&data[i]);
     pts_free(&cmp);
     return rc;
+}
+
+static int color_opt(const char *cmd, const char *value, void *po)
+{
+    erg_plot_opts *o = po;
+    if (!strcmp(value, "clock"))
+        o->color = ERG_PLOT_COLOR_CLOCK;
+    else if (!strcmp(value, "power"))
+        o->color = ERG_PLOT_COLOR_POWER;
+    else
+        return cli_usage_error(cmd, "--color expects clock or power, got '%s'", value);
+    return CLI_OK;
+}
+
+static int frontier_opt(const char *cmd, const char *value, void *user)
+{
+    show_args *a = user;
+    if (a->nfront == MAX_SERIES - 2)
+        return cli_usage_error(cmd, "at most %d --frontier", MAX_SERIES - 2);
+    a->frontiers[a->nfront++] = value;
+    return CLI_OK;
+}
+
+static int point_opt(const char *cmd, const char *value, void *user)
+{
+    show_args *a = user;
+    if (a->npoints == MAX_SERIES)
+        return cli_usage_error(cmd, "at most %d --point", MAX_SERIES);
+    a->points[a->npoints++] = value;
+    return CLI_OK;
+}
+
+static const cli_help show_plan_help = {
+    "usage: ergon show plan --profile P --plan FILE (--gpu G | --blocking-power W)\n"
+    "                       [--color clock|power] [--schedule S | --schedule-file F]\n"
+    "                       [--chunks V] [--backward-split X] -o OUT\n",
+    "The plan's pipeline timeline, emulated with the profile's times: one row per stage\n"
+    "(rank), each instruction a box labelled F<m>/B<m> (for multi-chunk and zero-bubble\n"
+    "schedules PyTorch's action names: <stage>F<m>, <stage>I<m>, <stage>W<m>, an\n"
+    "overlapped F and B as sF<m>;sB<n>) and coloured by SM clock (or average power with\n"
+    "--color power), idle time grey, the critical path as a dark line, a time axis and a\n"
+    "colour legend. The format follows OUT's extension: .png, .svg or .pdf.\n",
+    "exit status: 0 success, 1 bad input, 2 usage error.\n"};
+
+static const cli_help show_power_help = {
+    "usage: ergon show power --profile P --plan FILE (--gpu G | --blocking-power W)\n"
+    "                        [--schedule S | --schedule-file F] [--chunks V]\n"
+    "                        [--backward-split X] -o OUT\n",
+    "The plan's power over one iteration (docs/fleet.md): the job's power and the parts\n"
+    "its computing and its waiting GPUs draw, as steps over the iteration, the average\n"
+    "dashed (--color does not apply). The format follows OUT's extension: .png, .svg or\n"
+    ".pdf.\n",
+    "exit status: 0 success, 1 bad input, 2 usage error.\n"};
+
+static const cli_help show_frontier_help = {
+    "usage: ergon show frontier [--frontier CSV_OR_DIR]... [--compare CSV] -o OUT\n",
+    "Iteration time against energy. A frontier directory with its profile (plan perseus)\n"
+    "is drawn from the plans' profiled values, titled with ranks, microbatches, schedule\n"
+    "and blocking power; a bare frontier.csv from the planner's estimates, labelled so.\n"
+    "The format follows OUT's extension: .png, .svg or .pdf.\n",
+    "exit status: 0 success, 1 bad input, 2 usage error.\n"};
+
+/* The options of `show plan`, `show power` or `show frontier` (argv[0] the picture). */
+static int show_parse(const char *cmd, show_args *a, int argc, char **argv, bool is_plan)
+{
+    long width = 0;
+    a->s.power_w = -1;
+    const cli_opt common[] = {
+        {.name = "out",
+         .short_name = 'o',
+         .kind = CLI_OPT_STR,
+         .arg = "OUT",
+         .dest = &a->out,
+         .help = "the picture to write (.png, .svg, .pdf)"},
+        CLI_OPT_S("title", "TEXT", &a->po.title, "picture title"),
+        CLI_OPT_L("width", "PX", &width, 200, 20000,
+                  "width in pixels/points (default 1200 plan, 1000 frontier)"),
+    };
+    const cli_opt plan_opts[] = {
+        CLI_OPT_S("plan", "FILE", &a->plan_path, "ergon plan JSON or freqs_pipeline_%05d.py file"),
+        CLI_OPT_S("profile", "P", &a->s.profile_path,
+                  "the stage profile the plan is evaluated with"),
+        CLI_OPT_S("gpu", "NAME", &a->s.gpu, "A40 or A100: their blocking power, or"),
+        CLI_OPT_D("blocking-power", "W", &a->s.power_w, 0, 1e5, "power while idle or blocked"),
+        CLI_OPT_CALL("color", "clock|power", color_opt, &a->po,
+                     "colour by SM clock (default) or power"),
+        CLI_SCHED_OPTS(&a->cs),
+        CLI_OPT_B("force", &a->force,
+                  "draw a plan that records another profile, blocking power or\n"
+                  "schedule than these (refused otherwise, naming both)"),
+        common[0],
+        common[1],
+        common[2],
+        CLI_OPTS_END,
+    };
+    const cli_opt frontier_opts[] = {
+        CLI_OPT_CALL("frontier", "X", frontier_opt, a,
+                     "a frontier.csv (time,energy per plan) or a directory holding\n"
+                     "one; drawn as a line through its non-dominated plans (the\n"
+                     "dominated ones dashed); repeat for several, optionally NAME=X"),
+        CLI_OPT_S("compare", "CSV", &a->compare,
+                  "the CSV of 'ergon compare --format csv': every method as a\n"
+                  "marked point (columns method,time_s,energy_j); refused\n"
+                  "(exit 1) when its blocking_power_w differs from a frontier\n"
+                  "directory's (frontier-info.csv)"),
+        CLI_OPT_CALL("point", "NAME=T,E", point_opt, a, "one more marked point (repeatable)"),
+        common[0],
+        common[1],
+        common[2],
+        CLI_OPTS_END,
+    };
+    int rc = cli_opts_parse_all(cmd, argc, argv, is_plan ? plan_opts : frontier_opts,
+                                !is_plan   ? &show_frontier_help
+                                : a->power ? &show_power_help
+                                           : &show_plan_help);
+    if (rc)
+        return rc;
+    a->po.width_px = (int)width;
+    a->s.have_power = a->s.power_w >= 0;
+    if (!a->s.have_power)
+        a->s.power_w = 0;
+    a->sched_given = a->cs.name_set;
+    if (!a->out)
+        return cli_usage_error(cmd, "-o OUT (.png, .svg or .pdf) is required");
+    return CLI_OK;
+}
+
+int cmd_show(int argc, char **argv)
+{
+    const char *cmd = "show";
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        show_help(argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : CLI_OK;
+    }
+    bool is_plan = !strcmp(argv[1], "plan"), is_frontier = !strcmp(argv[1], "frontier");
+    bool is_power = !strcmp(argv[1], "power");
+    if (!is_plan && !is_frontier && !is_power)
+        return cli_usage_error(cmd, "unknown picture '%s' (use plan, frontier or power)", argv[1]);
+    is_plan = is_plan || is_power; /* the same plan and profile */
+    show_args sa, *a = &sa;
+    memset(a, 0, sizeof *a);
+    a->power = is_power;
+    erg_plot_opts_init(&a->po);
+    cli_sched_init(&a->cs);
+    int rc = show_parse(cmd, a, argc - 1, argv + 1, is_plan);
+    if (rc) {
+        cli_sched_free(&a->cs);
+        return rc == CLI_HELP ? CLI_OK : rc;
+    }
+    return is_plan ? show_plan(cmd, a) : show_frontier(cmd, a);
 }

@@ -44,6 +44,27 @@ int cli_sched_option(const char *cmd, int is_name, int c, const char *arg, cli_s
     return cli_usage_error(cmd, "unknown option");
 }
 
+int cli_sched_opt_name(const char *cmd, const char *value, void *cs)
+{
+    ((cli_sched *)cs)->name_set = true;
+    return cli_sched_option(cmd, 1, 'S', value, cs);
+}
+
+int cli_sched_opt_file(const char *cmd, const char *value, void *cs)
+{
+    return cli_sched_option(cmd, 0, CLI_OPT_SCHED_FILE, value, cs);
+}
+
+int cli_sched_opt_chunks(const char *cmd, const char *value, void *cs)
+{
+    return cli_sched_option(cmd, 0, CLI_OPT_CHUNKS, value, cs);
+}
+
+int cli_sched_opt_split(const char *cmd, const char *value, void *cs)
+{
+    return cli_sched_option(cmd, 0, CLI_OPT_BACKWARD_SPLIT, value, cs);
+}
+
 int cli_sched_finish(const char *cmd, cli_sched *cs, long *S, long *M)
 {
     erg_error err = {0};
