@@ -747,6 +747,9 @@ static int register_job(int proto, int W, bool expect_refused)
     return st;
 }
 
+/* --no-burst: leave out window 1's burst (the barrier of window 0 and the results still run). */
+static bool no_burst;
+
 static int bench_one(int proto, bool expect_refused)
 {
     int W = PP * DP;
@@ -782,7 +785,7 @@ static int bench_one(int proto, bool expect_refused)
            proto_names[proto], rss0 / 1024.0, rss_reg / 1024.0);
     if (ok && proto != P_ZEUS) { /* Zeus's client never reports results */
         ok = all_ranks(proto, W, true, &o.res, deadline);
-        if (ok)
+        if (ok && !no_burst)
             ok = barrier_burst(proto, W, &o, deadline);
     }
     if (now_s() > deadline)
@@ -819,7 +822,8 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: bench_wide [--ergon PATH] [--protocol perseus|zeus|v1|all] [--pp N] [--dp N]\n"
-            "                  [--concurrency N] [--timeout S] [--serve-arg ARG]... [--log FILE]\n"
+            "                  [--concurrency N] [--timeout S] [--serve-arg ARG]... [--log FILE] "
+            "[--no-burst]\n"
             "                  [--expect-refused]\n");
     exit(2);
 }
@@ -833,6 +837,10 @@ int main(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--expect-refused")) {
             expect_refused = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-burst")) {
+            no_burst = true;
             continue;
         }
         if (!v)
