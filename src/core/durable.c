@@ -54,9 +54,13 @@ erg_status erg__write_file_ex(const char *path, const char *data, size_t len, un
          durable = flags & ERG__WRITE_DURABLE;
     char *tmp = NULL;
     /* a path that is no regular file (/dev/stdout, a pipe) is written where it is: a temp file
-     * cannot be renamed over it */
+     * cannot be renamed over it. Nor over a name in /dev or /proc, whatever it stands for: a
+     * shell's redirection makes /dev/stdout a regular file, and a rename would replace the
+     * system's /dev/stdout (or fail in /proc, /dev/fd). */
     struct stat sb;
-    if (!in_place && !priv && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+    if (!in_place && !priv &&
+        ((stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) || !strncmp(path, "/dev/", 5) ||
+         !strncmp(path, "/proc/", 6)))
         in_place = true;
     if (!in_place) {
         size_t plen = strlen(path) + 32;

@@ -246,10 +246,37 @@ TEST(profile_reads_and_writes_backward_input_and_weight_rows)
     ASSERT_CONTAINS(err.msg, "stage 0 has backward_input rows but no backward_weight rows");
 }
 
+/* A name in /dev is written in place: here /dev/fd/N of a regular file, which is what
+ * /dev/stdout is when the shell redirects it. A temp file there cannot be made (/dev/fd), or its
+ * rename would replace the system's name (/dev/stdout, for every later process). */
+TEST(writes_to_a_name_in_dev_in_place)
+{
+    erg_profile *p;
+    erg_error err;
+    ASSERT_OK(erg_profile_new(&p, &err));
+    erg_profile_point a = {1410, 0.5, 100}, b = {1410, 1, 210};
+    ASSERT_OK(erg_profile_add(p, 0, ERG_FORWARD, &a, &err));
+    ASSERT_OK(erg_profile_add(p, 0, ERG_BACKWARD, &b, &err));
+    char path[] = "/tmp/ergon_prof_XXXXXX", dev[64];
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    snprintf(dev, sizeof dev, "/dev/fd/%d", fd);
+    ASSERT_OK(erg_profile_write_csv(p, dev, &err));
+    close(fd);
+    erg_profile *q;
+    ASSERT_OK(erg_profile_read_csv(path, &q, &err));
+    ASSERT_EQ_INT(erg_profile_num_points(q, 0, ERG_FORWARD), 1);
+    ASSERT_NEAR(erg_profile_points(q, 0, ERG_FORWARD)[0].energy_j, 100, 0);
+    ASSERT_NEAR(erg_profile_points(q, 0, ERG_BACKWARD)[0].energy_j, 210, 0);
+    erg_profile_free(q);
+    erg_profile_free(p);
+    unlink(path);
+}
+
 TAP_MAIN(TEST_ENTRY(profile_reads_and_writes_backward_input_and_weight_rows),
          TEST_ENTRY(reads_a_good_profile), TEST_ENTRY(columns_in_any_order_with_extras),
          TEST_ENTRY(error_messages), TEST_ENTRY(missing_file), TEST_ENTRY(write_and_read_back),
          TEST_ENTRY(blocking_power_table), TEST_ENTRY(rejects_hexadecimal_values),
          TEST_ENTRY(rejects_values_outside_physical_bounds_naming_the_bound),
          TEST_ENTRY(subnormal_values_are_numbers_checked_against_the_bounds),
-         TEST_ENTRY(accepts_a_utf8_byte_order_mark))
+         TEST_ENTRY(accepts_a_utf8_byte_order_mark), TEST_ENTRY(writes_to_a_name_in_dev_in_place))
