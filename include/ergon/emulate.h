@@ -115,6 +115,20 @@ ERG_API erg_status erg_power_trace_floor(const erg_power_trace *trace, double fl
  * releases *out with erg_free. */
 ERG_API erg_status erg_power_trace_format_csv(const erg_power_trace *trace, char **out,
                                               erg_error *err);
+/* The same CSV written to path (atomically: a temp file renamed over it; a path that is no
+ * regular file, such as /dev/stdout, is written in place). ERG_EIO names the path. */
+ERG_API erg_status erg_power_trace_write_csv(const erg_power_trace *trace, const char *path,
+                                             erg_error *err);
+/* Read that CSV back: the header start_s,end_s,total_w,compute_w,blocking_w,gpu0_w,...,
+ * gpu<N-1>_w (N >= 1, in that order), then a row per segment, the first starting at 0 and each
+ * where the previous one ends, every value a number >= 0; the iteration time is the last end_s
+ * (> 0). The values are the file's (the writer rounds powers to the microwatt and times to 9
+ * digits); a trace read back formats to the same text. ERG_EPARSE names the file, line and
+ * value. *out is released with erg_power_trace_free. name (may be NULL) is for messages. */
+ERG_API erg_status erg_power_trace_parse_csv(const char *text, size_t len, const char *name,
+                                             erg_power_trace **out, erg_error *err);
+ERG_API erg_status erg_power_trace_read_csv(const char *path, erg_power_trace **out,
+                                            erg_error *err);
 
 /* Swing-bounded choice (swing.c, docs/fleet.md): among the plans of frontier f, evaluated on
  * profile and dag with opts (erg_emulate_ex), those whose iteration time is at most deadline_s

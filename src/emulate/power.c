@@ -394,3 +394,162 @@ erg_status erg_power_trace_format_csv(const erg_power_trace *tr, char **out, erg
     *out = b.data;
     return ERG_OK;
 }
+
+erg_status erg_power_trace_write_csv(const erg_power_trace *tr, const char *path, erg_error *err)
+{
+    if (!tr || !path)
+        return erg_error_set(err, ERG_EINVAL, "erg_power_trace_write_csv: NULL argument");
+    char *csv = NULL;
+    erg_status st = erg_power_trace_format_csv(tr, &csv, err);
+    if (!st)
+        st = erg__write_file(path, csv, strlen(csv), err);
+    erg__free(csv);
+    return st;
+}
+
+/* ---- reading the CSV back ---- */
+
+#define ERG__MAX_TRACE_BYTES (256u << 20)
+
+static erg_status trace_alloc(erg_power_trace *tr, size_t len)
+{
+    size_t S = (size_t)tr->num_gpus;
+    double **arrs[] = {&tr->t, &tr->compute_w, &tr->blocking_w, &tr->total_w};
+    size_t ns[] = {len + 1, len, len, len};
+    for (size_t i = 0; i < 4; i++) {
+        double *p = erg__realloc(*arrs[i], (ns[i] ? ns[i] : 1) * sizeof(double));
+        if (!p)
+            return ERG_ENOMEM;
+        *arrs[i] = p;
+    }
+    double *g = erg__realloc(tr->gpu_w, (len * S > 0 ? len * S : 1) * sizeof(double));
+    if (!g)
+        return ERG_ENOMEM;
+    tr->gpu_w = g;
+    return ERG_OK;
+}
+
+/* The header: start_s,end_s,total_w,compute_w,blocking_w,gpu0_w,...,gpu<N-1>_w (N >= 1). */
+static erg_status trace_header(const erg__csv *c, const char *name, int *num_gpus, erg_error *err)
+{
+    static const char *const fixed[] = {"start_s", "end_s", "total_w", "compute_w", "blocking_w"};
+    const char *want = "start_s,end_s,total_w,compute_w,blocking_w,gpu0_w,...";
+    for (size_t i = 0; i < 5; i++)
+        if (i >= c->nfields || strcmp(c->fields[i], fixed[i]))
+            return erg_error_set(err, ERG_EPARSE, "%s:%ld: column %zu is '%s', expected '%s' (%s)",
+                                 name, c->line, i + 1, i < c->nfields ? c->fields[i] : "", fixed[i],
+                                 want);
+    if (c->nfields < 6 || c->nfields - 5 > 1000000)
+        return erg_error_set(err, ERG_EPARSE, "%s:%ld: %zu GPU columns (expected 1 or more: %s)",
+                             name, c->line, c->nfields < 5 ? 0 : c->nfields - 5, want);
+    for (size_t i = 5; i < c->nfields; i++) {
+        char col[32];
+        snprintf(col, sizeof col, "gpu%zu_w", i - 5);
+        if (strcmp(c->fields[i], col))
+            return erg_error_set(err, ERG_EPARSE, "%s:%ld: column %zu is '%s', expected '%s'", name,
+                                 c->line, i + 1, c->fields[i], col);
+    }
+    *num_gpus = (int)(c->nfields - 5);
+    return ERG_OK;
+}
+
+/* Row j (the line in c): its segment's start and end and its powers. */
+static erg_status trace_row(erg_power_trace *tr, size_t j, const erg__csv *c, const char *name,
+                            erg_error *err)
+{
+    static const char *const cols[] = {"start_s", "end_s", "total_w", "compute_w", "blocking_w"};
+    size_t S = (size_t)tr->num_gpus;
+    if (c->nfields != S + 5)
+        return erg_error_set(err, ERG_EPARSE, "%s:%ld: expected %zu fields, found %zu", name,
+                             c->line, S + 5, c->nfields);
+    double v[5];
+    for (size_t i = 0; i < c->nfields; i++) {
+        double x;
+        if (!erg__parse_double(c->fields[i], &x) || x < 0)
+            return erg_error_set(err, ERG_EPARSE, "%s:%ld: %s '%s' is not a number >= 0", name,
+                                 c->line, i < 5 ? cols[i] : "GPU power", c->fields[i]);
+        if (i < 5)
+            v[i] = x;
+        else
+            tr->gpu_w[j * S + (i - 5)] = x;
+    }
+    if (!j && v[0] != 0)
+        return erg_error_set(err, ERG_EPARSE, "%s:%ld: start_s %.17g: the first row starts at 0",
+                             name, c->line, v[0]);
+    if (j && v[0] != tr->t[j])
+        return erg_error_set(err, ERG_EPARSE,
+                             "%s:%ld: start_s %.17g is not the previous row's end_s %.17g", name,
+                             c->line, v[0], tr->t[j]);
+    if (v[1] < v[0])
+        return erg_error_set(err, ERG_EPARSE, "%s:%ld: end_s %.17g is before start_s %.17g", name,
+                             c->line, v[1], v[0]);
+    tr->t[j + 1] = v[1];
+    tr->total_w[j] = v[2];
+    tr->compute_w[j] = v[3];
+    tr->blocking_w[j] = v[4];
+    return ERG_OK;
+}
+
+erg_status erg_power_trace_parse_csv(const char *text, size_t len, const char *name,
+                                     erg_power_trace **out, erg_error *err)
+{
+    if (!out || (!text && len))
+        return erg_error_set(err, ERG_EINVAL, "erg_power_trace_parse_csv: NULL argument");
+    *out = NULL;
+    if (!name)
+        name = "<power trace>";
+    erg_power_trace *tr = erg__calloc(1, sizeof *tr);
+    erg__csv c;
+    erg__csv_init(&c, text ? text : "", len);
+    erg_status st = tr ? ERG_OK : ERG_ENOMEM;
+    int r = st ? -1 : erg__csv_next(&c);
+    if (r == 0)
+        st = erg_error_set(err, ERG_EPARSE,
+                           "%s: empty file (expected a header line "
+                           "'start_s,end_s,total_w,compute_w,blocking_w,gpu0_w')",
+                           name);
+    else if (r > 0)
+        st = trace_header(&c, name, &tr->num_gpus, err);
+    size_t cap = 0;
+    while (!st && r > 0 && (r = erg__csv_next(&c)) > 0) {
+        if (tr->len + 1 > cap) {
+            cap = erg__grow_cap(cap, tr->len + 1, 64);
+            if (!cap || trace_alloc(tr, cap)) {
+                r = -1;
+                break;
+            }
+            tr->t[0] = 0;
+        }
+        st = trace_row(tr, tr->len, &c, name, err);
+        tr->len += !st;
+    }
+    if (!st && r < 0)
+        st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+    if (!st && !tr->len)
+        st = erg_error_set(err, ERG_EPARSE, "%s: no rows after the header", name);
+    if (!st && !(tr->t[tr->len] > 0))
+        st = erg_error_set(err, ERG_EPARSE, "%s: the trace ends at %.17g s (expected > 0)", name,
+                           tr->t[tr->len]);
+    erg__csv_free(&c);
+    if (st) {
+        erg_power_trace_free(tr);
+        return st;
+    }
+    tr->period_s = tr->t[tr->len];
+    *out = tr;
+    return ERG_OK;
+}
+
+erg_status erg_power_trace_read_csv(const char *path, erg_power_trace **out, erg_error *err)
+{
+    if (!path || !out)
+        return erg_error_set(err, ERG_EINVAL, "erg_power_trace_read_csv: NULL argument");
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    erg_status st = erg__read_regular_file(path, ERG__MAX_TRACE_BYTES, &text, &len, err);
+    if (!st)
+        st = erg_power_trace_parse_csv(text, len, path, out, err);
+    erg__free(text);
+    return st;
+}

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "ergon/emulate.h"
 #include "ergon/baselines.h"
@@ -366,6 +368,159 @@ TEST(swing_bounded_choice_is_the_least_energy_plan_within_the_bound)
     erg_profile_free(prof);
 }
 
+/* The trace of trace_of_1f1b_is_the_hand_timeline (S = 2, M = 2, 1F1B, blocking 5 W). */
+static erg_power_trace *hand_trace(void)
+{
+    erg_error err;
+    erg_profile *prof = two_clock_profile(2);
+    erg_schedule sc = {.kind = ERG_SCHED_1F1B};
+    erg_dag *d;
+    erg_plan *p;
+    ASSERT_OK(erg_dag_new(&sc, 2, 2, &d, &err));
+    ASSERT_OK(erg_plan_new(&sc, 2, 2, &p, &err));
+    erg_plan_fill(p, 1000);
+    erg_emulate_opts o;
+    erg_emulate_opts_init(&o);
+    o.blocking_power_w = 5;
+    erg_power_trace *tr;
+    ASSERT_OK(erg_power_trace_new(prof, d, p, &o, &tr, &err));
+    erg_plan_free(p);
+    erg_dag_free(d);
+    erg_profile_free(prof);
+    return tr;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ASSERT_MSG(f, "cannot read %s", path);
+    char *buf = calloc(1, 1 << 16);
+    ASSERT(buf);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+/* erg_power_trace_write_csv writes erg_power_trace_format_csv's text; erg_power_trace_read_csv
+ * reads it back to the same segments, GPUs, period and statistics, and formats to the same
+ * text; a path in a missing directory is an error naming it. */
+TEST(trace_csv_is_written_and_read_back)
+{
+    erg_error err;
+    erg_power_trace *tr = hand_trace(), *back;
+    char dir[] = "/tmp/ergon-test-power-XXXXXX", path[64], *csv, *again;
+    ASSERT(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/trace.csv", dir);
+    ASSERT_OK(erg_power_trace_write_csv(tr, path, &err));
+    ASSERT_OK(erg_power_trace_format_csv(tr, &csv, &err));
+    char *file = slurp(path);
+    ASSERT_STR_EQ(file, csv);
+    ASSERT_OK(erg_power_trace_read_csv(path, &back, &err));
+    ASSERT_EQ_INT(erg_power_trace_len(back), 7);
+    ASSERT_EQ_INT(erg_power_trace_num_gpus(back), 2);
+    ASSERT_NEAR(erg_power_trace_period(back), 9, 0);
+    for (size_t i = 0; i < 7; i++) {
+        erg_power_segment a, b;
+        ASSERT(erg_power_trace_segment(tr, i, &a) && erg_power_trace_segment(back, i, &b));
+        ASSERT_NEAR(b.start_s, a.start_s, 1e-9);
+        ASSERT_NEAR(b.end_s, a.end_s, 1e-9);
+        ASSERT_NEAR(b.total_w, a.total_w, 1e-6);
+        ASSERT_NEAR(b.compute_w, a.compute_w, 1e-6);
+        ASSERT_NEAR(b.blocking_w, a.blocking_w, 1e-6);
+        for (int g = 0; g < 2; g++)
+            ASSERT_NEAR(erg_power_trace_gpu(back, i, g), erg_power_trace_gpu(tr, i, g), 1e-6);
+    }
+    erg_power_stats s1, s2;
+    ASSERT_OK(erg_power_trace_stats(tr, 2, &s1, &err));
+    ASSERT_OK(erg_power_trace_stats(back, 2, &s2, &err));
+    ASSERT_NEAR(s2.avg_w, s1.avg_w, 1e-6);
+    ASSERT_NEAR(s2.peak_w, s1.peak_w, 1e-6);
+    ASSERT_NEAR(s2.trough_w, s1.trough_w, 1e-6);
+    ASSERT_NEAR(s2.swing_w, s1.swing_w, 1e-6);
+    ASSERT_NEAR(s2.ramp_w_per_s, s1.ramp_w_per_s, 1e-6);
+    ASSERT_OK(erg_power_trace_format_csv(back, &again, &err));
+    ASSERT_STR_EQ(again, csv);
+    snprintf(path, sizeof path, "%s/missing/trace.csv", dir);
+    ASSERT_EQ_INT(erg_power_trace_write_csv(tr, path, &err), ERG_EIO);
+    ASSERT_CONTAINS(err.msg, path);
+    erg_free(again);
+    erg_free(csv);
+    free(file);
+    erg_power_trace_free(back);
+    erg_power_trace_free(tr);
+    ASSERT(tap_rm_tree(dir));
+}
+
+/* A name in /dev (here /dev/fd/N of a regular file, as /dev/stdout is when the shell redirects
+ * it) is written in place: a temp file there cannot be made (/dev/fd), or its rename would
+ * replace the system's name (/dev/stdout). */
+TEST(trace_csv_to_dev_fd_is_written_in_place)
+{
+    erg_error err;
+    erg_power_trace *tr = hand_trace();
+    char dir[] = "/tmp/ergon-test-power-XXXXXX", path[64], dev[64], *csv;
+    ASSERT(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/out.csv", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    ASSERT(fd >= 0);
+    snprintf(dev, sizeof dev, "/dev/fd/%d", fd);
+    ASSERT_OK(erg_power_trace_write_csv(tr, dev, &err));
+    close(fd);
+    ASSERT_OK(erg_power_trace_format_csv(tr, &csv, &err));
+    char *file = slurp(path);
+    ASSERT_STR_EQ(file, csv);
+    free(file);
+    erg_free(csv);
+    erg_power_trace_free(tr);
+    ASSERT(tap_rm_tree(dir));
+}
+
+/* The reader refuses what the writer never writes, naming the line and the value. */
+TEST(trace_csv_reader_names_bad_input)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"", "t.csv: empty file"},
+        {"start_s,end_s,total_w,compute_w\n0,1,2,2\n", "t.csv:1: column 5 is '', expected "
+                                                       "'blocking_w'"},
+        {"start_s,end_s,total_w,compute_w,blocking_w\n0,1,2,2,0\n", "t.csv:1: 0 GPU columns"},
+        {"start_s,end_s,total_w,compute_w,blocking_w,gpu1_w\n", "column 6 is 'gpu1_w', expected "
+                                                                "'gpu0_w'"},
+        {"start_s,end_s,total_w,compute_w,blocking_w,gpu0_w\n", "t.csv: no rows after the header"},
+        {"start_s,end_s,total_w,compute_w,blocking_w,gpu0_w\n0,1,x,2,0,2\n",
+         "t.csv:2: total_w 'x' is not a number >= 0"},
+        {"start_s,end_s,total_w,compute_w,blocking_w,gpu0_w\n0,1,2,2,0,-2\n",
+         "t.csv:2: GPU power '-2' is not a number >= 0"},
+        {"start_s,end_s,total_w,compute_w,blocking_w,gpu0_w\n0,1,2,2,0,nan\n",
+         "t.csv:2: GPU power 'nan'"},
+        {"start_s,end_s,total_w,compute_w,blocking_w,gpu0_w\n0,1,2,2,0\n",
+         "t.csv:2: expected 6 fields, found 5"},
+        {"start_s,end_s,total_w,compute_w,blocking_w,gpu0_w\n0.5,1,2,2,0,2\n",
+         "t.csv:2: start_s 0.5: the first row starts at 0"},
+        {"start_s,end_s,total_w,compute_w,blocking_w,gpu0_w\n0,1,2,2,0,2\n1.5,2,2,2,0,2\n",
+         "t.csv:3: start_s 1.5 is not the previous row's end_s 1"},
+        {"start_s,end_s,total_w,compute_w,blocking_w,gpu0_w\n0,1,2,2,0,2\n1,0.5,2,2,0,2\n",
+         "t.csv:3: end_s 0.5 is before start_s 1"},
+        {"start_s,end_s,total_w,compute_w,blocking_w,gpu0_w\n0,0,2,2,0,2\n",
+         "t.csv: the trace ends at 0 s"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        erg_error err = {0};
+        erg_power_trace *tr = (erg_power_trace *)1;
+        erg_status st =
+            erg_power_trace_parse_csv(cases[i].text, strlen(cases[i].text), "t.csv", &tr, &err);
+        ASSERT_MSG(st == ERG_EPARSE, "case %zu: status %d (%s)", i, (int)st, err.msg);
+        ASSERT(tr == NULL);
+        ASSERT_CONTAINS(err.msg, cases[i].want);
+    }
+    erg_error err;
+    erg_power_trace *none = NULL;
+    ASSERT_EQ_INT(erg_power_trace_read_csv("/nonexistent/t.csv", &none, &err), ERG_ENOTFOUND);
+    ASSERT_CONTAINS(err.msg, "/nonexistent/t.csv");
+}
+
 /* A plan's power goes into its JSON and comes back; a malformed "power" is refused. */
 TEST(plan_json_carries_power)
 {
@@ -397,6 +552,9 @@ TEST(plan_json_carries_power)
 }
 
 TAP_MAIN(TEST_ENTRY(trace_of_1f1b_is_the_hand_timeline), TEST_ENTRY(plan_json_carries_power),
+         TEST_ENTRY(trace_csv_is_written_and_read_back),
+         TEST_ENTRY(trace_csv_to_dev_fd_is_written_in_place),
+         TEST_ENTRY(trace_csv_reader_names_bad_input),
          TEST_ENTRY(swing_bounded_choice_is_the_least_energy_plan_within_the_bound),
          TEST_ENTRY(power_limit_picks_the_highest_clock_that_fits),
          TEST_ENTRY(power_limited_plans_keep_every_gpu_under_the_limit),

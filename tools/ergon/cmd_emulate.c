@@ -132,20 +132,11 @@ static erg_status emulate_power(const erg_profile *prof, const erg_dag *dag, con
                                 erg_power_stats *pw, erg_error *err)
 {
     erg_power_trace *tr = NULL;
-    char *csv = NULL;
     erg_status st = erg_power_trace_new(prof, dag, plan, eo, &tr, err);
     if (!st)
         st = erg_power_trace_stats(tr, window_s, pw, err);
-    if (!st && trace_path) {
-        st = erg_power_trace_format_csv(tr, &csv, err);
-        FILE *f = st ? NULL : fopen(trace_path, "w");
-        bool ok = f && fputs(csv, f) >= 0;
-        if (f && fclose(f))
-            ok = false;
-        if (!st && !ok)
-            st = erg_error_set(err, ERG_EIO, "cannot write the power trace to %s", trace_path);
-    }
-    erg_free(csv);
+    if (!st && trace_path)
+        st = erg_power_trace_write_csv(tr, trace_path, err);
     erg_power_trace_free(tr);
     return st;
 }
