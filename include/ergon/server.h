@@ -85,6 +85,11 @@ typedef struct erg_server erg_server;
  * results). Does not listen yet. ERG_EINVAL for a bad option or scheduler
  * configuration, ERG_EDB for a database error. */
 ERG_API erg_status erg_server_new(const erg_server_opts *opts, erg_server **out, erg_error *err);
+/* Remove a database that no server holds: db_path, its SQLite side files (-wal, -shm) and its
+ * lock file (.lock); a file that is not there is no error. ERG_EDB when a server holds it
+ * (naming its process, as erg_server_new does) or a file cannot be removed (naming it);
+ * ":memory:" is a no-op. */
+ERG_API erg_status erg_server_db_remove(const char *db_path, erg_error *err);
 /* Start listening (HTTP threads and the housekeeping thread). */
 ERG_API erg_status erg_server_start(erg_server *srv, erg_error *err);
 /* The bound TCP port after erg_server_start (useful with port 0), else 0. */

@@ -126,27 +126,31 @@ void erg__srv_store_event(erg_server *srv, const char *job, const char *kind, co
                         "tdtt", job, erg__srv_now_wall(), kind, detail ? detail : "");
 }
 
+static bool path_in_memory(const char *db_path)
+{
+    return !*db_path || !strcmp(db_path, ":memory:") || !strncmp(db_path, "file::memory:", 13);
+}
+
 static bool in_memory(const erg_server *srv)
 {
-    return !*srv->db_path || !strcmp(srv->db_path, ":memory:") ||
-           !strncmp(srv->db_path, "file::memory:", 13);
+    return path_in_memory(srv->db_path);
 }
 
 /* One server per database: an exclusive lock (flock, held by the open file
  * description, so a second server in the same process is refused too) on
  * <db>.lock, which holds the owner's pid for the message of the next one. */
-static erg_status lock_db(erg_server *srv, erg_error *err)
+static erg_status lock_path(const char *db_path, int *lock_fd, erg_error *err)
 {
-    srv->lock_fd = -1;
-    if (in_memory(srv))
+    *lock_fd = -1;
+    if (path_in_memory(db_path))
         return ERG_OK;
     erg__buf path = {0};
-    if (erg__buf_printf(&path, "%s.lock", srv->db_path))
+    if (erg__buf_printf(&path, "%s.lock", db_path))
         return erg_error_set(err, ERG_ENOMEM, "out of memory");
     int fd = open(path.data, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
         erg_status st = erg_error_set(err, ERG_EDB, "database %s: cannot open the lock file %s: %s",
-                                      srv->db_path, path.data, strerror(errno));
+                                      db_path, path.data, strerror(errno));
         erg__buf_free(&path);
         return st;
     }
@@ -162,9 +166,9 @@ static erg_status lock_db(erg_server *srv, erg_error *err)
                 ? erg_error_set(err, ERG_EDB,
                                 "database %s is in use by another server (process %s, lock file "
                                 "%s); one database serves one server",
-                                srv->db_path, *pid ? pid : "unknown", path.data)
-                : erg_error_set(err, ERG_EDB, "database %s: cannot lock %s: %s", srv->db_path,
-                                path.data, strerror(e));
+                                db_path, *pid ? pid : "unknown", path.data)
+                : erg_error_set(err, ERG_EDB, "database %s: cannot lock %s: %s", db_path, path.data,
+                                strerror(e));
         erg__buf_free(&path);
         return st;
     }
@@ -174,8 +178,36 @@ static erg_status lock_db(erg_server *srv, erg_error *err)
         /* The lock holds; only the message of a second server lacks the pid. */
     }
     erg__buf_free(&path);
-    srv->lock_fd = fd;
+    *lock_fd = fd;
     return ERG_OK;
+}
+
+static erg_status lock_db(erg_server *srv, erg_error *err)
+{
+    return lock_path(srv->db_path, &srv->lock_fd, err);
+}
+
+erg_status erg_server_db_remove(const char *db_path, erg_error *err)
+{
+    if (!db_path)
+        return erg_error_set(err, ERG_EINVAL, "erg_server_db_remove: NULL argument");
+    int fd = -1;
+    erg_status st = lock_path(db_path, &fd, err); /* no server may hold it while it goes */
+    if (st || fd < 0)
+        return st; /* in memory: nothing to remove */
+    static const char *const sfx[] = {"", "-wal", "-shm", ".lock"};
+    erg__buf p = {0};
+    for (size_t i = 0; i < ERG__ARRAY_LEN(sfx) && !st; i++) {
+        p.len = 0;
+        if (erg__buf_printf(&p, "%s%s", db_path, sfx[i]))
+            st = erg_error_set(err, ERG_ENOMEM, "out of memory");
+        else if (unlink(p.data) != 0 && errno != ENOENT)
+            st = erg_error_set(err, ERG_EDB, "database %s: cannot remove %s: %s", db_path, p.data,
+                               strerror(errno));
+    }
+    erg__buf_free(&p);
+    close(fd);
+    return st;
 }
 
 /* The WAL is bounded (issue 15 item 3). Checkpoints run on the housekeeping

@@ -194,6 +194,40 @@ TEST(second_server_on_the_same_database_is_refused_naming_the_holder)
     rm_rf(tmpdir);
 }
 
+/* erg_server_db_remove (what `ergon fleet simulate` starts each day with): refused while a server
+ * holds the database, naming its process; once it is gone the database, its WAL files and its
+ * lock file go, and removing what is not there is no error. */
+TEST(db_remove_refuses_a_held_database_and_removes_a_free_one)
+{
+    make_tmpdir();
+    char db[400], side[440];
+    snprintf(db, sizeof db, "%s/s.db", tmpdir);
+    erg_server_opts o;
+    base_opts(&o, db);
+    erg_server *a = new_server(&o);
+    erg_error err;
+    ASSERT_EQ_INT(erg_server_db_remove(db, &err), ERG_EDB);
+    char pid[32];
+    snprintf(pid, sizeof pid, "process %ld", (long)getpid());
+    ASSERT_CONTAINS(err.msg, pid);
+    ASSERT(access(db, F_OK) == 0);
+    erg_server_free(a);
+    snprintf(side, sizeof side, "%s-wal", db);
+    FILE *f = fopen(side, "w"); /* a crashed server's log */
+    ASSERT(f && fclose(f) == 0);
+    ASSERT_OK(erg_server_db_remove(db, &err));
+    const char *sfx[] = {"", "-wal", "-shm", ".lock"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(side, sizeof side, "%s%s", db, sfx[i]);
+        ASSERT_MSG(access(side, F_OK) != 0, "%s is still there", side);
+    }
+    ASSERT_OK(erg_server_db_remove(db, &err));
+    ASSERT_OK(erg_server_db_remove(":memory:", &err));
+    erg_server *b = new_server(&o); /* a fresh database */
+    erg_server_free(b);
+    rm_rf(tmpdir);
+}
+
 /* ---------------------------------------------------------------------
  * Item 8: file names from clients are confined to --plans-dir.
  * --------------------------------------------------------------------- */
@@ -813,6 +847,7 @@ TEST(job_failed_by_a_dump_is_taken_up_again_at_restart)
 
 TAP_MAIN(TEST_ENTRY(second_server_on_a_busy_port_fails_port_in_use),
          TEST_ENTRY(second_server_on_the_same_database_is_refused_naming_the_holder),
+         TEST_ENTRY(db_remove_refuses_a_held_database_and_removes_a_free_one),
          TEST_ENTRY(client_file_names_are_confined_to_plans_dirs),
          TEST_ENTRY(v1_job_without_scheduler_honours_mode_and_arguments),
          TEST_ENTRY(results_must_be_finite_positive_and_physically_bounded),
