@@ -8,9 +8,10 @@
   2. tools/ writes no file itself: every call that opens a file for writing (fopen with a
      "w", "a" or "+" mode, open/openat/creat with O_WRONLY, O_RDWR or O_CREAT, rename, unlink)
      must be in WRITES, which names the file, the function and what it writes. The formats
-     libergon reads (frontier directories, plans, profiles, schedules, HLO, power traces) are
-     written by library calls (erg_frontier_save_dir, erg_plan_write_*, erg_profile_write_csv,
-     erg_power_trace_write_csv, ...), so a CLI that writes one of them itself fails here.
+     libergon reads (frontier directories, plans, profiles, schedules, HLO, power traces) and
+     the results of a simulated fleet day are written by library calls (erg_frontier_save_dir,
+     erg_plan_write_*, erg_profile_write_csv, erg_power_trace_write_csv,
+     erg_fleet_sim_*_write_*, ...), so a CLI that writes one of them itself fails here.
 
 Usage: check_tools_thin.py [--src DIR]. Prints one line per violation (file:line) and exits 1,
 or prints "ok" and exits 0.
@@ -29,10 +30,6 @@ KNOWN_LONG = {}
 WRITES = {
     ("tools/ergon/cmd_compare.c", "compare_report"): "compare's report table (--out): text/CSV/"
     "markdown for people and spreadsheets, read by nothing of ergon",
-    ("tools/ergon/cmd_fleet_sim.c", "fleet_sim_run"): "fleet simulate's results in its --out "
-    "directory: timeline.csv and summary.json for people, Grafana and docs/fleet.md, read by "
-    "nothing of ergon; it unlinks a previous run's fleet.db (the in-process server's SQLite "
-    "database, which the server writes)",
 }
 
 FUNC_RE = re.compile(r"^(?:static\s+|inline\s+)*[A-Za-z_][\w\s\*]*?\b([A-Za-z_]\w*)\s*\([^;]*$")

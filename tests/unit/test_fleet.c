@@ -1,12 +1,14 @@
 /* test_fleet.c: the fleet's power-cap assignment (erg_fleet_assign) against brute force on
  * random fleets of up to 6 jobs, its bound and gap when the search is cut short, and its input
- * checks. */
+ * checks; the writers of a simulated day's timeline and summary (erg_fleet_sim_*). */
 #include "tap.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
 
 #include "ergon/fleet.h"
 
@@ -198,5 +200,119 @@ TEST(bad_input_is_named)
     ASSERT(r.exact && r.feasible);
 }
 
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ASSERT_MSG(f, "cannot read %s", path);
+    char *buf = calloc(1, 1 << 16);
+    ASSERT(buf);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+/* The timeline: its header and a row per sample, each column rounded as docs/fleet.md shows it
+ * (hours to 6 decimals, watts to 3, the per-GPU limit to the watt, slowdowns to 6), in the file
+ * as formatted; a missing directory is an error naming the path. */
+TEST(sim_timeline_csv_has_a_row_per_sample)
+{
+    erg_error err;
+    erg_fleet_sim_sample s[2] = {
+        {.time_h = 0,
+         .cap_w = 1000,
+         .jobs = 3,
+         .gpus = 24,
+         .fleet_w = 950.25,
+         .power_limit_w = 900.5,
+         .per_gpu_limit_w = 302,
+         .no_cap_w = 1200,
+         .fleet_mean_slowdown = 1.0123456,
+         .power_limit_mean_slowdown = 1.05},
+        {.time_h = 1.25, .cap_w = 0.0004, .fleet_mean_slowdown = 0, .power_limit_mean_slowdown = 0},
+    };
+    char *csv;
+    ASSERT_OK(erg_fleet_sim_timeline_format_csv(s, 2, &csv, &err));
+    ASSERT_STR_EQ(csv, "hour,cap_w,jobs,gpus,fleet_w,power_limit_w,per_gpu_limit_w,no_cap_w,"
+                       "fleet_mean_slowdown,power_limit_mean_slowdown\n"
+                       "0.000000,1000.000,3,24,950.250,900.500,302,1200.000,1.012346,1.050000\n"
+                       "1.250000,0.000,0,0,0.000,0.000,0,0.000,0.000000,0.000000\n");
+    char dir[] = "/tmp/ergon-test-fleet-XXXXXX", path[80];
+    ASSERT(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/timeline.csv", dir);
+    ASSERT_OK(erg_fleet_sim_timeline_write_csv(path, s, 2, &err));
+    char *file = slurp(path);
+    ASSERT_STR_EQ(file, csv);
+    free(file);
+    ASSERT_OK(erg_fleet_sim_timeline_write_csv(path, NULL, 0, &err)); /* a day without rows */
+    file = slurp(path);
+    ASSERT_STR_EQ(file, "hour,cap_w,jobs,gpus,fleet_w,power_limit_w,per_gpu_limit_w,no_cap_w,"
+                        "fleet_mean_slowdown,power_limit_mean_slowdown\n");
+    free(file);
+    snprintf(path, sizeof path, "%s/missing/timeline.csv", dir);
+    ASSERT_EQ_INT(erg_fleet_sim_timeline_write_csv(path, s, 2, &err), ERG_EIO);
+    ASSERT_CONTAINS(err.msg, path);
+    erg_free(csv);
+    ASSERT(tap_rm_tree(dir));
+}
+
+/* The summary: one JSON object whose fields are the summary's, each policy's under its key. */
+TEST(sim_summary_json_carries_every_field)
+{
+    erg_error err;
+    erg_fleet_sim_summary sm = {.jobs = 40,
+                                .peak_jobs = 31,
+                                .peak_gpus = 812,
+                                .job_h = 75.5,
+                                .events = 97,
+                                .cap_min_w = 51234.5,
+                                .cap_max_w = 70111.25,
+                                .violations = 2,
+                                .fleet = {1.0125, 3.5e9, 0, 0.999},
+                                .power_limit = {1.0625, 3.25e9, 0.5, 1.01},
+                                .no_cap = {1.001, 4e9, 1.75, 1.2}};
+    char dir[] = "/tmp/ergon-test-fleet-XXXXXX", path[80];
+    ASSERT(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    ASSERT_OK(erg_fleet_sim_summary_write_json(path, &sm, &err));
+    char *file = slurp(path), *text;
+    ASSERT_OK(erg_fleet_sim_summary_format_json(&sm, &text, &err));
+    ASSERT_STR_EQ(file, text);
+    ASSERT(strlen(text) > 2 && text[strlen(text) - 1] == '\n' && !strchr(text, '\n')[1]);
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    ASSERT_MSG(j, "not JSON: %s: %s", je.text, text);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(j, "jobs")), 40);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(j, "peak_jobs")), 31);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(j, "peak_gpus")), 812);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(j, "events")), 97);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(j, "violations")), 2);
+    ASSERT_NEAR(json_number_value(json_object_get(j, "job_hours")), 75.5, 1e-6);
+    ASSERT_NEAR(json_number_value(json_object_get(j, "cap_min_w")), 51234.5, 1e-6);
+    ASSERT_NEAR(json_number_value(json_object_get(j, "cap_max_w")), 70111.25, 1e-6);
+    const char *keys[3] = {"fleet", "power_limit", "no_cap"};
+    const erg_fleet_sim_policy *pol[3] = {&sm.fleet, &sm.power_limit, &sm.no_cap};
+    for (int i = 0; i < 3; i++) {
+        json_t *p = json_object_get(j, keys[i]);
+        ASSERT_MSG(json_is_object(p), "no \"%s\" in %s", keys[i], text);
+        ASSERT_NEAR(json_number_value(json_object_get(p, "mean_slowdown")), pol[i]->mean_slowdown,
+                    1e-9);
+        ASSERT_NEAR(json_number_value(json_object_get(p, "energy_j")), pol[i]->energy_j, 1e-6);
+        ASSERT_NEAR(json_number_value(json_object_get(p, "over_h")), pol[i]->over_h, 1e-6);
+        ASSERT_NEAR(json_number_value(json_object_get(p, "max_power_over_cap")),
+                    pol[i]->max_power_over_cap, 1e-9);
+    }
+    ASSERT_EQ_INT(json_object_size(j), 11);
+    json_decref(j);
+    snprintf(path, sizeof path, "%s/missing/summary.json", dir);
+    ASSERT_EQ_INT(erg_fleet_sim_summary_write_json(path, &sm, &err), ERG_EIO);
+    ASSERT_CONTAINS(err.msg, path);
+    free(file);
+    erg_free(text);
+    ASSERT(tap_rm_tree(dir));
+}
+
 TAP_MAIN(TEST_ENTRY(assignment_equals_brute_force_on_random_fleets),
-         TEST_ENTRY(cut_search_states_its_gap), TEST_ENTRY(bad_input_is_named))
+         TEST_ENTRY(cut_search_states_its_gap), TEST_ENTRY(bad_input_is_named),
+         TEST_ENTRY(sim_timeline_csv_has_a_row_per_sample),
+         TEST_ENTRY(sim_summary_json_carries_every_field))

@@ -18,6 +18,7 @@
 #include "ergon/emulate.h"
 #include "ergon/baselines.h"
 #include "ergon/envpipe.h"
+#include "ergon/fleet.h"
 #include "ergon/planner.h"
 #include "ergon/server.h"
 
@@ -454,6 +455,63 @@ static void set_caps(const sim_front *fr, const sim_job *jobs, sim_event *ev, si
     free(least);
 }
 
+/* The day's report: the markdown table on stdout, DIR/summary.json through the library. */
+static int report_day(const char *cmd, const char *out, erg_fleet_sim_summary *sm,
+                      const sim_acc acc[3], const double peak_w[2], long initial, double hours,
+                      double capf)
+{
+    const char *names[3] = {"ergon fleet (frontier points)", "per-GPU power limit",
+                            "no cap (each job's own target)"};
+    erg_fleet_sim_policy *pol[3] = {&sm->fleet, &sm->power_limit, &sm->no_cap};
+    for (int i = 0; i < 3; i++)
+        *pol[i] = (erg_fleet_sim_policy){acc[i].slow_h / sm->job_h, acc[i].energy_j, acc[i].over_h,
+                                         acc[i].max_over};
+    printf("A simulated day: %ld jobs (%ld at the start), at most %ld running on %ld GPUs, "
+           "%.0f job-hours over %g h; %zu events through the server. The operator's cap, "
+           "set every %g h to %g x the running jobs' power without a cap (0.9 x that from "
+           "hour %g to %g; never below their least power): %.0f .. %.0f W (the day's peak "
+           "without a cap %.0f W, at least power %.0f W).\n\n",
+           sm->jobs, initial, sm->peak_jobs, sm->peak_gpus, sm->job_h, hours, sm->events,
+           hours / SIM_CAPS, capf, hours / 3, 2 * hours / 3, sm->cap_min_w, sm->cap_max_w,
+           peak_w[0], peak_w[1]);
+    printf("| | mean slowdown | energy of the day | hours over the cap | highest power / cap "
+           "|\n|---|---|---|---|---|\n");
+    for (int i = 0; i < 3; i++)
+        printf("| %s | %.4f | %.2f MWh | %.2f | %.4f |\n", names[i], pol[i]->mean_slowdown,
+               pol[i]->energy_j / 3.6e9, pol[i]->over_h, pol[i]->max_power_over_cap);
+    printf("\nfleet power over the cap at %ld of the server's answers\n", sm->violations);
+    char sp[4200];
+    snprintf(sp, sizeof sp, "%s/summary.json", out);
+    erg_error err = {0};
+    if (erg_fleet_sim_summary_write_json(sp, sm, &err))
+        return cli_report(cmd, &err);
+    return sm->violations ? CLI_USER_ERROR : CLI_OK;
+}
+
+/* The in-process server of the simulation, its database DIR/fleet.db made anew. */
+static int sim_server(const char *cmd, const char *out, const sim_front *fr, const char **dirs,
+                      int nf, long njobs, erg_server **srv)
+{
+    char db[4096], argsj[4200];
+    snprintf(db, sizeof db, "%s/fleet.db", out);
+    snprintf(argsj, sizeof argsj, "{\"frontier_dir\": \"%s\"}", fr[0].dir);
+    erg_server_opts so;
+    erg_server_opts_init(&so);
+    so.port = 0;
+    so.db_path = db;
+    so.dump_data = false;
+    so.scheduler = "Frontier";
+    so.scheduler_args = argsj;
+    so.plans_dirs = dirs;
+    so.n_plans_dirs = (size_t)nf;
+    so.max_jobs = (int)njobs + 16;
+    so.job_idle_timeout_s = 1e9;
+    erg_error err = {0};
+    if (erg_server_db_remove(db, &err) || erg_server_new(&so, srv, &err))
+        return cli_report(cmd, &err);
+    return CLI_OK;
+}
+
 static int fleet_sim_run(const char *cmd, char *list, const char *out, long njobs, long initial,
                          double hours, double capf, uint64_t seed)
 {
@@ -478,50 +536,27 @@ static int fleet_sim_run(const char *cmd, char *list, const char *out, long njob
         return cli_usage_error(cmd, "out of memory");
     make_jobs(jobs, njobs, initial, nf, hours);
     sim_event *ev = make_events(jobs, njobs, hours, &ne);
-    double cap0 = 0, cap1 = 0, peak_nocap = 0, peak_least = 0;
+    erg_fleet_sim_summary sm = {.jobs = njobs, .events = ne};
+    sim_acc acc[3] = {{0}};
+    double peak_w[2] = {0, 0}; /* the day's peak power without a cap, and at least power */
     if (ev)
-        set_caps(fr, jobs, ev, ne, capf, &cap0, &cap1, &peak_nocap, &peak_least);
-    char db[4096], argsj[4200], tl[4096];
-    snprintf(db, sizeof db, "%s/fleet.db", out);
-    const char *sfx[] = {"", "-wal", "-shm", ".lock"};
-    for (int i = 0; i < 4; i++) {
-        char p[4200];
-        snprintf(p, sizeof p, "%s%s", db, sfx[i]);
-        unlink(p);
-    }
-    snprintf(argsj, sizeof argsj, "{\"frontier_dir\": \"%s\"}", fr[0].dir);
-    erg_server_opts so;
-    erg_server_opts_init(&so);
-    so.port = 0;
-    so.db_path = db;
-    so.dump_data = false;
-    so.scheduler = "Frontier";
-    so.scheduler_args = argsj;
-    so.plans_dirs = dirs;
-    so.n_plans_dirs = (size_t)nf;
-    so.max_jobs = (int)njobs + 16;
-    so.job_idle_timeout_s = 1e9;
+        set_caps(fr, jobs, ev, ne, capf, &sm.cap_min_w, &sm.cap_max_w, &peak_w[0], &peak_w[1]);
     erg_server *srv = NULL;
     erg_error err = {0};
-    if (erg_server_new(&so, &srv, &err))
-        return cli_report(cmd, &err);
-    snprintf(tl, sizeof tl, "%s/timeline.csv", out);
-    FILE *tf = fopen(tl, "w");
+    erg_fleet_sim_sample *tl = ev ? calloc(ne, sizeof *tl) : NULL; /* at most a row per event */
+    size_t ntl = 0;
     json_t *index = json_object();
-    if (!tf || !ev || !index) {
-        fprintf(stderr, "ergon %s: cannot write %s\n", cmd, tl);
-        rc = CLI_USER_ERROR;
+    if (!tl || !index) {
+        rc = cli_usage_error(cmd, "out of memory");
         goto done;
     }
-    fprintf(tf, "hour,cap_w,jobs,gpus,fleet_w,power_limit_w,per_gpu_limit_w,no_cap_w,"
-                "fleet_mean_slowdown,power_limit_mean_slowdown\n");
-    sim_acc acc[3] = {{0}};
+    if ((rc = sim_server(cmd, out, fr, dirs, nf, njobs, &srv)))
+        goto done;
     sim_state st = {0};
-    double prev_h = 0, job_h = 0;
-    long violations = 0, peak_gpus = 0, peak_jobs = 0;
+    double prev_h = 0;
     for (size_t k = 0; k < ne && !rc; k++) {
         if (ev[k].h > prev_h) {
-            integrate(acc, &st, ev[k].h - prev_h, &job_h);
+            integrate(acc, &st, ev[k].h - prev_h, &sm.job_h);
             prev_h = ev[k].h;
         }
         if (!apply(srv, fr, jobs, &ev[k], cur_level, &st, index)) {
@@ -532,61 +567,35 @@ static int fleet_sim_run(const char *cmd, char *list, const char *out, long njob
             continue; /* read the fleet once all of this moment's events are in */
         for (long i = 0; i < njobs; i++)
             jobs[i].level = jobs[i].live ? cur_level[i] : jobs[i].level;
-        if (!read_fleet(srv, index, jobs, &st, &violations)) {
+        if (!read_fleet(srv, index, jobs, &st, &sm.violations)) {
             rc = CLI_USER_ERROR;
             break;
         }
         baselines(fr, jobs, njobs, &st);
-        peak_gpus = st.gpus > peak_gpus ? st.gpus : peak_gpus;
-        peak_jobs = st.live > peak_jobs ? st.live : peak_jobs;
-        fprintf(tf, "%.6f,%.3f,%ld,%ld,%.3f,%.3f,%.0f,%.3f,%.6f,%.6f\n", ev[k].h, st.cap_w, st.live,
-                st.gpus, st.fleet_p, st.pl_p, st.limit_w, st.nocap_p,
-                st.live ? st.fleet_slow / (double)st.live : 0,
-                st.live ? st.pl_slow / (double)st.live : 0);
+        sm.peak_gpus = st.gpus > sm.peak_gpus ? st.gpus : sm.peak_gpus;
+        sm.peak_jobs = st.live > sm.peak_jobs ? st.live : sm.peak_jobs;
+        tl[ntl++] = (erg_fleet_sim_sample){
+            .time_h = ev[k].h,
+            .cap_w = st.cap_w,
+            .jobs = st.live,
+            .gpus = st.gpus,
+            .fleet_w = st.fleet_p,
+            .power_limit_w = st.pl_p,
+            .per_gpu_limit_w = st.limit_w,
+            .no_cap_w = st.nocap_p,
+            .fleet_mean_slowdown = st.live ? st.fleet_slow / (double)st.live : 0,
+            .power_limit_mean_slowdown = st.live ? st.pl_slow / (double)st.live : 0};
     }
     if (!rc && hours > prev_h)
-        integrate(acc, &st, hours - prev_h, &job_h);
-    if (!rc) {
-        const char *names[3] = {"ergon fleet (frontier points)", "per-GPU power limit",
-                                "no cap (each job's own target)"};
-        printf("A simulated day: %ld jobs (%ld at the start), at most %ld running on %ld GPUs, "
-               "%.0f job-hours over %g h; %zu events through the server. The operator's cap, "
-               "set every %g h to %g x the running jobs' power without a cap (0.9 x that from "
-               "hour %g to %g; never below their least power): %.0f .. %.0f W (the day's peak "
-               "without a cap %.0f W, at least power %.0f W).\n\n",
-               njobs, initial, peak_jobs, peak_gpus, job_h, hours, ne, hours / SIM_CAPS, capf,
-               hours / 3, 2 * hours / 3, cap0, cap1, peak_nocap, peak_least);
-        printf("| | mean slowdown | energy of the day | hours over the cap | highest power / cap "
-               "|\n|---|---|---|---|---|\n");
-        for (int i = 0; i < 3; i++)
-            printf("| %s | %.4f | %.2f MWh | %.2f | %.4f |\n", names[i], acc[i].slow_h / job_h,
-                   acc[i].energy_j / 3.6e9, acc[i].over_h, acc[i].max_over);
-        printf("\nfleet power over the cap at %ld of the server's answers\n", violations);
-        char sp[4200];
-        snprintf(sp, sizeof sp, "%s/summary.json", out);
-        FILE *sf = fopen(sp, "w");
-        if (sf) {
-            fprintf(sf,
-                    "{\"jobs\": %ld, \"peak_jobs\": %ld, \"peak_gpus\": %ld, \"job_hours\": %.6f, "
-                    "\"events\": %zu, \"cap_min_w\": %.6f, \"cap_max_w\": %.6f, "
-                    "\"violations\": %ld",
-                    njobs, peak_jobs, peak_gpus, job_h, ne, cap0, cap1, violations);
-            const char *keys[3] = {"fleet", "power_limit", "no_cap"};
-            for (int i = 0; i < 3; i++)
-                fprintf(sf,
-                        ", \"%s\": {\"mean_slowdown\": %.9f, \"energy_j\": %.6f, \"over_h\": "
-                        "%.6f, \"max_power_over_cap\": %.9f}",
-                        keys[i], acc[i].slow_h / job_h, acc[i].energy_j, acc[i].over_h,
-                        acc[i].max_over);
-            fprintf(sf, "}\n");
-            fclose(sf);
-        }
-        if (violations)
-            rc = CLI_USER_ERROR;
-    }
+        integrate(acc, &st, hours - prev_h, &sm.job_h);
+    char tp[4200];
+    snprintf(tp, sizeof tp, "%s/timeline.csv", out);
+    if (erg_fleet_sim_timeline_write_csv(tp, tl, ntl, &err)) /* a failed day's too */
+        rc = rc ? rc : cli_report(cmd, &err);
+    if (!rc)
+        rc = report_day(cmd, out, &sm, acc, peak_w, initial, hours, capf);
 done:
-    if (tf)
-        fclose(tf);
+    free(tl);
     json_decref(index);
     erg_server_free(srv);
     for (int i = 0; i < nf; i++) {
