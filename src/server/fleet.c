@@ -491,6 +491,11 @@ static json_t *fleet_json(erg_server *srv)
         if (o) {
             json_object_set_new(o, "min_power_w", json_real(lo));
             json_object_set_new(o, "max_power_w", json_real(hi));
+            /* The plan the job's current window runs: the assigned point reaches it at its next
+             * window (a Zeus 0.16 client asks for one window only). null: none yet, warm-up. */
+            json_object_set_new(o, "window", json_integer(m->job->window));
+            json_object_set_new(o, "window_point",
+                                m->job->choice >= 0 ? json_integer(m->job->choice) : json_null());
         }
         if (o && m->tkind)
             json_object_set_new(

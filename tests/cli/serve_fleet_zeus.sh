@@ -12,7 +12,7 @@
 # The cap is lowered: the Zeus job's next window, asked through Zeus's protocol with Zeus's own
 # types (POST /result/{job_id} with a ProfilingResult from every rank, then GET
 # /schedule/{job_id}?rank=R, parsed by FrequencySchedule), is the plan file of its newly
-# assigned (lower-power) point, and the /v1 job's next window its own new point; the /v1 job
+# assigned (lower-power) point (until then /v1/fleet shows its window still running the first), and the /v1 job's next window its own new point; the /v1 job
 # ends: the Zeus job's next window is the point the "leave" decision gave it. fleet_decisions /
 # fleet_assignments in the database and /metrics name the Zeus job with each of those points.
 # Then the fleet's own way of starting the server (--scheduler Frontier, docs/fleet.md) serves
@@ -184,6 +184,7 @@ mine, fl = fleet_job(zj)
 check(fl["members"] == 2, f"the fleet does not hold both jobs: {fl}")
 p1 = mine["point"]
 st, js = req("GET", f"/v1/jobs/{zj}")
+check(mine.get("window") == 0 and mine.get("window_point") == p1, f"/v1/fleet's window_point: {mine}")
 check(st == 200 and js["window"] == 0 and js["frontier_choice"] == p1,
       f"the Zeus job's first window runs plan {js.get('frontier_choice')}, the fleet assigned {p1}: {js}")
 same_plan(scheds, p1, "first window (the real Zeus client)")
@@ -196,9 +197,15 @@ mine2, fl = fleet_job(zj)
 p2 = mine2["point"]
 check(mine2["power_w"] < mine["power_w"] and p2 != p1,
       f"the lower cap did not lower the Zeus job's plan: {mine} -> {mine2}")
+# until the Zeus job's next window its ranks run the first point, and /v1/fleet says so
+check(mine2["window"] == 0 and mine2["window_point"] == p1,
+      f"/v1/fleet does not show window 0 running point {p1}: {mine2}")
 same_plan(zeus_window(zj), p2, "after the cap change")
 st, js = req("GET", f"/v1/jobs/{zj}")
 check(js["window"] == 1 and js["frontier_choice"] == p2, f"Zeus job window 1: {js}")
+mine2, fl = fleet_job(zj)
+check(mine2["window"] == 1 and mine2["window_point"] == p2 == mine2["point"],
+      f"/v1/fleet after the Zeus job's window 1: {mine2}")
 vm, _ = fleet_job(v1)
 check(v1_window(v1) == vm["point"], f"the /v1 job's next window does not run its point {vm['point']}")
 print("# cap %.1f W: the Zeus job's window 1 runs point %d (%.1f W) = plan file %05d" % (state["caps"][1], p2, mine2["power_w"], p2))
