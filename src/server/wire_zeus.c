@@ -72,43 +72,32 @@ static bool is_frontier(const char *name)
     return !strcmp(display_name(name), "Frontier");
 }
 
-/* The frontier of a Frontier job's arguments and its plan 0 (which gives every stage's
- * instructions: all the frontier's plans share them); NULL with why. */
-static erg_plan *frontier_plan0(const json_t *args, char *why, size_t wn)
-{
-    const char *dir = json_string_value(json_object_get(args, "frontier_dir"));
-    erg_frontier *f = NULL;
-    erg_plan *p = NULL;
-    erg_error e;
-    if (erg_frontier_read_dir(dir ? dir : "", NULL, &f, &e) || erg_frontier_plan(f, 0, &p, &e))
-        snprintf(why, wn, "Frontier: the frontier in '%.200s' cannot be read: %.300s",
-                 dir ? dir : "", e.msg);
-    erg_frontier_free(f);
-    return p;
-}
-
 /* A stage's instruction names of one iteration as the frontier's plans run them (Zeus 0.16's
  * client sends no pipe_schedule; its trainer calls on_instruction_begin with these names in this
  * order); NULL with why. */
 static json_t *frontier_names(const json_t *args, int stages, int stage, char *why, size_t wn)
 {
-    erg_plan *p = frontier_plan0(args, why, wn);
-    if (!p)
-        return NULL;
+    const char *dir = json_string_value(json_object_get(args, "frontier_dir"));
+    erg_frontier *f = NULL;
+    erg_plan *p = NULL; /* plan 0: every plan of a frontier has the same instructions */
+    erg_error e;
     json_t *a = NULL;
     const erg_instr *ins = NULL;
-    int n = erg_plan_num_stages(p) == stages ? erg_order_rank(erg_plan_order(p), stage, &ins) : 0;
-    if (erg_plan_num_stages(p) != stages)
+    int n = 0;
+    if (erg_frontier_read_dir(dir ? dir : "", NULL, &f, &e) || erg_frontier_plan(f, 0, &p, &e))
+        snprintf(why, wn, "Frontier: the frontier in '%.200s' cannot be read: %.300s",
+                 dir ? dir : "", e.msg);
+    else if (erg_plan_num_stages(p) != stages)
         snprintf(why, wn, "the frontier in '%.200s' has %d stages but the job has pp_degree %d",
-                 json_string_value(json_object_get(args, "frontier_dir")), erg_plan_num_stages(p),
-                 stages);
-    else if (n <= 0)
+                 dir ? dir : "", erg_plan_num_stages(p), stages);
+    else if ((n = erg_order_rank(erg_plan_order(p), stage, &ins)) <= 0)
         snprintf(why, wn, "the frontier's plans give stage %d no instruction", stage);
     else if (!(a = json_array()))
         snprintf(why, wn, "out of memory");
     for (int i = 0; a && i < n; i++)
         json_array_append_new(a, json_string(erg_instr_kind_name(ins[i].kind)));
     erg_plan_free(p);
+    erg_frontier_free(f);
     return a;
 }
 
