@@ -1,14 +1,15 @@
 /* fleet.c: many jobs under one power cap in `ergon serve` (docs/fleet.md, src/server/fleet.h).
  *
- * A member is a running job of the Frontier scheduler. Its frontier directory is read once per
- * directory (members share it): each plan's iteration time and average power, emulated with the
- * directory's profile and blocking power when it has them (as `ergon choose` evaluates plans),
- * the planner's estimates otherwise. A member's power is the pipeline's times world / pp (its
- * data- and tensor-parallel copies run the same plan); a straggler target sets a floor under its
- * time (points faster than the straggler's pace buy nothing). With a cap the fleet solves
- * erg_fleet_assign over the members and sends every changed point to its job as a target of kind
- * SRV_TARGET_FLEET; without one, members run their own targets. Every decision, with the
- * members whose point changed, is a row of fleet_decisions and fleet_assignments. */
+ * A member is a running job of the Frontier scheduler, whichever protocol registered it (Perseus,
+ * /v1, Zeus). Its frontier directory is read once per directory (members share it): each plan's
+ * iteration time and average power, emulated with the directory's profile and blocking power
+ * when it has them (as `ergon choose` evaluates plans), the planner's estimates otherwise. A
+ * member's power is the pipeline's times world / pp (its data- and tensor-parallel copies run the
+ * same plan); a straggler target sets a floor under its time (points faster than the straggler's
+ * pace buy nothing). With a cap the fleet solves erg_fleet_assign over the members and sends
+ * every changed point to its job as a target of kind SRV_TARGET_FLEET; without one, members run
+ * their own targets. Every decision, with the members whose point changed, is a row of
+ * fleet_decisions and fleet_assignments. */
 #include "server/fleet.h"
 
 #include "server/jobs.h"
@@ -245,6 +246,13 @@ static void member_times(fl_member *m)
     }
 }
 
+/* A job of the Frontier scheduler, whichever protocol registered it (Zeus jobs run it as
+ * "zeus:Frontier"). */
+static bool frontier_job(const srv_job *j)
+{
+    return !strcmp(j->sched_name, "Frontier") || !strcmp(j->sched_name, "zeus:Frontier");
+}
+
 static fl_member *member_of(erg_server *srv, const srv_job *j)
 {
     for (fl_member *m = srv->fleet ? srv->fleet->members : NULL; m; m = m->next)
@@ -390,7 +398,7 @@ out:
 void erg__srv_fleet_job_started(erg_server *srv, srv_job *j, bool replay)
 {
     struct srv_fleet *fl = srv->fleet;
-    if (!fl || strcmp(j->sched_name, "Frontier") || member_of(srv, j))
+    if (!fl || !frontier_job(j) || member_of(srv, j))
         return;
     const char *dir = json_string_value(json_object_get(j->sched_args, "frontier_dir"));
     erg_error err;
@@ -483,6 +491,11 @@ static json_t *fleet_json(erg_server *srv)
         if (o) {
             json_object_set_new(o, "min_power_w", json_real(lo));
             json_object_set_new(o, "max_power_w", json_real(hi));
+            /* The plan the job's current window runs: the assigned point reaches it at its next
+             * window (a Zeus 0.16 client asks for one window only). null: none yet, warm-up. */
+            json_object_set_new(o, "window", json_integer(m->job->window));
+            json_object_set_new(o, "window_point",
+                                m->job->choice >= 0 ? json_integer(m->job->choice) : json_null());
         }
         if (o && m->tkind)
             json_object_set_new(

@@ -25,6 +25,8 @@ static const struct {
      * wire under these internal names. */
     {{"zeus:PointSolution", SRV_MODE_FREQUENCY, false}, &erg__srv_sched_zeus_point},
     {{"zeus:InstructionProfiler", SRV_MODE_FREQUENCY, false}, &erg__srv_sched_zeus_profiler},
+    /* ergon's Frontier for Zeus jobs: the same class, so that they join the fleet. */
+    {{"zeus:Frontier", SRV_MODE_FREQUENCY, true}, &erg__srv_sched_frontier},
 };
 
 static int find_class(const char *name)

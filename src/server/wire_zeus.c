@@ -3,7 +3,9 @@
  * JobInfo, POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=R answering
  * {"rank", "frequencies": [[name, clock], ...]}, POST /result/{job_id}. Zeus jobs run on the
  * shared state machine (jobs.c) with the "zeus:" scheduler classes (sched.c's table:
- * sched_fixed.c, sched_profiler.c); this file only parses Zeus bodies and formats Zeus answers.
+ * sched_fixed.c, sched_profiler.c, and "zeus:Frontier", ergon's Frontier, which makes a Zeus job
+ * a member of the server's fleet like a Perseus one: fleet.c); this file only parses Zeus bodies
+ * and formats Zeus answers.
  * A /register_job body is Zeus's when it carries job_metadata or none of the kronos-only
  * fields; the other routes are Zeus's when the job is. */
 #include "server/zeus.h"
@@ -14,6 +16,8 @@
 #include <string.h>
 
 #include "ergon/pipeline.h"
+#include "ergon/plan.h"
+#include "ergon/planner.h"
 #include "server/store.h"
 
 /* Errors are FastAPI's {"detail": ...}: 422 for bodies that fail validation,
@@ -61,6 +65,40 @@ static bool is_3d(const char *name)
 static bool is_point(const char *name)
 {
     return !strncmp(display_name(name), "PointSolution", 13);
+}
+
+static bool is_frontier(const char *name)
+{
+    return !strcmp(display_name(name), "Frontier");
+}
+
+/* A stage's instruction names of one iteration as the frontier's plans run them (Zeus 0.16's
+ * client sends no pipe_schedule; its trainer calls on_instruction_begin with these names in this
+ * order); NULL with why. */
+static json_t *frontier_names(const json_t *args, int stages, int stage, char *why, size_t wn)
+{
+    const char *dir = json_string_value(json_object_get(args, "frontier_dir"));
+    erg_frontier *f = NULL;
+    erg_plan *p = NULL; /* plan 0: every plan of a frontier has the same instructions */
+    erg_error e;
+    json_t *a = NULL;
+    const erg_instr *ins = NULL;
+    int n = 0;
+    if (erg_frontier_read_dir(dir ? dir : "", NULL, &f, &e) || erg_frontier_plan(f, 0, &p, &e))
+        snprintf(why, wn, "Frontier: the frontier in '%.200s' cannot be read: %.300s",
+                 dir ? dir : "", e.msg);
+    else if (erg_plan_num_stages(p) != stages)
+        snprintf(why, wn, "the frontier in '%.200s' has %d stages but the job has pp_degree %d",
+                 dir ? dir : "", erg_plan_num_stages(p), stages);
+    else if ((n = erg_order_rank(erg_plan_order(p), stage, &ins)) <= 0)
+        snprintf(why, wn, "the frontier's plans give stage %d no instruction", stage);
+    else if (!(a = json_array()))
+        snprintf(why, wn, "out of memory");
+    for (int i = 0; a && i < n; i++)
+        json_array_append_new(a, json_string(erg_instr_kind_name(ins[i].kind)));
+    erg_plan_free(p);
+    erg_frontier_free(f);
+    return a;
 }
 
 /* The plan entry that stage/rank uses: PointSolution3D has one entry per
@@ -136,6 +174,15 @@ static void h_register_job(erg_server *srv, const json_t *in, srv_resp *rs)
                   "ZEUS_PFO_SCHEDULER=PointSolution3D (one entry per stage)");
             return;
         }
+    }
+    if (is_frontier(sched)) {
+        /* The frontier must be of this pipeline: refused before the ranks register. */
+        json_t *names = frontier_names(srv->zeus_sched_args, (int)v[0], 0, why, sizeof why);
+        if (!names) {
+            zfail(rs, 500, "%s", why);
+            return;
+        }
+        json_decref(names);
     }
     /* The job record: the validated numbers, job_metadata, and the other fields the client
      * sent up to SRV_JOBINFO_UNKNOWN_MAX_BYTES. */
@@ -326,6 +373,14 @@ static void h_register_rank(erg_server *srv, const char *id, const json_t *in, s
         names = json_array();
         for (int i = 0; names && i < plan.lens[entry]; i++)
             json_array_append_new(names, json_string(plan.names[entry][i]));
+    } else if ((!ps || json_is_null(ps)) && is_frontier(j->sched_name)) {
+        /* Frontier: the stage's instructions as the frontier's plans run them. */
+        char why2[600];
+        if (!(names = frontier_names(j->sched_args, j->pp, (int)pp, why2, sizeof why2))) {
+            json_decref(psr);
+            zfail(rs, 500, "%s", why2);
+            goto out;
+        }
     } else if ((!ps || json_is_null(ps)) &&
                json_object_get(srv->zeus_sched_args, "num_microbatches")) {
         /* Zeus 0.16's client sends no pipe_schedule: the stage's names from the schedule
@@ -624,7 +679,7 @@ erg_status erg__srv_zeus_config(erg_server *srv, const erg_server_opts *opts, er
         return ERG_OK; /* derived from the server's scheduler, or refused with a message */
     const char *name = opts->zeus_scheduler ? opts->zeus_scheduler : "PointSolution";
     static const char *const known[] = {"PointSolution", "PointSolution3D", "InstructionProfiler",
-                                        "InstructionProfiler3D"};
+                                        "InstructionProfiler3D", "Frontier"};
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         ok = ok || !strcmp(name, known[i]);
@@ -632,7 +687,7 @@ erg_status erg__srv_zeus_config(erg_server *srv, const erg_server_opts *opts, er
         return erg_error_set(err, ERG_EINVAL,
                              "Zeus scheduler '%.64s' is unknown (ZEUS_PFO_SCHEDULER: "
                              "PointSolution, PointSolution3D, InstructionProfiler, "
-                             "InstructionProfiler3D)",
+                             "InstructionProfiler3D, and ergon's Frontier)",
                              name);
     json_error_t je;
     json_t *args = json_loads(opts->zeus_scheduler_args ? opts->zeus_scheduler_args : "{}", 0, &je);
@@ -654,7 +709,7 @@ erg_status erg__srv_zeus_config(erg_server *srv, const erg_server_opts *opts, er
         /* Zeus's wording (PFOServerSettings._validate_scheduler_args) */
         return erg_error_set(err, ERG_EINVAL, "Invalid scheduler args for %s: %s", name, e.msg);
     }
-    if (!opts->dump_data && strncmp(name, "Point", 5)) {
+    if (!opts->dump_data && !strncmp(name, "InstructionProfiler", 19)) {
         erg__buf_free(&internal);
         json_decref(args);
         return erg_error_set(err, ERG_EINVAL,
@@ -667,10 +722,12 @@ erg_status erg__srv_zeus_config(erg_server *srv, const erg_server_opts *opts, er
 }
 
 /* The scheduler family both protocols share: PointSolution or InstructionProfiler (the *3D
- * names included), else NULL. */
+ * names included), or ergon's Frontier; else NULL. */
 static const char *family(const char *name)
 {
     const char *n = display_name(name);
+    if (!strcmp(n, "Frontier"))
+        return "Frontier";
     if (!strncmp(n, "PointSolution", 13) && (!n[13] || !strcmp(n + 13, "3D")))
         return "PointSolution";
     if (!strncmp(n, "InstructionProfiler", 19) && (!n[19] || !strcmp(n + 19, "3D")))
@@ -685,6 +742,11 @@ json_t *erg__srv_zeus_to_perseus(const erg_server *srv, const char **name)
     if (!a)
         return NULL;
     *name = fam;
+    if (!strcmp(fam, "Frontier")) {
+        /* The same class on the same arguments: both protocols' jobs join the fleet. */
+        json_decref(a);
+        return json_deep_copy(srv->zeus_sched_args);
+    }
     if (!strcmp(fam, "PointSolution")) {
         /* Perseus's PointSolution on the same plan (its warm-up windows included). */
         json_object_set(a, "solution_path", json_object_get(srv->zeus_sched_args, "solution_path"));
@@ -710,6 +772,16 @@ static json_t *canon(const char *name, const json_t *args, bool zeus)
     const char *fam = family(name);
     if (!fam)
         return json_pack("{s:s}", "family", name);
+    if (!strcmp(fam, "Frontier")) {
+        /* every argument, the directory by its real path */
+        json_t *a = json_deep_copy(args);
+        const char *d = json_string_value(json_object_get(args, "frontier_dir"));
+        char *rp = d ? realpath(d, NULL) : NULL;
+        if (a && rp)
+            json_object_set_new(a, "frontier_dir", json_string(rp));
+        free(rp);
+        return json_pack("{s:s,s:o}", "family", fam, "args", a ? a : json_null());
+    }
     if (!strcmp(fam, "PointSolution")) {
         const json_t *p = json_object_get(args, "solution_path");
         const char *path = json_is_string(p) ? json_string_value(p) : zeus ? "" : "frequencies.py";
@@ -793,10 +865,13 @@ erg_status erg__srv_zeus_reconcile(erg_server *srv, bool perseus_given, erg_erro
     if (!fam) {
         snprintf(why, sizeof why,
                  "this server's scheduler is %s, which Zeus's protocol has no counterpart for "
-                 "(Zeus jobs run PointSolution or InstructionProfiler): start ergon serve with "
+                 "(Zeus jobs run PointSolution, InstructionProfiler or Frontier): start ergon "
+                 "serve with "
                  "--scheduler PointSolution --scheduler-args '{\"solution_path\": "
                  "\"freqs_pipeline_00000.py\"}' (or ZEUS_PFO_SCHEDULER_ARGS)",
                  srv->scheduler);
+    } else if (!strcmp(fam, "Frontier")) {
+        zargs = json_deep_copy(srv->sched_args); /* the same frontier: one fleet */
     } else if (srv->mode != SRV_MODE_FREQUENCY) {
         snprintf(why, sizeof why,
                  "this server's %s runs in %s mode and Zeus jobs set clocks (frequency mode)",
