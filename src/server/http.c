@@ -505,9 +505,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (ctx->resp_ready) {
-        /* A resumed connection is closed after its answer: with epoll,
-         * libmicrohttpd 0.9.75 may not notice the next request on it
-         * (observed: 30 s stalls until the connection timeout). */
+        /* A resumed connection is closed after its answer (one request per
+         * connection, as the Perseus and Zeus clients open them; under epoll a
+         * resumed keep-alive connection once stalled until the connection
+         * timeout). */
         enum MHD_Result ret = send_text(c, ctx->resp_status, ctx->resp_ctype, ctx->resp_body, true);
         erg__free(ctx->resp_body);
         ctx->resp_body = NULL;
@@ -530,6 +531,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     erg__buf q = {0};
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, &q);
     srv_resp rs;
+    if (srv->request_hook)
+        srv->request_hook(srv, url);
     erg__srv_dispatch(srv, method, url, q.data, ctx->body.data, ctx->body.len, 1e9, ctx, &rs);
     erg__buf_free(&q);
     body_release(ctx); /* parsed by now; a parked request holds no body */
@@ -636,8 +639,13 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
     struct sockaddr_in a4;
     struct sockaddr *sa;
     /* A small pool of event-driven threads; waiting requests are suspended
-     * connections, not threads (jobs.c, "parked requests"). */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+     * connections, not threads (jobs.c, "parked requests"). poll(), not epoll: libmicrohttpd
+     * 0.9.75's epoll loop takes 128 events per epoll_wait and after a full batch waits again
+     * with the timeout it computed first (until its oldest connection times out), so a thread
+     * whose burst was exactly 128 requests slept with them unread until the connection
+     * timeout, which then closed the oldest unanswered (issue 38; test_server_burst). Its
+     * poll() loop waits once per turn and serves every ready connection. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
     srv->park = park_conn;
     srv->wake = wake_conn;
@@ -729,13 +737,14 @@ erg_status erg_server_start(erg_server *srv, erg_error *err)
         tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, srv->tls_key};
         tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, srv->tls_cert};
     }
+    unsigned threads = srv->http_threads ? srv->http_threads : SRV_HTTP_THREADS;
     srv->mhd = MHD_start_daemon(
         flags, (uint16_t)port, accept_policy, srv, on_request, srv, MHD_OPTION_ARRAY, tls,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_LISTEN_SOCKET, fd,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, notify_conn,
         srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ceil(srv->opts.connection_timeout_s),
-        MHD_OPTION_CONNECTION_LIMIT, (conn_limit + 8) * SRV_HTTP_THREADS,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, (conn_limit + 8) * threads, MHD_OPTION_THREAD_POOL_SIZE,
+        threads, MHD_OPTION_END);
     if (!srv->mhd) {
         close(fd);
         return erg_error_set(err, ERG_ENET, "cannot start the HTTP server on %s port %d", srv->host,

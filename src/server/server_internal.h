@@ -243,6 +243,11 @@ struct erg_server {
      * answer (body ownership passes to wake). Called with mu held. */
     void (*park)(void *conn);
     void (*wake)(void *conn, int status, char *body, const char *ctype);
+    /* Test hooks (tests/unit/test_server_burst.c), set before erg_server_start: the number of
+     * HTTP event threads (0: the default, http.c) and a function every request passes through
+     * in its event thread just before it is handled (NULL: none). */
+    unsigned http_threads;
+    void (*request_hook)(erg_server *srv, const char *url);
     long hist[SRV_HIST_GROUPS][SRV_HIST_BUCKETS + 1]; /* Handling time by route group and bucket. */
     double hist_sum[SRV_HIST_GROUPS];
     /* The database file opened (store.c, erg__srv_store_check): writes are refused while its path
