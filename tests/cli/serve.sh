@@ -16,6 +16,32 @@ grep -q -- "--rank-timeout" <<<"$help" || fail "--help lacks --rank-timeout"
 set +e
 "$ERGON" serve --bogus >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option must exit 2"
 "$ERGON" serve --port 99999 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad port must exit 2"
+# the option table: every option with its variables in the help; a set variable is checked with
+# its option's bounds and named; a flag takes no value; a secret never appears in a message.
+# (timeout, own files: a server that wrongly starts would run on)
+refused() { timeout 20 "$ERGON" serve --port 0 --db "$work/r.db" --no-dump "$@" 2>&1; }
+grep -qF -- "--job-idle-timeout S" <<<"$help" && grep -qF "[ERGON_JOB_IDLE_TIMEOUT, ZEUS_PFO_MAX_JOB_IDLE_TIME]" <<<"$help" ||
+  fail "--help lacks --job-idle-timeout and its variables: $help"
+out=$(PORT=abc refused); rc=$?
+[ $rc -eq 2 ] && grep -qF "PORT expects an integer in [0, 65535], got 'abc'" <<<"$out" || fail "bad PORT ($rc): $out"
+out=$(ERGON_MAX_CONNECTIONS_PER_IP=0 refused); rc=$?
+[ $rc -eq 2 ] && grep -qF "ERGON_MAX_CONNECTIONS_PER_IP expects an integer in [1, 1000000], got '0'" <<<"$out" ||
+  fail "bad ERGON_MAX_CONNECTIONS_PER_IP ($rc): $out"
+out=$(refused --durable=yes); rc=$?
+[ $rc -eq 2 ] && grep -qF "option '--durable' takes no value" <<<"$out" || fail "--durable=yes ($rc): $out"
+out=$(refused --max-jobs); rc=$?
+[ $rc -eq 2 ] && grep -qF "option '--max-jobs' needs a value" <<<"$out" || fail "--max-jobs without a value ($rc): $out"
+out=$(refused stray); rc=$?
+[ $rc -eq 2 ] && grep -qF "unexpected argument 'stray'" <<<"$out" || fail "an operand ($rc): $out"
+out=$(ERGON_PLANS_DIR="$(printf 'd%.0s:' $(seq 65))" refused); rc=$?
+[ $rc -eq 2 ] && grep -qF "ERGON_PLANS_DIR names more than 64 entries" <<<"$out" || fail "65 plan dirs ($rc): $out"
+args=(); for i in $(seq 65); do args+=(--plans-dir "d$i"); done
+out=$(refused "${args[@]}"); rc=$?
+[ $rc -eq 2 ] && grep -qF "at most 64 --plans-dir" <<<"$out" || fail "65 --plans-dir ($rc): $out"
+secret=0123456789abcdef-not-printed
+out=$(ERGON_SERVE_TOKEN=$secret ERGON_DURABLE=maybe refused); rc=$?
+[ $rc -eq 2 ] && grep -qF "ERGON_DURABLE='maybe' is not a boolean" <<<"$out" || fail "bad ERGON_DURABLE ($rc): $out"
+grep -qF "$secret" <<<"$out" && fail "the token appears in a message: $out"
 # a host name is resolved (localhost is loopback: no access control needed); an unknown one is named
 out=$("$ERGON" serve --host no-such-host.invalid --port 0 --db "$work/h.db" 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "host 'no-such-host.invalid' is neither a numeric IPv4/IPv6 address nor a name" <<<"$out" ||

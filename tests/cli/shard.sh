@@ -23,6 +23,11 @@ echo "$h1" | grep -q "^usage: ergon shard analyze" && echo "$h2" | grep -q "^usa
   && echo "$h3" | grep -q "^usage: ergon shard profile" || fail "per-action help"
 echo "$h1" | grep -q -- "--time-limit" && fail "analyze help lists search options"
 echo "$h2" | grep -q -- "--time-limit" || fail "search help lacks --time-limit"
+# ... and takes only what its help lists (one table per action), naming the action.
+out=$($E shard analyze --hlo "$D/shard_mlp.hlo" --mesh 1x2 --method ilp 2>&1); rc=$?
+[ $rc = 2 ] && echo "$out" | grep -qF "ergon shard analyze: unknown option '--method'" || fail "analyze --method ($rc): $out"
+out=$($E shard comm --hlo "$D/shard_mlp.hlo" --mesh 1x2 --keep 0 2>&1); rc=$?
+[ $rc = 2 ] && echo "$out" | grep -qF "ergon shard comm: --keep expects an integer in [1, 4096], got '0'" || fail "comm --keep 0 ($rc): $out"
 # Malformed modules: file:line and exit 1.
 printf 'HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[3,4] parameter(1)\n  ROOT d = f32[2,4] dott(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n' > "$T/dott.hlo"
 out=$($E shard analyze --hlo "$T/dott.hlo" --mesh 1x2 2>&1); [ $? = 1 ] || fail "unknown opcode exit"

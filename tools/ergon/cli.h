@@ -43,6 +43,10 @@ typedef struct cli_opt {
     const char *help;  /* lines (\n) printed beside and under the option */
     const char *alias; /* another name of the same option (not in the help), or NULL */
     char short_name;   /* -x as well, or 0 */
+    /* The environment variables that give the option's value when it is not given (env2 when
+     * env is unset), or NULL; printed in the help as [ENV, ENV2]. cli_opts_parse does not read
+     * them: the command does, with the row's rules (serve: cmd_serve.c's serve_env). */
+    const char *env, *env2;
 } cli_opt;
 /* The rows, by kind. */
 #define CLI_OPT_S(n, a, d, h)                                                                      \

@@ -23,7 +23,6 @@
 #include "ergon/server.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <unistd.h>
 #include <jansson.h>
 #include <math.h>
@@ -608,80 +607,44 @@ done:
     return rc;
 }
 
-static void usage_help(void)
-{
-    printf("usage: ergon fleet simulate --frontiers DIR[,DIR...] --out DIR [--jobs N]\n"
-           "                            [--initial K] [--hours H] [--cap-fraction F] [--seed S]\n\n"
-           "A day of a fleet through an in-process 'ergon serve' (docs/fleet.md): N jobs\n"
-           "(default 1100; K = 600 of them running at the start with 1-30 hours left, the others\n"
-           "arriving over H = 24 hours and running 2-24 hours) of the frontiers' pipelines with "
-           "1-8 data-\n"
-           "parallel copies (8-64 GPUs for 8-stage frontiers); a fifth of them straggle once\n"
-           "(slowdown 1.05, 1.1 or 1.2). Every H/12 the operator sets the cap to F (default\n"
-           "0.8; 0.9 F from H/3 to 2H/3) x the running jobs' power without a cap (never below\n"
-           "what they need at their least power). Every event goes through the server\n"
-           "(its router, jobs, Frontier scheduler, fleet and database DIR/fleet.db); the fleet\n"
-           "is compared with no cap and with one per-GPU power limit at the same cap.\n"
-           "Writes DIR/timeline.csv and DIR/summary.json, prints a markdown table. Exit\n"
-           "status 1 when the fleet's power ever exceeded the cap.\n");
-}
+static const cli_help fleet_sim_help = {
+    "usage: ergon fleet simulate --frontiers DIR[,DIR...] --out DIR [--jobs N]\n"
+    "                            [--initial K] [--hours H] [--cap-fraction F] [--seed S]\n",
+    "A day of a fleet through an in-process 'ergon serve' (docs/fleet.md): N jobs\n"
+    "(default 1100; K = 600 of them running at the start with 1-30 hours left, the others\n"
+    "arriving over H = 24 hours and running 2-24 hours) of the frontiers' pipelines with\n"
+    "1-8 data-parallel copies (8-64 GPUs for 8-stage frontiers); a fifth of them straggle\n"
+    "once (slowdown 1.05, 1.1 or 1.2). Every H/12 the operator sets the cap to F (default\n"
+    "0.8; 0.9 F from H/3 to 2H/3) x the running jobs' power without a cap (never below\n"
+    "what they need at their least power). Every event goes through the server\n"
+    "(its router, jobs, Frontier scheduler, fleet and database DIR/fleet.db); the fleet\n"
+    "is compared with no cap and with one per-GPU power limit at the same cap.\n"
+    "Writes DIR/timeline.csv and DIR/summary.json, prints a markdown table. Exit\n"
+    "status 1 when the fleet's power ever exceeded the cap.\n",
+    NULL};
 
 int cmd_fleet_simulate(int argc, char **argv)
 {
     const char *cmd = "fleet simulate";
-    static const struct option opts[] = {
-        {"frontiers", required_argument, 0, 'f'},
-        {"out", required_argument, 0, 'o'},
-        {"jobs", required_argument, 0, 'n'},
-        {"initial", required_argument, 0, 'k'},
-        {"hours", required_argument, 0, 'H'},
-        {"cap-fraction", required_argument, 0, 'c'},
-        {"seed", required_argument, 0, 's'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    char *list = NULL;
-    const char *out = NULL;
+    const char *list = NULL, *out = NULL;
     long njobs = 1100, initial = 600, seed = 1;
     double hours = 24, capf = 0.8;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'f':
-            list = optarg;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'n':
-            if (!cli_parse_int(cmd, "--jobs", optarg, 1, 100000, &njobs))
-                return CLI_USAGE;
-            break;
-        case 'k':
-            if (!cli_parse_int(cmd, "--initial", optarg, 1, 100000, &initial))
-                return CLI_USAGE;
-            break;
-        case 's':
-            if (!cli_parse_int(cmd, "--seed", optarg, 0, 1L << 30, &seed))
-                return CLI_USAGE;
-            break;
-        case 'H':
-            if (!cli_parse_double(cmd, "--hours", optarg, 0.01, 1e4, &hours))
-                return CLI_USAGE;
-            break;
-        case 'c':
-            if (!cli_parse_double(cmd, "--cap-fraction", optarg, 0.01, 10, &capf))
-                return CLI_USAGE;
-            break;
-        case 'h':
-            usage_help();
-            return CLI_OK;
-        default:
-            return cli_bad_option(cmd, argv, opts);
-        }
-    }
+    const cli_opt opts[] = {
+        CLI_OPT_S("frontiers", "DIR[,DIR...]", &list,
+                  "frontier directories of 'ergon plan perseus' (required)"),
+        CLI_OPT_S("out", "DIR", &out, "results directory, created (required)"),
+        CLI_OPT_L("jobs", "N", &njobs, 1, 100000, "jobs in all (default 1100)"),
+        CLI_OPT_L("initial", "K", &initial, 1, 100000,
+                  "jobs running at the start (default 600; at most --jobs)"),
+        CLI_OPT_D("hours", "H", &hours, 0.01, 1e4, "simulated hours (default 24)"),
+        CLI_OPT_D("cap-fraction", "F", &capf, 0.01, 10,
+                  "the cap as a fraction of the uncapped power (default 0.8)"),
+        CLI_OPT_L("seed", "S", &seed, 0, 1L << 30, "random seed (default 1)"),
+        CLI_OPTS_END,
+    };
+    int rc = cli_opts_parse_all(cmd, argc, argv, opts, &fleet_sim_help);
+    if (rc)
+        return rc == CLI_HELP ? CLI_OK : rc;
     if (!list || !out)
         return cli_usage_error(cmd, "--frontiers and --out are required");
     if (initial > njobs)
@@ -690,5 +653,5 @@ int cmd_fleet_simulate(int argc, char **argv)
         fprintf(stderr, "ergon %s: cannot create %s\n", cmd, out);
         return CLI_USER_ERROR;
     }
-    return fleet_sim_run(cmd, list, out, njobs, initial, hours, capf, (uint64_t)seed);
+    return fleet_sim_run(cmd, (char *)list, out, njobs, initial, hours, capf, (uint64_t)seed);
 }

@@ -4,6 +4,7 @@
 #include "ergon/server.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,98 +15,6 @@
 #include <strings.h>
 #include <time.h>
 
-/* Every option: flag, environment variable (Perseus names where they exist),
- * the Zeus PFO variable for the same setting (or NULL), value name, help.
- * Options beat environment variables; Perseus's and ergon's variables beat
- * Zeus's. PERSEUS_* and ZEUS_PFO_* names are case-insensitive, as pydantic
- * reads them (docs/zeus-protocol.md §5). */
-static const struct {
-    const char *flag, *env, *zenv, *value, *help;
-} serve_opts[] = {
-    {"--host", "ERGON_HOST", NULL, "ADDR",
-     "numeric address to bind (default 127.0.0.1; 0.0.0.0 = all)"},
-    {"--port", "PORT", NULL, "N", "TCP port (default 7787; 0 = any free port, printed at start)"},
-    {"--db", "ERGON_DB", NULL, "FILE", "SQLite state file, WAL mode (default ergon-server.sqlite)"},
-    {"--dump", "PERSEUS_DUMP_DIR", "ZEUS_PFO_DUMP_DIR", "DIR",
-     "root of the per-job dumps (default dump)"},
-    {"--no-dump", "PERSEUS_DUMP_DATA", "ZEUS_PFO_DUMP_DATA", "",
-     "do not write dumps (env: false, f, no, n, off, 0; any case)"},
-    {"--scheduler", "PERSEUS_SCHEDULER", NULL, "NAME",
-     "default scheduler class (default AllMaxFrequency)"},
-    {"--scheduler-args", "PERSEUS_SCHEDULER_ARGS", NULL, "JSON",
-     "its arguments as a JSON object (default {})"},
-    {"--mode", "PERSEUS_MODE", NULL, "MODE",
-     "knob: frequency or \"power limit\" (required by knob-agnostic schedulers)"},
-    {"--log-level", "PERSEUS_LOG_LEVEL", "ZEUS_PFO_LOG_LEVEL", "LEVEL",
-     "debug, info, warning or error, any case (default info)"},
-    {"--rank-timeout", "ERGON_RANK_TIMEOUT", NULL, "S",
-     "abort a job when one of its ranks is silent this long (default 0 = never)"},
-    {"--job-idle-timeout", "ERGON_JOB_IDLE_TIMEOUT", "ZEUS_PFO_MAX_JOB_IDLE_TIME", "S",
-     "evict jobs idle this long (default 604800)"},
-    {"--connection-timeout", "ERGON_CONNECTION_TIMEOUT", NULL, "S",
-     "close idle or slow connections after this long (default 30)"},
-    {"--max-body", "ERGON_MAX_BODY", NULL, "BYTES", "largest request body (default 16777216)"},
-    {"--max-connections", "ERGON_MAX_CONNECTIONS", NULL, "N",
-     "concurrent connections (default 4096; at most `ulimit -n` less 128, raised to the hard limit "
-     "at start)"},
-    {"--durable", "ERGON_DURABLE", NULL, "",
-     "SQLite synchronous=FULL: survive power loss, not only crashes"},
-    {"--max-jobs", "ERGON_MAX_JOBS", NULL, "N",
-     "jobs running at once (finished ones do not count); more registrations get 503 (default "
-     "1000)"},
-    {"--zeus-scheduler", "ZEUS_PFO_SCHEDULER", NULL, "NAME",
-     "scheduler of Zeus PFO jobs: PointSolution (default), PointSolution3D, "
-     "InstructionProfiler(3D)"},
-    {"--zeus-scheduler-args", "ZEUS_PFO_SCHEDULER_ARGS", NULL, "JSON",
-     "its arguments, e.g. {\"solution_path\": \"freqs_pipeline_00042.py\"}"},
-    {"--plans-dir", "ERGON_PLANS_DIR", NULL, "DIR",
-     "directory whose plans clients may name in per-job scheduler_args (repeatable; env: "
-     "':'-separated; default none: only start-up arguments name files)"},
-    {"--max-connections-per-ip", "ERGON_MAX_CONNECTIONS_PER_IP", NULL, "N",
-     "connections from one address (default half of --max-connections); a rank waiting at a "
-     "barrier holds one, so a job of N ranks needs N + 16 of both"},
-    {"--token-file", "ERGON_SERVE_TOKEN_FILE", NULL, "FILE",
-     "access token (16+ printable characters, mode 600): every route but /healthz needs "
-     "'Authorization: Bearer TOKEN' or the URL http://ergon:TOKEN@host:port (the token itself may "
-     "come in ERGON_SERVE_TOKEN)"},
-    {"--allow-net", "ERGON_ALLOW_NET", NULL, "CIDR",
-     "client network allowed without the token on the Perseus and Zeus routes (every route without "
-     "a token); repeatable; env: comma-separated"},
-    {"--tls-cert", "ERGON_TLS_CERT", NULL, "FILE",
-     "serve https with this PEM certificate (chain) ..."},
-    {"--tls-key", "ERGON_TLS_KEY", NULL, "FILE", "... and this PEM private key"},
-    {"--insecure", "ERGON_INSECURE", NULL, "",
-     "allow a non-loopback --host without a token or --allow-net, or with an --allow-net network "
-     "that is not a private range (a network you trust)"},
-};
-enum {
-    O_HOST,
-    O_PORT,
-    O_DB,
-    O_DUMP,
-    O_NODUMP,
-    O_SCHED,
-    O_SARGS,
-    O_MODE,
-    O_LOG,
-    O_RANKTO,
-    O_IDLE,
-    O_CONNTO,
-    O_MAXBODY,
-    O_MAXCONN,
-    O_DURABLE,
-    O_MAXJOBS,
-    O_ZSCHED,
-    O_ZARGS,
-    O_PLANS,
-    O_PERIP,
-    O_TOKENFILE,
-    O_ALLOWNET,
-    O_TLSCERT,
-    O_TLSKEY,
-    O_INSECURE,
-    O_NUM
-};
 #define MAX_PLANS_DIRS 64
 #define MAX_ALLOW_NETS 256
 
@@ -159,8 +68,8 @@ static int edit_distance(const char *a, const char *b)
 }
 
 /* Report variables that look like settings of ergon serve, Perseus or Zeus
- * but are not read (a typo silently ignored costs a run). */
-static void report_lookalikes(void)
+ * but are not read (a typo silently ignored costs a run): every row's env and env2 are read. */
+static void report_lookalikes(const cli_opt *opts)
 {
     for (char **e = environ; e && *e; e++) {
         const char *eq = strchr(*e, '=');
@@ -174,8 +83,8 @@ static void report_lookalikes(void)
         const char *best = NULL;
         int bd = 99;
         bool known = false;
-        for (size_t i = 0; i < sizeof serve_opts / sizeof serve_opts[0]; i++) {
-            const char *cand[2] = {serve_opts[i].env, serve_opts[i].zenv};
+        for (const cli_opt *r = opts; r->name; r++) {
+            const char *cand[2] = {r->env, r->env2};
             for (int k = 0; k < 2; k++) {
                 if (!cand[k])
                     continue;
@@ -261,50 +170,6 @@ static bool parse_int_py(const char *v, long *out)
     return true;
 }
 
-static void serve_help(void)
-{
-    printf("usage: ergon serve [options]\n\n"
-           "Run the control-plane server. Training ranks talk to it over HTTP/JSON: the\n"
-           "Perseus (kronos) protocol (/info, /register_job, /register_rank, /schedule/{job},\n"
-           "/result/{job}), Zeus's Pipeline Frequency Optimizer protocol (/register_job with\n"
-           "Zeus's JobInfo, /register_rank/{job}, /schedule/{job}, /result/{job}; configured\n"
-           "by ZEUS_PFO_* as Zeus documents it) and ergon's /v1 API (explicit job end,\n"
-           "heartbeats, abort, straggler targets); /metrics serves Prometheus text. Every job, "
-           "rank and acknowledged result\n"
-           "is kept in the SQLite file, so a restarted server resumes every job. Endpoints:\n"
-           "docs/http-api.md.\n\noptions (environment variable in brackets):\n");
-    for (size_t i = 0; i < sizeof serve_opts / sizeof serve_opts[0]; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "%s%s%s", serve_opts[i].flag, *serve_opts[i].value ? " " : "",
-                 serve_opts[i].value);
-        if (serve_opts[i].zenv)
-            printf("  %-26s %s [%s, %s]\n", left, serve_opts[i].help, serve_opts[i].env,
-                   serve_opts[i].zenv);
-        else
-            printf("  %-26s %s [%s]\n", left, serve_opts[i].help, serve_opts[i].env);
-    }
-    printf("  %-26s this text\n\n", "-h, --help");
-    printf("schedulers: AllMax, AllMaxFrequency, AllMaxPowerLimit, TwoFrequencies,\n"
-           "  InstructionProfiler, PointSolution, ZeusGlobalPowerLimit, ZeusLocalPowerState,\n"
-           "  Frontier, EnvPipe (the *3D names are accepted too). Arguments: docs/http-api.md.\n\n"
-           "PERSEUS_* and ZEUS_PFO_* variables are read in any case, as Perseus and Zeus read\n"
-           "them; an unknown variable of these families (or one close to a setting's name) is\n"
-           "reported at start-up. Zeus start line: ZEUS_PFO_SCHEDULER_ARGS='{\"solution_path\":\n"
-           "\"freqs_pipeline_00042.py\"}' ergon serve --port 7787 (docs/http-api.md). One\n"
-           "configuration serves both protocols: --scheduler PointSolution --scheduler-args\n"
-           "'{\"solution_path\": PLAN}' serves Zeus clients that plan too, ZEUS_PFO_* configure\n"
-           "Perseus clients, and two different configurations stop start-up.\n\n"
-           "Access control: a --host other than loopback needs --token-file (or\n"
-           "ERGON_SERVE_TOKEN) and/or --allow-net, or --insecure; an --allow-net network wider\n"
-           "than a private range (10/8, 172.16/12, 192.168/16, fc00::/7, ...; 0.0.0.0/0 is not)\n"
-           "needs --insecure too. Zeus and Perseus clients send\n"
-           "the token through their URL: server_url=\"https://ergon:TOKEN@host:7787\" (httpx\n"
-           "sends it as Basic credentials; SSL_CERT_FILE=cert.pem for --tls-cert).\n\n"
-           "Logs go to stderr as one JSON object per line. SIGINT/SIGTERM stop the server;\n"
-           "state is already on disk. exit status: 0 after a clean stop, 1 when the server\n"
-           "cannot start (bad scheduler arguments, database or port), 2 on a usage error.\n");
-}
-
 /* The token of --token-file: its first line without surrounding white space. The file must
  * not be readable by other users (it is a password). NULL after a message. */
 static char *read_token_file(const char *path)
@@ -353,232 +218,302 @@ static void log_line(void *user, erg_log_level level, const char *line)
     fflush(stderr);
 }
 
-/* What `ergon serve` was given: the environment's values, then the command line's. */
+/* A repeatable option (--plans-dir, --allow-net) and its environment list: the first one on
+ * the command line replaces the environment's. */
+typedef struct serve_list {
+    const char *item[MAX_ALLOW_NETS];
+    size_t n, max;
+    const char *seps; /* between the environment list's entries */
+    bool from_env;
+    char *env_copy; /* owned */
+} serve_list;
+
+/* What `ergon serve` was given: the server's defaults (erg_server_opts_init), then the
+ * environment's values, then the command line's. */
 typedef struct serve_args {
-    const char *val[O_NUM];
-    const char *src[O_NUM]; /* where each value came from, for messages */
-    bool no_dump, durable, insecure;
-    const char *nets[MAX_ALLOW_NETS];
-    size_t n_nets;
-    const char *plans[MAX_PLANS_DIRS];
-    size_t n_plans;
-    char *nets_env, *token, *plans_env; /* owned */
+    erg_server_opts *o;
+    long port, max_body, max_conn, max_jobs, per_ip;
+    bool no_dump;
+    const char *token_file;
+    serve_list plans, nets;
+    char *token; /* owned */
 } serve_args;
 
 static void serve_args_free(serve_args *a)
 {
-    free(a->plans_env);
-    free(a->nets_env);
+    free(a->plans.env_copy);
+    free(a->nets.env_copy);
     if (a->token) {
         memset(a->token, 0, strlen(a->token));
         free(a->token);
     }
-    a->plans_env = a->nets_env = a->token = NULL;
+    a->plans.env_copy = a->nets.env_copy = a->token = NULL;
 }
 
-/* The environment (ERGON_*, ZEUS_PFO_*), then argv. CLI_HELP after --help. */
-static int serve_read(serve_args *a, int argc, char **argv)
+static int list_opt(const char *cmd, const char *v, void *user)
 {
-    for (size_t i = 0; i < O_NUM; i++) {
-        a->val[i] = env_get(serve_opts[i].env);
-        a->src[i] = serve_opts[i].env;
-        if (!a->val[i] && serve_opts[i].zenv) {
-            a->val[i] = env_get(serve_opts[i].zenv);
-            a->src[i] = serve_opts[i].zenv;
-        }
+    serve_list *l = user;
+    if (l->from_env)
+        l->n = 0;
+    l->from_env = false;
+    if (l->n == l->max)
+        return cli_usage_error(cmd, "at most %zu --%s", l->max,
+                               l->max == MAX_PLANS_DIRS ? "plans-dir" : "allow-net");
+    l->item[l->n++] = v;
+    return CLI_OK;
+}
+
+/* VAR=A:B (plans) or A,B (networks); empty: none. */
+static int list_env(serve_list *l, const char *var, const char *v)
+{
+    if (!*v)
+        return CLI_OK;
+    free(l->env_copy);
+    if (!(l->env_copy = strdup(v)))
+        return cli_usage_error("serve", "out of memory");
+    char *save = NULL;
+    l->n = 0;
+    for (char *t = strtok_r(l->env_copy, l->seps, &save); t; t = strtok_r(NULL, l->seps, &save)) {
+        if (l->n == l->max)
+            return cli_usage_error("serve", "%s names more than %zu entries", var, l->max);
+        l->item[l->n++] = t;
     }
-    if (a->val[O_NODUMP]) {
-        int bv = parse_bool_py(a->val[O_NODUMP]);
-        if (bv < 0)
+    l->from_env = true;
+    return CLI_OK;
+}
+
+/* --log-level or its variable (what): Perseus and Zeus upper-case the level; ergon takes any
+ * case, and warn and critical as Python's logging does. */
+static int log_level_set(const char *what, const char *v, erg_log_level *out)
+{
+    static const char *const names[] = {"debug", "info", "warning", "error", "warn", "critical"};
+    for (int i = 0; i < 6; i++)
+        if (!strcasecmp(v, names[i])) {
+            *out = (erg_log_level)(i < 4 ? i : i - 2);
+            return CLI_OK;
+        }
+    return cli_usage_error("serve", "%s expects debug, info, warning or error, got '%s'", what, v);
+}
+
+static int log_level_opt(const char *cmd, const char *v, void *user)
+{
+    (void)cmd;
+    return log_level_set("--log-level", v, user);
+}
+
+/* Row r's variable (var: env, else env2) parsed with the row's rules and bounds, messages
+ * naming the variable: pydantic's booleans for the flags (PERSEUS_DUMP_DATA, ZEUS_PFO_DUMP_DATA
+ * say whether to dump: the opposite of --no-dump), its int() for ZEUS_PFO_MAX_JOB_IDLE_TIME. */
+static int env_apply(serve_args *a, const cli_opt *r, const char *var, const char *v)
+{
+    long l;
+    switch (r->kind) {
+    case CLI_OPT_FLAG: {
+        int b = parse_bool_py(v);
+        if (b < 0)
             return cli_usage_error("serve",
                                    "%s='%s' is not a boolean (1, 0, on, off, t, f, true, false, y, "
                                    "n, yes, no; any case)",
-                                   a->src[O_NODUMP], a->val[O_NODUMP]);
-        a->no_dump = !bv;
+                                   var, v);
+        *(bool *)r->dest = r->dest == &a->no_dump ? !b : b;
+        return CLI_OK;
     }
-    if (a->val[O_DURABLE]) {
-        int bv = parse_bool_py(a->val[O_DURABLE]);
-        if (bv < 0)
-            return cli_usage_error("serve", "ERGON_DURABLE='%s' is not a boolean",
-                                   a->val[O_DURABLE]);
-        a->durable = bv;
-    }
-    if (a->val[O_INSECURE]) {
-        int bv = parse_bool_py(a->val[O_INSECURE]);
-        if (bv < 0)
-            return cli_usage_error("serve", "ERGON_INSECURE='%s' is not a boolean",
-                                   a->val[O_INSECURE]);
-        a->insecure = bv;
-    }
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            serve_help();
-            return CLI_HELP;
-        }
-        size_t k = 0, n = O_NUM;
-        const char *arg = argv[i], *eq = strchr(arg, '=');
-        size_t alen = eq ? (size_t)(eq - arg) : strlen(arg);
-        for (; k < n; k++)
-            if (strlen(serve_opts[k].flag) == alen && !strncmp(serve_opts[k].flag, arg, alen))
-                break;
-        if (k == n)
-            return cli_usage_error("serve", "unknown option '%s'", arg);
-        if (!*serve_opts[k].value) {
-            if (eq)
-                return cli_usage_error("serve", "%s takes no value", serve_opts[k].flag);
-            if (k == O_NODUMP)
-                a->no_dump = true;
-            else if (k == O_INSECURE)
-                a->insecure = true;
-            else
-                a->durable = true;
-            continue;
-        }
-        if (eq)
-            a->val[k] = eq + 1;
-        else if (i + 1 < argc)
-            a->val[k] = argv[++i];
-        else
-            return cli_usage_error("serve", "%s needs a value (%s)", serve_opts[k].flag,
-                                   serve_opts[k].value);
-        a->src[k] = serve_opts[k].flag;
-        if (k == O_PLANS) {
-            if (a->n_plans == MAX_PLANS_DIRS)
-                return cli_usage_error("serve", "at most %d --a->plans-dir", MAX_PLANS_DIRS);
-            a->plans[a->n_plans++] = a->val[k];
-        }
-        if (k == O_ALLOWNET) {
-            if (a->n_nets == MAX_ALLOW_NETS)
-                return cli_usage_error("serve", "at most %d --allow-net", MAX_ALLOW_NETS);
-            a->nets[a->n_nets++] = a->val[k];
-        }
+    case CLI_OPT_STR:
+        *(const char **)r->dest = v;
+        return CLI_OK;
+    case CLI_OPT_LONG:
+        return cli_parse_int("serve", var, v, (long)r->min, (long)r->max, r->dest) ? CLI_OK
+                                                                                   : CLI_USAGE;
+    case CLI_OPT_DOUBLE:
+        if (strcmp(var, "ZEUS_PFO_MAX_JOB_IDLE_TIME"))
+            return cli_parse_double("serve", var, v, r->min, r->max, r->dest) ? CLI_OK : CLI_USAGE;
+        if (!parse_int_py(v, &l) || l <= 0)
+            return cli_usage_error("serve",
+                                   "ZEUS_PFO_MAX_JOB_IDLE_TIME='%s' is not a positive integer of "
+                                   "seconds",
+                                   v);
+        *(double *)r->dest = (double)l;
+        return CLI_OK;
+    case CLI_OPT_FN:
+        return r->fn == list_opt ? list_env(r->user, var, v) : log_level_set(var, v, r->user);
+    case CLI_OPT_TEXT:
+        break;
     }
     return CLI_OK;
 }
 
-/* The server's options from what was given. */
+/* Every row's variable that is set (env beats env2). */
+static int serve_env(serve_args *a, const cli_opt *opts)
+{
+    for (const cli_opt *r = opts; r->name; r++) {
+        const char *var = r->env, *v = env_get(r->env);
+        if (!v && r->env2)
+            v = env_get(var = r->env2);
+        int rc = v ? env_apply(a, r, var, v) : CLI_OK;
+        if (rc)
+            return rc;
+    }
+    return CLI_OK;
+}
+
+static const cli_help serve_help = {
+    "usage: ergon serve [options]\n",
+    "Run the control-plane server. Training ranks talk to it over HTTP/JSON: the\n"
+    "Perseus (kronos) protocol (/info, /register_job, /register_rank, /schedule/{job},\n"
+    "/result/{job}), Zeus's Pipeline Frequency Optimizer protocol (/register_job with\n"
+    "Zeus's JobInfo, /register_rank/{job}, /schedule/{job}, /result/{job}; configured\n"
+    "by ZEUS_PFO_* as Zeus documents it) and ergon's /v1 API (explicit job end,\n"
+    "heartbeats, abort, straggler targets); /metrics serves Prometheus text. Every job,\n"
+    "rank and acknowledged result is kept in the SQLite file, so a restarted server\n"
+    "resumes every job. Endpoints: docs/http-api.md.\n\n"
+    "options (environment variable in brackets; options win, then ergon's and Perseus's\n"
+    "variables, then Zeus's):\n",
+    "schedulers: AllMax, AllMaxFrequency, AllMaxPowerLimit, TwoFrequencies,\n"
+    "  InstructionProfiler, PointSolution, ZeusGlobalPowerLimit, ZeusLocalPowerState,\n"
+    "  Frontier, EnvPipe (the *3D names are accepted too). Arguments: docs/http-api.md.\n\n"
+    "PERSEUS_* and ZEUS_PFO_* variables are read in any case, as Perseus and Zeus read\n"
+    "them; an unknown variable of these families (or one close to a setting's name) is\n"
+    "reported at start-up. Zeus start line: ZEUS_PFO_SCHEDULER_ARGS='{\"solution_path\":\n"
+    "\"freqs_pipeline_00042.py\"}' ergon serve --port 7787 (docs/http-api.md). One\n"
+    "configuration serves both protocols: --scheduler PointSolution --scheduler-args\n"
+    "'{\"solution_path\": PLAN}' serves Zeus clients that plan too, ZEUS_PFO_* configure\n"
+    "Perseus clients, and two different configurations stop start-up.\n\n"
+    "Access control: a --host other than loopback needs --token-file (or\n"
+    "ERGON_SERVE_TOKEN) and/or --allow-net, or --insecure; an --allow-net network wider\n"
+    "than a private range (10/8, 172.16/12, 192.168/16, fc00::/7, ...; 0.0.0.0/0 is not)\n"
+    "needs --insecure too. Zeus and Perseus clients send\n"
+    "the token through their URL: server_url=\"https://ergon:TOKEN@host:7787\" (httpx\n"
+    "sends it as Basic credentials; SSL_CERT_FILE=cert.pem for --tls-cert).\n\n"
+    "Logs go to stderr as one JSON object per line. SIGINT/SIGTERM stop the server;\n"
+    "state is already on disk. exit status: 0 after a clean stop, 1 when the server\n"
+    "cannot start (bad scheduler arguments, database or port), 2 on a usage error.\n"};
+
+/* serve's rows: every option names its variables (Perseus names where they exist, then the
+ * Zeus PFO one for the same setting); PERSEUS_* and ZEUS_PFO_* are read in any case, as
+ * pydantic reads them (docs/zeus-protocol.md §5). */
+#define SV_S(n, a, d, e, e2, h)                                                                    \
+    {                                                                                              \
+        .name = n, .kind = CLI_OPT_STR, .arg = a, .dest = d, .env = e, .env2 = e2, .help = h       \
+    }
+#define SV_L(n, a, d, lo, hi, e, h)                                                                \
+    {                                                                                              \
+        .name = n, .kind = CLI_OPT_LONG, .arg = a, .dest = d, .min = lo, .max = hi, .env = e,      \
+        .help = h                                                                                  \
+    }
+#define SV_D(n, a, d, lo, hi, e, e2, h)                                                            \
+    {                                                                                              \
+        .name = n, .kind = CLI_OPT_DOUBLE, .arg = a, .dest = d, .min = lo, .max = hi, .env = e,    \
+        .env2 = e2, .help = h                                                                      \
+    }
+#define SV_B(n, d, e, e2, h)                                                                       \
+    {                                                                                              \
+        .name = n, .kind = CLI_OPT_FLAG, .dest = d, .env = e, .env2 = e2, .help = h                \
+    }
+#define SV_F(n, a, f, u, e, e2, h)                                                                 \
+    {                                                                                              \
+        .name = n, .kind = CLI_OPT_FN, .arg = a, .fn = f, .user = u, .env = e, .env2 = e2,         \
+        .help = h                                                                                  \
+    }
+
+/* The environment, then argv, through one table (also the --help). CLI_HELP after --help. */
+static int serve_parse(serve_args *a, int argc, char **argv)
+{
+    erg_server_opts *o = a->o;
+    const cli_opt opts[] = {
+        SV_S("host", "ADDR", &o->host, "ERGON_HOST", NULL,
+             "numeric address to bind (default 127.0.0.1; 0.0.0.0 = all)"),
+        SV_L("port", "N", &a->port, 0, 65535, "PORT",
+             "TCP port (default 7787; 0 = any free port, printed at start)"),
+        SV_S("db", "FILE", &o->db_path, "ERGON_DB", NULL,
+             "SQLite state file, WAL mode (default ergon-server.sqlite)"),
+        SV_S("dump", "DIR", &o->dump_dir, "PERSEUS_DUMP_DIR", "ZEUS_PFO_DUMP_DIR",
+             "root of the per-job dumps (default dump)"),
+        SV_B("no-dump", &a->no_dump, "PERSEUS_DUMP_DATA", "ZEUS_PFO_DUMP_DATA",
+             "do not write dumps (env: false, f, no, n, off, 0; any case)"),
+        SV_S("scheduler", "NAME", &o->scheduler, "PERSEUS_SCHEDULER", NULL,
+             "default scheduler class (default AllMaxFrequency)"),
+        SV_S("scheduler-args", "JSON", &o->scheduler_args, "PERSEUS_SCHEDULER_ARGS", NULL,
+             "its arguments as a JSON object (default {})"),
+        SV_S("mode", "MODE", &o->mode, "PERSEUS_MODE", NULL,
+             "knob: frequency or \"power limit\" (required by knob-agnostic\nschedulers)"),
+        SV_F("log-level", "LEVEL", log_level_opt, &o->log_level, "PERSEUS_LOG_LEVEL",
+             "ZEUS_PFO_LOG_LEVEL", "debug, info, warning or error, any case (default info)"),
+        SV_D("rank-timeout", "S", &o->rank_timeout_s, 0, 1e7, "ERGON_RANK_TIMEOUT", NULL,
+             "abort a job when one of its ranks is silent this long\n(default 0 = never)"),
+        SV_D("job-idle-timeout", "S", &o->job_idle_timeout_s, 0.01, 1e9, "ERGON_JOB_IDLE_TIMEOUT",
+             "ZEUS_PFO_MAX_JOB_IDLE_TIME",
+             "evict jobs idle this long (default 604800; the Zeus variable:\na whole number)"),
+        SV_D("connection-timeout", "S", &o->connection_timeout_s, 1, 86400,
+             "ERGON_CONNECTION_TIMEOUT", NULL,
+             "close idle or slow connections after this long (default 30)"),
+        SV_L("max-body", "BYTES", &a->max_body, 1024, 1L << 32, "ERGON_MAX_BODY",
+             "largest request body (default 16777216)"),
+        SV_L("max-connections", "N", &a->max_conn, 1, 1000000, "ERGON_MAX_CONNECTIONS",
+             "concurrent connections (default 4096; at most `ulimit -n`\nless 128, raised to "
+             "the hard limit at start)"),
+        SV_B("durable", &o->durable_sync, "ERGON_DURABLE", NULL,
+             "SQLite synchronous=FULL: survive power loss, not only crashes"),
+        SV_L("max-jobs", "N", &a->max_jobs, 1, 1000000, "ERGON_MAX_JOBS",
+             "jobs running at once (finished ones do not count); more\nregistrations get 503 "
+             "(default 1000)"),
+        SV_S("zeus-scheduler", "NAME", &o->zeus_scheduler, "ZEUS_PFO_SCHEDULER", NULL,
+             "scheduler of Zeus PFO jobs: PointSolution (default),\nPointSolution3D, "
+             "InstructionProfiler(3D)"),
+        SV_S("zeus-scheduler-args", "JSON", &o->zeus_scheduler_args, "ZEUS_PFO_SCHEDULER_ARGS",
+             NULL, "its arguments, e.g. {\"solution_path\": \"freqs_pipeline_00042.py\"}"),
+        SV_F("plans-dir", "DIR", list_opt, &a->plans, "ERGON_PLANS_DIR", NULL,
+             "directory whose plans clients may name in per-job\nscheduler_args (repeatable; "
+             "env: ':'-separated; default none:\nonly start-up arguments name files)"),
+        SV_L("max-connections-per-ip", "N", &a->per_ip, 1, 1000000, "ERGON_MAX_CONNECTIONS_PER_IP",
+             "connections from one address (default half of\n--max-connections); a rank waiting "
+             "at a barrier holds one, so a\njob of N ranks needs N + 16 of both"),
+        SV_S("token-file", "FILE", &a->token_file, "ERGON_SERVE_TOKEN_FILE", NULL,
+             "access token (16+ printable characters, mode 600): every route\nbut /healthz "
+             "needs 'Authorization: Bearer TOKEN' or the URL\nhttp://ergon:TOKEN@host:port (the "
+             "token itself may come in\nERGON_SERVE_TOKEN)"),
+        SV_F("allow-net", "CIDR", list_opt, &a->nets, "ERGON_ALLOW_NET", NULL,
+             "client network allowed without the token on the Perseus and\nZeus routes (every "
+             "route without a token); repeatable; env:\ncomma-separated"),
+        SV_S("tls-cert", "FILE", &o->tls_cert_file, "ERGON_TLS_CERT", NULL,
+             "serve https with this PEM certificate (chain) ..."),
+        SV_S("tls-key", "FILE", &o->tls_key_file, "ERGON_TLS_KEY", NULL,
+             "... and this PEM private key"),
+        SV_B("insecure", &o->insecure, "ERGON_INSECURE", NULL,
+             "allow a non-loopback --host without a token or --allow-net, or\nwith an "
+             "--allow-net network that is not a private range (a\nnetwork you trust)"),
+        CLI_OPTS_END,
+    };
+    int rc = serve_env(a, opts);
+    if (rc == CLI_OK)
+        rc = cli_opts_parse_all("serve", argc, argv, opts, &serve_help);
+    if (rc == CLI_OK)
+        report_lookalikes(opts);
+    return rc;
+}
+
+/* The server's options from what was given: the numbers, the lists, the token (the file beats
+ * ERGON_SERVE_TOKEN; neither ever printed). */
 static int serve_options(serve_args *a, erg_server_opts *o)
 {
-    long lv;
-    double dv;
-    if (a->val[O_HOST])
-        o->host = a->val[O_HOST];
-    if (a->val[O_PORT]) {
-        if (!cli_parse_int("serve", "--port", a->val[O_PORT], 0, 65535, &lv))
-            return CLI_USAGE;
-        o->port = (int)lv;
-    }
-    if (a->val[O_DB])
-        o->db_path = a->val[O_DB];
-    if (a->val[O_DUMP])
-        o->dump_dir = a->val[O_DUMP];
+    o->port = (int)a->port;
+    o->max_body_bytes = (size_t)a->max_body;
+    o->max_connections = (unsigned)a->max_conn;
+    o->max_jobs = (int)a->max_jobs;
+    o->max_connections_per_ip = (unsigned)a->per_ip;
     o->dump_data = !a->no_dump;
-    if (a->val[O_SCHED])
-        o->scheduler = a->val[O_SCHED];
-    if (a->val[O_SARGS])
-        o->scheduler_args = a->val[O_SARGS];
-    if (a->val[O_MODE])
-        o->mode = a->val[O_MODE];
-    if (a->val[O_LOG]) {
-        /* Perseus and Zeus upper-case the level; ergon takes any case. */
-        static const char *const names[] = {"debug", "info", "warning", "error"};
-        int found = -1;
-        for (int i = 0; i < 4; i++)
-            if (!strcasecmp(a->val[O_LOG], names[i]))
-                found = i;
-        if (!strcasecmp(a->val[O_LOG], "warn"))
-            found = 2;
-        if (!strcasecmp(a->val[O_LOG], "critical"))
-            found = 3;
-        if (found < 0)
-            return cli_usage_error("serve", "%s expects debug, info, warning or error, got '%s'",
-                                   a->src[O_LOG], a->val[O_LOG]);
-        o->log_level = (erg_log_level)found;
-    }
-    if (a->val[O_RANKTO]) {
-        if (!cli_parse_double("serve", "--rank-timeout", a->val[O_RANKTO], 0, 1e7, &dv))
-            return CLI_USAGE;
-        o->rank_timeout_s = dv;
-    }
-    if (a->val[O_IDLE]) {
-        if (a->src[O_IDLE] == serve_opts[O_IDLE].zenv) {
-            /* ZEUS_PFO_MAX_JOB_IDLE_TIME: an int, as pydantic reads it */
-            if (!parse_int_py(a->val[O_IDLE], &lv) || lv <= 0)
-                return cli_usage_error("serve",
-                                       "ZEUS_PFO_MAX_JOB_IDLE_TIME='%s' is not a positive "
-                                       "integer of seconds",
-                                       a->val[O_IDLE]);
-            o->job_idle_timeout_s = (double)lv;
-        } else {
-            if (!cli_parse_double("serve", "--job-idle-timeout", a->val[O_IDLE], 0.01, 1e9, &dv))
-                return CLI_USAGE;
-            o->job_idle_timeout_s = dv;
-        }
-    }
-    if (a->val[O_CONNTO]) {
-        if (!cli_parse_double("serve", "--connection-timeout", a->val[O_CONNTO], 1, 86400, &dv))
-            return CLI_USAGE;
-        o->connection_timeout_s = dv;
-    }
-    if (a->val[O_MAXBODY]) {
-        if (!cli_parse_int("serve", "--max-body", a->val[O_MAXBODY], 1024, 1L << 32, &lv))
-            return CLI_USAGE;
-        o->max_body_bytes = (size_t)lv;
-    }
-    if (a->val[O_MAXCONN]) {
-        if (!cli_parse_int("serve", "--max-connections", a->val[O_MAXCONN], 1, 1000000, &lv))
-            return CLI_USAGE;
-        o->max_connections = (unsigned)lv;
-    }
-    if (a->val[O_MAXJOBS]) {
-        if (!cli_parse_int("serve", "--max-jobs", a->val[O_MAXJOBS], 1, 1000000, &lv))
-            return CLI_USAGE;
-        o->max_jobs = (int)lv;
-    }
-    o->zeus_scheduler = a->val[O_ZSCHED];
-    o->zeus_scheduler_args = a->val[O_ZARGS];
-    if (a->val[O_PERIP]) {
-        if (!cli_parse_int("serve", "--max-connections-per-ip", a->val[O_PERIP], 1, 1000000, &lv))
-            return CLI_USAGE;
-        o->max_connections_per_ip = (unsigned)lv;
-    }
-    /* No --a->plans-dir on the command line: ERGON_PLANS_DIR=DIR[:DIR...]. */
-    if (a->n_plans == 0 && a->val[O_PLANS] && *a->val[O_PLANS]) {
-        a->plans_env = strdup(a->val[O_PLANS]);
-        if (!a->plans_env)
-            return cli_usage_error("serve", "out of memory");
-        char *save = NULL;
-        for (char *t = strtok_r(a->plans_env, ":", &save); t && a->n_plans < MAX_PLANS_DIRS;
-             t = strtok_r(NULL, ":", &save))
-            a->plans[a->n_plans++] = t;
-    }
-    o->plans_dirs = a->plans;
-    o->n_plans_dirs = a->n_plans;
-    /* Access control: the a->token (file beats variable), networks, TLS. */
-    if (a->val[O_TOKENFILE]) {
-        if (!(a->token = read_token_file(a->val[O_TOKENFILE]))) {
-            free(a->plans_env);
+    o->plans_dirs = a->plans.item;
+    o->n_plans_dirs = a->plans.n;
+    o->allow_nets = a->nets.item;
+    o->n_allow_nets = a->nets.n;
+    if (a->token_file) {
+        if (!(a->token = read_token_file(a->token_file)))
             return CLI_USER_ERROR;
-        }
     } else if (getenv("ERGON_SERVE_TOKEN") && *getenv("ERGON_SERVE_TOKEN")) {
-        a->token = strdup(getenv("ERGON_SERVE_TOKEN"));
+        if (!(a->token = strdup(getenv("ERGON_SERVE_TOKEN"))))
+            return cli_usage_error("serve", "out of memory");
     }
     o->auth_token = a->token;
-    if (a->n_nets == 0 && a->val[O_ALLOWNET] && *a->val[O_ALLOWNET]) {
-        a->nets_env = strdup(a->val[O_ALLOWNET]);
-        char *save = NULL;
-        for (char *t = a->nets_env ? strtok_r(a->nets_env, ", ", &save) : NULL;
-             t && a->n_nets < MAX_ALLOW_NETS; t = strtok_r(NULL, ", ", &save))
-            a->nets[a->n_nets++] = t;
-    }
-    o->allow_nets = a->nets;
-    o->n_allow_nets = a->n_nets;
-    o->tls_cert_file = a->val[O_TLSCERT];
-    o->tls_key_file = a->val[O_TLSKEY];
-    o->insecure = a->insecure;
-    o->durable_sync = a->durable;
     o->log = log_line;
-
     return CLI_OK;
 }
 
@@ -586,11 +521,19 @@ int cmd_serve(int argc, char **argv)
 {
     erg_server_opts o;
     erg_server_opts_init(&o);
-    serve_args a = {0};
-    int rc = serve_read(&a, argc, argv);
-    if (rc)
+    serve_args a = {.o = &o,
+                    .port = o.port,
+                    .max_body = (long)o.max_body_bytes,
+                    .max_conn = (long)o.max_connections,
+                    .max_jobs = o.max_jobs,
+                    .per_ip = (long)o.max_connections_per_ip,
+                    .plans = {.max = MAX_PLANS_DIRS, .seps = ":"},
+                    .nets = {.max = MAX_ALLOW_NETS, .seps = ", "}};
+    int rc = serve_parse(&a, argc, argv);
+    if (rc) {
+        serve_args_free(&a);
         return rc == CLI_HELP ? CLI_OK : rc;
-    report_lookalikes();
+    }
     if ((rc = serve_options(&a, &o))) {
         serve_args_free(&a);
         return rc;

@@ -8,43 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char cost_help[] =
-    "cost options:\n"
-    "  --device NAME       row of the device table: a100-nvlink (default), a100-pcie,\n"
-    "                      h100, v100\n"
-    "  --devices FILE      device table CSV (default: built in; data/shard_devices.csv)\n"
-    "  --compute MODE      model (roofline, default) | blas (time local GEMMs with\n"
-    "                      OpenBLAS) | cublas (cuBLAS loaded at run time; fails if absent)\n"
-    "  --cache FILE        measured GEMM cache (CSV batch,m,n,k,time_s), read and updated\n"
-    "  --profiles FILE     imported table segment,strategies,time_s,memory_bytes\n"
-    "                      (strategies: indices joined by '-'); overrides modelled rows\n"
-    "  --profiles-only     with --profiles: only the combinations the file lists are\n"
-    "                      candidates (measured costs, e.g. tools/shard_measure.py; every\n"
-    "                      unique segment needs a row)\n"
-    "  --mem-gb X          memory budget per device in GB (default: the device's)\n"
-    "  --optimizer-factor X  bytes kept per weight byte (default 4: weight, grad, Adam)\n"
-    "  --keep N            combinations listed per segment by `profile` and kept by the\n"
-    "                      fallback chain DP (default 64; the exact DP keeps every\n"
-    "                      combination not dominated in time and memory)\n";
-
-static const char common_help[] =
-    "  --hlo FILE          HLO text module (required); an already partitioned module\n"
-    "                      (collectives over device groups, or num_partitions > 1 without\n"
-    "                      sharding annotations) is refused: give the single-device one\n"
-    "  --mesh AxB          logical device mesh, e.g. 1x4, 2x2, 3x2 (required)\n"
-    "  --computation NAME  analyse this computation instead of ENTRY, e.g. a while body\n"
-    "                      (scanned layers: one plan for all iterations, times x trip\n"
-    "                      count from known_trip_count or the loop condition)\n"
-    "  --twin-window N     candidate dots one backward-twin search examines (default\n"
-    "                      64; it also reads at most 64 x N users): keeps the analysis\n"
-    "                      near-linear when a tensor is read by thousands of dots; the\n"
-    "                      report says when a search stopped at the window\n";
-
-static void usage(FILE *f, const char *sub)
+/* `ergon shard` alone or with --help: the actions (each has its own --help). */
+static void overview(FILE *f)
 {
-    if (!sub) {
-        fprintf(
-            f, "usage: ergon shard analyze --hlo FILE --mesh AxB [--members]\n"
+    fprintf(f, "usage: ergon shard analyze --hlo FILE --mesh AxB [--members]\n"
                "       ergon shard profile --hlo FILE --mesh AxB [cost options] [--rows N]\n"
                "       ergon shard search  --hlo FILE --mesh AxB [cost options] [--method "
                "dp|ilp|both]\n"
@@ -64,65 +31,6 @@ static void usage(FILE *f, const char *sub)
                "  comm      communication volume and time of each combination of the first\n"
                "            repeated segment (CFP's comm-volume experiment)\n"
                "\nSee docs/shard.md. Exit status: 0 ok, 1 input error, 2 usage error.\n");
-        return;
-    }
-    if (!strcmp(sub, "analyze")) {
-        fprintf(
-            f,
-            "usage: ergon shard analyze --hlo FILE --mesh AxB [--computation NAME] [--members]\n"
-            "\n"
-            "Prints every ParallelBlock (anchor, strategies, the dots' specs per strategy),\n"
-            "custom-call classes, all-reduces merged by reassociation, multi-block values,\n"
-            "the segments and the unique segment each maps to, and the strategy map.\n"
-            "\noptions:\n%s"
-            "  --members           list every member of every block with its spec under each\n"
-            "                      strategy (default: the dots and a summary)\n"
-            "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
-            common_help);
-    } else if (!strcmp(sub, "profile") || !strcmp(sub, "comm")) {
-        fprintf(f,
-                "usage: ergon shard %s --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
-                "                         [--rows N] [--out-profiles FILE]\n"
-                "\n%s"
-                "\noptions:\n%s%s"
-                "  --rows N            rows per table (default 20)\n"
-                "  --out-profiles FILE (profile) write every unique segment's kept combinations\n"
-                "                      as the CSV --profiles reads (segment,strategies,time_s,\n"
-                "                      memory_bytes; modelled): the candidates to measure\n"
-                "                      (tools/shard_measure.py times them with XLA on CPU\n"
-                "                      devices and writes the file --profiles reads)\n"
-                "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
-                sub,
-                !strcmp(sub, "profile")
-                    ? "Costs every unique segment's strategy combinations: total, compute,\n"
-                      "intrinsic collectives, resharding, bytes moved and memory per device.\n"
-                    : "Communication volume and time of each combination of the first repeated\n"
-                      "segment (CFP's comm-volume experiment).\n",
-                common_help, cost_help);
-    } else {
-        fprintf(
-            f,
-            "usage: ergon shard search --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
-            "                          [--method dp|ilp|both] [--time-limit S]\n"
-            "                          [--strategies K,K,...] [--out-hlo FILE] [--out-json FILE]\n"
-            "\n"
-            "Searches a plan (one strategy per block) and prints the solution vector, the\n"
-            "modelled iteration time, memory per device and TFLOP/s. When no plan fits the\n"
-            "memory budget it says what the smallest plan needs.\n"
-            "\noptions:\n%s%s"
-            "search options:\n"
-            "  --method M          dp (default), ilp, or both: DP and block ILP (prints the gap)\n"
-            "                      plus Alpa's per-operator ILP on the same costs\n"
-            "  --time-limit S      ILP time limit in seconds (default 600); an ILP that finds\n"
-            "                      no plan in time says so (no objective, no speed ratio)\n"
-            "  --strategies LIST   no search: cost and write the plan with these strategies,\n"
-            "                      one index per block in block order (PB 0, PB 1, ...),\n"
-            "                      comma-separated (a baseline, or a variant to measure)\n"
-            "  --out-hlo FILE      write the module with sharding annotations\n"
-            "  --out-json FILE     write the plan as JSON\n"
-            "\nExit status: 0 ok, 1 input error, 2 usage error.\n",
-            common_help, cost_help);
-    }
 }
 
 /* --strategies K,K,...: one strategy index per block, in block order. */
@@ -178,118 +86,195 @@ out:
 typedef struct shard_args {
     const char *hlo, *mesh, *method, *out_hlo, *out_json, *computation, *strategies, *out_profiles;
     erg_shard_cost_options co;
-    double time_limit;
-    long rows, twin_window;
+    double time_limit, mem_gb; /* mem_gb < 0: the device's memory */
+    long rows, twin_window, keep;
     bool members;
     int m0, m1;
 } shard_args;
 
-/* The options of ACTION sub (argv[2..]) and their checks; CLI_HELP after --help. */
-static int shard_parse(int argc, char **argv, const char *sub, shard_args *sh)
+static int method_opt(const char *cmd, const char *v, void *user)
 {
-    double d;
-    long l;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout, sub);
-            return CLI_HELP;
-        }
-        if (!strcmp(a, "--profiles-only")) {
-            sh->co.profiles_only = true;
-            continue;
-        }
-        if (!strcmp(a, "--members")) {
-            sh->members = true;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return cli_usage_error("shard", "option '%s' needs a value (or is unknown)", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--hlo"))
-            sh->hlo = v;
-        else if (!strcmp(a, "--mesh"))
-            sh->mesh = v;
-        else if (!strcmp(a, "--device"))
-            sh->co.device = v;
-        else if (!strcmp(a, "--devices"))
-            sh->co.devices_path = v;
-        else if (!strcmp(a, "--cache"))
-            sh->co.cache_path = v;
-        else if (!strcmp(a, "--profiles"))
-            sh->co.profiles_path = v;
-        else if (!strcmp(a, "--computation"))
-            sh->computation = v;
-        else if (!strcmp(a, "--out-hlo"))
-            sh->out_hlo = v;
-        else if (!strcmp(a, "--out-profiles"))
-            sh->out_profiles = v;
-        else if (!strcmp(a, "--out-json"))
-            sh->out_json = v;
-        else if (!strcmp(a, "--strategies"))
-            sh->strategies = v;
-        else if (!strcmp(a, "--method")) {
-            if (strcmp(v, "dp") && strcmp(v, "ilp") && strcmp(v, "both"))
-                return cli_usage_error("shard", "--method expects dp, ilp or both, got '%s'", v);
-            sh->method = v;
-        } else if (!strcmp(a, "--compute")) {
-            if (!strcmp(v, "model"))
-                sh->co.compute = ERG_SHARD_COMPUTE_MODEL;
-            else if (!strcmp(v, "blas"))
-                sh->co.compute = ERG_SHARD_COMPUTE_BLAS;
-            else if (!strcmp(v, "cublas"))
-                sh->co.compute = ERG_SHARD_COMPUTE_CUBLAS;
-            else
-                return cli_usage_error("shard",
-                                       "--compute expects model, blas or cublas, got "
-                                       "'%s'",
-                                       v);
-        } else if (!strcmp(a, "--mem-gb")) {
-            if (!cli_parse_double("shard", a, v, 1e-9, 1e9, &d))
-                return CLI_USAGE;
-            sh->co.mem_budget_bytes = d * 1e9;
-        } else if (!strcmp(a, "--optimizer-factor")) {
-            if (!cli_parse_double("shard", a, v, 1, 100, &d))
-                return CLI_USAGE;
-            sh->co.optimizer_factor = d;
-        } else if (!strcmp(a, "--time-limit")) {
-            if (!cli_parse_double("shard", a, v, 0.001, 86400, &sh->time_limit))
-                return CLI_USAGE;
-        } else if (!strcmp(a, "--keep")) {
-            if (!cli_parse_int("shard", a, v, 1, 4096, &l))
-                return CLI_USAGE;
-            sh->co.keep = (int)l;
-        } else if (!strcmp(a, "--twin-window")) {
-            if (!cli_parse_int("shard", a, v, 1, 1000000, &sh->twin_window))
-                return CLI_USAGE;
-        } else if (!strcmp(a, "--rows")) {
-            if (!cli_parse_int("shard", a, v, 1, 1000000, &sh->rows))
-                return CLI_USAGE;
-        } else {
-            return cli_usage_error("shard", "unknown option '%s'", a);
-        }
-    }
+    if (strcmp(v, "dp") && strcmp(v, "ilp") && strcmp(v, "both"))
+        return cli_usage_error(cmd, "--method expects dp, ilp or both, got '%s'", v);
+    *(const char **)user = v;
+    return CLI_OK;
+}
+
+static int compute_opt(const char *cmd, const char *v, void *user)
+{
+    erg_shard_compute *c = user;
+    if (!strcmp(v, "model"))
+        *c = ERG_SHARD_COMPUTE_MODEL;
+    else if (!strcmp(v, "blas"))
+        *c = ERG_SHARD_COMPUTE_BLAS;
+    else if (!strcmp(v, "cublas"))
+        *c = ERG_SHARD_COMPUTE_CUBLAS;
+    else
+        return cli_usage_error(cmd, "--compute expects model, blas or cublas, got '%s'", v);
+    return CLI_OK;
+}
+
+/* The rows every action has, and the cost rows of profile, comm and search. */
+#define SHARD_COMMON_OPTS(sh)                                                                      \
+    CLI_OPT_T("options:\n"),                                                                       \
+        CLI_OPT_S("hlo", "FILE", &(sh)->hlo,                                                       \
+                  "HLO text module (required); an already partitioned module\n"                    \
+                  "(collectives over device groups, or num_partitions > 1 without\n"               \
+                  "sharding annotations) is refused: give the single-device one"),                 \
+        CLI_OPT_S("mesh", "AxB", &(sh)->mesh,                                                      \
+                  "logical device mesh, e.g. 1x4, 2x2, 3x2 (required)"),                           \
+        CLI_OPT_S("computation", "NAME", &(sh)->computation,                                       \
+                  "analyse this computation instead of ENTRY, e.g. a while body\n"                 \
+                  "(scanned layers: one plan for all iterations, times x trip\n"                   \
+                  "count from known_trip_count or the loop condition)"),                           \
+        CLI_OPT_L("twin-window", "N", &(sh)->twin_window, 1, 1000000,                              \
+                  "candidate dots one backward-twin search examines (default\n"                    \
+                  "64; it also reads at most 64 x N users): keeps the analysis\n"                  \
+                  "near-linear when a tensor is read by thousands of dots; the\n"                  \
+                  "report says when a search stopped at the window")
+#define SHARD_COST_OPTS(sh)                                                                        \
+    CLI_OPT_T("cost options:\n"),                                                                  \
+        CLI_OPT_S("device", "NAME", &(sh)->co.device,                                              \
+                  "row of the device table: a100-nvlink (default), a100-pcie,\nh100, v100"),       \
+        CLI_OPT_S("devices", "FILE", &(sh)->co.devices_path,                                       \
+                  "device table CSV (default: built in; data/shard_devices.csv)"),                 \
+        CLI_OPT_CALL("compute", "MODE", compute_opt, &(sh)->co.compute,                            \
+                     "model (roofline, default) | blas (time local GEMMs with\n"                   \
+                     "OpenBLAS) | cublas (cuBLAS loaded at run time; fails if absent)"),           \
+        CLI_OPT_S("cache", "FILE", &(sh)->co.cache_path,                                           \
+                  "measured GEMM cache (CSV batch,m,n,k,time_s), read and updated"),               \
+        CLI_OPT_S("profiles", "FILE", &(sh)->co.profiles_path,                                     \
+                  "imported table segment,strategies,time_s,memory_bytes\n"                        \
+                  "(strategies: indices joined by '-'); overrides modelled rows"),                 \
+        CLI_OPT_B("profiles-only", &(sh)->co.profiles_only,                                        \
+                  "with --profiles: only the combinations the file lists are\n"                    \
+                  "candidates (measured costs, e.g. tools/shard_measure.py; every\n"               \
+                  "unique segment needs a row)"),                                                  \
+        CLI_OPT_D("mem-gb", "X", &(sh)->mem_gb, 1e-9, 1e9,                                         \
+                  "memory budget per device in GB (default: the device's)"),                       \
+        CLI_OPT_D("optimizer-factor", "X", &(sh)->co.optimizer_factor, 1, 100,                     \
+                  "bytes kept per weight byte (default 4: weight, grad, Adam)"),                   \
+        CLI_OPT_L("keep", "N", &(sh)->keep, 1, 4096,                                               \
+                  "combinations listed per segment by `profile` and kept by the\n"                 \
+                  "fallback chain DP (default 64; the exact DP keeps every\n"                      \
+                  "combination not dominated in time and memory)")
+
+static const char shard_exit[] = "Exit status: 0 ok, 1 input error, 2 usage error.\n";
+static const cli_help analyze_help = {
+    "usage: ergon shard analyze --hlo FILE --mesh AxB [--computation NAME] [--members]\n",
+    "Prints every ParallelBlock (anchor, strategies, the dots' specs per strategy),\n"
+    "custom-call classes, all-reduces merged by reassociation, multi-block values,\n"
+    "the segments and the unique segment each maps to, and the strategy map.\n",
+    shard_exit};
+static const cli_help profile_help = {
+    "usage: ergon shard profile --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
+    "                         [--rows N] [--out-profiles FILE]\n",
+    "Costs every unique segment's strategy combinations: total, compute,\n"
+    "intrinsic collectives, resharding, bytes moved and memory per device.\n",
+    shard_exit};
+static const cli_help comm_help = {
+    "usage: ergon shard comm --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
+    "                         [--rows N]\n",
+    "Communication volume and time of each combination of the first repeated\n"
+    "segment (CFP's comm-volume experiment).\n",
+    shard_exit};
+static const cli_help search_help = {
+    "usage: ergon shard search --hlo FILE --mesh AxB [--computation NAME] [cost options]\n"
+    "                          [--method dp|ilp|both] [--time-limit S]\n"
+    "                          [--strategies K,K,...] [--out-hlo FILE] [--out-json FILE]\n",
+    "Searches a plan (one strategy per block) and prints the solution vector, the\n"
+    "modelled iteration time, memory per device and TFLOP/s. When no plan fits the\n"
+    "memory budget it says what the smallest plan needs.\n",
+    shard_exit};
+
+/* ACTION's table (argv[0]; its options argv[1..]): CLI_HELP after --help. */
+static int shard_parse_table(int argc, char **argv, const char *cmd, shard_args *sh)
+{
+    const cli_opt analyze[] = {
+        SHARD_COMMON_OPTS(sh),
+        CLI_OPT_B("members", &sh->members,
+                  "list every member of every block with its spec under each\n"
+                  "strategy (default: the dots and a summary)"),
+        CLI_OPTS_END,
+    };
+    const cli_opt profile[] = {
+        SHARD_COMMON_OPTS(sh),
+        SHARD_COST_OPTS(sh),
+        CLI_OPT_L("rows", "N", &sh->rows, 1, 1000000, "rows per table (default 20)"),
+        CLI_OPT_S("out-profiles", "FILE", &sh->out_profiles,
+                  "write every unique segment's kept combinations\n"
+                  "as the CSV --profiles reads (segment,strategies,time_s,\n"
+                  "memory_bytes; modelled): the candidates to measure\n"
+                  "(tools/shard_measure.py times them with XLA on CPU\n"
+                  "devices and writes the file --profiles reads)"),
+        CLI_OPTS_END,
+    };
+    const cli_opt comm[] = {
+        SHARD_COMMON_OPTS(sh),
+        SHARD_COST_OPTS(sh),
+        CLI_OPT_L("rows", "N", &sh->rows, 1, 1000000, "rows per table (default 20)"),
+        CLI_OPTS_END,
+    };
+    const cli_opt search[] = {
+        SHARD_COMMON_OPTS(sh),
+        SHARD_COST_OPTS(sh),
+        CLI_OPT_T("search options:\n"),
+        CLI_OPT_CALL("method", "M", method_opt, &sh->method,
+                     "dp (default), ilp, or both: DP and block ILP (prints the gap)\n"
+                     "plus Alpa's per-operator ILP on the same costs"),
+        CLI_OPT_D("time-limit", "S", &sh->time_limit, 0.001, 86400,
+                  "ILP time limit in seconds (default 600); an ILP that finds\n"
+                  "no plan in time says so (no objective, no speed ratio)"),
+        CLI_OPT_S("strategies", "LIST", &sh->strategies,
+                  "no search: cost and write the plan with these strategies,\n"
+                  "one index per block in block order (PB 0, PB 1, ...),\n"
+                  "comma-separated (a baseline, or a variant to measure)"),
+        CLI_OPT_S("out-hlo", "FILE", &sh->out_hlo, "write the module with sharding annotations"),
+        CLI_OPT_S("out-json", "FILE", &sh->out_json, "write the plan as JSON"),
+        CLI_OPTS_END,
+    };
+    const char *sub = argv[0];
+    bool is_search = !strcmp(sub, "search"), is_analyze = !strcmp(sub, "analyze");
+    const cli_opt *t = is_search              ? search
+                       : is_analyze           ? analyze
+                       : !strcmp(sub, "comm") ? comm
+                                              : profile;
+    const cli_help *h = is_search    ? &search_help
+                        : is_analyze ? &analyze_help
+                        : t == comm  ? &comm_help
+                                     : &profile_help;
+    return cli_opts_parse_all(cmd, argc, argv, t, h);
+}
+
+/* The options of ACTION argv[0] and their checks together; CLI_HELP after --help. */
+static int shard_parse(int argc, char **argv, const char *cmd, shard_args *sh)
+{
+    int rc = shard_parse_table(argc, argv, cmd, sh);
+    if (rc)
+        return rc;
+    const char *sub = argv[0];
+    if (sh->mem_gb >= 0)
+        sh->co.mem_budget_bytes = sh->mem_gb * 1e9;
+    sh->co.keep = (int)sh->keep;
     if (!sh->hlo)
-        return cli_usage_error("shard", "--hlo FILE is required");
+        return cli_usage_error(cmd, "--hlo FILE is required");
     if (sh->co.profiles_only && !sh->co.profiles_path)
-        return cli_usage_error("shard", "--profiles-only needs --profiles FILE");
+        return cli_usage_error(cmd, "--profiles-only needs --profiles FILE");
     if (sh->co.profiles_only && !strcmp(sub, "search") && strcmp(sh->method, "dp") &&
         !sh->strategies)
-        return cli_usage_error("shard", "--profiles-only: measured costs are per segment "
-                                        "combination, which only the DP searches (--method dp)");
-    if (sh->out_profiles && strcmp(sub, "profile"))
-        return cli_usage_error("shard", "--out-profiles is an option of 'profile'");
+        return cli_usage_error(cmd, "--profiles-only: measured costs are per segment "
+                                    "combination, which only the DP searches (--method dp)");
     if (!sh->mesh)
-        return cli_usage_error("shard", "--mesh AxB is required");
+        return cli_usage_error(cmd, "--mesh AxB is required");
     char tail;
     if (sscanf(sh->mesh, "%dx%d%c", &sh->m0, &sh->m1, &tail) != 2 || sh->m0 < 1 || sh->m1 < 1 ||
         (long long)sh->m0 * sh->m1 < 2)
-        return cli_usage_error("shard",
+        return cli_usage_error(cmd,
                                "--mesh expects AxB (two whole numbers >= 1, at least 2 "
                                "devices, e.g. 2x4), got '%s'",
                                sh->mesh);
     if (sh->m0 > 1024 || sh->m1 > 1024)
-        return cli_usage_error("shard",
+        return cli_usage_error(cmd,
                                "--mesh %s: each side is at most 1024 devices (got %d x "
                                "%d)",
                                sh->mesh, sh->m0, sh->m1);
@@ -351,7 +336,7 @@ static int compare_ilp(erg_shard *s, const erg_shard_plan *p, erg_shard_plan **q
 int cmd_shard(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout, NULL);
+        overview(argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
     const char *sub = argv[1];
@@ -359,10 +344,16 @@ int cmd_shard(int argc, char **argv)
         strcmp(sub, "comm"))
         return cli_usage_error("shard", "unknown action '%s' (analyze, profile, search, comm)",
                                sub);
-    shard_args sa = {
-        .method = "dp", .time_limit = 600, .rows = 20, .twin_window = ERG_SHARD_TWIN_WINDOW};
+    shard_args sa = {.method = "dp",
+                     .time_limit = 600,
+                     .mem_gb = -1,
+                     .rows = 20,
+                     .twin_window = ERG_SHARD_TWIN_WINDOW};
     erg_shard_cost_options_init(&sa.co);
-    int prc = shard_parse(argc, argv, sub, &sa);
+    sa.keep = sa.co.keep;
+    char cmd[32];
+    snprintf(cmd, sizeof cmd, "shard %s", sub);
+    int prc = shard_parse(argc - 1, argv + 1, cmd, &sa);
     if (prc)
         return prc == CLI_HELP ? CLI_OK : prc;
     const char *hlo = sa.hlo, *method = sa.method, *out_hlo = sa.out_hlo, *out_json = sa.out_json,

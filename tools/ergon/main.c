@@ -242,11 +242,14 @@ int cli_bad_option(const char *cmd, char **argv, const struct option *opts)
     const char *a = optind > 0 ? argv[optind - 1] : "";
     if (!a)
         a = "";
-    /* a known option whose value is missing */
+    /* a known option whose value is missing, or a flag given one (--flag=x) */
     if (optopt)
-        for (const struct option *o = opts; o && o->name; o++)
+        for (const struct option *o = opts; o && o->name; o++) {
             if (o->val == optopt && o->has_arg == required_argument)
                 return cli_usage_error(cmd, "option '--%s' needs a value", o->name);
+            if (o->val == optopt && o->has_arg == no_argument && strchr(a, '='))
+                return cli_usage_error(cmd, "option '--%s' takes no value", o->name);
+        }
     const char *name = a;
     while (*name == '-')
         name++;

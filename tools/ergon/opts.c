@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HELP_COL 23 /* the column option help starts at: "  --name ARG" padded */
+#define HELP_COL 23   /* the column option help starts at: "  --name ARG" padded */
+#define HELP_WIDTH 99 /* an [ENV] that would end a line past this column goes under it */
 
 static size_t count(const cli_opt *t)
 {
@@ -118,7 +119,7 @@ int cli_opts_parse_all(const char *cmd, int argc, char **argv, const cli_opt *op
 }
 
 /* One option's help: "  --name ARG" then its lines, the first beside it (on its own line when
- * the name is too long), the others under it at HELP_COL. */
+ * the name is too long), the others under it at HELP_COL; the last ends in [ENV, ENV2]. */
 static void option_help(FILE *f, const cli_opt *o)
 {
     char left[96], sh[8] = "";
@@ -131,8 +132,17 @@ static void option_help(FILE *f, const cli_opt *o)
     fprintf(f, "%s%*s", left, pad > 1 ? pad : 3, "");
     for (;;) {
         const char *nl = strchr(h, '\n');
-        fprintf(f, "%.*s\n", (int)(nl ? nl - h : (long)strlen(h)), h);
-        if (!nl || !nl[1])
+        bool last = !nl || !nl[1];
+        int len = (int)(nl ? nl - h : (long)strlen(h));
+        fprintf(f, "%.*s", len, h);
+        if (last && o->env) {
+            size_t w = strlen(o->env) + (o->env2 ? strlen(o->env2) + 2 : 0) + 3;
+            if (HELP_COL + len + (int)w > HELP_WIDTH) /* the bracket on a line of its own */
+                fprintf(f, "\n%*s", HELP_COL - 1, "");
+            fprintf(f, " [%s%s%s]", o->env, o->env2 ? ", " : "", o->env2 ? o->env2 : "");
+        }
+        fputc('\n', f);
+        if (last)
             break;
         h = nl + 1;
         fprintf(f, "%*s", HELP_COL, "");
