@@ -24,6 +24,8 @@ grep -qF -- "--job-idle-timeout S" <<<"$help" && grep -qF "[ERGON_JOB_IDLE_TIMEO
   fail "--help lacks --job-idle-timeout and its variables: $help"
 out=$(PORT=abc refused); rc=$?
 [ $rc -eq 2 ] && grep -qF "PORT expects an integer in [0, 65535], got 'abc'" <<<"$out" || fail "bad PORT ($rc): $out"
+# --help answers whatever the environment holds
+out=$(PORT=abc "$ERGON" serve --help 2>&1) && grep -q "^usage: ergon serve" <<<"$out" || fail "serve --help with a bad PORT: $out"
 out=$(ERGON_MAX_CONNECTIONS_PER_IP=0 refused); rc=$?
 [ $rc -eq 2 ] && grep -qF "ERGON_MAX_CONNECTIONS_PER_IP expects an integer in [1, 1000000], got '0'" <<<"$out" ||
   fail "bad ERGON_MAX_CONNECTIONS_PER_IP ($rc): $out"

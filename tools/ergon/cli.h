@@ -101,6 +101,9 @@ int cli_opts_parse(const char *cmd, int argc, char **argv, const cli_opt *opts,
 int cli_opts_parse_all(const char *cmd, int argc, char **argv, const cli_opt *opts,
                        const cli_help *help);
 void cli_opts_help(FILE *f, const cli_opt *opts, const cli_help *help);
+/* Does argv[1..] (up to a "--") ask for -h/--help? For a command that reads more than argv
+ * before parsing (serve's environment): --help answers whatever that holds. */
+bool cli_opts_wants_help(int argc, char **argv);
 /* The largest --stages (--ranks) every command accepts: what the library plans and its
  * files hold (ERG_MAX_STAGES, ergon.h); a planner with a smaller limit says so itself. */
 #define CLI_MAX_STAGES ERG_MAX_STAGES

@@ -483,7 +483,8 @@ static int serve_parse(serve_args *a, int argc, char **argv)
              "--allow-net network that is not a private range (a\nnetwork you trust)"),
         CLI_OPTS_END,
     };
-    int rc = serve_env(a, opts);
+    /* --help answers whatever the environment holds (a bad variable is an error of a run) */
+    int rc = cli_opts_wants_help(argc, argv) ? CLI_OK : serve_env(a, opts);
     if (rc == CLI_OK)
         rc = cli_opts_parse_all("serve", argc, argv, opts, &serve_help);
     if (rc == CLI_OK)

@@ -165,3 +165,11 @@ void cli_opts_help(FILE *f, const cli_opt *opts, const cli_help *help)
     if (help->epilogue)
         fprintf(f, "\n%s", help->epilogue);
 }
+
+bool cli_opts_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return true;
+    return false;
+}
