@@ -34,6 +34,11 @@ Settings (the override's JSON object, or `--ergon.KEY VALUE`; see SETTINGS):
                      (server samples are then the device's time and energy, see _wrap)
   out DIR            each rank writes DIR/ergon-rank-R.json: per step the order the hooks saw,
                      time, energy, receive waits and the losses (float hex), clock changes
+  log_dir DIR        the client's logs (docs/runtime.md "Logs"): instructions-R.csv with the
+                     clock each instruction ran at (freq_run)
+  wait_clock true    each instruction waits at its begin until its clock is applied
+                     (ERG_CLIENT_WAIT_CLOCK: freq_run is then the clock it ran at; on a real
+                     GPU a stall per clock change)
 
 HOW: the override claims torchtitan's checkpoint-manager config (the one component the
 Trainer builds with a reference to itself: `states={"train_state": trainer}`, after the
@@ -80,7 +85,8 @@ __all__ = ["cpu_shim", "main", "with_override", "csv_order", "SETTINGS", "ErgonT
 # The settings (override kwargs / --ergon.KEY switches) and their types.
 SETTINGS = {"gpu": str, "plan": str, "clock": str, "server": str, "scheduler": str,
             "scheduler_args": dict, "power_states": str, "window_steps": int,
-            "max_windows": int, "job_file": str, "schedule": str, "pace": bool, "out": str}
+            "max_windows": int, "job_file": str, "schedule": str, "pace": bool, "out": str,
+            "log_dir": str, "wait_clock": bool}
 _KIND_NAMES = {ergon.FORWARD: "forward", ergon.BACKWARD: "backward",
                ergon.BACKWARD_INPUT: "backward_input", ergon.BACKWARD_WEIGHT: "backward_weight"}
 _LETTERS = {"F": ergon.FORWARD, "B": ergon.BACKWARD, "I": ergon.BACKWARD_INPUT,
@@ -223,7 +229,9 @@ class ErgonTrainer:
         self.gpu = ergon.Gpu(s.get("gpu", "auto"))
         sim = self.gpu.backend == "sim"
         self.dev = self.pp_rank if sim else int(os.environ.get("LOCAL_RANK", 0))
-        self.client = ergon.Client(self.gpu, device=self.dev, rank=self.pp_rank)
+        self.client = ergon.Client(self.gpu, device=self.dev, rank=self.pp_rank,
+                                   log_dir=s.get("log_dir"),
+                                   flags=ergon.CLIENT_WAIT_CLOCK if s.get("wait_clock") else 0)
         self.top = max(self.gpu.sm_clocks(self.dev))
         if "plan" in s:
             self.client.load_plan(s["plan"], self.pp_rank)
@@ -350,7 +358,7 @@ class _ServerJob:
         self.sc = ServerClient(s["server"], schedule_wait_s=5)
         self.window_steps = max(1, s.get("window_steps", 1))
         self.job, self.window, self.left, self.its = None, None, 0, []
-        self.windows, self.power_states, self.done = 0, [], False
+        self.windows, self.power_states, self.window_ids, self.done = 0, [], [], False
         self.plan_path = os.path.join(s.get("out") or ".", ".ergon-window-%d.json" % run.pp_rank)
 
     def _register(self):
@@ -395,6 +403,7 @@ class _ServerJob:
                 self.run.client.set_uniform_clock(self.run.top)
                 return
             self.window, ps = got
+            self.window_ids.append(self.window)
             self._apply(ps)
             self.power_states.append(ps)
             self.run.client.sync(10.0)
@@ -475,7 +484,8 @@ class _ServerJob:
             self.sc.close()
 
     def summary(self):
-        return {"job_id": self.job, "windows": self.windows, "power_states": self.power_states}
+        return {"job_id": self.job, "windows": self.windows, "power_states": self.power_states,
+                "window_ids": self.window_ids}
 
 
 def _expand(sched, P, M, rank):
