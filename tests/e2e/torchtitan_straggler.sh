@@ -8,7 +8,9 @@
 # step of window 1 and before reporting it, and slowdown 1.1 likewise in window 3
 # (tests/python/torchtitan_check.py, "straggler"); window W cannot complete before rank 0
 # reports it, so the server answers applies_from_window = W + 1 -- the test synchronises on
-# windows, never on time. Checks:
+# windows, never on time. The same job then runs on PP = 2 x DP = 2 (torchtitan's
+# data_parallel_replicate_degree 2: two replicas of a 2-stage pipeline on the 4 ranks).
+# Checks, for both:
 #   * the server's answers are applies_from_window 2 and 4, and its windows table records no
 #     target for windows 0-1 (the job's slowdown 1.0), 1.2 for 2-3 and 1.1 for 4-5, and for
 #     each window the frontier plan `ergon choose --slowdown X` picks for that target;
@@ -17,7 +19,10 @@
 #     rank before and after each change;
 #   * every instruction of every rank ran at that plan's clock, window by window, and the
 #     step after the job at 1410 MHz: the client logs' freq_run (--ergon.log_dir,
-#     --ergon.wait_clock), checked one by one by tests/e2e/check_clocks.py.
+#     --ergon.wait_clock), checked one by one by tests/e2e/check_clocks.py, for each replica;
+#   * every rank of every replica registered under its own rank (global rank g: dp_rank g % DP,
+#     pp_rank g // DP, as torchtitan's mesh has pp outermost) and reported every window.
+# (FSDP, data_parallel_shard_degree > 1, cannot run here: gloo has no ReduceOp.PREMUL_SUM.)
 source "$(dirname "$0")/../lib/venv_lib.bash"
 need_venv torch torchtitan.trainer
 tmp=$(mktemp -d)
@@ -28,7 +33,7 @@ export HF_HOME="$tmp/hf" HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 OMP_NUM_THREADS=
 M=4 WINDOWS=6 STEPS=7
 "$VPY" "$ERGON_SRC/examples/torchtitan/make_assets.py" "$tmp/assets" || fail "tokenizer and data"
 mkdir -p "$tmp/plans"
-for P in 4; do
+for P in 4 2; do
   "$ERGON" profile sim --gpu a100 --model gpt3-xl --stages $P --split-backward \
     -o "$tmp/sim$P.csv" >/dev/null 2>&1 || fail "profile sim"
   "$ERGON" plan perseus --profile "$tmp/sim$P.csv" --schedule 1f1b --stages $P --microbatches $M \
@@ -56,7 +61,9 @@ common = ["--module", "llama3", "--config", "llama3_debugmodel",
           "--checkpoint.no-enable", "--debug.seed", "7", "--debug.deterministic",
           "--metrics.log_freq", "100", "--dump_folder", tmp + "/titan"]
 cases = []
-for name, P, extra in (("pp4", 4, []),):
+for name, P, extra in (("pp4", 4, []), ("pp2dp2", 2, [
+        "--parallelism.data_parallel_replicate_degree", "2",
+        "--parallelism.data_parallel_shard_degree", "1"])):
     cases.append({"name": "1f1b Frontier %s" % name, "straggler": [
         {"window": 1, "slowdown": 1.2}, {"window": 3, "slowdown": 1.1}],
         "args": common + ["--parallelism.pipeline_parallel_degree", str(P)] + extra +
@@ -80,7 +87,7 @@ echo "4 ranks, $(grep -c '^case ' "$tmp/run.log") torchtitan Trainer runs in $((
 kill $spid && wait $spid 2>/dev/null
 spid=""
 # Window by window: the target the server recorded, the clocks it served, the plan for it.
-"$VPY" - "$tmp" $WINDOWS $STEPS pp4:4:1 <<'PY' >"$tmp/check.txt" 2>&1 || { cat "$tmp/check.txt"; fail "the straggler targets did not do what they claim"; }
+"$VPY" - "$tmp" $WINDOWS $STEPS pp4:4:1 pp2dp2:2:2 <<'PY' >"$tmp/check.txt" 2>&1 || { cat "$tmp/check.txt"; fail "the straggler targets did not do what they claim"; }
 import json, re, sqlite3, sys
 tmp, windows, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 target = lambda w: 1.0 if w < 2 else 1.2 if w < 4 else 1.1
@@ -107,7 +114,7 @@ for spec in sys.argv[4:]:
     # Every rank of every replica registered under its own rank and reported every window.
     got = sorted((r, json.loads(i)["dp_rank"], json.loads(i)["pp_rank"]) for r, i in db.execute(
         "SELECT rank, info FROM ranks WHERE job_id = ?", (job,)))
-    assert got == [(g, g % DP, g // DP) for g in range(P * DP)], got
+    assert got == [(g, g % DP, g // DP) for g in range(P * DP)], got   # pp outermost
     got = db.execute("SELECT window, COUNT(DISTINCT rank) FROM results WHERE job_id = ? "
                      "GROUP BY window ORDER BY window", (job,)).fetchall()
     assert got == [(w, P * DP) for w in range(windows)], got
@@ -121,22 +128,30 @@ for spec in sys.argv[4:]:
         assert len(x["steps"]) == steps, (g, len(x["steps"]))
         for w, ps in enumerate(srv["power_states"]):
             assert ps == plan[target(w)][pp], (g, w, ps, plan[target(w)][pp])
-    print("%s: windows 0-%d at targets %s; every rank's served clocks = ergon choose's plan "
-          "for its window's target (%s)" % (name, windows - 1,
-          "/".join("%g" % target(w) for w in range(windows)), job))
+    print("%s: %d ranks registered as (dp, pp) %s, each reported windows 0-%d; targets %s; "
+          "every rank's served clocks = ergon choose's plan for its window's target (%s)"
+          % (name, P * DP, " ".join("(%d,%d)" % (g % DP, g // DP) for g in range(P * DP)),
+             windows - 1, "/".join("%g" % target(w) for w in range(windows)), job))
 PY
 cat "$tmp/check.txt"
 # Instruction by instruction: the plan of each window's target, then the top clock.
-for spec in pp4:4; do
-  name=${spec%%:*} P=${spec##*:}
+for spec in pp4:4:1 pp2dp2:2:2; do
+  IFS=: read -r name P DP <<<"$spec"
   segs=()
   for w in $(seq 0 $((WINDOWS - 1))); do
     x=1.0; [ $w -ge 2 ] && x=1.2; [ $w -ge 4 ] && x=1.1
     segs+=(--segment "1:$tmp/p$P-$x.json")
   done
   segs+=(--segment "$((STEPS - WINDOWS)):1410@$tmp/p$P-1.0.json")
-  "$VPY" "$ERGON_SRC/tests/e2e/check_clocks.py" "$tmp/logs/$name" --ranks $P "${segs[@]}" \
-    >"$tmp/clocks.txt" 2>&1 || { cat "$tmp/clocks.txt"; fail "$name: an instruction did not run at its window's clock"; }
-  echo "$name clocks: $(tail -1 "$tmp/clocks.txt")"
+  # Each data-parallel replica d is a pipeline of its own: stage s is global rank s*DP + d.
+  for d in $(seq 0 $((DP - 1))); do
+    mkdir -p "$tmp/logs/$name-dp$d"
+    for s in $(seq 0 $((P - 1))); do
+      ln -s "$tmp/logs/$name/instructions-$((s * DP + d)).csv" "$tmp/logs/$name-dp$d/instructions-$s.csv"
+    done
+    "$VPY" "$ERGON_SRC/tests/e2e/check_clocks.py" "$tmp/logs/$name-dp$d" --ranks $P "${segs[@]}" \
+      >"$tmp/clocks.txt" 2>&1 || { cat "$tmp/clocks.txt"; fail "$name replica $d: an instruction did not run at its window's clock"; }
+    echo "$name replica $d clocks: $(tail -1 "$tmp/clocks.txt")"
+  done
 done
 echo "PASS"
