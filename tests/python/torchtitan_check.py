@@ -7,7 +7,14 @@ ConfigManager parses the case's torchtitan arguments with ergon's override added
 does), torchtitan's own Trainer is built, trains and is closed -- torchtitan.train.main()'s
 body, run for every case in one process so that the ranks pay Python's and torch's start-up
 once. ergon's hooks record what they saw under the case's settings["out"]; the shell test
-checks those files. Rank 0 prints one line per case."""
+checks those files. Rank 0 prints one line per case.
+
+A case's "straggler" (a list of {"window": W, "slowdown": X}) sets straggler targets on a
+Frontier job while it runs, through the server's API (POST /v1/jobs/ID/straggler): rank 0,
+after the last step of window W and before it reports that window, posts the target. Window W
+cannot complete before rank 0 reports it, so the server schedules every window after W for
+the new target (applies_from_window = W + 1, synchronised on windows, not on time). The
+server's answers go to settings["out"]/straggler.json."""
 import json
 import os
 import sys
@@ -23,6 +30,25 @@ from torchtitan.config import ConfigManager  # noqa: E402
 from torchtitan.tools.logging import init_logger  # noqa: E402
 
 
+def _post_targets(job, targets, out):
+    """Wrap the server job's after_step on rank 0 (see the module docstring)."""
+    orig, todo, answers = job.after_step, list(targets), []
+
+    def after_step(*args, **kwargs):
+        if todo and job.left == 1 and job.window == todo[0]["window"]:
+            t = todo.pop(0)
+            code, text = job.sc.request("POST", "/v1/jobs/%s/straggler" % job.job,
+                                        json.dumps({"slowdown": t["slowdown"]}))
+            if code != 200:
+                raise RuntimeError("straggler target %s: HTTP %d %s" % (t, code, text))
+            answers.append(dict(t, answer=json.loads(text)))
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, "straggler.json"), "w") as f:
+                json.dump(answers, f, indent=1)
+        return orig(*args, **kwargs)
+    job.after_step = after_step
+
+
 def main():
     cases = json.load(open(sys.argv[1]))
     init_logger()
@@ -33,6 +59,8 @@ def main():
         config = ConfigManager().parse_args(
             tt.with_override(c["args"], c["settings"], cpu=tt._cpu_only()))
         trainer = config.build()
+        if c.get("straggler") and rank == 0:
+            _post_targets(trainer.ergon.server, c["straggler"], c["settings"]["out"])
         try:
             trainer.train()
         finally:

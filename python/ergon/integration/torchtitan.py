@@ -32,8 +32,21 @@ Settings (the override's JSON object, or `--ergon.KEY VALUE`; see SETTINGS):
                      pipeline_parallel_schedule_csv in server mode, e.g. ours)
   pace true          on a simulated GPU, hold each instruction for the model's time at its clock
                      (server samples are then the device's time and energy, see _wrap)
-  out DIR            each rank writes DIR/ergon-rank-R.json: per step the order the hooks saw,
-                     time, energy, receive waits and the losses (float hex), clock changes
+  out DIR            each rank writes DIR/ergon-rank-R.json (R: the global rank): per step the
+                     order the hooks saw, time, energy, receive waits and the losses (float
+                     hex), clock changes, and in server mode the clocks each window was served
+  log_dir DIR        the client's logs (docs/runtime.md "Logs"): instructions-R.csv, R the
+                     global rank, with the clock each instruction ran at (freq_run)
+  wait_clock true    each instruction waits at its begin until its clock is applied
+                     (ERG_CLIENT_WAIT_CLOCK: freq_run is then the clock it ran at; on a real
+                     GPU a stall per clock change)
+
+Ranks: the client's rank and a server job's rank are the process's global rank (torchtitan's
+mesh puts pp outermost: the ranks of pipeline stage s are s*W/P ... (s+1)*W/P - 1, W the world
+size); its stage is its pp rank, and in a server job its dp_rank counts the data-parallel
+replicas (dp_replicate x dp_shard x cp) and tp_rank the tensor-parallel ones, so a job of PP x
+DP ranks registers every rank and the server serves each replica's stage ranks the stage's
+clocks.
 
 HOW: the override claims torchtitan's checkpoint-manager config (the one component the
 Trainer builds with a reference to itself: `states={"train_state": trainer}`, after the
@@ -80,7 +93,8 @@ __all__ = ["cpu_shim", "main", "with_override", "csv_order", "SETTINGS", "ErgonT
 # The settings (override kwargs / --ergon.KEY switches) and their types.
 SETTINGS = {"gpu": str, "plan": str, "clock": str, "server": str, "scheduler": str,
             "scheduler_args": dict, "power_states": str, "window_steps": int,
-            "max_windows": int, "job_file": str, "schedule": str, "pace": bool, "out": str}
+            "max_windows": int, "job_file": str, "schedule": str, "pace": bool, "out": str,
+            "log_dir": str, "wait_clock": bool}
 _KIND_NAMES = {ergon.FORWARD: "forward", ergon.BACKWARD: "backward",
                ergon.BACKWARD_INPUT: "backward_input", ergon.BACKWARD_WEIGHT: "backward_weight"}
 _LETTERS = {"F": ergon.FORWARD, "B": ergon.BACKWARD, "I": ergon.BACKWARD_INPUT,
@@ -213,8 +227,18 @@ class ErgonTrainer:
         self.trainer = trainer
         sched = trainer.pp_schedule
         stages = list(getattr(sched, "_stages", None) or [sched._stage])
-        self.pp_rank = trainer.parallel_dims.get_mesh("pp").get_local_rank()
-        self.P = trainer.parallel_dims.pp
+        pd = trainer.parallel_dims
+        self.pp_rank = pd.get_mesh("pp").get_local_rank()
+        self.P = pd.pp
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.tp = pd.tp
+        per_stage = self.world // self.P
+        if self.rank // per_stage != self.pp_rank:
+            raise RuntimeError("ergon: global rank %d of %d has pp rank %d; expected torchtitan's "
+                               "mesh with pp outermost (pp rank %d)"
+                               % (self.rank, self.world, self.pp_rank, self.rank // per_stage))
+        self.dp_rank = (self.rank % per_stage) // self.tp
+        self.tp_rank = self.rank % self.tp
         self.M = trainer.num_pipeline_parallel_microbatches
         par = trainer.config.parallelism
         self.csv = par.pipeline_parallel_schedule_csv or None
@@ -223,7 +247,9 @@ class ErgonTrainer:
         self.gpu = ergon.Gpu(s.get("gpu", "auto"))
         sim = self.gpu.backend == "sim"
         self.dev = self.pp_rank if sim else int(os.environ.get("LOCAL_RANK", 0))
-        self.client = ergon.Client(self.gpu, device=self.dev, rank=self.pp_rank)
+        self.client = ergon.Client(self.gpu, device=self.dev, rank=self.rank,
+                                   log_dir=s.get("log_dir"),
+                                   flags=ergon.CLIENT_WAIT_CLOCK if s.get("wait_clock") else 0)
         self.top = max(self.gpu.sm_clocks(self.dev))
         if "plan" in s:
             self.client.load_plan(s["plan"], self.pp_rank)
@@ -295,7 +321,7 @@ class ErgonTrainer:
                 out = self._orig_step(*args, **kwargs)
         except BaseException as ex:
             if self.server is not None:   # the job cannot go on: say why, end it here
-                self.server.abort("rank %d: %s" % (self.pp_rank,
+                self.server.abort("rank %d: %s" % (self.rank,
                                                    str(ex)[:200] or type(ex).__name__))
             raise
         t, e = self.hooks.last_step
@@ -326,11 +352,12 @@ class ErgonTrainer:
                 pass                     # a clock the back-end refused: the count says so
             if out:
                 os.makedirs(out, exist_ok=True)
-                res = {"rank": self.pp_rank, "P": self.P, "M": self.M,
+                res = {"rank": self.rank, "pp_rank": self.pp_rank, "dp_rank": self.dp_rank,
+                       "tp_rank": self.tp_rank, "world_size": self.world, "P": self.P, "M": self.M,
                        "schedule": self.schedule, "csv": self.csv,
                        "clock_changes": self.client.clock_changes, "steps": self.records,
                        "server": self.server.summary() if self.server else None}
-                with open(os.path.join(out, "ergon-rank-%d.json" % self.pp_rank), "w") as f:
+                with open(os.path.join(out, "ergon-rank-%d.json" % self.rank), "w") as f:
                     json.dump(res, f, indent=1)
             self.client.close()          # puts the GPU's clocks back
             self.gpu.close()
@@ -338,10 +365,13 @@ class ErgonTrainer:
 
 class _ServerJob:
     """Windows driven by `ergon serve` (/v1 API), as the example trainer's train_server:
-    rank 0 registers the job and broadcasts its id, every rank registers its instructions and
-    the clocks it offers; each window: fetch its clocks, run window_steps iterations, report
-    time, energy, per-instruction samples and receive waits. When the server ends the job
-    (e.g. InstructionProfiler done), training goes on at the top clock."""
+    global rank 0 registers the job (pp_degree P, dp_degree and tp_degree: the world is
+    P x dp x tp ranks) and broadcasts its id to every rank; every rank registers under its
+    global rank (dp_rank, pp_rank, tp_rank) its instructions and the clocks it offers (the
+    server serves stage s's clocks to every rank with pp_rank s); each window: fetch its
+    clocks, run window_steps iterations, report time, energy, per-instruction samples and
+    receive waits. When the server ends the job (e.g. InstructionProfiler done), training goes
+    on at the top clock."""
 
     def __init__(self, run, dist):
         from ergon.server_client import ServerClient
@@ -350,17 +380,18 @@ class _ServerJob:
         self.sc = ServerClient(s["server"], schedule_wait_s=5)
         self.window_steps = max(1, s.get("window_steps", 1))
         self.job, self.window, self.left, self.its = None, None, 0, []
-        self.windows, self.power_states, self.done = 0, [], False
-        self.plan_path = os.path.join(s.get("out") or ".", ".ergon-window-%d.json" % run.pp_rank)
+        self.windows, self.power_states, self.window_ids, self.done = 0, [], [], False
+        self.plan_path = os.path.join(s.get("out") or ".", ".ergon-window-%d.json" % run.rank)
 
     def _register(self):
         r = self.run
         s = r.settings
         order = r.order()
         job = None
-        if r.pp_rank == 0:
+        if r.rank == 0:
             job = self.sc.register_job(
-                pp_degree=r.P, framework="torchtitan",
+                pp_degree=r.P, dp_degree=r.world // (r.P * r.tp), tp_degree=r.tp,
+                framework="torchtitan",
                 model_name=str(getattr(r.trainer.config.model_spec, "name", "model")),
                 partition_method="uniform",
                 microbatch_size=r.trainer.config.parallelism.pipeline_parallel_microbatch_size,
@@ -370,18 +401,15 @@ class _ServerJob:
                 with open(s["job_file"], "w") as f:
                     f.write(job + "\n")
         box = [job]
-        self.dist.broadcast_object_list(box, group=self._group(), group_src=0)
+        self.dist.broadcast_object_list(box, src=0)   # every rank of the job
         self.job = box[0]
         states = (_parse_clocks(s["power_states"]) if s.get("power_states")
                   else r.gpu.sm_clocks(r.dev))
         self.order = order
-        self.sc.register_rank(self.job, rank=r.pp_rank, dp_rank=0, pp_rank=r.pp_rank,
-                              tp_rank=0, pipe_schedule=[_KIND_NAMES[_LETTERS[k]]
+        self.sc.register_rank(self.job, rank=r.rank, dp_rank=r.dp_rank, pp_rank=r.pp_rank,
+                              tp_rank=r.tp_rank, pipe_schedule=[_KIND_NAMES[_LETTERS[k]]
                                                         for k, _, _ in order],
                               power_states=states)
-
-    def _group(self):
-        return self.run.trainer.parallel_dims.get_mesh("pp").get_group()
 
     def before_step(self):
         if self.done:
@@ -389,18 +417,19 @@ class _ServerJob:
         if self.job is None:
             self._register()
         if self.left == 0:
-            got = self.sc.fetch_schedule(self.job, self.run.pp_rank)
+            got = self.sc.fetch_schedule(self.job, self.run.rank)
             if got is None:           # the job ended: train on at the top clock
                 self.done = True
                 self.run.client.set_uniform_clock(self.run.top)
                 return
             self.window, ps = got
+            self.window_ids.append(self.window)
             self._apply(ps)
             self.power_states.append(ps)
             self.run.client.sync(10.0)
             self.run.client.energy_source(reset=True)
             self.left, self.its = self.window_steps, []
-        self.sc.heartbeat(self.job, self.run.pp_rank)
+        self.sc.heartbeat(self.job, self.run.rank)
 
     def after_step(self, t, e, samples, waits):
         if self.done or self.left == 0:
@@ -408,7 +437,7 @@ class _ServerJob:
         self.its.append((t, e, samples, waits))
         self.left -= 1
         if self.left == 0:
-            self.sc.report(self.job, self.window, self.run.pp_rank, self.its,
+            self.sc.report(self.job, self.window, self.run.rank, self.its,
                            energy_source=self.run.client.energy_source(reset=True))
             self.windows += 1
             mw = self.run.settings.get("max_windows", 0)
@@ -459,8 +488,8 @@ class _ServerJob:
                 pass
 
     def _end(self, why):
-        self.dist.barrier(group=self._group())   # every rank reported its last window
-        if self.run.pp_rank == 0:
+        self.dist.barrier()   # every rank of the job reported its last window
+        if self.run.rank == 0:
             self.sc.end_job(self.job, why)
         self.done = True
         self.run.client.set_uniform_clock(self.run.top)
@@ -475,7 +504,8 @@ class _ServerJob:
             self.sc.close()
 
     def summary(self):
-        return {"job_id": self.job, "windows": self.windows, "power_states": self.power_states}
+        return {"job_id": self.job, "windows": self.windows, "power_states": self.power_states,
+                "window_ids": self.window_ids}
 
 
 def _expand(sched, P, M, rank):
