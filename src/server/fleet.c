@@ -263,14 +263,17 @@ static fl_member *member_of(erg_server *srv, const srv_job *j)
     return NULL;
 }
 
-/* The plan a member runs now: its assignment, else the scheduler's choice (the fastest plan
- * while it warms up). */
-static size_t member_point(const fl_member *m)
+/* The plan the member's current window runs (the fastest plan while it warms up). */
+static size_t window_point(const fl_member *m)
 {
-    if (m->point >= 0)
-        return (size_t)m->point;
     long c = m->job->choice;
     return c >= 0 && (size_t)c < m->fr->n ? (size_t)c : m->fr->n - 1;
+}
+
+/* The plan a member runs now: its assignment, else its window's. */
+static size_t member_point(const fl_member *m)
+{
+    return m->point >= 0 ? (size_t)m->point : window_point(m);
 }
 
 /* A member that cannot switch: a Zeus job's ranks take a window's plan once and run it until they
@@ -287,10 +290,7 @@ static bool member_fixed(const fl_member *m)
  * fastest plan while it warms up at all-max clocks), its assignment otherwise. */
 static size_t counted_point(const fl_member *m)
 {
-    if (!member_fixed(m))
-        return member_point(m);
-    long c = m->job->choice;
-    return c >= 0 && (size_t)c < m->fr->n ? (size_t)c : m->fr->n - 1;
+    return member_fixed(m) ? window_point(m) : member_point(m);
 }
 
 /* ---- solving ---- */
@@ -415,7 +415,8 @@ static void solve(erg_server *srv, const char *reason)
     store_decision(srv, reason, choice, before);
     char over[96] = "";
     if (!fl->last.feasible)
-        snprintf(over, sizeof over, " (over by %.1f W: every job at its least power, %zu fixed)",
+        snprintf(over, sizeof over,
+                 " (over by %.1f W: every free job at its least power, %zu fixed)",
                  fl->last.power_w - fl->cap_w, n_fixed);
     erg__srv_log(srv, fl->last.feasible ? ERG_LOG_INFO : ERG_LOG_WARNING, "fleet", NULL,
                  "%s: %zu jobs (%zu fixed at the plan they run), %.1f W of a %.1f W cap%s, "

@@ -6,8 +6,7 @@
  * replays it. A Zeus member cannot switch within a window (its client takes one plan and keeps
  * it): it is counted at the plan its window runs, fixed for the solver, except at its arrival
  * and when its ranks have reported the window. Decisions, the cap and the weights are in the
- * database (tables fleet_*). All
- * functions run with the server lock held. */
+ * database (tables fleet_*). All functions run with the server lock held. */
 #ifndef ERGON_SERVER_FLEET_H
 #define ERGON_SERVER_FLEET_H
 
