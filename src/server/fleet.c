@@ -14,6 +14,7 @@
 
 #include "server/jobs.h"
 #include "server/store.h"
+#include "server/zeus.h"
 
 #include "ergon/emulate.h"
 #include "ergon/fleet.h"
@@ -40,6 +41,7 @@ typedef struct fl_member {
     double *t_eff, *p; /* per plan: max(time, straggler's), power x scale */
     double fastest_s;
     long point; /* assigned plan (-1: none) */
+    bool open;  /* a Zeus member whose next window is being decided now (fleet_window_reported) */
     struct fl_member *next;
 } fl_member;
 
@@ -261,14 +263,34 @@ static fl_member *member_of(erg_server *srv, const srv_job *j)
     return NULL;
 }
 
-/* The plan a member runs now: its assignment, else the scheduler's choice (the fastest plan
- * while it warms up). */
-static size_t member_point(const fl_member *m)
+/* The plan the member's current window runs (the fastest plan while it warms up). */
+static size_t window_point(const fl_member *m)
 {
-    if (m->point >= 0)
-        return (size_t)m->point;
     long c = m->job->choice;
     return c >= 0 && (size_t)c < m->fr->n ? (size_t)c : m->fr->n - 1;
+}
+
+/* The plan a member runs now: its assignment, else its window's. */
+static size_t member_point(const fl_member *m)
+{
+    return m->point >= 0 ? (size_t)m->point : window_point(m);
+}
+
+/* A member that cannot switch: a Zeus job's ranks take a window's plan once and run it until they
+ * report its results (Zeus 0.16's client never does), and the plan of a window is computed when
+ * the previous one completes. So a Zeus member is counted at the plan of its current window and is
+ * free to move only at its arrival and when its ranks have reported every result of its window
+ * (m->open). Perseus and /v1 members are free. */
+static bool member_fixed(const fl_member *m)
+{
+    return srv_job_is_zeus(m->job) && !m->open;
+}
+
+/* The plan a member is counted at: the plan its current window runs when it is fixed (the
+ * fastest plan while it warms up at all-max clocks), its assignment otherwise. */
+static size_t counted_point(const fl_member *m)
+{
+    return member_fixed(m) ? window_point(m) : member_point(m);
 }
 
 /* ---- solving ---- */
@@ -356,9 +378,16 @@ static void solve(erg_server *srv, const char *reason)
         erg__srv_log(srv, ERG_LOG_ERROR, "fleet", NULL, "out of memory: the fleet was not solved");
         goto out;
     }
-    size_t i = 0;
+    /* A fixed member is its one point (weight 0 there: its slowdown is added back after). */
+    size_t i = 0, n_fixed = 0;
+    double fixed_cost = 0;
     for (fl_member *m = fl->members; m; m = m->next, i++) {
-        jobs[i] = (erg_fleet_job){m->t_eff, m->p, m->fr->n, cfg_num(fl, m->job->id, "weight", 1)};
+        double w = cfg_num(fl, m->job->id, "weight", 1);
+        size_t k = counted_point(m);
+        jobs[i] = member_fixed(m) ? (erg_fleet_job){m->t_eff + k, m->p + k, 1, 0}
+                                  : (erg_fleet_job){m->t_eff, m->p, m->fr->n, w};
+        n_fixed += member_fixed(m);
+        fixed_cost += member_fixed(m) ? w * m->t_eff[k] / m->fastest_s : 0;
         before[i] = m->point;
     }
     erg_error err;
@@ -369,6 +398,12 @@ static void solve(erg_server *srv, const char *reason)
         erg__srv_log(srv, ERG_LOG_ERROR, "fleet", NULL, "not solved: %s", err.msg);
         goto out;
     }
+    i = 0;
+    for (fl_member *m = fl->members; m; m = m->next, i++)
+        if (member_fixed(m))
+            choice[i] = counted_point(m);
+    fl->last.cost += fixed_cost;
+    fl->last.lower_bound += fixed_cost;
     fl->have_result = true;
     fl->decisions++;
     fl->busy = true; /* our own targets do not re-enter */
@@ -378,11 +413,15 @@ static void solve(erg_server *srv, const char *reason)
             set_point(srv, m, (long)choice[i]);
     fl->busy = false;
     store_decision(srv, reason, choice, before);
+    char over[96] = "";
+    if (!fl->last.feasible)
+        snprintf(over, sizeof over,
+                 " (over by %.1f W: every free job at its least power, %zu fixed)",
+                 fl->last.power_w - fl->cap_w, n_fixed);
     erg__srv_log(srv, fl->last.feasible ? ERG_LOG_INFO : ERG_LOG_WARNING, "fleet", NULL,
-                 "%s: %zu jobs, %.1f W of a %.1f W cap%s, weighted slowdown %.6f (%s, gap %.3g), "
-                 "%.1f ms",
-                 reason, n, fl->last.power_w, fl->cap_w,
-                 fl->last.feasible ? "" : " (over: every job at its least power)", fl->last.cost,
+                 "%s: %zu jobs (%zu fixed at the plan they run), %.1f W of a %.1f W cap%s, "
+                 "weighted slowdown %.6f (%s, gap %.3g), %.1f ms",
+                 reason, n, n_fixed, fl->last.power_w, fl->cap_w, over, fl->last.cost,
                  !fl->last.feasible ? "infeasible"
                  : fl->last.exact   ? "exact"
                                     : "not proven",
@@ -433,10 +472,26 @@ void erg__srv_fleet_job_started(erg_server *srv, srv_job *j, bool replay)
     m->next = fl->members;
     fl->members = m;
     fl->n_members++;
-    if (replay)
+    if (replay) {
         fl->dirty = true; /* solved once at the next fleet request */
-    else
+    } else {
+        m->open = true; /* window 0 is computed after this decision */
         solve(srv, "arrive");
+        m->open = false;
+    }
+}
+
+void erg__srv_fleet_window_reported(erg_server *srv, srv_job *j)
+{
+    struct srv_fleet *fl = srv->fleet;
+    fl_member *m = member_of(srv, j);
+    if (!m || !fl->have_cap || !srv_job_is_zeus(j))
+        return;
+    if (fl->dirty)
+        solve(srv, "restart"); /* the state before this window's end, as the restart found it */
+    m->open = true;
+    solve(srv, "window");
+    m->open = false;
 }
 
 void erg__srv_fleet_job_ended(erg_server *srv, srv_job *j)
@@ -477,7 +532,7 @@ static json_t *fleet_json(erg_server *srv)
     json_t *jobs = json_array();
     double power = 0, cost = 0;
     for (fl_member *m = fl->members; m; m = m->next) {
-        size_t k = member_point(m);
+        size_t k = counted_point(m);
         double w = cfg_num(fl, m->job->id, "weight", 1), sd = m->t_eff[k] / m->fastest_s;
         power += m->p[k];
         cost += w * sd;
@@ -494,6 +549,7 @@ static json_t *fleet_json(erg_server *srv)
             /* The plan the job's current window runs: the assigned point reaches it at its next
              * window (a Zeus 0.16 client asks for one window only). null: none yet, warm-up. */
             json_object_set_new(o, "window", json_integer(m->job->window));
+            json_object_set_new(o, "fixed", json_boolean(member_fixed(m)));
             json_object_set_new(o, "window_point",
                                 m->job->choice >= 0 ? json_integer(m->job->choice) : json_null());
         }
@@ -640,7 +696,7 @@ void erg__srv_fleet_metrics(erg_server *srv, erg__buf *b)
     for (size_t g = 0; g < ERG__ARRAY_LEN(per_job); g++) {
         gauge(b, per_job[g].name, per_job[g].help);
         for (fl_member *m = fl->members; m; m = m->next) {
-            size_t k = member_point(m);
+            size_t k = counted_point(m);
             double w = cfg_num(fl, m->job->id, "weight", 1), sd = m->t_eff[k] / m->fastest_s;
             double v[4] = {m->p[k], m->p[k] * m->t_eff[k], sd, w};
             char num[40];

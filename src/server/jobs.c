@@ -758,6 +758,7 @@ srv_outcome erg__srv_job_add_result(erg_server *srv, srv_job *j, long r, long wi
     j->n_results++;
     srv->results_total++;
     if (j->n_results == j->world) {
+        erg__srv_fleet_window_reported(srv, j); /* before the next window is computed */
         if (complete_window(srv, j, false, &e)) {
             erg__srv_job_finish(srv, j, SRV_JOB_FAILED, e.msg);
         } else {

@@ -9,12 +9,20 @@
 # Zeus job: it joins the fleet (an "arrive" decision), and each rank's schedule, whose names its
 # trainer checks instruction by instruction over its iterations, is exactly its stage's entry of
 # the plan file of the point the fleet assigned; Zeus's FrequencyController sets those clocks.
-# The cap is lowered: the Zeus job's next window, asked through Zeus's protocol with Zeus's own
-# types (POST /result/{job_id} with a ProfilingResult from every rank, then GET
-# /schedule/{job_id}?rank=R, parsed by FrequencySchedule), is the plan file of its newly
-# assigned (lower-power) point (until then /v1/fleet shows its window still running the first), and the /v1 job's next window its own new point; the /v1 job
-# ends: the Zeus job's next window is the point the "leave" decision gave it. fleet_decisions /
-# fleet_assignments in the database and /metrics name the Zeus job with each of those points.
+# The real client fetched window 0 and never reports (docs/zeus-protocol.md §7), so the fleet
+# counts the Zeus job, fixed, at window 0's point (docs/fleet.md, "The rule"): the cap is lowered to
+# what the /v1 job can absorb alone, and /v1/fleet and /metrics still count the Zeus job at window
+# 0's point while the /v1 job takes the whole cut within the cap (before the rule, the lower cap
+# moved the Zeus job's counted point while its GPUs ran the old plan); a cap below the Zeus job's
+# own power is reported infeasible, the /v1 job at its least power, the shortfall as negative
+# headroom. The server restarts on the same database and counts the same points. Then the test
+# reports window 0 through Zeus's protocol with Zeus's own types (POST /result/{job_id} with a
+# ProfilingResult from every rank, then GET /schedule/{job_id}?rank=R, parsed by
+# FrequencySchedule): the "window" decision moves the Zeus job to a lower-power point, whose plan
+# file its window 1 is, and the /v1 job's next window runs its own new point; the /v1 job ends:
+# the Zeus job stays counted at window 1's point until it reports window 1, then its window 2 is
+# the point it gets alone. fleet_assignments names the Zeus job exactly at arrive, window,
+# window with those points; no feasible decision exceeds its cap; /metrics has its power.
 # Then the fleet's own way of starting the server (--scheduler Frontier, docs/fleet.md) serves
 # Zeus jobs the same Frontier, two different frontiers for the two protocols stop start-up, and
 # a Zeus job of another pipeline depth than the frontier's is refused at /register_job (500).
@@ -162,74 +170,146 @@ if phase == "setup":
     check(st == 200 and fl["members"] == 1, f"the /v1 job is not the fleet's member: {fl}")
     lo, hi = fl["jobs"][0]["min_power_w"], fl["jobs"][0]["max_power_w"]
     check(lo < hi, f"the frontier's power range is empty: {lo} {hi}")
-    # two such jobs: the first cap lets them draw 3/4 of their range, the second 1/4 (both
-    # must then give power up), after the /v1 job leaves the Zeus job alone runs its fastest
-    caps = [2 * lo + 1.5 * (hi - lo), 2 * lo + 0.5 * (hi - lo)]
-    st, fl = req("POST", "/v1/fleet", {"cap_w": caps[0]})
-    check(st == 200 and fl["cap_w"] == caps[0], f"set cap: {st} {fl}")
-    json.dump({"v1": v1, "caps": caps}, open("state.json", "w"))
-    print("# /v1 job %s in the fleet; cap %.1f W (one job: %.1f-%.1f W)" % (v1, caps[0], lo, hi))
+    # two such jobs: the cap lets them draw 3/4 of their range
+    cap = 2 * lo + 1.5 * (hi - lo)
+    st, fl = req("POST", "/v1/fleet", {"cap_w": cap})
+    check(st == 200 and fl["cap_w"] == cap, f"set cap: {st} {fl}")
+    json.dump({"v1": v1}, open("state.json", "w"))
+    print("# /v1 job %s in the fleet; cap %.1f W (one job: %.1f-%.1f W)" % (v1, cap, lo, hi))
     sys.exit(0)
 
-# phase "after": the real Zeus client's ranks registered, got their schedule and trained
-scheds, jobs = [], set()
-for r in range(P):
-    d = json.load(open("sched_%d.json" % r))
-    jobs.add(d["job"])
-    scheds.append([tuple(x) for x in d["schedule"]])
-check(len(jobs) == 1, f"the ranks joined different jobs: {jobs}")
-zj, v1 = jobs.pop(), state["v1"]
-check(zj.endswith("+dp1+pp%d+tp1+Frontier+fleet" % P), f"Zeus job id {zj}")
-mine, fl = fleet_job(zj)
-check(fl["members"] == 2, f"the fleet does not hold both jobs: {fl}")
-p1 = mine["point"]
-st, js = req("GET", f"/v1/jobs/{zj}")
-check(mine.get("window") == 0 and mine.get("window_point") == p1, f"/v1/fleet's window_point: {mine}")
-check(st == 200 and js["window"] == 0 and js["frontier_choice"] == p1,
-      f"the Zeus job's first window runs plan {js.get('frontier_choice')}, the fleet assigned {p1}: {js}")
-same_plan(scheds, p1, "first window (the real Zeus client)")
-print("# Zeus job %s joined the fleet at point %d (%.1f W); its ranks ran plan file %05d" % (zj, p1, mine["power_w"], p1))
+def arrived():
+    """Phase "after": the real Zeus client's ranks registered, got their schedule and trained."""
+    scheds, jobs = [], set()
+    for r in range(P):
+        d = json.load(open("sched_%d.json" % r))
+        jobs.add(d["job"])
+        scheds.append([tuple(x) for x in d["schedule"]])
+    check(len(jobs) == 1, f"the ranks joined different jobs: {jobs}")
+    zj, v1 = jobs.pop(), state["v1"]
+    check(zj.endswith("+dp1+pp%d+tp1+Frontier+fleet" % P), f"Zeus job id {zj}")
+    mine, fl = fleet_job(zj)
+    check(fl["members"] == 2, f"the fleet does not hold both jobs: {fl}")
+    p1 = mine["point"]
+    st, js = req("GET", f"/v1/jobs/{zj}")
+    check(mine.get("window") == 0 and mine.get("window_point") == p1, f"/v1/fleet's window_point: {mine}")
+    check(st == 200 and js["window"] == 0 and js["frontier_choice"] == p1,
+          f"the Zeus job's first window runs plan {js.get('frontier_choice')}, the fleet assigned {p1}: {js}")
+    same_plan(scheds, p1, "first window (the real Zeus client)")
+    print("# Zeus job %s joined the fleet at point %d (%.1f W); its ranks ran plan file %05d" % (zj, p1, mine["power_w"], p1))
+    state.update({"zj": zj, "p1": p1, "p1w": mine["power_w"]})
+    json.dump(state, open("state.json", "w"))
 
-# the cap is lowered: the Zeus job's next window is its newly assigned point
-st, fl = req("POST", "/v1/fleet", {"cap_w": state["caps"][1]})
-check(st == 200, f"lower the cap: {st} {fl}")
+if phase == "after":
+    arrived()
+p1, p1w = state["p1"], state["p1w"]
+
+def metric(name, jid=None):
+    with urllib.request.urlopen(url + "/metrics") as f:
+        text = f.read().decode()
+    key = name + ('{job="%s"}' % jid if jid else "")
+    line = [l for l in text.splitlines() if l.startswith(key + " ")]
+    check(len(line) == 1, f"/metrics has no single {key}: {line}")
+    return float(line[0].split()[-1])
+
+def counted_at(jid, point, power, what):
+    """The member is counted at the plan its window runs: fixed, in /v1/fleet and /metrics."""
+    st, fl = req("GET", "/v1/fleet")
+    x = [x for x in fl["jobs"] if x["job_id"] == jid][0]
+    check(x["point"] == point and x["window_point"] == point and x.get("fixed") is True
+          and abs(x["power_w"] - power) <= 1e-9 * power,
+          f"{what}: the Zeus job, whose ranks run point {point} ({power} W), is counted at {x}")
+    check(abs(metric("ergon_fleet_job_power_watts", jid) - power) <= 1e-6 * power,
+          f"{what}: /metrics counts the Zeus job at another power than its window's {power} W")
+    return fl
+
+if phase == "after":
+    # the real Zeus client fetched window 0 and reports nothing: the cap is lowered to what the
+    # /v1 job can absorb alone; the Zeus job stays counted at window 0's point, the /v1 job's
+    # point takes the whole cut
+    zj, v1 = state["zj"], state["v1"]
+    vm, fl = fleet_job(v1)
+    lo, hi = vm["min_power_w"], vm["max_power_w"]
+    c1 = p1w + lo + 0.25 * (hi - lo)
+    check(c1 < fl["cap_w"], f"the test's second cap {c1} W does not lower the first {fl['cap_w']} W")
+    st, fl = req("POST", "/v1/fleet", {"cap_w": c1})
+    check(st == 200 and fl["last_decision"]["feasible"], f"lower the cap to {c1} W: {st} {fl}")
+    fl = counted_at(zj, p1, p1w, "after the cap was lowered")
+    vm2, fl = fleet_job(v1)
+    check(vm2["power_w"] < vm["power_w"] and vm2["power_w"] <= c1 - p1w + 1e-9 * c1,
+          f"the /v1 job did not absorb the cut: {vm} -> {vm2} under {c1} W with the Zeus job at {p1w} W")
+    check(abs(metric("ergon_fleet_power_watts") - (p1w + vm2["power_w"])) <= 1e-6 * c1
+          and metric("ergon_fleet_power_watts") <= c1 * (1 + 1e-9), "/metrics: the fleet's power")
+    print("# cap %.1f W: the Zeus job (window 0 only) stays counted at point %d (%.1f W), the /v1 job "
+          "absorbs the cut: point %d (%.1f W)" % (c1, p1, p1w, vm2["point"], vm2["power_w"]))
+    # a cap the fixed Zeus job alone exceeds: impossible, said so, the /v1 job at its least power
+    cx = 0.9 * p1w
+    st, fl = req("POST", "/v1/fleet", {"cap_w": cx})
+    check(st == 200 and not fl["last_decision"]["feasible"], f"a cap below the fixed job's power: {fl}")
+    fl = counted_at(zj, p1, p1w, "under an impossible cap")
+    vx = [x for x in fl["jobs"] if x["job_id"] == v1][0]
+    check(abs(vx["power_w"] - vx["min_power_w"]) < 1e-9 * vx["min_power_w"]
+          and abs(fl["power_w"] - (p1w + vx["min_power_w"])) < 1e-9 * fl["power_w"]
+          and abs(fl["headroom_w"] - (cx - fl["power_w"])) < 1e-6 * fl["power_w"] and fl["headroom_w"] < 0,
+          f"the impossible cap's decision: {fl}")
+    st, fl = req("POST", "/v1/fleet", {"cap_w": c1})
+    check(st == 200 and fl["last_decision"]["feasible"], f"the cap back to {c1} W: {fl}")
+    counted_at(zj, p1, p1w, "the cap back")
+    vm3, _ = fleet_job(v1)
+    check(vm3["point"] == vm2["point"], f"the same cap, another /v1 point: {vm2} {vm3}")
+    state.update({"c1": c1, "vq": vm2["point"]})
+    json.dump(state, open("state.json", "w"))
+    sys.exit(0)
+
+# phase "resume": a restarted server (the same database) has the same fleet
+zj, v1, c1 = state["zj"], state["v1"], state["c1"]
+st, fl = req("GET", "/v1/fleet")
+check(st == 200 and fl["cap_w"] == c1 and fl["members"] == 2, f"after a restart: {fl}")
+fl = counted_at(zj, p1, p1w, "after a restart")
+vm, fl = fleet_job(v1)
+check(vm["point"] == state["vq"], f"after a restart the /v1 job has point {vm['point']}, before {state['vq']}")
+check(v1_window(v1) == vm["point"], f"the /v1 job's next window does not run its point {vm['point']}")
+print("# restarted: the same cap, the Zeus job counted at point %d, the /v1 job at %d" % (p1, vm["point"]))
+
+# the Zeus job's ranks report window 0 (Zeus's /result) and ask for the next (/schedule): it is
+# free to move at that window's end, and its window 1 runs the point that decision gave it
+scheds = zeus_window(zj)
 mine2, fl = fleet_job(zj)
 p2 = mine2["point"]
-check(mine2["power_w"] < mine["power_w"] and p2 != p1,
-      f"the lower cap did not lower the Zeus job's plan: {mine} -> {mine2}")
-# until the Zeus job's next window its ranks run the first point, and /v1/fleet says so
-check(mine2["window"] == 0 and mine2["window_point"] == p1,
-      f"/v1/fleet does not show window 0 running point {p1}: {mine2}")
-same_plan(zeus_window(zj), p2, "after the cap change")
+check(mine2["power_w"] < p1w and p2 != p1, f"reported: the Zeus job was not moved under the lower cap: {mine2}")
+same_plan(scheds, p2, "after the cap change and the Zeus job's results")
 st, js = req("GET", f"/v1/jobs/{zj}")
 check(js["window"] == 1 and js["frontier_choice"] == p2, f"Zeus job window 1: {js}")
-mine2, fl = fleet_job(zj)
-check(mine2["window"] == 1 and mine2["window_point"] == p2 == mine2["point"],
-      f"/v1/fleet after the Zeus job's window 1: {mine2}")
-vm, _ = fleet_job(v1)
-check(v1_window(v1) == vm["point"], f"the /v1 job's next window does not run its point {vm['point']}")
-print("# cap %.1f W: the Zeus job's window 1 runs point %d (%.1f W) = plan file %05d" % (state["caps"][1], p2, mine2["power_w"], p2))
+counted_at(zj, p2, mine2["power_w"], "in window 1")
+vm2, fl = fleet_job(v1)
+check(vm2["power_w"] >= vm["power_w"], f"the /v1 job lost power when the Zeus job gave some up: {vm} -> {vm2}")
+check(v1_window(v1) == vm2["point"], f"the /v1 job's next window does not run its point {vm2['point']}")
+print("# cap %.1f W: the Zeus job's window 1 runs point %d (%.1f W) = plan file %05d" % (c1, p2, mine2["power_w"], p2))
 
-# the /v1 job leaves: the Zeus job, alone under the cap, gets a faster point at its next window
+# the /v1 job leaves: the Zeus job stays counted at window 1's point until it reports window 1,
+# then, alone under the cap, its window 2 runs a faster point
 st, b = req("POST", f"/v1/jobs/{v1}/end", {})
 check(st == 200, f"end the /v1 job: {st} {b}")
+fl = counted_at(zj, p2, mine2["power_w"], "after the /v1 job left")
+check(fl["members"] == 1, f"after the departure: {fl}")
+scheds = zeus_window(zj)
 mine3, fl = fleet_job(zj)
 p3 = mine3["point"]
-check(fl["members"] == 1 and mine3["power_w"] > mine2["power_w"], f"after the departure: {fl}")
-same_plan(zeus_window(zj), p3, "after the /v1 job left")
+check(mine3["power_w"] > mine2["power_w"], f"alone, the Zeus job was not given more power: {mine2} -> {mine3}")
+same_plan(scheds, p3, "after the /v1 job left")
 print("# the /v1 job left: the Zeus job's window 2 runs point %d (%.1f W) = plan file %05d" % (p3, mine3["power_w"], p3))
 
-# the decisions in the database name the Zeus job with each point
+# the decisions in the database: the Zeus job's rows are the points its windows ran, and every
+# feasible decision's counted power is within its cap
 db = sqlite3.connect("s.db")
 rows = db.execute("SELECT d.reason, a.point FROM fleet_assignments a JOIN fleet_decisions d "
                   "ON d.id = a.decision WHERE a.job_id = ? ORDER BY d.id", (zj,)).fetchall()
-check(rows == [("arrive", p1), ("cap", p2), ("leave", p3)], f"fleet_assignments of the Zeus job: {rows}")
-# and /metrics
-with urllib.request.urlopen(url + "/metrics") as f:
-    text = f.read().decode()
-line = [l for l in text.splitlines() if l.startswith('ergon_fleet_job_power_watts{job="%s"}' % zj)]
-check(len(line) == 1 and abs(float(line[0].split()[-1]) - mine3["power_w"]) < 1e-6 * mine3["power_w"],
-      f"/metrics for the Zeus job: {line}")
+check(rows == [("arrive", p1), ("window", p2), ("window", p3)], f"fleet_assignments of the Zeus job: {rows}")
+bad = db.execute("SELECT id, reason, cap_w, power_w FROM fleet_decisions WHERE cap_w IS NOT NULL AND "
+                 "feasible = 1 AND power_w > cap_w * (1 + 1e-9)").fetchall()
+check(not bad, f"decisions over their cap: {bad}")
+check(abs(metric("ergon_fleet_job_power_watts", zj) - mine3["power_w"]) < 1e-6 * mine3["power_w"],
+      "/metrics for the Zeus job")
 print("# fleet_assignments and /metrics name the Zeus job: %s" % rows)
 PY
 
@@ -278,6 +358,17 @@ for r in $(seq 0 $((P - 1))); do
 done
 rpids=()
 "$VPY" t.py "$url" after $P $M || fail "the Zeus job in the fleet"
+# a restart (the same database and configuration) replays the same fleet; then the Zeus job's
+# later windows, through the restarted server
+kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+rm -f "$work/sout"
+ZEUS_PFO_SCHEDULER=Frontier ZEUS_PFO_SCHEDULER_ARGS="{\"frontier_dir\": \"$work/fr\"}" \
+  "$ERGON" serve --port 0 --db "$work/s.db" --dump "$work/dump" >"$work/sout" 2>>"$work/slog" &
+pid=$!
+for _ in $(seq 600); do grep -q listening "$work/sout" 2>/dev/null && break; sleep 0.1; done
+port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/sout")
+[ -n "$port" ] || fail "the server did not restart: $(tail -5 "$work/slog")"
+"$VPY" t.py "http://127.0.0.1:$port" resume $P $M || fail "the Zeus job in the restarted fleet"
 # Zeus's FrequencyController set each rank's planned clocks on its device
 "$VPY" - "$P" "$FAKE_NVML_LOG" <<'PY' || fail "clocks"
 import json, sys

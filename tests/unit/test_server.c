@@ -688,7 +688,198 @@ TEST(rank_timeout_aborts_and_idle_jobs_are_evicted)
     stop_server(srv);
 }
 
+/* ---- a Zeus PFO job in the fleet (docs/fleet.md, "The rule") ---- */
+
+/* GET /v1/fleet: the fleet (the caller frees it) and the member id (borrowed from it). */
+static json_t *fleet_get(erg_server *srv, const char *id, json_t **member)
+{
+    char *resp;
+    ASSERT_EQ_INT(call(srv, "GET", "/v1/fleet", NULL, NULL, &resp), 200);
+    json_t *fl = json_loads(resp, 0, NULL);
+    erg_free(resp);
+    ASSERT(fl);
+    *member = NULL;
+    size_t i;
+    json_t *x;
+    json_array_foreach(json_object_get(fl, "jobs"), i, x)
+    {
+        if (!strcmp(json_string_value(json_object_get(x, "job_id")), id))
+            *member = x;
+    }
+    ASSERT_MSG(*member, "%s is not a member of the fleet", id);
+    return fl;
+}
+
+static double num(const json_t *o, const char *key)
+{
+    return json_number_value(json_object_get(o, key));
+}
+
+/* The Zeus job is counted at plan k (k's power_w), in /v1/fleet and /metrics. */
+static void zeus_counted_at(erg_server *srv, const char *zj, long k, double power_w)
+{
+    json_t *z, *fl = fleet_get(srv, zj, &z);
+    ASSERT_MSG(json_integer_value(json_object_get(z, "point")) == k &&
+                   json_integer_value(json_object_get(z, "window_point")) == k &&
+                   fabs(num(z, "power_w") - power_w) < 1e-9,
+               "the Zeus job runs plan %ld (%g W) but is counted at plan %lld (%g W)", k, power_w,
+               (long long)json_integer_value(json_object_get(z, "point")), num(z, "power_w"));
+    json_decref(fl);
+    char *resp, want[700];
+    ASSERT_EQ_INT(call(srv, "GET", "/metrics", NULL, NULL, &resp), 200);
+    snprintf(want, sizeof want, "\nergon_fleet_job_power_watts{job=\"%s\"} ", zj);
+    const char *at = strstr(resp, want);
+    ASSERT_MSG(at && fabs(strtod(at + strlen(want), NULL) - power_w) < 1e-9,
+               "/metrics does not count the Zeus job at %g W", power_w);
+    erg_free(resp);
+}
+
+/* Every rank of the Zeus job asks for its window's schedule (direct calls do not wait: the
+ * first rank is told to retry until the last one has asked); each answer's clocks are clock. */
+static void zeus_fetch(erg_server *srv, const char *zj, int clock)
+{
+    char path[600], q[32], want[64];
+    snprintf(path, sizeof path, "/schedule/%s", zj);
+    snprintf(want, sizeof want, "[\"forward\",%d]", clock);
+    char *resp;
+    ASSERT_EQ_INT(call(srv, "GET", path, "rank=0", NULL, &resp), 503);
+    erg_free(resp);
+    for (int r = 1; r >= 0; r--) {
+        snprintf(q, sizeof q, "rank=%d", r);
+        ASSERT_EQ_INT(call(srv, "GET", path, q, NULL, &resp), 200);
+        ASSERT_CONTAINS(resp, want);
+        erg_free(resp);
+    }
+}
+
+/* A Zeus job whose ranks fetched a window and have not reported it is counted at the window's
+ * plan, and the /v1 job is assigned around it; once its ranks report the window, its next
+ * window runs the point of a "window" decision. The same after a restart. */
+TEST(fleet_counts_a_zeus_job_at_the_plan_its_window_runs)
+{
+    const char *d = mktmp();
+    char fdir[600], p[1024];
+    snprintf(fdir, sizeof fdir, "%s/frontier", d);
+    erg_error err;
+    ASSERT_OK(erg__mkdir_p(fdir, &err));
+    /* Three plans of a 2-stage pipeline (world 2): 50 W, 70 W and 100 W. */
+    const int clocks[3] = {1000, 1200, 1410};
+    snprintf(p, sizeof p, "%s/frontier.csv", fdir);
+    write_text(p, "time,energy\n1.5,75\n1.2,84\n1.0,100\n");
+    for (int k = 0; k < 3; k++) {
+        erg_plan *pl = NULL;
+        ASSERT_OK(erg_plan_new(NULL, 2, 2, &pl, &err));
+        erg_plan_fill(pl, clocks[k]);
+        snprintf(p, sizeof p, "%s/freqs_pipeline_%05d.py", fdir, k);
+        ASSERT_OK(erg_plan_write_py(pl, NULL, p, &err));
+        erg_plan_free(pl);
+    }
+    char args[800], db[700], body[1024], v1[512], zj[512];
+    snprintf(args, sizeof args, "{\"frontier_dir\": \"%s\"}", fdir);
+    snprintf(db, sizeof db, "%s/state.sqlite", d);
+    erg_server *srv = db_server("Frontier", args, db);
+    char *resp;
+    ASSERT_EQ_INT(call(srv, "POST", "/v1/jobs", NULL,
+                       "{\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":2,"
+                       "\"framework\":\"f\",\"model_name\":\"m\",\"partition_method\":\"p\","
+                       "\"microbatch_size\":1,\"num_microbatches\":2}",
+                       &resp),
+                  201);
+    json_t *v = json_loads(resp, 0, NULL);
+    snprintf(v1, sizeof v1, "%s", json_string_value(json_object_get(v, "job_id")));
+    json_decref(v);
+    erg_free(resp);
+    for (int r = 0; r < 2; r++) {
+        snprintf(body, sizeof body,
+                 "{\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,\"tp_rank\":0,\"pipe_schedule\":"
+                 "[\"forward\",\"forward\",\"backward\",\"backward\"],"
+                 "\"power_state_range\":[1410,1200,1000]}",
+                 r, r);
+        snprintf(p, sizeof p, "/v1/jobs/%s/ranks", v1);
+        ASSERT_EQ_INT(call(srv, "POST", p, NULL, body, NULL), 200);
+    }
+    ASSERT_EQ_INT(call(srv, "POST", "/v1/fleet", NULL, "{\"cap_w\": 200}", NULL), 200);
+    /* the Zeus job arrives (both at 100 W) and its ranks fetch window 0, as Zeus 0.16's do */
+    ASSERT_EQ_INT(call(srv, "POST", "/register_job", NULL,
+                       "{\"job_id\":\"\",\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,"
+                       "\"world_size\":2,\"job_metadata\":null}",
+                       &resp),
+                  200);
+    v = json_loads(resp, JSON_DECODE_ANY, NULL);
+    ASSERT(json_is_string(v));
+    snprintf(zj, sizeof zj, "%s", json_string_value(v));
+    json_decref(v);
+    erg_free(resp);
+    for (int r = 0; r < 2; r++) {
+        snprintf(body, sizeof body,
+                 "{\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,\"tp_rank\":0,"
+                 "\"available_frequencies\":[1410,1200,1000]}",
+                 r, r);
+        snprintf(p, sizeof p, "/register_rank/%s", zj);
+        ASSERT_EQ_INT(call(srv, "POST", p, NULL, body, NULL), 200);
+    }
+    zeus_fetch(srv, zj, 1410);
+    zeus_counted_at(srv, zj, 2, 100);
+    /* a lower cap: free, 70 W + 70 W would be best; the Zeus job runs 100 W, so the /v1 job
+     * takes 50 W */
+    ASSERT_EQ_INT(call(srv, "POST", "/v1/fleet", NULL, "{\"cap_w\": 155}", NULL), 200);
+    zeus_counted_at(srv, zj, 2, 100);
+    json_t *z, *m, *fl = fleet_get(srv, zj, &z);
+    ASSERT_MSG(json_is_true(json_object_get(z, "fixed")), "/v1/fleet: the Zeus job is not fixed");
+    json_decref(fl);
+    fl = fleet_get(srv, v1, &m);
+    ASSERT(json_integer_value(json_object_get(m, "point")) == 0 &&
+           json_is_false(json_object_get(m, "fixed")));
+    ASSERT(num(fl, "power_w") == 150 &&
+           json_is_true(json_object_get(json_object_get(fl, "last_decision"), "feasible")));
+    json_decref(fl);
+    /* a cap the fixed job alone exceeds: infeasible, the /v1 job at its least power, the
+     * shortfall as negative headroom */
+    ASSERT_EQ_INT(call(srv, "POST", "/v1/fleet", NULL, "{\"cap_w\": 90}", NULL), 200);
+    zeus_counted_at(srv, zj, 2, 100);
+    fl = fleet_get(srv, v1, &m);
+    ASSERT(json_integer_value(json_object_get(m, "point")) == 0 && num(fl, "power_w") == 150 &&
+           num(fl, "headroom_w") == -60 &&
+           json_is_false(json_object_get(json_object_get(fl, "last_decision"), "feasible")));
+    json_decref(fl);
+    ASSERT_EQ_INT(call(srv, "POST", "/v1/fleet", NULL, "{\"cap_w\": 155}", NULL), 200);
+    /* a restart replays the same counted points */
+    erg_server_free(srv);
+    srv = db_server("Frontier", args, db);
+    zeus_counted_at(srv, zj, 2, 100);
+    fl = fleet_get(srv, v1, &m);
+    ASSERT(json_integer_value(json_object_get(m, "point")) == 0 && num(fl, "power_w") == 150);
+    json_decref(fl);
+    /* the Zeus job's ranks report window 0: free at its end, 70 W each; window 1 runs it */
+    snprintf(p, sizeof p, "/result/%s", zj);
+    for (int r = 0; r < 2; r++) {
+        snprintf(body, sizeof body, "{\"rank\":%d,\"iter_time\":[1.0],\"iter_energy\":[100.0]}", r);
+        ASSERT_EQ_INT(call(srv, "POST", p, NULL, body, NULL), 200);
+    }
+    zeus_fetch(srv, zj, 1200);
+    zeus_counted_at(srv, zj, 1, 70);
+    fl = fleet_get(srv, v1, &m);
+    ASSERT(json_integer_value(json_object_get(m, "point")) == 1 && num(fl, "power_w") == 140);
+    json_decref(fl);
+    erg_server_free(srv);
+    /* the Zeus job's decision rows are the plans its windows ran */
+    sqlite3 *h = NULL;
+    sqlite3_stmt *q = NULL;
+    ASSERT(sqlite3_open(db, &h) == SQLITE_OK);
+    ASSERT(sqlite3_prepare_v2(h,
+                              "SELECT group_concat(x, ' ') FROM (SELECT d.reason || ':' || "
+                              "a.point AS x FROM fleet_assignments a JOIN fleet_decisions d ON "
+                              "d.id = a.decision WHERE a.job_id = ? ORDER BY d.id)",
+                              -1, &q, NULL) == SQLITE_OK);
+    sqlite3_bind_text(q, 1, zj, -1, SQLITE_STATIC);
+    ASSERT(sqlite3_step(q) == SQLITE_ROW);
+    ASSERT_STR_EQ((const char *)sqlite3_column_text(q, 0), "arrive:2 window:1");
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+}
+
 TAP_MAIN(TEST_ENTRY(profile_then_point_solution_8_processes),
          TEST_ENTRY(data_parallel_results_are_aggregated_per_stage),
          TEST_ENTRY(crash_and_restart_mid_window), TEST_ENTRY(frontier_switches_plan_for_straggler),
-         TEST_ENTRY(rank_timeout_aborts_and_idle_jobs_are_evicted))
+         TEST_ENTRY(rank_timeout_aborts_and_idle_jobs_are_evicted),
+         TEST_ENTRY(fleet_counts_a_zeus_job_at_the_plan_its_window_runs))
