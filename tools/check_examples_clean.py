@@ -14,7 +14,10 @@ The rules, each checkable without running anything:
      a docstring or a comment) with a path component `tests`;
   3. every file in examples/ is named (by its path below examples/ or its file name) in a
      user-facing text: README.md, ARCHITECTURE.md, docs/*.md, the Makefile, or another file of
-     examples/; a file that only tests name belongs in tests/e2e/harness/.
+     examples/; a file that only tests name belongs in tests/e2e/harness/;
+  4. every top-level function and class of a Python file in examples/ is used (its name
+     appears besides its definition) in examples/ or a user-facing text; a helper that only a
+     test calls belongs to that test.
 """
 import argparse
 import ast
@@ -102,6 +105,21 @@ def rule_named(rel, texts):
             "examples/): a file only the tests use belongs in tests/e2e/harness/" % rel]
 
 
+def rule_used(rel, text, texts):
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []  # rule 2 reports it
+    bad = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            word = re.compile(r"\b%s\b" % re.escape(node.name))
+            if sum(len(word.findall(t)) for t in texts.values()) <= 1:
+                bad.append("%s:%d: %s is used by no example and no user-facing text (only by "
+                           "tests, or by nothing)" % (rel, node.lineno, node.name))
+    return bad
+
+
 def check(src):
     files = example_files(src)
     texts = user_texts(src, files)
@@ -111,6 +129,8 @@ def check(src):
         if rel.endswith(CODE):
             bad += rule_names(src, rel, text)
             bad += rule_tests_py(rel, text) if rel.endswith(".py") else rule_tests_sh(rel, text)
+        if rel.endswith(".py"):
+            bad += rule_used(rel, text, texts)
         bad += rule_named(rel, texts)
     return files, bad
 

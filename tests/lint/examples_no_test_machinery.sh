@@ -5,7 +5,8 @@
 # fails, naming file:line, on copies with a deliberate breakage: an example pacing the
 # simulated GPU by hand (the pacer examples/pytorch_pipeline/train.py had before), an example
 # importing from tests/, a file in examples/ that no user-facing text names (crosscheck.py
-# was one).
+# was one), a function of an example that nothing but a test calls (torch_runtime.py's
+# broadcast_losses was one).
 set -u
 : "${ERGON_SRC:?}"
 source "$(dirname "$0")/../lib/skip_lib.bash"
@@ -42,4 +43,9 @@ printf '#!/bin/sh\nexec python3 ../../tests/e2e/harness/trainer.py "$@"\n' \
   >"$tmp/t/examples/pytorch_pipeline/run.sh"
 echo 'run.sh' >>"$tmp/t/examples/pytorch_pipeline/README.md"
 expect_fail "a script running the test harness" "^examples/pytorch_pipeline/run.sh:2: reaches into tests/"
+copy
+printf '\n\ndef broadcast_losses(losses, placement):\n    return losses\n' \
+  >>"$tmp/t/examples/pytorch_pipeline/torch_runtime.py"
+expect_fail "a helper only a test calls" \
+  "^examples/pytorch_pipeline/torch_runtime.py:[0-9]*: broadcast_losses is used by no example"
 echo "PASS"
