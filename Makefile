@@ -94,12 +94,13 @@ test-asan: build-asan
 	  ERGON_SANITIZED=1 ctest --output-on-failure -j $(JOBS)
 
 # The whole story with a real PyTorch job (docs/e2e.md): profile, plan, choose, train
-# at all-max and with the plan, compare. No GPU needed (simulated GPU).
+# at all-max and with the plan, compare. No GPU needed (simulated GPU). The example trainer
+# runs paced through the tests' harness (tests/e2e/harness/run_e2e.py, trainer.py).
 # E2E_GPU picks the GPU back-end (default auto: NVML, else amdsmi, else the simulated GPU),
 # e.g. E2E_GPU=amdsmi:$(BUILD)/tests/fake_amdsmi/libamd_smi.so or nvml:LIB (docs/e2e.md).
 E2E_GPU ?= auto
 e2e: build py-deps
-	$(E2E_PYTHON) examples/pytorch_pipeline/run_e2e.py --ergon $(BUILD)/ergon --out $(E2E_OUT) --gpu $(E2E_GPU) $(E2E_ARGS)
+	$(E2E_PYTHON) tests/e2e/harness/run_e2e.py --ergon $(BUILD)/ergon --out $(E2E_OUT) --gpu $(E2E_GPU) $(E2E_ARGS)
 
 # Only the end-to-end tests (tests/e2e/e2e_*.sh), with PyTorch installed.
 test-e2e: build e2e-deps py-deps

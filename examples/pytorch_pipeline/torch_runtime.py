@@ -11,19 +11,8 @@ stages' forward/backward methods. Used by train.py (`--runtime torch`) and by th
 tests/e2e/torch_pipelining_check.py.
 """
 import torch
-import torch.distributed as dist
 
 import models
-
-
-def torch_supports(name):
-    """Does this torch ship the schedule class for ergon's schedule `name`?"""
-    try:
-        from ergon.integration.torch_pipelining import schedule_class
-        schedule_class(name)
-        return True
-    except (ImportError, KeyError, AttributeError):
-        return False
 
 
 class TorchPipeline:
@@ -115,10 +104,3 @@ class TorchPipeline:
         if self.hooks is not None:
             self.hooks.close()
             self.hooks = None
-
-
-def broadcast_losses(losses, placement):
-    """Every rank gets the losses of the rank that holds the last stage."""
-    box = [losses]
-    dist.broadcast_object_list(box, src=placement[-1])
-    return box[0]

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """train.py: a pipeline-parallel trainer on torch.distributed (gloo), one process per stage,
 whose schedule order comes from libergon and whose every forward and backward goes through
-ergon's hooks (per-instruction GPU clocks, time and energy measurement). One file of ~900
+ergon's hooks (per-instruction GPU clocks, time and energy measurement). One file of ~800
 lines on purpose: an example a user copies and runs as a single script (its models, launch,
 runtimes and server loop read top to bottom); the library code it shows lives in python/ergon.
 
@@ -36,20 +36,11 @@ HOW THE PIPELINE WORKS
     so 1F1B, "ours" and the reference compute bitwise the same losses.
 
 GPU CLOCKS
-  The GPU back-end is NVML when one opens, else ergon's simulated GPU ("sim:a100:gpt3-xl:S",
-  device s = stage s). The simulated GPU only models time and energy; the torch compute
-  runs on the CPU. With --pace (the default on the simulated GPU) each instruction is
-  padded to the time the simulated GPU takes for it at the clock that is applied, and the
-  device is marked busy meanwhile, so the clock changes iteration time and energy the way
-  the model says. The math never depends on the clock. The simulated GPU also accounts
-  every instruction in simulated time (Gpu.sim_account: the model's time and energy at the
-  clock it had when the instruction began, however long the host took); each step's row of
-  the result has it ("sim": the clock of every instruction in run order and the sums), the
-  load-independent numbers the e2e tests compare with `ergon emulate` (docs/e2e.md).
-  On a real GPU the kernels pace themselves and nothing is padded. (The tests run this
-  trainer through tests/e2e/harness/trainer.py, which adds what only a test needs: the fake
-  vendor libraries' kernels, a rank that stalls, the naive blocking transport as a deadlock
-  control and the deadlock cases.)
+  The GPU back-end is NVML when one opens, else amdsmi, else ergon's simulated GPU
+  ("sim:a100:gpt3-xl:S", device s = stage s). The simulated GPU models clocks, time and
+  energy; the torch compute runs on the CPU, so on it the clocks change what the device
+  reports, not how long the CPU computes. On a real GPU the kernels run at the clocks
+  ergon applies. The math never depends on the clock.
 """
 import argparse
 import datetime
@@ -129,8 +120,6 @@ def parse_args(argv=None):
                         "client at all)")
     p.add_argument("--sim-gpu", default="a100")
     p.add_argument("--sim-model", default="gpt3-xl")
-    p.add_argument("--pace", choices=["auto", "on", "off"], default="auto",
-                   help="pad instructions to the simulated GPU's time (auto: on with sim)")
     p.add_argument("--log-dir", help="ergon client logs (instructions-R.csv, time-energy-R.csv)")
     p.add_argument("--out", help="directory for result-RANK.json")
     p.add_argument("--p2p-timeout", type=float, default=60.0,
@@ -169,69 +158,6 @@ def parse_extra_warmup(spec, S, M):
 KIND_NAMES = {0: "forward", 1: "backward", 2: "backward_input", 3: "backward_weight"}
 
 
-class Pacer:
-    """Simulated GPU: hold each instruction for the time the model gives at the applied
-    clock, with the device marked busy (drawing the model's power) meanwhile. The wall-clock
-    hold is for realism only; what the tests decide on is the simulated GPU's own accounting
-    of each instruction (take())."""
-
-    def __init__(self, gpu, client, dev):
-        self.gpu, self.client, self.dev = gpu, client, dev
-        self.overruns = 0      # instructions whose real compute took longer than simulated
-        self.instructions = 0
-        self.trace = []        # (clock, time_s, energy_j) of each instruction since take()
-        self._acct = gpu.sim_account(dev) if gpu is not None else None
-
-    def begin(self, kind, chunks=1):
-        """Mark the device busy with an instruction of `kind`; its time at the clock, s.
-        Records the simulated GPU's accounting of it (1/chunks of the stage's)."""
-        t = self.gpu.sim_set_activity(self.dev, True, kind)
-        a, prev = self.gpu.sim_account(self.dev), self._acct
-        self._acct = a
-        self.trace.append((a["last_freq_mhz"], (a["busy_time_s"] - prev["busy_time_s"]) / chunks,
-                           (a["busy_energy_j"] - prev["busy_energy_j"]) / chunks))
-        return t
-
-    def take(self):
-        """The simulated GPU's accounting of the instructions since the last take(): their
-        clocks and simulated times in run order and the sums of their times and energies
-        (energy None where the device does not account it: a fake library)."""
-        tr, self.trace = self.trace, []
-        if self._acct is None and not tr:
-            return None
-        return {"clocks": [c for c, _, _ in tr], "times_s": [t for _, t, _ in tr],
-                "busy_time_s": sum(t for _, t, _ in tr),
-                "busy_energy_j": None if any(e is None for _, _, e in tr) else
-                sum(e for _, _, e in tr)}
-
-    def end(self):
-        self.gpu.sim_set_activity(self.dev, False)
-
-    def wrap(self, kind, fn, chunks=1):
-        """`chunks`: V, the rank's stages; each is an equal share (1/V) of the simulated
-        device's stage, as the planner reads a per-rank profile ("stages split evenly")."""
-        def run(*args, **kwargs):
-            t0 = time.monotonic()
-            try:
-                self.client.sync(10.0)   # the clock requested by instruction_begin is applied
-            except ergon.ErgonError:
-                pass  # a clock change failed (no privilege): check_clocks says so after the
-                # first iteration, with what to do
-            t_sim = self.begin(kind, chunks) / chunks
-            try:
-                r = fn(*args, **kwargs)
-            finally:
-                rest = t_sim - (time.monotonic() - t0)
-                self.instructions += 1
-                if rest > 0:
-                    time.sleep(rest)
-                else:
-                    self.overruns += 1
-                self.end()
-            return r
-        return run
-
-
 class Recorder:
     """Per-instruction (time_s, energy_j) samples for the server's ProfilingResult: wall
     time around the instruction and the GPU energy counter's difference."""
@@ -265,7 +191,7 @@ class Stage:
     placement: loop s mod P, or V shape); `chunk` of a local stage is its position among
     this rank's stages in ascending order (the client's chunk numbering)."""
 
-    def __init__(self, args, rank, placement, groups, hooks=None, pacer=None, recorder=None):
+    def __init__(self, args, rank, placement, groups, hooks=None, recorder=None):
         self.args, self.rank = args, rank
         self.placement = list(placement)
         self.NS = len(self.placement)                # pipeline stages P*V
@@ -275,7 +201,7 @@ class Stage:
         self.chunk = {s: c for c, s in enumerate(self.local)}
         self.act, self.grad = groups
         self.data = models.SyntheticData(args.model, args.microbatch_size, args.seed)
-        self.hooks, self.pacer, self.recorder = hooks, pacer, recorder
+        self.hooks, self.recorder = hooks, recorder
         self.client = hooks.client if hooks else None
 
     def send(self, t, dst, group, tag):
@@ -308,12 +234,10 @@ class Stage:
             self.opts[s] = torch.optim.SGD(m.parameters(), lr=a.lr, momentum=0.9)
 
     def call(self, kind, s, mb, fn, *args):
-        """One instruction through the pacer (simulated GPU), the recorder and the client's
-        kind + chunk hooks (the planned clock of (kind, chunk, microbatch))."""
+        """One instruction through the recorder and the client's kind + chunk hooks (the
+        planned clock of (kind, chunk, microbatch))."""
         chunk = self.chunk[s]
         run = fn
-        if self.pacer:
-            run = self.pacer.wrap(kind, run, self.V)
         if self.recorder:
             run = self.recorder.wrap(kind, run)
         if self.client is None:
@@ -438,10 +362,9 @@ class TorchStage:
     """This rank's stages run by PyTorch's own runtime (torch_runtime.TorchPipeline: real
     PipelineStage objects, the real schedule class), with ergon's hooks
     (ergon.integration.torch_pipelining.TorchPipeliningHooks) around every forward, backward, I and W
-    the schedule runs, the pacer (simulated GPU) and the recorder (server samples) inside
-    them. The interface train() and train_server() use: reset, run_step, hooks, wait_s."""
+    the schedule runs, the recorder (server samples) inside them. The interface train() and train_server() use: reset, run_step, hooks, wait_s."""
 
-    def __init__(self, args, rank, placement, sched, client, pacer=None, recorder=None):
+    def __init__(self, args, rank, placement, sched, client, recorder=None):
         import torch_runtime
         self.pipe = torch_runtime.TorchPipeline(args.model, sched.name, placement, rank,
                                                 args.microbatch_size, args.seed, args.lr)
@@ -450,7 +373,7 @@ class TorchStage:
         self.P = max(self.placement) + 1
         self.V = self.NS // self.P
         self.local = self.pipe.local
-        self.client, self.pacer, self.recorder = client, pacer, recorder
+        self.client, self.recorder = client, recorder
 
     @property
     def hooks(self):
@@ -463,12 +386,9 @@ class TorchStage:
         return sum(sum(v) for v in waits.values()) if waits else 0.0
 
     def _wrap(self, kind, fn):
-        run = fn
-        if self.pacer:
-            run = self.pacer.wrap(kind, run, self.V)
         if self.recorder:
-            run = self.recorder.wrap(kind, run)
-        return run
+            return self.recorder.wrap(kind, fn)
+        return fn
 
     def reset(self, M):
         from ergon.integration.torch_pipelining import TorchPipeliningHooks
@@ -593,19 +513,18 @@ def main(argv=None):
         act, grad = make_groups(args, placement)
 
     gpu, sim = open_gpu(args, S)
-    client = hooks = pacer = None
+    client = hooks = None
     if gpu is not None:
         dev = rank if sim else local_rank
         client = ergon.Client(gpu, device=dev, rank=rank, log_dir=args.log_dir)
         hooks = ergon.integration.PipelineHooks(client)
-        pacer = make_pacer(args, gpu, client, dev, sim, S, rank)
     recorder = Recorder(gpu, dev) if (args.server and gpu is not None) else None
     if args.server and gpu is None:
         raise SystemExit("--server needs a GPU back-end (not --gpu none)")
     if runtime == "torch":
-        stage = TorchStage(args, rank, placement, sched, client, pacer, recorder)
+        stage = TorchStage(args, rank, placement, sched, client, recorder)
     else:
-        stage = Stage(args, rank, placement, (act, grad), hooks, pacer, recorder)
+        stage = Stage(args, rank, placement, (act, grad), hooks, recorder)
     stage.runtime = runtime
     rc = 1
     try:
@@ -628,16 +547,6 @@ def main(argv=None):
                     rc = 1
     dist.destroy_process_group()
     return rc
-
-
-def make_pacer(args, gpu, client, dev, sim, S, rank):
-    """The Pacer on the simulated GPU (--pace auto or on), else None: a real GPU's kernels
-    pace themselves."""
-    if args.pace == "off" or (args.pace == "auto" and not sim):
-        return None
-    if not sim:
-        raise SystemExit("--pace on needs the simulated GPU")
-    return Pacer(gpu, client, dev)
 
 
 def resolve_schedule(args, S, M):
@@ -689,8 +598,6 @@ def train(args, stage, client, gpu, S, M, rank, sched, order):
                 t, e = time.monotonic() - t0, float("nan")
             row = {"step": step, "time_s": t, "energy_j": e, "clock": clock,
                    "recv_wait_s": stage.wait_s}
-            if stage.pacer is not None:
-                row["sim"] = stage.pacer.take()
             if loss is not None:
                 row["loss"], row["loss_hex"] = loss, loss.hex()
                 print("step %d loss %.6f time %.3f s" % (step, loss, t), flush=True)
@@ -702,9 +609,6 @@ def train(args, stage, client, gpu, S, M, rank, sched, order):
            "chunks": stage.V, "local_stages": stage.local,
            "extra_warmup": sched.extra_warmup[:S], "order": order,
            "plan": args.plan, "clock": args.clock, "gpu": gpu.backend if gpu else "none",
-           "paced": stage.pacer is not None,
-           "overruns": stage.pacer.overruns if stage.pacer else 0,
-           "instructions": stage.pacer.instructions if stage.pacer else 0,
            "wall_s": time.time() - t_start, "steps": rows, "runtime": stage.runtime,
            "torch": torch.__version__,
            "order_ran": stage.order_ran() if stage.runtime == "torch" else None}
@@ -811,8 +715,6 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
                 row = {"step": step, "time_s": t, "energy_j": e, "window": window,
                        "clock": ps[0] if len(set(ps)) == 1 else None,
                        "recv_wait_s": stage.wait_s}
-                if stage.pacer is not None:
-                    row["sim"] = stage.pacer.take()
                 if loss is not None:
                     row["loss"], row["loss_hex"] = loss, loss.hex()
                     print("window %d step %d loss %.6f time %.3f s" % (window, step, loss, t),
@@ -845,9 +747,6 @@ def train_server(args, stage, client, gpu, dev, S, M, rank, sched, order):
            "chunks": stage.V, "local_stages": stage.local,
            "extra_warmup": sched.extra_warmup[:S], "order": order, "server": args.server,
            "job_id": job, "windows": windows, "power_states": states_seen, "gpu": gpu.backend,
-           "paced": stage.pacer is not None,
-           "overruns": stage.pacer.overruns if stage.pacer else 0,
-           "instructions": stage.pacer.instructions if stage.pacer else 0,
            "wall_s": time.time() - t_start, "steps": rows, "runtime": stage.runtime,
            "torch": torch.__version__,
            "order_ran": stage.order_ran() if stage.runtime == "torch" else None}

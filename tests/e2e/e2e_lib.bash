@@ -23,9 +23,12 @@ export ERGON_LIBRARY="$ERGON_BIN_DIR/libergon.so.0"
 [ -r "$ERGON_LIBRARY" ] || { echo "FAIL: $ERGON_LIBRARY not built"; exit 1; }
 export PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1
 EX="$ERGON_SRC/examples/pytorch_pipeline"
-# The example's train.py with what only the tests need (fake kernels, a stalling rank, the
-# blocking-transport deadlock control, the deadlock cases): harness/trainer.py.
+# The example's train.py with what only the tests need (the pacer and the simulated GPU's
+# accounting in the results, fake kernels, a stalling rank, the blocking-transport deadlock
+# control, the deadlock cases): harness/trainer.py; the `make e2e` story with its checks:
+# harness/run_e2e.py.
 TRAIN="$ERGON_SRC/tests/e2e/harness/trainer.py"
+RUN_E2E="$ERGON_SRC/tests/e2e/harness/run_e2e.py"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

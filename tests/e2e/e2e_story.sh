@@ -18,7 +18,7 @@
 # the emulation on the measured profile are printed and decide nothing.
 source "$(dirname "$0")/e2e_lib.bash"
 
-timeout -k 5 600 "$PY" "$EX/run_e2e.py" --ergon "$ERGON" --out "$tmp/out" --stages 2 \
+timeout -k 5 600 "$PY" "$RUN_E2E" --ergon "$ERGON" --out "$tmp/out" --stages 2 \
   --microbatches 4 --sim-model gpt3-xl --sweep 1410:855:15 --window-steps 2 --steps 4 \
   --allow-repeat-windows \
   --timeout 60 >"$tmp/log.txt" 2>&1

@@ -4,12 +4,16 @@
 The example's trainer is what a user runs; this wrapper imports it and adds what only a test
 needs, then runs the example's main() with the remaining options:
 
-  * fake kernels: on a fake vendor library (tests/fake_nvml, tests/fake_amdsmi: `--gpu
-    nvml:LIB` or `amdsmi:LIB`) the device itself models compute: each instruction is a fake
-    kernel (fake_gpu_kernel_begin/end, found with dlsym in the library ergon loaded) whose
-    time at the device's clock the fake library gives, the work being the simulated model's
-    time at its top clock (with FAKE_GPU_ACTIVITY=1 the fake draws its clock's power only
-    while a kernel runs). `--pace auto` (the default) uses them when the library has them;
+  * `--pace auto|on|off` (pacer.py): on the simulated GPU each instruction is held for the
+    model's time at the applied clock, the device busy meanwhile, and the simulated GPU's own
+    accounting of it is recorded; on a fake vendor library (tests/fake_nvml,
+    tests/fake_amdsmi: `--gpu nvml:LIB` or `amdsmi:LIB`) each instruction is a fake kernel
+    whose time at the device's clock the fake gives (with FAKE_GPU_ACTIVITY=1 the fake draws
+    its clock's power only while a kernel runs). auto (the default) paces on either. With
+    `--out DIR` each step's row of DIR/result-RANK.json gets the accounting under `sim`
+    (the clocks in run order, busy time and energy), the result `paced`, `overruns` (the
+    instructions the CPU took longer for than the model) and `instructions`: the
+    load-independent numbers the tests decide on;
   * `--stall-rank R --stall-step N`: rank R stops (sleeps) before iteration N, holding its
     clock (e2e_kill: a silent rank);
   * `--p2p shared-blocking [--block-marks DIR]`: the naive transport, one group per
@@ -22,7 +26,7 @@ needs, then runs the example's main() with the remaining options:
     python3 tests/e2e/harness/trainer.py [TEST OPTIONS] [train.py OPTIONS]
 """
 import argparse
-import ctypes
+import json
 import os
 import sys
 import time
@@ -31,6 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(ROOT, "examples", "pytorch_pipeline"))
 import train as T  # noqa: E402  the example
+sys.path.insert(0, HERE)
+import pacer as pacing  # noqa: E402
 
 ergon, dist = T.ergon, T.dist
 
@@ -43,89 +49,85 @@ def parse_test_args(argv):
     p.add_argument("--block-marks", default="")
     p.add_argument("--deadlock-check", action="store_true")
     p.add_argument("--rel-tol", type=float, default=1e-6)
+    p.add_argument("--pace", choices=["auto", "on", "off"], default="auto")
     return p.parse_known_args(argv)
 
 
-class FakeKernels:
-    """A fake vendor library's compute (tests/fake_common/fake_common.h): begin(kind) starts a
-    kernel on the fake device and returns how long it lasts at the device's clock; end()
-    ends it. The work of an instruction is the simulated model's time for it at its top
-    clock (the stage's device of sim:GPU:MODEL:S)."""
-
-    def __init__(self, lib, dev, sim_spec, stage):
-        self.lib, self.dev = lib, dev
-        lib.fake_gpu_kernel_begin.restype = ctypes.c_double
-        lib.fake_gpu_kernel_begin.argtypes = [ctypes.c_uint, ctypes.c_double]
-        lib.fake_gpu_kernel_end.restype = ctypes.c_int
-        lib.fake_gpu_kernel_end.argtypes = [ctypes.c_uint]
-        self.work = {}
-        sim = ergon.Gpu(sim_spec)
-        try:
-            for kind in T.KIND_NAMES:
-                try:
-                    self.work[kind] = sim.sim_set_activity(stage, True, kind)
-                except ergon.ErgonError:
-                    pass  # a kind the model has no time for (zero-bubble parts)
-            sim.sim_set_activity(stage, False)
-        finally:
-            sim.close()
-
-    def begin(self, kind):
-        t = self.lib.fake_gpu_kernel_begin(self.dev, self.work.get(kind, 0.0))
-        if t < 0:
-            raise RuntimeError("fake_gpu_kernel_begin: no device %d" % self.dev)
-        return t
-
-    def end(self):
-        self.lib.fake_gpu_kernel_end(self.dev)
+PACE = {}  # this process's GPU (from the example's open_gpu) and pacer, per-step accounting
 
 
-def fake_kernels(gpu, dev, sim_spec, stage):
-    """FakeKernels when the vendor library ergon loaded is one of the fakes, else None."""
-    if gpu is None or gpu.backend not in ("nvml", "amdsmi"):
-        return None
-    try:
-        with open("/proc/self/maps") as f:
-            paths = sorted({ln.split()[-1] for ln in f if ln.rstrip().split()[-1:] and
-                            ln.split()[-1].startswith("/")})
-    except OSError:
-        return None
-    for path in paths:
-        base = os.path.basename(path)
-        if base.startswith("libnvidia-ml") or base.startswith("libamd_smi"):
-            lib = ctypes.CDLL(path)
-            if hasattr(lib, "fake_gpu_kernel_begin"):
-                return FakeKernels(lib, dev, sim_spec, stage)
-    return None
+def capturing_open_gpu(open_gpu):
+    """The example's open_gpu, remembering what it opened for the pacer."""
+    def run(args, S):
+        gpu, sim = open_gpu(args, S)
+        PACE.update(gpu=gpu, sim=sim, spec="sim:%s:%s:%d" % (args.sim_gpu, args.sim_model, S))
+        return gpu, sim
+    return run
 
 
-class KernelPacer(T.Pacer):
-    """Pacer for a fake library: the instruction is a fake kernel; it lasts what the fake
-    device says at its clock, the device busy meanwhile. Its trace has the clock the client
-    had applied and the kernel's time (the fake's model, not the host's); no energy (the fake
-    integrates its power over real time)."""
-
-    def __init__(self, kernels, client):
-        super().__init__(None, client, None)
-        self.kernels = kernels
-
-    def begin(self, kind, chunks=1):
-        t = self.kernels.begin(kind)
-        self.trace.append((self.client.active_clock, t / chunks, None))
-        return t
-
-    def end(self):
-        self.kernels.end()
+def the_pacer(client):
+    """This process's pacer (pacer.py), made once, with the first stage that has a client."""
+    if "pacer" not in PACE:
+        rank = int(os.environ.get("RANK", "0"))
+        dev = rank if PACE.get("sim") else int(os.environ.get("LOCAL_RANK", str(rank)))
+        PACE["pacer"] = None if client is None else pacing.make_pacer(
+            ergon, TEST.pace, PACE.get("gpu"), client, dev, PACE.get("sim"), PACE.get("spec"),
+            rank)
+    return PACE["pacer"]
 
 
-def make_pacer(args, gpu, client, dev, sim, S, rank):
-    """The example's pacer on the simulated GPU; on a fake library the fake's kernels."""
-    if not sim and args.pace != "off":
-        kernels = fake_kernels(gpu, dev, "sim:%s:%s:%d" % (args.sim_gpu, args.sim_model, S),
-                               rank)
-        if kernels:
-            return KernelPacer(kernels, client)
-    return EXAMPLE["make_pacer"](args, gpu, client, dev, sim, S, rank)
+def paced_call(call):
+    """Stage.call (the example's own loop) with the pacer innermost, inside the recorder and
+    the client's hooks."""
+    def run(self, kind, s, mb, fn, *args):
+        pacer = the_pacer(self.client)
+        if pacer is not None:
+            fn = pacer.wrap(kind, fn, self.V)
+        return call(self, kind, s, mb, fn, *args)
+    return run
+
+
+def paced_wrap(wrap):
+    """TorchStage._wrap (PyTorch's runtime; TorchPipeliningHooks' wrap) with the pacer
+    innermost."""
+    def run(self, kind, fn):
+        pacer = the_pacer(self.client)
+        if pacer is not None:
+            fn = pacer.wrap(kind, fn, self.V)
+        return wrap(self, kind, fn)
+    return run
+
+
+def accounted(run_step):
+    """run_step that keeps the pacer's accounting of each step (PACE["steps"], in step
+    order: the example writes one result row per run_step)."""
+    def run(self, step, order, M):
+        loss = run_step(self, step, order, M)
+        pacer = the_pacer(self.client)
+        PACE.setdefault("steps", []).append(pacer.take() if pacer is not None else None)
+        return loss
+    return run
+
+
+def add_accounting(out_dir, rank):
+    """The pacer's numbers into the example's out_dir/result-RANK.json (when it wrote one)."""
+    path = os.path.join(out_dir, "result-%d.json" % rank)
+    if not out_dir or not os.path.exists(path):
+        return
+    with open(path) as f:
+        res = json.load(f)
+    pacer, steps = PACE.get("pacer"), PACE.get("steps", [])
+    if len(steps) != len(res["steps"]):
+        raise SystemExit("harness: %d steps accounted, the result has %d rows"
+                         % (len(steps), len(res["steps"])))
+    if pacer is not None:
+        for row, acc in zip(res["steps"], steps):
+            row["sim"] = acc
+    res.update(paced=pacer is not None, overruns=pacer.overruns if pacer else 0,
+               instructions=pacer.instructions if pacer else 0)
+    with open(path + ".tmp", "w") as f:
+        json.dump(res, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def stalling(run_step, test):
@@ -209,7 +211,7 @@ def deadlock_check(args, stage, client, gpu, S, M, rank, sched, order):
             sc = ergon.Schedule(name, chunks=TEST.chunks)
             placement = sc.rank_order(S, 2 * S, rank)[1]
             chunked[name] = T.Stage(args, rank, placement, T.make_groups(args, placement),
-                                    stage.hooks, stage.pacer, None)
+                                    stage.hooks, None)
         for M, name in [(M, n) for M in sorted({S, 2 * S}) for n in names]:
             ref, dt0 = run_losses(stage, ergon.rank_order("1f1b", S, M, rank)[0], M,
                                   args.steps)
@@ -258,18 +260,19 @@ def take_option(argv, name, default):
     return value
 
 
-EXAMPLE = {"make_pacer": T.make_pacer}
 TEST = None
 
 
 def main(argv=None):
     global TEST
     TEST, rest = parse_test_args(sys.argv[1:] if argv is None else argv)
-    T.make_pacer = make_pacer
     rank = int(os.environ.get("RANK", "0"))
+    T.open_gpu = capturing_open_gpu(T.open_gpu)
+    T.Stage.call = paced_call(T.Stage.call)
+    T.TorchStage._wrap = paced_wrap(T.TorchStage._wrap)
     for cls in (T.Stage, T.TorchStage):
         cls.rank_id = rank
-        cls.run_step = stalling(cls.run_step, TEST)
+        cls.run_step = stalling(accounted(cls.run_step), TEST)
     if TEST.p2p == "shared-blocking":
         T.Stage, T.make_groups = BlockingStage, shared_groups
     if TEST.deadlock_check:
@@ -286,7 +289,11 @@ def main(argv=None):
     elif TEST.p2p != "split" and "--runtime" in rest and \
             rest[rest.index("--runtime") + 1] == "torch":
         raise SystemExit("--p2p %s is the example's own loop's (--runtime ergon)" % TEST.p2p)
-    return T.main(rest)
+    out = T.parse_args(rest).out
+    rc = T.main(rest)
+    if rc == 0 and out:
+        add_accounting(out, rank)
+    return rc
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""run_e2e.py: the whole story of `make e2e` on one machine: profile the training job under
-ergon, build the stage profile, plan the Perseus frontier, choose the plan for a 1% slowdown
-budget, train with all-max clocks and with the plan, and compare.
+"""run_e2e.py: the whole story of `make e2e` on one machine, checked: profile the example's
+training job (examples/pytorch_pipeline/train.py, run through this directory's trainer.py,
+which paces it on the simulated GPU and records the GPU's accounting) under ergon, build the
+stage profile, plan the Perseus frontier, choose the plan for a 1% slowdown budget, train with
+all-max clocks and with the plan, and compare.
 
-    python3 run_e2e.py [--ergon build/ergon] [--out e2e-out] [--stages 4] [--microbatches 8]
+    python3 tests/e2e/harness/run_e2e.py [--ergon build/ergon] [--out e2e-out] [--stages 4]
 
 Steps (each prints the command it runs):
   0. control plane: `ergon serve` when this build has it (see docs/e2e.md), else the client
@@ -41,7 +43,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crosscheck  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+EXAMPLE = os.path.join(ROOT, "examples", "pytorch_pipeline")
 PY = sys.executable
 
 
@@ -51,7 +54,7 @@ def run(cmd, **kw):
 
 
 def launch(args, nproc, train_args, timeout):
-    cmd = [PY, os.path.join(HERE, "launch.py"), "--nproc", str(nproc), "--timeout", str(timeout),
+    cmd = [PY, os.path.join(EXAMPLE, "launch.py"), "--nproc", str(nproc), "--timeout", str(timeout),
            "--", args.trainer] + train_args
     run(cmd)
 
@@ -196,8 +199,9 @@ def main():
     ap.add_argument("--sim-gpu", default="a100")
     ap.add_argument("--sim-model", default="gpt3-2.7b")
     ap.add_argument("--gpu", default="auto")
-    ap.add_argument("--trainer", default=os.path.join(HERE, "train.py"),
-                    help="the trainer each rank runs (default: this directory's train.py)")
+    ap.add_argument("--trainer", default=os.path.join(HERE, "trainer.py"),
+                    help="the trainer each rank runs (default: this directory's trainer.py, "
+                         "the example's train.py paced)")
     ap.add_argument("--slowdown", type=float, default=1.01)
     ap.add_argument("--timeout", type=float, default=300, help="per training run, seconds")
     ap.add_argument("--no-server", action="store_true",
