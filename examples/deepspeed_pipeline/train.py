@@ -16,10 +16,8 @@ rank), which, paced, holds each instruction for the time the GPU model gives at 
 clock. On a machine with GPUs use --gpu nvml (or daemon:SOCKET) and DeepSpeed's CUDA
 accelerator.
 
---case SCHED,M[,PLAN[,CLOCK]] (repeatable) runs several cases in one launch with the same
-initial weights: SCHED deepspeed (its TrainSchedule) | 1f1b | ours (r_s from PLAN), CLOCK
-max (default) | plan (PLAN's clocks). Each rank writes what its hooks saw (order per batch),
-the losses and the time and energy to OUT/cases-RANK.json (tests/e2e/deepspeed_pipeline.sh).
+Each rank writes its steps (loss, time, energy, the order its hooks saw, the simulated GPU's
+accounting) to OUT/result-RANK.json.
 """
 import argparse
 import datetime
@@ -52,8 +50,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="llama",
-                   help="llama (Hugging Face LlamaConfig) or gpt; comma list with --case: "
-                        "every case for each model")
+                   help="llama (Hugging Face LlamaConfig) or gpt")
     p.add_argument("--microbatches", type=int, default=4, help="M (gradient accumulation)")
     p.add_argument("--microbatch-size", type=int, default=2)
     p.add_argument("--steps", type=int, default=3, help="batches (train_batch calls)")
@@ -67,9 +64,6 @@ def parse_args(argv=None):
                    help="take the order (ours: r_s) from this plan but not its clocks")
     p.add_argument("--extra-warmup", default="", help="ours: r_s per stage, comma list")
     p.add_argument("--clock", default="max", help="without --plan: max or MHz for everything")
-    p.add_argument("--case", action="append", default=[],
-                   help="SCHED,M[,PLAN[,CLOCK]]: run these cases in one launch (see above)")
-    p.add_argument("--case-steps", type=int, default=2)
     p.add_argument("--gpu", default="sim", help="sim (sim:GPU:MODEL:N), nvml, daemon:SOCKET...")
     p.add_argument("--sim-gpu", default="a100")
     p.add_argument("--sim-model", default="bert-large")
@@ -87,7 +81,7 @@ def parse_args(argv=None):
                    help="with --server: HI:LO:STEP or list")
     p.add_argument("--window-steps", type=int, default=1)
     p.add_argument("--max-windows", type=int, default=0)
-    p.add_argument("--out", default="", help="directory for result-RANK.json / cases-RANK.json")
+    p.add_argument("--out", default="", help="directory for result-RANK.json")
     return p.parse_args(argv)
 
 
@@ -122,67 +116,6 @@ def apply_clock(client, gpu, rank, plan, clock):
         clocks = gpu.sm_clocks(rank)
         client.set_uniform_clock(max(clocks) if clock == "max" else int(clock))
     client.sync(10.0)
-
-
-def run_cases(args, client, gpu, rank, out):
-    """Every --case for every model, each from the same initial weights."""
-    cases = []
-    for spec in args.case:
-        f = spec.split(",")
-        cases.append({"schedule": f[0], "M": int(f[1]), "plan": f[2] if len(f) > 2 else "",
-                      "clock": f[3] if len(f) > 3 else "max"})
-    results = []
-    for name in args.model.split(","):
-        engine = build_engine(args, name, cases[0]["M"])
-        hooks = eds.instrument_deepspeed(engine, client, gpu=gpu, device=rank,
-                                         pace=gpu.backend == "sim" and not args.no_pace)
-        init = {k: v.clone() for k, v in engine.module.state_dict().items()}
-        data = models.SyntheticData(args.microbatch_size, args.seed)
-        for c in cases:
-            engine.module.load_state_dict(init)
-            engine.set_train_batch_size(args.microbatch_size * c["M"])
-            sched = None
-            if c["schedule"] != "deepspeed":
-                sched = ergon.Schedule(c["schedule"])
-                if sched.kind == ergon.SCHED_ENVPIPE:
-                    sched = ergon.plan_schedule(c["plan"])[0]
-            eds.use_ergon_schedule(engine, sched)
-            apply_clock(client, gpu, rank, c["plan"] if c["clock"] == "plan" else "",
-                        c["clock"] if c["clock"] != "plan" else "max")
-            data.reset()
-            orders, losses, times, energies, sims = [], [], [], [], []
-            sync0, paced0, late0 = hooks.sync_wait_s, hooks.paced_s, hooks.late_s
-            for _ in range(args.case_steps):
-                loss = engine.train_batch(data)
-                orders.append(hooks.last_order)
-                losses.append(float(loss))
-                times.append(hooks.last_step[0])
-                energies.append(hooks.last_step[1])
-                sims.append(hooks.last_sim)   # the simulated GPU's accounting (paced)
-            r = dict(c, model=name, extra_warmup=sched.extra_warmup[:engine.num_stages]
-                     if sched is not None else [], orders=orders,
-                     loss_hex=[x.hex() for x in losses], losses=losses, time_s=times,
-                     energy_j=energies, sim=sims, waits=hooks.last_waits,
-                     sync_wait_s=hooks.sync_wait_s - sync0, paced_s=hooks.paced_s - paced0,
-                     late_s=hooks.late_s - late0)
-            results.append(r)
-            if rank == 0:
-                print("%-5s %-9s M=%d r=%-10s clock=%-4s losses %s  time %.3f s" % (
-                    name, c["schedule"], c["M"], ",".join(map(str, r["extra_warmup"])),
-                    c["clock"], " ".join("%.6f" % x for x in losses), sum(times)), flush=True)
-        # eval_batch (DeepSpeed's InferenceSchedule) runs outside the hooks' steps: untouched.
-        data.reset()
-        before = hooks.last_order
-        eval_loss = float(engine.eval_batch(data))
-        if hooks.last_order is not before:
-            raise SystemExit("eval_batch went through the training hooks")
-        results.append({"model": name, "eval_loss": eval_loss})
-    res = {"rank": rank, "stages": dist.get_world_size(), "overruns": hooks.overruns,
-           "instructions": hooks.instructions, "cases": results}
-    if out:
-        with open(os.path.join(out, "cases-%d.json" % rank), "w") as f:
-            json.dump(res, f, indent=1)
-    return 0
 
 
 def run_train(args, client, gpu, rank, out):
@@ -254,10 +187,7 @@ def main(argv=None):
     client = ergon.Client(gpu, device=dev, rank=rank)
     rc = 1
     try:
-        if args.case:
-            rc = run_cases(args, client, gpu, rank, out)
-        else:
-            rc = run_train(args, client, gpu, rank, out)
+        rc = run_train(args, client, gpu, rank, out)
     finally:
         for obj in (client, gpu):       # resets the clocks on every path
             try:

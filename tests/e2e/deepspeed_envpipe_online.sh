@@ -81,7 +81,8 @@ print("EnvPipe online in DeepSpeed: %d windows (%d reconfiguration), r=%s; %s" %
     [l for l in log.splitlines() if l.startswith("terminated")][0]))
 PY
 [ $? -eq 0 ] || exit 1
-timeout -k 5 200 "$VPY" -m torch.distributed.run --standalone --nproc-per-node $S "$EX/train.py" \
+timeout -k 5 200 "$VPY" -m torch.distributed.run --standalone --nproc-per-node $S \
+  "$ERGON_SRC/tests/e2e/harness/deepspeed_cases.py" \
   --model llama --case ours,$M,"$tmp/allmax.json",plan --case ours,$M,"$tmp/plan.json",plan \
   --case-steps 4 --p2p-timeout 5 --out "$tmp/measure" >"$tmp/measure.log" 2>&1 ||
   { tail -30 "$tmp/measure.log"; fail "measuring launch"; }

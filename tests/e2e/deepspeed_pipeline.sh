@@ -18,13 +18,13 @@
 #     energy counter, which counts how long the host took, decides nothing;
 #   - every non-first rank measured receive waits; no deadlock (gloo P2P timeout 5 s, the
 #     whole launch under a timeout).
-# docs/integrations.md (DeepSpeed) shows this trainer's --case launch.
+# All cases run in one launch of examples/deepspeed_pipeline/train.py's engine through
+# tests/e2e/harness/deepspeed_cases.py; docs/integrations.md (DeepSpeed) says what is checked.
 source "$(dirname "$0")/../lib/venv_lib.bash"
 need_venv deepspeed transformers
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-EX="$ERGON_SRC/examples/deepspeed_pipeline"
 S=4
 "$ERGON" profile sim --gpu a100 --stages $S --model bert-large -o "$tmp/profile.csv" 2>/dev/null ||
   fail "ergon profile sim"
@@ -41,8 +41,8 @@ done
 cases+=(--case 1f1b,8)
 start=$(date +%s)
 timeout -k 5 300 "$VPY" -m torch.distributed.run --standalone --nproc-per-node $S \
-  "$EX/train.py" --model llama,gpt "${cases[@]}" --case-steps 2 --p2p-timeout 5 \
-  --out "$tmp/out" >"$tmp/run.log" 2>&1
+  "$ERGON_SRC/tests/e2e/harness/deepspeed_cases.py" --model llama,gpt "${cases[@]}" \
+  --case-steps 2 --p2p-timeout 5 --out "$tmp/out" >"$tmp/run.log" 2>&1
 rc=$?
 [ $rc -eq 0 ] || { tail -40 "$tmp/run.log"; fail "the DeepSpeed launch exited $rc (124: timeout, a deadlock?)"; }
 grep -E "^(llama|gpt) " "$tmp/run.log"

@@ -6,7 +6,8 @@
 # simulated GPU by hand (the pacer examples/pytorch_pipeline/train.py had before), an example
 # importing from tests/, a file in examples/ that no user-facing text names (crosscheck.py
 # was one), a function of an example that nothing but a test calls (torch_runtime.py's
-# broadcast_losses was one).
+# broadcast_losses was one), a multi-case runner only the tests launch (the DeepSpeed
+# example's run_cases / --case-steps, now tests/e2e/harness/deepspeed_cases.py).
 set -u
 : "${ERGON_SRC:?}"
 source "$(dirname "$0")/../lib/skip_lib.bash"
@@ -48,4 +49,8 @@ printf '\n\ndef broadcast_losses(losses, placement):\n    return losses\n' \
   >>"$tmp/t/examples/pytorch_pipeline/torch_runtime.py"
 expect_fail "a helper only a test calls" \
   "^examples/pytorch_pipeline/torch_runtime.py:[0-9]*: broadcast_losses is used by no example"
+copy
+d=examples/deepspeed_pipeline/train.py
+printf '\n\ndef run_cases(args, client, gpu, rank, out):\n    return main(args)\n' >>"$tmp/t/$d"
+expect_fail "a multi-case runner only the tests launch" "^$d:[0-9]*: names 'run_cases'"
 echo "PASS"
