@@ -10,7 +10,8 @@ The rules, each checkable without running anything:
      harness's pacer), the fake vendor libraries (fake_gpu_kernel, FAKE_GPU_ACTIVITY,
      FAKE_NVML_, FAKE_AMDSMI_), the load-independent verdicts (crosscheck), the deadlock and
      kill controls (--deadlock-check, shared-blocking, --block-marks, --stall-rank), the
-     tests' multi-case runners (run_cases, --case-steps: tests/e2e/harness/deepspeed_cases.py);
+     tests' multi-case runners (run_cases, --case, cases-%d.json: tests/e2e/harness/
+     deepspeed_cases.py, megatron_cases.py);
   2. no code in examples/ reaches into tests/: no import of a tests module, no string (outside
      a docstring or a comment) with a path component `tests`;
   3. every file in examples/ is named (by its path below examples/ or its file name) in a
@@ -28,7 +29,7 @@ import sys
 
 TEST_ONLY = re.compile(r"sim_set_activity|sim_account|fake_gpu_kernel|FAKE_GPU_ACTIVITY|"
                        r"FAKE_NVML_|FAKE_AMDSMI_|crosscheck|deadlock-check|shared-blocking|"
-                       r"block-marks|stall-rank|run_cases|case-steps")
+                       r"block-marks|stall-rank|run_cases|--case|cases-%d")
 TESTS_PATH = re.compile(r"(^|/)tests(/|$)")
 CODE = (".py", ".sh")
 

@@ -4,12 +4,12 @@ interleaved 1F1B with V model chunks per rank) with ergon's hooks on every forwa
 (ergon.integration.megatron). One process per pipeline rank, gloo, on the CPU (cpu_shim: the
 two CUDA allocations of Megatron's schedule path go to the CPU; see the module docstring):
 
-    torchrun --standalone --nproc-per-node 4 train.py --case 1f1b,8 --case interleaved,8
+    torchrun --standalone --nproc-per-node 4 train.py --schedule interleaved --microbatches 8
+    torchrun ... train.py --schedule interleaved --microbatches 8 --plan plan.json
 
---case SCHED,M[,PLAN] (repeatable): SCHED 1f1b or interleaved (V = --chunks, default 2), M
-microbatches, PLAN an ergon JSON plan whose clocks the client applies (default: all-max).
-Cases with the same V share one model-parallel set-up and start from the same weights. Each
-rank writes the order its hooks saw, the losses, time and energy to OUT/cases-RANK.json.
+--schedule 1f1b or interleaved (V = --chunks, default 2), --microbatches M, --plan an ergon
+JSON plan whose clocks the client applies (default: all at the top clock). Each rank writes the
+order its hooks saw, the losses, time and energy to OUT/result-RANK.json.
 The model: P*V stages of a small residual MLP language model (token embedding on the first
 stage, LM head and cross-entropy on the last), activations [sequence, microbatch, hidden]
 as Megatron passes them.
@@ -96,9 +96,11 @@ def forward_step_func(data_iterator, model):
     return model(ids), functools.partial(loss_func, labels)
 
 
-def main(argv=None):
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--case", action="append", required=True, help="SCHED,M[,PLAN]")
+    p.add_argument("--schedule", default="1f1b", choices=["1f1b", "interleaved"])
+    p.add_argument("--microbatches", type=int, default=4, help="M")
+    p.add_argument("--plan", default="", help="an ergon JSON plan: its clocks")
     p.add_argument("--chunks", type=int, default=2, help="V of the interleaved schedule")
     p.add_argument("--microbatch-size", type=int, default=2)
     p.add_argument("--steps", type=int, default=2)
@@ -106,10 +108,86 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--p2p-timeout", type=float, default=5.0)
     p.add_argument("--sim-model", default="bert-large")
-    p.add_argument("--out", default="")
+    p.add_argument("--out", default="", help="directory for result-RANK.json")
     p.add_argument("--log-dir", default=None, help="the ergon client logs (instructions-R.csv: "
                    "the clock each instruction ran at; each waits for its clock at begin)")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def build_pipeline(args, P, rank, V):
+    """Megatron's model-parallel state for P ranks with V chunks each, this rank's chunks and
+    Megatron's forward-backward function for them."""
+    vp = None if V == 1 else V
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=1, pipeline_model_parallel_size=P,
+        virtual_pipeline_model_parallel_size=vp)
+    config = TransformerConfig(
+        num_layers=P * V, hidden_size=HIDDEN, num_attention_heads=1,
+        pipeline_model_parallel_size=P, virtual_pipeline_model_parallel_size=vp,
+        pipeline_dtype=torch.float32, batch_p2p_comm=False,
+        deallocate_pipeline_outputs=False)
+    if "microbatch_group_size_per_vp_stage" in config.__dict__ and vp:
+        config.microbatch_group_size_per_vp_stage = P
+    model = [StageModel(config, c * P + rank, P * V, args.seed) for c in range(V)]
+    return model, get_forward_backward_func(pp_size=P, vp_size=vp)
+
+
+def train(args, client, hooks, fb, model, M, plan, top):
+    """args.steps batches of M microbatches through fb (hooks.wrap of Megatron's function) at
+    the plan's clocks (or all at top): what the hooks saw, the losses (on every rank)."""
+    V, P = len(model), dist.get_world_size()
+    params = [q for m in model for q in m.parameters()]
+    opt = torch.optim.SGD(params, lr=args.lr)
+    if plan:
+        client.load_plan(plan, dist.get_rank())
+    else:
+        client.set_uniform_clock(top)
+    client.sync(10.0)
+    data = [Data(args.microbatch_size, args.seed) for _ in range(V)]
+    changes0 = client.clock_changes
+    orders, losses, steps, waits = [], [], [], []
+    for _ in range(args.steps):
+        out = fb(forward_step_func=forward_step_func,
+                 data_iterator=data if V > 1 else data[0],
+                 model=model if V > 1 else model[0], num_microbatches=M,
+                 seq_length=SEQ, micro_batch_size=args.microbatch_size,
+                 forward_only=False)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        orders.append(hooks.last_order)
+        waits.append(sum(sum(v) for v in (hooks.last_waits or {}).values()))
+        steps.append(hooks.last_step)
+        if out:                 # the last stage: one dict per microbatch
+            tot = torch.zeros((), dtype=torch.float32)
+            for d in out:
+                tot = tot + d["lm loss"]
+            losses.append(float(tot))
+    client.sync(10.0)
+    changes = client.clock_changes - changes0
+    box = [losses]
+    dist.broadcast_object_list(box, src=P - 1)
+    losses = box[0]
+    if dist.get_rank() == 0:
+        print("megatron %-11s V=%d M=%d %-6s losses %s" % (
+            "1f1b" if V == 1 else "interleaved", V, M, "plan" if plan else "max",
+            " ".join("%.6f" % x for x in losses)), flush=True)
+    return dict(M=M, plan=plan, V=V, orders=orders, losses=losses,
+                loss_hex=[x.hex() for x in losses], steps=steps, clock_changes=changes,
+                recv_wait_s=waits)
+
+
+def run_train(args, client, gpu, rank, P):
+    V = 1 if args.schedule == "1f1b" else args.chunks
+    model, fb = build_pipeline(args, P, rank, V)
+    hooks = MegatronHooks(client)
+    r = train(args, client, hooks, hooks.wrap(fb), model, args.microbatches, args.plan,
+              max(gpu.sm_clocks(rank)))
+    parallel_state.destroy_model_parallel()
+    return dict(r, rank=rank, P=P, schedule=args.schedule)
+
+
+def main(argv=None):
+    args = parse_args(argv)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.p2p_timeout))
@@ -119,81 +197,15 @@ def main(argv=None):
     # (CLIENT_WAIT_CLOCK), and the log records that clock (freq_run).
     client = ergon.Client(gpu, device=rank, rank=rank, log_dir=args.log_dir,
                           flags=ergon.CLIENT_WAIT_CLOCK)
-    top = max(gpu.sm_clocks(rank))
-    cases = []
-    for spec in args.case:
-        f = spec.split(",")
-        if f[0] not in ("1f1b", "interleaved"):
-            raise SystemExit("--case: schedule %r is not 1f1b or interleaved" % f[0])
-        cases.append({"schedule": f[0], "M": int(f[1]), "plan": f[2] if len(f) > 2 else ""})
-    results = []
     try:
-        for V in sorted({1 if c["schedule"] == "1f1b" else args.chunks for c in cases}):
-            vp = None if V == 1 else V
-            parallel_state.initialize_model_parallel(
-                tensor_model_parallel_size=1, pipeline_model_parallel_size=P,
-                virtual_pipeline_model_parallel_size=vp)
-            config = TransformerConfig(
-                num_layers=P * V, hidden_size=HIDDEN, num_attention_heads=1,
-                pipeline_model_parallel_size=P, virtual_pipeline_model_parallel_size=vp,
-                pipeline_dtype=torch.float32, batch_p2p_comm=False,
-                deallocate_pipeline_outputs=False)
-            NS = P * V
-            model = [StageModel(config, c * P + rank, NS, args.seed) for c in range(V)]
-            init = [{k: v.clone() for k, v in m.state_dict().items()} for m in model]
-            hooks = MegatronHooks(client)
-            fb = hooks.wrap(get_forward_backward_func(pp_size=P, vp_size=vp))
-            for c in [c for c in cases if (1 if c["schedule"] == "1f1b" else args.chunks) == V]:
-                if "microbatch_group_size_per_vp_stage" in config.__dict__ and vp:
-                    config.microbatch_group_size_per_vp_stage = P
-                for m, st in zip(model, init):
-                    m.load_state_dict(st)
-                params = [q for m in model for q in m.parameters()]
-                opt = torch.optim.SGD(params, lr=args.lr)
-                if c["plan"]:
-                    client.load_plan(c["plan"], rank)
-                else:
-                    client.set_uniform_clock(top)
-                client.sync(10.0)
-                data = [Data(args.microbatch_size, args.seed) for _ in range(V)]
-                changes0 = client.clock_changes
-                orders, losses, steps, waits = [], [], [], []
-                for _ in range(args.steps):
-                    out = fb(forward_step_func=forward_step_func,
-                             data_iterator=data if V > 1 else data[0],
-                             model=model if V > 1 else model[0], num_microbatches=c["M"],
-                             seq_length=SEQ, micro_batch_size=args.microbatch_size,
-                             forward_only=False)
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-                    orders.append(hooks.last_order)
-                    waits.append(sum(sum(v) for v in (hooks.last_waits or {}).values()))
-                    steps.append(hooks.last_step)
-                    if out:                 # the last stage: one dict per microbatch
-                        tot = torch.zeros((), dtype=torch.float32)
-                        for d in out:
-                            tot = tot + d["lm loss"]
-                        losses.append(float(tot))
-                client.sync(10.0)
-                changes = client.clock_changes - changes0
-                box = [losses]
-                dist.broadcast_object_list(box, src=P - 1)
-                losses = box[0]
-                results.append(dict(c, V=V, orders=orders, losses=losses,
-                                    loss_hex=[x.hex() for x in losses], steps=steps,
-                                    clock_changes=changes, recv_wait_s=waits))
-                if rank == 0:
-                    print("megatron %-11s V=%d M=%d %-6s losses %s" % (
-                        c["schedule"], V, c["M"], "plan" if c["plan"] else "max",
-                        " ".join("%.6f" % x for x in losses)), flush=True)
-            parallel_state.destroy_model_parallel()
+        res = run_train(args, client, gpu, rank, P)
     finally:
         client.close()
         gpu.close()
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "cases-%d.json" % rank), "w") as f:
-            json.dump({"rank": rank, "P": P, "cases": results}, f, indent=1)
+        with open(os.path.join(args.out, "result-%d.json" % rank), "w") as f:
+            json.dump(res, f, indent=1)
     dist.barrier()
     dist.destroy_process_group()
     return 0

@@ -12,7 +12,9 @@
 # not by a count of clock changes (which depends on how often the clock thread ran); the
 # planned runs' losses are bitwise identical to the all-max runs'; no deadlock (the launch
 # ends under a timeout).
-# docs/integrations.md (Megatron-core) shows this trainer's --case launch.
+# All cases run in one launch of examples/megatron_pipeline/train.py's pipeline through
+# tests/e2e/harness/megatron_cases.py; then the example itself, as docs/integrations.md
+# (Megatron-core) launches it, runs one case: its losses equal that case's in the launch.
 source "$(dirname "$0")/../lib/venv_lib.bash"
 need_venv megatron.core
 fail() { echo "FAIL: $*"; exit 1; }
@@ -53,7 +55,7 @@ for s in 1f1b interleaved; do
 done
 start=$(date +%s)
 timeout -k 5 300 "$VPY" -m torch.distributed.run --standalone --nproc-per-node $P \
-  "$ERGON_SRC/examples/megatron_pipeline/train.py" "${cases[@]}" --chunks $V --steps 2 \
+  "$ERGON_SRC/tests/e2e/harness/megatron_cases.py" "${cases[@]}" --chunks $V --steps 2 \
   --p2p-timeout 5 --out "$tmp/out" --log-dir "$tmp/logs" >"$tmp/run.log" 2>&1
 rc=$?
 [ $rc -eq 0 ] || { tail -40 "$tmp/run.log"; fail "the Megatron launch exited $rc (124: timeout, a deadlock?)"; }
@@ -62,7 +64,7 @@ grep "^megatron " "$tmp/run.log"
 import json, sys
 import ergon
 tmp, P, V = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-res = [json.load(open("%s/out/cases-%d.json" % (tmp, r))) for r in range(P)]
+res = [json.load(open("%s/out/result-%d.json" % (tmp, r))) for r in range(P)]
 L = {"F": ergon.FORWARD, "B": ergon.BACKWARD}
 
 def expected(c, r):
@@ -106,4 +108,21 @@ PY
 "$VPY" "$ERGON_SRC/tests/e2e/check_clocks.py" "$tmp/logs" --ranks $P "${segs[@]}" ||
   fail "an instruction did not run at its clock"
 echo "Megatron pipeline: $(( $(date +%s) - start )) s for one launch"
+# The example as docs/integrations.md launches it: one schedule, the plan's clocks.
+timeout -k 5 200 "$VPY" -m torch.distributed.run --standalone --nproc-per-node $P \
+  "$ERGON_SRC/examples/megatron_pipeline/train.py" --schedule interleaved --microbatches 8 \
+  --plan "$tmp/interleaved8.json" --out "$tmp/plain" >"$tmp/plain.log" 2>&1 ||
+  { tail -40 "$tmp/plain.log"; fail "the example's own launch failed"; }
+"$VPY" - "$tmp" $P <<'PY' || fail "the example's own launch differs from its case"
+import json, sys
+tmp, P = sys.argv[1], int(sys.argv[2])
+for r in range(P):
+    got = json.load(open("%s/plain/result-%d.json" % (tmp, r)))
+    case = [c for c in json.load(open("%s/out/result-%d.json" % (tmp, r)))["cases"]
+            if (c["schedule"], c["M"], c["plan"]) == ("interleaved", 8, got["plan"])][0]
+    for k in ("orders", "loss_hex"):
+        if got[k] != case[k]:
+            sys.exit("rank %d: the example's %s %s, its case in the launch %s" % (r, k, got[k], case[k]))
+print("the example's own launch (interleaved, M=8, plan): orders and losses == its case's")
+PY
 echo "PASS"

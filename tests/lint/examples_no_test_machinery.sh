@@ -7,7 +7,7 @@
 # importing from tests/, a file in examples/ that no user-facing text names (crosscheck.py
 # was one), a function of an example that nothing but a test calls (torch_runtime.py's
 # broadcast_losses was one), a multi-case runner only the tests launch (the DeepSpeed
-# example's run_cases / --case-steps, now tests/e2e/harness/deepspeed_cases.py).
+# examples' --case runners, now tests/e2e/harness/deepspeed_cases.py and megatron_cases.py).
 set -u
 : "${ERGON_SRC:?}"
 source "$(dirname "$0")/../lib/skip_lib.bash"
@@ -53,4 +53,8 @@ copy
 d=examples/deepspeed_pipeline/train.py
 printf '\n\ndef run_cases(args, client, gpu, rank, out):\n    return main(args)\n' >>"$tmp/t/$d"
 expect_fail "a multi-case runner only the tests launch" "^$d:[0-9]*: names 'run_cases'"
+copy
+m=examples/megatron_pipeline/train.py
+printf '\n\ndef parse_cases(p):\n    p.add_argument("--case", action="append")\n' >>"$tmp/t/$m"
+expect_fail "a --case option only the tests use" "^$m:[0-9]*: names '--case'"
 echo "PASS"
