@@ -19,7 +19,8 @@
 #   - every non-first rank measured receive waits; no deadlock (gloo P2P timeout 5 s, the
 #     whole launch under a timeout).
 # All cases run in one launch of examples/deepspeed_pipeline/train.py's engine through
-# tests/e2e/harness/deepspeed_cases.py; docs/integrations.md (DeepSpeed) says what is checked.
+# tests/e2e/harness/deepspeed_cases.py; then the example itself, as docs/integrations.md
+# (DeepSpeed) launches it, runs `ours` at the plan's clocks: orders and losses equal that case's.
 source "$(dirname "$0")/../lib/venv_lib.bash"
 need_venv deepspeed transformers
 fail() { echo "FAIL: $*"; exit 1; }
@@ -167,4 +168,24 @@ print("orders seen by the hooks == ergon's on every rank, step and case (%d case
       % (n, S))
 PY
 echo "DeepSpeed pipeline: $(( $(date +%s) - start )) s for one launch"
+# The example as docs/integrations.md launches it: EnvPipe's order at the plan's clocks.
+timeout -k 5 200 "$VPY" -m torch.distributed.run --standalone --nproc-per-node $S \
+  "$ERGON_SRC/examples/deepspeed_pipeline/train.py" --model llama --microbatches 8 --steps 2 \
+  --schedule ours --plan "$tmp/ours8.json" --p2p-timeout 5 --out "$tmp/plain" >"$tmp/plain.log" 2>&1 ||
+  { tail -40 "$tmp/plain.log"; fail "the example's own launch failed"; }
+"$VPY" - "$tmp" $S <<'PY' || fail "the example's own launch differs from its case"
+import json, sys
+tmp, S = sys.argv[1], int(sys.argv[2])
+for r in range(S):
+    got = json.load(open("%s/plain/result-%d.json" % (tmp, r)))
+    case = [c for c in json.load(open("%s/out/cases-%d.json" % (tmp, r)))["cases"]
+            if (c.get("model"), c.get("schedule"), c.get("M"), c.get("plan"), c.get("clock")) ==
+            ("llama", "ours", 8, got["plan"], "plan")][0]
+    orders = [x["order"] for x in got["steps"]]
+    losses = [x["loss_hex"] for x in got["steps"]]
+    if got["schedule"] != "ours" or orders != case["orders"] or losses != case["loss_hex"]:
+        sys.exit("rank %d: the example ran %s %s losses %s; its case %s losses %s" % (
+            r, got["schedule"], orders, losses, case["orders"], case["loss_hex"]))
+print("the example's own launch (llama, ours, M=8, plan): orders and losses == its case's")
+PY
 echo "PASS"
